@@ -1,0 +1,246 @@
+/*
+ * vkfuse — tensor programs on any Vulkan GPU, eager or traced.
+ *
+ * This is the whole public API. Conventions:
+ *
+ *  - Every call that can fail records the first error in its context (a
+ *    sticky status, as cairo does). Ops that fail return NULL; an op given a
+ *    NULL input returns NULL without recording a new error, so a chained
+ *    expression needs one check at the end:
+ *
+ *        vf_tensor *y = vf_softmax(ctx, vf_add(ctx, vf_matmul(ctx, x, w), b), -1);
+ *        if (!y) fprintf(stderr, "%s\n", vf_error_message(ctx));
+ *
+ *  - Ops return a new tensor owned by the innermost open scope
+ *    (vf_scope_begin / vf_scope_end). A context always has a root scope,
+ *    released by vf_context_destroy. vf_keep moves a tensor to the enclosing
+ *    scope; vf_tensor_retain gives the caller a reference of its own.
+ *
+ *  - Shapes follow NumPy: row-major, broadcasting aligned at the trailing
+ *    dims, negative axes count from the end. Rank is at most VF_MAX_RANK.
+ *
+ *  - Desc structs are zero-initialised to get the defaults.
+ */
+#ifndef VKFUSE_H
+#define VKFUSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(VKFUSE_SHARED_BUILD)
+#define VF_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define VF_API __attribute__((visibility("default")))
+#else
+#define VF_API
+#endif
+
+#define VKFUSE_VERSION_MAJOR 0
+#define VKFUSE_VERSION_MINOR 1
+#define VKFUSE_VERSION_PATCH 0
+
+#define VF_MAX_RANK 8
+
+typedef struct vf_context vf_context;   /* one device, its caches, its errors */
+typedef struct vf_tensor vf_tensor;     /* ref-counted, opaque */
+
+typedef enum {
+    VF_OK = 0,
+    VF_ERROR_INVALID_ARGUMENT,
+    VF_ERROR_SHAPE,
+    VF_ERROR_DTYPE,
+    VF_ERROR_OUT_OF_MEMORY,
+    VF_ERROR_DEVICE,
+    VF_ERROR_UNSUPPORTED,
+    VF_ERROR_COMPILE,
+    VF_ERROR_TRACE,
+    VF_ERROR_IO,
+    VF_ERROR_FORMAT
+} vf_status;
+
+/* Element types. Packed sizes: f32/i32/u32 4 bytes, f16 2, bool 1 (0 or 1).
+   f16 is a storage type: arithmetic on it is done in f32 and rounded back
+   (round-to-nearest-even) on store. */
+typedef enum { VF_F32, VF_F16, VF_I32, VF_U32, VF_BOOL } vf_dtype;
+
+typedef enum { VF_BACKEND_AUTO, VF_BACKEND_VULKAN, VF_BACKEND_CPU } vf_backend;
+
+/* All-zero is the default: the AUTO backend on the best device (or the one
+   VKFUSE_DEVICE names), no validation, no profiling, the default cache. */
+typedef struct {
+    vf_backend backend;     /* AUTO: Vulkan when usable, else CPU; VKFUSE_BACKEND overrides AUTO */
+    int device_index;       /* -1: best. Read only when pick_device is true, so
+                               that the all-zero desc means "best", not "device 0" */
+    bool validation;        /* enable VK_LAYER_KHRONOS_validation (also VKFUSE_VALIDATION=1);
+                               any message it prints is recorded as VF_ERROR_DEVICE */
+    bool profile;           /* timestamp queries around dispatches */
+    const char *cache_dir;  /* NULL: VKFUSE_CACHE_DIR, else $XDG_CACHE_HOME/vkfuse,
+                               else ~/.cache/vkfuse; "" disables the disk cache */
+    bool pick_device;       /* true: use device_index as given */
+} vf_context_desc;
+
+VF_API vf_status vf_context_create(const vf_context_desc *desc, vf_context **out);
+VF_API void vf_context_destroy(vf_context *ctx);
+VF_API vf_status vf_status_get(vf_context *ctx);        /* first error since last clear */
+VF_API const char *vf_error_message(vf_context *ctx);   /* says what, where, with shapes; "" if none */
+VF_API void vf_error_clear(vf_context *ctx);
+VF_API const char *vf_device_name(vf_context *ctx);     /* on CPU fallback it says why */
+VF_API vf_backend vf_backend_get(vf_context *ctx);
+VF_API const char *vf_status_name(vf_status s);         /* "VF_ERROR_SHAPE", ... */
+VF_API const char *vf_dtype_name(vf_dtype t);           /* "f32", ... */
+VF_API size_t vf_dtype_size(vf_dtype t);                /* bytes per element */
+/* Waits until every queued op of ctx has finished; returns the context's status. */
+VF_API vf_status vf_context_sync(vf_context *ctx);
+
+/* Counters for tests and tools: shader compiles done in this context (cache
+   misses of both the memory and the disk cache), cache hits, submits. */
+typedef struct {
+    int64_t shader_compiles;
+    int64_t shader_memory_hits;
+    int64_t shader_disk_hits;
+    int64_t submits;
+    int64_t dispatches;
+    int64_t device_bytes_in_use;
+} vf_context_stats;
+VF_API vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out);
+
+/* Devices, for tools: fills up to max entries and returns how many Vulkan
+   devices there are (0 if no loader). `chosen` marks the one
+   vf_context_create would pick. */
+typedef struct {
+    char name[256];
+    uint32_t vendor_id, device_id, driver_version, api_version;
+    char vendor[32];        /* "AMD", "NVIDIA", "Intel", "Mesa", ... */
+    char type[16];          /* "discrete", "integrated", "virtual", "cpu", "other" */
+    char driver[256];       /* driver name and info */
+    uint32_t subgroup_size;
+    uint32_t shared_memory_bytes;
+    uint64_t max_storage_buffer_range;
+    bool fp16;              /* shaderFloat16 */
+    bool storage16;         /* storageBuffer16BitAccess */
+    bool chosen;
+} vf_device_info;
+VF_API int vf_devices(vf_device_info *out, int max, char *err, size_t errlen);
+
+/* ---- Tensors ----------------------------------------------------------- */
+
+VF_API void vf_scope_begin(vf_context *ctx);
+VF_API void vf_scope_end(vf_context *ctx);             /* releases what the scope owns */
+VF_API vf_tensor *vf_keep(vf_tensor *t);               /* move to the enclosing scope */
+VF_API vf_tensor *vf_tensor_retain(vf_tensor *t);      /* caller owns one reference */
+/* Drops one reference the caller owns; on a tensor the caller never
+   retained it ends the scope's ownership early (frees it if unused). */
+VF_API void vf_tensor_release(vf_tensor *t);
+
+/* rank 0 is a scalar (shape may be NULL). data is packed row-major. */
+VF_API vf_tensor *vf_tensor_from_host(vf_context *ctx, vf_dtype dtype, int rank,
+                                      const int64_t *shape, const void *data);
+VF_API vf_tensor *vf_fill(vf_context *ctx, vf_dtype dtype, int rank, const int64_t *shape,
+                          double value);
+/* Standard normal samples from a Philox-4x32-10 counter-based generator
+   with Box-Muller: the same seed gives the same numbers on every backend
+   (to within a few ulps of libm's log/cos/sin). */
+VF_API vf_tensor *vf_random_normal(vf_context *ctx, vf_dtype dtype, int rank,
+                                   const int64_t *shape, uint64_t seed);
+/* Waits for the value. bytes smaller than the tensor: VF_ERROR_INVALID_ARGUMENT. */
+VF_API vf_status vf_tensor_read(vf_tensor *t, void *dst, size_t bytes);
+VF_API vf_dtype vf_tensor_dtype(const vf_tensor *t);
+VF_API int vf_tensor_rank(const vf_tensor *t);
+VF_API int64_t vf_tensor_dim(const vf_tensor *t, int axis);   /* negative axes allowed; -1 on error */
+VF_API int64_t vf_tensor_numel(const vf_tensor *t);
+VF_API size_t vf_tensor_bytes(const vf_tensor *t);
+VF_API vf_context *vf_tensor_context(const vf_tensor *t);
+
+/* ---- Ops ----------------------------------------------------------------
+   Binary ops broadcast (NumPy rules) and need both inputs of one dtype
+   (cast first with vf_cast). Integer division truncates toward zero and
+   x / 0 is 0 for integers; pow on integers is not supported. */
+VF_API vf_tensor *vf_add(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_sub(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_mul(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_div(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_pow(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_maximum(vf_context *ctx, vf_tensor *a, vf_tensor *b);  /* NaN if either is NaN */
+VF_API vf_tensor *vf_minimum(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+/* Comparisons give VF_BOOL; any comparison with NaN is false but not_equal. */
+VF_API vf_tensor *vf_greater(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_greater_equal(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_less(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_less_equal(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_equal(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_not_equal(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+/* cond must be VF_BOOL; a and b one dtype; all three broadcast. */
+VF_API vf_tensor *vf_where(vf_context *ctx, vf_tensor *cond, vf_tensor *a, vf_tensor *b);
+
+/* Unary ops. exp log sqrt rsqrt tanh sigmoid gelu sin cos need a float
+   dtype; neg abs relu also take i32 (abs/relu also u32). gelu is the tanh
+   approximation 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))). */
+VF_API vf_tensor *vf_neg(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_exp(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_log(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_sqrt(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_rsqrt(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_abs(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_tanh(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_sigmoid(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_relu(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_gelu(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_sin(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_cos(vf_context *ctx, vf_tensor *x);
+/* Float to int truncates toward zero (NaN gives 0, out of range saturates);
+   to bool is x != 0. */
+VF_API vf_tensor *vf_cast(vf_context *ctx, vf_tensor *x, vf_dtype to);
+
+/* Reductions over the listed axes (naxes == 0: all axes); keepdims keeps
+   them as size 1. Sum of an empty set is 0, mean of it NaN, max/min of it
+   an error. Float inputs only for mean; sum/max/min also take i32/u32. */
+VF_API vf_tensor *vf_reduce_sum(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims);
+VF_API vf_tensor *vf_reduce_mean(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims);
+VF_API vf_tensor *vf_reduce_max(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims);
+VF_API vf_tensor *vf_reduce_min(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims);
+/* Index of the first maximum along axis, VF_I32; a NaN counts as the maximum. */
+VF_API vf_tensor *vf_argmax(vf_context *ctx, vf_tensor *x, int axis);
+
+/* Matrix product over the last two dims, batch dims broadcast
+   ([..., m, k] @ [..., k, n] -> [..., m, n]); rank-1 operands are treated as
+   a row (a) or column (b) vector and that dim is dropped, as in NumPy.
+   f32 (and f16 storage) only. */
+VF_API vf_tensor *vf_matmul(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_matmul_ex(vf_context *ctx, vf_tensor *a, vf_tensor *b, bool transpose_a,
+                               bool transpose_b);
+
+/* Numerically stable (max subtracted) along axis. */
+VF_API vf_tensor *vf_softmax(vf_context *ctx, vf_tensor *x, int axis);
+VF_API vf_tensor *vf_log_softmax(vf_context *ctx, vf_tensor *x, int axis);
+/* labels [...] i32 (or u32) class indices, logits [..., classes] float:
+   per-example losses [...], as tf.nn.sparse_softmax_cross_entropy_with_logits.
+   A label outside [0, classes) gives a NaN loss for that example. */
+VF_API vf_tensor *vf_sparse_softmax_cross_entropy(vf_context *ctx, vf_tensor *labels, vf_tensor *logits);
+/* L2 norm over all elements: a scalar. */
+VF_API vf_tensor *vf_norm(vf_context *ctx, vf_tensor *x);
+
+/* One dim may be -1 (inferred). The result shares storage when it can. */
+VF_API vf_tensor *vf_reshape(vf_context *ctx, vf_tensor *x, int rank, const int64_t *shape);
+/* perm NULL: reverse the dims. */
+VF_API vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm);
+
+/* ---- Variables ----------------------------------------------------------
+   Persistent and mutable: a variable keeps its dtype and shape; assigning
+   changes its value for every later reader. Ops that read a variable see
+   the value it had when the op was called. */
+VF_API vf_tensor *vf_variable(vf_context *ctx, vf_tensor *initial);
+VF_API bool vf_tensor_is_variable(const vf_tensor *t);
+/* value must have the variable's dtype and broadcast to its shape. */
+VF_API vf_status vf_assign(vf_tensor *var, vf_tensor *value);
+VF_API vf_status vf_assign_add(vf_tensor *var, vf_tensor *value);
+VF_API vf_status vf_assign_sub(vf_tensor *var, vf_tensor *value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VKFUSE_H */

@@ -1,0 +1,95 @@
+/* The backend interface: a struct of function pointers (ggml's idea).
+ *
+ * The frontend validates every op, infers its shape and dtype, and then
+ * hands a backend one fully described invocation (vf_exec). Backends never
+ * see user errors in shapes or dtypes; what they report is resource or
+ * device trouble, into the context's vf_err. The frontend never includes a
+ * Vulkan header; only src/vulkan does.
+ */
+#ifndef VF_BACKEND_H
+#define VF_BACKEND_H
+
+#include "graph/op.h"
+#include "util/err.h"
+
+#include <stddef.h>
+
+typedef struct vf_buffer vf_buffer;   /* backend-defined device memory range */
+
+/* What a kernel sees of one tensor: packed row-major elements at byte
+   `offset` of `buf`. numel may be 0 (then buf may be NULL). */
+typedef struct vf_tref {
+    vf_buffer *buf;
+    size_t offset;
+    vf_dtype dtype;
+    int rank;
+    int64_t shape[VF_MAX_RANK];
+} vf_tref;
+
+/* One op invocation. Shapes are final and valid:
+   - elementwise: inputs broadcast to out.shape (inputs may have lower rank:
+     align at the trailing dims); for CAST attrs.dtype == out.dtype;
+   - reductions: in[0] is the input, attrs.axes_mask the reduced axes, out
+     has keepdims applied as attrs.keepdims says (its numel is what matters);
+     ARGMAX reduces attrs.axis;
+   - SOFTMAX / LOG_SOFTMAX: along attrs.axis, out.shape == in[0].shape;
+   - SPARSE_XENT: in[0] labels (I32/U32) of shape L, in[1] logits L + [C];
+   - MATMUL: in[0] [..., m, k] (or [..., k, m] with trans_a), in[1]
+     [..., k, n] (or [..., n, k] with trans_b), rank >= 2 both (the frontend
+     reshapes vectors), batch dims broadcast to out [..., m, n];
+   - TRANSPOSE: out dim i = in dim attrs.perm[i];
+   - FILL / RANDOM_NORMAL: no inputs.
+   No tensor is empty: the frontend handles empty inputs and outputs.
+   out never overlaps an input, except that an elementwise op may be given
+   out == in[i] exactly (same buffer, offset and shape: in-place). */
+typedef struct vf_exec {
+    vf_op op;
+    vf_attrs attrs;
+    int n_in;
+    vf_tref in[3];
+    vf_tref out;
+} vf_exec;
+
+typedef struct vf_backend_iface {
+    const char *name;  /* "vulkan" or "cpu" */
+    /* bytes > 0. Fails with VF_ERROR_OUT_OF_MEMORY (or VF_ERROR_UNSUPPORTED
+       when bytes exceeds what one binding can address) and a message. */
+    vf_status (*alloc)(void *self, size_t bytes, vf_buffer **out);
+    /* May be called while queued work still uses buf: the backend defers
+       the reuse of the memory until that work has finished. */
+    void (*free)(void *self, vf_buffer *buf);
+    /* Copy host data in. Ordered after every op queued before it. */
+    vf_status (*upload)(void *self, vf_buffer *buf, size_t offset, const void *src, size_t bytes);
+    /* Copy data out; waits for every queued op first. */
+    vf_status (*download)(void *self, vf_buffer *buf, size_t offset, void *dst, size_t bytes);
+    /* Run (or queue) one op. */
+    vf_status (*exec)(void *self, const vf_exec *e);
+    /* Submit everything queued and wait for it. */
+    vf_status (*sync)(void *self);
+    void (*destroy)(void *self);
+    /* Counters for vf_context_stats (may be NULL). */
+    void (*stats)(void *self, vf_context_stats *out);
+} vf_backend_iface;
+
+typedef struct vf_backend {
+    const vf_backend_iface *iface;
+    void *self;
+} vf_backend_t;
+
+/* Backend constructors. err receives the reason on failure. */
+vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out);
+
+typedef struct vf_vk_options {
+    int device_index;        /* -1: best, or VKFUSE_DEVICE */
+    const char *device_env;  /* VKFUSE_DEVICE value or NULL */
+    bool validation;
+    bool profile;
+    const char *cache_dir;   /* resolved directory; NULL or "": no disk cache */
+} vf_vk_options;
+
+/* Fails with VF_ERROR_DEVICE (no loader, no device, device lost, ...) and a
+   message; device_name receives the chosen device's name. */
+vf_status vf_vulkan_backend_create(vf_err *err, const vf_vk_options *opt, vf_backend_t *out,
+                                   char *device_name, size_t device_name_len);
+
+#endif

@@ -1,0 +1,76 @@
+/* A generated compute kernel: the contract between codegen (src/fusion)
+ * and the Vulkan runtime (src/vulkan).
+ *
+ * Codegen turns one vf_exec (today: one op; after fusion: a fused group)
+ * into a short sequence of dispatches. Each dispatch is GLSL source plus
+ * what the runtime needs to run it: which tensors go to which storage
+ * buffer binding, the push-constant bytes and the workgroup counts. The
+ * runtime compiles the GLSL (cached by content hash), binds, pushes,
+ * dispatches, and puts a compute->compute barrier between the dispatches
+ * of one sequence.
+ *
+ * GLSL conventions every generated kernel follows:
+ *   #version 450, set 0, bindings 0..n_bindings-1 are storage buffers in
+ *   binding order, one push-constant block (at most VF_PUSH_MAX bytes),
+ *   entry point main, local size fixed in the source.
+ */
+#ifndef VF_FUSION_KERNEL_H
+#define VF_FUSION_KERNEL_H
+
+#include "backend.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define VF_PUSH_MAX 128
+#define VF_KERNEL_MAX_BINDINGS 6
+#define VF_KERNEL_MAX_STEPS 4
+
+/* What codegen may rely on, filled by the Vulkan runtime from the device. */
+typedef struct vf_device_caps {
+    uint32_t vendor_id;
+    bool is_cpu;                     /* VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe): tuning profile */
+    uint32_t subgroup_size;          /* e.g. 8 on lavapipe, 32 NVIDIA, 64 AMD */
+    bool subgroup_arithmetic;        /* subgroupAdd / Max / Min in compute */
+    bool subgroup_shuffle;           /* subgroupBroadcast / Shuffle */
+    uint32_t max_workgroup_invocations;
+    uint32_t max_workgroup_size[3];
+    uint32_t max_workgroup_count[3];
+    uint32_t shared_memory_bytes;
+    uint32_t max_push_constants;
+    uint64_t max_storage_buffer_range;
+    uint32_t min_storage_buffer_offset_alignment;
+    bool storage16;                  /* storageBuffer16BitAccess: f16 tensors */
+    bool storage8;                   /* storageBuffer8BitAccess: bool tensors */
+    bool shader_float16, shader_int8;
+} vf_device_caps;
+
+/* A binding refers to a tensor of the vf_exec or to the scratch buffer. */
+enum { VF_BIND_IN0 = 0, VF_BIND_IN1 = 1, VF_BIND_IN2 = 2, VF_BIND_OUT = 3, VF_BIND_SCRATCH = 4 };
+
+typedef struct vf_dispatch {
+    char *glsl;                      /* malloc'd, NUL-terminated */
+    char name[64];                   /* for logs and dumps: "add_f32_b01" */
+    int n_bindings;
+    int binding[VF_KERNEL_MAX_BINDINGS];   /* VF_BIND_* per binding slot */
+    uint8_t push[VF_PUSH_MAX];
+    uint32_t push_size;
+    uint32_t groups[3];              /* workgroup counts, each >= 1 */
+} vf_dispatch;
+
+typedef struct vf_kernel {
+    int n_steps;
+    vf_dispatch step[VF_KERNEL_MAX_STEPS];
+    size_t scratch_bytes;            /* > 0: the runtime provides a scratch buffer */
+} vf_kernel;
+
+/* Generates the kernel for e (never an op with an empty input or output:
+   the frontend handles those). Fails with VF_ERROR_UNSUPPORTED (e.g. f16
+   on a device without 16-bit storage) and a message naming the op. */
+vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_kernel *out, vf_err *err);
+void vf_kernel_free(vf_kernel *k);
+
+/* Embedded shaders/ files by name ("prelude.glsl"); NULL if absent. */
+const char *vf_shader_template(const char *name);
+
+#endif

@@ -1,0 +1,100 @@
+/* The op table: one enum, one row per op. This is the single place an op
+ * is defined — its name, arity, kind, the dtypes it takes, its reference
+ * scalar semantics (used by the CPU backend) and its GLSL expression (used
+ * by codegen). Adding an elementwise op means adding a row here and tests.
+ */
+#ifndef VF_GRAPH_OP_H
+#define VF_GRAPH_OP_H
+
+#include "vkfuse.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum vf_op {
+    /* elementwise binary, result dtype = input dtype */
+    VF_OP_ADD, VF_OP_SUB, VF_OP_MUL, VF_OP_DIV, VF_OP_POW, VF_OP_MAXIMUM, VF_OP_MINIMUM,
+    /* elementwise binary, result VF_BOOL */
+    VF_OP_GREATER, VF_OP_GREATER_EQUAL, VF_OP_LESS, VF_OP_LESS_EQUAL, VF_OP_EQUAL,
+    VF_OP_NOT_EQUAL,
+    /* elementwise ternary: where(cond, a, b) */
+    VF_OP_WHERE,
+    /* elementwise unary */
+    VF_OP_NEG, VF_OP_EXP, VF_OP_LOG, VF_OP_SQRT, VF_OP_RSQRT, VF_OP_ABS, VF_OP_TANH,
+    VF_OP_SIGMOID, VF_OP_RELU, VF_OP_GELU, VF_OP_SIN, VF_OP_COS,
+    VF_OP_CAST,  /* attrs.dtype is the target */
+    VF_OP_COPY,  /* identity; also broadcasts its input to the output shape */
+    /* reductions over attrs.axes_mask of the input */
+    VF_OP_REDUCE_SUM, VF_OP_REDUCE_MEAN, VF_OP_REDUCE_MAX, VF_OP_REDUCE_MIN, VF_OP_NORM,
+    VF_OP_ARGMAX, /* along attrs.axis, I32 result without that axis */
+    /* row ops along attrs.axis */
+    VF_OP_SOFTMAX, VF_OP_LOG_SOFTMAX,
+    VF_OP_SPARSE_XENT, /* in[0] labels [...], in[1] logits [..., C] -> [...] */
+    VF_OP_MATMUL,      /* attrs.trans_a / trans_b; batch dims broadcast */
+    VF_OP_TRANSPOSE,   /* attrs.perm */
+    /* sources: no inputs */
+    VF_OP_FILL,          /* attrs.value */
+    VF_OP_RANDOM_NORMAL, /* attrs.seed; see util/philox.h */
+    VF_OP_COUNT
+} vf_op;
+
+typedef enum {
+    VF_KIND_ELEMENTWISE,
+    VF_KIND_REDUCTION,
+    VF_KIND_ROW,        /* softmax-like: a reduction and a map along one axis */
+    VF_KIND_MATMUL,
+    VF_KIND_MOVEMENT,
+    VF_KIND_SOURCE,
+} vf_op_kind;
+
+typedef enum { VF_RESULT_SAME, VF_RESULT_BOOL, VF_RESULT_I32, VF_RESULT_ATTR } vf_result_rule;
+
+typedef enum { VF_COMBINE_NONE, VF_COMBINE_SUM, VF_COMBINE_MAX, VF_COMBINE_MIN } vf_combine;
+
+/* Reference semantics of an elementwise op, one function per class of
+   dtype. Float ops are computed in double and rounded to the storage type;
+   integer ops take and return the values as int64 and the caller wraps the
+   result to 32 bits (two's complement), so i32 and u32 overflow wrap as
+   they do in GLSL. For WHERE, a is the condition (0 or 1). */
+typedef double (*vf_scalar_f)(double a, double b, double c);
+typedef int64_t (*vf_scalar_i)(int64_t a, int64_t b, int64_t c, bool is_unsigned);
+
+typedef struct vf_op_info {
+    const char *name;        /* "add": used in messages, dumps, kernel names */
+    int arity;               /* tensor inputs */
+    vf_op_kind kind;
+    uint32_t accepts;        /* dtype mask (util/dtype.h) of the data inputs */
+    vf_result_rule result;
+    /* elementwise only */
+    vf_scalar_f cpu_f;       /* NULL: not defined on floats */
+    vf_scalar_i cpu_i;       /* NULL: not defined on integers */
+    /* GLSL expressions over a, b, c (the loaded inputs, already of the
+       compute type: float for f32/f16, int for i32, uint for u32, bool for
+       VF_BOOL). May call the helpers of shaders/prelude.glsl (vf_pow,
+       vf_max, vf_min, vf_tanh). glsl_u NULL: same as glsl_i. */
+    const char *glsl_f, *glsl_i, *glsl_u;
+    /* reductions only */
+    vf_combine combine;
+    bool square_first;       /* norm */
+    bool divide_by_count;    /* mean */
+    bool sqrt_after;         /* norm */
+    bool differentiable;
+} vf_op_info;
+
+extern const vf_op_info vf_op_table[VF_OP_COUNT];
+
+static inline const vf_op_info *vf_op_get(vf_op op) { return &vf_op_table[op]; }
+
+/* Attributes of one op invocation; fields unused by an op stay zero. */
+typedef struct vf_attrs {
+    uint32_t axes_mask;      /* reductions: bit a set = axis a of the input is reduced */
+    bool keepdims;
+    int axis;                /* argmax, softmax: non-negative */
+    int perm[VF_MAX_RANK];   /* transpose: out dim i = in dim perm[i] */
+    bool trans_a, trans_b;   /* matmul */
+    vf_dtype dtype;          /* cast target */
+    double value;            /* fill */
+    uint64_t seed;           /* random_normal */
+} vf_attrs;
+
+#endif

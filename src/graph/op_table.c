@@ -1,0 +1,157 @@
+/* The op table (see op.h). Each row's reference functions and GLSL strings
+ * must agree: tests run every op on both backends and compare. */
+#include "graph/op.h"
+#include "util/dtype.h"
+
+#include <math.h>
+
+/* ---- reference scalar functions -------------------------------------- */
+
+#define F2(name, expr) \
+    static double name(double a, double b, double c) { (void)b; (void)c; return (expr); }
+#define I2(name, expr) \
+    static int64_t name(int64_t a, int64_t b, int64_t c, bool u) { (void)b; (void)c; (void)u; return (expr); }
+
+/* Integer arithmetic through uint64 so that wrap-around is defined. */
+static int64_t wrap(uint64_t v) { return (int64_t)(uint32_t)v; }
+static int64_t as_i(int64_t v, bool u) { return u ? (int64_t)(uint32_t)v : (int64_t)(int32_t)v; }
+
+F2(f_add, a + b)
+F2(f_sub, a - b)
+F2(f_mul, a * b)
+F2(f_div, a / b)
+static double f_pow(double a, double b, double c) { (void)c; return pow(a, b); }
+static double f_max(double a, double b, double c) { (void)c; return isnan(a) || isnan(b) ? NAN : (a > b ? a : b); }
+static double f_min(double a, double b, double c) { (void)c; return isnan(a) || isnan(b) ? NAN : (a < b ? a : b); }
+F2(f_gt, a > b)
+F2(f_ge, a >= b)
+F2(f_lt, a < b)
+F2(f_le, a <= b)
+F2(f_eq, a == b)
+F2(f_ne, a != b)
+static double f_where(double a, double b, double c) { return a != 0.0 ? b : c; }
+F2(f_neg, -a)
+F2(f_exp, exp(a))
+F2(f_log, log(a))
+F2(f_sqrt, sqrt(a))
+F2(f_rsqrt, 1.0 / sqrt(a))
+F2(f_abs, fabs(a))
+F2(f_tanh, tanh(a))
+F2(f_sigmoid, 1.0 / (1.0 + exp(-a)))
+F2(f_relu, a < 0.0 ? 0.0 : a)
+F2(f_gelu, 0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))))
+F2(f_sin, sin(a))
+F2(f_cos, cos(a))
+F2(f_copy, a)
+
+I2(i_add, wrap((uint64_t)a + (uint64_t)b))
+I2(i_sub, wrap((uint64_t)a - (uint64_t)b))
+I2(i_mul, wrap((uint64_t)a * (uint64_t)b))
+/* x / 0 is 0; INT_MIN / -1 wraps to INT_MIN (C would trap). */
+static int64_t i_div(int64_t a, int64_t b, int64_t c, bool u)
+{
+    (void)c;
+    if (b == 0) return 0;
+    if (!u && b == -1) return wrap(0u - (uint64_t)a);
+    return as_i(a / b, u);
+}
+I2(i_max, a > b ? a : b)
+I2(i_min, a < b ? a : b)
+I2(i_gt, a > b)
+I2(i_ge, a >= b)
+I2(i_lt, a < b)
+I2(i_le, a <= b)
+I2(i_eq, a == b)
+I2(i_ne, a != b)
+static int64_t i_where(int64_t a, int64_t b, int64_t c, bool u) { (void)u; return a ? b : c; }
+I2(i_neg, wrap(0u - (uint64_t)a))
+I2(i_abs, a < 0 ? wrap(0u - (uint64_t)a) : a)
+I2(i_relu, a < 0 ? 0 : a)
+I2(i_copy, a)
+
+/* ---- the table ------------------------------------------------------- */
+
+#define NUM VF_MASK_NUM
+#define FLT VF_MASK_FLOAT
+#define ALL VF_MASK_ALL
+#define SIGNED (VF_MASK_FLOAT | VF_M(VF_I32))
+
+#define BIN(op, nm, msk, res, cf, ci, gf, gi, gu) \
+    [op] = {.name = nm, .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = msk, .result = res, \
+            .cpu_f = cf, .cpu_i = ci, .glsl_f = gf, .glsl_i = gi, .glsl_u = gu, .differentiable = true}
+#define UN(op, nm, msk, cf, ci, gf, gi, gu) \
+    [op] = {.name = nm, .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = msk, .result = VF_RESULT_SAME, \
+            .cpu_f = cf, .cpu_i = ci, .glsl_f = gf, .glsl_i = gi, .glsl_u = gu, .differentiable = true}
+#define CMP(op, nm, cf, ci, g) \
+    [op] = {.name = nm, .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL, .result = VF_RESULT_BOOL, \
+            .cpu_f = cf, .cpu_i = ci, .glsl_f = g, .glsl_i = g, .glsl_u = g}
+#define RED(op, nm, msk, comb, sq, mean, sqr) \
+    [op] = {.name = nm, .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = msk, .result = VF_RESULT_SAME, \
+            .combine = comb, .square_first = sq, .divide_by_count = mean, .sqrt_after = sqr, \
+            .differentiable = true}
+
+const vf_op_info vf_op_table[VF_OP_COUNT] = {
+    BIN(VF_OP_ADD, "add", NUM, VF_RESULT_SAME, f_add, i_add, "a + b", "a + b", NULL),
+    BIN(VF_OP_SUB, "sub", NUM, VF_RESULT_SAME, f_sub, i_sub, "a - b", "a - b", NULL),
+    BIN(VF_OP_MUL, "mul", NUM, VF_RESULT_SAME, f_mul, i_mul, "a * b", "a * b", NULL),
+    BIN(VF_OP_DIV, "div", NUM, VF_RESULT_SAME, f_div, i_div, "a / b",
+        "(b == 0 ? 0 : (b == -1 ? -a : a / b))", "(b == 0u ? 0u : a / b)"),
+    BIN(VF_OP_POW, "pow", FLT, VF_RESULT_SAME, f_pow, NULL, "vf_pow(a, b)", NULL, NULL),
+    BIN(VF_OP_MAXIMUM, "maximum", NUM, VF_RESULT_SAME, f_max, i_max, "vf_max(a, b)", "max(a, b)", NULL),
+    BIN(VF_OP_MINIMUM, "minimum", NUM, VF_RESULT_SAME, f_min, i_min, "vf_min(a, b)", "min(a, b)", NULL),
+
+    CMP(VF_OP_GREATER, "greater", f_gt, i_gt, "a > b"),
+    CMP(VF_OP_GREATER_EQUAL, "greater_equal", f_ge, i_ge, "a >= b"),
+    CMP(VF_OP_LESS, "less", f_lt, i_lt, "a < b"),
+    CMP(VF_OP_LESS_EQUAL, "less_equal", f_le, i_le, "a <= b"),
+    CMP(VF_OP_EQUAL, "equal", f_eq, i_eq, "a == b"),
+    CMP(VF_OP_NOT_EQUAL, "not_equal", f_ne, i_ne, "a != b"),
+
+    [VF_OP_WHERE] = {.name = "where", .arity = 3, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
+                     .result = VF_RESULT_SAME, .cpu_f = f_where, .cpu_i = i_where,
+                     .glsl_f = "(a ? b : c)", .glsl_i = "(a ? b : c)", .differentiable = true},
+
+    UN(VF_OP_NEG, "neg", SIGNED, f_neg, i_neg, "-a", "-a", NULL),
+    UN(VF_OP_EXP, "exp", FLT, f_exp, NULL, "exp(a)", NULL, NULL),
+    UN(VF_OP_LOG, "log", FLT, f_log, NULL, "vf_log(a)", NULL, NULL),
+    UN(VF_OP_SQRT, "sqrt", FLT, f_sqrt, NULL, "vf_sqrt(a)", NULL, NULL),
+    UN(VF_OP_RSQRT, "rsqrt", FLT, f_rsqrt, NULL, "vf_rsqrt(a)", NULL, NULL),
+    UN(VF_OP_ABS, "abs", NUM, f_abs, i_abs, "abs(a)", "abs(a)", "a"),
+    UN(VF_OP_TANH, "tanh", FLT, f_tanh, NULL, "vf_tanh(a)", NULL, NULL),
+    UN(VF_OP_SIGMOID, "sigmoid", FLT, f_sigmoid, NULL, "(1.0 / (1.0 + exp(-a)))", NULL, NULL),
+    UN(VF_OP_RELU, "relu", NUM, f_relu, i_relu, "(a < 0.0 ? 0.0 : a)", "(a < 0 ? 0 : a)", "a"),
+    UN(VF_OP_GELU, "gelu", FLT, f_gelu, NULL,
+       "(0.5 * a * (1.0 + vf_tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))))", NULL, NULL),
+    UN(VF_OP_SIN, "sin", FLT, f_sin, NULL, "sin(a)", NULL, NULL),
+    UN(VF_OP_COS, "cos", FLT, f_cos, NULL, "cos(a)", NULL, NULL),
+    /* cast and copy: the conversion is done by the store (see codegen) */
+    [VF_OP_CAST] = {.name = "cast", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
+                    .result = VF_RESULT_ATTR, .cpu_f = f_copy, .cpu_i = i_copy,
+                    .glsl_f = "a", .glsl_i = "a"},
+    [VF_OP_COPY] = {.name = "copy", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
+                    .result = VF_RESULT_SAME, .cpu_f = f_copy, .cpu_i = i_copy,
+                    .glsl_f = "a", .glsl_i = "a", .differentiable = true},
+
+    RED(VF_OP_REDUCE_SUM, "reduce_sum", NUM, VF_COMBINE_SUM, false, false, false),
+    RED(VF_OP_REDUCE_MEAN, "reduce_mean", FLT, VF_COMBINE_SUM, false, true, false),
+    RED(VF_OP_REDUCE_MAX, "reduce_max", NUM, VF_COMBINE_MAX, false, false, false),
+    RED(VF_OP_REDUCE_MIN, "reduce_min", NUM, VF_COMBINE_MIN, false, false, false),
+    RED(VF_OP_NORM, "norm", FLT, VF_COMBINE_SUM, true, false, true),
+    [VF_OP_ARGMAX] = {.name = "argmax", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = NUM,
+                      .result = VF_RESULT_I32, .combine = VF_COMBINE_MAX},
+
+    [VF_OP_SOFTMAX] = {.name = "softmax", .arity = 1, .kind = VF_KIND_ROW, .accepts = FLT,
+                       .result = VF_RESULT_SAME, .differentiable = true},
+    [VF_OP_LOG_SOFTMAX] = {.name = "log_softmax", .arity = 1, .kind = VF_KIND_ROW, .accepts = FLT,
+                           .result = VF_RESULT_SAME, .differentiable = true},
+    [VF_OP_SPARSE_XENT] = {.name = "sparse_softmax_cross_entropy", .arity = 2, .kind = VF_KIND_ROW,
+                           .accepts = FLT, .result = VF_RESULT_SAME, .differentiable = true},
+    [VF_OP_MATMUL] = {.name = "matmul", .arity = 2, .kind = VF_KIND_MATMUL, .accepts = FLT,
+                      .result = VF_RESULT_SAME, .differentiable = true},
+    [VF_OP_TRANSPOSE] = {.name = "transpose", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
+                         .result = VF_RESULT_SAME, .differentiable = true},
+    [VF_OP_FILL] = {.name = "fill", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = ALL,
+                    .result = VF_RESULT_ATTR},
+    [VF_OP_RANDOM_NORMAL] = {.name = "random_normal", .arity = 0, .kind = VF_KIND_SOURCE,
+                             .accepts = FLT, .result = VF_RESULT_ATTR},
+};

@@ -1,0 +1,27 @@
+#include "util/err.h"
+
+#include <stdio.h>
+
+vf_status vf_err_vset(vf_err *e, vf_status status, const char *fmt, va_list ap)
+{
+    if (!e || status == VF_OK) return status;
+    if (e->status != VF_OK) return status; /* keep the first */
+    e->status = status;
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    return status;
+}
+
+vf_status vf_err_set(vf_err *e, vf_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vf_err_vset(e, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void vf_err_clear(vf_err *e)
+{
+    e->status = VF_OK;
+    e->message[0] = '\0';
+}
