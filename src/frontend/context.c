@@ -1,0 +1,198 @@
+/* The context: backend choice, the sticky error, environment knobs. */
+#include "frontend/frontend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+vf_status vf_fail(vf_context *ctx, vf_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vf_err_vset(&ctx->err, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+vf_status vf_backend_failed(vf_context *ctx, vf_status status, const char *fmt, ...)
+{
+    char what[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (ctx->be_err.status != VF_OK) {
+        if (status == VF_OK) status = ctx->be_err.status;
+        vf_fail(ctx, status, "%s: %s", what, ctx->be_err.message);
+    } else if (status != VF_OK) {
+        vf_fail(ctx, status, "%s", what);
+    }
+    vf_err_clear(&ctx->be_err);
+    return status;
+}
+
+/* Messages the backend recorded by itself (e.g. the validation layer). */
+static void pick_up_backend_errors(vf_context *ctx)
+{
+    if (ctx->be_err.status != VF_OK) vf_backend_failed(ctx, VF_OK, "%s backend", ctx->be.iface ? ctx->be.iface->name : "?");
+}
+
+static const char *const status_names[] = {
+    "VF_OK", "VF_ERROR_INVALID_ARGUMENT", "VF_ERROR_SHAPE", "VF_ERROR_DTYPE",
+    "VF_ERROR_OUT_OF_MEMORY", "VF_ERROR_DEVICE", "VF_ERROR_UNSUPPORTED", "VF_ERROR_COMPILE",
+    "VF_ERROR_TRACE", "VF_ERROR_IO", "VF_ERROR_FORMAT",
+};
+
+const char *vf_status_name(vf_status s)
+{
+    if ((unsigned)s < sizeof status_names / sizeof *status_names) return status_names[s];
+    return "VF_ERROR_UNKNOWN";
+}
+
+static bool env_true(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "off") != 0;
+}
+
+/* VKFUSE_CACHE_DIR, else $XDG_CACHE_HOME/vkfuse, else ~/.cache/vkfuse. */
+static void resolve_cache_dir(const vf_context_desc *d, char *out, size_t len)
+{
+    const char *env = getenv("VKFUSE_CACHE_DIR");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    out[0] = '\0';
+    if (d->cache_dir) snprintf(out, len, "%s", d->cache_dir);
+    else if (env) snprintf(out, len, "%s", env);
+    else if (xdg && *xdg) snprintf(out, len, "%s/vkfuse", xdg);
+    else if (home && *home) snprintf(out, len, "%s/.cache/vkfuse", home);
+}
+
+static vf_status make_cpu(vf_context *ctx, const char *why)
+{
+    vf_status s = vf_cpu_backend_create(&ctx->be_err, &ctx->be);
+    if (s != VF_OK) return s;
+    ctx->kind = VF_BACKEND_CPU;
+    if (why && *why)
+        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS; no Vulkan device: %s)", why);
+    else
+        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS)");
+    return VF_OK;
+}
+
+static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d)
+{
+    vf_vk_options opt = {
+        .device_index = d->pick_device ? d->device_index : -1,
+        .device_env = d->pick_device ? NULL : getenv("VKFUSE_DEVICE"),
+        .validation = d->validation || env_true("VKFUSE_VALIDATION"),
+        .profile = d->profile,
+        .cache_dir = ctx->cache_dir,
+    };
+    vf_status s = vf_vulkan_backend_create(&ctx->be_err, &opt, &ctx->be, ctx->device_name, sizeof ctx->device_name);
+    if (s == VF_OK) ctx->kind = VF_BACKEND_VULKAN;
+    return s;
+}
+
+vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
+{
+    static const vf_context_desc defaults = {0};
+    const vf_context_desc *d = desc ? desc : &defaults;
+    if (!out) return VF_ERROR_INVALID_ARGUMENT;
+    *out = NULL;
+    vf_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return VF_ERROR_OUT_OF_MEMORY;
+    ctx->scopes = calloc(8, sizeof *ctx->scopes);
+    if (!ctx->scopes) {
+        free(ctx);
+        return VF_ERROR_OUT_OF_MEMORY;
+    }
+    ctx->cap_scopes = 8;
+    ctx->n_scopes = 1; /* the root scope */
+    resolve_cache_dir(d, ctx->cache_dir, sizeof ctx->cache_dir);
+    *out = ctx;
+
+    vf_backend want = d->backend;
+    if (want < VF_BACKEND_AUTO || want > VF_BACKEND_CPU)
+        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
+                       "vf_context_create: backend %d is not a vf_backend; use VF_BACKEND_AUTO, "
+                       "VF_BACKEND_VULKAN or VF_BACKEND_CPU", (int)want);
+    if (want == VF_BACKEND_AUTO) {
+        const char *env = getenv("VKFUSE_BACKEND");
+        if (env && strcasecmp(env, "cpu") == 0) want = VF_BACKEND_CPU;
+        else if (env && strcasecmp(env, "vulkan") == 0) want = VF_BACKEND_VULKAN;
+        else if (env && *env && strcasecmp(env, "auto") != 0)
+            return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
+                           "vf_context_create: VKFUSE_BACKEND=%s is not one of cpu, vulkan, auto", env);
+    }
+    if (want == VF_BACKEND_CPU) return make_cpu(ctx, NULL);
+
+    /* Vulkan, or AUTO: try Vulkan and fall back to the CPU with the reason. */
+    vf_status s = make_vulkan(ctx, d);
+    if (s == VF_OK) return VF_OK;
+    char why[sizeof ctx->be_err.message];
+    snprintf(why, sizeof why, "%s", ctx->be_err.message);
+    vf_err_clear(&ctx->be_err);
+    if (want == VF_BACKEND_VULKAN) {
+        snprintf(ctx->device_name, sizeof ctx->device_name, "none (Vulkan unavailable)");
+        return vf_fail(ctx, s, "vf_context_create: VF_BACKEND_VULKAN requested but %s. Install a "
+                       "Vulkan driver (e.g. mesa-vulkan-drivers) or use VF_BACKEND_AUTO / "
+                       "VF_BACKEND_CPU", why);
+    }
+    return make_cpu(ctx, why);
+}
+
+void vf_context_destroy(vf_context *ctx)
+{
+    if (!ctx) return;
+    if (ctx->be.iface) ctx->be.iface->sync(ctx->be.self);
+    vf_tensor_free_all(ctx);
+    for (int i = 0; i < ctx->cap_scopes; i++) free(ctx->scopes[i].items);
+    free(ctx->scopes);
+    if (ctx->be.iface) ctx->be.iface->destroy(ctx->be.self);
+    free(ctx);
+}
+
+vf_status vf_status_get(vf_context *ctx)
+{
+    if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
+    pick_up_backend_errors(ctx);
+    return ctx->err.status;
+}
+
+const char *vf_error_message(vf_context *ctx)
+{
+    if (!ctx) return "vf_error_message: ctx is NULL";
+    pick_up_backend_errors(ctx);
+    return ctx->err.message;
+}
+
+void vf_error_clear(vf_context *ctx)
+{
+    if (!ctx) return;
+    vf_err_clear(&ctx->err);
+    vf_err_clear(&ctx->be_err);
+}
+
+const char *vf_device_name(vf_context *ctx) { return ctx ? ctx->device_name : "(no context)"; }
+
+vf_backend vf_backend_get(vf_context *ctx) { return ctx ? ctx->kind : VF_BACKEND_AUTO; }
+
+vf_status vf_context_sync(vf_context *ctx)
+{
+    if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
+    if (ctx->be.iface) {
+        vf_status s = ctx->be.iface->sync(ctx->be.self);
+        if (s != VF_OK) vf_backend_failed(ctx, s, "vf_context_sync");
+    }
+    return vf_status_get(ctx);
+}
+
+vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out)
+{
+    if (!ctx || !out) return VF_ERROR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    if (ctx->be.iface && ctx->be.iface->stats) ctx->be.iface->stats(ctx->be.self, out);
+    return VF_OK;
+}

@@ -1,0 +1,94 @@
+/* Frontend internals: the context, tensors, scopes and the op helpers
+ * shared by the op entry points. Never installed. */
+#ifndef VF_FRONTEND_H
+#define VF_FRONTEND_H
+
+#include "backend.h"
+#include "util/err.h"
+#include "vkfuse.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Device memory shared by a tensor and its views (reshape). */
+typedef struct vf_storage {
+    int refs;
+    vf_buffer *buf;
+    size_t bytes;
+} vf_storage;
+
+struct vf_tensor {
+    vf_context *ctx;
+    int refs;              /* all references, including the owning scope's */
+    int scope;             /* depth of the owning scope, -1: none */
+    int slot;              /* index in that scope's list */
+    vf_tensor *prev, *next;/* the context's list of live tensors */
+    vf_dtype dtype;
+    int rank;
+    int64_t shape[VF_MAX_RANK];
+    int64_t numel;
+    vf_storage *st;        /* NULL when numel == 0 */
+    size_t offset;         /* bytes into st */
+    bool is_variable;
+};
+
+typedef struct vf_scope {
+    vf_tensor **items;
+    int n, cap;
+} vf_scope;
+
+struct vf_context {
+    vf_err err;            /* the sticky first error the user sees */
+    vf_err be_err;         /* where the backend reports; folded into err by vf_backend_failed */
+    vf_backend_t be;       /* be.iface NULL: creation failed, every op fails */
+    vf_backend kind;
+    char device_name[512];
+    char cache_dir[1024];
+    vf_scope *scopes;      /* scopes[0] is the root scope */
+    int n_scopes, cap_scopes;
+    vf_tensor *live;       /* every tensor not yet freed, so destroy frees all */
+};
+
+/* Records an error in ctx (first one wins) and returns status. */
+vf_status vf_fail(vf_context *ctx, vf_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Records a backend failure: "<what>: <backend's message>". Also used to
+   pick up messages the backend recorded on its own (validation layer). */
+vf_status vf_backend_failed(vf_context *ctx, vf_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Formats a shape as "[2,3,4]" into buf (always NUL-terminated). */
+const char *vf_shape_str(char *buf, size_t len, int rank, const int64_t *shape);
+#define VF_SHAPE_STR_LEN 128
+
+/* A new tensor owned by the innermost scope, with storage allocated when
+   numel > 0. NULL (error recorded, naming op) on failure. */
+vf_tensor *vf_tensor_new(vf_context *ctx, const char *op, vf_dtype dtype, int rank,
+                         const int64_t *shape);
+/* A view sharing t's storage with another shape (same numel). */
+vf_tensor *vf_tensor_view(vf_tensor *t, int rank, const int64_t *shape);
+vf_tref vf_tensor_ref(const vf_tensor *t);
+
+/* Checks that a shape is valid (rank, dims >= 0, size fits); op names the caller. */
+bool vf_check_shape(vf_context *ctx, const char *op, int rank, const int64_t *shape, int64_t *numel);
+/* Checks that t is usable in ctx (right context). */
+bool vf_check_input(vf_context *ctx, const char *op, const vf_tensor *t, int index);
+
+void vf_tensor_free_all(vf_context *ctx);
+
+/* Runs an op on the backend; releases out and returns NULL on failure. */
+vf_tensor *vf_run(vf_context *ctx, vf_exec *e, vf_tensor *out);
+/* Fills t (already allocated) with value: the backend's FILL op. */
+bool vf_fill_into(vf_context *ctx, vf_tensor *t, double value);
+
+/* The common path of every elementwise op: in[0..arity-1], result dtype by
+   the table's rule (VF_RESULT_ATTR: to). */
+vf_tensor *vf_elementwise(vf_context *ctx, vf_op op, vf_tensor *const *in, vf_dtype to);
+/* Checks t's dtype against the op's accepted set, with a message. */
+bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index);
+/* Normalises a possibly negative axis for rank; false (error) if out of range. */
+bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out);
+
+#endif

@@ -1,0 +1,170 @@
+/* Entry points of reductions, argmax, norm and the row ops (softmax,
+ * log_softmax, sparse softmax cross-entropy). Empty inputs are handled
+ * here so that backends never see them. */
+#include "frontend/frontend.h"
+#include "util/dtype.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, const int *axes,
+                         bool keepdims)
+{
+    const vf_op_info *info = vf_op_get(op);
+    char name[64];
+    snprintf(name, sizeof name, "vf_%s", info->name);
+    if (!ctx || !x) return NULL;
+    if (!vf_check_input(ctx, name, x, 0) || !vf_check_dtype(ctx, op, x, 0)) return NULL;
+    if (naxes < 0 || (naxes > 0 && !axes)) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: naxes is %d with axes %s; pass naxes >= 0 axes "
+                "(naxes == 0: all axes)", name, naxes, axes ? "set" : "NULL");
+        return NULL;
+    }
+    uint32_t mask = 0;
+    if (naxes == 0) mask = (uint32_t)((1u << x->rank) - 1);
+    for (int i = 0; i < naxes; i++) {
+        int a;
+        if (!vf_norm_axis(ctx, name, axes[i], x->rank, &a)) return NULL;
+        if (mask & (1u << a)) {
+            vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: axis %d is listed twice", name, axes[i]);
+            return NULL;
+        }
+        mask |= 1u << a;
+    }
+    int rank = 0;
+    int64_t shape[VF_MAX_RANK];
+    int64_t reduced = 1;
+    for (int d = 0; d < x->rank; d++) {
+        if (mask & (1u << d)) {
+            reduced *= x->shape[d];
+            if (keepdims) shape[rank++] = 1;
+        } else {
+            shape[rank++] = x->shape[d];
+        }
+    }
+    vf_tensor *out = vf_tensor_new(ctx, name, x->dtype, rank, shape);
+    if (!out || out->numel == 0) return out;
+    if (reduced == 0) { /* an empty set per output */
+        if (info->combine != VF_COMBINE_SUM) {
+            char sh[VF_SHAPE_STR_LEN];
+            vf_fail(ctx, VF_ERROR_SHAPE, "%s: reduces an empty set (input %s); max and min of "
+                    "nothing are undefined — check the shape or use vf_reduce_sum", name,
+                    vf_shape_str(sh, sizeof sh, x->rank, x->shape));
+            vf_tensor_release(out);
+            return NULL;
+        }
+        if (!vf_fill_into(ctx, out, info->divide_by_count ? NAN : 0.0)) {
+            vf_tensor_release(out);
+            return NULL;
+        }
+        return out;
+    }
+    /* nothing reduced (a scalar input): the value itself, or |x| for norm */
+    vf_exec e = {.op = mask ? op : op == VF_OP_NORM ? VF_OP_ABS : VF_OP_COPY, .n_in = 1,
+                 .attrs.axes_mask = mask, .attrs.keepdims = keepdims};
+    e.in[0] = vf_tensor_ref(x);
+    return vf_run(ctx, &e, out);
+}
+
+vf_tensor *vf_reduce_sum(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce(ctx, VF_OP_REDUCE_SUM, x, naxes, axes, keepdims);
+}
+vf_tensor *vf_reduce_mean(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce(ctx, VF_OP_REDUCE_MEAN, x, naxes, axes, keepdims);
+}
+vf_tensor *vf_reduce_max(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce(ctx, VF_OP_REDUCE_MAX, x, naxes, axes, keepdims);
+}
+vf_tensor *vf_reduce_min(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce(ctx, VF_OP_REDUCE_MIN, x, naxes, axes, keepdims);
+}
+vf_tensor *vf_norm(vf_context *ctx, vf_tensor *x)
+{
+    return reduce(ctx, VF_OP_NORM, x, 0, NULL, false);
+}
+
+vf_tensor *vf_argmax(vf_context *ctx, vf_tensor *x, int axis)
+{
+    if (!ctx || !x) return NULL;
+    if (!vf_check_input(ctx, "vf_argmax", x, 0) || !vf_check_dtype(ctx, VF_OP_ARGMAX, x, 0)) return NULL;
+    int a;
+    if (!vf_norm_axis(ctx, "vf_argmax", axis, x->rank, &a)) return NULL;
+    int64_t shape[VF_MAX_RANK];
+    int rank = 0;
+    for (int d = 0; d < x->rank; d++)
+        if (d != a) shape[rank++] = x->shape[d];
+    vf_tensor *out = vf_tensor_new(ctx, "vf_argmax", VF_I32, rank, shape);
+    if (!out || out->numel == 0) return out;
+    if (x->shape[a] == 0) {
+        vf_fail(ctx, VF_ERROR_SHAPE, "vf_argmax: axis %d has size 0; argmax of nothing is undefined", axis);
+        vf_tensor_release(out);
+        return NULL;
+    }
+    vf_exec e = {.op = VF_OP_ARGMAX, .n_in = 1, .attrs.axis = a, .attrs.axes_mask = 1u << a};
+    e.in[0] = vf_tensor_ref(x);
+    return vf_run(ctx, &e, out);
+}
+
+static vf_tensor *row_op(vf_context *ctx, vf_op op, vf_tensor *x, int axis)
+{
+    const char *name = op == VF_OP_SOFTMAX ? "vf_softmax" : "vf_log_softmax";
+    if (!ctx || !x) return NULL;
+    if (!vf_check_input(ctx, name, x, 0) || !vf_check_dtype(ctx, op, x, 0)) return NULL;
+    if (x->rank == 0) {
+        vf_fail(ctx, VF_ERROR_SHAPE, "%s: input is a scalar; softmax needs rank >= 1 (reshape to [1])", name);
+        return NULL;
+    }
+    int a;
+    if (!vf_norm_axis(ctx, name, axis, x->rank, &a)) return NULL;
+    vf_tensor *out = vf_tensor_new(ctx, name, x->dtype, x->rank, x->shape);
+    if (!out || out->numel == 0) return out;
+    vf_exec e = {.op = op, .n_in = 1, .attrs.axis = a};
+    e.in[0] = vf_tensor_ref(x);
+    return vf_run(ctx, &e, out);
+}
+
+vf_tensor *vf_softmax(vf_context *ctx, vf_tensor *x, int axis) { return row_op(ctx, VF_OP_SOFTMAX, x, axis); }
+vf_tensor *vf_log_softmax(vf_context *ctx, vf_tensor *x, int axis)
+{
+    return row_op(ctx, VF_OP_LOG_SOFTMAX, x, axis);
+}
+
+vf_tensor *vf_sparse_softmax_cross_entropy(vf_context *ctx, vf_tensor *labels, vf_tensor *logits)
+{
+    const char *name = "vf_sparse_softmax_cross_entropy";
+    if (!ctx || !labels || !logits) return NULL;
+    if (!vf_check_input(ctx, name, labels, 0) || !vf_check_input(ctx, name, logits, 1)) return NULL;
+    if (labels->dtype != VF_I32 && labels->dtype != VF_U32) {
+        vf_fail(ctx, VF_ERROR_DTYPE, "%s: labels are %s but must be i32 or u32 class indices; "
+                "cast them with vf_cast", name, vf_dtype_name(labels->dtype));
+        return NULL;
+    }
+    if (!vf_check_dtype(ctx, VF_OP_SPARSE_XENT, logits, 1)) return NULL;
+    bool ok = logits->rank == labels->rank + 1;
+    for (int d = 0; ok && d < labels->rank; d++) ok = labels->shape[d] == logits->shape[d];
+    if (!ok) {
+        char a[VF_SHAPE_STR_LEN], b[VF_SHAPE_STR_LEN];
+        vf_fail(ctx, VF_ERROR_SHAPE, "%s: labels %s and logits %s do not match; logits must be "
+                "labels' shape plus a classes dim, e.g. labels [N] with logits [N, C]", name,
+                vf_shape_str(a, sizeof a, labels->rank, labels->shape),
+                vf_shape_str(b, sizeof b, logits->rank, logits->shape));
+        return NULL;
+    }
+    vf_tensor *out = vf_tensor_new(ctx, name, logits->dtype, labels->rank, labels->shape);
+    if (!out || out->numel == 0) return out;
+    if (logits->shape[logits->rank - 1] == 0) { /* no class can match any label */
+        if (!vf_fill_into(ctx, out, NAN)) {
+            vf_tensor_release(out);
+            return NULL;
+        }
+        return out;
+    }
+    vf_exec e = {.op = VF_OP_SPARSE_XENT, .n_in = 2, .attrs.axis = logits->rank - 1};
+    e.in[0] = vf_tensor_ref(labels);
+    e.in[1] = vf_tensor_ref(logits);
+    return vf_run(ctx, &e, out);
+}

@@ -1,0 +1,367 @@
+/* Tensors and their lifetime: scopes, references, storage, host I/O. */
+#include "frontend/frontend.h"
+#include "util/dtype.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *vf_shape_str(char *buf, size_t len, int rank, const int64_t *shape)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < rank && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "", (long long)shape[i]);
+    if (n < len) snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
+bool vf_check_shape(vf_context *ctx, const char *op, int rank, const int64_t *shape, int64_t *numel)
+{
+    if (rank < 0 || rank > VF_MAX_RANK) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: rank %d is out of range; use 0..%d", op, rank,
+                VF_MAX_RANK);
+        return false;
+    }
+    if (rank > 0 && !shape) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: shape is NULL for rank %d; pass %d dims", op,
+                rank, rank);
+        return false;
+    }
+    int64_t n = 1;
+    bool overflow = false, empty = false;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] < 0) {
+            vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: dim %d is %lld; dims must be >= 0", op, i,
+                    (long long)shape[i]);
+            return false;
+        }
+        if (shape[i] == 0) empty = true;
+        else if (n > ((int64_t)1 << 50) / shape[i]) overflow = true;
+        else n *= shape[i];
+    }
+    if (empty) n = 0;
+    else if (overflow) {
+        char s[VF_SHAPE_STR_LEN];
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: shape %s has more than 2^50 elements", op,
+                vf_shape_str(s, sizeof s, rank, shape));
+        return false;
+    }
+    *numel = n;
+    return true;
+}
+
+bool vf_check_input(vf_context *ctx, const char *op, const vf_tensor *t, int index)
+{
+    if (t->ctx != ctx) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
+                "%s: input %d belongs to another vf_context; tensors cannot cross contexts "
+                "(read it with vf_tensor_read and recreate it with vf_tensor_from_host)", op, index);
+        return false;
+    }
+    return true;
+}
+
+/* ---- scopes ----------------------------------------------------------- */
+
+static bool scope_add(vf_context *ctx, int depth, vf_tensor *t)
+{
+    vf_scope *s = &ctx->scopes[depth];
+    if (s->n == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 64;
+        vf_tensor **items = realloc(s->items, (size_t)cap * sizeof *items);
+        if (!items) return false;
+        s->items = items;
+        s->cap = cap;
+    }
+    t->scope = depth;
+    t->slot = s->n;
+    s->items[s->n++] = t;
+    return true;
+}
+
+static void scope_remove(vf_context *ctx, vf_tensor *t)
+{
+    vf_scope *s = &ctx->scopes[t->scope];
+    vf_tensor *last = s->items[--s->n];
+    s->items[t->slot] = last;
+    last->slot = t->slot;
+    t->scope = -1;
+}
+
+void vf_scope_begin(vf_context *ctx)
+{
+    if (!ctx) return;
+    if (ctx->n_scopes == ctx->cap_scopes) {
+        int cap = ctx->cap_scopes * 2;
+        vf_scope *scopes = realloc(ctx->scopes, (size_t)cap * sizeof *scopes);
+        if (!scopes) {
+            vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_scope_begin: out of host memory");
+            return;
+        }
+        memset(scopes + ctx->cap_scopes, 0, (size_t)(cap - ctx->cap_scopes) * sizeof *scopes);
+        ctx->scopes = scopes;
+        ctx->cap_scopes = cap;
+    }
+    ctx->scopes[ctx->n_scopes++].n = 0;
+}
+
+static void tensor_destroy(vf_tensor *t);
+
+void vf_scope_end(vf_context *ctx)
+{
+    if (!ctx) return;
+    if (ctx->n_scopes <= 1) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
+                "vf_scope_end: no open scope; every vf_scope_end needs a vf_scope_begin before it");
+        return;
+    }
+    vf_scope *s = &ctx->scopes[ctx->n_scopes - 1];
+    while (s->n > 0) {
+        vf_tensor *t = s->items[s->n - 1];
+        scope_remove(ctx, t);
+        if (--t->refs == 0) tensor_destroy(t);
+    }
+    ctx->n_scopes--;
+}
+
+vf_tensor *vf_keep(vf_tensor *t)
+{
+    if (!t || t->scope <= 0) return t;
+    vf_context *ctx = t->ctx;
+    int to = t->scope - 1;
+    scope_remove(ctx, t);
+    if (!scope_add(ctx, to, t)) {
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_keep: out of host memory");
+        if (--t->refs == 0) tensor_destroy(t);
+        return NULL;
+    }
+    return t;
+}
+
+vf_tensor *vf_tensor_retain(vf_tensor *t)
+{
+    if (t) t->refs++;
+    return t;
+}
+
+static void storage_release(vf_context *ctx, vf_storage *st)
+{
+    if (!st || --st->refs > 0) return;
+    if (st->buf && ctx->be.iface) ctx->be.iface->free(ctx->be.self, st->buf);
+    free(st);
+}
+
+static void tensor_destroy(vf_tensor *t)
+{
+    vf_context *ctx = t->ctx;
+    if (t->scope >= 0) scope_remove(ctx, t);
+    if (t->prev) t->prev->next = t->next;
+    else ctx->live = t->next;
+    if (t->next) t->next->prev = t->prev;
+    storage_release(ctx, t->st);
+    free(t);
+}
+
+void vf_tensor_release(vf_tensor *t)
+{
+    if (!t) return;
+    if (t->scope >= 0 && t->refs == 1) /* the caller holds none: end the scope's ownership early */
+        scope_remove(t->ctx, t);
+    if (--t->refs == 0) tensor_destroy(t);
+}
+
+/* Frees every tensor of ctx, whoever holds it: tensors die with their context. */
+void vf_tensor_free_all(vf_context *ctx)
+{
+    for (int i = 0; i < ctx->n_scopes; i++) ctx->scopes[i].n = 0;
+    while (ctx->live) {
+        ctx->live->scope = -1;
+        tensor_destroy(ctx->live);
+    }
+}
+
+/* ---- creation ---------------------------------------------------------- */
+
+static vf_tensor *tensor_alloc(vf_context *ctx, const char *op, vf_dtype dtype, int rank,
+                               const int64_t *shape, int64_t *numel)
+{
+    if (!ctx->be.iface) {
+        vf_fail(ctx, VF_ERROR_DEVICE, "%s: this context has no backend (its creation failed)", op);
+        return NULL;
+    }
+    if (!vf_dtype_valid((int)dtype)) {
+        vf_fail(ctx, VF_ERROR_DTYPE, "%s: dtype %d is not a vf_dtype", op, (int)dtype);
+        return NULL;
+    }
+    if (!vf_check_shape(ctx, op, rank, shape, numel)) return NULL;
+    vf_tensor *t = calloc(1, sizeof *t);
+    if (!t) {
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        return NULL;
+    }
+    t->ctx = ctx;
+    t->dtype = dtype;
+    t->rank = rank;
+    for (int i = 0; i < rank; i++) t->shape[i] = shape[i];
+    t->numel = *numel;
+    t->refs = 1;
+    t->scope = -1;
+    if (!scope_add(ctx, ctx->n_scopes - 1, t)) {
+        free(t);
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        return NULL;
+    }
+    t->next = ctx->live;
+    if (ctx->live) ctx->live->prev = t;
+    ctx->live = t;
+    return t;
+}
+
+vf_tensor *vf_tensor_new(vf_context *ctx, const char *op, vf_dtype dtype, int rank, const int64_t *shape)
+{
+    int64_t numel;
+    vf_tensor *t = tensor_alloc(ctx, op, dtype, rank, shape, &numel);
+    if (!t || numel == 0) return t;
+    vf_storage *st = calloc(1, sizeof *st);
+    if (!st) {
+        vf_tensor_release(t);
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        return NULL;
+    }
+    st->refs = 1;
+    st->bytes = (size_t)numel * vf_dtype_size(dtype);
+    vf_status s = ctx->be.iface->alloc(ctx->be.self, st->bytes, &st->buf);
+    if (s != VF_OK) {
+        char sh[VF_SHAPE_STR_LEN];
+        vf_backend_failed(ctx, s, "%s: could not allocate %zu bytes for a %s %s tensor", op, st->bytes,
+                          vf_dtype_name(dtype), vf_shape_str(sh, sizeof sh, rank, shape));
+        free(st);
+        vf_tensor_release(t);
+        return NULL;
+    }
+    t->st = st;
+    return t;
+}
+
+vf_tensor *vf_tensor_view(vf_tensor *src, int rank, const int64_t *shape)
+{
+    int64_t numel;
+    vf_tensor *t = tensor_alloc(src->ctx, "vf_reshape", src->dtype, rank, shape, &numel);
+    if (!t) return NULL;
+    t->st = src->st;
+    t->offset = src->offset;
+    if (t->st) t->st->refs++;
+    return t;
+}
+
+vf_tref vf_tensor_ref(const vf_tensor *t)
+{
+    vf_tref r = {.buf = t->st ? t->st->buf : NULL, .offset = t->offset, .dtype = t->dtype, .rank = t->rank};
+    for (int i = 0; i < t->rank; i++) r.shape[i] = t->shape[i];
+    return r;
+}
+
+vf_tensor *vf_run(vf_context *ctx, vf_exec *e, vf_tensor *out)
+{
+    e->out = vf_tensor_ref(out);
+    vf_status s = ctx->be.iface->exec(ctx->be.self, e);
+    if (s != VF_OK) {
+        vf_backend_failed(ctx, s, "vf_%s (%s backend)", vf_op_get(e->op)->name, ctx->be.iface->name);
+        vf_tensor_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+bool vf_fill_into(vf_context *ctx, vf_tensor *t, double value)
+{
+    if (t->numel == 0) return true;
+    vf_exec e = {.op = VF_OP_FILL, .attrs.value = value, .out = vf_tensor_ref(t)};
+    vf_status s = ctx->be.iface->exec(ctx->be.self, &e);
+    if (s != VF_OK) vf_backend_failed(ctx, s, "vf_fill (%s backend)", ctx->be.iface->name);
+    return s == VF_OK;
+}
+
+vf_tensor *vf_tensor_from_host(vf_context *ctx, vf_dtype dtype, int rank, const int64_t *shape,
+                               const void *data)
+{
+    if (!ctx) return NULL;
+    vf_tensor *t = vf_tensor_new(ctx, "vf_tensor_from_host", dtype, rank, shape);
+    if (!t || t->numel == 0) return t;
+    if (!data) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tensor_from_host: data is NULL for %lld elements",
+                (long long)t->numel);
+        vf_tensor_release(t);
+        return NULL;
+    }
+    vf_status s = ctx->be.iface->upload(ctx->be.self, t->st->buf, 0, data, t->st->bytes);
+    if (s != VF_OK) {
+        vf_backend_failed(ctx, s, "vf_tensor_from_host: upload of %zu bytes", t->st->bytes);
+        vf_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+vf_tensor *vf_fill(vf_context *ctx, vf_dtype dtype, int rank, const int64_t *shape, double value)
+{
+    if (!ctx) return NULL;
+    vf_tensor *t = vf_tensor_new(ctx, "vf_fill", dtype, rank, shape);
+    if (!t) return NULL;
+    if (!vf_fill_into(ctx, t, value)) {
+        vf_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+vf_tensor *vf_random_normal(vf_context *ctx, vf_dtype dtype, int rank, const int64_t *shape, uint64_t seed)
+{
+    if (!ctx) return NULL;
+    if (!vf_dtype_valid((int)dtype) || !vf_dtype_is_float(dtype)) {
+        vf_fail(ctx, VF_ERROR_DTYPE, "vf_random_normal: dtype %s is not a float type; use VF_F32 or VF_F16",
+                vf_dtype_name(dtype));
+        return NULL;
+    }
+    vf_tensor *t = vf_tensor_new(ctx, "vf_random_normal", dtype, rank, shape);
+    if (!t || t->numel == 0) return t;
+    vf_exec e = {.op = VF_OP_RANDOM_NORMAL, .attrs.seed = seed};
+    return vf_run(ctx, &e, t);
+}
+
+vf_status vf_tensor_read(vf_tensor *t, void *dst, size_t bytes)
+{
+    if (!t) return VF_ERROR_INVALID_ARGUMENT;
+    vf_context *ctx = t->ctx;
+    size_t need = (size_t)t->numel * vf_dtype_size(t->dtype);
+    if (bytes < need || (need && !dst)) {
+        char sh[VF_SHAPE_STR_LEN];
+        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
+                       "vf_tensor_read: the %s %s tensor needs %zu bytes but dst has %zu%s", vf_dtype_name(t->dtype),
+                       vf_shape_str(sh, sizeof sh, t->rank, t->shape), need, bytes, dst ? "" : " (dst is NULL)");
+    }
+    if (need == 0) return VF_OK;
+    vf_status s = ctx->be.iface->download(ctx->be.self, t->st->buf, t->offset, dst, need);
+    if (s != VF_OK) return vf_backend_failed(ctx, s, "vf_tensor_read: download of %zu bytes", need);
+    return VF_OK;
+}
+
+vf_dtype vf_tensor_dtype(const vf_tensor *t) { return t ? t->dtype : VF_F32; }
+int vf_tensor_rank(const vf_tensor *t) { return t ? t->rank : -1; }
+int64_t vf_tensor_numel(const vf_tensor *t) { return t ? t->numel : -1; }
+size_t vf_tensor_bytes(const vf_tensor *t) { return t ? (size_t)t->numel * vf_dtype_size(t->dtype) : 0; }
+vf_context *vf_tensor_context(const vf_tensor *t) { return t ? t->ctx : NULL; }
+bool vf_tensor_is_variable(const vf_tensor *t) { return t && t->is_variable; }
+
+int64_t vf_tensor_dim(const vf_tensor *t, int axis)
+{
+    if (!t) return -1;
+    int a = axis < 0 ? axis + t->rank : axis;
+    if (a < 0 || a >= t->rank) {
+        vf_fail(t->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tensor_dim: axis %d is out of range for rank %d",
+                axis, t->rank);
+        return -1;
+    }
+    return t->shape[a];
+}
