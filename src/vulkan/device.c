@@ -1,0 +1,566 @@
+#include "vulkan/device.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VF_VALIDATION_LAYER "VK_LAYER_KHRONOS_validation"
+#define VF_MAX_PHYS 16
+
+vf_status vf_vk_check(vf_err *err, VkResult r, const char *what)
+{
+    if (r == VK_SUCCESS) return VF_OK;
+    vf_status s = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+                      ? VF_ERROR_OUT_OF_MEMORY
+                      : VF_ERROR_DEVICE;
+    return vf_err_set(err, s, "vulkan: %s failed: %s (%d)", what, vf_vk_result_name(r), (int)r);
+}
+
+/* ---- validation messages ------------------------------------------------ */
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(
+    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
+    const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
+{
+    (void)types;
+    vf_vk_device *d = user;
+    if (!(severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)))
+        return VK_FALSE;
+    const char *id = data && data->pMessageIdName ? data->pMessageIdName : "";
+    const char *msg = data && data->pMessage ? data->pMessage : "(no message)";
+    /* The prefix is what the tests (and users' CI) grep for. */
+    fprintf(stderr, "VKFUSE-VALIDATION: [%s] %s\n", id, msg);
+    if (d) {
+        d->validation_messages++;
+        vf_err_set(d->err, VF_ERROR_DEVICE, "Vulkan validation: [%s] %s", id, msg);
+    }
+    return VK_FALSE; /* never abort the call that triggered it */
+}
+
+/* ---- instance ----------------------------------------------------------- */
+
+static bool has_ext(const VkExtensionProperties *e, uint32_t n, const char *name)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(e[i].extensionName, name) == 0) return true;
+    return false;
+}
+
+static bool has_layer(vf_vk_loader *l, const char *name)
+{
+    uint32_t n = 0;
+    if (l->vk.vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0) return false;
+    VkLayerProperties *p = calloc(n, sizeof *p);
+    if (!p) return false;
+    bool found = false;
+    if (l->vk.vkEnumerateInstanceLayerProperties(&n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n; i++)
+            if (strcmp(p[i].layerName, name) == 0) found = true;
+    free(p);
+    return found;
+}
+
+/* Extensions of the implementation (layer NULL) or of one layer. */
+static VkExtensionProperties *instance_exts(vf_vk_loader *l, const char *layer, uint32_t *n)
+{
+    *n = 0;
+    if (l->vk.vkEnumerateInstanceExtensionProperties(layer, n, NULL) != VK_SUCCESS) return NULL;
+    VkExtensionProperties *e = calloc(*n ? *n : 1, sizeof *e);
+    if (e && l->vk.vkEnumerateInstanceExtensionProperties(layer, n, e) != VK_SUCCESS) *n = 0;
+    return e;
+}
+
+static vf_status create_instance(vf_vk_device *d, bool validation, vf_err *err)
+{
+    vf_status s = vf_vk_loader_open(&d->loader, err);
+    if (s) return s;
+    uint32_t loader_version = VK_API_VERSION_1_0;
+    if (d->loader.vk.vkEnumerateInstanceVersion)
+        d->loader.vk.vkEnumerateInstanceVersion(&loader_version);
+    if (loader_version < VK_API_VERSION_1_2)
+        return vf_err_set(err, VF_ERROR_DEVICE,
+                          "Vulkan loader %s supports Vulkan %u.%u; vkfuse needs 1.2",
+                          d->loader.lib_name, VK_API_VERSION_MAJOR(loader_version),
+                          VK_API_VERSION_MINOR(loader_version));
+
+    uint32_t n_ext = 0, n_layer_ext = 0;
+    VkExtensionProperties *ext = instance_exts(&d->loader, NULL, &n_ext);
+    const char *exts[4];
+    uint32_t n_exts = 0;
+    const char *layers[1];
+    uint32_t n_layers = 0;
+    VkInstanceCreateFlags flags = 0;
+    /* Portability drivers (MoltenVK) are only listed when asked for. */
+    if (ext && has_ext(ext, n_ext, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+        exts[n_exts++] = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
+        flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+    }
+    bool sync_val = false;
+    if (validation) {
+        if (!has_layer(&d->loader, VF_VALIDATION_LAYER)) {
+            /* Not an error: a user's VKFUSE_VALIDATION=1 should not turn the
+               GPU off. Tests check vf_vk_device.validation themselves. */
+            fprintf(stderr, "vkfuse: validation requested but %s is not installed;"
+                            " running without it\n", VF_VALIDATION_LAYER);
+            validation = false;
+        } else {
+            layers[n_layers++] = VF_VALIDATION_LAYER;
+            VkExtensionProperties *lext = instance_exts(&d->loader, VF_VALIDATION_LAYER, &n_layer_ext);
+            bool du = (ext && has_ext(ext, n_ext, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) ||
+                      (lext && has_ext(lext, n_layer_ext, VK_EXT_DEBUG_UTILS_EXTENSION_NAME));
+            sync_val = lext && has_ext(lext, n_layer_ext, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+            free(lext);
+            if (!du) {
+                free(ext);
+                return vf_err_set(err, VF_ERROR_DEVICE, "validation requested but %s is missing",
+                                  VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+            }
+            exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+            if (sync_val) exts[n_exts++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
+        }
+    }
+    free(ext);
+
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+        .pApplicationName = "vkfuse",
+        .pEngineName = "vkfuse",
+        .engineVersion = VK_MAKE_API_VERSION(0, VKFUSE_VERSION_MAJOR, VKFUSE_VERSION_MINOR,
+                                             VKFUSE_VERSION_PATCH),
+        .apiVersion = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2,
+    };
+    VkDebugUtilsMessengerCreateInfoEXT dbg = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+        .pfnUserCallback = on_debug_message,
+        .pUserData = d,
+    };
+    const VkValidationFeatureEnableEXT enables[] = {
+        VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+    VkValidationFeaturesEXT features = {
+        .sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
+        .pNext = &dbg,
+        .enabledValidationFeatureCount = 1,
+        .pEnabledValidationFeatures = enables,
+    };
+    VkInstanceCreateInfo ici = {
+        .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+        /* Chaining the messenger info also reports messages of
+           vkCreateInstance / vkDestroyInstance themselves. */
+        .pNext = validation ? (sync_val ? (const void *)&features : (const void *)&dbg) : NULL,
+        .flags = flags,
+        .pApplicationInfo = &app,
+        .enabledLayerCount = n_layers,
+        .ppEnabledLayerNames = layers,
+        .enabledExtensionCount = n_exts,
+        .ppEnabledExtensionNames = exts,
+    };
+    VkResult r = d->loader.vk.vkCreateInstance(&ici, NULL, &d->instance);
+    if (r != VK_SUCCESS) {
+        d->instance = VK_NULL_HANDLE;
+        return vf_err_set(err, VF_ERROR_DEVICE, "vkCreateInstance (Vulkan %u.%u%s) failed: %s",
+                          VK_API_VERSION_MAJOR(app.apiVersion), VK_API_VERSION_MINOR(app.apiVersion),
+                          validation ? ", validation" : "", vf_vk_result_name(r));
+    }
+    s = vf_vk_instance_table_load(&d->loader, d->instance, &d->vki, err);
+    if (s) return s;
+    if (validation) {
+        if (!d->vki.vkCreateDebugUtilsMessengerEXT)
+            return vf_err_set(err, VF_ERROR_DEVICE, "vkCreateDebugUtilsMessengerEXT is missing");
+        s = vf_vk_check(err, d->vki.vkCreateDebugUtilsMessengerEXT(d->instance, &dbg, NULL,
+                                                                   &d->messenger),
+                        "vkCreateDebugUtilsMessengerEXT");
+        if (s) return s;
+    }
+    d->validation = validation;
+    d->sync_validation = validation && sync_val;
+    return VF_OK;
+}
+
+/* ---- physical devices --------------------------------------------------- */
+
+typedef struct phys_info {
+    VkPhysicalDevice phys;
+    VkPhysicalDeviceProperties props;
+    int compute_family;   /* -1: none */
+    bool usable;          /* Vulkan 1.2 and a compute queue */
+} phys_info;
+
+static int type_rank(VkPhysicalDeviceType t)
+{
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+    }
+}
+
+static const char *type_name(VkPhysicalDeviceType t)
+{
+    static const char *const names[] = {"discrete", "integrated", "virtual", "cpu", "other"};
+    return names[type_rank(t)];
+}
+
+/* A family with compute; one without graphics first (async compute queues
+   on discrete GPUs do not compete with the display). */
+static int find_compute_family(vf_vk_device *d, VkPhysicalDevice p, uint32_t *ts_bits)
+{
+    uint32_t n = 0;
+    d->vki.vkGetPhysicalDeviceQueueFamilyProperties(p, &n, NULL);
+    VkQueueFamilyProperties q[32];
+    if (n > 32) n = 32;
+    d->vki.vkGetPhysicalDeviceQueueFamilyProperties(p, &n, q);
+    int best = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || q[i].queueCount == 0) continue;
+        if (best < 0 || (!(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
+                         (q[best].queueFlags & VK_QUEUE_GRAPHICS_BIT)))
+            best = (int)i;
+    }
+    if (ts_bits) *ts_bits = best >= 0 ? q[best].timestampValidBits : 0;
+    return best;
+}
+
+static int enumerate(vf_vk_device *d, phys_info *out, vf_err *err)
+{
+    uint32_t n = VF_MAX_PHYS;
+    VkPhysicalDevice ph[VF_MAX_PHYS];
+    VkResult r = d->vki.vkEnumeratePhysicalDevices(d->instance, &n, ph);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        vf_vk_check(err, r, "vkEnumeratePhysicalDevices");
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        out[i].phys = ph[i];
+        d->vki.vkGetPhysicalDeviceProperties(ph[i], &out[i].props);
+        out[i].compute_family = find_compute_family(d, ph[i], NULL);
+        out[i].usable = out[i].props.apiVersion >= VK_API_VERSION_1_2 && out[i].compute_family >= 0;
+    }
+    return (int)n;
+}
+
+static bool contains_nocase(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n) return true;
+    }
+    return n == 0;
+}
+
+static void list_devices(const phys_info *p, int n, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < len; i++) {
+        int w = snprintf(buf + used, len - used, "%s[%d] %s (%s%s)", i ? ", " : "", i,
+                         p[i].props.deviceName, type_name(p[i].props.deviceType),
+                         p[i].usable ? "" : ", unusable: needs Vulkan 1.2 and a compute queue");
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    if (n == 0) snprintf(buf, len, "none");
+}
+
+/* Index of the device to use, or -1 with err set. */
+static int pick(const phys_info *p, int n, int index, const char *env, vf_err *err)
+{
+    char list[1024];
+    list_devices(p, n, list, sizeof list);
+    if (n == 0) {
+        vf_err_set(err, VF_ERROR_DEVICE, "no Vulkan device found (install a driver, e.g. "
+                                         "mesa-vulkan-drivers for lavapipe)");
+        return -1;
+    }
+    if (index < 0 && env && *env) {
+        char *end = NULL;
+        long v = strtol(env, &end, 10);
+        if (end != env && *end == '\0') {
+            index = (int)v;
+            if (v < 0 || v >= n) {
+                vf_err_set(err, VF_ERROR_DEVICE, "VKFUSE_DEVICE=%s: no device with that index;"
+                                                 " available: %s", env, list);
+                return -1;
+            }
+        } else {
+            for (int i = 0; i < n && index < 0; i++)
+                if (contains_nocase(p[i].props.deviceName, env)) index = i;
+            if (index < 0) {
+                vf_err_set(err, VF_ERROR_DEVICE, "VKFUSE_DEVICE='%s' matches no Vulkan device;"
+                                                 " available: %s", env, list);
+                return -1;
+            }
+        }
+    }
+    if (index >= 0) {
+        if (index >= n) {
+            vf_err_set(err, VF_ERROR_DEVICE, "device index %d out of range; available: %s",
+                       index, list);
+            return -1;
+        }
+        if (!p[index].usable) {
+            vf_err_set(err, VF_ERROR_DEVICE, "device [%d] %s is not usable; available: %s",
+                       index, p[index].props.deviceName, list);
+            return -1;
+        }
+        return index;
+    }
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (p[i].usable && (best < 0 || type_rank(p[i].props.deviceType) <
+                                            type_rank(p[best].props.deviceType)))
+            best = i;
+    if (best < 0)
+        vf_err_set(err, VF_ERROR_DEVICE, "no usable Vulkan device (needs Vulkan 1.2 and a"
+                                         " compute queue); available: %s", list);
+    return best;
+}
+
+/* ---- logical device ----------------------------------------------------- */
+
+static void fill_caps(vf_vk_device *d, const VkPhysicalDeviceSubgroupProperties *sg,
+                      const VkPhysicalDeviceVulkan11Features *f11,
+                      const VkPhysicalDeviceVulkan12Features *f12)
+{
+    const VkPhysicalDeviceLimits *L = &d->props.limits;
+    vf_device_caps *c = &d->caps;
+    memset(c, 0, sizeof *c);
+    c->vendor_id = d->props.vendorID;
+    c->is_cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    c->subgroup_size = sg->subgroupSize;
+    bool compute = (sg->supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+    c->subgroup_arithmetic = compute && (sg->supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+    /* subgroupBroadcast is in the ballot set, subgroupShuffle in shuffle. */
+    c->subgroup_shuffle = compute && (sg->supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) &&
+                          (sg->supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT);
+    c->max_workgroup_invocations = L->maxComputeWorkGroupInvocations;
+    for (int i = 0; i < 3; i++) {
+        c->max_workgroup_size[i] = L->maxComputeWorkGroupSize[i];
+        c->max_workgroup_count[i] = L->maxComputeWorkGroupCount[i];
+    }
+    c->shared_memory_bytes = L->maxComputeSharedMemorySize;
+    c->max_push_constants = L->maxPushConstantsSize;
+    c->max_storage_buffer_range = L->maxStorageBufferRange;
+    c->min_storage_buffer_offset_alignment = (uint32_t)L->minStorageBufferOffsetAlignment;
+    c->storage16 = f11->storageBuffer16BitAccess;
+    c->storage8 = f12->storageBuffer8BitAccess;
+    c->shader_float16 = f12->shaderFloat16;
+    c->shader_int8 = f12->shaderInt8;
+}
+
+static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_push, vf_err *err)
+{
+    d->phys = pi->phys;
+    d->props = pi->props;
+    d->queue_family = (uint32_t)find_compute_family(d, pi->phys, &d->timestamp_valid_bits);
+    d->timestamp_period = d->props.limits.timestampPeriod;
+    if (!d->props.limits.timestampComputeAndGraphics) d->timestamp_valid_bits = 0;
+    d->vki.vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem_props);
+    snprintf(d->name, sizeof d->name, "%s", d->props.deviceName);
+
+    /* What the device has ... */
+    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
+    d->vki.vkGetPhysicalDeviceProperties2(d->phys, &p2);
+    VkPhysicalDeviceVulkan12Features h12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features h11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .pNext = &h12};
+    VkPhysicalDeviceFeatures2 hf = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &h11};
+    d->vki.vkGetPhysicalDeviceFeatures2(d->phys, &hf);
+
+    /* ... and what we turn on: only what kernels may use, so validation
+       catches a kernel that needs something we did not ask for. */
+    VkPhysicalDeviceVulkan12Features e12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .storageBuffer8BitAccess = h12.storageBuffer8BitAccess,
+        .uniformAndStorageBuffer8BitAccess = h12.uniformAndStorageBuffer8BitAccess,
+        .shaderFloat16 = h12.shaderFloat16,
+        .shaderInt8 = h12.shaderInt8,
+        .hostQueryReset = h12.hostQueryReset,
+    };
+    VkPhysicalDeviceVulkan11Features e11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+        .pNext = &e12,
+        .storageBuffer16BitAccess = h11.storageBuffer16BitAccess,
+        .uniformAndStorageBuffer16BitAccess = h11.uniformAndStorageBuffer16BitAccess,
+    };
+    VkPhysicalDeviceFeatures2 ef = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+        .pNext = &e11,
+        .features = {.shaderInt16 = hf.features.shaderInt16,
+                     .shaderInt64 = hf.features.shaderInt64,
+                     .shaderFloat64 = hf.features.shaderFloat64},
+    };
+
+    uint32_t n_ext = 0;
+    d->vki.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, NULL);
+    VkExtensionProperties *ext = calloc(n_ext ? n_ext : 1, sizeof *ext);
+    if (!ext) return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    d->vki.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, ext);
+    const char *exts[2];
+    uint32_t n_exts = 0;
+    if (!no_push && has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
+        exts[n_exts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+    bool push = n_exts == 1;
+    if (has_ext(ext, n_ext, "VK_KHR_portability_subset")) exts[n_exts++] = "VK_KHR_portability_subset";
+    free(ext);
+
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+        .queueFamilyIndex = d->queue_family,
+        .queueCount = 1,
+        .pQueuePriorities = &prio,
+    };
+    VkDeviceCreateInfo dci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+        .pNext = &ef,
+        .queueCreateInfoCount = 1,
+        .pQueueCreateInfos = &qci,
+        .enabledExtensionCount = n_exts,
+        .ppEnabledExtensionNames = exts,
+    };
+    VkResult r = d->vki.vkCreateDevice(d->phys, &dci, NULL, &d->device);
+    if (r != VK_SUCCESS) {
+        d->device = VK_NULL_HANDLE;
+        return vf_err_set(err, VF_ERROR_DEVICE, "vkCreateDevice on %s failed: %s", d->name,
+                          vf_vk_result_name(r));
+    }
+    vf_status s = vf_vk_device_table_load(&d->vki, d->device, &d->vkd, err);
+    if (s) return s;
+    d->push_descriptors = push && d->vkd.vkCmdPushDescriptorSetKHR != NULL;
+    d->vkd.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
+    fill_caps(d, &sg, &h11, &h12);
+    return VF_OK;
+}
+
+vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, vf_err *err)
+{
+    memset(d, 0, sizeof *d);
+    d->err = err;
+    vf_status s = create_instance(d, opt->validation, err);
+    phys_info p[VF_MAX_PHYS];
+    int n = 0, idx = -1;
+    if (!s) {
+        n = enumerate(d, p, err);
+        if (n < 0) s = VF_ERROR_DEVICE;
+    }
+    if (!s) {
+        idx = pick(p, n, opt->device_index, opt->device_env, err);
+        if (idx < 0) s = VF_ERROR_DEVICE;
+    }
+    if (!s) {
+        d->index = idx;
+        d->api_version = p[idx].props.apiVersion;
+        s = create_logical(d, &p[idx], opt->no_push_descriptors, err);
+    }
+    if (s) {
+        vf_vk_device_destroy(d);
+        d->err = err;
+    }
+    return s;
+}
+
+void vf_vk_device_destroy(vf_vk_device *d)
+{
+    if (d->device) {
+        d->vkd.vkDeviceWaitIdle(d->device);
+        d->vkd.vkDestroyDevice(d->device, NULL);
+    }
+    if (d->messenger && d->vki.vkDestroyDebugUtilsMessengerEXT)
+        d->vki.vkDestroyDebugUtilsMessengerEXT(d->instance, d->messenger, NULL);
+    if (d->instance) d->vki.vkDestroyInstance(d->instance, NULL);
+    vf_vk_loader_close(&d->loader);
+    memset(d, 0, sizeof *d);
+}
+
+int vf_vk_find_memory_type(const vf_vk_device *d, uint32_t type_bits, VkMemoryPropertyFlags want)
+{
+    for (uint32_t i = 0; i < d->mem_props.memoryTypeCount; i++)
+        if ((type_bits & (1u << i)) && (d->mem_props.memoryTypes[i].propertyFlags & want) == want)
+            return (int)i;
+    return -1;
+}
+
+/* ---- vf_devices ---------------------------------------------------------- */
+
+static const char *vendor_name(uint32_t id, char *buf, size_t len)
+{
+    switch (id) {
+    case 0x1002: return "AMD";
+    case 0x10DE: return "NVIDIA";
+    case 0x8086: return "Intel";
+    case 0x13B5: return "ARM";
+    case 0x5143: return "Qualcomm";
+    case 0x1010: return "ImgTec";
+    case 0x106B: return "Apple";
+    case 0x10005: return "Mesa";
+    default: snprintf(buf, len, "0x%04x", id); return buf;
+    }
+}
+
+int vf_devices(vf_device_info *out, int max, char *errbuf, size_t errlen)
+{
+    vf_err err = {0};
+    vf_vk_device *d = calloc(1, sizeof *d);
+    if (!d) {
+        if (errbuf && errlen) snprintf(errbuf, errlen, "out of host memory");
+        return 0;
+    }
+    int n = 0;
+    phys_info p[VF_MAX_PHYS];
+    if (create_instance(d, false, &err) == VF_OK) n = enumerate(d, p, &err);
+    if (n < 0) n = 0;
+    vf_err pick_err = {0};
+    int chosen = n > 0 ? pick(p, n, -1, getenv("VKFUSE_DEVICE"), &pick_err) : -1;
+    if (chosen < 0 && n > 0 && err.status == VF_OK) err = pick_err;
+    for (int i = 0; i < n && i < max && out; i++) {
+        vf_device_info *o = &out[i];
+        memset(o, 0, sizeof *o);
+        const VkPhysicalDeviceProperties *pr = &p[i].props;
+        snprintf(o->name, sizeof o->name, "%s", pr->deviceName);
+        o->vendor_id = pr->vendorID;
+        o->device_id = pr->deviceID;
+        o->driver_version = pr->driverVersion;
+        o->api_version = pr->apiVersion;
+        char vb[32];
+        snprintf(o->vendor, sizeof o->vendor, "%s", vendor_name(pr->vendorID, vb, sizeof vb));
+        snprintf(o->type, sizeof o->type, "%s", type_name(pr->deviceType));
+        o->shared_memory_bytes = pr->limits.maxComputeSharedMemorySize;
+        o->max_storage_buffer_range = pr->limits.maxStorageBufferRange;
+        o->chosen = i == chosen;
+        if (pr->apiVersion < VK_API_VERSION_1_1) continue; /* no *2 queries */
+        VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+        VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+                                                 .pNext = pr->apiVersion >= VK_API_VERSION_1_2 ? &drv : NULL};
+        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
+        d->vki.vkGetPhysicalDeviceProperties2(p[i].phys, &p2);
+        o->subgroup_size = sg.subgroupSize;
+        if (drv.driverName[0])
+            snprintf(o->driver, sizeof o->driver, "%.120s %.120s", drv.driverName, drv.driverInfo);
+        if (pr->apiVersion >= VK_API_VERSION_1_2) {
+            VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+            VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                                    .pNext = &f12};
+            VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+            d->vki.vkGetPhysicalDeviceFeatures2(p[i].phys, &f2);
+            o->fp16 = f12.shaderFloat16;
+            o->storage16 = f11.storageBuffer16BitAccess;
+        }
+    }
+    if (errbuf && errlen) snprintf(errbuf, errlen, "%s", err.status ? err.message : "");
+    vf_vk_device_destroy(d);
+    free(d);
+    return n;
+}

@@ -1,0 +1,60 @@
+/* Vulkan instance, physical-device choice and logical device.
+ *
+ * One vf_vk_device is one instance + one device + one compute queue, with
+ * its own function tables. It must not move after vf_vk_device_create
+ * (the validation messenger keeps a pointer to it). */
+#ifndef VF_VULKAN_DEVICE_H
+#define VF_VULKAN_DEVICE_H
+
+#include "fusion/kernel.h"
+#include "vulkan/loader.h"
+
+#include <stdbool.h>
+
+typedef struct vf_vk_device_options {
+    int device_index;        /* >= 0: that index; -1: device_env, else the best */
+    const char *device_env;  /* VKFUSE_DEVICE: an index or a name substring; NULL/"": none */
+    bool validation;         /* Khronos validation layer + sync validation */
+    bool no_push_descriptors;/* testing: ignore VK_KHR_push_descriptor */
+} vf_vk_device_options;
+
+typedef struct vf_vk_device {
+    vf_vk_loader loader;
+    vf_vk_instance_table vki;
+    vf_vk_device_table vkd;
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    VkPhysicalDevice phys;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    int index;                        /* of phys in vkEnumeratePhysicalDevices */
+    uint32_t api_version;             /* min(instance, device) */
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties mem_props;
+    vf_device_caps caps;
+    bool push_descriptors;            /* VK_KHR_push_descriptor enabled */
+    uint32_t timestamp_valid_bits;    /* of the queue family; 0: no timestamps */
+    float timestamp_period;           /* ns per tick */
+    bool validation;                  /* the layer is actually active */
+    bool sync_validation;             /* ... with synchronization validation */
+    int64_t validation_messages;      /* warnings + errors the layer reported */
+    vf_err *err;                      /* where validation messages land */
+    char name[256];
+} vf_vk_device;
+
+/* Creates the instance and device. Fails with VF_ERROR_DEVICE (no loader,
+   no Vulkan 1.2 device, no compute queue, bad VKFUSE_DEVICE naming the
+   available devices, ...). On failure *d is cleaned up. */
+vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, vf_err *err);
+/* Waits idle and destroys everything; safe on a zeroed or failed device. */
+void vf_vk_device_destroy(vf_vk_device *d);
+
+/* Memory type index with all `want` flags among `type_bits`, or -1. */
+int vf_vk_find_memory_type(const vf_vk_device *d, uint32_t type_bits, VkMemoryPropertyFlags want);
+
+/* Records a VkResult failure as VF_ERROR_DEVICE ("what: VK_ERROR_..."),
+   VF_ERROR_OUT_OF_MEMORY for the out-of-memory results. */
+vf_status vf_vk_check(vf_err *err, VkResult r, const char *what);
+
+#endif

@@ -1,0 +1,113 @@
+#include "vulkan/loader.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+vf_status vf_vk_loader_open(vf_vk_loader *l, vf_err *err)
+{
+    /* libvulkan.so.1 is the ABI name every loader ships; the unversioned
+       name only exists with the -dev package, so it is the fallback. */
+    static const char *const names[] = {"libvulkan.so.1", "libvulkan.so"};
+    memset(l, 0, sizeof *l);
+    const char *why = "";
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !l->lib; i++) {
+        l->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (l->lib)
+            snprintf(l->lib_name, sizeof l->lib_name, "%s", names[i]);
+        else
+            why = dlerror();
+    }
+    if (!l->lib)
+        return vf_err_set(err, VF_ERROR_DEVICE,
+                          "Vulkan loader not found: dlopen(libvulkan.so.1 / libvulkan.so) failed"
+                          " (%s); install the Vulkan loader (libvulkan1) and a driver",
+                          why ? why : "unknown reason");
+    /* POSIX allows converting dlsym's object pointer to a function pointer;
+       the memcpy keeps -Wpedantic quiet about it. */
+    void *sym = dlsym(l->lib, "vkGetInstanceProcAddr");
+    memcpy(&l->gipa, &sym, sizeof l->gipa);
+    if (!l->gipa) {
+        vf_vk_loader_close(l);
+        return vf_err_set(err, VF_ERROR_DEVICE,
+                          "Vulkan loader %s has no vkGetInstanceProcAddr", names[0]);
+    }
+#define VF_LOAD_GLOBAL(name)                                                              \
+    l->vk.name = (PFN_##name)l->gipa(VK_NULL_HANDLE, #name);                              \
+    if (!l->vk.name) {                                                                    \
+        vf_vk_loader_close(l);                                                            \
+        return vf_err_set(err, VF_ERROR_DEVICE, "Vulkan loader lacks %s", #name);         \
+    }
+    VF_VK_GLOBAL_FUNCS(VF_LOAD_GLOBAL)
+#undef VF_LOAD_GLOBAL
+    l->vk.vkEnumerateInstanceVersion =
+        (PFN_vkEnumerateInstanceVersion)l->gipa(VK_NULL_HANDLE, "vkEnumerateInstanceVersion");
+    return VF_OK;
+}
+
+void vf_vk_loader_close(vf_vk_loader *l)
+{
+    if (l->lib) dlclose(l->lib);
+    memset(l, 0, sizeof *l);
+}
+
+vf_status vf_vk_instance_table_load(const vf_vk_loader *l, VkInstance inst,
+                                    vf_vk_instance_table *t, vf_err *err)
+{
+    memset(t, 0, sizeof *t);
+#define VF_LOAD_INST(name)                                                                \
+    t->name = (PFN_##name)l->gipa(inst, #name);                                           \
+    if (!t->name)                                                                         \
+        return vf_err_set(err, VF_ERROR_DEVICE, "Vulkan instance lacks %s", #name);
+    VF_VK_INSTANCE_FUNCS(VF_LOAD_INST)
+#undef VF_LOAD_INST
+#define VF_LOAD_INST_OPT(name) t->name = (PFN_##name)l->gipa(inst, #name);
+    VF_VK_INSTANCE_OPTIONAL_FUNCS(VF_LOAD_INST_OPT)
+#undef VF_LOAD_INST_OPT
+    return VF_OK;
+}
+
+vf_status vf_vk_device_table_load(const vf_vk_instance_table *it, VkDevice dev,
+                                  vf_vk_device_table *t, vf_err *err)
+{
+    /* Device-level pointers from vkGetDeviceProcAddr skip the loader's
+       dispatch trampoline: volk's main point. */
+    memset(t, 0, sizeof *t);
+#define VF_LOAD_DEV(name)                                                                 \
+    t->name = (PFN_##name)it->vkGetDeviceProcAddr(dev, #name);                            \
+    if (!t->name)                                                                         \
+        return vf_err_set(err, VF_ERROR_DEVICE, "Vulkan device lacks %s", #name);
+    VF_VK_DEVICE_FUNCS(VF_LOAD_DEV)
+#undef VF_LOAD_DEV
+#define VF_LOAD_DEV_OPT(name) t->name = (PFN_##name)it->vkGetDeviceProcAddr(dev, #name);
+    VF_VK_DEVICE_OPTIONAL_FUNCS(VF_LOAD_DEV_OPT)
+#undef VF_LOAD_DEV_OPT
+    return VF_OK;
+}
+
+const char *vf_vk_result_name(VkResult r)
+{
+    switch (r) {
+#define VF_CASE(x) case x: return #x;
+    VF_CASE(VK_SUCCESS)
+    VF_CASE(VK_NOT_READY)
+    VF_CASE(VK_TIMEOUT)
+    VF_CASE(VK_INCOMPLETE)
+    VF_CASE(VK_ERROR_OUT_OF_HOST_MEMORY)
+    VF_CASE(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+    VF_CASE(VK_ERROR_INITIALIZATION_FAILED)
+    VF_CASE(VK_ERROR_DEVICE_LOST)
+    VF_CASE(VK_ERROR_MEMORY_MAP_FAILED)
+    VF_CASE(VK_ERROR_LAYER_NOT_PRESENT)
+    VF_CASE(VK_ERROR_EXTENSION_NOT_PRESENT)
+    VF_CASE(VK_ERROR_FEATURE_NOT_PRESENT)
+    VF_CASE(VK_ERROR_INCOMPATIBLE_DRIVER)
+    VF_CASE(VK_ERROR_TOO_MANY_OBJECTS)
+    VF_CASE(VK_ERROR_FORMAT_NOT_SUPPORTED)
+    VF_CASE(VK_ERROR_FRAGMENTED_POOL)
+    VF_CASE(VK_ERROR_OUT_OF_POOL_MEMORY)
+    VF_CASE(VK_ERROR_INVALID_SHADER_NV)
+#undef VF_CASE
+    default: return "VK_ERROR_UNKNOWN";
+    }
+}

@@ -1,0 +1,425 @@
+#include "vulkan/memory.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define VF_MIB ((VkDeviceSize)1 << 20)
+
+static VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
+
+/* Device-local + host-visible is what lavapipe and integrated GPUs offer
+   for all memory: mapped once, uploads and downloads are memcpy. On a
+   discrete GPU without resizable BAR that combination is a 256 MiB window
+   we should not fill with tensors, so it is only taken when its heap is
+   large (>= 1 GiB) or the device is not discrete. */
+static void choose_type(vf_vk_mem *m, bool force_staging)
+{
+    const vf_vk_device *d = m->dev;
+    const VkPhysicalDeviceMemoryProperties *mp = &d->mem_props;
+    const VkMemoryPropertyFlags DL = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                                HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+                                HC = VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    bool discrete = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+    int best = -1, best_score = -1;
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+        VkDeviceSize heap = mp->memoryHeaps[mp->memoryTypes[i].heapIndex].size;
+        if (f & (VK_MEMORY_PROPERTY_PROTECTED_BIT | VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT))
+            continue;
+        bool big = !discrete || heap >= 1024 * VF_MIB;
+        int score;
+        if (!force_staging && (f & DL) && (f & HV) && (f & HC) && big) score = 4;
+        else if (!force_staging && (f & DL) && (f & HV) && big) score = 3;
+        else if (f & DL) score = 2;
+        else score = 1; /* host memory as device memory: last resort */
+        if (score > best_score) best = (int)i, best_score = score;
+    }
+    m->mem_type = best < 0 ? 0 : (uint32_t)best;
+    VkMemoryPropertyFlags f = mp->memoryTypes[m->mem_type].propertyFlags;
+    m->host_visible = !force_staging && (f & HV);
+    m->coherent = (f & HC) != 0;
+}
+
+vf_status vf_vk_mem_init(vf_vk_mem *m, vf_vk_device *dev, const vf_vk_mem_options *opt, vf_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->dev = dev;
+    m->err = err;
+    choose_type(m, opt && opt->force_staging);
+    const VkPhysicalDeviceLimits *L = &dev->props.limits;
+    m->atom = L->nonCoherentAtomSize ? L->nonCoherentAtomSize : 1;
+    m->align = L->minStorageBufferOffsetAlignment > 16 ? L->minStorageBufferOffsetAlignment : 16;
+    /* Non-coherent memory is flushed in whole atoms: keeping every range
+       atom-aligned means a flush never touches a neighbour's bytes. */
+    if (m->host_visible && !m->coherent && m->atom > m->align) m->align = m->atom;
+    m->max_range = L->maxStorageBufferRange;
+    m->block_size = opt && opt->block_size ? align_up(opt->block_size, m->align) : 64 * VF_MIB;
+    m->usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
+               VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    return VF_OK;
+}
+
+static void block_destroy(vf_vk_mem *m, vf_vk_block *b)
+{
+    const vf_vk_device_table *vk = &m->dev->vkd;
+    if (b->map) vk->vkUnmapMemory(m->dev->device, b->memory);
+    if (b->buffer) vk->vkDestroyBuffer(m->dev->device, b->buffer, NULL);
+    if (b->memory) vk->vkFreeMemory(m->dev->device, b->memory, NULL);
+    m->bytes_reserved -= (int64_t)b->size;
+    free(b->free);
+    free(b);
+}
+
+static vf_status block_create(vf_vk_mem *m, VkDeviceSize size, bool dedicated, vf_vk_block **out)
+{
+    const vf_vk_device_table *vk = &m->dev->vkd;
+    VkDevice dev = m->dev->device;
+    if (m->n_blocks == m->cap_blocks) {
+        int cap = m->cap_blocks ? 2 * m->cap_blocks : 8;
+        vf_vk_block **nb = realloc(m->blocks, (size_t)cap * sizeof *nb);
+        if (!nb) return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        m->blocks = nb;
+        m->cap_blocks = cap;
+    }
+    vf_vk_block *b = calloc(1, sizeof *b);
+    if (!b) return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    b->size = size;
+    b->dedicated = dedicated;
+    m->bytes_reserved += (int64_t)size;
+    VkBufferCreateInfo bci = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+        .size = size,
+        .usage = m->usage,
+        .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+    };
+    vf_status s = vf_vk_check(m->err, vk->vkCreateBuffer(dev, &bci, NULL, &b->buffer), "vkCreateBuffer");
+    VkMemoryRequirements req = {0};
+    if (!s) {
+        vk->vkGetBufferMemoryRequirements(dev, b->buffer, &req);
+        if (!(req.memoryTypeBits & (1u << m->mem_type)))
+            s = vf_err_set(m->err, VF_ERROR_DEVICE, "storage buffers cannot use memory type %u",
+                           m->mem_type);
+    }
+    if (!s) {
+        VkMemoryAllocateInfo mai = {
+            .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+            .allocationSize = req.size,
+            .memoryTypeIndex = m->mem_type,
+        };
+        VkResult r = vk->vkAllocateMemory(dev, &mai, NULL, &b->memory);
+        m->allocations++;
+        if (r != VK_SUCCESS) {
+            b->memory = VK_NULL_HANDLE;
+            s = vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY,
+                           "vkAllocateMemory of %llu bytes failed: %s (%lld bytes of device memory"
+                           " already in use)", (unsigned long long)req.size, vf_vk_result_name(r),
+                           (long long)m->bytes_in_use);
+        }
+    }
+    if (!s) s = vf_vk_check(m->err, vk->vkBindBufferMemory(dev, b->buffer, b->memory, 0),
+                            "vkBindBufferMemory");
+    if (!s && m->host_visible) {
+        void *p = NULL;
+        s = vf_vk_check(m->err, vk->vkMapMemory(dev, b->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
+        b->map = p;
+    }
+    if (!s) {
+        b->free = malloc(4 * sizeof *b->free);
+        if (!b->free) s = vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        else {
+            b->cap_free = 4;
+            b->n_free = 1;
+            b->free[0] = (vf_vk_range){0, size};
+        }
+    }
+    if (s) {
+        block_destroy(m, b);
+        return s;
+    }
+    m->blocks[m->n_blocks++] = b;
+    *out = b;
+    return VF_OK;
+}
+
+static void block_remove(vf_vk_mem *m, vf_vk_block *b)
+{
+    for (int i = 0; i < m->n_blocks; i++)
+        if (m->blocks[i] == b) {
+            m->blocks[i] = m->blocks[--m->n_blocks];
+            break;
+        }
+    block_destroy(m, b);
+}
+
+/* Best fit: the smallest free range that holds `size` at `align`. */
+static bool find_fit(vf_vk_mem *m, VkDeviceSize size, VkDeviceSize align, vf_vk_block **ob, int *oi)
+{
+    VkDeviceSize best = 0;
+    bool found = false;
+    for (int bi = 0; bi < m->n_blocks; bi++) {
+        vf_vk_block *b = m->blocks[bi];
+        if (b->dedicated) continue;
+        for (int i = 0; i < b->n_free; i++) {
+            vf_vk_range r = b->free[i];
+            VkDeviceSize a = align_up(r.offset, align);
+            if (a + size > r.offset + r.size) continue;
+            if (!found || r.size < best) {
+                found = true;
+                best = r.size;
+                *ob = b;
+                *oi = i;
+            }
+        }
+    }
+    return found;
+}
+
+static bool free_insert(vf_vk_block *b, int at, vf_vk_range r)
+{
+    if (b->n_free == b->cap_free) {
+        int cap = 2 * b->cap_free;
+        vf_vk_range *nf = realloc(b->free, (size_t)cap * sizeof *nf);
+        if (!nf) return false;
+        b->free = nf;
+        b->cap_free = cap;
+    }
+    memmove(&b->free[at + 1], &b->free[at], (size_t)(b->n_free - at) * sizeof *b->free);
+    b->free[at] = r;
+    b->n_free++;
+    return true;
+}
+
+static void free_erase(vf_vk_block *b, int at)
+{
+    memmove(&b->free[at], &b->free[at + 1], (size_t)(b->n_free - at - 1) * sizeof *b->free);
+    b->n_free--;
+}
+
+/* Carves [a, a+size) out of free range i. */
+static bool carve(vf_vk_block *b, int i, VkDeviceSize a, VkDeviceSize size)
+{
+    vf_vk_range r = b->free[i];
+    VkDeviceSize end = r.offset + r.size;
+    vf_vk_range head = {r.offset, a - r.offset}, tail = {a + size, end - (a + size)};
+    if (head.size && tail.size) {
+        b->free[i] = head;
+        return free_insert(b, i + 1, tail);
+    }
+    if (head.size) b->free[i] = head;
+    else if (tail.size) b->free[i] = tail;
+    else free_erase(b, i);
+    return true;
+}
+
+vf_status vf_vk_mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, vf_buffer **out)
+{
+    *out = NULL;
+    if (bytes == 0) return vf_err_set(m->err, VF_ERROR_INVALID_ARGUMENT, "alloc of 0 bytes");
+    if ((VkDeviceSize)bytes > m->max_range)
+        return vf_err_set(m->err, VF_ERROR_UNSUPPORTED,
+                          "a tensor of %zu bytes exceeds this device's maxStorageBufferRange of"
+                          " %llu bytes (%s); split it into smaller tensors", bytes,
+                          (unsigned long long)m->max_range, m->dev->name);
+    if (align < m->align) align = m->align;
+    VkDeviceSize size = align_up(bytes, align);
+    vf_buffer *buf = calloc(1, sizeof *buf);
+    if (!buf) return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    vf_vk_block *b = NULL;
+    int fi = -1;
+    vf_status s = VF_OK;
+    if (size > m->block_size / 2) {
+        /* Big tensors: a block of their own, no fragmentation of the pool. */
+        s = block_create(m, size, true, &b);
+        if (!s) fi = 0;
+    } else if (!find_fit(m, size, align, &b, &fi)) {
+        s = block_create(m, m->block_size, false, &b);
+        if (!s) fi = 0;
+    }
+    if (s) {
+        free(buf);
+        return s;
+    }
+    VkDeviceSize a = align_up(b->free[fi].offset, align);
+    if (!carve(b, fi, a, size)) {
+        free(buf);
+        return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    b->used += size;
+    b->live++;
+    buf->block = b;
+    buf->offset = a;
+    buf->size = size;
+    buf->bytes = bytes;
+    m->bytes_in_use += (int64_t)size;
+    *out = buf;
+    return VF_OK;
+}
+
+/* Gives the range back to its block's free list, coalescing. */
+static void release(vf_vk_mem *m, vf_buffer *buf)
+{
+    vf_vk_block *b = buf->block;
+    vf_vk_range r = {buf->offset, buf->size};
+    free(buf);
+    b->used -= r.size;
+    b->live--;
+    if (b->live == 0) {
+        /* Dedicated blocks go at once; of the pool keep one empty block as
+           a spare so a loop that frees and allocates does not thrash. */
+        bool spare = false;
+        for (int i = 0; i < m->n_blocks; i++)
+            if (m->blocks[i] != b && !m->blocks[i]->dedicated && m->blocks[i]->live == 0)
+                spare = true;
+        if (b->dedicated || spare) {
+            block_remove(m, b);
+            return;
+        }
+        b->n_free = 1;
+        b->free[0] = (vf_vk_range){0, b->size};
+        return;
+    }
+    int i = 0;
+    while (i < b->n_free && b->free[i].offset < r.offset) i++;
+    bool left = i > 0 && b->free[i - 1].offset + b->free[i - 1].size == r.offset;
+    bool right = i < b->n_free && r.offset + r.size == b->free[i].offset;
+    if (left && right) {
+        b->free[i - 1].size += r.size + b->free[i].size;
+        free_erase(b, i);
+    } else if (left) {
+        b->free[i - 1].size += r.size;
+    } else if (right) {
+        b->free[i].offset = r.offset;
+        b->free[i].size += r.size;
+    } else if (!free_insert(b, i, r)) {
+        /* No host memory for the list entry: the range is leaked until the
+           block is destroyed, which is safe. */
+    }
+}
+
+void vf_vk_mem_free(vf_vk_mem *m, vf_buffer *buf, uint64_t completed)
+{
+    if (!buf) return;
+    m->bytes_in_use -= (int64_t)buf->size;
+    if (buf->last_use > completed) {
+        if (m->n_pending == m->cap_pending) {
+            int cap = m->cap_pending ? 2 * m->cap_pending : 16;
+            vf_buffer **np = realloc(m->pending, (size_t)cap * sizeof *np);
+            if (!np) {
+                /* Cannot defer: keep the range reserved forever rather than
+                   reuse it while the GPU may still touch it. */
+                return;
+            }
+            m->pending = np;
+            m->cap_pending = cap;
+        }
+        buf->free_after = buf->last_use;
+        m->pending[m->n_pending++] = buf;
+        return;
+    }
+    release(m, buf);
+}
+
+void vf_vk_mem_collect(vf_vk_mem *m, uint64_t completed)
+{
+    int j = 0;
+    for (int i = 0; i < m->n_pending; i++) {
+        vf_buffer *b = m->pending[i];
+        if (b->free_after <= completed) release(m, b);
+        else m->pending[j++] = b;
+    }
+    m->n_pending = j;
+}
+
+void vf_vk_mem_destroy(vf_vk_mem *m)
+{
+    for (int i = 0; i < m->n_pending; i++) free(m->pending[i]);
+    free(m->pending);
+    for (int i = 0; i < m->n_blocks; i++) block_destroy(m, m->blocks[i]);
+    free(m->blocks);
+    memset(m, 0, sizeof *m);
+}
+
+static vf_status sync_range(vf_vk_mem *m, const vf_buffer *b, VkDeviceSize off, VkDeviceSize n,
+                            bool flush)
+{
+    if (!b->block->map || m->coherent || n == 0) return VF_OK;
+    VkDeviceSize start = (b->offset + off) / m->atom * m->atom;
+    VkDeviceSize end = align_up(b->offset + off + n, m->atom);
+    if (end > b->block->size) end = b->block->size;
+    VkMappedMemoryRange r = {
+        .sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE,
+        .memory = b->block->memory,
+        .offset = start,
+        .size = end - start,
+    };
+    VkDevice d = m->dev->device;
+    return flush ? vf_vk_check(m->err, m->dev->vkd.vkFlushMappedMemoryRanges(d, 1, &r),
+                               "vkFlushMappedMemoryRanges")
+                 : vf_vk_check(m->err, m->dev->vkd.vkInvalidateMappedMemoryRanges(d, 1, &r),
+                               "vkInvalidateMappedMemoryRanges");
+}
+
+vf_status vf_vk_mem_flush(vf_vk_mem *m, const vf_buffer *b, VkDeviceSize off, VkDeviceSize n)
+{
+    return sync_range(m, b, off, n, true);
+}
+
+vf_status vf_vk_mem_invalidate(vf_vk_mem *m, const vf_buffer *b, VkDeviceSize off, VkDeviceSize n)
+{
+    return sync_range(m, b, off, n, false);
+}
+
+vf_status vf_vk_raw_create(vf_vk_device *dev, VkDeviceSize size, VkBufferUsageFlags usage,
+                           vf_vk_raw *out, vf_err *err)
+{
+    const vf_vk_device_table *vk = &dev->vkd;
+    memset(out, 0, sizeof *out);
+    out->size = size;
+    VkBufferCreateInfo bci = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+        .size = size,
+        .usage = usage,
+        .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+    };
+    vf_status s = vf_vk_check(err, vk->vkCreateBuffer(dev->device, &bci, NULL, &out->buffer),
+                              "vkCreateBuffer (staging)");
+    if (s) return s;
+    VkMemoryRequirements req;
+    vk->vkGetBufferMemoryRequirements(dev->device, out->buffer, &req);
+    const VkMemoryPropertyFlags HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+                                HC = VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                CA = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+    int t = vf_vk_find_memory_type(dev, req.memoryTypeBits, HV | HC | CA);
+    if (t < 0) t = vf_vk_find_memory_type(dev, req.memoryTypeBits, HV | HC);
+    if (t < 0) t = vf_vk_find_memory_type(dev, req.memoryTypeBits, HV);
+    if (t < 0) {
+        vf_vk_raw_destroy(dev, out);
+        return vf_err_set(err, VF_ERROR_DEVICE, "no host-visible memory for staging buffers");
+    }
+    out->coherent = (dev->mem_props.memoryTypes[t].propertyFlags & HC) != 0;
+    VkMemoryAllocateInfo mai = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+        .allocationSize = req.size,
+        .memoryTypeIndex = (uint32_t)t,
+    };
+    s = vf_vk_check(err, vk->vkAllocateMemory(dev->device, &mai, NULL, &out->memory),
+                    "vkAllocateMemory (staging)");
+    if (s) out->memory = VK_NULL_HANDLE;
+    if (!s) s = vf_vk_check(err, vk->vkBindBufferMemory(dev->device, out->buffer, out->memory, 0),
+                            "vkBindBufferMemory (staging)");
+    void *p = NULL;
+    if (!s) s = vf_vk_check(err, vk->vkMapMemory(dev->device, out->memory, 0, VK_WHOLE_SIZE, 0, &p),
+                            "vkMapMemory (staging)");
+    out->map = p;
+    if (s) vf_vk_raw_destroy(dev, out);
+    return s;
+}
+
+void vf_vk_raw_destroy(vf_vk_device *dev, vf_vk_raw *r)
+{
+    const vf_vk_device_table *vk = &dev->vkd;
+    if (r->map) vk->vkUnmapMemory(dev->device, r->memory);
+    if (r->buffer) vk->vkDestroyBuffer(dev->device, r->buffer, NULL);
+    if (r->memory) vk->vkFreeMemory(dev->device, r->memory, NULL);
+    memset(r, 0, sizeof *r);
+}

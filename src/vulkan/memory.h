@@ -1,0 +1,105 @@
+/* Device memory: a sub-allocator over large blocks.
+ *
+ * Tensors are ranges of a few big VkDeviceMemory blocks, each bound to one
+ * VkBuffer over the whole block, so an allocation is (VkBuffer, offset)
+ * and costs no Vulkan call. Big tensors get a dedicated block of their
+ * own. Free ranges of a block are a sorted array searched best-fit and
+ * coalesced with their neighbours on free. A range freed while a batch
+ * that used it is still in flight goes to a pending list and only returns
+ * to the free list once that batch's serial has completed. */
+#ifndef VF_VULKAN_MEMORY_H
+#define VF_VULKAN_MEMORY_H
+
+#include "backend.h"
+#include "vulkan/device.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct vf_vk_range {
+    VkDeviceSize offset, size;
+} vf_vk_range;
+
+typedef struct vf_vk_block {
+    VkDeviceMemory memory;
+    VkBuffer buffer;             /* covers the whole block */
+    uint8_t *map;                /* persistent mapping; NULL when not host-visible */
+    VkDeviceSize size;
+    VkDeviceSize used;           /* reserved bytes of live + pending allocations */
+    bool dedicated;              /* one allocation; destroyed when it is freed */
+    int live;                    /* allocations not yet returned to the free list */
+    vf_vk_range *free;           /* sorted by offset, never adjacent (coalesced) */
+    int n_free, cap_free;
+} vf_vk_block;
+
+/* The backend's vf_buffer: one range of one block. */
+struct vf_buffer {
+    vf_vk_block *block;
+    VkDeviceSize offset;         /* in the block's VkBuffer */
+    VkDeviceSize size;           /* reserved (rounded up to the alignment) */
+    size_t bytes;                /* as requested */
+    uint64_t last_use;           /* serial of the last batch that referenced it (0: none) */
+    uint64_t free_after;         /* pending free: reusable once this serial completed */
+};
+
+typedef struct vf_vk_mem_options {
+    VkDeviceSize block_size;     /* 0: 64 MiB */
+    bool force_staging;          /* testing: pretend device memory is not host-visible */
+} vf_vk_mem_options;
+
+typedef struct vf_vk_mem {
+    vf_vk_device *dev;
+    vf_err *err;
+    uint32_t mem_type;
+    bool host_visible;           /* blocks are mapped: upload/download by memcpy */
+    bool coherent;               /* no flush / invalidate needed */
+    VkDeviceSize block_size, align, max_range, atom;
+    VkBufferUsageFlags usage;
+    vf_vk_block **blocks;
+    int n_blocks, cap_blocks;
+    vf_buffer **pending;
+    int n_pending, cap_pending;
+    int64_t bytes_in_use;        /* live allocations (reserved sizes) */
+    int64_t bytes_reserved;      /* all blocks */
+    int64_t allocations;         /* vkAllocateMemory calls, for tests */
+} vf_vk_mem;
+
+vf_status vf_vk_mem_init(vf_vk_mem *m, vf_vk_device *dev, const vf_vk_mem_options *opt, vf_err *err);
+/* Frees every block; the device must be idle. */
+void vf_vk_mem_destroy(vf_vk_mem *m);
+
+/* bytes > 0. align 0: the default (max(minStorageBufferOffsetAlignment, 16)).
+   Over maxStorageBufferRange: VF_ERROR_UNSUPPORTED naming both sizes. */
+vf_status vf_vk_mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, vf_buffer **out);
+/* Returns buf's range now if no batch after `completed` used it, else
+   when vf_vk_mem_collect sees its last batch complete. */
+void vf_vk_mem_free(vf_vk_mem *m, vf_buffer *buf, uint64_t completed);
+/* Reclaims pending frees whose batch serial is <= completed. */
+void vf_vk_mem_collect(vf_vk_mem *m, uint64_t completed);
+
+/* Host-visible blocks only: make host writes visible to the device /
+   device writes visible to the host (no-ops on coherent memory). */
+vf_status vf_vk_mem_flush(vf_vk_mem *m, const vf_buffer *b, VkDeviceSize off, VkDeviceSize n);
+vf_status vf_vk_mem_invalidate(vf_vk_mem *m, const vf_buffer *b, VkDeviceSize off, VkDeviceSize n);
+
+static inline VkBuffer vf_vk_buffer_handle(const vf_buffer *b) { return b->block->buffer; }
+static inline uint8_t *vf_vk_buffer_map(const vf_buffer *b)
+{
+    return b->block->map ? b->block->map + b->offset : NULL;
+}
+
+/* A standalone buffer with its own memory (staging, readback). */
+typedef struct vf_vk_raw {
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    uint8_t *map;
+    VkDeviceSize size;
+    bool coherent;
+} vf_vk_raw;
+
+/* Host-visible (HOST_CACHED preferred for readback), mapped. */
+vf_status vf_vk_raw_create(vf_vk_device *dev, VkDeviceSize size, VkBufferUsageFlags usage,
+                           vf_vk_raw *out, vf_err *err);
+void vf_vk_raw_destroy(vf_vk_device *dev, vf_vk_raw *r);
+
+#endif
