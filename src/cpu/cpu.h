@@ -1,0 +1,126 @@
+/* Internals of the CPU backend: the buffer, typed row load/store helpers,
+ * the strided loop description shared by the kernels, and the kernel entry
+ * points that cpu_backend.c dispatches to.
+ *
+ * The CPU backend is the reference every other backend is checked against,
+ * so kernels favour exactness (double accumulation, op-table scalar
+ * functions) over speed; the few fast paths are bit-identical to the
+ * generic ones.
+ */
+#ifndef VF_CPU_CPU_H
+#define VF_CPU_CPU_H
+
+#include "backend.h"
+#include "util/dtype.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Buffers are 64-byte aligned host allocations. */
+struct vf_buffer {
+    void *data;
+    size_t size;
+};
+
+typedef struct vf_cpu {
+    vf_err *err;            /* the context's sticky error */
+    int64_t bytes_in_use;   /* sum of live buffer sizes, for stats */
+} vf_cpu;
+
+/* Elements processed per chunk by the generic (converting) loops: small
+   enough for the temporaries to stay in L1, big enough to amortise the
+   per-chunk dispatch. */
+#define VF_CPU_CHUNK 256
+
+/* ---- data pointers ------------------------------------------------------ */
+
+static inline void *vf_cpu_ptr(const vf_tref *t)
+{
+    return t->buf ? (char *)t->buf->data + t->offset : NULL;
+}
+
+int64_t vf_cpu_numel(const vf_tref *t);
+
+/* ---- typed row conversion (cpu_util.c) ---------------------------------
+   off and stride are in elements; stride may be 0 (broadcast). */
+
+/* Widen n elements to double (bool -> 0/1). */
+void vf_cpu_load_f64(const void *base, vf_dtype t, int64_t off, int64_t stride, int64_t n,
+                     double *dst);
+/* Widen n elements of an integer or bool dtype to int64 (i32 sign-extended,
+   u32 zero-extended, bool 0/1). Float dtypes are truncated like a cast. */
+void vf_cpu_load_i64(const void *base, vf_dtype t, int64_t off, int64_t stride, int64_t n,
+                     int64_t *dst);
+/* Store n contiguous values with the cast rules of vf_store_f64. */
+void vf_cpu_store_f64(void *base, vf_dtype t, int64_t off, int64_t n, const double *src);
+/* Store n contiguous integer values: i32/u32 keep the low 32 bits (wrap),
+   bool is v != 0, floats get (double)v. */
+void vf_cpu_store_i64(void *base, vf_dtype t, int64_t off, int64_t n, const int64_t *src);
+
+/* ---- strided loops ------------------------------------------------------
+   A loop nest over `rank` dims with an element stride per operand and dim.
+   Kernels describe their operands' layouts here, simplify (drop size-1 dims,
+   merge dims that are contiguous for every operand) and then walk the outer
+   dims with a cursor, incrementing a multi-index instead of dividing. */
+
+#define VF_CPU_MAX_OPS 4
+
+typedef struct vf_cpu_loop {
+    int rank;
+    int nops;
+    int64_t dim[VF_MAX_RANK];
+    int64_t st[VF_CPU_MAX_OPS][VF_MAX_RANK];
+} vf_cpu_loop;
+
+typedef struct vf_cpu_cursor {
+    int64_t idx[VF_MAX_RANK];
+    int64_t off[VF_CPU_MAX_OPS];
+} vf_cpu_cursor;
+
+/* Row-major contiguous strides of shape. */
+void vf_cpu_contig_strides(int rank, const int64_t *shape, int64_t *st);
+/* Strides of an input of rank `rank`/`shape` broadcast (NumPy, trailing
+   alignment) to an output of rank `out_rank`/`out_shape`: 0 on broadcast
+   dims. */
+void vf_cpu_broadcast_strides(int rank, const int64_t *shape, int out_rank, const int64_t *out_shape,
+                              int64_t *st);
+/* Drops size-1 dims and merges adjacent dims that are contiguous for every
+   operand. Leaves rank >= 0. */
+void vf_cpu_loop_simplify(vf_cpu_loop *l);
+/* Product of dims [lo, hi). */
+int64_t vf_cpu_loop_count(const vf_cpu_loop *l, int lo, int hi);
+
+static inline void vf_cpu_cursor_init(vf_cpu_cursor *c, int nops)
+{
+    for (int d = 0; d < VF_MAX_RANK; d++) c->idx[d] = 0;
+    for (int j = 0; j < nops; j++) c->off[j] = 0;
+}
+
+/* Advances the multi-index over dims [0, nd) of l (last dim fastest),
+   updating every operand's offset. Wraps to zero after the last step. */
+static inline void vf_cpu_cursor_next(const vf_cpu_loop *l, int nd, vf_cpu_cursor *c)
+{
+    for (int d = nd - 1; d >= 0; d--) {
+        for (int j = 0; j < l->nops; j++) c->off[j] += l->st[j][d];
+        if (++c->idx[d] < l->dim[d]) return;
+        for (int j = 0; j < l->nops; j++) c->off[j] -= l->st[j][d] * l->dim[d];
+        c->idx[d] = 0;
+    }
+}
+
+/* ---- kernels --------------------------------------------------------------
+   Each returns VF_OK or records the reason in cpu->err. */
+
+vf_status vf_cpu_elementwise(vf_cpu *cpu, const vf_exec *e);
+vf_status vf_cpu_reduce(vf_cpu *cpu, const vf_exec *e);
+vf_status vf_cpu_argmax(vf_cpu *cpu, const vf_exec *e);
+vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e);
+vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e);
+vf_status vf_cpu_matmul(vf_cpu *cpu, const vf_exec *e);
+/* Strided byte copy: TRANSPOSE, and COPY / same-dtype CAST with broadcast. */
+vf_status vf_cpu_transpose(vf_cpu *cpu, const vf_exec *e);
+vf_status vf_cpu_broadcast_copy(vf_cpu *cpu, const vf_exec *e);
+vf_status vf_cpu_fill(vf_cpu *cpu, const vf_exec *e);
+vf_status vf_cpu_random_normal(vf_cpu *cpu, const vf_exec *e);
+
+#endif

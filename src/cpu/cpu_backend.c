@@ -1,0 +1,160 @@
+/* The CPU backend: host buffers and synchronous dispatch of each vf_exec to
+ * its reference kernel. Every exec is checked against the buffers it names
+ * (a bad offset from a planner bug becomes an error, not a wild write). */
+#include "cpu/cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define VF_CPU_ALIGN 64
+
+static vf_status cpu_alloc(void *self, size_t bytes, vf_buffer **out)
+{
+    vf_cpu *cpu = self;
+    *out = NULL;
+    if (bytes == 0)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "cpu backend: alloc of 0 bytes");
+    if (bytes > SIZE_MAX - VF_CPU_ALIGN)
+        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
+                          "cpu backend: cannot allocate %zu bytes", bytes);
+    vf_buffer *b = malloc(sizeof *b);
+    /* aligned_alloc wants a multiple of the alignment */
+    size_t rounded = (bytes + VF_CPU_ALIGN - 1) / VF_CPU_ALIGN * VF_CPU_ALIGN;
+    void *data = b ? aligned_alloc(VF_CPU_ALIGN, rounded) : NULL;
+    if (!data) {
+        free(b);
+        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
+                          "cpu backend: out of host memory allocating a buffer of %zu bytes", bytes);
+    }
+    b->data = data;
+    b->size = bytes;
+    cpu->bytes_in_use += (int64_t)bytes;
+    *out = b;
+    return VF_OK;
+}
+
+static void cpu_free(void *self, vf_buffer *buf)
+{
+    vf_cpu *cpu = self;
+    if (!buf) return;
+    cpu->bytes_in_use -= (int64_t)buf->size;
+    free(buf->data);
+    free(buf);
+}
+
+static vf_status check_range(vf_cpu *cpu, const char *what, const vf_buffer *buf, size_t offset,
+                             size_t bytes)
+{
+    if (!buf || offset > buf->size || bytes > buf->size - offset)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
+                          "cpu backend: %s of %zu bytes at offset %zu outside a buffer of %zu bytes",
+                          what, bytes, offset, buf ? buf->size : (size_t)0);
+    return VF_OK;
+}
+
+static vf_status cpu_upload(void *self, vf_buffer *buf, size_t offset, const void *src, size_t bytes)
+{
+    vf_status s = check_range(self, "upload", buf, offset, bytes);
+    if (s == VF_OK && bytes) memcpy((char *)buf->data + offset, src, bytes);
+    return s;
+}
+
+static vf_status cpu_download(void *self, vf_buffer *buf, size_t offset, void *dst, size_t bytes)
+{
+    vf_status s = check_range(self, "download", buf, offset, bytes);
+    if (s == VF_OK && bytes) memcpy(dst, (char *)buf->data + offset, bytes);
+    return s;
+}
+
+/* A tensor reference must be a valid dtype/rank, element-aligned and lie
+   inside its buffer. */
+static vf_status check_tref(vf_cpu *cpu, const char *op, const char *which, const vf_tref *t)
+{
+    if (!vf_dtype_valid((int)t->dtype) || t->rank < 0 || t->rank > VF_MAX_RANK)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
+                          "cpu backend: %s: %s has dtype %d, rank %d", op, which, (int)t->dtype,
+                          t->rank);
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++) {
+        if (t->shape[d] < 0)
+            return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
+                              "cpu backend: %s: %s dim %d is %lld", op, which, d,
+                              (long long)t->shape[d]);
+        n *= t->shape[d];
+    }
+    if (n == 0) return VF_OK;
+    size_t es = vf_dtype_size(t->dtype);
+    if (t->offset % es != 0)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
+                          "cpu backend: %s: %s offset %zu not a multiple of its %zu-byte elements",
+                          op, which, t->offset, es);
+    return check_range(cpu, which, t->buf, t->offset, (size_t)n * es);
+}
+
+static vf_status cpu_exec(void *self, const vf_exec *e)
+{
+    vf_cpu *cpu = self;
+    if ((unsigned)e->op >= VF_OP_COUNT)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "cpu backend: op %d unknown",
+                          (int)e->op);
+    const vf_op_info *info = vf_op_get(e->op);
+    if (e->n_in < 0 || e->n_in > 3)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "cpu backend: %s with %d inputs",
+                          info->name, e->n_in);
+    static const char *const names[3] = {"input 0", "input 1", "input 2"};
+    vf_status s = check_tref(cpu, info->name, "output", &e->out);
+    for (int j = 0; j < e->n_in && s == VF_OK; j++) s = check_tref(cpu, info->name, names[j], &e->in[j]);
+    if (s != VF_OK) return s;
+    if (vf_cpu_numel(&e->out) == 0) return VF_OK;
+
+    switch (info->kind) {
+    case VF_KIND_ELEMENTWISE: return vf_cpu_elementwise(cpu, e);
+    case VF_KIND_REDUCTION: return e->op == VF_OP_ARGMAX ? vf_cpu_argmax(cpu, e) : vf_cpu_reduce(cpu, e);
+    case VF_KIND_ROW: return e->op == VF_OP_SPARSE_XENT ? vf_cpu_sparse_xent(cpu, e) : vf_cpu_softmax(cpu, e);
+    case VF_KIND_MATMUL: return vf_cpu_matmul(cpu, e);
+    case VF_KIND_MOVEMENT: return vf_cpu_transpose(cpu, e);
+    case VF_KIND_SOURCE:
+        return e->op == VF_OP_RANDOM_NORMAL ? vf_cpu_random_normal(cpu, e) : vf_cpu_fill(cpu, e);
+    }
+    return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: op %s has no kernel", info->name);
+}
+
+/* exec is synchronous: nothing is ever queued. */
+static vf_status cpu_sync(void *self)
+{
+    (void)self;
+    return VF_OK;
+}
+
+static void cpu_destroy(void *self) { free(self); }
+
+static void cpu_stats(void *self, vf_context_stats *out)
+{
+    vf_cpu *cpu = self;
+    out->device_bytes_in_use = cpu->bytes_in_use;
+}
+
+static const vf_backend_iface cpu_iface = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .exec = cpu_exec,
+    .sync = cpu_sync,
+    .destroy = cpu_destroy,
+    .stats = cpu_stats,
+};
+
+vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out)
+{
+    out->iface = NULL;
+    out->self = NULL;
+    vf_cpu *cpu = calloc(1, sizeof *cpu);
+    if (!cpu)
+        return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cpu backend: no memory for the backend");
+    cpu->err = err;
+    out->iface = &cpu_iface;
+    out->self = cpu;
+    return VF_OK;
+}

@@ -1,0 +1,119 @@
+/* Row ops: softmax / log_softmax along any axis, and sparse softmax cross
+ * entropy. All in double with the row maximum subtracted, so 1e30 logits
+ * stay finite.
+ *
+ * For softmax the tensor is viewed as [outer, n, inner] (n along the axis).
+ * A block of `c` adjacent lanes of the inner dim (c = 1 when inner == 1) is
+ * gathered into a double buffer laid out [n][c], processed, and scattered
+ * back; the buffer is sized so one block stays modest even for long rows.
+ */
+#include "cpu/cpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Target doubles per block buffer: 512 KiB. */
+#define ROW_BLOCK_ELEMS 65536
+
+static void softmax_block(double *b, int64_t n, int64_t c, bool log_out)
+{
+    for (int64_t l = 0; l < c; l++) {
+        double m = -INFINITY;
+        for (int64_t j = 0; j < n; j++) {
+            double v = b[j * c + l];
+            if (v > m || isnan(v)) m = v; /* NaN propagates to the row */
+        }
+        double s = 0;
+        for (int64_t j = 0; j < n; j++) s += exp(b[j * c + l] - m);
+        if (log_out) {
+            double ls = log(s);
+            for (int64_t j = 0; j < n; j++) b[j * c + l] = b[j * c + l] - m - ls;
+        } else {
+            for (int64_t j = 0; j < n; j++) b[j * c + l] = exp(b[j * c + l] - m) / s;
+        }
+    }
+}
+
+vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e)
+{
+    const vf_tref *in = &e->in[0];
+    int axis = e->attrs.axis;
+    if (e->n_in != 1 || axis < 0 || axis >= in->rank || !vf_dtype_is_float(in->dtype))
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
+                          "cpu backend: softmax wants one float input and an axis in [0, %d) "
+                          "(got axis %d)", in->rank, axis);
+    if (vf_cpu_numel(in) == 0) return VF_OK;
+    int64_t outer = 1, n = in->shape[axis], inner = 1;
+    for (int d = 0; d < axis; d++) outer *= in->shape[d];
+    for (int d = axis + 1; d < in->rank; d++) inner *= in->shape[d];
+
+    int64_t c = ROW_BLOCK_ELEMS / n;
+    if (c < 1) c = 1;
+    if (c > inner) c = inner;
+    double *b = malloc((size_t)(n * c) * sizeof *b);
+    if (!b)
+        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
+                          "cpu backend: softmax: no memory for a %lld x %lld row block",
+                          (long long)n, (long long)c);
+    const void *x = vf_cpu_ptr(in);
+    void *y = vf_cpu_ptr(&e->out);
+    bool log_out = e->op == VF_OP_LOG_SOFTMAX;
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t base = o * n * inner;
+        for (int64_t l0 = 0; l0 < inner; l0 += c) {
+            int64_t w = inner - l0 < c ? inner - l0 : c;
+            if (inner == 1) {
+                vf_cpu_load_f64(x, in->dtype, base, 1, n, b);
+            } else {
+                for (int64_t j = 0; j < n; j++)
+                    vf_cpu_load_f64(x, in->dtype, base + j * inner + l0, 1, w, b + j * w);
+            }
+            softmax_block(b, n, w, log_out);
+            if (inner == 1) {
+                vf_cpu_store_f64(y, e->out.dtype, base, n, b);
+            } else {
+                for (int64_t j = 0; j < n; j++)
+                    vf_cpu_store_f64(y, e->out.dtype, base + j * inner + l0, w, b + j * w);
+            }
+        }
+    }
+    free(b);
+    return VF_OK;
+}
+
+vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e)
+{
+    const vf_tref *lab = &e->in[0], *lg = &e->in[1];
+    if (e->n_in != 2 || lg->rank < 1 || lab->rank != lg->rank - 1 ||
+        (lab->dtype != VF_I32 && lab->dtype != VF_U32) || !vf_dtype_is_float(lg->dtype))
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
+                          "cpu backend: sparse_softmax_cross_entropy wants i32/u32 labels [L] and "
+                          "float logits [L, C]");
+    int64_t rows = vf_cpu_numel(lab), classes = lg->shape[lg->rank - 1];
+    if (rows == 0) return VF_OK;
+    double *b = malloc((size_t)(classes > 0 ? classes : 1) * sizeof *b);
+    if (!b)
+        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
+                          "cpu backend: sparse_softmax_cross_entropy: no memory for a row of %lld",
+                          (long long)classes);
+    const void *labels = vf_cpu_ptr(lab), *x = vf_cpu_ptr(lg);
+    void *y = vf_cpu_ptr(&e->out);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t label;
+        vf_cpu_load_i64(labels, lab->dtype, r, 0, 1, &label);
+        double loss = NAN;
+        if (label >= 0 && label < classes) {
+            vf_cpu_load_f64(x, lg->dtype, r * classes, 1, classes, b);
+            double m = -INFINITY;
+            for (int64_t j = 0; j < classes; j++)
+                if (b[j] > m || isnan(b[j])) m = b[j];
+            double s = 0;
+            for (int64_t j = 0; j < classes; j++) s += exp(b[j] - m);
+            /* logsumexp - x[label], with m taken out of both terms */
+            loss = log(s) - (b[label] - m);
+        }
+        vf_cpu_store_f64(y, e->out.dtype, r, 1, &loss);
+    }
+    free(b);
+    return VF_OK;
+}
