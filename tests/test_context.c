@@ -1,0 +1,129 @@
+/* Context creation: backend choice, device choice, the CPU fallback when
+ * no Vulkan device exists, and its messages. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    vf_context *ctx = NULL;
+    assert_int_equal(vf_context_create(NULL, &ctx), VF_OK);
+    assert_non_null(ctx);
+    if (vt_have_vulkan()) assert_int_equal(vf_backend_get(ctx), VF_BACKEND_VULKAN);
+    assert_true(strlen(vf_device_name(ctx)) > 0);
+    assert_int_equal(vf_status_get(ctx), VF_OK);
+    assert_string_equal(vf_error_message(ctx), "");
+    vf_context_destroy(ctx);
+    assert_int_equal(vf_context_create(NULL, NULL), VF_ERROR_INVALID_ARGUMENT);
+    vf_context_destroy(NULL);
+}
+
+static void test_cpu(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    assert_int_equal(vf_backend_get(ctx), VF_BACKEND_CPU);
+    assert_non_null(strstr(vf_device_name(ctx), "CPU"));
+    vt_context_done(ctx);
+    /* VKFUSE_BACKEND=cpu steers AUTO */
+    setenv("VKFUSE_BACKEND", "cpu", 1);
+    vf_context *c2 = NULL;
+    assert_int_equal(vf_context_create(NULL, &c2), VF_OK);
+    assert_int_equal(vf_backend_get(c2), VF_BACKEND_CPU);
+    vf_context_destroy(c2);
+    setenv("VKFUSE_BACKEND", "tpu", 1);
+    assert_int_equal(vf_context_create(NULL, &c2), VF_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vf_error_message(c2), "VKFUSE_BACKEND=tpu"));
+    vf_context_destroy(c2);
+    unsetenv("VKFUSE_BACKEND");
+}
+
+static void test_bad_backend(void **state)
+{
+    (void)state;
+    vf_context_desc d = {.backend = (vf_backend)9};
+    vf_context *ctx = NULL;
+    assert_int_equal(vf_context_create(&d, &ctx), VF_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vf_error_message(ctx), "backend 9"));
+    int64_t s[1] = {1};
+    assert_null(vf_fill(ctx, VF_F32, 1, s, 0)); /* no backend: ops fail cleanly */
+    vf_context_destroy(ctx);
+}
+
+/* With no Vulkan driver (an ICD list that names nothing), AUTO falls back
+   to the CPU and says why; VULKAN fails with a clear message. */
+static void test_fallback(void **state)
+{
+    (void)state;
+    setenv("VK_ICD_FILENAMES", "/nonexistent/vkfuse_no_icd.json", 1);
+    setenv("VK_DRIVER_FILES", "/nonexistent/vkfuse_no_icd.json", 1);
+    vf_context *ctx = NULL;
+    assert_int_equal(vf_context_create(NULL, &ctx), VF_OK);
+    assert_int_equal(vf_backend_get(ctx), VF_BACKEND_CPU);
+    assert_non_null(strstr(vf_device_name(ctx), "no Vulkan device"));
+    int64_t s[1] = {3};
+    float v[3];
+    assert_int_equal(vf_tensor_read(vf_exp(ctx, vf_fill(ctx, VF_F32, 1, s, 0)), v, sizeof v), VF_OK);
+    assert_true(v[2] == 1.0f);
+    vf_context_destroy(ctx);
+
+    vf_context_desc d = {.backend = VF_BACKEND_VULKAN};
+    assert_int_equal(vf_context_create(&d, &ctx), VF_ERROR_DEVICE);
+    assert_non_null(ctx);
+    assert_non_null(strstr(vf_error_message(ctx), "VF_BACKEND_VULKAN"));
+    assert_null(vf_fill(ctx, VF_F32, 1, s, 0));
+    vf_context_destroy(ctx);
+    unsetenv("VK_ICD_FILENAMES");
+    unsetenv("VK_DRIVER_FILES");
+}
+
+static void test_device_choice(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    vf_device_info info[8];
+    char err[256] = "";
+    int n = vf_devices(info, 8, err, sizeof err);
+    assert_true(n >= 1);
+    int chosen = -1;
+    for (int i = 0; i < n && i < 8; i++)
+        if (info[i].chosen) chosen = i;
+    assert_true(chosen >= 0);
+    /* by index */
+    vf_context_desc d = {.backend = VF_BACKEND_VULKAN, .pick_device = true, .device_index = n - 1};
+    vf_context *ctx = NULL;
+    assert_int_equal(vf_context_create(&d, &ctx), VF_OK);
+    assert_non_null(strstr(vf_device_name(ctx), info[n - 1].name));
+    vf_context_destroy(ctx);
+    /* by name substring through VKFUSE_DEVICE, case-insensitive */
+    char sub[8];
+    snprintf(sub, sizeof sub, "%.3s", info[0].name);
+    for (char *p = sub; *p; p++) *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+    setenv("VKFUSE_DEVICE", sub, 1);
+    assert_int_equal(vf_context_create(NULL, &ctx), VF_OK);
+    assert_int_equal(vf_backend_get(ctx), VF_BACKEND_VULKAN);
+    vf_context_destroy(ctx);
+    /* a name that matches nothing: the message lists the devices */
+    setenv("VKFUSE_DEVICE", "no-such-gpu-xyz", 1);
+    d = (vf_context_desc){.backend = VF_BACKEND_VULKAN};
+    assert_int_not_equal(vf_context_create(&d, &ctx), VF_OK);
+    assert_non_null(strstr(vf_error_message(ctx), "no-such-gpu-xyz"));
+    assert_non_null(strstr(vf_error_message(ctx), info[0].name));
+    vf_context_destroy(ctx);
+    unsetenv("VKFUSE_DEVICE");
+    /* an index out of range */
+    d = (vf_context_desc){.backend = VF_BACKEND_VULKAN, .pick_device = true, .device_index = n + 5};
+    assert_int_not_equal(vf_context_create(&d, &ctx), VF_OK);
+    vf_context_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults), cmocka_unit_test(test_cpu), cmocka_unit_test(test_bad_backend),
+        cmocka_unit_test(test_fallback), cmocka_unit_test(test_device_choice),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

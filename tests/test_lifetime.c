@@ -1,0 +1,232 @@
+/* Tensor lifetime and errors: scopes, keep, retain/release, the sticky
+ * first error with NULL propagation, messages that name op, shapes and
+ * fix, and a context that stays usable after an error. Runs on both
+ * backends; LeakSanitizer (the asan preset) checks that nothing leaks. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void each_backend(void (*fn)(vf_context *))
+{
+    vf_context *cpu = vt_context(VF_BACKEND_CPU);
+    fn(cpu);
+    vt_context_done(cpu);
+    if (vt_have_vulkan()) {
+        vf_context *vk = vt_context(VF_BACKEND_VULKAN);
+        fn(vk);
+        vt_context_done(vk);
+    }
+}
+
+static void scopes(vf_context *ctx)
+{
+    int64_t sh[1] = {4};
+    vf_tensor *kept;
+    vf_tensor *retained;
+    vf_scope_begin(ctx);
+    {
+        vf_tensor *a = vf_fill(ctx, VF_F32, 1, sh, 1.0);
+        vf_tensor *b = vf_add(ctx, a, a);
+        kept = vf_keep(b);
+        retained = vf_tensor_retain(vf_mul(ctx, a, a));
+        vf_tensor_release(vf_fill(ctx, VF_F32, 1, sh, 9.0)); /* early release of a scope-owned tensor */
+    }
+    vf_scope_end(ctx);
+    float v[4];
+    assert_int_equal(vf_tensor_read(kept, v, sizeof v), VF_OK);
+    assert_true(v[0] == 2.0f && v[3] == 2.0f);
+    assert_int_equal(vf_tensor_read(retained, v, sizeof v), VF_OK);
+    assert_true(v[1] == 1.0f);
+    vf_tensor_release(retained);
+    /* nested scopes, keep moves one level only */
+    vf_scope_begin(ctx);
+    vf_scope_begin(ctx);
+    vf_tensor *inner = vf_keep(vf_fill(ctx, VF_I32, 1, sh, 3));
+    vf_scope_end(ctx);
+    assert_int_equal(vf_tensor_rank(inner), 1);
+    vf_scope_end(ctx);
+    /* unbalanced end is an error, not a crash */
+    vf_scope_end(ctx);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_scope_end", "vf_scope_begin", NULL);
+    /* reshape views keep storage alive after the source is released */
+    vf_scope_begin(ctx);
+    vf_tensor *src = vf_fill(ctx, VF_F32, 1, sh, 5.0);
+    int64_t s2[2] = {2, -1};
+    vf_tensor *view = vf_keep(vf_reshape(ctx, src, 2, s2));
+    vf_scope_end(ctx);
+    assert_int_equal(vf_tensor_dim(view, 1), 2);
+    assert_int_equal(vf_tensor_read(view, v, sizeof v), VF_OK);
+    assert_true(v[3] == 5.0f);
+}
+
+static void test_scopes(void **state)
+{
+    (void)state;
+    each_backend(scopes);
+}
+
+static void errors(vf_context *ctx)
+{
+    int64_t s23[2] = {2, 3}, s4[1] = {4};
+    vf_tensor *a = vf_fill(ctx, VF_F32, 2, s23, 1.0);
+    vf_tensor *b = vf_fill(ctx, VF_F32, 1, s4, 1.0);
+    /* the first error is kept; NULL propagates without new errors */
+    vf_tensor *y = vf_exp(ctx, vf_mul(ctx, vf_add(ctx, a, b), a));
+    assert_null(y);
+    assert_int_equal(vf_status_get(ctx), VF_ERROR_SHAPE);
+    const char *msg = vf_error_message(ctx);
+    assert_non_null(strstr(msg, "vf_add"));
+    assert_non_null(strstr(msg, "[2,3]"));
+    assert_non_null(strstr(msg, "[4]"));
+    assert_non_null(strstr(msg, "broadcast"));
+    vf_tensor *c = vf_neg(ctx, vf_fill(ctx, VF_U32, 1, s4, 1.0)); /* a second error is not recorded over it */
+    assert_null(c);
+    assert_int_equal(vf_status_get(ctx), VF_ERROR_SHAPE);
+    vf_error_clear(ctx);
+    /* the context stays usable */
+    float v[6];
+    assert_int_equal(vf_tensor_read(vf_add(ctx, a, a), v, sizeof v), VF_OK);
+    assert_true(v[5] == 2.0f);
+
+    assert_null(vf_add(ctx, a, vf_fill(ctx, VF_I32, 2, s23, 1)));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_add", "f32", "i32", "vf_cast", NULL);
+    assert_null(vf_exp(ctx, vf_fill(ctx, VF_I32, 1, s4, 1)));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_exp", "i32", "f32", NULL);
+    assert_null(vf_where(ctx, a, a, a));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_where", "bool", NULL);
+    assert_null(vf_matmul(ctx, a, a));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_matmul", "[2,3]", "k=3", NULL);
+    int ax = 2;
+    assert_null(vf_reduce_sum(ctx, a, 1, &ax, false));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_reduce_sum", "axis 2", NULL);
+    int dup[2] = {0, -2};
+    assert_null(vf_reduce_sum(ctx, a, 2, dup, false));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "twice", NULL);
+    int64_t bad[2] = {4, 2};
+    assert_null(vf_reshape(ctx, a, 2, bad));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_reshape", "[2,3]", "[4,2]", NULL);
+    int perm[2] = {0, 0};
+    assert_null(vf_transpose(ctx, a, perm));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "permutation", NULL);
+    assert_null(vf_softmax(ctx, a, 5));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_softmax", "axis 5", NULL);
+    int64_t neg[1] = {-3};
+    assert_null(vf_fill(ctx, VF_F32, 1, neg, 0));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_fill", "-3", NULL);
+    assert_null(vf_fill(ctx, (vf_dtype)42, 1, s4, 0));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "dtype 42", NULL);
+    assert_null(vf_tensor_from_host(ctx, VF_F32, 1, s4, NULL));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "data is NULL", NULL);
+    assert_null(vf_random_normal(ctx, VF_I32, 1, s4, 1));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_random_normal", NULL);
+    float small[2];
+    assert_int_equal(vf_tensor_read(a, small, sizeof small), VF_ERROR_INVALID_ARGUMENT);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "24 bytes", "8", NULL);
+    int64_t l3[1] = {3};
+    assert_null(vf_sparse_softmax_cross_entropy(ctx, vf_fill(ctx, VF_I32, 1, l3, 0), a));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "labels [3]", "logits [2,3]", NULL);
+    assert_null(vf_sparse_softmax_cross_entropy(ctx, a, a));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "labels", NULL);
+    assert_int_equal(vf_tensor_dim(a, 7), -1);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tensor_dim", NULL);
+    /* a tensor of another context */
+    vf_context *other = vt_context(VF_BACKEND_CPU);
+    vf_tensor *foreign = vf_fill(other, VF_F32, 2, s23, 1);
+    assert_null(vf_add(ctx, a, foreign));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "another vf_context", NULL);
+    vt_context_done(other);
+    /* still usable */
+    assert_int_equal(vf_tensor_read(vf_sub(ctx, a, a), v, sizeof v), VF_OK);
+    assert_true(v[0] == 0.0f);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    each_backend(errors);
+}
+
+static void variables(vf_context *ctx)
+{
+    int64_t sh[2] = {2, 3};
+    float init[6] = {1, 2, 3, 4, 5, 6}, v[6];
+    vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, sh, init);
+    vf_tensor *w = vf_variable(ctx, x);
+    assert_true(vf_tensor_is_variable(w));
+    assert_false(vf_tensor_is_variable(x));
+    vf_tensor *before = vf_mul(ctx, w, w); /* reads the value before the assign */
+    int64_t s3[1] = {3};
+    float row[3] = {10, 20, 30};
+    assert_int_equal(vf_assign_add(w, vf_tensor_from_host(ctx, VF_F32, 1, s3, row)), VF_OK); /* broadcast */
+    assert_int_equal(vf_tensor_read(w, v, sizeof v), VF_OK);
+    assert_true(v[0] == 11 && v[5] == 36);
+    assert_int_equal(vf_tensor_read(before, v, sizeof v), VF_OK);
+    assert_true(v[5] == 36.0f);
+    int64_t sflat[1] = {6};
+    vf_tensor *flat = vf_reshape(ctx, w, 1, sflat); /* a copy: not changed by later assigns */
+    assert_int_equal(vf_assign_sub(w, vf_fill(ctx, VF_F32, 0, NULL, 1.0)), VF_OK);
+    assert_int_equal(vf_assign(w, vf_mul(ctx, w, vf_fill(ctx, VF_F32, 0, NULL, 2.0))), VF_OK);
+    assert_int_equal(vf_tensor_read(w, v, sizeof v), VF_OK);
+    assert_true(v[0] == 20 && v[5] == 70);
+    assert_int_equal(vf_tensor_read(flat, v, sizeof v), VF_OK);
+    assert_true(v[0] == 11);
+    /* x is unchanged: the variable owns its own storage */
+    assert_int_equal(vf_tensor_read(x, v, sizeof v), VF_OK);
+    assert_true(v[0] == 1);
+    /* errors */
+    assert_int_equal(vf_assign(x, x), VF_ERROR_INVALID_ARGUMENT);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "not a variable", "vf_variable", NULL);
+    int64_t s4[1] = {4};
+    assert_int_equal(vf_assign(w, vf_fill(ctx, VF_F32, 1, s4, 0)), VF_ERROR_SHAPE);
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_assign", "[4]", "[2,3]", NULL);
+    assert_int_equal(vf_assign(w, vf_fill(ctx, VF_I32, 2, sh, 0)), VF_ERROR_DTYPE);
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_assign", "i32", NULL);
+    vf_tensor *bv = vf_variable(ctx, vf_fill(ctx, VF_BOOL, 2, sh, 1));
+    assert_int_equal(vf_assign_add(bv, bv), VF_ERROR_DTYPE);
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "add", NULL);
+}
+
+static void test_variables(void **state)
+{
+    (void)state;
+    each_backend(variables);
+}
+
+/* Many short-lived tensors in a loop: memory comes back (checked by the
+   device-bytes counter and by LeakSanitizer). */
+static void churn(vf_context *ctx)
+{
+    int64_t sh[1] = {100000};
+    vf_context_stats s0, s1;
+    vf_context_sync(ctx);
+    vf_context_stats_get(ctx, &s0);
+    for (int i = 0; i < 200; i++) {
+        vf_scope_begin(ctx);
+        vf_tensor *a = vf_fill(ctx, VF_F32, 1, sh, i);
+        vf_tensor *b = vf_exp(ctx, vf_neg(ctx, a));
+        assert_non_null(b);
+        vf_scope_end(ctx);
+    }
+    vf_context_sync(ctx);
+    vf_context_stats_get(ctx, &s1);
+    assert_true(s1.device_bytes_in_use <= s0.device_bytes_in_use);
+}
+
+static void test_churn(void **state)
+{
+    (void)state;
+    each_backend(churn);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scopes),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_variables),
+        cmocka_unit_test(test_churn),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

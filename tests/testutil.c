@@ -1,0 +1,104 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int vt_have_vulkan(void)
+{
+    const char *v = getenv("VKFUSE_TEST_NO_VULKAN");
+    return !(v && *v && strcmp(v, "0") != 0);
+}
+
+vf_context *vt_context(vf_backend backend)
+{
+    const char *val = getenv("VKFUSE_VALIDATION");
+    vf_context_desc d = {.backend = backend, .validation = val && strcmp(val, "1") == 0};
+    vf_context *ctx = NULL;
+    vf_status s = vf_context_create(&d, &ctx);
+    if (s != VF_OK) {
+        fprintf(stderr, "vt_context: %s: %s\n", vf_status_name(s), ctx ? vf_error_message(ctx) : "");
+        vf_context_destroy(ctx);
+        fail_msg("could not create a context on backend %d", (int)backend);
+    }
+    return ctx;
+}
+
+void vt_context_done(vf_context *ctx)
+{
+    vf_status s = vf_context_sync(ctx);
+    if (s != VF_OK) {
+        fprintf(stderr, "unexpected error left in context: %s: %s\n", vf_status_name(s), vf_error_message(ctx));
+        vf_context_destroy(ctx);
+        fail_msg("context had an error");
+    }
+    vf_context_destroy(ctx);
+}
+
+static uint64_t next(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 11;
+}
+
+void vt_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t seed)
+{
+    uint64_t s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)((double)next(&s) / 9007199254740992.0);
+}
+
+void vt_fill_int(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed)
+{
+    uint64_t s = seed * 2654435761u + 7;
+    uint64_t span = (uint64_t)((int64_t)hi - lo + 1);
+    for (size_t i = 0; i < n; i++) x[i] = (int32_t)(lo + (int64_t)(next(&s) % span));
+}
+
+void vt_assert_close_f32(const float *got, const float *want, size_t n, double atol, double rtol,
+                         const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], w = want[i];
+        int ok;
+        if (isnan(w)) ok = isnan(g);
+        else if (isinf(w)) ok = g == w;
+        else ok = !isnan(g) && fabs(g - w) <= atol + rtol * fabs(w);
+        if (!ok) fail_msg("%s: element %zu of %zu: got %.9g, want %.9g (atol %g, rtol %g)", what, i, n, g, w,
+                          atol, rtol);
+    }
+}
+
+void vt_assert_equal_bytes(const void *got, const void *want, size_t n, const char *what)
+{
+    const unsigned char *g = got, *w = want;
+    for (size_t i = 0; i < n; i++)
+        if (g[i] != w[i]) fail_msg("%s: byte %zu of %zu: got 0x%02x, want 0x%02x", what, i, n, g[i], w[i]);
+}
+
+void *vt_read(vf_tensor *t)
+{
+    assert_non_null(t);
+    size_t bytes = vf_tensor_bytes(t);
+    void *p = malloc(bytes ? bytes : 1);
+    assert_non_null(p);
+    vf_status s = vf_tensor_read(t, p, bytes);
+    if (s != VF_OK) fail_msg("vf_tensor_read: %s: %s", vf_status_name(s), vf_error_message(vf_tensor_context(t)));
+    return p;
+}
+
+void vt_expect_error(vf_context *ctx, vf_status st, ...)
+{
+    vf_status got = vf_status_get(ctx);
+    const char *msg = vf_error_message(ctx);
+    if (got != st) fail_msg("expected %s, got %s (\"%s\")", vf_status_name(st), vf_status_name(got), msg);
+    va_list ap;
+    va_start(ap, st);
+    for (const char *sub; (sub = va_arg(ap, const char *));)
+        if (!strstr(msg, sub)) {
+            va_end(ap);
+            fail_msg("error message \"%s\" lacks \"%s\"", msg, sub);
+        }
+    va_end(ap);
+    vf_error_clear(ctx);
+}

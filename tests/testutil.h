@@ -1,0 +1,41 @@
+/* Shared helpers of the cmocka tests: contexts per backend, data, and
+ * comparisons with NaN/Inf handled. */
+#ifndef VF_TESTUTIL_H
+#define VF_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "vkfuse.h"
+
+/* A context on the given backend with the validation layer when
+   VKFUSE_VALIDATION=1 (ctest sets it). Fails the test if it cannot be made:
+   lavapipe is part of the test environment, so a missing Vulkan device is
+   a failure, not a skip (set VKFUSE_TEST_NO_VULKAN=1 to run CPU-only). */
+vf_context *vt_context(vf_backend backend);
+/* Destroys ctx after asserting that it recorded no error. */
+void vt_context_done(vf_context *ctx);
+/* Whether Vulkan tests should run. */
+int vt_have_vulkan(void);
+
+/* Deterministic pseudo-random floats in [lo, hi) and ints in [lo, hi]. */
+void vt_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t seed);
+void vt_fill_int(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed);
+
+/* Element-wise |got-want| <= atol + rtol*|want|; NaN matches NaN, Inf must
+   match Inf of the same sign. Prints the first mismatch and fails. */
+void vt_assert_close_f32(const float *got, const float *want, size_t n, double atol, double rtol,
+                         const char *what);
+void vt_assert_equal_bytes(const void *got, const void *want, size_t n, const char *what);
+
+/* Reads t into a malloc'd buffer (caller frees); fails the test on error. */
+void *vt_read(vf_tensor *t);
+
+/* Asserts that the context's status is st and its message contains all
+   the given substrings (NULL-terminated list), then clears the error. */
+void vt_expect_error(vf_context *ctx, vf_status st, ...);
+
+#endif
