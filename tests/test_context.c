@@ -2,6 +2,7 @@
  * no Vulkan device exists, and its messages. */
 #include "testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
