@@ -1,0 +1,13 @@
+/* The vkfuse CLI: one function per command. */
+#ifndef VF_TOOLS_CLI_H
+#define VF_TOOLS_CLI_H
+
+#include <stdbool.h>
+
+int cmd_devices(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+/* True if argv holds -h or --help. */
+bool cli_wants_help(int argc, char **argv);
+
+#endif
