@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds and runs every test twice: a -Werror build with the Khronos
+# validation layer on (any validation message fails the test), then an
+# AddressSanitizer + UndefinedBehaviorSanitizer build. Installs missing
+# packages first. Exit status 0 only if both pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+jobs=$(nproc)
+
+echo "== dev build (-Wall -Wextra -Werror), tests with VK_LAYER_KHRONOS_validation"
+cmake --preset dev >/dev/null
+cmake --build --preset dev -j "$jobs"
+ctest --preset dev -j "$jobs"
+
+echo "== asan build (AddressSanitizer + UBSan), tests again"
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --preset asan -j "$jobs"
