@@ -1,0 +1,94 @@
+/* Eager benchmarks: elementwise add over 16M f32, softmax over [2048,1024]
+ * and a 1024^3 f32 matmul, on Vulkan and on the CPU backend (OpenBLAS),
+ * measured side by side in one run. Prints GB/s, GFLOP/s and the ratios.
+ * Usage: bench_eager [--iters N] [--quick]   (not a test: nothing asserted) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vkfuse.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef vf_tensor *(*op_fn)(vf_context *, vf_tensor *, vf_tensor *);
+
+static vf_tensor *op_add(vf_context *c, vf_tensor *a, vf_tensor *b) { return vf_add(c, a, b); }
+static vf_tensor *op_softmax(vf_context *c, vf_tensor *a, vf_tensor *b) { (void)b; return vf_softmax(c, a, -1); }
+static vf_tensor *op_matmul(vf_context *c, vf_tensor *a, vf_tensor *b) { return vf_matmul(c, a, b); }
+
+/* Best seconds per call over `iters` timed calls, after one warm-up call
+   (which compiles the pipeline). Each call is synced: eager latency. */
+static double time_op(vf_context *ctx, op_fn fn, int rank, const int64_t *sa, const int64_t *sb, int iters)
+{
+    vf_scope_begin(ctx);
+    vf_tensor *a = vf_random_normal(ctx, VF_F32, rank, sa, 1);
+    vf_tensor *b = vf_random_normal(ctx, VF_F32, rank, sb, 2);
+    vf_context_sync(ctx);
+    double best = INFINITY;
+    for (int i = 0; i <= iters; i++) {
+        vf_scope_begin(ctx);
+        double t0 = now();
+        vf_tensor *y = fn(ctx, a, b);
+        vf_context_sync(ctx);
+        double t = now() - t0;
+        if (!y) {
+            fprintf(stderr, "bench: %s\n", vf_error_message(ctx));
+            exit(1);
+        }
+        if (i > 0 && t < best) best = t;
+        vf_scope_end(ctx);
+    }
+    vf_scope_end(ctx);
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    int iters = 10;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick")) iters = 2;
+        else {
+            printf("usage: bench_eager [--iters N] [--quick]\n");
+            return strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+    vf_context *vk = NULL, *cpu = NULL;
+    vf_context_desc dv = {.backend = VF_BACKEND_VULKAN}, dc = {.backend = VF_BACKEND_CPU};
+    if (vf_context_create(&dv, &vk) != VF_OK || vf_context_create(&dc, &cpu) != VF_OK) {
+        fprintf(stderr, "bench: %s\n", vf_error_message(vk));
+        return 1;
+    }
+    printf("vulkan device: %s\ncpu backend:   %s\nbest of %d calls each, synced per call\n\n", vf_device_name(vk),
+           vf_device_name(cpu), iters);
+    printf("%-26s %14s %14s %10s\n", "workload", "vulkan", "cpu", "vk/cpu");
+
+    int64_t n16[1] = {16 << 20};
+    double tv = time_op(vk, op_add, 1, n16, n16, iters), tc = time_op(cpu, op_add, 1, n16, n16, iters);
+    double bytes = 3.0 * 4 * (double)n16[0];
+    printf("%-26s %9.2f GB/s %9.2f GB/s %9.2fx\n", "add 16M f32", bytes / tv * 1e-9, bytes / tc * 1e-9, tc / tv);
+
+    int64_t sm[2] = {2048, 1024};
+    tv = time_op(vk, op_softmax, 2, sm, sm, iters);
+    tc = time_op(cpu, op_softmax, 2, sm, sm, iters);
+    bytes = 2.0 * 4 * 2048 * 1024;
+    printf("%-26s %9.2f GB/s %9.2f GB/s %9.2fx\n", "softmax [2048,1024]", bytes / tv * 1e-9, bytes / tc * 1e-9, tc / tv);
+
+    int64_t mm[2] = {1024, 1024};
+    tv = time_op(vk, op_matmul, 2, mm, mm, iters);
+    tc = time_op(cpu, op_matmul, 2, mm, mm, iters);
+    double flops = 2.0 * 1024 * 1024 * 1024;
+    printf("%-26s %6.2f GFLOP/s %6.2f GFLOP/s %9.2fx\n", "matmul 1024^3 f32", flops / tv * 1e-9, flops / tc * 1e-9,
+           tc / tv);
+
+    vf_context_destroy(vk);
+    vf_context_destroy(cpu);
+    return 0;
+}
