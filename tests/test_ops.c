@@ -291,7 +291,7 @@ static void test_reduce(void **state)
                     redarg r = {w, cases[k].naxes, {0}, keep};
                     memcpy(r.axes, cases[k].axes, sizeof r.axes);
                     inspec in = {d ? VF_I32 : VF_F32, cases[k].rank, {0}, d ? D_SMALLINT : D_UNIFORM};
-                    memcpy(in.shape, cases[k].shape, sizeof in.shape);
+                    memcpy(in.shape, cases[k].shape, sizeof cases[k].shape);
                     int64_t n = numel_of(&in);
                     char what[96];
                     snprintf(what, sizeof what, "reduce_%s %s case %zu keep=%d", names[w],
