@@ -1,0 +1,308 @@
+/* vf_codegen_exec: picks the generator for an op's kind, plus the shared
+ * pieces every generated kernel uses (buffers, push block, typed loads and
+ * stores with the cast rules, workgroup counts, final assembly). */
+#include "fusion/codegen_internal.h"
+#include "util/dtype.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { const char *name; const char *text; } vf_embedded_shader;
+extern const vf_embedded_shader vf_embedded_shaders[];
+
+const char *vf_shader_template(const char *name)
+{
+    if (!name) return NULL;
+    for (const vf_embedded_shader *s = vf_embedded_shaders; s->name; s++)
+        if (strcmp(s->name, name) == 0) return s->text;
+    return NULL;
+}
+
+void vf_kernel_free(vf_kernel *k)
+{
+    if (!k) return;
+    for (int i = 0; i < VF_KERNEL_MAX_STEPS; i++) {
+        free(k->step[i].glsl);
+        k->step[i].glsl = NULL;
+    }
+    k->n_steps = 0;
+    k->scratch_bytes = 0;
+}
+
+int64_t cg_numel(const vf_tref *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= t->shape[i];
+    return n;
+}
+
+vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_kernel *out, vf_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!e || !caps || (unsigned)e->op >= VF_OP_COUNT)
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "codegen: invalid op invocation");
+    const vf_op_info *info = vf_op_get(e->op);
+    if (cg_numel(&e->out) > (int64_t)UINT32_MAX)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "%s: output has %lld elements; kernels index with 32 bits (at most %u)",
+                          info->name, (long long)cg_numel(&e->out), UINT32_MAX);
+    vf_status st;
+    switch (info->kind) {
+    case VF_KIND_ELEMENTWISE: st = vf_codegen_elementwise(e, caps, out, err); break;
+    case VF_KIND_SOURCE:
+        st = e->op == VF_OP_RANDOM_NORMAL ? vf_codegen_random(e, caps, out, err)
+                                          : vf_codegen_elementwise(e, caps, out, err);
+        break;
+    case VF_KIND_MOVEMENT: st = vf_codegen_transpose(e, caps, out, err); break;
+    case VF_KIND_REDUCTION: st = vf_codegen_reduce(e, caps, out, err); break;
+    case VF_KIND_ROW: st = vf_codegen_row(e, caps, out, err); break;
+    case VF_KIND_MATMUL: st = vf_codegen_matmul(e, caps, out, err); break;
+    default: st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL generator for this op kind", info->name);
+    }
+    if (st != VF_OK) vf_kernel_free(out);
+    return st;
+}
+
+/* ---- types -------------------------------------------------------------- */
+
+vf_ctype cg_ctype_of(vf_dtype t)
+{
+    switch (t) {
+    case VF_F32: case VF_F16: return VF_CT_FLOAT;
+    case VF_I32: return VF_CT_INT;
+    default: return VF_CT_UINT;   /* u32, and bool loaded as 0/1 */
+    }
+}
+
+const char *cg_ctype_name(vf_ctype ct)
+{
+    static const char *const n[] = {"float", "int", "uint", "bool"};
+    return n[ct];
+}
+
+const char *cg_dtype_tag(vf_dtype t) { return vf_dtype_name(t); }
+
+bool cg_dtype_supported(const vf_exec *e, const vf_device_caps *caps, vf_dtype t, vf_err *err)
+{
+    const char *op = vf_op_get(e->op)->name;
+    if (t == VF_F16 && !caps->storage16) {
+        vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                   "%s: f16 tensors need 16-bit storage buffers (storageBuffer16BitAccess), which "
+                   "this device lacks; cast to f32 first", op);
+        return false;
+    }
+    if (t == VF_BOOL && !caps->storage8) {
+        vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                   "%s: bool tensors need 8-bit storage buffers (storageBuffer8BitAccess), which "
+                   "this device lacks", op);
+        return false;
+    }
+    return true;
+}
+
+/* ---- building one dispatch ---------------------------------------------- */
+
+void cg_begin(vf_cg *g, const vf_exec *e, const vf_device_caps *caps, vf_err *err, vf_dispatch *d)
+{
+    memset(g, 0, sizeof *g);
+    g->e = e;
+    g->caps = caps;
+    g->err = err;
+    g->d = d;
+    memset(d, 0, sizeof *d);
+}
+
+void cg_abort(vf_cg *g)
+{
+    vf_sb_free(&g->decl);
+    vf_sb_free(&g->body);
+}
+
+static const char *storage_type(int dtype, bool vec4)
+{
+    switch (dtype) {
+    case VF_F32: return vec4 ? "vec4" : "float";
+    case VF_I32: return vec4 ? "ivec4" : "int";
+    case VF_U32: return vec4 ? "uvec4" : "uint";
+    case VF_F16: return "uint16_t";   /* bits: conversions done by vf_h2f / vf_f2h */
+    case VF_BOOL: return "uint8_t";
+    default: return "uint";           /* scratch */
+    }
+}
+
+vf_status cg_bind(vf_cg *g, int bind, int dtype, const char *name, bool readonly, bool vec4)
+{
+    if (g->status) return g->status;
+    if (dtype >= 0 && !cg_dtype_supported(g->e, g->caps, (vf_dtype)dtype, g->err))
+        return g->status = VF_ERROR_UNSUPPORTED;
+    vf_dispatch *d = g->d;
+    if (d->n_bindings >= VF_KERNEL_MAX_BINDINGS)
+        return g->status = vf_err_set(g->err, VF_ERROR_UNSUPPORTED, "codegen: too many bindings");
+    if (dtype == VF_F16) g->ext |= CG_EXT_16BIT;
+    if (dtype == VF_BOOL) g->ext |= CG_EXT_8BIT;
+    int slot = d->n_bindings++;
+    d->binding[slot] = bind;
+    vf_sb_add(&g->decl, "layout(std430, set = 0, binding = %d) %sbuffer Buf%d { %s %s[]; };\n", slot,
+              readonly ? "readonly " : "", slot, storage_type(dtype, vec4), name);
+    return VF_OK;
+}
+
+static void push_field(vf_cg *g, const char *name, char type, const void *v)
+{
+    if (g->status) return;
+    if (g->n_push >= CG_MAX_PUSH_FIELDS || (g->n_push + 1) * 4 > (int)g->caps->max_push_constants) {
+        g->status = vf_err_set(g->err, VF_ERROR_UNSUPPORTED,
+                               "%s: kernel needs more than %u bytes of push constants",
+                               vf_op_get(g->e->op)->name, g->caps->max_push_constants);
+        return;
+    }
+    snprintf(g->push_name[g->n_push], sizeof g->push_name[0], "%s", name);
+    g->push_type[g->n_push] = type;
+    memcpy(g->d->push + 4 * g->n_push, v, 4);
+    g->n_push++;
+    g->d->push_size = (uint32_t)(4 * g->n_push);
+}
+
+void cg_push_u32(vf_cg *g, const char *name, uint32_t v) { push_field(g, name, 'u', &v); }
+void cg_push_i32(vf_cg *g, const char *name, int32_t v) { push_field(g, name, 'i', &v); }
+void cg_push_f32(vf_cg *g, const char *name, float v) { push_field(g, name, 'f', &v); }
+
+void cg_load_fn(vf_cg *g, const char *fn, const char *buf, vf_dtype dt, vf_ctype ct)
+{
+    const char *cn = cg_ctype_name(ct);
+    vf_sb *s = &g->decl;
+    if (ct == VF_CT_BOOL) {   /* where's condition; any non-zero is true */
+        if (dt == VF_F32 || dt == VF_F16)
+            vf_sb_add(s, "bool %s(uint i) { return %s != 0.0; }\n", fn,
+                      dt == VF_F16 ? "vf_h2f(uint(BUF[i]))" : "BUF[i]");
+        else
+            vf_sb_add(s, "bool %s(uint i) { return uint(BUF[i]) != 0u; }\n", fn);
+    } else {
+        const char *raw;
+        switch (dt) {
+        case VF_F16: raw = "vf_h2f(uint(BUF[i]))"; break;
+        case VF_BOOL: raw = "uint(BUF[i])"; break;
+        default: raw = "BUF[i]"; break;
+        }
+        vf_sb_add(s, "%s %s(uint i) { return %s(%s); }\n", cn, fn, cn, raw);
+    }
+    /* the buffer name goes in by substitution so the format stays simple */
+    char *src = vf_sb_take(s);
+    memset(s, 0, sizeof *s);
+    if (!src) {
+        s->oom = true;
+        return;
+    }
+    vf_sb_subst(s, src, "BUF", buf);
+    free(src);
+}
+
+void cg_convert(vf_sb *s, vf_dtype dt, vf_ctype ct, const char *v)
+{
+    switch (dt) {
+    case VF_F32:
+        vf_sb_add(s, ct == VF_CT_BOOL ? "(%s ? 1.0 : 0.0)" : "float(%s)", v);
+        break;
+    case VF_F16:
+        vf_sb_add(s, ct == VF_CT_BOOL ? "(%s ? 0x3c00u : 0u)" : "vf_f2h(float(%s))", v);
+        break;
+    case VF_I32:
+        if (ct == VF_CT_FLOAT) vf_sb_add(s, "vf_f2i(%s)", v);
+        else if (ct == VF_CT_BOOL) vf_sb_add(s, "(%s ? 1 : 0)", v);
+        else vf_sb_add(s, "int(%s)", v);   /* u32 -> i32 wraps */
+        break;
+    case VF_U32:
+        if (ct == VF_CT_FLOAT) vf_sb_add(s, "vf_f2u(%s)", v);
+        else if (ct == VF_CT_BOOL) vf_sb_add(s, "(%s ? 1u : 0u)", v);
+        else vf_sb_add(s, "uint(%s)", v);
+        break;
+    case VF_BOOL:
+        if (ct == VF_CT_BOOL) vf_sb_add(s, "(%s ? 1u : 0u)", v);
+        else if (ct == VF_CT_FLOAT) vf_sb_add(s, "(%s != 0.0 ? 1u : 0u)", v);   /* NaN -> 1 */
+        else vf_sb_add(s, "(%s != %s ? 1u : 0u)", v, ct == VF_CT_INT ? "0" : "0u");
+        break;
+    }
+}
+
+void cg_store_fn(vf_cg *g, const char *fn, const char *buf, vf_dtype dt, vf_ctype ct)
+{
+    vf_sb *s = &g->decl;
+    vf_sb_add(s, "void %s(uint i, %s v) { %s[i] = ", fn, cg_ctype_name(ct), buf);
+    if (dt == VF_F16) vf_sb_puts(s, "uint16_t(");
+    if (dt == VF_BOOL) vf_sb_puts(s, "uint8_t(");
+    cg_convert(s, dt, ct, "v");
+    if (dt == VF_F16 || dt == VF_BOOL) vf_sb_puts(s, ")");
+    vf_sb_puts(s, "; }\n");
+}
+
+vf_status cg_groups_linear(vf_cg *g, uint64_t total)
+{
+    if (total == 0) total = 1;
+    uint64_t maxx = g->caps->max_workgroup_count[0] ? g->caps->max_workgroup_count[0] : 65535;
+    uint64_t maxy = g->caps->max_workgroup_count[1] ? g->caps->max_workgroup_count[1] : 65535;
+    uint64_t x = total < maxx ? total : maxx;
+    uint64_t y = (total + x - 1) / x;
+    if (y > maxy)
+        return g->status = vf_err_set(g->err, VF_ERROR_UNSUPPORTED,
+                                      "%s: %llu workgroups exceed the device's %llu x %llu",
+                                      vf_op_get(g->e->op)->name, (unsigned long long)total,
+                                      (unsigned long long)maxx, (unsigned long long)maxy);
+    g->d->groups[0] = (uint32_t)x;
+    g->d->groups[1] = (uint32_t)y;
+    g->d->groups[2] = 1;
+    return VF_OK;
+}
+
+vf_status cg_finish(vf_cg *g, uint32_t local_x, const char *template_name)
+{
+    if (g->status) {
+        cg_abort(g);
+        return g->status;
+    }
+    const char *prelude = vf_shader_template("prelude.glsl");
+    const char *tmpl = template_name ? vf_shader_template(template_name) : "";
+    if (!prelude || !tmpl) {
+        cg_abort(g);
+        return vf_err_set(g->err, VF_ERROR_COMPILE, "codegen: embedded shader %s is missing",
+                          !prelude ? "prelude.glsl" : template_name);
+    }
+    vf_sb s = {0};
+    vf_sb_puts(&s, "#version 450\n");
+    if (g->ext & CG_EXT_16BIT) vf_sb_puts(&s, "#extension GL_EXT_shader_16bit_storage : require\n");
+    if (g->ext & CG_EXT_8BIT) vf_sb_puts(&s, "#extension GL_EXT_shader_8bit_storage : require\n");
+    if (g->ext & (CG_EXT_SUBGROUP | CG_EXT_BALLOT)) {
+        vf_sb_puts(&s, "#extension GL_KHR_shader_subgroup_basic : require\n");
+        vf_sb_puts(&s, "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
+    }
+    if (g->ext & CG_EXT_BALLOT) vf_sb_puts(&s, "#extension GL_KHR_shader_subgroup_ballot : require\n");
+    vf_sb_puts(&s, "#extension GL_EXT_control_flow_attributes : enable\n");
+    vf_sb_add(&s, "\n// vkfuse generated kernel %s\n// %s\n\n", g->d->name, g->comment);
+    vf_sb_add(&s, "layout(local_size_x = %u, local_size_y = 1, local_size_z = 1) in;\n\n", local_x);
+    vf_sb_puts(&s, prelude);
+    vf_sb_puts(&s, "\nlayout(push_constant) uniform Push {\n");
+    for (int i = 0; i < g->n_push; i++)
+        vf_sb_add(&s, "    %s %s;\n", g->push_type[i] == 'f' ? "float" : g->push_type[i] == 'i' ? "int" : "uint",
+                  g->push_name[i]);
+    if (g->n_push == 0) vf_sb_puts(&s, "    uint unused;\n");
+    vf_sb_puts(&s, "} pc;\n\n");
+    if (g->decl.buf) vf_sb_puts(&s, g->decl.buf);
+    vf_sb_puts(&s, "\n");
+    if (g->body.buf) vf_sb_puts(&s, g->body.buf);
+    if (template_name) {
+        vf_sb_add(&s, "\n// ---- template %s ----\n", template_name);
+        vf_sb_puts(&s, tmpl);
+    }
+    bool oom = g->decl.oom || g->body.oom;
+    cg_abort(g);
+    if (g->n_push == 0) g->d->push_size = 4;   /* the block is never empty */
+    g->d->glsl = vf_sb_take(&s);
+    if (oom || !g->d->glsl) {
+        free(g->d->glsl);
+        g->d->glsl = NULL;
+        return vf_err_set(g->err, VF_ERROR_OUT_OF_MEMORY, "codegen: out of memory building GLSL");
+    }
+    for (int i = 0; i < 3; i++)
+        if (g->d->groups[i] == 0) g->d->groups[i] = 1;
+    return VF_OK;
+}

@@ -1,0 +1,84 @@
+/* Shared machinery of the GLSL generators (codegen_*.c).
+ *
+ * A generator builds one dispatch at a time with a vf_cg: it declares the
+ * storage buffers (cg_bind), push-constant fields (cg_push_*), typed load /
+ * store helpers, writes main() into g->body, and cg_finish() assembles the
+ * whole source: version, extensions, a header comment, the prelude, the
+ * push block, declarations and body. Push fields are named, so the GLSL
+ * depends only on the kernel's pattern while the sizes travel as values:
+ * one pipeline serves every size with that pattern.
+ */
+#ifndef VF_FUSION_CODEGEN_INTERNAL_H
+#define VF_FUSION_CODEGEN_INTERNAL_H
+
+#include "fusion/kernel.h"
+#include "fusion/sb.h"
+
+/* Compute types: what a loaded element becomes in the shader. */
+typedef enum { VF_CT_FLOAT, VF_CT_INT, VF_CT_UINT, VF_CT_BOOL } vf_ctype;
+
+enum {
+    CG_EXT_16BIT = 1u << 0,
+    CG_EXT_8BIT = 1u << 1,
+    CG_EXT_SUBGROUP = 1u << 2,       /* basic + arithmetic */
+    CG_EXT_BALLOT = 1u << 3,         /* subgroupBroadcast */
+};
+
+#define CG_MAX_PUSH_FIELDS (VF_PUSH_MAX / 4)
+
+typedef struct vf_cg {
+    const vf_exec *e;
+    const vf_device_caps *caps;
+    vf_err *err;
+    vf_dispatch *d;
+    vf_sb decl;                  /* helper functions after the push block */
+    vf_sb body;                  /* main() and what it needs */
+    unsigned ext;
+    int n_push;
+    char push_name[CG_MAX_PUSH_FIELDS][24];
+    char push_type[CG_MAX_PUSH_FIELDS];   /* 'u' uint, 'i' int, 'f' float */
+    char comment[512];           /* header comment: op, dtypes, pattern */
+    vf_status status;            /* first failure while building */
+} vf_cg;
+
+/* Starts building dispatch d of kernel generation for e. */
+void cg_begin(vf_cg *g, const vf_exec *e, const vf_device_caps *caps, vf_err *err, vf_dispatch *d);
+/* Declares the next storage buffer: `T name[]` where T is the storage type
+   of dtype (vec4 / ivec4 / uvec4 when vec4 is set, 4-byte dtypes only);
+   dtype < 0 declares the scratch buffer (uint). Checks device support. */
+vf_status cg_bind(vf_cg *g, int bind, int dtype, const char *name, bool readonly, bool vec4);
+void cg_push_u32(vf_cg *g, const char *name, uint32_t v);
+void cg_push_i32(vf_cg *g, const char *name, int32_t v);
+void cg_push_f32(vf_cg *g, const char *name, float v);
+/* Emits `CT fn(uint i)` loading element i of buffer buf (dtype) as ct. */
+void cg_load_fn(vf_cg *g, const char *fn, const char *buf, vf_dtype dt, vf_ctype ct);
+/* Emits `void fn(uint i, CT v)` storing v (of compute type ct) converted
+   with the cast rules to dtype dt. */
+void cg_store_fn(vf_cg *g, const char *fn, const char *buf, vf_dtype dt, vf_ctype ct);
+/* The conversion expression (32-bit storage-compatible) of value v. */
+void cg_convert(vf_sb *sb, vf_dtype dt, vf_ctype ct, const char *v);
+/* Groups for `total` linear workgroups: 2D when beyond the X limit. The
+   shader recovers the index with vf_group_id() (prelude). */
+vf_status cg_groups_linear(vf_cg *g, uint64_t total);
+/* Assembles the source into d->glsl; local size (x, 1, 1). */
+vf_status cg_finish(vf_cg *g, uint32_t local_x, const char *template_name);
+/* Frees partial state after a failure. */
+void cg_abort(vf_cg *g);
+
+/* Names and types. */
+vf_ctype cg_ctype_of(vf_dtype t);
+const char *cg_ctype_name(vf_ctype ct);
+const char *cg_dtype_tag(vf_dtype t);   /* "f32" ... */
+bool cg_dtype_supported(const vf_exec *e, const vf_device_caps *caps, vf_dtype t, vf_err *err);
+
+/* Generators, one per op kind. */
+vf_status vf_codegen_elementwise(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+
+int64_t cg_numel(const vf_tref *t);
+
+#endif
