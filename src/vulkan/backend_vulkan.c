@@ -1,0 +1,282 @@
+/* The Vulkan backend: the vf_backend_iface over the runtime pieces. */
+#include "vulkan/runtime.h"
+#include "fusion/kernel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static vf_status vk_alloc(void *self, size_t bytes, vf_buffer **out)
+{
+    vf_vk_runtime *rt = self;
+    return vf_vk_mem_alloc(&rt->mem, bytes, 0, out);
+}
+
+static void vk_free(void *self, vf_buffer *buf)
+{
+    vf_vk_runtime *rt = self;
+    vf_vk_mem_free(&rt->mem, buf, rt->sched.completed);
+}
+
+static vf_status check_range(vf_vk_runtime *rt, const vf_buffer *buf, size_t offset, size_t bytes,
+                             const char *what)
+{
+    if (!buf || offset > buf->bytes || bytes > buf->bytes - offset)
+        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT,
+                          "%s of %zu bytes at offset %zu outside a %zu-byte buffer", what, bytes,
+                          offset, buf ? buf->bytes : 0);
+    return VF_OK;
+}
+
+static vf_status vk_upload(void *self, vf_buffer *buf, size_t offset, const void *src, size_t bytes)
+{
+    vf_vk_runtime *rt = self;
+    vf_status s = check_range(rt, buf, offset, bytes, "upload");
+    if (s || bytes == 0) return s;
+    uint8_t *map = vf_vk_buffer_map(buf);
+    if (!map) /* recorded into the batch: ordered by hazard tracking */
+        return vf_vk_sched_upload(&rt->sched, buf, offset, src, bytes);
+    /* Mapped: the host writes now, so work queued earlier that touches the
+       buffer must have finished (a batch not yet submitted is submitted). */
+    if (buf->last_use > rt->sched.completed) {
+        s = vf_vk_sched_wait(&rt->sched, buf->last_use);
+        if (s) return s;
+    }
+    memcpy(map + offset, src, bytes);
+    return vf_vk_mem_flush(&rt->mem, buf, offset, bytes);
+}
+
+static vf_status vk_download(void *self, vf_buffer *buf, size_t offset, void *dst, size_t bytes)
+{
+    vf_vk_runtime *rt = self;
+    vf_status s = check_range(rt, buf, offset, bytes, "download");
+    if (s || bytes == 0) return s;
+    uint8_t *map = vf_vk_buffer_map(buf);
+    if (!map) return vf_vk_sched_download(&rt->sched, buf, offset, dst, bytes);
+    if (buf->last_use > rt->sched.completed) {
+        s = vf_vk_sched_wait(&rt->sched, buf->last_use);
+        if (s) return s;
+    }
+    s = vf_vk_mem_invalidate(&rt->mem, buf, offset, bytes);
+    if (!s) memcpy(dst, map + offset, bytes);
+    /* Validation messages from the batch surface at the read. */
+    return s ? s : rt->err->status;
+}
+
+vf_status vf_vk_runtime_glsl_pipeline(vf_vk_runtime *rt, const char *glsl, const char *name,
+                                      int n_bindings, uint32_t push_size,
+                                      const vf_vk_pipeline **out)
+{
+    const vf_vk_spirv *spv = NULL;
+    vf_status s = vf_vk_shader_get(&rt->shaders, glsl, name, &spv);
+    if (s) return s;
+    vf_vk_pipeline_desc pd = {
+        .spirv = spv->words,
+        .spirv_words = spv->n_words,
+        .spirv_key = spv->key,
+        .name = name,
+        .n_bindings = n_bindings,
+        .push_size = push_size,
+    };
+    return vf_vk_pipeline_get(&rt->pipes, &pd, out);
+}
+
+static size_t tref_bytes(const vf_tref *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= t->shape[i];
+    return (size_t)n * vf_dtype_size(t->dtype);
+}
+
+static bool same_tensor(const vf_tref *a, const vf_tref *b)
+{
+    return a->buf == b->buf && a->offset == b->offset;
+}
+
+static vf_status bind_tensor(vf_vk_runtime *rt, const vf_dispatch *st, int slot, const vf_exec *e,
+                             vf_buffer *scratch, size_t scratch_bytes, vf_vk_bind *b)
+{
+    int which = st->binding[slot];
+    const vf_tref *t = NULL;
+    memset(b, 0, sizeof *b);
+    switch (which) {
+    case VF_BIND_IN0: case VF_BIND_IN1: case VF_BIND_IN2:
+        if (which >= e->n_in) break;
+        t = &e->in[which];
+        b->access = VF_VK_READ;
+        break;
+    case VF_BIND_OUT:
+        t = &e->out;
+        b->access = VF_VK_WRITE;
+        for (int i = 0; i < e->n_in; i++)
+            if (same_tensor(&e->in[i], &e->out)) b->access |= VF_VK_READ; /* in-place */
+        break;
+    case VF_BIND_SCRATCH:
+        if (!scratch) break;
+        b->buf = scratch;
+        b->range = scratch->size;
+        (void)scratch_bytes;
+        b->access = VF_VK_READ | VF_VK_WRITE;
+        return VF_OK;
+    default: break;
+    }
+    if (!t || !t->buf)
+        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT,
+                          "kernel %s binding %d refers to tensor slot %d, which this %s op does"
+                          " not have", st->name, slot, which, vf_op_get(e->op)->name);
+    b->buf = t->buf;
+    b->offset = t->offset;
+    /* Kernels may read whole 16-byte words past the last element (bool and
+       f16 tensors packed in uints); allocations are 16-aligned, so round
+       the range up within the reserved size. */
+    VkDeviceSize want = (tref_bytes(t) + 15) & ~(VkDeviceSize)15;
+    VkDeviceSize room = t->buf->size > t->offset ? t->buf->size - t->offset : 0;
+    b->range = want < room ? want : room;
+    if (b->range == 0)
+        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT,
+                          "kernel %s binding %d: tensor at offset %zu is outside its buffer",
+                          st->name, slot, t->offset);
+    return VF_OK;
+}
+
+static vf_status vk_exec(void *self, const vf_exec *e)
+{
+    vf_vk_runtime *rt = self;
+    vf_kernel k;
+    memset(&k, 0, sizeof k);
+    vf_status s = vf_codegen_exec(e, &rt->dev.caps, &k, rt->err);
+    if (s) return s;
+    vf_buffer *scratch = NULL;
+    if (k.scratch_bytes) s = vf_vk_mem_alloc(&rt->mem, k.scratch_bytes, 0, &scratch);
+    for (int i = 0; !s && i < k.n_steps; i++) {
+        const vf_dispatch *st = &k.step[i];
+        const vf_vk_pipeline *p = NULL;
+        s = vf_vk_runtime_glsl_pipeline(rt, st->glsl, st->name, st->n_bindings, st->push_size, &p);
+        vf_vk_bind binds[VF_KERNEL_MAX_BINDINGS];
+        for (int j = 0; !s && j < st->n_bindings; j++)
+            s = bind_tensor(rt, st, j, e, scratch, k.scratch_bytes, &binds[j]);
+        if (s) break;
+        vf_vk_dispatch_info di = {
+            .pipe = p,
+            .n_bindings = st->n_bindings,
+            .bindings = binds,
+            .push = st->push,
+            .push_size = st->push_size,
+            .groups = {st->groups[0], st->groups[1], st->groups[2]},
+            /* The steps of one kernel hand data on through buffers that
+               tracking may not see (scratch reuse, aliasing): always a
+               barrier between them, as kernel.h promises codegen. */
+            .barrier_before = i > 0,
+            .name = st->name,
+        };
+        s = vf_vk_sched_dispatch(&rt->sched, &di);
+    }
+    if (scratch) vf_vk_mem_free(&rt->mem, scratch, rt->sched.completed);
+    vf_kernel_free(&k);
+    rt->execs++;
+    return s ? s : rt->err->status;
+}
+
+static vf_status vk_sync(void *self)
+{
+    vf_vk_runtime *rt = self;
+    vf_status s = vf_vk_sched_sync(&rt->sched);
+    return s ? s : rt->err->status;
+}
+
+static void runtime_destroy(vf_vk_runtime *rt)
+{
+    vf_vk_sched_destroy(&rt->sched);
+    vf_vk_pipelines_destroy(&rt->pipes); /* saves the pipeline cache */
+    vf_vk_shaders_destroy(&rt->shaders);
+    vf_vk_mem_destroy(&rt->mem);
+    vf_vk_device_destroy(&rt->dev);
+    free(rt);
+}
+
+static void vk_destroy(void *self)
+{
+    if (self) runtime_destroy(self);
+}
+
+static void vk_stats(void *self, vf_context_stats *out)
+{
+    vf_vk_runtime *rt = self;
+    out->shader_compiles = rt->shaders.compiles;
+    out->shader_memory_hits = rt->shaders.memory_hits;
+    out->shader_disk_hits = rt->shaders.disk_hits;
+    out->submits = rt->sched.submits;
+    out->dispatches = rt->sched.dispatches;
+    out->device_bytes_in_use = rt->mem.bytes_in_use;
+}
+
+static const vf_backend_iface vk_iface = {
+    .name = "vulkan",
+    .alloc = vk_alloc,
+    .free = vk_free,
+    .upload = vk_upload,
+    .download = vk_download,
+    .exec = vk_exec,
+    .sync = vk_sync,
+    .destroy = vk_destroy,
+    .stats = vk_stats,
+};
+
+vf_vk_runtime *vf_vk_runtime_of(const vf_backend_t *be)
+{
+    return be && be->iface == &vk_iface ? be->self : NULL;
+}
+
+const vf_vk_timing *vf_vk_runtime_timings(vf_vk_runtime *rt, size_t *n)
+{
+    *n = rt->sched.n_timings;
+    return rt->sched.timings;
+}
+
+void vf_vk_runtime_timings_clear(vf_vk_runtime *rt) { rt->sched.n_timings = 0; }
+
+vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
+                                  const vf_vk_extra_options *xopt, vf_backend_t *out,
+                                  char *device_name, size_t device_name_len)
+{
+    static const vf_vk_extra_options none;
+    static const vf_vk_options defaults = {.device_index = -1};
+    if (!xopt) xopt = &none;
+    if (!opt) opt = &defaults;
+    out->iface = NULL;
+    out->self = NULL;
+    vf_vk_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt) return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    rt->err = err;
+    vf_vk_device_options dopt = {
+        .device_index = opt->device_index,
+        .device_env = opt->device_env,
+        .validation = opt->validation,
+        .no_push_descriptors = xopt->no_push_descriptors,
+    };
+    vf_status s = vf_vk_device_create(&rt->dev, &dopt, err);
+    if (s) {
+        free(rt);
+        return s;
+    }
+    vf_vk_mem_options mopt = {.block_size = xopt->block_size, .force_staging = xopt->force_staging};
+    vf_vk_sched_options sopt = {.batch_dispatches = xopt->batch_dispatches, .profile = opt->profile};
+    s = vf_vk_mem_init(&rt->mem, &rt->dev, &mopt, err);
+    if (!s) s = vf_vk_shaders_init(&rt->shaders, &rt->dev, opt->cache_dir, err);
+    if (!s) s = vf_vk_pipelines_init(&rt->pipes, &rt->dev, rt->shaders.dir, err);
+    if (!s) s = vf_vk_sched_init(&rt->sched, &rt->dev, &rt->mem, &sopt, err);
+    if (s) {
+        runtime_destroy(rt);
+        return s;
+    }
+    if (device_name && device_name_len) snprintf(device_name, device_name_len, "%s", rt->dev.name);
+    out->iface = &vk_iface;
+    out->self = rt;
+    return VF_OK;
+}
+
+vf_status vf_vulkan_backend_create(vf_err *err, const vf_vk_options *opt, vf_backend_t *out,
+                                   char *device_name, size_t device_name_len)
+{
+    return vf_vk_backend_create_ex(err, opt, NULL, out, device_name, device_name_len);
+}

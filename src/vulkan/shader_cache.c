@@ -1,0 +1,151 @@
+#include "vulkan/shader_cache.h"
+#include "vulkan/disk_cache.h"
+
+#include <shaderc/shaderc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VF_SPIRV_MAGIC 0x07230203u
+
+vf_status vf_vk_shaders_init(vf_vk_shaders *c, const vf_vk_device *dev, const char *cache_dir,
+                             vf_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->dev = dev;
+    c->err = err;
+    /* Vulkan 1.3 devices take SPIR-V 1.6 but gain nothing from it for our
+       kernels; 1.2 keeps one key (and one disk entry) for both. */
+    c->target_env_version = shaderc_env_version_vulkan_1_2;
+    unsigned int spv_version = 0, spv_rev = 0;
+    shaderc_get_spv_version(&spv_version, &spv_rev);
+    char opts[128];
+    int n = snprintf(opts, sizeof opts, "vkfuse-spirv|env=%u|opt=performance|spv=%u.%u|glsl450",
+                     c->target_env_version, spv_version, spv_rev);
+    c->options_key = vf_hash64(opts, (size_t)n, 0);
+    if (cache_dir && *cache_dir) {
+        /* A cache is an optimisation: an unusable directory turns the disk
+           cache off (with a note) rather than the GPU. */
+        vf_err local = {0};
+        if (vf_disk_mkdirs(cache_dir, &local) != VF_OK ||
+            snprintf(c->dir, sizeof c->dir, "%s", cache_dir) >= (int)sizeof c->dir) {
+            fprintf(stderr, "vkfuse: disk cache off: %s\n",
+                    local.status ? local.message : "cache dir path too long");
+            c->dir[0] = '\0';
+        }
+    }
+    return VF_OK;
+}
+
+void vf_vk_shaders_destroy(vf_vk_shaders *c)
+{
+    for (size_t i = 0; i < c->map.cap; i++)
+        if (c->map.keys[i]) {
+            vf_vk_spirv *s = c->map.vals[i];
+            free(s->words);
+            free(s);
+        }
+    vf_hmap_free(&c->map);
+    if (c->compiler) shaderc_compiler_release(c->compiler);
+    c->compiler = NULL;
+}
+
+uint64_t vf_vk_shader_key(const vf_vk_shaders *c, const char *glsl)
+{
+    return vf_hash64(glsl, strlen(glsl), c->options_key);
+}
+
+bool vf_vk_shader_path(const vf_vk_shaders *c, uint64_t key, char *buf, size_t len)
+{
+    if (!c->dir[0]) return false;
+    return snprintf(buf, len, "%s/%016llx.spv", c->dir, (unsigned long long)key) < (int)len;
+}
+
+static vf_status remember(vf_vk_shaders *c, uint64_t key, uint32_t *words, size_t n_words,
+                          const vf_vk_spirv **out)
+{
+    vf_vk_spirv *s = malloc(sizeof *s);
+    if (!s || !vf_hmap_put(&c->map, key, s)) {
+        free(s);
+        free(words);
+        return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (shader cache)");
+    }
+    *s = (vf_vk_spirv){key, words, n_words};
+    *out = s;
+    return VF_OK;
+}
+
+static vf_status compile(vf_vk_shaders *c, const char *glsl, const char *name, uint32_t **words,
+                         size_t *n_words)
+{
+    if (!c->compiler) {
+        c->compiler = shaderc_compiler_initialize();
+        if (!c->compiler)
+            return vf_err_set(c->err, VF_ERROR_COMPILE, "shaderc_compiler_initialize failed");
+    }
+    shaderc_compile_options_t o = shaderc_compile_options_initialize();
+    if (!o) return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "shaderc options: out of memory");
+    shaderc_compile_options_set_optimization_level(o, shaderc_optimization_level_performance);
+    shaderc_compile_options_set_target_env(o, shaderc_target_env_vulkan, c->target_env_version);
+    shaderc_compile_options_set_source_language(o, shaderc_source_language_glsl);
+    shaderc_compilation_result_t r = shaderc_compile_into_spv(
+        c->compiler, glsl, strlen(glsl), shaderc_compute_shader, name, "main", o);
+    shaderc_compile_options_release(o);
+    c->compiles++;
+    vf_status s = VF_OK;
+    if (!r) {
+        s = vf_err_set(c->err, VF_ERROR_COMPILE, "kernel %s: shaderc returned no result", name);
+    } else if (shaderc_result_get_compilation_status(r) != shaderc_compilation_status_success) {
+        const char *msg = shaderc_result_get_error_message(r);
+        s = vf_err_set(c->err, VF_ERROR_COMPILE, "kernel %s failed to compile: %s", name,
+                       msg && *msg ? msg : "(no message)");
+    } else {
+        size_t bytes = shaderc_result_get_length(r);
+        *words = malloc(bytes ? bytes : 4);
+        if (!*words) s = vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        else {
+            memcpy(*words, shaderc_result_get_bytes(r), bytes);
+            *n_words = bytes / 4;
+        }
+    }
+    if (r) shaderc_result_release(r);
+    return s;
+}
+
+vf_status vf_vk_shader_get(vf_vk_shaders *c, const char *glsl, const char *name,
+                           const vf_vk_spirv **out)
+{
+    *out = NULL;
+    if (!name || !*name) name = "kernel";
+    uint64_t key = vf_vk_shader_key(c, glsl);
+    vf_vk_spirv *hit = vf_hmap_get(&c->map, key);
+    if (hit) {
+        c->memory_hits++;
+        *out = hit;
+        return VF_OK;
+    }
+    char path[4200];
+    bool disk = vf_vk_shader_path(c, key, path, sizeof path);
+    if (disk) {
+        void *payload = NULL;
+        size_t size = 0;
+        vf_disk_result dr = vf_disk_read(c->dev, path, VF_DISK_MAGIC_SPIRV, key, &payload, &size);
+        /* Beyond the header: it must look like SPIR-V, or it is corrupt. */
+        if (dr == VF_DISK_OK && (size < 20 || size % 4 || ((uint32_t *)payload)[0] != VF_SPIRV_MAGIC)) {
+            free(payload);
+            dr = VF_DISK_CORRUPT;
+        }
+        if (dr == VF_DISK_OK) {
+            c->disk_hits++;
+            return remember(c, key, payload, size / 4, out);
+        }
+        if (dr != VF_DISK_MISSING) c->disk_rejects++;
+    }
+    uint32_t *words = NULL;
+    size_t n_words = 0;
+    vf_status s = compile(c, glsl, name, &words, &n_words);
+    if (s) return s;
+    if (disk && !vf_disk_write(c->dev, path, VF_DISK_MAGIC_SPIRV, key, words, n_words * 4))
+        c->disk_write_failures++;
+    return remember(c, key, words, n_words, out);
+}

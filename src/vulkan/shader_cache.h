@@ -1,0 +1,51 @@
+/* GLSL -> SPIR-V with libshaderc, cached in memory and on disk.
+ *
+ * The key of a shader is a 64-bit hash of its GLSL and of everything that
+ * changes the compiler's output (target environment, optimisation level,
+ * the SPIR-V version shaderc emits). The memory cache is per backend (no
+ * process-wide state); the disk cache is one file per key in cache_dir,
+ * validated against the device on every load (vulkan/disk_cache.h). */
+#ifndef VF_VULKAN_SHADER_CACHE_H
+#define VF_VULKAN_SHADER_CACHE_H
+
+#include "vulkan/device.h"
+#include "vulkan/hash.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct vf_vk_spirv {
+    uint64_t key;
+    uint32_t *words;
+    size_t n_words;
+} vf_vk_spirv;
+
+typedef struct vf_vk_shaders {
+    const vf_vk_device *dev;
+    vf_err *err;
+    void *compiler;              /* shaderc_compiler_t, created on the first compile */
+    uint32_t target_env_version; /* shaderc_env_version_vulkan_1_x */
+    uint64_t options_key;        /* folded into every key */
+    char dir[4096];              /* "" : no disk cache */
+    vf_hmap map;                 /* key -> vf_vk_spirv* */
+    int64_t compiles, memory_hits, disk_hits, disk_rejects, disk_write_failures;
+} vf_vk_shaders;
+
+/* cache_dir NULL or "": memory only. The directory is created; failing to
+   create it is VF_ERROR_IO. */
+vf_status vf_vk_shaders_init(vf_vk_shaders *c, const vf_vk_device *dev, const char *cache_dir,
+                             vf_err *err);
+void vf_vk_shaders_destroy(vf_vk_shaders *c);
+
+/* SPIR-V for glsl; name is the kernel's name (shaderc's source name, so
+   messages read "add_f32:3: error: ..."). A compile error is
+   VF_ERROR_COMPILE with the kernel name and the compiler's message. The
+   result stays owned by the cache. */
+vf_status vf_vk_shader_get(vf_vk_shaders *c, const char *glsl, const char *name,
+                           const vf_vk_spirv **out);
+
+/* The key vf_vk_shader_get would use, and the disk path for it. */
+uint64_t vf_vk_shader_key(const vf_vk_shaders *c, const char *glsl);
+bool vf_vk_shader_path(const vf_vk_shaders *c, uint64_t key, char *buf, size_t len);
+
+#endif
