@@ -88,7 +88,12 @@ static vf_status check_tref(vf_cpu *cpu, const char *op, const char *which, cons
         return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
                           "cpu backend: %s: %s offset %zu not a multiple of its %zu-byte elements",
                           op, which, t->offset, es);
-    return check_range(cpu, which, t->buf, t->offset, (size_t)n * es);
+    if (!t->buf || t->offset > t->buf->size || (size_t)n * es > t->buf->size - t->offset)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
+                          "cpu backend: %s: %s of %lld %s elements at offset %zu lies outside its "
+                          "buffer of %zu bytes", op, which, (long long)n, vf_dtype_name(t->dtype),
+                          t->offset, t->buf ? t->buf->size : (size_t)0);
+    return VF_OK;
 }
 
 static vf_status cpu_exec(void *self, const vf_exec *e)
