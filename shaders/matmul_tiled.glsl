@@ -1,0 +1,63 @@
+// ---- matmul for GPUs: classic shared-memory tiling ---------------------------
+// A workgroup of TS x TS invocations owns a BM x BN tile (BM = BN = 4 TS) of
+// C; each invocation accumulates 4 x 4 outputs in registers (rows ty + TS i,
+// columns tx + TS j, so that shared reads are conflict-free). Per BK step
+// the workgroup stages a BM x BK slice of A and a BK x BN slice of B in
+// shared memory, zero-filled outside the matrices (edge tiles, any m n k).
+// Codegen defines: TS, BK, float lda(base, row, k), float ldb(base, k, col),
+// void st(i, float), batch_off(b, oa, ob); push M, N, K, tiles_n, tiles_m, batch.
+
+#define BM (4 * TS)
+#define BN (4 * TS)
+#define NT (TS * TS)
+
+shared float As[BK][BM];
+shared float Bs[BK][BN];
+
+void main()
+{
+    uint t = vf_group_id();
+    uint ct = t % pc.tiles_n;
+    uint rest = t / pc.tiles_n;
+    uint rt = rest % pc.tiles_m;
+    uint b = rest / pc.tiles_m;
+    if (b >= pc.batch) return;   // uniform over the workgroup
+    uint oa, ob;
+    batch_off(b, oa, ob);
+    uint lid = gl_LocalInvocationID.x;
+    uint tx = lid % TS, ty = lid / TS;
+    uint r0 = rt * BM, c0 = ct * BN;
+    float acc[4][4];
+    [[unroll]] for (uint i = 0u; i < 4u; i++)
+        [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = 0.0;
+    for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
+        for (uint e = lid; e < BM * BK; e += NT) {
+            uint r = e / BK, kk = e % BK;
+            uint gr = r0 + r, gk = k0 + kk;
+            As[kk][r] = (gr < pc.M && gk < pc.K) ? lda(oa, gr, gk) : 0.0;
+        }
+        for (uint e = lid; e < BK * BN; e += NT) {
+            uint kk = e / BN, cc = e % BN;
+            uint gk = k0 + kk, gc = c0 + cc;
+            Bs[kk][cc] = (gk < pc.K && gc < pc.N) ? ldb(ob, gk, gc) : 0.0;
+        }
+        barrier();
+        [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+            float a[4], bb[4];
+            [[unroll]] for (uint i = 0u; i < 4u; i++) a[i] = As[kk][ty + TS * i];
+            [[unroll]] for (uint j = 0u; j < 4u; j++) bb[j] = Bs[kk][tx + TS * j];
+            [[unroll]] for (uint i = 0u; i < 4u; i++)
+                [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] += a[i] * bb[j];
+        }
+        barrier();
+    }
+    uint oc = b * pc.M * pc.N;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        uint gr = r0 + ty + TS * i;
+        if (gr >= pc.M) continue;
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            uint gc = c0 + tx + TS * j;
+            if (gc < pc.N) st(oc + gr * pc.N + gc, acc[i][j]);
+        }
+    }
+}

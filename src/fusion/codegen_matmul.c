@@ -1,0 +1,194 @@
+/* MATMUL (f32, f16 storage): batched, broadcast batch dims, trans_a/trans_b.
+ *
+ * Batch dims of the output are collapsed (size-1 dims dropped, adjacent
+ * dims merged where both operands stay contiguous across them) and each
+ * operand gets a stride per collapsed dim, 0 where it broadcasts; sizes
+ * and strides are push constants, only the number of batch dims is baked.
+ * Operand access is generated as lda(base, row, k) / ldb(base, k, col) for
+ * the transposition at hand, so the templates never see trans flags.
+ *  - CPU devices (lavapipe): shaders/matmul_subgroup.glsl, a subgroup owns
+ *    SG x 4 SG outputs; vec4 loads where layout and alignment allow
+ *    (A untransposed with k % 4 == 0, B untransposed with n % 4 == 0, f32),
+ *    else the same kernel with scalar loads (transposed operands, odd sizes).
+ *  - GPUs: shaders/matmul_tiled.glsl, shared-memory tiles sized from caps.
+ * Tiles are numbered linearly (column tile fastest, then row tile, then
+ * batch) over a 1D/2D grid, so no dimension limit is hit before 2^32 tiles.
+ */
+#include "fusion/codegen_internal.h"
+#include "util/dtype.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MM_MAX_BATCH (VF_MAX_RANK - 2)
+
+typedef struct {
+    int nd;
+    uint64_t size[MM_MAX_BATCH];
+    uint64_t sa[MM_MAX_BATCH], sb[MM_MAX_BATCH];
+    uint64_t count;
+} batch_pattern;
+
+static void batch_collapse(const vf_exec *e, uint64_t ma, uint64_t mb, batch_pattern *p)
+{
+    memset(p, 0, sizeof *p);
+    p->count = 1;
+    int ob = e->out.rank - 2;
+    const vf_tref *op[2] = {&e->in[0], &e->in[1]};
+    uint64_t msz[2] = {ma, mb};
+    for (int d = 0; d < ob; d++) {
+        uint64_t n = (uint64_t)e->out.shape[d];
+        if (n == 1) continue;
+        p->count *= n;
+        uint64_t st[2];
+        for (int w = 0; w < 2; w++) {
+            int rb = op[w]->rank - 2;
+            int dx = d - (ob - rb);
+            if (dx < 0 || op[w]->shape[dx] == 1) {
+                st[w] = 0;
+                continue;
+            }
+            uint64_t s = msz[w];
+            for (int t = dx + 1; t < rb; t++) s *= (uint64_t)op[w]->shape[t];
+            st[w] = s;
+        }
+        if (p->nd > 0 && p->sa[p->nd - 1] == st[0] * n && p->sb[p->nd - 1] == st[1] * n) {
+            p->size[p->nd - 1] *= n;
+            p->sa[p->nd - 1] = st[0];
+            p->sb[p->nd - 1] = st[1];
+        } else {
+            p->size[p->nd] = n;
+            p->sa[p->nd] = st[0];
+            p->sb[p->nd] = st[1];
+            p->nd++;
+        }
+    }
+}
+
+static void emit_batch_off(vf_sb *s, const batch_pattern *p)
+{
+    vf_sb_puts(s, "void batch_off(uint b, out uint oa, out uint ob)\n{\n    oa = 0u;\n    ob = 0u;\n");
+    for (int d = p->nd - 1; d >= 0; d--) {
+        if (d > 0)
+            vf_sb_add(s, "    { uint c = b %% pc.bd%d; b /= pc.bd%d; oa += c * pc.sa%d; ob += c * pc.sb%d; }\n", d, d, d, d);
+        else
+            vf_sb_add(s, "    oa += b * pc.sa0;\n    ob += b * pc.sb0;\n");
+    }
+    vf_sb_puts(s, "}\n");
+}
+
+vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+{
+    const vf_tref *A = &e->in[0], *B = &e->in[1];
+    bool ta = e->attrs.trans_a, tb = e->attrs.trans_b;
+    if (A->rank < 2 || B->rank < 2 || e->out.rank < 2)
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul: operands need rank >= 2 (got %d and %d)",
+                          A->rank, B->rank);
+    if (!vf_dtype_is_float(A->dtype) || !vf_dtype_is_float(B->dtype))
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "matmul: dtype %s is not a float type",
+                          vf_dtype_name(vf_dtype_is_float(A->dtype) ? B->dtype : A->dtype));
+    uint64_t M = (uint64_t)e->out.shape[e->out.rank - 2], N = (uint64_t)e->out.shape[e->out.rank - 1];
+    uint64_t K = (uint64_t)A->shape[A->rank - (ta ? 2 : 1)];
+    if (cg_numel(A) > (int64_t)UINT32_MAX || cg_numel(B) > (int64_t)UINT32_MAX)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "matmul: operand too large for 32-bit indexing");
+    batch_pattern bp;
+    batch_collapse(e, M * K, K * N, &bp);
+
+    uint32_t sg = caps->subgroup_size;
+    bool subgroup_kernel = caps->is_cpu && caps->subgroup_shuffle && sg >= 4 && sg <= 64 &&
+                           sg <= caps->max_workgroup_invocations;
+    bool f32 = A->dtype == VF_F32 && B->dtype == VF_F32 && e->out.dtype == VF_F32;
+    bool vec_a = subgroup_kernel && f32 && !ta && K % 4 == 0 && A->offset % 16 == 0;
+    bool vec_b = subgroup_kernel && f32 && !tb && N % 4 == 0 && B->offset % 16 == 0;
+    bool vec_c = subgroup_kernel && f32 && N % 4 == 0 && e->out.offset % 16 == 0;
+
+    uint32_t ts = 16, bk = 16;
+    if (!subgroup_kernel) {
+        while (ts > 4 && (ts * ts > caps->max_workgroup_invocations || ts * ts > caps->max_workgroup_size[0] ||
+                          2u * bk * 4u * ts * 4u > caps->shared_memory_bytes))
+            ts /= 2;
+        if (2u * bk * 4u * ts * 4u > caps->shared_memory_bytes) bk = 4;
+    }
+    uint64_t tile_m = subgroup_kernel ? sg : 4u * ts, tile_n = subgroup_kernel ? 4u * sg : 4u * ts;
+    uint64_t tiles_m = (M + tile_m - 1) / tile_m, tiles_n = (N + tile_n - 1) / tile_n;
+
+    k->n_steps = 1;
+    vf_cg g;
+    cg_begin(&g, e, caps, err, &k->step[0]);
+    if (subgroup_kernel)
+        snprintf(g.d->name, sizeof g.d->name, "matmul_%s_%c%c_sg%u%s%s%s_b%d", cg_dtype_tag(A->dtype), ta ? 't' : 'n',
+                 tb ? 't' : 'n', sg, vec_a ? "_va" : "", vec_b ? "_vb" : "", vec_c ? "_vc" : "", bp.nd);
+    else
+        snprintf(g.d->name, sizeof g.d->name, "matmul_%s_%c%c_tile%u_b%d", cg_dtype_tag(A->dtype), ta ? 't' : 'n',
+                 tb ? 't' : 'n', (unsigned)(4 * ts), bp.nd);
+    snprintf(g.comment, sizeof g.comment,
+             "op matmul: %s x %s -> %s, %s A, %s B, %d collapsed batch dim(s); %s",
+             cg_dtype_tag(A->dtype), cg_dtype_tag(B->dtype), cg_dtype_tag(e->out.dtype), ta ? "transposed" : "plain",
+             tb ? "transposed" : "plain", bp.nd,
+             subgroup_kernel ? "subgroup register blocking (CPU profile)" : "shared-memory tiling (GPU profile)");
+
+    /* one binding per tensor: a vec4 view where it is used, scalars read
+       through it (A4[i >> 2][i & 3]) */
+    cg_bind(&g, VF_BIND_IN0, A->dtype, vec_a ? "A4" : "A", true, vec_a);
+    cg_bind(&g, VF_BIND_IN1, B->dtype, vec_b ? "B4" : "B", true, vec_b);
+    cg_bind(&g, VF_BIND_OUT, e->out.dtype, vec_c ? "C4" : "C", false, vec_c);
+    cg_push_u32(&g, "M", (uint32_t)M);
+    cg_push_u32(&g, "N", (uint32_t)N);
+    cg_push_u32(&g, "K", (uint32_t)K);
+    cg_push_u32(&g, "tiles_n", (uint32_t)tiles_n);
+    cg_push_u32(&g, "tiles_m", (uint32_t)tiles_m);
+    cg_push_u32(&g, "batch", (uint32_t)bp.count);
+    for (int d = 0; d < bp.nd; d++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "bd%d", d);
+        cg_push_u32(&g, nm, (uint32_t)bp.size[d]);
+        snprintf(nm, sizeof nm, "sa%d", d);
+        cg_push_u32(&g, nm, (uint32_t)bp.sa[d]);
+        snprintf(nm, sizeof nm, "sb%d", d);
+        cg_push_u32(&g, nm, (uint32_t)bp.sb[d]);
+    }
+    if (g.status) {
+        cg_abort(&g);
+        return g.status;
+    }
+    vf_sb *s = &g.body;
+    if (vec_a) vf_sb_puts(s, "float lda_at(uint i) { return A4[i >> 2][i & 3u]; }\n");
+    else cg_load_fn(&g, "lda_at", "A", A->dtype, VF_CT_FLOAT);
+    if (vec_b) vf_sb_puts(s, "float ldb_at(uint i) { return B4[i >> 2][i & 3u]; }\n");
+    else cg_load_fn(&g, "ldb_at", "B", B->dtype, VF_CT_FLOAT);
+    if (vec_c) vf_sb_puts(s, "void st(uint i, float v) { C4[i >> 2][i & 3u] = v; }\n");
+    else cg_store_fn(&g, "st", "C", e->out.dtype, VF_CT_FLOAT);
+    emit_batch_off(s, &bp);
+    vf_sb_add(s, "float lda(uint base, uint r, uint k) { return lda_at(base + %s); }\n",
+              ta ? "k * pc.M + r" : "r * pc.K + k");
+    vf_sb_add(s, "float ldb(uint base, uint k, uint c) { return ldb_at(base + %s); }\n",
+              tb ? "c * pc.K + k" : "k * pc.N + c");
+    if (subgroup_kernel) {
+        g.ext |= CG_EXT_BALLOT;
+        vf_sb_add(s, "#define SG %uu\n", sg);
+        if (vec_a)
+            vf_sb_puts(s, "vec4 lda4(uint base, uint r, uint k) { return A4[(base + min(r, pc.M - 1u) * pc.K + k) >> 2]; }\n");
+        else
+            vf_sb_puts(s, "vec4 lda4(uint base, uint r, uint k)\n{\n    r = min(r, pc.M - 1u);\n"
+                          "    return vec4(lda(base, r, k), lda(base, r, k + 1u), lda(base, r, k + 2u), lda(base, r, k + 3u));\n}\n");
+        if (vec_b)
+            vf_sb_puts(s, "vec4 ldb4(uint base, uint k, uint c) { return B4[(base + k * pc.N + min(c, pc.N - 4u)) >> 2]; }\n");
+        else
+            vf_sb_puts(s, "vec4 ldb4(uint base, uint k, uint c)\n{\n    uint l = pc.N - 1u;\n"
+                          "    return vec4(ldb(base, k, min(c, l)), ldb(base, k, min(c + 1u, l)),\n"
+                          "                ldb(base, k, min(c + 2u, l)), ldb(base, k, min(c + 3u, l)));\n}\n");
+        if (vec_c)
+            vf_sb_puts(s, "void st4(uint base, uint r, uint c, vec4 v)\n{\n"
+                          "    if (r < pc.M && c < pc.N) C4[(base + r * pc.N + c) >> 2] = v;\n}\n");
+        else
+            vf_sb_puts(s, "void st4(uint base, uint r, uint c, vec4 v)\n{\n    if (r >= pc.M) return;\n"
+                          "    uint i = base + r * pc.N + c;\n"
+                          "    [[unroll]] for (uint j = 0u; j < 4u; j++)\n"
+                          "        if (c + j < pc.N) st(i + j, v[j]);\n}\n");
+    } else {
+        vf_sb_add(s, "#define TS %uu\n#define BK %uu\n", ts, bk);
+    }
+    uint32_t wg = subgroup_kernel ? sg : ts * ts;
+    cg_groups_linear(&g, tiles_m * tiles_n * bp.count);
+    return cg_finish(&g, wg, subgroup_kernel ? "matmul_subgroup.glsl" : "matmul_tiled.glsl");
+}

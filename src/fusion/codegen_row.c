@@ -1,0 +1,101 @@
+/* Row ops along one axis: SOFTMAX, LOG_SOFTMAX and SPARSE_XENT, from
+ * shaders/softmax.glsl.
+ *
+ * The input is seen as [outer, len, inner] around the axis. With inner == 1
+ * the rows are contiguous and a workgroup owns a row: on lavapipe
+ * (caps->is_cpu) the workgroup is exactly one subgroup (8 lanes), the
+ * reductions are subgroup ops and there is no barrier — every barrier is a
+ * coroutine switch in llvmpipe; on GPUs 256 invocations combine through
+ * subgroup ops and shared memory. With inner > 1 a thread owns one
+ * (outer, inner) column and neighbouring threads read neighbouring memory.
+ * SPARSE_XENT: labels [...] (i32 / u32), logits [..., C]: rows are
+ * contiguous, one loss per row, NaN for a label outside [0, C). */
+#include "fusion/codegen_internal.h"
+#include "util/dtype.h"
+
+#include <stdio.h>
+
+vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+{
+    const vf_op_info *info = vf_op_get(e->op);
+    bool xent = e->op == VF_OP_SPARSE_XENT;
+    const vf_tref *x = xent ? &e->in[1] : &e->in[0];
+    int axis = xent ? x->rank - 1 : e->attrs.axis;
+    if (axis < 0 || axis >= x->rank)
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "%s: axis %d out of range for rank %d", info->name,
+                          axis, x->rank);
+    if (!vf_dtype_is_float(x->dtype))
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: dtype %s is not a float type", info->name,
+                          vf_dtype_name(x->dtype));
+    if (xent && e->in[0].dtype != VF_I32 && e->in[0].dtype != VF_U32)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: labels must be i32 or u32, got %s", info->name,
+                          vf_dtype_name(e->in[0].dtype));
+    uint64_t outer = 1, inner = 1, len = (uint64_t)x->shape[axis];
+    for (int d = 0; d < axis; d++) outer *= (uint64_t)x->shape[d];
+    for (int d = axis + 1; d < x->rank; d++) inner *= (uint64_t)x->shape[d];
+    if (cg_numel(x) > (int64_t)UINT32_MAX)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: input too large for 32-bit indexing", info->name);
+
+    bool row = inner == 1;
+    uint32_t sg = caps->subgroup_size ? caps->subgroup_size : 1;
+    uint32_t wg;
+    if (!row) {
+        wg = caps->is_cpu ? 64 : 256;
+    } else if (caps->is_cpu) {
+        wg = sg;
+    } else {
+        wg = 256;
+        if (caps->max_workgroup_invocations && wg > caps->max_workgroup_invocations) wg = caps->max_workgroup_invocations;
+        if (wg < sg) wg = sg;
+    }
+    bool subgroup = row && caps->subgroup_arithmetic;
+    if (row && !subgroup) {
+        uint32_t w = 1;
+        while (w * 2 <= wg) w *= 2;
+        wg = w;
+    }
+    if (caps->max_workgroup_invocations && wg > caps->max_workgroup_invocations) wg = caps->max_workgroup_invocations;
+    bool reuse = e->op == VF_OP_SOFTMAX && e->out.dtype == VF_F32 && row;
+
+    k->n_steps = 1;
+    vf_cg g;
+    cg_begin(&g, e, caps, err, &k->step[0]);
+    snprintf(g.d->name, sizeof g.d->name, "%s_%s%s%s_%s", xent ? "xent" : info->name, cg_dtype_tag(x->dtype),
+             xent ? "_" : "", xent ? cg_dtype_tag(e->in[0].dtype) : "", row ? "row" : "col");
+    snprintf(g.comment, sizeof g.comment,
+             "op %s: %s%s%s -> %s along a %s axis (outer, len, inner in push constants); %s, workgroup %u",
+             info->name, cg_dtype_tag(x->dtype), xent ? ", labels " : "", xent ? cg_dtype_tag(e->in[0].dtype) : "",
+             cg_dtype_tag(e->out.dtype), row ? "contiguous" : "strided",
+             row ? "a workgroup per row" : "a thread per column", wg);
+
+    if (xent) cg_bind(&g, VF_BIND_IN0, e->in[0].dtype, "labels", true, false);
+    cg_bind(&g, xent ? VF_BIND_IN1 : VF_BIND_IN0, x->dtype, "in0", true, false);
+    cg_bind(&g, VF_BIND_OUT, e->out.dtype, "outv", false, false);
+    cg_push_u32(&g, "n_rows", (uint32_t)(outer * inner));
+    cg_push_u32(&g, "len", (uint32_t)len);
+    cg_push_u32(&g, "inner", (uint32_t)inner);
+    if (g.status) {
+        cg_abort(&g);
+        return g.status;
+    }
+    cg_load_fn(&g, "ld", "in0", x->dtype, VF_CT_FLOAT);
+    cg_store_fn(&g, "st", "outv", e->out.dtype, VF_CT_FLOAT);
+    if (reuse) cg_load_fn(&g, "ld_out", "outv", e->out.dtype, VF_CT_FLOAT);
+    vf_sb *s = &g.body;
+    if (xent) {
+        if (e->in[0].dtype == VF_I32)
+            vf_sb_puts(s, "bool label(uint row, out uint lab)\n{\n    int l = labels[row];\n"
+                          "    lab = uint(l);\n    return l >= 0 && uint(l) < pc.len;\n}\n");
+        else
+            vf_sb_puts(s, "bool label(uint row, out uint lab)\n{\n    lab = labels[row];\n"
+                          "    return lab < pc.len;\n}\n");
+    }
+    vf_sb_add(s, "#define WG %u\n#define SG %u\n#define VF_SUBGROUP %d\n#define %s 1\n", wg, sg, subgroup ? 1 : 0,
+              xent ? "OP_XENT" : e->op == VF_OP_SOFTMAX ? "OP_SOFTMAX" : "OP_LOG_SOFTMAX");
+    if (row) vf_sb_puts(s, "#define MODE_ROW 1\n");
+    if (reuse) vf_sb_puts(s, "#define VF_REUSE_OUT 1\n");
+    if (subgroup) g.ext |= CG_EXT_SUBGROUP;
+    uint64_t n = outer * inner;
+    cg_groups_linear(&g, row ? n : (n + wg - 1) / wg);
+    return cg_finish(&g, wg, "softmax.glsl");
+}
