@@ -80,6 +80,9 @@ static vf_status check_tref(vf_cpu *cpu, const char *op, const char *which, cons
             return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
                               "cpu backend: %s: %s dim %d is %lld", op, which, d,
                               (long long)t->shape[d]);
+        if (t->shape[d] > 0 && n > INT64_MAX / VF_MAX_RANK / t->shape[d])
+            return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
+                              "cpu backend: %s: %s has more elements than memory can hold", op, which);
         n *= t->shape[d];
     }
     if (n == 0) return VF_OK;

@@ -6,11 +6,63 @@
 
 #include <string.h>
 
+#define TILE 32
+
+#define TILE_COPY(T)                                                                        \
+    for (int64_t i0 = 0; i0 < rows; i0 += TILE)                                             \
+        for (int64_t j0 = 0; j0 < cols; j0 += TILE) {                                       \
+            int64_t ie = i0 + TILE < rows ? i0 + TILE : rows;                               \
+            int64_t je = j0 + TILE < cols ? j0 + TILE : cols;                               \
+            for (int64_t i = i0; i < ie; i++)                                               \
+                for (int64_t j = j0; j < je; j++)                                           \
+                    ((T *)o)[i * ost + j] = ((const T *)in)[i + j * ist];                   \
+        }
+
+/* A transpose-like walk (the innermost output dim strided in the input, some
+   outer output dim contiguous in it) reads one cache line per element when
+   copied row by row; copying 32x32 tiles of those two dims keeps the reads
+   in cache. Returns false when the layout is not of that kind. */
+static bool tiled_copy(const vf_cpu_loop *l, size_t esize, void *dst, const void *src)
+{
+    int r = l->rank;
+    if (r < 2 || l->st[1][r - 1] == 1) return false;
+    int q = -1;
+    for (int d = 0; d < r - 1; d++)
+        if (l->st[1][d] == 1) q = d;
+    if (q < 0) return false;
+    /* the remaining dims, walked by a cursor */
+    vf_cpu_loop rest = {.nops = 2};
+    for (int d = 0; d < r - 1; d++) {
+        if (d == q) continue;
+        rest.dim[rest.rank] = l->dim[d];
+        rest.st[0][rest.rank] = l->st[0][d];
+        rest.st[1][rest.rank++] = l->st[1][d];
+    }
+    int64_t rows = l->dim[q], cols = l->dim[r - 1], ost = l->st[0][q], ist = l->st[1][r - 1];
+    int64_t outer = vf_cpu_loop_count(&rest, 0, rest.rank);
+    vf_cpu_cursor cur;
+    vf_cpu_cursor_init(&cur, 2);
+    for (int64_t k = 0; k < outer; k++) {
+        char *o = (char *)dst + (size_t)cur.off[0] * esize;
+        const char *in = (const char *)src + (size_t)cur.off[1] * esize;
+        if (esize == 4) {
+            TILE_COPY(uint32_t)
+        } else if (esize == 2) {
+            TILE_COPY(uint16_t)
+        } else {
+            TILE_COPY(uint8_t)
+        }
+        vf_cpu_cursor_next(&rest, rest.rank, &cur);
+    }
+    return true;
+}
+
 /* Copies the elements of `src` visited by the loop (operand 1 = source
    strides, operand 0 = destination, contiguous) into dst. */
 static void strided_copy(vf_cpu_loop *l, size_t esize, void *dst, const void *src)
 {
     vf_cpu_loop_simplify(l);
+    if (tiled_copy(l, esize, dst, src)) return;
     int64_t inner = l->rank ? l->dim[l->rank - 1] : 1;
     int64_t ist = l->rank ? l->st[1][l->rank - 1] : 0;
     int outer_rank = l->rank ? l->rank - 1 : 0;
