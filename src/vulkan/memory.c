@@ -251,6 +251,9 @@ vf_status vf_vk_mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, vf_buf
     buf->size = size;
     buf->bytes = bytes;
     m->bytes_in_use += (int64_t)size;
+    buf->next = m->live;
+    if (m->live) m->live->prev = buf;
+    m->live = buf;
     *out = buf;
     return VF_OK;
 }
@@ -296,26 +299,37 @@ static void release(vf_vk_mem *m, vf_buffer *buf)
     }
 }
 
+static void unlink_live(vf_vk_mem *m, vf_buffer *buf)
+{
+    if (buf->prev) buf->prev->next = buf->next;
+    else m->live = buf->next;
+    if (buf->next) buf->next->prev = buf->prev;
+    buf->prev = buf->next = NULL;
+}
+
 void vf_vk_mem_free(vf_vk_mem *m, vf_buffer *buf, uint64_t completed)
 {
     if (!buf) return;
-    m->bytes_in_use -= (int64_t)buf->size;
     if (buf->last_use > completed) {
         if (m->n_pending == m->cap_pending) {
             int cap = m->cap_pending ? 2 * m->cap_pending : 16;
             vf_buffer **np = realloc(m->pending, (size_t)cap * sizeof *np);
             if (!np) {
-                /* Cannot defer: keep the range reserved forever rather than
-                   reuse it while the GPU may still touch it. */
+                /* Cannot defer: leave it allocated (destroy frees it) rather
+                   than reuse it while the GPU may still touch it. */
                 return;
             }
             m->pending = np;
             m->cap_pending = cap;
         }
+        m->bytes_in_use -= (int64_t)buf->size;
+        unlink_live(m, buf);
         buf->free_after = buf->last_use;
         m->pending[m->n_pending++] = buf;
         return;
     }
+    m->bytes_in_use -= (int64_t)buf->size;
+    unlink_live(m, buf);
     release(m, buf);
 }
 
@@ -333,6 +347,11 @@ void vf_vk_mem_collect(vf_vk_mem *m, uint64_t completed)
 void vf_vk_mem_destroy(vf_vk_mem *m)
 {
     for (int i = 0; i < m->n_pending; i++) free(m->pending[i]);
+    while (m->live) {
+        vf_buffer *next = m->live->next;
+        free(m->live);
+        m->live = next;
+    }
     free(m->pending);
     for (int i = 0; i < m->n_blocks; i++) block_destroy(m, m->blocks[i]);
     free(m->blocks);

@@ -40,6 +40,7 @@ struct vf_buffer {
     size_t bytes;                /* as requested */
     uint64_t last_use;           /* serial of the last batch that referenced it (0: none) */
     uint64_t free_after;         /* pending free: reusable once this serial completed */
+    vf_buffer *prev, *next;      /* the live list, so destroy frees what callers forgot */
 };
 
 typedef struct vf_vk_mem_options {
@@ -62,10 +63,12 @@ typedef struct vf_vk_mem {
     int64_t bytes_in_use;        /* live allocations (reserved sizes) */
     int64_t bytes_reserved;      /* all blocks */
     int64_t allocations;         /* vkAllocateMemory calls, for tests */
+    vf_buffer *live;             /* allocated, not yet freed */
 } vf_vk_mem;
 
 vf_status vf_vk_mem_init(vf_vk_mem *m, vf_vk_device *dev, const vf_vk_mem_options *opt, vf_err *err);
-/* Frees every block; the device must be idle. */
+/* Frees every block and every vf_buffer still allocated; the device must
+   be idle. */
 void vf_vk_mem_destroy(vf_vk_mem *m);
 
 /* bytes > 0. align 0: the default (max(minStorageBufferOffsetAlignment, 16)).
