@@ -24,12 +24,14 @@ static void softmax_block(double *b, int64_t n, int64_t c, bool log_out)
             if (v > m || isnan(v)) m = v; /* NaN propagates to the row */
         }
         double s = 0;
-        for (int64_t j = 0; j < n; j++) s += exp(b[j * c + l] - m);
         if (log_out) {
+            for (int64_t j = 0; j < n; j++) s += exp(b[j * c + l] - m);
             double ls = log(s);
             for (int64_t j = 0; j < n; j++) b[j * c + l] = b[j * c + l] - m - ls;
         } else {
-            for (int64_t j = 0; j < n; j++) b[j * c + l] = exp(b[j * c + l] - m) / s;
+            /* keep the exponentials: one exp per element */
+            for (int64_t j = 0; j < n; j++) s += b[j * c + l] = exp(b[j * c + l] - m);
+            for (int64_t j = 0; j < n; j++) b[j * c + l] /= s;
         }
     }
 }
