@@ -164,6 +164,12 @@ static vf_status create_instance(vf_vk_device *d, bool validation, vf_err *err)
     VkResult r = d->loader.vk.vkCreateInstance(&ici, NULL, &d->instance);
     if (r != VK_SUCCESS) {
         d->instance = VK_NULL_HANDLE;
+        if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+            return vf_err_set(err, VF_ERROR_DEVICE,
+                              "no Vulkan device: the loader found no driver for Vulkan %u.%u"
+                              " (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER); install one,"
+                              " e.g. mesa-vulkan-drivers for lavapipe",
+                              VK_API_VERSION_MAJOR(app.apiVersion), VK_API_VERSION_MINOR(app.apiVersion));
         return vf_err_set(err, VF_ERROR_DEVICE, "vkCreateInstance (Vulkan %u.%u%s) failed: %s",
                           VK_API_VERSION_MAJOR(app.apiVersion), VK_API_VERSION_MINOR(app.apiVersion),
                           validation ? ", validation" : "", vf_vk_result_name(r));
