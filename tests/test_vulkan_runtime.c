@@ -536,6 +536,57 @@ static void test_staging_pools_batches(void **state)
     rt_done(&h);
 }
 
+/* What an AmberScript runner needs: its own SPIR-V, a uniform buffer next
+   to a storage buffer, and a specialisation constant. */
+static void test_spirv_uniform_spec(void **state)
+{
+    (void)state;
+    rt_handle h;
+    rt_make(&h, NULL, &(vf_vk_extra_options){.no_push_descriptors = true});
+    const char *glsl =
+        "#version 450\n"
+        "layout(local_size_x = 32) in;\n"
+        "layout(constant_id = 7) const uint MUL = 1u;\n"
+        "layout(set = 0, binding = 0) uniform U { uint add; } u;\n"
+        "layout(set = 0, binding = 1) buffer O { uint o[]; };\n"
+        "void main() { uint i = gl_GlobalInvocationID.x; o[i] = i * MUL + u.add; }\n";
+    const vf_vk_spirv *spv = NULL;
+    assert_int_equal(vf_vk_shader_get(&h.rt->shaders, glsl, "amber_like", &spv), VF_OK);
+    VkDescriptorType types[2] = {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER};
+    uint32_t mul = 5;
+    VkSpecializationMapEntry me = {.constantID = 7, .offset = 0, .size = 4};
+    vf_vk_pipeline_desc pd = {
+        .spirv = spv->words, .spirv_words = spv->n_words, /* key 0: hashed from the words */
+        .name = "amber_like", .n_bindings = 2, .types = types,
+        .n_spec = 1, .spec_map = &me, .spec_data = &mul, .spec_size = 4,
+    };
+    const vf_vk_pipeline *p = NULL, *p2 = NULL;
+    assert_int_equal(vf_vk_pipeline_get(&h.rt->pipes, &pd, &p), VF_OK);
+    mul = 6; /* another constant: another pipeline */
+    assert_int_equal(vf_vk_pipeline_get(&h.rt->pipes, &pd, &p2), VF_OK);
+    assert_true(p != p2);
+    mul = 5;
+    const vf_vk_pipeline *p3 = NULL;
+    assert_int_equal(vf_vk_pipeline_get(&h.rt->pipes, &pd, &p3), VF_OK);
+    assert_ptr_equal(p, p3);
+
+    vf_buffer *ub = NULL, *ob = NULL;
+    VkDeviceSize ualign = h.rt->dev.props.limits.minUniformBufferOffsetAlignment;
+    assert_int_equal(vf_vk_mem_alloc(&h.rt->mem, 16, ualign, &ub), VF_OK);
+    assert_int_equal(h.be.iface->alloc(h.be.self, 64 * 4, &ob), VF_OK);
+    uint32_t add = 1000;
+    assert_int_equal(h.be.iface->upload(h.be.self, ub, 0, &add, 4), VF_OK);
+    vf_vk_bind b[2] = {{.buf = ub, .range = 16, .access = VF_VK_READ}, {.buf = ob, .access = VF_VK_WRITE}};
+    vf_vk_dispatch_info di = {.pipe = p, .n_bindings = 2, .bindings = b, .groups = {2, 1, 1}};
+    assert_int_equal(vf_vk_sched_dispatch(&h.rt->sched, &di), VF_OK);
+    uint32_t out[64];
+    assert_int_equal(h.be.iface->download(h.be.self, ob, 0, out, sizeof out), VF_OK);
+    for (uint32_t i = 0; i < 64; i++) assert_int_equal(out[i], i * 5 + 1000);
+    h.be.iface->free(h.be.self, ub);
+    h.be.iface->free(h.be.self, ob);
+    rt_done(&h);
+}
+
 static void test_compile_error(void **state)
 {
     (void)state;
@@ -903,6 +954,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_hazards),
         cmocka_unit_test(test_upload_ordering),
         cmocka_unit_test(test_staging_pools_batches),
+        cmocka_unit_test(test_spirv_uniform_spec),
         cmocka_unit_test(test_compile_error),
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_cache_memory_and_disk),
