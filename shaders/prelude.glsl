@@ -118,7 +118,7 @@ float vf_pow(float a, float b)
     } else if (isinf(aa)) {
         r = b < 0.0 ? 0.0 : vf_inf();
     } else if (bint && abs(b) <= 64.0) {
-        // exact-ish square-and-multiply for small integer exponents
+        // square-and-multiply for small integer exponents (a few ulps)
         uint n = uint(abs(b));
         float base = aa, acc = 1.0;
         while (n != 0u) {
@@ -128,7 +128,34 @@ float vf_pow(float a, float b)
         }
         r = b < 0.0 ? 1.0 / acc : acc;
     } else {
-        r = exp2(b * log2(aa));
+        // a^b = 2^(b (e + log2 m)) with m in [sqrt(1/2), sqrt(2)). b * e is
+        // formed exactly (12-bit halves of b times the small integer e), so
+        // only b * log2(m) is rounded: exp2(b * log2(a)) would lose
+        // |b log2 a| ulps. `precise` keeps the compiler from refactoring.
+        int e;
+        float m = frexp(aa, e);
+        if (m < 0.70710678) {
+            m *= 2.0;
+            e -= 1;
+        }
+        precise float fe = float(e);
+        precise float bh = uintBitsToFloat(floatBitsToUint(b) & 0xfffff000u);
+        precise float bl = b - bh;
+        precise float p1 = bh * fe;
+        precise float p2 = bl * fe;
+        precise float n1 = floor(p1 + 0.5);
+        precise float f = ((p1 - n1) + p2) + b * log2(m);
+        precise float n2 = floor(f + 0.5);
+        f = f - n2;
+        float n = n1 + n2;
+        if (n > 130.0) {
+            r = vf_inf();
+        } else if (n < -160.0) {
+            r = 0.0;
+        } else {
+            int ni = int(n);
+            r = ldexp(ldexp(exp2(f), ni / 2), ni - ni / 2);
+        }
     }
     return (odd && vf_signbit(a)) ? -r : r;
 }
@@ -149,3 +176,85 @@ float vf_unkey_f(uint k)
 }
 uint vf_key_i(int v) { return uint(v) ^ 0x80000000u; }
 int vf_unkey_i(uint k) { return int(k ^ 0x80000000u); }
+
+// sin / cos with a full-range argument reduction (Payne-Hanek): llvmpipe's
+// built-ins reduce with a short pi and are wrong for large |x| (sin(1e30)).
+// |x| < pi/4 goes straight to the built-in; otherwise x * 2/pi is formed
+// exactly enough from 96 bits of 2/pi at the right offset, giving the
+// quadrant and a reduced argument in [-pi/4, pi/4].
+const uint VF_TWO_OVER_PI[8] = uint[8](0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u,
+                                       0xDB629599u, 0x3C439041u, 0xFE5163ABu, 0xDEBBC561u);
+
+uint vf_2pi_bits(int j)   // 32 bits of 2/pi starting at bit j >= 1 after the point
+{
+    int k = (j - 1) >> 5, sh = (j - 1) & 31;
+    uint hi = VF_TWO_OVER_PI[k];
+    return sh == 0 ? hi : (hi << sh) | (VF_TWO_OVER_PI[k + 1] >> (32 - sh));
+}
+
+uint vf_word128(uvec4 w, int i) { return i == 0 ? w.w : i == 1 ? w.z : i == 2 ? w.y : i == 3 ? w.x : 0u; }
+
+uint vf_bits128(uvec4 w, int p)   // bits [p, p + 32) of w (w.x most significant)
+{
+    int i = p >> 5, sh = p & 31;
+    uint lo = vf_word128(w, i), hi = vf_word128(w, i + 1);
+    return sh == 0 ? lo : (lo >> sh) | (hi << (32 - sh));
+}
+
+float vf_reduce_pio2(float ax, out uint quad)   // ax finite, >= pi/4
+{
+    uint bits = floatBitsToUint(ax);
+    uint m = (bits & 0x7fffffu) | 0x800000u;
+    int e = int(bits >> 23) - 150;   // ax = m * 2^e
+    int j0 = max(1, e - 1);          // earlier bits of 2/pi only add multiples of 4
+    int q = j0 + 95 - e;             // ax * 2/pi = (m * B) / 2^q  (mod 4)
+    uint b0 = vf_2pi_bits(j0), b1 = vf_2pi_bits(j0 + 32), b2 = vf_2pi_bits(j0 + 64);
+    uint h0, l0, h1, l1, h2, l2, c1, c2, c3;
+    umulExtended(m, b2, h2, l2);
+    umulExtended(m, b1, h1, l1);
+    umulExtended(m, b0, h0, l0);
+    uint w1 = uaddCarry(h2, l1, c1);
+    uint w2 = uaddCarry(h1, l0, c2);
+    w2 = uaddCarry(w2, c1, c3);
+    uvec4 w = uvec4(h0 + c2 + c3, w2, w1, l2);
+    quad = vf_bits128(w, q) & 3u;
+    uint fh = vf_bits128(w, q - 32), fl = vf_bits128(w, q - 64);
+    float sgn = 1.0;
+    if ((fh & 0x80000000u) != 0u) {   // fraction >= 1/2: round to the next quadrant
+        quad = (quad + 1u) & 3u;
+        fl = ~fl + 1u;
+        fh = ~fh + (fl == 0u ? 1u : 0u);
+        sgn = -1.0;
+    }
+    float f = float(fh) * (1.0 / 4294967296.0) + float(fl) * (1.0 / 18446744073709551616.0);
+    return sgn * f * 1.57079632679489662;
+}
+
+float vf_sin(float x)
+{
+    if (isnan(x) || isinf(x)) return vf_nan();
+    float ax = abs(x);
+    if (ax < 0.78539816) return sin(x);
+    uint n;
+    float r = vf_reduce_pio2(ax, n);
+    float v = (n & 1u) == 0u ? sin(r) : cos(r);
+    if ((n & 2u) != 0u) v = -v;
+    return x < 0.0 ? -v : v;
+}
+
+float vf_cos(float x)
+{
+    if (isnan(x) || isinf(x)) return vf_nan();
+    float ax = abs(x);
+    if (ax < 0.78539816) return cos(x);
+    uint n;
+    float r = vf_reduce_pio2(ax, n);
+    n = n + 1u;   // cos(x) = sin(x + pi/2)
+    float v = (n & 1u) == 0u ? sin(r) : cos(r);
+    return (n & 2u) != 0u ? -v : v;
+}
+
+// The op table spells sin(a) / cos(a); route them (and every later use)
+// through the accurate versions.
+#define sin(x) vf_sin(x)
+#define cos(x) vf_cos(x)
