@@ -1,9 +1,21 @@
 #include "testutil.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The Vulkan loader unloads drivers and layers at vkDestroyInstance, so the
+   leaks they report at exit show up as <unknown module> and the
+   suppressions in lsan.supp (by library name) cannot match them. Keeping
+   them loaded for the life of the test process fixes that. */
+__attribute__((constructor)) static void keep_vulkan_libraries_loaded(void)
+{
+    static const char *const libs[] = {"libvulkan.so.1", "libvulkan_lvp.so", "libVkLayer_khronos_validation.so",
+                                       "libVkLayer_MESA_device_select.so"};
+    for (size_t i = 0; i < sizeof libs / sizeof *libs; i++) dlopen(libs[i], RTLD_NOW | RTLD_NODELETE);
+}
 
 int vt_have_vulkan(void)
 {
