@@ -15,6 +15,7 @@ typedef struct {
 static const command commands[] = {
     {"devices", cmd_devices, "list Vulkan devices and mark the one vkfuse picks"},
     {"demo", cmd_demo, "x[1,784] @ w[784,10] + b, softmax: the chosen device against the CPU"},
+    {"amber", cmd_amber, "run AmberScript / VkScript compute-shader tests"},
 };
 
 bool cli_wants_help(int argc, char **argv)

@@ -1,0 +1,259 @@
+/* vkfuse amber: the parsed form of an AmberScript or VkScript test.
+ *
+ * Both parsers produce this one structure, so the executor, the
+ * expectation checks and the report know nothing of the two syntaxes.
+ * Nothing here touches Vulkan: the parsers are fuzzed without a device.
+ * Every array is bounded (AM_MAX_*), every size a parser accepts is
+ * capped, and buffer fills are stored as rules, not materialised, so a
+ * hostile "SIZE 4000000000 FILL 0" costs nothing until the executor checks
+ * it against the device's limits. */
+#ifndef VF_AMBER_AM_H
+#define VF_AMBER_AM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AM_NAME_MAX 64
+#define AM_MAX_SHADERS 64
+#define AM_MAX_BUFFERS 256
+#define AM_MAX_PIPELINES 64
+#define AM_MAX_BINDINGS 32        /* per pipeline */
+#define AM_MAX_ARRAY 8            /* buffers in one BUFFER_ARRAY binding */
+#define AM_MAX_SPECS 32
+#define AM_MAX_COMMANDS 100000
+#define AM_MAX_FEATURES 64
+#define AM_MAX_REPEAT 100000
+#define AM_MAX_SET 31
+#define AM_MAX_BINDING 4095
+#define AM_MAX_BUFFER_BYTES (1ull << 30) /* before the device limit is known */
+#define AM_MAX_SOURCE (16u << 20)       /* input files, shader files */
+
+typedef enum { AM_PASS, AM_FAIL, AM_SKIP, AM_ERROR } am_status;
+
+/* Where a message points: 1-based line and column; 0 when unknown. */
+typedef struct am_pos {
+    int line, col;
+} am_pos;
+
+/* A verdict and its reason: "file:line:col: message" for an ERROR. */
+typedef struct am_result {
+    am_status status;
+    am_pos pos;
+    char msg[1024];
+    char detail[4096];           /* -v: buffer dumps, timings */
+    bool hung;                   /* the device did not finish: exit without teardown */
+} am_result;
+
+/* ---- data types and layout -------------------------------------------- */
+
+typedef enum {
+    AM_I8, AM_I16, AM_I32, AM_I64, AM_U8, AM_U16, AM_U32, AM_U64, AM_F16, AM_F32, AM_F64
+} am_scalar;
+
+typedef enum { AM_STD430, AM_STD140, AM_PACKED } am_layout;
+
+/* One element of a buffer: scalar, vecN, matCxR (column-major), each
+   optionally a runtime-array element (T[]), laid out by `layout`. */
+typedef struct am_fmt {
+    am_scalar scalar;
+    uint8_t rows;                /* components of a vector / rows of a matrix; 1: scalar */
+    uint8_t cols;                /* 1 unless a matrix */
+    bool array;                  /* T[]: std140 rounds the stride to 16 */
+    am_layout layout;
+    /* derived by am_fmt_finish */
+    uint32_t stride;             /* bytes from one element to the next */
+    uint32_t n_comp;             /* rows * cols */
+    uint32_t comp_off[16];       /* byte offset of each component in the element */
+} am_fmt;
+
+int am_scalar_size(am_scalar s);
+bool am_scalar_is_float(am_scalar s);
+const char *am_scalar_name(am_scalar s);
+/* Computes stride and component offsets (GLSL std140/std430 rules). */
+void am_fmt_finish(am_fmt *f);
+/* "vec3<float>[] std140" for messages. */
+void am_fmt_describe(const am_fmt *f, char *buf, size_t len);
+
+/* A number as written, before it meets a type. */
+typedef struct am_num {
+    bool is_float;               /* had '.', 'e', "inf" or "nan" */
+    bool neg;
+    bool hex;
+    uint64_t mag;                /* integers: magnitude; hex: the raw bits */
+    double f;
+} am_num;
+
+/* Parses a numeric token; false if it is not a number. */
+bool am_num_parse(const char *tok, am_num *out);
+/* Encodes n as scalar s into raw bits (little-endian, in the low bytes).
+   False with a reason when it does not fit (out of range, float for int). */
+bool am_num_encode(const am_num *n, am_scalar s, uint64_t *bits, char *why, size_t why_len);
+/* Raw bits of a scalar (as read from a buffer) to double / int64 / uint64. */
+double am_bits_to_double(uint64_t bits, am_scalar s);
+int64_t am_bits_to_i64(uint64_t bits, am_scalar s);
+uint64_t am_bits_to_u64(uint64_t bits, am_scalar s);
+void am_bits_format(uint64_t bits, am_scalar s, char *buf, size_t len);
+uint64_t am_load_bits(const uint8_t *p, am_scalar s);
+void am_store_bits(uint8_t *p, am_scalar s, uint64_t bits);
+uint16_t am_f32_to_f16(float f);
+float am_f16_to_f32(uint16_t h);
+
+/* ---- the test --------------------------------------------------------- */
+
+typedef enum { AM_SRC_GLSL, AM_SRC_SPIRV_ASM, AM_SRC_SPIRV_HEX } am_src_kind;
+
+typedef struct am_shader {
+    char name[AM_NAME_MAX];
+    am_src_kind kind;
+    char *source;                /* NUL-terminated; NULL until a FILE is loaded */
+    char file[256];              /* FILE path (relative to the test), "" for inline */
+    uint32_t target_env;         /* 0: default; else AM_ENV_* */
+    am_pos pos;                  /* the SHADER command */
+    int source_line;             /* file line of the first source line */
+} am_shader;
+
+/* TARGET_ENV values: spv1.0..spv1.6 and vulkan1.0..1.3. */
+enum { AM_ENV_SPV = 0x100, AM_ENV_VULKAN = 0x200 };
+
+typedef enum { AM_INIT_ZERO, AM_INIT_FILL, AM_INIT_SERIES, AM_INIT_DATA } am_init_kind;
+
+typedef struct am_buffer {
+    char name[AM_NAME_MAX];
+    am_fmt fmt;
+    bool has_fmt;                /* false: a bare FORMAT (image) buffer */
+    uint64_t elements;           /* SIZE, or DATA values / components */
+    uint64_t min_bytes;          /* VkScript: the largest extent written */
+    am_init_kind init;
+    am_num fill, inc;            /* FILL v; SERIES_FROM fill INC_BY inc */
+    uint8_t *data;               /* DATA: elements * stride bytes */
+    size_t data_len;
+    am_pos pos;
+} am_buffer;
+
+/* Bytes the buffer needs (elements * stride, at least min_bytes). */
+uint64_t am_buffer_bytes(const am_buffer *b);
+
+typedef enum {
+    AM_BIND_STORAGE, AM_BIND_UNIFORM, AM_BIND_STORAGE_DYNAMIC, AM_BIND_UNIFORM_DYNAMIC
+} am_bind_kind;
+
+typedef struct am_binding {
+    am_bind_kind kind;
+    uint32_t set, binding;
+    int n;                       /* 1, or the BUFFER_ARRAY length */
+    int buf[AM_MAX_ARRAY];
+    uint64_t dyn_offset[AM_MAX_ARRAY];     /* OFFSET (dynamic only) */
+    uint64_t desc_offset[AM_MAX_ARRAY];    /* DESCRIPTOR_OFFSET */
+    uint64_t desc_range[AM_MAX_ARRAY];     /* DESCRIPTOR_RANGE; UINT64_MAX: whole */
+    am_pos pos;
+} am_binding;
+
+typedef struct am_spec {
+    uint32_t id;
+    uint32_t bits;               /* 32-bit value as stored */
+} am_spec;
+
+typedef struct am_pipeline {
+    char name[AM_NAME_MAX];
+    int shader;                  /* -1: none attached */
+    char entry[AM_NAME_MAX];
+    am_spec spec[AM_MAX_SPECS];
+    int n_spec;
+    am_binding bind[AM_MAX_BINDINGS];
+    int n_bind;
+    int push_buf;                /* -1: none */
+    /* SUBGROUP block */
+    bool sg_full, sg_varying;
+    uint32_t sg_required;        /* 0: none; AM_SG_MIN / AM_SG_MAX */
+    am_pos pos;
+} am_pipeline;
+
+#define AM_SG_MIN 0xffffffffu
+#define AM_SG_MAX 0xfffffffeu
+
+typedef enum {
+    AM_CMP_EQ, AM_CMP_NE, AM_CMP_LT, AM_CMP_LE, AM_CMP_GT, AM_CMP_GE, AM_CMP_APPROX
+} am_cmp;
+
+typedef enum {
+    AM_CMD_RUN, AM_CMD_REPEAT, AM_CMD_COPY, AM_CMD_EXPECT, AM_CMD_EXPECT_EQ_BUFFER,
+    AM_CMD_EXPECT_RMSE, AM_CMD_EXPECT_EMD, AM_CMD_WRITE
+} am_cmd_kind;
+
+typedef struct am_cmd {
+    am_cmd_kind kind;
+    am_pos pos;
+    int pipeline;                /* RUN */
+    uint32_t groups[3];
+    bool timed;
+    uint32_t count;              /* REPEAT: times */
+    uint32_t body;               /* REPEAT: the next `body` commands */
+    int buf, buf2;               /* EXPECT, COPY buf TO buf2, WRITE */
+    int expect_no;               /* EXPECT#n in messages: 1-based among expectations */
+    am_fmt fmt;                  /* EXPECT: how to read the values */
+    uint64_t offset;             /* EXPECT IDX / WRITE byte offset */
+    am_cmp cmp;
+    uint64_t *values;            /* EXPECT: raw bits per component */
+    uint32_t n_values;
+    double tol[4];
+    bool tol_pct[4];
+    int n_tol;                   /* 0: none given */
+    double tolerance;            /* RMSE / EMD */
+    uint8_t *bytes;              /* WRITE */
+    size_t n_bytes;
+} am_cmd;
+
+typedef struct am_script {
+    bool vkscript;
+    am_shader shader[AM_MAX_SHADERS];
+    int n_shaders;
+    am_buffer buffer[AM_MAX_BUFFERS];
+    int n_buffers;
+    am_pipeline pipeline[AM_MAX_PIPELINES];
+    int n_pipelines;
+    am_cmd *cmd;
+    int n_cmds, cap_cmds;
+    int n_expects;
+    char feature[AM_MAX_FEATURES][AM_NAME_MAX];        /* DEVICE_FEATURE */
+    int n_features;
+    char dev_ext[AM_MAX_FEATURES][AM_NAME_MAX];
+    int n_dev_ext;
+    char inst_ext[AM_MAX_FEATURES][AM_NAME_MAX];
+    int n_inst_ext;
+    uint32_t fence_timeout_ms;   /* 0: the runner's --timeout */
+    uint32_t min_api;            /* VkScript "vulkan 1.x.y"; 0: any */
+    uint32_t subgroup_size;      /* VkScript [require] subgroup_size; 0: any */
+    char skip[256];              /* not "": the file needs what we do not support */
+    am_pos skip_pos;
+} am_script;
+
+/* Parses src (len bytes, need not be NUL-terminated). Returns AM_PASS with
+   *s filled, AM_SKIP (s->skip says why; the file uses images/graphics) or
+   AM_ERROR with res->pos and res->msg. *s must be freed with am_script_free
+   whatever the result. */
+am_status am_parse(const char *src, size_t len, am_script *s, am_result *res);
+am_status am_parse_amber(const char *src, size_t len, am_script *s, am_result *res);
+am_status am_parse_vkscript(const char *src, size_t len, am_script *s, am_result *res);
+void am_script_free(am_script *s);
+
+/* Appends a zeroed command; NULL when AM_MAX_COMMANDS is reached. */
+am_cmd *am_script_add_cmd(am_script *s);
+
+/* Records an error at pos (printf-style); returns AM_ERROR. */
+am_status am_fail_at(am_result *res, am_pos pos, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- host-side checks (check.c) ---------------------------------------- */
+
+/* Evaluates one EXPECT command against buffer contents (data, size bytes;
+   data2/size2 for the buffer comparisons). Fills res with FAIL and the
+   first differing element, or leaves it alone on success. */
+am_status am_check(const am_script *s, const am_cmd *c, const uint8_t *data, uint64_t size,
+                   const uint8_t *data2, uint64_t size2, am_result *res);
+/* Materialises a buffer's initial contents into dst (am_buffer_bytes). */
+void am_buffer_init(const am_buffer *b, uint8_t *dst, uint64_t bytes);
+/* Appends a hex/values dump of a buffer to buf (for -v). */
+void am_dump(const am_buffer *b, const uint8_t *data, uint64_t size, char *buf, size_t len);
+
+#endif

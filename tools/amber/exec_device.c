@@ -1,0 +1,243 @@
+/* The device a test asks for: requirements checked, features enabled.
+ *
+ * vf_vk_device_create gives the instance (with the validation layer and
+ * the messenger that prints and counts VKFUSE-VALIDATION lines), the
+ * physical device and the compute queue family. Its VkDevice enables a
+ * fixed feature set chosen for vkfuse's kernels, while a test must run
+ * with exactly the features it names (so the validation layer flags a
+ * shader using one it did not ask for). So we destroy that VkDevice and
+ * create our own on the same physical device and queue family, with the
+ * device tables from vf_vk_device_table_load, and put it in its place:
+ * vf_vk_device_destroy then tears ours down with the rest. */
+#include "exec.h"
+#include "features.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STRUCT 16
+#define STRUCT_BYTES 128
+
+typedef struct chain {
+    VkPhysicalDeviceFeatures2 f2;
+    _Alignas(16) unsigned char st[MAX_STRUCT][STRUCT_BYTES];
+    bool used[MAX_STRUCT];
+} chain;
+
+static am_status skip(am_result *res, const char *fmt, const char *a, const char *b)
+{
+    res->status = AM_SKIP;
+    res->pos = (am_pos){0, 0};
+    snprintf(res->msg, sizeof res->msg, fmt, a, b);
+    return AM_SKIP;
+}
+
+static bool has_ext(const VkExtensionProperties *e, uint32_t n, const char *name)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!strcmp(e[i].extensionName, name)) return true;
+    return false;
+}
+
+/* Links the used structs behind f2 (each struct once). */
+static void link_chain(chain *c)
+{
+    c->f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    void **next = &c->f2.pNext;
+    *next = NULL;
+    for (int i = 0; i < am_feat_struct_count() && i < MAX_STRUCT; i++) {
+        if (!c->used[i]) continue;
+        VkBaseOutStructure *b = (VkBaseOutStructure *)c->st[i];
+        b->sType = am_feat_struct_get(i)->stype;
+        b->pNext = NULL;
+        *next = b;
+        next = (void **)&b->pNext;
+    }
+}
+
+static bool request(chain *want, const char *name)
+{
+    int st;
+    size_t off;
+    if (!am_feature_lookup(name, &st, &off)) return false;
+    VkBool32 t = VK_TRUE;
+    if (st == AM_FEAT_CORE) {
+        memcpy((unsigned char *)&want->f2.features + off, &t, sizeof t);
+    } else {
+        want->used[st] = true;
+        memcpy(want->st[st] + off, &t, sizeof t);
+    }
+    return true;
+}
+
+static bool granted(const chain *have, const char *name)
+{
+    int st;
+    size_t off;
+    VkBool32 v = VK_FALSE;
+    if (!am_feature_lookup(name, &st, &off)) return false;
+    if (st == AM_FEAT_CORE)
+        memcpy(&v, (const unsigned char *)&have->f2.features + off, sizeof v);
+    else if (have->used[st])
+        memcpy(&v, have->st[st] + off, sizeof v);
+    return v == VK_TRUE;
+}
+
+static am_status check_instance_exts(am_exec *x, const am_script *s, am_result *res)
+{
+    vf_vk_device *d = &x->dev;
+    for (int i = 0; i < s->n_inst_ext; i++) {
+        const char *e = s->inst_ext[i];
+        /* Promoted to core in 1.1, which every vkfuse instance is. */
+        if (!strcmp(e, "VK_KHR_get_physical_device_properties2") || !strcmp(e, "VK_KHR_external_memory_capabilities") ||
+            !strcmp(e, "VK_KHR_device_group_creation") || !strcmp(e, "VK_KHR_external_fence_capabilities") ||
+            !strcmp(e, "VK_KHR_external_semaphore_capabilities"))
+            continue;
+        if (!strcmp(e, "VK_EXT_debug_utils") && d->validation) continue;
+        uint32_t n = 0;
+        d->loader.vk.vkEnumerateInstanceExtensionProperties(NULL, &n, NULL);
+        VkExtensionProperties *p = calloc(n ? n : 1, sizeof *p);
+        if (!p) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
+        d->loader.vk.vkEnumerateInstanceExtensionProperties(NULL, &n, p);
+        bool have = has_ext(p, n, e);
+        free(p);
+        if (!have) return skip(res, "instance extension %s not available%s", e, "");
+        return skip(res, "instance extension %s: the vkfuse runtime creates the instance without it%s", e, "");
+    }
+    return AM_PASS;
+}
+
+am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, am_result *res)
+{
+    vf_vk_device_options vo = {.device_index = o->device_index, .device_env = o->device_env,
+                               .validation = o->validation};
+    if (vf_vk_device_create(&x->dev, &vo, &x->err) != VF_OK)
+        return am_fail_at(res, (am_pos){0, 0}, "no Vulkan device: %s", x->err.message);
+    x->have_dev = true;
+    vf_vk_device *d = &x->dev;
+    if (s->min_api && d->api_version < s->min_api) {
+        char v[32];
+        snprintf(v, sizeof v, "%u.%u", s->min_api >> 22, (s->min_api >> 12) & 0x3ff);
+        return skip(res, "needs Vulkan %s, the device has less%s", v, "");
+    }
+    am_status st = check_instance_exts(x, s, res);
+    if (st != AM_PASS) return st;
+
+    uint32_t n_ext = 0;
+    d->vki.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, NULL);
+    VkExtensionProperties *ext = calloc(n_ext ? n_ext : 1, sizeof *ext);
+    if (!ext) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
+    d->vki.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, ext);
+
+    chain *want = calloc(1, sizeof *want), *have = calloc(1, sizeof *have);
+    const char **names = calloc(AM_MAX_FEATURES * 2 + 4, sizeof *names);
+    st = AM_PASS;
+    if (!want || !have || !names) {
+        st = am_fail_at(res, (am_pos){0, 0}, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < s->n_features; i++) request(want, s->feature[i]);
+    /* SUBGROUP blocks need the subgroup size control features. */
+    bool need_sg = s->subgroup_size != 0;
+    for (int i = 0; i < s->n_pipelines; i++) {
+        const am_pipeline *pl = &s->pipeline[i];
+        if (pl->sg_varying || pl->sg_required) request(want, "SubgroupSizeControl.subgroupSizeControl");
+        if (pl->sg_full) request(want, "SubgroupSizeControl.computeFullSubgroups");
+        need_sg |= pl->sg_required != 0;
+    }
+    if (s->subgroup_size) request(want, "SubgroupSizeControl.subgroupSizeControl");
+
+    /* Query only structs the device knows (core in its version or by
+       extension): chaining an unknown one is invalid usage. */
+    uint32_t n_names = 0;
+    for (int i = 0; i < am_feat_struct_count() && i < MAX_STRUCT; i++) {
+        if (!want->used[i]) continue;
+        const am_feat_struct *fs = am_feat_struct_get(i);
+        bool core = d->api_version >= fs->core;
+        if (!core && !has_ext(ext, n_ext, fs->ext)) {
+            st = skip(res, "device lacks %s (%s)", fs->name, fs->ext);
+            goto out;
+        }
+        if (!core) names[n_names++] = fs->ext;
+        have->used[i] = true;
+    }
+    link_chain(have);
+    d->vki.vkGetPhysicalDeviceFeatures2(d->phys, &have->f2);
+    for (int i = 0; i < s->n_features; i++)
+        if (!granted(have, s->feature[i])) {
+            st = skip(res, "device lacks feature %s%s", s->feature[i], "");
+            goto out;
+        }
+    for (int i = 0; i < s->n_pipelines; i++) {
+        const am_pipeline *pl = &s->pipeline[i];
+        if ((pl->sg_varying || pl->sg_required || s->subgroup_size) &&
+            !granted(have, "SubgroupSizeControl.subgroupSizeControl")) {
+            st = skip(res, "device lacks SubgroupSizeControl.subgroupSizeControl (SUBGROUP in %s)%s", pl->name, "");
+            goto out;
+        }
+        if (pl->sg_full && !granted(have, "SubgroupSizeControl.computeFullSubgroups")) {
+            st = skip(res, "device lacks SubgroupSizeControl.computeFullSubgroups (%s)%s", pl->name, "");
+            goto out;
+        }
+    }
+    if (need_sg || s->subgroup_size) {
+        x->sg_props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES;
+        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = &x->sg_props};
+        d->vki.vkGetPhysicalDeviceProperties2(d->phys, &p2);
+        x->sg_props_valid = true;
+        uint32_t want_size = s->subgroup_size;
+        if (want_size && (want_size < x->sg_props.minSubgroupSize || want_size > x->sg_props.maxSubgroupSize)) {
+            char v[16];
+            snprintf(v, sizeof v, "%u", want_size);
+            st = skip(res, "device lacks subgroup size %s%s", v, "");
+            goto out;
+        }
+    }
+    for (int i = 0; i < s->n_dev_ext; i++) {
+        if (!has_ext(ext, n_ext, s->dev_ext[i])) {
+            st = skip(res, "device lacks extension %s%s", s->dev_ext[i], "");
+            goto out;
+        }
+        bool dup = false;
+        for (uint32_t k = 0; k < n_names; k++) dup |= !strcmp(names[k], s->dev_ext[i]);
+        if (!dup) names[n_names++] = s->dev_ext[i];
+    }
+    if (has_ext(ext, n_ext, "VK_KHR_portability_subset")) names[n_names++] = "VK_KHR_portability_subset";
+
+    /* Our device replaces the runtime's. */
+    d->vkd.vkDeviceWaitIdle(d->device);
+    d->vkd.vkDestroyDevice(d->device, NULL);
+    d->device = VK_NULL_HANDLE;
+    d->push_descriptors = false;
+    link_chain(want);
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = d->queue_family,
+                                   .queueCount = 1,
+                                   .pQueuePriorities = &prio};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .pNext = &want->f2,
+                              .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = n_names,
+                              .ppEnabledExtensionNames = names};
+    VkResult r = d->vki.vkCreateDevice(d->phys, &dci, NULL, &d->device);
+    if (r != VK_SUCCESS) {
+        d->device = VK_NULL_HANDLE;
+        st = am_fail_at(res, (am_pos){0, 0}, "vkCreateDevice: %s", vf_vk_result_name(r));
+        goto out;
+    }
+    if (vf_vk_device_table_load(&d->vki, d->device, &d->vkd, &x->err) != VF_OK) {
+        st = am_fail_at(res, (am_pos){0, 0}, "%s", x->err.message);
+        goto out;
+    }
+    d->vkd.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
+out:
+    free(ext);
+    free(want);
+    free(have);
+    free(names);
+    return st;
+}
