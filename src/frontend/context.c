@@ -75,7 +75,7 @@ static vf_status make_cpu(vf_context *ctx, const char *why)
     if (s != VF_OK) return s;
     ctx->kind = VF_BACKEND_CPU;
     if (why && *why)
-        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS; no Vulkan device: %s)", why);
+        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS; no Vulkan device: %.440s)", why);
     else
         snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS)");
     return VF_OK;

@@ -194,7 +194,7 @@ vf_status vf_codegen_elementwise(const vf_exec *e, const vf_device_caps *caps, v
     cg_push_u32(&g, "numel", (uint32_t)(vec4 ? numel / 4 : numel));
     if (p.ndims > 1)
         for (int dd = 0; dd < p.ndims; dd++) {
-            char nm[8];
+            char nm[16];
             snprintf(nm, sizeof nm, "d%d", dd);
             cg_push_u32(&g, nm, (uint32_t)p.size[dd]);
         }

@@ -139,7 +139,7 @@ vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_ker
     cg_push_u32(&g, "tiles_m", (uint32_t)tiles_m);
     cg_push_u32(&g, "batch", (uint32_t)bp.count);
     for (int d = 0; d < bp.nd; d++) {
-        char nm[8];
+        char nm[16];
         snprintf(nm, sizeof nm, "bd%d", d);
         cg_push_u32(&g, nm, (uint32_t)bp.size[d]);
         snprintf(nm, sizeof nm, "sa%d", d);

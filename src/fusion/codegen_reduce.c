@@ -225,7 +225,7 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
     if (info->divide_by_count && step != STEP_PARTIAL) cg_push_f32(&g, "count", (float)p->n_red);
     if (step != STEP_FINAL)
         for (int j = 0; j < p->nd; j++) {
-            char nm[8];
+            char nm[16];
             snprintf(nm, sizeof nm, "d%d", j);
             cg_push_u32(&g, nm, (uint32_t)p->size[j]);
         }

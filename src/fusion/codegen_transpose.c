@@ -78,7 +78,7 @@ vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_
     uint64_t numel = (uint64_t)cg_numel(&e->out);
     cg_push_u32(&g, "numel", (uint32_t)numel);
     for (int t = 0; t < nd; t++) {
-        char nm[8];
+        char nm[16];
         snprintf(nm, sizeof nm, "n%d", t);
         cg_push_u32(&g, nm, (uint32_t)csize[t]);
     }
