@@ -253,8 +253,3 @@ float vf_cos(float x)
     float v = (n & 1u) == 0u ? sin(r) : cos(r);
     return (n & 2u) != 0u ? -v : v;
 }
-
-// The op table spells sin(a) / cos(a); route them (and every later use)
-// through the accurate versions.
-#define sin(x) vf_sin(x)
-#define cos(x) vf_cos(x)

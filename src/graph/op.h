@@ -71,7 +71,8 @@ typedef struct vf_op_info {
     /* GLSL expressions over a, b, c (the loaded inputs, already of the
        compute type: float for f32/f16, int for i32, uint for u32, bool for
        VF_BOOL). May call the helpers of shaders/prelude.glsl (vf_pow,
-       vf_max, vf_min, vf_tanh). glsl_u NULL: same as glsl_i. */
+       vf_max, vf_min, vf_tanh, vf_log, vf_sqrt, vf_rsqrt, vf_sin, vf_cos).
+       glsl_u NULL: same as glsl_i. */
     const char *glsl_f, *glsl_i, *glsl_u;
     /* reductions only */
     vf_combine combine;

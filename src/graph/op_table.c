@@ -122,8 +122,8 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     UN(VF_OP_RELU, "relu", NUM, f_relu, i_relu, "(a < 0.0 ? 0.0 : a)", "(a < 0 ? 0 : a)", "a"),
     UN(VF_OP_GELU, "gelu", FLT, f_gelu, NULL,
        "(0.5 * a * (1.0 + vf_tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))))", NULL, NULL),
-    UN(VF_OP_SIN, "sin", FLT, f_sin, NULL, "sin(a)", NULL, NULL),
-    UN(VF_OP_COS, "cos", FLT, f_cos, NULL, "cos(a)", NULL, NULL),
+    UN(VF_OP_SIN, "sin", FLT, f_sin, NULL, "vf_sin(a)", NULL, NULL),
+    UN(VF_OP_COS, "cos", FLT, f_cos, NULL, "vf_cos(a)", NULL, NULL),
     /* cast and copy: the conversion is done by the store (see codegen) */
     [VF_OP_CAST] = {.name = "cast", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
                     .result = VF_RESULT_ATTR, .cpu_f = f_copy, .cpu_i = i_copy,
