@@ -240,6 +240,100 @@ VF_API vf_status vf_assign(vf_tensor *var, vf_tensor *value);
 VF_API vf_status vf_assign_add(vf_tensor *var, vf_tensor *value);
 VF_API vf_status vf_assign_sub(vf_tensor *var, vf_tensor *value);
 
+/* ---- Traced functions (tf.function) ---------------------------------------
+   A vf_function wraps a body. Its first call with a new input signature
+   traces the body: ops inside it record graph nodes on symbolic tensors
+   instead of running. The graph is optimised (constant folding, CSE, DCE,
+   algebraic simplification, small vf_cond -> select) and cached as a
+   concrete function; later calls with the same signature run it without
+   calling the body. The signature is the dtype and shape of every input;
+   tensors the body uses that were made outside it are captured (held by
+   the concrete function): variables by reference, so a call sees their
+   current value and assigns in the body change them for everyone.
+
+   While tracing, a symbolic tensor has the sizes of the call being traced
+   (vf_tensor_dim works) but no value: vf_tensor_read fails with
+   VF_ERROR_TRACE. C code in the body (printf, if on host values) runs once
+   per trace, not per call: use vf_print, vf_cond and vf_while_loop for what
+   must happen at run time. vf_variable cannot be called while tracing;
+   create variables outside the body. Destroy functions before their
+   context. VKFUSE_DUMP=<dir> writes each graph before and after every pass
+   (text and DOT); VKFUSE_LOG=info explains every retrace. */
+typedef struct vf_function vf_function;
+
+/* One input of an input_signature. A dim of -1 is symbolic: one trace
+   serves every size of it (the graph re-infers its shapes per call). */
+typedef struct {
+    vf_dtype dtype;
+    int rank;
+    int64_t shape[VF_MAX_RANK];
+} vf_tensor_spec;
+
+/* A function body: reads in[0..n_inputs-1], sets out[0..n_outputs-1] to
+   tensors (made by ops in the body, or inputs, or captured tensors) and
+   returns VF_OK, or an error status. Used by vf_function, vf_cond and
+   vf_while_loop alike. */
+typedef vf_status (*vf_body)(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user);
+
+typedef struct {
+    const char *name;       /* for messages, logs and dumps; NULL: "function" */
+    vf_body body;
+    void *user;             /* passed to body */
+    int n_inputs, n_outputs;
+    const vf_tensor_spec *input_signature; /* n_inputs specs, copied; NULL:
+                               one concrete function per concrete signature */
+} vf_function_desc;
+
+typedef struct {
+    int traces;             /* times the body was traced */
+    int64_t calls;          /* vf_function_call calls that succeeded */
+    int kernels;            /* kernels in the plan of the last concrete function called */
+    int dispatches_per_call;/* kernels the last call dispatched (loops count per iteration) */
+    int64_t peak_bytes;     /* device bytes the last call allocated */
+    int64_t unplanned_bytes;/* of those, bytes not from a memory plan (no planner yet: all) */
+    int retraces;           /* traces after the first */
+    bool eager;             /* the last call ran the body eagerly */
+} vf_function_stats;
+
+/* NULL with the error recorded in ctx when desc is invalid. */
+VF_API vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *desc);
+/* Runs the function: traces on a new signature (or checks the call against
+   the input_signature: a mismatch fails with VF_ERROR_SHAPE / DTYPE and a
+   message showing the signature and what was passed), then runs the
+   concrete function. out[n_outputs] receives new tensors owned by the
+   caller's innermost scope. Inside another function's trace it is inlined.
+   With vf_run_functions_eagerly / VKFUSE_EAGER=1 the body runs eagerly. */
+VF_API vf_status vf_function_call(vf_function *fn, vf_tensor *const *in, vf_tensor **out);
+VF_API vf_status vf_function_stats_get(vf_function *fn, vf_function_stats *out);
+/* Why the last retrace happened ("input 0 dim 0: traced 128, got 100"), "" if none. */
+VF_API const char *vf_function_retrace_reason(vf_function *fn);
+/* The text dump of the optimised graph of the last concrete function called
+   (malloc'd, free it); NULL if none. */
+VF_API char *vf_function_graph_text(vf_function *fn);
+VF_API void vf_function_destroy(vf_function *fn);
+/* tf.config.run_functions_eagerly: bodies run eagerly on every call (also
+   VKFUSE_EAGER=1). Good for debugging: printf and vf_tensor_read work. */
+VF_API void vf_run_functions_eagerly(vf_context *ctx, bool on);
+
+/* ---- Control flow and runtime printing (eager and traced) ----------------
+   vf_cond: pred is one bool. Eagerly the host reads it and runs one branch
+   on in[0..n_in-1]. Traced, both branches are traced into subgraphs and
+   must return the same dtypes and shapes; small side-effect-free branches
+   become a select (no host round trip), others read pred back per call.
+   out[n_out] receives the chosen branch's outputs (caller's scope). */
+VF_API vf_status vf_cond(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf_body else_fn, int n_in,
+                         vf_tensor *const *in, int n_out, vf_tensor **out, void *user);
+/* while (cond_fn(vars) -> one bool) vars = body_fn(vars); at most
+   max_iterations iterations (<= 0: unbounded). vars[n_vars] is updated in
+   place with the final values (caller's scope); loop vars keep their dtype
+   and shape. Traced, cond and body are recorded once each; the condition
+   is read back to the host per iteration. */
+VF_API vf_status vf_while_loop(vf_context *ctx, vf_body cond_fn, vf_body body_fn, int n_vars,
+                               vf_tensor **vars, int max_iterations, void *user);
+/* tf.print: prints "label: [values]" to stdout (at most 64 values) when it
+   runs: at once eagerly, at every call in a traced function. */
+VF_API vf_status vf_print(vf_context *ctx, const char *label, vf_tensor *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -31,7 +31,13 @@ struct vf_tensor {
     vf_storage *st;        /* NULL when numel == 0 */
     size_t offset;         /* bytes into st */
     bool is_variable;
+    /* Symbolic tensors (made while a vf_function traces; see trace.h): no
+       storage; the value sym_value of graph sym_graph of trace sym_gen. */
+    uint64_t sym_gen;      /* 0: a concrete tensor */
+    int sym_graph, sym_value;
 };
+
+typedef struct vf_trace vf_trace;
 
 typedef struct vf_scope {
     vf_tensor **items;
@@ -48,6 +54,9 @@ struct vf_context {
     vf_scope *scopes;      /* scopes[0] is the root scope */
     int n_scopes, cap_scopes;
     vf_tensor *live;       /* every tensor not yet freed, so destroy frees all */
+    vf_trace *trace;       /* non-NULL while a vf_function body is traced */
+    uint64_t trace_gen;    /* traces started so far */
+    bool run_eagerly;      /* vf_run_functions_eagerly */
 };
 
 /* Records an error in ctx (first one wins) and returns status. */
@@ -90,5 +99,19 @@ vf_tensor *vf_elementwise(vf_context *ctx, vf_op op, vf_tensor *const *in, vf_dt
 bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index);
 /* Normalises a possibly negative axis for rank; false (error) if out of range. */
 bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out);
+
+/* Tracing hooks (trace.c), called by the op entry points while ctx->trace
+   is set: they record graph nodes instead of running the op. */
+vf_tensor *vf_trace_exec(vf_context *ctx, const vf_exec *e, vf_tensor *out);
+vf_tensor *vf_trace_reshape(vf_context *ctx, vf_tensor *x, int rank, const int64_t *user,
+                            const int64_t *shape);
+vf_tensor *vf_trace_view(vf_tensor *src, vf_tensor *view);
+vf_tensor *vf_trace_const(vf_tensor *t, const void *data);
+vf_status vf_trace_assign(vf_context *ctx, const vf_exec *e, const char *op);
+vf_status vf_trace_print(vf_context *ctx, const char *label, vf_tensor *t);
+void vf_trace_ref(const vf_tensor *t, vf_tref *r);
+/* VF_OK unless t is a symbolic tensor of a trace that has ended. */
+vf_status vf_trace_check(vf_context *ctx, const vf_tensor *t, const char *op, int index);
+vf_status vf_trace_read_error(const vf_tensor *t);
 
 #endif

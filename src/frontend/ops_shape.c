@@ -76,6 +76,7 @@ vf_tensor *vf_matmul_ex(vf_context *ctx, vf_tensor *a, vf_tensor *b, bool ta, bo
     e.out = vf_tensor_ref(out);
     e.out.rank = full_rank;
     memcpy(e.out.shape, full, sizeof full);
+    if (ctx->trace) return vf_trace_exec(ctx, &e, out);
     vf_status s = ctx->be.iface->exec(ctx->be.self, &e);
     if (s != VF_OK) {
         vf_backend_failed(ctx, s, "%s (%s backend)", name, ctx->be.iface->name);
@@ -138,6 +139,7 @@ vf_tensor *vf_reshape(vf_context *ctx, vf_tensor *x, int rank, const int64_t *sh
                 (long long)x->numel, vf_shape_str(b, sizeof b, rank, shape));
         return NULL;
     }
+    if (ctx->trace) return vf_trace_reshape(ctx, x, rank, shape, s); /* keeps the -1 */
     /* A variable's storage changes on assign; a view would see later values. */
     if (x->is_variable) return copy_as(ctx, x, rank, s);
     return vf_tensor_view(x, rank, s);

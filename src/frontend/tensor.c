@@ -53,6 +53,7 @@ bool vf_check_shape(vf_context *ctx, const char *op, int rank, const int64_t *sh
 
 bool vf_check_input(vf_context *ctx, const char *op, const vf_tensor *t, int index)
 {
+    if (t->sym_gen && t->ctx == ctx) return vf_trace_check(ctx, t, op, index) == VF_OK;
     if (t->ctx != ctx) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
                 "%s: input %d belongs to another vf_context; tensors cannot cross contexts "
@@ -222,6 +223,11 @@ vf_tensor *vf_tensor_new(vf_context *ctx, const char *op, vf_dtype dtype, int ra
 {
     int64_t numel;
     vf_tensor *t = tensor_alloc(ctx, op, dtype, rank, shape, &numel);
+    if (t && ctx->trace) { /* symbolic: the trace hooks give it a value */
+        t->sym_gen = ctx->trace_gen;
+        t->sym_value = -1;
+        return t;
+    }
     if (!t || numel == 0) return t;
     vf_storage *st = calloc(1, sizeof *st);
     if (!st) {
@@ -249,6 +255,10 @@ vf_tensor *vf_tensor_view(vf_tensor *src, int rank, const int64_t *shape)
     int64_t numel;
     vf_tensor *t = tensor_alloc(src->ctx, "vf_reshape", src->dtype, rank, shape, &numel);
     if (!t) return NULL;
+    if (src->ctx->trace) {
+        t->sym_gen = src->ctx->trace_gen;
+        return vf_trace_view(src, t);
+    }
     t->st = src->st;
     t->offset = src->offset;
     if (t->st) t->st->refs++;
@@ -259,12 +269,14 @@ vf_tref vf_tensor_ref(const vf_tensor *t)
 {
     vf_tref r = {.buf = t->st ? t->st->buf : NULL, .offset = t->offset, .dtype = t->dtype, .rank = t->rank};
     for (int i = 0; i < t->rank; i++) r.shape[i] = t->shape[i];
+    if (t->sym_gen) vf_trace_ref(t, &r);
     return r;
 }
 
 vf_tensor *vf_run(vf_context *ctx, vf_exec *e, vf_tensor *out)
 {
     e->out = vf_tensor_ref(out);
+    if (ctx->trace) return vf_trace_exec(ctx, e, out);
     vf_status s = ctx->be.iface->exec(ctx->be.self, e);
     if (s != VF_OK) {
         vf_backend_failed(ctx, s, "vf_%s (%s backend)", vf_op_get(e->op)->name, ctx->be.iface->name);
@@ -278,6 +290,11 @@ bool vf_fill_into(vf_context *ctx, vf_tensor *t, double value)
 {
     if (t->numel == 0) return true;
     vf_exec e = {.op = VF_OP_FILL, .attrs.value = value, .out = vf_tensor_ref(t)};
+    if (ctx->trace) { /* recorded as a fill node bound to t */
+        vf_tensor *r = vf_trace_exec(ctx, &e, vf_tensor_retain(t));
+        vf_tensor_release(r);
+        return r != NULL;
+    }
     vf_status s = ctx->be.iface->exec(ctx->be.self, &e);
     if (s != VF_OK) vf_backend_failed(ctx, s, "vf_fill (%s backend)", ctx->be.iface->name);
     return s == VF_OK;
@@ -295,6 +312,7 @@ vf_tensor *vf_tensor_from_host(vf_context *ctx, vf_dtype dtype, int rank, const 
         vf_tensor_release(t);
         return NULL;
     }
+    if (t->sym_gen) return vf_trace_const(t, data); /* a constant of the traced graph */
     vf_status s = ctx->be.iface->upload(ctx->be.self, t->st->buf, 0, data, t->st->bytes);
     if (s != VF_OK) {
         vf_backend_failed(ctx, s, "vf_tensor_from_host: upload of %zu bytes", t->st->bytes);
@@ -334,6 +352,7 @@ vf_status vf_tensor_read(vf_tensor *t, void *dst, size_t bytes)
 {
     if (!t) return VF_ERROR_INVALID_ARGUMENT;
     vf_context *ctx = t->ctx;
+    if (t->sym_gen) return vf_trace_read_error(t);
     size_t need = (size_t)t->numel * vf_dtype_size(t->dtype);
     if (bytes < need || (need && !dst)) {
         char sh[VF_SHAPE_STR_LEN];

@@ -14,6 +14,11 @@ vf_tensor *vf_variable(vf_context *ctx, vf_tensor *initial)
 {
     if (!ctx || !initial) return NULL;
     if (!vf_check_input(ctx, "vf_variable", initial, 0)) return NULL;
+    if (ctx->trace) {
+        vf_fail(ctx, VF_ERROR_TRACE, "vf_variable: called while tracing a vf_function; create "
+                "variables outside the function body and use them there (they are captured by reference)");
+        return NULL;
+    }
     vf_tensor *v = vf_tensor_new(ctx, "vf_variable", initial->dtype, initial->rank, initial->shape);
     if (!v) return NULL;
     v->is_variable = true;
@@ -61,6 +66,7 @@ static vf_status assign_op(vf_op op, const char *name, vf_tensor *var, vf_tensor
         e.in[1] = vf_tensor_ref(value);
     }
     e.out = vf_tensor_ref(var);
+    if (ctx->trace) return vf_trace_assign(ctx, &e, name); /* a side-effect node, kept in order */
     vf_status s = ctx->be.iface->exec(ctx->be.self, &e);
     if (s != VF_OK) return vf_backend_failed(ctx, s, "%s (%s backend)", name, ctx->be.iface->name);
     return VF_OK;

@@ -1,0 +1,380 @@
+/* vf_function: the signature cache, tracing on a miss, retrace
+ * explanations, and the call of a concrete function. */
+#include "frontend/function.h"
+#include "graph/passes.h"
+#include "util/dtype.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#define VF_RETRACE_WARN 5
+
+typedef struct concrete {
+    vf_dtype *dt;          /* per input */
+    vf_shape *shape;       /* per input; sym bits for input_signature -1 dims */
+    vf_graph *g;
+    vf_capture *caps;
+    int n_caps;
+    vf_const_cache consts;
+} concrete;
+
+struct vf_function {
+    vf_context *ctx;
+    char name[128];
+    vf_body body;
+    void *user;
+    int n_in, n_out;
+    vf_tensor_spec *sig;   /* NULL: specialise per concrete signature */
+    concrete *cfs;
+    int n_cf;
+    int last;              /* the concrete function called last, -1: none */
+    bool env_eager;
+    vf_function_stats stats;
+    char reason[256];
+    int *changes;          /* per input: retraces it caused */
+    bool warned;
+};
+
+static bool env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "off") != 0;
+}
+
+static bool log_info(void)
+{
+    const char *v = getenv("VKFUSE_LOG");
+    return v && (strcasecmp(v, "info") == 0 || strcasecmp(v, "debug") == 0);
+}
+
+static const char *spec_str(char *buf, size_t len, vf_dtype dt, const vf_shape *s)
+{
+    size_t n = (size_t)snprintf(buf, len, "%s[", vf_dtype_name(dt));
+    for (int i = 0; i < s->rank && n < len; i++) {
+        if ((s->sym >> i) & 1u) n += (size_t)snprintf(buf + n, len - n, "%s-1", i ? "," : "");
+        else n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "", (long long)s->dim[i]);
+    }
+    if (n < len) snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
+static vf_shape spec_shape(const vf_tensor_spec *sp)
+{
+    vf_shape s = {.rank = sp->rank};
+    for (int i = 0; i < sp->rank; i++) {
+        s.dim[i] = sp->shape[i];
+        if (sp->shape[i] == -1) s.sym |= 1u << i;
+    }
+    return s;
+}
+
+vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
+{
+    if (!ctx) return NULL;
+    if (!d || !d->body || d->n_inputs < 0 || d->n_outputs < 0) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_create: desc needs a body and n_inputs, "
+                "n_outputs >= 0 (got %s)", !d ? "desc NULL" : !d->body ? "body NULL" : "a negative count");
+        return NULL;
+    }
+    const char *name = d->name ? d->name : "function";
+    for (int i = 0; d->input_signature && i < d->n_inputs; i++) {
+        const vf_tensor_spec *sp = &d->input_signature[i];
+        bool ok = vf_dtype_valid((int)sp->dtype) && sp->rank >= 0 && sp->rank <= VF_MAX_RANK;
+        for (int k = 0; ok && k < sp->rank; k++) ok = sp->shape[k] >= -1;
+        if (!ok) {
+            vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_create: '%s' input_signature[%d] is invalid: "
+                    "dtype a vf_dtype, rank 0..%d, dims >= 0 or -1 (any size)", name, i, VF_MAX_RANK);
+            return NULL;
+        }
+    }
+    vf_function *fn = calloc(1, sizeof *fn);
+    if (fn) fn->changes = calloc((size_t)d->n_inputs + 1, sizeof *fn->changes);
+    if (fn && d->input_signature) fn->sig = malloc(sizeof *fn->sig * (size_t)(d->n_inputs + 1));
+    if (!fn || !fn->changes || (d->input_signature && !fn->sig)) {
+        if (fn) free(fn->changes), free(fn->sig);
+        free(fn);
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_create: out of host memory");
+        return NULL;
+    }
+    if (fn->sig) memcpy(fn->sig, d->input_signature, sizeof *fn->sig * (size_t)d->n_inputs);
+    fn->ctx = ctx;
+    snprintf(fn->name, sizeof fn->name, "%s", name);
+    fn->body = d->body;
+    fn->user = d->user;
+    fn->n_in = d->n_inputs;
+    fn->n_out = d->n_outputs;
+    fn->last = -1;
+    fn->env_eager = env_on("VKFUSE_EAGER");
+    return fn;
+}
+
+static void concrete_free(concrete *c)
+{
+    vf_const_cache_free(&c->consts);
+    vf_captures_free(c->caps, c->n_caps);
+    vf_graph_free(c->g);
+    free(c->dt);
+    free(c->shape);
+}
+
+void vf_function_destroy(vf_function *fn)
+{
+    if (!fn) return;
+    for (int i = 0; i < fn->n_cf; i++) concrete_free(&fn->cfs[i]);
+    free(fn->cfs);
+    free(fn->sig);
+    free(fn->changes);
+    free(fn);
+}
+
+void vf_run_functions_eagerly(vf_context *ctx, bool on)
+{
+    if (ctx) ctx->run_eagerly = on;
+}
+
+vf_status vf_function_stats_get(vf_function *fn, vf_function_stats *out)
+{
+    if (!fn || !out) return VF_ERROR_INVALID_ARGUMENT;
+    *out = fn->stats;
+    return VF_OK;
+}
+
+const char *vf_function_retrace_reason(vf_function *fn) { return fn ? fn->reason : ""; }
+
+char *vf_function_graph_text(vf_function *fn)
+{
+    if (!fn || fn->last < 0) return NULL;
+    return vf_graph_to_string(fn->cfs[fn->last].g, fn->name);
+}
+
+/* ---- signatures ------------------------------------------------------------- */
+
+/* Checks the call against the input_signature. */
+static vf_status check_signature(vf_function *fn, vf_tensor *const *in)
+{
+    for (int i = 0; i < fn->n_in; i++) {
+        const vf_tensor_spec *sp = &fn->sig[i];
+        const vf_tensor *t = in[i];
+        int bad = -1;
+        bool ok = t->dtype == sp->dtype && t->rank == sp->rank;
+        for (int k = 0; ok && k < t->rank; k++)
+            if (sp->shape[k] != -1 && sp->shape[k] != t->shape[k]) ok = false, bad = k;
+        if (ok) continue;
+        char want[1024] = "", got[128], sh[VF_SHAPE_STR_LEN], one[128];
+        for (int j = 0; j < fn->n_in; j++) {
+            vf_shape s = spec_shape(&fn->sig[j]);
+            size_t n = strlen(want);
+            snprintf(want + n, sizeof want - n, "%s%s", j ? ", " : "", spec_str(one, sizeof one, fn->sig[j].dtype, &s));
+        }
+        snprintf(got, sizeof got, "%s%s", vf_dtype_name(t->dtype), vf_shape_str(sh, sizeof sh, t->rank, t->shape));
+        vf_shape s = spec_shape(sp);
+        return vf_fail(fn->ctx, t->dtype != sp->dtype ? VF_ERROR_DTYPE : VF_ERROR_SHAPE,
+                       "vf_function_call: '%s' input %d is %s but its input_signature says %s%s; the signature is "
+                       "(%s) where -1 is any size", fn->name, i, got, spec_str(one, sizeof one, sp->dtype, &s),
+                       t->dtype != sp->dtype ? " (dtype differs)" : t->rank != sp->rank ? " (rank differs)" : bad >= 0 ? " (a fixed dim differs)" : "",
+                       want);
+    }
+    return VF_OK;
+}
+
+static bool matches(const concrete *c, int n, vf_tensor *const *in)
+{
+    for (int i = 0; i < n; i++) {
+        const vf_tensor *t = in[i];
+        if (t->dtype != c->dt[i] || t->rank != c->shape[i].rank) return false;
+        for (int k = 0; k < t->rank; k++)
+            if (!((c->shape[i].sym >> k) & 1u) && c->shape[i].dim[k] != t->shape[k]) return false;
+    }
+    return true;
+}
+
+/* Why in does not match c: "input 0 dim 0: traced 128, got 100". */
+static int explain(const concrete *c, int n, vf_tensor *const *in, char *buf, size_t len)
+{
+    for (int i = 0; i < n; i++) {
+        const vf_tensor *t = in[i];
+        if (t->dtype != c->dt[i]) {
+            snprintf(buf, len, "input %d dtype: traced %s, got %s", i, vf_dtype_name(c->dt[i]), vf_dtype_name(t->dtype));
+            return i;
+        }
+        if (t->rank != c->shape[i].rank) {
+            snprintf(buf, len, "input %d rank: traced %d, got %d", i, c->shape[i].rank, t->rank);
+            return i;
+        }
+        for (int k = 0; k < t->rank; k++)
+            if (c->shape[i].dim[k] != t->shape[k]) {
+                snprintf(buf, len, "input %d dim %d: traced %lld, got %lld", i, k, (long long)c->shape[i].dim[k],
+                         (long long)t->shape[k]);
+                return i;
+            }
+    }
+    snprintf(buf, len, "no concrete function yet");
+    return -1;
+}
+
+static void note_retrace(vf_function *fn, vf_tensor *const *in)
+{
+    int who = explain(&fn->cfs[fn->n_cf - 1], fn->n_in, in, fn->reason, sizeof fn->reason);
+    fn->stats.retraces++;
+    if (who >= 0) fn->changes[who]++;
+    if (log_info()) fprintf(stderr, "vkfuse: info: vf_function '%s' retraces (%d): %s\n", fn->name, fn->stats.retraces, fn->reason);
+    if (fn->stats.retraces >= VF_RETRACE_WARN && !fn->warned) {
+        int most = 0;
+        for (int i = 1; i < fn->n_in; i++)
+            if (fn->changes[i] > fn->changes[most]) most = i;
+        fprintf(stderr, "vkfuse: warning: vf_function '%s' has retraced %d times; input %d keeps changing (last: "
+                "%s). Every trace costs time and memory: give the function an input_signature with -1 for the "
+                "dims that vary (vf_function_desc.input_signature), so that one trace serves every size\n",
+                fn->name, fn->stats.retraces, most, fn->reason);
+        fn->warned = true;
+    }
+}
+
+/* ---- tracing ---------------------------------------------------------------- */
+
+static void dump_dir(char *out, size_t len)
+{
+    const char *d = getenv("VKFUSE_DUMP");
+    out[0] = '\0';
+    if (!d || !*d) return;
+    if (mkdir(d, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "vkfuse: warning: VKFUSE_DUMP=%s: cannot create the directory\n", d);
+        return;
+    }
+    snprintf(out, len, "%s", d);
+}
+
+static concrete *trace(vf_function *fn, vf_tensor *const *in)
+{
+    vf_context *ctx = fn->ctx;
+    concrete c = {0};
+    c.dt = malloc(sizeof *c.dt * (size_t)(fn->n_in + 1));
+    c.shape = malloc(sizeof *c.shape * (size_t)(fn->n_in + 1));
+    concrete *grown = realloc(fn->cfs, sizeof *fn->cfs * (size_t)(fn->n_cf + 1));
+    vf_tensor **ins = calloc((size_t)fn->n_in + 1, sizeof *ins);
+    vf_tensor **outs = calloc((size_t)fn->n_out + 1, sizeof *outs);
+    int *ids = calloc((size_t)fn->n_out + 1, sizeof *ids);
+    if (grown) fn->cfs = grown;
+    vf_status s = c.dt && c.shape && grown && ins && outs && ids ? VF_OK
+                : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
+    for (int i = 0; s == VF_OK && i < fn->n_in; i++) {
+        c.dt[i] = in[i]->dtype;
+        c.shape[i] = fn->sig ? spec_shape(&fn->sig[i]) : (vf_shape){.rank = in[i]->rank};
+        for (int k = 0; k < in[i]->rank; k++) c.shape[i].dim[k] = in[i]->shape[k];
+    }
+    if (s == VF_OK && !vf_trace_begin(ctx, fn->name)) s = ctx->err.status;
+    bool tracing = s == VF_OK;
+    if (tracing) {
+        vf_status before = ctx->err.status;
+        vf_scope_begin(ctx);
+        for (int i = 0; s == VF_OK && i < fn->n_in; i++)
+            if (!(ins[i] = vf_trace_param(ctx, c.dt[i], &c.shape[i]))) s = ctx->err.status;
+        if (s == VF_OK) {
+            vf_status b = fn->body(ctx, ins, outs, fn->user);
+            if (b != VF_OK) s = ctx->err.status != VF_OK ? ctx->err.status
+                              : vf_fail(ctx, b, "vf_function_call: the body of '%s' returned %s", fn->name, vf_status_name(b));
+            else if (before == VF_OK && ctx->err.status != VF_OK) s = ctx->err.status;
+        }
+        for (int k = 0; s == VF_OK && k < fn->n_out; k++) {
+            if (!outs[k]) s = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: the body of '%s' left output "
+                                      "%d NULL", fn->name, k);
+            else if ((ids[k] = vf_trace_value(ctx, outs[k], "vf_function_call")) < 0) s = ctx->err.status;
+        }
+        vf_graph *root = vf_trace_graph(ctx);
+        if (s == VF_OK && !vf_graph_set_outputs(root, fn->n_out, ids))
+            s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
+        vf_scope_end(ctx);
+        c.g = vf_trace_end(ctx, s == VF_OK, &c.caps, &c.n_caps);
+    }
+    fn->stats.traces += tracing;
+    if (s == VF_OK) {
+        char dir[1024], name[192];
+        dump_dir(dir, sizeof dir);
+        snprintf(name, sizeof name, "%s.trace%d", fn->name, fn->stats.traces);
+        vf_err err = {0};
+        if (vf_optimize(c.g, dir[0] ? dir : NULL, name, &err) < 0)
+            s = vf_fail(ctx, err.status, "vf_function_call: optimising '%s': %s", fn->name, err.message);
+    }
+    free(ins);
+    free(outs);
+    free(ids);
+    if (s != VF_OK) {
+        concrete_free(&c);
+        return NULL;
+    }
+    fn->cfs[fn->n_cf] = c;
+    return &fn->cfs[fn->n_cf++];
+}
+
+/* ---- calls ------------------------------------------------------------------ */
+
+static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in, vf_tensor **out)
+{
+    vf_context *ctx = fn->ctx;
+    vf_run_state rs = {.ctx = ctx, .fn = fn->name, .caps = c->caps, .consts = &c->consts};
+    vf_rval *params = calloc((size_t)fn->n_in + 1, sizeof *params);
+    vf_rval *outs = calloc((size_t)fn->n_out + 1, sizeof *outs);
+    vf_status s = params && outs ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
+    for (int i = 0; s == VF_OK && i < fn->n_in; i++)
+        params[i] = (vf_rval){.ref = vf_tensor_ref(in[i]), .t = in[i], .var = in[i]->is_variable};
+    vf_scope_begin(ctx);
+    if (s == VF_OK) s = vf_graph_run(&rs, c->g, params, outs);
+    for (int k = 0; s == VF_OK && k < fn->n_out; k++)
+        if (!(out[k] = vf_rval_to_output(&rs, &outs[k]))) s = ctx->err.status;
+    if (s != VF_OK)
+        for (int k = 0; k < fn->n_out; k++) out[k] = NULL; /* kept ones die with the caller's scope */
+    vf_scope_end(ctx);
+    vf_run_state_finish(&rs);
+    free(params);
+    free(outs);
+    fn->stats.kernels = vf_graph_kernels(c->g);
+    fn->stats.dispatches_per_call = rs.dispatches;
+    fn->stats.peak_bytes = rs.peak_bytes;
+    fn->stats.unplanned_bytes = rs.peak_bytes;
+    return s;
+}
+
+vf_status vf_function_call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
+{
+    if (!fn) return VF_ERROR_INVALID_ARGUMENT;
+    vf_context *ctx = fn->ctx;
+    if (fn->n_out > 0 && !out)
+        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' has %d outputs but out is NULL", fn->name, fn->n_out);
+    for (int k = 0; k < fn->n_out; k++) out[k] = NULL;
+    if (fn->n_in > 0 && !in)
+        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' has %d inputs but in is NULL", fn->name, fn->n_in);
+    for (int i = 0; i < fn->n_in; i++) {
+        if (!in[i]) return ctx->err.status != VF_OK ? ctx->err.status
+                         : vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' input %d is NULL", fn->name, i);
+        if (!vf_check_input(ctx, "vf_function_call", in[i], i)) return ctx->err.status;
+    }
+    if (fn->sig && check_signature(fn, in) != VF_OK) return ctx->err.status;
+    bool eager = ctx->run_eagerly || fn->env_eager;
+    if (eager || ctx->trace) { /* eager, or inlined into the function being traced */
+        vf_status s = vf_call_body_scoped(ctx, fn->name, fn->body, in, fn->n_out, out, fn->user);
+        if (s == VF_OK && !ctx->trace) {
+            fn->stats.calls++;
+            fn->stats.eager = true;
+        }
+        return s;
+    }
+    int hit = -1;
+    for (int i = 0; i < fn->n_cf && hit < 0; i++)
+        if (matches(&fn->cfs[i], fn->n_in, in)) hit = i;
+    if (hit < 0) {
+        if (fn->n_cf > 0) note_retrace(fn, in);
+        if (!trace(fn, in)) return ctx->err.status;
+        hit = fn->n_cf - 1;
+    }
+    fn->last = hit;
+    vf_status s = run_concrete(fn, &fn->cfs[hit], in, out);
+    if (s == VF_OK) {
+        fn->stats.calls++;
+        fn->stats.eager = false;
+    }
+    return s;
+}

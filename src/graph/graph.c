@@ -1,0 +1,177 @@
+/* Graph IR: construction, effects, replacement and removal of nodes. */
+#include "graph/graph.h"
+#include "util/dtype.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+vf_graph *vf_graph_new(vf_graph *parent)
+{
+    vf_graph *g = calloc(1, sizeof *g);
+    if (g) g->parent = parent;
+    return g;
+}
+
+static void node_clear(vf_node *n)
+{
+    free(n->in);
+    free(n->data);
+    free(n->label);
+    vf_graph_free(n->sub[0]);
+    vf_graph_free(n->sub[1]);
+}
+
+void vf_graph_free(vf_graph *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->n; i++) node_clear(&g->nodes[i]);
+    free(g->nodes);
+    free(g->outputs);
+    free(g->outer);
+    free(g);
+}
+
+int vf_graph_add(vf_graph *g, vf_node_kind kind, int n_in, const int *in)
+{
+    if (g->n == g->cap) {
+        int cap = g->cap ? g->cap * 2 : 32;
+        vf_node *nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
+        if (!nodes) return -1;
+        g->nodes = nodes;
+        g->cap = cap;
+    }
+    vf_node *n = &g->nodes[g->n];
+    memset(n, 0, sizeof *n);
+    n->kind = kind;
+    if (n_in > 0) {
+        n->in = malloc((size_t)n_in * sizeof *n->in);
+        if (!n->in) return -1;
+        memcpy(n->in, in, (size_t)n_in * sizeof *n->in);
+    }
+    n->n_in = n_in;
+    return g->n++;
+}
+
+bool vf_graph_set_outputs(vf_graph *g, int n, const int *ids)
+{
+    int *o = n ? malloc((size_t)n * sizeof *o) : NULL;
+    if (n && !o) return false;
+    if (n) memcpy(o, ids, (size_t)n * sizeof *o);
+    free(g->outputs);
+    g->outputs = o;
+    g->n_outputs = n;
+    return true;
+}
+
+bool vf_node_has_effect(const vf_node *n)
+{
+    switch (n->kind) {
+    case VF_NODE_ASSIGN:
+    case VF_NODE_PRINT: return true;
+    case VF_NODE_COND:
+    case VF_NODE_WHILE: return vf_graph_has_effects(n->sub[0]) || vf_graph_has_effects(n->sub[1]);
+    default: return false;
+    }
+}
+
+bool vf_graph_has_effects(const vf_graph *g)
+{
+    if (!g) return false;
+    for (int i = 0; i < g->n; i++)
+        if (vf_node_has_effect(&g->nodes[i])) return true;
+    return false;
+}
+
+int vf_graph_kernels(const vf_graph *g)
+{
+    int k = 0;
+    if (!g) return 0;
+    for (int i = 0; i < g->n; i++) {
+        const vf_node *n = &g->nodes[i];
+        if (n->kind == VF_NODE_OP || n->kind == VF_NODE_ASSIGN) k++;
+        if (n->kind == VF_NODE_COND || n->kind == VF_NODE_WHILE)
+            k += vf_graph_kernels(n->sub[0]) + vf_graph_kernels(n->sub[1]);
+    }
+    return k;
+}
+
+void vf_graph_replace(vf_graph *g, const int *repl)
+{
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].n_in; j++) {
+            int v = g->nodes[i].in[j];
+            while (repl[v] != v) v = repl[v];
+            g->nodes[i].in[j] = v;
+        }
+    for (int j = 0; j < g->n_outputs; j++) {
+        int v = g->outputs[j];
+        while (repl[v] != v) v = repl[v];
+        g->outputs[j] = v;
+    }
+}
+
+bool vf_graph_remove(vf_graph *g, const bool *dead)
+{
+    int *map = malloc((size_t)(g->n ? g->n : 1) * sizeof *map);
+    if (!map) return false;
+    int k = 0;
+    for (int i = 0; i < g->n; i++) {
+        if (dead[i]) {
+            node_clear(&g->nodes[i]);
+            map[i] = -1;
+            continue;
+        }
+        map[i] = k;
+        if (k != i) g->nodes[k] = g->nodes[i];
+        k++;
+    }
+    g->n = k;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].n_in; j++) g->nodes[i].in[j] = map[g->nodes[i].in[j]];
+    for (int j = 0; j < g->n_outputs; j++) g->outputs[j] = map[g->outputs[j]];
+    free(map);
+    return true;
+}
+
+static const char *const kind_names[VF_NODE_KIND_COUNT] = {
+    "op", "param", "const", "capture", "reshape", "assign", "print", "cond", "while", "proj",
+};
+
+const char *vf_node_kind_name(vf_node_kind k)
+{
+    return (unsigned)k < VF_NODE_KIND_COUNT ? kind_names[k] : "?";
+}
+
+const char *vf_node_name(const vf_node *n)
+{
+    if (n->kind == VF_NODE_OP) return vf_op_get(n->op)->name;
+    if (n->kind == VF_NODE_CAPTURE && n->is_var) return "variable";
+    return vf_node_kind_name(n->kind);
+}
+
+const char *vf_shape_fmt(char *buf, size_t len, vf_dtype dt, const vf_shape *s)
+{
+    size_t n = (size_t)snprintf(buf, len, "%s[", vf_dtype_name(dt));
+    for (int i = 0; i < s->rank && n < len; i++) {
+        if (s->sym & (1u << i)) n += (size_t)snprintf(buf + n, len - n, "%s?", i ? "," : "");
+        else n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "", (long long)s->dim[i]);
+    }
+    if (n < len) snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
+int64_t vf_shape_numel(const vf_shape *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) n *= s->dim[i];
+    return n;
+}
+
+bool vf_shape_equal(const vf_shape *a, const vf_shape *b)
+{
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dim[i] != b->dim[i]) return false;
+    return true;
+}

@@ -1,0 +1,127 @@
+/* The graph IR of traced functions.
+ *
+ * A graph is a list of nodes in SSA order: a node's value id is its index,
+ * and a node only reads values of nodes before it in the same graph. The
+ * order of side-effect nodes (assigns, prints, control flow that contains
+ * them) is the program order and passes never change it.
+ *
+ * Control flow is structured: a COND or WHILE node owns two subgraphs
+ * (then/else, cond/body). A subgraph only sees its PARAM nodes; values of
+ * enclosing graphs reach it as extra params, listed after the explicit
+ * ones, whose outer value ids are the node's extra inputs. A COND or WHILE
+ * node yields a tuple; PROJ nodes pick its elements, so every other node
+ * has exactly one value.
+ *
+ * Shapes carry symbolic dims (the -1 of an input_signature): `sym` marks
+ * them, `dim` holds the size seen while tracing. Execution re-infers every
+ * shape from the concrete inputs (graph/shape.c), so one trace serves every
+ * size of a symbolic dim.
+ */
+#ifndef VF_GRAPH_GRAPH_H
+#define VF_GRAPH_GRAPH_H
+
+#include "graph/op.h"
+#include "util/err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum vf_node_kind {
+    VF_NODE_OP,       /* one backend op: op, attrs, inputs as the backend sees them */
+    VF_NODE_PARAM,    /* index: the graph's param (function input, branch/loop argument) */
+    VF_NODE_CONST,    /* data, bytes: a host constant (vf_tensor_from_host in a body, folding) */
+    VF_NODE_CAPTURE,  /* index: a tensor made outside the function; is_var: a variable, by reference */
+    VF_NODE_RESHAPE,  /* target (may hold one -1): same elements, another shape */
+    VF_NODE_ASSIGN,   /* index: the variable's capture; in[0]: the new value (broadcast) */
+    VF_NODE_PRINT,    /* label; in[0]: printed at run time */
+    VF_NODE_COND,     /* in[0] pred, in[1..]: then/else params; sub[0] then, sub[1] else */
+    VF_NODE_WHILE,    /* in: loop vars then captures; sub[0] cond, sub[1] body */
+    VF_NODE_PROJ,     /* index: element of the tuple of in[0] (a COND or WHILE) */
+    VF_NODE_KIND_COUNT
+} vf_node_kind;
+
+typedef struct vf_shape {
+    int rank;
+    int64_t dim[VF_MAX_RANK];
+    uint32_t sym;     /* bit d: dim d is symbolic */
+} vf_shape;
+
+typedef struct vf_graph vf_graph;
+
+typedef struct vf_node {
+    vf_node_kind kind;
+    vf_op op;
+    vf_attrs attrs;
+    int n_in;
+    int *in;
+    vf_dtype dtype;   /* of the value; COND/WHILE have none (their PROJs do) */
+    vf_shape shape;
+    int index;        /* PARAM, CAPTURE, ASSIGN, PROJ */
+    bool is_var;      /* CAPTURE */
+    vf_shape target;  /* RESHAPE: the requested shape, -1 = inferred */
+    void *data;       /* CONST: packed elements */
+    size_t bytes;
+    char *label;      /* PRINT */
+    vf_graph *sub[2]; /* COND, WHILE */
+    int n_out;        /* COND, WHILE: tuple size */
+    int split;        /* COND: params of sub[0] among in[1..]; WHILE: params of sub[0] after the vars */
+    int max_iterations; /* WHILE: <= 0: unbounded */
+} vf_node;
+
+struct vf_graph {
+    vf_node *nodes;
+    int n, cap;
+    int n_params;      /* PARAM nodes, explicit ones first */
+    int n_explicit;    /* params that are arguments (inputs, loop vars); the rest are captures */
+    int *outputs;
+    int n_outputs;
+    /* While tracing: outer value id of each capture param (param n_explicit + k). */
+    int *outer;
+    int n_outer;
+    vf_graph *parent;
+};
+
+vf_graph *vf_graph_new(vf_graph *parent);
+void vf_graph_free(vf_graph *g);
+
+/* Appends a node and returns its id, -1 when out of memory. in is copied. */
+int vf_graph_add(vf_graph *g, vf_node_kind kind, int n_in, const int *in);
+bool vf_graph_set_outputs(vf_graph *g, int n, const int *ids);
+
+/* A node whose removal or reordering changes what the program does. */
+bool vf_node_has_effect(const vf_node *n);
+bool vf_graph_has_effects(const vf_graph *g);
+/* The number of nodes of g and its subgraphs that run a kernel. */
+int vf_graph_kernels(const vf_graph *g);
+
+/* Rewrites every use (inputs and outputs) of value i to repl[i] (repl[i] ==
+   i: unchanged). repl must map to earlier values. */
+void vf_graph_replace(vf_graph *g, const int *repl);
+/* Removes the nodes marked in dead[] (which must be unused) and renumbers. */
+bool vf_graph_remove(vf_graph *g, const bool *dead);
+
+const char *vf_node_kind_name(vf_node_kind k);
+/* "add", "param", "reshape", ... */
+const char *vf_node_name(const vf_node *n);
+/* "f32[?,4]" into buf. */
+const char *vf_shape_fmt(char *buf, size_t len, vf_dtype dt, const vf_shape *s);
+int64_t vf_shape_numel(const vf_shape *s);
+bool vf_shape_equal(const vf_shape *a, const vf_shape *b);   /* dims and rank, not sym */
+
+/* Shape inference (graph/shape.c): the dtype and shape of node n given its
+   inputs'. Handles OP, RESHAPE, ASSIGN (checks the value against the
+   variable's shape, given as *out on entry) and PRINT. On failure returns
+   VF_ERROR_SHAPE with a message naming the op and the shapes. */
+vf_status vf_infer(const vf_node *n, const vf_dtype *in_dt, const vf_shape *in, vf_dtype *dt,
+                   vf_shape *out, vf_err *err);
+/* NumPy broadcasting of n shapes (sym bits carried); false if they do not. */
+bool vf_broadcast(int n, const vf_shape *const *in, vf_shape *out, int *bad_dim);
+
+/* Dumps (graph/dump.c): a readable text form and Graphviz DOT. */
+bool vf_graph_dump_text(const vf_graph *g, const char *name, const char *path);
+bool vf_graph_dump_dot(const vf_graph *g, const char *name, const char *path);
+/* The text form into a malloc'd string (tests, logs); NULL if out of memory. */
+char *vf_graph_to_string(const vf_graph *g, const char *name);
+
+#endif

@@ -1,0 +1,137 @@
+/* Algebraic simplification. Every rewrite is exact for all inputs of the
+ * node's dtype except x + 0 on floats, which turns a -0 result into +0
+ * (as XLA's and Grappler's simplifiers do; the values compare equal). */
+#include "graph/passes.h"
+#include "util/dtype.h"
+
+#include <stdlib.h>
+
+static bool same_type(const vf_node *a, const vf_node *b)
+{
+    return a->dtype == b->dtype && vf_shape_equal(&a->shape, &b->shape) && a->shape.sym == b->shape.sym;
+}
+
+/* The value that node n (an OP) can be replaced by, or -1. */
+static int identity_of(const vf_graph *g, const vf_node *n)
+{
+    if (n->kind != VF_NODE_OP) return -1;
+    int a = n->n_in > 0 ? n->in[0] : -1, b = n->n_in > 1 ? n->in[1] : -1;
+    switch (n->op) {
+    case VF_OP_ADD:
+        if (vf_node_is_splat(g, b, 0.0) && same_type(&g->nodes[a], n)) return a;
+        if (vf_node_is_splat(g, a, 0.0) && same_type(&g->nodes[b], n)) return b;
+        return -1;
+    case VF_OP_SUB:
+        return vf_node_is_splat(g, b, 0.0) && same_type(&g->nodes[a], n) ? a : -1;
+    case VF_OP_MUL:
+        if (vf_node_is_splat(g, b, 1.0) && same_type(&g->nodes[a], n)) return a;
+        if (vf_node_is_splat(g, a, 1.0) && same_type(&g->nodes[b], n)) return b;
+        return -1;
+    case VF_OP_DIV:
+        return vf_node_is_splat(g, b, 1.0) && same_type(&g->nodes[a], n) ? a : -1;
+    case VF_OP_CAST:
+    case VF_OP_COPY:
+        return same_type(&g->nodes[a], n) ? a : -1;
+    default: return -1;
+    }
+}
+
+/* x*0 and 0*x on integers: a fill of zeros when the shape is static. */
+static bool to_zero(const vf_graph *g, vf_node *n)
+{
+    if (n->kind != VF_NODE_OP || n->op != VF_OP_MUL) return false;
+    if (n->dtype != VF_I32 && n->dtype != VF_U32) return false;
+    if (n->shape.sym) return false;
+    if (!vf_node_is_splat(g, n->in[0], 0.0) && !vf_node_is_splat(g, n->in[1], 0.0)) return false;
+    n->op = VF_OP_FILL;
+    n->attrs = (vf_attrs){.value = 0.0, .dtype = n->dtype};
+    n->n_in = 0;
+    return true;
+}
+
+/* transpose(transpose(x, p), q) = transpose(x, p o q) */
+static int merge_transposes(const vf_graph *g, vf_node *n)
+{
+    if (n->kind != VF_NODE_OP || n->op != VF_OP_TRANSPOSE) return 0;
+    const vf_node *m = &g->nodes[n->in[0]];
+    if (m->kind != VF_NODE_OP || m->op != VF_OP_TRANSPOSE) return 0;
+    int r[VF_MAX_RANK];
+    bool identity = true;
+    for (int i = 0; i < n->shape.rank; i++) {
+        r[i] = m->attrs.perm[n->attrs.perm[i]];
+        identity = identity && r[i] == i;
+    }
+    if (identity) return 2;
+    for (int i = 0; i < n->shape.rank; i++) n->attrs.perm[i] = r[i];
+    n->in[0] = m->in[0];
+    return 1;
+}
+
+/* A reshape that always gives back its input's shape. */
+static bool reshape_is_identity(const vf_graph *g, const vf_node *n)
+{
+    const vf_node *x = &g->nodes[n->in[0]];
+    if (n->target.rank != x->shape.rank) return false;
+    for (int i = 0; i < n->target.rank; i++) {
+        bool sym = (x->shape.sym >> i) & 1u;
+        if (n->target.dim[i] == -1) {
+            /* the inferred dim matches only if it is the one dim that may vary */
+            if (x->shape.sym & ~(1u << i)) return false;
+        } else if (sym || n->target.dim[i] != x->shape.dim[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int vf_pass_simplify(vf_graph *g, vf_err *err)
+{
+    int changed = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < 2; k++)
+            if (g->nodes[i].sub[k]) {
+                int r = vf_pass_simplify(g->nodes[i].sub[k], err);
+                if (r < 0) return -1;
+                changed += r;
+            }
+    int *repl = vf_repl_new(g);
+    if (!repl) {
+        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "simplify: out of host memory");
+        return -1;
+    }
+    for (int i = 0; i < g->n; i++) {
+        vf_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_in; j++) n->in[j] = repl[n->in[j]];
+        int x = identity_of(g, n);
+        if (x >= 0) {
+            repl[i] = x;
+            changed++;
+            continue;
+        }
+        if (to_zero(g, n)) {
+            changed++;
+            continue;
+        }
+        int t = merge_transposes(g, n);
+        if (t == 2) {
+            repl[i] = g->nodes[n->in[0]].in[0];
+            changed++;
+            continue;
+        }
+        changed += t;
+        if (n->kind == VF_NODE_RESHAPE) {
+            const vf_node *m = &g->nodes[n->in[0]];
+            if (m->kind == VF_NODE_RESHAPE) {
+                n->in[0] = m->in[0];
+                changed++;
+            }
+            if (reshape_is_identity(g, n)) {
+                repl[i] = n->in[0];
+                changed++;
+            }
+        }
+    }
+    vf_graph_replace(g, repl);
+    free(repl);
+    return changed;
+}
