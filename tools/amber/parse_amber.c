@@ -279,7 +279,7 @@ static am_status cmd_buffer(parser *p)
         if (peek_word(p, "STD140") || peek_word(p, "STD430")) {
             NEXT(p);
             if (r == 2) return err(p, &p->t, "a FORMAT type has no %s layout", p->t.text);
-            b->fmt.layout = p->t.text[4] == '1' ? AM_STD140 : AM_STD430;
+            b->fmt.layout = !strcmp(p->t.text, "STD140") ? AM_STD140 : AM_STD430;
         }
     } else if (!strcmp(p->t.text, "FORMAT")) {
         TRY(word(p, "a format"));
