@@ -301,8 +301,7 @@ static am_status cmd_buffer(parser *p)
     b->has_fmt = true;
     TRY(word(p, "SIZE or DATA"));
     if (!strcmp(p->t.text, "DATA")) {
-        TRY(eol(p));
-        TRY(buffer_data(p, b));
+        TRY(buffer_data(p, b)); /* values may start on the DATA line */
     } else if (!strcmp(p->t.text, "SIZE")) {
         uint64_t n;
         TRY(uint_tok(p, "SIZE", AM_MAX_BUFFER_BYTES / b->fmt.stride, &n));
