@@ -116,9 +116,9 @@ vf_status vf_trace_check(vf_context *ctx, const vf_tensor *t, const char *op, in
 {
     if (!t->sym_gen || (ctx->trace && ctx->trace->gen == t->sym_gen)) return VF_OK;
     return vf_fail(ctx, VF_ERROR_TRACE,
-                   "%s: input %d is a symbolic tensor of a vf_function trace that has ended (it "
+                   "%s%s: input %d is a symbolic tensor of a vf_function trace that has ended (it "
                    "leaked out of the function body); return it as an output of the function instead",
-                   op, index);
+                   strncmp(op, "vf_", 3) ? "vf_" : "", op, index);
 }
 
 vf_status vf_trace_read_error(const vf_tensor *t)

@@ -11,6 +11,14 @@ static bool same_type(const vf_node *a, const vf_node *b)
     return a->dtype == b->dtype && vf_shape_equal(&a->shape, &b->shape) && a->shape.sym == b->shape.sym;
 }
 
+/* A variable's storage read where it is used: a node computed from it
+   holds the value at that point, so it must not be replaced by the read. */
+static bool mutable_value(const vf_graph *g, int id)
+{
+    const vf_node *n = &g->nodes[id];
+    return (n->kind == VF_NODE_CAPTURE && n->is_var) || n->kind == VF_NODE_ASSIGN;
+}
+
 /* The value that node n (an OP) can be replaced by, or -1. */
 static int identity_of(const vf_graph *g, const vf_node *n)
 {
@@ -54,14 +62,14 @@ static int merge_transposes(const vf_graph *g, vf_node *n)
 {
     if (n->kind != VF_NODE_OP || n->op != VF_OP_TRANSPOSE) return 0;
     const vf_node *m = &g->nodes[n->in[0]];
-    if (m->kind != VF_NODE_OP || m->op != VF_OP_TRANSPOSE) return 0;
+    if (m->kind != VF_NODE_OP || m->op != VF_OP_TRANSPOSE || mutable_value(g, m->in[0])) return 0;
     int r[VF_MAX_RANK];
     bool identity = true;
     for (int i = 0; i < n->shape.rank; i++) {
         r[i] = m->attrs.perm[n->attrs.perm[i]];
         identity = identity && r[i] == i;
     }
-    if (identity) return 2;
+    if (identity) return mutable_value(g, m->in[0]) ? 0 : 2;
     for (int i = 0; i < n->shape.rank; i++) n->attrs.perm[i] = r[i];
     n->in[0] = m->in[0];
     return 1;
@@ -103,7 +111,7 @@ int vf_pass_simplify(vf_graph *g, vf_err *err)
         vf_node *n = &g->nodes[i];
         for (int j = 0; j < n->n_in; j++) n->in[j] = repl[n->in[j]];
         int x = identity_of(g, n);
-        if (x >= 0) {
+        if (x >= 0 && !mutable_value(g, x)) {
             repl[i] = x;
             changed++;
             continue;
@@ -121,11 +129,11 @@ int vf_pass_simplify(vf_graph *g, vf_err *err)
         changed += t;
         if (n->kind == VF_NODE_RESHAPE) {
             const vf_node *m = &g->nodes[n->in[0]];
-            if (m->kind == VF_NODE_RESHAPE) {
+            if (m->kind == VF_NODE_RESHAPE && !mutable_value(g, m->in[0])) {
                 n->in[0] = m->in[0];
                 changed++;
             }
-            if (reshape_is_identity(g, n)) {
+            if (reshape_is_identity(g, n) && !mutable_value(g, n->in[0])) {
                 repl[i] = n->in[0];
                 changed++;
             }
