@@ -92,7 +92,12 @@ static am_status eol(parser *p)
 
 static am_status uint_tok(parser *p, const char *what, uint64_t max, uint64_t *out)
 {
-    TRY(word(p, what));
+    NEXT(p);
+    if (p->t.kind != AM_TOK_WORD) {
+        char m[160];
+        snprintf(m, sizeof m, "expected a number for %s, got %s", what, tok_desc(&p->t));
+        return am_fail_at(p->res, p->t.pos, "%s", m);
+    }
     if (!am_parse_uint(p->t.text, max, out)) {
         char m[AM_TOK_MAX + 128];
         snprintf(m, sizeof m, "%s must be an integer in 0..%llu, got '%s'", what,
