@@ -169,6 +169,7 @@ static vf_status create_instance(vf_vk_device *d, bool validation, vf_err *err)
         .ppEnabledExtensionNames = exts,
     };
     VkResult r = d->loader.vk.vkCreateInstance(&ici, NULL, &d->instance);
+    vf_vk_pin_loaded_libraries();
     if (r != VK_SUCCESS) {
         d->instance = VK_NULL_HANDLE;
         if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
@@ -445,6 +446,7 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_pu
         .ppEnabledExtensionNames = exts,
     };
     VkResult r = d->vki.vkCreateDevice(d->phys, &dci, NULL, &d->device);
+    vf_vk_pin_loaded_libraries();
     if (r != VK_SUCCESS) {
         d->device = VK_NULL_HANDLE;
         return vf_err_set(err, VF_ERROR_DEVICE, "vkCreateDevice on %s failed: %s", d->name,

@@ -1,6 +1,7 @@
 #include "vulkan/loader.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -111,3 +112,21 @@ const char *vf_vk_result_name(VkResult r)
     default: return "VK_ERROR_UNKNOWN";
     }
 }
+
+#ifdef VKFUSE_SANITIZE_BUILD
+/* The loader dlcloses drivers and layers at vkDestroyInstance; leaks they
+   made are then reported at exit against "<unknown module>", which no
+   suppression by library name can match (tests/lsan.supp). Sanitizer
+   builds therefore keep every library loaded so far resident. */
+static int pin_one(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    if (info->dlpi_name && info->dlpi_name[0]) dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    return 0;
+}
+
+void vf_vk_pin_loaded_libraries(void) { dl_iterate_phdr(pin_one, NULL); }
+#else
+void vf_vk_pin_loaded_libraries(void) {}
+#endif
