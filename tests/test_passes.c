@@ -1,0 +1,345 @@
+/* Graph passes on hand-built graphs, no device: each test checks what the
+ * pass changed (and what it must leave alone). */
+#include "testutil.h"
+
+#include "graph/passes.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static vf_shape shp(int rank, const int64_t *d, uint32_t sym)
+{
+    vf_shape s = {.rank = rank, .sym = sym};
+    for (int i = 0; i < rank; i++) s.dim[i] = d[i];
+    return s;
+}
+
+static int add(vf_graph *g, vf_node_kind k, int n_in, const int *in, vf_dtype dt, vf_shape s)
+{
+    int id = vf_graph_add(g, k, n_in, in);
+    assert_true(id >= 0);
+    g->nodes[id].dtype = dt;
+    g->nodes[id].shape = s;
+    return id;
+}
+
+static int param(vf_graph *g, vf_dtype dt, vf_shape s)
+{
+    int id = add(g, VF_NODE_PARAM, 0, NULL, dt, s);
+    g->nodes[id].index = g->n_params++;
+    g->n_explicit = g->n_params;
+    return id;
+}
+
+static int op(vf_graph *g, vf_op o, int n_in, const int *in, vf_dtype dt, vf_shape s)
+{
+    int id = add(g, VF_NODE_OP, n_in, in, dt, s);
+    g->nodes[id].op = o;
+    g->nodes[id].attrs.dtype = dt;
+    return id;
+}
+
+static int fill(vf_graph *g, vf_dtype dt, vf_shape s, double v)
+{
+    int id = op(g, VF_OP_FILL, 0, NULL, dt, s);
+    g->nodes[id].attrs.value = v;
+    return id;
+}
+
+static int constant(vf_graph *g, int n, const float *v)
+{
+    int id = add(g, VF_NODE_CONST, 0, NULL, VF_F32, shp(1, (int64_t[]){n}, 0));
+    g->nodes[id].data = malloc(sizeof(float) * (size_t)n);
+    memcpy(g->nodes[id].data, v, sizeof(float) * (size_t)n);
+    g->nodes[id].bytes = sizeof(float) * (size_t)n;
+    return id;
+}
+
+static void outputs(vf_graph *g, int n, const int *ids) { assert_true(vf_graph_set_outputs(g, n, ids)); }
+
+static int count_kind(const vf_graph *g, vf_node_kind k, int o)
+{
+    int c = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].kind == k && (o < 0 || g->nodes[i].op == (vf_op)o)) c++;
+    return c;
+}
+
+static void test_fold(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s3 = shp(1, (int64_t[]){3}, 0);
+    int x = param(g, VF_F32, s3);
+    int a = constant(g, 3, (float[]){1, 2, 3});
+    int b = fill(g, VF_F32, s3, 0.5);
+    int c = op(g, VF_OP_MUL, 2, (int[]){a, b}, VF_F32, s3);      /* foldable: [0.5, 1, 1.5] */
+    int e = op(g, VF_OP_EXP, 1, (int[]){c}, VF_F32, s3);          /* foldable after c */
+    int y = op(g, VF_OP_ADD, 2, (int[]){x, e}, VF_F32, s3);       /* reads a param: stays */
+    int r = op(g, VF_OP_RANDOM_NORMAL, 0, NULL, VF_F32, s3);      /* sources stay */
+    outputs(g, 2, (int[]){y, r});
+    assert_int_equal(vf_pass_fold(g, &err), 2);
+    assert_int_equal(g->nodes[c].kind, VF_NODE_CONST);
+    assert_int_equal(g->nodes[e].kind, VF_NODE_CONST);
+    const float *v = g->nodes[e].data;
+    vt_assert_close_f32(v, (float[]){expf(0.5f), expf(1), expf(1.5f)}, 3, 0, 1e-6, "folded exp");
+    assert_int_equal(g->nodes[y].kind, VF_NODE_OP);
+    assert_int_equal(g->nodes[r].kind, VF_NODE_OP);
+    assert_int_equal(vf_pass_fold(g, &err), 0); /* nothing left */
+    /* DCE then drops the inputs that folding left unused */
+    assert_int_equal(vf_pass_dce(g, &err), 3);  /* a, b, c */
+    assert_int_equal(g->n, 4);
+    vf_graph_free(g);
+}
+
+static void test_fold_symbolic_and_big(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape sym = shp(1, (int64_t[]){3}, 1), big = shp(1, (int64_t[]){100000}, 0);
+    int a = fill(g, VF_F32, sym, 1.0), b = fill(g, VF_F32, big, 1.0);
+    int c = op(g, VF_OP_NEG, 1, &a, VF_F32, sym), d = op(g, VF_OP_NEG, 1, &b, VF_F32, big);
+    outputs(g, 2, (int[]){c, d});
+    assert_int_equal(vf_pass_fold(g, &err), 0);
+    vf_graph_free(g);
+}
+
+static void test_dce_keeps_effects(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(1, (int64_t[]){2}, 0);
+    int x = param(g, VF_F32, s);
+    int unused = op(g, VF_OP_EXP, 1, &x, VF_F32, s);
+    int v = op(g, VF_OP_SIN, 1, &x, VF_F32, s);
+    int as = add(g, VF_NODE_ASSIGN, 1, &v, VF_F32, s);          /* a side effect: stays with its input */
+    int pr = add(g, VF_NODE_PRINT, 1, &x, VF_F32, s);
+    int y = op(g, VF_OP_COS, 1, &x, VF_F32, s);
+    outputs(g, 1, &y);
+    (void)unused, (void)as, (void)pr;
+    assert_int_equal(vf_pass_dce(g, &err), 1);
+    assert_int_equal(g->n, 5);
+    assert_int_equal(count_kind(g, VF_NODE_OP, VF_OP_EXP), 0);
+    assert_int_equal(count_kind(g, VF_NODE_ASSIGN, -1), 1);
+    assert_int_equal(count_kind(g, VF_NODE_PRINT, -1), 1);
+    /* order of the effects kept: assign before print */
+    int ia = -1, ip = -1;
+    for (int i = 0; i < g->n; i++) {
+        if (g->nodes[i].kind == VF_NODE_ASSIGN) ia = i;
+        if (g->nodes[i].kind == VF_NODE_PRINT) ip = i;
+    }
+    assert_true(ia < ip);
+    assert_int_equal(g->nodes[g->outputs[0]].op, VF_OP_COS);
+    vf_graph_free(g);
+}
+
+static void test_cse(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(1, (int64_t[]){2}, 0);
+    int x = param(g, VF_F32, s), w = param(g, VF_F32, s);
+    int a1 = op(g, VF_OP_ADD, 2, (int[]){x, w}, VF_F32, s);
+    int a2 = op(g, VF_OP_ADD, 2, (int[]){x, w}, VF_F32, s);      /* same as a1 */
+    int a3 = op(g, VF_OP_ADD, 2, (int[]){w, x}, VF_F32, s);      /* other order: kept */
+    int e1 = op(g, VF_OP_EXP, 1, &a1, VF_F32, s), e2 = op(g, VF_OP_EXP, 1, &a2, VF_F32, s); /* equal once a2 = a1 */
+    int c1 = add(g, VF_NODE_CAPTURE, 0, NULL, VF_F32, s), c2 = add(g, VF_NODE_CAPTURE, 0, NULL, VF_F32, s);
+    g->nodes[c1].is_var = g->nodes[c2].is_var = true;             /* variable reads never merge */
+    int m = op(g, VF_OP_MUL, 2, (int[]){e1, e2}, VF_F32, s);
+    int k = op(g, VF_OP_ADD, 2, (int[]){c1, c2}, VF_F32, s);
+    outputs(g, 3, (int[]){m, a3, k});
+    assert_int_equal(vf_pass_cse(g, &err), 2);
+    assert_int_equal(count_kind(g, VF_NODE_OP, VF_OP_EXP), 1);
+    assert_int_equal(count_kind(g, VF_NODE_CAPTURE, -1), 2);
+    const vf_node *mm = &g->nodes[g->outputs[0]];
+    assert_int_equal(mm->in[0], mm->in[1]);
+    vf_graph_free(g);
+}
+
+static void test_simplify(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(2, (int64_t[]){2, 3}, 1), t = shp(2, (int64_t[]){3, 2}, 2), sc = shp(0, NULL, 0);
+    vf_shape si = shp(1, (int64_t[]){4}, 0);
+    int x = param(g, VF_F32, s), xi = param(g, VF_I32, si);
+    int one = fill(g, VF_F32, sc, 1.0), zero = fill(g, VF_F32, sc, 0.0), izero = fill(g, VF_I32, sc, 0.0);
+    int m1 = op(g, VF_OP_MUL, 2, (int[]){x, one}, VF_F32, s);     /* x*1 -> x */
+    int a0 = op(g, VF_OP_ADD, 2, (int[]){zero, m1}, VF_F32, s);   /* 0+x -> x */
+    int fz = op(g, VF_OP_MUL, 2, (int[]){a0, zero}, VF_F32, s);   /* float x*0: kept (NaN, Inf) */
+    int iz = op(g, VF_OP_MUL, 2, (int[]){xi, izero}, VF_I32, si); /* int x*0 -> fill 0 */
+    int t1 = op(g, VF_OP_TRANSPOSE, 1, &a0, VF_F32, t);
+    g->nodes[t1].attrs.perm[0] = 1, g->nodes[t1].attrs.perm[1] = 0;
+    int t2 = op(g, VF_OP_TRANSPOSE, 1, &t1, VF_F32, s);           /* transpose of transpose -> x */
+    g->nodes[t2].attrs.perm[0] = 1, g->nodes[t2].attrs.perm[1] = 0;
+    vf_shape flat = shp(1, (int64_t[]){6}, 1), back = shp(2, (int64_t[]){2, 3}, 1);
+    int r1 = add(g, VF_NODE_RESHAPE, 1, &t2, VF_F32, flat);
+    g->nodes[r1].target = shp(1, (int64_t[]){-1}, 0);
+    int r2 = add(g, VF_NODE_RESHAPE, 1, &r1, VF_F32, back);        /* reshape of reshape -> reshape of x ... */
+    g->nodes[r2].target = shp(2, (int64_t[]){-1, 3}, 0);          /* ... to x's own shape -> x */
+    int broad = op(g, VF_OP_ADD, 2, (int[]){one, zero}, VF_F32, sc); /* x+0 where x is the fill: -> fill */
+    outputs(g, 4, (int[]){r2, fz, iz, broad});
+    int changed = vf_pass_simplify(g, &err);
+    assert_true(changed >= 6);
+    assert_int_equal(g->outputs[0], x);
+    const vf_node *f = &g->nodes[g->outputs[1]];
+    assert_int_equal(f->op, VF_OP_MUL);
+    assert_int_equal(f->in[0], x);
+    assert_int_equal(g->nodes[g->outputs[2]].op, VF_OP_FILL);
+    assert_int_equal(g->nodes[g->outputs[2]].n_in, 0);
+    assert_int_equal(g->outputs[3], one);
+    assert_true(vf_pass_dce(g, &err) > 0);
+    assert_int_equal(count_kind(g, VF_NODE_OP, VF_OP_TRANSPOSE), 0);
+    assert_int_equal(count_kind(g, VF_NODE_RESHAPE, -1), 0);
+    vf_graph_free(g);
+}
+
+static void test_simplify_keeps_variable_reads(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(1, (int64_t[]){2}, 0);
+    int v = add(g, VF_NODE_CAPTURE, 0, NULL, VF_F32, s);
+    g->nodes[v].is_var = true;
+    int one = fill(g, VF_F32, s, 1.0);
+    int m = op(g, VF_OP_MUL, 2, (int[]){v, one}, VF_F32, s); /* the value before a later assign */
+    outputs(g, 1, &m);
+    assert_int_equal(vf_pass_simplify(g, &err), 0);
+    vf_graph_free(g);
+}
+
+static void test_cond_to_select(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(1, (int64_t[]){3}, 0), sc = shp(0, NULL, 0);
+    int x = param(g, VF_F32, s);
+    int m = op(g, VF_OP_REDUCE_MEAN, 1, &x, VF_F32, sc);
+    g->nodes[m].attrs.axes_mask = 1;
+    int z = fill(g, VF_F32, sc, 0.0);
+    int p = op(g, VF_OP_GREATER, 2, (int[]){m, z}, VF_BOOL, sc);
+    vf_graph *br[2];
+    for (int k = 0; k < 2; k++) {
+        br[k] = vf_graph_new(g);
+        int bx = param(br[k], VF_F32, s);
+        int c = fill(br[k], VF_F32, sc, k ? 0.5 : 2.0);
+        int y = op(br[k], VF_OP_MUL, 2, (int[]){bx, c}, VF_F32, s);
+        outputs(br[k], 1, &y);
+    }
+    int cn = add(g, VF_NODE_COND, 2, (int[]){p, x}, VF_F32, s);
+    g->nodes[cn].sub[0] = br[0];
+    g->nodes[cn].sub[1] = br[1];
+    g->nodes[cn].n_out = 1;
+    int pj = add(g, VF_NODE_PROJ, 1, &cn, VF_F32, s);
+    int out = op(g, VF_OP_NEG, 1, &pj, VF_F32, s);
+    outputs(g, 1, &out);
+    assert_int_equal(vf_pass_cond_to_select(g, &err), 1);
+    assert_int_equal(count_kind(g, VF_NODE_COND, -1), 0);
+    assert_int_equal(count_kind(g, VF_NODE_PROJ, -1), 0);
+    assert_int_equal(count_kind(g, VF_NODE_OP, VF_OP_WHERE), 1);
+    assert_int_equal(count_kind(g, VF_NODE_OP, VF_OP_MUL), 2);
+    const vf_node *neg = &g->nodes[g->outputs[0]];
+    assert_int_equal(neg->op, VF_OP_NEG);
+    assert_int_equal(g->nodes[neg->in[0]].op, VF_OP_WHERE);
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].n_in; j++) assert_true(g->nodes[i].in[j] < i); /* still SSA */
+    char *txt = vf_graph_to_string(g, "select");
+    assert_non_null(strstr(txt, "where("));
+    free(txt);
+    vf_graph_free(g);
+}
+
+static void test_cond_with_effect_stays(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape sc = shp(0, NULL, 0);
+    int p = param(g, VF_BOOL, sc), x = param(g, VF_F32, sc);
+    vf_graph *br[2];
+    for (int k = 0; k < 2; k++) {
+        br[k] = vf_graph_new(g);
+        int bx = param(br[k], VF_F32, sc);
+        if (k == 0) add(br[k], VF_NODE_PRINT, 1, &bx, VF_F32, sc);
+        outputs(br[k], 1, &bx);
+    }
+    int cn = add(g, VF_NODE_COND, 2, (int[]){p, x}, VF_F32, sc);
+    g->nodes[cn].sub[0] = br[0];
+    g->nodes[cn].sub[1] = br[1];
+    g->nodes[cn].n_out = 1;
+    int pj = add(g, VF_NODE_PROJ, 1, &cn, VF_F32, sc);
+    outputs(g, 1, &pj);
+    assert_int_equal(vf_pass_cond_to_select(g, &err), 0);
+    assert_int_equal(vf_pass_dce(g, &err), 0);
+    assert_int_equal(count_kind(g, VF_NODE_COND, -1), 1);
+    vf_graph_free(g);
+}
+
+static void test_shape_inference(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_node n = {.kind = VF_NODE_OP, .op = VF_OP_ADD, .n_in = 2};
+    vf_shape in[2] = {shp(2, (int64_t[]){5, 4}, 1), shp(1, (int64_t[]){4}, 0)}, out;
+    vf_dtype dts[2] = {VF_F32, VF_F32}, dt;
+    assert_int_equal(vf_infer(&n, dts, in, &dt, &out, &err), VF_OK);
+    assert_int_equal(out.rank, 2);
+    assert_int_equal(out.dim[0], 5);
+    assert_int_equal(out.sym, 1u);
+    in[1] = shp(2, (int64_t[]){128, 4}, 0);
+    assert_int_equal(vf_infer(&n, dts, in, &dt, &out, &err), VF_ERROR_SHAPE);
+    assert_non_null(strstr(err.message, "vf_add"));
+    assert_non_null(strstr(err.message, "[5,4]"));
+    assert_non_null(strstr(err.message, "[128,4]"));
+    vf_err_clear(&err);
+    vf_node mm = {.kind = VF_NODE_OP, .op = VF_OP_MATMUL, .n_in = 2};
+    vf_shape ab[2] = {shp(3, (int64_t[]){2, 7, 3}, 2), shp(2, (int64_t[]){3, 5}, 0)};
+    assert_int_equal(vf_infer(&mm, dts, ab, &dt, &out, &err), VF_OK);
+    assert_int_equal(out.rank, 3);
+    assert_int_equal(out.dim[1], 7);
+    assert_int_equal(out.dim[2], 5);
+    assert_int_equal(out.sym, 2u);
+    vf_node r = {.kind = VF_NODE_RESHAPE, .n_in = 1, .target = shp(2, (int64_t[]){-1, 6}, 0)};
+    vf_shape rin = shp(2, (int64_t[]){10, 3}, 1);
+    assert_int_equal(vf_infer(&r, dts, &rin, &dt, &out, &err), VF_OK);
+    assert_int_equal(out.dim[0], 5);
+    rin.dim[0] = 11;
+    assert_int_equal(vf_infer(&r, dts, &rin, &dt, &out, &err), VF_ERROR_SHAPE);
+    assert_non_null(strstr(err.message, "vf_reshape"));
+    assert_non_null(strstr(err.message, "[11,3]"));
+}
+
+static void test_dump_text(void **state)
+{
+    (void)state;
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(2, (int64_t[]){8, 4}, 1);
+    int x = param(g, VF_F32, s);
+    int y = op(g, VF_OP_RELU, 1, &x, VF_F32, s);
+    outputs(g, 1, &y);
+    char *txt = vf_graph_to_string(g, "f");
+    assert_string_equal(txt, "graph f (1 params) {\n  %0 = param() #0 : f32[?,4]\n  %1 = relu(%0) : f32[?,4]\n"
+                             "  return(%1)\n}\n");
+    free(txt);
+    vf_graph_free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fold),          cmocka_unit_test(test_fold_symbolic_and_big),
+        cmocka_unit_test(test_dce_keeps_effects), cmocka_unit_test(test_cse),
+        cmocka_unit_test(test_simplify),      cmocka_unit_test(test_simplify_keeps_variable_reads),
+        cmocka_unit_test(test_cond_to_select), cmocka_unit_test(test_cond_with_effect_stays),
+        cmocka_unit_test(test_shape_inference), cmocka_unit_test(test_dump_text),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
