@@ -239,6 +239,9 @@ static vf_status add_control(vf_context *ctx, const char *op, vf_node_kind kind,
     return VF_OK;
 }
 
+static vf_status cond_impl(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf_body else_fn, int n_in,
+                           vf_tensor *const *in, int n_out, vf_tensor **out, void *user);
+
 vf_status vf_cond(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf_body else_fn, int n_in,
                   vf_tensor *const *in, int n_out, vf_tensor **out, void *user)
 {
@@ -246,10 +249,23 @@ vf_status vf_cond(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf_body els
     if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
     if (!then_fn || !else_fn || n_out < 0 || (n_out > 0 && !out))
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: then_fn, else_fn and out (for %d outputs) must be set", op, n_out);
-    for (int k = 0; k < n_out; k++) out[k] = NULL;
     if (!pred) return ctx->err.status != VF_OK ? ctx->err.status : vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: pred is NULL", op);
     if (!vf_check_input(ctx, op, pred, 0) || check_tensors(ctx, op, "inputs", n_in, in) != VF_OK) return ctx->err.status;
     if (check_pred(ctx, op, pred) != VF_OK) return ctx->err.status;
+    /* in and out may be the same array: read the inputs first */
+    vf_tensor **in_copy = calloc((size_t)n_in + 1, sizeof *in_copy);
+    if (!in_copy) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if (n_in) memcpy(in_copy, in, sizeof *in * (size_t)n_in);
+    for (int k = 0; k < n_out; k++) out[k] = NULL;
+    vf_status s = cond_impl(ctx, pred, then_fn, else_fn, n_in, in_copy, n_out, out, user);
+    free(in_copy);
+    return s;
+}
+
+static vf_status cond_impl(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf_body else_fn, int n_in,
+                           vf_tensor *const *in, int n_out, vf_tensor **out, void *user)
+{
+    const char *op = "vf_cond";
     if (!ctx->trace) { /* eager: the host reads the predicate and runs one branch */
         bool p;
         if (!read_bool(pred, &p)) return ctx->err.status;

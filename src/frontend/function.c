@@ -338,15 +338,29 @@ static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in
     return s;
 }
 
-vf_status vf_function_call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
+static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out);
+
+vf_status vf_function_call(vf_function *fn, vf_tensor *const *in_arg, vf_tensor **out)
 {
     if (!fn) return VF_ERROR_INVALID_ARGUMENT;
     vf_context *ctx = fn->ctx;
     if (fn->n_out > 0 && !out)
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' has %d outputs but out is NULL", fn->name, fn->n_out);
-    for (int k = 0; k < fn->n_out; k++) out[k] = NULL;
-    if (fn->n_in > 0 && !in)
+    if (fn->n_in > 0 && !in_arg)
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' has %d inputs but in is NULL", fn->name, fn->n_in);
+    /* in and out may be the same array (x = f(x)): read the inputs first */
+    vf_tensor *small[8], **in = fn->n_in <= 8 ? small : malloc(sizeof *in * (size_t)fn->n_in);
+    if (!in) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
+    if (fn->n_in) memcpy(in, in_arg, sizeof *in * (size_t)fn->n_in);
+    for (int k = 0; k < fn->n_out; k++) out[k] = NULL;
+    vf_status s = call(fn, in, out);
+    if (in != small) free(in);
+    return s;
+}
+
+static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
+{
+    vf_context *ctx = fn->ctx;
     for (int i = 0; i < fn->n_in; i++) {
         if (!in[i]) return ctx->err.status != VF_OK ? ctx->err.status
                          : vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' input %d is NULL", fn->name, i);
