@@ -10,7 +10,7 @@
  * device tables from vf_vk_device_table_load, and put it in its place:
  * vf_vk_device_destroy then tears ours down with the rest. */
 #include "exec.h"
-#include "features.h"
+#include "feature_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* DEVICE_FEATURE tables: see features.h. */
-#include "features.h"
+/* DEVICE_FEATURE tables: see feature_table.h. */
+#include "feature_table.h"
 #include "parse_util.h"
 
 #include <stdio.h>

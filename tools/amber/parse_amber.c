@@ -274,6 +274,9 @@ static am_status cmd_buffer(parser *p)
     TRY(name(p, "a buffer name", b->name));
     for (int i = 0; i < s->n_buffers; i++)
         if (!strcmp(s->buffer[i].name, b->name)) return err(p, &p->t, "buffer '%s' already defined", b->name);
+    /* Counted now so am_script_free frees its DATA even when parsing fails
+       half-way; a failed parse is never run. */
+    s->n_buffers++;
     TRY(word(p, "DATA_TYPE or FORMAT"));
     if (!strcmp(p->t.text, "DATA_TYPE")) {
         TRY(word(p, "a data type"));
@@ -337,7 +340,6 @@ static am_status cmd_buffer(parser *p)
     } else {
         return err(p, &p->t, "expected SIZE or DATA, got '%s'", p->t.text);
     }
-    s->n_buffers++;
     return AM_PASS;
 }
 

@@ -1,5 +1,5 @@
 /* Small parsing helpers both parsers share (parse_util.c), and the
-   device-feature name table (features.c). */
+   device-feature name table (feature_table.c). */
 #ifndef VF_AMBER_PARSE_UTIL_H
 #define VF_AMBER_PARSE_UTIL_H
 
