@@ -205,6 +205,11 @@ static vf_status outputs_match(vf_context *ctx, const char *op, const char *a_na
     return VF_OK;
 }
 
+static void copy_ids(int *dst, const int *src, int n)
+{
+    if (n > 0) memcpy(dst, src, sizeof(int) * (size_t)n); /* src may be NULL when n == 0 */
+}
+
 /* Appends a COND/WHILE node with ins, then PROJ nodes bound to out[]. */
 static vf_status add_control(vf_context *ctx, const char *op, vf_node_kind kind, int n_in, const int *ins,
                              vf_graph *sub0, vf_graph *sub1, int n_out, int split, int max_it, vf_tensor **out)
@@ -295,8 +300,8 @@ static vf_status cond_impl(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf
         if (!ins) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
         else {
             memcpy(ins, in_ids, sizeof(int) * (size_t)(1 + n_in));
-            memcpy(ins + 1 + n_in, then_g->outer, sizeof(int) * (size_t)then_g->n_outer);
-            memcpy(ins + 1 + n_in + then_g->n_outer, else_g->outer, sizeof(int) * (size_t)else_g->n_outer);
+            copy_ids(ins + 1 + n_in, then_g->outer, then_g->n_outer);
+            copy_ids(ins + 1 + n_in + then_g->n_outer, else_g->outer, else_g->n_outer);
             int split = then_g->n_outer;
             s = add_control(ctx, op, VF_NODE_COND, total, ins, then_g, else_g, n_out, split, 0, out);
             then_g = else_g = NULL; /* owned by the node now */
@@ -396,9 +401,9 @@ vf_status vf_while_loop(vf_context *ctx, vf_body cond_fn, vf_body body_fn, int n
         ins = malloc(sizeof(int) * (size_t)(total + 1));
         if (!ins) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
         else {
-            memcpy(ins, init, sizeof(int) * (size_t)n_vars);
-            memcpy(ins + n_vars, cg->outer, sizeof(int) * (size_t)cg->n_outer);
-            memcpy(ins + n_vars + cg->n_outer, bg->outer, sizeof(int) * (size_t)bg->n_outer);
+            copy_ids(ins, init, n_vars);
+            copy_ids(ins + n_vars, cg->outer, cg->n_outer);
+            copy_ids(ins + n_vars + cg->n_outer, bg->outer, bg->n_outer);
             int split = cg->n_outer;
             s = add_control(ctx, op, VF_NODE_WHILE, total, ins, cg, bg, n_vars, split, max_iterations, vars);
             cg = bg = NULL;

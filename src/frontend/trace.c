@@ -425,7 +425,7 @@ vf_tensor *vf_trace_reshape(vf_context *ctx, vf_tensor *x, int rank, const int64
     int v = vf_trace_value(ctx, x, "vf_reshape");
     if (v < 0) return NULL;
     vf_shape t = {.rank = rank};
-    memcpy(t.dim, user, sizeof(int64_t) * (size_t)rank);
+    if (rank > 0) memcpy(t.dim, user, sizeof(int64_t) * (size_t)rank);
     /* a symbolic input needs the -1 for its varying dim; add it if the user
        gave every size (they came from the traced sizes) */
     bool has_infer = false;
