@@ -37,7 +37,7 @@ static bool selectable(const vf_graph *g, const vf_node *n)
 /* Moves node src into dst with its inputs renamed by map; -1: out of memory. */
 static int move_node(vf_graph *dst, vf_node *src, const int *map)
 {
-    int tmp[16], *in = src->n_in <= 16 ? tmp : malloc(sizeof(int) * (size_t)src->n_in);
+    int tmp[16] = {0}, *in = src->n_in <= 16 ? tmp : malloc(sizeof(int) * (size_t)src->n_in);
     if (!in) return -1;
     for (int j = 0; j < src->n_in; j++) in[j] = map[src->in[j]];
     int id = vf_graph_add(dst, src->kind, src->n_in, in);

@@ -94,7 +94,7 @@ static am_status uint_tok(parser *p, const char *what, uint64_t max, uint64_t *o
 {
     NEXT(p);
     if (p->t.kind != AM_TOK_WORD) {
-        char m[160];
+        char m[512];
         snprintf(m, sizeof m, "expected a number for %s, got %s", what, tok_desc(&p->t));
         return am_fail_at(p->res, p->t.pos, "%s", m);
     }
