@@ -495,6 +495,22 @@ static void test_large(void **state)
     check_case(c, "add over 64 MiB", b_bin, (const void *)vf_add, 2, in, 0, 0);
     redarg r = {0, 0, {0}, false};
     check_case(c, "sum over 64 MiB", b_reduce, &r, 1, in, 1e-1, 1e-5);
+    /* over the device's binding limit (128 MiB on lavapipe): a clear error, the context stays usable */
+    if (c->vk) {
+        vf_device_info info[4];
+        char err[128];
+        int n = vf_devices(info, 4, err, sizeof err);
+        uint64_t limit = 0;
+        for (int i = 0; i < n && i < 4; i++)
+            if (info[i].chosen) limit = info[i].max_storage_buffer_range;
+        int64_t big[1] = {(int64_t)(limit / 4) + 1024};
+        if (limit && limit < ((uint64_t)1 << 33)) {
+            assert_null(vf_fill(c->vk, VF_F32, 1, big, 1.0));
+            vt_expect_error(c->vk, VF_ERROR_UNSUPPORTED, "vf_fill", "maxStorageBufferRange", NULL);
+            int64_t ok[1] = {4};
+            assert_non_null(vf_fill(c->vk, VF_F32, 1, ok, 1.0));
+        }
+    }
 }
 
 static void test_empty(void **state)
