@@ -80,6 +80,27 @@ static void test_fallback(void **state)
     unsetenv("VK_DRIVER_FILES");
 }
 
+/* With no Vulkan loader at all (VKFUSE_VULKAN_LOADER names a missing
+   library), the same fallback, and the message says what to install. */
+static void test_no_loader(void **state)
+{
+    (void)state;
+    setenv("VKFUSE_VULKAN_LOADER", "/nonexistent/libvulkan.so.1", 1);
+    vf_context *ctx = NULL;
+    assert_int_equal(vf_context_create(NULL, &ctx), VF_OK);
+    assert_int_equal(vf_backend_get(ctx), VF_BACKEND_CPU);
+    assert_non_null(strstr(vf_device_name(ctx), "Vulkan loader not found"));
+    vf_context_destroy(ctx);
+    vf_context_desc d = {.backend = VF_BACKEND_VULKAN};
+    assert_int_equal(vf_context_create(&d, &ctx), VF_ERROR_DEVICE);
+    assert_non_null(strstr(vf_error_message(ctx), "libvulkan1"));
+    vf_context_destroy(ctx);
+    vf_device_info info[2];
+    char err[256] = "";
+    assert_int_equal(vf_devices(info, 2, err, sizeof err), 0);
+    unsetenv("VKFUSE_VULKAN_LOADER");
+}
+
 static void test_device_choice(void **state)
 {
     (void)state;
@@ -124,7 +145,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults), cmocka_unit_test(test_cpu), cmocka_unit_test(test_bad_backend),
-        cmocka_unit_test(test_fallback), cmocka_unit_test(test_device_choice),
+        cmocka_unit_test(test_fallback), cmocka_unit_test(test_no_loader), cmocka_unit_test(test_device_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,16 +3,23 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 vf_status vf_vk_loader_open(vf_vk_loader *l, vf_err *err)
 {
     /* libvulkan.so.1 is the ABI name every loader ships; the unversioned
        name only exists with the -dev package, so it is the fallback. */
-    static const char *const names[] = {"libvulkan.so.1", "libvulkan.so"};
+    static const char *const std_names[] = {"libvulkan.so.1", "libvulkan.so"};
+    /* VKFUSE_VULKAN_LOADER names another loader (or a missing one, which is
+       how the tests check the no-loader fallback). */
+    const char *env = getenv("VKFUSE_VULKAN_LOADER");
+    const char *names[2] = {std_names[0], std_names[1]};
+    size_t n_names = 2;
+    if (env && *env) names[0] = env, n_names = 1;
     memset(l, 0, sizeof *l);
     const char *why = "";
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !l->lib; i++) {
+    for (size_t i = 0; i < n_names && !l->lib; i++) {
         l->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (l->lib)
             snprintf(l->lib_name, sizeof l->lib_name, "%s", names[i]);
@@ -21,8 +28,8 @@ vf_status vf_vk_loader_open(vf_vk_loader *l, vf_err *err)
     }
     if (!l->lib)
         return vf_err_set(err, VF_ERROR_DEVICE,
-                          "Vulkan loader not found: dlopen(libvulkan.so.1 / libvulkan.so) failed"
-                          " (%s); install the Vulkan loader (libvulkan1) and a driver",
+                          "Vulkan loader not found: dlopen(%s) failed (%s); install the Vulkan"
+                          " loader (libvulkan1) and a driver", n_names == 1 ? names[0] : "libvulkan.so.1 / libvulkan.so",
                           why ? why : "unknown reason");
     /* POSIX allows converting dlsym's object pointer to a function pointer;
        the memcpy keeps -Wpedantic quiet about it. */
