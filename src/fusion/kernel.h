@@ -23,7 +23,9 @@
 #include <stdint.h>
 
 #define VF_PUSH_MAX 128
-#define VF_KERNEL_MAX_BINDINGS 6
+/* 16: the Vulkan runtime's descriptor layouts (VF_VK_MAX_BINDINGS) hold
+   16; fused group kernels bind every input and output of their group. */
+#define VF_KERNEL_MAX_BINDINGS 16
 #define VF_KERNEL_MAX_STEPS 4
 
 /* What codegen may rely on, filled by the Vulkan runtime from the device. */
@@ -47,6 +49,10 @@ typedef struct vf_device_caps {
 
 /* A binding refers to a tensor of the vf_exec or to the scratch buffer. */
 enum { VF_BIND_IN0 = 0, VF_BIND_IN1 = 1, VF_BIND_IN2 = 2, VF_BIND_OUT = 3, VF_BIND_SCRATCH = 4 };
+/* Kernels of fused groups (fusion/codegen_fused.h): binding value
+   VF_BIND_GROUP + k is tensor k of the group, its inputs then its outputs
+   (k < n_inputs: grp->inputs[k], else grp->outputs[k - n_inputs]). */
+enum { VF_BIND_GROUP = 8 };
 
 typedef struct vf_dispatch {
     char *glsl;                      /* malloc'd, NUL-terminated */

@@ -1,0 +1,32 @@
+/* GLSL for fused groups (partition.h).
+ *
+ * vf_codegen_group(g, grp, shapes, caps, &k, &err) generates the kernel of
+ * one group for the concrete shapes of this run:
+ *   - shapes[v] for every value v of g (at least every member, input and
+ *     output of grp) — the shapes graph/shape.c inferred from the concrete
+ *     inputs; dtypes come from g->nodes[v].dtype;
+ *   - k.step[i].binding[slot] == VF_BIND_GROUP + t: bind tensor t of the
+ *     group, t < grp->n_inputs: value grp->inputs[t], else value
+ *     grp->outputs[t - grp->n_inputs]; every tensor packed row-major at a
+ *     16-byte aligned offset (kernels named "..._v4" load vec4);
+ *   - sizes are push constants: the GLSL text depends only on the group's
+ *     pattern (ops, dtypes, which dims broadcast), so one pipeline serves
+ *     every batch size; the runtime's content-hash cache finds it.
+ * Supported: VF_GROUP_ELEMENTWISE_DAG. Other kinds, and groups the device
+ * cannot run (f16 without 16-bit storage, ...), fail with
+ * VF_ERROR_UNSUPPORTED and a message: run the group's nodes one by one.
+ * A group without outputs (dead values) gives k.n_steps == 0: nothing to run.
+ * No tensor may be empty (the frontend handles those, as for ops).
+ * Outputs may share a buffer with a same-shape input (in place): every
+ * invocation loads all its input elements before it stores.
+ */
+#ifndef VF_FUSION_CODEGEN_FUSED_H
+#define VF_FUSION_CODEGEN_FUSED_H
+
+#include "fusion/kernel.h"
+#include "fusion/partition.h"
+
+vf_status vf_codegen_group(const vf_graph *g, const vf_group *grp, const vf_shape *shapes,
+                           const vf_device_caps *caps, vf_kernel *out, vf_err *err);
+
+#endif

@@ -1,0 +1,513 @@
+/* Fusion: partitions of hand-built graphs (group counts per pattern), the
+ * fused kernels' GLSL compiled with libshaderc for a lavapipe-like and a
+ * GPU-like device, and seeded random elementwise DAGs run fused on the
+ * Vulkan device and compared with running their nodes one by one on the
+ * CPU backend. */
+#include "testutil.h"
+#include "vk_test_common.h"
+
+#include "fusion/codegen_fused.h"
+#include "fusion/partition.h"
+#include "util/dtype.h"
+
+#include <math.h>
+#include <shaderc/shaderc.h>
+
+static vf_shape shp(int rank, const int64_t *d)
+{
+    vf_shape s = {.rank = rank};
+    for (int i = 0; i < rank; i++) s.dim[i] = d[i];
+    return s;
+}
+
+static int add(vf_graph *g, vf_node_kind k, int n_in, const int *in, vf_dtype dt, vf_shape s)
+{
+    int id = vf_graph_add(g, k, n_in, in);
+    assert_true(id >= 0);
+    g->nodes[id].dtype = dt;
+    g->nodes[id].shape = s;
+    return id;
+}
+
+static int param(vf_graph *g, vf_dtype dt, vf_shape s)
+{
+    int id = add(g, VF_NODE_PARAM, 0, NULL, dt, s);
+    g->nodes[id].index = g->n_params++;
+    g->n_explicit = g->n_params;
+    return id;
+}
+
+static int op(vf_graph *g, vf_op o, int n_in, const int *in, vf_dtype dt, vf_shape s)
+{
+    int id = add(g, VF_NODE_OP, n_in, in, dt, s);
+    g->nodes[id].op = o;
+    g->nodes[id].attrs.dtype = dt;
+    return id;
+}
+
+static void outputs(vf_graph *g, int n, const int *ids) { assert_true(vf_graph_set_outputs(g, n, ids)); }
+
+/* Groups that contain an OP node: the kernels the partition asks for. */
+static int kernel_groups(const vf_graph *g, const vf_partition_t *p)
+{
+    int c = 0;
+    for (int i = 0; i < p->n_groups; i++) {
+        bool any = false;
+        for (int m = 0; m < p->groups[i].n_nodes; m++) any |= g->nodes[p->groups[i].nodes[m]].kind == VF_NODE_OP;
+        c += any;
+    }
+    return c;
+}
+
+static vf_fusion_options opts(bool on)
+{
+    vf_fusion_options o;
+    vf_fusion_options_default(&o);
+    o.enabled = on;
+    o.fuse_rows = o.fuse_matmul = true;
+    return o;
+}
+
+static int count_with(const vf_graph *g, bool on, vf_partition_t *keep)
+{
+    vf_fusion_options o = opts(on);
+    vf_partition_t p;
+    vf_err err = {0};
+    assert_int_equal(vf_partition(g, &o, &p, &err), VF_OK);
+    /* every node in exactly one group; groups in a valid order */
+    int seen = 0;
+    for (int i = 0; i < p.n_groups; i++) {
+        seen += p.groups[i].n_nodes;
+        for (int k = 0; k < p.groups[i].n_inputs; k++) assert_true(p.group_of[p.groups[i].inputs[k]] < i);
+    }
+    assert_int_equal(seen, g->n);
+    int n = kernel_groups(g, &p);
+    if (keep) *keep = p;
+    else vf_partition_free(&p);
+    return n;
+}
+
+static const vf_op chain_ops[8] = {VF_OP_EXP, VF_OP_NEG, VF_OP_TANH, VF_OP_ABS,
+                                   VF_OP_SIGMOID, VF_OP_RELU, VF_OP_SIN, VF_OP_COS};
+
+static vf_graph *chain8(void)
+{
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(2, (int64_t[]){64, 32});
+    int v = param(g, VF_F32, s);
+    for (int i = 0; i < 8; i++) v = op(g, chain_ops[i], 1, &v, VF_F32, s);
+    outputs(g, 1, &v);
+    return g;
+}
+
+static void test_chain_and_disabled(void **state)
+{
+    (void)state;
+    vf_graph *g = chain8();
+    vf_partition_t p;
+    assert_int_equal(count_with(g, true, &p), 1);
+    assert_int_equal(p.groups[p.group_of[8]].kind, VF_GROUP_ELEMENTWISE_DAG);
+    assert_int_equal(p.groups[p.group_of[8]].n_outputs, 1);
+    assert_int_equal(p.groups[p.group_of[8]].n_inputs, 1);
+    assert_true(p.groups[p.group_of[8]].may_alias_input);
+    vf_partition_free(&p);
+    assert_int_equal(count_with(g, false, &p), 8);
+    for (int i = 0; i < p.n_groups; i++) {
+        assert_int_equal(p.groups[i].kind, VF_GROUP_SINGLE);
+        assert_false(p.groups[i].may_alias_input);
+    }
+    vf_partition_free(&p);
+    vf_graph_free(g);
+}
+
+static vf_graph *diamond(void)
+{
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(2, (int64_t[]){5, 7});
+    vf_shape row = shp(1, (int64_t[]){7});
+    int x = param(g, VF_F32, s);
+    int b = param(g, VF_F32, row);
+    int a1 = op(g, VF_OP_EXP, 1, &x, VF_F32, s);
+    int a2 = op(g, VF_OP_ADD, 2, (int[]){x, b}, VF_F32, s);   /* broadcast */
+    int c = op(g, VF_OP_MUL, 2, (int[]){a1, a2}, VF_F32, s);
+    int d = op(g, VF_OP_GREATER, 2, (int[]){c, a1}, VF_BOOL, s);
+    int e = op(g, VF_OP_WHERE, 3, (int[]){d, c, a2}, VF_F32, s);
+    outputs(g, 2, (int[]){e, a1});   /* two outputs */
+    return g;
+}
+
+static void test_diamond(void **state)
+{
+    (void)state;
+    vf_graph *g = diamond();
+    vf_partition_t p;
+    assert_int_equal(count_with(g, true, &p), 1);
+    const vf_group *grp = &p.groups[p.group_of[g->n - 1]];
+    assert_int_equal(grp->n_nodes, 5);
+    assert_int_equal(grp->n_outputs, 2);
+    assert_int_equal(grp->n_inputs, 2);
+    vf_partition_free(&p);
+    vf_graph_free(g);
+}
+
+static void test_reduce_in_the_middle(void **state)
+{
+    (void)state;
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(2, (int64_t[]){4, 9}), r = shp(2, (int64_t[]){4, 1});
+    int x = param(g, VF_F32, s);
+    int a = op(g, VF_OP_EXP, 1, &x, VF_F32, s);
+    int a2 = op(g, VF_OP_MUL, 2, (int[]){a, a}, VF_F32, s);
+    int sum = op(g, VF_OP_REDUCE_SUM, 1, &a2, VF_F32, r);
+    g->nodes[sum].attrs.axes_mask = 2;
+    g->nodes[sum].attrs.keepdims = true;
+    int c = op(g, VF_OP_DIV, 2, (int[]){a2, sum}, VF_F32, s);
+    int d = op(g, VF_OP_SQRT, 1, &c, VF_F32, s);
+    outputs(g, 1, &d);
+    vf_partition_t p;
+    /* {exp, mul} -> sum -> {div, sqrt}: the reduction is not recomputed */
+    assert_int_equal(count_with(g, true, &p), 3);
+    assert_int_equal(p.groups[p.group_of[a]].n_nodes, 2);
+    assert_int_equal(p.groups[p.group_of[sum]].kind, VF_GROUP_SINGLE);
+    assert_int_equal(p.groups[p.group_of[d]].n_nodes, 2);
+    vf_partition_free(&p);
+    vf_graph_free(g);
+}
+
+static void test_softmax_and_matmul(void **state)
+{
+    (void)state;
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(2, (int64_t[]){8, 16});
+    int x = param(g, VF_F32, s);
+    int k = param(g, VF_F32, shp(0, NULL));
+    int a = op(g, VF_OP_MUL, 2, (int[]){x, k}, VF_F32, s);
+    int sm = op(g, VF_OP_SOFTMAX, 1, &a, VF_F32, s);
+    g->nodes[sm].attrs.axis = 1;
+    int y = op(g, VF_OP_LOG, 1, &sm, VF_F32, s);
+    outputs(g, 1, &y);
+    vf_partition_t p;
+    assert_int_equal(count_with(g, true, &p), 1);
+    assert_int_equal(p.groups[p.group_of[sm]].kind, VF_GROUP_ROW_EPILOGUE);
+    assert_int_equal(p.groups[p.group_of[sm]].center, sm);
+    vf_partition_free(&p);
+    vf_graph_free(g);
+
+    g = vf_graph_new(NULL);
+    vf_shape o = shp(2, (int64_t[]){8, 4});
+    int A = param(g, VF_F32, s);
+    int B = param(g, VF_F32, shp(2, (int64_t[]){16, 4}));
+    int bias = param(g, VF_F32, shp(1, (int64_t[]){4}));
+    int mm = op(g, VF_OP_MATMUL, 2, (int[]){A, B}, VF_F32, o);
+    int ba = op(g, VF_OP_ADD, 2, (int[]){mm, bias}, VF_F32, o);
+    int re = op(g, VF_OP_RELU, 1, &ba, VF_F32, o);
+    outputs(g, 1, &re);
+    assert_int_equal(count_with(g, true, &p), 1);
+    assert_int_equal(p.groups[p.group_of[mm]].kind, VF_GROUP_MATMUL_EPILOGUE);
+    vf_partition_free(&p);
+    /* default options: only what codegen generates, so matmul stays alone */
+    vf_err err = {0};
+    assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
+    assert_int_equal(kernel_groups(g, &p), 2);
+    vf_partition_free(&p);
+    vf_graph_free(g);
+}
+
+static void test_side_effect_splits(void **state)
+{
+    (void)state;
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(1, (int64_t[]){10});
+    int x = param(g, VF_F32, s);
+    int var = add(g, VF_NODE_CAPTURE, 0, NULL, VF_F32, s);
+    g->nodes[var].is_var = true;
+    int a = op(g, VF_OP_EXP, 1, &x, VF_F32, s);
+    int b = op(g, VF_OP_NEG, 1, &a, VF_F32, s);
+    int as = add(g, VF_NODE_ASSIGN, 1, &b, VF_F32, s);
+    g->nodes[as].index = 0;
+    int c = op(g, VF_OP_ABS, 1, &b, VF_F32, s);
+    int d = op(g, VF_OP_ADD, 2, (int[]){c, var}, VF_F32, s);
+    outputs(g, 1, &d);
+    vf_partition_t p;
+    assert_int_equal(count_with(g, true, &p), 2);   /* {exp, neg} | assign | {abs, add} */
+    assert_true(p.group_of[a] == p.group_of[b]);
+    assert_true(p.group_of[c] == p.group_of[d]);
+    assert_true(p.group_of[b] < p.group_of[as] && p.group_of[as] < p.group_of[c]);
+    char *txt = vf_partition_to_string(g, &p);
+    assert_non_null(txt);
+    assert_non_null(strstr(txt, "elementwise_dag"));
+    free(txt);
+    vf_partition_free(&p);
+    vf_graph_free(g);
+}
+
+/* ---- GLSL compiles ------------------------------------------------------- */
+
+static const vf_device_caps caps_cpu = {
+    .is_cpu = true, .subgroup_size = 8, .subgroup_arithmetic = true, .subgroup_shuffle = true,
+    .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 1024},
+    .max_workgroup_count = {65535, 65535, 65535}, .shared_memory_bytes = 32768, .max_push_constants = 128,
+    .max_storage_buffer_range = 1u << 27, .min_storage_buffer_offset_alignment = 16, .storage16 = true,
+    .storage8 = true, .shader_float16 = true, .shader_int8 = true};
+static const vf_device_caps caps_gpu = {
+    .vendor_id = 0x10de, .subgroup_size = 32, .subgroup_arithmetic = true, .subgroup_shuffle = true,
+    .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 64},
+    .max_workgroup_count = {2147483647u, 65535, 65535}, .shared_memory_bytes = 49152,
+    .max_push_constants = 256, .max_storage_buffer_range = 1ull << 32,
+    .min_storage_buffer_offset_alignment = 16, .storage16 = true, .storage8 = true};
+
+static void compile_ok(const vf_dispatch *d)
+{
+    shaderc_compiler_t c = shaderc_compiler_initialize();
+    shaderc_compile_options_t o = shaderc_compile_options_initialize();
+    shaderc_compile_options_set_target_env(o, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
+    shaderc_compilation_result_t r =
+        shaderc_compile_into_spv(c, d->glsl, strlen(d->glsl), shaderc_compute_shader, d->name, "main", o);
+    bool ok = shaderc_result_get_compilation_status(r) == shaderc_compilation_status_success;
+    if (!ok) fprintf(stderr, "---- %s:\n%s\n---- source:\n%s\n", d->name, shaderc_result_get_error_message(r), d->glsl);
+    shaderc_result_release(r);
+    shaderc_compile_options_release(o);
+    shaderc_compiler_release(c);
+    assert_true(ok);
+}
+
+static void compile_groups(vf_graph *g)
+{
+    vf_shape *shapes = malloc(sizeof *shapes * (size_t)g->n);
+    assert_non_null(shapes);
+    for (int i = 0; i < g->n; i++) shapes[i] = g->nodes[i].shape;
+    vf_partition_t p;
+    vf_err err = {0};
+    assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
+    const vf_device_caps *caps[2] = {&caps_cpu, &caps_gpu};
+    for (int i = 0; i < p.n_groups; i++) {
+        if (p.groups[i].kind != VF_GROUP_ELEMENTWISE_DAG) continue;
+        for (int c = 0; c < 2; c++) {
+            vf_kernel k;
+            vf_status st = vf_codegen_group(g, &p.groups[i], shapes, caps[c], &k, &err);
+            if (st) fprintf(stderr, "%s\n", err.message);
+            assert_int_equal(st, VF_OK);
+            if (k.n_steps == 0) continue;
+            for (int j = 0; j < k.step[0].n_bindings; j++)
+                assert_int_equal(k.step[0].binding[j], VF_BIND_GROUP + j);
+            compile_ok(&k.step[0]);
+            vf_kernel_free(&k);
+        }
+    }
+    vf_partition_free(&p);
+    free(shapes);
+}
+
+static void test_glsl_compiles(void **state)
+{
+    (void)state;
+    vf_graph *g = chain8();
+    compile_groups(g);   /* vec4 path */
+    vf_graph_free(g);
+    g = diamond();
+    compile_groups(g);   /* broadcast, bool, where, two outputs */
+    vf_graph_free(g);
+}
+
+/* ---- random DAGs: fused on the device vs node by node on the CPU -------- */
+
+static uint64_t rng_state;
+static uint32_t rnd(uint32_t n)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 33) % n;
+}
+
+/* A DAG of out shape [A, B]: param 0 is [A, B]; other params broadcast.
+   Integer DAGs are compared exactly; float ones with a tolerance. */
+static vf_graph *random_dag(bool ints)
+{
+    vf_graph *g = vf_graph_new(NULL);
+    int64_t A = 1 + rnd(9), B = 1 + rnd(40);
+    vf_shape full = shp(2, (int64_t[]){A, B});
+    vf_shape kinds[4] = {full, shp(1, (int64_t[]){B}), shp(2, (int64_t[]){A, 1}), shp(0, NULL)};
+    vf_dtype dt = ints ? VF_I32 : VF_F32;
+    int n_par = 1 + (int)rnd(3);
+    int fullv[32], nf = 0, anyv[48], na = 0;
+    for (int i = 0; i < n_par; i++) {
+        int v = param(g, dt, i == 0 ? full : kinds[rnd(4)]);
+        anyv[na++] = v;
+        if (i == 0) fullv[nf++] = v;
+    }
+    static const vf_op bin_f[] = {VF_OP_ADD, VF_OP_SUB, VF_OP_MUL, VF_OP_MAXIMUM, VF_OP_MINIMUM};
+    static const vf_op un_f[] = {VF_OP_NEG, VF_OP_TANH, VF_OP_SIGMOID, VF_OP_RELU, VF_OP_ABS, VF_OP_SIN, VF_OP_COS};
+    static const vf_op un_i[] = {VF_OP_NEG, VF_OP_ABS, VF_OP_RELU};
+    int n_ops = 1 + (int)rnd(10);
+    for (int i = 0; i < n_ops && nf < 30; i++) {
+        int a = fullv[rnd((uint32_t)nf)], b = anyv[rnd((uint32_t)na)], v;
+        uint32_t r = rnd(10);
+        if (r < 4) {
+            v = op(g, bin_f[rnd(5)], 2, (int[]){a, b}, dt, full);
+        } else if (r < 8) {
+            v = ints ? op(g, un_i[rnd(3)], 1, &a, dt, full) : op(g, un_f[rnd(7)], 1, &a, dt, full);
+        } else {
+            int c = op(g, VF_OP_GREATER, 2, (int[]){a, b}, VF_BOOL, full);
+            v = op(g, VF_OP_WHERE, 3, (int[]){c, a, b}, dt, full);
+        }
+        fullv[nf++] = v;
+        anyv[na++] = v;
+    }
+    int outs[3], no = 0;
+    int last = fullv[nf - 1];
+    if (ints && rnd(2)) {
+        last = op(g, VF_OP_CAST, 1, &last, VF_F32, full);
+        g->nodes[last].attrs.dtype = VF_F32;
+    }
+    outs[no++] = last;
+    if (nf > 2 && rnd(2)) outs[no++] = fullv[1 + rnd((uint32_t)(nf - 2))];
+    outputs(g, no, outs);
+    return g;
+}
+
+static size_t bytes_of(const vf_graph *g, int v)
+{
+    size_t n = (size_t)vf_shape_numel(&g->nodes[v].shape) * vf_dtype_size(g->nodes[v].dtype);
+    return (n + 15) & ~(size_t)15;
+}
+
+static vf_exec exec_of(const vf_graph *g, int v, vf_buffer **bufs)
+{
+    const vf_node *nd = &g->nodes[v];
+    vf_exec e;
+    memset(&e, 0, sizeof e);
+    e.op = nd->op;
+    e.attrs = nd->attrs;
+    e.n_in = nd->n_in;
+    for (int k = 0; k <= nd->n_in; k++) {
+        int u = k < nd->n_in ? nd->in[k] : v;
+        vf_tref *t = k < nd->n_in ? &e.in[k] : &e.out;
+        t->buf = bufs[u];
+        t->dtype = g->nodes[u].dtype;
+        t->rank = g->nodes[u].shape.rank;
+        for (int d = 0; d < t->rank; d++) t->shape[d] = g->nodes[u].shape.dim[d];
+    }
+    return e;
+}
+
+static void run_dag(rt_handle *h, vf_backend_t *cpu, vf_graph *g, int *fused_groups)
+{
+    int n = g->n;
+    vf_buffer **cb = calloc((size_t)n, sizeof *cb), **gb = calloc((size_t)n, sizeof *gb);
+    assert_true(cb && gb);
+    for (int v = 0; v < n; v++) {
+        assert_int_equal(cpu->iface->alloc(cpu->self, bytes_of(g, v), &cb[v]), VF_OK);
+        assert_int_equal(h->be.iface->alloc(h->be.self, bytes_of(g, v), &gb[v]), VF_OK);
+        if (g->nodes[v].kind != VF_NODE_PARAM) continue;
+        size_t nel = (size_t)vf_shape_numel(&g->nodes[v].shape);
+        uint8_t *host = calloc(1, bytes_of(g, v));
+        for (size_t i = 0; i < nel; i++)
+            vf_store_f64(host, g->nodes[v].dtype, (int64_t)i,
+                         g->nodes[v].dtype == VF_I32 ? (double)((int)rnd(41) - 20) : (double)rnd(4001) / 1000.0 - 2.0);
+        assert_int_equal(cpu->iface->upload(cpu->self, cb[v], 0, host, bytes_of(g, v)), VF_OK);
+        assert_int_equal(h->be.iface->upload(h->be.self, gb[v], 0, host, bytes_of(g, v)), VF_OK);
+        free(host);
+    }
+    for (int v = 0; v < n; v++)
+        if (g->nodes[v].kind == VF_NODE_OP) {
+            vf_exec e = exec_of(g, v, cb);
+            assert_int_equal(cpu->iface->exec(cpu->self, &e), VF_OK);
+        }
+    vf_shape *shapes = malloc(sizeof *shapes * (size_t)n);
+    for (int v = 0; v < n; v++) shapes[v] = g->nodes[v].shape;
+    vf_partition_t p;
+    vf_err err = {0};
+    assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
+    for (int i = 0; i < p.n_groups; i++) {
+        const vf_group *grp = &p.groups[i];
+        if (grp->kind == VF_GROUP_SINGLE) {
+            if (g->nodes[grp->nodes[0]].kind != VF_NODE_OP) continue;
+            vf_exec e = exec_of(g, grp->nodes[0], gb);
+            assert_int_equal(h->be.iface->exec(h->be.self, &e), VF_OK);
+            continue;
+        }
+        (*fused_groups)++;
+        vf_kernel k;
+        vf_status st = vf_codegen_group(g, grp, shapes, &h->rt->dev.caps, &k, &err);
+        if (st) fprintf(stderr, "%s\n", err.message);
+        assert_int_equal(st, VF_OK);
+        if (k.n_steps == 0) continue;   /* dead values */
+        const vf_dispatch *d = &k.step[0];
+        const vf_vk_pipeline *pipe = NULL;
+        assert_int_equal(vf_vk_runtime_glsl_pipeline(h->rt, d->glsl, d->name, d->n_bindings, d->push_size, &pipe),
+                         VF_OK);
+        vf_vk_bind binds[VF_KERNEL_MAX_BINDINGS];
+        memset(binds, 0, sizeof binds);
+        for (int j = 0; j < d->n_bindings; j++) {
+            int t = d->binding[j] - VF_BIND_GROUP;
+            bool in = t < grp->n_inputs;
+            binds[j].buf = gb[in ? grp->inputs[t] : grp->outputs[t - grp->n_inputs]];
+            binds[j].access = in ? VF_VK_READ : VF_VK_WRITE;
+        }
+        vf_vk_dispatch_info di = {.pipe = pipe, .n_bindings = d->n_bindings, .bindings = binds, .push = d->push,
+                                  .push_size = d->push_size, .groups = {d->groups[0], d->groups[1], d->groups[2]},
+                                  .name = d->name};
+        assert_int_equal(vf_vk_sched_dispatch(&h->rt->sched, &di), VF_OK);
+        vf_kernel_free(&k);
+    }
+    for (int o = 0; o < g->n_outputs; o++) {
+        int v = g->outputs[o];
+        size_t nb = bytes_of(g, v);
+        uint8_t *want = malloc(nb), *got = malloc(nb);
+        assert_int_equal(cpu->iface->download(cpu->self, cb[v], 0, want, nb), VF_OK);
+        assert_int_equal(h->be.iface->download(h->be.self, gb[v], 0, got, nb), VF_OK);
+        int64_t nel = vf_shape_numel(&g->nodes[v].shape);
+        for (int64_t i = 0; i < nel; i++) {
+            double w = vf_load_f64(want, g->nodes[v].dtype, i), x = vf_load_f64(got, g->nodes[v].dtype, i);
+            bool ok = (isnan(w) && isnan(x)) || w == x || fabs(w - x) <= 2e-3 * fmax(1.0, fabs(w));
+            if (!ok) {
+                char *txt = vf_graph_to_string(g, "dag");
+                fprintf(stderr, "mismatch at output %d element %lld: cpu %g vulkan %g\n%s", o, (long long)i, w, x,
+                        txt ? txt : "");
+                free(txt);
+            }
+            assert_true(ok);
+        }
+        free(want);
+        free(got);
+    }
+    for (int v = 0; v < n; v++) {
+        cpu->iface->free(cpu->self, cb[v]);
+        h->be.iface->free(h->be.self, gb[v]);
+    }
+    vf_partition_free(&p);
+    free(shapes);
+    free(cb);
+    free(gb);
+}
+
+static void test_random_dags(void **state)
+{
+    (void)state;
+    rt_handle h;
+    rt_make(&h, NULL, NULL);
+    vf_backend_t cpu;
+    vf_err cerr = {0};
+    assert_int_equal(vf_cpu_backend_create(&cerr, &cpu), VF_OK);
+    rng_state = 20240611;
+    int fused = 0, cases = 300;
+    for (int c = 0; c < cases; c++) {
+        vf_graph *g = random_dag(c % 3 == 2);
+        run_dag(&h, &cpu, g, &fused);
+        vf_graph_free(g);
+    }
+    printf("fusion: %d random DAGs, %d fused kernels checked against the CPU backend\n", cases, fused);
+    assert_true(fused > cases / 2);
+    cpu.iface->destroy(cpu.self);
+    rt_done(&h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chain_and_disabled),  cmocka_unit_test(test_diamond),
+        cmocka_unit_test(test_reduce_in_the_middle), cmocka_unit_test(test_softmax_and_matmul),
+        cmocka_unit_test(test_side_effect_splits),  cmocka_unit_test(test_glsl_compiles),
+        cmocka_unit_test(test_random_dags),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
