@@ -288,11 +288,18 @@ typedef struct {
     int traces;             /* times the body was traced */
     int64_t calls;          /* vf_function_call calls that succeeded */
     int kernels;            /* kernels in the plan of the last concrete function called */
-    int dispatches_per_call;/* kernels the last call dispatched (loops count per iteration) */
-    int64_t peak_bytes;     /* device bytes the last call allocated */
-    int64_t unplanned_bytes;/* of those, bytes not from a memory plan (no planner yet: all) */
+    int dispatches_per_call;/* dispatches the last call made (loops count per iteration) */
+    int64_t peak_bytes;     /* device bytes the last call used for its values: with a
+                               recorded plan the arena plus the outputs, else what it allocated */
+    int64_t unplanned_bytes;/* with a recorded plan: the bytes of all op results (intermediates
+                               and outputs) without sharing, so peak_bytes <= unplanned_bytes;
+                               else equal to peak_bytes */
     int retraces;           /* traces after the first */
     bool eager;             /* the last call ran the body eagerly */
+    bool planned;           /* the last call ran a recorded plan (Vulkan; see docs/FUNCTIONS.md) */
+    int submits_per_call;   /* queue submissions during the last call (a recorded plan: 1) */
+    int plans;              /* recorded plans made so far (one per concrete function and size set) */
+    int64_t arena_bytes;    /* the last call's plan: its intermediates' shared arena */
 } vf_function_stats;
 
 /* NULL with the error recorded in ctx when desc is invalid. */

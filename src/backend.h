@@ -50,6 +50,42 @@ typedef struct vf_exec {
     vf_tref out;
 } vf_exec;
 
+/* Plans (optional, see plan_create below): where a tensor of a planned
+   exec lives. FIXED: the tref's buf/offset as given (captures, constants,
+   variables); ARENA: tref.offset bytes into the plan's own arena (buf
+   NULL); BIND: tref.offset bytes past per-call binding `index` (buf NULL;
+   inputs and outputs, which change from call to call). */
+typedef enum vf_plan_loc_kind { VF_PLAN_FIXED, VF_PLAN_ARENA, VF_PLAN_BIND } vf_plan_loc_kind;
+
+typedef struct vf_plan_loc {
+    vf_plan_loc_kind kind;
+    int index;                  /* BIND: the binding */
+} vf_plan_loc;
+
+typedef struct vf_plan_desc {
+    const vf_exec *execs;       /* in dependency (and side-effect) order */
+    const vf_plan_loc (*loc)[4];/* per exec: in[0], in[1], in[2], out */
+    int n_execs;
+    size_t arena_bytes;         /* offsets are multiples of 256 */
+    int n_binds;
+    const char *name;           /* for messages */
+} vf_plan_desc;
+
+/* Per-call binding: a tensor's storage (buf + offset). */
+typedef struct vf_plan_bind {
+    vf_buffer *buf;
+    size_t offset;
+    size_t bytes;               /* what the plan may touch from offset */
+} vf_plan_bind;
+
+typedef struct vf_plan vf_plan;
+
+typedef struct vf_plan_info {
+    int kernels;                /* execs */
+    int dispatches;             /* per run */
+    int barriers;               /* recorded per run */
+} vf_plan_info;
+
 typedef struct vf_backend_iface {
     const char *name;  /* "vulkan" or "cpu" */
     /* bytes > 0. Fails with VF_ERROR_OUT_OF_MEMORY (or VF_ERROR_UNSUPPORTED
@@ -69,6 +105,16 @@ typedef struct vf_backend_iface {
     void (*destroy)(void *self);
     /* Counters for vf_context_stats (may be NULL). */
     void (*stats)(void *self, vf_context_stats *out);
+    /* Plans (may be NULL: the frontend then runs graphs exec by exec).
+       plan_create generates and compiles every kernel once, allocates the
+       arena and records what it can; plan_run runs the whole plan with
+       these bindings as one submission, ordered after every op queued
+       before it (results are read with download, as after exec);
+       plan_destroy may be called while a run is in flight. */
+    vf_status (*plan_create)(void *self, const vf_plan_desc *d, vf_plan **out);
+    vf_status (*plan_run)(void *self, vf_plan *p, const vf_plan_bind *binds, int n_binds);
+    void (*plan_destroy)(void *self, vf_plan *p);
+    void (*plan_info)(void *self, const vf_plan *p, vf_plan_info *out);
 } vf_backend_iface;
 
 typedef struct vf_backend {

@@ -1,6 +1,7 @@
 /* vf_function: the signature cache, tracing on a miss, retrace
  * explanations, and the call of a concrete function. */
 #include "frontend/function.h"
+#include "frontend/plan.h"
 #include "graph/passes.h"
 #include "util/dtype.h"
 
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 
 #define VF_RETRACE_WARN 5
+#define VF_PLANS_MAX 8 /* recorded plans kept per concrete function (one per size set) */
 
 typedef struct concrete {
     vf_dtype *dt;          /* per input */
@@ -20,6 +22,9 @@ typedef struct concrete {
     vf_capture *caps;
     int n_caps;
     vf_const_cache consts;
+    vf_fplan *plans[VF_PLANS_MAX]; /* newest last */
+    int n_plans;
+    bool no_plan;          /* the graph has nodes a plan cannot run */
 } concrete;
 
 struct vf_function {
@@ -112,8 +117,9 @@ vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
     return fn;
 }
 
-static void concrete_free(concrete *c)
+static void concrete_free(vf_context *ctx, concrete *c)
 {
+    for (int i = 0; i < c->n_plans; i++) vf_fplan_free(ctx, c->plans[i]); /* before the constants they use */
     vf_const_cache_free(&c->consts);
     vf_captures_free(c->caps, c->n_caps);
     vf_graph_free(c->g);
@@ -124,7 +130,7 @@ static void concrete_free(concrete *c)
 void vf_function_destroy(vf_function *fn)
 {
     if (!fn) return;
-    for (int i = 0; i < fn->n_cf; i++) concrete_free(&fn->cfs[i]);
+    for (int i = 0; i < fn->n_cf; i++) concrete_free(fn->ctx, &fn->cfs[i]);
     free(fn->cfs);
     free(fn->sig);
     free(fn->changes);
@@ -303,7 +309,7 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
     free(outs);
     free(ids);
     if (s != VF_OK) {
-        concrete_free(&c);
+        concrete_free(ctx, &c);
         return NULL;
     }
     fn->cfs[fn->n_cf] = c;
@@ -311,6 +317,36 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
 }
 
 /* ---- calls ------------------------------------------------------------------ */
+
+/* The recorded plan of c for these params' sizes, built on first use and
+   kept (at most VF_PLANS_MAX, the oldest dropped); NULL: run node by node. */
+static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const vf_rval *params, vf_fplan **out)
+{
+    vf_context *ctx = fn->ctx;
+    *out = NULL;
+    if (!ctx->be.iface->plan_create || c->no_plan || getenv("VKFUSE_NO_PLAN")) return VF_OK;
+    if (!vf_fplan_graph_ok(c->g)) {
+        c->no_plan = true;
+        return VF_OK;
+    }
+    for (int i = 0; i < c->n_plans; i++)
+        if (vf_fplan_matches(c->plans[i], params)) {
+            *out = c->plans[i];
+            return VF_OK;
+        }
+    vf_fplan *fp = NULL;
+    vf_status s = vf_fplan_build(rs, c->g, params, &fp);
+    if (s != VF_OK || !fp) return s;
+    if (c->n_plans == VF_PLANS_MAX) {
+        vf_fplan_free(ctx, c->plans[0]);
+        memmove(c->plans, c->plans + 1, sizeof *c->plans * (VF_PLANS_MAX - 1));
+        c->n_plans--;
+    }
+    c->plans[c->n_plans++] = fp;
+    fn->stats.plans++;
+    *out = fp;
+    return VF_OK;
+}
 
 static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in, vf_tensor **out)
 {
@@ -321,8 +357,13 @@ static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in
     vf_status s = params && outs ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
     for (int i = 0; s == VF_OK && i < fn->n_in; i++)
         params[i] = (vf_rval){.ref = vf_tensor_ref(in[i]), .t = in[i], .var = in[i]->is_variable};
+    vf_context_stats before = {0}, after = {0};
+    if (ctx->be.iface->stats) ctx->be.iface->stats(ctx->be.self, &before);
     vf_scope_begin(ctx);
-    if (s == VF_OK) s = vf_graph_run(&rs, c->g, params, outs);
+    vf_fplan *fp = NULL;
+    if (s == VF_OK) s = find_plan(fn, c, &rs, params, &fp);
+    if (s == VF_OK && fp) s = vf_fplan_call(&rs, fp, params, outs);
+    else if (s == VF_OK) s = vf_graph_run(&rs, c->g, params, outs);
     for (int k = 0; s == VF_OK && k < fn->n_out; k++)
         if (!(out[k] = vf_rval_to_output(&rs, &outs[k]))) s = ctx->err.status;
     if (s != VF_OK)
@@ -331,10 +372,21 @@ static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in
     vf_run_state_finish(&rs);
     free(params);
     free(outs);
+    if (ctx->be.iface->stats) ctx->be.iface->stats(ctx->be.self, &after);
     fn->stats.kernels = vf_graph_kernels(c->g);
     fn->stats.dispatches_per_call = rs.dispatches;
     fn->stats.peak_bytes = rs.peak_bytes;
     fn->stats.unplanned_bytes = rs.peak_bytes;
+    fn->stats.submits_per_call = (int)(after.submits - before.submits);
+    fn->stats.planned = fp != NULL;
+    if (fp) {
+        vf_fplan_stats ps;
+        vf_fplan_stats_get(fp, &ps);
+        fn->stats.kernels = ps.kernels;
+        fn->stats.peak_bytes = ps.arena_bytes + ps.output_bytes;
+        fn->stats.unplanned_bytes = ps.intermediate_bytes;
+        fn->stats.arena_bytes = ps.arena_bytes;
+    }
     return s;
 }
 

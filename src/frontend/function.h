@@ -35,6 +35,8 @@ typedef struct vf_run_state {
 /* Runs g with params; fills outs[g->n_outputs]. Tensors made here are
    owned by the innermost scope (the caller opens one per call). */
 vf_status vf_graph_run(vf_run_state *rs, const vf_graph *g, const vf_rval *params, vf_rval *outs);
+/* The device copy of CONST node n (uploaded on first use, then cached). */
+vf_status vf_run_const(vf_run_state *rs, const vf_node *n, vf_rval *out);
 /* Drops the references the run still holds. */
 void vf_run_state_finish(vf_run_state *rs);
 /* A tensor of the caller's scope (one below the innermost) with v's value. */

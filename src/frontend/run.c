@@ -135,6 +135,8 @@ static vf_status const_value(vf_run_state *rs, const vf_node *n, vf_rval *out)
     return VF_OK;
 }
 
+vf_status vf_run_const(vf_run_state *rs, const vf_node *n, vf_rval *out) { return const_value(rs, n, out); }
+
 void vf_const_cache_free(vf_const_cache *c)
 {
     for (int i = 0; i < c->n; i++) vf_tensor_release(c->tensors[i]);

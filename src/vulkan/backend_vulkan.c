@@ -1,5 +1,6 @@
 /* The Vulkan backend: the vf_backend_iface over the runtime pieces. */
 #include "vulkan/runtime.h"
+#include "vulkan/plan.h"
 #include "fusion/kernel.h"
 
 #include <stdio.h>
@@ -210,6 +211,24 @@ static void vk_stats(void *self, vf_context_stats *out)
     out->device_bytes_in_use = rt->mem.bytes_in_use;
 }
 
+static vf_status vk_plan_create(void *self, const vf_plan_desc *d, vf_plan **out)
+{
+    return vf_vk_plan_create(self, d, out);
+}
+
+static vf_status vk_plan_run(void *self, vf_plan *p, const vf_plan_bind *binds, int n_binds)
+{
+    return vf_vk_plan_run(self, p, binds, n_binds);
+}
+
+static void vk_plan_destroy(void *self, vf_plan *p) { vf_vk_plan_destroy(self, p); }
+
+static void vk_plan_info(void *self, const vf_plan *p, vf_plan_info *out)
+{
+    (void)self;
+    vf_vk_plan_info(p, out);
+}
+
 static const vf_backend_iface vk_iface = {
     .name = "vulkan",
     .alloc = vk_alloc,
@@ -220,6 +239,10 @@ static const vf_backend_iface vk_iface = {
     .sync = vk_sync,
     .destroy = vk_destroy,
     .stats = vk_stats,
+    .plan_create = vk_plan_create,
+    .plan_run = vk_plan_run,
+    .plan_destroy = vk_plan_destroy,
+    .plan_info = vk_plan_info,
 };
 
 vf_vk_runtime *vf_vk_runtime_of(const vf_backend_t *be)

@@ -197,10 +197,31 @@ uint64_t vf_vk_sched_open(vf_vk_sched *s)
     return sl->serial;
 }
 
+static vf_status submit_slot(vf_vk_sched *s, VkCommandBuffer extra);
+
 vf_status vf_vk_sched_flush(vf_vk_sched *s)
 {
     vf_vk_slot *sl = &s->slots[s->cur];
     if (!sl->recording || sl->n_commands == 0) return VF_OK;
+    return submit_slot(s, VK_NULL_HANDLE);
+}
+
+vf_status vf_vk_sched_submit_with(vf_vk_sched *s, VkCommandBuffer extra, uint64_t *serial)
+{
+    *serial = vf_vk_sched_open(s);
+    if (!*serial) return s->err->status ? s->err->status : VF_ERROR_DEVICE;
+    vf_status st = submit_slot(s, extra);
+    /* extra ends with a full barrier: later work is ordered after it and
+       everything before it, so nothing tracked so far can race any more. */
+    if (!st) clear_hazards(s);
+    return st;
+}
+
+/* Ends the open batch and submits it, followed by `extra` when given, in
+   one vkQueueSubmit whose fence is the batch's. */
+static vf_status submit_slot(vf_vk_sched *s, VkCommandBuffer extra)
+{
+    vf_vk_slot *sl = &s->slots[s->cur];
     const vf_vk_device_table *vk = &s->dev->vkd;
     /* Device writes become visible to the host (mapped downloads) once the
        fence signals only with this barrier (a fence alone does not). */
@@ -214,10 +235,11 @@ vf_status vf_vk_sched_flush(vf_vk_sched *s)
     sl->recording = false;
     vf_status st = vf_vk_check(s->err, vk->vkEndCommandBuffer(sl->cmd), "vkEndCommandBuffer");
     if (!st) st = vf_vk_check(s->err, vk->vkResetFences(s->dev->device, 1, &sl->fence), "vkResetFences");
+    VkCommandBuffer cmds[2] = {sl->cmd, extra};
     VkSubmitInfo si = {
         .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-        .commandBufferCount = 1,
-        .pCommandBuffers = &sl->cmd,
+        .commandBufferCount = extra ? 2 : 1,
+        .pCommandBuffers = cmds,
     };
     if (!st) st = vf_vk_check(s->err, vk->vkQueueSubmit(s->dev->queue, 1, &si, sl->fence), "vkQueueSubmit");
     if (st) {

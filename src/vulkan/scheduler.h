@@ -103,6 +103,11 @@ uint64_t vf_vk_sched_open(vf_vk_sched *s);
 vf_status vf_vk_sched_dispatch(vf_vk_sched *s, const vf_vk_dispatch_info *d);
 /* Submits the open batch, if it has commands. */
 vf_status vf_vk_sched_flush(vf_vk_sched *s);
+/* Submits the open batch (an empty one if none is open) followed by the
+   caller's command buffer `extra` in one vkQueueSubmit; *serial receives
+   the batch's serial, whose fence covers both. extra must begin and end
+   with a full compute/transfer barrier (a recorded plan does). */
+vf_status vf_vk_sched_submit_with(vf_vk_sched *s, VkCommandBuffer extra, uint64_t *serial);
 /* Waits until batch `serial` (and all before it) finished, submitting it
    first if it is still open. */
 vf_status vf_vk_sched_wait(vf_vk_sched *s, uint64_t serial);

@@ -1,0 +1,393 @@
+/* Plans of concrete functions (plan.h).
+ *
+ * Building walks the graph once at the call's concrete sizes, exactly as
+ * the node-by-node run does (same shape inference, same exec per node),
+ * but instead of running each exec it records where each tensor lives:
+ * params and outputs are per-call bindings, captures and constants fixed
+ * buffers, every other op result an intermediate in the plan's arena at an
+ * offset from the liveness planner (graph/memplan.h). Variables keep the
+ * node-by-node semantics: an assign is a COPY into the variable's buffer
+ * at its place in program order, a reshape of a variable copies. */
+#include "frontend/plan.h"
+#include "graph/memplan.h"
+#include "util/dtype.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PLAN_ALIGN 256 /* the largest minStorageBufferOffsetAlignment Vulkan allows */
+
+struct vf_fplan {
+    int n_params;
+    vf_shape *pshape;      /* per param: the sizes the plan is for */
+    vf_plan *plan;
+    int n_slots;           /* output buffers made per call */
+    vf_dtype *slot_dt;
+    vf_shape *slot_shape;
+    int n_outs;
+    int *out_slot;         /* per graph output */
+    vf_shape *out_view;    /* per graph output: its shape (a view of the slot) */
+    vf_fplan_stats st;
+};
+
+typedef struct pval {
+    vf_tref ref;
+    vf_plan_loc loc;
+    int inter;             /* intermediate id, -1: none */
+    bool var;
+} pval;
+
+typedef struct inter {
+    vf_dtype dt;
+    vf_shape shape;
+    size_t bytes;
+    int first, last, slot; /* slot: output slot, -1: arena */
+} inter;
+
+typedef struct builder {
+    vf_run_state *rs;
+    vf_exec *ex;
+    vf_plan_loc (*loc)[4];
+    int (*ref_inter)[4];
+    int n_ex, cap_ex;
+    inter *it;
+    int n_it, cap_it;
+    bool oom;
+} builder;
+
+static vf_shape shape_of(const vf_tref *r)
+{
+    vf_shape s = {.rank = r->rank};
+    memcpy(s.dim, r->shape, sizeof s.dim);
+    return s;
+}
+
+bool vf_fplan_graph_ok(const vf_graph *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        vf_node_kind k = g->nodes[i].kind;
+        if (k != VF_NODE_PARAM && k != VF_NODE_CAPTURE && k != VF_NODE_CONST && k != VF_NODE_OP &&
+            k != VF_NODE_RESHAPE && k != VF_NODE_ASSIGN)
+            return false;
+    }
+    return true;
+}
+
+static bool grow(void **p, int *cap, int n, size_t elem)
+{
+    if (n < *cap) return true;
+    int nc = *cap ? *cap * 2 : 16;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = nc;
+    return true;
+}
+
+static int new_inter(builder *b, vf_dtype dt, const vf_shape *s)
+{
+    if (!grow((void **)&b->it, &b->cap_it, b->n_it, sizeof *b->it)) {
+        b->oom = true;
+        return -1;
+    }
+    size_t bytes = (size_t)vf_shape_numel(s) * vf_dtype_size(dt);
+    b->it[b->n_it] = (inter){.dt = dt, .shape = *s, .bytes = bytes, .first = b->n_ex, .last = b->n_ex, .slot = -1};
+    return b->n_it++;
+}
+
+/* Appends exec e whose tensors are vals in[0..n_in-1] and out. */
+static bool add_exec(builder *b, const vf_exec *e, const pval *in, const pval *out)
+{
+    if (b->n_ex == b->cap_ex) {
+        int cap = b->cap_ex ? b->cap_ex * 2 : 16;
+        vf_exec *ex = realloc(b->ex, (size_t)cap * sizeof *ex);
+        if (ex) b->ex = ex;
+        vf_plan_loc(*loc)[4] = ex ? realloc(b->loc, (size_t)cap * sizeof *loc) : NULL;
+        if (loc) b->loc = loc;
+        int(*ri)[4] = loc ? realloc(b->ref_inter, (size_t)cap * sizeof *ri) : NULL;
+        if (!ri) {
+            b->oom = true;
+            return false;
+        }
+        b->ref_inter = ri;
+        b->cap_ex = cap;
+    }
+    int x = b->n_ex++;
+    b->ex[x] = *e;
+    for (int j = 0; j < 4; j++) {
+        const pval *v = j == 3 ? out : j < e->n_in ? &in[j] : NULL;
+        b->loc[x][j] = v ? v->loc : (vf_plan_loc){VF_PLAN_FIXED, 0};
+        b->ref_inter[x][j] = v ? v->inter : -1;
+        if (v && v->inter >= 0 && b->it[v->inter].last < x) b->it[v->inter].last = x;
+    }
+    return true;
+}
+
+/* A new intermediate value of dtype dt and shape s. */
+static pval inter_val(builder *b, vf_dtype dt, const vf_shape *s)
+{
+    int id = new_inter(b, dt, s);
+    pval v = {.ref = {.dtype = dt, .rank = s->rank}, .loc = {VF_PLAN_ARENA, 0}, .inter = id};
+    memcpy(v.ref.shape, s->dim, sizeof v.ref.shape);
+    return v;
+}
+
+/* Walks g; false: not plannable (or out of memory: b->oom). */
+static bool walk(builder *b, const vf_graph *g, const vf_rval *params, pval *v, vf_status *st)
+{
+    vf_run_state *rs = b->rs;
+    for (int i = 0; i < g->n; i++) {
+        const vf_node *n = &g->nodes[i];
+        pval in[3];
+        for (int j = 0; j < n->n_in && j < 3; j++) in[j] = v[n->in[j]];
+        switch (n->kind) {
+        case VF_NODE_PARAM: {
+            const vf_rval *p = &params[n->index];
+            if (!p->ref.buf) return false;
+            v[i] = (pval){.ref = p->ref, .loc = {VF_PLAN_BIND, n->index}, .inter = -1, .var = p->var};
+            v[i].ref.buf = NULL;
+            v[i].ref.offset = 0;
+            break;
+        }
+        case VF_NODE_CAPTURE: {
+            const vf_capture *c = &rs->caps[n->index];
+            if (!c->ref.buf) return false;
+            v[i] = (pval){.ref = c->ref, .loc = {VF_PLAN_FIXED, 0}, .inter = -1, .var = c->is_var};
+            break;
+        }
+        case VF_NODE_CONST: {
+            vf_rval r;
+            if ((*st = vf_run_const(rs, n, &r)) != VF_OK) return false;
+            if (!r.ref.buf) return false;
+            v[i] = (pval){.ref = r.ref, .loc = {VF_PLAN_FIXED, 0}, .inter = -1};
+            break;
+        }
+        case VF_NODE_OP: {
+            if (n->n_in > 3) return false;
+            vf_dtype dts[3], dt;
+            vf_shape sh[3], os;
+            for (int j = 0; j < n->n_in; j++) dts[j] = in[j].ref.dtype, sh[j] = shape_of(&in[j].ref);
+            vf_err err = {0};
+            if (vf_infer(n, dts, sh, &dt, &os, &err) != VF_OK || vf_shape_numel(&os) == 0) return false;
+            v[i] = inter_val(b, dt, &os);
+            vf_exec e = {.op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = v[i].ref};
+            for (int j = 0; j < n->n_in; j++) e.in[j] = in[j].ref;
+            if (b->oom || !add_exec(b, &e, in, &v[i])) return false;
+            break;
+        }
+        case VF_NODE_RESHAPE: {
+            vf_dtype dt;
+            vf_shape sh = shape_of(&in[0].ref), out;
+            vf_err err = {0};
+            if (vf_infer(n, &in[0].ref.dtype, &sh, &dt, &out, &err) != VF_OK || vf_shape_numel(&out) == 0) return false;
+            if (in[0].var) { /* the variable's value now, not after later assigns */
+                v[i] = inter_val(b, in[0].ref.dtype, &out);
+                vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[0].ref, .out = v[i].ref};
+                e.in[0].rank = out.rank;
+                memcpy(e.in[0].shape, out.dim, sizeof e.in[0].shape);
+                if (b->oom || !add_exec(b, &e, in, &v[i])) return false;
+                break;
+            }
+            v[i] = in[0];
+            v[i].ref.rank = out.rank;
+            memcpy(v[i].ref.shape, out.dim, sizeof v[i].ref.shape);
+            break;
+        }
+        case VF_NODE_ASSIGN: {
+            const vf_capture *c = &rs->caps[n->index];
+            vf_shape vs = shape_of(&c->ref), val = shape_of(&in[0].ref);
+            vf_dtype dt;
+            vf_err err = {0};
+            if (!c->ref.buf || vf_infer(n, &in[0].ref.dtype, &val, &dt, &vs, &err) != VF_OK) return false;
+            pval var = {.ref = c->ref, .loc = {VF_PLAN_FIXED, 0}, .inter = -1, .var = true};
+            bool self = in[0].loc.kind == VF_PLAN_FIXED && in[0].ref.buf == c->ref.buf && in[0].ref.offset == c->ref.offset;
+            if (!self) {
+                vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[0].ref, .out = c->ref};
+                if (!add_exec(b, &e, in, &var)) return false;
+            }
+            v[i] = var;
+            break;
+        }
+        default: return false;
+        }
+    }
+    return true;
+}
+
+static void builder_free(builder *b)
+{
+    free(b->ex);
+    free(b->loc);
+    free(b->ref_inter);
+    free(b->it);
+}
+
+void vf_fplan_free(vf_context *ctx, vf_fplan *fp)
+{
+    if (!fp) return;
+    if (fp->plan) ctx->be.iface->plan_destroy(ctx->be.self, fp->plan);
+    free(fp->pshape);
+    free(fp->slot_dt);
+    free(fp->slot_shape);
+    free(fp->out_slot);
+    free(fp->out_view);
+    free(fp);
+}
+
+/* Output slots, arena offsets, the backend plan. */
+static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *fp, bool *ok)
+{
+    vf_context *ctx = b->rs->ctx;
+    *ok = false;
+    for (int k = 0; k < g->n_outputs; k++) {
+        const pval *o = &v[g->outputs[k]];
+        if (o->inter < 0 || o->var) return VF_OK; /* params, captures, constants: node by node */
+        inter *it = &b->it[o->inter];
+        if (it->slot < 0) {
+            it->slot = fp->n_slots++;
+            fp->slot_dt[it->slot] = it->dt;
+            fp->slot_shape[it->slot] = it->shape;
+        }
+        fp->out_slot[k] = it->slot;
+        fp->out_view[k] = shape_of(&o->ref);
+    }
+    vf_mem_interval *iv = malloc(sizeof *iv * (size_t)(b->n_it + 1));
+    int *arena_id = malloc(sizeof *arena_id * (size_t)(b->n_it + 1));
+    size_t *off = malloc(sizeof *off * (size_t)(b->n_it + 1));
+    int n = 0;
+    size_t arena = 0;
+    bool good = iv && arena_id && off;
+    for (int i = 0; good && i < b->n_it; i++) {
+        fp->st.intermediate_bytes += (int64_t)b->it[i].bytes;
+        if (b->it[i].slot >= 0) {
+            fp->st.output_bytes += (int64_t)b->it[i].bytes;
+            continue;
+        }
+        arena_id[i] = n;
+        iv[n++] = (vf_mem_interval){b->it[i].bytes, b->it[i].first, b->it[i].last};
+    }
+    good = good && vf_memplan(iv, n, PLAN_ALIGN, off, &arena);
+    for (int x = 0; good && x < b->n_ex; x++)
+        for (int j = 0; j < 4; j++) {
+            int id = b->ref_inter[x][j];
+            if (id < 0) continue;
+            vf_tref *r = j == 3 ? &b->ex[x].out : &b->ex[x].in[j];
+            if (b->it[id].slot >= 0) {
+                b->loc[x][j] = (vf_plan_loc){VF_PLAN_BIND, fp->n_params + b->it[id].slot};
+                r->offset = 0;
+            } else {
+                b->loc[x][j] = (vf_plan_loc){VF_PLAN_ARENA, 0};
+                r->offset = off[arena_id[id]];
+            }
+            r->buf = NULL;
+        }
+    free(iv);
+    free(arena_id);
+    free(off);
+    if (!good) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->rs->fn);
+    fp->st.arena_bytes = (int64_t)arena;
+    vf_plan_desc d = {
+        .execs = b->ex,
+        .loc = (const vf_plan_loc(*)[4])b->loc,
+        .n_execs = b->n_ex,
+        .arena_bytes = arena,
+        .n_binds = fp->n_params + fp->n_slots,
+        .name = b->rs->fn,
+    };
+    vf_status s = ctx->be.iface->plan_create(ctx->be.self, &d, &fp->plan);
+    if (s != VF_OK)
+        return vf_backend_failed(ctx, s, "vf_function '%s': recording its plan (%s backend)", b->rs->fn,
+                                 ctx->be.iface->name);
+    vf_plan_info info = {.kernels = b->n_ex, .dispatches = b->n_ex};
+    if (ctx->be.iface->plan_info) ctx->be.iface->plan_info(ctx->be.self, fp->plan, &info);
+    fp->st.kernels = info.kernels;
+    fp->st.dispatches = info.dispatches;
+    *ok = true;
+    return VF_OK;
+}
+
+vf_status vf_fplan_build(vf_run_state *rs, const vf_graph *g, const vf_rval *params, vf_fplan **out)
+{
+    vf_context *ctx = rs->ctx;
+    *out = NULL;
+    builder b = {.rs = rs};
+    pval *v = calloc((size_t)g->n + 1, sizeof *v);
+    vf_fplan *fp = calloc(1, sizeof *fp);
+    int np = g->n_params;
+    if (fp) {
+        fp->n_params = np;
+        fp->n_outs = g->n_outputs;
+        fp->pshape = calloc((size_t)np + 1, sizeof *fp->pshape);
+        fp->slot_dt = calloc((size_t)g->n_outputs + 1, sizeof *fp->slot_dt);
+        fp->slot_shape = calloc((size_t)g->n_outputs + 1, sizeof *fp->slot_shape);
+        fp->out_slot = calloc((size_t)g->n_outputs + 1, sizeof *fp->out_slot);
+        fp->out_view = calloc((size_t)g->n_outputs + 1, sizeof *fp->out_view);
+    }
+    vf_status s = VF_OK;
+    if (!v || !fp || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
+        s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+    for (int i = 0; s == VF_OK && i < np; i++) fp->pshape[i] = shape_of(&params[i].ref);
+    bool ok = false;
+    if (s == VF_OK && walk(&b, g, params, v, &s) && s == VF_OK) s = finish(&b, g, v, fp, &ok);
+    if (s == VF_OK && b.oom) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+    builder_free(&b);
+    free(v);
+    if (s != VF_OK || !ok) {
+        vf_fplan_free(ctx, fp);
+        return s;
+    }
+    *out = fp;
+    return VF_OK;
+}
+
+bool vf_fplan_matches(const vf_fplan *fp, const vf_rval *params)
+{
+    for (int i = 0; i < fp->n_params; i++) {
+        vf_shape s = shape_of(&params[i].ref);
+        if (!vf_shape_equal(&s, &fp->pshape[i])) return false;
+    }
+    return true;
+}
+
+vf_status vf_fplan_call(vf_run_state *rs, vf_fplan *fp, const vf_rval *params, vf_rval *outs)
+{
+    vf_context *ctx = rs->ctx;
+    int nb = fp->n_params + fp->n_slots;
+    vf_plan_bind *binds = calloc((size_t)nb + 1, sizeof *binds);
+    vf_tensor **slots = calloc((size_t)fp->n_slots + 1, sizeof *slots);
+    vf_status s = binds && slots ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+    for (int i = 0; s == VF_OK && i < fp->n_params; i++) {
+        const vf_tref *r = &params[i].ref;
+        binds[i] = (vf_plan_bind){r->buf, r->offset, (size_t)vf_shape_numel(&fp->pshape[i]) * vf_dtype_size(r->dtype)};
+    }
+    for (int k = 0; s == VF_OK && k < fp->n_slots; k++) {
+        const vf_shape *sh = &fp->slot_shape[k];
+        /* owned by the call's scope, like the node-by-node run's values */
+        if (!(slots[k] = vf_tensor_new(ctx, "vf_function_call", fp->slot_dt[k], sh->rank, sh->dim))) {
+            s = ctx->err.status;
+            break;
+        }
+        vf_tref r = vf_tensor_ref(slots[k]);
+        binds[fp->n_params + k] = (vf_plan_bind){r.buf, r.offset, (size_t)vf_shape_numel(sh) * vf_dtype_size(r.dtype)};
+    }
+    if (s == VF_OK) {
+        s = ctx->be.iface->plan_run(ctx->be.self, fp->plan, binds, nb);
+        if (s != VF_OK)
+            s = vf_backend_failed(ctx, s, "vf_function '%s': running its plan (%s backend)", rs->fn, ctx->be.iface->name);
+    }
+    for (int k = 0; s == VF_OK && k < fp->n_outs; k++) {
+        vf_tensor *t = slots[fp->out_slot[k]];
+        outs[k] = (vf_rval){.ref = vf_tensor_ref(t), .t = t};
+        outs[k].ref.rank = fp->out_view[k].rank;
+        memcpy(outs[k].ref.shape, fp->out_view[k].dim, sizeof outs[k].ref.shape);
+    }
+    if (s == VF_OK) {
+        rs->dispatches += fp->st.dispatches;
+        rs->peak_bytes = fp->st.arena_bytes + fp->st.output_bytes;
+    }
+    free(binds);
+    free(slots);
+    return s;
+}
+
+void vf_fplan_stats_get(const vf_fplan *fp, vf_fplan_stats *out) { *out = fp->st; }

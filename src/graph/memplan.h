@@ -1,0 +1,33 @@
+/* The offset planner of traced-function plans: intermediates whose
+ * lifetimes do not overlap share arena space.
+ *
+ * Each buffer is an interval [first, last] of step indices (inclusive: the
+ * step that writes it and the last step that reads it) and a size. Two
+ * buffers may share bytes only if their intervals are disjoint; a step's
+ * output therefore never shares bytes with that step's inputs.
+ *
+ * Greedy by size (the "greedy by size for offset calculation" of Pisarchyk
+ * and Lee, 2020, as TFLite uses): the biggest buffers are placed first, each
+ * at the lowest aligned offset where it fits between the buffers already
+ * placed that are live at the same time. Close to the lower bound (the
+ * largest sum of live sizes at one step) on real graphs; O(n^2). */
+#ifndef VF_GRAPH_MEMPLAN_H
+#define VF_GRAPH_MEMPLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct vf_mem_interval {
+    size_t size;        /* bytes, > 0 */
+    int first, last;    /* first <= last */
+} vf_mem_interval;
+
+/* Fills offsets[n] (each a multiple of align, a power of two) and returns
+   the arena size; false only when out of host memory. */
+bool vf_memplan(const vf_mem_interval *iv, int n, size_t align, size_t *offsets, size_t *total);
+
+/* The lower bound of any plan: the largest sum of (aligned) sizes live at
+   one step. */
+size_t vf_memplan_lower_bound(const vf_mem_interval *iv, int n, size_t align);
+
+#endif

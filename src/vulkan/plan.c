@@ -1,0 +1,401 @@
+/* Recorded plans (plan.h).
+ *
+ * Once per plan: codegen of every exec, pipelines (through the shader and
+ * pipeline caches), scratch buffers, one arena buffer for the
+ * intermediates (offsets from the frontend's liveness planner), a
+ * descriptor pool with one persistent set per dispatch (without push
+ * descriptors), one command buffer and its hazard barriers.
+ *
+ * Per run: the plan's command buffer is submitted behind the scheduler's
+ * open batch in ONE vkQueueSubmit. What changes between calls is only the
+ * per-call bindings (inputs and outputs). Why re-record instead of
+ * updating bound descriptors: updating a set that a recorded command
+ * buffer binds invalidates that buffer unless the set layout was made with
+ * UPDATE_AFTER_BIND (descriptor indexing, which the device setup does not
+ * enable and push-descriptor layouts cannot use), and copying inputs and
+ * outputs through plan-owned buffers costs a full extra pass over every
+ * input and output. So when the bindings differ from the ones recorded,
+ * the plan (after its previous run has finished) rewrites the affected
+ * descriptors and re-records the command buffer from its prepared steps:
+ * a few Vulkan calls per dispatch, no codegen, no pipeline or descriptor
+ * creation. When they are the same, the recording is resubmitted as is. */
+#include "vulkan/plan.h"
+#include "fusion/kernel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct plan_binding {
+    vf_plan_loc_kind kind;
+    int index;                   /* BIND */
+    vf_buffer *buf;              /* FIXED (captures, constants, scratch) */
+    size_t offset;               /* FIXED: in buf; ARENA: in the arena; BIND: past the binding */
+    size_t bytes;
+    unsigned access;
+} plan_binding;
+
+typedef struct plan_step {
+    const vf_vk_pipeline *pipe;
+    int n_bindings;
+    plan_binding b[VF_KERNEL_MAX_BINDINGS];
+    uint8_t push[VF_PUSH_MAX];
+    uint32_t push_size;
+    uint32_t groups[3];
+    bool barrier_before;         /* the steps of one kernel (kernel.h) */
+    VkDescriptorSet set;
+} plan_step;
+
+struct vf_plan {
+    plan_step *steps;
+    int n_steps, n_execs;
+    vf_buffer *arena;
+    vf_buffer **scratch;
+    int n_scratch;
+    int n_binds;
+    vf_plan_bind *recorded;      /* the bindings the command buffer holds */
+    bool valid;                  /* cmd holds a complete recording */
+    VkCommandBuffer cmd;
+    VkDescriptorPool pool;
+    uint64_t serial;             /* the batch of the last run */
+    int barriers;
+    vf_vk_access *acc;           /* hazard sets while recording: reads then writes */
+};
+
+static size_t tref_bytes(const vf_tref *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= t->shape[i];
+    return (size_t)n * vf_dtype_size(t->dtype);
+}
+
+static bool same_tensor(const vf_tref *a, const vf_plan_loc *la, const vf_tref *b, const vf_plan_loc *lb)
+{
+    return la->kind == lb->kind && (la->kind != VF_PLAN_BIND || la->index == lb->index) &&
+           a->buf == b->buf && a->offset == b->offset;
+}
+
+/* The binding of step slot `slot` from the exec's tensors. */
+static vf_status step_binding(vf_vk_runtime *rt, const vf_plan_desc *d, int x, const vf_dispatch *st,
+                              int slot, vf_buffer *scratch, plan_binding *b)
+{
+    const vf_exec *e = &d->execs[x];
+    int which = st->binding[slot];
+    memset(b, 0, sizeof *b);
+    if (which == VF_BIND_SCRATCH && scratch) {
+        *b = (plan_binding){.kind = VF_PLAN_FIXED, .buf = scratch, .bytes = scratch->size,
+                            .access = VF_VK_READ | VF_VK_WRITE};
+        return VF_OK;
+    }
+    int t = which == VF_BIND_OUT ? 3 : which;
+    if (which < 0 || (which != VF_BIND_OUT && which >= e->n_in) || which > VF_BIND_OUT)
+        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT,
+                          "plan %s: kernel %s binding %d refers to tensor slot %d, which this %s op"
+                          " does not have", d->name, st->name, slot, which, vf_op_get(e->op)->name);
+    const vf_tref *r = t == 3 ? &e->out : &e->in[t];
+    const vf_plan_loc *l = &d->loc[x][t];
+    b->kind = l->kind;
+    b->index = l->index;
+    b->buf = l->kind == VF_PLAN_FIXED ? r->buf : NULL;
+    b->offset = r->offset;
+    b->bytes = tref_bytes(r);
+    b->access = t == 3 ? VF_VK_WRITE : VF_VK_READ;
+    if (t == 3)
+        for (int i = 0; i < e->n_in; i++)
+            if (same_tensor(&e->in[i], &d->loc[x][i], &e->out, l)) b->access |= VF_VK_READ; /* in-place */
+    if ((l->kind == VF_PLAN_FIXED && !r->buf) || (l->kind == VF_PLAN_BIND && (l->index < 0 || l->index >= d->n_binds)) ||
+        (l->kind == VF_PLAN_ARENA && r->offset + b->bytes > d->arena_bytes))
+        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT,
+                          "plan %s: exec %d (%s) tensor %d has no valid location", d->name, x,
+                          vf_op_get(e->op)->name, t);
+    return VF_OK;
+}
+
+static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d, int x, const vf_kernel *k)
+{
+    vf_buffer *scratch = NULL;
+    if (k->scratch_bytes) {
+        vf_status s = vf_vk_mem_alloc(&rt->mem, k->scratch_bytes, 0, &scratch);
+        if (s) return s;
+        p->scratch[p->n_scratch++] = scratch;
+    }
+    const VkPhysicalDeviceLimits *L = &rt->dev.props.limits;
+    for (int i = 0; i < k->n_steps; i++) {
+        const vf_dispatch *st = &k->step[i];
+        plan_step *ps = &p->steps[p->n_steps];
+        memset(ps, 0, sizeof *ps);
+        vf_status s = vf_vk_runtime_glsl_pipeline(rt, st->glsl, st->name, st->n_bindings, st->push_size, &ps->pipe);
+        if (s) return s;
+        for (int g = 0; g < 3; g++)
+            if (st->groups[g] == 0 || st->groups[g] > L->maxComputeWorkGroupCount[g])
+                return vf_err_set(rt->err, VF_ERROR_UNSUPPORTED,
+                                  "plan %s: kernel %s: %u workgroups in dimension %d (device allows 1..%u)",
+                                  d->name, st->name, st->groups[g], g, L->maxComputeWorkGroupCount[g]);
+        ps->n_bindings = st->n_bindings;
+        for (int j = 0; j < st->n_bindings; j++) {
+            s = step_binding(rt, d, x, st, j, scratch, &ps->b[j]);
+            if (s) return s;
+        }
+        memcpy(ps->push, st->push, sizeof ps->push);
+        ps->push_size = st->push_size;
+        memcpy(ps->groups, st->groups, sizeof ps->groups);
+        ps->barrier_before = i > 0;
+        p->n_steps++;
+    }
+    return VF_OK;
+}
+
+static vf_status create_descriptors(vf_vk_runtime *rt, vf_plan *p)
+{
+    const vf_vk_device_table *vk = &rt->dev.vkd;
+    VkCommandBufferAllocateInfo cai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .commandPool = rt->sched.cmd_pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = 1,
+    };
+    vf_status s = vf_vk_check(rt->err, vk->vkAllocateCommandBuffers(rt->dev.device, &cai, &p->cmd),
+                              "vkAllocateCommandBuffers");
+    if (s || rt->dev.push_descriptors) return s;
+    uint32_t n_desc = 0;
+    for (int i = 0; i < p->n_steps; i++) n_desc += (uint32_t)p->steps[i].n_bindings;
+    VkDescriptorPoolSize size = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, n_desc ? n_desc : 1};
+    VkDescriptorPoolCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+        .maxSets = (uint32_t)(p->n_steps ? p->n_steps : 1),
+        .poolSizeCount = 1,
+        .pPoolSizes = &size,
+    };
+    s = vf_vk_check(rt->err, vk->vkCreateDescriptorPool(rt->dev.device, &pci, NULL, &p->pool),
+                    "vkCreateDescriptorPool");
+    for (int i = 0; !s && i < p->n_steps; i++) {
+        if (!p->steps[i].n_bindings) continue;
+        VkDescriptorSetAllocateInfo ai = {
+            .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+            .descriptorPool = p->pool,
+            .descriptorSetCount = 1,
+            .pSetLayouts = &p->steps[i].pipe->layout->set_layout,
+        };
+        s = vf_vk_check(rt->err, vk->vkAllocateDescriptorSets(rt->dev.device, &ai, &p->steps[i].set),
+                        "vkAllocateDescriptorSets");
+    }
+    return s;
+}
+
+vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **out)
+{
+    *out = NULL;
+    vf_plan *p = calloc(1, sizeof *p);
+    if (!p) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    p->n_execs = d->n_execs;
+    p->n_binds = d->n_binds;
+    p->steps = calloc((size_t)d->n_execs * VF_KERNEL_MAX_STEPS + 1, sizeof *p->steps);
+    p->scratch = calloc((size_t)d->n_execs + 1, sizeof *p->scratch);
+    p->recorded = calloc((size_t)d->n_binds + 1, sizeof *p->recorded);
+    p->acc = calloc((size_t)d->n_execs * VF_KERNEL_MAX_STEPS * VF_KERNEL_MAX_BINDINGS + 1, sizeof *p->acc);
+    vf_status s = p->steps && p->scratch && p->recorded && p->acc
+                ? VF_OK : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (!s && d->arena_bytes) s = vf_vk_mem_alloc(&rt->mem, d->arena_bytes, 256, &p->arena);
+    for (int x = 0; !s && x < d->n_execs; x++) {
+        vf_kernel k;
+        memset(&k, 0, sizeof k);
+        s = vf_codegen_exec(&d->execs[x], &rt->dev.caps, &k, rt->err);
+        if (!s) s = add_kernel(rt, p, d, x, &k);
+        vf_kernel_free(&k);
+    }
+    if (!s) s = create_descriptors(rt, p);
+    if (s) {
+        vf_vk_plan_destroy(rt, p);
+        return s;
+    }
+    *out = p;
+    return VF_OK;
+}
+
+/* ---- recording ------------------------------------------------------------ */
+
+static void full_barrier(vf_vk_runtime *rt, VkCommandBuffer cmd, bool to_host)
+{
+    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                         (to_host ? VK_ACCESS_HOST_READ_BIT : 0),
+    };
+    rt->dev.vkd.vkCmdPipelineBarrier(cmd, st, st | (to_host ? VK_PIPELINE_STAGE_HOST_BIT : 0), 0, 1,
+                                     &mb, 0, NULL, 0, NULL);
+}
+
+/* Where binding b points in this call: buffer, offset in its VkBuffer, range. */
+static vf_status resolve(vf_vk_runtime *rt, const vf_plan *p, const plan_binding *b, const vf_plan_bind *binds,
+                         VkDescriptorBufferInfo *info, vf_buffer **owner)
+{
+    vf_buffer *buf = b->kind == VF_PLAN_ARENA ? p->arena : b->kind == VF_PLAN_BIND ? binds[b->index].buf : b->buf;
+    size_t off = b->kind == VF_PLAN_BIND ? binds[b->index].offset + b->offset : b->offset;
+    if (!buf || off >= buf->size)
+        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "plan binding outside its buffer");
+    /* As for eager dispatches: kernels may read whole 16-byte words past
+       the last element; ranges round up within the reserved size. */
+    VkDeviceSize want = ((VkDeviceSize)b->bytes + 15) & ~(VkDeviceSize)15, room = buf->size - off;
+    const VkPhysicalDeviceLimits *L = &rt->dev.props.limits;
+    VkDeviceSize at = buf->offset + off;
+    if (L->minStorageBufferOffsetAlignment && at % L->minStorageBufferOffsetAlignment)
+        return vf_err_set(rt->err, VF_ERROR_UNSUPPORTED,
+                          "plan binding offset %llu is not a multiple of the device's storage offset"
+                          " alignment %llu", (unsigned long long)at,
+                          (unsigned long long)L->minStorageBufferOffsetAlignment);
+    *info = (VkDescriptorBufferInfo){vf_vk_buffer_handle(buf), at, want < room ? want : room};
+    if (info->range > L->maxStorageBufferRange)
+        return vf_err_set(rt->err, VF_ERROR_UNSUPPORTED, "plan binding of %llu bytes exceeds the device's"
+                          " max storage range %u", (unsigned long long)info->range, L->maxStorageBufferRange);
+    *owner = buf;
+    return VF_OK;
+}
+
+static bool conflicts(const vf_vk_access *set, int n, const vf_vk_access *a)
+{
+    for (int i = 0; i < n; i++)
+        if (set[i].buffer == a->buffer && set[i].begin < a->end && a->begin < set[i].end) return true;
+    return false;
+}
+
+static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds)
+{
+    const vf_vk_device_table *vk = &rt->dev.vkd;
+    VkCommandBuffer cmd = p->cmd;
+    p->valid = false;
+    vf_status s = vf_vk_check(rt->err, vk->vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    if (!s) s = vf_vk_check(rt->err, vk->vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+    if (s) return s;
+    full_barrier(rt, cmd, false); /* after everything submitted before */
+    p->barriers = 1;
+    /* Hazard tracking as in the scheduler: a barrier only where a dispatch
+       reads or overwrites what an earlier one wrote (or overwrites what it
+       read) since the last barrier. Reads grow from the front of acc,
+       writes from the back. */
+    int cap = p->n_steps * VF_KERNEL_MAX_BINDINGS, nr = 0, nw = 0;
+    for (int i = 0; !s && i < p->n_steps; i++) {
+        plan_step *ps = &p->steps[i];
+        VkDescriptorBufferInfo info[VF_KERNEL_MAX_BINDINGS];
+        VkWriteDescriptorSet w[VF_KERNEL_MAX_BINDINGS];
+        vf_vk_access a[VF_KERNEL_MAX_BINDINGS];
+        bool need = ps->barrier_before;
+        for (int j = 0; !s && j < ps->n_bindings; j++) {
+            vf_buffer *owner = NULL;
+            s = resolve(rt, p, &ps->b[j], binds, &info[j], &owner);
+            if (s) break;
+            w[j] = (VkWriteDescriptorSet){
+                .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                .dstSet = ps->set,
+                .dstBinding = (uint32_t)j,
+                .descriptorCount = 1,
+                .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                .pBufferInfo = &info[j],
+            };
+            a[j] = (vf_vk_access){info[j].buffer, info[j].offset, info[j].offset + info[j].range};
+            need = need || conflicts(p->acc + cap - nw, nw, &a[j]) ||
+                   ((ps->b[j].access & VF_VK_WRITE) && conflicts(p->acc, nr, &a[j]));
+        }
+        if (s) break;
+        if (need) {
+            full_barrier(rt, cmd, false);
+            p->barriers++;
+            nr = nw = 0;
+        }
+        for (int j = 0; j < ps->n_bindings; j++) {
+            if (ps->b[j].access & VF_VK_READ) p->acc[nr++] = a[j];
+            if (ps->b[j].access & VF_VK_WRITE) p->acc[cap - ++nw] = a[j];
+        }
+        vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->pipeline);
+        if (ps->n_bindings && rt->dev.push_descriptors) {
+            vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->layout->layout, 0,
+                                          (uint32_t)ps->n_bindings, w);
+        } else if (ps->n_bindings) {
+            /* The previous run has finished (vf_vk_plan_run waited) and the
+               old recording is being replaced: updating is allowed. */
+            vk->vkUpdateDescriptorSets(rt->dev.device, (uint32_t)ps->n_bindings, w, 0, NULL);
+            vk->vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->layout->layout, 0, 1,
+                                        &ps->set, 0, NULL);
+        }
+        if (ps->push_size) {
+            uint8_t pc[VF_PUSH_MAX] = {0};
+            uint32_t n = (ps->push_size + 3) & ~3u;
+            if (n > sizeof pc) n = sizeof pc;
+            memcpy(pc, ps->push, n);
+            vk->vkCmdPushConstants(cmd, ps->pipe->layout->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n, pc);
+        }
+        vk->vkCmdDispatch(cmd, ps->groups[0], ps->groups[1], ps->groups[2]);
+    }
+    if (s) {
+        vk->vkEndCommandBuffer(cmd);
+        return s;
+    }
+    full_barrier(rt, cmd, true); /* before later work and host reads */
+    p->barriers++;
+    s = vf_vk_check(rt->err, vk->vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+    if (s) return s;
+    memcpy(p->recorded, binds, sizeof *binds * (size_t)p->n_binds);
+    p->valid = true;
+    return VF_OK;
+}
+
+static void mark_used(vf_plan *p, const vf_plan_bind *binds, uint64_t serial)
+{
+    if (p->arena) p->arena->last_use = serial;
+    for (int i = 0; i < p->n_scratch; i++) p->scratch[i]->last_use = serial;
+    for (int i = 0; i < p->n_binds; i++)
+        if (binds[i].buf) binds[i].buf->last_use = serial;
+    for (int i = 0; i < p->n_steps; i++)
+        for (int j = 0; j < p->steps[i].n_bindings; j++)
+            if (p->steps[i].b[j].buf) p->steps[i].b[j].buf->last_use = serial;
+}
+
+vf_status vf_vk_plan_run(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds, int n_binds)
+{
+    if (n_binds != p->n_binds)
+        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "plan run with %d bindings, the plan has %d",
+                          n_binds, p->n_binds);
+    /* One recording, not SIMULTANEOUS_USE: it may be neither re-recorded
+       nor resubmitted while the previous run is pending. */
+    vf_status s = vf_vk_sched_wait(&rt->sched, p->serial);
+    if (s) return s;
+    bool same = p->valid;
+    for (int i = 0; same && i < n_binds; i++)
+        same = binds[i].buf == p->recorded[i].buf && binds[i].offset == p->recorded[i].offset;
+    if (!same) s = record(rt, p, binds);
+    uint64_t serial = 0;
+    if (!s) s = vf_vk_sched_submit_with(&rt->sched, p->cmd, &serial);
+    if (s) return s;
+    p->serial = serial;
+    mark_used(p, binds, serial);
+    rt->sched.dispatches += p->n_steps;
+    rt->sched.barriers += p->barriers;
+    rt->execs += p->n_execs;
+    return rt->err->status;
+}
+
+void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p)
+{
+    if (!p) return;
+    /* The command buffer and descriptor sets must outlive the last run. */
+    if (p->serial) vf_vk_sched_wait(&rt->sched, p->serial);
+    const vf_vk_device_table *vk = &rt->dev.vkd;
+    if (p->cmd) vk->vkFreeCommandBuffers(rt->dev.device, rt->sched.cmd_pool, 1, &p->cmd);
+    if (p->pool) vk->vkDestroyDescriptorPool(rt->dev.device, p->pool, NULL);
+    if (p->arena) vf_vk_mem_free(&rt->mem, p->arena, rt->sched.completed);
+    for (int i = 0; i < p->n_scratch; i++) vf_vk_mem_free(&rt->mem, p->scratch[i], rt->sched.completed);
+    free(p->steps);
+    free(p->scratch);
+    free(p->recorded);
+    free(p->acc);
+    free(p);
+}
+
+void vf_vk_plan_info(const vf_plan *p, vf_plan_info *out)
+{
+    out->kernels = p->n_execs;
+    out->dispatches = p->n_steps;
+    out->barriers = p->barriers;
+}
