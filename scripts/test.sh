@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds and runs every test twice: a -Werror build with the Khronos
 # validation layer on (any validation message fails the test), then an
-# AddressSanitizer + UndefinedBehaviorSanitizer build. Installs missing
-# packages first. Exit status 0 only if both pass.
+# AddressSanitizer + UndefinedBehaviorSanitizer build; then checks that the
+# optimised build (the README's first command) compiles warning-free and
+# runs the demo. Installs missing packages first. Exit status 0 only if all pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -18,3 +19,8 @@ cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --preset asan -j "$jobs"
+
+echo "== release build (-O3 -Werror) and the README's demo command"
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs"
+./build/release/tools/vkfuse demo

@@ -201,7 +201,7 @@ static void sub_params(const vf_graph *s, const vf_rval *args, const vf_rval *ca
 
 static vf_status run_cond(vf_run_state *rs, int id, const vf_node *n, const vf_rval *in, vf_rval *tuple)
 {
-    bool pred;
+    bool pred = false;
     vf_status s = read_pred(rs, id, n, &in[0], &pred);
     if (s != VF_OK) return s;
     const vf_graph *b = n->sub[pred ? 0 : 1];

@@ -117,7 +117,7 @@ static vf_status infer_reshape(const vf_node *n, const vf_shape *x, vf_shape *ou
     if (vf_shape_numel(out) != numel) goto bad;
     return VF_OK;
 bad:;
-    char a[96], b[96], what[256];
+    char a[96], b[96], what[512];
     snprintf(what, sizeof what, "cannot reshape %s (%lld elements) to %s; a traced reshape with a "
              "symbolic input needs -1 for the dim that varies", sh(a, sizeof a, x), (long long)numel,
              sh(b, sizeof b, t));
