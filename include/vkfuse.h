@@ -341,6 +341,26 @@ VF_API vf_status vf_while_loop(vf_context *ctx, vf_body cond_fn, vf_body body_fn
    runs: at once eagerly, at every call in a traced function. */
 VF_API vf_status vf_print(vf_context *ctx, const char *label, vf_tensor *t);
 
+/* ---- Gradients (tf.GradientTape), eager and traced alike ------------------
+   vf_tape_begin starts recording every op of ctx (on every active tape, so
+   tapes nest). vf_tape_gradient computes d sum(target) / d sources[i] into
+   grads[i] (the caller's scope, like op results; each has its source's
+   shape and dtype) by reverse mode over what was recorded: target may be a
+   scalar or of any shape (the seed is ones of its shape). A source the
+   target does not depend on gets zeros, not an error; a path through an op
+   that is not differentiable (comparisons, argmax, casts from or to
+   integers) fails with VF_ERROR_INVALID_ARGUMENT naming the op. In a
+   traced body the gradient is built symbolically into the same graph, so
+   the backward pass is optimised and fused with the forward one. The
+   gradient's own ops are not recorded (no higher-order gradients). A tape
+   holds the tensors it recorded until vf_tape_end; end it before the
+   context. See docs/GRADIENTS.md for each op's rule. */
+typedef struct vf_tape vf_tape;
+VF_API vf_tape *vf_tape_begin(vf_context *ctx);
+VF_API vf_status vf_tape_gradient(vf_tape *tape, vf_tensor *target, int n, vf_tensor *const *sources,
+                                  vf_tensor **grads);
+VF_API void vf_tape_end(vf_tape *tape);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 /* Entry points of matmul, reshape and transpose. */
 #include "frontend/frontend.h"
+#include "frontend/tape.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -76,13 +77,19 @@ vf_tensor *vf_matmul_ex(vf_context *ctx, vf_tensor *a, vf_tensor *b, bool ta, bo
     e.out = vf_tensor_ref(out);
     e.out.rank = full_rank;
     memcpy(e.out.shape, full, sizeof full);
-    if (ctx->trace) return vf_trace_exec(ctx, &e, out);
-    vf_status s = ctx->be.iface->exec(ctx->be.self, &e);
-    if (s != VF_OK) {
-        vf_backend_failed(ctx, s, "%s (%s backend)", name, ctx->be.iface->name);
-        vf_tensor_release(out);
-        return NULL;
+    if (ctx->trace) {
+        out = vf_trace_exec(ctx, &e, out);
+    } else {
+        vf_status s = ctx->be.iface->exec(ctx->be.self, &e);
+        if (s != VF_OK) {
+            vf_backend_failed(ctx, s, "%s (%s backend)", name, ctx->be.iface->name);
+            vf_tensor_release(out);
+            return NULL;
+        }
     }
+    /* recorded here, not in vf_run: the exec's refs are the vector-expanded ones */
+    vf_tensor *ab[2] = {a, b};
+    vf_tape_record(ctx, VF_OP_MATMUL, &e.attrs, 2, ab, out);
     return out;
 }
 
@@ -139,10 +146,17 @@ vf_tensor *vf_reshape(vf_context *ctx, vf_tensor *x, int rank, const int64_t *sh
                 (long long)x->numel, vf_shape_str(b, sizeof b, rank, shape));
         return NULL;
     }
-    if (ctx->trace) return vf_trace_reshape(ctx, x, rank, shape, s); /* keeps the -1 */
+    /* The copy of a variable is recorded as a reshape, not as its COPY. */
+    ctx->tape_mute++;
+    vf_tensor *out;
+    if (ctx->trace) out = vf_trace_reshape(ctx, x, rank, shape, s); /* keeps the -1 */
     /* A variable's storage changes on assign; a view would see later values. */
-    if (x->is_variable) return copy_as(ctx, x, rank, s);
-    return vf_tensor_view(x, rank, s);
+    else if (x->is_variable) out = copy_as(ctx, x, rank, s);
+    else out = vf_tensor_view(x, rank, s);
+    ctx->tape_mute--;
+    vf_attrs none = {0};
+    vf_tape_record(ctx, VF_TAPE_RESHAPE, &none, 1, &x, out);
+    return out;
 }
 
 vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm)

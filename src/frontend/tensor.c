@@ -1,5 +1,6 @@
 /* Tensors and their lifetime: scopes, references, storage, host I/O. */
 #include "frontend/frontend.h"
+#include "frontend/tape.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -276,13 +277,18 @@ vf_tref vf_tensor_ref(const vf_tensor *t)
 vf_tensor *vf_run(vf_context *ctx, vf_exec *e, vf_tensor *out)
 {
     e->out = vf_tensor_ref(out);
-    if (ctx->trace) return vf_trace_exec(ctx, e, out);
+    if (ctx->trace) {
+        out = vf_trace_exec(ctx, e, out);
+        vf_tape_record_exec(ctx, e, out); /* gradient tapes (tape.c) */
+        return out;
+    }
     vf_status s = ctx->be.iface->exec(ctx->be.self, e);
     if (s != VF_OK) {
         vf_backend_failed(ctx, s, "vf_%s (%s backend)", vf_op_get(e->op)->name, ctx->be.iface->name);
         vf_tensor_release(out);
         return NULL;
     }
+    vf_tape_record_exec(ctx, e, out);
     return out;
 }
 

@@ -127,7 +127,9 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     /* cast and copy: the conversion is done by the store (see codegen) */
     [VF_OP_CAST] = {.name = "cast", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
                     .result = VF_RESULT_ATTR, .cpu_f = f_copy, .cpu_i = i_copy,
-                    .glsl_f = "a", .glsl_i = "a"},
+                    .glsl_f = "a", .glsl_i = "a",
+                    /* float -> float only; autodiff.c refuses integer ends */
+                    .differentiable = true},
     [VF_OP_COPY] = {.name = "copy", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
                     .result = VF_RESULT_SAME, .cpu_f = f_copy, .cpu_i = i_copy,
                     .glsl_f = "a", .glsl_i = "a", .differentiable = true},

@@ -1,0 +1,339 @@
+/* Gradient rules: one function per differentiable op, indexed by the op
+ * enum (vf_grad_table). Every rule is written with ordinary op calls, so
+ * the same rule runs eagerly and, inside a traced body, is traced into the
+ * graph (and then optimised and fused like the forward pass). Shapes that
+ * may be symbolic (a batch dim of -1) are never baked into a fill or a
+ * reshape when it can be avoided: broadcasts go through where(), and
+ * reductions of broadcast dims through reduce_sum. */
+#include "frontend/tape.h"
+#include "util/dtype.h"
+
+#include <stdlib.h>
+
+vf_tensor *vf_ad_scalar(vf_context *ctx, vf_dtype dt, double v) { return vf_fill(ctx, dt, 0, NULL, v); }
+
+vf_tensor *vf_ad_broadcast(vf_context *ctx, vf_tensor *v, vf_tensor *like)
+{
+    /* where(c, v, v) is v whatever c is (also for NaNs in like); it only
+       gives the result like's shape, and stays correct for symbolic dims */
+    vf_tensor *c = vf_equal(ctx, like, like);
+    return vf_where(ctx, c, v, v);
+}
+
+vf_tensor *vf_ad_unbroadcast(vf_context *ctx, vf_tensor *g, vf_tensor *x)
+{
+    if (!g) return NULL;
+    int lead = g->rank - x->rank;
+    if (lead > 0) {
+        int axes[VF_MAX_RANK];
+        for (int i = 0; i < lead; i++) axes[i] = i;
+        g = vf_reduce_sum(ctx, g, lead, axes, false);
+        if (!g) return NULL;
+    }
+    int axes[VF_MAX_RANK], n = 0;
+    for (int d = 0; d < x->rank; d++)
+        if (x->shape[d] == 1 && g->shape[d] != 1) axes[n++] = d;
+    if (n) g = vf_reduce_sum(ctx, g, n, axes, true);
+    return g;
+}
+
+vf_tensor *vf_ad_reshape(vf_context *ctx, vf_tensor *g, int rank, const int64_t *shape)
+{
+    if (!g) return NULL;
+    int64_t s[VF_MAX_RANK];
+    bool inferred = !ctx->trace;
+    for (int i = 0; i < rank; i++) {
+        s[i] = shape[i];
+        if (!inferred && shape[i] != 1 && shape[i] != 0) {
+            s[i] = -1;
+            inferred = true;
+        }
+    }
+    return vf_reshape(ctx, g, rank, s);
+}
+
+static vf_tensor *scal(vf_context *ctx, vf_tensor *like, double v) { return vf_ad_scalar(ctx, like->dtype, v); }
+
+/* where(mask, v, 0) */
+static vf_tensor *masked(vf_context *ctx, vf_tensor *mask, vf_tensor *v)
+{
+    return vf_where(ctx, mask, v, scal(ctx, v, 0.0));
+}
+
+/* ---- elementwise --------------------------------------------------------- */
+
+#define IN(i) (e->in[i])
+#define OUT (e->out)
+
+static bool g_add(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_ad_unbroadcast(ctx, g, IN(0));
+    gin[1] = vf_ad_unbroadcast(ctx, g, IN(1));
+    return gin[0] && gin[1];
+}
+static bool g_sub(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_ad_unbroadcast(ctx, g, IN(0));
+    gin[1] = vf_ad_unbroadcast(ctx, vf_neg(ctx, g), IN(1));
+    return gin[0] && gin[1];
+}
+static bool g_mul(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_ad_unbroadcast(ctx, vf_mul(ctx, g, IN(1)), IN(0));
+    gin[1] = vf_ad_unbroadcast(ctx, vf_mul(ctx, g, IN(0)), IN(1));
+    return gin[0] && gin[1];
+}
+static bool g_div(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *ga = vf_div(ctx, g, IN(1));
+    gin[0] = vf_ad_unbroadcast(ctx, ga, IN(0));
+    /* d(a/b)/db = -(a/b)/b */
+    gin[1] = vf_ad_unbroadcast(ctx, vf_neg(ctx, vf_mul(ctx, ga, vf_div(ctx, IN(0), IN(1)))), IN(1));
+    return gin[0] && gin[1];
+}
+static bool g_pow(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *a = IN(0), *b = IN(1);
+    vf_tensor *bm1 = vf_sub(ctx, b, scal(ctx, b, 1.0));
+    gin[0] = vf_ad_unbroadcast(ctx, vf_mul(ctx, g, vf_mul(ctx, b, vf_pow(ctx, a, bm1))), a);
+    /* d/db = a^b log a; TF's convention: 0 where a <= 0 (log undefined) */
+    vf_tensor *pos = vf_greater(ctx, a, scal(ctx, a, 0.0));
+    vf_tensor *safe = vf_where(ctx, pos, a, scal(ctx, a, 1.0));
+    vf_tensor *lg = masked(ctx, pos, vf_log(ctx, safe));
+    gin[1] = vf_ad_unbroadcast(ctx, vf_mul(ctx, g, vf_mul(ctx, OUT, lg)), b);
+    return gin[0] && gin[1];
+}
+/* maximum/minimum: the gradient goes to a where a wins or ties, else to b. */
+static bool g_maxmin(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *m = e->op == VF_OP_MAXIMUM ? vf_greater_equal(ctx, IN(0), IN(1))
+                                          : vf_less_equal(ctx, IN(0), IN(1));
+    vf_tensor *z = scal(ctx, g, 0.0);
+    gin[0] = vf_ad_unbroadcast(ctx, vf_where(ctx, m, g, z), IN(0));
+    gin[1] = vf_ad_unbroadcast(ctx, vf_where(ctx, m, z, g), IN(1));
+    return gin[0] && gin[1];
+}
+static bool g_where(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *z = scal(ctx, g, 0.0);
+    gin[1] = vf_ad_unbroadcast(ctx, vf_where(ctx, IN(0), g, z), IN(1));
+    gin[2] = vf_ad_unbroadcast(ctx, vf_where(ctx, IN(0), z, g), IN(2));
+    return gin[1] && gin[2];
+}
+
+#define UNARY_RULE(fn, expr) \
+    static bool fn(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin) \
+    { \
+        vf_tensor *x = IN(0), *y = OUT; \
+        (void)x; (void)y; \
+        gin[0] = (expr); \
+        return gin[0] != NULL; \
+    }
+
+UNARY_RULE(g_neg, vf_neg(ctx, g))
+UNARY_RULE(g_exp, vf_mul(ctx, g, y))
+UNARY_RULE(g_log, vf_div(ctx, g, x))
+UNARY_RULE(g_sqrt, vf_div(ctx, vf_mul(ctx, g, scal(ctx, g, 0.5)), y))
+/* d x^-1/2 = -1/2 x^-3/2 = -1/2 y^3 */
+UNARY_RULE(g_rsqrt, vf_mul(ctx, g, vf_mul(ctx, scal(ctx, g, -0.5), vf_mul(ctx, y, vf_mul(ctx, y, y)))))
+UNARY_RULE(g_abs, vf_where(ctx, vf_greater(ctx, x, scal(ctx, x, 0.0)), g,
+                           masked(ctx, vf_less(ctx, x, scal(ctx, x, 0.0)), vf_neg(ctx, g))))
+UNARY_RULE(g_tanh, vf_mul(ctx, g, vf_sub(ctx, scal(ctx, g, 1.0), vf_mul(ctx, y, y))))
+UNARY_RULE(g_sigmoid, vf_mul(ctx, g, vf_mul(ctx, y, vf_sub(ctx, scal(ctx, g, 1.0), y))))
+UNARY_RULE(g_relu, masked(ctx, vf_greater(ctx, x, scal(ctx, x, 0.0)), g))
+UNARY_RULE(g_sin, vf_mul(ctx, g, vf_cos(ctx, x)))
+UNARY_RULE(g_cos, vf_neg(ctx, vf_mul(ctx, g, vf_sin(ctx, x))))
+UNARY_RULE(g_copy, vf_ad_unbroadcast(ctx, g, x))
+
+/* gelu (tanh form): with u = c(x + k x^3), t = tanh u,
+   d/dx = 0.5(1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2) */
+static bool g_gelu(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    const double c = 0.7978845608028654, k = 0.044715;
+    vf_tensor *x = IN(0);
+    vf_tensor *x2 = vf_mul(ctx, x, x);
+    vf_tensor *u = vf_mul(ctx, scal(ctx, x, c), vf_add(ctx, x, vf_mul(ctx, scal(ctx, x, k), vf_mul(ctx, x2, x))));
+    vf_tensor *t = vf_tanh(ctx, u);
+    vf_tensor *one = scal(ctx, x, 1.0), *half = scal(ctx, x, 0.5);
+    vf_tensor *a = vf_mul(ctx, half, vf_add(ctx, one, t));
+    vf_tensor *du = vf_mul(ctx, scal(ctx, x, c), vf_add(ctx, one, vf_mul(ctx, scal(ctx, x, 3 * k), x2)));
+    vf_tensor *b = vf_mul(ctx, vf_mul(ctx, half, x), vf_mul(ctx, vf_sub(ctx, one, vf_mul(ctx, t, t)), du));
+    gin[0] = vf_mul(ctx, g, vf_add(ctx, a, b));
+    return gin[0] != NULL;
+}
+
+/* float -> float casts pass the gradient through; integer and bool ends are
+   not differentiable (vf_grad_rule refuses them). */
+static bool g_cast(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = g->dtype == IN(0)->dtype ? g : vf_cast(ctx, g, IN(0)->dtype);
+    return gin[0] != NULL;
+}
+
+/* ---- reductions ---------------------------------------------------------- */
+
+/* g (the reduction's output gradient) with the reduced axes back as size 1. */
+static vf_tensor *keepdims_of(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g)
+{
+    if (e->attrs.keepdims || !e->attrs.axes_mask) return g;
+    vf_tensor *x = IN(0);
+    int64_t s[VF_MAX_RANK];
+    for (int d = 0; d < x->rank; d++) s[d] = (e->attrs.axes_mask >> d) & 1 ? 1 : x->shape[d];
+    return vf_ad_reshape(ctx, g, x->rank, s);
+}
+
+static bool g_sum(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_ad_broadcast(ctx, keepdims_of(ctx, e, g), IN(0));
+    return gin[0] != NULL;
+}
+/* The count is computed in the graph (a sum of ones), not taken from this
+   trace's shapes, so that a symbolic reduced dim (a batch of -1) stays right. */
+static bool g_mean(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *x = IN(0);
+    int axes[VF_MAX_RANK], n = 0;
+    for (int d = 0; d < x->rank; d++)
+        if ((e->attrs.axes_mask >> d) & 1) axes[n++] = d;
+    vf_tensor *cnt = vf_reduce_sum(ctx, vf_ad_broadcast(ctx, scal(ctx, x, 1.0), x), n, axes, true);
+    gin[0] = vf_div(ctx, vf_ad_broadcast(ctx, keepdims_of(ctx, e, g), x), cnt);
+    return gin[0] != NULL;
+}
+/* max/min: the gradient is split evenly among the tied extrema (as TF). */
+static bool g_maxred(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *x = IN(0);
+    vf_tensor *mask = vf_cast(ctx, vf_equal(ctx, x, keepdims_of(ctx, e, OUT)), x->dtype);
+    int axes[VF_MAX_RANK], n = 0;
+    for (int d = 0; d < x->rank; d++)
+        if ((e->attrs.axes_mask >> d) & 1) axes[n++] = d;
+    vf_tensor *cnt = vf_reduce_sum(ctx, mask, n, axes, true);
+    gin[0] = vf_mul(ctx, mask, vf_div(ctx, keepdims_of(ctx, e, g), cnt));
+    return gin[0] != NULL;
+}
+/* d|x|/dx = x/|x|; 0 at x == 0 (the subgradient TF uses for the norm). */
+static bool g_norm(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *x = IN(0);
+    vf_tensor *pos = vf_greater(ctx, OUT, scal(ctx, x, 0.0));
+    vf_tensor *safe = vf_where(ctx, pos, OUT, scal(ctx, x, 1.0));
+    gin[0] = vf_mul(ctx, vf_ad_broadcast(ctx, keepdims_of(ctx, e, g), x),
+                    masked(ctx, pos, vf_div(ctx, x, safe)));
+    return gin[0] != NULL;
+}
+
+/* ---- row ops ------------------------------------------------------------- */
+
+static bool g_softmax(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    int ax = e->attrs.axis;
+    vf_tensor *gy = vf_mul(ctx, g, OUT);
+    gin[0] = vf_mul(ctx, OUT, vf_sub(ctx, g, vf_reduce_sum(ctx, gy, 1, &ax, true)));
+    return gin[0] != NULL;
+}
+static bool g_log_softmax(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    int ax = e->attrs.axis;
+    gin[0] = vf_sub(ctx, g, vf_mul(ctx, vf_exp(ctx, OUT), vf_reduce_sum(ctx, g, 1, &ax, true)));
+    return gin[0] != NULL;
+}
+/* d xent / d logits = softmax(logits) - onehot(labels); labels get none. */
+static bool g_xent(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *labels = IN(0), *logits = IN(1);
+    int r = logits->rank;
+    int64_t classes = logits->shape[r - 1];
+    int32_t *iota = malloc((size_t)classes * sizeof *iota);
+    if (!iota) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory"), false;
+    for (int64_t i = 0; i < classes; i++) iota[i] = (int32_t)i;
+    vf_tensor *ids = vf_tensor_from_host(ctx, labels->dtype, 1, &classes, iota);
+    free(iota);
+    int64_t s[VF_MAX_RANK];
+    for (int d = 0; d < r - 1; d++) s[d] = labels->shape[d];
+    s[r - 1] = 1;
+    vf_tensor *lk = vf_ad_reshape(ctx, labels, r, s);
+    vf_tensor *onehot = vf_cast(ctx, vf_equal(ctx, lk, ids), logits->dtype);
+    vf_tensor *d = vf_sub(ctx, vf_softmax(ctx, logits, -1), onehot);
+    gin[1] = vf_mul(ctx, vf_ad_reshape(ctx, g, r, s), d);
+    return gin[1] != NULL;
+}
+
+/* ---- matmul and movement ------------------------------------------------- */
+
+/* C = op(A) op(B) with op a transpose where flagged:
+     --: dA = g B^T,     dB = A^T g
+     T-: dA = B g^T,     dB = A g
+     -T: dA = g B,       dB = g^T A
+     TT: dA = B^T g^T,   dB = g^T A^T
+   Vectors are matrices with a size-1 dim (as the forward op does); batch
+   dims that were broadcast are summed back. */
+static bool g_matmul(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *a = IN(0), *b = IN(1);
+    bool ta = e->attrs.trans_a, tb = e->attrs.trans_b;
+    bool av = a->rank == 1, bv = b->rank == 1;
+    int64_t s[VF_MAX_RANK];
+    if (av) { s[0] = 1; s[1] = a->shape[0]; a = vf_reshape(ctx, a, 2, s); }
+    if (bv) { s[0] = b->shape[0]; s[1] = 1; b = vf_reshape(ctx, b, 2, s); }
+    if (!a || !b) return false;
+    if (av || bv) { /* g back to [..., m, n] */
+        int r = g->rank;
+        for (int d = 0; d < r; d++) s[d] = g->shape[d];
+        if (av && bv) { s[0] = 1; s[1] = 1; r = 2; }
+        else if (av) { s[r] = s[r - 1]; s[r - 1] = 1; r++; }
+        else { s[r] = 1; r++; }
+        g = vf_ad_reshape(ctx, g, r, s);
+    }
+    vf_tensor *da, *db;
+    if (!ta && !tb) { da = vf_matmul_ex(ctx, g, b, false, true); db = vf_matmul_ex(ctx, a, g, true, false); }
+    else if (ta && !tb) { da = vf_matmul_ex(ctx, b, g, false, true); db = vf_matmul_ex(ctx, a, g, false, false); }
+    else if (!ta && tb) { da = vf_matmul_ex(ctx, g, b, false, false); db = vf_matmul_ex(ctx, g, a, true, false); }
+    else { da = vf_matmul_ex(ctx, b, g, true, true); db = vf_matmul_ex(ctx, g, a, true, true); }
+    da = vf_ad_unbroadcast(ctx, da, a);
+    db = vf_ad_unbroadcast(ctx, db, b);
+    if (av && da) da = vf_reshape(ctx, da, 1, IN(0)->shape);
+    if (bv && db) db = vf_reshape(ctx, db, 1, IN(1)->shape);
+    gin[0] = da;
+    gin[1] = db;
+    return da && db;
+}
+
+static bool g_transpose(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    int inv[VF_MAX_RANK];
+    for (int i = 0; i < IN(0)->rank; i++) inv[e->attrs.perm[i]] = i;
+    gin[0] = vf_transpose(ctx, g, inv);
+    return gin[0] != NULL;
+}
+
+static bool g_reshape(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_ad_reshape(ctx, g, IN(0)->rank, IN(0)->shape);
+    return gin[0] != NULL;
+}
+
+const vf_grad_fn vf_grad_table[VF_OP_COUNT] = {
+    [VF_OP_ADD] = g_add, [VF_OP_SUB] = g_sub, [VF_OP_MUL] = g_mul, [VF_OP_DIV] = g_div,
+    [VF_OP_POW] = g_pow, [VF_OP_MAXIMUM] = g_maxmin, [VF_OP_MINIMUM] = g_maxmin,
+    [VF_OP_WHERE] = g_where,
+    [VF_OP_NEG] = g_neg, [VF_OP_EXP] = g_exp, [VF_OP_LOG] = g_log, [VF_OP_SQRT] = g_sqrt,
+    [VF_OP_RSQRT] = g_rsqrt, [VF_OP_ABS] = g_abs, [VF_OP_TANH] = g_tanh, [VF_OP_SIGMOID] = g_sigmoid,
+    [VF_OP_RELU] = g_relu, [VF_OP_GELU] = g_gelu, [VF_OP_SIN] = g_sin, [VF_OP_COS] = g_cos,
+    [VF_OP_CAST] = g_cast, [VF_OP_COPY] = g_copy,
+    [VF_OP_REDUCE_SUM] = g_sum, [VF_OP_REDUCE_MEAN] = g_mean, [VF_OP_REDUCE_MAX] = g_maxred,
+    [VF_OP_REDUCE_MIN] = g_maxred, [VF_OP_NORM] = g_norm,
+    [VF_OP_SOFTMAX] = g_softmax, [VF_OP_LOG_SOFTMAX] = g_log_softmax, [VF_OP_SPARSE_XENT] = g_xent,
+    [VF_OP_MATMUL] = g_matmul, [VF_OP_TRANSPOSE] = g_transpose,
+};
+
+vf_grad_fn vf_grad_rule(const vf_tape_entry *e)
+{
+    if (e->op == VF_TAPE_RESHAPE) return g_reshape;
+    if (e->op < 0 || e->op >= VF_OP_COUNT || !vf_op_get((vf_op)e->op)->differentiable) return NULL;
+    /* only float values carry gradients */
+    if (!vf_dtype_is_float(e->out->dtype)) return NULL;
+    if (e->op == VF_OP_CAST && (!e->in[0] || !vf_dtype_is_float(e->in[0]->dtype))) return NULL;
+    for (int i = 0; i < e->n_in; i++)
+        if (!e->in[i]) return NULL;
+    return vf_grad_table[e->op];
+}
