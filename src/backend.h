@@ -62,6 +62,26 @@ typedef struct vf_plan_loc {
     int index;                  /* BIND: the binding */
 } vf_plan_loc;
 
+struct vf_graph;
+struct vf_group;
+struct vf_shape;
+
+/* A fused group of a plan (fusion/partition.h, ELEMENTWISE_DAG): execs
+   [first_exec, first_exec + n_execs) of the plan are its members. The
+   backend may run them as one kernel (fusion/codegen_fused.h) whose
+   tensors are the group's inputs then outputs (tensors / loc); values
+   internal to the group then never exist in memory. When it cannot, it
+   runs the member execs one by one: their internal values have arena
+   offsets in [arena_bytes, arena_bytes + spill_bytes). */
+typedef struct vf_plan_fused {
+    const struct vf_graph *graph;
+    const struct vf_group *group;
+    const struct vf_shape *shapes; /* per value of graph, for codegen */
+    int first_exec, n_execs;
+    const vf_tref *tensors;     /* group->n_inputs + group->n_outputs */
+    const vf_plan_loc *loc;
+} vf_plan_fused;
+
 typedef struct vf_plan_desc {
     const vf_exec *execs;       /* in dependency (and side-effect) order */
     const vf_plan_loc (*loc)[4];/* per exec: in[0], in[1], in[2], out */
@@ -69,6 +89,9 @@ typedef struct vf_plan_desc {
     size_t arena_bytes;         /* offsets are multiples of 256 */
     int n_binds;
     const char *name;           /* for messages */
+    const vf_plan_fused *fused; /* optional, by first_exec ascending */
+    int n_fused;
+    size_t spill_bytes;         /* see vf_plan_fused */
 } vf_plan_desc;
 
 /* Per-call binding: a tensor's storage (buf + offset). */
@@ -81,7 +104,7 @@ typedef struct vf_plan_bind {
 typedef struct vf_plan vf_plan;
 
 typedef struct vf_plan_info {
-    int kernels;                /* execs */
+    int kernels;                /* kernels (a fused group is one) */
     int dispatches;             /* per run */
     int barriers;               /* recorded per run */
 } vf_plan_info;

@@ -7,8 +7,17 @@
  * buffers, every other op result an intermediate in the plan's arena at an
  * offset from the liveness planner (graph/memplan.h). Variables keep the
  * node-by-node semantics: an assign is a COPY into the variable's buffer
- * at its place in program order, a reshape of a variable copies. */
+ * at its place in program order, a reshape of a variable copies.
+ *
+ * Fusion (fusion/partition.h): the graph is partitioned and the execs put
+ * in group order; each elementwise DAG group goes to the backend as one
+ * vf_plan_fused. Liveness is counted in kernels, a fused group being one
+ * step (its inputs live until it runs, its outputs from then), and values
+ * internal to a group get no arena space: they are given offsets past the
+ * arena (spill_bytes) that are only backed when the backend has to run
+ * the group unfused. VKFUSE_FUSION=0: one kernel per op. */
 #include "frontend/plan.h"
+#include "fusion/partition.h"
 #include "graph/memplan.h"
 #include "util/dtype.h"
 
@@ -42,6 +51,7 @@ typedef struct inter {
     vf_shape shape;
     size_t bytes;
     int first, last, slot; /* slot: output slot, -1: arena */
+    bool internal;         /* inside a fused group: never in memory when fused */
 } inter;
 
 typedef struct builder {
@@ -52,8 +62,22 @@ typedef struct builder {
     int n_ex, cap_ex;
     inter *it;
     int n_it, cap_it;
+    int *node_ex;          /* per node: its exec, -1: none */
     bool oom;
 } builder;
+
+/* The fused groups of a plan being built. */
+typedef struct fusion {
+    vf_partition_t part;
+    bool have_part;
+    vf_shape *shapes;      /* per node */
+    vf_plan_fused *fused;
+    int n_fused;
+    vf_tref *tens;         /* every fused group's tensors, in a row */
+    vf_plan_loc *tloc;
+    int *tinter;
+    int n_tens;
+} fusion;
 
 static vf_shape shape_of(const vf_tref *r)
 {
@@ -140,6 +164,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_rval *params, pval *v, 
         const vf_node *n = &g->nodes[i];
         pval in[3];
         for (int j = 0; j < n->n_in && j < 3; j++) in[j] = v[n->in[j]];
+        b->node_ex[i] = b->n_ex; /* each node adds at most one exec */
         switch (n->kind) {
         case VF_NODE_PARAM: {
             const vf_rval *p = &params[n->index];
@@ -210,6 +235,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_rval *params, pval *v, 
         }
         default: return false;
         }
+        if (b->node_ex[i] == b->n_ex) b->node_ex[i] = -1;
     }
     return true;
 }
@@ -220,6 +246,129 @@ static void builder_free(builder *b)
     free(b->loc);
     free(b->ref_inter);
     free(b->it);
+    free(b->node_ex);
+}
+
+static void fusion_free(fusion *f)
+{
+    if (f->have_part) vf_partition_free(&f->part);
+    free(f->shapes);
+    free(f->fused);
+    free(f->tens);
+    free(f->tloc);
+    free(f->tinter);
+}
+
+/* Partitions g and puts the execs in group order (ord, step: the kernel
+   each exec belongs to). false: out of host memory. Without fusion, or if
+   the graph cannot be partitioned, the order stays the node order. */
+static bool plan_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *ord, int *step)
+{
+    for (int x = 0; x < b->n_ex; x++) ord[x] = step[x] = x;
+    vf_fusion_options opt;
+    vf_fusion_options_default(&opt);
+    vf_err err = {0};
+    if (!opt.enabled) return true;
+    vf_status ps = vf_partition(g, &opt, &f->part, &err);
+    if (ps == VF_ERROR_OUT_OF_MEMORY) return false;
+    if (ps != VF_OK) return true; /* the unfused plan is always valid */
+    f->have_part = true;
+    int n_dag = 0, n_tens = 0;
+    for (int gi = 0; gi < f->part.n_groups; gi++)
+        if (f->part.groups[gi].kind == VF_GROUP_ELEMENTWISE_DAG) {
+            n_dag++;
+            n_tens += f->part.groups[gi].n_inputs + f->part.groups[gi].n_outputs;
+        }
+    if (!n_dag) return true;
+    f->shapes = calloc((size_t)g->n + 1, sizeof *f->shapes);
+    f->fused = calloc((size_t)n_dag, sizeof *f->fused);
+    f->tens = calloc((size_t)n_tens, sizeof *f->tens);
+    f->tloc = calloc((size_t)n_tens, sizeof *f->tloc);
+    f->tinter = calloc((size_t)n_tens, sizeof *f->tinter);
+    if (!f->shapes || !f->fused || !f->tens || !f->tloc || !f->tinter) return false;
+    for (int i = 0; i < g->n; i++) f->shapes[i] = shape_of(&v[i].ref);
+    int n = 0, steps = 0;
+    for (int gi = 0; gi < f->part.n_groups; gi++) {
+        const vf_group *grp = &f->part.groups[gi];
+        bool fuse = grp->kind == VF_GROUP_ELEMENTWISE_DAG;
+        for (int m = 0; fuse && m < grp->n_nodes; m++) fuse = b->node_ex[grp->nodes[m]] >= 0;
+        if (fuse && n + grp->n_nodes <= b->n_ex) {
+            vf_plan_fused *pf = &f->fused[f->n_fused++];
+            *pf = (vf_plan_fused){.graph = g, .group = grp, .shapes = f->shapes, .first_exec = n,
+                                  .n_execs = grp->n_nodes, .tensors = f->tens + f->n_tens, .loc = f->tloc + f->n_tens};
+            for (int t = 0; t < grp->n_inputs + grp->n_outputs; t++) {
+                int val = t < grp->n_inputs ? grp->inputs[t] : grp->outputs[t - grp->n_inputs];
+                f->tens[f->n_tens] = v[val].ref;
+                f->tloc[f->n_tens] = v[val].loc;
+                f->tinter[f->n_tens++] = v[val].inter;
+            }
+            for (int m = 0; m < grp->n_nodes; m++) {
+                int node = grp->nodes[m];
+                ord[n] = b->node_ex[node], step[n++] = steps;
+                bool out = false;
+                for (int o = 0; o < grp->n_outputs; o++) out = out || grp->outputs[o] == node;
+                if (!out && v[node].inter >= 0) b->it[v[node].inter].internal = true;
+            }
+            steps++;
+            continue;
+        }
+        for (int m = 0; m < grp->n_nodes; m++)
+            if (b->node_ex[grp->nodes[m]] >= 0 && n < b->n_ex) ord[n] = b->node_ex[grp->nodes[m]], step[n++] = steps++;
+    }
+    if (n == b->n_ex) return true;
+    /* Not every exec in exactly one group: keep the node order unfused. */
+    for (int x = 0; x < b->n_ex; x++) ord[x] = step[x] = x;
+    for (int i = 0; i < b->n_it; i++) b->it[i].internal = false;
+    f->n_fused = f->n_tens = 0;
+    return true;
+}
+
+/* Reorders the execs as ord says and recounts every intermediate's
+   lifetime in steps. false: out of host memory. */
+static bool reorder(builder *b, const int *ord, const int *step)
+{
+    int n = b->n_ex;
+    vf_exec *ex = malloc(sizeof *ex * (size_t)(n + 1));
+    vf_plan_loc(*loc)[4] = malloc(sizeof *loc * (size_t)(n + 1));
+    int(*ri)[4] = malloc(sizeof *ri * (size_t)(n + 1));
+    if (!ex || !loc || !ri) {
+        free(ex), free(loc), free(ri);
+        return false;
+    }
+    for (int x = 0; x < n; x++) {
+        ex[x] = b->ex[ord[x]];
+        memcpy(loc[x], b->loc[ord[x]], sizeof loc[x]);
+        memcpy(ri[x], b->ref_inter[ord[x]], sizeof ri[x]);
+    }
+    free(b->ex), free(b->loc), free(b->ref_inter);
+    b->ex = ex, b->loc = loc, b->ref_inter = ri;
+    for (int i = 0; i < b->n_it; i++) b->it[i].first = -1;
+    for (int x = 0; x < n; x++) {
+        int w = ri[x][3];
+        if (w >= 0 && b->it[w].first < 0) b->it[w].first = b->it[w].last = step[x];
+    }
+    for (int x = 0; x < n; x++)
+        for (int j = 0; j < 4; j++) {
+            int id = ri[x][j];
+            if (id >= 0 && b->it[id].last < step[x]) b->it[id].last = step[x];
+        }
+    for (int i = 0; i < b->n_it; i++)
+        if (b->it[i].first < 0) b->it[i].first = b->it[i].last = 0;
+    return true;
+}
+
+/* Where intermediate id lives: its output binding, the arena, or (internal
+   to a fused group) past the arena. */
+static void place(const builder *b, const vf_fplan *fp, int id, const size_t *off, vf_plan_loc *l, vf_tref *r)
+{
+    if (b->it[id].slot >= 0) {
+        *l = (vf_plan_loc){VF_PLAN_BIND, fp->n_params + b->it[id].slot};
+        r->offset = 0;
+    } else {
+        *l = (vf_plan_loc){VF_PLAN_ARENA, 0};
+        r->offset = off[id];
+    }
+    r->buf = NULL;
 }
 
 void vf_fplan_free(vf_context *ctx, vf_fplan *fp)
@@ -251,40 +400,53 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         fp->out_slot[k] = it->slot;
         fp->out_view[k] = shape_of(&o->ref);
     }
+    fusion fz = {0};
     vf_mem_interval *iv = malloc(sizeof *iv * (size_t)(b->n_it + 1));
     int *arena_id = malloc(sizeof *arena_id * (size_t)(b->n_it + 1));
-    size_t *off = malloc(sizeof *off * (size_t)(b->n_it + 1));
+    size_t *aoff = malloc(sizeof *aoff * (size_t)(b->n_it + 1)), *off = malloc(sizeof *off * (size_t)(b->n_it + 1));
+    int *ord = malloc(sizeof *ord * (size_t)(b->n_ex + 1)), *step = malloc(sizeof *step * (size_t)(b->n_ex + 1));
     int n = 0;
-    size_t arena = 0;
-    bool good = iv && arena_id && off;
+    size_t arena = 0, spill = 0;
+    bool good = iv && arena_id && aoff && off && ord && step;
+    good = good && plan_fusion(b, g, v, &fz, ord, step) && reorder(b, ord, step);
     for (int i = 0; good && i < b->n_it; i++) {
         fp->st.intermediate_bytes += (int64_t)b->it[i].bytes;
         if (b->it[i].slot >= 0) {
             fp->st.output_bytes += (int64_t)b->it[i].bytes;
             continue;
         }
+        arena_id[i] = -1;
+        if (b->it[i].internal) continue;
         arena_id[i] = n;
         iv[n++] = (vf_mem_interval){b->it[i].bytes, b->it[i].first, b->it[i].last};
     }
-    good = good && vf_memplan(iv, n, PLAN_ALIGN, off, &arena);
+    good = good && vf_memplan(iv, n, PLAN_ALIGN, aoff, &arena);
+    for (int i = 0; good && i < b->n_it; i++) {
+        if (b->it[i].slot >= 0) continue;
+        if (arena_id[i] >= 0) {
+            off[i] = aoff[arena_id[i]];
+        } else {
+            off[i] = arena + spill;
+            spill += (b->it[i].bytes + PLAN_ALIGN - 1) & ~(size_t)(PLAN_ALIGN - 1);
+        }
+    }
     for (int x = 0; good && x < b->n_ex; x++)
         for (int j = 0; j < 4; j++) {
             int id = b->ref_inter[x][j];
-            if (id < 0) continue;
-            vf_tref *r = j == 3 ? &b->ex[x].out : &b->ex[x].in[j];
-            if (b->it[id].slot >= 0) {
-                b->loc[x][j] = (vf_plan_loc){VF_PLAN_BIND, fp->n_params + b->it[id].slot};
-                r->offset = 0;
-            } else {
-                b->loc[x][j] = (vf_plan_loc){VF_PLAN_ARENA, 0};
-                r->offset = off[arena_id[id]];
-            }
-            r->buf = NULL;
+            if (id >= 0) place(b, fp, id, off, &b->loc[x][j], j == 3 ? &b->ex[x].out : &b->ex[x].in[j]);
         }
+    for (int t = 0; good && t < fz.n_tens; t++)
+        if (fz.tinter[t] >= 0) place(b, fp, fz.tinter[t], off, &fz.tloc[t], &fz.tens[t]);
     free(iv);
     free(arena_id);
+    free(aoff);
     free(off);
-    if (!good) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->rs->fn);
+    free(ord);
+    free(step);
+    if (!good) {
+        fusion_free(&fz);
+        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->rs->fn);
+    }
     fp->st.arena_bytes = (int64_t)arena;
     vf_plan_desc d = {
         .execs = b->ex,
@@ -293,12 +455,18 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         .arena_bytes = arena,
         .n_binds = fp->n_params + fp->n_slots,
         .name = b->rs->fn,
+        .fused = fz.fused,
+        .n_fused = fz.n_fused,
+        .spill_bytes = spill,
     };
     vf_status s = ctx->be.iface->plan_create(ctx->be.self, &d, &fp->plan);
+    int kernels = b->n_ex;
+    for (int i = 0; i < fz.n_fused; i++) kernels -= fz.fused[i].n_execs - 1;
+    fusion_free(&fz);
     if (s != VF_OK)
         return vf_backend_failed(ctx, s, "vf_function '%s': recording its plan (%s backend)", b->rs->fn,
                                  ctx->be.iface->name);
-    vf_plan_info info = {.kernels = b->n_ex, .dispatches = b->n_ex};
+    vf_plan_info info = {.kernels = kernels, .dispatches = kernels};
     if (ctx->be.iface->plan_info) ctx->be.iface->plan_info(ctx->be.self, fp->plan, &info);
     fp->st.kernels = info.kernels;
     fp->st.dispatches = info.dispatches;
@@ -310,7 +478,7 @@ vf_status vf_fplan_build(vf_run_state *rs, const vf_graph *g, const vf_rval *par
 {
     vf_context *ctx = rs->ctx;
     *out = NULL;
-    builder b = {.rs = rs};
+    builder b = {.rs = rs, .node_ex = calloc((size_t)g->n + 1, sizeof(int))};
     pval *v = calloc((size_t)g->n + 1, sizeof *v);
     vf_fplan *fp = calloc(1, sizeof *fp);
     int np = g->n_params;
@@ -324,7 +492,7 @@ vf_status vf_fplan_build(vf_run_state *rs, const vf_graph *g, const vf_rval *par
         fp->out_view = calloc((size_t)g->n_outputs + 1, sizeof *fp->out_view);
     }
     vf_status s = VF_OK;
-    if (!v || !fp || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
+    if (!v || !fp || !b.node_ex || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
         s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
     for (int i = 0; s == VF_OK && i < np; i++) fp->pshape[i] = shape_of(&params[i].ref);
     bool ok = false;

@@ -20,6 +20,7 @@
  * a few Vulkan calls per dispatch, no codegen, no pipeline or descriptor
  * creation. When they are the same, the recording is resubmitted as is. */
 #include "vulkan/plan.h"
+#include "fusion/codegen_fused.h"
 #include "fusion/kernel.h"
 
 #include <stdlib.h>
@@ -47,8 +48,9 @@ typedef struct plan_step {
 
 struct vf_plan {
     plan_step *steps;
-    int n_steps, n_execs;
+    int n_steps, n_execs, n_kernels;
     vf_buffer *arena;
+    size_t arena_size;           /* what ARENA bindings may address */
     vf_buffer **scratch;
     int n_scratch;
     int n_binds;
@@ -75,8 +77,36 @@ static bool same_tensor(const vf_tref *a, const vf_plan_loc *la, const vf_tref *
 }
 
 /* The binding of step slot `slot` from the exec's tensors. */
-static vf_status step_binding(vf_vk_runtime *rt, const vf_plan_desc *d, int x, const vf_dispatch *st,
-                              int slot, vf_buffer *scratch, plan_binding *b)
+static vf_status check_loc(vf_vk_runtime *rt, const vf_plan *p, const vf_plan_desc *d, const vf_tref *r,
+                           const vf_plan_loc *l, size_t bytes, int x, const char *what, int t)
+{
+    if ((l->kind == VF_PLAN_FIXED && !r->buf) || (l->kind == VF_PLAN_BIND && (l->index < 0 || l->index >= d->n_binds)) ||
+        (l->kind == VF_PLAN_ARENA && r->offset + bytes > p->arena_size))
+        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: exec %d (%s) tensor %d has no valid location",
+                          d->name, x, what, t);
+    return VF_OK;
+}
+
+/* A binding of a fused group's kernel: VF_BIND_GROUP + t is tensor t of
+   the group, its inputs then its outputs. */
+static vf_status group_binding(vf_vk_runtime *rt, const vf_plan *p, const vf_plan_desc *d, const vf_plan_fused *f,
+                               const vf_dispatch *st, int which, plan_binding *b)
+{
+    int t = which - VF_BIND_GROUP, n_in = f->group->n_inputs;
+    if (t < 0 || t >= n_in + f->group->n_outputs)
+        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT,
+                          "plan %s: fused kernel %s binds group tensor %d of %d", d->name, st->name, t,
+                          n_in + f->group->n_outputs);
+    const vf_tref *r = &f->tensors[t];
+    const vf_plan_loc *l = &f->loc[t];
+    *b = (plan_binding){.kind = l->kind, .index = l->index, .buf = l->kind == VF_PLAN_FIXED ? r->buf : NULL,
+                        .offset = r->offset, .bytes = tref_bytes(r), .access = t < n_in ? VF_VK_READ : VF_VK_WRITE};
+    return check_loc(rt, p, d, r, l, b->bytes, f->first_exec, st->name, t);
+}
+
+static vf_status step_binding(vf_vk_runtime *rt, const vf_plan *p, const vf_plan_desc *d, int x,
+                              const vf_plan_fused *f, const vf_dispatch *st, int slot, vf_buffer *scratch,
+                              plan_binding *b)
 {
     const vf_exec *e = &d->execs[x];
     int which = st->binding[slot];
@@ -86,6 +116,7 @@ static vf_status step_binding(vf_vk_runtime *rt, const vf_plan_desc *d, int x, c
                             .access = VF_VK_READ | VF_VK_WRITE};
         return VF_OK;
     }
+    if (f && which >= VF_BIND_GROUP) return group_binding(rt, p, d, f, st, which, b);
     int t = which == VF_BIND_OUT ? 3 : which;
     if (which < 0 || (which != VF_BIND_OUT && which >= e->n_in) || which > VF_BIND_OUT)
         return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT,
@@ -102,15 +133,12 @@ static vf_status step_binding(vf_vk_runtime *rt, const vf_plan_desc *d, int x, c
     if (t == 3)
         for (int i = 0; i < e->n_in; i++)
             if (same_tensor(&e->in[i], &d->loc[x][i], &e->out, l)) b->access |= VF_VK_READ; /* in-place */
-    if ((l->kind == VF_PLAN_FIXED && !r->buf) || (l->kind == VF_PLAN_BIND && (l->index < 0 || l->index >= d->n_binds)) ||
-        (l->kind == VF_PLAN_ARENA && r->offset + b->bytes > d->arena_bytes))
-        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT,
-                          "plan %s: exec %d (%s) tensor %d has no valid location", d->name, x,
-                          vf_op_get(e->op)->name, t);
-    return VF_OK;
+    return check_loc(rt, p, d, r, l, b->bytes, x, vf_op_get(e->op)->name, t);
 }
 
-static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d, int x, const vf_kernel *k)
+/* Adds the steps of kernel k: exec x's, or fused group f's (f not NULL). */
+static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d, int x, const vf_plan_fused *f,
+                            const vf_kernel *k)
 {
     vf_buffer *scratch = NULL;
     if (k->scratch_bytes) {
@@ -132,7 +160,7 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
                                   d->name, st->name, st->groups[g], g, L->maxComputeWorkGroupCount[g]);
         ps->n_bindings = st->n_bindings;
         for (int j = 0; j < st->n_bindings; j++) {
-            s = step_binding(rt, d, x, st, j, scratch, &ps->b[j]);
+            s = step_binding(rt, p, d, x, f, st, j, scratch, &ps->b[j]);
             if (s) return s;
         }
         memcpy(ps->push, st->push, sizeof ps->push);
@@ -141,6 +169,7 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
         ps->barrier_before = i > 0;
         p->n_steps++;
     }
+    if (k->n_steps) p->n_kernels++;
     return VF_OK;
 }
 
@@ -181,6 +210,31 @@ static vf_status create_descriptors(vf_vk_runtime *rt, vf_plan *p)
     return s;
 }
 
+/* Codegen of every fused group; ok[i]: its kernel is kern[i], else (the
+   device cannot run it: VF_ERROR_UNSUPPORTED) its execs run one by one. */
+static vf_status fused_kernels(vf_vk_runtime *rt, const vf_plan_desc *d, vf_kernel *kern, bool *ok, bool *spill)
+{
+    *spill = false;
+    for (int i = 0; i < d->n_fused; i++) {
+        const vf_plan_fused *f = &d->fused[i];
+        if (f->first_exec < 0 || f->n_execs < 1 || f->first_exec + f->n_execs > d->n_execs ||
+            (i && f->first_exec < d->fused[i - 1].first_exec + d->fused[i - 1].n_execs))
+            return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: fused group %d covers execs %d..%d",
+                              d->name, i, f->first_exec, f->first_exec + f->n_execs - 1);
+        vf_err err = {0};
+        vf_status s = vf_codegen_group(f->graph, f->group, f->shapes, &rt->dev.caps, &kern[i], &err);
+        ok[i] = s == VF_OK;
+        if (s == VF_ERROR_UNSUPPORTED) {
+            vf_kernel_free(&kern[i]);
+            memset(&kern[i], 0, sizeof kern[i]);
+            *spill = true;
+        } else if (s) {
+            return vf_err_set(rt->err, s, "plan %s: %s", d->name, err.message);
+        }
+    }
+    return VF_OK;
+}
+
 vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **out)
 {
     *out = NULL;
@@ -192,16 +246,33 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
     p->scratch = calloc((size_t)d->n_execs + 1, sizeof *p->scratch);
     p->recorded = calloc((size_t)d->n_binds + 1, sizeof *p->recorded);
     p->acc = calloc((size_t)d->n_execs * VF_KERNEL_MAX_STEPS * VF_KERNEL_MAX_BINDINGS + 1, sizeof *p->acc);
-    vf_status s = p->steps && p->scratch && p->recorded && p->acc
+    vf_kernel *kern = calloc((size_t)d->n_fused + 1, sizeof *kern);
+    bool *ok = calloc((size_t)d->n_fused + 1, sizeof *ok), spill = false;
+    vf_status s = p->steps && p->scratch && p->recorded && p->acc && kern && ok
                 ? VF_OK : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (!s && d->arena_bytes) s = vf_vk_mem_alloc(&rt->mem, d->arena_bytes, 256, &p->arena);
-    for (int x = 0; !s && x < d->n_execs; x++) {
+    if (!s) s = fused_kernels(rt, d, kern, ok, &spill);
+    /* The values internal to a group get memory only when the group runs
+       unfused. */
+    p->arena_size = d->arena_bytes + (spill ? d->spill_bytes : 0);
+    if (!s && p->arena_size) s = vf_vk_mem_alloc(&rt->mem, p->arena_size, 256, &p->arena);
+    for (int x = 0, g = 0; !s && x < d->n_execs; x++) {
+        if (g < d->n_fused && d->fused[g].first_exec == x) {
+            const vf_plan_fused *f = &d->fused[g];
+            if (ok[g++]) {
+                s = add_kernel(rt, p, d, x, f, &kern[g - 1]);
+                x += f->n_execs - 1;
+                continue;
+            }
+        }
         vf_kernel k;
         memset(&k, 0, sizeof k);
         s = vf_codegen_exec(&d->execs[x], &rt->dev.caps, &k, rt->err);
-        if (!s) s = add_kernel(rt, p, d, x, &k);
+        if (!s) s = add_kernel(rt, p, d, x, NULL, &k);
         vf_kernel_free(&k);
     }
+    for (int i = 0; kern && i < d->n_fused; i++) vf_kernel_free(&kern[i]);
+    free(kern);
+    free(ok);
     if (!s) s = create_descriptors(rt, p);
     if (s) {
         vf_vk_plan_destroy(rt, p);
@@ -372,7 +443,7 @@ vf_status vf_vk_plan_run(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *bind
     mark_used(p, binds, serial);
     rt->sched.dispatches += p->n_steps;
     rt->sched.barriers += p->barriers;
-    rt->execs += p->n_execs;
+    rt->execs += p->n_kernels;
     return rt->err->status;
 }
 
@@ -395,7 +466,7 @@ void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p)
 
 void vf_vk_plan_info(const vf_plan *p, vf_plan_info *out)
 {
-    out->kernels = p->n_execs;
+    out->kernels = p->n_kernels;
     out->dispatches = p->n_steps;
     out->barriers = p->barriers;
 }
