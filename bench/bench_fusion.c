@@ -1,0 +1,117 @@
+/* Fusion benchmark: an 8-op elementwise chain (x*1.5, +0.5, relu, *0.9,
+ * sigmoid, *2, -1, abs) over 16M f32, traced as a vf_function, run as a
+ * fused Vulkan plan, an unfused one (VKFUSE_FUSION=0 while its plan is
+ * built) and on the CPU backend, side by side in one run. Prints time per
+ * call, GB/s (one read of x and one write of y per call: what the fused
+ * kernel moves), kernels, dispatches and the fused/unfused ratio.
+ * Usage: bench_fusion [--iters N] [--quick]   (not a test: nothing asserted) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vkfuse.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Captured scalars: a scalar vf_fill in the body would be a kernel of its
+   own in both runs. */
+static vf_status chain8(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor **k = user;
+    vf_tensor *h = vf_add(ctx, vf_mul(ctx, in[0], k[0]), k[1]);
+    h = vf_sigmoid(ctx, vf_mul(ctx, vf_relu(ctx, h), k[2]));
+    out[0] = vf_abs(ctx, vf_sub(ctx, vf_mul(ctx, h, k[3]), k[4]));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+typedef struct figures {
+    double sec;
+    vf_function_stats fs;
+    bool ok;
+} figures;
+
+/* Best seconds per call (each call synced) over iters calls after one
+   warm-up call that traces and builds the plan. */
+static figures measure(vf_context *ctx, int64_t n, bool fuse, int iters)
+{
+    figures f = {.sec = INFINITY};
+    static const float kv[5] = {1.5f, 0.5f, 0.9f, 2.0f, 1.0f};
+    vf_scope_begin(ctx);
+    vf_tensor *k[5];
+    for (int i = 0; i < 5; i++) k[i] = vf_tensor_from_host(ctx, VF_F32, 0, NULL, &kv[i]);
+    vf_tensor *x = vf_random_normal(ctx, VF_F32, 1, &n, 1);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "chain8", .body = chain8, .user = k,
+                                                                  .n_inputs = 1, .n_outputs = 1});
+    if (!fn) goto done;
+    if (!fuse) setenv("VKFUSE_FUSION", "0", 1);
+    for (int i = 0; i <= iters; i++) {
+        vf_scope_begin(ctx);
+        vf_tensor *y = NULL;
+        vf_context_sync(ctx);
+        double t0 = now();
+        vf_status s = vf_function_call(fn, &x, &y);
+        if (s == VF_OK) s = vf_context_sync(ctx);
+        double t = now() - t0;
+        vf_scope_end(ctx);
+        unsetenv("VKFUSE_FUSION");
+        if (s != VF_OK) {
+            fprintf(stderr, "bench_fusion: %s\n", vf_error_message(ctx));
+            goto done;
+        }
+        if (i && t < f.sec) f.sec = t;
+    }
+    f.ok = vf_function_stats_get(fn, &f.fs) == VF_OK;
+done:
+    unsetenv("VKFUSE_FUSION");
+    vf_function_destroy(fn);
+    vf_scope_end(ctx);
+    return f;
+}
+
+static void row(const char *name, const figures *f, int64_t n)
+{
+    if (!f->ok) {
+        printf("%-16s failed\n", name);
+        return;
+    }
+    double gbs = 2.0 * (double)n * 4.0 / f->sec / 1e9;
+    printf("%-16s %10.3f ms %9.1f GB/s %8d %11d %8s\n", name, f->sec * 1e3, gbs, f->fs.kernels,
+           f->fs.dispatches_per_call, f->fs.planned ? "yes" : "no");
+}
+
+int main(int argc, char **argv)
+{
+    int iters = 10;
+    int64_t n = 16 << 20;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick")) n = 1 << 20, iters = 3;
+    }
+    if (iters < 1) iters = 1;
+    vf_context *vk = NULL, *cpu = NULL;
+    vf_context_desc dv = {.backend = VF_BACKEND_VULKAN}, dc = {.backend = VF_BACKEND_CPU};
+    if (vf_context_create(&dv, &vk) != VF_OK || vf_context_create(&dc, &cpu) != VF_OK) {
+        fprintf(stderr, "bench_fusion: could not create the contexts\n");
+        vf_context_destroy(vk);
+        vf_context_destroy(cpu);
+        return 1;
+    }
+    printf("8-op elementwise chain, %lld f32, best of %d calls (each synced)\n", (long long)n, iters);
+    printf("%-16s %13s %14s %8s %11s %8s\n", "run", "time/call", "GB/s (x+y)", "kernels", "dispatches", "planned");
+    figures fu = measure(vk, n, true, iters), un = measure(vk, n, false, iters), c = measure(cpu, n, true, iters);
+    row("vulkan fused", &fu, n);
+    row("vulkan unfused", &un, n);
+    row("cpu", &c, n);
+    if (fu.ok && un.ok) printf("fused/unfused time ratio: %.3f (speedup %.2fx)\n", fu.sec / un.sec, un.sec / fu.sec);
+    if (fu.ok && c.ok) printf("fused vulkan vs cpu: speedup %.2fx\n", c.sec / fu.sec);
+    vf_context_destroy(vk);
+    vf_context_destroy(cpu);
+    return 0;
+}
