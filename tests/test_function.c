@@ -475,7 +475,7 @@ static void test_variables(void **state)
     }
 }
 
-/* assigns inside a branch keep the vf_cond a real conditional */
+/* an assign inside a branch: the cond becomes an assign of a select */
 static vf_status bump(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     vf_status s = vf_assign_add(user, vf_fill(ctx, VF_F32, 0, NULL, 1.0));
@@ -517,7 +517,87 @@ static void test_cond_with_assign(void **state)
             assert_true(read1(v) == counts[i]);
         }
         char *txt = vf_function_graph_text(fn);
-        assert_non_null(strstr(txt, "cond("));
+        assert_null(strstr(txt, "cond("));
+        assert_non_null(strstr(txt, "assign("));
+        assert_non_null(strstr(txt, "where("));
+        free(txt);
+        vf_function_destroy(fn);
+        vt_context_done(ctx);
+    }
+}
+
+/* Both branches assign a (then: a += x, else: a -= x), only then assigns
+   b, and each branch reads a before its assign (the old value) and b
+   after (then: the new a). Traced, the cond has no host round trip. */
+typedef struct two_vars {
+    vf_tensor *a, *b;
+} two_vars;
+
+static vf_status tv_then(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    two_vars *tv = user;
+    vf_tensor *old = vf_mul(ctx, tv->a, vf_fill(ctx, VF_F32, 0, NULL, 1.0)); /* before the assign */
+    vf_status s = vf_assign_add(tv->a, in[0]);
+    if (s == VF_OK) s = vf_assign(tv->b, vf_add(ctx, tv->b, tv->a)); /* b += the new a */
+    out[0] = vf_add(ctx, old, vf_fill(ctx, VF_F32, 0, NULL, 100.0));
+    return s != VF_OK ? s : out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static vf_status tv_else(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    two_vars *tv = user;
+    out[0] = vf_mul(ctx, tv->a, vf_fill(ctx, VF_F32, 0, NULL, 3.0)); /* the old a */
+    vf_status s = vf_assign_sub(tv->a, in[0]);
+    return s != VF_OK ? s : out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static vf_status tv_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    two_vars *tv = user;
+    vf_tensor *pred = vf_greater(ctx, in[0], vf_fill(ctx, VF_F32, 0, NULL, 0.0));
+    vf_status s = vf_cond(ctx, pred, tv_then, tv_else, 1, in, 1, out, user);
+    if (s == VF_OK) out[1] = vf_add(ctx, vf_mul(ctx, tv->a, vf_fill(ctx, VF_F32, 0, NULL, 10.0)), tv->b);
+    return s != VF_OK ? s : out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+static void test_cond_assigns_select(void **state)
+{
+    (void)state;
+    vf_backend bs[2];
+    for (int b = 0, nb = n_backends(bs); b < nb; b++) {
+        vf_context *ctx = vt_context(bs[b]);
+        two_vars tr = {vf_variable(ctx, vf_fill(ctx, VF_F32, 0, NULL, 1.0)),
+                       vf_variable(ctx, vf_fill(ctx, VF_F32, 0, NULL, 0.0))};
+        two_vars ea = {vf_variable(ctx, vf_fill(ctx, VF_F32, 0, NULL, 1.0)),
+                       vf_variable(ctx, vf_fill(ctx, VF_F32, 0, NULL, 0.0))};
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "two_vars", .body = tv_body,
+                                                                     .user = &tr, .n_inputs = 1, .n_outputs = 2});
+        assert_non_null(fn);
+        float xs[6] = {2, -1, 3, 0, -5, 4};
+        for (int i = 0; i < 6; i++) {
+            vf_tensor *x = f32(ctx, 0, NULL, &xs[i]), *o[2], *e[2];
+            assert_int_equal(vf_function_call(fn, &x, o), VF_OK);
+            assert_int_equal(tv_body(ctx, &x, e, &ea), VF_OK); /* eager */
+            assert_true(read1(o[0]) == read1(e[0]));
+            assert_true(read1(o[1]) == read1(e[1]));
+            assert_true(read1(tr.a) == read1(ea.a));
+            assert_true(read1(tr.b) == read1(ea.b));
+            if (bs[b] == VF_BACKEND_VULKAN) {
+                vf_function_stats st;
+                vf_function_stats_get(fn, &st);
+                assert_int_equal(st.submits_per_call, 1); /* no predicate read back */
+            }
+        }
+        /* a: 1 -> 3 (b 3) -> 4 -> 7 (b 10) -> 7 -> 12 -> 16 (b 26) */
+        assert_true(read1(tr.a) == 16.0f);
+        assert_true(read1(tr.b) == 26.0f);
+        vf_function_stats st;
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        char *txt = vf_function_graph_text(fn);
+        assert_non_null(txt);
+        assert_null(strstr(txt, "cond("));
+        assert_non_null(strstr(txt, "where("));
         assert_non_null(strstr(txt, "assign("));
         free(txt);
         vf_function_destroy(fn);
@@ -713,7 +793,7 @@ int main(void)
         cmocka_unit_test(test_signature),        cmocka_unit_test(test_symbolic_mismatch),
         cmocka_unit_test(test_every_op),         cmocka_unit_test(test_dynamic_predict),
         cmocka_unit_test(test_while_loop),       cmocka_unit_test(test_variables),
-        cmocka_unit_test(test_cond_with_assign), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_cond_with_assign), cmocka_unit_test(test_cond_assigns_select), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_print),            cmocka_unit_test(test_dump_and_nesting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -257,6 +257,113 @@ static void test_cond_to_select(void **state)
     vf_graph_free(g);
 }
 
+static int variable(vf_graph *g, int index, vf_shape s)
+{
+    int id = add(g, VF_NODE_CAPTURE, 0, NULL, VF_F32, s);
+    g->nodes[id].index = index;
+    g->nodes[id].is_var = true;
+    return id;
+}
+
+static int assign(vf_graph *g, int index, int value, vf_shape s)
+{
+    int id = add(g, VF_NODE_ASSIGN, 1, &value, VF_F32, s);
+    g->nodes[id].index = index;
+    return id;
+}
+
+/* then: y = v * 2 (the old v); v = x; w = v + 1 (the new v); returns y + w.
+   else: v = v - x; returns v (the new v).
+   Variable 1 is assigned by then only. */
+static void test_cond_assign_to_select(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(1, (int64_t[]){3}, 0), sc = shp(0, NULL, 0);
+    int p = param(g, VF_BOOL, sc), x = param(g, VF_F32, s);
+    vf_graph *br[2];
+    br[0] = vf_graph_new(g);
+    {
+        vf_graph *b = br[0];
+        int bx = param(b, VF_F32, s), v = variable(b, 0, s), two = fill(b, VF_F32, sc, 2.0);
+        int y = op(b, VF_OP_MUL, 2, (int[]){v, two}, VF_F32, s);
+        int a = assign(b, 0, bx, s);
+        int one = fill(b, VF_F32, sc, 1.0);
+        int w = op(b, VF_OP_ADD, 2, (int[]){a, one}, VF_F32, s);
+        assign(b, 1, w, s);
+        int r = op(b, VF_OP_ADD, 2, (int[]){y, w}, VF_F32, s);
+        outputs(b, 1, &r);
+    }
+    br[1] = vf_graph_new(g);
+    {
+        vf_graph *b = br[1];
+        int bx = param(b, VF_F32, s), v = variable(b, 0, s);
+        int d = op(b, VF_OP_SUB, 2, (int[]){v, bx}, VF_F32, s);
+        int a = assign(b, 0, d, s);
+        outputs(b, 1, &a);
+    }
+    int cn = add(g, VF_NODE_COND, 2, (int[]){p, x}, VF_F32, s);
+    g->nodes[cn].sub[0] = br[0];
+    g->nodes[cn].sub[1] = br[1];
+    g->nodes[cn].n_out = 1;
+    int pj = add(g, VF_NODE_PROJ, 1, &cn, VF_F32, s);
+    int after = variable(g, 0, s); /* a read after the cond */
+    int sum = op(g, VF_OP_ADD, 2, (int[]){pj, after}, VF_F32, s);
+    outputs(g, 1, &sum);
+    assert_int_equal(vf_pass_cond_to_select(g, &err), 1);
+    assert_int_equal(count_kind(g, VF_NODE_COND, -1), 0);
+    assert_int_equal(count_kind(g, VF_NODE_PROJ, -1), 0);
+    assert_int_equal(count_kind(g, VF_NODE_ASSIGN, -1), 2);
+    assert_int_equal(count_kind(g, VF_NODE_OP, VF_OP_WHERE), 3);
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].n_in; j++) assert_true(g->nodes[i].in[j] < i); /* still SSA */
+    int first_assign = -1, n_assign = 0;
+    for (int i = 0; i < g->n; i++) {
+        const vf_node *n = &g->nodes[i];
+        if (n->kind != VF_NODE_ASSIGN) {
+            /* every read of a variable before the assigns: the branches saw the old values */
+            if (first_assign >= 0 && n->kind == VF_NODE_OP) assert_true(n->op != VF_OP_WHERE);
+            continue;
+        }
+        if (first_assign < 0) first_assign = i;
+        const vf_node *w = &g->nodes[n->in[0]];
+        assert_int_equal(w->kind, VF_NODE_OP);
+        assert_int_equal(w->op, VF_OP_WHERE);
+        assert_int_equal(w->in[0], p);
+        const vf_node *a = &g->nodes[w->in[1]], *e = &g->nodes[w->in[2]];
+        if (n->index == 0) { /* both assign: where(p, x, v - x) */
+            assert_int_equal(w->in[1], x);
+            assert_int_equal(e->op, VF_OP_SUB);
+            assert_true(g->nodes[e->in[0]].kind == VF_NODE_CAPTURE);
+        } else { /* then only: where(p, x + 1, v1) */
+            assert_int_equal(n->index, 1);
+            assert_int_equal(a->op, VF_OP_ADD);
+            assert_int_equal(a->in[0], x); /* read after the assign in then: the new value */
+            assert_true(e->kind == VF_NODE_CAPTURE && e->is_var && e->index == 1);
+        }
+        n_assign++;
+    }
+    assert_int_equal(n_assign, 2);
+    const vf_node *out = &g->nodes[g->outputs[0]];
+    assert_int_equal(out->op, VF_OP_ADD);
+    assert_true(out->in[1] > first_assign); /* the read after the cond follows the assigns */
+    assert_true(g->nodes[out->in[1]].kind == VF_NODE_CAPTURE);
+    const vf_node *ow = &g->nodes[out->in[0]];
+    assert_int_equal(ow->op, VF_OP_WHERE);
+    assert_true(out->in[0] < first_assign);
+    const vf_node *t = &g->nodes[ow->in[1]], *y = &g->nodes[t->in[0]];
+    assert_int_equal(t->op, VF_OP_ADD);
+    assert_int_equal(y->op, VF_OP_MUL);
+    assert_true(g->nodes[y->in[0]].kind == VF_NODE_CAPTURE); /* y: the old v */
+    assert_int_equal(g->nodes[ow->in[2]].op, VF_OP_SUB);    /* else returns its new v */
+    char *txt = vf_graph_to_string(g, "assign_select");
+    assert_null(strstr(txt, "cond("));
+    assert_non_null(strstr(txt, "assign(%"));
+    free(txt);
+    vf_graph_free(g);
+}
+
 static void test_cond_with_effect_stays(void **state)
 {
     (void)state;
@@ -339,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_dce_keeps_effects), cmocka_unit_test(test_cse),
         cmocka_unit_test(test_simplify),      cmocka_unit_test(test_simplify_keeps_variable_reads),
         cmocka_unit_test(test_cond_to_select), cmocka_unit_test(test_cond_with_effect_stays),
+        cmocka_unit_test(test_cond_assign_to_select),
         cmocka_unit_test(test_shape_inference), cmocka_unit_test(test_dump_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
