@@ -5,14 +5,7 @@
  * must fall well below its start, and the smaller last batch must not
  * retrace. Exits non-zero otherwise.
  *
- * The smaller batch comes once, at the very end.
- *
- * VKFUSE_NO_PLAN=1 is set (unless already set): with recorded Vulkan plans
- * the traced loss of this step currently drifts from eager from the 5th
- * call on (CPU and unplanned Vulkan agree to 1e-5). That is a bug of the
- * plans, tracked in docs/GRADIENTS.md "Known problems"; remove this line
- * once it is fixed. */
-#define _POSIX_C_SOURCE 200809L
+ * The smaller batch comes once, at the very end. */
 #include <vkfuse.h>
 
 #include <math.h>
@@ -82,7 +75,6 @@ static model make_model(vf_context *ctx)
 
 int main(void)
 {
-    setenv("VKFUSE_NO_PLAN", "1", 0);
     vf_context *ctx;
     if (vf_context_create(NULL, &ctx) != VF_OK) return fprintf(stderr, "%s\n", vf_error_message(ctx)), 1;
     /* a separable data set: each class is a random centre plus noise */

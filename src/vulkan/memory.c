@@ -85,6 +85,7 @@ static vf_status block_create(vf_vk_mem *m, VkDeviceSize size, bool dedicated, v
     if (!b) return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     b->size = size;
     b->dedicated = dedicated;
+    b->id = ++m->next_block_id;
     m->bytes_reserved += (int64_t)size;
     VkBufferCreateInfo bci = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,

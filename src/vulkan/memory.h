@@ -23,6 +23,8 @@ typedef struct vf_vk_range {
 typedef struct vf_vk_block {
     VkDeviceMemory memory;
     VkBuffer buffer;             /* covers the whole block */
+    uint64_t id;                 /* unique in its vf_vk_mem, never reused: handles and
+                                    host pointers of destroyed blocks can be */
     uint8_t *map;                /* persistent mapping; NULL when not host-visible */
     VkDeviceSize size;
     VkDeviceSize used;           /* reserved bytes of live + pending allocations */
@@ -63,6 +65,7 @@ typedef struct vf_vk_mem {
     int64_t bytes_in_use;        /* live allocations (reserved sizes) */
     int64_t bytes_reserved;      /* all blocks */
     int64_t allocations;         /* vkAllocateMemory calls, for tests */
+    uint64_t next_block_id;
     vf_buffer *live;             /* allocated, not yet freed */
 } vf_vk_mem;
 

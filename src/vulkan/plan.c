@@ -46,6 +46,21 @@ typedef struct plan_step {
     VkDescriptorSet set;
 } plan_step;
 
+/* Where a per-call binding lands: its block, where in the block, and how
+   much room the range has there (descriptor ranges depend on it). The
+   vf_buffer pointer cannot say this: a freed vf_buffer's address comes
+   back from malloc for a new buffer at quite another place. */
+typedef struct bind_key {
+    uint64_t block;
+    VkDeviceSize at, size;
+} bind_key;
+
+static bind_key key_of(const vf_plan_bind *b)
+{
+    if (!b->buf) return (bind_key){0};
+    return (bind_key){b->buf->block->id, b->buf->offset + b->offset, b->buf->size - b->offset};
+}
+
 struct vf_plan {
     plan_step *steps;
     int n_steps, n_execs, n_kernels;
@@ -54,7 +69,7 @@ struct vf_plan {
     vf_buffer **scratch;
     int n_scratch;
     int n_binds;
-    vf_plan_bind *recorded;      /* the bindings the command buffer holds */
+    bind_key *recorded;          /* the bindings the command buffer holds */
     bool valid;                  /* cmd holds a complete recording */
     VkCommandBuffer cmd;
     VkDescriptorPool pool;
@@ -407,7 +422,7 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
     p->barriers++;
     s = vf_vk_check(rt->err, vk->vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
     if (s) return s;
-    memcpy(p->recorded, binds, sizeof *binds * (size_t)p->n_binds);
+    for (int i = 0; i < p->n_binds; i++) p->recorded[i] = key_of(&binds[i]);
     p->valid = true;
     return VF_OK;
 }
@@ -433,8 +448,10 @@ vf_status vf_vk_plan_run(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *bind
     vf_status s = vf_vk_sched_wait(&rt->sched, p->serial);
     if (s) return s;
     bool same = p->valid;
-    for (int i = 0; same && i < n_binds; i++)
-        same = binds[i].buf == p->recorded[i].buf && binds[i].offset == p->recorded[i].offset;
+    for (int i = 0; same && i < n_binds; i++) {
+        bind_key k = key_of(&binds[i]);
+        same = k.block == p->recorded[i].block && k.at == p->recorded[i].at && k.size == p->recorded[i].size;
+    }
     if (!same) s = record(rt, p, binds);
     uint64_t serial = 0;
     if (!s) s = vf_vk_sched_submit_with(&rt->sched, p->cmd, &serial);
