@@ -325,8 +325,10 @@ VF_API void vf_run_functions_eagerly(vf_context *ctx, bool on);
 /* ---- Control flow and runtime printing (eager and traced) ----------------
    vf_cond: pred is one bool. Eagerly the host reads it and runs one branch
    on in[0..n_in-1]. Traced, both branches are traced into subgraphs and
-   must return the same dtypes and shapes; small side-effect-free branches
-   become a select (no host round trip), others read pred back per call.
+   must return the same dtypes and shapes; small branches become a select,
+   others (on Vulkan) guarded indirect dispatches decided on the device: no
+   host round trip. Branches that print or nest control flow read pred back
+   per call (docs/FUNCTIONS.md).
    out[n_out] receives the chosen branch's outputs (caller's scope). */
 VF_API vf_status vf_cond(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf_body else_fn, int n_in,
                          vf_tensor *const *in, int n_out, vf_tensor **out, void *user);

@@ -82,6 +82,19 @@ typedef struct vf_plan_fused {
     const vf_plan_loc *loc;
 } vf_plan_fused;
 
+/* A guarded exec runs only when predicate `pred` (one bool, computed
+   earlier in the plan) equals `when`: the branches of a traced vf_cond,
+   decided on the device without a round trip to the host. */
+typedef struct vf_plan_pred {
+    vf_tref ref;
+    vf_plan_loc loc;
+} vf_plan_pred;
+
+typedef struct vf_plan_guard {
+    int pred;                   /* index into vf_plan_desc.preds; -1: always runs */
+    bool when;
+} vf_plan_guard;
+
 typedef struct vf_plan_desc {
     const vf_exec *execs;       /* in dependency (and side-effect) order */
     const vf_plan_loc (*loc)[4];/* per exec: in[0], in[1], in[2], out */
@@ -92,6 +105,9 @@ typedef struct vf_plan_desc {
     const vf_plan_fused *fused; /* optional, by first_exec ascending */
     int n_fused;
     size_t spill_bytes;         /* see vf_plan_fused */
+    const vf_plan_guard *guards;/* per exec; NULL: none is guarded. Never on fused execs */
+    const vf_plan_pred *preds;
+    int n_preds;
 } vf_plan_desc;
 
 /* Per-call binding: a tensor's storage (buf + offset). */

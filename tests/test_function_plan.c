@@ -442,6 +442,92 @@ static void test_backend_plan_rebind(void **state)
     rt_done(&h);
 }
 
+/* ---- vf_cond in a plan: guarded branches, decided on the device ------------- */
+
+/* then: 40 rounds of x = tanh(x) + 0.25 (too big for a select), counter += 1 */
+static vf_status big_then(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor *x = in[0];
+    for (int i = 0; i < 40; i++) x = vf_add(ctx, vf_tanh(ctx, x), vf_fill(ctx, VF_F32, 0, NULL, 0.25));
+    vf_status s = vf_assign_add(user, vf_fill(ctx, VF_F32, 0, NULL, 1.0));
+    out[0] = x;
+    return s != VF_OK ? s : x ? VF_OK : vf_status_get(ctx);
+}
+
+/* else: x * 0.5 (a param passed through a one-op branch), counter -= 10 */
+static vf_status small_else(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_status s = vf_assign_sub(user, vf_fill(ctx, VF_F32, 0, NULL, 10.0));
+    out[0] = vf_mul(ctx, in[0], vf_fill(ctx, VF_F32, 0, NULL, 0.5));
+    return s != VF_OK ? s : out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* y = cond(mean(x) > 0, big_then, small_else)(x) * 3 */
+static vf_status guarded_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor *pred = vf_greater(ctx, vf_reduce_mean(ctx, in[0], 0, NULL, false), vf_fill(ctx, VF_F32, 0, NULL, 0.0));
+    vf_tensor *y = NULL;
+    vf_status s = vf_cond(ctx, pred, big_then, small_else, 1, in, 1, &y, user);
+    if (s != VF_OK) return s;
+    out[0] = vf_mul(ctx, y, vf_fill(ctx, VF_F32, 0, NULL, 3.0));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static void test_guarded_cond(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN), *cpu = vt_context(VF_BACKEND_CPU);
+    float zero = 0.0f;
+    vf_tensor *cnt = vf_variable(ctx, vf_tensor_from_host(ctx, VF_F32, 0, NULL, &zero));
+    vf_tensor *ccnt = vf_variable(cpu, vf_tensor_from_host(cpu, VF_F32, 0, NULL, &zero));
+    vf_tensor_spec sig = {.dtype = VF_F32, .rank = 1, .shape = {-1}};
+    vf_function_desc d = {.name = "guarded", .body = guarded_body, .user = cnt, .n_inputs = 1, .n_outputs = 1,
+                          .input_signature = &sig};
+    vf_function *fn = vf_function_create(ctx, &d);
+    d.user = ccnt;
+    vf_function *cfn = vf_function_create(cpu, &d);
+    enum { N = 1000 };
+    static float xs[N];
+    float want_cnt = 0;
+    const double sign[] = {1, -1, -1, 1, 1, -1};
+    for (int call = 0; call < 6; call++) {
+        vf_scope_begin(ctx);
+        vf_scope_begin(cpu);
+        for (int i = 0; i < N; i++) xs[i] = (float)(sign[call] * (0.5 + (i % 7) * 0.1));
+        int64_t n = call < 4 ? N : 257;
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 1, &n, xs), *cx = vf_tensor_from_host(cpu, VF_F32, 1, &n, xs);
+        vf_tensor *y = NULL, *cy = NULL;
+        assert_int_equal(vf_function_call(fn, &x, &y), VF_OK);
+        assert_int_equal(vf_function_call(cfn, &cx, &cy), VF_OK);
+        float *got = vt_read(y), *want = vt_read(cy);
+        vt_assert_close_f32(got, want, (size_t)n, 1e-5, 1e-5, "guarded cond vs cpu");
+        free(got);
+        free(want);
+        want_cnt += sign[call] > 0 ? 1.0f : -10.0f;
+        float c = 0, cc = 0;
+        assert_int_equal(vf_tensor_read(cnt, &c, sizeof c), VF_OK);
+        assert_int_equal(vf_tensor_read(ccnt, &cc, sizeof cc), VF_OK);
+        if (c != want_cnt || cc != want_cnt) fail_msg("call %d: counter %g (cpu %g), want %g", call, c, cc, want_cnt);
+        vf_function_stats fs;
+        assert_int_equal(vf_function_stats_get(fn, &fs), VF_OK);
+        assert_true(fs.planned);
+        assert_int_equal(fs.submits_per_call, 1);
+        /* both branches and the guard are in the plan: 40 * 2 + ... dispatches */
+        if (fs.dispatches_per_call < 80) fail_msg("call %d: %d dispatches", call, fs.dispatches_per_call);
+        vf_scope_end(cpu);
+        vf_scope_end(ctx);
+    }
+    vf_function_stats fs;
+    assert_int_equal(vf_function_stats_get(fn, &fs), VF_OK);
+    assert_int_equal(fs.traces, 1);
+    assert_int_equal(fs.plans, 2);
+    vf_function_destroy(fn);
+    vf_function_destroy(cfn);
+    vt_context_done(ctx);
+    vt_context_done(cpu);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_memory_figures),
         cmocka_unit_test(test_backend_plan_sets),
         cmocka_unit_test(test_backend_plan_rebind),
+        cmocka_unit_test(test_guarded_cond),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,7 +62,14 @@ typedef struct builder {
     int n_ex, cap_ex;
     inter *it;
     int n_it, cap_it;
-    int *node_ex;          /* per node: its exec, -1: none */
+    int *node_ex;          /* per top-level node: its first exec, -1: none */
+    int *node_nex;         /* per top-level node: how many execs (a COND: its branches) */
+    pval **tuple;          /* per top-level COND: its outputs */
+    vf_plan_guard *guard;  /* per exec */
+    vf_plan_guard cur;     /* given to the execs being added */
+    pval *preds;           /* of the CONDs */
+    int n_preds, cap_preds;
+    int depth;             /* inside a COND branch: > 0 */
     bool oom;
 } builder;
 
@@ -86,13 +93,25 @@ static vf_shape shape_of(const vf_tref *r)
     return s;
 }
 
+static bool flat_kind(vf_node_kind k)
+{
+    return k == VF_NODE_PARAM || k == VF_NODE_CAPTURE || k == VF_NODE_CONST || k == VF_NODE_OP ||
+           k == VF_NODE_RESHAPE || k == VF_NODE_ASSIGN;
+}
+
+/* Plannable: flat nodes, and CONDs whose branches are flat (no nested
+   control flow, no PRINT: printing is a host decision). */
 bool vf_fplan_graph_ok(const vf_graph *g)
 {
     for (int i = 0; i < g->n; i++) {
-        vf_node_kind k = g->nodes[i].kind;
-        if (k != VF_NODE_PARAM && k != VF_NODE_CAPTURE && k != VF_NODE_CONST && k != VF_NODE_OP &&
-            k != VF_NODE_RESHAPE && k != VF_NODE_ASSIGN)
+        const vf_node *n = &g->nodes[i];
+        if (n->kind == VF_NODE_COND) {
+            for (int k = 0; k < 2; k++)
+                for (int j = 0; j < n->sub[k]->n; j++)
+                    if (!flat_kind(n->sub[k]->nodes[j].kind)) return false;
+        } else if (n->kind != VF_NODE_PROJ && !flat_kind(n->kind)) {
             return false;
+        }
     }
     return true;
 }
@@ -129,15 +148,18 @@ static bool add_exec(builder *b, const vf_exec *e, const pval *in, const pval *o
         vf_plan_loc(*loc)[4] = ex ? realloc(b->loc, (size_t)cap * sizeof *loc) : NULL;
         if (loc) b->loc = loc;
         int(*ri)[4] = loc ? realloc(b->ref_inter, (size_t)cap * sizeof *ri) : NULL;
-        if (!ri) {
+        if (ri) b->ref_inter = ri;
+        vf_plan_guard *gd = ri ? realloc(b->guard, (size_t)cap * sizeof *gd) : NULL;
+        if (!gd) {
             b->oom = true;
             return false;
         }
-        b->ref_inter = ri;
+        b->guard = gd;
         b->cap_ex = cap;
     }
     int x = b->n_ex++;
     b->ex[x] = *e;
+    b->guard[x] = b->cur;
     for (int j = 0; j < 4; j++) {
         const pval *v = j == 3 ? out : j < e->n_in ? &in[j] : NULL;
         b->loc[x][j] = v ? v->loc : (vf_plan_loc){VF_PLAN_FIXED, 0};
@@ -156,17 +178,76 @@ static pval inter_val(builder *b, vf_dtype dt, const vf_shape *s)
     return v;
 }
 
-/* Walks g; false: not plannable (or out of memory: b->oom). */
-static bool walk(builder *b, const vf_graph *g, const vf_rval *params, pval *v, vf_status *st)
+static bool walk(builder *b, const vf_graph *g, const vf_rval *params, const pval *sub, pval *v, vf_status *st);
+
+static bool add_copy(builder *b, const pval *from, const pval *to)
+{
+    vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = from->ref, .out = to->ref};
+    return !b->oom && add_exec(b, &e, from, to);
+}
+
+/* A COND at the top level: both branches go into the plan, their execs
+   guarded by the predicate (decided on the device, vf_plan_guard), each
+   ending with guarded copies of its results into the COND's outputs. */
+static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *st)
+{
+    pval pv = v[n->in[0]];
+    if (b->depth > 0 || pv.ref.dtype != VF_BOOL || pv.ref.rank != 0) return false;
+    if (pv.inter < 0) { /* an input, capture or constant: a copy of it, at an offset a binding can take */
+        pval c = inter_val(b, VF_BOOL, &(vf_shape){.rank = 0});
+        if (b->oom || !add_copy(b, &pv, &c)) return false;
+        pv = c;
+    }
+    if (!grow((void **)&b->preds, &b->cap_preds, b->n_preds, sizeof *b->preds)) return !(b->oom = true);
+    int pred = b->n_preds++;
+    b->preds[pred] = pv;
+    pval *tuple = calloc((size_t)n->n_out + 1, sizeof *tuple);
+    if (!(b->tuple[id] = tuple)) return !(b->oom = true);
+    int ne = n->sub[0]->n_explicit;
+    bool ok = true;
+    for (int k = 0; ok && k < 2; k++) {
+        const vf_graph *sg = n->sub[k];
+        pval *sp = calloc((size_t)sg->n_params + 1, sizeof *sp), *sv = calloc((size_t)sg->n + 1, sizeof *sv);
+        ok = sp && sv;
+        for (int p = 0; ok && p < sg->n_params; p++) /* the layout run_cond reads */
+            sp[p] = v[n->in[p < sg->n_explicit ? 1 + p : 1 + ne + (k ? n->split : 0) + p - sg->n_explicit]];
+        b->cur = (vf_plan_guard){pred, k == 0};
+        b->depth++;
+        ok = ok && walk(b, sg, NULL, sp, sv, st);
+        b->depth--;
+        for (int o = 0; ok && o < n->n_out; o++) {
+            const pval *r = &sv[sg->outputs[o]];
+            vf_shape rs = shape_of(&r->ref);
+            if (k == 0) tuple[o] = inter_val(b, r->ref.dtype, &rs);
+            vf_shape ts = shape_of(&tuple[o].ref);
+            ok = !b->oom && r->ref.dtype == tuple[o].ref.dtype && vf_shape_equal(&rs, &ts) &&
+                 vf_shape_numel(&rs) > 0 && add_copy(b, r, &tuple[o]);
+        }
+        b->cur = (vf_plan_guard){-1, false};
+        free(sp);
+        free(sv);
+    }
+    if (!ok) return false;
+    v[id] = (pval){.inter = -1};
+    return true;
+}
+
+/* Walks g (params: the call's, or sub: a branch's); false: not plannable
+   (or out of memory: b->oom). */
+static bool walk(builder *b, const vf_graph *g, const vf_rval *params, const pval *sub, pval *v, vf_status *st)
 {
     vf_run_state *rs = b->rs;
     for (int i = 0; i < g->n; i++) {
         const vf_node *n = &g->nodes[i];
         pval in[3];
         for (int j = 0; j < n->n_in && j < 3; j++) in[j] = v[n->in[j]];
-        b->node_ex[i] = b->n_ex; /* each node adds at most one exec */
+        int first = b->n_ex;
         switch (n->kind) {
         case VF_NODE_PARAM: {
+            if (sub) {
+                v[i] = sub[n->index];
+                break;
+            }
             const vf_rval *p = &params[n->index];
             if (!p->ref.buf) return false;
             v[i] = (pval){.ref = p->ref, .loc = {VF_PLAN_BIND, n->index}, .inter = -1, .var = p->var};
@@ -233,15 +314,30 @@ static bool walk(builder *b, const vf_graph *g, const vf_rval *params, pval *v, 
             v[i] = var;
             break;
         }
+        case VF_NODE_COND:
+            if (!walk_cond(b, n, i, v, st)) return false;
+            break;
+        case VF_NODE_PROJ:
+            if (b->depth > 0 || !b->tuple[n->in[0]]) return false;
+            v[i] = b->tuple[n->in[0]][n->index];
+            break;
         default: return false;
         }
-        if (b->node_ex[i] == b->n_ex) b->node_ex[i] = -1;
+        if (b->depth == 0) {
+            b->node_ex[i] = b->n_ex > first ? first : -1;
+            b->node_nex[i] = b->n_ex - first;
+        }
     }
     return true;
 }
 
-static void builder_free(builder *b)
+static void builder_free(builder *b, int n_nodes)
 {
+    for (int i = 0; b->tuple && i < n_nodes; i++) free(b->tuple[i]);
+    free(b->tuple);
+    free(b->node_nex);
+    free(b->guard);
+    free(b->preds);
     free(b->ex);
     free(b->loc);
     free(b->ref_inter);
@@ -291,7 +387,7 @@ static bool plan_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f,
     for (int gi = 0; gi < f->part.n_groups; gi++) {
         const vf_group *grp = &f->part.groups[gi];
         bool fuse = grp->kind == VF_GROUP_ELEMENTWISE_DAG;
-        for (int m = 0; fuse && m < grp->n_nodes; m++) fuse = b->node_ex[grp->nodes[m]] >= 0;
+        for (int m = 0; fuse && m < grp->n_nodes; m++) fuse = b->node_nex[grp->nodes[m]] == 1;
         if (fuse && n + grp->n_nodes <= b->n_ex) {
             vf_plan_fused *pf = &f->fused[f->n_fused++];
             *pf = (vf_plan_fused){.graph = g, .group = grp, .shapes = f->shapes, .first_exec = n,
@@ -312,8 +408,9 @@ static bool plan_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f,
             steps++;
             continue;
         }
-        for (int m = 0; m < grp->n_nodes; m++)
-            if (b->node_ex[grp->nodes[m]] >= 0 && n < b->n_ex) ord[n] = b->node_ex[grp->nodes[m]], step[n++] = steps++;
+        for (int m = 0; m < grp->n_nodes; m++) /* all of a node's execs (a COND has many) */
+            for (int x = 0; x < b->node_nex[grp->nodes[m]] && n < b->n_ex; x++)
+                ord[n] = b->node_ex[grp->nodes[m]] + x, step[n++] = steps++;
     }
     if (n == b->n_ex) return true;
     /* Not every exec in exactly one group: keep the node order unfused. */
@@ -331,17 +428,19 @@ static bool reorder(builder *b, const int *ord, const int *step)
     vf_exec *ex = malloc(sizeof *ex * (size_t)(n + 1));
     vf_plan_loc(*loc)[4] = malloc(sizeof *loc * (size_t)(n + 1));
     int(*ri)[4] = malloc(sizeof *ri * (size_t)(n + 1));
-    if (!ex || !loc || !ri) {
-        free(ex), free(loc), free(ri);
+    vf_plan_guard *gd = malloc(sizeof *gd * (size_t)(n + 1));
+    if (!ex || !loc || !ri || !gd) {
+        free(ex), free(loc), free(ri), free(gd);
         return false;
     }
     for (int x = 0; x < n; x++) {
         ex[x] = b->ex[ord[x]];
+        gd[x] = b->guard[ord[x]];
         memcpy(loc[x], b->loc[ord[x]], sizeof loc[x]);
         memcpy(ri[x], b->ref_inter[ord[x]], sizeof ri[x]);
     }
-    free(b->ex), free(b->loc), free(b->ref_inter);
-    b->ex = ex, b->loc = loc, b->ref_inter = ri;
+    free(b->ex), free(b->loc), free(b->ref_inter), free(b->guard);
+    b->ex = ex, b->loc = loc, b->ref_inter = ri, b->guard = gd;
     for (int i = 0; i < b->n_it; i++) b->it[i].first = -1;
     for (int x = 0; x < n; x++) {
         int w = ri[x][3];
@@ -352,6 +451,10 @@ static bool reorder(builder *b, const int *ord, const int *step)
             int id = ri[x][j];
             if (id >= 0 && b->it[id].last < step[x]) b->it[id].last = step[x];
         }
+    for (int x = 0; x < n; x++) { /* a predicate lives until its last guarded exec has run */
+        int id = gd[x].pred >= 0 ? b->preds[gd[x].pred].inter : -1;
+        if (id >= 0 && b->it[id].last < step[x]) b->it[id].last = step[x];
+    }
     for (int i = 0; i < b->n_it; i++)
         if (b->it[i].first < 0) b->it[i].first = b->it[i].last = 0;
     return true;
@@ -437,6 +540,12 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         }
     for (int t = 0; good && t < fz.n_tens; t++)
         if (fz.tinter[t] >= 0) place(b, fp, fz.tinter[t], off, &fz.tloc[t], &fz.tens[t]);
+    vf_plan_pred *preds = calloc((size_t)b->n_preds + 1, sizeof *preds);
+    good = good && preds;
+    for (int k = 0; good && k < b->n_preds; k++) {
+        preds[k] = (vf_plan_pred){b->preds[k].ref, b->preds[k].loc};
+        if (b->preds[k].inter >= 0) place(b, fp, b->preds[k].inter, off, &preds[k].loc, &preds[k].ref);
+    }
     free(iv);
     free(arena_id);
     free(aoff);
@@ -445,6 +554,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     free(step);
     if (!good) {
         fusion_free(&fz);
+        free(preds);
         return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->rs->fn);
     }
     fp->st.arena_bytes = (int64_t)arena;
@@ -458,8 +568,12 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         .fused = fz.fused,
         .n_fused = fz.n_fused,
         .spill_bytes = spill,
+        .guards = b->n_preds ? b->guard : NULL,
+        .preds = preds,
+        .n_preds = b->n_preds,
     };
     vf_status s = ctx->be.iface->plan_create(ctx->be.self, &d, &fp->plan);
+    free(preds);
     int kernels = b->n_ex;
     for (int i = 0; i < fz.n_fused; i++) kernels -= fz.fused[i].n_execs - 1;
     fusion_free(&fz);
@@ -478,7 +592,9 @@ vf_status vf_fplan_build(vf_run_state *rs, const vf_graph *g, const vf_rval *par
 {
     vf_context *ctx = rs->ctx;
     *out = NULL;
-    builder b = {.rs = rs, .node_ex = calloc((size_t)g->n + 1, sizeof(int))};
+    builder b = {.rs = rs, .node_ex = calloc((size_t)g->n + 1, sizeof(int)),
+                 .node_nex = calloc((size_t)g->n + 1, sizeof(int)), .tuple = calloc((size_t)g->n + 1, sizeof(pval *)),
+                 .cur = {-1, false}};
     pval *v = calloc((size_t)g->n + 1, sizeof *v);
     vf_fplan *fp = calloc(1, sizeof *fp);
     int np = g->n_params;
@@ -492,13 +608,13 @@ vf_status vf_fplan_build(vf_run_state *rs, const vf_graph *g, const vf_rval *par
         fp->out_view = calloc((size_t)g->n_outputs + 1, sizeof *fp->out_view);
     }
     vf_status s = VF_OK;
-    if (!v || !fp || !b.node_ex || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
+    if (!v || !fp || !b.node_ex || !b.node_nex || !b.tuple || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
         s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
     for (int i = 0; s == VF_OK && i < np; i++) fp->pshape[i] = shape_of(&params[i].ref);
     bool ok = false;
-    if (s == VF_OK && walk(&b, g, params, v, &s) && s == VF_OK) s = finish(&b, g, v, fp, &ok);
+    if (s == VF_OK && walk(&b, g, params, NULL, v, &s) && s == VF_OK) s = finish(&b, g, v, fp, &ok);
     if (s == VF_OK && b.oom) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
-    builder_free(&b);
+    builder_free(&b, g->n);
     free(v);
     if (s != VF_OK || !ok) {
         vf_fplan_free(ctx, fp);

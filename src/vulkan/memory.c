@@ -55,7 +55,8 @@ vf_status vf_vk_mem_init(vf_vk_mem *m, vf_vk_device *dev, const vf_vk_mem_option
     m->max_range = L->maxStorageBufferRange;
     m->block_size = opt && opt->block_size ? align_up(opt->block_size, m->align) : 64 * VF_MIB;
     m->usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
-               VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+               VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+               VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT; /* guarded plan steps (plan.c) */
     return VF_OK;
 }
 

@@ -44,6 +44,9 @@ typedef struct plan_step {
     uint32_t groups[3];
     bool barrier_before;         /* the steps of one kernel (kernel.h) */
     VkDescriptorSet set;
+    int pred;                    /* guarded (vf_plan_guard): its predicate, else -1 */
+    bool when;
+    int slot;                    /* guarded: its entry in the guard table */
 } plan_step;
 
 /* Where a per-call binding lands: its block, where in the block, and how
@@ -76,6 +79,8 @@ struct vf_plan {
     uint64_t serial;             /* the batch of the last run */
     int barriers;
     vf_vk_access *acc;           /* hazard sets while recording: reads then writes */
+    vf_buffer *table;            /* guards: n_slots templates {x,y,z,when}, then n_slots indirect args */
+    int n_slots;
 };
 
 static size_t tref_bytes(const vf_tref *t)
@@ -182,10 +187,116 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
         ps->push_size = st->push_size;
         memcpy(ps->groups, st->groups, sizeof ps->groups);
         ps->barrier_before = i > 0;
+        ps->pred = -1;
+        ps->slot = -1;
+        if (d->guards && !f && d->guards[x].pred >= 0) ps->pred = d->guards[x].pred, ps->when = d->guards[x].when;
         p->n_steps++;
     }
     if (k->n_steps) p->n_kernels++;
     return VF_OK;
+}
+
+/* ---- guards: the branches of a traced vf_cond ------------------------------ */
+
+/* One thread per guarded step of one predicate: its indirect dispatch
+   args are its workgroup counts when the predicate has the step's value,
+   else zero (the dispatch does nothing). */
+static const char GUARD_GLSL[] =
+    "#version 450\n"
+    "layout(local_size_x = 64) in;\n"
+    "layout(std430, binding = 0) readonly buffer P { uint pred[]; };\n"
+    "layout(std430, binding = 1) buffer T { uvec4 t[]; };\n"
+    "layout(push_constant) uniform PC { uint first, count, n_slots, pad; } pc;\n"
+    "void main() {\n"
+    "    uint i = gl_GlobalInvocationID.x;\n"
+    "    if (i >= pc.count) return;\n"
+    "    bool p = (pred[0] & 0xffu) != 0u;\n" /* a bool is one byte, at the binding's start */
+    "    uvec4 tp = t[pc.first + i];\n"
+    "    t[pc.n_slots + pc.first + i] = p == (tp.w != 0u) ? uvec4(tp.xyz, 0u) : uvec4(0u);\n"
+    "}\n";
+
+typedef struct guard_push {
+    uint32_t first, count, n_slots, pad;
+} guard_push;
+
+/* Puts a guard step before the first step of each predicate, gives every
+   guarded step its slot and uploads the templates. */
+static vf_status add_guards(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_steps; i++) n += p->steps[i].pred >= 0;
+    if (!n) return VF_OK;
+    uint32_t (*tmpl)[4] = calloc((size_t)n, sizeof *tmpl);
+    plan_step *steps = calloc((size_t)(p->n_steps + d->n_preds) + 1, sizeof *steps);
+    vf_status s = tmpl && steps ? VF_OK : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (!s) s = vf_vk_mem_alloc(&rt->mem, (size_t)n * 32, 16, &p->table);
+    p->n_slots = n;
+    int slot = 0, m = 0;
+    for (int k = 0; !s && k < d->n_preds; k++) { /* slots: by predicate, then step order */
+        int first = slot;
+        for (int i = 0; i < p->n_steps; i++) {
+            plan_step *ps = &p->steps[i];
+            if (ps->pred != k) continue;
+            ps->slot = slot;
+            tmpl[slot][0] = ps->groups[0], tmpl[slot][1] = ps->groups[1], tmpl[slot][2] = ps->groups[2];
+            tmpl[slot++][3] = ps->when;
+        }
+        if (slot > first) {
+            guard_push gp = {(uint32_t)first, (uint32_t)(slot - first), (uint32_t)n, 0};
+            memcpy(p->steps[p->n_steps + k].push, &gp, sizeof gp); /* parked past the end until placed */
+        }
+    }
+    const vf_plan_pred *pr = d->preds;
+    bool *placed = calloc((size_t)d->n_preds + 1, sizeof *placed);
+    if (!s && !placed) s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (int i = 0; !s && i < p->n_steps; i++) {
+        int k = p->steps[i].pred;
+        if (k >= 0 && (k >= d->n_preds || !pr)) {
+            s = vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: a guard names predicate %d of %d",
+                           d->name, k, d->n_preds);
+            break;
+        }
+        if (k >= 0 && !placed[k]) {
+            placed[k] = true;
+            plan_step *g = &steps[m++];
+            memset(g, 0, sizeof *g);
+            s = vf_vk_runtime_glsl_pipeline(rt, GUARD_GLSL, "plan_guard", 2, sizeof(guard_push), &g->pipe);
+            if (s) break;
+            g->n_bindings = 2;
+            g->b[0] = (plan_binding){.kind = pr[k].loc.kind, .index = pr[k].loc.index,
+                                     .buf = pr[k].loc.kind == VF_PLAN_FIXED ? pr[k].ref.buf : NULL,
+                                     .offset = pr[k].ref.offset, .bytes = 1, .access = VF_VK_READ};
+            s = check_loc(rt, p, d, &pr[k].ref, &pr[k].loc, 1, i, "predicate", 0);
+            g->b[1] = (plan_binding){.kind = VF_PLAN_FIXED, .buf = p->table, .bytes = (size_t)n * 32,
+                                     .access = VF_VK_READ | VF_VK_WRITE};
+            memcpy(g->push, p->steps[p->n_steps + k].push, sizeof(guard_push));
+            g->push_size = sizeof(guard_push);
+            guard_push gp;
+            memcpy(&gp, g->push, sizeof gp);
+            g->groups[0] = (gp.count + 63) / 64, g->groups[1] = g->groups[2] = 1;
+            g->pred = g->slot = -1;
+        }
+        steps[m++] = p->steps[i];
+    }
+    free(placed);
+    if (!s) {
+        uint8_t *map = vf_vk_buffer_map(p->table);
+        if (map) {
+            memcpy(map, tmpl, (size_t)n * 16);
+            s = vf_vk_mem_flush(&rt->mem, p->table, 0, (VkDeviceSize)n * 16);
+        } else {
+            s = vf_vk_sched_upload(&rt->sched, p->table, 0, tmpl, (VkDeviceSize)n * 16);
+        }
+    }
+    if (!s) {
+        free(p->steps);
+        p->steps = steps;
+        p->n_steps = m;
+        steps = NULL;
+    }
+    free(steps);
+    free(tmpl);
+    return s;
 }
 
 static vf_status create_descriptors(vf_vk_runtime *rt, vf_plan *p)
@@ -257,10 +368,12 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
     if (!p) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     p->n_execs = d->n_execs;
     p->n_binds = d->n_binds;
-    p->steps = calloc((size_t)d->n_execs * VF_KERNEL_MAX_STEPS + 1, sizeof *p->steps);
+    /* + n_preds: add_guards parks a guard's push constants past the end */
+    p->steps = calloc((size_t)d->n_execs * VF_KERNEL_MAX_STEPS + (size_t)d->n_preds + 1, sizeof *p->steps);
     p->scratch = calloc((size_t)d->n_execs + 1, sizeof *p->scratch);
     p->recorded = calloc((size_t)d->n_binds + 1, sizeof *p->recorded);
-    p->acc = calloc((size_t)d->n_execs * VF_KERNEL_MAX_STEPS * VF_KERNEL_MAX_BINDINGS + 1, sizeof *p->acc);
+    p->acc = calloc(((size_t)d->n_execs * VF_KERNEL_MAX_STEPS + (size_t)d->n_preds) * (VF_KERNEL_MAX_BINDINGS + 1) + 1,
+                    sizeof *p->acc);
     vf_kernel *kern = calloc((size_t)d->n_fused + 1, sizeof *kern);
     bool *ok = calloc((size_t)d->n_fused + 1, sizeof *ok), spill = false;
     vf_status s = p->steps && p->scratch && p->recorded && p->acc && kern && ok
@@ -288,6 +401,7 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
     for (int i = 0; kern && i < d->n_fused; i++) vf_kernel_free(&kern[i]);
     free(kern);
     free(ok);
+    if (!s) s = add_guards(rt, p, d);
     if (!s) s = create_descriptors(rt, p);
     if (s) {
         vf_vk_plan_destroy(rt, p);
@@ -301,11 +415,13 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
 
 static void full_barrier(vf_vk_runtime *rt, VkCommandBuffer cmd, bool to_host)
 {
-    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    /* DRAW_INDIRECT: guarded steps read their dispatch args (add_guards) */
+    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                              VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT;
     VkMemoryBarrier mb = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT |
                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
                          (to_host ? VK_ACCESS_HOST_READ_BIT : 0),
     };
@@ -361,7 +477,7 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
        reads or overwrites what an earlier one wrote (or overwrites what it
        read) since the last barrier. Reads grow from the front of acc,
        writes from the back. */
-    int cap = p->n_steps * VF_KERNEL_MAX_BINDINGS, nr = 0, nw = 0;
+    int cap = p->n_steps * (VF_KERNEL_MAX_BINDINGS + 1), nr = 0, nw = 0;
     for (int i = 0; !s && i < p->n_steps; i++) {
         plan_step *ps = &p->steps[i];
         VkDescriptorBufferInfo info[VF_KERNEL_MAX_BINDINGS];
@@ -385,6 +501,13 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
                    ((ps->b[j].access & VF_VK_WRITE) && conflicts(p->acc, nr, &a[j]));
         }
         if (s) break;
+        VkDeviceSize args = 0; /* guarded: where its indirect args are */
+        vf_vk_access ia = {0};
+        if (ps->slot >= 0) {
+            args = p->table->offset + (VkDeviceSize)(p->n_slots + ps->slot) * 16;
+            ia = (vf_vk_access){vf_vk_buffer_handle(p->table), args, args + 16};
+            need = need || conflicts(p->acc + cap - nw, nw, &ia);
+        }
         if (need) {
             full_barrier(rt, cmd, false);
             p->barriers++;
@@ -394,6 +517,7 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
             if (ps->b[j].access & VF_VK_READ) p->acc[nr++] = a[j];
             if (ps->b[j].access & VF_VK_WRITE) p->acc[cap - ++nw] = a[j];
         }
+        if (ps->slot >= 0) p->acc[nr++] = ia;
         vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->pipeline);
         if (ps->n_bindings && rt->dev.push_descriptors) {
             vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->layout->layout, 0,
@@ -412,7 +536,8 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
             memcpy(pc, ps->push, n);
             vk->vkCmdPushConstants(cmd, ps->pipe->layout->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n, pc);
         }
-        vk->vkCmdDispatch(cmd, ps->groups[0], ps->groups[1], ps->groups[2]);
+        if (ps->slot >= 0) vk->vkCmdDispatchIndirect(cmd, vf_vk_buffer_handle(p->table), args);
+        else vk->vkCmdDispatch(cmd, ps->groups[0], ps->groups[1], ps->groups[2]);
     }
     if (s) {
         vk->vkEndCommandBuffer(cmd);
@@ -430,6 +555,7 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
 static void mark_used(vf_plan *p, const vf_plan_bind *binds, uint64_t serial)
 {
     if (p->arena) p->arena->last_use = serial;
+    if (p->table) p->table->last_use = serial;
     for (int i = 0; i < p->n_scratch; i++) p->scratch[i]->last_use = serial;
     for (int i = 0; i < p->n_binds; i++)
         if (binds[i].buf) binds[i].buf->last_use = serial;
@@ -473,6 +599,7 @@ void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p)
     if (p->cmd) vk->vkFreeCommandBuffers(rt->dev.device, rt->sched.cmd_pool, 1, &p->cmd);
     if (p->pool) vk->vkDestroyDescriptorPool(rt->dev.device, p->pool, NULL);
     if (p->arena) vf_vk_mem_free(&rt->mem, p->arena, rt->sched.completed);
+    if (p->table) vf_vk_mem_free(&rt->mem, p->table, rt->sched.completed);
     for (int i = 0; i < p->n_scratch; i++) vf_vk_mem_free(&rt->mem, p->scratch[i], rt->sched.completed);
     free(p->steps);
     free(p->scratch);
