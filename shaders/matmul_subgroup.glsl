@@ -8,7 +8,8 @@
 // shared-memory tiling several times over on lavapipe.
 // Codegen defines: SG, float lda(base, row, k), vec4 lda4(base, row, k)
 // (rows clamped, 4 consecutive k), vec4 ldb4(base, k, col) (columns
-// clamped), void st4(base, row, col, vec4) (guarded), batch_off(b, oa, ob);
+// clamped), void st4(batch, row, col, vec4) (guarded: the kernel's store or
+// fused epilogue of C[batch][row][col..col+3]), batch_off(b, oa, ob);
 // push M, N, K, tiles_n, tiles_m, batch.
 
 void main()
@@ -40,6 +41,5 @@ void main()
         vec4 bv = ldb4(ob, k, c);
         [[unroll]] for (uint r = 0u; r < SG; r++) acc[r] += subgroupBroadcast(a, r) * bv;
     }
-    uint oc = b * pc.M * pc.N;
-    [[unroll]] for (uint r = 0u; r < SG; r++) st4(oc, r0 + r, c, acc[r]);
+    [[unroll]] for (uint r = 0u; r < SG; r++) st4(b, r0 + r, c, acc[r]);
 }

@@ -5,7 +5,8 @@
 // the workgroup stages a BM x BK slice of A and a BK x BN slice of B in
 // shared memory, zero-filled outside the matrices (edge tiles, any m n k).
 // Codegen defines: TS, BK, float lda(base, row, k), float ldb(base, k, col),
-// void st(i, float), batch_off(b, oa, ob); push M, N, K, tiles_n, tiles_m, batch.
+// void st1(batch, row, col, float) (the store or fused epilogue of one element
+// in range), batch_off(b, oa, ob); push M, N, K, tiles_n, tiles_m, batch.
 
 #define BM (4 * TS)
 #define BN (4 * TS)
@@ -51,13 +52,12 @@ void main()
         }
         barrier();
     }
-    uint oc = b * pc.M * pc.N;
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
         uint gr = r0 + ty + TS * i;
         if (gr >= pc.M) continue;
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
             uint gc = c0 + tx + TS * j;
-            if (gc < pc.N) st(oc + gr * pc.N + gc, acc[i][j]);
+            if (gc < pc.N) st1(b, gr, gc, acc[i][j]);
         }
     }
 }

@@ -205,10 +205,11 @@ static void test_softmax_and_matmul(void **state)
     assert_int_equal(count_with(g, true, &p), 1);
     assert_int_equal(p.groups[p.group_of[mm]].kind, VF_GROUP_MATMUL_EPILOGUE);
     vf_partition_free(&p);
-    /* default options: only what codegen generates, so matmul stays alone */
+    /* default options: what codegen generates, matmul groups included
+       (codegen_matmul_fused.c) */
     vf_err err = {0};
     assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
-    assert_int_equal(kernel_groups(g, &p), 2);
+    assert_int_equal(kernel_groups(g, &p), 1);
     vf_partition_free(&p);
     vf_graph_free(g);
 }

@@ -10,7 +10,7 @@
  * at its place in program order, a reshape of a variable copies.
  *
  * Fusion (fusion/partition.h): the graph is partitioned and the execs put
- * in group order; each elementwise DAG group goes to the backend as one
+ * in group order; each elementwise DAG or matmul group goes to the backend as one
  * vf_plan_fused. Liveness is counted in kernels, a fused group being one
  * step (its inputs live until it runs, its outputs from then), and values
  * internal to a group get no arena space: they are given offsets past the
@@ -371,7 +371,7 @@ static bool plan_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f,
     f->have_part = true;
     int n_dag = 0, n_tens = 0;
     for (int gi = 0; gi < f->part.n_groups; gi++)
-        if (f->part.groups[gi].kind == VF_GROUP_ELEMENTWISE_DAG) {
+        if (f->part.groups[gi].kind == VF_GROUP_ELEMENTWISE_DAG || f->part.groups[gi].kind == VF_GROUP_MATMUL_EPILOGUE) {
             n_dag++;
             n_tens += f->part.groups[gi].n_inputs + f->part.groups[gi].n_outputs;
         }
@@ -386,7 +386,7 @@ static bool plan_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f,
     int n = 0, steps = 0;
     for (int gi = 0; gi < f->part.n_groups; gi++) {
         const vf_group *grp = &f->part.groups[gi];
-        bool fuse = grp->kind == VF_GROUP_ELEMENTWISE_DAG;
+        bool fuse = grp->kind == VF_GROUP_ELEMENTWISE_DAG || grp->kind == VF_GROUP_MATMUL_EPILOGUE;
         for (int m = 0; fuse && m < grp->n_nodes; m++) fuse = b->node_nex[grp->nodes[m]] == 1;
         if (fuse && n + grp->n_nodes <= b->n_ex) {
             vf_plan_fused *pf = &f->fused[f->n_fused++];

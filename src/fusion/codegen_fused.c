@@ -20,6 +20,7 @@
  */
 #include "fusion/codegen_fused.h"
 #include "fusion/codegen_internal.h"
+#include "fusion/codegen_matmul.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -387,6 +388,7 @@ vf_status vf_codegen_group(const vf_graph *g, const vf_group *grp, const vf_shap
     vf_status st;
     switch (grp->kind) {
     case VF_GROUP_ELEMENTWISE_DAG: st = elementwise_dag(g, grp, shapes, caps, out, err); break;
+    case VF_GROUP_MATMUL_EPILOGUE: st = vf_codegen_matmul_group(g, grp, shapes, caps, out, err); break;
     default:
         st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "codegen: no fused generator for %s groups yet; run its nodes "
                         "one by one", vf_group_kind_name(grp->kind));

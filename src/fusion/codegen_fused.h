@@ -12,7 +12,8 @@
  *   - sizes are push constants: the GLSL text depends only on the group's
  *     pattern (ops, dtypes, which dims broadcast), so one pipeline serves
  *     every batch size; the runtime's content-hash cache finds it.
- * Supported: VF_GROUP_ELEMENTWISE_DAG. Other kinds, and groups the device
+ * Supported: VF_GROUP_ELEMENTWISE_DAG and VF_GROUP_MATMUL_EPILOGUE
+ * (codegen_matmul_fused.c). Other kinds, and groups the device
  * cannot run (f16 without 16-bit storage, ...), fail with
  * VF_ERROR_UNSUPPORTED and a message: run the group's nodes one by one.
  * A group without outputs (dead values) gives k.n_steps == 0: nothing to run.

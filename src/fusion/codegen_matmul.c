@@ -13,8 +13,10 @@
  *  - GPUs: shaders/matmul_tiled.glsl, shared-memory tiles sized from caps.
  * Tiles are numbered linearly (column tile fastest, then row tile, then
  * batch) over a 1D/2D grid, so no dimension limit is hit before 2^32 tiles.
+ * The stores go through st4(b, r, c, vec4) / st1(b, r, c, float): plain
+ * stores here, a fused epilogue for matmul groups (codegen_matmul.h).
  */
-#include "fusion/codegen_internal.h"
+#include "fusion/codegen_matmul.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -77,7 +79,8 @@ static void emit_batch_off(vf_sb *s, const batch_pattern *p)
     vf_sb_puts(s, "}\n");
 }
 
-vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_epilogue *epi, vf_kernel *k,
+                    vf_err *err)
 {
     const vf_tref *A = &e->in[0], *B = &e->in[1];
     bool ta = e->attrs.trans_a, tb = e->attrs.trans_b;
@@ -100,7 +103,7 @@ vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_ker
     bool f32 = A->dtype == VF_F32 && B->dtype == VF_F32 && e->out.dtype == VF_F32;
     bool vec_a = subgroup_kernel && f32 && !ta && K % 4 == 0 && A->offset % 16 == 0;
     bool vec_b = subgroup_kernel && f32 && !tb && N % 4 == 0 && B->offset % 16 == 0;
-    bool vec_c = subgroup_kernel && f32 && N % 4 == 0 && e->out.offset % 16 == 0;
+    bool vec_c = !epi && subgroup_kernel && f32 && N % 4 == 0 && e->out.offset % 16 == 0;
 
     uint32_t ts = 16, bk = 16;
     if (!subgroup_kernel) {
@@ -115,23 +118,32 @@ vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_ker
     k->n_steps = 1;
     vf_cg g;
     cg_begin(&g, e, caps, err, &k->step[0]);
+    const char *tag = epi ? epi->tag : "matmul";
     if (subgroup_kernel)
-        snprintf(g.d->name, sizeof g.d->name, "matmul_%s_%c%c_sg%u%s%s%s_b%d", cg_dtype_tag(A->dtype), ta ? 't' : 'n',
+        snprintf(g.d->name, sizeof g.d->name, "%s_%s_%c%c_sg%u%s%s%s_b%d", tag,
+                 cg_dtype_tag(A->dtype), ta ? 't' : 'n',
                  tb ? 't' : 'n', sg, vec_a ? "_va" : "", vec_b ? "_vb" : "", vec_c ? "_vc" : "", bp.nd);
     else
-        snprintf(g.d->name, sizeof g.d->name, "matmul_%s_%c%c_tile%u_b%d", cg_dtype_tag(A->dtype), ta ? 't' : 'n',
+        snprintf(g.d->name, sizeof g.d->name, "%s_%s_%c%c_tile%u_b%d", tag, cg_dtype_tag(A->dtype), ta ? 't' : 'n',
                  tb ? 't' : 'n', (unsigned)(4 * ts), bp.nd);
     snprintf(g.comment, sizeof g.comment,
-             "op matmul: %s x %s -> %s, %s A, %s B, %d collapsed batch dim(s); %s",
-             cg_dtype_tag(A->dtype), cg_dtype_tag(B->dtype), cg_dtype_tag(e->out.dtype), ta ? "transposed" : "plain",
+             "op matmul%s%s: %s x %s -> %s, %s A, %s B, %d collapsed batch dim(s); %s",
+             epi ? " with " : "", epi ? epi->what : "", cg_dtype_tag(A->dtype), cg_dtype_tag(B->dtype),
+             cg_dtype_tag(e->out.dtype), ta ? "transposed" : "plain",
              tb ? "transposed" : "plain", bp.nd,
              subgroup_kernel ? "subgroup register blocking (CPU profile)" : "shared-memory tiling (GPU profile)");
 
     /* one binding per tensor: a vec4 view where it is used, scalars read
        through it (A4[i >> 2][i & 3]) */
-    cg_bind(&g, VF_BIND_IN0, A->dtype, vec_a ? "A4" : "A", true, vec_a);
-    cg_bind(&g, VF_BIND_IN1, B->dtype, vec_b ? "B4" : "B", true, vec_b);
-    cg_bind(&g, VF_BIND_OUT, e->out.dtype, vec_c ? "C4" : "C", false, vec_c);
+    cg_mm_layout lay = {.M = M, .N = N, .K = K, .batch = bp.count, .subgroup = subgroup_kernel,
+                        .vec_a = vec_a, .vec_b = vec_b};
+    if (epi) {
+        if (epi->bind(&g, &lay, epi->user) != VF_OK && !g.status) g.status = VF_ERROR_UNSUPPORTED;
+    } else {
+        cg_bind(&g, VF_BIND_IN0, A->dtype, vec_a ? "A4" : "A", true, vec_a);
+        cg_bind(&g, VF_BIND_IN1, B->dtype, vec_b ? "B4" : "B", true, vec_b);
+        cg_bind(&g, VF_BIND_OUT, e->out.dtype, vec_c ? "C4" : "C", false, vec_c);
+    }
     cg_push_u32(&g, "M", (uint32_t)M);
     cg_push_u32(&g, "N", (uint32_t)N);
     cg_push_u32(&g, "K", (uint32_t)K);
@@ -156,8 +168,14 @@ vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_ker
     else cg_load_fn(&g, "lda_at", "A", A->dtype, VF_CT_FLOAT);
     if (vec_b) vf_sb_puts(s, "float ldb_at(uint i) { return B4[i >> 2][i & 3u]; }\n");
     else cg_load_fn(&g, "ldb_at", "B", B->dtype, VF_CT_FLOAT);
-    if (vec_c) vf_sb_puts(s, "void st(uint i, float v) { C4[i >> 2][i & 3u] = v; }\n");
-    else cg_store_fn(&g, "st", "C", e->out.dtype, VF_CT_FLOAT);
+    if (epi) {
+        if (epi->emit(&g, &lay, epi->user) != VF_OK && !g.status) g.status = VF_ERROR_UNSUPPORTED;
+        vf_sb_puts(s, "void st1(uint b, uint r, uint c, float v) { epi(b, r, c, v); }\n");
+    } else {
+        if (vec_c) vf_sb_puts(s, "void st(uint i, float v) { C4[i >> 2][i & 3u] = v; }\n");
+        else cg_store_fn(&g, "st", "C", e->out.dtype, VF_CT_FLOAT);
+        vf_sb_puts(s, "void st1(uint b, uint r, uint c, float v) { st((b * pc.M + r) * pc.N + c, v); }\n");
+    }
     emit_batch_off(s, &bp);
     vf_sb_add(s, "float lda(uint base, uint r, uint k) { return lda_at(base + %s); }\n",
               ta ? "k * pc.M + r" : "r * pc.K + k");
@@ -178,17 +196,21 @@ vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_ker
                           "    return vec4(ldb(base, k, min(c, l)), ldb(base, k, min(c + 1u, l)),\n"
                           "                ldb(base, k, min(c + 2u, l)), ldb(base, k, min(c + 3u, l)));\n}\n");
         if (vec_c)
-            vf_sb_puts(s, "void st4(uint base, uint r, uint c, vec4 v)\n{\n"
-                          "    if (r < pc.M && c < pc.N) C4[(base + r * pc.N + c) >> 2] = v;\n}\n");
+            vf_sb_puts(s, "void st4(uint b, uint r, uint c, vec4 v)\n{\n"
+                          "    if (r < pc.M && c < pc.N) C4[((b * pc.M + r) * pc.N + c) >> 2] = v;\n}\n");
         else
-            vf_sb_puts(s, "void st4(uint base, uint r, uint c, vec4 v)\n{\n    if (r >= pc.M) return;\n"
-                          "    uint i = base + r * pc.N + c;\n"
+            vf_sb_puts(s, "void st4(uint b, uint r, uint c, vec4 v)\n{\n    if (r >= pc.M) return;\n"
                           "    [[unroll]] for (uint j = 0u; j < 4u; j++)\n"
-                          "        if (c + j < pc.N) st(i + j, v[j]);\n}\n");
+                          "        if (c + j < pc.N) st1(b, r, c + j, v[j]);\n}\n");
     } else {
         vf_sb_add(s, "#define TS %uu\n#define BK %uu\n", ts, bk);
     }
     uint32_t wg = subgroup_kernel ? sg : ts * ts;
     cg_groups_linear(&g, tiles_m * tiles_n * bp.count);
     return cg_finish(&g, wg, subgroup_kernel ? "matmul_subgroup.glsl" : "matmul_tiled.glsl");
+}
+
+vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+{
+    return cg_matmul(e, caps, NULL, k, err);
 }

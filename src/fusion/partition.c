@@ -31,10 +31,10 @@ void vf_fusion_options_default(vf_fusion_options *opt)
     memset(opt, 0, sizeof *opt);
     const char *env = getenv("VKFUSE_FUSION");
     opt->enabled = !(env && strcmp(env, "0") == 0);
-    /* Row and matmul groups are formed only when asked for: the fused
-       code generator handles elementwise DAGs (codegen_fused.c). */
+    /* Row groups are formed only when asked for: codegen_fused.c has no
+       generator for them yet. Matmul groups: codegen_matmul_fused.c. */
     opt->fuse_rows = false;
-    opt->fuse_matmul = false;
+    opt->fuse_matmul = true;
     opt->max_nodes = DEFAULT_MAX_NODES;
 }
 
