@@ -5,10 +5,16 @@
  * group that are also graph outputs or read outside it (then stored too),
  * transposed operands, broadcast batch dims (strided and full), f16 and a
  * symbolic batch dim. Every result is compared with the CPU backend (node
- * by node, OpenBLAS sgemm) and with the unfused plan. */
+ * by node, OpenBLAS sgemm) and with the unfused plan. The generated GLSL
+ * also compiles for the GPU profile (shared-memory tiles), and groups a
+ * device cannot run fail with VF_ERROR_UNSUPPORTED and a message. */
 #include "testutil.h"
 
+#include "fusion/codegen_fused.h"
+#include "fusion/partition.h"
+
 #include <math.h>
+#include <shaderc/shaderc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +188,18 @@ static vf_status transposed(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
+/* bool and where in the epilogue: y = where(z > k, z, z * k), and
+   (z > k) cast to f32 */
+static vf_status selects(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *z = vf_add(ctx, vf_matmul(ctx, in[0], in[1]), in[2]);
+    vf_tensor *pos = vf_greater(ctx, z, scalar_k);
+    out[0] = vf_where(ctx, pos, z, vf_mul(ctx, z, scalar_k));
+    out[1] = vf_cast(ctx, pos, VF_F32);
+    return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
 /* f16 storage: casts in, matmul + bias + relu in f16, cast out (the cast
    is an epilogue op with another dtype) */
 static vf_status half(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -202,7 +220,150 @@ static vf_status batched(vf_context *ctx, vf_tensor *const *in, vf_tensor **out,
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
-/* ---- tests --------------------------------------------------------------- */
+
+/* ---- the GLSL of matmul groups, for both device profiles ---------------- */
+
+static const vf_device_caps caps_cpu = {
+    .is_cpu = true, .subgroup_size = 8, .subgroup_arithmetic = true, .subgroup_shuffle = true,
+    .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 1024},
+    .max_workgroup_count = {65535, 65535, 65535}, .shared_memory_bytes = 32768, .max_push_constants = 128,
+    .max_storage_buffer_range = 1u << 27, .min_storage_buffer_offset_alignment = 16, .storage16 = true,
+    .storage8 = true, .shader_float16 = true, .shader_int8 = true};
+static const vf_device_caps caps_gpu = {
+    .vendor_id = 0x10de, .is_cpu = false, .subgroup_size = 32, .subgroup_arithmetic = true,
+    .subgroup_shuffle = true, .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 64},
+    .max_workgroup_count = {2147483647u, 65535, 65535}, .shared_memory_bytes = 49152,
+    .max_push_constants = 256, .max_storage_buffer_range = 1ull << 32,
+    .min_storage_buffer_offset_alignment = 16, .storage16 = true, .storage8 = true};
+
+static vf_shape shp(int rank, const int64_t *d)
+{
+    vf_shape s = {.rank = rank};
+    for (int i = 0; i < rank; i++) s.dim[i] = d[i];
+    return s;
+}
+
+static int node(vf_graph *g, vf_node_kind k, vf_op o, int n_in, const int *in, vf_dtype dt, vf_shape s)
+{
+    int id = vf_graph_add(g, k, n_in, in);
+    assert_true(id >= 0);
+    g->nodes[id].op = o;
+    g->nodes[id].attrs.dtype = dt;
+    g->nodes[id].dtype = dt;
+    g->nodes[id].shape = s;
+    if (k == VF_NODE_PARAM) {
+        g->nodes[id].index = g->n_params++;
+        g->n_explicit = g->n_params;
+    }
+    return id;
+}
+
+/* [2,3,m,k] @ [3,k,n] (b transposed: [3,n,k]) + bias [3,1,n]; where(z > 0,
+   z, z * k) with k a scalar param; a bool output (z > 0) and a cast to i32:
+   every dtype path of the epilogue and the strided batch index. */
+static vf_graph *epilogue_graph(vf_dtype dt, int64_t m, int64_t k, int64_t n)
+{
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape o = shp(4, (int64_t[]){2, 3, m, n});
+    int a = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, shp(4, (int64_t[]){2, 3, m, k}));
+    int b = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, shp(3, (int64_t[]){3, n, k}));
+    int bias = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, shp(3, (int64_t[]){3, 1, n}));
+    int kk = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, shp(0, NULL));
+    int mm = node(g, VF_NODE_OP, VF_OP_MATMUL, 2, (int[]){a, b}, dt, o);
+    g->nodes[mm].attrs.trans_b = true;
+    int z = node(g, VF_NODE_OP, VF_OP_ADD, 2, (int[]){mm, bias}, dt, o);
+    int zero = node(g, VF_NODE_OP, VF_OP_FILL, 0, NULL, dt, o);
+    int pos = node(g, VF_NODE_OP, VF_OP_GREATER, 2, (int[]){z, zero}, VF_BOOL, o);
+    int sc = node(g, VF_NODE_OP, VF_OP_MUL, 2, (int[]){z, kk}, dt, o);
+    int y = node(g, VF_NODE_OP, VF_OP_WHERE, 3, (int[]){pos, z, sc}, dt, o);
+    int yi = node(g, VF_NODE_OP, VF_OP_CAST, 1, &y, VF_I32, o);
+    assert_true(vf_graph_set_outputs(g, 3, (int[]){y, pos, yi}));
+    return g;
+}
+
+static void compile_ok(shaderc_compiler_t cc, shaderc_compile_options_t opt, const vf_dispatch *d)
+{
+    shaderc_compilation_result_t r = shaderc_compile_into_spv(cc, d->glsl, strlen(d->glsl), shaderc_compute_shader,
+                                                              d->name, "main", opt);
+    bool ok = shaderc_result_get_compilation_status(r) == shaderc_compilation_status_success;
+    if (!ok)
+        fprintf(stderr, "---- %s failed to compile:\n%s\n---- source:\n%s\n", d->name,
+                shaderc_result_get_error_message(r), d->glsl);
+    shaderc_result_release(r);
+    assert_true(ok);
+}
+
+/* The one matmul group of g: generated for caps, st its status. */
+static vf_status gen_group(vf_graph *g, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+{
+    vf_shape *shapes = malloc(sizeof *shapes * (size_t)g->n);
+    assert_non_null(shapes);
+    for (int i = 0; i < g->n; i++) shapes[i] = g->nodes[i].shape;
+    vf_partition_t p;
+    assert_int_equal(vf_partition(g, NULL, &p, err), VF_OK);
+    int found = -1;
+    for (int i = 0; i < p.n_groups; i++)
+        if (p.groups[i].kind == VF_GROUP_MATMUL_EPILOGUE) {
+            assert_int_equal(found, -1);
+            found = i;
+        }
+    assert_true(found >= 0);
+    const vf_group *grp = &p.groups[found];
+    vf_status st = vf_codegen_group(g, grp, shapes, caps, k, err);
+    if (st == VF_OK) {
+        assert_int_equal(k->n_steps, 1);
+        /* every group tensor bound in order; b (tensor 1) once */
+        assert_int_equal(k->step[0].n_bindings, grp->n_inputs + grp->n_outputs);
+        for (int j = 0; j < k->step[0].n_bindings; j++) assert_int_equal(k->step[0].binding[j], VF_BIND_GROUP + j);
+    }
+    vf_partition_free(&p);
+    free(shapes);
+    return st;
+}
+
+static void test_glsl_both_profiles(void **state)
+{
+    (void)state;
+    shaderc_compiler_t cc = shaderc_compiler_initialize();
+    shaderc_compile_options_t opt = shaderc_compile_options_initialize();
+    assert_true(cc && opt);
+    shaderc_compile_options_set_target_env(opt, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
+    const vf_device_caps *caps[2] = {&caps_cpu, &caps_gpu};
+    const vf_dtype dts[2] = {VF_F32, VF_F16};
+    for (int d = 0; d < 2; d++)
+        for (int c = 0; c < 2; c++) {
+            vf_graph *g = epilogue_graph(dts[d], 9, 16, 12);
+            vf_kernel k;
+            vf_err err = {0};
+            vf_status st = gen_group(g, caps[c], &k, &err);
+            if (st) fprintf(stderr, "%s\n", err.message);
+            assert_int_equal(st, VF_OK);
+            assert_non_null(strstr(k.step[0].glsl, "void epi("));
+            assert_non_null(strstr(k.step[0].name, "mmfused"));
+            compile_ok(cc, opt, &k.step[0]);
+            vf_kernel_free(&k);
+            vf_graph_free(g);
+        }
+    shaderc_compile_options_release(opt);
+    shaderc_compiler_release(cc);
+}
+
+/* f16 on a device without 16-bit storage: UNSUPPORTED with a message (the
+   plan then runs the members one by one). */
+static void test_unsupported(void **state)
+{
+    (void)state;
+    vf_device_caps no16 = caps_cpu;
+    no16.storage16 = false;
+    vf_graph *g = epilogue_graph(VF_F16, 4, 4, 4);
+    vf_kernel k;
+    vf_err err = {0};
+    assert_int_equal(gen_group(g, &no16, &k, &err), VF_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "16-bit storage"));
+    vf_graph_free(g);
+}
+
+/* ---- traced functions on Vulkan ------------------------------------------ */
 
 static void mlp_case(int64_t m, int64_t k, int64_t n, bool bias_2d)
 {
@@ -304,6 +465,19 @@ static void test_transposed(void **state)
     free_case(&fc);
 }
 
+static void test_where_bool_cast(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    fn_case fc = {.what = "where(z > k, z, z*k), cast(z > k)", .body = selects, .n_in = 3, .n_out = 2,
+                  .fused_kernels = 1, .unfused_kernels = 6, .atol = mm_atol(24), .rtol = 1e-5};
+    new_input(&fc.in[0], 2, (int64_t[]){15, 24}, 29);
+    new_input(&fc.in[1], 2, (int64_t[]){24, 16}, 30);
+    new_input(&fc.in[2], 2, (int64_t[]){1, 16}, 31);
+    check(&fc);
+    free_case(&fc);
+}
+
 static void test_f16(void **state)
 {
     (void)state;
@@ -387,8 +561,10 @@ int main(void)
         cmocka_unit_test(test_bias_relu_sizes),   cmocka_unit_test(test_nan_inf),
         cmocka_unit_test(test_several_ops),       cmocka_unit_test(test_group_values_as_outputs),
         cmocka_unit_test(test_matmul_read_outside), cmocka_unit_test(test_transposed),
-        cmocka_unit_test(test_f16),               cmocka_unit_test(test_batch_broadcast),
+        cmocka_unit_test(test_where_bool_cast), cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_batch_broadcast),
         cmocka_unit_test(test_symbolic_batch),
+        cmocka_unit_test(test_glsl_both_profiles), cmocka_unit_test(test_unsupported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
