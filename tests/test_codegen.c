@@ -581,7 +581,7 @@ static void test_templates_embedded(void **state)
 {
     (void)state;
     static const char *const names[] = {"prelude.glsl", "philox.glsl", "reduce.glsl", "softmax.glsl",
-                                        "matmul_subgroup.glsl", "matmul_tiled.glsl"};
+                                        "matmul_lane.glsl", "matmul_tiled.glsl"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) assert_non_null(vf_shader_template(names[i]));
     assert_null(vf_shader_template("nope.glsl"));
     assert_non_null(strstr(vf_shader_template("philox.glsl"), "umulExtended"));

@@ -6,13 +6,19 @@
  * and strides are push constants, only the number of batch dims is baked.
  * Operand access is generated as lda(base, row, k) / ldb(base, k, col) for
  * the transposition at hand, so the templates never see trans flags.
- *  - CPU devices (lavapipe): shaders/matmul_subgroup.glsl, a subgroup owns
- *    SG x 4 SG outputs; vec4 loads where layout and alignment allow
- *    (A untransposed with k % 4 == 0, B untransposed with n % 4 == 0, f32),
- *    else the same kernel with scalar loads (transposed operands, odd sizes).
+ *  - CPU devices (lavapipe): shaders/matmul_lane.glsl, each lane owns an
+ *    RM x 4*CV block of C in registers and lanes never communicate
+ *    (llvmpipe runs buffer loads and subgroupBroadcast as loops over the
+ *    lanes; see the template); a workgroup is the subgroup size of lanes
+ *    (capped by the workgroup limits) side by side along the columns; vec4
+ *    loads where layout and alignment allow (A untransposed with
+ *    k % 4 == 0, B untransposed with n % 4 == 0, f32), else the same
+ *    kernel with scalar loads (transposed operands, odd sizes, f16).
  *  - GPUs: shaders/matmul_tiled.glsl, shared-memory tiles sized from caps.
- * Tiles are numbered linearly (column tile fastest, then row tile, then
- * batch) over a 1D/2D grid, so no dimension limit is hit before 2^32 tiles.
+ * Tiles are numbered linearly (lane kernel: row tile fastest, so that
+ * neighbouring workgroups share a panel of B in the caches; tiled: column
+ * tile fastest; then batch) over a 1D/2D grid, so no dimension limit is
+ * hit before 2^32 tiles.
  * The stores go through st4(b, r, c, vec4) / st1(b, r, c, float): plain
  * stores here, a fused epilogue for matmul groups (codegen_matmul.h).
  */
@@ -23,6 +29,16 @@
 #include <string.h>
 
 #define MM_MAX_BATCH (VF_MAX_RANK - 2)
+
+/* The CPU profile's register block per lane: RM rows x 4*CV columns. 16 x 16
+   measured best on lavapipe at 1024^3 and 256x784x512 among 4..16 rows x
+   4..48 columns (docs/BENCHMARKS.md, "Matmul epilogue"): llvmpipe spills
+   the accumulators it cannot hold to the stack, which costs far less than
+   the per-lane loops of its buffer loads. Fewer than 16 rows: 4-row blocks,
+   so a short matrix (a batch of 1) does not compute 16 clamped rows. */
+#define MM_LANE_ROWS 16u
+#define MM_LANE_ROWS_SMALL 4u
+#define MM_LANE_VEC4S 4u
 
 typedef struct {
     int nd;
@@ -97,45 +113,49 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
     batch_pattern bp;
     batch_collapse(e, M * K, K * N, &bp);
 
-    uint32_t sg = caps->subgroup_size;
-    bool subgroup_kernel = caps->is_cpu && caps->subgroup_shuffle && sg >= 4 && sg <= 64 &&
-                           sg <= caps->max_workgroup_invocations;
+    /* CPU profile: lanes of LANES invocations (the subgroup size, within
+       the device's workgroup limits), each an RM x 4*CV register block */
+    uint32_t lanes = caps->subgroup_size ? caps->subgroup_size : 8;
+    if (caps->max_workgroup_invocations && lanes > caps->max_workgroup_invocations)
+        lanes = caps->max_workgroup_invocations;
+    if (caps->max_workgroup_size[0] && lanes > caps->max_workgroup_size[0]) lanes = caps->max_workgroup_size[0];
+    bool lane_kernel = caps->is_cpu && lanes >= 1;
+    uint32_t rm = M >= MM_LANE_ROWS ? MM_LANE_ROWS : MM_LANE_ROWS_SMALL, cv = MM_LANE_VEC4S;
     bool f32 = A->dtype == VF_F32 && B->dtype == VF_F32 && e->out.dtype == VF_F32;
-    bool vec_a = subgroup_kernel && f32 && !ta && K % 4 == 0 && A->offset % 16 == 0;
-    bool vec_b = subgroup_kernel && f32 && !tb && N % 4 == 0 && B->offset % 16 == 0;
-    bool vec_c = !epi && subgroup_kernel && f32 && N % 4 == 0 && e->out.offset % 16 == 0;
+    bool vec_a = lane_kernel && f32 && !ta && K % 4 == 0 && A->offset % 16 == 0;
+    bool vec_b = lane_kernel && f32 && !tb && N % 4 == 0 && B->offset % 16 == 0;
+    bool vec_c = !epi && lane_kernel && f32 && N % 4 == 0 && e->out.offset % 16 == 0;
 
     uint32_t ts = 16, bk = 16;
-    if (!subgroup_kernel) {
+    if (!lane_kernel) {
         while (ts > 4 && (ts * ts > caps->max_workgroup_invocations || ts * ts > caps->max_workgroup_size[0] ||
                           2u * bk * 4u * ts * 4u > caps->shared_memory_bytes))
             ts /= 2;
         if (2u * bk * 4u * ts * 4u > caps->shared_memory_bytes) bk = 4;
     }
-    uint64_t tile_m = subgroup_kernel ? sg : 4u * ts, tile_n = subgroup_kernel ? 4u * sg : 4u * ts;
+    uint64_t tile_m = lane_kernel ? rm : 4u * ts, tile_n = lane_kernel ? 4u * cv * lanes : 4u * ts;
     uint64_t tiles_m = (M + tile_m - 1) / tile_m, tiles_n = (N + tile_n - 1) / tile_n;
 
     k->n_steps = 1;
     vf_cg g;
     cg_begin(&g, e, caps, err, &k->step[0]);
     const char *tag = epi ? epi->tag : "matmul";
-    if (subgroup_kernel)
-        snprintf(g.d->name, sizeof g.d->name, "%s_%s_%c%c_sg%u%s%s%s_b%d", tag,
-                 cg_dtype_tag(A->dtype), ta ? 't' : 'n',
-                 tb ? 't' : 'n', sg, vec_a ? "_va" : "", vec_b ? "_vb" : "", vec_c ? "_vc" : "", bp.nd);
+    if (lane_kernel)
+        snprintf(g.d->name, sizeof g.d->name, "%s_%s_%c%c_lane%ux%u%s%s%s_b%d", tag, cg_dtype_tag(A->dtype),
+                 ta ? 't' : 'n', tb ? 't' : 'n', rm, 4 * cv, vec_a ? "_va" : "", vec_b ? "_vb" : "",
+                 vec_c ? "_vc" : "", bp.nd);
     else
         snprintf(g.d->name, sizeof g.d->name, "%s_%s_%c%c_tile%u_b%d", tag, cg_dtype_tag(A->dtype), ta ? 't' : 'n',
                  tb ? 't' : 'n', (unsigned)(4 * ts), bp.nd);
     snprintf(g.comment, sizeof g.comment,
              "op matmul%s%s: %s x %s -> %s, %s A, %s B, %d collapsed batch dim(s); %s",
              epi ? " with " : "", epi ? epi->what : "", cg_dtype_tag(A->dtype), cg_dtype_tag(B->dtype),
-             cg_dtype_tag(e->out.dtype), ta ? "transposed" : "plain",
-             tb ? "transposed" : "plain", bp.nd,
-             subgroup_kernel ? "subgroup register blocking (CPU profile)" : "shared-memory tiling (GPU profile)");
+             cg_dtype_tag(e->out.dtype), ta ? "transposed" : "plain", tb ? "transposed" : "plain", bp.nd,
+             lane_kernel ? "register blocking per lane (CPU profile)" : "shared-memory tiling (GPU profile)");
 
     /* one binding per tensor: a vec4 view where it is used, scalars read
        through it (A4[i >> 2][i & 3]) */
-    cg_mm_layout lay = {.M = M, .N = N, .K = K, .batch = bp.count, .subgroup = subgroup_kernel,
+    cg_mm_layout lay = {.M = M, .N = N, .K = K, .batch = bp.count, .lane = lane_kernel,
                         .vec_a = vec_a, .vec_b = vec_b};
     if (epi) {
         if (epi->bind(&g, &lay, epi->user) != VF_OK && !g.status) g.status = VF_ERROR_UNSUPPORTED;
@@ -181,9 +201,8 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
               ta ? "k * pc.M + r" : "r * pc.K + k");
     vf_sb_add(s, "float ldb(uint base, uint k, uint c) { return ldb_at(base + %s); }\n",
               tb ? "c * pc.K + k" : "k * pc.N + c");
-    if (subgroup_kernel) {
-        g.ext |= CG_EXT_BALLOT;
-        vf_sb_add(s, "#define SG %uu\n", sg);
+    if (lane_kernel) {
+        vf_sb_add(s, "#define RM %uu\n#define CV %uu\n", rm, cv);
         if (vec_a)
             vf_sb_puts(s, "vec4 lda4(uint base, uint r, uint k) { return A4[(base + min(r, pc.M - 1u) * pc.K + k) >> 2]; }\n");
         else
@@ -205,9 +224,9 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
     } else {
         vf_sb_add(s, "#define TS %uu\n#define BK %uu\n", ts, bk);
     }
-    uint32_t wg = subgroup_kernel ? sg : ts * ts;
+    uint32_t wg = lane_kernel ? lanes : ts * ts;
     cg_groups_linear(&g, tiles_m * tiles_n * bp.count);
-    return cg_finish(&g, wg, subgroup_kernel ? "matmul_subgroup.glsl" : "matmul_tiled.glsl");
+    return cg_finish(&g, wg, lane_kernel ? "matmul_lane.glsl" : "matmul_tiled.glsl");
 }
 
 vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)

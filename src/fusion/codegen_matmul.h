@@ -21,7 +21,7 @@
 typedef struct cg_mm_layout {
     uint64_t M, N, K;
     uint64_t batch;           /* product of the output's batch dims */
-    bool subgroup;            /* CPU profile (matmul_subgroup.glsl) */
+    bool lane;                /* CPU profile (matmul_lane.glsl) */
     bool vec_a, vec_b;        /* operands bound as vec4 arrays "A4" / "B4" */
 } cg_mm_layout;
 
