@@ -3,7 +3,8 @@
  * with the epilogue), an unfused plan (VKFUSE_FUSION=0 while its plan is
  * built: matmul, add, relu as three kernels) and on the CPU backend
  * (OpenBLAS sgemm + two elementwise ops), side by side in one run, at
- * 1024^3 and at an MLP layer size (256x784 @ 784x512). Also a plain
+ * 1024^3, at an MLP layer size (256x784 @ 784x512) and at a small batch of
+ * that layer (16x784 @ 784x512). Also a plain
  * matmul (traced, one kernel) at each size: the kernel's GFLOP/s.
  * GFLOP/s counts 2*m*k*n per call.
  * Usage: bench_matmul [--iters N] [--quick] [--matmul-only]
@@ -138,6 +139,7 @@ int main(int argc, char **argv)
     }
     printf("matmul + bias + relu, f32; vulkan device: %s\n", vf_device_name(vk));
     size(vk, cpu, 256, 784, 512, iters);
+    size(vk, cpu, 16, 784, 512, iters);   /* a small batch: dispatch costs show */
     if (!quick) size(vk, cpu, 1024, 1024, 1024, iters);
     vf_context_destroy(vk);
     vf_context_destroy(cpu);
