@@ -188,6 +188,14 @@ static vf_status transposed(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
+/* the operand in its own epilogue, twice an operand: relu(x @ x + x) */
+static vf_status self_mm(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_relu(ctx, vf_add(ctx, vf_matmul(ctx, in[0], in[0]), in[0]));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
 /* bool and where in the epilogue: y = where(z > k, z, z * k), and
    (z > k) cast to f32 */
 static vf_status selects(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -465,6 +473,21 @@ static void test_transposed(void **state)
     free_case(&fc);
 }
 
+static void test_operand_in_epilogue(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    for (int64_t n = 11; n <= 12; n++) {   /* scalar and vec4 views of x */
+        char what[64];
+        snprintf(what, sizeof what, "relu(x@x+x) %lldx%lld", (long long)n, (long long)n);
+        fn_case fc = {.what = what, .body = self_mm, .n_in = 1, .n_out = 1, .fused_kernels = 1,
+                      .unfused_kernels = 3, .atol = mm_atol(n), .rtol = 1e-5};
+        new_input(&fc.in[0], 2, (int64_t[]){n, n}, 32);
+        check(&fc);
+        free_case(&fc);
+    }
+}
+
 static void test_where_bool_cast(void **state)
 {
     (void)state;
@@ -561,7 +584,7 @@ int main(void)
         cmocka_unit_test(test_bias_relu_sizes),   cmocka_unit_test(test_nan_inf),
         cmocka_unit_test(test_several_ops),       cmocka_unit_test(test_group_values_as_outputs),
         cmocka_unit_test(test_matmul_read_outside), cmocka_unit_test(test_transposed),
-        cmocka_unit_test(test_where_bool_cast), cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_operand_in_epilogue), cmocka_unit_test(test_where_bool_cast), cmocka_unit_test(test_f16),
         cmocka_unit_test(test_batch_broadcast),
         cmocka_unit_test(test_symbolic_batch),
         cmocka_unit_test(test_glsl_both_profiles), cmocka_unit_test(test_unsupported),
