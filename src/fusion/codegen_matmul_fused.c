@@ -118,7 +118,7 @@ static vf_status mf_bind(vf_cg *cg, const cg_mm_layout *l, void *user)
     bool strided = false;
     for (int t = 0; t < grp->n_inputs; t++) {
         vf_dtype dt = g->nodes[grp->inputs[t]].dtype;
-        char nm[16];
+        char nm[32];
         if (t == st->a_in) cg_bind(cg, VF_BIND_GROUP + t, dt, l->vec_a ? "A4" : "A", true, l->vec_a);
         if (t == st->b_in) cg_bind(cg, VF_BIND_GROUP + t, dt, l->vec_b ? "B4" : "B", true, l->vec_b);
         if (t != st->a_in && t != st->b_in) {
@@ -134,12 +134,12 @@ static vf_status mf_bind(vf_cg *cg, const cg_mm_layout *l, void *user)
         }
     }
     for (int d = 0; strided && d < st->n_ob; d++) {
-        char nm[16];
+        char nm[32];
         snprintf(nm, sizeof nm, "ob%d", d);
         cg_push_u32(cg, nm, (uint32_t)st->ob[d]);
     }
     for (int o = 0; o < grp->n_outputs; o++) {
-        char nm[16];
+        char nm[32];
         snprintf(nm, sizeof nm, "y%d", o);
         cg_bind(cg, VF_BIND_GROUP + grp->n_inputs + o, g->nodes[grp->outputs[o]].dtype, nm, false, false);
     }
@@ -164,7 +164,7 @@ static vf_status emit_decls(vf_cg *cg, mf_state *st, const cg_mm_layout *l)
         if (!st->in[t].epi) continue;
         vf_dtype dt = g->nodes[grp->inputs[t]].dtype;
         vf_ctype ct = cg_ctype_of(dt);
-        char fn[16], nm[16];
+        char fn[32], nm[32];
         snprintf(fn, sizeof fn, "ldx%d", t);
         bool va = t == st->a_in && l->vec_a, vb = t == st->b_in && l->vec_b;
         if (va || vb)
@@ -175,7 +175,7 @@ static vf_status emit_decls(vf_cg *cg, mf_state *st, const cg_mm_layout *l)
         }
     }
     for (int o = 0; o < grp->n_outputs; o++) {
-        char fn[16], nm[16];
+        char fn[32], nm[32];
         snprintf(fn, sizeof fn, "sty%d", o);
         snprintf(nm, sizeof nm, "y%d", o);
         vf_dtype dt = g->nodes[grp->outputs[o]].dtype;
