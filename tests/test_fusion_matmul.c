@@ -196,6 +196,14 @@ static vf_status self_mm(vf_context *ctx, vf_tensor *const *in, vf_tensor **out,
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
+/* a vector operand: relu(v @ w + bias), v [k] */
+static vf_status vec_mm(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_relu(ctx, vf_add(ctx, vf_matmul(ctx, in[0], in[1]), in[2]));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
 /* bool and where in the epilogue: y = where(z > k, z, z * k), and
    (z > k) cast to f32 */
 static vf_status selects(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -369,6 +377,17 @@ static void test_unsupported(void **state)
     assert_int_equal(gen_group(g, &no16, &k, &err), VF_ERROR_UNSUPPORTED);
     assert_non_null(strstr(err.message, "16-bit storage"));
     vf_graph_free(g);
+    /* a matmul node with a vector operand (its dim dropped from the result) */
+    g = vf_graph_new(NULL);
+    int v = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, shp(1, (int64_t[]){6}));
+    int w = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, shp(2, (int64_t[]){6, 5}));
+    int mm = node(g, VF_NODE_OP, VF_OP_MATMUL, 2, (int[]){v, w}, VF_F32, shp(1, (int64_t[]){5}));
+    int y = node(g, VF_NODE_OP, VF_OP_RELU, 1, &mm, VF_F32, shp(1, (int64_t[]){5}));
+    assert_true(vf_graph_set_outputs(g, 1, &y));
+    memset(&err, 0, sizeof err);
+    assert_int_equal(gen_group(g, &caps_cpu, &k, &err), VF_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "vector operand"));
+    vf_graph_free(g);
 }
 
 /* ---- traced functions on Vulkan ------------------------------------------ */
@@ -488,6 +507,32 @@ static void test_operand_in_epilogue(void **state)
     }
 }
 
+/* A vector operand: the traced matmul's result is reshaped to drop the
+   vector's dim, so the epilogue (of the dropped shape) is a group of its
+   own: two dispatches; the result equals the CPU backend. */
+static void test_vector_operand(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    tensor_in in[3];
+    new_input(&in[0], 1, (int64_t[]){20}, 33);
+    new_input(&in[1], 2, (int64_t[]){20, 9}, 34);
+    new_input(&in[2], 1, (int64_t[]){9}, 35);
+    fn_case fc = {.what = "relu(v@w+b), v a vector", .body = vec_mm, .n_in = 3, .n_out = 1, .atol = mm_atol(20),
+                  .rtol = 1e-5};
+    memcpy(fc.in, in, sizeof in);
+    result f = {0}, c = {0};
+    run(VF_BACKEND_VULKAN, true, &fc, &f);
+    run(VF_BACKEND_CPU, true, &fc, &c);
+    assert_true(f.fs.planned);
+    assert_int_equal(f.fs.dispatches_per_call, 2);
+    assert_int_equal(f.n[0], 9);
+    vt_assert_close_f32(f.out[0], c.out[0], 9, fc.atol, fc.rtol, "vector operand vs cpu");
+    free_result(&f);
+    free_result(&c);
+    free_case(&fc);
+}
+
 static void test_where_bool_cast(void **state)
 {
     (void)state;
@@ -584,7 +629,8 @@ int main(void)
         cmocka_unit_test(test_bias_relu_sizes),   cmocka_unit_test(test_nan_inf),
         cmocka_unit_test(test_several_ops),       cmocka_unit_test(test_group_values_as_outputs),
         cmocka_unit_test(test_matmul_read_outside), cmocka_unit_test(test_transposed),
-        cmocka_unit_test(test_operand_in_epilogue), cmocka_unit_test(test_where_bool_cast), cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_operand_in_epilogue), cmocka_unit_test(test_vector_operand),
+        cmocka_unit_test(test_where_bool_cast), cmocka_unit_test(test_f16),
         cmocka_unit_test(test_batch_broadcast),
         cmocka_unit_test(test_symbolic_batch),
         cmocka_unit_test(test_glsl_both_profiles), cmocka_unit_test(test_unsupported),

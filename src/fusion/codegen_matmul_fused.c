@@ -319,6 +319,10 @@ vf_status vf_codegen_matmul_group(const vf_graph *g, const vf_group *grp, const 
                           grp->n_nodes, grp->n_inputs, MF_MAX_NODES, VF_GROUP_MAX_TENSORS);
     const vf_node *mm = &g->nodes[center];
     const vf_shape *out = &shapes[center];
+    if (shapes[mm->in[0]].rank < 2 || shapes[mm->in[1]].rank < 2)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "matmul group: a vector operand (rank 1, its dim dropped from the result) is not "
+                          "fused yet; its nodes run one by one");
     if (out->rank < 2 || out->rank - 2 > MF_MAX_BATCH)
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul group: result of rank %d", out->rank);
     mf_state st = {.g = g, .grp = grp, .shapes = shapes, .center = center, .err = err};
