@@ -6,9 +6,11 @@
  * transposed operands, broadcast batch dims (strided and full), f16 and a
  * symbolic batch dim. Every result is compared with the CPU backend (node
  * by node, OpenBLAS sgemm) and with the unfused plan. The generated GLSL
- * also compiles for the GPU profile (shared-memory tiles), and groups a
+ * also compiles for the GPU profile (shared-memory tiles) and, run on
+ * lavapipe with the GPU profile forced, gives the right numbers; groups a
  * device cannot run fail with VF_ERROR_UNSUPPORTED and a message. */
 #include "testutil.h"
+#include "vk_test_common.h"
 
 #include "fusion/codegen_fused.h"
 #include "fusion/partition.h"
@@ -390,6 +392,119 @@ static void test_unsupported(void **state)
     vf_graph_free(g);
 }
 
+/* The GPU profile's kernels (shared-memory tiles, barriers) are valid
+   Vulkan, only slow on lavapipe: run them there with the device's caps
+   but is_cpu off, plain and fused, and check against double references.
+   a [2,70,29] @ b [29,67] (2x2 tiles of 64, broadcast batch), + bias [67],
+   relu. */
+static void dispatch_on(rt_handle *h, const vf_dispatch *d, vf_buffer *const *by_bind, const size_t *bytes,
+                        const unsigned *access)
+{
+    const vf_vk_pipeline *p = NULL;
+    vf_status s = vf_vk_runtime_glsl_pipeline(h->rt, d->glsl, d->name, d->n_bindings, d->push_size, &p);
+    if (s) fprintf(stderr, "%s\n", h->err.message);
+    assert_int_equal(s, VF_OK);
+    vf_vk_bind binds[VF_KERNEL_MAX_BINDINGS];
+    for (int j = 0; j < d->n_bindings; j++) {
+        int id = d->binding[j];
+        assert_true(id >= 0 && id < VF_BIND_GROUP + 4 && by_bind[id]);
+        binds[j] = (vf_vk_bind){.buf = by_bind[id], .range = bytes[id], .access = access[id]};
+    }
+    vf_vk_dispatch_info di = {.pipe = p, .n_bindings = d->n_bindings, .bindings = binds, .push = d->push,
+                              .push_size = d->push_size, .groups = {d->groups[0], d->groups[1], d->groups[2]},
+                              .name = d->name};
+    s = vf_vk_sched_dispatch(&h->rt->sched, &di);
+    if (s) fprintf(stderr, "%s\n", h->err.message);
+    assert_int_equal(s, VF_OK);
+}
+
+static void test_gpu_profile_on_lavapipe(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    enum { BT = 2, M = 70, K = 29, N = 67 };
+    rt_handle h;
+    rt_make(&h, NULL, NULL);
+    vf_device_caps caps = h.rt->dev.caps;
+    caps.is_cpu = false;
+    float *a = malloc(sizeof(float) * BT * M * K), *b = malloc(sizeof(float) * K * N), bias[N];
+    float *got = malloc(sizeof(float) * BT * M * N);
+    double *mm = malloc(sizeof(double) * BT * M * N);
+    assert_true(a && b && got && mm);
+    vt_fill_uniform(a, BT * M * K, -1, 1, 40);
+    vt_fill_uniform(b, K * N, -1, 1, 41);
+    vt_fill_uniform(bias, N, -1, 1, 42);
+    for (int q = 0; q < BT; q++)
+        for (int r = 0; r < M; r++)
+            for (int c = 0; c < N; c++) {
+                double acc = 0;
+                for (int x = 0; x < K; x++) acc += (double)a[(q * M + r) * K + x] * b[x * N + c];
+                mm[(q * M + r) * N + c] = acc;
+            }
+    vf_buffer *ba = alloc_upload(&h, a, BT * M * K), *bb = alloc_upload(&h, b, K * N), *bbias = alloc_upload(&h, bias, N);
+    vf_buffer *by = alloc_upload(&h, NULL, BT * M * N);
+
+    /* the plain matmul op */
+    vf_exec e;
+    memset(&e, 0, sizeof e);
+    e.op = VF_OP_MATMUL;
+    e.n_in = 2;
+    e.in[0] = (vf_tref){.dtype = VF_F32, .rank = 3, .shape = {BT, M, K}};
+    e.in[1] = (vf_tref){.dtype = VF_F32, .rank = 2, .shape = {K, N}};
+    e.out = (vf_tref){.dtype = VF_F32, .rank = 3, .shape = {BT, M, N}};
+    vf_kernel k;
+    vf_err err = {0};
+    assert_int_equal(vf_codegen_exec(&e, &caps, &k, &err), VF_OK);
+    assert_non_null(strstr(k.step[0].name, "tile"));
+    vf_buffer *map[VF_BIND_GROUP + 4] = {0};
+    size_t bytes[VF_BIND_GROUP + 4] = {0};
+    unsigned acc[VF_BIND_GROUP + 4] = {0};
+    map[VF_BIND_IN0] = ba, bytes[VF_BIND_IN0] = sizeof(float) * BT * M * K, acc[VF_BIND_IN0] = VF_VK_READ;
+    map[VF_BIND_IN1] = bb, bytes[VF_BIND_IN1] = sizeof(float) * K * N, acc[VF_BIND_IN1] = VF_VK_READ;
+    map[VF_BIND_OUT] = by, bytes[VF_BIND_OUT] = sizeof(float) * BT * M * N, acc[VF_BIND_OUT] = VF_VK_WRITE;
+    dispatch_on(&h, &k.step[0], map, bytes, acc);
+    vf_kernel_free(&k);
+    assert_int_equal(h.be.iface->download(h.be.self, by, 0, got, sizeof(float) * BT * M * N), VF_OK);
+    for (int i = 0; i < BT * M * N; i++) {
+        if (fabs(got[i] - mm[i]) > mm_atol(K)) fprintf(stderr, "tiled matmul [%d]: %g vs %g\n", i, got[i], mm[i]);
+        assert_true(fabs(got[i] - mm[i]) <= mm_atol(K));
+    }
+
+    /* the fused group: relu(a @ b + bias) */
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape o = shp(3, (int64_t[]){BT, M, N});
+    int pa = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, shp(3, (int64_t[]){BT, M, K}));
+    int pb = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, shp(2, (int64_t[]){K, N}));
+    int pbias = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, shp(1, (int64_t[]){N}));
+    int nmm = node(g, VF_NODE_OP, VF_OP_MATMUL, 2, (int[]){pa, pb}, VF_F32, o);
+    int z = node(g, VF_NODE_OP, VF_OP_ADD, 2, (int[]){nmm, pbias}, VF_F32, o);
+    int y = node(g, VF_NODE_OP, VF_OP_RELU, 1, &z, VF_F32, o);
+    assert_true(vf_graph_set_outputs(g, 1, &y));
+    assert_int_equal(gen_group(g, &caps, &k, &err), VF_OK);
+    assert_non_null(strstr(k.step[0].name, "mmfused3_f32_nn_tile"));
+    memset(map, 0, sizeof map);
+    map[VF_BIND_GROUP + 0] = ba, bytes[VF_BIND_GROUP + 0] = bytes[VF_BIND_IN0], acc[VF_BIND_GROUP + 0] = VF_VK_READ;
+    map[VF_BIND_GROUP + 1] = bb, bytes[VF_BIND_GROUP + 1] = bytes[VF_BIND_IN1], acc[VF_BIND_GROUP + 1] = VF_VK_READ;
+    map[VF_BIND_GROUP + 2] = bbias, bytes[VF_BIND_GROUP + 2] = sizeof bias, acc[VF_BIND_GROUP + 2] = VF_VK_READ;
+    map[VF_BIND_GROUP + 3] = by, bytes[VF_BIND_GROUP + 3] = bytes[VF_BIND_OUT], acc[VF_BIND_GROUP + 3] = VF_VK_WRITE;
+    dispatch_on(&h, &k.step[0], map, bytes, acc);
+    vf_kernel_free(&k);
+    vf_graph_free(g);
+    assert_int_equal(h.be.iface->download(h.be.self, by, 0, got, sizeof(float) * BT * M * N), VF_OK);
+    for (int i = 0; i < BT * M * N; i++) {
+        double want = mm[i] + bias[i % N];
+        want = want < 0 ? 0 : want;
+        if (fabs(got[i] - want) > mm_atol(K)) fprintf(stderr, "tiled fused [%d]: %g vs %g\n", i, got[i], want);
+        assert_true(fabs(got[i] - want) <= mm_atol(K));
+    }
+    h.be.iface->free(h.be.self, ba);
+    h.be.iface->free(h.be.self, bb);
+    h.be.iface->free(h.be.self, bbias);
+    h.be.iface->free(h.be.self, by);
+    free(a), free(b), free(got), free(mm);
+    rt_done(&h);
+}
+
 /* ---- traced functions on Vulkan ------------------------------------------ */
 
 static void mlp_case(int64_t m, int64_t k, int64_t n, bool bias_2d)
@@ -625,6 +740,7 @@ static void test_symbolic_batch(void **state)
 
 int main(void)
 {
+    pin_vulkan_libraries();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bias_relu_sizes),   cmocka_unit_test(test_nan_inf),
         cmocka_unit_test(test_several_ops),       cmocka_unit_test(test_group_values_as_outputs),
@@ -634,6 +750,7 @@ int main(void)
         cmocka_unit_test(test_batch_broadcast),
         cmocka_unit_test(test_symbolic_batch),
         cmocka_unit_test(test_glsl_both_profiles), cmocka_unit_test(test_unsupported),
+        cmocka_unit_test(test_gpu_profile_on_lavapipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
