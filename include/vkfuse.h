@@ -106,6 +106,7 @@ typedef struct {
     int64_t submits;
     int64_t dispatches;
     int64_t device_bytes_in_use;
+    double shader_compile_ms;   /* wall time spent compiling GLSL (VKFUSE_LOG=info logs each) */
 } vf_context_stats;
 VF_API vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out);
 

@@ -204,6 +204,7 @@ static void vk_stats(void *self, vf_context_stats *out)
 {
     vf_vk_runtime *rt = self;
     out->shader_compiles = rt->shaders.compiles;
+    out->shader_compile_ms = (double)rt->shaders.compile_ns / 1e6;
     out->shader_memory_hits = rt->shaders.memory_hits;
     out->shader_disk_hits = rt->shaders.disk_hits;
     out->submits = rt->sched.submits;
