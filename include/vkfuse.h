@@ -395,7 +395,7 @@ typedef struct {
     int n_nodes;               /* graph nodes it computes; 0 for plan-internal kernels
                                   (a vf_cond's guard) and for ops inside vf_cond branches */
     const int *nodes;          /* their ids, numbered as vf_function_graph_text prints them (%id) */
-    const char *const *node_ops; /* their op names ("mul", "relu", "copy" for assigns) */
+    const char *const *node_ops; /* their op names ("mul", "relu"; "assign" for an assign's copy) */
 } vf_kernel_profile;
 
 /* The last call's profile. Pointers are owned by the function and stay
