@@ -392,8 +392,8 @@ typedef struct {
     uint64_t start_ns;         /* its first dispatch's start, after the call's first dispatch */
     int64_t bytes_read;        /* sizes of the bindings it reads (per dispatch, summed) */
     int64_t bytes_written;     /* ... and writes; a read-write binding counts in both */
-    int n_nodes;               /* graph nodes it computes; 0 for plan-internal kernels
-                                  (a vf_cond's guard) and for ops inside vf_cond branches */
+    int n_nodes;               /* graph nodes it computes; the guard of a traced vf_cond and the
+                                  ops of its branches list the cond node ("cond") */
     const int *nodes;          /* their ids, numbered as vf_function_graph_text prints them (%id) */
     const char *const *node_ops; /* their op names ("mul", "relu"; "assign" for an assign's copy) */
 } vf_kernel_profile;

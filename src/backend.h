@@ -136,6 +136,8 @@ typedef struct vf_plan_kernel_prof {
     vf_op op;                   /* of its first exec (first_exec >= 0) */
     const int *nodes;           /* fused: the group's graph node ids; else NULL */
     int n_nodes;
+    int pred;                   /* guarded (a vf_cond's branch, or its guard): the predicate
+                                   index (vf_plan_desc.preds); else -1 */
     int dispatches, barriers;
     int64_t bytes_read, bytes_written;
     uint64_t gpu_ns;            /* sum over its dispatches */

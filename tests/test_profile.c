@@ -258,6 +258,7 @@ static int graph_ops(vf_function *fn, int *ids, char (*names)[32], int max)
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         int id;
         char name[32];
+        if (strncmp(line, "  %", 3) != 0) continue; /* top-level nodes only (branches are indented more) */
         if (sscanf(line, " %%%d = %31[a-z_0-9](", &id, name) != 2) continue;
         if (!strcmp(name, "param") || !strcmp(name, "capture") || !strcmp(name, "const") ||
             !strcmp(name, "reshape"))
@@ -340,6 +341,107 @@ static void check_results(const run *got, const run *want)
 {
     vt_assert_close_f32(got->y, want->y, R, 1e-4, 1e-4, "y (profiled) vs cpu");
     vt_assert_close_f32(got->z, want->z, R * C, 1e-6, 1e-5, "z (profiled) vs cpu");
+}
+
+/* ---- a traced vf_cond: guarded dispatches ---------------------------------- */
+
+/* then: 40 rounds of x = tanh(x) + 0.25 (too big for a select) */
+static vf_status big_then(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0];
+    for (int i = 0; i < 40; i++) x = vf_add(ctx, vf_tanh(ctx, x), vf_fill(ctx, VF_F32, 0, NULL, 0.25));
+    out[0] = x;
+    return x ? VF_OK : vf_status_get(ctx);
+}
+
+static vf_status small_else(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_mul(ctx, in[0], vf_fill(ctx, VF_F32, 0, NULL, 0.5));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* y = cond(mean(x) > 0, big_then, small_else)(x) * 3 */
+static vf_status cond_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor *pred = vf_greater(ctx, vf_reduce_mean(ctx, in[0], 0, NULL, false), vf_fill(ctx, VF_F32, 0, NULL, 0.0));
+    vf_tensor *y = NULL;
+    vf_status s = vf_cond(ctx, pred, big_then, small_else, 1, in, 1, &y, user);
+    if (s != VF_OK) return s;
+    out[0] = vf_mul(ctx, y, vf_fill(ctx, VF_F32, 0, NULL, 3.0));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static void cond_call(vf_context *ctx, vf_function *fn, float sign, float *y)
+{
+    float x[257];
+    for (int i = 0; i < 257; i++) x[i] = sign * (0.5f + (float)(i % 7) * 0.1f);
+    vf_scope_begin(ctx);
+    vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){257}, x), *o = NULL;
+    if (vf_function_call(fn, &in, &o) != VF_OK) fail_msg("call: %s", vf_error_message(ctx));
+    assert_int_equal(vf_tensor_read(o, y, 257 * sizeof(float)), VF_OK);
+    vf_scope_end(ctx);
+}
+
+/* The guard and the branches' kernels belong to the COND node; the other
+   op nodes are covered once each, the top-level mul by its own kernel. */
+static void test_profile_cond(void **state)
+{
+    (void)state;
+    vf_context *ctx = profiling_context(VF_BACKEND_VULKAN), *cpu = vt_context(VF_BACKEND_CPU);
+    vf_function_desc d = {.name = "cond", .body = cond_body, .n_inputs = 1, .n_outputs = 1};
+    vf_function *fn = vf_function_create(ctx, &d), *cfn = vf_function_create(cpu, &d);
+    for (int call = 0; call < 2; call++) {
+        float got[257], want[257];
+        cond_call(ctx, fn, call ? -1.f : 1.f, got);
+        cond_call(cpu, cfn, call ? -1.f : 1.f, want);
+        vt_assert_close_f32(got, want, 257, 1e-5, 1e-5, "guarded cond (profiled) vs cpu");
+        vf_function_profile p;
+        vf_function_stats st;
+        assert_int_equal(vf_function_profile_get(fn, &p), VF_OK);
+        assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+        assert_true(p.planned && p.timestamps);
+        assert_int_equal(p.n_kernels, st.kernels + 1); /* + the guard */
+        int ids[64], seen[64] = {0}, guards = 0, in_cond = 0, cond_id = -1;
+        char names[64][32];
+        int n_ops = graph_ops(fn, ids, names, 64);
+        for (int q = 0; q < n_ops; q++)
+            if (!strcmp(names[q], "cond")) cond_id = ids[q];
+        assert_true(cond_id >= 0);
+        int disp = 0;
+        uint64_t gpu = 0;
+        for (int i = 0; i < p.n_kernels; i++) {
+            const vf_kernel_profile *k = &p.kernels[i];
+            disp += k->dispatches;
+            gpu += k->gpu_ns;
+            assert_int_equal(k->n_nodes >= 1, 1);
+            if (!strcmp(k->name, "plan_guard")) guards++;
+            if (k->nodes[0] == cond_id) {
+                assert_int_equal(k->n_nodes, 1);
+                assert_string_equal(k->node_ops[0], "cond");
+                in_cond++;
+                continue;
+            }
+            for (int j = 0; j < k->n_nodes; j++)
+                for (int q = 0; q < n_ops; q++)
+                    if (ids[q] == k->nodes[j]) {
+                        assert_string_equal(k->node_ops[j], names[q]);
+                        seen[q]++;
+                    }
+        }
+        assert_int_equal(guards, 1);
+        assert_true(in_cond >= 40 * 2 + 1); /* both branches are in the plan, and the guard */
+        for (int q = 0; q < n_ops; q++)
+            if (strcmp(names[q], "cond") && strcmp(names[q], "proj") && seen[q] != 1)
+                fail_msg("op node %%%d (%s) covered %d times", ids[q], names[q], seen[q]);
+        assert_int_equal(disp, p.dispatches);
+        assert_true(gpu == p.gpu_ns && p.gpu_ns <= p.wall_ns);
+    }
+    vf_function_destroy(fn);
+    vf_function_destroy(cfn);
+    vt_context_done(ctx);
+    vt_context_done(cpu);
 }
 
 /* ---- tests ------------------------------------------------------------------ */
@@ -601,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_profile_off),
         cmocka_unit_test(test_profile_cpu_and_eager),
         cmocka_unit_test(test_trace_json),
+        cmocka_unit_test(test_profile_cond),
     };
     return fails + cmocka_run_group_tests_name("profile", tests, NULL, NULL);
 }

@@ -235,7 +235,7 @@ static void print_variant_text(const char *title, const vstat *v)
             for (int j = 0; j < k->n_nodes && n + 24 < sizeof nodes; j++)
                 n += (size_t)snprintf(nodes + n, sizeof nodes - n, "%s%%%d %s", j ? ", " : "", k->nodes[j],
                                       k->ops[j] ? k->ops[j] : "?");
-            if (k->n_nodes == 0) snprintf(nodes, sizeof nodes, "(plan-internal)");
+            if (k->n_nodes == 0) snprintf(nodes, sizeof nodes, "(none)");
             printf("  %3d %-44.44s %5d %5d %10.1f %6.1f %9.2f %9.2f  %s\n", i, k->name, k->dispatches, k->barriers,
                    k->gpu_ns / 1e3, v->gpu_ns > 0 ? 100.0 * k->gpu_ns / v->gpu_ns : 0.0, (double)k->bytes_read / 1e6,
                    (double)k->bytes_written / 1e6, nodes);

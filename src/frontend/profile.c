@@ -3,7 +3,9 @@
  * computes. A fused kernel names its group's nodes itself; a kernel of one
  * exec is matched to its node here: the first node not yet matched, in
  * node order, that runs that op (execs of one node each come in node order
- * unfused and in group order fused, and groups keep dependency order). */
+ * unfused and in group order fused, and groups keep dependency order).
+ * The kernels of a traced vf_cond (its guard, its branches' ops) belong
+ * to the COND node. */
 #include "frontend/profile.h"
 
 #include <stdio.h>
@@ -51,6 +53,16 @@ static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_gra
     for (int i = 0; i < nk; i++)
         for (int j = 0; pp->kernels[i].nodes && j < pp->kernels[i].n_nodes; j++)
             if (pp->kernels[i].nodes[j] >= 0 && pp->kernels[i].nodes[j] < g->n) used[pp->kernels[i].nodes[j]] = true;
+    /* predicate k belongs to the k-th top-level COND (plans number them in node order) */
+    int n_cond = 0;
+    for (int n = 0; n < g->n; n++) n_cond += g->nodes[n].kind == VF_NODE_COND;
+    int *conds = calloc((size_t)n_cond + 1, sizeof *conds);
+    if (!conds) {
+        free(used);
+        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_profile: out of host memory");
+    }
+    for (int n = 0, c = 0; n < g->n; n++)
+        if (g->nodes[n].kind == VF_NODE_COND) conds[c++] = n;
     int at = 0;
     vf_function_profile *pub = &p->pub;
     for (int i = 0; i < nk; i++) {
@@ -61,7 +73,13 @@ static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_gra
                                  .gpu_ns = pp->timed ? b->gpu_ns : 0, .start_ns = pp->timed ? b->start_ns : 0,
                                  .bytes_read = b->bytes_read, .bytes_written = b->bytes_written,
                                  .nodes = p->nodes + at, .node_ops = p->ops + at};
-        if (b->nodes) {
+        if (b->pred >= 0) {
+            if (b->pred < n_cond) {
+                p->nodes[at] = conds[b->pred];
+                p->ops[at++] = vf_node_name(&g->nodes[conds[b->pred]]);
+                k->n_nodes = 1;
+            }
+        } else if (b->nodes) {
             for (int j = 0; j < b->n_nodes; j++)
                 if (b->nodes[j] >= 0 && b->nodes[j] < g->n) {
                     p->nodes[at] = b->nodes[j];
@@ -82,6 +100,7 @@ static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_gra
         pub->bytes_written += k->bytes_written;
     }
     free(used);
+    free(conds);
     pub->n_kernels = nk;
     pub->kernels = p->k;
     pub->dispatches = pp->dispatches;

@@ -175,6 +175,7 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
         vf_status s = vf_vk_prof_kernel(rt, &p->prof, k->step[0].name, x, f ? f->n_execs : 1, d->execs[x].op,
                                         f ? f->group->nodes : NULL, f ? f->group->n_nodes : 0, &rec);
         if (s) return s;
+        if (d->guards && !f && d->guards[x].pred >= 0) p->prof.k[rec].pred = d->guards[x].pred;
     }
     for (int i = 0; i < k->n_steps; i++) {
         const vf_dispatch *st = &k->step[i];
@@ -286,6 +287,7 @@ static vf_status add_guards(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
             g->groups[0] = (gp.count + 63) / 64, g->groups[1] = g->groups[2] = 1;
             g->pred = g->slot = -1;
             if (!s) s = vf_vk_prof_kernel(rt, &p->prof, "plan_guard", -1, 0, VF_OP_COPY, NULL, 0, &g->kernel);
+            if (!s) p->prof.k[g->kernel].pred = k;
         }
         steps[m++] = p->steps[i];
     }

@@ -21,6 +21,7 @@ vf_status vf_vk_prof_kernel(vf_vk_runtime *rt, vf_vk_prof *pr, const char *name,
     k->first_exec = first_exec;
     k->n_execs = n_execs;
     k->op = op;
+    k->pred = -1;
     if (nodes && n_nodes > 0) {
         int *copy = malloc((size_t)n_nodes * sizeof *copy);
         if (!copy) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
