@@ -2,6 +2,7 @@
  * explanations, and the call of a concrete function. */
 #include "frontend/function.h"
 #include "frontend/plan.h"
+#include "frontend/profile.h"
 #include "graph/passes.h"
 #include "util/dtype.h"
 
@@ -42,6 +43,7 @@ struct vf_function {
     char reason[256];
     int *changes;          /* per input: retraces it caused */
     bool warned;
+    vf_fprofile prof;      /* the last call's, when the context profiles */
 };
 
 static bool env_on(const char *name)
@@ -134,6 +136,7 @@ void vf_function_destroy(vf_function *fn)
     free(fn->cfs);
     free(fn->sig);
     free(fn->changes);
+    vf_fprofile_free(&fn->prof);
     free(fn);
 }
 
@@ -150,6 +153,35 @@ vf_status vf_function_stats_get(vf_function *fn, vf_function_stats *out)
 }
 
 const char *vf_function_retrace_reason(vf_function *fn) { return fn ? fn->reason : ""; }
+
+vf_status vf_function_profile_get(vf_function *fn, vf_function_profile *out)
+{
+    if (!out) {
+        if (fn) vf_fail(fn->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_profile_get: out is NULL");
+        return VF_ERROR_INVALID_ARGUMENT;
+    }
+    memset(out, 0, sizeof *out);
+    out->note = "";
+    if (!fn) return VF_ERROR_INVALID_ARGUMENT;
+    if (fn->prof.pub.profiled) *out = fn->prof.pub;
+    else if (!fn->ctx->profile) out->note = "profiling is off: set vf_context_desc.profile or VKFUSE_PROFILE=1";
+    else out->note = "no call has finished yet";
+    return VF_OK;
+}
+
+bool vf_context_profiling(vf_context *ctx) { return ctx && ctx->profile; }
+
+/* With profiling on: waits for the call's work and records its profile. */
+static vf_status profile_call(vf_function *fn, const concrete *c, uint64_t t0, vf_status s)
+{
+    vf_context *ctx = fn->ctx;
+    if (s != VF_OK || !ctx->profile) return s;
+    s = ctx->be.iface->sync(ctx->be.self);
+    if (s != VF_OK) return vf_backend_failed(ctx, s, "vf_function_call: '%s': waiting for the call's work", fn->name);
+    uint64_t wall = vf_profile_now_ns() - t0;
+    return vf_fprofile_record(ctx, &fn->prof, c ? c->g : NULL, !fn->stats.eager && fn->stats.planned,
+                              fn->stats.eager, t0, wall, fn->stats.peak_bytes, fn->stats.calls);
+}
 
 char *vf_function_graph_text(vf_function *fn)
 {
@@ -420,11 +452,13 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
     }
     if (fn->sig && check_signature(fn, in) != VF_OK) return ctx->err.status;
     bool eager = ctx->run_eagerly || fn->env_eager;
+    uint64_t t0 = ctx->profile ? vf_profile_now_ns() : 0;
     if (eager || ctx->trace) { /* eager, or inlined into the function being traced */
         vf_status s = vf_call_body_scoped(ctx, fn->name, fn->body, in, fn->n_out, out, fn->user);
         if (s == VF_OK && !ctx->trace) {
             fn->stats.calls++;
             fn->stats.eager = true;
+            s = profile_call(fn, NULL, t0, s);
         }
         return s;
     }
@@ -442,5 +476,5 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
         fn->stats.calls++;
         fn->stats.eager = false;
     }
-    return s;
+    return profile_call(fn, &fn->cfs[hit], t0, s);
 }

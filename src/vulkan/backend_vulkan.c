@@ -230,6 +230,8 @@ static void vk_plan_info(void *self, const vf_plan *p, vf_plan_info *out)
     vf_vk_plan_info(p, out);
 }
 
+static vf_status vk_plan_profile(void *self, vf_plan_prof *out) { return vf_vk_plan_profile(self, out); }
+
 static const vf_backend_iface vk_iface = {
     .name = "vulkan",
     .alloc = vk_alloc,
@@ -244,6 +246,7 @@ static const vf_backend_iface vk_iface = {
     .plan_run = vk_plan_run,
     .plan_destroy = vk_plan_destroy,
     .plan_info = vk_plan_info,
+    .plan_profile = vk_plan_profile,
 };
 
 vf_vk_runtime *vf_vk_runtime_of(const vf_backend_t *be)
