@@ -283,6 +283,9 @@ typedef struct {
     int n_inputs, n_outputs;
     const vf_tensor_spec *input_signature; /* n_inputs specs, copied; NULL:
                                one concrete function per concrete signature */
+    bool unfused;           /* one kernel per op, no fusion: the baseline that
+                               VKFUSE_FUSION=0 gives every function (for profiles
+                               and benchmarks that compare both in one process) */
 } vf_function_desc;
 
 typedef struct {

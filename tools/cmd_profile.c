@@ -88,7 +88,7 @@ static bool take_profile(vstat *v, const vf_function_profile *p, bool first)
 }
 
 /* Runs wl on ctx: WARMUP calls, then iters timed ones (each waited for).
-   fuse false: VKFUSE_FUSION=0 while the plan is built (the first call). */
+   fuse false: vf_function_desc.unfused (one kernel per op, as VKFUSE_FUSION=0). */
 static bool run_variant(vf_context *ctx, const workload *wl, bool fuse, const opts *o, vf_trace_file *trace,
                         const char *label, vstat *v)
 {
@@ -101,16 +101,14 @@ static bool run_variant(vf_context *ctx, const workload *wl, bool fuse, const op
     bool ok = wl->make(ctx, &d) == VF_OK;
     if (ok)
         fn = vf_function_create(ctx, &(vf_function_desc){.name = wl->name, .body = wl->body, .user = d.cap,
-                                                         .n_inputs = wl->n_in, .n_outputs = 1});
+                                                         .n_inputs = wl->n_in, .n_outputs = 1, .unfused = !fuse});
     ok = ok && fn;
     for (int i = 0; ok && i < WARMUP + o->iters; i++) {
-        if (!fuse && i == 0) setenv("VKFUSE_FUSION", "0", 1);
         vf_scope_begin(ctx);
         vf_tensor *y = NULL;
         double t0 = now_ns();
         ok = vf_function_call(fn, d.in, &y) == VF_OK && vf_context_sync(ctx) == VF_OK;
         double t = now_ns() - t0;
-        unsetenv("VKFUSE_FUSION");
         if (ok && i >= WARMUP) {
             v->wall_ns += t / o->iters;
             if (t < v->best_ns) v->best_ns = t;
@@ -317,7 +315,7 @@ static void print_text(const result *r, const char *device, const opts *o)
     printf("== vkfuse profile %s: %s\n", r->wl->name, r->wl->summary);
     printf("device: %s; %d timed calls after %d warm-up calls, each waited for\n", device, o->iters, WARMUP);
     print_variant_text("fused (vulkan)", f);
-    print_variant_text("unfused (vulkan, VKFUSE_FUSION=0 while its plan is built)", u);
+    print_variant_text("unfused (vulkan, one kernel per op: vf_function_desc.unfused)", u);
     if (r->have_cpu) {
         if (r->cpu.ok) printf("\ncpu backend: wall %.3f ms/call (best %.3f)\n", r->cpu.wall_ns / 1e6, r->cpu.best_ns / 1e6);
         else printf("\ncpu backend: failed (see the message above)\n");
@@ -366,8 +364,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: vkfuse profile WORKLOAD|all [--iters N] [--json] [--trace FILE] [--no-cpu]\n"
                "       vkfuse profile --list\n\n"
-               "Runs a built-in workload as a traced function, fused and unfused (VKFUSE_FUSION=0 while\n"
-               "its plan is built) on Vulkan with profiling on, and on the CPU backend, in one run.\n"
+               "Runs a built-in workload as a traced function, fused and unfused (one kernel per\n"
+               "op, as VKFUSE_FUSION=0 gives) on Vulkan with profiling on, and on the CPU backend, in one run.\n"
                "Prints per kernel and in total: kernels, dispatches, barriers, bytes read and written,\n"
                "GPU time (timestamp queries), wall time per call, peak memory, and the ratios.\n\n"
                "  --iters N     timed calls per run after %d warm-up calls (default 10)\n"

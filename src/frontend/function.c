@@ -39,6 +39,7 @@ struct vf_function {
     int n_cf;
     int last;              /* the concrete function called last, -1: none */
     bool env_eager;
+    bool unfused;          /* vf_function_desc.unfused */
     vf_function_stats stats;
     char reason[256];
     int *changes;          /* per input: retraces it caused */
@@ -116,6 +117,7 @@ vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
     fn->n_out = d->n_outputs;
     fn->last = -1;
     fn->env_eager = env_on("VKFUSE_EAGER");
+    fn->unfused = d->unfused;
     return fn;
 }
 
@@ -383,7 +385,7 @@ static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const
 static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in, vf_tensor **out)
 {
     vf_context *ctx = fn->ctx;
-    vf_run_state rs = {.ctx = ctx, .fn = fn->name, .caps = c->caps, .consts = &c->consts};
+    vf_run_state rs = {.ctx = ctx, .fn = fn->name, .caps = c->caps, .consts = &c->consts, .unfused = fn->unfused};
     vf_rval *params = calloc((size_t)fn->n_in + 1, sizeof *params);
     vf_rval *outs = calloc((size_t)fn->n_out + 1, sizeof *outs);
     vf_status s = params && outs ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
