@@ -105,6 +105,7 @@ typedef struct {
     int64_t shader_disk_hits;
     int64_t submits;
     int64_t dispatches;
+    int64_t barriers;           /* pipeline barriers recorded (eager batches and plan runs) */
     int64_t device_bytes_in_use;
     double shader_compile_ms;   /* wall time spent compiling GLSL (VKFUSE_LOG=info logs each) */
 } vf_context_stats;
@@ -302,6 +303,8 @@ typedef struct {
     bool eager;             /* the last call ran the body eagerly */
     bool planned;           /* the last call ran a recorded plan (Vulkan; see docs/FUNCTIONS.md) */
     int submits_per_call;   /* queue submissions during the last call (a recorded plan: 1) */
+    int barriers_per_call;  /* pipeline barriers the last call submitted (hazards only, plus one at each
+                               end of a recorded plan) */
     int plans;              /* recorded plans made so far (one per concrete function and size set) */
     int64_t arena_bytes;    /* the last call's plan: its intermediates' shared arena */
 } vf_function_stats;

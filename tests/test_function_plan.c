@@ -132,6 +132,10 @@ static void test_one_submit(void **state)
     assert_true(fs.planned);
     assert_int_equal(fs.plans, 1);
     assert_int_equal(fs.submits_per_call, 1);
+    /* one at each end, and hazards in between: the two outputs' chains are
+       independent, so fewer than one per dispatch */
+    if (fs.barriers_per_call < 2 || fs.barriers_per_call > fs.dispatches_per_call + 1)
+        fail_msg("%d barriers for %d dispatches", fs.barriers_per_call, fs.dispatches_per_call);
     for (int call = 0; call < 3; call++) {
         vf_tensor *in;
         make_inputs(ctx, 1, &in, NULL); /* a new input tensor each call */

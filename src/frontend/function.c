@@ -412,6 +412,7 @@ static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in
     fn->stats.peak_bytes = rs.peak_bytes;
     fn->stats.unplanned_bytes = rs.peak_bytes;
     fn->stats.submits_per_call = (int)(after.submits - before.submits);
+    fn->stats.barriers_per_call = (int)(after.barriers - before.barriers);
     fn->stats.planned = fp != NULL;
     if (fp) {
         vf_fplan_stats ps;
