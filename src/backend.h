@@ -125,6 +125,33 @@ typedef struct vf_plan_info {
     int barriers;               /* recorded per run */
 } vf_plan_info;
 
+/* Profile of a plan's last run (plan_profile), when the backend was made
+   with profiling on: per kernel (a fused group is one; a plan-internal
+   kernel such as a vf_cond guard has first_exec -1) its dispatches, the
+   bytes its bindings read and write, barriers recorded before its
+   dispatches and, with timestamps, its GPU time. */
+typedef struct vf_plan_kernel_prof {
+    char name[64];              /* its first dispatch's kernel name */
+    int first_exec, n_execs;    /* the execs of vf_plan_desc it runs */
+    vf_op op;                   /* of its first exec (first_exec >= 0) */
+    const int *nodes;           /* fused: the group's graph node ids; else NULL */
+    int n_nodes;
+    int pred;                   /* guarded (a vf_cond's branch, or its guard): the predicate
+                                   index (vf_plan_desc.preds); else -1 */
+    int dispatches, barriers;
+    int64_t bytes_read, bytes_written;
+    uint64_t gpu_ns;            /* sum over its dispatches */
+    uint64_t start_ns;          /* its first dispatch's start after the plan's first */
+} vf_plan_kernel_prof;
+
+typedef struct vf_plan_prof {
+    bool timed;                 /* GPU times are valid (timestamps supported and on) */
+    int n_kernels;
+    const vf_plan_kernel_prof *kernels; /* owned by the plan: valid until its next run */
+    int dispatches, barriers;   /* barriers: all of the run, also the first and last */
+    uint64_t gpu_ns;
+} vf_plan_prof;
+
 typedef struct vf_backend_iface {
     const char *name;  /* "vulkan" or "cpu" */
     /* bytes > 0. Fails with VF_ERROR_OUT_OF_MEMORY (or VF_ERROR_UNSUPPORTED
@@ -154,6 +181,9 @@ typedef struct vf_backend_iface {
     vf_status (*plan_run)(void *self, vf_plan *p, const vf_plan_bind *binds, int n_binds);
     void (*plan_destroy)(void *self, vf_plan *p);
     void (*plan_info)(void *self, const vf_plan *p, vf_plan_info *out);
+    /* The profile of the plan run last (waits for that run; may be NULL).
+       n_kernels 0: no plan has run since the last one was destroyed. */
+    vf_status (*plan_profile)(void *self, vf_plan_prof *out);
 } vf_backend_iface;
 
 typedef struct vf_backend {

@@ -132,6 +132,10 @@ static void test_one_submit(void **state)
     assert_true(fs.planned);
     assert_int_equal(fs.plans, 1);
     assert_int_equal(fs.submits_per_call, 1);
+    /* one at each end, and hazards in between: the two outputs' chains are
+       independent, so fewer than one per dispatch */
+    if (fs.barriers_per_call < 2 || fs.barriers_per_call > fs.dispatches_per_call + 1)
+        fail_msg("%d barriers for %d dispatches", fs.barriers_per_call, fs.dispatches_per_call);
     for (int call = 0; call < 3; call++) {
         vf_tensor *in;
         make_inputs(ctx, 1, &in, NULL); /* a new input tensor each call */
@@ -528,6 +532,40 @@ static void test_guarded_cond(void **state)
     vt_context_done(cpu);
 }
 
+/* vf_function_desc.unfused: one kernel per op in the same process as the
+   fused function; both give the same values. */
+static void test_unfused_option(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    vf_tensor *x, *cap[2];
+    make_inputs(ctx, 3, &x, cap);
+    vf_function_desc d = {.name = "chain", .body = chain_body, .user = cap, .n_inputs = 1, .n_outputs = 2};
+    vf_function *fused = vf_function_create(ctx, &d);
+    d.unfused = true;
+    vf_function *unfused = vf_function_create(ctx, &d);
+    vf_tensor *a[2], *b[2];
+    assert_int_equal(vf_function_call(fused, &x, a), VF_OK);
+    assert_int_equal(vf_function_call(unfused, &x, b), VF_OK);
+    vf_function_stats fs, us;
+    assert_int_equal(vf_function_stats_get(fused, &fs), VF_OK);
+    assert_int_equal(vf_function_stats_get(unfused, &us), VF_OK);
+    assert_true(fs.planned && us.planned);
+    /* matmul, add, relu, mul, add, tanh, reduce_sum, neg, exp (+ fills) */
+    assert_true(us.kernels >= 9);
+    if (fs.kernels >= us.kernels) fail_msg("fused %d kernels, unfused %d", fs.kernels, us.kernels);
+    for (int k = 0; k < 2; k++) {
+        float *p = vt_read(a[k]), *q = vt_read(b[k]);
+        vt_assert_close_f32(p, q, (size_t)vf_tensor_numel(a[k]), 1e-5, 1e-5, "fused vs unfused");
+        free(p);
+        free(q);
+    }
+    vf_function_destroy(fused);
+    vf_function_destroy(unfused);
+    vt_context_done(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -539,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_backend_plan_sets),
         cmocka_unit_test(test_backend_plan_rebind),
         cmocka_unit_test(test_guarded_cond),
+        cmocka_unit_test(test_unfused_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -229,6 +229,42 @@ static void test_cache_corrupt_and_stale(void **state)
     remove_tree(dir);
 }
 
+/* VKFUSE_DUMP writes each kernel's GLSL once to <dir>/kernels; the compile
+   time is summed. */
+static void test_dump_and_compile_time(void **state)
+{
+    (void)state;
+    char dir[256], kdir[300];
+    make_tmpdir(dir, sizeof dir);
+    snprintf(kdir, sizeof kdir, "%s/kernels", dir);
+    assert_int_equal(setenv("VKFUSE_DUMP", dir, 1), 0);
+    rt_handle h;
+    rt_make(&h, "", NULL);
+    run_axpy_check(&h, 64);
+    run_axpy_check(&h, 64); /* a memory hit: not written again */
+    assert_int_equal(h.rt->shaders.compiles, 1);
+    assert_true(h.rt->shaders.compile_ns > 0);
+    rt_done(&h);
+    unsetenv("VKFUSE_DUMP");
+    assert_int_equal(count_files(kdir, ".comp"), 1);
+    DIR *d = opendir(kdir);
+    assert_non_null(d);
+    struct dirent *e;
+    char path[4400] = "";
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".comp")) snprintf(path, sizeof path, "%s/%s", kdir, e->d_name);
+    closedir(d);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_string_equal(buf, AXPY);
+    remove_tree(kdir);
+    remove_tree(dir);
+}
+
 int main(int argc, char **argv)
 {
     pin_vulkan_libraries();
@@ -237,6 +273,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cache_memory_and_disk),
         cmocka_unit_test(test_cache_second_process),
         cmocka_unit_test(test_cache_corrupt_and_stale),
+        cmocka_unit_test(test_dump_and_compile_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* vkfuse: list devices, run the demo (more commands as they land). */
+/* vkfuse: list devices, run the demo, AmberScript tests, profiles (more commands as they land). */
 #include "cli.h"
 
 #include <stdio.h>
@@ -16,6 +16,7 @@ static const command commands[] = {
     {"devices", cmd_devices, "list Vulkan devices and mark the one vkfuse picks"},
     {"demo", cmd_demo, "x[1,784] @ w[784,10] + b, softmax: the chosen device against the CPU"},
     {"amber", cmd_amber, "run AmberScript / VkScript compute-shader tests"},
+    {"profile", cmd_profile, "profile a built-in workload fused vs unfused vs CPU (--list, --json, --trace)"},
 };
 
 bool cli_wants_help(int argc, char **argv)
@@ -31,7 +32,7 @@ static void usage(FILE *f)
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nenvironment: VKFUSE_BACKEND=cpu|vulkan, VKFUSE_DEVICE=<index or name>, VKFUSE_VALIDATION=1,\n"
-               "             VKFUSE_CACHE_DIR=<dir>\nvkfuse %d.%d.%d\n",
+               "             VKFUSE_CACHE_DIR=<dir>, VKFUSE_PROFILE=1, VKFUSE_FUSION=0\nvkfuse %d.%d.%d\n",
             VKFUSE_VERSION_MAJOR, VKFUSE_VERSION_MINOR, VKFUSE_VERSION_PATCH);
 }
 

@@ -87,7 +87,7 @@ static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d)
         .device_index = d->pick_device ? d->device_index : -1,
         .device_env = d->pick_device ? NULL : getenv("VKFUSE_DEVICE"),
         .validation = d->validation || env_true("VKFUSE_VALIDATION"),
-        .profile = d->profile,
+        .profile = ctx->profile,
         .cache_dir = ctx->cache_dir,
     };
     vf_status s = vf_vulkan_backend_create(&ctx->be_err, &opt, &ctx->be, ctx->device_name, sizeof ctx->device_name);
@@ -111,6 +111,7 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     ctx->cap_scopes = 8;
     ctx->n_scopes = 1; /* the root scope */
     resolve_cache_dir(d, ctx->cache_dir, sizeof ctx->cache_dir);
+    ctx->profile = d->profile || env_true("VKFUSE_PROFILE");
     *out = ctx;
 
     vf_backend want = d->backend;

@@ -57,6 +57,7 @@ struct vf_context {
     vf_trace *trace;       /* non-NULL while a vf_function body is traced */
     uint64_t trace_gen;    /* traces started so far */
     bool run_eagerly;      /* vf_run_functions_eagerly */
+    bool profile;          /* desc.profile or VKFUSE_PROFILE=1: calls are timed (profile.c) */
     struct vf_tape *tapes; /* active gradient tapes, innermost first (tape.c) */
     int tape_mute;         /* > 0: ops are not recorded (a tape computing gradients, reshape internals) */
 };

@@ -2,6 +2,7 @@
  * explanations, and the call of a concrete function. */
 #include "frontend/function.h"
 #include "frontend/plan.h"
+#include "frontend/profile.h"
 #include "graph/passes.h"
 #include "util/dtype.h"
 
@@ -38,10 +39,12 @@ struct vf_function {
     int n_cf;
     int last;              /* the concrete function called last, -1: none */
     bool env_eager;
+    bool unfused;          /* vf_function_desc.unfused */
     vf_function_stats stats;
     char reason[256];
     int *changes;          /* per input: retraces it caused */
     bool warned;
+    vf_fprofile prof;      /* the last call's, when the context profiles */
 };
 
 static bool env_on(const char *name)
@@ -114,6 +117,7 @@ vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
     fn->n_out = d->n_outputs;
     fn->last = -1;
     fn->env_eager = env_on("VKFUSE_EAGER");
+    fn->unfused = d->unfused;
     return fn;
 }
 
@@ -134,6 +138,7 @@ void vf_function_destroy(vf_function *fn)
     free(fn->cfs);
     free(fn->sig);
     free(fn->changes);
+    vf_fprofile_free(&fn->prof);
     free(fn);
 }
 
@@ -150,6 +155,35 @@ vf_status vf_function_stats_get(vf_function *fn, vf_function_stats *out)
 }
 
 const char *vf_function_retrace_reason(vf_function *fn) { return fn ? fn->reason : ""; }
+
+vf_status vf_function_profile_get(vf_function *fn, vf_function_profile *out)
+{
+    if (!out) {
+        if (fn) vf_fail(fn->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_profile_get: out is NULL");
+        return VF_ERROR_INVALID_ARGUMENT;
+    }
+    memset(out, 0, sizeof *out);
+    out->note = "";
+    if (!fn) return VF_ERROR_INVALID_ARGUMENT;
+    if (fn->prof.pub.profiled) *out = fn->prof.pub;
+    else if (!fn->ctx->profile) out->note = "profiling is off: set vf_context_desc.profile or VKFUSE_PROFILE=1";
+    else out->note = "no call has finished yet";
+    return VF_OK;
+}
+
+bool vf_context_profiling(vf_context *ctx) { return ctx && ctx->profile; }
+
+/* With profiling on: waits for the call's work and records its profile. */
+static vf_status profile_call(vf_function *fn, const concrete *c, uint64_t t0, vf_status s)
+{
+    vf_context *ctx = fn->ctx;
+    if (s != VF_OK || !ctx->profile) return s;
+    s = ctx->be.iface->sync(ctx->be.self);
+    if (s != VF_OK) return vf_backend_failed(ctx, s, "vf_function_call: '%s': waiting for the call's work", fn->name);
+    uint64_t wall = vf_profile_now_ns() - t0;
+    return vf_fprofile_record(ctx, &fn->prof, c ? c->g : NULL, !fn->stats.eager && fn->stats.planned,
+                              fn->stats.eager, t0, wall, fn->stats.peak_bytes, fn->stats.calls);
+}
 
 char *vf_function_graph_text(vf_function *fn)
 {
@@ -351,7 +385,7 @@ static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const
 static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in, vf_tensor **out)
 {
     vf_context *ctx = fn->ctx;
-    vf_run_state rs = {.ctx = ctx, .fn = fn->name, .caps = c->caps, .consts = &c->consts};
+    vf_run_state rs = {.ctx = ctx, .fn = fn->name, .caps = c->caps, .consts = &c->consts, .unfused = fn->unfused};
     vf_rval *params = calloc((size_t)fn->n_in + 1, sizeof *params);
     vf_rval *outs = calloc((size_t)fn->n_out + 1, sizeof *outs);
     vf_status s = params && outs ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
@@ -378,6 +412,7 @@ static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in
     fn->stats.peak_bytes = rs.peak_bytes;
     fn->stats.unplanned_bytes = rs.peak_bytes;
     fn->stats.submits_per_call = (int)(after.submits - before.submits);
+    fn->stats.barriers_per_call = (int)(after.barriers - before.barriers);
     fn->stats.planned = fp != NULL;
     if (fp) {
         vf_fplan_stats ps;
@@ -420,11 +455,13 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
     }
     if (fn->sig && check_signature(fn, in) != VF_OK) return ctx->err.status;
     bool eager = ctx->run_eagerly || fn->env_eager;
+    uint64_t t0 = ctx->profile ? vf_profile_now_ns() : 0;
     if (eager || ctx->trace) { /* eager, or inlined into the function being traced */
         vf_status s = vf_call_body_scoped(ctx, fn->name, fn->body, in, fn->n_out, out, fn->user);
         if (s == VF_OK && !ctx->trace) {
             fn->stats.calls++;
             fn->stats.eager = true;
+            s = profile_call(fn, NULL, t0, s);
         }
         return s;
     }
@@ -442,5 +479,5 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
         fn->stats.calls++;
         fn->stats.eager = false;
     }
-    return s;
+    return profile_call(fn, &fn->cfs[hit], t0, s);
 }

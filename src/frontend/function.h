@@ -24,6 +24,7 @@ void vf_const_cache_free(vf_const_cache *c);
 typedef struct vf_run_state {
     vf_context *ctx;
     const char *fn;            /* the function's name, for messages */
+    bool unfused;              /* plans: one kernel per op (vf_function_desc.unfused) */
     const vf_capture *caps;
     vf_const_cache *consts;
     int dispatches;

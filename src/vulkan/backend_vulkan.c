@@ -204,10 +204,12 @@ static void vk_stats(void *self, vf_context_stats *out)
 {
     vf_vk_runtime *rt = self;
     out->shader_compiles = rt->shaders.compiles;
+    out->shader_compile_ms = (double)rt->shaders.compile_ns / 1e6;
     out->shader_memory_hits = rt->shaders.memory_hits;
     out->shader_disk_hits = rt->shaders.disk_hits;
     out->submits = rt->sched.submits;
     out->dispatches = rt->sched.dispatches;
+    out->barriers = rt->sched.barriers;
     out->device_bytes_in_use = rt->mem.bytes_in_use;
 }
 
@@ -229,6 +231,8 @@ static void vk_plan_info(void *self, const vf_plan *p, vf_plan_info *out)
     vf_vk_plan_info(p, out);
 }
 
+static vf_status vk_plan_profile(void *self, vf_plan_prof *out) { return vf_vk_plan_profile(self, out); }
+
 static const vf_backend_iface vk_iface = {
     .name = "vulkan",
     .alloc = vk_alloc,
@@ -243,6 +247,7 @@ static const vf_backend_iface vk_iface = {
     .plan_run = vk_plan_run,
     .plan_destroy = vk_plan_destroy,
     .plan_info = vk_plan_info,
+    .plan_profile = vk_plan_profile,
 };
 
 vf_vk_runtime *vf_vk_runtime_of(const vf_backend_t *be)

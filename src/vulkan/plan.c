@@ -20,6 +20,7 @@
  * a few Vulkan calls per dispatch, no codegen, no pipeline or descriptor
  * creation. When they are the same, the recording is resubmitted as is. */
 #include "vulkan/plan.h"
+#include "vulkan/profile.h"
 #include "fusion/codegen_fused.h"
 #include "fusion/kernel.h"
 
@@ -47,6 +48,7 @@ typedef struct plan_step {
     int pred;                    /* guarded (vf_plan_guard): its predicate, else -1 */
     bool when;
     int slot;                    /* guarded: its entry in the guard table */
+    int kernel;                  /* its kernel in the profile records (profile.h) */
 } plan_step;
 
 /* Where a per-call binding lands: its block, where in the block, and how
@@ -81,6 +83,7 @@ struct vf_plan {
     vf_vk_access *acc;           /* hazard sets while recording: reads then writes */
     vf_buffer *table;            /* guards: n_slots templates {x,y,z,when}, then n_slots indirect args */
     int n_slots;
+    vf_vk_prof prof;             /* kernel records and timestamps (profile.h) */
 };
 
 static size_t tref_bytes(const vf_tref *t)
@@ -167,6 +170,13 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
         p->scratch[p->n_scratch++] = scratch;
     }
     const VkPhysicalDeviceLimits *L = &rt->dev.props.limits;
+    int rec = -1;
+    if (k->n_steps) {
+        vf_status s = vf_vk_prof_kernel(rt, &p->prof, k->step[0].name, x, f ? f->n_execs : 1, d->execs[x].op,
+                                        f ? f->group->nodes : NULL, f ? f->group->n_nodes : 0, &rec);
+        if (s) return s;
+        if (d->guards && !f && d->guards[x].pred >= 0) p->prof.k[rec].pred = d->guards[x].pred;
+    }
     for (int i = 0; i < k->n_steps; i++) {
         const vf_dispatch *st = &k->step[i];
         plan_step *ps = &p->steps[p->n_steps];
@@ -189,6 +199,7 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
         ps->barrier_before = i > 0;
         ps->pred = -1;
         ps->slot = -1;
+        ps->kernel = rec;
         if (d->guards && !f && d->guards[x].pred >= 0) ps->pred = d->guards[x].pred, ps->when = d->guards[x].when;
         p->n_steps++;
     }
@@ -275,6 +286,8 @@ static vf_status add_guards(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
             memcpy(&gp, g->push, sizeof gp);
             g->groups[0] = (gp.count + 63) / 64, g->groups[1] = g->groups[2] = 1;
             g->pred = g->slot = -1;
+            if (!s) s = vf_vk_prof_kernel(rt, &p->prof, "plan_guard", -1, 0, VF_OP_COPY, NULL, 0, &g->kernel);
+            if (!s) p->prof.k[g->kernel].pred = k;
         }
         steps[m++] = p->steps[i];
     }
@@ -361,6 +374,23 @@ static vf_status fused_kernels(vf_vk_runtime *rt, const vf_plan_desc *d, vf_kern
     return VF_OK;
 }
 
+/* The profile's per-step map and what each kernel's bindings touch. */
+static vf_status prof_finish(vf_vk_runtime *rt, vf_plan *p)
+{
+    vf_status s = vf_vk_prof_finish(rt, &p->prof, p->n_steps);
+    for (int i = 0; !s && i < p->n_steps; i++) {
+        const plan_step *ps = &p->steps[i];
+        vf_plan_kernel_prof *k = &p->prof.k[ps->kernel];
+        p->prof.step_kernel[i] = ps->kernel;
+        k->dispatches++;
+        for (int j = 0; j < ps->n_bindings; j++) {
+            if (ps->b[j].access & VF_VK_READ) k->bytes_read += (int64_t)ps->b[j].bytes;
+            if (ps->b[j].access & VF_VK_WRITE) k->bytes_written += (int64_t)ps->b[j].bytes;
+        }
+    }
+    return s;
+}
+
 vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **out)
 {
     *out = NULL;
@@ -403,6 +433,7 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
     free(ok);
     if (!s) s = add_guards(rt, p, d);
     if (!s) s = create_descriptors(rt, p);
+    if (!s) s = prof_finish(rt, p);
     if (s) {
         vf_vk_plan_destroy(rt, p);
         return s;
@@ -473,6 +504,8 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
     if (s) return s;
     full_barrier(rt, cmd, false); /* after everything submitted before */
     p->barriers = 1;
+    vf_vk_prof_reset(rt, &p->prof, cmd);
+    for (int k = 0; k < p->prof.n_k; k++) p->prof.k[k].barriers = 0;
     /* Hazard tracking as in the scheduler: a barrier only where a dispatch
        reads or overwrites what an earlier one wrote (or overwrites what it
        read) since the last barrier. Reads grow from the front of acc,
@@ -511,6 +544,7 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
         if (need) {
             full_barrier(rt, cmd, false);
             p->barriers++;
+            p->prof.k[ps->kernel].barriers++;
             nr = nw = 0;
         }
         for (int j = 0; j < ps->n_bindings; j++) {
@@ -536,8 +570,10 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
             memcpy(pc, ps->push, n);
             vk->vkCmdPushConstants(cmd, ps->pipe->layout->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n, pc);
         }
+        vf_vk_prof_stamp(rt, &p->prof, cmd, 2 * (uint32_t)i);
         if (ps->slot >= 0) vk->vkCmdDispatchIndirect(cmd, vf_vk_buffer_handle(p->table), args);
         else vk->vkCmdDispatch(cmd, ps->groups[0], ps->groups[1], ps->groups[2]);
+        vf_vk_prof_stamp(rt, &p->prof, cmd, 2 * (uint32_t)i + 1);
     }
     if (s) {
         vk->vkEndCommandBuffer(cmd);
@@ -583,6 +619,7 @@ vf_status vf_vk_plan_run(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *bind
     if (!s) s = vf_vk_sched_submit_with(&rt->sched, p->cmd, &serial);
     if (s) return s;
     p->serial = serial;
+    rt->last_plan = p;
     mark_used(p, binds, serial);
     rt->sched.dispatches += p->n_steps;
     rt->sched.barriers += p->barriers;
@@ -595,6 +632,8 @@ void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p)
     if (!p) return;
     /* The command buffer and descriptor sets must outlive the last run. */
     if (p->serial) vf_vk_sched_wait(&rt->sched, p->serial);
+    if (rt->last_plan == p) rt->last_plan = NULL;
+    vf_vk_prof_free(rt, &p->prof);
     const vf_vk_device_table *vk = &rt->dev.vkd;
     if (p->cmd) vk->vkFreeCommandBuffers(rt->dev.device, rt->sched.cmd_pool, 1, &p->cmd);
     if (p->pool) vk->vkDestroyDescriptorPool(rt->dev.device, p->pool, NULL);
@@ -613,4 +652,13 @@ void vf_vk_plan_info(const vf_plan *p, vf_plan_info *out)
     out->kernels = p->n_kernels;
     out->dispatches = p->n_steps;
     out->barriers = p->barriers;
+}
+
+vf_status vf_vk_plan_profile(vf_vk_runtime *rt, vf_plan_prof *out)
+{
+    memset(out, 0, sizeof *out);
+    vf_plan *p = rt->last_plan;
+    if (!p || !p->valid) return VF_OK;
+    vf_status s = vf_vk_sched_wait(&rt->sched, p->serial);
+    return s ? s : vf_vk_prof_collect(rt, &p->prof, p->barriers, out);
 }

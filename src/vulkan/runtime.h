@@ -45,6 +45,7 @@ typedef struct vf_vk_runtime {
     vf_vk_pipelines pipes;
     vf_vk_sched sched;
     int64_t execs;
+    struct vf_plan *last_plan;     /* the plan run last, for its profile (plan.c) */
 } vf_vk_runtime;
 
 vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,

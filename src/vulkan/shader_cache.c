@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #define VF_SPIRV_MAGIC 0x07230203u
 
@@ -75,6 +77,43 @@ static vf_status remember(vf_vk_shaders *c, uint64_t key, uint32_t *words, size_
     return VF_OK;
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool log_info(void)
+{
+    const char *v = getenv("VKFUSE_LOG");
+    return v && (strcasecmp(v, "info") == 0 || strcasecmp(v, "debug") == 0);
+}
+
+/* VKFUSE_DUMP: the kernel's GLSL, once per key and process (a failure to
+   write is a warning: dumps are for people, not for the run). */
+static void dump_glsl(const char *glsl, const char *name, uint64_t key)
+{
+    const char *dir = getenv("VKFUSE_DUMP");
+    if (!dir || !*dir) return;
+    char sub[4200], path[4400];
+    vf_err err = {0};
+    if (snprintf(sub, sizeof sub, "%s/kernels", dir) >= (int)sizeof sub || vf_disk_mkdirs(sub, &err) != VF_OK) {
+        fprintf(stderr, "vkfuse: warning: VKFUSE_DUMP=%s: cannot create %s/kernels\n", dir, dir);
+        return;
+    }
+    char safe[128];
+    size_t n = 0;
+    for (const char *p = name; *p && n + 1 < sizeof safe; p++) /* names are identifiers; keep paths plain */
+        safe[n++] = (*p == '/' || *p == ' ') ? '_' : *p;
+    safe[n] = '\0';
+    snprintf(path, sizeof path, "%s/%s.%016llx.comp", sub, safe, (unsigned long long)key);
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fputs(glsl, f) >= 0;
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok) fprintf(stderr, "vkfuse: warning: VKFUSE_DUMP: could not write %s\n", path);
+}
+
 static vf_status compile(vf_vk_shaders *c, const char *glsl, const char *name, uint32_t **words,
                          size_t *n_words)
 {
@@ -88,10 +127,13 @@ static vf_status compile(vf_vk_shaders *c, const char *glsl, const char *name, u
     shaderc_compile_options_set_optimization_level(o, shaderc_optimization_level_performance);
     shaderc_compile_options_set_target_env(o, shaderc_target_env_vulkan, c->target_env_version);
     shaderc_compile_options_set_source_language(o, shaderc_source_language_glsl);
+    int64_t t0 = now_ns();
     shaderc_compilation_result_t r = shaderc_compile_into_spv(
         c->compiler, glsl, strlen(glsl), shaderc_compute_shader, name, "main", o);
     shaderc_compile_options_release(o);
+    int64_t dt = now_ns() - t0;
     c->compiles++;
+    c->compile_ns += dt;
     vf_status s = VF_OK;
     if (!r) {
         s = vf_err_set(c->err, VF_ERROR_COMPILE, "kernel %s: shaderc returned no result", name);
@@ -108,6 +150,9 @@ static vf_status compile(vf_vk_shaders *c, const char *glsl, const char *name, u
             *n_words = bytes / 4;
         }
     }
+    if (log_info())
+        fprintf(stderr, "vkfuse: compiled kernel %s (%zu bytes of GLSL -> %zu of SPIR-V) in %.2f ms%s\n", name,
+                strlen(glsl), s ? (size_t)0 : *n_words * 4, (double)dt / 1e6, s ? ": FAILED" : "");
     if (r) shaderc_result_release(r);
     return s;
 }
@@ -124,6 +169,7 @@ vf_status vf_vk_shader_get(vf_vk_shaders *c, const char *glsl, const char *name,
         *out = hit;
         return VF_OK;
     }
+    dump_glsl(glsl, name, key);
     char path[4200];
     bool disk = vf_vk_shader_path(c, key, path, sizeof path);
     if (disk) {

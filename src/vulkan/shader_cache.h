@@ -4,7 +4,12 @@
  * changes the compiler's output (target environment, optimisation level,
  * the SPIR-V version shaderc emits). The memory cache is per backend (no
  * process-wide state); the disk cache is one file per key in cache_dir,
- * validated against the device on every load (vulkan/disk_cache.h). */
+ * validated against the device on every load (vulkan/disk_cache.h).
+ *
+ * Seeing what runs: with VKFUSE_DUMP=<dir> the GLSL of every kernel this
+ * process asks for is written once to <dir>/kernels/<name>.<key>.comp
+ * (glslc compiles it as is); with VKFUSE_LOG=info every compile is logged
+ * with its time, and compile_ns sums them for vf_context_stats. */
 #ifndef VF_VULKAN_SHADER_CACHE_H
 #define VF_VULKAN_SHADER_CACHE_H
 
@@ -29,6 +34,7 @@ typedef struct vf_vk_shaders {
     char dir[4096];              /* "" : no disk cache */
     vf_hmap map;                 /* key -> vf_vk_spirv* */
     int64_t compiles, memory_hits, disk_hits, disk_rejects, disk_write_failures;
+    int64_t compile_ns;          /* wall time spent in shaderc */
 } vf_vk_shaders;
 
 /* cache_dir NULL or "": memory only. The directory is created; failing to
