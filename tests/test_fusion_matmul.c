@@ -441,7 +441,8 @@ static void test_gpu_profile_on_lavapipe(void **state)
                 for (int x = 0; x < K; x++) acc += (double)a[(q * M + r) * K + x] * b[x * N + c];
                 mm[(q * M + r) * N + c] = acc;
             }
-    vf_buffer *ba = alloc_upload(&h, a, BT * M * K), *bb = alloc_upload(&h, b, K * N), *bbias = alloc_upload(&h, bias, N);
+    vf_buffer *ba = alloc_upload(&h, a, BT * M * K), *bb = alloc_upload(&h, b, K * N);
+    vf_buffer *bbias = alloc_upload(&h, bias, N);
     vf_buffer *by = alloc_upload(&h, NULL, BT * M * N);
 
     /* the plain matmul op */

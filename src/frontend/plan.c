@@ -372,7 +372,8 @@ static bool plan_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f,
     f->have_part = true;
     int n_dag = 0, n_tens = 0;
     for (int gi = 0; gi < f->part.n_groups; gi++)
-        if (f->part.groups[gi].kind == VF_GROUP_ELEMENTWISE_DAG || f->part.groups[gi].kind == VF_GROUP_MATMUL_EPILOGUE) {
+        if (f->part.groups[gi].kind == VF_GROUP_ELEMENTWISE_DAG ||
+            f->part.groups[gi].kind == VF_GROUP_MATMUL_EPILOGUE) {
             n_dag++;
             n_tens += f->part.groups[gi].n_inputs + f->part.groups[gi].n_outputs;
         }
