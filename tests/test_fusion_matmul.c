@@ -536,6 +536,20 @@ static void test_bias_relu_sizes(void **state)
     mlp_case(64, 784, 512, true);   /* an MLP layer (vec4 loads and stores) */
 }
 
+/* a column bias [M,1] (the row part of the index only) */
+static void test_column_bias(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    fn_case fc = {.what = "relu(a@w+b), b [M,1]", .body = mlp, .n_in = 3, .n_out = 1, .fused_kernels = 1,
+                  .unfused_kernels = 3, .atol = mm_atol(27), .rtol = 1e-5};
+    new_input(&fc.in[0], 2, (int64_t[]){21, 27}, 36);
+    new_input(&fc.in[1], 2, (int64_t[]){27, 18}, 37);
+    new_input(&fc.in[2], 2, (int64_t[]){21, 1}, 38);
+    check(&fc);
+    free_case(&fc);
+}
+
 /* NaN and Inf in the bias reach the output as the CPU backend has them. */
 static void test_nan_inf(void **state)
 {
@@ -743,7 +757,7 @@ int main(void)
 {
     pin_vulkan_libraries();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bias_relu_sizes),   cmocka_unit_test(test_nan_inf),
+        cmocka_unit_test(test_bias_relu_sizes), cmocka_unit_test(test_column_bias), cmocka_unit_test(test_nan_inf),
         cmocka_unit_test(test_several_ops),       cmocka_unit_test(test_group_values_as_outputs),
         cmocka_unit_test(test_matmul_read_outside), cmocka_unit_test(test_transposed),
         cmocka_unit_test(test_operand_in_epilogue), cmocka_unit_test(test_vector_operand),
