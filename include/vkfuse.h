@@ -387,8 +387,11 @@ VF_API void vf_tape_end(vf_tape *tape);
    and say so in `note`. A call that ran node by node (CPU backend, a graph
    with a vf_while_loop or printing) has no kernel records either. GPU
    times come from timestampPeriod; the start of a dispatch is written
-   once the work before it has finished, so kernel times never overlap and
-   their sum is at most the call's wall time. See docs/PROFILING.md. */
+   once the work before it has finished, so on lavapipe kernel times never
+   overlap and their sum is at most the call's wall time (a GPU may overlap
+   independent dispatches between two barriers). Kernels are listed in plan
+   order; a plan records independent kernels together between barriers, so
+   start_ns, not the list, gives the order they ran in. See docs/PROFILING.md. */
 
 /* One kernel of the last profiled call (a fused group is one kernel). */
 typedef struct {

@@ -108,6 +108,8 @@ typedef struct vf_plan_desc {
     const vf_plan_guard *guards;/* per exec; NULL: none is guarded. Never on fused execs */
     const vf_plan_pred *preds;
     int n_preds;
+    const int *exec_node;       /* per exec: the graph node it runs (a COND's for its branches),
+                                   -1 or NULL: unknown. For profiles: execs are not in node order */
 } vf_plan_desc;
 
 /* Per-call binding: a tensor's storage (buf + offset). */

@@ -566,6 +566,55 @@ static void test_unfused_option(void **state)
     vt_context_done(ctx);
 }
 
+/* two independent chains of four ops, one after the other in the graph */
+static vf_status two_chains(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *a = in[0], *b = in[1];
+    for (int i = 0; i < 2; i++) a = vf_neg(ctx, vf_exp(ctx, a));
+    for (int i = 0; i < 2; i++) b = vf_abs(ctx, vf_tanh(ctx, b));
+    out[0] = a, out[1] = b;
+    return a && b ? VF_OK : vf_status_get(ctx);
+}
+
+/* Barrier batching: the chains share their barriers (3 between the four
+   levels, one at each end), where plan order would need 6 in between. */
+static void test_barrier_batching(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN), *cpu = vt_context(VF_BACKEND_CPU);
+    vf_function_desc d = {.name = "two_chains", .body = two_chains, .n_inputs = 2, .n_outputs = 2, .unfused = true};
+    vf_function *fn = vf_function_create(ctx, &d), *cfn = vf_function_create(cpu, &d);
+    static float xs[2][3000];
+    vt_fill_uniform(xs[0], 3000, -2, 2, 5);
+    vt_fill_uniform(xs[1], 3000, -2, 2, 6);
+    vf_tensor *in[2], *cin[2], *y[2], *cy[2];
+    for (int k = 0; k < 2; k++) {
+        in[k] = vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){3000}, xs[k]);
+        cin[k] = vf_tensor_from_host(cpu, VF_F32, 1, (int64_t[]){3000}, xs[k]);
+    }
+    for (int call = 0; call < 2; call++) {
+        assert_int_equal(vf_function_call(fn, in, y), VF_OK);
+        assert_int_equal(vf_function_call(cfn, cin, cy), VF_OK);
+        for (int k = 0; k < 2; k++) {
+            float *got = vt_read(y[k]), *want = vt_read(cy[k]);
+            vt_assert_close_f32(got, want, 3000, 1e-5, 1e-5, "two chains vs cpu");
+            free(got);
+            free(want);
+        }
+        vf_function_stats fs;
+        assert_int_equal(vf_function_stats_get(fn, &fs), VF_OK);
+        assert_true(fs.planned);
+        assert_int_equal(fs.dispatches_per_call, 8);
+        assert_int_equal(fs.barriers_per_call, 2 + 3);
+    }
+    vf_function_destroy(fn);
+    vf_function_destroy(cfn);
+    vt_context_done(ctx);
+    vt_context_done(cpu);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -578,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_backend_plan_rebind),
         cmocka_unit_test(test_guarded_cond),
         cmocka_unit_test(test_unfused_option),
+        cmocka_unit_test(test_barrier_batching),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -288,7 +288,7 @@ static void check_profile(vf_function *fn, const vf_function_profile *p)
     int n_ops = graph_ops(fn, ids, names, 64);
     assert_true(n_ops > 0);
     int disp = 0;
-    uint64_t gpu = 0, prev_start = 0;
+    uint64_t gpu = 0, last_start = 0;
     int64_t rd = 0, wr = 0;
     for (int i = 0; i < p->n_kernels; i++) {
         const vf_kernel_profile *k = &p->kernels[i];
@@ -297,8 +297,8 @@ static void check_profile(vf_function *fn, const vf_function_profile *p)
         assert_true(k->dispatches >= 1);
         assert_true(k->n_nodes >= 1);
         assert_true(k->bytes_written > 0);
-        assert_true(k->start_ns >= prev_start); /* in execution order */
-        prev_start = k->start_ns;
+        /* listed in plan order; recorded level by level, so start_ns may go back */
+        if (k->start_ns > last_start) last_start = k->start_ns;
         if (p->timestamps) assert_true(k->gpu_ns > 0);
         for (int j = 0; j < k->n_nodes; j++) {
             int at = -1;
@@ -322,6 +322,7 @@ static void check_profile(vf_function *fn, const vf_function_profile *p)
     assert_int_equal(wr, p->bytes_written);
     assert_true(p->wall_ns > 0);
     assert_true(p->gpu_ns <= p->wall_ns);
+    if (p->timestamps) assert_true(last_start < p->wall_ns); /* every kernel starts inside the call */
     /* a plan begins and ends with a full barrier */
     assert_true(p->barriers >= 2);
     /* every kernel reads x (R*C floats) or a value of that size */
@@ -494,10 +495,12 @@ static void test_profile_unfused(void **state)
     int ids[64];
     char names[64][32];
     int n_ops = graph_ops(r.fn, ids, names, 64);
-    assert_int_equal(p.n_kernels, n_ops); /* one kernel per op, one node each, in node order */
+    assert_int_equal(p.n_kernels, n_ops); /* one kernel per op, one node each (check_profile: each once) */
     for (int i = 0; i < p.n_kernels; i++) {
         assert_int_equal(p.kernels[i].n_nodes, 1);
-        assert_int_equal(p.kernels[i].nodes[0], ids[i]);
+        bool op = false;
+        for (int q = 0; q < n_ops; q++) op = op || p.kernels[i].nodes[0] == ids[q];
+        assert_true(op);
     }
     vf_function_destroy(r.fn);
     vt_context_done(ctx);

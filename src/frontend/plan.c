@@ -66,6 +66,8 @@ typedef struct builder {
     int *node_nex;         /* per top-level node: how many execs (a COND: its branches) */
     pval **tuple;          /* per top-level COND: its outputs */
     vf_plan_guard *guard;  /* per exec */
+    int *ex_node;          /* per exec: its top-level node */
+    int cur_node;          /* given to the execs being added */
     vf_plan_guard cur;     /* given to the execs being added */
     pval *preds;           /* of the CONDs */
     int n_preds, cap_preds;
@@ -150,16 +152,19 @@ static bool add_exec(builder *b, const vf_exec *e, const pval *in, const pval *o
         int(*ri)[4] = loc ? realloc(b->ref_inter, (size_t)cap * sizeof *ri) : NULL;
         if (ri) b->ref_inter = ri;
         vf_plan_guard *gd = ri ? realloc(b->guard, (size_t)cap * sizeof *gd) : NULL;
-        if (!gd) {
+        if (gd) b->guard = gd;
+        int *en = gd ? realloc(b->ex_node, (size_t)cap * sizeof *en) : NULL;
+        if (!en) {
             b->oom = true;
             return false;
         }
-        b->guard = gd;
+        b->ex_node = en;
         b->cap_ex = cap;
     }
     int x = b->n_ex++;
     b->ex[x] = *e;
     b->guard[x] = b->cur;
+    b->ex_node[x] = b->cur_node;
     for (int j = 0; j < 4; j++) {
         const pval *v = j == 3 ? out : j < e->n_in ? &in[j] : NULL;
         b->loc[x][j] = v ? v->loc : (vf_plan_loc){VF_PLAN_FIXED, 0};
@@ -242,6 +247,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_rval *params, const pva
         pval in[3];
         for (int j = 0; j < n->n_in && j < 3; j++) in[j] = v[n->in[j]];
         int first = b->n_ex;
+        if (b->depth == 0) b->cur_node = i;
         switch (n->kind) {
         case VF_NODE_PARAM: {
             if (sub) {
@@ -337,6 +343,7 @@ static void builder_free(builder *b, int n_nodes)
     free(b->tuple);
     free(b->node_nex);
     free(b->guard);
+    free(b->ex_node);
     free(b->preds);
     free(b->ex);
     free(b->loc);
@@ -422,6 +429,92 @@ static bool plan_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f,
     return true;
 }
 
+/* Levels: kernel k's level is one more than that of every earlier kernel
+   it depends on (it reads an intermediate one of them wrote, rewrites one
+   they wrote or read -- a COND's outputs have a writer per branch -- or
+   reads the predicate that guards it). A kernel that writes a variable
+   (an assign) is a side effect: it waits for everything before it, and
+   everything after waits for it. Kernels are then put in level order
+   (stable), so independent kernels come together, the liveness planner
+   sees them live together, and the recording (vulkan/plan.c) needs one
+   barrier per level instead of one per dependent kernel. ord is
+   rewritten and step becomes the level: liveness is counted in levels, so
+   kernels of one level never share bytes (they run between the same two
+   barriers). Fused groups follow their kernel. false: out of memory. */
+static bool schedule_levels(builder *b, fusion *fz, int *ord, int *step)
+{
+    int n = b->n_ex, nk = n ? step[n - 1] + 1 : 0;
+    int *level = calloc((size_t)nk + 1, sizeof *level), *kfirst = malloc(sizeof(int) * ((size_t)nk + 1));
+    int *wl = malloc(sizeof(int) * ((size_t)b->n_it + 1)), *rl = malloc(sizeof(int) * ((size_t)b->n_it + 1));
+    int *nord = malloc(sizeof(int) * ((size_t)n + 1)), *nstep = malloc(sizeof(int) * ((size_t)n + 1));
+    int *kpos = malloc(sizeof(int) * ((size_t)nk + 1)), *start = calloc((size_t)n + 2, sizeof(int));
+    bool ok = level && kfirst && wl && rl && nord && nstep && kpos && start;
+    for (int i = 0; ok && i < b->n_it; i++) wl[i] = rl[i] = -1;
+    int top = -1, floor = 0;
+    for (int x = 0; ok && x < n; x++)
+        if (x == 0 || step[x] != step[x - 1]) kfirst[step[x]] = x;
+    for (int k = 0; ok && k < nk; k++) {
+        int lv = floor, end = k + 1 < nk ? kfirst[k + 1] : n;
+        bool effect = false;
+        for (int x = kfirst[k]; x < end; x++) {
+            int e = ord[x];
+            for (int j = 0; j < 4; j++) {
+                int id = b->ref_inter[e][j];
+                if (j < 3 && j >= b->ex[e].n_in) continue;
+                if (id >= 0 && wl[id] >= 0 && wl[id] + 1 > lv) lv = wl[id] + 1;
+                if (j == 3 && id >= 0 && rl[id] >= 0 && rl[id] + 1 > lv) lv = rl[id] + 1;
+            }
+            if (b->guard[e].pred >= 0) {
+                int id = b->preds[b->guard[e].pred].inter;
+                if (id >= 0 && wl[id] >= 0 && wl[id] + 1 > lv) lv = wl[id] + 1;
+            }
+            effect = effect || b->loc[e][3].kind == VF_PLAN_FIXED;
+        }
+        if (effect && top + 1 > lv) lv = top + 1;
+        level[k] = lv;
+        if (lv > top) top = lv;
+        if (effect) floor = lv + 1;
+        for (int x = kfirst[k]; x < end; x++) { /* values of this kernel seen by later ones */
+            int e = ord[x];
+            for (int j = 0; j < 4; j++) {
+                int id = b->ref_inter[e][j];
+                if (id < 0 || (j < 3 && j >= b->ex[e].n_in)) continue;
+                int *l = j == 3 ? wl : rl;
+                if (l[id] < lv) l[id] = lv;
+            }
+            if (b->guard[e].pred >= 0 && b->preds[b->guard[e].pred].inter >= 0) {
+                int id = b->preds[b->guard[e].pred].inter;
+                if (rl[id] < lv) rl[id] = lv;
+            }
+        }
+    }
+    /* stable order by level (counting sort over levels) */
+    for (int k = 0; ok && k < nk; k++) start[level[k] + 1]++;
+    for (int l = 0; ok && l <= top; l++) start[l + 1] += start[l];
+    int *korder = kpos; /* reused: korder[position] = kernel */
+    for (int k = 0; ok && k < nk; k++) korder[start[level[k]]++] = k;
+    int pos = 0;
+    for (int r = 0; ok && r < nk; r++) {
+        int k = korder[r], end = k + 1 < nk ? kfirst[k + 1] : n;
+        for (int f = 0; f < fz->n_fused; f++) /* a fused group starts at its kernel's first exec */
+            if (fz->fused[f].first_exec == kfirst[k]) fz->fused[f].first_exec = -1 - pos;
+        for (int x = kfirst[k]; x < end; x++) nord[pos] = ord[x], nstep[pos++] = level[k];
+    }
+    if (ok) {
+        for (int f = 0; f < fz->n_fused; f++) fz->fused[f].first_exec = -1 - fz->fused[f].first_exec;
+        for (int i = 1; i < fz->n_fused; i++) /* by first_exec ascending, as vf_plan_desc wants */
+            for (int j = i; j > 0 && fz->fused[j - 1].first_exec > fz->fused[j].first_exec; j--) {
+                vf_plan_fused t = fz->fused[j];
+                fz->fused[j] = fz->fused[j - 1];
+                fz->fused[j - 1] = t;
+            }
+        memcpy(ord, nord, sizeof(int) * (size_t)n);
+        memcpy(step, nstep, sizeof(int) * (size_t)n);
+    }
+    free(level), free(kfirst), free(wl), free(rl), free(nord), free(nstep), free(kpos), free(start);
+    return ok;
+}
+
 /* Reorders the execs as ord says and recounts every intermediate's
    lifetime in steps. false: out of host memory. */
 static bool reorder(builder *b, const int *ord, const int *step)
@@ -431,18 +524,20 @@ static bool reorder(builder *b, const int *ord, const int *step)
     vf_plan_loc(*loc)[4] = malloc(sizeof *loc * (size_t)(n + 1));
     int(*ri)[4] = malloc(sizeof *ri * (size_t)(n + 1));
     vf_plan_guard *gd = malloc(sizeof *gd * (size_t)(n + 1));
-    if (!ex || !loc || !ri || !gd) {
-        free(ex), free(loc), free(ri), free(gd);
+    int *en = malloc(sizeof *en * (size_t)(n + 1));
+    if (!ex || !loc || !ri || !gd || !en) {
+        free(ex), free(loc), free(ri), free(gd), free(en);
         return false;
     }
     for (int x = 0; x < n; x++) {
         ex[x] = b->ex[ord[x]];
         gd[x] = b->guard[ord[x]];
+        en[x] = b->ex_node[ord[x]];
         memcpy(loc[x], b->loc[ord[x]], sizeof loc[x]);
         memcpy(ri[x], b->ref_inter[ord[x]], sizeof ri[x]);
     }
-    free(b->ex), free(b->loc), free(b->ref_inter), free(b->guard);
-    b->ex = ex, b->loc = loc, b->ref_inter = ri, b->guard = gd;
+    free(b->ex), free(b->loc), free(b->ref_inter), free(b->guard), free(b->ex_node);
+    b->ex = ex, b->loc = loc, b->ref_inter = ri, b->guard = gd, b->ex_node = en;
     for (int i = 0; i < b->n_it; i++) b->it[i].first = -1;
     for (int x = 0; x < n; x++) {
         int w = ri[x][3];
@@ -513,7 +608,8 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     int n = 0;
     size_t arena = 0, spill = 0;
     bool good = iv && arena_id && aoff && off && ord && step;
-    good = good && plan_fusion(b, g, v, &fz, ord, step) && reorder(b, ord, step);
+    good = good && plan_fusion(b, g, v, &fz, ord, step) && schedule_levels(b, &fz, ord, step) &&
+           reorder(b, ord, step);
     for (int i = 0; good && i < b->n_it; i++) {
         fp->st.intermediate_bytes += (int64_t)b->it[i].bytes;
         if (b->it[i].slot >= 0) {
@@ -573,6 +669,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         .guards = b->n_preds ? b->guard : NULL,
         .preds = preds,
         .n_preds = b->n_preds,
+        .exec_node = b->ex_node,
     };
     vf_status s = ctx->be.iface->plan_create(ctx->be.self, &d, &fp->plan);
     free(preds);

@@ -80,7 +80,6 @@ struct vf_plan {
     VkDescriptorPool pool;
     uint64_t serial;             /* the batch of the last run */
     int barriers;
-    vf_vk_access *acc;           /* hazard sets while recording: reads then writes */
     vf_buffer *table;            /* guards: n_slots templates {x,y,z,when}, then n_slots indirect args */
     int n_slots;
     vf_vk_prof prof;             /* kernel records and timestamps (profile.h) */
@@ -172,8 +171,10 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
     const VkPhysicalDeviceLimits *L = &rt->dev.props.limits;
     int rec = -1;
     if (k->n_steps) {
+        bool known = !f && d->exec_node && d->exec_node[x] >= 0;
         vf_status s = vf_vk_prof_kernel(rt, &p->prof, k->step[0].name, x, f ? f->n_execs : 1, d->execs[x].op,
-                                        f ? f->group->nodes : NULL, f ? f->group->n_nodes : 0, &rec);
+                                        f ? f->group->nodes : known ? &d->exec_node[x] : NULL,
+                                        f ? f->group->n_nodes : known, &rec);
         if (s) return s;
         if (d->guards && !f && d->guards[x].pred >= 0) p->prof.k[rec].pred = d->guards[x].pred;
     }
@@ -402,11 +403,9 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
     p->steps = calloc((size_t)d->n_execs * VF_KERNEL_MAX_STEPS + (size_t)d->n_preds + 1, sizeof *p->steps);
     p->scratch = calloc((size_t)d->n_execs + 1, sizeof *p->scratch);
     p->recorded = calloc((size_t)d->n_binds + 1, sizeof *p->recorded);
-    p->acc = calloc(((size_t)d->n_execs * VF_KERNEL_MAX_STEPS + (size_t)d->n_preds) * (VF_KERNEL_MAX_BINDINGS + 1) + 1,
-                    sizeof *p->acc);
     vf_kernel *kern = calloc((size_t)d->n_fused + 1, sizeof *kern);
     bool *ok = calloc((size_t)d->n_fused + 1, sizeof *ok), spill = false;
-    vf_status s = p->steps && p->scratch && p->recorded && p->acc && kern && ok
+    vf_status s = p->steps && p->scratch && p->recorded && kern && ok
                 ? VF_OK : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (!s) s = fused_kernels(rt, d, kern, ok, &spill);
     /* The values internal to a group get memory only when the group runs
@@ -486,11 +485,37 @@ static vf_status resolve(vf_vk_runtime *rt, const vf_plan *p, const plan_binding
     return VF_OK;
 }
 
-static bool conflicts(const vf_vk_access *set, int n, const vf_vk_access *a)
+
+/* Batching barriers. A step's level is one more than the highest level of
+   the earlier steps it depends on (it reads or overwrites a range one of
+   them wrote, overwrites a range one of them read, or is a later step of
+   the same kernel); steps of one level are independent. Recording level by
+   level with one barrier between levels gives as few barriers as the
+   dependency chains allow, where recording in plan order would put one
+   before every step that conflicts with something since the last barrier:
+   independent chains (the two branches of a cond, the outputs of a
+   function) then share their barriers. Any order that keeps the
+   dependencies is correct, whatever the arena aliasing, because the
+   dependencies are computed on the ranges the steps really touch. */
+typedef struct hz_entry {
+    vf_vk_access a;
+    int level;
+    bool write;
+} hz_entry;
+
+#define VF_PLAN_REORDER_MAX_STEPS 4096 /* above: plan order (the scan is quadratic) */
+
+static int step_level(const hz_entry *hz, int n_hz, const hz_entry *mine, int n_mine, int floor)
 {
-    for (int i = 0; i < n; i++)
-        if (set[i].buffer == a->buffer && set[i].begin < a->end && a->begin < set[i].end) return true;
-    return false;
+    int level = floor;
+    for (int k = 0; k < n_mine; k++)
+        for (int e = 0; e < n_hz; e++) {
+            const hz_entry *h = &hz[e];
+            if (h->level < level || !(h->write || mine[k].write)) continue;
+            if (h->a.buffer == mine[k].a.buffer && h->a.begin < mine[k].a.end && mine[k].a.begin < h->a.end)
+                level = h->level + 1;
+        }
+    return level;
 }
 
 static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds)
@@ -498,60 +523,83 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
     const vf_vk_device_table *vk = &rt->dev.vkd;
     VkCommandBuffer cmd = p->cmd;
     p->valid = false;
-    vf_status s = vf_vk_check(rt->err, vk->vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
+    int n = p->n_steps, per = 2 * VF_KERNEL_MAX_BINDINGS + 1; /* a binding may read and write */
+    VkDescriptorBufferInfo *info = malloc(sizeof *info * (size_t)(n * VF_KERNEL_MAX_BINDINGS + 1));
+    hz_entry *hz = malloc(sizeof *hz * (size_t)(n * per + 1));
+    int *level = malloc(sizeof *level * (size_t)(n + 1)), *order = malloc(sizeof *order * (size_t)(n + 1));
+    VkDeviceSize *args = calloc((size_t)n + 1, sizeof *args);
+    vf_status s = info && hz && level && order && args ? VF_OK
+                : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    /* Where every binding points in this call, and each step's level. */
+    int n_hz = 0, levels = 0;
+    for (int i = 0; !s && i < n; i++) {
+        plan_step *ps = &p->steps[i];
+        hz_entry mine[2 * VF_KERNEL_MAX_BINDINGS + 1];
+        int n_mine = 0;
+        for (int j = 0; !s && j < ps->n_bindings; j++) {
+            vf_buffer *owner = NULL;
+            VkDescriptorBufferInfo *in = &info[i * VF_KERNEL_MAX_BINDINGS + j];
+            s = resolve(rt, p, &ps->b[j], binds, in, &owner);
+            if (s) break;
+            vf_vk_access a = {in->buffer, in->offset, in->offset + in->range};
+            if (ps->b[j].access & VF_VK_READ) mine[n_mine++] = (hz_entry){a, 0, false};
+            if (ps->b[j].access & VF_VK_WRITE) mine[n_mine++] = (hz_entry){a, 0, true};
+        }
+        if (s) break;
+        if (ps->slot >= 0) { /* guarded: reads its indirect args */
+            args[i] = p->table->offset + (VkDeviceSize)(p->n_slots + ps->slot) * 16;
+            mine[n_mine++] = (hz_entry){{vf_vk_buffer_handle(p->table), args[i], args[i] + 16}, 0, false};
+        }
+        if (n > VF_PLAN_REORDER_MAX_STEPS) { /* plan order, a barrier at each conflict as before */
+            bool need = ps->barrier_before;
+            int last = i ? level[i - 1] : 0;
+            for (int k = 0; !need && k < n_mine; k++)
+                for (int e = n_hz - 1; e >= 0 && hz[e].level == last && !need; e--)
+                    need = (hz[e].write || mine[k].write) && hz[e].a.buffer == mine[k].a.buffer &&
+                           hz[e].a.begin < mine[k].a.end && mine[k].a.begin < hz[e].a.end;
+            level[i] = last + need;
+        } else {
+            level[i] = step_level(hz, n_hz, mine, n_mine, ps->barrier_before && i ? level[i - 1] + 1 : 0);
+        }
+        for (int k = 0; k < n_mine; k++) mine[k].level = level[i], hz[n_hz++] = mine[k];
+        if (level[i] + 1 > levels) levels = level[i] + 1;
+    }
+    /* Steps by level, plan order within a level (a counting sort). */
+    int *start = s ? NULL : calloc((size_t)levels + 2, sizeof *start);
+    if (!s && !start) s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (int i = 0; !s && i < n; i++) start[level[i] + 1]++;
+    for (int l = 0; !s && l < levels; l++) start[l + 1] += start[l];
+    for (int i = 0; !s && i < n; i++) order[start[level[i]]++] = i;
+    free(start);
+    if (!s) s = vf_vk_check(rt->err, vk->vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     if (!s) s = vf_vk_check(rt->err, vk->vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
-    if (s) return s;
+    if (s) {
+        free(info), free(hz), free(level), free(order), free(args);
+        return s;
+    }
     full_barrier(rt, cmd, false); /* after everything submitted before */
     p->barriers = 1;
     vf_vk_prof_reset(rt, &p->prof, cmd);
     for (int k = 0; k < p->prof.n_k; k++) p->prof.k[k].barriers = 0;
-    /* Hazard tracking as in the scheduler: a barrier only where a dispatch
-       reads or overwrites what an earlier one wrote (or overwrites what it
-       read) since the last barrier. Reads grow from the front of acc,
-       writes from the back. */
-    int cap = p->n_steps * (VF_KERNEL_MAX_BINDINGS + 1), nr = 0, nw = 0;
-    for (int i = 0; !s && i < p->n_steps; i++) {
+    for (int x = 0; x < n; x++) {
+        int i = order[x];
         plan_step *ps = &p->steps[i];
-        VkDescriptorBufferInfo info[VF_KERNEL_MAX_BINDINGS];
+        if (x > 0 && level[i] != level[order[x - 1]]) {
+            full_barrier(rt, cmd, false);
+            p->barriers++;
+            p->prof.k[ps->kernel].barriers++;
+        }
         VkWriteDescriptorSet w[VF_KERNEL_MAX_BINDINGS];
-        vf_vk_access a[VF_KERNEL_MAX_BINDINGS];
-        bool need = ps->barrier_before;
-        for (int j = 0; !s && j < ps->n_bindings; j++) {
-            vf_buffer *owner = NULL;
-            s = resolve(rt, p, &ps->b[j], binds, &info[j], &owner);
-            if (s) break;
+        for (int j = 0; j < ps->n_bindings; j++)
             w[j] = (VkWriteDescriptorSet){
                 .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                 .dstSet = ps->set,
                 .dstBinding = (uint32_t)j,
                 .descriptorCount = 1,
                 .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                .pBufferInfo = &info[j],
+                .pBufferInfo = &info[i * VF_KERNEL_MAX_BINDINGS + j],
             };
-            a[j] = (vf_vk_access){info[j].buffer, info[j].offset, info[j].offset + info[j].range};
-            need = need || conflicts(p->acc + cap - nw, nw, &a[j]) ||
-                   ((ps->b[j].access & VF_VK_WRITE) && conflicts(p->acc, nr, &a[j]));
-        }
-        if (s) break;
-        VkDeviceSize args = 0; /* guarded: where its indirect args are */
-        vf_vk_access ia = {0};
-        if (ps->slot >= 0) {
-            args = p->table->offset + (VkDeviceSize)(p->n_slots + ps->slot) * 16;
-            ia = (vf_vk_access){vf_vk_buffer_handle(p->table), args, args + 16};
-            need = need || conflicts(p->acc + cap - nw, nw, &ia);
-        }
-        if (need) {
-            full_barrier(rt, cmd, false);
-            p->barriers++;
-            p->prof.k[ps->kernel].barriers++;
-            nr = nw = 0;
-        }
-        for (int j = 0; j < ps->n_bindings; j++) {
-            if (ps->b[j].access & VF_VK_READ) p->acc[nr++] = a[j];
-            if (ps->b[j].access & VF_VK_WRITE) p->acc[cap - ++nw] = a[j];
-        }
-        if (ps->slot >= 0) p->acc[nr++] = ia;
         vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->pipeline);
         if (ps->n_bindings && rt->dev.push_descriptors) {
             vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->layout->layout, 0,
@@ -565,20 +613,17 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
         }
         if (ps->push_size) {
             uint8_t pc[VF_PUSH_MAX] = {0};
-            uint32_t n = (ps->push_size + 3) & ~3u;
-            if (n > sizeof pc) n = sizeof pc;
-            memcpy(pc, ps->push, n);
-            vk->vkCmdPushConstants(cmd, ps->pipe->layout->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n, pc);
+            uint32_t np = (ps->push_size + 3) & ~3u;
+            if (np > sizeof pc) np = sizeof pc;
+            memcpy(pc, ps->push, np);
+            vk->vkCmdPushConstants(cmd, ps->pipe->layout->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, np, pc);
         }
         vf_vk_prof_stamp(rt, &p->prof, cmd, 2 * (uint32_t)i);
-        if (ps->slot >= 0) vk->vkCmdDispatchIndirect(cmd, vf_vk_buffer_handle(p->table), args);
+        if (ps->slot >= 0) vk->vkCmdDispatchIndirect(cmd, vf_vk_buffer_handle(p->table), args[i]);
         else vk->vkCmdDispatch(cmd, ps->groups[0], ps->groups[1], ps->groups[2]);
         vf_vk_prof_stamp(rt, &p->prof, cmd, 2 * (uint32_t)i + 1);
     }
-    if (s) {
-        vk->vkEndCommandBuffer(cmd);
-        return s;
-    }
+    free(info), free(hz), free(level), free(order), free(args);
     full_barrier(rt, cmd, true); /* before later work and host reads */
     p->barriers++;
     s = vf_vk_check(rt->err, vk->vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
@@ -643,7 +688,6 @@ void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p)
     free(p->steps);
     free(p->scratch);
     free(p->recorded);
-    free(p->acc);
     free(p);
 }
 

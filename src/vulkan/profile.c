@@ -84,7 +84,12 @@ vf_status vf_vk_prof_collect(vf_vk_runtime *rt, vf_vk_prof *pr, int barriers, vf
     uint32_t bits = rt->dev.timestamp_valid_bits;
     uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
     double period = rt->dev.timestamp_period;
+    /* Steps are recorded level by level (plan.c), not in step order: the
+       run starts at the earliest stamp. */
     uint64_t first = pr->ticks[0] & mask;
+    for (int i = 1; i < pr->n_steps; i++)
+        if (((first - (pr->ticks[2 * i] & mask)) & mask) < (mask >> 1) && (pr->ticks[2 * i] & mask) != first)
+            first = pr->ticks[2 * i] & mask;
     bool *seen = calloc((size_t)pr->n_k + 1, sizeof *seen);
     if (!seen) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     for (int i = 0; i < pr->n_steps; i++) {
