@@ -47,6 +47,14 @@ static vf_status softmax_composed(vf_context *ctx, vf_tensor *const *in, vf_tens
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
+/* the softmax op (shaders/softmax.glsl, one kernel either way): the ceiling */
+static vf_status softmax_op(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_softmax(ctx, in[0], -1);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
 /* (x - mean) / sqrt(mean((x - mean)^2) + eps) * g + b along the last axis;
    user: the captured scalar eps */
 static vf_status layer_norm(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -160,6 +168,7 @@ int main(int argc, char **argv)
         {"8-op elementwise chain", chain8, 1, {quick ? 1 << 20 : 16 << 20, 0}, 1},
         {"composed softmax (last axis)", softmax_composed, 2, {r, 1024}, 1},
         {"composed softmax (last axis)", softmax_composed, 2, {2 * r, 1024}, 1},
+        {"softmax op (hand-written kernel, for reference)", softmax_op, 2, {2 * r, 1024}, 1},
         {"layer norm (last axis)", layer_norm, 2, {2 * r, 1024}, 3},
     };
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) bench(vk, cpu, &w[i], iters);

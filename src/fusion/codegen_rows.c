@@ -16,8 +16,13 @@
  * ...) and accumulates, then the workgroup combines. Per-row members are
  * evaluated once, right where they appear. A last pass evaluates and
  * stores the row-wide outputs; per-row outputs are stored by invocation 0.
- * So composed softmax exp(x - max(x)) / sum(...) reads x three times and
- * writes once, like the hand-written shaders/softmax.glsl.
+ * Rows that fit (C <= WG * RG cache length: 128 values per invocation on
+ * lavapipe, 4 on GPUs, a run-time branch on pc.cols) take a cached variant:
+ * the value each pass reduces is kept per invocation in a local array
+ * (at most RG_MAX_CACHES of them) and later passes read it back instead of
+ * recomputing its cone. Composed softmax exp(x - max(x)) / sum(...) then
+ * reads x once, computes one exp per element and writes once; longer rows
+ * recompute (x read three times, two exps), like shaders/softmax.glsl.
  *
  * Combining: on lavapipe (caps->is_cpu) the workgroup is one subgroup (8
  * lanes) and every combine is one subgroup op, no barrier (each barrier is
@@ -50,7 +55,15 @@ typedef struct {
     bool used_w[VF_KERNEL_MAX_BINDINGS];   /* input read in a row-wide context */
     bool used_s[VF_KERNEL_MAX_BINDINGS];   /* input read in a per-row context */
     vf_err *err;
+    /* the cached variant: values reduced by a pass are kept per invocation
+       in cv<v>[RG_CACHE] (column lid + jj * WG) for the later passes */
+    bool cached_mode, use_cache;
+    bool cached[RG_MAX_MEMBERS + VF_KERNEL_MAX_BINDINGS];   /* members, then inputs */
+    int n_cache;
+    uint32_t cache_len;
 } rg;
+
+#define RG_MAX_CACHES 3
 
 static int member_index(const vf_group *grp, int v)
 {
@@ -144,6 +157,21 @@ static vf_status classify(rg *r)
     return VF_OK;
 }
 
+static bool *cache_slot(rg *r, int v)
+{
+    int m = member_index(r->grp, v);
+    if (m >= 0) return &r->cached[m];
+    int t = input_index(r->grp, v);
+    return t >= 0 ? &r->cached[RG_MAX_MEMBERS + t] : NULL;
+}
+
+static bool is_cached(const rg *r, int v)
+{
+    if (!r->cached_mode || !r->use_cache) return false;
+    bool *c = cache_slot((rg *)r, v);
+    return c && *c;
+}
+
 /* Index expression of input t in a context (row-wide: column j). */
 static void input_index_expr(vf_sb *s, const rg *r, int t, bool wide)
 {
@@ -163,7 +191,8 @@ static void input_index_expr(vf_sb *s, const rg *r, int t, bool wide)
    sK per row). */
 static void ref(vf_sb *s, const rg *r, int v, bool wide)
 {
-    if (member_index(r->grp, v) >= 0) vf_sb_add(s, "t%d", v);
+    if (wide && is_cached(r, v)) vf_sb_add(s, "cv%d[jj]", v);
+    else if (member_index(r->grp, v) >= 0) vf_sb_add(s, "t%d", v);
     else vf_sb_add(s, "%s%d", wide ? "x" : "s", input_index(r->grp, v));
 }
 
@@ -215,6 +244,7 @@ static void emit_cone(vf_sb *s, const rg *r, bool *need, const char *ind, const 
         const vf_node *nd = &g->nodes[grp->nodes[m]];
         for (int k = 0; k < nd->n_in; k++) {
             if (nd->op == VF_OP_SPARSE_XENT && k == 0) continue;
+            if (is_cached(r, nd->in[k])) continue;
             int pm = member_index(grp, nd->in[k]);
             if (pm >= 0 && r->cls[pm] == CL_W) need[pm] = true;
             int t = input_index(grp, nd->in[k]);
@@ -229,7 +259,7 @@ static void emit_cone(vf_sb *s, const rg *r, bool *need, const char *ind, const 
             vf_sb_puts(s, ");\n");
         }
     for (int m = 0; m < grp->n_nodes; m++) {
-        if (!need[m] || r->cls[m] != CL_W) continue;
+        if (!need[m] || r->cls[m] != CL_W || is_cached(r, grp->nodes[m])) continue;
         int v = grp->nodes[m];
         const vf_node *nd = &g->nodes[v];
         if (nd->op == VF_OP_SOFTMAX || nd->op == VF_OP_LOG_SOFTMAX) {
@@ -248,35 +278,55 @@ static void emit_cone(vf_sb *s, const rg *r, bool *need, const char *ind, const 
     }
 }
 
+/* The loop over this invocation's columns j of the row. */
+static void loop_begin(vf_sb *s, const rg *r)
+{
+    if (r->cached_mode)
+        vf_sb_add(s, "    for (uint jj = 0u; jj < %uu; jj++) {\n        uint j = lid + jj * WG;\n"
+                     "        if (j >= pc.cols) break;\n", r->cache_len);
+    else
+        vf_sb_puts(s, "    for (uint j = lid; j < pc.cols; j += WG) {\n");
+}
+
 /* One pass over the row: acc (declared by the caller) combined with
-   `update` (printf-style with the value's reference as %s) of value x. */
-static void emit_pass(vf_sb *s, const rg *r, int x, const char *acc, const char *update, const uint32_t *fill)
+   `update` (printf-style with the value's reference as %s) of value x.
+   In the cached variant x is kept for later passes (at most
+   RG_MAX_CACHES values), or read back when an earlier pass kept it. */
+static void emit_pass(vf_sb *s, rg *r, int x, const char *acc, const char *update, const uint32_t *fill)
 {
     bool need[RG_MAX_MEMBERS] = {false};
     int xm = member_index(r->grp, x);
-    if (xm >= 0) need[xm] = true;
-    vf_sb_puts(s, "    for (uint j = lid; j < pc.cols; j += WG) {\n");
-    /* an input reduced directly is loaded by the cone as well */
-    if (xm < 0) {
+    bool was = is_cached(r, x), keep = r->cached_mode && !was && r->n_cache < RG_MAX_CACHES;
+    if (keep) vf_sb_add(s, "    float cv%d[%u];\n", x, r->cache_len);
+    loop_begin(s, r);
+    if (was) {
+        /* read back below */
+    } else if (xm < 0) {   /* an input reduced directly */
         int t = input_index(r->grp, x);
         vf_dtype dt = r->g->nodes[x].dtype;
         vf_sb_add(s, "        %s x%d = ld%d(", cg_ctype_name(cg_ctype_of(dt)), t, t);
         input_index_expr(s, r, t, true);
         vf_sb_puts(s, ");\n");
     } else {
+        need[xm] = true;
         emit_cone(s, r, need, "        ", fill);
     }
     vf_sb val = {0};
     ref(&val, r, x, true);
+    if (keep) vf_sb_add(s, "        cv%d[jj] = %s;\n", x, val.buf ? val.buf : "");
     vf_sb_add(s, "        %s = ", acc);
     vf_sb_add(s, update, val.buf ? val.buf : "");
     vf_sb_puts(s, ";\n    }\n");
     if (val.oom) s->oom = true;
     vf_sb_free(&val);
+    if (keep) {
+        *cache_slot(r, x) = true;
+        r->n_cache++;
+    }
 }
 
 /* The max and the sum of exp(x - max) of row-op member v's row: mN, sumN. */
-static void emit_max_sum(vf_sb *s, const rg *r, int v, const uint32_t *fill)
+static void emit_max_sum(vf_sb *s, rg *r, int v, const uint32_t *fill)
 {
     int x = r->g->nodes[v].in[row_in(&r->g->nodes[v])];
     char acc[32], upd[64];
@@ -312,6 +362,98 @@ static void emit_wg_fn(vf_sb *s, const char *T, const char *name, const char *pa
         vf_sb_add(s, comb, a, b, "");
         vf_sb_add(s, ";\n        barrier();\n    }\n    v = %s[0];\n    barrier();\n    return v;\n}\n", part);
     }
+}
+
+/* The members in node order, then the stores (see the file comment). */
+static void emit_body(vf_sb *s, rg *r, const uint32_t *fill)
+{
+    const vf_graph *g = r->g;
+    const vf_group *grp = r->grp;
+    int n_out = grp->n_outputs;
+    for (int m = 0; m < grp->n_nodes; m++) {
+        int v = grp->nodes[m];
+        const vf_node *nd = &g->nodes[v];
+        vf_sb_add(s, "    // node %d: %s [%c]\n", v, vf_node_name(nd), r->cls[m]);
+        if (is_reduction(nd->op)) {
+            bool key = nd->op == VF_OP_REDUCE_MAX || nd->op == VF_OP_REDUCE_MIN;
+            bool mx = nd->op == VF_OP_REDUCE_MAX;
+            char acc[32], upd[64];
+            snprintf(acc, sizeof acc, "a%d", v);
+            if (key) {
+                vf_sb_add(s, "    uint a%d = %s;\n", v, mx ? "0u" : "0xffffffffu");
+                snprintf(upd, sizeof upd, "%s(a%d, vf_key_f(%%s, %s))", mx ? "max" : "min", v, mx ? "true" : "false");
+            } else {
+                vf_sb_add(s, "    float a%d = 0.0;\n", v);
+                snprintf(upd, sizeof upd, "a%d + %%s", v);
+            }
+            emit_pass(s, r, nd->in[0], acc, upd, fill);
+            vf_sb ex = {0};
+            if (key) vf_sb_add(&ex, "vf_unkey_f(vf_wg_u%s(a%d))", mx ? "max" : "min", v);
+            else if (nd->op == VF_OP_REDUCE_MEAN) vf_sb_add(&ex, "(vf_wg_fsum(a%d) / float(pc.cols))", v);
+            else vf_sb_add(&ex, "vf_wg_fsum(a%d)", v);
+            vf_sb_add(s, "    float t%d = ", v);
+            if (ex.oom) s->oom = true;
+            vf_fused_to_ctype(s, nd->dtype, VF_CT_FLOAT, ex.buf ? ex.buf : "");
+            vf_sb_free(&ex);
+            vf_sb_puts(s, ";\n");
+        } else if (nd->op == VF_OP_SOFTMAX || nd->op == VF_OP_LOG_SOFTMAX) {
+            emit_max_sum(s, r, v, fill);
+            if (nd->op == VF_OP_SOFTMAX) vf_sb_add(s, "    float inv%d = 1.0 / sum%d;\n", v, v);
+            else vf_sb_add(s, "    float lse%d = m%d + log(sum%d);\n", v, v, v);
+        } else if (nd->op == VF_OP_SPARSE_XENT) {
+            emit_max_sum(s, r, v, fill);
+            /* loss = logsumexp(row) - row[label]; NaN for a label outside [0, C) */
+            vf_dtype ldt = g->nodes[nd->in[0]].dtype;
+            vf_sb_add(s, "    float t%d;\n    {\n        %s l = ", v, ldt == VF_I32 ? "int" : "uint");
+            ref(s, r, nd->in[0], false);
+            vf_sb_add(s, ";\n        bool ok = %suint(l) < pc.cols;\n        uint j = ok ? uint(l) : 0u;\n",
+                      ldt == VF_I32 ? "l >= 0 && " : "");
+            bool need[RG_MAX_MEMBERS] = {false}, uc = r->use_cache;
+            r->use_cache = false;   /* column `lab` is not this invocation's */
+            int x = nd->in[1], xm = member_index(grp, x);
+            if (xm >= 0) need[xm] = true;
+            if (xm >= 0) {
+                emit_cone(s, r, need, "        ", fill);
+            } else {
+                int t = input_index(grp, x);
+                vf_sb_add(s, "        float x%d = ld%d(", t, t);
+                input_index_expr(s, r, t, true);
+                vf_sb_puts(s, ");\n");
+            }
+            vf_sb_add(s, "        float xl = ");
+            ref(s, r, x, true);
+            r->use_cache = uc;
+            vf_sb_add(s, ";\n        t%d = ", v);
+            vf_sb ex = {0};
+            vf_sb_add(&ex, "(ok ? (m%d + log(sum%d)) - xl : vf_nan())", v, v);
+            if (ex.oom) s->oom = true;
+            vf_fused_to_ctype(s, nd->dtype, VF_CT_FLOAT, ex.buf ? ex.buf : "");
+            vf_sb_free(&ex);
+            vf_sb_puts(s, ";\n    }\n");
+        } else if (r->cls[m] != CL_W) {
+            emit_elementwise(s, r, v, false, "    ", fill);
+        }
+    }
+    /* stores: row-wide outputs in a last pass, per-row ones by lane 0 */
+    bool need[RG_MAX_MEMBERS] = {false}, any_w = false;
+    for (int o = 0; o < n_out; o++) {
+        int m = member_index(grp, grp->outputs[o]);
+        if (r->cls[m] == CL_W) need[m] = any_w = true;
+    }
+    if (any_w) {
+        loop_begin(s, r);
+        emit_cone(s, r, need, "        ", fill);
+        for (int o = 0; o < n_out; o++)
+            if (r->cls[member_index(grp, grp->outputs[o])] == CL_W) {
+                vf_sb_add(s, "        st%d(row * pc.cols + j, ", o);
+                ref(s, r, grp->outputs[o], true);
+                vf_sb_puts(s, ");\n");
+            }
+        vf_sb_puts(s, "    }\n");
+    }
+    for (int o = 0; o < n_out; o++)
+        if (r->cls[member_index(grp, grp->outputs[o])] != CL_W)
+            vf_sb_add(s, "    if (lid == 0u) st%d(row, t%d);\n", o, grp->outputs[o]);
 }
 
 vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_shape *shapes,
@@ -427,85 +569,15 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
             input_index_expr(s, &r, t, false);
             vf_sb_puts(s, ");\n");
         }
-    for (int m = 0; m < grp->n_nodes; m++) {
-        int v = grp->nodes[m];
-        const vf_node *nd = &g->nodes[v];
-        vf_sb_add(s, "    // node %d: %s [%c]\n", v, vf_node_name(nd), r.cls[m]);
-        if (is_reduction(nd->op)) {
-            bool key = nd->op == VF_OP_REDUCE_MAX || nd->op == VF_OP_REDUCE_MIN;
-            bool mx = nd->op == VF_OP_REDUCE_MAX;
-            char acc[32], upd[64];
-            snprintf(acc, sizeof acc, "a%d", v);
-            if (key) {
-                vf_sb_add(s, "    uint a%d = %s;\n", v, mx ? "0u" : "0xffffffffu");
-                snprintf(upd, sizeof upd, "%s(a%d, vf_key_f(%%s, %s))", mx ? "max" : "min", v, mx ? "true" : "false");
-            } else {
-                vf_sb_add(s, "    float a%d = 0.0;\n", v);
-                snprintf(upd, sizeof upd, "a%d + %%s", v);
-            }
-            emit_pass(s, &r, nd->in[0], acc, upd, fill);
-            vf_sb ex = {0};
-            if (key) vf_sb_add(&ex, "vf_unkey_f(vf_wg_u%s(a%d))", mx ? "max" : "min", v);
-            else if (nd->op == VF_OP_REDUCE_MEAN) vf_sb_add(&ex, "(vf_wg_fsum(a%d) / float(pc.cols))", v);
-            else vf_sb_add(&ex, "vf_wg_fsum(a%d)", v);
-            vf_sb_add(s, "    float t%d = ", v);
-            if (ex.oom) s->oom = true;
-            vf_fused_to_ctype(s, nd->dtype, VF_CT_FLOAT, ex.buf ? ex.buf : "");
-            vf_sb_free(&ex);
-            vf_sb_puts(s, ";\n");
-        } else if (nd->op == VF_OP_SOFTMAX || nd->op == VF_OP_LOG_SOFTMAX) {
-            emit_max_sum(s, &r, v, fill);
-            if (nd->op == VF_OP_SOFTMAX) vf_sb_add(s, "    float inv%d = 1.0 / sum%d;\n", v, v);
-            else vf_sb_add(s, "    float lse%d = m%d + log(sum%d);\n", v, v, v);
-        } else if (nd->op == VF_OP_SPARSE_XENT) {
-            emit_max_sum(s, &r, v, fill);
-            /* loss = logsumexp(row) - row[label]; NaN for a label outside [0, C) */
-            vf_dtype ldt = g->nodes[nd->in[0]].dtype;
-            vf_sb_add(s, "    float t%d;\n    {\n        %s l = ", v, ldt == VF_I32 ? "int" : "uint");
-            ref(s, &r, nd->in[0], false);
-            vf_sb_add(s, ";\n        bool ok = %suint(l) < pc.cols;\n        uint j = ok ? uint(l) : 0u;\n",
-                      ldt == VF_I32 ? "l >= 0 && " : "");
-            bool need[RG_MAX_MEMBERS] = {false};
-            int x = nd->in[1], xm = member_index(grp, x);
-            if (xm >= 0) need[xm] = true;
-            if (xm >= 0) {
-                emit_cone(s, &r, need, "        ", fill);
-            } else {
-                int t = input_index(grp, x);
-                vf_sb_add(s, "        float x%d = ld%d(", t, t);
-                input_index_expr(s, &r, t, true);
-                vf_sb_puts(s, ");\n");
-            }
-            vf_sb_add(s, "        float xl = ");
-            ref(s, &r, x, true);
-            vf_sb_add(s, ";\n        t%d = ", v);
-            vf_sb ex = {0};
-            vf_sb_add(&ex, "(ok ? (m%d + log(sum%d)) - xl : vf_nan())", v, v);
-            if (ex.oom) s->oom = true;
-            vf_fused_to_ctype(s, nd->dtype, VF_CT_FLOAT, ex.buf ? ex.buf : "");
-            vf_sb_free(&ex);
-            vf_sb_puts(s, ";\n    }\n");
-        } else if (r.cls[m] != CL_W) {
-            emit_elementwise(s, &r, v, false, "    ", fill);
-        }
-    }
-    /* stores: row-wide outputs in a last pass, per-row ones by lane 0 */
-    bool need[RG_MAX_MEMBERS] = {false}, any_w = false;
-    for (int o = 0; o < n_out; o++) {
-        int m = member_index(grp, grp->outputs[o]);
-        if (r.cls[m] == CL_W) need[m] = any_w = true;
-    }
-    if (any_w) {
-        vf_sb_puts(s, "    for (uint j = lid; j < pc.cols; j += WG) {\n");
-        emit_cone(s, &r, need, "        ", fill);
-        for (int o = 0; o < n_out; o++)
-            if (r.cls[member_index(grp, grp->outputs[o])] == CL_W)
-                vf_sb_add(s, "        st%d(row * pc.cols + j, t%d);\n", o, grp->outputs[o]);
-        vf_sb_puts(s, "    }\n");
-    }
-    for (int o = 0; o < n_out; o++)
-        if (r.cls[member_index(grp, grp->outputs[o])] != CL_W)
-            vf_sb_add(s, "    if (lid == 0u) st%d(row, t%d);\n", o, grp->outputs[o]);
+    uint32_t cache_len = caps->is_cpu ? 128u : 4u;
+    r.cache_len = cache_len;
+    vf_sb_add(s, "    if (pc.cols <= %uu) {   // the row fits in the invocations' caches\n", wg * cache_len);
+    r.cached_mode = r.use_cache = true;
+    emit_body(s, &r, fill);
+    vf_sb_puts(s, "    } else {\n");
+    r.cached_mode = false;
+    emit_body(s, &r, fill);
+    vf_sb_puts(s, "    }\n");
     vf_sb_puts(s, "}\n");
     cg_groups_linear(&cg, rows);
     return cg_finish(&cg, wg, NULL);
