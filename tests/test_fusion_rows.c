@@ -13,7 +13,9 @@
  *
  * Traced functions: composed softmax and layer norm with a symbolic batch
  * dim are one kernel per call at every batch size (one trace), 5 and 9
- * kernels with VKFUSE_FUSION=0, and equal the CPU backend.
+ * kernels with VKFUSE_FUSION=0, and equal the CPU backend; sparse_xent
+ * with a prologue and an epilogue is one kernel (NaN for bad labels); an
+ * empty batch runs without error.
  */
 #include "testutil.h"
 #include "vk_test_common.h"
@@ -529,6 +531,99 @@ static void test_traced_layer_norm(void **state)
     check_fn("layer norm", layer_norm, 3, 9);
 }
 
+/* loss = xent(labels, x * 2) * 0.5 per row: one kernel; labels out of
+   range give NaN in both */
+static const float two = 2.0f, half = 0.5f;
+static vf_tensor *two_t, *half_t;
+
+static vf_status xent_fn(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_mul(ctx, vf_sparse_softmax_cross_entropy(ctx, in[1], vf_mul(ctx, in[0], two_t)), half_t);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static float *run_xent(vf_backend b, bool fuse, vf_function_stats *fs)
+{
+    enum { XR = 13, XC = 1027 };
+    vf_context *ctx = vt_context(b);
+    two_t = vf_tensor_from_host(ctx, VF_F32, 0, NULL, &two);
+    half_t = vf_tensor_from_host(ctx, VF_F32, 0, NULL, &half);
+    float *x = malloc(sizeof *x * XR * XC);
+    int32_t lab[XR];
+    assert_non_null(x);
+    vt_fill_uniform(x, XR * XC, -5, 5, 7);
+    vt_fill_int(lab, XR, 0, XC - 1, 8);
+    lab[3] = XC;   /* out of range: NaN */
+    lab[5] = -1;
+    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){XR, XC}, x),
+                        vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){XR}, lab)};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "xent", .body = xent_fn, .n_inputs = 2,
+                                                                  .n_outputs = 1});
+    assert_non_null(fn);
+    if (!fuse) setenv("VKFUSE_FUSION", "0", 1);
+    vf_tensor *out = NULL;
+    vf_status s = vf_function_call(fn, in, &out);
+    unsetenv("VKFUSE_FUSION");
+    assert_int_equal(s, VF_OK);
+    assert_int_equal(vf_tensor_rank(out), 1);
+    assert_int_equal(vf_tensor_dim(out, 0), XR);
+    float *r = vt_read(out);
+    assert_int_equal(vf_function_stats_get(fn, fs), VF_OK);
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+    free(x);
+    return r;
+}
+
+static void test_traced_xent(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    vf_function_stats f, u, c;
+    float *fo = run_xent(VF_BACKEND_VULKAN, true, &f), *uo = run_xent(VF_BACKEND_VULKAN, false, &u);
+    float *co = run_xent(VF_BACKEND_CPU, true, &c);
+    assert_int_equal(f.kernels, 1);
+    assert_int_equal(u.kernels, 3);
+    assert_true(isnan(fo[3]) && isnan(fo[5]) && isnan(co[3]) && isnan(co[5]));
+    vt_assert_close_f32(fo, co, 13, 1e-5, 1e-5, "xent: fused vs cpu");
+    vt_assert_close_f32(uo, co, 13, 1e-5, 1e-5, "xent: unfused vs cpu");
+    free(fo);
+    free(uo);
+    free(co);
+}
+
+/* An empty batch: nothing to run, an empty result, no error. */
+static void test_traced_empty_batch(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    vf_tensor_spec sig = {VF_F32, 2, {-1, TC}};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "empty", .body = composed_softmax,
+                                                                  .n_inputs = 1, .n_outputs = 1,
+                                                                  .input_signature = &sig});
+    assert_non_null(fn);
+    for (int64_t b = 2; b >= 0; b -= 2) {   /* 2, then 0 */
+        float x[2 * TC];
+        vt_fill_uniform(x, 2 * TC, -1, 1, 5);
+        vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){b, TC}, x), *out = NULL;
+        assert_int_equal(vf_function_call(fn, &in, &out), VF_OK);
+        assert_int_equal(vf_tensor_dim(out, 0), b);
+        if (b) {
+            float *r = vt_read(out);
+            for (int i = 0; i < 2; i++) {
+                double sum = 0;
+                for (int j = 0; j < TC; j++) sum += r[i * TC + j];
+                assert_true(fabs(sum - 1.0) < 1e-4);
+            }
+            free(r);
+        }
+    }
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -537,6 +632,8 @@ int main(void)
         cmocka_unit_test(test_patterns_on_device),
         cmocka_unit_test(test_traced_softmax),
         cmocka_unit_test(test_traced_layer_norm),
+        cmocka_unit_test(test_traced_xent),
+        cmocka_unit_test(test_traced_empty_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
