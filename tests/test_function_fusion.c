@@ -1,7 +1,8 @@
 /* Fusion inside recorded plans of traced functions on Vulkan: an 8-op
  * elementwise chain is one kernel and one dispatch per call (eight with
  * VKFUSE_FUSION=0), a diamond DAG with two outputs is one kernel, a
- * reduction in the middle of a chain stays a kernel of its own, results
+ * reduction in the middle of a chain stays a kernel of its own unless it
+ * reduces the last axis (then the whole chain is one row group), results
  * equal the CPU backend (node by node) and the unfused plan, and fusion
  * never needs more memory. */
 #include "testutil.h"
@@ -44,12 +45,11 @@ static vf_status diamond(vf_context *ctx, vf_tensor *const *in, vf_tensor **out,
     return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
 }
 
-/* h = exp(x) * x; out = sqrt(abs(h / sum(h, axis 1))) */
+/* h = exp(x) * x; out = sqrt(abs(h / sum(h, axis *user))) */
 static vf_status with_reduce(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
-    (void)user;
     vf_tensor *h = vf_mul(ctx, vf_exp(ctx, in[0]), in[0]);
-    vf_tensor *s = vf_reduce_sum(ctx, h, 1, (int[]){1}, true);
+    vf_tensor *s = vf_reduce_sum(ctx, h, 1, (int[]){*(const int *)user}, true);
     out[0] = vf_sqrt(ctx, vf_abs(ctx, vf_div(ctx, h, s)));
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
@@ -61,14 +61,14 @@ typedef struct result {
 
 /* Calls body twice (trace + plan, then the recorded plan again) on backend
    b with fusion on or off, keeping the outputs of the second call. */
-static void run(vf_backend b, bool fuse, vf_body body, int n_in, int n_out, const float *x,
+static void run(vf_backend b, bool fuse, vf_body body, void *user, int n_in, int n_out, const float *x,
                 const float *y, result *r)
 {
     vf_context *ctx = vt_context(b);
     make_consts(ctx);
     vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){R, C}, x),
                         n_in > 1 ? vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){C}, y) : NULL};
-    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "fused", .body = body, .n_inputs = n_in,
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "fused", .body = body, .user = user, .n_inputs = n_in,
                                                                   .n_outputs = n_out});
     assert_non_null(fn);
     if (!fuse) setenv("VKFUSE_FUSION", "0", 1); /* read when the plan is built */
@@ -92,7 +92,7 @@ static void free_result(result *r)
 
 /* Runs body fused, unfused and on the CPU; checks the kernel counts and
    that all three agree. */
-static void check(const char *what, vf_body body, int n_in, int n_out, int fused_kernels,
+static void check(const char *what, vf_body body, void *user, int n_in, int n_out, int fused_kernels,
                   int unfused_kernels)
 {
     float *x = malloc(sizeof *x * R * C), y[C];
@@ -100,9 +100,9 @@ static void check(const char *what, vf_body body, int n_in, int n_out, int fused
     vt_fill_uniform(x, R * C, -2, 2, 11);
     vt_fill_uniform(y, C, -1.5f, 1.5f, 12);
     result f = {0}, u = {0}, cpu = {0};
-    run(VF_BACKEND_VULKAN, true, body, n_in, n_out, x, y, &f);
-    run(VF_BACKEND_VULKAN, false, body, n_in, n_out, x, y, &u);
-    run(VF_BACKEND_CPU, true, body, n_in, n_out, x, y, &cpu);
+    run(VF_BACKEND_VULKAN, true, body, user, n_in, n_out, x, y, &f);
+    run(VF_BACKEND_VULKAN, false, body, user, n_in, n_out, x, y, &u);
+    run(VF_BACKEND_CPU, true, body, user, n_in, n_out, x, y, &cpu);
     printf("%s: fused %d kernels / %d dispatches, peak %lld bytes; unfused %d / %d, peak %lld bytes\n", what,
            f.fs.kernels, f.fs.dispatches_per_call, (long long)f.fs.peak_bytes, u.fs.kernels,
            u.fs.dispatches_per_call, (long long)u.fs.peak_bytes);
@@ -132,22 +132,26 @@ static void test_chain(void **state)
 {
     (void)state;
     if (!vt_have_vulkan()) skip();
-    check("8-op chain", chain8, 1, 1, 1, 8);
+    check("8-op chain", chain8, NULL, 1, 1, 1, 8);
 }
 
 static void test_diamond(void **state)
 {
     (void)state;
     if (!vt_have_vulkan()) skip();
-    check("diamond", diamond, 2, 2, 1, 6);
+    check("diamond", diamond, NULL, 2, 2, 1, 6);
 }
 
 static void test_reduction_in_the_middle(void **state)
 {
     (void)state;
     if (!vt_have_vulkan()) skip();
-    /* exp*mul, the reduction, div-abs-sqrt */
-    check("reduction in the middle", with_reduce, 1, 1, 3, 6);
+    /* along axis 0: exp*mul, the reduction, div-abs-sqrt */
+    int axis = 0;
+    check("reduction in the middle (axis 0)", with_reduce, &axis, 1, 1, 3, 6);
+    /* along the last axis: one row group (docs/FUSION.md) */
+    axis = 1;
+    check("reduction in the middle (last axis)", with_reduce, &axis, 1, 1, 1, 6);
 }
 
 /* The fused chain's exact figures: nothing in the arena, one output. */
@@ -158,7 +162,7 @@ static void test_chain_memory(void **state)
     float *x = calloc(R * C, sizeof *x);
     assert_non_null(x);
     result f = {0};
-    run(VF_BACKEND_VULKAN, true, chain8, 1, 1, x, NULL, &f);
+    run(VF_BACKEND_VULKAN, true, chain8, NULL, 1, 1, x, NULL, &f);
     assert_int_equal(f.fs.dispatches_per_call, 1);
     assert_int_equal(f.fs.arena_bytes, 0);
     assert_int_equal(f.fs.peak_bytes, R * C * 4);

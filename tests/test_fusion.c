@@ -150,26 +150,50 @@ static void test_diamond(void **state)
     vf_graph_free(g);
 }
 
-static void test_reduce_in_the_middle(void **state)
+/* {exp, mul} -> sum over `axis` (keepdims) -> {div, sqrt} */
+static vf_graph *reduce_middle(int axis)
 {
-    (void)state;
     vf_graph *g = vf_graph_new(NULL);
-    vf_shape s = shp(2, (int64_t[]){4, 9}), r = shp(2, (int64_t[]){4, 1});
+    vf_shape s = shp(2, (int64_t[]){4, 9}), r = shp(2, (int64_t[]){axis ? 4 : 1, axis ? 1 : 9});
     int x = param(g, VF_F32, s);
     int a = op(g, VF_OP_EXP, 1, &x, VF_F32, s);
     int a2 = op(g, VF_OP_MUL, 2, (int[]){a, a}, VF_F32, s);
     int sum = op(g, VF_OP_REDUCE_SUM, 1, &a2, VF_F32, r);
-    g->nodes[sum].attrs.axes_mask = 2;
+    g->nodes[sum].attrs.axes_mask = 1u << axis;
     g->nodes[sum].attrs.keepdims = true;
     int c = op(g, VF_OP_DIV, 2, (int[]){a2, sum}, VF_F32, s);
     int d = op(g, VF_OP_SQRT, 1, &c, VF_F32, s);
     outputs(g, 1, &d);
+    return g;
+}
+
+static void test_reduce_in_the_middle(void **state)
+{
+    (void)state;
+    /* not along the last axis: {exp, mul} -> sum -> {div, sqrt}, the
+       reduction is a kernel of its own and is not recomputed */
+    vf_graph *g = reduce_middle(0);
     vf_partition_t p;
-    /* {exp, mul} -> sum -> {div, sqrt}: the reduction is not recomputed */
     assert_int_equal(count_with(g, true, &p), 3);
-    assert_int_equal(p.groups[p.group_of[a]].n_nodes, 2);
-    assert_int_equal(p.groups[p.group_of[sum]].kind, VF_GROUP_SINGLE);
-    assert_int_equal(p.groups[p.group_of[d]].n_nodes, 2);
+    assert_int_equal(p.groups[p.group_of[2]].n_nodes, 2);
+    assert_int_equal(p.groups[p.group_of[3]].kind, VF_GROUP_SINGLE);
+    assert_int_equal(p.groups[p.group_of[5]].n_nodes, 2);
+    vf_partition_free(&p);
+    vf_graph_free(g);
+    /* along the last axis: one row group, the sum its center */
+    g = reduce_middle(1);
+    assert_int_equal(count_with(g, true, &p), 1);
+    assert_int_equal(p.groups[p.group_of[3]].kind, VF_GROUP_ROW_EPILOGUE);
+    assert_int_equal(p.groups[p.group_of[3]].center, 3);
+    assert_int_equal(p.groups[p.group_of[3]].n_nodes, 5);
+    assert_false(p.groups[p.group_of[3]].may_alias_input);
+    vf_partition_free(&p);
+    /* without row fusion: 3 again */
+    vf_fusion_options o = opts(true);
+    o.fuse_rows = false;
+    vf_err err = {0};
+    assert_int_equal(vf_partition(g, &o, &p, &err), VF_OK);
+    assert_int_equal(kernel_groups(g, &p), 3);
     vf_partition_free(&p);
     vf_graph_free(g);
 }

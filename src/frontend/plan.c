@@ -365,6 +365,17 @@ static void fusion_free(fusion *f)
 /* Partitions g and puts the execs in group order (ord, step: the kernel
    each exec belongs to). false: out of host memory. Without fusion, or if
    the graph cannot be partitioned, the order stays the node order. */
+/* The group kinds handed to the backend as one vf_plan_fused kernel. */
+static bool fusable_kind(vf_group_kind k)
+{
+    switch (k) {
+    case VF_GROUP_ELEMENTWISE_DAG: return true;
+    case VF_GROUP_ROW_EPILOGUE: return true;   /* codegen_rows.c */
+    case VF_GROUP_MATMUL_EPILOGUE: return true; /* codegen_matmul.c */
+    default: return false;
+    }
+}
+
 static bool plan_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *ord, int *step)
 {
     for (int x = 0; x < b->n_ex; x++) ord[x] = step[x] = x;
@@ -379,8 +390,7 @@ static bool plan_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f,
     f->have_part = true;
     int n_dag = 0, n_tens = 0;
     for (int gi = 0; gi < f->part.n_groups; gi++)
-        if (f->part.groups[gi].kind == VF_GROUP_ELEMENTWISE_DAG ||
-            f->part.groups[gi].kind == VF_GROUP_MATMUL_EPILOGUE) {
+        if (fusable_kind(f->part.groups[gi].kind)) {
             n_dag++;
             n_tens += f->part.groups[gi].n_inputs + f->part.groups[gi].n_outputs;
         }
@@ -395,7 +405,7 @@ static bool plan_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f,
     int n = 0, steps = 0;
     for (int gi = 0; gi < f->part.n_groups; gi++) {
         const vf_group *grp = &f->part.groups[gi];
-        bool fuse = grp->kind == VF_GROUP_ELEMENTWISE_DAG || grp->kind == VF_GROUP_MATMUL_EPILOGUE;
+        bool fuse = fusable_kind(grp->kind);
         for (int m = 0; fuse && m < grp->n_nodes; m++) fuse = b->node_nex[grp->nodes[m]] == 1;
         if (fuse && n + grp->n_nodes <= b->n_ex) {
             vf_plan_fused *pf = &f->fused[f->n_fused++];

@@ -83,7 +83,7 @@ static const char *pick_expr(const vf_op_info *info, vf_dtype data)
 
 /* Converts expression v of compute type ct to the compute type of dt with
    the cast rules (f16: rounded through f16 bits). */
-static void to_ctype(vf_sb *s, vf_dtype dt, vf_ctype ct, const char *v)
+void vf_fused_to_ctype(vf_sb *s, vf_dtype dt, vf_ctype ct, const char *v)
 {
     switch (dt) {
     case VF_F32:
@@ -124,28 +124,35 @@ static bool is_member(const vf_group *grp, int v)
     return false;
 }
 
-/* The per-member op functions: `RT op_<id>(CTa a, ...)`. */
+/* The op function of member v: `RT op_<v>(CTa a, ...)`. */
+vf_status vf_fused_op_fn(vf_sb *s, const vf_graph *g, int v, vf_err *err)
+{
+    const vf_node *nd = &g->nodes[v];
+    const vf_op_info *info = vf_op_get(nd->op);
+    if (nd->op == VF_OP_FILL) return VF_OK;   /* a constant: no function */
+    int data = nd->op == VF_OP_WHERE ? 1 : 0;
+    vf_dtype dt = g->nodes[nd->in[data]].dtype;
+    const char *expr = pick_expr(info, dt);
+    if (!expr)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL expression for dtype %s in the op table",
+                          info->name, vf_dtype_name(dt));
+    vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
+    vf_sb_add(s, "%s op_%d(", cg_ctype_name(rt), v);
+    static const char *const an[3] = {"a", "b", "c"};
+    for (int k = 0; k < nd->n_in; k++) {
+        vf_ctype ct = (nd->op == VF_OP_WHERE && k == 0) ? VF_CT_BOOL : cg_ctype_of(g->nodes[nd->in[k]].dtype);
+        vf_sb_add(s, "%s%s %s", k ? ", " : "", cg_ctype_name(ct), an[k]);
+    }
+    vf_sb_add(s, ") { return %s; }   // %s\n", expr, info->name);
+    return VF_OK;
+}
+
+/* The per-member op functions. */
 static vf_status emit_op_fns(vf_cg *cg, const vf_graph *g, const vf_group *grp, vf_err *err)
 {
-    vf_sb *s = &cg->decl;
     for (int m = 0; m < grp->n_nodes; m++) {
-        const vf_node *nd = &g->nodes[grp->nodes[m]];
-        const vf_op_info *info = vf_op_get(nd->op);
-        if (nd->op == VF_OP_FILL) continue;   /* a constant: no function */
-        int data = nd->op == VF_OP_WHERE ? 1 : 0;
-        vf_dtype dt = g->nodes[nd->in[data]].dtype;
-        const char *expr = pick_expr(info, dt);
-        if (!expr)
-            return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL expression for dtype %s in the op table",
-                              info->name, vf_dtype_name(dt));
-        vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
-        vf_sb_add(s, "%s op_%d(", cg_ctype_name(rt), grp->nodes[m]);
-        static const char *const an[3] = {"a", "b", "c"};
-        for (int k = 0; k < nd->n_in; k++) {
-            vf_ctype ct = (nd->op == VF_OP_WHERE && k == 0) ? VF_CT_BOOL : cg_ctype_of(g->nodes[nd->in[k]].dtype);
-            vf_sb_add(s, "%s%s %s", k ? ", " : "", cg_ctype_name(ct), an[k]);
-        }
-        vf_sb_add(s, ") { return %s; }   // %s\n", expr, info->name);
+        vf_status st = vf_fused_op_fn(&cg->decl, g, grp->nodes[m], err);
+        if (st) return st;
     }
     return VF_OK;
 }
@@ -167,14 +174,7 @@ static void emit_eval(vf_sb *s, const vf_graph *g, const vf_group *grp, const ch
         vf_ctype ct = cg_ctype_of(nd->dtype);
         vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(ct), v);
         if (nd->op == VF_OP_FILL) {
-            /* the fill value, exactly as stored, as a compute-type literal */
-            uint32_t b = fill_bits[m];
-            switch (nd->dtype) {
-            case VF_F32: vf_sb_add(s, "uintBitsToFloat(0x%08xu)", b); break;
-            case VF_F16: vf_sb_add(s, "vf_h2f(0x%04xu)", b & 0xffffu); break;
-            case VF_I32: vf_sb_add(s, "int(0x%08xu)", b); break;
-            default: vf_sb_add(s, "0x%08xu", nd->dtype == VF_BOOL ? (b & 0xffu ? 1u : 0u) : b); break;
-            }
+            vf_fused_fill_literal(s, nd->dtype, fill_bits[m]);
             vf_sb_add(s, ";   // fill\n");
             continue;
         }
@@ -198,13 +198,24 @@ static void emit_eval(vf_sb *s, const vf_graph *g, const vf_group *grp, const ch
         vf_dtype dt = g->nodes[nd->in[data]].dtype;
         vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
         if (call.oom) s->oom = true;
-        to_ctype(s, nd->dtype, rt, call.buf ? call.buf : "");
+        vf_fused_to_ctype(s, nd->dtype, rt, call.buf ? call.buf : "");
         vf_sb_free(&call);
         vf_sb_add(s, ";   // %s\n", info->name);
     }
 }
 
-static void fill_bits_of(const vf_node *nd, uint32_t *bits)
+void vf_fused_fill_literal(vf_sb *s, vf_dtype dt, uint32_t b)
+{
+    /* the fill value, exactly as stored, as a compute-type literal */
+    switch (dt) {
+    case VF_F32: vf_sb_add(s, "uintBitsToFloat(0x%08xu)", b); break;
+    case VF_F16: vf_sb_add(s, "vf_h2f(0x%04xu)", b & 0xffffu); break;
+    case VF_I32: vf_sb_add(s, "int(0x%08xu)", b); break;
+    default: vf_sb_add(s, "0x%08xu", dt == VF_BOOL ? (b & 0xffu ? 1u : 0u) : b); break;
+    }
+}
+
+void vf_fused_fill_bits(const vf_node *nd, uint32_t *bits)
 {
     uint8_t tmp[8] = {0};
     vf_store_f64(tmp, nd->dtype, 0, nd->attrs.value);
@@ -294,7 +305,7 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
     }
     uint32_t fills[64] = {0};
     for (int m = 0; m < grp->n_nodes && m < 64; m++)
-        if (g->nodes[grp->nodes[m]].op == VF_OP_FILL) fill_bits_of(&g->nodes[grp->nodes[m]], &fills[m]);
+        if (g->nodes[grp->nodes[m]].op == VF_OP_FILL) vf_fused_fill_bits(&g->nodes[grp->nodes[m]], &fills[m]);
     if (grp->n_nodes > 64) {
         cg_abort(&cg);
         return vf_err_set(err, VF_ERROR_UNSUPPORTED, "fused group: %d ops (at most 64)", grp->n_nodes);
@@ -388,6 +399,7 @@ vf_status vf_codegen_group(const vf_graph *g, const vf_group *grp, const vf_shap
     vf_status st;
     switch (grp->kind) {
     case VF_GROUP_ELEMENTWISE_DAG: st = elementwise_dag(g, grp, shapes, caps, out, err); break;
+    case VF_GROUP_ROW_EPILOGUE: st = vf_codegen_row_group(g, grp, shapes, caps, out, err); break;
     case VF_GROUP_MATMUL_EPILOGUE: st = vf_codegen_matmul_group(g, grp, shapes, caps, out, err); break;
     default:
         st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "codegen: no fused generator for %s groups yet; run its nodes "

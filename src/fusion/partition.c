@@ -19,6 +19,7 @@
  */
 #include "fusion/partition.h"
 #include "fusion/sb.h"
+#include "util/dtype.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +32,8 @@ void vf_fusion_options_default(vf_fusion_options *opt)
     memset(opt, 0, sizeof *opt);
     const char *env = getenv("VKFUSE_FUSION");
     opt->enabled = !(env && strcmp(env, "0") == 0);
-    /* Row groups are formed only when asked for: codegen_fused.c has no
-       generator for them yet. Matmul groups: codegen_matmul_fused.c. */
-    opt->fuse_rows = false;
+    /* Row groups: codegen_rows.c; matmul groups: codegen_matmul_fused.c. */
+    opt->fuse_rows = true;
     opt->fuse_matmul = true;
     opt->max_nodes = DEFAULT_MAX_NODES;
 }
@@ -97,12 +97,70 @@ static int new_group(pstate *s, vf_group_kind kind, int epoch, const vf_shape *s
     return id;
 }
 
-/* Row ops the row kernels handle with fused code: along the last axis. */
-static bool row_center(const vf_node *n)
+/* Row nodes ("centers"): softmax / log_softmax along the last axis,
+   sparse_xent, and sum / mean / max / min over the last axis only with
+   keepdims, all of a float dtype. Returns the index of the row input or -1. */
+static int row_input(const vf_graph *g, const vf_node *n)
 {
-    if (n->kind != VF_NODE_OP) return false;
-    if (n->op == VF_OP_SPARSE_XENT) return true;
-    return (n->op == VF_OP_SOFTMAX || n->op == VF_OP_LOG_SOFTMAX) && n->attrs.axis == n->shape.rank - 1;
+    if (n->kind != VF_NODE_OP || n->n_in < 1) return -1;
+    int x = n->op == VF_OP_SPARSE_XENT ? 1 : 0;
+    if (x >= n->n_in) return -1;
+    const vf_node *in = &g->nodes[n->in[x]];
+    if (in->shape.rank < 1 || !vf_dtype_is_float(in->dtype)) return -1;
+    switch (n->op) {
+    case VF_OP_SPARSE_XENT: return 1;
+    case VF_OP_SOFTMAX: case VF_OP_LOG_SOFTMAX: return n->attrs.axis == n->shape.rank - 1 ? 0 : -1;
+    case VF_OP_REDUCE_SUM: case VF_OP_REDUCE_MEAN: case VF_OP_REDUCE_MAX: case VF_OP_REDUCE_MIN:
+        return n->attrs.keepdims && n->attrs.axes_mask == 1u << (in->shape.rank - 1) ? 0 : -1;
+    default: return -1;
+    }
+}
+
+static bool row_center(const vf_graph *g, const vf_node *n) { return row_input(g, n) >= 0; }
+
+static int64_t numel_range(const vf_shape *s, int from, int to)
+{
+    int64_t n = 1;
+    for (int d = from; d < to; d++) n *= s->dim[d];
+    return n;
+}
+
+vf_row_class vf_row_classify(const vf_shape *s, const vf_shape *row)
+{
+    if (vf_shape_equal(s, row)) return VF_ROW_WIDE;
+    if (s->rank == row->rank) {
+        for (int d = 0; d + 1 < s->rank; d++)
+            if (s->dim[d] != row->dim[d]) return VF_ROW_NONE;
+        return s->dim[s->rank - 1] == 1 ? VF_ROW_SCALAR : VF_ROW_NONE;
+    }
+    if (s->rank + 1 == row->rank) {
+        for (int d = 0; d < s->rank; d++)
+            if (s->dim[d] != row->dim[d]) return VF_ROW_NONE;
+        return VF_ROW_DROPPED;
+    }
+    return VF_ROW_NONE;
+}
+
+bool vf_row_input_index(const vf_shape *in, const vf_shape *row, vf_row_class where, uint32_t *row_stride,
+                        uint32_t *col_stride)
+{
+    int R = row->rank;
+    int64_t rows = numel_range(row, 0, R - 1), cols = row->dim[R - 1];
+    int64_t n = numel_range(in, 0, in->rank);
+    *row_stride = *col_stride = 0;
+    if (where == VF_ROW_DROPPED) {   /* aligned with [rows] */
+        if (n == rows && rows != 1) *row_stride = 1;
+        return n == 1 || n == rows;
+    }
+    if (in->rank > R) return false;
+    bool colfull = in->rank >= 1 && in->dim[in->rank - 1] != 1;
+    if (colfull && (cols == 1 || in->dim[in->rank - 1] != cols)) return false;
+    int64_t outer = in->rank >= 1 ? numel_range(in, 0, in->rank - 1) : 1;
+    if (outer != 1 && outer != rows) return false;
+    if (colfull && where == VF_ROW_SCALAR) return false;
+    *col_stride = colfull ? 1u : 0u;
+    if (outer == rows && rows != 1) *row_stride = colfull ? (uint32_t)cols : 1u;
+    return true;
 }
 
 /* Counts the tensors a group made of the groups in cand[] plus node n would
@@ -141,13 +199,56 @@ static int members_of(pstate *s, const int *cand, int nc)
     return m;
 }
 
+/* Whether elementwise node nd may be a member of a row group of row shape
+   `row` when it reads member value p: its shape is the row's, the kept
+   per-row shape [..., 1] or the dropped one [...] (sparse_xent losses), and
+   a per-row value feeds only per-row or row-wide values. */
+static bool row_member_ok(const vf_graph *g, const vf_node *nd, int p, const vf_shape *row)
+{
+    vf_row_class c = vf_row_classify(&nd->shape, row), pc = vf_row_classify(&g->nodes[p].shape, row);
+    if (c == VF_ROW_NONE || pc == VF_ROW_NONE) return false;
+    return pc == c || (c == VF_ROW_WIDE && pc == VF_ROW_SCALAR);
+}
+
+/* Every external input of every member of a would-be row group (cand[]
+   plus n) can be indexed by the row kernel (vf_row_input_index). */
+static bool row_inputs_ok(pstate *s, const int *cand, int nc, int n, const vf_shape *row)
+{
+    const vf_graph *g = s->g;
+    for (int v = 0; v <= n; v++) {
+        bool member = v == n;
+        int r = v == n ? -1 : find(s, s->gid[v]);
+        for (int c = 0; c < nc && !member; c++) member = r == cand[c];
+        if (!member) continue;
+        const vf_node *nd = &g->nodes[v];
+        vf_row_class where = row_center(g, nd) ? VF_ROW_WIDE : vf_row_classify(&nd->shape, row);
+        if (where == VF_ROW_NONE) return false;
+        for (int k = 0; k < nd->n_in; k++) {
+            int p = nd->in[k];
+            bool pin = p == n;
+            int pr = find(s, s->gid[p]);
+            for (int c = 0; c < nc && !pin; c++) pin = pr == cand[c];
+            if (pin) continue;
+            vf_row_class w = where;
+            if (nd->op == VF_OP_SPARSE_XENT) w = k == 0 ? VF_ROW_DROPPED : VF_ROW_WIDE;
+            uint32_t rs, cs;
+            if (!vf_row_input_index(&g->nodes[p].shape, row, w, &rs, &cs)) return false;
+        }
+    }
+    return true;
+}
+
 /* The group node n (fusible elementwise, or a center) joins; -1: a new one. */
 static int choose(pstate *s, int n, int epoch)
 {
-    const vf_node *nd = &s->g->nodes[n];
+    const vf_graph *g = s->g;
+    const vf_node *nd = &g->nodes[n];
     int cand[3 * 4];
     int nc = 0;
-    bool have_center = false;
+    int rx = row_center(g, nd) ? row_input(g, nd) : -1;
+    /* the row shape of the group n would end up in, if a row group */
+    const vf_shape *row = rx >= 0 ? &g->nodes[nd->in[rx]].shape : NULL;
+    int special = -1;   /* the one row / matmul candidate */
     for (int k = 0; k < nd->n_in; k++) {
         int p = nd->in[k];
         int r = find(s, s->gid[p]);
@@ -157,26 +258,48 @@ static int choose(pstate *s, int n, int epoch)
         if (w->kind == VF_GROUP_ELEMENTWISE_DAG) {
             ok = vf_shape_equal(&w->shape, &nd->shape) && vf_fusible_elementwise(nd);
             /* a row op's prologue: elementwise producers of the row input */
-            if (row_center(nd)) {
-                int x = nd->op == VF_OP_SPARSE_XENT ? 1 : 0;
-                ok = k == x && vf_shape_equal(&w->shape, &s->g->nodes[p].shape) && !have_center;
-            }
+            if (rx >= 0) ok = k == rx && vf_shape_equal(&w->shape, &g->nodes[p].shape);
             if (nd->op == VF_OP_MATMUL) ok = false;   /* operands are read at many indices */
+        } else if (w->kind == VF_GROUP_ROW_EPILOGUE) {
+            /* elementwise members over the same rows, or another row op of a
+               row-wide member */
+            if (rx >= 0) ok = k == rx && vf_shape_equal(&w->shape, row);
+            else ok = vf_fusible_elementwise(nd) && row_member_ok(g, nd, p, &w->shape);
+            if (ok && special >= 0 && !(s->w[special].kind == VF_GROUP_ROW_EPILOGUE &&
+                                        vf_shape_equal(&s->w[special].shape, &w->shape)))
+                ok = false;
+            if (ok && !row) row = &w->shape;
         } else {
-            /* an epilogue: elementwise consumer of the center's output shape */
-            ok = vf_fusible_elementwise(nd) && vf_shape_equal(&w->shape, &nd->shape) && !have_center;
-            if (ok) have_center = true;
+            /* a matmul epilogue: elementwise consumer of its output shape */
+            ok = vf_fusible_elementwise(nd) && vf_shape_equal(&w->shape, &nd->shape) && special < 0 && !row;
         }
         if (!ok) continue;
+        if (w->kind != VF_GROUP_ELEMENTWISE_DAG && special < 0) special = r;
         bool dup = false;
         for (int c = 0; c < nc; c++) dup |= cand[c] == r;
         if (!dup && nc < (int)(sizeof cand / sizeof cand[0])) cand[nc++] = r;
     }
+    /* an elementwise group merged into a row group must be over its rows */
+    if (row)
+        for (int c = 0; c < nc; c++)
+            if (s->w[cand[c]].kind == VF_GROUP_ELEMENTWISE_DAG &&
+                vf_row_classify(&s->w[cand[c]].shape, row) == VF_ROW_NONE) {
+                memmove(&cand[c], &cand[c + 1], sizeof cand[0] * (size_t)(nc - c - 1));
+                nc--, c--;
+            }
     int max_nodes = s->opt->max_nodes > 0 ? s->opt->max_nodes : DEFAULT_MAX_NODES;
     /* Drop candidates from the end until the merged group fits. */
-    while (nc > 0 && (members_of(s, cand, nc) > max_nodes ||
-                      count_tensors(s, cand, nc, n) > VF_GROUP_MAX_TENSORS))
+    for (;;) {
+        if (nc == 0) break;
+        const vf_shape *rs = NULL;
+        if (rx >= 0) rs = &g->nodes[nd->in[rx]].shape;
+        for (int c = 0; c < nc && !rs; c++)
+            if (s->w[cand[c]].kind == VF_GROUP_ROW_EPILOGUE) rs = &s->w[cand[c]].shape;
+        if (members_of(s, cand, nc) <= max_nodes && count_tensors(s, cand, nc, n) <= VF_GROUP_MAX_TENSORS &&
+            (!rs || row_inputs_ok(s, cand, nc, n, rs)))
+            break;
         nc--;
+    }
     if (nc == 0) return -1;
     /* Merge into the center group if there is one, else the first. */
     int root = cand[0];
@@ -228,20 +351,20 @@ vf_status vf_partition(const vf_graph *g, const vf_fusion_options *opt, vf_parti
         int grp = -1;
         if (opt->enabled) {
             bool ew = vf_fusible_elementwise(nd);
-            bool row = !ew && opt->fuse_rows && row_center(nd);
+            bool row = !ew && opt->fuse_rows && row_center(g, nd);
             bool mm = !ew && opt->fuse_matmul && nd->kind == VF_NODE_OP && nd->op == VF_OP_MATMUL;
             if (ew || row) grp = choose(&s, v, epoch);
             if (grp >= 0) {
                 s.w[grp].n_members++;
-                if (row) {   /* the prologue group becomes the row group */
+                if (row && s.w[grp].kind != VF_GROUP_ROW_EPILOGUE) {   /* a prologue becomes a row group */
                     s.w[grp].kind = VF_GROUP_ROW_EPILOGUE;
                     s.w[grp].center = v;
-                    s.w[grp].shape = nd->shape;
+                    s.w[grp].shape = g->nodes[nd->in[row_input(g, nd)]].shape;
                 }
             } else if (ew || row || mm) {
                 vf_group_kind kind = ew ? VF_GROUP_ELEMENTWISE_DAG : row ? VF_GROUP_ROW_EPILOGUE
                                                                          : VF_GROUP_MATMUL_EPILOGUE;
-                grp = new_group(&s, kind, epoch, &nd->shape);
+                grp = new_group(&s, kind, epoch, row ? &g->nodes[nd->in[row_input(g, nd)]].shape : &nd->shape);
                 s.w[grp].n_members = 1;
                 if (!ew) s.w[grp].center = v;
             }

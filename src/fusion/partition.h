@@ -43,6 +43,7 @@
 #include "graph/graph.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Most tensors (inputs + outputs) one fused group binds: kernels bind every
    tensor as a storage buffer and the runtime's layouts hold 16, minus room
@@ -52,9 +53,11 @@
 typedef enum vf_group_kind {
     VF_GROUP_SINGLE,          /* one node, executed exactly as without fusion */
     VF_GROUP_ELEMENTWISE_DAG, /* elementwise ops (and FILL) of one output shape; inputs broadcast */
-    VF_GROUP_ROW_EPILOGUE,    /* softmax / log_softmax / sparse_xent along the last axis with
-                                 elementwise producers of its input (prologue) and elementwise
-                                 consumers of its output shape (epilogue) */
+    VF_GROUP_ROW_EPILOGUE,    /* a row program over a row shape [..., C]: softmax / log_softmax
+                                 along the last axis, sparse_xent, last-axis keepdims sum / mean /
+                                 max / min (float), and elementwise ops of the row shape, of the
+                                 per-row shape [..., 1] or (after sparse_xent) [...]; one
+                                 workgroup per row (codegen_rows.c) */
     VF_GROUP_MATMUL_EPILOGUE, /* one matmul and elementwise consumers of its output shape
                                  (bias add, activation, scale) */
     VF_GROUP_KIND_COUNT
@@ -68,7 +71,7 @@ typedef struct vf_group {
     int *inputs;              /* external value ids read by members */
     int n_outputs;
     int *outputs;             /* member values needed outside (or graph outputs) */
-    int center;               /* ROW / MATMUL: the row op or matmul node; else -1 */
+    int center;               /* ROW: the first row op or reduction; MATMUL: the matmul; else -1 */
     bool may_alias_input;     /* see the header comment */
 } vf_group;
 
@@ -98,6 +101,19 @@ void vf_partition_free(vf_partition_t *p);
 /* Whether node n is an elementwise op that fusion may put in a DAG group
    (every VF_KIND_ELEMENTWISE op and FILL). */
 bool vf_fusible_elementwise(const vf_node *n);
+
+/* Row groups: how a value of shape s relates to the row shape `row`
+   [..., C]: row-wide (s == row), per-row kept ([..., 1]), per-row dropped
+   ([...], sparse_xent losses) or none of these. With C == 1 row-wide wins. */
+typedef enum { VF_ROW_NONE, VF_ROW_WIDE, VF_ROW_SCALAR, VF_ROW_DROPPED } vf_row_class;
+vf_row_class vf_row_classify(const vf_shape *s, const vf_shape *row);
+/* Whether an input of shape `in`, broadcast against a value of class
+   `where` of a row group with row shape `row`, can be read by the row
+   kernel as element row * row_stride + col * col_stride (strides 0 where
+   it broadcasts): its per-row part is either all of the rows or one, its
+   last dim C or 1. False for partial broadcasts ([T, C] in [B, T, C]). */
+bool vf_row_input_index(const vf_shape *in, const vf_shape *row, vf_row_class where, uint32_t *row_stride,
+                        uint32_t *col_stride);
 
 const char *vf_group_kind_name(vf_group_kind k);
 /* "group 3 elementwise_dag nodes [4 5 7] in [1 2] out [7]" into a malloc'd
