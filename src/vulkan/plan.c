@@ -508,6 +508,10 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
             ia = (vf_vk_access){vf_vk_buffer_handle(p->table), args, args + 16};
             need = need || conflicts(p->acc + cap - nw, nw, &ia);
         }
+        if (need && !ps->barrier_before && vf_vk_test_drop_barriers > 0) {
+            vf_vk_test_drop_barriers--; /* test hook (scheduler.h) */
+            need = false;
+        }
         if (need) {
             full_barrier(rt, cmd, false);
             p->barriers++;
