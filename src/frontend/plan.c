@@ -524,6 +524,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         iv[n++] = (vf_mem_interval){b->it[i].bytes, b->it[i].first, b->it[i].last};
     }
     good = good && vf_memplan(iv, n, PLAN_ALIGN, aoff, &arena);
+    if (good) fp->st.arena_lower_bound = (int64_t)vf_memplan_lower_bound(iv, n, PLAN_ALIGN);
     for (int i = 0; good && i < b->n_it; i++) {
         if (b->it[i].slot >= 0) continue;
         if (arena_id[i] >= 0) {

@@ -6,11 +6,16 @@
  * buffers may share bytes only if their intervals are disjoint; a step's
  * output therefore never shares bytes with that step's inputs.
  *
- * Greedy by size (the "greedy by size for offset calculation" of Pisarchyk
- * and Lee, 2020, as TFLite uses): the biggest buffers are placed first, each
- * at the lowest aligned offset where it fits between the buffers already
- * placed that are live at the same time. Close to the lower bound (the
- * largest sum of live sizes at one step) on real graphs; O(n^2). */
+ * Greedy placement (the "greedy by size for offset calculation" of
+ * Pisarchyk and Lee, 2020, as TFLite uses): buffers are placed one by one,
+ * each at the lowest aligned offset where it fits between the buffers
+ * already placed that are live at the same time. Three orders are tried
+ * (biggest first; by first step, the left-edge order that is optimal when
+ * all sizes are equal; biggest size x lifetime first), then, while above
+ * the lower bound, up to 64 deterministic perturbations of the first
+ * (a few swapped pairs); the lowest arena is kept. Close to the lower bound (the largest sum of live sizes at one
+ * step) on real graphs: tests/test_fusion_random.c checks <= 1.10x on
+ * every random graph; O(n^2) per order. */
 #ifndef VF_GRAPH_MEMPLAN_H
 #define VF_GRAPH_MEMPLAN_H
 
