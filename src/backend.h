@@ -108,6 +108,8 @@ typedef struct vf_plan_desc {
     const vf_plan_guard *guards;/* per exec; NULL: none is guarded. Never on fused execs */
     const vf_plan_pred *preds;
     int n_preds;
+    const char *glsl_dir;       /* set (VKFUSE_CHECK): each kernel's GLSL is written to
+                                   <glsl_dir>/exec<first exec>.glsl (steps one after another) */
 } vf_plan_desc;
 
 /* Per-call binding: a tensor's storage (buf + offset). */

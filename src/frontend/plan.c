@@ -17,6 +17,7 @@
  * arena (spill_bytes) that are only backed when the backend has to run
  * the group unfused. VKFUSE_FUSION=0: one kernel per op. */
 #include "frontend/plan.h"
+#include "frontend/check.h"
 #include "fusion/partition.h"
 #include "graph/memplan.h"
 #include "util/dtype.h"
@@ -37,6 +38,7 @@ struct vf_fplan {
     int *out_slot;         /* per graph output */
     vf_shape *out_view;    /* per graph output: its shape (a view of the slot) */
     vf_fplan_stats st;
+    vf_fcheck *check;      /* VKFUSE_CHECK: every kernel against the CPU backend */
 };
 
 typedef struct pval {
@@ -478,12 +480,75 @@ void vf_fplan_free(vf_context *ctx, vf_fplan *fp)
 {
     if (!fp) return;
     if (fp->plan) ctx->be.iface->plan_destroy(ctx->be.self, fp->plan);
+    vf_fcheck_free(fp->check);
     free(fp->pshape);
     free(fp->slot_dt);
     free(fp->slot_shape);
     free(fp->out_slot);
     free(fp->out_view);
     free(fp);
+}
+
+/* VKFUSE_CHECK: every intermediate in memory gets an output slot of its
+   own (no arena sharing, so each kernel's outputs can be read back), and
+   each exec's graph node and kernel are kept for the report. */
+static bool check_slots(builder *b, const vf_graph *g, vf_fplan *fp, const int *ord, const int *step, int **ex_node,
+                        int **ex_kernel)
+{
+    int cap = g->n_outputs + b->n_it + 1;
+    vf_dtype *dt = realloc(fp->slot_dt, sizeof *dt * (size_t)cap);
+    if (dt) fp->slot_dt = dt;
+    vf_shape *sh = realloc(fp->slot_shape, sizeof *sh * (size_t)cap);
+    if (sh) fp->slot_shape = sh;
+    int *old_node = malloc(sizeof *old_node * (size_t)(b->n_ex + 1));
+    *ex_node = malloc(sizeof **ex_node * (size_t)(b->n_ex + 1));
+    *ex_kernel = malloc(sizeof **ex_kernel * (size_t)(b->n_ex + 1));
+    if (!dt || !sh || !old_node || !*ex_node || !*ex_kernel) {
+        free(old_node);
+        return false;
+    }
+    for (int i = 0; i < b->n_it; i++) {
+        inter *it = &b->it[i];
+        if (it->slot >= 0 || it->internal) continue;
+        it->slot = fp->n_slots++;
+        fp->slot_dt[it->slot] = it->dt;
+        fp->slot_shape[it->slot] = it->shape;
+    }
+    for (int x = 0; x < b->n_ex; x++) old_node[x] = -1;
+    for (int i = 0; i < g->n; i++)
+        for (int t = 0; t < b->node_nex[i]; t++)
+            if (b->node_ex[i] + t < b->n_ex) old_node[b->node_ex[i] + t] = i;
+    for (int x = 0; x < b->n_ex; x++) (*ex_node)[x] = old_node[ord[x]], (*ex_kernel)[x] = step[x];
+    free(old_node);
+    return true;
+}
+
+static vf_status make_check(builder *b, vf_fplan *fp, const vf_plan_desc *d, const int *ex_node,
+                            const int *ex_kernel, const vf_plan_pred *preds)
+{
+    bool *internal = malloc(sizeof *internal * (size_t)(b->n_it + 1));
+    int *bind = malloc(sizeof *bind * (size_t)(b->n_it + 1));
+    int *pred_inter = malloc(sizeof *pred_inter * (size_t)(b->n_preds + 1));
+    vf_status s = VF_OK;
+    if (internal && bind && pred_inter) {
+        for (int i = 0; i < b->n_it; i++)
+            internal[i] = b->it[i].internal, bind[i] = b->it[i].slot >= 0 ? fp->n_params + b->it[i].slot : -1;
+        for (int k = 0; k < b->n_preds; k++) pred_inter[k] = b->preds[k].inter;
+        vf_fcheck_desc cd = {
+            .fn = b->rs->fn, .execs = b->ex, .loc = (const vf_plan_loc(*)[4])b->loc,
+            .inter = (const int(*)[4])b->ref_inter, .kernel = ex_kernel, .node = ex_node, .n_execs = b->n_ex,
+            .internal = internal, .bind = bind, .n_inter = b->n_it, .guards = d->guards, .preds = preds,
+            .pred_inter = pred_inter, .n_preds = b->n_preds, .glsl_dir = d->glsl_dir,
+        };
+        fp->check = vf_fcheck_create(b->rs->ctx, &cd);
+        if (!fp->check) s = b->rs->ctx->err.status;
+    } else {
+        s = vf_fail(b->rs->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->rs->fn);
+    }
+    free(internal);
+    free(bind);
+    free(pred_inter);
+    return s;
 }
 
 /* Output slots, arena offsets, the backend plan. */
@@ -512,6 +577,9 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     size_t arena = 0, spill = 0;
     bool good = iv && arena_id && aoff && off && ord && step;
     good = good && plan_fusion(b, g, v, &fz, ord, step) && reorder(b, ord, step);
+    bool check = good && vf_fcheck_wanted();
+    int *ex_node = NULL, *ex_kernel = NULL;
+    if (check) good = check_slots(b, g, fp, ord, step, &ex_node, &ex_kernel);
     for (int i = 0; good && i < b->n_it; i++) {
         fp->st.intermediate_bytes += (int64_t)b->it[i].bytes;
         if (b->it[i].slot >= 0) {
@@ -556,8 +624,12 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     if (!good) {
         fusion_free(&fz);
         free(preds);
+        free(ex_node);
+        free(ex_kernel);
         return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->rs->fn);
     }
+    char glsl_dir[512] = "";
+    if (check) vf_fcheck_glsl_dir(b->rs->fn, glsl_dir, sizeof glsl_dir);
     fp->st.arena_bytes = (int64_t)arena;
     vf_plan_desc d = {
         .execs = b->ex,
@@ -572,9 +644,13 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         .guards = b->n_preds ? b->guard : NULL,
         .preds = preds,
         .n_preds = b->n_preds,
+        .glsl_dir = glsl_dir[0] ? glsl_dir : NULL,
     };
     vf_status s = ctx->be.iface->plan_create(ctx->be.self, &d, &fp->plan);
+    if (s == VF_OK && check) s = make_check(b, fp, &d, ex_node, ex_kernel, preds);
     free(preds);
+    free(ex_node);
+    free(ex_kernel);
     int kernels = b->n_ex;
     for (int i = 0; i < fz.n_fused; i++) kernels -= fz.fused[i].n_execs - 1;
     fusion_free(&fz);
@@ -655,11 +731,13 @@ vf_status vf_fplan_call(vf_run_state *rs, vf_fplan *fp, const vf_rval *params, v
         vf_tref r = vf_tensor_ref(slots[k]);
         binds[fp->n_params + k] = (vf_plan_bind){r.buf, r.offset, (size_t)vf_shape_numel(sh) * vf_dtype_size(r.dtype)};
     }
+    if (s == VF_OK && fp->check) s = vf_fcheck_before(fp->check, ctx);
     if (s == VF_OK) {
         s = ctx->be.iface->plan_run(ctx->be.self, fp->plan, binds, nb);
         if (s != VF_OK)
             s = vf_backend_failed(ctx, s, "vf_function '%s': running its plan (%s backend)", rs->fn, ctx->be.iface->name);
     }
+    if (s == VF_OK && fp->check) s = vf_fcheck_after(fp->check, ctx, binds);
     for (int k = 0; s == VF_OK && k < fp->n_outs; k++) {
         vf_tensor *t = slots[fp->out_slot[k]];
         outs[k] = (vf_rval){.ref = vf_tensor_ref(t), .t = t};
