@@ -551,6 +551,58 @@ static vf_status make_check(builder *b, vf_fplan *fp, const vf_plan_desc *d, con
     return s;
 }
 
+/* In-place reuse (docs/FUNCTIONS.md): an arena value written by an
+   elementwise kernel (a fused group that allows it, or a single
+   elementwise exec) may take the bytes of an arena value the kernel reads
+   element for element (same element count and size, so the same index)
+   and that dies there. The unfused fallback of a fused group must stay
+   right too: every member reading the input runs no later than the member
+   writing the output. Never with fusion off (the alias-free baseline),
+   never for outputs or variables (not arena values), never guarded. */
+static bool arena_value(const builder *b, int id) { return id >= 0 && b->it[id].slot < 0 && !b->it[id].internal; }
+
+static bool same_elements(const vf_tref *a, const vf_tref *o)
+{
+    int64_t na = 1, no = 1;
+    for (int d = 0; d < a->rank; d++) na *= a->shape[d];
+    for (int d = 0; d < o->rank; d++) no *= o->shape[d];
+    return na == no && vf_dtype_size(a->dtype) == vf_dtype_size(o->dtype);
+}
+
+static void inplace_candidates(const builder *b, const fusion *fz, const int *step, const int *arena_id, int n,
+                               int *alias, bool *taken)
+{
+    for (int i = 0; i < n; i++) alias[i] = -1, taken[i] = false;
+    if (!fz->have_part) return;
+    for (int x = 0, gi = 0; x < b->n_ex; x++) {
+        const vf_plan_fused *f = gi < fz->n_fused && fz->fused[gi].first_exec == x ? &fz->fused[gi++] : NULL;
+        int x1 = f ? x + f->n_execs : x + 1;
+        bool ok = f ? f->group->may_alias_input
+                    : vf_op_get(b->ex[x].op)->kind == VF_KIND_ELEMENTWISE && b->guard[x].pred < 0;
+        for (int w = x; ok && w < x1; w++) {
+            int o = b->ref_inter[w][3];
+            if (!arena_value(b, o) || alias[arena_id[o]] >= 0) continue;
+            for (int r = x; r <= w && alias[arena_id[o]] < 0; r++)
+                for (int j = 0; j < b->ex[r].n_in && alias[arena_id[o]] < 0; j++) {
+                    int in = b->ref_inter[r][j];
+                    if (!arena_value(b, in) || taken[arena_id[in]] || b->it[in].last != step[x] ||
+                        b->it[in].first >= step[x] || b->it[in].bytes != b->it[o].bytes)
+                        continue;
+                    bool fits = true; /* every read of it in the kernel: element-wise, not after w */
+                    for (int y = x; y < x1 && fits; y++)
+                        for (int k = 0; k < b->ex[y].n_in; k++)
+                            if (b->ref_inter[y][k] == in)
+                                fits = fits && y <= w && same_elements(&b->ex[y].in[k], &b->ex[w].out) &&
+                                       vf_op_get(b->ex[y].op)->kind == VF_KIND_ELEMENTWISE;
+                    if (!fits) continue;
+                    alias[arena_id[o]] = arena_id[in];
+                    taken[arena_id[in]] = true;
+                }
+        }
+        x = x1 - 1;
+    }
+}
+
 /* Output slots, arena offsets, the backend plan. */
 static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *fp, bool *ok)
 {
@@ -591,8 +643,15 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         arena_id[i] = n;
         iv[n++] = (vf_mem_interval){b->it[i].bytes, b->it[i].first, b->it[i].last};
     }
-    good = good && vf_memplan(iv, n, PLAN_ALIGN, aoff, &arena);
-    if (good) fp->st.arena_lower_bound = (int64_t)vf_memplan_lower_bound(iv, n, PLAN_ALIGN);
+    int *alias = good ? malloc(sizeof *alias * (size_t)(n + 1)) : NULL;
+    bool *taken = good ? malloc(sizeof *taken * (size_t)(n + 1)) : NULL;
+    good = good && alias && taken;
+    if (good) inplace_candidates(b, &fz, step, arena_id, n, alias, taken);
+    size_t bound = 0;
+    good = good && vf_memplan_inplace(iv, n, alias, PLAN_ALIGN, aoff, &arena, &bound);
+    free(alias);
+    free(taken);
+    fp->st.arena_lower_bound = (int64_t)bound;
     for (int i = 0; good && i < b->n_it; i++) {
         if (b->it[i].slot >= 0) continue;
         if (arena_id[i] >= 0) {

@@ -144,3 +144,49 @@ size_t vf_memplan_lower_bound(const vf_mem_interval *iv, int n, size_t align)
     }
     return best;
 }
+
+bool vf_memplan_inplace(const vf_mem_interval *iv, int n, const int *alias, size_t align, size_t *offsets,
+                        size_t *total, size_t *bound)
+{
+    *total = *bound = 0;
+    if (n <= 0) return true;
+    int *order = malloc(sizeof *order * (size_t)n), *group = malloc(sizeof *group * (size_t)n);
+    int *tail = malloc(sizeof *tail * (size_t)n);
+    vf_mem_interval *g = malloc(sizeof *g * (size_t)n);
+    size_t *goff = malloc(sizeof *goff * (size_t)n);
+    bool ok = order && group && tail && g && goff;
+    int ng = 0;
+    /* By first step, so that a buffer's chain is built before it is
+       extended; a buffer joins the group of the one it may alias when that
+       one ends where it starts, has its (aligned) size and is still the
+       group's last member (one output per dying input). */
+    for (int i = 0; ok && i < n; i++) {
+        int j = i;
+        while (j > 0 && iv[order[j - 1]].first > iv[i].first) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    for (int i = 0; ok && i < n; i++) group[i] = -1; /* not visited yet */
+    for (int k = 0; ok && k < n; k++) {
+        int i = order[k], a = alias ? alias[i] : -1;
+        if (a >= 0 && a < n && a != i && group[a] >= 0 && tail[group[a]] == a && iv[a].last == iv[i].first &&
+            iv[a].first < iv[i].first && align_up(iv[a].size, align) == align_up(iv[i].size, align)) {
+            group[i] = group[a];
+            tail[group[i]] = i;
+            g[group[i]].last = iv[i].last;
+            continue;
+        }
+        group[i] = ng;
+        tail[ng] = i;
+        g[ng++] = iv[i];
+    }
+    ok = ok && vf_memplan(g, ng, align, goff, total);
+    if (ok) {
+        for (int i = 0; i < n; i++) offsets[i] = goff[group[i]];
+        *bound = vf_memplan_lower_bound(g, ng, align);
+    }
+    free(order), free(group), free(tail), free(g), free(goff);
+    return ok;
+}

@@ -35,4 +35,13 @@ bool vf_memplan(const vf_mem_interval *iv, int n, size_t align, size_t *offsets,
    one step. */
 size_t vf_memplan_lower_bound(const vf_mem_interval *iv, int n, size_t align);
 
+/* vf_memplan with in-place reuse: alias[i] >= 0 (or alias NULL: none)
+   says buffer i may take the bytes of buffer alias[i] (an elementwise
+   kernel's output and an input that dies at that kernel, same aligned
+   size): when alias[i] ends at the step where i starts and no other
+   buffer took its bytes, the two are one buffer spanning both. bound gets
+   the lower bound of the merged buffers (<= that of iv). */
+bool vf_memplan_inplace(const vf_mem_interval *iv, int n, const int *alias, size_t align, size_t *offsets,
+                        size_t *total, size_t *bound);
+
 #endif
