@@ -110,6 +110,8 @@ typedef struct vf_plan_desc {
     int n_preds;
     const int *exec_node;       /* per exec: the graph node it runs (a COND's for its branches),
                                    -1 or NULL: unknown. For profiles: execs are not in node order */
+    const char *glsl_dir;       /* set (VKFUSE_CHECK): each kernel's GLSL is written to
+                                   <glsl_dir>/exec<first exec>.glsl (steps one after another) */
 } vf_plan_desc;
 
 /* Per-call binding: a tensor's storage (buf + offset). */

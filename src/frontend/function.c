@@ -38,6 +38,7 @@ struct vf_function {
     concrete *cfs;
     int n_cf;
     int last;              /* the concrete function called last, -1: none */
+    const vf_fplan *last_plan; /* the plan its last call ran, NULL: none */
     bool env_eager;
     bool unfused;          /* vf_function_desc.unfused */
     vf_function_stats stats;
@@ -414,6 +415,7 @@ static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in
     fn->stats.submits_per_call = (int)(after.submits - before.submits);
     fn->stats.barriers_per_call = (int)(after.barriers - before.barriers);
     fn->stats.planned = fp != NULL;
+    fn->last_plan = fp;
     if (fp) {
         vf_fplan_stats ps;
         vf_fplan_stats_get(fp, &ps);
@@ -423,6 +425,14 @@ static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in
         fn->stats.arena_bytes = ps.arena_bytes;
     }
     return s;
+}
+
+bool vf_function_plan_stats(vf_function *fn, vf_fplan_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!fn || !fn->last_plan || !fn->stats.planned || fn->stats.eager) return false;
+    vf_fplan_stats_get(fn->last_plan, out);
+    return true;
 }
 
 static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out);

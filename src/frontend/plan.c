@@ -17,6 +17,7 @@
  * arena (spill_bytes) that are only backed when the backend has to run
  * the group unfused. VKFUSE_FUSION=0: one kernel per op. */
 #include "frontend/plan.h"
+#include "frontend/check.h"
 #include "fusion/partition.h"
 #include "graph/memplan.h"
 #include "util/dtype.h"
@@ -37,6 +38,7 @@ struct vf_fplan {
     int *out_slot;         /* per graph output */
     vf_shape *out_view;    /* per graph output: its shape (a view of the slot) */
     vf_fplan_stats st;
+    vf_fcheck *check;      /* VKFUSE_CHECK: every kernel against the CPU backend */
 };
 
 typedef struct pval {
@@ -585,12 +587,143 @@ void vf_fplan_free(vf_context *ctx, vf_fplan *fp)
 {
     if (!fp) return;
     if (fp->plan) ctx->be.iface->plan_destroy(ctx->be.self, fp->plan);
+    vf_fcheck_free(fp->check);
     free(fp->pshape);
     free(fp->slot_dt);
     free(fp->slot_shape);
     free(fp->out_slot);
     free(fp->out_view);
     free(fp);
+}
+
+/* VKFUSE_CHECK: every intermediate in memory gets an output slot of its
+   own (no arena sharing, so each kernel's outputs can be read back), and
+   each exec's graph node and kernel are kept for the report. */
+static bool check_slots(builder *b, const vf_graph *g, vf_fplan *fp, const fusion *fz, int **ex_kernel)
+{
+    int cap = g->n_outputs + b->n_it + 1;
+    vf_dtype *dt = realloc(fp->slot_dt, sizeof *dt * (size_t)cap);
+    if (dt) fp->slot_dt = dt;
+    vf_shape *sh = realloc(fp->slot_shape, sizeof *sh * (size_t)cap);
+    if (sh) fp->slot_shape = sh;
+    *ex_kernel = malloc(sizeof **ex_kernel * (size_t)(b->n_ex + 1));
+    if (!dt || !sh || !*ex_kernel) return false;
+    for (int i = 0; i < b->n_it; i++) {
+        inter *it = &b->it[i];
+        if (it->slot >= 0 || it->internal) continue;
+        it->slot = fp->n_slots++;
+        fp->slot_dt[it->slot] = it->dt;
+        fp->slot_shape[it->slot] = it->shape;
+    }
+    /* Kernel numbers in plan order: the execs of a fused group share one
+       (they are contiguous), any other exec is a kernel of its own. Not the
+       step: kernels of one dependency level share a step. */
+    int *kn = *ex_kernel, k = -1, prev = -1;
+    for (int x = 0; x < b->n_ex; x++) kn[x] = -1;
+    for (int i = 0; i < fz->n_fused; i++)
+        for (int y = 0; y < fz->fused[i].n_execs; y++) kn[fz->fused[i].first_exec + y] = i;
+    for (int x = 0; x < b->n_ex; x++) {
+        int group = kn[x];
+        if (group < 0 || group != prev) k++;
+        prev = group, kn[x] = k;
+    }
+    return true;
+}
+
+static vf_status make_check(builder *b, vf_fplan *fp, const vf_plan_desc *d, const int *ex_node,
+                            const int *ex_kernel, const vf_plan_pred *preds)
+{
+    bool *internal = malloc(sizeof *internal * (size_t)(b->n_it + 1));
+    int *bind = malloc(sizeof *bind * (size_t)(b->n_it + 1));
+    int *pred_inter = malloc(sizeof *pred_inter * (size_t)(b->n_preds + 1));
+    vf_status s = VF_OK;
+    if (internal && bind && pred_inter) {
+        for (int i = 0; i < b->n_it; i++)
+            internal[i] = b->it[i].internal, bind[i] = b->it[i].slot >= 0 ? fp->n_params + b->it[i].slot : -1;
+        for (int k = 0; k < b->n_preds; k++) pred_inter[k] = b->preds[k].inter;
+        vf_fcheck_desc cd = {
+            .fn = b->rs->fn, .execs = b->ex, .loc = (const vf_plan_loc(*)[4])b->loc,
+            .inter = (const int(*)[4])b->ref_inter, .kernel = ex_kernel, .node = ex_node, .n_execs = b->n_ex,
+            .internal = internal, .bind = bind, .n_inter = b->n_it, .guards = d->guards, .preds = preds,
+            .pred_inter = pred_inter, .n_preds = b->n_preds, .glsl_dir = d->glsl_dir,
+        };
+        fp->check = vf_fcheck_create(b->rs->ctx, &cd);
+        if (!fp->check) s = b->rs->ctx->err.status;
+    } else {
+        s = vf_fail(b->rs->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->rs->fn);
+    }
+    free(internal);
+    free(bind);
+    free(pred_inter);
+    return s;
+}
+
+/* In-place reuse (docs/FUNCTIONS.md): an arena value written by an
+   elementwise kernel (a fused group that allows it, or a single
+   elementwise exec) may take the bytes of an arena value the kernel reads
+   element for element (same element count and size, so the same index)
+   and that dies there. The unfused fallback of a fused group must stay
+   right too: every member reading the input runs no later than the member
+   writing the output. Never with fusion off (the alias-free baseline),
+   never for outputs or variables (not arena values), never guarded. */
+static bool arena_value(const builder *b, int id) { return id >= 0 && b->it[id].slot < 0 && !b->it[id].internal; }
+
+static bool same_elements(const vf_tref *a, const vf_tref *o)
+{
+    int64_t na = 1, no = 1;
+    for (int d = 0; d < a->rank; d++) na *= a->shape[d];
+    for (int d = 0; d < o->rank; d++) no *= o->shape[d];
+    return na == no && vf_dtype_size(a->dtype) == vf_dtype_size(o->dtype);
+}
+
+/* Does a kernel of the same dependency level as [x, x1) read `in`? Those
+   run unordered with it (no barrier inside a level, see schedule_levels),
+   so writing over `in` there would race with their reads. Steps are
+   levels and non-decreasing in plan order. */
+static bool read_beside(const builder *b, const int *step, int x, int x1, int in)
+{
+    for (int y = x - 1; y >= 0 && step[y] == step[x]; y--)
+        for (int k = 0; k < b->ex[y].n_in; k++)
+            if (b->ref_inter[y][k] == in) return true;
+    for (int y = x1; y < b->n_ex && step[y] == step[x]; y++)
+        for (int k = 0; k < b->ex[y].n_in; k++)
+            if (b->ref_inter[y][k] == in) return true;
+    return false;
+}
+
+static void inplace_candidates(const builder *b, const fusion *fz, const int *step, const int *arena_id, int n,
+                               int *alias, bool *taken)
+{
+    for (int i = 0; i < n; i++) alias[i] = -1, taken[i] = false;
+    if (!fz->have_part) return;
+    for (int x = 0, gi = 0; x < b->n_ex; x++) {
+        const vf_plan_fused *f = gi < fz->n_fused && fz->fused[gi].first_exec == x ? &fz->fused[gi++] : NULL;
+        int x1 = f ? x + f->n_execs : x + 1;
+        bool ok = f ? f->group->may_alias_input
+                    : vf_op_get(b->ex[x].op)->kind == VF_KIND_ELEMENTWISE && b->guard[x].pred < 0;
+        for (int w = x; ok && w < x1; w++) {
+            int o = b->ref_inter[w][3];
+            if (!arena_value(b, o) || alias[arena_id[o]] >= 0) continue;
+            for (int r = x; r <= w && alias[arena_id[o]] < 0; r++)
+                for (int j = 0; j < b->ex[r].n_in && alias[arena_id[o]] < 0; j++) {
+                    int in = b->ref_inter[r][j];
+                    if (!arena_value(b, in) || taken[arena_id[in]] || b->it[in].last != step[x] ||
+                        b->it[in].first >= step[x] || b->it[in].bytes != b->it[o].bytes)
+                        continue;
+                    if (read_beside(b, step, x, x1, in)) continue;
+                    bool fits = true; /* every read of it in the kernel: element-wise, not after w */
+                    for (int y = x; y < x1 && fits; y++)
+                        for (int k = 0; k < b->ex[y].n_in; k++)
+                            if (b->ref_inter[y][k] == in)
+                                fits = fits && y <= w && same_elements(&b->ex[y].in[k], &b->ex[w].out) &&
+                                       vf_op_get(b->ex[y].op)->kind == VF_KIND_ELEMENTWISE;
+                    if (!fits) continue;
+                    alias[arena_id[o]] = arena_id[in];
+                    taken[arena_id[in]] = true;
+                }
+        }
+        x = x1 - 1;
+    }
 }
 
 /* Output slots, arena offsets, the backend plan. */
@@ -620,6 +753,9 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     bool good = iv && arena_id && aoff && off && ord && step;
     good = good && plan_fusion(b, g, v, &fz, ord, step) && schedule_levels(b, &fz, ord, step) &&
            reorder(b, ord, step);
+    bool check = good && vf_fcheck_wanted();
+    int *ex_kernel = NULL;
+    if (check) good = check_slots(b, g, fp, &fz, &ex_kernel);
     for (int i = 0; good && i < b->n_it; i++) {
         fp->st.intermediate_bytes += (int64_t)b->it[i].bytes;
         if (b->it[i].slot >= 0) {
@@ -631,7 +767,15 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         arena_id[i] = n;
         iv[n++] = (vf_mem_interval){b->it[i].bytes, b->it[i].first, b->it[i].last};
     }
-    good = good && vf_memplan(iv, n, PLAN_ALIGN, aoff, &arena);
+    int *alias = good ? malloc(sizeof *alias * (size_t)(n + 1)) : NULL;
+    bool *taken = good ? malloc(sizeof *taken * (size_t)(n + 1)) : NULL;
+    good = good && alias && taken;
+    if (good) inplace_candidates(b, &fz, step, arena_id, n, alias, taken);
+    size_t bound = 0;
+    good = good && vf_memplan_inplace(iv, n, alias, PLAN_ALIGN, aoff, &arena, &bound);
+    free(alias);
+    free(taken);
+    fp->st.arena_lower_bound = (int64_t)bound;
     for (int i = 0; good && i < b->n_it; i++) {
         if (b->it[i].slot >= 0) continue;
         if (arena_id[i] >= 0) {
@@ -663,8 +807,11 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     if (!good) {
         fusion_free(&fz);
         free(preds);
+        free(ex_kernel);
         return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->rs->fn);
     }
+    char glsl_dir[512] = "";
+    if (check) vf_fcheck_glsl_dir(b->rs->fn, glsl_dir, sizeof glsl_dir);
     fp->st.arena_bytes = (int64_t)arena;
     vf_plan_desc d = {
         .execs = b->ex,
@@ -680,9 +827,12 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         .preds = preds,
         .n_preds = b->n_preds,
         .exec_node = b->ex_node,
+        .glsl_dir = glsl_dir[0] ? glsl_dir : NULL,
     };
     vf_status s = ctx->be.iface->plan_create(ctx->be.self, &d, &fp->plan);
+    if (s == VF_OK && check) s = make_check(b, fp, &d, b->ex_node, ex_kernel, preds);
     free(preds);
+    free(ex_kernel);
     int kernels = b->n_ex;
     for (int i = 0; i < fz.n_fused; i++) kernels -= fz.fused[i].n_execs - 1;
     fusion_free(&fz);
@@ -763,11 +913,13 @@ vf_status vf_fplan_call(vf_run_state *rs, vf_fplan *fp, const vf_rval *params, v
         vf_tref r = vf_tensor_ref(slots[k]);
         binds[fp->n_params + k] = (vf_plan_bind){r.buf, r.offset, (size_t)vf_shape_numel(sh) * vf_dtype_size(r.dtype)};
     }
+    if (s == VF_OK && fp->check) s = vf_fcheck_before(fp->check, ctx);
     if (s == VF_OK) {
         s = ctx->be.iface->plan_run(ctx->be.self, fp->plan, binds, nb);
         if (s != VF_OK)
             s = vf_backend_failed(ctx, s, "vf_function '%s': running its plan (%s backend)", rs->fn, ctx->be.iface->name);
     }
+    if (s == VF_OK && fp->check) s = vf_fcheck_after(fp->check, ctx, binds);
     for (int k = 0; s == VF_OK && k < fp->n_outs; k++) {
         vf_tensor *t = slots[fp->out_slot[k]];
         outs[k] = (vf_rval){.ref = vf_tensor_ref(t), .t = t};

@@ -25,7 +25,11 @@ void vf_fplan_free(vf_context *ctx, vf_fplan *fp);
 typedef struct vf_fplan_stats {
     int kernels, dispatches;
     int64_t arena_bytes, output_bytes, intermediate_bytes;
+    int64_t arena_lower_bound; /* vf_memplan_lower_bound of the arena's intervals */
 } vf_fplan_stats;
 void vf_fplan_stats_get(const vf_fplan *fp, vf_fplan_stats *out);
+/* The stats of the plan fn's last call ran (function.c; for tests): false
+   if that call ran no recorded plan. */
+bool vf_function_plan_stats(vf_function *fn, vf_fplan_stats *out);
 
 #endif

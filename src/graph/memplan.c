@@ -1,6 +1,7 @@
-/* Greedy-by-size offset planning (see memplan.h). */
+/* Greedy offset planning (see memplan.h). */
 #include "graph/memplan.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 static size_t align_up(size_t v, size_t a) { return (v + a - 1) & ~(a - 1); }
@@ -20,35 +21,16 @@ static int by_begin(const void *x, const void *y)
     return a->begin < b->begin ? -1 : a->begin > b->begin;
 }
 
-bool vf_memplan(const vf_mem_interval *iv, int n, size_t align, size_t *offsets, size_t *total)
+/* Places the buffers in the given order, each at the lowest offset where
+   it fits among the placed ones live at the same time; returns the top. */
+static size_t place_in_order(const vf_mem_interval *iv, int n, size_t align, const int *order, bool *done,
+                             placed *conf, size_t *offsets)
 {
-    *total = 0;
-    if (n <= 0) return true;
-    int *order = malloc(sizeof *order * (size_t)n);
-    bool *done = calloc((size_t)n, sizeof *done);
-    placed *conf = malloc(sizeof *conf * (size_t)n);
-    if (!order || !done || !conf) {
-        free(order), free(done), free(conf);
-        return false;
-    }
-    /* Biggest first; ties by earlier start, so the order is deterministic.
-       Insertion sort: n is the number of intermediates of one graph. */
-    for (int i = 0; i < n; i++) {
-        int j = i;
-        while (j > 0) {
-            const vf_mem_interval *a = &iv[order[j - 1]], *b = &iv[i];
-            if (a->size > b->size || (a->size == b->size && a->first <= b->first)) break;
-            order[j] = order[j - 1];
-            j--;
-        }
-        order[j] = i;
-    }
+    for (int j = 0; j < n; j++) done[j] = false;
     size_t top = 0;
     for (int k = 0; k < n; k++) {
         int i = order[k];
         size_t size = align_up(iv[i].size, align);
-        /* The placed buffers live at the same time as i, by offset: take the
-           first gap big enough (best-fit by offset keeps the arena low). */
         int nc = 0;
         for (int j = 0; j < n; j++)
             if (done[j] && live_together(&iv[i], &iv[j]))
@@ -63,10 +45,90 @@ bool vf_memplan(const vf_mem_interval *iv, int n, size_t align, size_t *offsets,
         done[i] = true;
         if (at + size > top) top = at + size;
     }
+    return top;
+}
+
+/* Whether buffer a goes before b in ordering `how`; ties by index, so
+   every order is deterministic. */
+static bool before(const vf_mem_interval *iv, int how, int a, int b)
+{
+    const vf_mem_interval *x = &iv[a], *y = &iv[b];
+    switch (how) {
+    case 0: /* biggest first, then earlier start */
+        if (x->size != y->size) return x->size > y->size;
+        if (x->first != y->first) return x->first < y->first;
+        break;
+    case 1: /* by start: the left-edge order, optimal when sizes are equal */
+        if (x->first != y->first) return x->first < y->first;
+        if (x->size != y->size) return x->size > y->size;
+        break;
+    default: { /* biggest size x lifetime first */
+        double px = (double)x->size * (x->last - x->first + 1), py = (double)y->size * (y->last - y->first + 1);
+        if (px != py) return px > py;
+        break;
+    }
+    }
+    return a < b;
+}
+
+#define VF_MEMPLAN_ORDERS 3
+#define VF_MEMPLAN_SHUFFLES 64 /* tries of perturbed orders while above the lower bound */
+
+bool vf_memplan(const vf_mem_interval *iv, int n, size_t align, size_t *offsets, size_t *total)
+{
+    *total = 0;
+    if (n <= 0) return true;
+    int *order = malloc(sizeof *order * (size_t)n);
+    bool *done = calloc((size_t)n, sizeof *done);
+    placed *conf = malloc(sizeof *conf * (size_t)n);
+    size_t *trial = malloc(sizeof *trial * (size_t)n);
+    if (!order || !done || !conf || !trial) {
+        free(order), free(done), free(conf), free(trial);
+        return false;
+    }
+    /* Greedy placement in a few orders, keeping the lowest arena: biggest
+       first is best on most graphs, by start wins when many buffers have
+       one size (small tensors padded to the alignment). Insertion sort: n
+       is the number of intermediates of one graph. */
+    size_t best = 0, bound = vf_memplan_lower_bound(iv, n, align);
+    uint64_t rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    for (int how = 0; how < VF_MEMPLAN_ORDERS + VF_MEMPLAN_SHUFFLES && (how == 0 || best > bound); how++) {
+        if (how < VF_MEMPLAN_ORDERS) {
+            for (int i = 0; i < n; i++) {
+                int j = i;
+                while (j > 0 && !before(iv, how, order[j - 1], i)) {
+                    order[j] = order[j - 1];
+                    j--;
+                }
+                order[j] = i;
+            }
+        } else { /* a few swaps of the best-first order: escapes ties */
+            for (int i = 0; i < n; i++) {
+                int j = i;
+                while (j > 0 && !before(iv, 0, order[j - 1], i)) {
+                    order[j] = order[j - 1];
+                    j--;
+                }
+                order[j] = i;
+            }
+            for (int k = 0; k < 1 + how % 4 && n > 1; k++) {
+                rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+                int a = (int)(rng % (uint64_t)n), b = (int)((rng >> 32) % (uint64_t)n);
+                int t = order[a];
+                order[a] = order[b], order[b] = t;
+            }
+        }
+        size_t top = place_in_order(iv, n, align, order, done, conf, trial);
+        if (how == 0 || top < best) {
+            best = top;
+            for (int i = 0; i < n; i++) offsets[i] = trial[i];
+        }
+    }
     free(order);
     free(done);
     free(conf);
-    *total = top;
+    free(trial);
+    *total = best;
     return true;
 }
 
@@ -81,4 +143,50 @@ size_t vf_memplan_lower_bound(const vf_mem_interval *iv, int n, size_t align)
         if (sum > best) best = sum;
     }
     return best;
+}
+
+bool vf_memplan_inplace(const vf_mem_interval *iv, int n, const int *alias, size_t align, size_t *offsets,
+                        size_t *total, size_t *bound)
+{
+    *total = *bound = 0;
+    if (n <= 0) return true;
+    int *order = malloc(sizeof *order * (size_t)n), *group = malloc(sizeof *group * (size_t)n);
+    int *tail = malloc(sizeof *tail * (size_t)n);
+    vf_mem_interval *g = malloc(sizeof *g * (size_t)n);
+    size_t *goff = malloc(sizeof *goff * (size_t)n);
+    bool ok = order && group && tail && g && goff;
+    int ng = 0;
+    /* By first step, so that a buffer's chain is built before it is
+       extended; a buffer joins the group of the one it may alias when that
+       one ends where it starts, has its (aligned) size and is still the
+       group's last member (one output per dying input). */
+    for (int i = 0; ok && i < n; i++) {
+        int j = i;
+        while (j > 0 && iv[order[j - 1]].first > iv[i].first) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    for (int i = 0; ok && i < n; i++) group[i] = -1; /* not visited yet */
+    for (int k = 0; ok && k < n; k++) {
+        int i = order[k], a = alias ? alias[i] : -1;
+        if (a >= 0 && a < n && a != i && group[a] >= 0 && tail[group[a]] == a && iv[a].last == iv[i].first &&
+            iv[a].first < iv[i].first && align_up(iv[a].size, align) == align_up(iv[i].size, align)) {
+            group[i] = group[a];
+            tail[group[i]] = i;
+            g[group[i]].last = iv[i].last;
+            continue;
+        }
+        group[i] = ng;
+        tail[ng] = i;
+        g[ng++] = iv[i];
+    }
+    ok = ok && vf_memplan(g, ng, align, goff, total);
+    if (ok) {
+        for (int i = 0; i < n; i++) offsets[i] = goff[group[i]];
+        *bound = vf_memplan_lower_bound(g, ng, align);
+    }
+    free(order), free(group), free(tail), free(g), free(goff);
+    return ok;
 }

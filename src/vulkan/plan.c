@@ -24,6 +24,7 @@
 #include "fusion/codegen_fused.h"
 #include "fusion/kernel.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -392,6 +393,26 @@ static vf_status prof_finish(vf_vk_runtime *rt, vf_plan *p)
     return s;
 }
 
+int vf_vk_test_wrong_exec = -1;
+
+/* VKFUSE_CHECK: the GLSL of the kernel starting at exec x, for the report
+   to point at. A file that cannot be written is only a warning. */
+static void write_glsl(const vf_plan_desc *d, int x, const vf_kernel *k)
+{
+    if (!d->glsl_dir) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/exec%d.glsl", d->glsl_dir, x);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "vkfuse: warning: VKFUSE_CHECK: cannot write %s\n", path);
+        return;
+    }
+    for (int i = 0; i < k->n_steps; i++)
+        fprintf(f, "// plan %s, exec %d, step %d of %d: %s\n%s\n", d->name, x, i + 1, k->n_steps, k->step[i].name,
+                k->step[i].glsl);
+    fclose(f);
+}
+
 vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **out)
 {
     *out = NULL;
@@ -416,6 +437,7 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
         if (g < d->n_fused && d->fused[g].first_exec == x) {
             const vf_plan_fused *f = &d->fused[g];
             if (ok[g++]) {
+                write_glsl(d, x, &kern[g - 1]);
                 s = add_kernel(rt, p, d, x, f, &kern[g - 1]);
                 x += f->n_execs - 1;
                 continue;
@@ -423,7 +445,11 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
         }
         vf_kernel k;
         memset(&k, 0, sizeof k);
-        s = vf_codegen_exec(&d->execs[x], &rt->dev.caps, &k, rt->err);
+        vf_exec e = d->execs[x];
+        if (x == vf_vk_test_wrong_exec && vf_op_get(e.op)->kind == VF_KIND_ELEMENTWISE && e.n_in == 1)
+            e.op = e.op == VF_OP_NEG ? VF_OP_ABS : VF_OP_NEG; /* test hook (plan.h) */
+        s = vf_codegen_exec(&e, &rt->dev.caps, &k, rt->err);
+        if (!s) write_glsl(d, x, &k);
         if (!s) s = add_kernel(rt, p, d, x, NULL, &k);
         vf_kernel_free(&k);
     }
@@ -585,7 +611,9 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
     for (int x = 0; x < n; x++) {
         int i = order[x];
         plan_step *ps = &p->steps[i];
-        if (x > 0 && level[i] != level[order[x - 1]]) {
+        if (x > 0 && level[i] != level[order[x - 1]] && !ps->barrier_before && vf_vk_test_drop_barriers > 0) {
+            vf_vk_test_drop_barriers--; /* test hook (scheduler.h): a hazard left unguarded */
+        } else if (x > 0 && level[i] != level[order[x - 1]]) {
             full_barrier(rt, cmd, false);
             p->barriers++;
             p->prof.k[ps->kernel].barriers++;

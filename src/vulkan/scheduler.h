@@ -43,6 +43,12 @@ typedef struct vf_vk_dispatch_info {
     const char *name;            /* for profiles; NULL: the pipeline's name */
 } vf_vk_dispatch_info;
 
+/* Test hook (tests/test_sync_validation.c): while > 0, each hazard barrier
+   the scheduler or a recorded plan would put is left out and the count
+   decremented, so that synchronization validation can be shown to catch
+   the missing barrier. Never set by the library. */
+extern int vf_vk_test_drop_barriers;
+
 typedef struct vf_vk_timing {
     char name[64];
     uint64_t ns;

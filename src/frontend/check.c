@@ -1,0 +1,379 @@
+/* VKFUSE_CHECK: each kernel of a recorded plan against the CPU backend
+ * (check.h). */
+#include "frontend/check.h"
+#include "util/dtype.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* NMSE above which a kernel disagrees: f32 results of the same op differ
+   by a few ulps (transcendentals, summation order: docs/TESTING.md), an
+   NMSE of 1e-8 is a relative RMS error of 1e-4; f16 by an ulp (1e-3);
+   integers and bools must be equal. */
+static double nmse_limit(vf_dtype t)
+{
+    switch (t) {
+    case VF_F32: return 1e-8;
+    case VF_F16: return 1e-5;
+    default: return 0;
+    }
+}
+
+typedef struct host_val {
+    void *data;
+    size_t bytes;
+} host_val;
+
+typedef struct fixed_write { /* a plan's write into a fixed buffer (an assign) */
+    vf_buffer *buf;
+    size_t offset, bytes;
+    void *data;
+} fixed_write;
+
+struct vf_fcheck {
+    char *fn, *glsl_dir;
+    vf_exec *ex;
+    vf_plan_loc (*loc)[4];
+    int (*inter)[4];
+    int *kernel, *node;
+    const char **node_op;
+    int n_ex;
+    bool *internal;
+    int *bind;
+    int n_inter;
+    vf_plan_guard *guards;
+    vf_plan_pred *preds;
+    int *pred_inter;
+    int n_preds;
+    host_val *fixed;        /* per exec and input: before the call */
+    host_val *cpu;          /* per intermediate internal to a group: the CPU's value */
+    fixed_write *writes;
+    int n_writes, cap_writes;
+    vf_err err;
+    vf_backend_t be;
+    bool have_be;
+};
+
+bool vf_fcheck_wanted(void)
+{
+    const char *v = getenv("VKFUSE_CHECK");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static size_t tref_bytes(const vf_tref *r)
+{
+    int64_t n = 1;
+    for (int i = 0; i < r->rank; i++) n *= r->shape[i];
+    return (size_t)n * vf_dtype_size(r->dtype);
+}
+
+static void *dup_mem(const void *p, size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    if (q && n) memcpy(q, p, n);
+    return q;
+}
+
+#define DUP(dst, src, n)                                                                    \
+    do {                                                                                    \
+        (dst) = (src) ? dup_mem((src), sizeof *(src) * (size_t)(n)) : NULL;                 \
+        if ((src) && !(dst)) ok = false;                                                    \
+    } while (0)
+
+vf_fcheck *vf_fcheck_create(vf_context *ctx, const vf_fcheck_desc *d)
+{
+    vf_fcheck *c = calloc(1, sizeof *c);
+    if (!c) {
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", d->fn);
+        return NULL;
+    }
+    bool ok = true;
+    c->fn = dup_mem(d->fn, strlen(d->fn) + 1);
+    c->glsl_dir = d->glsl_dir ? dup_mem(d->glsl_dir, strlen(d->glsl_dir) + 1) : NULL;
+    ok = c->fn && (!d->glsl_dir || c->glsl_dir);
+    DUP(c->ex, d->execs, d->n_execs);
+    DUP(c->loc, d->loc, d->n_execs);
+    DUP(c->inter, d->inter, d->n_execs);
+    DUP(c->kernel, d->kernel, d->n_execs);
+    DUP(c->node, d->node, d->n_execs);
+    DUP(c->node_op, d->node_op, d->n_execs);
+    DUP(c->internal, d->internal, d->n_inter);
+    DUP(c->bind, d->bind, d->n_inter);
+    DUP(c->guards, d->guards, d->n_execs);
+    DUP(c->preds, d->preds, d->n_preds);
+    DUP(c->pred_inter, d->pred_inter, d->n_preds);
+    c->n_ex = d->n_execs;
+    c->n_inter = d->n_inter;
+    c->n_preds = d->n_preds;
+    c->fixed = calloc((size_t)d->n_execs * 3 + 1, sizeof *c->fixed);
+    c->cpu = calloc((size_t)d->n_inter + 1, sizeof *c->cpu);
+    ok = ok && c->fixed && c->cpu;
+    if (ok) {
+        vf_status s = vf_cpu_backend_create(&c->err, &c->be);
+        if (s) {
+            vf_fail(ctx, s, "vf_function '%s': VKFUSE_CHECK: no CPU backend: %s", d->fn, c->err.message);
+            vf_fcheck_free(c);
+            return NULL;
+        }
+        c->have_be = true;
+    }
+    if (!ok) {
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", d->fn);
+        vf_fcheck_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void drop_values(vf_fcheck *c)
+{
+    for (int i = 0; c->fixed && i < c->n_ex * 3; i++) free(c->fixed[i].data), c->fixed[i] = (host_val){0};
+    for (int i = 0; c->cpu && i < c->n_inter; i++) free(c->cpu[i].data), c->cpu[i] = (host_val){0};
+    for (int i = 0; i < c->n_writes; i++) free(c->writes[i].data);
+    c->n_writes = 0;
+}
+
+void vf_fcheck_free(vf_fcheck *c)
+{
+    if (!c) return;
+    drop_values(c);
+    if (c->have_be) c->be.iface->destroy(c->be.self);
+    free(c->fn), free(c->glsl_dir), free(c->ex), free(c->loc), free(c->inter), free(c->kernel);
+    free(c->node), free(c->node_op), free(c->internal), free(c->bind), free(c->guards), free(c->preds);
+    free(c->pred_inter), free(c->fixed), free(c->cpu), free(c->writes);
+    free(c);
+}
+
+static vf_status oom(vf_context *ctx, const vf_fcheck *c)
+{
+    return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", c->fn);
+}
+
+/* bytes of buf at offset into a new host copy. */
+static vf_status download(vf_context *ctx, const vf_fcheck *c, vf_buffer *buf, size_t offset, size_t bytes,
+                          host_val *out)
+{
+    out->bytes = bytes;
+    out->data = malloc(bytes ? bytes : 1);
+    if (!out->data) return oom(ctx, c);
+    vf_status s = ctx->be.iface->download(ctx->be.self, buf, offset, out->data, bytes);
+    if (s) return vf_fail(ctx, s, "vf_function '%s': VKFUSE_CHECK: reading a value back: %s", c->fn, ctx->err.message);
+    return VF_OK;
+}
+
+vf_status vf_fcheck_before(vf_fcheck *c, vf_context *ctx)
+{
+    drop_values(c);
+    for (int x = 0; x < c->n_ex; x++)
+        for (int j = 0; j < c->ex[x].n_in; j++) {
+            if (c->loc[x][j].kind != VF_PLAN_FIXED || c->inter[x][j] >= 0) continue;
+            const vf_tref *r = &c->ex[x].in[j];
+            vf_status s = download(ctx, c, r->buf, r->offset, tref_bytes(r), &c->fixed[x * 3 + j]);
+            if (s) return s;
+        }
+    return VF_OK;
+}
+
+/* The value a tensor of exec x had when the device kernel read it (or,
+   for an output, what the device wrote), as a new host copy. */
+static vf_status value_of(vf_fcheck *c, vf_context *ctx, const vf_plan_bind *binds, int x, int j,
+                          const vf_tref *r, vf_plan_loc loc, int id, host_val *out)
+{
+    size_t bytes = tref_bytes(r);
+    if (id >= 0 && c->internal[id]) {
+        if (!c->cpu[id].data || c->cpu[id].bytes != bytes)
+            return vf_fail(ctx, VF_ERROR_DEVICE, "vf_function '%s': VKFUSE_CHECK: exec %d reads a group value"
+                                                 " no earlier exec made", c->fn, x);
+        out->bytes = bytes;
+        out->data = dup_mem(c->cpu[id].data, bytes);
+        return out->data ? VF_OK : oom(ctx, c);
+    }
+    if (id >= 0 && c->bind[id] >= 0) {
+        const vf_plan_bind *b = &binds[c->bind[id]];
+        return download(ctx, c, b->buf, b->offset + r->offset, bytes, out);
+    }
+    if (loc.kind == VF_PLAN_BIND) {
+        const vf_plan_bind *b = &binds[loc.index];
+        return download(ctx, c, b->buf, b->offset + r->offset, bytes, out);
+    }
+    if (loc.kind == VF_PLAN_FIXED) {
+        for (int w = c->n_writes - 1; w >= 0; w--) /* the latest assign of it wins */
+            if (c->writes[w].buf == r->buf && c->writes[w].offset == r->offset && c->writes[w].bytes == bytes) {
+                out->bytes = bytes;
+                out->data = dup_mem(c->writes[w].data, bytes);
+                return out->data ? VF_OK : oom(ctx, c);
+            }
+        if (j >= 0 && j < 3 && c->fixed[x * 3 + j].data) {
+            out->bytes = bytes;
+            out->data = dup_mem(c->fixed[x * 3 + j].data, bytes);
+            return out->data ? VF_OK : oom(ctx, c);
+        }
+        return download(ctx, c, r->buf, r->offset, bytes, out);
+    }
+    return vf_fail(ctx, VF_ERROR_DEVICE, "vf_function '%s': VKFUSE_CHECK: exec %d tensor %d lives in the arena"
+                                         " of a checked plan", c->fn, x, j);
+}
+
+/* Runs exec x on the CPU backend with these inputs; out gets the result. */
+static vf_status cpu_exec(vf_fcheck *c, vf_context *ctx, int x, host_val *in, host_val *out)
+{
+    const vf_backend_iface *cpu = c->be.iface;
+    vf_exec e = c->ex[x];
+    vf_buffer *bufs[4] = {NULL};
+    vf_status s = VF_OK;
+    for (int j = 0; !s && j < e.n_in; j++) {
+        s = cpu->alloc(c->be.self, in[j].bytes ? in[j].bytes : 1, &bufs[j]);
+        if (!s) s = cpu->upload(c->be.self, bufs[j], 0, in[j].data, in[j].bytes);
+        e.in[j].buf = bufs[j], e.in[j].offset = 0;
+    }
+    out->bytes = tref_bytes(&e.out);
+    if (!s) s = cpu->alloc(c->be.self, out->bytes ? out->bytes : 1, &bufs[3]);
+    e.out.buf = bufs[3], e.out.offset = 0;
+    if (!s) s = cpu->exec(c->be.self, &e);
+    if (!s && !(out->data = malloc(out->bytes ? out->bytes : 1))) s = VF_ERROR_OUT_OF_MEMORY;
+    if (!s) s = cpu->download(c->be.self, bufs[3], 0, out->data, out->bytes);
+    for (int j = 0; j < 4; j++)
+        if (bufs[j]) cpu->free(c->be.self, bufs[j]);
+    if (s) return vf_fail(ctx, s, "vf_function '%s': VKFUSE_CHECK: exec %d (%s) on the CPU backend: %s", c->fn, x,
+                          vf_op_get(e.op)->name, c->err.message);
+    return VF_OK;
+}
+
+typedef struct diff {
+    double nmse;
+    int64_t at;             /* the element with the largest error, or the first NaN/Inf mismatch */
+    double dev, ref;
+} diff;
+
+static diff compare(vf_dtype t, const void *dev, const void *ref, int64_t n)
+{
+    diff d = {0, -1, 0, 0};
+    double se = 0, energy = 0, worst = -1;
+    bool special = false;
+    for (int64_t i = 0; i < n; i++) {
+        double g = vf_load_f64(dev, t, i), r = vf_load_f64(ref, t, i);
+        if (isnan(g) && isnan(r)) continue;
+        if (isnan(g) || isnan(r) || ((isinf(g) || isinf(r)) && g != r)) {
+            if (!special) d.at = i, d.dev = g, d.ref = r;
+            special = true;
+            continue;
+        }
+        if (isinf(r)) continue;
+        double e = (g - r) * (g - r);
+        se += e;
+        energy += r * r;
+        if (!special && e > worst) worst = e, d.at = i, d.dev = g, d.ref = r;
+    }
+    d.nmse = special ? INFINITY : se == 0 ? 0 : se / (energy > 0 ? energy : 1e-300);
+    return d;
+}
+
+/* The report: the kernel, its graph nodes, its GLSL. */
+static vf_status report(vf_fcheck *c, vf_context *ctx, int x, const diff *d, double limit)
+{
+    int k = c->kernel[x], first = x;
+    while (first > 0 && c->kernel[first - 1] == k) first--;
+    char nodes[512] = "";
+    size_t len = 0;
+    for (int y = first; y < c->n_ex && c->kernel[y] == k && len + 48 < sizeof nodes; y++)
+        len += (size_t)snprintf(nodes + len, sizeof nodes - len, "%s%%%d %s", y > first ? ", " : "", c->node[y],
+                                c->node_op && c->node_op[y] ? c->node_op[y] : vf_op_get(c->ex[y].op)->name);
+    char glsl[600];
+    if (c->glsl_dir) snprintf(glsl, sizeof glsl, "%s/exec%d.glsl", c->glsl_dir, first);
+    else snprintf(glsl, sizeof glsl, "(not written: no directory for it)");
+    vf_status s = vf_fail(ctx, VF_ERROR_DEVICE,
+                          "vf_function '%s': VKFUSE_CHECK: kernel %d (graph nodes %s) disagrees with the CPU"
+                          " backend: the output of %%%d %s has NMSE %.3g > %.1g (element %lld: device %.9g, CPU"
+                          " %.9g); its GLSL: %s",
+                          c->fn, k, nodes, c->node[x], vf_op_get(c->ex[x].op)->name, d->nmse, limit, (long long)d->at,
+                          d->dev, d->ref, glsl);
+    fprintf(stderr, "vkfuse: %s\n", vf_error_message(ctx));
+    return s;
+}
+
+static vf_status add_write(vf_fcheck *c, vf_context *ctx, const vf_tref *r, host_val *v)
+{
+    if (c->n_writes == c->cap_writes) {
+        int cap = c->cap_writes ? 2 * c->cap_writes : 8;
+        fixed_write *w = realloc(c->writes, sizeof *w * (size_t)cap);
+        if (!w) return oom(ctx, c);
+        c->writes = w, c->cap_writes = cap;
+    }
+    c->writes[c->n_writes++] = (fixed_write){r->buf, r->offset, v->bytes, v->data};
+    v->data = NULL;
+    return VF_OK;
+}
+
+/* Whether guarded exec x ran: its predicate as the device computed it. */
+static vf_status guard_ran(vf_fcheck *c, vf_context *ctx, const vf_plan_bind *binds, int x, bool *ran)
+{
+    *ran = true;
+    if (!c->guards || c->guards[x].pred < 0) return VF_OK;
+    const vf_plan_pred *p = &c->preds[c->guards[x].pred];
+    host_val v = {0};
+    vf_status s = value_of(c, ctx, binds, x, -1, &p->ref, p->loc, c->pred_inter[c->guards[x].pred], &v);
+    if (!s) *ran = (vf_load_f64(v.data, p->ref.dtype, 0) != 0) == c->guards[x].when;
+    free(v.data);
+    return s;
+}
+
+vf_status vf_fcheck_after(vf_fcheck *c, vf_context *ctx, const vf_plan_bind *binds)
+{
+    vf_status s = VF_OK;
+    for (int x = 0; !s && x < c->n_ex; x++) {
+        bool ran = true;
+        s = guard_ran(c, ctx, binds, x, &ran);
+        if (s || !ran) continue;
+        const vf_exec *e = &c->ex[x];
+        host_val in[3] = {{0}}, ref = {0}, dev = {0};
+        for (int j = 0; !s && j < e->n_in; j++)
+            s = value_of(c, ctx, binds, x, j, &e->in[j], c->loc[x][j], c->inter[x][j], &in[j]);
+        if (!s) s = cpu_exec(c, ctx, x, in, &ref);
+        int id = c->inter[x][3];
+        if (!s && id >= 0 && c->internal[id]) { /* never in memory: later members read the CPU's */
+            free(c->cpu[id].data);
+            c->cpu[id] = ref;
+            ref.data = NULL;
+        } else if (!s && id >= 0 && c->bind[id] >= 0) {
+            s = value_of(c, ctx, binds, x, 3, &e->out, c->loc[x][3], id, &dev);
+            diff d = s ? (diff){0} : compare(e->out.dtype, dev.data, ref.data, (int64_t)(ref.bytes / vf_dtype_size(e->out.dtype)));
+            double limit = nmse_limit(e->out.dtype);
+            if (!s && d.nmse > limit) s = report(c, ctx, x, &d, limit);
+        } else if (!s && c->loc[x][3].kind == VF_PLAN_FIXED) { /* an assign: later reads see it */
+            s = add_write(c, ctx, &e->out, &ref);
+        }
+        for (int j = 0; j < 3; j++) free(in[j].data);
+        free(ref.data);
+        free(dev.data);
+    }
+    drop_values(c);
+    return s;
+}
+
+bool vf_fcheck_glsl_dir(const char *fn, char *out, size_t len)
+{
+    static int counter;
+    const char *root = getenv("VKFUSE_DUMP");
+    if (!root || !*root) root = getenv("TMPDIR");
+    if (!root || !*root) root = "/tmp";
+    if (mkdir(root, 0777) != 0 && errno != EEXIST) {
+        out[0] = '\0';
+        return false;
+    }
+    char safe[64];
+    size_t n = 0;
+    for (const char *p = fn; *p && n + 1 < sizeof safe; p++)
+        safe[n++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '_');
+    safe[n] = '\0';
+    snprintf(out, len, "%s/vkfuse-check-%ld-%s-%d", root, (long)getpid(), safe, ++counter);
+    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+        out[0] = '\0';
+        return false;
+    }
+    return true;
+}
