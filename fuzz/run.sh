@@ -1,12 +1,16 @@
 #!/bin/bash
-# Builds the parser fuzzers with clang (libFuzzer + ASan + UBSan) and runs
-# each for SECONDS (default 30) on a corpus seeded from tests/amber.
+# Builds the fuzzers with clang (libFuzzer + ASan + UBSan) and runs each for
+# SECONDS (default 30): the amber parsers on a corpus seeded from
+# tests/amber, and the saved-function loader (fuzz_saved.c, the whole
+# library built instrumented in WORKDIR/saved-build) on seeds it writes
+# itself. WHICH: parsers, saved or all (default).
 # Exit 77 (ctest: skipped) when clang cannot build fuzzers here.
-# usage: fuzz/run.sh [SECONDS] [WORKDIR]
+# usage: fuzz/run.sh [SECONDS] [WORKDIR] [WHICH]
 set -u
 secs=${1:-30}
 src=$(cd "$(dirname "$0")/.." && pwd)
 work=${2:-$(mktemp -d)}
+which=${3:-all}
 mkdir -p "$work"
 cc=$(command -v clang || command -v clang-14 || true)
 [ -n "$cc" ] || { echo "clang not found: fuzzing skipped"; exit 77; }
@@ -15,7 +19,9 @@ srcs=""
 for p in $parsers; do srcs="$srcs $src/tools/amber/$p.c"; done
 flags="-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -iquote $src/tools/amber"
 status=0
-for kind in amber vkscript; do
+kinds="amber vkscript"
+[ "$which" = saved ] && kinds=""
+for kind in $kinds; do
     def=""; [ $kind = vkscript ] && def="-DFUZZ_VKSCRIPT"
     if ! $cc $flags $def -o "$work/fuzz_$kind" "$src/fuzz/fuzz_parsers.c" $srcs -lm 2>"$work/build_$kind.log"; then
         if grep -q "fuzzer" "$work/build_$kind.log" && ! $cc -fsanitize=fuzzer -x c /dev/null -o /dev/null 2>/dev/null; then
@@ -36,4 +42,21 @@ for kind in amber vkscript; do
         -timeout=10 -max_len=65536 -print_final_stats=1 "$corpus" 2>&1 | tail -n 25) || status=1
     ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null && status=1
 done
+if [ "$which" = saved ] || [ "$which" = all ]; then
+    bdir="$work/saved-build"
+    san="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
+    if ! { cmake -S "$src" -B "$bdir" -G Ninja -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+             -DCMAKE_C_FLAGS="$san" -DVKFUSE_WERROR=OFF -DVKFUSE_BUILD_BENCH=OFF -DVKFUSE_BUILD_EXAMPLES=OFF \
+             -DVKFUSE_FUZZ_SAVED=ON >"$work/build_saved.log" 2>&1 &&
+           cmake --build "$bdir" --target fuzz_saved >>"$work/build_saved.log" 2>&1; }; then
+        tail -n 40 "$work/build_saved.log"; exit 1
+    fi
+    corpus="$work/corpus_saved"
+    mkdir -p "$corpus"
+    echo "== fuzz_saved for ${secs}s"
+    (cd "$work" && VKFUSE_FUZZ_SEEDS="$corpus" "$bdir/fuzz/fuzz_saved" -max_total_time="$secs" -rss_limit_mb=2048 \
+        -malloc_limit_mb=256 -timeout=10 -max_len=65536 -print_final_stats=1 "$corpus" 2>&1 | tail -n 25) || status=1
+    ls "$corpus"/seed*.vkf >/dev/null 2>&1 || { echo "fuzz_saved wrote no seeds"; status=1; }
+    ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null && status=1
+fi
 exit $status

@@ -3,6 +3,7 @@
 #include "frontend/function.h"
 #include "frontend/plan.h"
 #include "frontend/profile.h"
+#include "frontend/saved.h"
 #include "graph/passes.h"
 #include "util/dtype.h"
 
@@ -464,7 +465,10 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
         if (!vf_check_input(ctx, "vf_function_call", in[i], i)) return ctx->err.status;
     }
     if (fn->sig && check_signature(fn, in) != VF_OK) return ctx->err.status;
-    bool eager = ctx->run_eagerly || fn->env_eager;
+    bool eager = (ctx->run_eagerly || fn->env_eager) && fn->body; /* a loaded function has only its graphs */
+    if (!fn->body && ctx->trace)
+        return vf_fail(ctx, VF_ERROR_UNSUPPORTED, "vf_function_call: '%s' was loaded from a file and has no body "
+                       "to inline into the function being traced; call it outside traced bodies", fn->name);
     uint64_t t0 = ctx->profile ? vf_profile_now_ns() : 0;
     if (eager || ctx->trace) { /* eager, or inlined into the function being traced */
         vf_status s = vf_call_body_scoped(ctx, fn->name, fn->body, in, fn->n_out, out, fn->user);
@@ -478,6 +482,13 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
     int hit = -1;
     for (int i = 0; i < fn->n_cf && hit < 0; i++)
         if (matches(&fn->cfs[i], fn->n_in, in)) hit = i;
+    if (hit < 0 && !fn->body) {
+        char why[256];
+        explain(&fn->cfs[fn->n_cf - 1], fn->n_in, in, why, sizeof why);
+        return vf_fail(ctx, VF_ERROR_SHAPE, "vf_function_call: '%s' was loaded from a file and has no concrete "
+                       "function for these inputs (%s) and no body to trace one; save it after calling it with "
+                       "every signature it needs, or give it an input_signature with -1 dims", fn->name, why);
+    }
     if (hit < 0) {
         if (fn->n_cf > 0) note_retrace(fn, in);
         if (!trace(fn, in)) return ctx->err.status;
@@ -490,4 +501,65 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
         fn->stats.eager = false;
     }
     return profile_call(fn, &fn->cfs[hit], t0, s);
+}
+
+/* ---- accessors for saved functions (saved.h) -------------------------------- */
+
+const char *vf_function_name_get(const vf_function *fn) { return fn->name; }
+
+vf_context *vf_function_context(const vf_function *fn) { return fn->ctx; }
+
+void vf_function_arity(const vf_function *fn, int *n_in, int *n_out, const vf_tensor_spec **sig)
+{
+    *n_in = fn->n_in;
+    *n_out = fn->n_out;
+    *sig = fn->sig;
+}
+
+int vf_function_n_concrete(const vf_function *fn) { return fn->n_cf; }
+
+void vf_function_concrete_get(const vf_function *fn, int i, const vf_dtype **dt, const vf_shape **shape,
+                              const vf_graph **g, const vf_capture **caps, int *n_caps)
+{
+    const concrete *c = &fn->cfs[i];
+    *dt = c->dt;
+    *shape = c->shape;
+    *g = c->g;
+    *caps = c->caps;
+    *n_caps = c->n_caps;
+}
+
+vf_function *vf_function_new_loaded(vf_context *ctx, const char *name, int n_in, int n_out,
+                                    const vf_tensor_spec *sig)
+{
+    vf_function *fn = calloc(1, sizeof *fn);
+    if (fn) fn->changes = calloc((size_t)n_in + 1, sizeof *fn->changes);
+    if (fn && sig) fn->sig = malloc(sizeof *fn->sig * (size_t)(n_in + 1));
+    if (!fn || !fn->changes || (sig && !fn->sig)) {
+        if (fn) free(fn->changes), free(fn->sig);
+        free(fn);
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory");
+        return NULL;
+    }
+    if (sig) memcpy(fn->sig, sig, sizeof *fn->sig * (size_t)n_in);
+    fn->ctx = ctx;
+    snprintf(fn->name, sizeof fn->name, "%s", name);
+    fn->n_in = n_in;
+    fn->n_out = n_out;
+    fn->last = -1;
+    return fn;
+}
+
+vf_status vf_function_add_concrete(vf_function *fn, vf_dtype *dt, vf_shape *shape, vf_graph *g,
+                                   vf_capture *caps, int n_caps)
+{
+    concrete c = {.dt = dt, .shape = shape, .g = g, .caps = caps, .n_caps = n_caps};
+    concrete *grown = realloc(fn->cfs, sizeof *fn->cfs * (size_t)(fn->n_cf + 1));
+    if (!grown) {
+        concrete_free(fn->ctx, &c);
+        return vf_fail(fn->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory");
+    }
+    fn->cfs = grown;
+    fn->cfs[fn->n_cf++] = c;
+    return VF_OK;
 }

@@ -123,6 +123,7 @@ void vf_tape_end(vf_tape *tp)
 typedef struct {
     vf_tref *key;
     vf_tensor **g;    /* NULL: no gradient yet */
+    bool *made;       /* an entry on the tape produced this value */
     int n, cap;
 } gmap;
 
@@ -143,11 +144,14 @@ static int gmap_add(gmap *m, const vf_tref *k)
         if (key) m->key = key;
         vf_tensor **g = realloc(m->g, (size_t)cap * sizeof *g);
         if (g) m->g = g;
-        if (!key || !g) return -1;
+        bool *made = realloc(m->made, (size_t)cap * sizeof *made);
+        if (made) m->made = made;
+        if (!key || !g || !made) return -1;
         m->cap = cap;
     }
     m->key[m->n] = *k;
     m->g[m->n] = NULL;
+    m->made[m->n] = false;
     return m->n++;
 }
 
@@ -176,7 +180,15 @@ static vf_status run_gradient(vf_tape *tp, vf_tensor *target, int n, vf_tensor *
     for (int i = 0; i < tp->n; i++) {
         vf_tape_entry *e = &tp->e[i];
         for (int j = 0; j < e->n_in && !dep[i]; j++) dep[i] = gmap_find(&m, &e->in_key[j]) >= 0;
-        if (dep[i] && gmap_add(&m, &e->out_key) < 0) goto oom;
+        if (!dep[i]) continue;
+        int k = gmap_add(&m, &e->out_key);
+        if (k < 0) goto oom;
+        /* A value an earlier entry already produced (two views of one
+           buffer with the same shape, e.g. x reshaped twice): the same
+           value, so its gradient flows back through the first entry only;
+           through both it would count twice. */
+        if (m.made[k]) dep[i] = false;
+        m.made[k] = true;
     }
     /* Seed: ones of the target's shape. */
     vf_tref tk = vf_tensor_ref(target);
@@ -232,6 +244,7 @@ done:
     free(dep);
     free(m.key);
     free(m.g);
+    free(m.made);
     return st;
 }
 

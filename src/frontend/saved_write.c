@@ -1,0 +1,328 @@
+/* vf_function_save: a function's concrete functions (optimised graphs,
+ * input signatures), the values of the tensors they capture (which of them
+ * are variables) into one checksummed little-endian file (docs/FORMAT.md);
+ * and the variables of a function (vf_function_variable). */
+#include "frontend/saved.h"
+#include "util/dtype.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+} wbuf;
+
+static void put(wbuf *w, const void *d, size_t n)
+{
+    if (w->oom) return;
+    if (w->n + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 4096;
+        while (cap < w->n + n) cap *= 2;
+        uint8_t *p = realloc(w->p, cap);
+        if (!p) {
+            w->oom = true;
+            return;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    if (n) memcpy(w->p + w->n, d, n);
+    w->n += n;
+}
+
+static void put_u8(wbuf *w, unsigned v)
+{
+    uint8_t b = (uint8_t)v;
+    put(w, &b, 1);
+}
+static void put_u32(wbuf *w, uint32_t v)
+{
+    uint8_t b[4];
+    for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
+    put(w, b, 4);
+}
+static void put_u64(wbuf *w, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    put(w, b, 8);
+}
+static void put_f64(wbuf *w, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    put_u64(w, u);
+}
+static void set_u64(wbuf *w, size_t at, uint64_t v)
+{
+    if (w->oom) return;
+    for (int i = 0; i < 8; i++) w->p[at + (size_t)i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_shape(wbuf *w, const vf_shape *s)
+{
+    put_u8(w, (unsigned)s->rank);
+    put_u32(w, s->sym);
+    for (int d = 0; d < s->rank; d++) put_u64(w, (uint64_t)s->dim[d]);
+}
+
+static void put_str(wbuf *w, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    put_u32(w, (uint32_t)n);
+    put(w, s, n);
+}
+
+static void put_graph(wbuf *w, const vf_graph *g);
+
+static void put_node(wbuf *w, const vf_node *n)
+{
+    put_u8(w, (unsigned)n->kind);
+    put_u8(w, (unsigned)n->dtype);
+    put_u32(w, (uint32_t)n->op);
+    put_u32(w, (uint32_t)n->n_in);
+    for (int i = 0; i < n->n_in; i++) put_u32(w, (uint32_t)n->in[i]);
+    put_shape(w, &n->shape);
+    put_u32(w, (uint32_t)n->index);
+    put_u8(w, n->is_var);
+    /* attrs */
+    put_u32(w, n->attrs.axes_mask);
+    put_u8(w, n->attrs.keepdims);
+    put_u32(w, (uint32_t)n->attrs.axis);
+    for (int d = 0; d < VF_MAX_RANK; d++) put_u8(w, (unsigned)n->attrs.perm[d]);
+    put_u8(w, n->attrs.trans_a);
+    put_u8(w, n->attrs.trans_b);
+    put_u8(w, (unsigned)n->attrs.dtype);
+    put_f64(w, n->attrs.value);
+    put_u64(w, n->attrs.seed);
+    switch (n->kind) {
+    case VF_NODE_RESHAPE:
+        put_u8(w, (unsigned)n->target.rank);
+        for (int d = 0; d < n->target.rank; d++) put_u64(w, (uint64_t)n->target.dim[d]);
+        break;
+    case VF_NODE_CONST:
+        put_u64(w, n->bytes);
+        put(w, n->data, n->bytes);
+        break;
+    case VF_NODE_PRINT: put_str(w, n->label); break;
+    case VF_NODE_COND:
+    case VF_NODE_WHILE:
+        put_u32(w, (uint32_t)n->n_out);
+        put_u32(w, (uint32_t)n->split);
+        put_u32(w, (uint32_t)n->max_iterations);
+        put_graph(w, n->sub[0]);
+        put_graph(w, n->sub[1]);
+        break;
+    default: break;
+    }
+}
+
+static void put_graph(wbuf *w, const vf_graph *g)
+{
+    put_u32(w, (uint32_t)g->n);
+    put_u32(w, (uint32_t)g->n_params);
+    put_u32(w, (uint32_t)g->n_explicit);
+    put_u32(w, (uint32_t)g->n_outputs);
+    for (int i = 0; i < g->n_outputs; i++) put_u32(w, (uint32_t)g->outputs[i]);
+    for (int i = 0; i < g->n; i++) put_node(w, &g->nodes[i]);
+}
+
+/* The distinct tensors the concrete functions capture (a variable captured
+   by two of them, or with two shapes, is one tensor). */
+typedef struct {
+    vf_tensor **t;
+    int n, cap;
+} tset;
+
+static int tset_index(tset *s, vf_tensor *t)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->t[i] == t) return i;
+    if (s->n == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 16;
+        vf_tensor **p = realloc(s->t, sizeof *p * (size_t)cap);
+        if (!p) return -1;
+        s->t = p;
+        s->cap = cap;
+    }
+    s->t[s->n] = t;
+    return s->n++;
+}
+
+static vf_status write_file(vf_context *ctx, const char *path, const wbuf *w)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return vf_fail(ctx, VF_ERROR_IO, "vf_function_save: cannot create '%s'; check the directory and its permissions", path);
+    bool ok = fwrite(w->p, 1, w->n, f) == w->n;
+    ok = fclose(f) == 0 && ok;
+    if (!ok) {
+        remove(path);
+        return vf_fail(ctx, VF_ERROR_IO, "vf_function_save: writing '%s' failed (disk full?)", path);
+    }
+    return VF_OK;
+}
+
+vf_status vf_function_save(vf_function *fn, const char *path)
+{
+    if (!fn) return VF_ERROR_INVALID_ARGUMENT;
+    vf_context *ctx = vf_function_context(fn);
+    int n_in, n_out;
+    const vf_tensor_spec *sig;
+    vf_function_arity(fn, &n_in, &n_out, &sig);
+    int ncf = vf_function_n_concrete(fn);
+    const char *name = vf_function_name_get(fn);
+    if (!path) return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save: '%s': path is NULL", name);
+    if (ncf == 0)
+        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save: '%s' has no concrete function yet; call it "
+                       "once (with every signature it must serve) before saving it", name);
+    tset ts = {0};
+    size_t nsec = 2 + (size_t)ncf;
+    uint64_t *sec_off = calloc(nsec + 1, sizeof *sec_off), *sec_size = calloc(nsec + 1, sizeof *sec_size);
+    vf_status s = sec_off && sec_size ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
+    for (int c = 0; s == VF_OK && c < ncf; c++) {
+        const vf_dtype *dt;
+        const vf_shape *sh;
+        const vf_graph *g;
+        const vf_capture *caps;
+        int n_caps;
+        vf_function_concrete_get(fn, c, &dt, &sh, &g, &caps, &n_caps);
+        for (int k = 0; k < n_caps; k++)
+            if (tset_index(&ts, caps[k].t) < 0) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
+    }
+    wbuf w = {0};
+    /* header and section table; sizes and offsets patched below */
+    put(&w, VF_SAVED_MAGIC, 8);
+    put_u32(&w, VF_SAVED_VERSION);
+    put_u32(&w, 0);
+    put_u32(&w, (uint32_t)nsec);
+    put_u32(&w, 0);
+    put_u64(&w, 0);
+    size_t table = w.n;
+    for (size_t i = 0; i < nsec; i++) {
+        put_u32(&w, i == 0 ? VF_SEC_FUNCTION : i == 1 ? VF_SEC_TENSORS : VF_SEC_CONCRETE);
+        put_u32(&w, 0);
+        put_u64(&w, 0);
+        put_u64(&w, 0);
+    }
+    /* section 0: the function */
+    size_t at = w.n;
+    put_str(&w, name);
+    put_u32(&w, (uint32_t)n_in);
+    put_u32(&w, (uint32_t)n_out);
+    put_u8(&w, sig != NULL);
+    for (int i = 0; sig && i < n_in; i++) {
+        put_u8(&w, (unsigned)sig[i].dtype);
+        put_u8(&w, (unsigned)sig[i].rank);
+        for (int d = 0; d < sig[i].rank; d++) put_u64(&w, (uint64_t)sig[i].shape[d]);
+    }
+    if (s == VF_OK) sec_off[0] = at, sec_size[0] = w.n - at;
+    /* section 1: captured tensors with their values */
+    at = w.n;
+    put_u32(&w, (uint32_t)ts.n);
+    for (int i = 0; s == VF_OK && i < ts.n; i++) {
+        vf_tensor *t = ts.t[i];
+        vf_shape shp = {.rank = vf_tensor_rank(t)};
+        for (int d = 0; d < shp.rank; d++) shp.dim[d] = vf_tensor_dim(t, d);
+        size_t bytes = vf_tensor_bytes(t);
+        void *data = malloc(bytes ? bytes : 1);
+        if (!data) {
+            s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
+            break;
+        }
+        if (bytes && (s = vf_tensor_read(t, data, bytes)) != VF_OK) {
+            free(data);
+            break;
+        }
+        put_u8(&w, vf_tensor_is_variable(t));
+        put_u8(&w, (unsigned)vf_tensor_dtype(t));
+        put_shape(&w, &shp);
+        put_u64(&w, bytes);
+        put(&w, data, bytes);
+        free(data);
+    }
+    if (s == VF_OK) sec_off[1] = at, sec_size[1] = w.n - at;
+    /* sections 2..: concrete functions */
+    for (int c = 0; s == VF_OK && c < ncf; c++) {
+        const vf_dtype *dt;
+        const vf_shape *sh;
+        const vf_graph *g;
+        const vf_capture *caps;
+        int n_caps;
+        vf_function_concrete_get(fn, c, &dt, &sh, &g, &caps, &n_caps);
+        at = w.n;
+        for (int i = 0; i < n_in; i++) {
+            put_u8(&w, (unsigned)dt[i]);
+            put_shape(&w, &sh[i]);
+        }
+        put_u32(&w, (uint32_t)n_caps);
+        for (int k = 0; k < n_caps; k++) {
+            vf_shape cs = {.rank = caps[k].ref.rank};
+            memcpy(cs.dim, caps[k].ref.shape, sizeof(int64_t) * (size_t)cs.rank);
+            put_u32(&w, (uint32_t)tset_index(&ts, caps[k].t));
+            put_shape(&w, &cs);
+        }
+        put_graph(&w, g);
+        sec_off[2 + c] = at, sec_size[2 + c] = w.n - at;
+    }
+    for (size_t i = 0; s == VF_OK && i < nsec; i++) {
+        set_u64(&w, table + i * VF_SAVED_ENTRY + 8, sec_off[i]);
+        set_u64(&w, table + i * VF_SAVED_ENTRY + 16, sec_size[i]);
+    }
+    set_u64(&w, 24, w.n + VF_SAVED_TRAILER);
+    if (s == VF_OK && !w.oom) put_u64(&w, vf_fnv1a64(VF_FNV_INIT, w.p, w.n));
+    if (s == VF_OK && w.oom) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
+    if (s == VF_OK) s = write_file(ctx, path, &w);
+    free(w.p);
+    free(ts.t);
+    free(sec_off);
+    free(sec_size);
+    return s;
+}
+
+/* The variables of fn: every distinct variable its concrete functions
+   capture, in the order of first capture. */
+static vf_tensor *nth_variable(vf_function *fn, int want, int *count)
+{
+    tset seen = {0};
+    int n = 0;
+    vf_tensor *hit = NULL;
+    for (int c = 0; c < vf_function_n_concrete(fn); c++) {
+        const vf_dtype *dt;
+        const vf_shape *sh;
+        const vf_graph *g;
+        const vf_capture *caps;
+        int n_caps;
+        vf_function_concrete_get(fn, c, &dt, &sh, &g, &caps, &n_caps);
+        for (int k = 0; k < n_caps; k++) {
+            if (!caps[k].is_var) continue;
+            int before = seen.n;
+            if (tset_index(&seen, caps[k].t) < 0) break;
+            if (seen.n == before) continue;
+            if (n == want) hit = caps[k].t;
+            n++;
+        }
+    }
+    free(seen.t);
+    if (count) *count = n;
+    return hit;
+}
+
+int vf_function_variable_count(vf_function *fn)
+{
+    int n = 0;
+    if (fn) nth_variable(fn, -1, &n);
+    return n;
+}
+
+vf_tensor *vf_function_variable(vf_function *fn, int i)
+{
+    if (!fn) return NULL;
+    int n = 0;
+    vf_tensor *t = nth_variable(fn, i, &n);
+    if (!t) vf_fail(vf_function_context(fn), VF_ERROR_INVALID_ARGUMENT, "vf_function_variable: '%s' has %d variables; "
+                    "index %d is out of range", vf_function_name_get(fn), n, i);
+    return t;
+}

@@ -1,0 +1,403 @@
+/* vf_function_save / vf_function_load: a traced train step (a tape, an
+ * assign_sub on a variable, a vf_cond that stays a COND node, a
+ * vf_while_loop, a symbolic batch dim) saved, loaded in this process and in
+ * a fresh one (this binary run with --child, which never creates the
+ * function from its body), outputs and updated variables compared bit for
+ * bit, on the CPU backend and on Vulkan; damaged files (truncated at every
+ * section boundary and at random points, bit flips, a newer version, huge
+ * counts, flips behind a recomputed checksum) fail with VF_ERROR_FORMAT. */
+#include "testutil.h"
+#include "frontend/saved.h"
+
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define FEAT 4
+#define CLS 3
+
+typedef struct {
+    vf_tensor *w, *b, *lr;
+} model;
+
+static vf_status loud(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    /* a print keeps the cond a COND node (only the taken branch may print) */
+    vf_status s = vf_print(ctx, "test_saved: positive branch, mean", vf_reduce_mean(ctx, in[0], 0, NULL, false));
+    out[0] = vf_relu(ctx, in[0]);
+    return s != VF_OK ? s : out[0] ? VF_OK : vf_status_get(ctx);
+}
+static vf_status quiet(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_neg(ctx, in[0]);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+static vf_status loop_cond(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_less(ctx, in[1], vf_fill(ctx, VF_F32, 0, NULL, 3.0));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+static vf_status loop_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_mul(ctx, in[0], vf_fill(ctx, VF_F32, 0, NULL, 1.5));
+    out[1] = vf_add(ctx, in[1], vf_fill(ctx, VF_F32, 0, NULL, 1.0));
+    return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+/* in: x [-1,4] f32, y [-1] i32; out: loss, cond result [-1,3], loop value */
+static vf_status step(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    model *m = user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *logits = vf_add(ctx, vf_matmul(ctx, in[0], m->w), m->b);
+    vf_tensor *loss = vf_reduce_mean(ctx, vf_sparse_softmax_cross_entropy(ctx, in[1], logits), 0, NULL, false);
+    vf_tensor *g = NULL;
+    vf_status s = vf_tape_gradient(tp, loss, 1, &m->w, &g);
+    vf_tape_end(tp);
+    if (s != VF_OK) return s;
+    vf_tensor *pred = vf_greater(ctx, vf_reduce_mean(ctx, logits, 0, NULL, false), vf_fill(ctx, VF_F32, 0, NULL, -100.0));
+    if ((s = vf_cond(ctx, pred, loud, quiet, 1, &logits, 1, &out[1], NULL)) != VF_OK) return s;
+    vf_tensor *vars[2] = {vf_reduce_sum(ctx, logits, 0, NULL, false), vf_fill(ctx, VF_F32, 0, NULL, 0.0)};
+    if ((s = vf_while_loop(ctx, loop_cond, loop_body, 2, vars, 0, NULL)) != VF_OK) return s;
+    if ((s = vf_assign_sub(m->w, vf_mul(ctx, m->lr, g))) != VF_OK) return s;
+    out[0] = loss;
+    out[2] = vars[0];
+    return VF_OK;
+}
+
+static const vf_tensor_spec sig[2] = {{VF_F32, 2, {-1, FEAT}}, {VF_I32, 1, {-1}}};
+
+static void inputs(vf_context *ctx, int64_t nb, uint64_t seed, vf_tensor **in)
+{
+    float x[64];
+    int32_t y[16];
+    vt_fill_uniform(x, (size_t)(nb * FEAT), -1, 1, seed);
+    vt_fill_int(y, (size_t)nb, 0, CLS - 1, seed + 1);
+    in[0] = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){nb, FEAT}, x);
+    in[1] = vf_tensor_from_host(ctx, VF_I32, 1, &nb, y);
+}
+
+/* Calls fn on batch (3, seed 7) and returns its 3 outputs and variable v
+   concatenated as bytes (malloc'd, *n bytes). */
+static uint8_t *call_and_dump(vf_context *ctx, vf_function *fn, vf_tensor *v, size_t *n)
+{
+    vf_scope_begin(ctx);
+    vf_tensor *in[2], *out[3];
+    inputs(ctx, 3, 7, in);
+    assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+    size_t total = 0;
+    vf_tensor *all[4] = {out[0], out[1], out[2], v};
+    for (int i = 0; i < 4; i++) total += vf_tensor_bytes(all[i]);
+    uint8_t *buf = malloc(total), *p = buf;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(vf_tensor_read(all[i], p, vf_tensor_bytes(all[i])), VF_OK);
+        p += vf_tensor_bytes(all[i]);
+    }
+    vf_scope_end(ctx);
+    *n = total;
+    return buf;
+}
+
+static const char *bk_name(vf_backend b) { return b == VF_BACKEND_CPU ? "cpu" : "vulkan"; }
+
+static char self_path[4096];
+
+/* The child: loads path on backend, calls, writes the dump to outpath. */
+static int child_main(const char *backend, const char *path, const char *outpath)
+{
+    vf_context_desc d = {.backend = strcmp(backend, "cpu") == 0 ? VF_BACKEND_CPU : VF_BACKEND_VULKAN, .device_index = -1,
+                         .validation = getenv("VKFUSE_VALIDATION") && strcmp(getenv("VKFUSE_VALIDATION"), "1") == 0};
+    vf_context *ctx = NULL;
+    if (vf_context_create(&d, &ctx) != VF_OK) return fprintf(stderr, "child: %s\n", vf_error_message(ctx)), 2;
+    vf_function *fn = NULL;
+    if (vf_function_load(ctx, path, &fn) != VF_OK) return fprintf(stderr, "child: %s\n", vf_error_message(ctx)), 3;
+    if (vf_function_variable_count(fn) != 1) return fprintf(stderr, "child: %d variables\n", vf_function_variable_count(fn)), 4;
+    vf_scope_begin(ctx);
+    vf_tensor *in[2], *out[3];
+    float x[64];
+    int32_t y[16];
+    vt_fill_uniform(x, 3 * FEAT, -1, 1, 7);
+    vt_fill_int(y, 3, 0, CLS - 1, 8);
+    in[0] = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, FEAT}, x);
+    in[1] = vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){3}, y);
+    if (vf_function_call(fn, in, out) != VF_OK) return fprintf(stderr, "child: %s\n", vf_error_message(ctx)), 5;
+    FILE *f = fopen(outpath, "wb");
+    if (!f) return 6;
+    vf_tensor *all[4] = {out[0], out[1], out[2], vf_function_variable(fn, 0)};
+    for (int i = 0; i < 4; i++) {
+        size_t n = vf_tensor_bytes(all[i]);
+        void *b = malloc(n);
+        if (vf_tensor_read(all[i], b, n) != VF_OK || fwrite(b, 1, n, f) != n) return 7;
+        free(b);
+    }
+    fclose(f);
+    vf_scope_end(ctx);
+    vf_function_destroy(fn);
+    vf_context_destroy(ctx);
+    return 0;
+}
+
+static uint8_t *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)sz + 1);
+    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
+    fclose(f);
+    *n = (size_t)sz;
+    return b;
+}
+
+static void tmp_path(char *buf, size_t len, const char *what, vf_backend b)
+{
+    snprintf(buf, len, "/tmp/vkfuse_test_saved_%d_%s_%s", (int)getpid(), bk_name(b), what);
+}
+
+static void save_load_roundtrip(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    float w0[FEAT * CLS];
+    vt_fill_uniform(w0, FEAT * CLS, -1, 1, 3);
+    model m = {.w = vf_variable(ctx, vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){FEAT, CLS}, w0)),
+               .b = vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){CLS}, (float[]){0.1f, -0.2f, 0.3f}),
+               .lr = vf_fill(ctx, VF_F32, 0, NULL, 0.25)};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "step", .body = step, .user = &m,
+        .n_inputs = 2, .n_outputs = 3, .input_signature = sig});
+    char path[256], outp[256];
+    tmp_path(path, sizeof path, "fn.vkf", be);
+    tmp_path(outp, sizeof outp, "child.out", be);
+    /* not called yet: nothing to save */
+    assert_int_equal(vf_function_save(fn, path), VF_ERROR_INVALID_ARGUMENT);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save", "no concrete function", NULL);
+    vf_scope_begin(ctx);
+    vf_tensor *in[2], *out[3];
+    inputs(ctx, 6, 1, in);
+    assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+    vf_scope_end(ctx);
+    char *text = vf_function_graph_text(fn);
+    assert_non_null(strstr(text, "cond"));
+    assert_non_null(strstr(text, "while"));
+    assert_non_null(strstr(text, "assign"));
+    free(text);
+    assert_int_equal(vf_function_save(fn, path), VF_OK);
+    /* the original goes on: batch 3 (the symbolic dim: no retrace) */
+    size_t na, nb;
+    uint8_t *a = call_and_dump(ctx, fn, m.w, &na);
+    vf_function_stats st;
+    vf_function_stats_get(fn, &st);
+    assert_int_equal(st.traces, 1);
+    /* loaded here: its variable holds the saved value, then the same step */
+    vf_function *ld = NULL;
+    if (vf_function_load(ctx, path, &ld) != VF_OK) fail_msg("load: %s", vf_error_message(ctx));
+    assert_int_equal(vf_function_variable_count(ld), 1);
+    assert_null(vf_function_variable(ld, 1));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_variable", "out of range", NULL);
+    uint8_t *b = call_and_dump(ctx, ld, vf_function_variable(ld, 0), &nb);
+    assert_int_equal(na, nb);
+    vt_assert_equal_bytes(b, a, na, "loaded in the same process vs the original");
+    free(b);
+    /* a signature the loaded function has no concrete function for */
+    vf_scope_begin(ctx);
+    vf_tensor *bad = vf_fill(ctx, VF_F32, 2, (int64_t[]){2, 5}, 1.0), *o3[3];
+    vf_tensor *lab = vf_fill(ctx, VF_I32, 1, (int64_t[]){2}, 0.0);
+    assert_int_not_equal(vf_function_call(ld, (vf_tensor *[]){bad, lab}, o3), VF_OK);
+    vf_scope_end(ctx);
+    vt_expect_error(ctx, VF_ERROR_SHAPE, NULL);
+    vf_function_destroy(ld);
+    /* a fresh process that has no body */
+    char *argv[] = {self_path, "--child", (char *)bk_name(be), path, outp, NULL};
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, self_path, NULL, NULL, argv, environ), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    b = read_all(outp, &nb);
+    assert_int_equal(na, nb);
+    vt_assert_equal_bytes(b, a, na, "loaded in a fresh process vs the original");
+    free(a), free(b);
+    remove(path), remove(outp);
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+
+static void test_roundtrip_cpu(void **state)
+{
+    (void)state;
+    save_load_roundtrip(VF_BACKEND_CPU);
+}
+
+static void test_roundtrip_vulkan(void **state)
+{
+    (void)state;
+    if (vt_have_vulkan()) save_load_roundtrip(VF_BACKEND_VULKAN);
+}
+
+/* ---- damaged files ------------------------------------------------------- */
+
+static uint8_t *saved_bytes(vf_context *ctx, size_t *n)
+{
+    static model m;
+    m = (model){.w = vf_variable(ctx, vf_fill(ctx, VF_F32, 2, (int64_t[]){FEAT, CLS}, 0.5)),
+                .b = vf_fill(ctx, VF_F32, 1, (int64_t[]){CLS}, 0.1), .lr = vf_fill(ctx, VF_F32, 0, NULL, 0.1)};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "step", .body = step, .user = &m,
+        .n_inputs = 2, .n_outputs = 3, .input_signature = sig});
+    vf_scope_begin(ctx);
+    vf_tensor *in[2], *out[3];
+    inputs(ctx, 2, 1, in);
+    assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+    vf_scope_end(ctx);
+    char path[256];
+    tmp_path(path, sizeof path, "damaged.vkf", VF_BACKEND_CPU);
+    assert_int_equal(vf_function_save(fn, path), VF_OK);
+    vf_function_destroy(fn);
+    uint8_t *b = read_all(path, n);
+    remove(path);
+    return b;
+}
+
+static uint64_t rd64(const uint8_t *p) { uint64_t v = 0; for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i); return v; }
+static void wr64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void wr32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+
+/* n bytes of b as a consistent file: size field and checksum fixed up */
+static void fix_up(uint8_t *b, size_t n)
+{
+    wr64(b + 24, n);
+    wr64(b + n - 8, vf_fnv1a64(VF_FNV_INIT, b, n - 8));
+}
+
+/* loads n bytes; must fail with VF_ERROR_FORMAT (or, if allowed, succeed) */
+static int expect_format(vf_context *ctx, const uint8_t *b, size_t n, bool may_load, const char *what, size_t at)
+{
+    vf_function *fn = NULL;
+    vf_status s = vf_saved_load_mem(ctx, b, n, "damaged", &fn);
+    if (s == VF_OK && may_load) {
+        vf_function_destroy(fn);
+        return 1;
+    }
+    if (s != VF_ERROR_FORMAT) fail_msg("%s at %zu: got %s (%s)", what, at, vf_status_name(s), vf_error_message(ctx));
+    assert_null(fn);
+    assert_non_null(strstr(vf_error_message(ctx), "at byte"));
+    vf_error_clear(ctx);
+    return 0;
+}
+
+static void test_damaged_files(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    size_t n;
+    uint8_t *orig = saved_bytes(ctx, &n), *b = malloc(n);
+    uint32_t nsec = (uint32_t)orig[16] | (uint32_t)orig[17] << 8;
+    vf_function *fn = NULL;
+    if (vf_saved_load_mem(ctx, orig, n, "intact", &fn) != VF_OK) fail_msg("intact: %s", vf_error_message(ctx));
+    vf_function_destroy(fn);
+    int loaded = 0;
+    /* truncated at every section boundary, as is and made consistent */
+    for (uint32_t i = 0; i < nsec; i++) {
+        const uint8_t *e = orig + VF_SAVED_HEADER + (size_t)i * VF_SAVED_ENTRY;
+        size_t cuts[2] = {(size_t)rd64(e + 8), (size_t)(rd64(e + 8) + rd64(e + 16))};
+        for (int k = 0; k < 2; k++) {
+            if (cuts[k] >= n) continue;
+            memcpy(b, orig, n);
+            expect_format(ctx, b, cuts[k], false, "truncated at a section boundary", cuts[k]);
+            if (cuts[k] >= VF_SAVED_HEADER + VF_SAVED_TRAILER && cuts[k] + 8 < n) {
+                fix_up(b, cuts[k] + 8);
+                expect_format(ctx, b, cuts[k] + 8, false, "truncated at a section boundary (consistent)", cuts[k]);
+            }
+        }
+    }
+    /* truncated at random points; every byte of the header and table */
+    uint64_t r = 12345;
+    for (int t = 0; t < 300; t++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        size_t cut = t < 100 ? (size_t)t : (size_t)(r >> 33) % n;
+        memcpy(b, orig, n);
+        expect_format(ctx, b, cut, false, "truncated", cut);
+        if (cut >= VF_SAVED_HEADER + VF_SAVED_TRAILER + 8) {
+            fix_up(b, cut);
+            expect_format(ctx, b, cut, false, "truncated (consistent)", cut);
+        }
+    }
+    /* one flipped bit anywhere: the checksum (or the header) catches it */
+    for (size_t i = 0; i < n; i++) {
+        memcpy(b, orig, n);
+        b[i] ^= (uint8_t)(1u << (i % 8));
+        expect_format(ctx, b, n, false, "bit flip", i);
+    }
+    /* flips behind a recomputed checksum: the parser's checks; loading may
+       succeed (a changed constant), it must never crash or leak */
+    for (int t = 0; t < 2000; t++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        size_t i = VF_SAVED_HEADER + (size_t)(r >> 33) % (n - VF_SAVED_HEADER - 8);
+        memcpy(b, orig, n);
+        b[i] ^= (uint8_t)(1u << ((r >> 20) % 8));
+        fix_up(b, n);
+        loaded += expect_format(ctx, b, n, true, "bit flip (checksum fixed)", i);
+    }
+    /* most flips land in checked fields; some in data (constants, values) */
+    print_message("flips behind a fixed checksum: %d of 2000 still loaded (changed data)\n", loaded);
+    assert_true(loaded < 2000);
+    /* a newer version */
+    memcpy(b, orig, n);
+    wr32(b + 8, VF_SAVED_VERSION + 1);
+    fix_up(b, n);
+    assert_int_equal(vf_saved_load_mem(ctx, b, n, "newer", &fn), VF_ERROR_FORMAT);
+    vt_expect_error(ctx, VF_ERROR_FORMAT, "version 2", "newer", NULL);
+    /* huge counts: the name length, the tensor count, the node count */
+    const char *fields[3] = {"name length", "tensor count", "node count"};
+    for (int k = 0; k < 3; k++) {
+        memcpy(b, orig, n);
+        size_t off;
+        if (k < 2) off = (size_t)rd64(orig + VF_SAVED_HEADER + (size_t)k * VF_SAVED_ENTRY + 8);
+        else { /* the graph of the first concrete function: after the inputs and captures */
+            size_t p = (size_t)rd64(orig + VF_SAVED_HEADER + 2 * VF_SAVED_ENTRY + 8);
+            for (int i = 0; i < 2; i++) p += 1 + 5 + 8 * (size_t)orig[p + 1];
+            uint32_t nc = (uint32_t)orig[p] | (uint32_t)orig[p + 1] << 8;
+            p += 4;
+            for (uint32_t c = 0; c < nc; c++) p += 4 + 5 + 8 * (size_t)orig[p + 4];
+            off = p;
+        }
+        wr32(b + off, 0xFFFFFFF0u);
+        fix_up(b, n);
+        assert_int_equal(vf_saved_load_mem(ctx, b, n, "huge", &fn), VF_ERROR_FORMAT);
+        vt_expect_error(ctx, VF_ERROR_FORMAT, fields[k], "at byte", NULL);
+    }
+    /* not a saved function; no file */
+    memcpy(b, orig, n);
+    b[0] = 'X';
+    assert_int_equal(vf_saved_load_mem(ctx, b, n, "foreign", &fn), VF_ERROR_FORMAT);
+    vt_expect_error(ctx, VF_ERROR_FORMAT, "magic", NULL);
+    assert_int_equal(vf_function_load(ctx, "/nonexistent/vkfuse.vkf", &fn), VF_ERROR_IO);
+    vt_expect_error(ctx, VF_ERROR_IO, "cannot open", NULL);
+    free(b);
+    free(orig);
+    vt_context_done(ctx);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && strcmp(argv[1], "--child") == 0) return child_main(argv[2], argv[3], argv[4]);
+    ssize_t k = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+    if (k <= 0) snprintf(self_path, sizeof self_path, "%s", argv[0]);
+    else self_path[k] = '\0';
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip_cpu),
+        cmocka_unit_test(test_roundtrip_vulkan),
+        cmocka_unit_test(test_damaged_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
