@@ -1,6 +1,6 @@
 /* Fusion benchmark, each workload traced as a vf_function and run as a
- * fused Vulkan plan, an unfused one (VKFUSE_FUSION=0 while its plan is
- * built) and on the CPU backend, side by side in one run:
+ * fused Vulkan plan, an unfused one (vf_function_desc.unfused: one kernel
+ * per op, no aliasing) and on the CPU backend, side by side in one run:
  *   - an 8-op elementwise chain (x*1.5, +0.5, relu, *0.9, sigmoid, *2, -1,
  *     abs) over 16M f32;
  *   - composed softmax exp(x - max(x)) / sum(exp(x - max(x))) over the last
@@ -93,9 +93,9 @@ static figures measure(vf_context *ctx, const workload *w, bool fuse, int iters)
     vf_tensor *x[3] = {vf_random_normal(ctx, VF_F32, w->rank, w->dim, 1), NULL, NULL};
     for (int i = 1; i < w->n_inputs; i++) x[i] = vf_random_normal(ctx, VF_F32, 1, &w->dim[w->rank - 1], 1 + (uint64_t)i);
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = w->name, .body = w->body, .user = k,
-                                                                  .n_inputs = w->n_inputs, .n_outputs = 1});
+                                                                  .n_inputs = w->n_inputs, .n_outputs = 1,
+                                                                  .unfused = !fuse});
     if (!fn) goto done;
-    if (!fuse) setenv("VKFUSE_FUSION", "0", 1);
     for (int i = 0; i <= iters; i++) {
         vf_scope_begin(ctx);
         vf_tensor *y = NULL;
@@ -105,7 +105,6 @@ static figures measure(vf_context *ctx, const workload *w, bool fuse, int iters)
         if (s == VF_OK) s = vf_context_sync(ctx);
         double t = now() - t0;
         vf_scope_end(ctx);
-        unsetenv("VKFUSE_FUSION");
         if (s != VF_OK) {
             fprintf(stderr, "bench_fusion: %s\n", vf_error_message(ctx));
             goto done;
@@ -114,7 +113,6 @@ static figures measure(vf_context *ctx, const workload *w, bool fuse, int iters)
     }
     f.ok = vf_function_stats_get(fn, &f.fs) == VF_OK;
 done:
-    unsetenv("VKFUSE_FUSION");
     vf_function_destroy(fn);
     vf_scope_end(ctx);
     return f;

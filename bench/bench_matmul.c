@@ -1,7 +1,7 @@
 /* Matmul epilogue benchmark: y = relu(a @ w + bias) traced as a
  * vf_function, run as a fused Vulkan plan (one kernel: matmul tile kernel
- * with the epilogue), an unfused plan (VKFUSE_FUSION=0 while its plan is
- * built: matmul, add, relu as three kernels) and on the CPU backend
+ * with the epilogue), an unfused plan (vf_function_desc.unfused, as
+ * VKFUSE_FUSION=0: matmul, add, relu as three kernels) and on the CPU backend
  * (OpenBLAS sgemm + two elementwise ops), side by side in one run, at
  * 1024^3, at an MLP layer size (256x784 @ 784x512) and at a small batch of
  * that layer (16x784 @ 784x512). Also a plain
@@ -54,9 +54,9 @@ static figures measure(vf_context *ctx, vf_body body, int64_t m, int64_t k, int6
                         vf_random_normal(ctx, VF_F32, 2, (int64_t[]){k, n}, 2),
                         vf_random_normal(ctx, VF_F32, 1, (int64_t[]){n}, 3)};
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "mlp", .body = body, .n_inputs = 3,
-                                                                  .n_outputs = 1});
+                                                                  .n_outputs = 1,
+                                                                  .unfused = !fuse});
     if (!fn) goto done;
-    if (!fuse) setenv("VKFUSE_FUSION", "0", 1);
     for (int i = 0; i <= iters; i++) {
         vf_scope_begin(ctx);
         vf_tensor *y = NULL;
@@ -66,7 +66,6 @@ static figures measure(vf_context *ctx, vf_body body, int64_t m, int64_t k, int6
         if (s == VF_OK) s = vf_context_sync(ctx);
         double t = now() - t0;
         vf_scope_end(ctx);
-        unsetenv("VKFUSE_FUSION");
         if (s != VF_OK) {
             fprintf(stderr, "bench_matmul: %s\n", vf_error_message(ctx));
             goto done;
@@ -75,7 +74,6 @@ static figures measure(vf_context *ctx, vf_body body, int64_t m, int64_t k, int6
     }
     f.ok = vf_function_stats_get(fn, &f.fs) == VF_OK;
 done:
-    unsetenv("VKFUSE_FUSION");
     vf_function_destroy(fn);
     vf_scope_end(ctx);
     return f;
