@@ -615,6 +615,49 @@ static void test_barrier_batching(void **state)
     vt_context_done(cpu);
 }
 
+/* t dies at two kernels of one level: exp(t) (elementwise, an arena value
+   that may take t's bytes) and the sum of t (a reduction of its own). */
+static vf_status exp_and_sum(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *t = vf_transpose(ctx, in[0], (int[]){1, 0});
+    out[0] = vf_reduce_max(ctx, vf_exp(ctx, t), 0, NULL, false);
+    out[1] = vf_reduce_sum(ctx, t, 0, NULL, false);
+    return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+/* In-place reuse must not let a kernel write over a value another kernel
+   of the same level still reads: nothing orders them. On lavapipe the
+   dispatches of a level run in plan order, so without the check
+   (read_beside in src/frontend/plan.c) the sum reads exp(t): 3604 instead
+   of -4.47, seen. */
+static void test_inplace_same_level(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN), *cpu = vt_context(VF_BACKEND_CPU);
+    vf_function_desc d = {.name = "exp_and_sum", .body = exp_and_sum, .n_inputs = 1, .n_outputs = 2};
+    vf_function *fn = vf_function_create(ctx, &d), *cfn = vf_function_create(cpu, &d);
+    static float xs[64 * 48];
+    vt_fill_uniform(xs, 64 * 48, -1, 1, 9);
+    vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){64, 48}, xs);
+    vf_tensor *cin = vf_tensor_from_host(cpu, VF_F32, 2, (int64_t[]){64, 48}, xs);
+    for (int call = 0; call < 2; call++) {
+        vf_tensor *y[2], *cy[2];
+        assert_int_equal(vf_function_call(fn, &in, y), VF_OK);
+        assert_int_equal(vf_function_call(cfn, &cin, cy), VF_OK);
+        for (int k = 0; k < 2; k++) {
+            float *got = vt_read(y[k]), *want = vt_read(cy[k]);
+            vt_assert_close_f32(got, want, 1, 1e-4, 1e-4, k ? "sum(t) vs cpu" : "max(exp(t)) vs cpu");
+            free(got), free(want);
+        }
+    }
+    vf_function_destroy(fn);
+    vf_function_destroy(cfn);
+    vt_context_done(ctx);
+    vt_context_done(cpu);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -628,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_guarded_cond),
         cmocka_unit_test(test_unfused_option),
         cmocka_unit_test(test_barrier_batching),
+        cmocka_unit_test(test_inplace_same_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
