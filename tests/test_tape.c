@@ -86,7 +86,7 @@ enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_NORM };
 static void dreduce(const dt *x, int kind, uint32_t mask, bool keep, dt *out)
 {
     if (!mask) mask = (1u << x->rank) - 1;
-    int64_t osh[4];
+    int64_t osh[4] = {1, 1, 1, 1};
     for (int d = 0; d < x->rank; d++) osh[d] = (mask >> d) & 1 ? 1 : x->sh[d];
     dt full = {.rank = x->rank};
     memcpy(full.sh, osh, sizeof osh);
