@@ -4,8 +4,9 @@
 // the lanes; arithmetic is cheap. So here lanes never talk: each lane owns
 // an RM x 4*CV block of C (RM rows, CV vec4s of consecutive columns) in
 // registers and loads what it needs itself, RM + 4*CV vec4 loads per four
-// k for 16*RM*CV multiply-adds. A workgroup is its local size of lanes along
-// the columns: an RM x (4*CV*SG) tile; row tiles are numbered fastest so
+// k for 16*RM*CV multiply-adds. A workgroup is WG lanes (a specialisation
+// constant: the subgroup size within the device's limits) along the
+// columns: an RM x (4*CV*WG) tile; row tiles are numbered fastest so
 // that neighbouring workgroups share the same panel of B in the caches.
 // No shared memory, no barriers.
 // Codegen defines: RM, CV, float lda(base, row, k), vec4 lda4(base, row, k)
@@ -24,7 +25,7 @@ void main()
     uint oa, ob;
     batch_off(b, oa, ob);
     uint r0 = rt * RM;
-    uint c0 = (ct * gl_WorkGroupSize.x + gl_LocalInvocationID.x) * (4u * CV);
+    uint c0 = (ct * WG + gl_LocalInvocationID.x) * (4u * CV);
     vec4 acc[RM * CV];
     [[unroll]] for (uint i = 0u; i < RM * CV; i++) acc[i] = vec4(0.0);
     uint K4 = pc.K & ~3u;

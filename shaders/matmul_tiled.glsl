@@ -4,13 +4,14 @@
 // columns tx + TS j, so that shared reads are conflict-free). Per BK step
 // the workgroup stages a BM x BK slice of A and a BK x BN slice of B in
 // shared memory, zero-filled outside the matrices (edge tiles, any m n k).
-// Codegen defines: TS, BK, float lda(base, row, k), float ldb(base, k, col),
+// TS, BK: specialisation constants (WG == TS * TS, chosen from the device's
+// limits and shared memory). Codegen defines: float lda(base, row, k), float ldb(base, k, col),
 // void st1(batch, row, col, float) (the store or fused epilogue of one element
 // in range), batch_off(b, oa, ob); push M, N, K, tiles_n, tiles_m, batch.
 
-#define BM (4 * TS)
-#define BN (4 * TS)
-#define NT (TS * TS)
+#define BM (4u * TS)
+#define BN (4u * TS)
+#define NT WG
 
 shared float As[BK][BM];
 shared float Bs[BK][BN];

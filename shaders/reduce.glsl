@@ -1,8 +1,11 @@
 // ---- reduction template ----------------------------------------------------
-// Codegen defines before this text:
-//   WG               workgroup size; SG the device's subgroup size
+// Codegen declares before this text:
+//   WG, SG           specialisation constants: the workgroup size and the
+//                    subgroup size it was chosen for (`WG == SG` is folded
+//                    when the pipeline is made, so the dead path costs nothing)
 //   VF_SUBGROUP      1: combine with subgroup ops (+ shared memory between
-//                    subgroups when WG > SG); 0: shared-memory tree
+//                    subgroups when WG != SG); 0: shared-memory tree (WG a
+//                    power of two)
 //   MODE_ROW         a workgroup per output (reduced dims innermost);
 //                    otherwise a thread per output (MODE_COL)
 //   ACC_T, ACC_IDENTITY
@@ -16,20 +19,15 @@
 // partial sums are combined as a tree (subgroup, then across subgroups).
 
 #ifdef MODE_ROW
-#if VF_SUBGROUP && WG > SG
-shared ACC_T vf_part[WG];
-#elif !VF_SUBGROUP
-shared ACC_T vf_part[WG];
-#endif
+shared ACC_T vf_part[WG];   // unused (and dropped) when WG == SG with subgroups
 
 // Combines v over the workgroup; the result is valid in invocation 0.
 ACC_T vf_wg_reduce(ACC_T v)
 {
-#if VF_SUBGROUP && WG == SG
+#if VF_SUBGROUP
     // one subgroup per workgroup: no barrier at all (each one is a
     // coroutine switch on llvmpipe)
-    return acc_subgroup(v);
-#elif VF_SUBGROUP
+    if (WG == SG) return acc_subgroup(v);
     v = acc_subgroup(v);
     if (subgroupElect()) vf_part[gl_SubgroupID] = v;
     barrier();

@@ -1,6 +1,6 @@
 // ---- row template: softmax, log_softmax, sparse softmax cross-entropy -------
-// Codegen defines before this text:
-//   WG, SG, VF_SUBGROUP     as in reduce.glsl
+// Codegen declares before this text:
+//   WG, SG, VF_SUBGROUP     as in reduce.glsl (WG, SG specialisation constants)
 //   MODE_ROW                rows are contiguous (axis innermost): a workgroup
 //                           per row; otherwise (MODE_COL) a thread per
 //                           (outer, inner) column walking the axis with
@@ -16,15 +16,12 @@
 // (WG == SG): the reductions are subgroup ops with no barrier at all.
 
 #ifdef MODE_ROW
-#if !(VF_SUBGROUP && WG == SG)
-shared float vf_part[WG];
-#endif
+shared float vf_part[WG];   // unused (and dropped) when WG == SG with subgroups
 
 float vf_wg_max(float v)
 {
-#if VF_SUBGROUP && WG == SG
-    return subgroupMax(v);
-#elif VF_SUBGROUP
+#if VF_SUBGROUP
+    if (WG == SG) return subgroupMax(v);
     v = subgroupMax(v);
     if (subgroupElect()) vf_part[gl_SubgroupID] = v;
     barrier();
@@ -48,9 +45,8 @@ float vf_wg_max(float v)
 
 float vf_wg_sum(float v)
 {
-#if VF_SUBGROUP && WG == SG
-    return subgroupAdd(v);
-#elif VF_SUBGROUP
+#if VF_SUBGROUP
+    if (WG == SG) return subgroupAdd(v);
     v = subgroupAdd(v);
     if (subgroupElect()) vf_part[gl_SubgroupID] = v;
     barrier();

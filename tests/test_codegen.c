@@ -5,7 +5,8 @@
  * libshaderc (Vulkan 1.2). Also checks the dispatch metadata (push
  * constants, workgroup counts, bindings), UNSUPPORTED for f16 / bool
  * without 16- / 8-bit storage, and that sizes never change the GLSL of a
- * pattern (one pipeline per pattern). Numerical results are checked end to
+ * pattern (one pipeline per pattern); the workgroup size is always a
+ * specialisation constant within the device's limits (test_vulkan_spec). Numerical results are checked end to
  * end by test_ops (Vulkan vs CPU). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -118,6 +119,12 @@ static void check_kernel(const vf_exec *e, const vf_device_caps *c, const vf_ker
             assert_true(d->groups[j] >= 1);
             assert_true(d->groups[j] <= c->max_workgroup_count[j]);
         }
+        /* the workgroup size is specialisation constant 0, within the limits */
+        assert_null(strstr(d->glsl, "local_size_x ="));
+        assert_non_null(strstr(d->glsl, "local_size_x_id = 0"));
+        assert_true(d->n_spec >= 1 && d->n_spec <= VF_KERNEL_MAX_SPEC);
+        assert_true(d->spec[0] >= 1 && d->spec[0] <= c->max_workgroup_invocations &&
+                    d->spec[0] <= c->max_workgroup_size[0]);
         assert_true(d->n_bindings >= 1 && d->n_bindings <= VF_KERNEL_MAX_BINDINGS);
         for (int j = 0; j < d->n_bindings; j++) {
             int b = d->binding[j];

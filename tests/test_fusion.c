@@ -458,7 +458,7 @@ static void run_dag(rt_handle *h, vf_backend_t *cpu, vf_graph *g, int *fused_gro
         if (k.n_steps == 0) continue;   /* dead values */
         const vf_dispatch *d = &k.step[0];
         const vf_vk_pipeline *pipe = NULL;
-        assert_int_equal(vf_vk_runtime_glsl_pipeline(h->rt, d->glsl, d->name, d->n_bindings, d->push_size, &pipe),
+        assert_int_equal(vf_vk_runtime_dispatch_pipeline(h->rt, d, &pipe),
                          VF_OK);
         vf_vk_bind binds[VF_KERNEL_MAX_BINDINGS];
         memset(binds, 0, sizeof binds);

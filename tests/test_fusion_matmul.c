@@ -401,7 +401,7 @@ static void dispatch_on(rt_handle *h, const vf_dispatch *d, vf_buffer *const *by
                         const unsigned *access)
 {
     const vf_vk_pipeline *p = NULL;
-    vf_status s = vf_vk_runtime_glsl_pipeline(h->rt, d->glsl, d->name, d->n_bindings, d->push_size, &p);
+    vf_status s = vf_vk_runtime_dispatch_pipeline(h->rt, d, &p);
     if (s) fprintf(stderr, "%s\n", h->err.message);
     assert_int_equal(s, VF_OK);
     vf_vk_bind binds[VF_KERNEL_MAX_BINDINGS];

@@ -254,8 +254,47 @@ vf_status cg_groups_linear(vf_cg *g, uint64_t total)
     return VF_OK;
 }
 
-vf_status cg_finish(vf_cg *g, uint32_t local_x, const char *template_name)
+uint32_t cg_clamp_wg(const vf_device_caps *caps, uint32_t want, bool pow2)
 {
+    uint32_t wg = want;
+    if (caps->max_workgroup_invocations && wg > caps->max_workgroup_invocations) wg = caps->max_workgroup_invocations;
+    if (caps->max_workgroup_size[0] && wg > caps->max_workgroup_size[0]) wg = caps->max_workgroup_size[0];
+    if (wg < 1) wg = 1;
+    if (pow2) {
+        uint32_t w = 1;
+        while (w <= wg / 2) w *= 2;
+        wg = w;
+    }
+    return wg;
+}
+
+void cg_workgroup(vf_cg *g, uint32_t wg)
+{
+    g->d->spec[0] = wg ? wg : 1;
+    if (g->d->n_spec < 1) g->d->n_spec = 1;
+}
+
+uint32_t cg_wg(const vf_cg *g) { return g->d->n_spec ? g->d->spec[0] : 1; }
+
+void cg_spec(vf_cg *g, const char *name, uint32_t v)
+{
+    if (g->status) return;
+    if (g->d->n_spec < 1) g->d->n_spec = 1;   /* id 0 stays the workgroup size */
+    if (g->d->n_spec >= VF_KERNEL_MAX_SPEC) {
+        g->status = vf_err_set(g->err, VF_ERROR_UNSUPPORTED, "codegen: more than %d specialisation constants",
+                               VF_KERNEL_MAX_SPEC);
+        return;
+    }
+    uint32_t id = g->d->n_spec++;
+    snprintf(g->spec_name[id], sizeof g->spec_name[id], "%s", name);
+    g->d->spec[id] = v;
+}
+
+vf_status cg_finish(vf_cg *g, const char *template_name)
+{
+    if (!g->status && (g->d->n_spec < 1 || g->d->spec[0] == 0))
+        g->status = vf_err_set(g->err, VF_ERROR_INVALID_ARGUMENT, "codegen: kernel %s has no workgroup size",
+                               g->d->name);
     if (g->status) {
         cg_abort(g);
         return g->status;
@@ -278,7 +317,13 @@ vf_status cg_finish(vf_cg *g, uint32_t local_x, const char *template_name)
     if (g->ext & CG_EXT_BALLOT) vf_sb_puts(&s, "#extension GL_KHR_shader_subgroup_ballot : require\n");
     vf_sb_puts(&s, "#extension GL_EXT_control_flow_attributes : enable\n");
     vf_sb_add(&s, "\n// vkfuse generated kernel %s\n// %s\n\n", g->d->name, g->comment);
-    vf_sb_add(&s, "layout(local_size_x = %u, local_size_y = 1, local_size_z = 1) in;\n\n", local_x);
+    /* sizes chosen from the device: specialisation constants (kernel.h) */
+    vf_sb_puts(&s, "layout(local_size_x_id = 0, local_size_y = 1, local_size_z = 1) in;\n"
+                   "const uint WG = gl_WorkGroupSize.x;   // specialisation constant 0\n");
+    for (uint32_t i = 1; i < g->d->n_spec; i++)
+        vf_sb_add(&s, "layout(constant_id = %u) const uint %s = 1u;   // specialisation constant %u\n", i,
+                  g->spec_name[i], i);
+    vf_sb_puts(&s, "\n");
     vf_sb_puts(&s, prelude);
     vf_sb_puts(&s, "\nlayout(push_constant) uniform Push {\n");
     for (int i = 0; i < g->n_push; i++)

@@ -10,8 +10,10 @@
  *
  * Fast path (pattern with one dim, i.e. no input broadcasts except whole
  * scalars, 4-byte dtypes, numel % 4 == 0, 16-byte aligned): vec4 loads and
- * stores, 4 vec4 per invocation, workgroup-strided (base + j * 256) so that
+ * stores, 4 vec4 per invocation, workgroup-strided (base + j * WG) so that
  * neighbouring invocations touch neighbouring memory on each step.
+ * The workgroup size WG (256 within the device's limits) is a
+ * specialisation constant (kernel.h).
  */
 #include "fusion/codegen_internal.h"
 #include "util/dtype.h"
@@ -19,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define EW_LOCAL 256u
+#define EW_LOCAL 256u   /* wanted; clamped to the device by cg_clamp_wg */
 #define EW_PER_THREAD 4u
 
 typedef struct {
@@ -225,14 +227,16 @@ vf_status vf_codegen_elementwise(const vf_exec *e, const vf_device_caps *caps, v
         vf_sb_add(s, ")\n{\n    return %s;\n}\n\n", expr);
     }
 
-    uint32_t per_group = EW_LOCAL * EW_PER_THREAD;
-    vf_sb_add(s, "void main()\n{\n    uint base = vf_group_id() * %uu + gl_LocalInvocationID.x;\n", per_group);
+    cg_workgroup(&g, cg_clamp_wg(caps, EW_LOCAL, false));
+    uint32_t per_group = cg_wg(&g) * EW_PER_THREAD;
+    vf_sb_add(s, "void main()\n{\n    uint base = vf_group_id() * (WG * %uu) + gl_LocalInvocationID.x;\n",
+              EW_PER_THREAD);
     if (vec4) {
         for (int i = 0; i < n_in; i++)
             if ((p.bcast[0] >> i) & 1) vf_sb_add(s, "    %s s%d = ld%d(0u);\n", cg_ctype_name(ct[i]), i, i);
     }
-    vf_sb_add(s, "    [[unroll]] for (uint j = 0u; j < %uu; j++) {\n        uint i = base + j * %uu;\n"
-                 "        if (i >= pc.numel) return;\n", EW_PER_THREAD, EW_LOCAL);
+    vf_sb_add(s, "    [[unroll]] for (uint j = 0u; j < %uu; j++) {\n        uint i = base + j * WG;\n"
+                 "        if (i >= pc.numel) return;\n", EW_PER_THREAD);
     if (fill) {
         vf_sb_add(s, "        outv[i] = %s(VF_FILL_VALUE);\n", vec4 ? vec_type(e->out.dtype) : "");
     } else if (vec4) {
@@ -265,7 +269,7 @@ vf_status vf_codegen_elementwise(const vf_exec *e, const vf_device_caps *caps, v
 
     uint64_t items = vec4 ? numel / 4 : numel;
     cg_groups_linear(&g, (items + per_group - 1) / per_group);
-    return cg_finish(&g, EW_LOCAL, NULL);
+    return cg_finish(&g, NULL);
 }
 
 /* RANDOM_NORMAL: invocation k writes elements 2k and 2k+1 (philox.glsl). */
@@ -295,14 +299,15 @@ vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_ker
         return vf_err_set(err, VF_ERROR_COMPILE, "codegen: embedded shader philox.glsl is missing");
     }
     vf_sb_puts(&g.body, philox);
-    vf_sb_add(&g.body, "\nvoid main()\n{\n"
-                       "    uint k = vf_group_id() * %uu + gl_LocalInvocationID.x;\n"
+    cg_workgroup(&g, cg_clamp_wg(caps, EW_LOCAL, false));
+    vf_sb_puts(&g.body, "\nvoid main()\n{\n"
+                       "    uint k = vf_group_id() * WG + gl_LocalInvocationID.x;\n"
                        "    uint i = 2u * k;\n"
                        "    if (i >= pc.numel) return;\n"
                        "    vec2 r = vf_normal_pair(uvec2(pc.seed_lo, pc.seed_hi), k, 0u);\n"
                        "    st(i, r.x);\n"
-                       "    if (i + 1u < pc.numel) st(i + 1u, r.y);\n}\n", EW_LOCAL);
+                       "    if (i + 1u < pc.numel) st(i + 1u, r.y);\n}\n");
     uint64_t pairs = (numel + 1) / 2;
-    cg_groups_linear(&g, (pairs + EW_LOCAL - 1) / EW_LOCAL);
-    return cg_finish(&g, EW_LOCAL, NULL);
+    cg_groups_linear(&g, (pairs + cg_wg(&g) - 1) / cg_wg(&g));
+    return cg_finish(&g, NULL);
 }

@@ -257,10 +257,7 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
     for (int o = 0; o < n_out; o++)
         if (!is4(g->nodes[grp->outputs[o]].dtype)) vec4 = false;
 
-    uint32_t local = 256;
-    if (caps->max_workgroup_invocations && local > caps->max_workgroup_invocations)
-        local = caps->max_workgroup_invocations;
-    if (caps->max_workgroup_size[0] && local > caps->max_workgroup_size[0]) local = caps->max_workgroup_size[0];
+    uint32_t local = cg_clamp_wg(caps, 256, false);   /* WG: a specialisation constant */
 
     vf_exec fake;   /* cg_* name the op in messages */
     memset(&fake, 0, sizeof fake);
@@ -269,6 +266,7 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
     vf_cg cg;
     cg_begin(&cg, &fake, caps, err, &k->step[0]);
     vf_dispatch *d = cg.d;
+    cg_workgroup(&cg, local);
 
     /* name: fused_<first ops>, then pattern tags; the comment lists all */
     int nl = snprintf(d->name, sizeof d->name, "fused%d", grp->n_nodes);
@@ -332,15 +330,16 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
 
     vf_sb *s = &cg.body;
     uint32_t per_group = local * FU_PER_THREAD;
-    vf_sb_add(s, "void main()\n{\n    uint base = vf_group_id() * %uu + gl_LocalInvocationID.x;\n", per_group);
+    vf_sb_add(s, "void main()\n{\n    uint base = vf_group_id() * (WG * %uu) + gl_LocalInvocationID.x;\n",
+              FU_PER_THREAD);
     if (vec4)
         for (int i = 0; i < n_in; i++)
             if ((p.bcast[0] >> i) & 1) {
                 vf_dtype dt = g->nodes[grp->inputs[i]].dtype;
                 vf_sb_add(s, "    %s x%d = ld%d(0u);   // a single element\n", cg_ctype_name(cg_ctype_of(dt)), i, i);
             }
-    vf_sb_add(s, "    [[unroll]] for (uint j = 0u; j < %uu; j++) {\n        uint i = base + j * %uu;\n"
-                 "        if (i >= pc.numel) return;\n", FU_PER_THREAD, local);
+    vf_sb_add(s, "    [[unroll]] for (uint j = 0u; j < %uu; j++) {\n        uint i = base + j * WG;\n"
+                 "        if (i >= pc.numel) return;\n", FU_PER_THREAD);
     if (vec4) {
         static const char *const vt[] = {"vec4", "ivec4", "uvec4", "bvec4"};
         for (int i = 0; i < n_in; i++)
@@ -387,7 +386,7 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
     vf_sb_puts(s, "    }\n}\n");
     uint64_t items = vec4 ? numel / 4 : numel;
     cg_groups_linear(&cg, (items + per_group - 1) / per_group);
-    return cg_finish(&cg, local, NULL);
+    return cg_finish(&cg, NULL);
 }
 
 vf_status vf_codegen_group(const vf_graph *g, const vf_group *grp, const vf_shape *shapes,

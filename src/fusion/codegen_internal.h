@@ -6,7 +6,11 @@
  * whole source: version, extensions, a header comment, the prelude, the
  * push block, declarations and body. Push fields are named, so the GLSL
  * depends only on the kernel's pattern while the sizes travel as values:
- * one pipeline serves every size with that pattern.
+ * one pipeline serves every size with that pattern. Likewise the
+ * workgroup size (cg_workgroup) and any other size chosen from the device
+ * (cg_spec) are specialisation constants (kernel.h): the GLSL says WG, SG,
+ * TS..., the values travel in d->spec, and one SPIR-V serves every device
+ * limit; the workgroup counts are computed from the same values.
  */
 #ifndef VF_FUSION_CODEGEN_INTERNAL_H
 #define VF_FUSION_CODEGEN_INTERNAL_H
@@ -37,6 +41,7 @@ typedef struct vf_cg {
     int n_push;
     char push_name[CG_MAX_PUSH_FIELDS][24];
     char push_type[CG_MAX_PUSH_FIELDS];   /* 'u' uint, 'i' int, 'f' float */
+    char spec_name[VF_KERNEL_MAX_SPEC][16];   /* constant_id 1.. (0 is WG) */
     char comment[512];           /* header comment: op, dtypes, pattern */
     vf_status status;            /* first failure while building */
 } vf_cg;
@@ -60,8 +65,19 @@ void cg_convert(vf_sb *sb, vf_dtype dt, vf_ctype ct, const char *v);
 /* Groups for `total` linear workgroups: 2D when beyond the X limit. The
    shader recovers the index with vf_group_id() (prelude). */
 vf_status cg_groups_linear(vf_cg *g, uint64_t total);
-/* Assembles the source into d->glsl; local size (x, 1, 1). */
-vf_status cg_finish(vf_cg *g, uint32_t local_x, const char *template_name);
+/* want clamped to the device's workgroup limits (invocations and X size),
+   at least 1; pow2: rounded down to a power of two as well. */
+uint32_t cg_clamp_wg(const vf_device_caps *caps, uint32_t want, bool pow2);
+/* The workgroup size of this dispatch: specialisation constant 0, WG in
+   the GLSL (local size (WG, 1, 1)). Must be set before cg_finish. */
+void cg_workgroup(vf_cg *g, uint32_t wg);
+/* The value cg_workgroup set: what workgroup counts are computed with. */
+uint32_t cg_wg(const vf_cg *g);
+/* Declares `layout(constant_id = i) const uint name = 1u;` with the next
+   free id (1, 2, ...) and records value v for it in d->spec. */
+void cg_spec(vf_cg *g, const char *name, uint32_t v);
+/* Assembles the source into d->glsl. */
+vf_status cg_finish(vf_cg *g, const char *template_name);
 /* Frees partial state after a failure. */
 void cg_abort(vf_cg *g);
 

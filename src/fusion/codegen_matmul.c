@@ -115,11 +115,8 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
 
     /* CPU profile: lanes of LANES invocations (the subgroup size, within
        the device's workgroup limits), each an RM x 4*CV register block */
-    uint32_t lanes = caps->subgroup_size ? caps->subgroup_size : 8;
-    if (caps->max_workgroup_invocations && lanes > caps->max_workgroup_invocations)
-        lanes = caps->max_workgroup_invocations;
-    if (caps->max_workgroup_size[0] && lanes > caps->max_workgroup_size[0]) lanes = caps->max_workgroup_size[0];
-    bool lane_kernel = caps->is_cpu && lanes >= 1;
+    uint32_t lanes = cg_clamp_wg(caps, caps->subgroup_size ? caps->subgroup_size : 8, false);
+    bool lane_kernel = caps->is_cpu;
     uint32_t rm = M >= MM_LANE_ROWS ? MM_LANE_ROWS : MM_LANE_ROWS_SMALL, cv = MM_LANE_VEC4S;
     bool f32 = A->dtype == VF_F32 && B->dtype == VF_F32 && e->out.dtype == VF_F32;
     bool vec_a = lane_kernel && f32 && !ta && K % 4 == 0 && A->offset % 16 == 0;
@@ -145,8 +142,8 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
                  ta ? 't' : 'n', tb ? 't' : 'n', rm, 4 * cv, vec_a ? "_va" : "", vec_b ? "_vb" : "",
                  vec_c ? "_vc" : "", bp.nd);
     else
-        snprintf(g.d->name, sizeof g.d->name, "%s_%s_%c%c_tile%u_b%d", tag, cg_dtype_tag(A->dtype), ta ? 't' : 'n',
-                 tb ? 't' : 'n', (unsigned)(4 * ts), bp.nd);
+        snprintf(g.d->name, sizeof g.d->name, "%s_%s_%c%c_tile_b%d", tag, cg_dtype_tag(A->dtype), ta ? 't' : 'n',
+                 tb ? 't' : 'n', bp.nd);
     snprintf(g.comment, sizeof g.comment,
              "op matmul%s%s: %s x %s -> %s, %s A, %s B, %d collapsed batch dim(s); %s",
              epi ? " with " : "", epi ? epi->what : "", cg_dtype_tag(A->dtype), cg_dtype_tag(B->dtype),
@@ -221,12 +218,18 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
             vf_sb_puts(s, "void st4(uint b, uint r, uint c, vec4 v)\n{\n    if (r >= pc.M) return;\n"
                           "    [[unroll]] for (uint j = 0u; j < 4u; j++)\n"
                           "        if (c + j < pc.N) st1(b, r, c + j, v[j]);\n}\n");
-    } else {
-        vf_sb_add(s, "#define TS %uu\n#define BK %uu\n", ts, bk);
     }
-    uint32_t wg = lane_kernel ? lanes : ts * ts;
+    /* sizes chosen from the device are specialisation constants: the
+       lanes of a lane workgroup, the tile edge TS (TS x TS invocations)
+       and k step BK of a tiled one; RM and CV stay baked (unrolled
+       register blocks, chosen from M, not from the device) */
+    cg_workgroup(&g, lane_kernel ? lanes : ts * ts);
+    if (!lane_kernel) {
+        cg_spec(&g, "TS", ts);
+        cg_spec(&g, "BK", bk);
+    }
     cg_groups_linear(&g, tiles_m * tiles_n * bp.count);
-    return cg_finish(&g, wg, lane_kernel ? "matmul_lane.glsl" : "matmul_tiled.glsl");
+    return cg_finish(&g, lane_kernel ? "matmul_lane.glsl" : "matmul_tiled.glsl");
 }
 
 vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)

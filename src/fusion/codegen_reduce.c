@@ -209,10 +209,10 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
     for (int j = 0; j < p->nd && cl < (int)sizeof g.comment; j++)
         cl += snprintf(g.comment + cl, sizeof g.comment - (size_t)cl, " %d", p->red[j]);
     if (cl < (int)sizeof g.comment)
-        snprintf(g.comment + cl, sizeof g.comment - (size_t)cl, "; %s%s, workgroup %u",
+        snprintf(g.comment + cl, sizeof g.comment - (size_t)cl, "; %s%s",
                  row ? "a workgroup per output" : "a thread per output",
                  step == STEP_PARTIAL ? ", step 1 of 2 (chunks -> scratch)"
-                 : step == STEP_FINAL ? ", step 2 of 2 (scratch -> out)" : "", wg);
+                 : step == STEP_FINAL ? ", step 2 of 2 (scratch -> out)" : "");
 
     if (step != STEP_FINAL) cg_bind(&g, VF_BIND_IN0, in->dtype, "in0", true, false);
     if (step != STEP_ONE) cg_bind(&g, VF_BIND_SCRATCH, -1, "scratch", step == STEP_FINAL, false);
@@ -235,8 +235,10 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
     }
 
     vf_sb *s = &g.body;
-    vf_sb_add(s, "#define WG %u\n#define SG %u\n#define VF_SUBGROUP %d\n", wg, caps->subgroup_size,
-              subgroup ? 1 : 0);
+    /* WG and SG are specialisation constants; only the path is baked */
+    cg_workgroup(&g, wg);
+    cg_spec(&g, "SG", caps->subgroup_size ? caps->subgroup_size : 1);
+    vf_sb_add(s, "#define VF_SUBGROUP %d\n", subgroup ? 1 : 0);
     if (row) vf_sb_puts(s, "#define MODE_ROW 1\n");
     if (subgroup) g.ext |= CG_EXT_SUBGROUP;
     if (step != STEP_PARTIAL) {
@@ -267,8 +269,8 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
         }
     }
     uint64_t outs = step == STEP_PARTIAL ? p->n_out * parts : p->n_out;
-    cg_groups_linear(&g, row ? outs : (outs + wg - 1) / wg);
-    return cg_finish(&g, wg, "reduce.glsl");
+    cg_groups_linear(&g, row ? outs : (outs + cg_wg(&g) - 1) / cg_wg(&g));
+    return cg_finish(&g, "reduce.glsl");
 }
 
 vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
@@ -296,22 +298,16 @@ vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_ker
     bool inner_red = p.nd == 0 || p.red[p.nd - 1];
     bool row = inner_red && p.n_red >= 32;
     uint32_t sg = caps->subgroup_size ? caps->subgroup_size : 1;
+    /* the workgroup size (a specialisation constant, chosen here from the
+       device): one subgroup on CPU devices (no barriers), else 256 within
+       the limits; a power of two for the shared-memory tree */
     uint32_t wg;
-    if (caps->is_cpu) {
-        wg = sg;   /* one subgroup: no barriers */
+    if (!row) {
+        wg = cg_clamp_wg(caps, caps->is_cpu ? 64 : 256, false);
     } else {
-        wg = 256;
-        if (caps->max_workgroup_invocations && wg > caps->max_workgroup_invocations) wg = caps->max_workgroup_invocations;
-        if (caps->max_workgroup_size[0] && wg > caps->max_workgroup_size[0]) wg = caps->max_workgroup_size[0];
-        if (wg < sg) wg = sg;
+        wg = cg_clamp_wg(caps, caps->is_cpu ? sg : 256, !caps->subgroup_arithmetic);
+        if (caps->subgroup_arithmetic && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
     }
-    if (!caps->subgroup_arithmetic) {   /* the tree needs a power of two */
-        uint32_t w = 1;
-        while (w * 2 <= wg) w *= 2;
-        wg = w;
-    }
-    if (!row) wg = caps->is_cpu ? 64 : 256;
-    if (caps->max_workgroup_invocations && wg > caps->max_workgroup_invocations) wg = caps->max_workgroup_invocations;
 
     /* two steps when a few long rows could not fill the device */
     uint64_t target = caps->is_cpu ? 64 : 1024;

@@ -38,23 +38,17 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
 
     bool row = inner == 1;
     uint32_t sg = caps->subgroup_size ? caps->subgroup_size : 1;
+    /* the workgroup size: a specialisation constant chosen from the device
+       (one subgroup on CPU devices, else 256 within the limits; a power of
+       two for the shared-memory tree) */
+    bool subgroup = row && caps->subgroup_arithmetic;
     uint32_t wg;
     if (!row) {
-        wg = caps->is_cpu ? 64 : 256;
-    } else if (caps->is_cpu) {
-        wg = sg;
+        wg = cg_clamp_wg(caps, caps->is_cpu ? 64 : 256, false);
     } else {
-        wg = 256;
-        if (caps->max_workgroup_invocations && wg > caps->max_workgroup_invocations) wg = caps->max_workgroup_invocations;
-        if (wg < sg) wg = sg;
+        wg = cg_clamp_wg(caps, caps->is_cpu ? sg : 256, !subgroup);
+        if (subgroup && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
     }
-    bool subgroup = row && caps->subgroup_arithmetic;
-    if (row && !subgroup) {
-        uint32_t w = 1;
-        while (w * 2 <= wg) w *= 2;
-        wg = w;
-    }
-    if (caps->max_workgroup_invocations && wg > caps->max_workgroup_invocations) wg = caps->max_workgroup_invocations;
     bool reuse = e->op == VF_OP_SOFTMAX && e->out.dtype == VF_F32 && row;
 
     k->n_steps = 1;
@@ -63,10 +57,10 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
     snprintf(g.d->name, sizeof g.d->name, "%s_%s%s%s_%s", xent ? "xent" : info->name, cg_dtype_tag(x->dtype),
              xent ? "_" : "", xent ? cg_dtype_tag(e->in[0].dtype) : "", row ? "row" : "col");
     snprintf(g.comment, sizeof g.comment,
-             "op %s: %s%s%s -> %s along a %s axis (outer, len, inner in push constants); %s, workgroup %u",
+             "op %s: %s%s%s -> %s along a %s axis (outer, len, inner in push constants); %s",
              info->name, cg_dtype_tag(x->dtype), xent ? ", labels " : "", xent ? cg_dtype_tag(e->in[0].dtype) : "",
              cg_dtype_tag(e->out.dtype), row ? "contiguous" : "strided",
-             row ? "a workgroup per row" : "a thread per column", wg);
+             row ? "a workgroup per row" : "a thread per column");
 
     if (xent) cg_bind(&g, VF_BIND_IN0, e->in[0].dtype, "labels", true, false);
     cg_bind(&g, xent ? VF_BIND_IN1 : VF_BIND_IN0, x->dtype, "in0", true, false);
@@ -90,12 +84,14 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
             vf_sb_puts(s, "bool label(uint row, out uint lab)\n{\n    lab = labels[row];\n"
                           "    return lab < pc.len;\n}\n");
     }
-    vf_sb_add(s, "#define WG %u\n#define SG %u\n#define VF_SUBGROUP %d\n#define %s 1\n", wg, sg, subgroup ? 1 : 0,
+    cg_workgroup(&g, wg);
+    cg_spec(&g, "SG", sg);
+    vf_sb_add(s, "#define VF_SUBGROUP %d\n#define %s 1\n", subgroup ? 1 : 0,
               xent ? "OP_XENT" : e->op == VF_OP_SOFTMAX ? "OP_SOFTMAX" : "OP_LOG_SOFTMAX");
     if (row) vf_sb_puts(s, "#define MODE_ROW 1\n");
     if (reuse) vf_sb_puts(s, "#define VF_REUSE_OUT 1\n");
     if (subgroup) g.ext |= CG_EXT_SUBGROUP;
     uint64_t n = outer * inner;
-    cg_groups_linear(&g, row ? n : (n + wg - 1) / wg);
-    return cg_finish(&g, wg, "softmax.glsl");
+    cg_groups_linear(&g, row ? n : (n + cg_wg(&g) - 1) / cg_wg(&g));
+    return cg_finish(&g, "softmax.glsl");
 }

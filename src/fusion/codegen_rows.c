@@ -16,8 +16,9 @@
  * ...) and accumulates, then the workgroup combines. Per-row members are
  * evaluated once, right where they appear. A last pass evaluates and
  * stores the row-wide outputs; per-row outputs are stored by invocation 0.
- * Rows that fit (C <= WG * RG cache length: 128 values per invocation on
- * lavapipe, 4 on GPUs, a run-time branch on pc.cols) take a cached variant:
+ * Rows that fit (C <= WG * RG_CACHE, the cache length: 128 values per
+ * invocation on lavapipe, 4 on GPUs, a run-time branch on pc.cols) take a
+ * cached variant:
  * the value each pass reduces is kept per invocation in a local array
  * (at most RG_MAX_CACHES of them) and later passes read it back instead of
  * recomputing its cone. Composed softmax exp(x - max(x)) / sum(...) then
@@ -28,7 +29,10 @@
  * lanes) and every combine is one subgroup op, no barrier (each barrier is
  * a coroutine switch in llvmpipe); on GPUs 256 invocations combine with
  * subgroup ops and shared memory between subgroups, or with a shared-memory
- * tree where subgroup arithmetic is missing. max / min combine the
+ * tree where subgroup arithmetic is missing. WG, SG and RG_CACHE are
+ * specialisation constants (kernel.h): the GLSL is the same for every
+ * device limit, WG == SG picks the one-subgroup combine when the pipeline
+ * is made. max / min combine the
  * order-preserving keys of the prelude (vf_key_f) so NaN propagates as in
  * the CPU backend; sums are float; mean divides by C.
  *
@@ -60,7 +64,6 @@ typedef struct {
     bool cached_mode, use_cache;
     bool cached[RG_MAX_MEMBERS + VF_KERNEL_MAX_BINDINGS];   /* members, then inputs */
     int n_cache;
-    uint32_t cache_len;
 } rg;
 
 #define RG_MAX_CACHES 3
@@ -282,8 +285,8 @@ static void emit_cone(vf_sb *s, const rg *r, bool *need, const char *ind, const 
 static void loop_begin(vf_sb *s, const rg *r)
 {
     if (r->cached_mode)
-        vf_sb_add(s, "    for (uint jj = 0u; jj < %uu; jj++) {\n        uint j = lid + jj * WG;\n"
-                     "        if (j >= pc.cols) break;\n", r->cache_len);
+        vf_sb_puts(s, "    for (uint jj = 0u; jj < RG_CACHE; jj++) {\n        uint j = lid + jj * WG;\n"
+                     "        if (j >= pc.cols) break;\n");
     else
         vf_sb_puts(s, "    for (uint j = lid; j < pc.cols; j += WG) {\n");
 }
@@ -297,7 +300,7 @@ static void emit_pass(vf_sb *s, rg *r, int x, const char *acc, const char *updat
     bool need[RG_MAX_MEMBERS] = {false};
     int xm = member_index(r->grp, x);
     bool was = is_cached(r, x), keep = r->cached_mode && !was && r->n_cache < RG_MAX_CACHES;
-    if (keep) vf_sb_add(s, "    float cv%d[%u];\n", x, r->cache_len);
+    if (keep) vf_sb_add(s, "    float cv%d[RG_CACHE];\n", x);
     loop_begin(s, r);
     if (was) {
         /* read back below */
@@ -341,14 +344,16 @@ static void emit_max_sum(vf_sb *s, rg *r, int v, const uint32_t *fill)
     vf_sb_add(s, "    float sum%d = vf_wg_fsum(sa%d);\n", v, v);
 }
 
-/* The workgroup combines: each returns the combined value to every lane. */
+/* The workgroup combines: each returns the combined value to every lane.
+   With subgroup ops: one subgroup op when the workgroup is one subgroup
+   (WG == SG, specialisation constants: folded when the pipeline is made),
+   else subgroups then shared memory; without: a shared-memory tree. */
 static void emit_wg_fn(vf_sb *s, const char *T, const char *name, const char *part, const char *sub,
-                       const char *comb, const char *id, int mode)
+                       const char *comb, const char *id, bool subgroup)
 {
     vf_sb_add(s, "%s %s(%s v)\n{\n", T, name, T);
-    if (mode == 0) {
-        vf_sb_add(s, "    return %s(v);\n}\n", sub);
-    } else if (mode == 1) {
+    if (subgroup) {
+        vf_sb_add(s, "    if (WG == SG) return %s(v);\n", sub);
         vf_sb_add(s, "    v = %s(v);\n    if (subgroupElect()) %s[gl_SubgroupID] = v;\n    barrier();\n"
                      "    v = %s;\n    for (uint s = 0u; s < gl_NumSubgroups; s++) v = ", sub, part, id);
         vf_sb_add(s, comb, "v", part, "[s]");
@@ -483,16 +488,12 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
 
     uint32_t sg = caps->subgroup_size ? caps->subgroup_size : 1;
     bool subgroup = caps->subgroup_arithmetic;
-    uint32_t wg = caps->is_cpu && subgroup ? sg : 256;
-    if (caps->max_workgroup_invocations && wg > caps->max_workgroup_invocations) wg = caps->max_workgroup_invocations;
-    if (caps->max_workgroup_size[0] && wg > caps->max_workgroup_size[0]) wg = caps->max_workgroup_size[0];
-    if (subgroup && wg < sg) wg = sg;
-    if (!subgroup) {
-        uint32_t w = 1;
-        while (w * 2 <= wg) w *= 2;
-        wg = w;
-    }
-    int mode = subgroup ? (wg == sg ? 0 : 1) : 2;
+    /* specialisation constants chosen from the device: the workgroup size
+       (one subgroup on CPU devices, else 256 within the limits, a power of
+       two for the tree) and the per-invocation cache length */
+    uint32_t wg = cg_clamp_wg(caps, caps->is_cpu && subgroup ? sg : 256, !subgroup);
+    if (subgroup && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
+    uint32_t cache_len = caps->is_cpu ? 128u : 4u;
 
     vf_exec fake;
     memset(&fake, 0, sizeof fake);
@@ -506,8 +507,8 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
         nl += snprintf(d->name + nl, sizeof d->name - (size_t)nl, "_%s", vf_node_name(&g->nodes[grp->nodes[m]]));
     if (nl > 44) d->name[44] = '\0';
     int cl = snprintf(cg.comment, sizeof cg.comment,
-                      "fused row group of %d ops, %d in, %d out, a workgroup of %u per row (%s):", grp->n_nodes,
-                      n_in, n_out, wg, mode == 0 ? "one subgroup" : mode == 1 ? "subgroups + shared" : "shared tree");
+                      "fused row group of %d ops, %d in, %d out, a workgroup per row (%s):", grp->n_nodes,
+                      n_in, n_out, subgroup ? "subgroup ops" : "shared tree");
     for (int m = 0; m < grp->n_nodes && cl < (int)sizeof cg.comment - 24; m++)
         cl += snprintf(cg.comment + cl, sizeof cg.comment - (size_t)cl, " %s[%c]",
                        vf_node_name(&g->nodes[grp->nodes[m]]), r.cls[m]);
@@ -553,11 +554,13 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
         }
     }
     vf_sb *s = &cg.body;
-    vf_sb_add(s, "#define WG %uu\n", wg);
-    if (mode != 0) vf_sb_puts(s, "shared float vf_fpart[WG];\nshared uint vf_upart[WG];\n");
-    emit_wg_fn(s, "float", "vf_wg_fsum", "vf_fpart", "subgroupAdd", "%s + %s%s", "0.0", mode);
-    emit_wg_fn(s, "uint", "vf_wg_umax", "vf_upart", "subgroupMax", "max(%s, %s%s)", "0u", mode);
-    emit_wg_fn(s, "uint", "vf_wg_umin", "vf_upart", "subgroupMin", "min(%s, %s%s)", "0xffffffffu", mode);
+    cg_workgroup(&cg, wg);
+    cg_spec(&cg, "SG", sg);
+    cg_spec(&cg, "RG_CACHE", cache_len);
+    vf_sb_puts(s, "shared float vf_fpart[WG];\nshared uint vf_upart[WG];\n");
+    emit_wg_fn(s, "float", "vf_wg_fsum", "vf_fpart", "subgroupAdd", "%s + %s%s", "0.0", subgroup);
+    emit_wg_fn(s, "uint", "vf_wg_umax", "vf_upart", "subgroupMax", "max(%s, %s%s)", "0u", subgroup);
+    emit_wg_fn(s, "uint", "vf_wg_umin", "vf_upart", "subgroupMin", "min(%s, %s%s)", "0xffffffffu", subgroup);
     if (subgroup) cg.ext |= CG_EXT_SUBGROUP;
 
     vf_sb_puts(s, "\nvoid main()\n{\n    uint row = vf_group_id();\n    if (row >= pc.n_rows) return;   // uniform\n"
@@ -569,9 +572,7 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
             input_index_expr(s, &r, t, false);
             vf_sb_puts(s, ");\n");
         }
-    uint32_t cache_len = caps->is_cpu ? 128u : 4u;
-    r.cache_len = cache_len;
-    vf_sb_add(s, "    if (pc.cols <= %uu) {   // the row fits in the invocations' caches\n", wg * cache_len);
+    vf_sb_puts(s, "    if (pc.cols <= WG * RG_CACHE) {   // the row fits in the invocations' caches\n");
     r.cached_mode = r.use_cache = true;
     emit_body(s, &r, fill);
     vf_sb_puts(s, "    } else {\n");
@@ -580,5 +581,5 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
     vf_sb_puts(s, "    }\n");
     vf_sb_puts(s, "}\n");
     cg_groups_linear(&cg, rows);
-    return cg_finish(&cg, wg, NULL);
+    return cg_finish(&cg, NULL);
 }

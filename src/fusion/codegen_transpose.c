@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define TR_LOCAL 256u
+#define TR_LOCAL 256u   /* wanted; the workgroup size WG is a specialisation constant */
 #define TR_PER_THREAD 4u
 
 vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
@@ -84,18 +84,19 @@ vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_
     }
 
     vf_sb *s = &g.body;
-    uint32_t per_group = TR_LOCAL * TR_PER_THREAD;
+    cg_workgroup(&g, cg_clamp_wg(caps, TR_LOCAL, false));
+    uint32_t per_group = cg_wg(&g) * TR_PER_THREAD;
     vf_sb_add(s, "void main()\n{\n");
     /* input strides of the collapsed dims */
     for (int t = nd - 1; t >= 0; t--) {
         if (t == nd - 1) vf_sb_add(s, "    uint is%d = 1u;\n", t);
         else vf_sb_add(s, "    uint is%d = is%d * pc.n%d;\n", t, t + 1, t + 1);
     }
-    vf_sb_add(s, "    uint base = vf_group_id() * %uu + gl_LocalInvocationID.x;\n"
+    vf_sb_add(s, "    uint base = vf_group_id() * (WG * %uu) + gl_LocalInvocationID.x;\n"
                  "    [[unroll]] for (uint j = 0u; j < %uu; j++) {\n"
-                 "        uint i = base + j * %uu;\n"
+                 "        uint i = base + j * WG;\n"
                  "        if (i >= pc.numel) return;\n"
-                 "        uint rest = i, src = 0u;\n", per_group, TR_PER_THREAD, TR_LOCAL);
+                 "        uint rest = i, src = 0u;\n", TR_PER_THREAD, TR_PER_THREAD);
     for (int j = nd - 1; j >= 0; j--) {
         if (j > 0)
             vf_sb_add(s, "        { uint c = rest %% pc.n%d; rest /= pc.n%d; src += c * is%d; }   // out dim %d\n",
@@ -106,5 +107,5 @@ vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_
     if (nd == 0) vf_sb_puts(s, "        src = i;\n");
     vf_sb_puts(s, "        outv[i] = in0[src];\n    }\n}\n");
     cg_groups_linear(&g, (numel + per_group - 1) / per_group);
-    return cg_finish(&g, TR_LOCAL, NULL);
+    return cg_finish(&g, NULL);
 }

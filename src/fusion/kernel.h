@@ -12,7 +12,18 @@
  * GLSL conventions every generated kernel follows:
  *   #version 450, set 0, bindings 0..n_bindings-1 are storage buffers in
  *   binding order, one push-constant block (at most VF_PUSH_MAX bytes),
- *   entry point main, local size fixed in the source.
+ *   entry point main, local size (WG, 1, 1) with WG a specialisation
+ *   constant: `layout(local_size_x_id = 0) in;`, `const uint WG =
+ *   gl_WorkGroupSize.x;`. Other sizes the code needs (the subgroup size it
+ *   assumed, tile edges, cache lengths) are specialisation constants too
+ *   (`layout(constant_id = i) const uint NAME = 1u;`), so the GLSL - and
+ *   its SPIR-V - depends only on the pattern and the device's features,
+ *   never on its limits. Every default is 1, itself a valid configuration
+ *   (the dumped GLSL runs as is). The dispatch carries the values:
+ *   spec[i] is constant_id i, spec[0] the workgroup size, and groups[] is
+ *   computed from those same values. The runtime passes them as
+ *   VkSpecializationInfo; the pipeline cache keys them, the shader cache
+ *   does not.
  */
 #ifndef VF_FUSION_KERNEL_H
 #define VF_FUSION_KERNEL_H
@@ -27,6 +38,7 @@
    16; fused group kernels bind every input and output of their group. */
 #define VF_KERNEL_MAX_BINDINGS 16
 #define VF_KERNEL_MAX_STEPS 4
+#define VF_KERNEL_MAX_SPEC 4
 
 /* What codegen may rely on, filled by the Vulkan runtime from the device. */
 typedef struct vf_device_caps {
@@ -62,6 +74,8 @@ typedef struct vf_dispatch {
     uint8_t push[VF_PUSH_MAX];
     uint32_t push_size;
     uint32_t groups[3];              /* workgroup counts, each >= 1 */
+    uint32_t n_spec;                 /* >= 1: constant_id 0 .. n_spec-1 */
+    uint32_t spec[VF_KERNEL_MAX_SPEC];   /* [0]: workgroup size (local_size_x_id = 0) */
 } vf_dispatch;
 
 typedef struct vf_kernel {

@@ -64,13 +64,20 @@ static vf_status vk_download(void *self, vf_buffer *buf, size_t offset, void *ds
     return s ? s : rt->err->status;
 }
 
-vf_status vf_vk_runtime_glsl_pipeline(vf_vk_runtime *rt, const char *glsl, const char *name,
-                                      int n_bindings, uint32_t push_size,
-                                      const vf_vk_pipeline **out)
+vf_status vf_vk_runtime_glsl_pipeline_spec(vf_vk_runtime *rt, const char *glsl, const char *name,
+                                           int n_bindings, uint32_t push_size, uint32_t n_spec,
+                                           const uint32_t *spec, const vf_vk_pipeline **out)
 {
+    *out = NULL;
+    if (n_spec > VF_KERNEL_MAX_SPEC || (n_spec && !spec))
+        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "kernel %s: %u specialisation constants (at most %d)",
+                          name ? name : "kernel", n_spec, VF_KERNEL_MAX_SPEC);
     const vf_vk_spirv *spv = NULL;
     vf_status s = vf_vk_shader_get(&rt->shaders, glsl, name, &spv);
     if (s) return s;
+    VkSpecializationMapEntry map[VF_KERNEL_MAX_SPEC];
+    for (uint32_t i = 0; i < n_spec; i++)
+        map[i] = (VkSpecializationMapEntry){.constantID = i, .offset = 4 * i, .size = 4};
     vf_vk_pipeline_desc pd = {
         .spirv = spv->words,
         .spirv_words = spv->n_words,
@@ -78,8 +85,32 @@ vf_status vf_vk_runtime_glsl_pipeline(vf_vk_runtime *rt, const char *glsl, const
         .name = name,
         .n_bindings = n_bindings,
         .push_size = push_size,
+        .n_spec = n_spec,
+        .spec_map = n_spec ? map : NULL,
+        .spec_data = n_spec ? spec : NULL,
+        .spec_size = 4 * (size_t)n_spec,
     };
     return vf_vk_pipeline_get(&rt->pipes, &pd, out);
+}
+
+vf_status vf_vk_runtime_glsl_pipeline(vf_vk_runtime *rt, const char *glsl, const char *name,
+                                      int n_bindings, uint32_t push_size,
+                                      const vf_vk_pipeline **out)
+{
+    return vf_vk_runtime_glsl_pipeline_spec(rt, glsl, name, n_bindings, push_size, 0, NULL, out);
+}
+
+vf_status vf_vk_runtime_dispatch_pipeline(vf_vk_runtime *rt, const vf_dispatch *d, const vf_vk_pipeline **out)
+{
+    *out = NULL;
+    const VkPhysicalDeviceLimits *L = &rt->dev.props.limits;
+    uint32_t wg = d->n_spec ? d->spec[0] : 0;
+    if (wg == 0 || wg > L->maxComputeWorkGroupSize[0] || wg > L->maxComputeWorkGroupInvocations)
+        return vf_err_set(rt->err, VF_ERROR_UNSUPPORTED,
+                          "kernel %s: workgroup size %u (the device allows 1..%u invocations, %u in x)", d->name,
+                          wg, L->maxComputeWorkGroupInvocations, L->maxComputeWorkGroupSize[0]);
+    return vf_vk_runtime_glsl_pipeline_spec(rt, d->glsl, d->name, d->n_bindings, d->push_size, d->n_spec, d->spec,
+                                            out);
 }
 
 static size_t tref_bytes(const vf_tref *t)
@@ -152,7 +183,7 @@ static vf_status vk_exec(void *self, const vf_exec *e)
     for (int i = 0; !s && i < k.n_steps; i++) {
         const vf_dispatch *st = &k.step[i];
         const vf_vk_pipeline *p = NULL;
-        s = vf_vk_runtime_glsl_pipeline(rt, st->glsl, st->name, st->n_bindings, st->push_size, &p);
+        s = vf_vk_runtime_dispatch_pipeline(rt, st, &p);
         vf_vk_bind binds[VF_KERNEL_MAX_BINDINGS];
         for (int j = 0; !s && j < st->n_bindings; j++)
             s = bind_tensor(rt, st, j, e, scratch, k.scratch_bytes, &binds[j]);

@@ -183,7 +183,7 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
         const vf_dispatch *st = &k->step[i];
         plan_step *ps = &p->steps[p->n_steps];
         memset(ps, 0, sizeof *ps);
-        vf_status s = vf_vk_runtime_glsl_pipeline(rt, st->glsl, st->name, st->n_bindings, st->push_size, &ps->pipe);
+        vf_status s = vf_vk_runtime_dispatch_pipeline(rt, st, &ps->pipe);
         if (s) return s;
         for (int g = 0; g < 3; g++)
             if (st->groups[g] == 0 || st->groups[g] > L->maxComputeWorkGroupCount[g])
@@ -407,9 +407,13 @@ static void write_glsl(const vf_plan_desc *d, int x, const vf_kernel *k)
         fprintf(stderr, "vkfuse: warning: VKFUSE_CHECK: cannot write %s\n", path);
         return;
     }
-    for (int i = 0; i < k->n_steps; i++)
-        fprintf(f, "// plan %s, exec %d, step %d of %d: %s\n%s\n", d->name, x, i + 1, k->n_steps, k->step[i].name,
-                k->step[i].glsl);
+    for (int i = 0; i < k->n_steps; i++) {
+        const vf_dispatch *st = &k->step[i];
+        fprintf(f, "// plan %s, exec %d, step %d of %d: %s; specialisation constants", d->name, x, i + 1,
+                k->n_steps, st->name);
+        for (uint32_t c = 0; c < st->n_spec; c++) fprintf(f, " %u=%u", c, st->spec[c]);
+        fprintf(f, " (0: workgroup size)\n%s\n", st->glsl);
+    }
     fclose(f);
 }
 

@@ -23,6 +23,7 @@
 #define VF_VULKAN_RUNTIME_H
 
 #include "backend.h"
+#include "fusion/kernel.h"
 #include "vulkan/device.h"
 #include "vulkan/memory.h"
 #include "vulkan/pipeline.h"
@@ -60,6 +61,16 @@ vf_vk_runtime *vf_vk_runtime_of(const vf_backend_t *be);
 vf_status vf_vk_runtime_glsl_pipeline(vf_vk_runtime *rt, const char *glsl, const char *name,
                                       int n_bindings, uint32_t push_size,
                                       const vf_vk_pipeline **out);
+/* The same with n_spec specialisation constants: value spec[i] for
+   constant_id i (4 bytes each). The SPIR-V is cached by its GLSL alone,
+   the pipeline by GLSL and values. */
+vf_status vf_vk_runtime_glsl_pipeline_spec(vf_vk_runtime *rt, const char *glsl, const char *name,
+                                           int n_bindings, uint32_t push_size, uint32_t n_spec,
+                                           const uint32_t *spec, const vf_vk_pipeline **out);
+/* The pipeline of a generated dispatch (fusion/kernel.h): its GLSL, its
+   bindings and push size, its specialisation constants (spec[0], the
+   workgroup size, checked against the device's limits first). */
+vf_status vf_vk_runtime_dispatch_pipeline(vf_vk_runtime *rt, const vf_dispatch *d, const vf_vk_pipeline **out);
 
 /* Per-dispatch GPU times recorded since the last clear (opt.profile);
    collected when batches complete, so sync first. */
