@@ -356,7 +356,7 @@ static void test_damaged_files(void **state)
     wr32(b + 8, VF_SAVED_VERSION + 1);
     fix_up(b, n);
     assert_int_equal(vf_saved_load_mem(ctx, b, n, "newer", &fn), VF_ERROR_FORMAT);
-    vt_expect_error(ctx, VF_ERROR_FORMAT, "version 2", "newer", NULL);
+    vt_expect_error(ctx, VF_ERROR_FORMAT, "version 3", "newer", NULL);
     /* huge counts: the name length, the tensor count, the node count */
     const char *fields[3] = {"name length", "tensor count", "node count"};
     for (int k = 0; k < 3; k++) {
