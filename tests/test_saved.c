@@ -9,6 +9,7 @@
 #include "testutil.h"
 #include "frontend/saved.h"
 
+#include <dirent.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,8 +112,10 @@ static const char *bk_name(vf_backend b) { return b == VF_BACKEND_CPU ? "cpu" : 
 
 static char self_path[4096];
 
-/* The child: loads path on backend, calls, writes the dump to outpath. */
-static int child_main(const char *backend, const char *path, const char *outpath)
+/* The child: loads path on backend, calls, writes the dump to outpath.
+   no_compiles: the call must compile no shader and find none on disk (the
+   kernels come from the file's kernel section). */
+static int child_main(const char *backend, const char *path, const char *outpath, bool no_compiles)
 {
     vf_context_desc d = {.backend = strcmp(backend, "cpu") == 0 ? VF_BACKEND_CPU : VF_BACKEND_VULKAN, .device_index = -1,
                          .validation = getenv("VKFUSE_VALIDATION") && strcmp(getenv("VKFUSE_VALIDATION"), "1") == 0};
@@ -141,9 +144,69 @@ static int child_main(const char *backend, const char *path, const char *outpath
     }
     fclose(f);
     vf_scope_end(ctx);
+    vf_context_stats st = {0};
+    if (vf_context_stats_get(ctx, &st) != VF_OK) return 9;
+    fprintf(stderr, "child (%s, VKFUSE_CACHE_DIR='%s'): %lld shader compiles, %lld memory hits, %lld disk hits\n",
+            backend, getenv("VKFUSE_CACHE_DIR") ? getenv("VKFUSE_CACHE_DIR") : "(unset)", (long long)st.shader_compiles,
+            (long long)st.shader_memory_hits, (long long)st.shader_disk_hits);
+    if (no_compiles && (st.shader_compiles != 0 || st.shader_disk_hits != 0 || st.shader_memory_hits == 0)) return 8;
     vf_function_destroy(fn);
     vf_context_destroy(ctx);
     return 0;
+}
+
+/* Runs this binary as the child; cache_dir non-NULL: its VKFUSE_CACHE_DIR
+   ("" turns the disk cache off). Returns the child's exit status. */
+static int spawn_child(const char *backend, const char *path, const char *outp, const char *cache_dir, bool no_compiles)
+{
+    char *argv[] = {self_path, "--child", (char *)backend, (char *)path, (char *)outp,
+                    no_compiles ? "--no-compiles" : NULL, NULL};
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = calloc(n + 2, sizeof *env), var[4200];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!cache_dir || strncmp(environ[i], "VKFUSE_CACHE_DIR=", 17) != 0) env[k++] = environ[i];
+    if (cache_dir) {
+        snprintf(var, sizeof var, "VKFUSE_CACHE_DIR=%s", cache_dir);
+        env[k++] = var;
+    }
+    env[k] = NULL;
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, self_path, NULL, NULL, argv, env), 0);
+    free(env);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* The kernel section of a version-2 file (the last section): its offset
+   and its kernel count. */
+static size_t kernel_section(const uint8_t *b, uint32_t *count)
+{
+    uint32_t nsec = (uint32_t)b[16] | (uint32_t)b[17] << 8;
+    const uint8_t *e = b + VF_SAVED_HEADER + (size_t)(nsec - 1) * VF_SAVED_ENTRY;
+    assert_int_equal(b[8], 2);
+    assert_int_equal(e[0], VF_SEC_KERNELS);
+    size_t off = 0;
+    for (int i = 0; i < 8; i++) off |= (size_t)e[8 + i] << (8 * i);
+    *count = (uint32_t)b[off] | (uint32_t)b[off + 1] << 8 | (uint32_t)b[off + 2] << 16 | (uint32_t)b[off + 3] << 24;
+    return off;
+}
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[4400];
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            remove(p);
+        }
+    if (d) closedir(d);
+    rmdir(dir);
 }
 
 static uint8_t *read_all(const char *path, size_t *n)
@@ -217,17 +280,37 @@ static void save_load_roundtrip(vf_backend be)
     vt_expect_error(ctx, VF_ERROR_SHAPE, NULL);
     vf_function_destroy(ld);
     /* a fresh process that has no body */
-    char *argv[] = {self_path, "--child", (char *)bk_name(be), path, outp, NULL};
-    pid_t pid;
-    assert_int_equal(posix_spawn(&pid, self_path, NULL, NULL, argv, environ), 0);
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(spawn_child(bk_name(be), path, outp, NULL, false), 0);
     b = read_all(outp, &nb);
     assert_int_equal(na, nb);
     vt_assert_equal_bytes(b, a, na, "loaded in a fresh process vs the original");
-    free(a), free(b);
+    free(b);
+    /* the file's kernel section: empty on the CPU backend; on Vulkan the
+       SPIR-V of every kernel the calls used, so a fresh process with an
+       empty disk cache, or none, compiles nothing */
+    size_t nf;
+    uint8_t *file = read_all(path, &nf);
+    uint32_t nk;
+    kernel_section(file, &nk);
+    free(file);
+    if (be == VF_BACKEND_CPU) assert_int_equal(nk, 0);
+    else {
+        print_message("saved on Vulkan: %zu bytes, %u kernels\n", nf, nk);
+        assert_true(nk > 0);
+        char dir[] = "/tmp/vkfuse_test_saved_cacheXXXXXX";
+        assert_non_null(mkdtemp(dir));
+        const char *dirs[2] = {dir, ""};
+        for (int k = 0; k < 2; k++) {
+            remove(outp);
+            assert_int_equal(spawn_child("vulkan", path, outp, dirs[k], true), 0);
+            b = read_all(outp, &nb);
+            assert_int_equal(na, nb);
+            vt_assert_equal_bytes(b, a, na, k ? "fresh process, no disk cache" : "fresh process, empty disk cache");
+            free(b);
+        }
+        remove_dir(dir);
+    }
+    free(a);
     remove(path), remove(outp);
     vf_function_destroy(fn);
     vt_context_done(ctx);
@@ -390,7 +473,8 @@ static void test_damaged_files(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc == 5 && strcmp(argv[1], "--child") == 0) return child_main(argv[2], argv[3], argv[4]);
+    if (argc >= 5 && strcmp(argv[1], "--child") == 0)
+        return child_main(argv[2], argv[3], argv[4], argc > 5 && strcmp(argv[5], "--no-compiles") == 0);
     ssize_t k = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
     if (k <= 0) snprintf(self_path, sizeof self_path, "%s", argv[0]);
     else self_path[k] = '\0';

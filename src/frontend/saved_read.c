@@ -358,7 +358,7 @@ static bool read_tensors(vf_saved_rd *r, tensors *ts)
         if (!vf_saved_need(r, (size_t)bytes, "tensor data")) return false;
         vf_scope_begin(ctx);
         vf_tensor *t = vf_tensor_from_host(ctx, dt, s.rank, s.dim, r->p + r->pos);
-        if (t && var) t = vf_variable(ctx, t);
+        if (t && var) t->is_variable = true; /* fresh storage of its own: as vf_variable makes, without its copy kernel */
         if (t) ts->t[ts->n++] = vf_tensor_retain(t);
         vf_scope_end(ctx);
         if (!t) return r->bad = true, false;
