@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -139,7 +140,11 @@ static int child_main(const char *backend, const char *path, const char *outpath
     vf_context *ctx = NULL;
     if (vf_context_create(&d, &ctx) != VF_OK) return fprintf(stderr, "child: %s\n", vf_error_message(ctx)), 2;
     vf_function *fn = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (vf_function_load(ctx, path, &fn) != VF_OK) return fprintf(stderr, "child: %s\n", vf_error_message(ctx)), 3;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double load_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     if (vf_function_variable_count(fn) != 1) return fprintf(stderr, "child: %d variables\n", vf_function_variable_count(fn)), 4;
     vf_scope_begin(ctx);
     vf_tensor *in[2], *out[3];
@@ -163,9 +168,9 @@ static int child_main(const char *backend, const char *path, const char *outpath
     vf_scope_end(ctx);
     vf_context_stats st = {0};
     if (vf_context_stats_get(ctx, &st) != VF_OK) return 9;
-    fprintf(stderr, "child (%s, VKFUSE_CACHE_DIR='%s'): %lld shader compiles, %lld memory hits, %lld disk hits\n",
-            backend, getenv("VKFUSE_CACHE_DIR") ? getenv("VKFUSE_CACHE_DIR") : "(unset)", (long long)st.shader_compiles,
-            (long long)st.shader_memory_hits, (long long)st.shader_disk_hits);
+    fprintf(stderr, "child (%s, VKFUSE_CACHE_DIR='%s'): load %.1f ms; %lld shader compiles, %lld memory hits, "
+            "%lld disk hits\n", backend, getenv("VKFUSE_CACHE_DIR") ? getenv("VKFUSE_CACHE_DIR") : "(unset)", load_ms,
+            (long long)st.shader_compiles, (long long)st.shader_memory_hits, (long long)st.shader_disk_hits);
     if (no_compiles && (st.shader_compiles != 0 || st.shader_disk_hits != 0 || st.shader_memory_hits == 0)) return 8;
     vf_function_destroy(fn);
     vf_context_destroy(ctx);
