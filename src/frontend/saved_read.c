@@ -262,7 +262,7 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
                  nv + (a->n_params - nv) + (b->n_params - nv) == n->n_in && a->n_outputs == 1 && b->n_outputs == nv;
         }
         if (!ok) return vf_saved_bad(r, "node %d: the %s's inputs, params and outputs do not match its subgraphs", i,
-                            n->kind == VF_NODE_COND ? "cond" : "while");
+                                     n->kind == VF_NODE_COND ? "cond" : "while");
         return true; /* shapes of the tuple: checked at run time */
     }
     case VF_NODE_PROJ:
@@ -539,7 +539,7 @@ vf_status vf_saved_load_mem(vf_context *ctx, const void *data, size_t size, cons
         if (off < table_end || off > body_end || len > body_end - off) {
             r->pos -= 16;
             vf_saved_bad(r, "section %u at %llu size %llu lies outside bytes %zu..%zu", i, (unsigned long long)off,
-                (unsigned long long)len, table_end, body_end);
+                         (unsigned long long)len, table_end, body_end);
             break;
         }
         r->pos = (size_t)off;
