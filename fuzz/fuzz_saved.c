@@ -2,11 +2,16 @@
  * parser and validator, src/frontend/saved_read.c).
  *
  * Every input is loaded into a CPU-backend context and, when it loads,
- * destroyed again: a crash, a leak, a hang or an oversized allocation
- * (run.sh caps malloc) is a bug in the loader. With VKFUSE_FUZZ_SEEDS=<dir>
+ * destroyed again, then loaded once more with its size field and checksum
+ * fixed up (else nearly every mutation stops at the checksum): a crash, a
+ * leak, a hang or an oversized allocation (run.sh caps malloc) is a bug in
+ * the loader. With VKFUSE_FUZZ_SEEDS=<dir>
  * set, LLVMFuzzerInitialize first writes a few valid saved functions there
  * (a traced step with a variable, a tape, a cond, a while loop and a
- * symbolic batch dim; one without an input_signature), the seed corpus. */
+ * symbolic batch dim; one without an input_signature), the seed corpus,
+ * with stand-in SPIR-V modules in their kernel sections (format version 2):
+ * on the CPU backend the kernel section's structure is checked, then
+ * ignored. */
 #include "frontend/saved.h"
 #include "vkfuse.h"
 
@@ -19,6 +24,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static vf_context *ctx;
+
+/* A minimal valid compute module (main, local size 1, returns). */
+#define MIN_SPIRV_WORDS 35
+static const uint32_t min_spirv[MIN_SPIRV_WORDS] = {
+    0x07230203, 0x00010000, 0, 5, 0, (2 << 16) | 17, 1, (3 << 16) | 14, 0, 1,
+    (5 << 16) | 15, 5, 1, 0x6E69616D, 0, (6 << 16) | 16, 1, 17, 1, 1, 1, (2 << 16) | 19, 2,
+    (3 << 16) | 33, 3, 2, (5 << 16) | 54, 2, 1, 0, 3, (2 << 16) | 248, 4, (1 << 16) | 253, (1 << 16) | 56,
+};
 
 static vf_status print_branch(vf_context *c, vf_tensor *const *in, vf_tensor **out, void *user)
 {
@@ -79,8 +92,19 @@ static void write_seeds(const char *dir)
                             vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){2}, y)}, *out[2];
         char path[4096];
         snprintf(path, sizeof path, "%s/seed%d.vkf", dir, k);
-        if (vf_function_call(fn, in, out) != VF_OK || vf_function_save(fn, path) != VF_OK)
-            fprintf(stderr, "fuzz_saved: writing seed %s: %s\n", path, vf_error_message(ctx));
+        /* the CPU backend has no kernel binaries: stand-in modules fill the
+           kernel section (two in seed0, one in seed1) */
+        vf_saved_kernel extra[2] = {{0x0123456789abcdefull, min_spirv, MIN_SPIRV_WORDS},
+                                    {0x7edcba9876543210ull, min_spirv, MIN_SPIRV_WORDS}};
+        uint8_t *bytes = NULL;
+        size_t n = 0;
+        FILE *f = NULL;
+        if (vf_function_call(fn, in, out) != VF_OK || vf_saved_write_mem(fn, extra, 2 - k, &bytes, &n) != VF_OK)
+            fprintf(stderr, "fuzz_saved: making seed %s: %s\n", path, vf_error_message(ctx));
+        else if (!(f = fopen(path, "wb")) || fwrite(bytes, 1, n, f) != n)
+            fprintf(stderr, "fuzz_saved: writing seed %s failed\n", path);
+        if (f) fclose(f);
+        free(bytes);
         vf_scope_end(ctx);
         vf_function_destroy(fn);
     }
@@ -100,10 +124,28 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void load(const uint8_t *data, size_t size)
 {
     vf_function *fn = NULL;
     if (vf_saved_load_mem(ctx, data, size, "fuzz", &fn) == VF_OK) vf_function_destroy(fn);
     vf_error_clear(ctx);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    load(data, size);
+    /* Almost every mutation breaks the checksum, which the loader checks
+       first: again with the header's size and the checksum made to match,
+       so mutations reach the sections' parsers (the kernel section too). */
+    if (size < VF_SAVED_HEADER + VF_SAVED_TRAILER || memcmp(data, VF_SAVED_MAGIC, 8) != 0) return 0;
+    uint8_t *b = malloc(size);
+    if (!b) return 0;
+    memcpy(b, data, size);
+    uint64_t sum;
+    for (int i = 0; i < 8; i++) b[24 + i] = (uint8_t)((uint64_t)size >> (8 * i));
+    sum = vf_fnv1a64(VF_FNV_INIT, b, size - VF_SAVED_TRAILER);
+    for (int i = 0; i < 8; i++) b[size - 8 + (size_t)i] = (uint8_t)(sum >> (8 * i));
+    load(b, size);
+    free(b);
     return 0;
 }

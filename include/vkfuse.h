@@ -327,19 +327,23 @@ VF_API char *vf_function_graph_text(vf_function *fn);
 VF_API void vf_function_destroy(vf_function *fn);
 
 /* Deployment (SavedModel). vf_function_save writes fn's concrete functions
-   (their optimised graphs, input signatures and captures) and the values
-   of the tensors they capture, variables marked as such, to path: a
-   versioned, checksummed little-endian file (docs/FORMAT.md). Call fn with
-   every signature it must serve first (with an input_signature, one call
-   serves every size of its -1 dims); a function with no concrete function
-   yet fails with VF_ERROR_INVALID_ARGUMENT. I/O failures: VF_ERROR_IO.
+   (their optimised graphs, input signatures and captures), the values of
+   the tensors they capture, variables marked as such, and on Vulkan the
+   SPIR-V of the kernels its calls used, to path: a versioned, checksummed
+   little-endian file (docs/FORMAT.md). Call fn with every signature it
+   must serve first (with an input_signature, one call serves every size of
+   its -1 dims); a function with no concrete function yet fails with
+   VF_ERROR_INVALID_ARGUMENT. I/O failures: VF_ERROR_IO.
    vf_function_load makes *out from such a file in ctx (any backend): a
    function without a body that runs the saved graphs, bit-identical to the
-   saved function on the same backend. It owns fresh copies of the saved
-   variables (vf_function_variable). A call whose inputs match no saved
-   concrete function fails with VF_ERROR_SHAPE. A truncated, corrupted,
-   foreign or newer-version file fails with VF_ERROR_FORMAT and a message
-   naming the byte offset and the field; a missing file with VF_ERROR_IO. */
+   saved function on the same backend. Loaded into a Vulkan context, the
+   file's kernels go into its shader cache (after the SPIR-V validator
+   accepts them), so the first call compiles none. It owns fresh copies of
+   the saved variables (vf_function_variable). A call whose inputs match no
+   saved concrete function fails with VF_ERROR_SHAPE. A truncated,
+   corrupted, foreign or newer-version file fails with VF_ERROR_FORMAT and a
+   message naming the byte offset and the field; a missing file with
+   VF_ERROR_IO. */
 VF_API vf_status vf_function_save(vf_function *fn, const char *path);
 VF_API vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out);
 /* The variables fn's concrete functions capture, in order of first capture;

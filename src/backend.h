@@ -11,6 +11,7 @@
 
 #include "graph/op.h"
 #include "util/err.h"
+#include "util/keyset.h"
 
 #include <stddef.h>
 
@@ -188,6 +189,20 @@ typedef struct vf_backend_iface {
     /* The profile of the plan run last (waits for that run; may be NULL).
        n_kernels 0: no plan has run since the last one was destroyed. */
     vf_status (*plan_profile)(void *self, vf_plan_prof *out);
+    /* Kernel binaries (SPIR-V words), for saved functions (docs/FORMAT.md);
+       NULL on a backend without them (the CPU backend).
+       kernels_track: until the next call, the content key of every kernel
+       the backend gets (compiled, or found in a cache) is added to set
+       (NULL: none); returns the set tracked before.
+       kernel_binary: the words stored under key in the backend's memory
+       cache (owned by it, valid until it is destroyed); false: none.
+       kernel_insert: stores a copy of words under key in that cache, so a
+       kernel with this key needs no compile; a key already there keeps its
+       entry. A module that fails validation is VF_ERROR_FORMAT with the
+       validator's message. */
+    vf_keyset *(*kernels_track)(void *self, vf_keyset *set);
+    bool (*kernel_binary)(void *self, uint64_t key, const uint32_t **words, size_t *n_words);
+    vf_status (*kernel_insert)(void *self, uint64_t key, const uint32_t *words, size_t n_words);
 } vf_backend_iface;
 
 typedef struct vf_backend {

@@ -47,6 +47,7 @@ struct vf_function {
     int *changes;          /* per input: retraces it caused */
     bool warned;
     vf_fprofile prof;      /* the last call's, when the context profiles */
+    vf_keyset kernels;     /* content keys of the kernels its calls used (saved with it) */
 };
 
 static bool env_on(const char *name)
@@ -141,6 +142,7 @@ void vf_function_destroy(vf_function *fn)
     free(fn->sig);
     free(fn->changes);
     vf_fprofile_free(&fn->prof);
+    vf_keyset_free(&fn->kernels);
     free(fn);
 }
 
@@ -489,13 +491,21 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
                        "function for these inputs (%s) and no body to trace one; save it after calling it with "
                        "every signature it needs, or give it an input_signature with -1 dims", fn->name, why);
     }
+    /* The backend notes every kernel the trace and the run get, compiled
+       or cached: vf_function_save stores their binaries. */
+    vf_keyset *prev = ctx->be.iface->kernels_track ? ctx->be.iface->kernels_track(ctx->be.self, &fn->kernels) : NULL;
+    vf_status s = VF_OK;
     if (hit < 0) {
         if (fn->n_cf > 0) note_retrace(fn, in);
-        if (!trace(fn, in)) return ctx->err.status;
-        hit = fn->n_cf - 1;
+        if (trace(fn, in)) hit = fn->n_cf - 1;
+        else s = ctx->err.status;
     }
-    fn->last = hit;
-    vf_status s = run_concrete(fn, &fn->cfs[hit], in, out);
+    if (hit >= 0) {
+        fn->last = hit;
+        s = run_concrete(fn, &fn->cfs[hit], in, out);
+    }
+    if (ctx->be.iface->kernels_track) ctx->be.iface->kernels_track(ctx->be.self, prev);
+    if (hit < 0) return s;
     if (s == VF_OK) {
         fn->stats.calls++;
         fn->stats.eager = false;
@@ -528,6 +538,8 @@ void vf_function_concrete_get(const vf_function *fn, int i, const vf_dtype **dt,
     *caps = c->caps;
     *n_caps = c->n_caps;
 }
+
+vf_keyset *vf_function_kernels(vf_function *fn) { return &fn->kernels; }
 
 vf_function *vf_function_new_loaded(vf_context *ctx, const char *name, int n_in, int n_out,
                                     const vf_tensor_spec *sig)

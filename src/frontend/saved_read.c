@@ -4,9 +4,10 @@
  * bytes left in its section and against fixed limits before anything is
  * allocated, and every graph is checked as the runtime needs it (inputs
  * refer to earlier nodes, kinds/ops/dtypes/attrs in range, control-flow
- * arities consistent, shapes re-inferred and equal to the saved ones).
- * Errors are VF_ERROR_FORMAT with the byte offset and the field. */
-#include "frontend/saved.h"
+ * arities consistent, shapes re-inferred and equal to the saved ones);
+ * the kernel section (version 2) is read by saved_kernels.c. Errors are
+ * VF_ERROR_FORMAT with the byte offset and the field. */
+#include "frontend/saved_rd.h"
 #include "graph/graph.h"
 #include "util/dtype.h"
 
@@ -16,17 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    vf_context *ctx;
-    const char *what;        /* the file, for messages */
-    const uint8_t *p;        /* the whole file */
-    size_t pos, end;         /* cursor and end of the current section */
-    const char *sec;         /* the section's name */
-    bool bad;
-} rd;
-
-static bool bad(rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool bad(rd *r, const char *fmt, ...)
+bool vf_saved_bad(vf_saved_rd *r, const char *fmt, ...)
 {
     if (r->bad) return false;
     char msg[512];
@@ -40,41 +31,37 @@ static bool bad(rd *r, const char *fmt, ...)
     return false;
 }
 
-static bool need(rd *r, size_t n, const char *field)
+bool vf_saved_need(vf_saved_rd *r, size_t n, const char *field)
 {
     if (r->bad) return false;
-    if (n > r->end - r->pos) return bad(r, "%s needs %zu bytes but the section has %zu left", field, n, r->end - r->pos);
+    if (n > r->end - r->pos) return vf_saved_bad(r, "%s needs %zu bytes but the section has %zu left", field, n, r->end - r->pos);
     return true;
 }
 
-static uint64_t get_le(rd *r, int n, const char *field)
+uint64_t vf_saved_le(vf_saved_rd *r, int n, const char *field)
 {
-    if (!need(r, (size_t)n, field)) return 0;
+    if (!vf_saved_need(r, (size_t)n, field)) return 0;
     uint64_t v = 0;
     for (int i = 0; i < n; i++) v |= (uint64_t)r->p[r->pos + (size_t)i] << (8 * i);
     r->pos += (size_t)n;
     return v;
 }
-#define U8(f) ((unsigned)get_le(r, 1, f))
-#define U32(f) ((uint32_t)get_le(r, 4, f))
-#define U64(f) (get_le(r, 8, f))
 
-/* A count of records of at least min bytes each, at most max. */
-static uint32_t get_count(rd *r, uint32_t max, size_t min, const char *field)
+uint32_t vf_saved_count(vf_saved_rd *r, uint32_t max, size_t min, const char *field)
 {
     size_t at = r->pos;
     uint32_t n = U32(field);
     if (r->bad) return 0;
     if (n > max || (min && n > (r->end - r->pos) / min)) {
         r->pos = at;
-        bad(r, "%s is %u (at most %u, and the section's %zu bytes left hold at most %zu)", field, n, max,
-            r->end - r->pos - 4, min ? (r->end - r->pos - 4) / min : (size_t)max);
+        vf_saved_bad(r, "%s is %u (at most %u, and the section's %zu bytes left hold at most %zu)", field, n, max,
+                     r->end - r->pos - 4, min ? (r->end - r->pos - 4) / min : (size_t)max);
         return 0;
     }
     return n;
 }
 
-static bool get_shape(rd *r, vf_shape *s, bool targets, const char *field)
+static bool get_shape(vf_saved_rd *r, vf_shape *s, bool targets, const char *field)
 {
     size_t at = r->pos;
     memset(s, 0, sizeof *s);
@@ -83,7 +70,7 @@ static bool get_shape(rd *r, vf_shape *s, bool targets, const char *field)
     if (r->bad) return false;
     if (rank > VF_MAX_RANK || (sym >> rank) != 0) {
         r->pos = at;
-        return bad(r, "%s: rank %u (at most %d) or symbolic-dim bits 0x%x beyond it", field, rank, VF_MAX_RANK, sym);
+        return vf_saved_bad(r, "%s: rank %u (at most %d) or symbolic-dim bits 0x%x beyond it", field, rank, VF_MAX_RANK, sym);
     }
     s->rank = (int)rank;
     s->sym = sym;
@@ -97,23 +84,23 @@ static bool get_shape(rd *r, vf_shape *s, bool targets, const char *field)
         if (targets && v == -1 && !inferred++) ok = true;
         if (!ok) {
             r->pos = at;
-            return bad(r, "%s: dim %u is %lld (0..2^40%s)", field, d, (long long)v, targets ? ", or one -1" : "");
+            return vf_saved_bad(r, "%s: dim %u is %lld (0..2^40%s)", field, d, (long long)v, targets ? ", or one -1" : "");
         }
         s->dim[d] = v;
         numel *= v > 0 ? (double)v : 1;
     }
-    if (numel > (double)((int64_t)1 << 40)) return bad(r, "%s: %g elements is more than 2^40", field, numel);
+    if (numel > (double)((int64_t)1 << 40)) return vf_saved_bad(r, "%s: %g elements is more than 2^40", field, numel);
     return true;
 }
 
-static bool get_dtype(rd *r, vf_dtype *dt, const char *field)
+static bool get_dtype(vf_saved_rd *r, vf_dtype *dt, const char *field)
 {
     size_t at = r->pos;
     unsigned v = U8(field);
     if (r->bad) return false;
     if (!vf_dtype_valid((int)v)) {
         r->pos = at;
-        return bad(r, "%s: dtype %u is not a vf_dtype (0..%d)", field, v, VF_BOOL);
+        return vf_saved_bad(r, "%s: dtype %u is not a vf_dtype (0..%d)", field, v, VF_BOOL);
     }
     *dt = (vf_dtype)v;
     return true;
@@ -128,56 +115,56 @@ typedef struct {
     const vf_shape *cap_shape;
 } gctx;
 
-static bool check_attrs(rd *r, const vf_node *n, const vf_dtype *in_dt, const vf_shape *in)
+static bool check_attrs(vf_saved_rd *r, const vf_node *n, const vf_dtype *in_dt, const vf_shape *in)
 {
     const vf_op_info *info = vf_op_get(n->op);
-    if (n->n_in != info->arity) return bad(r, "node (%s) has %d inputs; the op takes %d", info->name, n->n_in, info->arity);
+    if (n->n_in != info->arity) return vf_saved_bad(r, "node (%s) has %d inputs; the op takes %d", info->name, n->n_in, info->arity);
     int r0 = n->n_in ? in[0].rank : n->shape.rank;
     for (int i = 0; i < n->n_in; i++) {
         bool cond = n->op == VF_OP_WHERE && i == 0;
         bool labels = n->op == VF_OP_SPARSE_XENT && i == 0;
         bool ok = cond ? in_dt[i] == VF_BOOL : labels ? (in_dt[i] == VF_I32 || in_dt[i] == VF_U32)
                                              : ((info->accepts >> in_dt[i]) & 1u) != 0;
-        if (!ok) return bad(r, "node (%s) input %d is %s, which the op does not take", info->name, i, vf_dtype_name(in_dt[i]));
+        if (!ok) return vf_saved_bad(r, "node (%s) input %d is %s, which the op does not take", info->name, i, vf_dtype_name(in_dt[i]));
     }
-    if (n->attrs.axes_mask >> r0) return bad(r, "node (%s) reduces axes 0x%x of a rank-%d input", info->name, n->attrs.axes_mask, r0);
+    if (n->attrs.axes_mask >> r0) return vf_saved_bad(r, "node (%s) reduces axes 0x%x of a rank-%d input", info->name, n->attrs.axes_mask, r0);
     int ra = n->n_in ? in[n->n_in - 1].rank : 0; /* row ops: the logits of xent */
     if ((info->kind == VF_KIND_ROW || n->op == VF_OP_ARGMAX) && (n->attrs.axis < 0 || n->attrs.axis >= (ra ? ra : 1)))
-        return bad(r, "node (%s) axis %d is out of range for rank %d", info->name, n->attrs.axis, ra);
+        return vf_saved_bad(r, "node (%s) axis %d is out of range for rank %d", info->name, n->attrs.axis, ra);
     if (n->op == VF_OP_TRANSPOSE) {
         unsigned seen = 0;
         for (int d = 0; d < r0; d++) {
             int p = n->attrs.perm[d];
-            if (p < 0 || p >= r0 || ((seen >> p) & 1u)) return bad(r, "node (transpose) perm is not a permutation of %d axes", r0);
+            if (p < 0 || p >= r0 || ((seen >> p) & 1u)) return vf_saved_bad(r, "node (transpose) perm is not a permutation of %d axes", r0);
             seen |= 1u << p;
         }
     }
-    if (!vf_dtype_valid((int)n->attrs.dtype)) return bad(r, "node (%s) attribute dtype %d is invalid", info->name, (int)n->attrs.dtype);
-    if (n->op == VF_OP_CAST && n->attrs.dtype != n->dtype) return bad(r, "node (cast) target and result dtypes differ");
+    if (!vf_dtype_valid((int)n->attrs.dtype)) return vf_saved_bad(r, "node (%s) attribute dtype %d is invalid", info->name, (int)n->attrs.dtype);
+    if (n->op == VF_OP_CAST && n->attrs.dtype != n->dtype) return vf_saved_bad(r, "node (cast) target and result dtypes differ");
     return true;
 }
 
-static vf_graph *get_graph(rd *r, const gctx *gc, vf_graph *parent, int depth);
+static vf_graph *get_graph(vf_saved_rd *r, const gctx *gc, vf_graph *parent, int depth);
 
 /* Node i of g, read and checked against g's earlier nodes. */
-static bool get_node(rd *r, const gctx *gc, vf_graph *g, int i, int depth)
+static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int depth)
 {
     size_t at = r->pos;
     unsigned kind = U8("node kind"), dtv = U8("node dtype");
     uint32_t op = U32("node op");
-    uint32_t n_in = get_count(r, VF_SAVED_MAX_IO, 4, "node input count");
+    uint32_t n_in = vf_saved_count(r, VF_SAVED_MAX_IO, 4, "node input count");
     if (r->bad) return false;
     if (kind >= VF_NODE_KIND_COUNT || op >= VF_OP_COUNT || !vf_dtype_valid((int)dtv)) {
         r->pos = at;
-        return bad(r, "node %d: kind %u, op %u or dtype %u out of range", i, kind, op, dtv);
+        return vf_saved_bad(r, "node %d: kind %u, op %u or dtype %u out of range", i, kind, op, dtv);
     }
     int small[16], *in = n_in <= 16 ? small : malloc(sizeof *in * n_in);
     if (!in) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), r->bad = true, false;
     for (uint32_t k = 0; k < n_in && !r->bad; k++) {
         uint32_t v = U32("node input");
-        if (!r->bad && v >= (uint32_t)i) bad(r, "node %d input %u is value %u, not an earlier node", i, k, v);
+        if (!r->bad && v >= (uint32_t)i) vf_saved_bad(r, "node %d input %u is value %u, not an earlier node", i, k, v);
         else if (!r->bad && (g->nodes[v].kind == VF_NODE_COND || g->nodes[v].kind == VF_NODE_WHILE) != (kind == VF_NODE_PROJ))
-            bad(r, "node %d input %u: only a proj node reads a cond/while tuple (and only one)", i, k);
+            vf_saved_bad(r, "node %d input %u: only a proj node reads a cond/while tuple (and only one)", i, k);
         in[k] = (int)v;
     }
     int id = r->bad ? -1 : vf_graph_add(g, (vf_node_kind)kind, (int)n_in, in);
@@ -210,26 +197,26 @@ static bool get_node(rd *r, const gctx *gc, vf_graph *g, int i, int depth)
     }
     switch (n->kind) {
     case VF_NODE_PARAM:
-        if (n->n_in || n->index < 0 || n->index >= g->n_params) return bad(r, "node %d: param %d of %d", i, n->index, g->n_params);
+        if (n->n_in || n->index < 0 || n->index >= g->n_params) return vf_saved_bad(r, "node %d: param %d of %d", i, n->index, g->n_params);
         break;
     case VF_NODE_CAPTURE:
     case VF_NODE_ASSIGN: {
-        if (n->index < 0 || n->index >= gc->n_caps) return bad(r, "node %d: capture %d of %d", i, n->index, gc->n_caps);
+        if (n->index < 0 || n->index >= gc->n_caps) return vf_saved_bad(r, "node %d: capture %d of %d", i, n->index, gc->n_caps);
         if (n->kind == VF_NODE_CAPTURE && (n->n_in || n->is_var != gc->cap_var[n->index]))
-            return bad(r, "node %d: capture %d is%s a variable", i, n->index, gc->cap_var[n->index] ? "" : " not");
+            return vf_saved_bad(r, "node %d: capture %d is%s a variable", i, n->index, gc->cap_var[n->index] ? "" : " not");
         if (n->kind == VF_NODE_CAPTURE &&
             (n->dtype != gc->cap_dt[n->index] || !vf_shape_equal(&n->shape, &gc->cap_shape[n->index])))
-            return bad(r, "node %d: capture %d's dtype or shape differs from the captured tensor's", i, n->index);
+            return vf_saved_bad(r, "node %d: capture %d's dtype or shape differs from the captured tensor's", i, n->index);
         if (n->kind == VF_NODE_ASSIGN && (n->n_in != 1 || !gc->cap_var[n->index]))
-            return bad(r, "node %d: an assign needs one input and a variable", i);
+            return vf_saved_bad(r, "node %d: an assign needs one input and a variable", i);
         break;
     }
     case VF_NODE_CONST: {
         uint64_t bytes = U64("const bytes");
         if (r->bad) return false;
         if (n->n_in || bytes != (uint64_t)vf_shape_numel(&n->shape) * vf_dtype_size(n->dtype) || n->shape.sym)
-            return bad(r, "node %d: a constant of %llu bytes for %s elements", i, (unsigned long long)bytes, "its shape's");
-        if (!need(r, (size_t)bytes, "const data")) return false;
+            return vf_saved_bad(r, "node %d: a constant of %llu bytes for %s elements", i, (unsigned long long)bytes, "its shape's");
+        if (!vf_saved_need(r, (size_t)bytes, "const data")) return false;
         n->data = malloc(bytes ? (size_t)bytes : 1);
         if (!n->data) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), r->bad = true, false;
         memcpy(n->data, r->p + r->pos, (size_t)bytes);
@@ -239,12 +226,12 @@ static bool get_node(rd *r, const gctx *gc, vf_graph *g, int i, int depth)
     }
     case VF_NODE_RESHAPE:
         if (!get_shape(r, &n->target, true, "reshape target")) return false;
-        if (n->n_in != 1) return bad(r, "node %d: a reshape has one input", i);
+        if (n->n_in != 1) return vf_saved_bad(r, "node %d: a reshape has one input", i);
         break;
     case VF_NODE_PRINT: {
-        uint32_t len = get_count(r, VF_SAVED_MAX_NAME, 1, "print label length");
+        uint32_t len = vf_saved_count(r, VF_SAVED_MAX_NAME, 1, "print label length");
         if (r->bad) return false;
-        if (n->n_in != 1) return bad(r, "node %d: a print has one input", i);
+        if (n->n_in != 1) return vf_saved_bad(r, "node %d: a print has one input", i);
         n->label = malloc((size_t)len + 1);
         if (!n->label) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), r->bad = true, false;
         memcpy(n->label, r->p + r->pos, len);
@@ -254,11 +241,11 @@ static bool get_node(rd *r, const gctx *gc, vf_graph *g, int i, int depth)
     }
     case VF_NODE_COND:
     case VF_NODE_WHILE: {
-        n->n_out = (int)get_count(r, VF_SAVED_MAX_IO, 0, "tuple size");
+        n->n_out = (int)vf_saved_count(r, VF_SAVED_MAX_IO, 0, "tuple size");
         n->split = (int)U32("split");
         n->max_iterations = (int)U32("max_iterations");
         if (r->bad) return false;
-        if (depth >= VF_SAVED_MAX_DEPTH) return bad(r, "control flow nested deeper than %d", VF_SAVED_MAX_DEPTH);
+        if (depth >= VF_SAVED_MAX_DEPTH) return vf_saved_bad(r, "control flow nested deeper than %d", VF_SAVED_MAX_DEPTH);
         for (int k = 0; k < 2; k++)
             if (!(n = &g->nodes[id], n->sub[k] = get_graph(r, gc, g, depth + 1))) return false;
         n = &g->nodes[id];
@@ -274,13 +261,13 @@ static bool get_node(rd *r, const gctx *gc, vf_graph *g, int i, int depth)
             ok = a->n_explicit == nv && b->n_explicit == nv && n->split == a->n_params - nv &&
                  nv + (a->n_params - nv) + (b->n_params - nv) == n->n_in && a->n_outputs == 1 && b->n_outputs == nv;
         }
-        if (!ok) return bad(r, "node %d: the %s's inputs, params and outputs do not match its subgraphs", i,
-                            n->kind == VF_NODE_COND ? "cond" : "while");
+        if (!ok) return vf_saved_bad(r, "node %d: the %s's inputs, params and outputs do not match its subgraphs", i,
+                                     n->kind == VF_NODE_COND ? "cond" : "while");
         return true; /* shapes of the tuple: checked at run time */
     }
     case VF_NODE_PROJ:
         if (n->n_in != 1 || n->index < 0 || n->index >= g->nodes[n->in[0]].n_out)
-            return bad(r, "node %d: proj %d of a tuple of %d", i, n->index, n->n_in == 1 ? g->nodes[n->in[0]].n_out : 0);
+            return vf_saved_bad(r, "node %d: proj %d of a tuple of %d", i, n->index, n->n_in == 1 ? g->nodes[n->in[0]].n_out : 0);
         return true;
     case VF_NODE_OP:
         if (!check_attrs(r, n, in_dt, ins)) return false;
@@ -291,21 +278,21 @@ static bool get_node(rd *r, const gctx *gc, vf_graph *g, int i, int depth)
         vf_dtype dt;
         vf_shape out = n->kind == VF_NODE_ASSIGN ? gc->cap_shape[n->index] : (vf_shape){0};
         vf_err err = {0};
-        if (n->kind == VF_NODE_ASSIGN && in_dt[0] != gc->cap_dt[n->index]) return bad(r, "node %d: assign of another dtype", i);
-        if (vf_infer(n, in_dt, ins, &dt, &out, &err) != VF_OK) return bad(r, "node %d: %s", i, err.message);
+        if (n->kind == VF_NODE_ASSIGN && in_dt[0] != gc->cap_dt[n->index]) return vf_saved_bad(r, "node %d: assign of another dtype", i);
+        if (vf_infer(n, in_dt, ins, &dt, &out, &err) != VF_OK) return vf_saved_bad(r, "node %d: %s", i, err.message);
         if (n->kind != VF_NODE_ASSIGN && (dt != n->dtype || !vf_shape_equal(&out, &n->shape)))
-            return bad(r, "node %d (%s): the saved dtype/shape differs from the one its inputs give", i, vf_node_name(n));
+            return vf_saved_bad(r, "node %d (%s): the saved dtype/shape differs from the one its inputs give", i, vf_node_name(n));
     }
     return true;
 }
 
-static vf_graph *get_graph(rd *r, const gctx *gc, vf_graph *parent, int depth)
+static vf_graph *get_graph(vf_saved_rd *r, const gctx *gc, vf_graph *parent, int depth)
 {
-    uint32_t n = get_count(r, VF_SAVED_MAX_NODES, 56, "node count");
+    uint32_t n = vf_saved_count(r, VF_SAVED_MAX_NODES, 56, "node count");
     uint32_t np = U32("param count"), ne = U32("explicit param count");
-    uint32_t no = get_count(r, VF_SAVED_MAX_IO, 4, "output count");
+    uint32_t no = vf_saved_count(r, VF_SAVED_MAX_IO, 4, "output count");
     if (r->bad) return NULL;
-    if (np > VF_SAVED_MAX_IO || ne > np) return bad(r, "params %u, explicit %u", np, ne), NULL;
+    if (np > VF_SAVED_MAX_IO || ne > np) return vf_saved_bad(r, "params %u, explicit %u", np, ne), NULL;
     vf_graph *g = vf_graph_new(parent);
     int *outs = malloc(sizeof *outs * ((size_t)no + 1));
     if (!g || !outs) {
@@ -322,7 +309,7 @@ static vf_graph *get_graph(rd *r, const gctx *gc, vf_graph *parent, int depth)
     for (uint32_t k = 0; k < no && !r->bad; k++) {
         int o = outs[k];
         if (o < 0 || o >= g->n || g->nodes[o].kind == VF_NODE_COND || g->nodes[o].kind == VF_NODE_WHILE)
-            bad(r, "graph output %u is value %d of %d nodes (or a tuple)", k, o, g->n);
+            vf_saved_bad(r, "graph output %u is value %d of %d nodes (or a tuple)", k, o, g->n);
     }
     if (!r->bad && !vf_graph_set_outputs(g, (int)no, outs)) {
         vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory");
@@ -349,10 +336,10 @@ static void tensors_free(tensors *ts)
     free(ts->t);
 }
 
-static bool read_tensors(rd *r, tensors *ts)
+static bool read_tensors(vf_saved_rd *r, tensors *ts)
 {
     vf_context *ctx = r->ctx;
-    uint32_t n = get_count(r, VF_SAVED_MAX_IO, 15, "tensor count");
+    uint32_t n = vf_saved_count(r, VF_SAVED_MAX_IO, 15, "tensor count");
     if (r->bad) return false;
     ts->t = calloc((size_t)n + 1, sizeof *ts->t);
     if (!ts->t) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), false;
@@ -366,12 +353,12 @@ static bool read_tensors(rd *r, tensors *ts)
         if (r->bad) return false;
         if (s.sym || bytes != (uint64_t)vf_shape_numel(&s) * vf_dtype_size(dt)) {
             r->pos = at;
-            return bad(r, "tensor %u: %llu bytes for its shape", i, (unsigned long long)bytes);
+            return vf_saved_bad(r, "tensor %u: %llu bytes for its shape", i, (unsigned long long)bytes);
         }
-        if (!need(r, (size_t)bytes, "tensor data")) return false;
+        if (!vf_saved_need(r, (size_t)bytes, "tensor data")) return false;
         vf_scope_begin(ctx);
         vf_tensor *t = vf_tensor_from_host(ctx, dt, s.rank, s.dim, r->p + r->pos);
-        if (t && var) t = vf_variable(ctx, t);
+        if (t && var) t->is_variable = true; /* fresh storage of its own: as vf_variable makes, without its copy kernel */
         if (t) ts->t[ts->n++] = vf_tensor_retain(t);
         vf_scope_end(ctx);
         if (!t) return r->bad = true, false;
@@ -380,43 +367,43 @@ static bool read_tensors(rd *r, tensors *ts)
     return true;
 }
 
-static bool read_function(rd *r, char *name, size_t len, int *n_in, int *n_out, vf_tensor_spec **sig)
+static bool read_function(vf_saved_rd *r, char *name, size_t len, int *n_in, int *n_out, vf_tensor_spec **sig)
 {
-    uint32_t nl = get_count(r, VF_SAVED_MAX_NAME, 1, "name length");
+    uint32_t nl = vf_saved_count(r, VF_SAVED_MAX_NAME, 1, "name length");
     if (r->bad) return false;
     snprintf(name, len, "%.*s", (int)nl, (const char *)r->p + r->pos);
     for (char *c = name; *c; c++)
         if ((unsigned char)*c < 32) *c = '?';
     r->pos += nl;
-    *n_in = (int)get_count(r, VF_SAVED_MAX_IO, 0, "input count");
-    *n_out = (int)get_count(r, VF_SAVED_MAX_IO, 0, "output count");
+    *n_in = (int)vf_saved_count(r, VF_SAVED_MAX_IO, 0, "input count");
+    *n_out = (int)vf_saved_count(r, VF_SAVED_MAX_IO, 0, "output count");
     unsigned has = U8("has input_signature");
     if (r->bad) return false;
-    if (has > 1) return bad(r, "has input_signature is %u (0 or 1)", has);
+    if (has > 1) return vf_saved_bad(r, "has input_signature is %u (0 or 1)", has);
     if (!has) return true;
-    if ((size_t)*n_in > (r->end - r->pos) / 2) return bad(r, "an input_signature of %d specs", *n_in);
+    if ((size_t)*n_in > (r->end - r->pos) / 2) return vf_saved_bad(r, "an input_signature of %d specs", *n_in);
     *sig = calloc((size_t)*n_in + 1, sizeof **sig);
     if (!*sig) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), false;
     for (int i = 0; i < *n_in; i++) {
         vf_dtype dt = VF_F32;
         if (!get_dtype(r, &dt, "signature dtype")) return false;
         unsigned rank = U8("signature rank");
-        if (!r->bad && rank > VF_MAX_RANK) return bad(r, "signature rank %u", rank);
+        if (!r->bad && rank > VF_MAX_RANK) return vf_saved_bad(r, "signature rank %u", rank);
         (*sig)[i].dtype = dt;
         (*sig)[i].rank = (int)rank;
         for (unsigned d = 0; d < rank && !r->bad; d++) {
             int64_t v = (int64_t)U64("signature dim");
-            if (!r->bad && (v < -1 || v > ((int64_t)1 << 40))) return bad(r, "signature dim %lld", (long long)v);
+            if (!r->bad && (v < -1 || v > ((int64_t)1 << 40))) return vf_saved_bad(r, "signature dim %lld", (long long)v);
             (*sig)[i].shape[d] = v;
         }
     }
     return !r->bad;
 }
 
-static bool read_concrete(rd *r, vf_function *fn, int n_in, const vf_tensor_spec *sig, const tensors *ts)
+static bool read_concrete(vf_saved_rd *r, vf_function *fn, int n_in, const vf_tensor_spec *sig, const tensors *ts)
 {
     vf_context *ctx = r->ctx;
-    if ((size_t)n_in > (r->end - r->pos) / 6) return bad(r, "%d inputs", n_in);
+    if ((size_t)n_in > (r->end - r->pos) / 6) return vf_saved_bad(r, "%d inputs", n_in);
     vf_dtype *dt = calloc((size_t)n_in + 1, sizeof *dt);
     vf_shape *sh = calloc((size_t)n_in + 1, sizeof *sh);
     vf_capture *caps = NULL;
@@ -431,9 +418,9 @@ static bool read_concrete(rd *r, vf_function *fn, int n_in, const vf_tensor_spec
         bool ok = !sig || (sig[i].dtype == dt[i] && sig[i].rank == sh[i].rank);
         for (int d = 0; ok && sig && d < sh[i].rank; d++)
             ok = sig[i].shape[d] == -1 ? ((sh[i].sym >> d) & 1u) : sig[i].shape[d] == sh[i].dim[d] && !((sh[i].sym >> d) & 1u);
-        if (!ok) bad(r, "input %d does not match the input_signature", i);
+        if (!ok) vf_saved_bad(r, "input %d does not match the input_signature", i);
     }
-    nc = r->bad ? 0 : get_count(r, VF_SAVED_MAX_IO, 9, "capture count");
+    nc = r->bad ? 0 : vf_saved_count(r, VF_SAVED_MAX_IO, 9, "capture count");
     if (r->bad) goto fail;
     caps = calloc((size_t)nc + 1, sizeof *caps);
     cv = calloc((size_t)nc + 1, sizeof *cv);
@@ -446,13 +433,13 @@ static bool read_concrete(rd *r, vf_function *fn, int n_in, const vf_tensor_spec
         if (!get_shape(r, &cs[k], false, "capture shape")) goto fail;
         if (ti >= (uint32_t)ts->n) {
             r->pos = at;
-            bad(r, "capture %u is tensor %u of %d", k, ti, ts->n);
+            vf_saved_bad(r, "capture %u is tensor %u of %d", k, ti, ts->n);
             goto fail;
         }
         vf_tensor *t = ts->t[ti];
         if (cs[k].sym || vf_shape_numel(&cs[k]) != vf_tensor_numel(t)) {
             r->pos = at;
-            bad(r, "capture %u's shape does not hold the %lld elements of its tensor", k, (long long)vf_tensor_numel(t));
+            vf_saved_bad(r, "capture %u's shape does not hold the %lld elements of its tensor", k, (long long)vf_tensor_numel(t));
             goto fail;
         }
         caps[k].t = vf_tensor_retain(t);
@@ -466,14 +453,14 @@ static bool read_concrete(rd *r, vf_function *fn, int n_in, const vf_tensor_spec
     g = get_graph(r, &gc, NULL, 0);
     if (!g) goto fail;
     if (g->n_params != n_in || g->n_explicit != n_in) {
-        bad(r, "the graph has %d params (%d explicit) for %d inputs", g->n_params, g->n_explicit, n_in);
+        vf_saved_bad(r, "the graph has %d params (%d explicit) for %d inputs", g->n_params, g->n_explicit, n_in);
         goto fail;
     }
     int n_in2, n_out;
     const vf_tensor_spec *s2;
     vf_function_arity(fn, &n_in2, &n_out, &s2);
     if (g->n_outputs != n_out) {
-        bad(r, "the graph has %d outputs; the function %d", g->n_outputs, n_out);
+        vf_saved_bad(r, "the graph has %d outputs; the function %d", g->n_outputs, n_out);
         goto fail;
     }
     for (int i = 0; i < g->n; i++)
@@ -492,26 +479,28 @@ fail:
 
 vf_status vf_saved_load_mem(vf_context *ctx, const void *data, size_t size, const char *what, vf_function **out)
 {
-    rd rr = {.ctx = ctx, .what = what, .p = data, .end = size, .sec = "header"}, *r = &rr;
+    vf_saved_rd rr = {.ctx = ctx, .what = what, .p = data, .end = size, .sec = "header"}, *r = &rr;
     char magic[8];
-    if (size < VF_SAVED_HEADER + VF_SAVED_TRAILER) return bad(r, "the file has %zu bytes, less than a header", size), VF_ERROR_FORMAT;
+    if (size < VF_SAVED_HEADER + VF_SAVED_TRAILER) return vf_saved_bad(r, "the file has %zu bytes, less than a header", size), VF_ERROR_FORMAT;
     memcpy(magic, r->p, 8);
-    if (memcmp(magic, VF_SAVED_MAGIC, 8) != 0) return bad(r, "the magic is not \"" VF_SAVED_MAGIC "\""), VF_ERROR_FORMAT;
+    if (memcmp(magic, VF_SAVED_MAGIC, 8) != 0) return vf_saved_bad(r, "the magic is not \"" VF_SAVED_MAGIC "\""), VF_ERROR_FORMAT;
     r->pos = 8;
     uint32_t version = U32("version");
-    if (version != VF_SAVED_VERSION) {
+    if (version < VF_SAVED_VERSION_MIN || version > VF_SAVED_VERSION) {
         r->pos = 8;
-        bad(r, "format version %u; this library reads version %u%s", version, VF_SAVED_VERSION,
-            version > VF_SAVED_VERSION ? " (the file is newer: upgrade vkfuse)" : "");
+        vf_saved_bad(r, "format version %u; this library reads versions %u..%u%s", version, VF_SAVED_VERSION_MIN,
+                     VF_SAVED_VERSION, version > VF_SAVED_VERSION ? " (the file is newer: upgrade vkfuse)" : "");
         return VF_ERROR_FORMAT;
     }
+    /* version 1: function, tensors, concrete functions; 2: then the kernels */
+    uint32_t min_sec = version >= 2 ? 4 : 3;
     (void)U32("flags");
     uint32_t nsec = U32("section count");
     (void)U32("reserved");
     uint64_t fsize = U64("file size");
     if (fsize != size) {
         r->pos = 24;
-        return bad(r, "the header says %llu bytes but there are %zu (truncated or extended)", (unsigned long long)fsize, size),
+        return vf_saved_bad(r, "the header says %llu bytes but there are %zu (truncated or extended)", (unsigned long long)fsize, size),
                VF_ERROR_FORMAT;
     }
     uint64_t sum = 0;
@@ -519,12 +508,13 @@ vf_status vf_saved_load_mem(vf_context *ctx, const void *data, size_t size, cons
     if (sum != vf_fnv1a64(VF_FNV_INIT, r->p, size - 8)) {
         r->pos = size - 8;
         r->sec = "trailer";
-        return bad(r, "the checksum (FNV-1a 64) does not match the contents"), VF_ERROR_FORMAT;
+        return vf_saved_bad(r, "the checksum (FNV-1a 64) does not match the contents"), VF_ERROR_FORMAT;
     }
     size_t body_end = size - VF_SAVED_TRAILER;
-    if (nsec < 3 || nsec > VF_SAVED_MAX_SECTIONS || nsec > (body_end - VF_SAVED_HEADER) / VF_SAVED_ENTRY) {
+    if (nsec < min_sec || nsec > VF_SAVED_MAX_SECTIONS || nsec > (body_end - VF_SAVED_HEADER) / VF_SAVED_ENTRY) {
         r->pos = 16;
-        return bad(r, "%u sections (3..%u that fit the file)", nsec, VF_SAVED_MAX_SECTIONS), VF_ERROR_FORMAT;
+        return vf_saved_bad(r, "%u sections (%u..%u that fit the file)", nsec, min_sec, VF_SAVED_MAX_SECTIONS),
+               VF_ERROR_FORMAT;
     }
     char name[VF_SAVED_MAX_NAME + 1] = "";
     int n_in = 0, n_out = 0;
@@ -539,16 +529,17 @@ vf_status vf_saved_load_mem(vf_context *ctx, const void *data, size_t size, cons
         uint32_t type = U32("section type");
         (void)U32("section reserved");
         uint64_t off = U64("section offset"), len = U64("section size");
-        uint32_t want = i == 0 ? VF_SEC_FUNCTION : i == 1 ? VF_SEC_TENSORS : VF_SEC_CONCRETE;
+        uint32_t want = i == 0 ? VF_SEC_FUNCTION : i == 1 ? VF_SEC_TENSORS
+                        : version >= 2 && i + 1 == nsec ? VF_SEC_KERNELS : VF_SEC_CONCRETE;
         if (type != want) {
             r->pos -= 24;
-            bad(r, "section %u has type %u; expected %u", i, type, want);
+            vf_saved_bad(r, "section %u has type %u; expected %u", i, type, want);
             break;
         }
         if (off < table_end || off > body_end || len > body_end - off) {
             r->pos -= 16;
-            bad(r, "section %u at %llu size %llu lies outside bytes %zu..%zu", i, (unsigned long long)off,
-                (unsigned long long)len, table_end, body_end);
+            vf_saved_bad(r, "section %u at %llu size %llu lies outside bytes %zu..%zu", i, (unsigned long long)off,
+                         (unsigned long long)len, table_end, body_end);
             break;
         }
         r->pos = (size_t)off;
@@ -560,11 +551,14 @@ vf_status vf_saved_load_mem(vf_context *ctx, const void *data, size_t size, cons
         } else if (i == 1) {
             r->sec = "tensors";
             read_tensors(r, &ts);
-        } else {
+        } else if (want == VF_SEC_CONCRETE) {
             r->sec = "concrete function";
             read_concrete(r, fn, n_in, sig, &ts);
+        } else {
+            r->sec = "kernel";
+            vf_saved_read_kernels(r, fn);
         }
-        if (!r->bad && r->pos != r->end) bad(r, "%zu bytes left over at the end of the section", r->end - r->pos);
+        if (!r->bad && r->pos != r->end) vf_saved_bad(r, "%zu bytes left over at the end of the section", r->end - r->pos);
     }
     tensors_free(&ts);
     free(sig);

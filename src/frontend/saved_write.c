@@ -1,6 +1,7 @@
 /* vf_function_save: a function's concrete functions (optimised graphs,
  * input signatures), the values of the tensors they capture (which of them
- * are variables) into one checksummed little-endian file (docs/FORMAT.md);
+ * are variables) and the SPIR-V of the kernels its calls used into one
+ * checksummed little-endian file (docs/FORMAT.md);
  * and the variables of a function (vf_function_variable). */
 #include "frontend/saved.h"
 #include "util/dtype.h"
@@ -152,11 +153,64 @@ static int tset_index(tset *s, vf_tensor *t)
     return s->n++;
 }
 
-static vf_status write_file(vf_context *ctx, const char *path, const wbuf *w)
+static int kernel_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const vf_saved_kernel *)a)->key, y = ((const vf_saved_kernel *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+/* The kernel section: the SPIR-V the backend holds for the keys fn's calls
+   used (a key no longer held is left out: it is compiled on first use),
+   then the extra ones; ascending by key, each key once. */
+static vf_status put_kernels(wbuf *w, vf_function *fn, const vf_saved_kernel *extra, int n_extra)
+{
+    vf_context *ctx = vf_function_context(fn);
+    const vf_keyset *ks = vf_function_kernels(fn);
+    if (ks->oom) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory (kernel keys)");
+    const vf_backend_iface *be = ctx->be.iface;
+    size_t cap = (be->kernel_binary ? ks->n : 0) + (size_t)n_extra;
+    vf_saved_kernel *k = malloc(sizeof *k * (cap + 1));
+    if (!k) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
+    size_t n = 0;
+    for (size_t i = 0; be->kernel_binary && i < ks->n; i++) {
+        const uint32_t *words;
+        size_t nw;
+        if (ks->keys[i] && be->kernel_binary(ctx->be.self, ks->keys[i], &words, &nw))
+            k[n++] = (vf_saved_kernel){ks->keys[i], words, nw};
+    }
+    size_t from_backend = n;
+    for (int i = 0; i < n_extra; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < from_backend && !dup; j++) dup = k[j].key == extra[i].key;
+        if (!dup) k[n++] = extra[i];
+    }
+    qsort(k, n, sizeof *k, kernel_cmp);
+    size_t m = 0; /* extras repeating a key */
+    for (size_t i = 0; i < n; i++)
+        if (m == 0 || k[m - 1].key != k[i].key) k[m++] = k[i];
+    vf_status s = VF_OK;
+    if (m > VF_SAVED_MAX_KERNELS)
+        s = vf_fail(ctx, VF_ERROR_UNSUPPORTED, "vf_function_save: '%s' uses %zu kernels; a file holds at most %u",
+                    vf_function_name_get(fn), m, VF_SAVED_MAX_KERNELS);
+    for (size_t i = 0; s == VF_OK && i < m; i++)
+        if (!k[i].key || k[i].n_words < 5 || k[i].n_words > VF_SAVED_MAX_SPIRV_WORDS || k[i].words[0] != VF_SAVED_SPIRV_MAGIC)
+            s = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save: kernel %016llx is not a SPIR-V module of "
+                        "5..%u words (key non-zero)", (unsigned long long)k[i].key, VF_SAVED_MAX_SPIRV_WORDS);
+    put_u32(w, s == VF_OK ? (uint32_t)m : 0);
+    for (size_t i = 0; s == VF_OK && i < m; i++) {
+        put_u64(w, k[i].key);
+        put_u32(w, (uint32_t)k[i].n_words);
+        for (size_t j = 0; j < k[i].n_words; j++) put_u32(w, k[i].words[j]);
+    }
+    free(k);
+    return s;
+}
+
+static vf_status write_file(vf_context *ctx, const char *path, const uint8_t *p, size_t n)
 {
     FILE *f = fopen(path, "wb");
     if (!f) return vf_fail(ctx, VF_ERROR_IO, "vf_function_save: cannot create '%s'; check the directory and its permissions", path);
-    bool ok = fwrite(w->p, 1, w->n, f) == w->n;
+    bool ok = fwrite(p, 1, n, f) == n;
     ok = fclose(f) == 0 && ok;
     if (!ok) {
         remove(path);
@@ -169,17 +223,30 @@ vf_status vf_function_save(vf_function *fn, const char *path)
 {
     if (!fn) return VF_ERROR_INVALID_ARGUMENT;
     vf_context *ctx = vf_function_context(fn);
+    if (!path) return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save: '%s': path is NULL", vf_function_name_get(fn));
+    uint8_t *p = NULL;
+    size_t n = 0;
+    vf_status s = vf_saved_write_mem(fn, NULL, 0, &p, &n);
+    if (s == VF_OK) s = write_file(ctx, path, p, n);
+    free(p);
+    return s;
+}
+
+vf_status vf_saved_write_mem(vf_function *fn, const vf_saved_kernel *extra, int n_extra, uint8_t **out, size_t *out_size)
+{
+    *out = NULL;
+    *out_size = 0;
+    vf_context *ctx = vf_function_context(fn);
     int n_in, n_out;
     const vf_tensor_spec *sig;
     vf_function_arity(fn, &n_in, &n_out, &sig);
     int ncf = vf_function_n_concrete(fn);
     const char *name = vf_function_name_get(fn);
-    if (!path) return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save: '%s': path is NULL", name);
     if (ncf == 0)
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save: '%s' has no concrete function yet; call it "
                        "once (with every signature it must serve) before saving it", name);
     tset ts = {0};
-    size_t nsec = 2 + (size_t)ncf;
+    size_t nsec = 3 + (size_t)ncf; /* function, tensors, concrete functions, kernels */
     uint64_t *sec_off = calloc(nsec + 1, sizeof *sec_off), *sec_size = calloc(nsec + 1, sizeof *sec_size);
     vf_status s = sec_off && sec_size ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
     for (int c = 0; s == VF_OK && c < ncf; c++) {
@@ -202,7 +269,7 @@ vf_status vf_function_save(vf_function *fn, const char *path)
     put_u64(&w, 0);
     size_t table = w.n;
     for (size_t i = 0; i < nsec; i++) {
-        put_u32(&w, i == 0 ? VF_SEC_FUNCTION : i == 1 ? VF_SEC_TENSORS : VF_SEC_CONCRETE);
+        put_u32(&w, i == 0 ? VF_SEC_FUNCTION : i == 1 ? VF_SEC_TENSORS : i + 1 == nsec ? VF_SEC_KERNELS : VF_SEC_CONCRETE);
         put_u32(&w, 0);
         put_u64(&w, 0);
         put_u64(&w, 0);
@@ -267,6 +334,10 @@ vf_status vf_function_save(vf_function *fn, const char *path)
         put_graph(&w, g);
         sec_off[2 + c] = at, sec_size[2 + c] = w.n - at;
     }
+    /* the last section: the kernels' SPIR-V */
+    at = w.n;
+    if (s == VF_OK) s = put_kernels(&w, fn, extra, n_extra);
+    if (s == VF_OK) sec_off[nsec - 1] = at, sec_size[nsec - 1] = w.n - at;
     for (size_t i = 0; s == VF_OK && i < nsec; i++) {
         set_u64(&w, table + i * VF_SAVED_ENTRY + 8, sec_off[i]);
         set_u64(&w, table + i * VF_SAVED_ENTRY + 16, sec_size[i]);
@@ -274,8 +345,12 @@ vf_status vf_function_save(vf_function *fn, const char *path)
     set_u64(&w, 24, w.n + VF_SAVED_TRAILER);
     if (s == VF_OK && !w.oom) put_u64(&w, vf_fnv1a64(VF_FNV_INIT, w.p, w.n));
     if (s == VF_OK && w.oom) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
-    if (s == VF_OK) s = write_file(ctx, path, &w);
-    free(w.p);
+    if (s == VF_OK) {
+        *out = w.p;
+        *out_size = w.n;
+    } else {
+        free(w.p);
+    }
     free(ts.t);
     free(sec_off);
     free(sec_size);

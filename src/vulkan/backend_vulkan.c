@@ -264,6 +264,30 @@ static void vk_plan_info(void *self, const vf_plan *p, vf_plan_info *out)
 
 static vf_status vk_plan_profile(void *self, vf_plan_prof *out) { return vf_vk_plan_profile(self, out); }
 
+static vf_keyset *vk_kernels_track(void *self, vf_keyset *set)
+{
+    vf_vk_runtime *rt = self;
+    vf_keyset *before = rt->shaders.track;
+    rt->shaders.track = set;
+    return before;
+}
+
+static bool vk_kernel_binary(void *self, uint64_t key, const uint32_t **words, size_t *n_words)
+{
+    vf_vk_runtime *rt = self;
+    const vf_vk_spirv *spv = vf_vk_shader_find(&rt->shaders, key);
+    if (!spv) return false;
+    *words = spv->words;
+    *n_words = spv->n_words;
+    return true;
+}
+
+static vf_status vk_kernel_insert(void *self, uint64_t key, const uint32_t *words, size_t n_words)
+{
+    vf_vk_runtime *rt = self;
+    return vf_vk_shader_insert(&rt->shaders, key, words, n_words);
+}
+
 static const vf_backend_iface vk_iface = {
     .name = "vulkan",
     .alloc = vk_alloc,
@@ -279,6 +303,9 @@ static const vf_backend_iface vk_iface = {
     .plan_destroy = vk_plan_destroy,
     .plan_info = vk_plan_info,
     .plan_profile = vk_plan_profile,
+    .kernels_track = vk_kernels_track,
+    .kernel_binary = vk_kernel_binary,
+    .kernel_insert = vk_kernel_insert,
 };
 
 vf_vk_runtime *vf_vk_runtime_of(const vf_backend_t *be)

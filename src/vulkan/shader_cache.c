@@ -2,6 +2,12 @@
 #include "vulkan/disk_cache.h"
 
 #include <shaderc/shaderc.h>
+/* libspirv.h defines (in C: with external linkage) kDefaultMaxIdBound, so
+   a second includer (tools/amber/compile.c) clashes at link time: here it
+   goes by another name. */
+#define kDefaultMaxIdBound vf_spirv_tools_max_id_bound
+#include <spirv-tools/libspirv.h>
+#undef kDefaultMaxIdBound
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +169,7 @@ vf_status vf_vk_shader_get(vf_vk_shaders *c, const char *glsl, const char *name,
     *out = NULL;
     if (!name || !*name) name = "kernel";
     uint64_t key = vf_vk_shader_key(c, glsl);
+    if (c->track) vf_keyset_add(c->track, key); /* a failure is the set's oom flag */
     vf_vk_spirv *hit = vf_hmap_get(&c->map, key);
     if (hit) {
         c->memory_hits++;
@@ -194,4 +201,35 @@ vf_status vf_vk_shader_get(vf_vk_shaders *c, const char *glsl, const char *name,
     if (disk && !vf_disk_write(c->dev, path, VF_DISK_MAGIC_SPIRV, key, words, n_words * 4))
         c->disk_write_failures++;
     return remember(c, key, words, n_words, out);
+}
+
+const vf_vk_spirv *vf_vk_shader_find(const vf_vk_shaders *c, uint64_t key)
+{
+    return vf_hmap_get(&c->map, key);
+}
+
+vf_status vf_vk_shader_insert(vf_vk_shaders *c, uint64_t key, const uint32_t *words, size_t n_words)
+{
+    if (vf_hmap_get(&c->map, key)) return VF_OK;
+    if (n_words < 5 || words[0] != VF_SPIRV_MAGIC)
+        return vf_err_set(c->err, VF_ERROR_FORMAT, "kernel %016llx: not a SPIR-V module", (unsigned long long)key);
+    /* The kernels are compiled for Vulkan 1.2 (vf_vk_shaders_init). */
+    spv_context sc = spvContextCreate(SPV_ENV_VULKAN_1_2);
+    if (!sc) return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (SPIR-V validator)");
+    spv_diagnostic diag = NULL;
+    spv_result_t r = spvValidateBinary(sc, words, n_words, &diag);
+    vf_status s = VF_OK;
+    if (r != SPV_SUCCESS)
+        s = vf_err_set(c->err, VF_ERROR_FORMAT, "kernel %016llx: the SPIR-V validator rejects it: %s",
+                       (unsigned long long)key, diag && diag->error ? diag->error : "(no message)");
+    spvDiagnosticDestroy(diag);
+    spvContextDestroy(sc);
+    if (s) return s;
+    uint32_t *copy = malloc(sizeof *copy * n_words);
+    if (!copy) return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (shader cache)");
+    memcpy(copy, words, sizeof *copy * n_words);
+    const vf_vk_spirv *out;
+    s = remember(c, key, copy, n_words, &out);
+    if (!s) c->inserted++;
+    return s;
 }

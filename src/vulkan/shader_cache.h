@@ -15,6 +15,7 @@
 
 #include "vulkan/device.h"
 #include "vulkan/hash.h"
+#include "util/keyset.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +36,8 @@ typedef struct vf_vk_shaders {
     vf_hmap map;                 /* key -> vf_vk_spirv* */
     int64_t compiles, memory_hits, disk_hits, disk_rejects, disk_write_failures;
     int64_t compile_ns;          /* wall time spent in shaderc */
+    int64_t inserted;            /* entries added by vf_vk_shader_insert */
+    vf_keyset *track;            /* set: every key vf_vk_shader_get returns is added */
 } vf_vk_shaders;
 
 /* cache_dir NULL or "": memory only. The directory is created; failing to
@@ -49,6 +52,15 @@ void vf_vk_shaders_destroy(vf_vk_shaders *c);
    result stays owned by the cache. */
 vf_status vf_vk_shader_get(vf_vk_shaders *c, const char *glsl, const char *name,
                            const vf_vk_spirv **out);
+
+/* The entry under key in the memory cache; NULL: none. */
+const vf_vk_spirv *vf_vk_shader_find(const vf_vk_shaders *c, uint64_t key);
+/* Adds a copy of words under key to the memory cache (saved functions
+   bring the SPIR-V of their kernels), after validating it as a Vulkan 1.2
+   compute module with SPIRV-Tools' validator: a module it rejects is
+   VF_ERROR_FORMAT with its message, and never reaches the driver. A key
+   already cached keeps its entry. */
+vf_status vf_vk_shader_insert(vf_vk_shaders *c, uint64_t key, const uint32_t *words, size_t n_words);
 
 /* The key vf_vk_shader_get would use, and the disk path for it. */
 uint64_t vf_vk_shader_key(const vf_vk_shaders *c, const char *glsl);
