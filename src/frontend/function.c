@@ -449,7 +449,7 @@ vf_status vf_function_call(vf_function *fn, vf_tensor *const *in_arg, vf_tensor 
     if (fn->n_in > 0 && !in_arg)
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' has %d inputs but in is NULL", fn->name, fn->n_in);
     /* in and out may be the same array (x = f(x)): read the inputs first */
-    vf_tensor *small[8], **in = fn->n_in <= 8 ? small : malloc(sizeof *in * (size_t)fn->n_in);
+    vf_tensor *small[8] = {NULL}, **in = fn->n_in <= 8 ? small : malloc(sizeof *in * (size_t)fn->n_in);
     if (!in) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
     if (fn->n_in > 0) memcpy(in, in_arg, sizeof *in * (size_t)fn->n_in);
     for (int k = 0; k < fn->n_out; k++) out[k] = NULL;
