@@ -119,12 +119,63 @@ static void test_deferred_free(void **state)
     rt_done(&h);
 }
 
+static bool has_block(const vf_vk_mem *m, uint64_t id)
+{
+    for (int i = 0; i < m->n_blocks; i++)
+        if (m->blocks[i]->id == id) return true;
+    return false;
+}
+
+/* Idle dedicated blocks are reused by big allocations they fit (wasting at
+   most an eighth) and kept up to idle_cap bytes, the oldest going first. */
+static void test_idle_blocks(void **state)
+{
+    (void)state;
+    rt_handle h;
+    vf_vk_extra_options x = {.block_size = 1 << 20}; /* idle_cap: 4 MiB */
+    rt_make(&h, NULL, &x);
+    vf_vk_mem *m = &h.rt->mem;
+    assert_int_equal(m->idle_cap, 4 << 20);
+    vf_buffer *a = NULL, *b = NULL, *c = NULL;
+    assert_int_equal(vf_vk_mem_alloc(m, 3 << 20, 0, &a), VF_OK);
+    uint64_t first = a->block->id;
+    int64_t allocs = m->allocations;
+    vf_vk_mem_free(m, a, h.rt->sched.completed);
+    assert_int_equal(m->idle_bytes, 3 << 20);
+    assert_int_equal(m->bytes_in_use, 0);
+
+    /* a slightly smaller tensor takes the same block: no vkAllocateMemory */
+    assert_int_equal(vf_vk_mem_alloc(m, (3 << 20) - 100, 0, &a), VF_OK);
+    assert_true(a->block->id == first);
+    assert_int_equal(a->offset, 0);
+    assert_int_equal(m->allocations, allocs);
+    assert_int_equal(m->idle_bytes, 0);
+    vf_vk_mem_free(m, a, h.rt->sched.completed);
+
+    /* 600 KiB would waste most of the 3 MiB block: a block of its own */
+    assert_int_equal(vf_vk_mem_alloc(m, 600 << 10, 0, &b), VF_OK);
+    assert_true(b->block->dedicated && b->block->id != first);
+    assert_int_equal(m->allocations, allocs + 1);
+    vf_vk_mem_free(m, b, h.rt->sched.completed);
+    assert_int_equal(m->idle_bytes, (3 << 20) + (600 << 10)); /* both kept: under 4 MiB */
+
+    /* over the cap: the oldest idle block (the first) is destroyed */
+    assert_int_equal(vf_vk_mem_alloc(m, 2 << 20, 0, &c), VF_OK);
+    assert_int_equal(m->allocations, allocs + 2);
+    vf_vk_mem_free(m, c, h.rt->sched.completed);
+    assert_false(has_block(m, first));
+    assert_int_equal(m->idle_bytes, (2 << 20) + (600 << 10));
+    assert_true(m->idle_bytes <= m->idle_cap);
+    rt_done(&h); /* idle blocks are freed with the rest (the validation layer checks) */
+}
+
 int main(void)
 {
     pin_vulkan_libraries();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_deferred_free),
+        cmocka_unit_test(test_idle_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,6 +54,7 @@ vf_status vf_vk_mem_init(vf_vk_mem *m, vf_vk_device *dev, const vf_vk_mem_option
     if (m->host_visible && !m->coherent && m->atom > m->align) m->align = m->atom;
     m->max_range = L->maxStorageBufferRange;
     m->block_size = opt && opt->block_size ? align_up(opt->block_size, m->align) : 64 * VF_MIB;
+    m->idle_cap = opt && opt->idle_cap ? (int64_t)opt->idle_cap : 4 * (int64_t)m->block_size;
     m->usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
                VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
                VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT; /* guarded plan steps (plan.c) */
@@ -153,6 +154,40 @@ static void block_remove(vf_vk_mem *m, vf_vk_block *b)
     block_destroy(m, b);
 }
 
+/* Big tensors come and go in loops (a traced call's outputs, the
+   intermediates of eager ops), and a fresh VkDeviceMemory costs more than
+   the call: the driver maps new pages and every first touch faults (on
+   lavapipe a 64 MiB output costs as much again as the kernel writing it).
+   So an idle dedicated block is kept, up to idle_cap bytes, oldest
+   destroyed first, and given to the next big allocation it fits without
+   wasting more than an eighth. The block keeps its id: a recorded plan
+   that bound it needs no re-recording. */
+static vf_vk_block *take_idle(vf_vk_mem *m, VkDeviceSize size)
+{
+    vf_vk_block *best = NULL;
+    for (int i = 0; i < m->n_blocks; i++) {
+        vf_vk_block *b = m->blocks[i];
+        if (!b->dedicated || b->live || b->size < size || b->size - size > size / 8) continue;
+        if (!best || b->size < best->size) best = b;
+    }
+    if (best) m->idle_bytes -= (int64_t)best->size;
+    return best;
+}
+
+static void trim_idle(vf_vk_mem *m, int64_t cap)
+{
+    while (m->idle_bytes > cap) {
+        vf_vk_block *old = NULL;
+        for (int i = 0; i < m->n_blocks; i++) {
+            vf_vk_block *b = m->blocks[i];
+            if (b->dedicated && !b->live && (!old || b->idle_since < old->idle_since)) old = b;
+        }
+        if (!old) break;
+        m->idle_bytes -= (int64_t)old->size;
+        block_remove(m, old);
+    }
+}
+
 /* Best fit: the smallest free range that holds `size` at `align`. */
 static bool find_fit(vf_vk_mem *m, VkDeviceSize size, VkDeviceSize align, vf_vk_block **ob, int *oi)
 {
@@ -231,7 +266,15 @@ vf_status vf_vk_mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, vf_buf
     vf_status s = VF_OK;
     if (size > m->block_size / 2) {
         /* Big tensors: a block of their own, no fragmentation of the pool. */
-        s = block_create(m, size, true, &b);
+        b = take_idle(m, size);
+        if (!b) {
+            s = block_create(m, size, true, &b);
+            if (s == VF_ERROR_OUT_OF_MEMORY && m->idle_bytes > 0) { /* what is kept, back first */
+                vf_err_clear(m->err);
+                trim_idle(m, 0);
+                s = block_create(m, size, true, &b);
+            }
+        }
         if (!s) fi = 0;
     } else if (!find_fit(m, size, align, &b, &fi)) {
         s = block_create(m, m->block_size, false, &b);
@@ -269,18 +312,24 @@ static void release(vf_vk_mem *m, vf_buffer *buf)
     b->used -= r.size;
     b->live--;
     if (b->live == 0) {
-        /* Dedicated blocks go at once; of the pool keep one empty block as
-           a spare so a loop that frees and allocates does not thrash. */
+        /* Idle dedicated blocks are kept up to idle_cap (take_idle); of the
+           pool keep one empty block as a spare so a loop that frees and
+           allocates does not thrash. */
         bool spare = false;
         for (int i = 0; i < m->n_blocks; i++)
             if (m->blocks[i] != b && !m->blocks[i]->dedicated && m->blocks[i]->live == 0)
                 spare = true;
-        if (b->dedicated || spare) {
+        if (!b->dedicated && spare) {
             block_remove(m, b);
             return;
         }
         b->n_free = 1;
         b->free[0] = (vf_vk_range){0, b->size};
+        if (b->dedicated) {
+            b->idle_since = ++m->tick;
+            m->idle_bytes += (int64_t)b->size;
+            trim_idle(m, m->idle_cap);
+        }
         return;
     }
     int i = 0;

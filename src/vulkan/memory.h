@@ -3,7 +3,8 @@
  * Tensors are ranges of a few big VkDeviceMemory blocks, each bound to one
  * VkBuffer over the whole block, so an allocation is (VkBuffer, offset)
  * and costs no Vulkan call. Big tensors get a dedicated block of their
- * own. Free ranges of a block are a sorted array searched best-fit and
+ * own, kept when idle for the next big tensor it fits (see take_idle in
+ * memory.c). Free ranges of a block are a sorted array searched best-fit and
  * coalesced with their neighbours on free. A range freed while a batch
  * that used it is still in flight goes to a pending list and only returns
  * to the free list once that batch's serial has completed. */
@@ -28,7 +29,9 @@ typedef struct vf_vk_block {
     uint8_t *map;                /* persistent mapping; NULL when not host-visible */
     VkDeviceSize size;
     VkDeviceSize used;           /* reserved bytes of live + pending allocations */
-    bool dedicated;              /* one allocation; destroyed when it is freed */
+    bool dedicated;              /* one allocation at a time; idle ones are kept for reuse
+                                    (see vf_vk_mem.idle_bytes) */
+    uint64_t idle_since;         /* dedicated and idle: when it went idle (vf_vk_mem.tick) */
     int live;                    /* allocations not yet returned to the free list */
     vf_vk_range *free;           /* sorted by offset, never adjacent (coalesced) */
     int n_free, cap_free;
@@ -47,6 +50,8 @@ struct vf_buffer {
 
 typedef struct vf_vk_mem_options {
     VkDeviceSize block_size;     /* 0: 64 MiB */
+    VkDeviceSize idle_cap;       /* idle dedicated blocks kept for reuse; 0: 4 blocks' worth
+                                    (256 MiB by default) */
     bool force_staging;          /* testing: pretend device memory is not host-visible */
 } vf_vk_mem_options;
 
@@ -65,6 +70,9 @@ typedef struct vf_vk_mem {
     int64_t bytes_in_use;        /* live allocations (reserved sizes) */
     int64_t bytes_reserved;      /* all blocks */
     int64_t allocations;         /* vkAllocateMemory calls, for tests */
+    int64_t idle_bytes;          /* dedicated blocks with no allocation, kept for reuse */
+    int64_t idle_cap;            /* at most this many idle bytes (oldest go first) */
+    uint64_t tick;
     uint64_t next_block_id;
     vf_buffer *live;             /* allocated, not yet freed */
 } vf_vk_mem;
