@@ -569,10 +569,17 @@ static void test_one_pipeline_per_pattern(void **state)
     b.out = tref(VF_F32, 1, (int64_t[]){20});
     same_glsl(&a, &b);
 
+    /* softmax: rows of a multiple of 4 that fit the lanes' registers take
+       the register variant (its size a specialisation constant), others
+       the row template; within each, one GLSL for every size */
     a.op = b.op = VF_OP_SOFTMAX;
     a.attrs.axis = b.attrs.axis = 1;
+    b.in[0] = tref(VF_F32, 2, (int64_t[]){20, 1000});
     a.out = a.in[0];
     b.out = b.in[0];
+    same_glsl(&a, &b);
+    a.in[0] = a.out = tref(VF_F32, 2, (int64_t[]){10, 301});
+    b.in[0] = b.out = tref(VF_F32, 2, (int64_t[]){20, 5000});
     same_glsl(&a, &b);
 
     a.op = b.op = VF_OP_MATMUL;

@@ -15,6 +15,70 @@
 
 #include <stdio.h>
 
+/* At most this many vec4 per invocation in the register variant (with 8
+   lanes: rows of up to 2048 floats). */
+#define REG_MAX_VEC4 64u
+
+/* Softmax / log_softmax of contiguous f32 rows on a CPU device, the row in
+   registers: a workgroup is one subgroup, each invocation loads its rk
+   vec4 of the row once (vec4 loads, no gathers), keeps them, and writes
+   once; one exp per element. DESIGN.md's hand-written recipe. RK (the row
+   length over the lanes, in vec4) is a specialisation constant, so one
+   SPIR-V serves every row length and count that qualifies. */
+static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, uint32_t wg, uint32_t rk,
+                         uint64_t rows, uint64_t len, vf_err *err)
+{
+    bool soft = e->op == VF_OP_SOFTMAX;
+    k->n_steps = 1;
+    vf_cg g;
+    cg_begin(&g, e, caps, err, &k->step[0]);
+    snprintf(g.d->name, sizeof g.d->name, "%s_f32_reg", vf_op_get(e->op)->name);
+    snprintf(g.comment, sizeof g.comment,
+             "op %s: f32 rows, a subgroup per row, RK vec4 per invocation kept in registers",
+             vf_op_get(e->op)->name);
+    cg_bind(&g, VF_BIND_IN0, VF_F32, "in0", true, true);
+    cg_bind(&g, VF_BIND_OUT, VF_F32, "outv", false, true);
+    cg_push_u32(&g, "n_rows", (uint32_t)rows);
+    cg_push_u32(&g, "len", (uint32_t)len);
+    if (g.status) {
+        cg_abort(&g);
+        return g.status;
+    }
+    cg_workgroup(&g, wg);
+    g.ext |= CG_EXT_SUBGROUP;
+    vf_sb *s = &g.body;
+    cg_spec(&g, "RK", rk);
+    vf_sb_puts(s, "void main()\n{\n"
+                  "    uint row = vf_group_id();\n"
+                  "    if (row >= pc.n_rows) return;   // uniform: the workgroup is one subgroup\n"
+                  "    uint lid = gl_LocalInvocationID.x, n4 = pc.len / 4u, base = row * n4;\n"
+                  "    vec4 r[RK];\n"
+                  "    float m = -vf_inf();\n"
+                  "    [[unroll]] for (uint q = 0u; q < RK; q++) {\n"
+                  "        uint j = lid + q * WG;\n"
+                  "        r[q] = j < n4 ? in0[base + j] : vec4(-vf_inf());\n"
+                  "        m = max(m, max(max(r[q].x, r[q].y), max(r[q].z, r[q].w)));\n"
+                  "    }\n"
+                  "    m = subgroupMax(m);\n"
+                  "    float sum = 0.0;\n"
+                  "    [[unroll]] for (uint q = 0u; q < RK; q++) {\n");
+    if (soft)
+        vf_sb_puts(s, "        r[q] = exp(r[q] - m);\n"
+                      "        if (lid + q * WG < n4) sum += (r[q].x + r[q].y) + (r[q].z + r[q].w);\n");
+    else
+        vf_sb_puts(s, "        r[q] = r[q] - m;\n"
+                      "        vec4 t = exp(r[q]);\n"
+                      "        if (lid + q * WG < n4) sum += (t.x + t.y) + (t.z + t.w);\n");
+    vf_sb_puts(s, "    }\n    sum = subgroupAdd(sum);\n");
+    vf_sb_puts(s, soft ? "    float inv = 1.0 / sum;\n" : "    float ls = log(sum);\n");
+    vf_sb_add(s, "    [[unroll]] for (uint q = 0u; q < RK; q++) {\n"
+                 "        uint j = lid + q * WG;\n"
+                 "        if (j < n4) outv[base + j] = %s;\n"
+                 "    }\n}\n", soft ? "r[q] * inv" : "r[q] - ls");
+    cg_groups_linear(&g, rows);
+    return cg_finish(&g, NULL);
+}
+
 vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
 {
     const vf_op_info *info = vf_op_get(e->op);
@@ -50,6 +114,12 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
         if (subgroup && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
     }
     bool reuse = e->op == VF_OP_SOFTMAX && e->out.dtype == VF_F32 && row;
+    /* lavapipe, f32 rows of a multiple of 4 that fit: the row in registers */
+    uint32_t rk = 0;
+    if (!xent && row && caps->is_cpu && subgroup && wg == sg && x->dtype == VF_F32 && e->out.dtype == VF_F32 &&
+        len % 4 == 0 && len > 0 && len / 4 <= (uint64_t)wg * REG_MAX_VEC4)
+        rk = (uint32_t)((len / 4 + wg - 1) / wg);
+    if (rk) return reg_row(e, caps, k, wg, rk, outer, len, err);
 
     k->n_steps = 1;
     vf_cg g;
