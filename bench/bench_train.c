@@ -7,15 +7,19 @@
  *   - traced on Vulkan, fused (the default);
  *   - eager on the CPU backend;
  *   - traced on the CPU backend.
- * Each run makes its own model (same seed), warms up (the first traced call
- * traces and records the plan), then times single steps, each synced; it
- * reports the median and the best. Every Vulkan run comes before the CPU
+ * Each run makes its own model (same seed) and warms up (the first traced
+ * call traces and records the plan); then the runs of a backend take turns,
+ * --rounds rounds of a few timed steps each (so that the load of other
+ * processes on a shared machine falls on all of them alike), every step
+ * synced; it reports the median and the best. Every Vulkan run comes before the CPU
  * runs: OpenBLAS's worker threads keep spinning for a while after a CPU
  * matmul and would slow lavapipe down on a small machine.
- * Then (unless --no-profile) the fused and the unfused plan profiled over a
- * few calls in a profiling context: their kernels, bytes and GPU times.
- * Usage: bench_train [--batch N] [--iters N] [--warmup N] [--quick] [--no-profile] [--no-signature]
- *        [--kernels]   (also list the unfused plan's kernels)
+ * Between them (unless --no-profile) the fused and the unfused plan are
+ * profiled in turns over a few calls in a profiling context: their kernels,
+ * bytes and least GPU times.
+ * Usage: bench_train [--batch N] [--iters N] [--rounds N] [--warmup N] [--quick]
+ *        [--no-profile] [--no-signature: traced at the concrete batch size]
+ *        [--kernels: also list the unfused plan's kernels]
  * (not a test: nothing asserted) */
 #include <math.h>
 #include <stdio.h>
@@ -98,56 +102,92 @@ static const vf_tensor_spec signature[2] = {{.dtype = VF_F32, .rank = 2, .shape 
                                             {.dtype = VF_I32, .rank = 1, .shape = {-1}}};
 static const vf_tensor_spec *sig = signature;
 
-static figures measure(vf_context *ctx, mode md, int64_t batch, int warmup, int iters)
+/* One of the five runs: its own model (same seed), inputs and function.
+   The runs of a context take turns (rounds), so that the load of other
+   processes on a shared machine falls on all of them alike. */
+typedef struct {
+    vf_context *ctx;
+    model m;
+    vf_tensor *in[2];
+    vf_function *fn;            /* NULL: eager */
+    double *t;                  /* seconds of each timed step */
+    int n, steps;
+    vf_status s;
+    int64_t dispatches, submits;
+    figures f;
+} run;
+
+/* in the context's current scope, which must outlive the run */
+static void run_open(run *r, vf_context *ctx, mode md, int64_t batch, int iters)
 {
-    figures f = {.first_loss = NAN, .last_loss = NAN};
-    double *t = malloc(sizeof(double) * (size_t)iters);
-    if (!t) return f;
-    vf_scope_begin(ctx);
-    model m = make_model(ctx);
-    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){batch, FEAT}, host_x),
-                        vf_tensor_from_host(ctx, VF_I32, 1, &batch, host_y)};
-    vf_function *fn = NULL;
+    *r = (run){.ctx = ctx, .f = {.first_loss = NAN, .last_loss = NAN}};
+    r->t = malloc(sizeof(double) * (size_t)iters);
+    r->m = make_model(ctx);
+    r->in[0] = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){batch, FEAT}, host_x);
+    r->in[1] = vf_tensor_from_host(ctx, VF_I32, 1, &batch, host_y);
     if (md != EAGER)
-        fn = vf_function_create(ctx, &(vf_function_desc){.name = "mlp_train_step", .body = train_step, .user = &m,
-                                                         .n_inputs = 2, .n_outputs = 1, .input_signature = sig,
-                                                         .unfused = md == TRACED_UNFUSED});
+        r->fn = vf_function_create(ctx, &(vf_function_desc){.name = "mlp_train_step", .body = train_step,
+                                                            .user = &r->m, .n_inputs = 2, .n_outputs = 1,
+                                                            .input_signature = sig,
+                                                            .unfused = md == TRACED_UNFUSED});
+    r->s = !r->t ? VF_ERROR_OUT_OF_MEMORY : vf_status_get(ctx);
+}
+
+/* one train step, synced; timed ones are recorded */
+static void run_step(run *r, bool timed)
+{
+    if (r->s != VF_OK) return;
+    vf_context *ctx = r->ctx;
     vf_context_stats c0 = {0}, c1 = {0};
-    vf_status s = vf_status_get(ctx);
-    for (int i = 0; i < warmup + iters && s == VF_OK; i++) {
-        vf_scope_begin(ctx);
-        vf_tensor *loss = NULL;
-        s = vf_context_sync(ctx);
-        if (i == warmup) vf_context_stats_get(ctx, &c0);
-        double t0 = now();
-        if (s == VF_OK) s = fn ? vf_function_call(fn, in, &loss) : train_step(ctx, in, &loss, &m);
-        if (s == VF_OK) s = vf_context_sync(ctx);
-        double dt = now() - t0;
-        if (i >= warmup) t[i - warmup] = dt;
-        if (s == VF_OK && (i == 0 || i == warmup + iters - 1)) {
-            float v = NAN;
-            s = vf_tensor_read(loss, &v, sizeof v);
-            if (i == 0) f.first_loss = v;
-            else f.last_loss = v;
-        }
-        vf_scope_end(ctx);
-    }
+    vf_scope_begin(ctx);
+    vf_tensor *loss = NULL;
+    vf_status s = vf_context_sync(ctx);
+    vf_context_stats_get(ctx, &c0);
+    double t0 = now();
+    if (s == VF_OK) s = r->fn ? vf_function_call(r->fn, r->in, &loss) : train_step(ctx, r->in, &loss, &r->m);
+    if (s == VF_OK) s = vf_context_sync(ctx);
+    double dt = now() - t0;
     vf_context_stats_get(ctx, &c1);
-    if (s != VF_OK) {
+    float v = NAN;
+    if (s == VF_OK) s = vf_tensor_read(loss, &v, sizeof v);
+    if (r->steps++ == 0) r->f.first_loss = v;
+    r->f.last_loss = v;
+    if (timed) {
+        r->t[r->n++] = dt;
+        r->dispatches += c1.dispatches - c0.dispatches;
+        r->submits += c1.submits - c0.submits;
+    }
+    vf_scope_end(ctx);
+    if ((r->s = s) != VF_OK) {
         fprintf(stderr, "bench_train: %s\n", vf_error_message(ctx));
         vf_error_clear(ctx);
-    } else {
-        qsort(t, (size_t)iters, sizeof *t, cmp_double);
-        f.best = t[0];
-        f.median = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
-        f.dispatches = (double)(c1.dispatches - c0.dispatches) / iters;
-        f.submits = (double)(c1.submits - c0.submits) / iters;
-        f.ok = !fn || vf_function_stats_get(fn, &f.fs) == VF_OK;
     }
-    vf_function_destroy(fn);
-    vf_scope_end(ctx);
-    free(t);
+}
+
+static figures run_close(run *r)
+{
+    figures f = r->f;
+    if (r->s == VF_OK && r->n > 0) {
+        qsort(r->t, (size_t)r->n, sizeof *r->t, cmp_double);
+        f.best = r->t[0];
+        f.median = r->n % 2 ? r->t[r->n / 2] : 0.5 * (r->t[r->n / 2 - 1] + r->t[r->n / 2]);
+        f.dispatches = (double)r->dispatches / r->n;
+        f.submits = (double)r->submits / r->n;
+        f.ok = !r->fn || vf_function_stats_get(r->fn, &f.fs) == VF_OK;
+    }
+    vf_function_destroy(r->fn);
+    free(r->t);
     return f;
+}
+
+/* runs[n] of one context: warm-up steps, then rounds of `per` timed steps each */
+static void measure(run *runs, int n, int warmup, int rounds, int per)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < warmup; k++) run_step(&runs[i], false);
+    for (int q = 0; q < rounds; q++)
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < per; k++) run_step(&runs[i], true);
 }
 
 static void row(const char *name, const figures *f, bool traced)
@@ -156,8 +196,9 @@ static void row(const char *name, const figures *f, bool traced)
         printf("%-22s failed\n", name);
         return;
     }
-    printf("%-22s %9.2f %9.2f %10.2f ms %9.1f %9.1f", name, 1.0 / f->median, 1.0 / f->best, f->median * 1e3,
-           f->dispatches, f->submits);
+    printf("%-22s %9.2f %9.2f %10.2f ms", name, 1.0 / f->median, 1.0 / f->best, f->median * 1e3);
+    if (f->dispatches > 0) printf(" %9.1f %9.1f", f->dispatches, f->submits);
+    else printf(" %9s %9s", "-", "-"); /* the CPU backend counts none */
     if (traced) printf(" %8d %11d %6s", f->fs.kernels, f->fs.dispatches_per_call, f->fs.planned ? "yes" : "no");
     else printf(" %8s %11s %6s", "-", "-", "-");
     printf("   %.4f -> %.4f\n", f->first_loss, f->last_loss);
@@ -168,95 +209,115 @@ static void ratio(const char *what, const figures *a, const figures *b)
     if (a->ok && b->ok) printf("  %-40s %6.2fx\n", what, a->median / b->median);
 }
 
-/* calls profiled calls of the traced step (after a warm-up call) in a
-   profiling context: each kernel's least GPU time over the calls, so that
-   the other processes on a shared machine disturb the figures less */
-static void profile(vf_context *ctx, bool unfused, int64_t batch, int calls, bool list)
+/* The fused and the unfused plan in a profiling context, called in turns
+   (after a warm-up call each): each kernel's least GPU time over the calls,
+   so that other processes on a shared machine disturb the figures less. */
+typedef struct {
+    run r;
+    vf_function_profile p;
+    uint64_t *least, wall;
+    int n;
+} profiled;
+
+static bool profiled_call(profiled *q, bool record)
+{
+    vf_context *ctx = q->r.ctx;
+    vf_scope_begin(ctx);
+    vf_tensor *loss = NULL;
+    bool ok = vf_function_call(q->r.fn, q->r.in, &loss) == VF_OK && vf_function_profile_get(q->r.fn, &q->p) == VF_OK &&
+              q->p.planned;
+    vf_scope_end(ctx);
+    if (!ok || !record) return ok;
+    if (!q->least) {
+        q->n = q->p.n_kernels;
+        if (!(q->least = malloc(sizeof *q->least * (size_t)(q->n > 0 ? q->n : 1)))) return false;
+        for (int k = 0; k < q->n; k++) q->least[k] = UINT64_MAX;
+    }
+    if (q->p.n_kernels != q->n) return false;
+    for (int k = 0; k < q->n; k++)
+        if (q->p.kernels[k].gpu_ns < q->least[k]) q->least[k] = q->p.kernels[k].gpu_ns;
+    if (q->p.wall_ns < q->wall) q->wall = q->p.wall_ns;
+    return true;
+}
+
+static void profiled_print(const profiled *q, const char *name, int calls, bool list)
+{
+    const vf_function_profile *p = &q->p;
+    double gpu = 0.0, mm = 0.0;
+    for (int k = 0; k < q->n; k++) {
+        gpu += (double)q->least[k];
+        for (int j = 0; j < p->kernels[k].n_nodes; j++)
+            if (!strcmp(p->kernels[k].node_ops[j], "matmul")) {
+                mm += (double)q->least[k];
+                break;
+            }
+    }
+    printf("\n%s plan, %d profiled calls: %d kernels, %d dispatches, %d barriers, %.2f MB read, "
+           "%.2f MB written;\n  sum of each kernel's least GPU time %.2f ms (kernels with a matmul: %.2f ms, "
+           "%.0f%%), least wall time %.2f ms\n", name, calls, q->n, p->dispatches, p->barriers,
+           (double)p->bytes_read * 1e-6, (double)p->bytes_written * 1e-6, gpu * 1e-6, mm * 1e-6, 100.0 * mm / gpu,
+           (double)q->wall * 1e-6);
+    for (int k = 0; list && k < q->n; k++) {
+        const vf_kernel_profile *kp = &p->kernels[k];
+        printf("  %-34.34s %8.3f ms %7.3f MB r %7.3f MB w  ", kp->name, (double)q->least[k] * 1e-6,
+               (double)kp->bytes_read * 1e-6, (double)kp->bytes_written * 1e-6);
+        for (int j = 0; j < kp->n_nodes; j++) printf("%s%s", j ? "+" : "", kp->node_ops[j]);
+        printf("\n");
+    }
+}
+
+static void profile(vf_context *ctx, int64_t batch, int calls, bool list_unfused)
 {
     vf_scope_begin(ctx);
-    model m = make_model(ctx);
-    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){batch, FEAT}, host_x),
-                        vf_tensor_from_host(ctx, VF_I32, 1, &batch, host_y)};
-    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "mlp_train_step", .body = train_step,
-                                                                  .user = &m, .n_inputs = 2, .n_outputs = 1,
-                                                                  .input_signature = sig, .unfused = unfused});
-    vf_function_profile p = {0};
-    uint64_t *least = NULL, wall = UINT64_MAX;
-    int n = -1;
-    bool ok = fn != NULL;
-    for (int i = 0; i <= calls && ok; i++) {
-        vf_scope_begin(ctx);
-        vf_tensor *loss = NULL;
-        ok = vf_function_call(fn, in, &loss) == VF_OK && vf_function_profile_get(fn, &p) == VF_OK && p.planned;
-        vf_scope_end(ctx);
-        if (!ok || i == 0) continue;
-        if (!least) {
-            n = p.n_kernels;
-            least = malloc(sizeof *least * (size_t)(n > 0 ? n : 1));
-            if (!least) break;
-            for (int k = 0; k < n; k++) least[k] = UINT64_MAX;
-        }
-        ok = p.n_kernels == n;
-        for (int k = 0; ok && k < n; k++)
-            if (p.kernels[k].gpu_ns < least[k]) least[k] = p.kernels[k].gpu_ns;
-        if (p.wall_ns < wall) wall = p.wall_ns;
-    }
-    if (!ok || !least || vf_status_get(ctx) != VF_OK) {
+    profiled q[2] = {{.wall = UINT64_MAX}, {.wall = UINT64_MAX}}; /* fused, unfused */
+    run_open(&q[0].r, ctx, TRACED_FUSED, batch, 1);
+    run_open(&q[1].r, ctx, TRACED_UNFUSED, batch, 1);
+    bool ok = q[0].r.s == VF_OK && q[1].r.s == VF_OK;
+    for (int i = 0; i <= calls && ok; i++)
+        ok = profiled_call(&q[0], i > 0) && profiled_call(&q[1], i > 0);
+    if (!ok || vf_status_get(ctx) != VF_OK) {
         fprintf(stderr, "bench_train: profile failed: %s\n", vf_error_message(ctx));
         vf_error_clear(ctx);
     } else {
-        double gpu = 0.0, mm = 0.0;
-        for (int k = 0; k < n; k++) {
-            gpu += (double)least[k];
-            for (int j = 0; j < p.kernels[k].n_nodes; j++)
-                if (!strcmp(p.kernels[k].node_ops[j], "matmul")) {
-                    mm += (double)least[k];
-                    break;
-                }
-        }
-        printf("\n%s plan, %d profiled calls: %d kernels, %d dispatches, %d barriers, %.2f MB read, "
-               "%.2f MB written;\n  sum of each kernel's least GPU time %.2f ms (kernels with a matmul: %.2f ms, "
-               "%.0f%%), least wall time %.2f ms\n", unfused ? "unfused" : "fused", calls, n, p.dispatches,
-               p.barriers, (double)p.bytes_read * 1e-6, (double)p.bytes_written * 1e-6, gpu * 1e-6, mm * 1e-6,
-               100.0 * mm / gpu, (double)wall * 1e-6);
-        for (int k = 0; list && k < n; k++) {
-            const vf_kernel_profile *kp = &p.kernels[k];
-            printf("  %-34.34s %8.3f ms %7.3f MB r %7.3f MB w  ", kp->name, (double)least[k] * 1e-6,
-                   (double)kp->bytes_read * 1e-6, (double)kp->bytes_written * 1e-6);
-            for (int j = 0; j < kp->n_nodes; j++) printf("%s%s", j ? "+" : "", kp->node_ops[j]);
-            printf("\n");
-        }
+        profiled_print(&q[0], "fused", calls, true);
+        profiled_print(&q[1], "unfused", calls, list_unfused);
     }
-    free(least);
-    vf_function_destroy(fn);
+    for (int i = 1; i >= 0; i--) {
+        free(q[i].least);
+        run_close(&q[i].r);
+    }
     vf_scope_end(ctx);
 }
 
 int main(int argc, char **argv)
 {
-    int iters = 20, warmup = 3;
+    int iters = 20, warmup = 3, rounds = 5;
     int64_t batch = 256;
     bool prof = true, list_unfused = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--quick")) iters = 3, warmup = 1;
+        else if (!strcmp(argv[i], "--quick")) iters = 3, warmup = 1, rounds = 3;
         else if (!strcmp(argv[i], "--no-profile")) prof = false;
         else if (!strcmp(argv[i], "--no-signature")) sig = NULL;
         else if (!strcmp(argv[i], "--kernels")) list_unfused = true;
-        else return fprintf(stderr, "usage: bench_train [--batch N] [--iters N] [--warmup N] [--quick] "
+        else return fprintf(stderr, "usage: bench_train [--batch N] [--iters N] [--rounds N] [--warmup N] [--quick] "
                                     "[--no-profile] [--no-signature] [--kernels]\n"), 2;
     }
     if (iters < 1) iters = 1;
     if (warmup < 1) warmup = 1;
+    if (rounds < 1) rounds = 1;
+    if (rounds > iters) rounds = iters;
+    const int per = (iters + rounds - 1) / rounds; /* timed steps per run and round */
     if (batch < 1) batch = 1;
     host_x = malloc(sizeof(float) * (size_t)batch * FEAT);
     host_y = malloc(sizeof(int32_t) * (size_t)batch);
     float *centre = malloc(sizeof(float) * CLASSES * FEAT);
     if (!host_x || !host_y || !centre) return fprintf(stderr, "bench_train: out of memory\n"), 1;
-    uint64_t r = 88172645463325252ull;
-#define UNIFORM() (r ^= r << 13, r ^= r >> 7, r ^= r << 17, (double)(r >> 11) / 9007199254740992.0)
+    uint64_t seed = 88172645463325252ull;
+#define UNIFORM() (seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17, (double)(seed >> 11) / 9007199254740992.0)
     for (int i = 0; i < CLASSES * FEAT; i++) centre[i] = (float)(UNIFORM() * 2.0 - 1.0) * 0.2f;
     for (int64_t i = 0; i < batch; i++) {
         host_y[i] = (int32_t)(UNIFORM() * CLASSES) % CLASSES;
@@ -274,32 +335,43 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("MLP 784-512-512-10 train step (forward, tape backward, 6 SGD updates), batch %lld, f32\n"
-           "median and best of %d steps after %d warm-up steps, each step synced; traced with %s\n\n",
-           (long long)batch, iters, warmup, sig ? "the input signature [-1,784], [-1]" : "concrete shapes");
+           "median and best of %d steps (%d rounds of %d, the runs of a backend taking turns) after %d warm-up "
+           "steps, each step synced;\ntraced with %s\n\n",
+           (long long)batch, rounds * per, rounds, per, warmup, sig ? "the input signature [-1,784], [-1]" : "concrete shapes");
     printf("%-22s %9s %9s %13s %9s %9s %8s %11s %6s   %s\n", "run", "steps/s", "best", "median/step",
            "disp/step", "subm/step", "kernels", "dispatches", "plan", "loss first -> last");
-    figures ve = measure(vk, EAGER, batch, warmup, iters);
-    figures vu = measure(vk, TRACED_UNFUSED, batch, warmup, iters);
-    figures vfu = measure(vk, TRACED_FUSED, batch, warmup, iters);
+    run r[5];
+    figures fig[5];
+    vf_scope_begin(vk);
+    run_open(&r[0], vk, EAGER, batch, rounds * per);
+    run_open(&r[1], vk, TRACED_UNFUSED, batch, rounds * per);
+    run_open(&r[2], vk, TRACED_FUSED, batch, rounds * per);
+    measure(r, 3, warmup, rounds, per);
+    for (int i = 2; i >= 0; i--) fig[i] = run_close(&r[i]);
+    vf_scope_end(vk);
     if (prof) { /* before the CPU runs (OpenBLAS threads) */
-        profile(pk, false, batch, iters < 5 ? iters : 5, true);
-        profile(pk, true, batch, iters < 5 ? iters : 5, list_unfused);
+        profile(pk, batch, per * rounds < 5 ? per * rounds : 5, list_unfused);
         printf("\n");
     }
-    figures ce = measure(cpu, EAGER, batch, warmup, iters);
-    figures ct = measure(cpu, TRACED_FUSED, batch, warmup, iters);
-    row("vulkan eager", &ve, false);
-    row("vulkan traced unfused", &vu, true);
-    row("vulkan traced fused", &vfu, true);
-    row("cpu eager", &ce, false);
-    row("cpu traced", &ct, true);
+    vf_scope_begin(cpu);
+    run_open(&r[3], cpu, EAGER, batch, rounds * per);
+    run_open(&r[4], cpu, TRACED_FUSED, batch, rounds * per);
+    measure(r + 3, 2, warmup, rounds, per);
+    for (int i = 4; i >= 3; i--) fig[i] = run_close(&r[i]);
+    vf_scope_end(cpu);
+    const figures *ve = &fig[0], *vu = &fig[1], *vfu = &fig[2], *ce = &fig[3], *ct = &fig[4];
+    row("vulkan eager", ve, false);
+    row("vulkan traced unfused", vu, true);
+    row("vulkan traced fused", vfu, true);
+    row("cpu eager", ce, false);
+    row("cpu traced", ct, true);
     printf("\nsteps/s ratios (medians):\n");
-    ratio("vulkan traced+fused vs vulkan eager", &ve, &vfu);
-    ratio("vulkan traced+fused vs vulkan traced unfused", &vu, &vfu);
-    ratio("vulkan traced unfused vs vulkan eager", &ve, &vu);
-    ratio("vulkan traced+fused vs cpu eager", &ce, &vfu);
-    ratio("vulkan traced+fused vs cpu traced", &ct, &vfu);
-    ratio("cpu traced vs cpu eager", &ce, &ct);
+    ratio("vulkan traced+fused vs vulkan eager", ve, vfu);
+    ratio("vulkan traced+fused vs vulkan traced unfused", vu, vfu);
+    ratio("vulkan traced unfused vs vulkan eager", ve, vu);
+    ratio("vulkan traced+fused vs cpu eager", ce, vfu);
+    ratio("vulkan traced+fused vs cpu traced", ct, vfu);
+    ratio("cpu traced vs cpu eager", ce, ct);
     vf_context_destroy(pk);
     vf_context_destroy(vk);
     vf_context_destroy(cpu);
