@@ -136,7 +136,8 @@ int main(void)
             }
             vf_scope_end(ctx);
         }
-        if (rc == 0) printf("epoch %d: mean loss %.5f (%d batches, last loss %.5f)\n", epoch, sum / batches, batches, last);
+        if (rc == 0)
+            printf("epoch %d: mean loss %.5f (%d batches, last loss %.5f)\n", epoch, sum / batches, batches, last);
     }
     vf_function_stats st = {0};
     vf_function_stats_get(fn, &st);
