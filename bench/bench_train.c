@@ -216,7 +216,7 @@ static void row(const char *name, const figures *f, bool traced)
 
 static void ratio(const char *what, const figures *a, const figures *b)
 {
-    if (a->ok && b->ok) printf("  %-40s %6.2fx\n", what, a->median / b->median);
+    if (a->ok && b->ok) printf("  %-46s %6.2fx\n", what, a->median / b->median);
 }
 
 /* The fused and the unfused plan in a profiling context, called in turns
