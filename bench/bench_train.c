@@ -141,6 +141,10 @@ static void run_open(run *r, vf_context *ctx, mode md, int64_t batch, int iters)
                                                             .input_signature = sig,
                                                             .unfused = md == TRACED_UNFUSED});
     r->s = !r->t ? VF_ERROR_OUT_OF_MEMORY : vf_status_get(ctx);
+    if (r->s != VF_OK) {
+        fprintf(stderr, "bench_train: %s\n", r->t ? vf_error_message(ctx) : "out of memory");
+        vf_error_clear(ctx);
+    }
 }
 
 /* one train step, synced; timed ones are recorded */
