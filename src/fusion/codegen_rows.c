@@ -285,8 +285,8 @@ static void emit_cone(vf_sb *s, const rg *r, bool *need, const char *ind, const 
 static void loop_begin(vf_sb *s, const rg *r)
 {
     if (r->cached_mode)
-        vf_sb_puts(s, "    for (uint jj = 0u; jj < RG_CACHE; jj++) {\n        uint j = lid + jj * WG;\n"
-                     "        if (j >= pc.cols) break;\n");
+        vf_sb_puts(s, "    [[unroll]] for (uint jj = 0u; jj < RG_CACHE; jj++) {\n        uint j = lid + jj * WG;\n"
+                     "        if (j >= pc.cols) continue;\n");
     else
         vf_sb_puts(s, "    for (uint j = lid; j < pc.cols; j += WG) {\n");
 }
@@ -494,6 +494,10 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
     uint32_t wg = cg_clamp_wg(caps, caps->is_cpu && subgroup ? sg : 256, !subgroup);
     if (subgroup && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
     uint32_t cache_len = caps->is_cpu ? 128u : 4u;
+    /* A row that fits gets just the cache it needs: the cached loops are
+       unrolled to RG_CACHE iterations once the constant is applied (the
+       caches become registers, not memory indexed per lane). */
+    if (cols > 0 && cols <= (uint64_t)wg * cache_len) cache_len = (uint32_t)((cols + wg - 1) / wg);
 
     vf_exec fake;
     memset(&fake, 0, sizeof fake);
