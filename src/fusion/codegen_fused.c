@@ -110,20 +110,6 @@ void vf_fused_to_ctype(vf_sb *s, vf_dtype dt, vf_ctype ct, const char *v)
     }
 }
 
-static int input_index(const vf_group *grp, int v)
-{
-    for (int k = 0; k < grp->n_inputs; k++)
-        if (grp->inputs[k] == v) return k;
-    return -1;
-}
-
-static bool is_member(const vf_group *grp, int v)
-{
-    for (int m = 0; m < grp->n_nodes; m++)
-        if (grp->nodes[m] == v) return true;
-    return false;
-}
-
 /* The op function of member v: `RT op_<v>(CTa a, ...)`. */
 vf_status vf_fused_op_fn(vf_sb *s, const vf_graph *g, int v, vf_err *err)
 {
@@ -160,8 +146,8 @@ static vf_status emit_op_fns(vf_cg *cg, const vf_graph *g, const vf_group *grp, 
 /* The value name of v inside the evaluation: tN for members, xK for inputs. */
 static void value_ref(vf_sb *s, const vf_group *grp, int v)
 {
-    if (is_member(grp, v)) vf_sb_add(s, "t%d", v);
-    else vf_sb_add(s, "x%d", input_index(grp, v));
+    if (vf_group_member_index(grp, v) >= 0) vf_sb_add(s, "t%d", v);
+    else vf_sb_add(s, "x%d", vf_group_input_index(grp, v));
 }
 
 /* Evaluates the members in order, from the loaded inputs x0.. into t<id>. */

@@ -51,20 +51,6 @@ typedef struct mf_state {
     vf_err *err;
 } mf_state;
 
-static int input_index(const vf_group *grp, int v)
-{
-    for (int k = 0; k < grp->n_inputs; k++)
-        if (grp->inputs[k] == v) return k;
-    return -1;
-}
-
-static bool is_member(const vf_group *grp, int v)
-{
-    for (int m = 0; m < grp->n_nodes; m++)
-        if (grp->nodes[m] == v) return true;
-    return false;
-}
-
 static const char *pick_expr(const vf_op_info *info, vf_dtype data)
 {
     switch (data) {
@@ -149,8 +135,8 @@ static vf_status mf_bind(vf_cg *cg, const cg_mm_layout *l, void *user)
 /* The value name of v inside epi(): tN for members, xK for inputs. */
 static void value_ref(vf_sb *s, const vf_group *grp, int v)
 {
-    if (is_member(grp, v)) vf_sb_add(s, "t%d", v);
-    else vf_sb_add(s, "x%d", input_index(grp, v));
+    if (vf_group_member_index(grp, v) >= 0) vf_sb_add(s, "t%d", v);
+    else vf_sb_add(s, "x%d", vf_group_input_index(grp, v));
 }
 
 /* The loads of the inputs the epilogue reads, and the per-member op
@@ -311,7 +297,8 @@ vf_status vf_codegen_matmul_group(const vf_graph *g, const vf_group *grp, const 
     memset(k, 0, sizeof *k);
     int center = grp->center;
     if (grp->kind != VF_GROUP_MATMUL_EPILOGUE || center < 0 || center >= g->n ||
-        g->nodes[center].kind != VF_NODE_OP || g->nodes[center].op != VF_OP_MATMUL || !is_member(grp, center))
+        g->nodes[center].kind != VF_NODE_OP || g->nodes[center].op != VF_OP_MATMUL ||
+        vf_group_member_index(grp, center) < 0)
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul group: no matmul at its center");
     if (grp->n_outputs == 0) return VF_OK;   /* dead: nothing runs */
     if (grp->n_nodes > MF_MAX_NODES || grp->n_inputs > VF_GROUP_MAX_TENSORS)
@@ -326,8 +313,8 @@ vf_status vf_codegen_matmul_group(const vf_graph *g, const vf_group *grp, const 
     if (out->rank < 2 || out->rank - 2 > MF_MAX_BATCH)
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul group: result of rank %d", out->rank);
     mf_state st = {.g = g, .grp = grp, .shapes = shapes, .center = center, .err = err};
-    st.a_in = input_index(grp, mm->in[0]);
-    st.b_in = input_index(grp, mm->in[1]);
+    st.a_in = vf_group_input_index(grp, mm->in[0]);
+    st.b_in = vf_group_input_index(grp, mm->in[1]);
     if (st.a_in < 0 || st.b_in < 0)
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul group: an operand is computed inside the group");
     int n_bind = grp->n_inputs + grp->n_outputs + (st.a_in == st.b_in ? 1 : 0);
@@ -346,7 +333,7 @@ vf_status vf_codegen_matmul_group(const vf_graph *g, const vf_group *grp, const 
                               "matmul group: member %d (%s) does not have the matmul's output shape", v,
                               vf_node_name(nd));
         for (int q = 0; q < nd->n_in; q++) {
-            int t = input_index(grp, nd->in[q]);
+            int t = vf_group_input_index(grp, nd->in[q]);
             if (t >= 0) st.in[t].epi = true;
         }
     }

@@ -68,20 +68,6 @@ typedef struct {
 
 #define RG_MAX_CACHES 3
 
-static int member_index(const vf_group *grp, int v)
-{
-    for (int m = 0; m < grp->n_nodes; m++)
-        if (grp->nodes[m] == v) return m;
-    return -1;
-}
-
-static int input_index(const vf_group *grp, int v)
-{
-    for (int k = 0; k < grp->n_inputs; k++)
-        if (grp->inputs[k] == v) return k;
-    return -1;
-}
-
 static bool is_reduction(vf_op op)
 {
     return op == VF_OP_REDUCE_SUM || op == VF_OP_REDUCE_MEAN || op == VF_OP_REDUCE_MAX || op == VF_OP_REDUCE_MIN;
@@ -110,7 +96,7 @@ static vf_status classify(rg *r)
         char c;
         if (is_reduction(nd->op) || is_row_op(nd->op)) {
             const vf_shape *x = &r->shapes[nd->in[row_in(nd)]];
-            int xm = member_index(grp, nd->in[row_in(nd)]);
+            int xm = vf_group_member_index(grp, nd->in[row_in(nd)]);
             if (!vf_shape_equal(x, &r->row) || !vf_dtype_is_float(g->nodes[nd->in[row_in(nd)]].dtype) ||
                 (xm >= 0 && r->cls[xm] != CL_W && cols > 1))
                 return vf_err_set(r->err, VF_ERROR_UNSUPPORTED, "row group: %s (node %d) does not reduce a row of the "
@@ -128,7 +114,7 @@ static vf_status classify(rg *r)
         } else if (vf_fusible_elementwise(nd)) {
             bool any_w = false, any_d = false;
             for (int k = 0; k < nd->n_in; k++) {
-                int pm = member_index(grp, nd->in[k]);
+                int pm = vf_group_member_index(grp, nd->in[k]);
                 if (pm >= 0) any_w |= r->cls[pm] == CL_W, any_d |= r->cls[pm] == CL_D;
             }
             vf_row_class rc = vf_row_classify(&r->shapes[v], &r->row);
@@ -145,7 +131,7 @@ static vf_status classify(rg *r)
         r->cls[m] = c;
         /* external inputs, and the contexts they are read in */
         for (int k = 0; k < nd->n_in; k++) {
-            int t = input_index(grp, nd->in[k]);
+            int t = vf_group_input_index(grp, nd->in[k]);
             if (t < 0) continue;
             bool wide = c == CL_W || ((is_reduction(nd->op) || is_row_op(nd->op)) && k == row_in(nd));
             vf_row_class where = wide ? VF_ROW_WIDE : c == CL_D ? VF_ROW_DROPPED : VF_ROW_SCALAR;
@@ -162,9 +148,9 @@ static vf_status classify(rg *r)
 
 static bool *cache_slot(rg *r, int v)
 {
-    int m = member_index(r->grp, v);
+    int m = vf_group_member_index(r->grp, v);
     if (m >= 0) return &r->cached[m];
-    int t = input_index(r->grp, v);
+    int t = vf_group_input_index(r->grp, v);
     return t >= 0 ? &r->cached[RG_MAX_MEMBERS + t] : NULL;
 }
 
@@ -195,8 +181,8 @@ static void input_index_expr(vf_sb *s, const rg *r, int t, bool wide)
 static void ref(vf_sb *s, const rg *r, int v, bool wide)
 {
     if (wide && is_cached(r, v)) vf_sb_add(s, "cv%d[jj]", v);
-    else if (member_index(r->grp, v) >= 0) vf_sb_add(s, "t%d", v);
-    else vf_sb_add(s, "%s%d", wide ? "x" : "s", input_index(r->grp, v));
+    else if (vf_group_member_index(r->grp, v) >= 0) vf_sb_add(s, "t%d", v);
+    else vf_sb_add(s, "%s%d", wide ? "x" : "s", vf_group_input_index(r->grp, v));
 }
 
 /* `CT tN = ...;` for elementwise member v. */
@@ -207,7 +193,7 @@ static void emit_elementwise(vf_sb *s, const rg *r, int v, bool wide, const char
     const vf_op_info *info = vf_op_get(nd->op);
     vf_sb_add(s, "%s%s t%d = ", ind, cg_ctype_name(cg_ctype_of(nd->dtype)), v);
     if (nd->op == VF_OP_FILL) {
-        vf_fused_fill_literal(s, nd->dtype, fill[member_index(r->grp, v)]);
+        vf_fused_fill_literal(s, nd->dtype, fill[vf_group_member_index(r->grp, v)]);
         vf_sb_puts(s, ";   // fill\n");
         return;
     }
@@ -248,9 +234,9 @@ static void emit_cone(vf_sb *s, const rg *r, bool *need, const char *ind, const 
         for (int k = 0; k < nd->n_in; k++) {
             if (nd->op == VF_OP_SPARSE_XENT && k == 0) continue;
             if (is_cached(r, nd->in[k])) continue;
-            int pm = member_index(grp, nd->in[k]);
+            int pm = vf_group_member_index(grp, nd->in[k]);
             if (pm >= 0 && r->cls[pm] == CL_W) need[pm] = true;
-            int t = input_index(grp, nd->in[k]);
+            int t = vf_group_input_index(grp, nd->in[k]);
             if (t >= 0 && (r->cls[m] == CL_W || k == row_in(nd))) load[t] = true;
         }
     }
@@ -298,14 +284,14 @@ static void loop_begin(vf_sb *s, const rg *r)
 static void emit_pass(vf_sb *s, rg *r, int x, const char *acc, const char *update, const uint32_t *fill)
 {
     bool need[RG_MAX_MEMBERS] = {false};
-    int xm = member_index(r->grp, x);
+    int xm = vf_group_member_index(r->grp, x);
     bool was = is_cached(r, x), keep = r->cached_mode && !was && r->n_cache < RG_MAX_CACHES;
     if (keep) vf_sb_add(s, "    float cv%d[RG_CACHE];\n", x);
     loop_begin(s, r);
     if (was) {
         /* read back below */
     } else if (xm < 0) {   /* an input reduced directly */
-        int t = input_index(r->grp, x);
+        int t = vf_group_input_index(r->grp, x);
         vf_dtype dt = r->g->nodes[x].dtype;
         vf_sb_add(s, "        %s x%d = ld%d(", cg_ctype_name(cg_ctype_of(dt)), t, t);
         input_index_expr(s, r, t, true);
@@ -415,12 +401,12 @@ static void emit_body(vf_sb *s, rg *r, const uint32_t *fill)
                       ldt == VF_I32 ? "l >= 0 && " : "");
             bool need[RG_MAX_MEMBERS] = {false}, uc = r->use_cache;
             r->use_cache = false;   /* column `lab` is not this invocation's */
-            int x = nd->in[1], xm = member_index(grp, x);
+            int x = nd->in[1], xm = vf_group_member_index(grp, x);
             if (xm >= 0) need[xm] = true;
             if (xm >= 0) {
                 emit_cone(s, r, need, "        ", fill);
             } else {
-                int t = input_index(grp, x);
+                int t = vf_group_input_index(grp, x);
                 vf_sb_add(s, "        float x%d = ld%d(", t, t);
                 input_index_expr(s, r, t, true);
                 vf_sb_puts(s, ");\n");
@@ -442,14 +428,14 @@ static void emit_body(vf_sb *s, rg *r, const uint32_t *fill)
     /* stores: row-wide outputs in a last pass, per-row ones by lane 0 */
     bool need[RG_MAX_MEMBERS] = {false}, any_w = false;
     for (int o = 0; o < n_out; o++) {
-        int m = member_index(grp, grp->outputs[o]);
+        int m = vf_group_member_index(grp, grp->outputs[o]);
         if (r->cls[m] == CL_W) need[m] = any_w = true;
     }
     if (any_w) {
         loop_begin(s, r);
         emit_cone(s, r, need, "        ", fill);
         for (int o = 0; o < n_out; o++)
-            if (r->cls[member_index(grp, grp->outputs[o])] == CL_W) {
+            if (r->cls[vf_group_member_index(grp, grp->outputs[o])] == CL_W) {
                 vf_sb_add(s, "        st%d(row * pc.cols + j, ", o);
                 ref(s, r, grp->outputs[o], true);
                 vf_sb_puts(s, ");\n");
@@ -457,7 +443,7 @@ static void emit_body(vf_sb *s, rg *r, const uint32_t *fill)
         vf_sb_puts(s, "    }\n");
     }
     for (int o = 0; o < n_out; o++)
-        if (r->cls[member_index(grp, grp->outputs[o])] != CL_W)
+        if (r->cls[vf_group_member_index(grp, grp->outputs[o])] != CL_W)
             vf_sb_add(s, "    if (lid == 0u) st%d(row, t%d);\n", o, grp->outputs[o]);
 }
 
@@ -475,7 +461,7 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
         return VF_OK;
     }
     int center = grp->center;
-    if (center < 0 || member_index(grp, center) < 0 || g->nodes[center].kind != VF_NODE_OP ||
+    if (center < 0 || vf_group_member_index(grp, center) < 0 || g->nodes[center].kind != VF_NODE_OP ||
         !(is_reduction(g->nodes[center].op) || is_row_op(g->nodes[center].op)))
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "row group: center %d is not a row op of the group", center);
     rg r = {.g = g, .grp = grp, .shapes = shapes, .err = err};

@@ -51,6 +51,20 @@ const char *vf_group_kind_name(vf_group_kind k)
     return (unsigned)k < VF_GROUP_KIND_COUNT ? names[k] : "?";
 }
 
+int vf_group_member_index(const vf_group *grp, int v)
+{
+    for (int m = 0; m < grp->n_nodes; m++)
+        if (grp->nodes[m] == v) return m;
+    return -1;
+}
+
+int vf_group_input_index(const vf_group *grp, int v)
+{
+    for (int k = 0; k < grp->n_inputs; k++)
+        if (grp->inputs[k] == v) return k;
+    return -1;
+}
+
 /* ---- working state ------------------------------------------------------ */
 
 typedef struct {

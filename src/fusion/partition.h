@@ -116,6 +116,9 @@ bool vf_row_input_index(const vf_shape *in, const vf_shape *row, vf_row_class wh
                         uint32_t *col_stride);
 
 const char *vf_group_kind_name(vf_group_kind k);
+/* Position of value v among the group's members / inputs, or -1. */
+int vf_group_member_index(const vf_group *grp, int v);
+int vf_group_input_index(const vf_group *grp, int v);
 /* "group 3 elementwise_dag nodes [4 5 7] in [1 2] out [7]" into a malloc'd
    string, one line per group (tests, VKFUSE_DUMP); NULL when out of memory. */
 char *vf_partition_to_string(const vf_graph *g, const vf_partition_t *p);
