@@ -10,13 +10,15 @@
  * at its place in program order, a reshape of a variable copies.
  *
  * Fusion (fusion/partition.h): the graph is partitioned and the execs put
- * in group order; each elementwise DAG or matmul group goes to the backend as one
+ * in group order; each elementwise DAG, row or matmul group goes to the backend as one
  * vf_plan_fused. Liveness is counted in kernels, a fused group being one
  * step (its inputs live until it runs, its outputs from then), and values
  * internal to a group get no arena space: they are given offsets past the
  * arena (spill_bytes) that are only backed when the backend has to run
- * the group unfused. VKFUSE_FUSION=0: one kernel per op. */
+ * the group unfused. VKFUSE_FUSION=0: one kernel per op. The kernel order
+ * (fusion, dependency levels, in-place candidates) is plan_order.c. */
 #include "frontend/plan.h"
+#include "frontend/plan_build.h"
 #include "frontend/check.h"
 #include "fusion/partition.h"
 #include "graph/memplan.h"
@@ -41,61 +43,7 @@ struct vf_fplan {
     vf_fcheck *check;      /* VKFUSE_CHECK: every kernel against the CPU backend */
 };
 
-typedef struct pval {
-    vf_tref ref;
-    vf_plan_loc loc;
-    int inter;             /* intermediate id, -1: none */
-    bool var;
-} pval;
 
-typedef struct inter {
-    vf_dtype dt;
-    vf_shape shape;
-    size_t bytes;
-    int first, last, slot; /* slot: output slot, -1: arena */
-    bool internal;         /* inside a fused group: never in memory when fused */
-} inter;
-
-typedef struct builder {
-    vf_run_state *rs;
-    vf_exec *ex;
-    vf_plan_loc (*loc)[4];
-    int (*ref_inter)[4];
-    int n_ex, cap_ex;
-    inter *it;
-    int n_it, cap_it;
-    int *node_ex;          /* per top-level node: its first exec, -1: none */
-    int *node_nex;         /* per top-level node: how many execs (a COND: its branches) */
-    pval **tuple;          /* per top-level COND: its outputs */
-    vf_plan_guard *guard;  /* per exec */
-    int *ex_node;          /* per exec: its top-level node */
-    int cur_node;          /* given to the execs being added */
-    vf_plan_guard cur;     /* given to the execs being added */
-    pval *preds;           /* of the CONDs */
-    int n_preds, cap_preds;
-    int depth;             /* inside a COND branch: > 0 */
-    bool oom;
-} builder;
-
-/* The fused groups of a plan being built. */
-typedef struct fusion {
-    vf_partition_t part;
-    bool have_part;
-    vf_shape *shapes;      /* per node */
-    vf_plan_fused *fused;
-    int n_fused;
-    vf_tref *tens;         /* every fused group's tensors, in a row */
-    vf_plan_loc *tloc;
-    int *tinter;
-    int n_tens;
-} fusion;
-
-static vf_shape shape_of(const vf_tref *r)
-{
-    vf_shape s = {.rank = r->rank};
-    memcpy(s.dim, r->shape, sizeof s.dim);
-    return s;
-}
 
 static bool flat_kind(vf_node_kind k)
 {
@@ -224,9 +172,9 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
         b->depth--;
         for (int o = 0; ok && o < n->n_out; o++) {
             const pval *r = &sv[sg->outputs[o]];
-            vf_shape rs = shape_of(&r->ref);
+            vf_shape rs = vf_pb_shape_of(&r->ref);
             if (k == 0) tuple[o] = inter_val(b, r->ref.dtype, &rs);
-            vf_shape ts = shape_of(&tuple[o].ref);
+            vf_shape ts = vf_pb_shape_of(&tuple[o].ref);
             ok = !b->oom && r->ref.dtype == tuple[o].ref.dtype && vf_shape_equal(&rs, &ts) &&
                  vf_shape_numel(&rs) > 0 && add_copy(b, r, &tuple[o]);
         }
@@ -280,7 +228,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_rval *params, const pva
             if (n->n_in > 3) return false;
             vf_dtype dts[3], dt;
             vf_shape sh[3], os;
-            for (int j = 0; j < n->n_in; j++) dts[j] = in[j].ref.dtype, sh[j] = shape_of(&in[j].ref);
+            for (int j = 0; j < n->n_in; j++) dts[j] = in[j].ref.dtype, sh[j] = vf_pb_shape_of(&in[j].ref);
             vf_err err = {0};
             if (vf_infer(n, dts, sh, &dt, &os, &err) != VF_OK || vf_shape_numel(&os) == 0) return false;
             v[i] = inter_val(b, dt, &os);
@@ -291,7 +239,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_rval *params, const pva
         }
         case VF_NODE_RESHAPE: {
             vf_dtype dt;
-            vf_shape sh = shape_of(&in[0].ref), out;
+            vf_shape sh = vf_pb_shape_of(&in[0].ref), out;
             vf_err err = {0};
             if (vf_infer(n, &in[0].ref.dtype, &sh, &dt, &out, &err) != VF_OK || vf_shape_numel(&out) == 0) return false;
             if (in[0].var) { /* the variable's value now, not after later assigns */
@@ -309,7 +257,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_rval *params, const pva
         }
         case VF_NODE_ASSIGN: {
             const vf_capture *c = &rs->caps[n->index];
-            vf_shape vs = shape_of(&c->ref), val = shape_of(&in[0].ref);
+            vf_shape vs = vf_pb_shape_of(&c->ref), val = vf_pb_shape_of(&in[0].ref);
             vf_dtype dt;
             vf_err err = {0};
             if (!c->ref.buf || vf_infer(n, &in[0].ref.dtype, &val, &dt, &vs, &err) != VF_OK) return false;
@@ -352,221 +300,6 @@ static void builder_free(builder *b, int n_nodes)
     free(b->ref_inter);
     free(b->it);
     free(b->node_ex);
-}
-
-static void fusion_free(fusion *f)
-{
-    if (f->have_part) vf_partition_free(&f->part);
-    free(f->shapes);
-    free(f->fused);
-    free(f->tens);
-    free(f->tloc);
-    free(f->tinter);
-}
-
-/* Partitions g and puts the execs in group order (ord, step: the kernel
-   each exec belongs to). false: out of host memory. Without fusion, or if
-   the graph cannot be partitioned, the order stays the node order. */
-/* The group kinds handed to the backend as one vf_plan_fused kernel. */
-static bool fusable_kind(vf_group_kind k)
-{
-    switch (k) {
-    case VF_GROUP_ELEMENTWISE_DAG: return true;
-    case VF_GROUP_ROW_EPILOGUE: return true;   /* codegen_rows.c */
-    case VF_GROUP_MATMUL_EPILOGUE: return true; /* codegen_matmul.c */
-    default: return false;
-    }
-}
-
-static bool plan_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *ord, int *step)
-{
-    for (int x = 0; x < b->n_ex; x++) ord[x] = step[x] = x;
-    vf_fusion_options opt;
-    vf_fusion_options_default(&opt);
-    if (b->rs->unfused) opt.enabled = false;
-    vf_err err = {0};
-    if (!opt.enabled) return true;
-    vf_status ps = vf_partition(g, &opt, &f->part, &err);
-    if (ps == VF_ERROR_OUT_OF_MEMORY) return false;
-    if (ps != VF_OK) return true; /* the unfused plan is always valid */
-    f->have_part = true;
-    int n_dag = 0, n_tens = 0;
-    for (int gi = 0; gi < f->part.n_groups; gi++)
-        if (fusable_kind(f->part.groups[gi].kind)) {
-            n_dag++;
-            n_tens += f->part.groups[gi].n_inputs + f->part.groups[gi].n_outputs;
-        }
-    if (!n_dag) return true;
-    f->shapes = calloc((size_t)g->n + 1, sizeof *f->shapes);
-    f->fused = calloc((size_t)n_dag, sizeof *f->fused);
-    f->tens = calloc((size_t)n_tens, sizeof *f->tens);
-    f->tloc = calloc((size_t)n_tens, sizeof *f->tloc);
-    f->tinter = calloc((size_t)n_tens, sizeof *f->tinter);
-    if (!f->shapes || !f->fused || !f->tens || !f->tloc || !f->tinter) return false;
-    for (int i = 0; i < g->n; i++) f->shapes[i] = shape_of(&v[i].ref);
-    int n = 0, steps = 0;
-    for (int gi = 0; gi < f->part.n_groups; gi++) {
-        const vf_group *grp = &f->part.groups[gi];
-        bool fuse = fusable_kind(grp->kind);
-        for (int m = 0; fuse && m < grp->n_nodes; m++) fuse = b->node_nex[grp->nodes[m]] == 1;
-        if (fuse && n + grp->n_nodes <= b->n_ex) {
-            vf_plan_fused *pf = &f->fused[f->n_fused++];
-            *pf = (vf_plan_fused){.graph = g, .group = grp, .shapes = f->shapes, .first_exec = n,
-                                  .n_execs = grp->n_nodes, .tensors = f->tens + f->n_tens, .loc = f->tloc + f->n_tens};
-            for (int t = 0; t < grp->n_inputs + grp->n_outputs; t++) {
-                int val = t < grp->n_inputs ? grp->inputs[t] : grp->outputs[t - grp->n_inputs];
-                f->tens[f->n_tens] = v[val].ref;
-                f->tloc[f->n_tens] = v[val].loc;
-                f->tinter[f->n_tens++] = v[val].inter;
-            }
-            for (int m = 0; m < grp->n_nodes; m++) {
-                int node = grp->nodes[m];
-                ord[n] = b->node_ex[node], step[n++] = steps;
-                bool out = false;
-                for (int o = 0; o < grp->n_outputs; o++) out = out || grp->outputs[o] == node;
-                if (!out && v[node].inter >= 0) b->it[v[node].inter].internal = true;
-            }
-            steps++;
-            continue;
-        }
-        for (int m = 0; m < grp->n_nodes; m++) /* all of a node's execs (a COND has many) */
-            for (int x = 0; x < b->node_nex[grp->nodes[m]] && n < b->n_ex; x++)
-                ord[n] = b->node_ex[grp->nodes[m]] + x, step[n++] = steps++;
-    }
-    if (n == b->n_ex) return true;
-    /* Not every exec in exactly one group: keep the node order unfused. */
-    for (int x = 0; x < b->n_ex; x++) ord[x] = step[x] = x;
-    for (int i = 0; i < b->n_it; i++) b->it[i].internal = false;
-    f->n_fused = f->n_tens = 0;
-    return true;
-}
-
-/* Levels: kernel k's level is one more than that of every earlier kernel
-   it depends on (it reads an intermediate one of them wrote, rewrites one
-   they wrote or read -- a COND's outputs have a writer per branch -- or
-   reads the predicate that guards it). A kernel that writes a variable
-   (an assign) is a side effect: it waits for everything before it, and
-   everything after waits for it. Kernels are then put in level order
-   (stable), so independent kernels come together, the liveness planner
-   sees them live together, and the recording (vulkan/plan.c) needs one
-   barrier per level instead of one per dependent kernel. ord is
-   rewritten and step becomes the level: liveness is counted in levels, so
-   kernels of one level never share bytes (they run between the same two
-   barriers). Fused groups follow their kernel. false: out of memory. */
-static bool schedule_levels(builder *b, fusion *fz, int *ord, int *step)
-{
-    int n = b->n_ex, nk = n ? step[n - 1] + 1 : 0;
-    int *level = calloc((size_t)nk + 1, sizeof *level), *kfirst = malloc(sizeof(int) * ((size_t)nk + 1));
-    int *wl = malloc(sizeof(int) * ((size_t)b->n_it + 1)), *rl = malloc(sizeof(int) * ((size_t)b->n_it + 1));
-    int *nord = malloc(sizeof(int) * ((size_t)n + 1)), *nstep = malloc(sizeof(int) * ((size_t)n + 1));
-    int *kpos = malloc(sizeof(int) * ((size_t)nk + 1)), *start = calloc((size_t)n + 2, sizeof(int));
-    bool ok = level && kfirst && wl && rl && nord && nstep && kpos && start;
-    for (int i = 0; ok && i < b->n_it; i++) wl[i] = rl[i] = -1;
-    int top = -1, floor = 0;
-    for (int x = 0; ok && x < n; x++)
-        if (x == 0 || step[x] != step[x - 1]) kfirst[step[x]] = x;
-    for (int k = 0; ok && k < nk; k++) {
-        int lv = floor, end = k + 1 < nk ? kfirst[k + 1] : n;
-        bool effect = false;
-        for (int x = kfirst[k]; x < end; x++) {
-            int e = ord[x];
-            for (int j = 0; j < 4; j++) {
-                int id = b->ref_inter[e][j];
-                if (j < 3 && j >= b->ex[e].n_in) continue;
-                if (id >= 0 && wl[id] >= 0 && wl[id] + 1 > lv) lv = wl[id] + 1;
-                if (j == 3 && id >= 0 && rl[id] >= 0 && rl[id] + 1 > lv) lv = rl[id] + 1;
-            }
-            if (b->guard[e].pred >= 0) {
-                int id = b->preds[b->guard[e].pred].inter;
-                if (id >= 0 && wl[id] >= 0 && wl[id] + 1 > lv) lv = wl[id] + 1;
-            }
-            effect = effect || b->loc[e][3].kind == VF_PLAN_FIXED;
-        }
-        if (effect && top + 1 > lv) lv = top + 1;
-        level[k] = lv;
-        if (lv > top) top = lv;
-        if (effect) floor = lv + 1;
-        for (int x = kfirst[k]; x < end; x++) { /* values of this kernel seen by later ones */
-            int e = ord[x];
-            for (int j = 0; j < 4; j++) {
-                int id = b->ref_inter[e][j];
-                if (id < 0 || (j < 3 && j >= b->ex[e].n_in)) continue;
-                int *l = j == 3 ? wl : rl;
-                if (l[id] < lv) l[id] = lv;
-            }
-            if (b->guard[e].pred >= 0 && b->preds[b->guard[e].pred].inter >= 0) {
-                int id = b->preds[b->guard[e].pred].inter;
-                if (rl[id] < lv) rl[id] = lv;
-            }
-        }
-    }
-    /* stable order by level (counting sort over levels) */
-    for (int k = 0; ok && k < nk; k++) start[level[k] + 1]++;
-    for (int l = 0; ok && l <= top; l++) start[l + 1] += start[l];
-    int *korder = kpos; /* reused: korder[position] = kernel */
-    for (int k = 0; ok && k < nk; k++) korder[start[level[k]]++] = k;
-    int pos = 0;
-    for (int r = 0; ok && r < nk; r++) {
-        int k = korder[r], end = k + 1 < nk ? kfirst[k + 1] : n;
-        for (int f = 0; f < fz->n_fused; f++) /* a fused group starts at its kernel's first exec */
-            if (fz->fused[f].first_exec == kfirst[k]) fz->fused[f].first_exec = -1 - pos;
-        for (int x = kfirst[k]; x < end; x++) nord[pos] = ord[x], nstep[pos++] = level[k];
-    }
-    if (ok) {
-        for (int f = 0; f < fz->n_fused; f++) fz->fused[f].first_exec = -1 - fz->fused[f].first_exec;
-        for (int i = 1; i < fz->n_fused; i++) /* by first_exec ascending, as vf_plan_desc wants */
-            for (int j = i; j > 0 && fz->fused[j - 1].first_exec > fz->fused[j].first_exec; j--) {
-                vf_plan_fused t = fz->fused[j];
-                fz->fused[j] = fz->fused[j - 1];
-                fz->fused[j - 1] = t;
-            }
-        memcpy(ord, nord, sizeof(int) * (size_t)n);
-        memcpy(step, nstep, sizeof(int) * (size_t)n);
-    }
-    free(level), free(kfirst), free(wl), free(rl), free(nord), free(nstep), free(kpos), free(start);
-    return ok;
-}
-
-/* Reorders the execs as ord says and recounts every intermediate's
-   lifetime in steps. false: out of host memory. */
-static bool reorder(builder *b, const int *ord, const int *step)
-{
-    int n = b->n_ex;
-    vf_exec *ex = malloc(sizeof *ex * (size_t)(n + 1));
-    vf_plan_loc(*loc)[4] = malloc(sizeof *loc * (size_t)(n + 1));
-    int(*ri)[4] = malloc(sizeof *ri * (size_t)(n + 1));
-    vf_plan_guard *gd = malloc(sizeof *gd * (size_t)(n + 1));
-    int *en = malloc(sizeof *en * (size_t)(n + 1));
-    if (!ex || !loc || !ri || !gd || !en) {
-        free(ex), free(loc), free(ri), free(gd), free(en);
-        return false;
-    }
-    for (int x = 0; x < n; x++) {
-        ex[x] = b->ex[ord[x]];
-        gd[x] = b->guard[ord[x]];
-        en[x] = b->ex_node[ord[x]];
-        memcpy(loc[x], b->loc[ord[x]], sizeof loc[x]);
-        memcpy(ri[x], b->ref_inter[ord[x]], sizeof ri[x]);
-    }
-    free(b->ex), free(b->loc), free(b->ref_inter), free(b->guard), free(b->ex_node);
-    b->ex = ex, b->loc = loc, b->ref_inter = ri, b->guard = gd, b->ex_node = en;
-    for (int i = 0; i < b->n_it; i++) b->it[i].first = -1;
-    for (int x = 0; x < n; x++) {
-        int w = ri[x][3];
-        if (w >= 0 && b->it[w].first < 0) b->it[w].first = b->it[w].last = step[x];
-    }
-    for (int x = 0; x < n; x++)
-        for (int j = 0; j < 4; j++) {
-            int id = ri[x][j];
-            if (id >= 0 && b->it[id].last < step[x]) b->it[id].last = step[x];
-        }
-    for (int x = 0; x < n; x++) { /* a predicate lives until its last guarded exec has run */
-        int id = gd[x].pred >= 0 ? b->preds[gd[x].pred].inter : -1;
-        if (id >= 0 && b->it[id].last < step[x]) b->it[id].last = step[x];
-    }
-    for (int i = 0; i < b->n_it; i++)
-        if (b->it[i].first < 0) b->it[i].first = b->it[i].last = 0;
-    return true;
 }
 
 /* Where intermediate id lives: its output binding, the arena, or (internal
@@ -658,74 +391,6 @@ static vf_status make_check(builder *b, vf_fplan *fp, const vf_plan_desc *d, con
     return s;
 }
 
-/* In-place reuse (docs/FUNCTIONS.md): an arena value written by an
-   elementwise kernel (a fused group that allows it, or a single
-   elementwise exec) may take the bytes of an arena value the kernel reads
-   element for element (same element count and size, so the same index)
-   and that dies there. The unfused fallback of a fused group must stay
-   right too: every member reading the input runs no later than the member
-   writing the output. Never with fusion off (the alias-free baseline),
-   never for outputs or variables (not arena values), never guarded. */
-static bool arena_value(const builder *b, int id) { return id >= 0 && b->it[id].slot < 0 && !b->it[id].internal; }
-
-static bool same_elements(const vf_tref *a, const vf_tref *o)
-{
-    int64_t na = 1, no = 1;
-    for (int d = 0; d < a->rank; d++) na *= a->shape[d];
-    for (int d = 0; d < o->rank; d++) no *= o->shape[d];
-    return na == no && vf_dtype_size(a->dtype) == vf_dtype_size(o->dtype);
-}
-
-/* Does a kernel of the same dependency level as [x, x1) read `in`? Those
-   run unordered with it (no barrier inside a level, see schedule_levels),
-   so writing over `in` there would race with their reads. Steps are
-   levels and non-decreasing in plan order. */
-static bool read_beside(const builder *b, const int *step, int x, int x1, int in)
-{
-    for (int y = x - 1; y >= 0 && step[y] == step[x]; y--)
-        for (int k = 0; k < b->ex[y].n_in; k++)
-            if (b->ref_inter[y][k] == in) return true;
-    for (int y = x1; y < b->n_ex && step[y] == step[x]; y++)
-        for (int k = 0; k < b->ex[y].n_in; k++)
-            if (b->ref_inter[y][k] == in) return true;
-    return false;
-}
-
-static void inplace_candidates(const builder *b, const fusion *fz, const int *step, const int *arena_id, int n,
-                               int *alias, bool *taken)
-{
-    for (int i = 0; i < n; i++) alias[i] = -1, taken[i] = false;
-    if (!fz->have_part) return;
-    for (int x = 0, gi = 0; x < b->n_ex; x++) {
-        const vf_plan_fused *f = gi < fz->n_fused && fz->fused[gi].first_exec == x ? &fz->fused[gi++] : NULL;
-        int x1 = f ? x + f->n_execs : x + 1;
-        bool ok = f ? f->group->may_alias_input
-                    : vf_op_get(b->ex[x].op)->kind == VF_KIND_ELEMENTWISE && b->guard[x].pred < 0;
-        for (int w = x; ok && w < x1; w++) {
-            int o = b->ref_inter[w][3];
-            if (!arena_value(b, o) || alias[arena_id[o]] >= 0) continue;
-            for (int r = x; r <= w && alias[arena_id[o]] < 0; r++)
-                for (int j = 0; j < b->ex[r].n_in && alias[arena_id[o]] < 0; j++) {
-                    int in = b->ref_inter[r][j];
-                    if (!arena_value(b, in) || taken[arena_id[in]] || b->it[in].last != step[x] ||
-                        b->it[in].first >= step[x] || b->it[in].bytes != b->it[o].bytes)
-                        continue;
-                    if (read_beside(b, step, x, x1, in)) continue;
-                    bool fits = true; /* every read of it in the kernel: element-wise, not after w */
-                    for (int y = x; y < x1 && fits; y++)
-                        for (int k = 0; k < b->ex[y].n_in; k++)
-                            if (b->ref_inter[y][k] == in)
-                                fits = fits && y <= w && same_elements(&b->ex[y].in[k], &b->ex[w].out) &&
-                                       vf_op_get(b->ex[y].op)->kind == VF_KIND_ELEMENTWISE;
-                    if (!fits) continue;
-                    alias[arena_id[o]] = arena_id[in];
-                    taken[arena_id[in]] = true;
-                }
-        }
-        x = x1 - 1;
-    }
-}
-
 /* Output slots, arena offsets, the backend plan. */
 static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *fp, bool *ok)
 {
@@ -741,7 +406,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
             fp->slot_shape[it->slot] = it->shape;
         }
         fp->out_slot[k] = it->slot;
-        fp->out_view[k] = shape_of(&o->ref);
+        fp->out_view[k] = vf_pb_shape_of(&o->ref);
     }
     fusion fz = {0};
     vf_mem_interval *iv = malloc(sizeof *iv * (size_t)(b->n_it + 1));
@@ -751,8 +416,8 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     int n = 0;
     size_t arena = 0, spill = 0;
     bool good = iv && arena_id && aoff && off && ord && step;
-    good = good && plan_fusion(b, g, v, &fz, ord, step) && schedule_levels(b, &fz, ord, step) &&
-           reorder(b, ord, step);
+    good = good && vf_pb_fusion(b, g, v, &fz, ord, step) && vf_pb_schedule_levels(b, &fz, ord, step) &&
+           vf_pb_reorder(b, ord, step);
     bool check = good && vf_fcheck_wanted();
     int *ex_kernel = NULL;
     if (check) good = check_slots(b, g, fp, &fz, &ex_kernel);
@@ -770,7 +435,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     int *alias = good ? malloc(sizeof *alias * (size_t)(n + 1)) : NULL;
     bool *taken = good ? malloc(sizeof *taken * (size_t)(n + 1)) : NULL;
     good = good && alias && taken;
-    if (good) inplace_candidates(b, &fz, step, arena_id, n, alias, taken);
+    if (good) vf_pb_inplace_candidates(b, &fz, step, arena_id, n, alias, taken);
     size_t bound = 0;
     good = good && vf_memplan_inplace(iv, n, alias, PLAN_ALIGN, aoff, &arena, &bound);
     free(alias);
@@ -805,7 +470,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     free(ord);
     free(step);
     if (!good) {
-        fusion_free(&fz);
+        vf_pb_fusion_free(&fz);
         free(preds);
         free(ex_kernel);
         return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->rs->fn);
@@ -835,7 +500,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     free(ex_kernel);
     int kernels = b->n_ex;
     for (int i = 0; i < fz.n_fused; i++) kernels -= fz.fused[i].n_execs - 1;
-    fusion_free(&fz);
+    vf_pb_fusion_free(&fz);
     if (s != VF_OK)
         return vf_backend_failed(ctx, s, "vf_function '%s': recording its plan (%s backend)", b->rs->fn,
                                  ctx->be.iface->name);
@@ -869,7 +534,7 @@ vf_status vf_fplan_build(vf_run_state *rs, const vf_graph *g, const vf_rval *par
     vf_status s = VF_OK;
     if (!v || !fp || !b.node_ex || !b.node_nex || !b.tuple || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
         s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
-    for (int i = 0; s == VF_OK && i < np; i++) fp->pshape[i] = shape_of(&params[i].ref);
+    for (int i = 0; s == VF_OK && i < np; i++) fp->pshape[i] = vf_pb_shape_of(&params[i].ref);
     bool ok = false;
     if (s == VF_OK && walk(&b, g, params, NULL, v, &s) && s == VF_OK) s = finish(&b, g, v, fp, &ok);
     if (s == VF_OK && b.oom) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
@@ -886,7 +551,7 @@ vf_status vf_fplan_build(vf_run_state *rs, const vf_graph *g, const vf_rval *par
 bool vf_fplan_matches(const vf_fplan *fp, const vf_rval *params)
 {
     for (int i = 0; i < fp->n_params; i++) {
-        vf_shape s = shape_of(&params[i].ref);
+        vf_shape s = vf_pb_shape_of(&params[i].ref);
         if (!vf_shape_equal(&s, &fp->pshape[i])) return false;
     }
     return true;

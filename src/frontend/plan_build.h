@@ -1,0 +1,81 @@
+/* Internal to the plan builder (plan.c builds, plan_order.c orders):
+ * the state of a plan being built. Never installed. */
+#ifndef VF_FRONTEND_PLAN_BUILD_H
+#define VF_FRONTEND_PLAN_BUILD_H
+
+#include "frontend/plan.h"
+#include "fusion/partition.h"
+
+#include <string.h>
+
+typedef struct pval {
+    vf_tref ref;
+    vf_plan_loc loc;
+    int inter;             /* intermediate id, -1: none */
+    bool var;
+} pval;
+
+typedef struct inter {
+    vf_dtype dt;
+    vf_shape shape;
+    size_t bytes;
+    int first, last, slot; /* slot: output slot, -1: arena */
+    bool internal;         /* inside a fused group: never in memory when fused */
+} inter;
+
+typedef struct builder {
+    vf_run_state *rs;
+    vf_exec *ex;
+    vf_plan_loc (*loc)[4];
+    int (*ref_inter)[4];
+    int n_ex, cap_ex;
+    inter *it;
+    int n_it, cap_it;
+    int *node_ex;          /* per top-level node: its first exec, -1: none */
+    int *node_nex;         /* per top-level node: how many execs (a COND: its branches) */
+    pval **tuple;          /* per top-level COND: its outputs */
+    vf_plan_guard *guard;  /* per exec */
+    int *ex_node;          /* per exec: its top-level node */
+    int cur_node;          /* given to the execs being added */
+    vf_plan_guard cur;     /* given to the execs being added */
+    pval *preds;           /* of the CONDs */
+    int n_preds, cap_preds;
+    int depth;             /* inside a COND branch: > 0 */
+    bool oom;
+} builder;
+
+/* The fused groups of a plan being built. */
+typedef struct fusion {
+    vf_partition_t part;
+    bool have_part;
+    vf_shape *shapes;      /* per node */
+    vf_plan_fused *fused;
+    int n_fused;
+    vf_tref *tens;         /* every fused group's tensors, in a row */
+    vf_plan_loc *tloc;
+    int *tinter;
+    int n_tens;
+} fusion;
+
+static inline vf_shape vf_pb_shape_of(const vf_tref *r)
+{
+    vf_shape s = {.rank = r->rank};
+    memcpy(s.dim, r->shape, sizeof s.dim);
+    return s;
+}
+
+void vf_pb_fusion_free(fusion *f);
+/* Partitions g and puts the execs in group order (ord: old index per new
+   position, step: the kernel each exec belongs to). false: out of host
+   memory. Without fusion, or if the graph cannot be partitioned, the order
+   stays the node order. */
+bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *ord, int *step);
+/* Kernels in dependency-level order; step becomes the level. */
+bool vf_pb_schedule_levels(builder *b, fusion *fz, int *ord, int *step);
+/* Applies the permutation ord to the builder's execs. */
+bool vf_pb_reorder(builder *b, const int *ord, const int *step);
+/* alias[a] = the arena value a may share bytes with (in place), or -1. */
+void vf_pb_inplace_candidates(const builder *b, const fusion *fz, const int *step, const int *arena_id, int n,
+                              int *alias, bool *taken);
+
+#endif
