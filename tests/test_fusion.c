@@ -4,6 +4,7 @@
  * Vulkan device and compared with running their nodes one by one on the
  * CPU backend. */
 #include "testutil.h"
+#include "graph_build.h"
 #include "vk_test_common.h"
 
 #include "fusion/codegen_fused.h"
@@ -13,37 +14,6 @@
 #include <math.h>
 #include <shaderc/shaderc.h>
 
-static vf_shape shp(int rank, const int64_t *d)
-{
-    vf_shape s = {.rank = rank};
-    for (int i = 0; i < rank; i++) s.dim[i] = d[i];
-    return s;
-}
-
-static int add(vf_graph *g, vf_node_kind k, int n_in, const int *in, vf_dtype dt, vf_shape s)
-{
-    int id = vf_graph_add(g, k, n_in, in);
-    assert_true(id >= 0);
-    g->nodes[id].dtype = dt;
-    g->nodes[id].shape = s;
-    return id;
-}
-
-static int param(vf_graph *g, vf_dtype dt, vf_shape s)
-{
-    int id = add(g, VF_NODE_PARAM, 0, NULL, dt, s);
-    g->nodes[id].index = g->n_params++;
-    g->n_explicit = g->n_params;
-    return id;
-}
-
-static int op(vf_graph *g, vf_op o, int n_in, const int *in, vf_dtype dt, vf_shape s)
-{
-    int id = add(g, VF_NODE_OP, n_in, in, dt, s);
-    g->nodes[id].op = o;
-    g->nodes[id].attrs.dtype = dt;
-    return id;
-}
 
 static void outputs(vf_graph *g, int n, const int *ids) { assert_true(vf_graph_set_outputs(g, n, ids)); }
 
@@ -93,9 +63,9 @@ static const vf_op chain_ops[8] = {VF_OP_EXP, VF_OP_NEG, VF_OP_TANH, VF_OP_ABS,
 static vf_graph *chain8(void)
 {
     vf_graph *g = vf_graph_new(NULL);
-    vf_shape s = shp(2, (int64_t[]){64, 32});
-    int v = param(g, VF_F32, s);
-    for (int i = 0; i < 8; i++) v = op(g, chain_ops[i], 1, &v, VF_F32, s);
+    vf_shape s = vt_shape(2, (int64_t[]){64, 32});
+    int v = vt_param(g, VF_F32, s);
+    for (int i = 0; i < 8; i++) v = vt_op(g, chain_ops[i], 1, &v, VF_F32, s);
     outputs(g, 1, &v);
     return g;
 }
@@ -123,15 +93,15 @@ static void test_chain_and_disabled(void **state)
 static vf_graph *diamond(void)
 {
     vf_graph *g = vf_graph_new(NULL);
-    vf_shape s = shp(2, (int64_t[]){5, 7});
-    vf_shape row = shp(1, (int64_t[]){7});
-    int x = param(g, VF_F32, s);
-    int b = param(g, VF_F32, row);
-    int a1 = op(g, VF_OP_EXP, 1, &x, VF_F32, s);
-    int a2 = op(g, VF_OP_ADD, 2, (int[]){x, b}, VF_F32, s);   /* broadcast */
-    int c = op(g, VF_OP_MUL, 2, (int[]){a1, a2}, VF_F32, s);
-    int d = op(g, VF_OP_GREATER, 2, (int[]){c, a1}, VF_BOOL, s);
-    int e = op(g, VF_OP_WHERE, 3, (int[]){d, c, a2}, VF_F32, s);
+    vf_shape s = vt_shape(2, (int64_t[]){5, 7});
+    vf_shape row = vt_shape(1, (int64_t[]){7});
+    int x = vt_param(g, VF_F32, s);
+    int b = vt_param(g, VF_F32, row);
+    int a1 = vt_op(g, VF_OP_EXP, 1, &x, VF_F32, s);
+    int a2 = vt_op(g, VF_OP_ADD, 2, (int[]){x, b}, VF_F32, s);   /* broadcast */
+    int c = vt_op(g, VF_OP_MUL, 2, (int[]){a1, a2}, VF_F32, s);
+    int d = vt_op(g, VF_OP_GREATER, 2, (int[]){c, a1}, VF_BOOL, s);
+    int e = vt_op(g, VF_OP_WHERE, 3, (int[]){d, c, a2}, VF_F32, s);
     outputs(g, 2, (int[]){e, a1});   /* two outputs */
     return g;
 }
@@ -154,15 +124,15 @@ static void test_diamond(void **state)
 static vf_graph *reduce_middle(int axis)
 {
     vf_graph *g = vf_graph_new(NULL);
-    vf_shape s = shp(2, (int64_t[]){4, 9}), r = shp(2, (int64_t[]){axis ? 4 : 1, axis ? 1 : 9});
-    int x = param(g, VF_F32, s);
-    int a = op(g, VF_OP_EXP, 1, &x, VF_F32, s);
-    int a2 = op(g, VF_OP_MUL, 2, (int[]){a, a}, VF_F32, s);
-    int sum = op(g, VF_OP_REDUCE_SUM, 1, &a2, VF_F32, r);
+    vf_shape s = vt_shape(2, (int64_t[]){4, 9}), r = vt_shape(2, (int64_t[]){axis ? 4 : 1, axis ? 1 : 9});
+    int x = vt_param(g, VF_F32, s);
+    int a = vt_op(g, VF_OP_EXP, 1, &x, VF_F32, s);
+    int a2 = vt_op(g, VF_OP_MUL, 2, (int[]){a, a}, VF_F32, s);
+    int sum = vt_op(g, VF_OP_REDUCE_SUM, 1, &a2, VF_F32, r);
     g->nodes[sum].attrs.axes_mask = 1u << axis;
     g->nodes[sum].attrs.keepdims = true;
-    int c = op(g, VF_OP_DIV, 2, (int[]){a2, sum}, VF_F32, s);
-    int d = op(g, VF_OP_SQRT, 1, &c, VF_F32, s);
+    int c = vt_op(g, VF_OP_DIV, 2, (int[]){a2, sum}, VF_F32, s);
+    int d = vt_op(g, VF_OP_SQRT, 1, &c, VF_F32, s);
     outputs(g, 1, &d);
     return g;
 }
@@ -202,13 +172,13 @@ static void test_softmax_and_matmul(void **state)
 {
     (void)state;
     vf_graph *g = vf_graph_new(NULL);
-    vf_shape s = shp(2, (int64_t[]){8, 16});
-    int x = param(g, VF_F32, s);
-    int k = param(g, VF_F32, shp(0, NULL));
-    int a = op(g, VF_OP_MUL, 2, (int[]){x, k}, VF_F32, s);
-    int sm = op(g, VF_OP_SOFTMAX, 1, &a, VF_F32, s);
+    vf_shape s = vt_shape(2, (int64_t[]){8, 16});
+    int x = vt_param(g, VF_F32, s);
+    int k = vt_param(g, VF_F32, vt_shape(0, NULL));
+    int a = vt_op(g, VF_OP_MUL, 2, (int[]){x, k}, VF_F32, s);
+    int sm = vt_op(g, VF_OP_SOFTMAX, 1, &a, VF_F32, s);
     g->nodes[sm].attrs.axis = 1;
-    int y = op(g, VF_OP_LOG, 1, &sm, VF_F32, s);
+    int y = vt_op(g, VF_OP_LOG, 1, &sm, VF_F32, s);
     outputs(g, 1, &y);
     vf_partition_t p;
     assert_int_equal(count_with(g, true, &p), 1);
@@ -218,13 +188,13 @@ static void test_softmax_and_matmul(void **state)
     vf_graph_free(g);
 
     g = vf_graph_new(NULL);
-    vf_shape o = shp(2, (int64_t[]){8, 4});
-    int A = param(g, VF_F32, s);
-    int B = param(g, VF_F32, shp(2, (int64_t[]){16, 4}));
-    int bias = param(g, VF_F32, shp(1, (int64_t[]){4}));
-    int mm = op(g, VF_OP_MATMUL, 2, (int[]){A, B}, VF_F32, o);
-    int ba = op(g, VF_OP_ADD, 2, (int[]){mm, bias}, VF_F32, o);
-    int re = op(g, VF_OP_RELU, 1, &ba, VF_F32, o);
+    vf_shape o = vt_shape(2, (int64_t[]){8, 4});
+    int A = vt_param(g, VF_F32, s);
+    int B = vt_param(g, VF_F32, vt_shape(2, (int64_t[]){16, 4}));
+    int bias = vt_param(g, VF_F32, vt_shape(1, (int64_t[]){4}));
+    int mm = vt_op(g, VF_OP_MATMUL, 2, (int[]){A, B}, VF_F32, o);
+    int ba = vt_op(g, VF_OP_ADD, 2, (int[]){mm, bias}, VF_F32, o);
+    int re = vt_op(g, VF_OP_RELU, 1, &ba, VF_F32, o);
     outputs(g, 1, &re);
     assert_int_equal(count_with(g, true, &p), 1);
     assert_int_equal(p.groups[p.group_of[mm]].kind, VF_GROUP_MATMUL_EPILOGUE);
@@ -242,16 +212,16 @@ static void test_side_effect_splits(void **state)
 {
     (void)state;
     vf_graph *g = vf_graph_new(NULL);
-    vf_shape s = shp(1, (int64_t[]){10});
-    int x = param(g, VF_F32, s);
-    int var = add(g, VF_NODE_CAPTURE, 0, NULL, VF_F32, s);
+    vf_shape s = vt_shape(1, (int64_t[]){10});
+    int x = vt_param(g, VF_F32, s);
+    int var = vt_node(g, VF_NODE_CAPTURE, 0, NULL, VF_F32, s);
     g->nodes[var].is_var = true;
-    int a = op(g, VF_OP_EXP, 1, &x, VF_F32, s);
-    int b = op(g, VF_OP_NEG, 1, &a, VF_F32, s);
-    int as = add(g, VF_NODE_ASSIGN, 1, &b, VF_F32, s);
+    int a = vt_op(g, VF_OP_EXP, 1, &x, VF_F32, s);
+    int b = vt_op(g, VF_OP_NEG, 1, &a, VF_F32, s);
+    int as = vt_node(g, VF_NODE_ASSIGN, 1, &b, VF_F32, s);
     g->nodes[as].index = 0;
-    int c = op(g, VF_OP_ABS, 1, &b, VF_F32, s);
-    int d = op(g, VF_OP_ADD, 2, (int[]){c, var}, VF_F32, s);
+    int c = vt_op(g, VF_OP_ABS, 1, &b, VF_F32, s);
+    int d = vt_op(g, VF_OP_ADD, 2, (int[]){c, var}, VF_F32, s);
     outputs(g, 1, &d);
     vf_partition_t p;
     assert_int_equal(count_with(g, true, &p), 2);   /* {exp, neg} | assign | {abs, add} */
@@ -349,13 +319,13 @@ static vf_graph *random_dag(bool ints)
 {
     vf_graph *g = vf_graph_new(NULL);
     int64_t A = 1 + rnd(9), B = 1 + rnd(40);
-    vf_shape full = shp(2, (int64_t[]){A, B});
-    vf_shape kinds[4] = {full, shp(1, (int64_t[]){B}), shp(2, (int64_t[]){A, 1}), shp(0, NULL)};
+    vf_shape full = vt_shape(2, (int64_t[]){A, B});
+    vf_shape kinds[4] = {full, vt_shape(1, (int64_t[]){B}), vt_shape(2, (int64_t[]){A, 1}), vt_shape(0, NULL)};
     vf_dtype dt = ints ? VF_I32 : VF_F32;
     int n_par = 1 + (int)rnd(3);
     int fullv[32], nf = 0, anyv[48], na = 0;
     for (int i = 0; i < n_par; i++) {
-        int v = param(g, dt, i == 0 ? full : kinds[rnd(4)]);
+        int v = vt_param(g, dt, i == 0 ? full : kinds[rnd(4)]);
         anyv[na++] = v;
         if (i == 0) fullv[nf++] = v;
     }
@@ -367,12 +337,12 @@ static vf_graph *random_dag(bool ints)
         int a = fullv[rnd((uint32_t)nf)], b = anyv[rnd((uint32_t)na)], v;
         uint32_t r = rnd(10);
         if (r < 4) {
-            v = op(g, bin_f[rnd(5)], 2, (int[]){a, b}, dt, full);
+            v = vt_op(g, bin_f[rnd(5)], 2, (int[]){a, b}, dt, full);
         } else if (r < 8) {
-            v = ints ? op(g, un_i[rnd(3)], 1, &a, dt, full) : op(g, un_f[rnd(7)], 1, &a, dt, full);
+            v = ints ? vt_op(g, un_i[rnd(3)], 1, &a, dt, full) : vt_op(g, un_f[rnd(7)], 1, &a, dt, full);
         } else {
-            int c = op(g, VF_OP_GREATER, 2, (int[]){a, b}, VF_BOOL, full);
-            v = op(g, VF_OP_WHERE, 3, (int[]){c, a, b}, dt, full);
+            int c = vt_op(g, VF_OP_GREATER, 2, (int[]){a, b}, VF_BOOL, full);
+            v = vt_op(g, VF_OP_WHERE, 3, (int[]){c, a, b}, dt, full);
         }
         fullv[nf++] = v;
         anyv[na++] = v;
@@ -380,7 +350,7 @@ static vf_graph *random_dag(bool ints)
     int outs[3], no = 0;
     int last = fullv[nf - 1];
     if (ints && rnd(2)) {
-        last = op(g, VF_OP_CAST, 1, &last, VF_F32, full);
+        last = vt_op(g, VF_OP_CAST, 1, &last, VF_F32, full);
         g->nodes[last].attrs.dtype = VF_F32;
     }
     outs[no++] = last;

@@ -10,6 +10,7 @@
  * lavapipe with the GPU profile forced, gives the right numbers; groups a
  * device cannot run fail with VF_ERROR_UNSUPPORTED and a message. */
 #include "testutil.h"
+#include "graph_build.h"
 #include "vk_test_common.h"
 
 #include "fusion/codegen_fused.h"
@@ -254,13 +255,6 @@ static const vf_device_caps caps_gpu = {
     .max_push_constants = 256, .max_storage_buffer_range = 1ull << 32,
     .min_storage_buffer_offset_alignment = 16, .storage16 = true, .storage8 = true};
 
-static vf_shape shp(int rank, const int64_t *d)
-{
-    vf_shape s = {.rank = rank};
-    for (int i = 0; i < rank; i++) s.dim[i] = d[i];
-    return s;
-}
-
 static int node(vf_graph *g, vf_node_kind k, vf_op o, int n_in, const int *in, vf_dtype dt, vf_shape s)
 {
     int id = vf_graph_add(g, k, n_in, in);
@@ -282,11 +276,11 @@ static int node(vf_graph *g, vf_node_kind k, vf_op o, int n_in, const int *in, v
 static vf_graph *epilogue_graph(vf_dtype dt, int64_t m, int64_t k, int64_t n)
 {
     vf_graph *g = vf_graph_new(NULL);
-    vf_shape o = shp(4, (int64_t[]){2, 3, m, n});
-    int a = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, shp(4, (int64_t[]){2, 3, m, k}));
-    int b = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, shp(3, (int64_t[]){3, n, k}));
-    int bias = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, shp(3, (int64_t[]){3, 1, n}));
-    int kk = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, shp(0, NULL));
+    vf_shape o = vt_shape(4, (int64_t[]){2, 3, m, n});
+    int a = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, vt_shape(4, (int64_t[]){2, 3, m, k}));
+    int b = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, vt_shape(3, (int64_t[]){3, n, k}));
+    int bias = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, vt_shape(3, (int64_t[]){3, 1, n}));
+    int kk = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, vt_shape(0, NULL));
     int mm = node(g, VF_NODE_OP, VF_OP_MATMUL, 2, (int[]){a, b}, dt, o);
     g->nodes[mm].attrs.trans_b = true;
     int z = node(g, VF_NODE_OP, VF_OP_ADD, 2, (int[]){mm, bias}, dt, o);
@@ -381,10 +375,10 @@ static void test_unsupported(void **state)
     vf_graph_free(g);
     /* a matmul node with a vector operand (its dim dropped from the result) */
     g = vf_graph_new(NULL);
-    int v = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, shp(1, (int64_t[]){6}));
-    int w = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, shp(2, (int64_t[]){6, 5}));
-    int mm = node(g, VF_NODE_OP, VF_OP_MATMUL, 2, (int[]){v, w}, VF_F32, shp(1, (int64_t[]){5}));
-    int y = node(g, VF_NODE_OP, VF_OP_RELU, 1, &mm, VF_F32, shp(1, (int64_t[]){5}));
+    int v = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(1, (int64_t[]){6}));
+    int w = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(2, (int64_t[]){6, 5}));
+    int mm = node(g, VF_NODE_OP, VF_OP_MATMUL, 2, (int[]){v, w}, VF_F32, vt_shape(1, (int64_t[]){5}));
+    int y = node(g, VF_NODE_OP, VF_OP_RELU, 1, &mm, VF_F32, vt_shape(1, (int64_t[]){5}));
     assert_true(vf_graph_set_outputs(g, 1, &y));
     memset(&err, 0, sizeof err);
     assert_int_equal(gen_group(g, &caps_cpu, &k, &err), VF_ERROR_UNSUPPORTED);
@@ -473,10 +467,10 @@ static void test_gpu_profile_on_lavapipe(void **state)
 
     /* the fused group: relu(a @ b + bias) */
     vf_graph *g = vf_graph_new(NULL);
-    vf_shape o = shp(3, (int64_t[]){BT, M, N});
-    int pa = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, shp(3, (int64_t[]){BT, M, K}));
-    int pb = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, shp(2, (int64_t[]){K, N}));
-    int pbias = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, shp(1, (int64_t[]){N}));
+    vf_shape o = vt_shape(3, (int64_t[]){BT, M, N});
+    int pa = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(3, (int64_t[]){BT, M, K}));
+    int pb = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(2, (int64_t[]){K, N}));
+    int pbias = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(1, (int64_t[]){N}));
     int nmm = node(g, VF_NODE_OP, VF_OP_MATMUL, 2, (int[]){pa, pb}, VF_F32, o);
     int z = node(g, VF_NODE_OP, VF_OP_ADD, 2, (int[]){nmm, pbias}, VF_F32, o);
     int y = node(g, VF_NODE_OP, VF_OP_RELU, 1, &z, VF_F32, o);

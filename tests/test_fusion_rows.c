@@ -18,6 +18,7 @@
  * empty batch runs without error.
  */
 #include "testutil.h"
+#include "graph_build.h"
 #include "vk_test_common.h"
 
 #include "fusion/codegen_fused.h"
@@ -28,40 +29,9 @@
 
 /* ---- graph building ------------------------------------------------------ */
 
-static vf_shape shp(int rank, const int64_t *d)
-{
-    vf_shape s = {.rank = rank};
-    for (int i = 0; i < rank; i++) s.dim[i] = d[i];
-    return s;
-}
 
-static int add(vf_graph *g, vf_node_kind k, int n_in, const int *in, vf_dtype dt, vf_shape s)
-{
-    int id = vf_graph_add(g, k, n_in, in);
-    assert_true(id >= 0);
-    g->nodes[id].dtype = dt;
-    g->nodes[id].shape = s;
-    return id;
-}
-
-static int param(vf_graph *g, vf_dtype dt, vf_shape s)
-{
-    int id = add(g, VF_NODE_PARAM, 0, NULL, dt, s);
-    g->nodes[id].index = g->n_params++;
-    g->n_explicit = g->n_params;
-    return id;
-}
-
-static int op(vf_graph *g, vf_op o, int n_in, const int *in, vf_dtype dt, vf_shape s)
-{
-    int id = add(g, VF_NODE_OP, n_in, in, dt, s);
-    g->nodes[id].op = o;
-    g->nodes[id].attrs.dtype = dt;
-    return id;
-}
-
-static int op1(vf_graph *g, vf_op o, int a, vf_shape s) { return op(g, o, 1, &a, VF_F32, s); }
-static int op2(vf_graph *g, vf_op o, int a, int b, vf_shape s) { return op(g, o, 2, (int[]){a, b}, VF_F32, s); }
+static int op1(vf_graph *g, vf_op o, int a, vf_shape s) { return vt_op(g, o, 1, &a, VF_F32, s); }
+static int op2(vf_graph *g, vf_op o, int a, int b, vf_shape s) { return vt_op(g, o, 2, (int[]){a, b}, VF_F32, s); }
 
 /* last-axis keepdims reduction of x ([rows, C]) */
 static int red(vf_graph *g, vf_op o, int x)
@@ -84,9 +54,9 @@ static const int pattern_ops[P_COUNT] = {5, 9, 3, 3, 3};
 static vf_graph *build(pattern pt, int64_t rows, int64_t C)
 {
     vf_graph *g = vf_graph_new(NULL);
-    vf_shape s = shp(2, (int64_t[]){rows, C}), vec = shp(1, (int64_t[]){C}), one = shp(0, NULL);
-    vf_shape ds = shp(1, (int64_t[]){rows});
-    int x = param(g, VF_F32, s), outs[2], no = 0;
+    vf_shape s = vt_shape(2, (int64_t[]){rows, C}), vec = vt_shape(1, (int64_t[]){C}), one = vt_shape(0, NULL);
+    vf_shape ds = vt_shape(1, (int64_t[]){rows});
+    int x = vt_param(g, VF_F32, s), outs[2], no = 0;
     switch (pt) {
     case P_SOFTMAX: {   /* exp(x - max(x)) / sum(exp(x - max(x))); the max is an output too */
         int m = red(g, VF_OP_REDUCE_MAX, x);
@@ -96,7 +66,7 @@ static vf_graph *build(pattern pt, int64_t rows, int64_t C)
         break;
     }
     case P_LAYERNORM: {   /* (x - mean) / sqrt(mean((x - mean)^2) + eps) * gamma + beta; mean an output */
-        int gm = param(g, VF_F32, vec), bt = param(g, VF_F32, vec), eps = param(g, VF_F32, one);
+        int gm = vt_param(g, VF_F32, vec), bt = vt_param(g, VF_F32, vec), eps = vt_param(g, VF_F32, one);
         int mean = red(g, VF_OP_REDUCE_MEAN, x);
         int d = op2(g, VF_OP_SUB, x, mean, s);
         int var = red(g, VF_OP_REDUCE_MEAN, op2(g, VF_OP_MUL, d, d, s));
@@ -108,15 +78,15 @@ static vf_graph *build(pattern pt, int64_t rows, int64_t C)
         break;
     }
     case P_SOFTMAX_OP: case P_LOG_SOFTMAX_OP: {   /* (log_)softmax(x * k) + bias */
-        int k = param(g, VF_F32, one), bias = param(g, VF_F32, vec);
+        int k = vt_param(g, VF_F32, one), bias = vt_param(g, VF_F32, vec);
         int sm = op1(g, pt == P_SOFTMAX_OP ? VF_OP_SOFTMAX : VF_OP_LOG_SOFTMAX, op2(g, VF_OP_MUL, x, k, s), s);
         g->nodes[sm].attrs.axis = 1;
         outs[no++] = op2(g, VF_OP_ADD, sm, bias, s);
         break;
     }
     default: {   /* xent(labels, x * k) * k */
-        int lab = param(g, VF_I32, ds), k = param(g, VF_F32, one);
-        int loss = op(g, VF_OP_SPARSE_XENT, 2, (int[]){lab, op2(g, VF_OP_MUL, x, k, s)}, VF_F32, ds);
+        int lab = vt_param(g, VF_I32, ds), k = vt_param(g, VF_F32, one);
+        int loss = vt_op(g, VF_OP_SPARSE_XENT, 2, (int[]){lab, op2(g, VF_OP_MUL, x, k, s)}, VF_F32, ds);
         outs[no++] = op2(g, VF_OP_MUL, loss, k, ds);
         break;
     }
@@ -161,8 +131,8 @@ static void test_partition(void **state)
     }
     /* an input broadcast over part of the rows ([T, C] in [B, T, C]) stays out */
     vf_graph *g = vf_graph_new(NULL);
-    vf_shape s = shp(3, (int64_t[]){2, 3, 8}), t = shp(2, (int64_t[]){3, 8});
-    int x = param(g, VF_F32, s), y = param(g, VF_F32, t);
+    vf_shape s = vt_shape(3, (int64_t[]){2, 3, 8}), t = vt_shape(2, (int64_t[]){3, 8});
+    int x = vt_param(g, VF_F32, s), y = vt_param(g, VF_F32, t);
     int m = red(g, VF_OP_REDUCE_MAX, x);
     int d = op2(g, VF_OP_SUB, x, m, s);
     int e = op2(g, VF_OP_MUL, d, y, s);
@@ -176,11 +146,11 @@ static void test_partition(void **state)
     vf_graph_free(g);
     /* a side effect between the reductions splits the row program */
     g = vf_graph_new(NULL);
-    s = shp(2, (int64_t[]){4, 8});
-    x = param(g, VF_F32, s);
+    s = vt_shape(2, (int64_t[]){4, 8});
+    x = vt_param(g, VF_F32, s);
     m = red(g, VF_OP_REDUCE_MAX, x);
     d = op2(g, VF_OP_SUB, x, m, s);
-    int as = add(g, VF_NODE_ASSIGN, 1, &d, VF_F32, s);
+    int as = vt_node(g, VF_NODE_ASSIGN, 1, &d, VF_F32, s);
     g->nodes[as].index = 0;
     int sm = red(g, VF_OP_REDUCE_SUM, d);
     assert_true(vf_graph_set_outputs(g, 1, &sm));
