@@ -4,6 +4,7 @@
  * memcpy, in one run. The ratio generated / hand-written is what codegen
  * controls; the absolute figures are the machine's.
  * Usage: bench_ceiling [--iters N]   (not a test: nothing asserted) */
+#include "common.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,13 +12,6 @@
 #include <time.h>
 
 #include "vulkan/runtime.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static const char *ADD =
     "#version 450\n"
@@ -58,9 +52,9 @@ int main(int argc, char **argv)
     if (!h0 || !h1) return 1;
     double best_cp = INFINITY;
     for (int i = 0; i <= iters; i++) {
-        double t0 = now();
+        double t0 = vb_now();
         memcpy(h1, h0, (size_t)N * 4);
-        double t = now() - t0;
+        double t = vb_now() - t0;
         if (i && t < best_cp) best_cp = t;
     }
     free(h0);
@@ -83,11 +77,11 @@ int main(int argc, char **argv)
     uint32_t n4 = N / 4;
     double best_hand = INFINITY;
     for (int i = 0; i <= iters; i++) {
-        double t0 = now();
+        double t0 = vb_now();
         vf_vk_dispatch_info d = {.pipe = pipe, .n_bindings = 3, .bindings = binds, .push = &n4, .push_size = 4,
                                  .groups = {(n4 + 1023) / 1024, 1, 1}};
         if (vf_vk_sched_dispatch(&rt->sched, &d) != VF_OK || vf_vk_sched_sync(&rt->sched) != VF_OK) return fail(&err);
-        double t = now() - t0;
+        double t = vb_now() - t0;
         if (i && t < best_hand) best_hand = t;
     }
     /* the generated kernel for the same op, through the eager backend path */
@@ -99,9 +93,9 @@ int main(int argc, char **argv)
     e.out.buf = c;
     double best_gen = INFINITY;
     for (int i = 0; i <= iters; i++) {
-        double t0 = now();
+        double t0 = vb_now();
         if (be.iface->exec(be.self, &e) != VF_OK || be.iface->sync(be.self) != VF_OK) return fail(&err);
-        double t = now() - t0;
+        double t = vb_now() - t0;
         if (i && t < best_gen) best_gen = t;
     }
     printf("device: %s; best of %d, synced per call; c = a + b over 16M f32 (192 MiB moved)\n", name, iters);

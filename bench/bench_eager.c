@@ -2,6 +2,7 @@
  * and a 1024^3 f32 matmul, on Vulkan and on the CPU backend (OpenBLAS),
  * measured side by side in one run. Prints GB/s, GFLOP/s and the ratios.
  * Usage: bench_eager [--iters N] [--quick]   (not a test: nothing asserted) */
+#include "common.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,13 +10,6 @@
 #include <time.h>
 
 #include "vkfuse.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef vf_tensor *(*op_fn)(vf_context *, vf_tensor *, vf_tensor *);
 
@@ -34,10 +28,10 @@ static double time_op(vf_context *ctx, op_fn fn, int rank, const int64_t *sa, co
     double best = INFINITY;
     for (int i = 0; i <= iters; i++) {
         vf_scope_begin(ctx);
-        double t0 = now();
+        double t0 = vb_now();
         vf_tensor *y = fn(ctx, a, b);
         vf_context_sync(ctx);
-        double t = now() - t0;
+        double t = vb_now() - t0;
         if (!y) {
             fprintf(stderr, "bench: %s\n", vf_error_message(ctx));
             exit(1);

@@ -12,6 +12,7 @@
  * what the fused kernel must move at least), kernels, dispatches and the
  * fused/unfused and fused/CPU ratios.
  * Usage: bench_fusion [--iters N] [--quick]   (not a test: nothing asserted) */
+#include "common.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,13 +20,6 @@
 #include <time.h>
 
 #include "vkfuse.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Captured scalars: a scalar vf_fill in the body would be a kernel of its
    own in both runs. */
@@ -75,45 +69,22 @@ typedef struct workload {
     int n_inputs;
 } workload;
 
-typedef struct figures {
-    double sec;
-    vf_function_stats fs;
-    bool ok;
-} figures;
+typedef vb_figures figures;
 
 /* Best seconds per call (each call synced) over iters calls after one
    warm-up call that traces and builds the plan. */
 static figures measure(vf_context *ctx, const workload *w, bool fuse, int iters)
 {
-    figures f = {.sec = INFINITY};
     static const float kv[6] = {1.5f, 0.5f, 0.9f, 2.0f, 1.0f, 1e-5f};
     vf_scope_begin(ctx);
     vf_tensor *k[6];
     for (int i = 0; i < 6; i++) k[i] = vf_tensor_from_host(ctx, VF_F32, 0, NULL, &kv[i]);
     vf_tensor *x[3] = {vf_random_normal(ctx, VF_F32, w->rank, w->dim, 1), NULL, NULL};
     for (int i = 1; i < w->n_inputs; i++) x[i] = vf_random_normal(ctx, VF_F32, 1, &w->dim[w->rank - 1], 1 + (uint64_t)i);
-    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = w->name, .body = w->body, .user = k,
-                                                                  .n_inputs = w->n_inputs, .n_outputs = 1,
-                                                                  .unfused = !fuse});
-    if (!fn) goto done;
-    for (int i = 0; i <= iters; i++) {
-        vf_scope_begin(ctx);
-        vf_tensor *y = NULL;
-        vf_context_sync(ctx);
-        double t0 = now();
-        vf_status s = vf_function_call(fn, x, &y);
-        if (s == VF_OK) s = vf_context_sync(ctx);
-        double t = now() - t0;
-        vf_scope_end(ctx);
-        if (s != VF_OK) {
-            fprintf(stderr, "bench_fusion: %s\n", vf_error_message(ctx));
-            goto done;
-        }
-        if (i && t < f.sec) f.sec = t;
-    }
-    f.ok = vf_function_stats_get(fn, &f.fs) == VF_OK;
-done:
-    vf_function_destroy(fn);
+    figures f = vb_time_function(ctx,
+                                 &(vf_function_desc){.name = w->name, .body = w->body, .user = k,
+                                                     .n_inputs = w->n_inputs, .n_outputs = 1, .unfused = !fuse},
+                                 x, iters, "bench_fusion");
     vf_scope_end(ctx);
     return f;
 }

@@ -9,6 +9,7 @@
  * GFLOP/s counts 2*m*k*n per call.
  * Usage: bench_matmul [--iters N] [--quick] [--matmul-only]
  * (not a test: nothing asserted; --matmul-only: the plain matmul rows) */
+#include "common.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,13 +17,6 @@
 #include <time.h>
 
 #include "vkfuse.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static vf_status mlp(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
@@ -38,43 +32,20 @@ static vf_status plain(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, v
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
-typedef struct figures {
-    double sec;
-    vf_function_stats fs;
-    bool ok;
-} figures;
+typedef vb_figures figures;
 
 /* Best seconds per call (each synced) over iters calls after one warm-up
    call that traces, builds the plan and compiles. */
 static figures measure(vf_context *ctx, vf_body body, int64_t m, int64_t k, int64_t n, bool fuse, int iters)
 {
-    figures f = {.sec = INFINITY};
     vf_scope_begin(ctx);
     vf_tensor *in[3] = {vf_random_normal(ctx, VF_F32, 2, (int64_t[]){m, k}, 1),
                         vf_random_normal(ctx, VF_F32, 2, (int64_t[]){k, n}, 2),
                         vf_random_normal(ctx, VF_F32, 1, (int64_t[]){n}, 3)};
-    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "mlp", .body = body, .n_inputs = 3,
-                                                                  .n_outputs = 1,
-                                                                  .unfused = !fuse});
-    if (!fn) goto done;
-    for (int i = 0; i <= iters; i++) {
-        vf_scope_begin(ctx);
-        vf_tensor *y = NULL;
-        vf_context_sync(ctx);
-        double t0 = now();
-        vf_status s = vf_function_call(fn, in, &y);
-        if (s == VF_OK) s = vf_context_sync(ctx);
-        double t = now() - t0;
-        vf_scope_end(ctx);
-        if (s != VF_OK) {
-            fprintf(stderr, "bench_matmul: %s\n", vf_error_message(ctx));
-            goto done;
-        }
-        if (i && t < f.sec) f.sec = t;
-    }
-    f.ok = vf_function_stats_get(fn, &f.fs) == VF_OK;
-done:
-    vf_function_destroy(fn);
+    figures f = vb_time_function(ctx,
+                                 &(vf_function_desc){.name = "mlp", .body = body, .n_inputs = 3, .n_outputs = 1,
+                                                     .unfused = !fuse},
+                                 in, iters, "bench_matmul");
     vf_scope_end(ctx);
     return f;
 }

@@ -22,6 +22,7 @@
  *        [--kernels: also list the unfused plan's kernels]
  *        [--assign-last: the six assigns after all six new values, not assign_sub in turn]
  * (not a test: nothing asserted) */
+#include "common.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,13 +34,6 @@
 #define FEAT 784
 #define HIDDEN 512
 #define CLASSES 10
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef struct {
     vf_tensor *w[3], *b[3];
@@ -157,10 +151,10 @@ static void run_step(run *r, bool timed)
     vf_tensor *loss = NULL;
     vf_status s = vf_context_sync(ctx);
     vf_context_stats_get(ctx, &c0);
-    double t0 = now();
+    double t0 = vb_now();
     if (s == VF_OK) s = r->fn ? vf_function_call(r->fn, r->in, &loss) : train_step(ctx, r->in, &loss, &r->m);
     if (s == VF_OK) s = vf_context_sync(ctx);
-    double dt = now() - t0;
+    double dt = vb_now() - t0;
     vf_context_stats_get(ctx, &c1);
     float v = NAN;
     if (s == VF_OK) s = vf_tensor_read(loss, &v, sizeof v);
