@@ -318,8 +318,22 @@ vf_tensor *vf_tensor_from_host(vf_context *ctx, vf_dtype dtype, int rank, const 
         vf_tensor_release(t);
         return NULL;
     }
-    if (t->sym_gen) return vf_trace_const(t, data); /* a constant of the traced graph */
+    /* Bool bytes other than 0 and 1 (masks made from uint8_t images) are
+       stored as 1, so every backend and kernel sees the same value. */
+    void *norm = NULL;
+    if (dtype == VF_BOOL && !vf_bool_normalised(data, t->numel, &norm)) {
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tensor_from_host: out of host memory");
+        vf_tensor_release(t);
+        return NULL;
+    }
+    if (norm) data = norm;
+    if (t->sym_gen) {
+        t = vf_trace_const(t, data); /* a constant of the traced graph */
+        free(norm);
+        return t;
+    }
     vf_status s = ctx->be.iface->upload(ctx->be.self, t->st->buf, 0, data, t->st->bytes);
+    free(norm);
     if (s != VF_OK) {
         vf_backend_failed(ctx, s, "vf_tensor_from_host: upload of %zu bytes", t->st->bytes);
         vf_tensor_release(t);

@@ -1,6 +1,7 @@
 #include "util/dtype.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const dtype_names[VF_DTYPE_COUNT] = {"f32", "f16", "i32", "u32", "bool"};
@@ -96,4 +97,18 @@ void vf_store_f64(void *base, vf_dtype t, int64_t i, double v)
     case VF_U32: ((uint32_t *)base)[i] = sat_u32(v); break;
     case VF_BOOL: ((uint8_t *)base)[i] = v != 0.0; break;
     }
+}
+
+bool vf_bool_normalised(const void *data, int64_t n, void **copy)
+{
+    const uint8_t *b = data;
+    *copy = NULL;
+    int64_t i = 0;
+    while (i < n && b[i] <= 1) i++;
+    if (i == n) return true;
+    uint8_t *c = malloc((size_t)n);
+    if (!c) return false;
+    for (int64_t j = 0; j < n; j++) c[j] = b[j] != 0;
+    *copy = c;
+    return true;
 }

@@ -27,4 +27,10 @@ float vf_f16_to_f32(uint16_t h);
 double vf_load_f64(const void *base, vf_dtype t, int64_t i);
 void vf_store_f64(void *base, vf_dtype t, int64_t i, double v);
 
+/* Host bool bytes: true when data's n bytes are all 0 or 1 (*copy = NULL),
+   or when *copy got a malloc'd copy with every non-zero byte made 1 (free
+   it); false when out of memory. Every path that takes bool bytes from the
+   host goes through it, so kernels may rely on bools being 0 or 1. */
+bool vf_bool_normalised(const void *data, int64_t n, void **copy);
+
 #endif
