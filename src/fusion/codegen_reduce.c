@@ -94,7 +94,41 @@ static void emit_offset_fn(vf_sb *s, const char *name, const red_pattern *p, boo
     vf_sb_puts(s, "    return off;\n}\n");
 }
 
-typedef enum { ACC_FSUM, ACC_ISUM, ACC_KEY, ACC_ARG } acc_kind;
+typedef enum { ACC_FSUM, ACC_ISUM, ACC_KEY, ACC_ARG, ACC_NORM } acc_kind;
+
+/* norm: a sum of squares in f32 overflows for |x| above ~1.8e19 and
+   underflows below ~1e-19 (and on lavapipe anything under 2^-126 is
+   flushed), so ||{1e30, 1e30}|| was inf and ||{1e-30, 1e-30}|| 0. Blue's
+   scaled sums of squares fix both at no extra pass: each element goes to
+   one of three accumulators by magnitude, squared after a power-of-two
+   scale that keeps the square and any sum of up to 2^32 of them inside the
+   normal f32 range:
+     small  |x| <  2^-60  (x * 2^90)^2    -> [2^-118, 2^60] even for denormals
+     medium otherwise     x^2             -> [2^-120, 2^88]
+     big    |x| >  2^44   (x * 2^-82)^2   -> [2^-76, 2^92]
+   The accumulator is a vec3 combined by plain addition (subgroupAdd and the
+   shared-memory tree work unchanged); vf_norm_final scales back once. NaN
+   and Inf fail both comparisons or land in big and propagate as in the
+   CPU backend's double sum. */
+static const char norm_glsl[] =
+    "const float VF_NRM_TSML = 8.673617379884035e-19;   // 2^-60\n"
+    "const float VF_NRM_TBIG = 17592186044416.0;        // 2^44\n"
+    "const float VF_NRM_SSML = 1.2379400392853803e27;   // 2^90\n"
+    "const float VF_NRM_SBIG = 2.0679515313825692e-25;  // 2^-82\n"
+    "vec3 vf_norm_acc(float v)\n{\n"
+    "    float a = abs(v);\n"
+    "    if (a > VF_NRM_TBIG) { a *= VF_NRM_SBIG; return vec3(0.0, 0.0, a * a); }\n"
+    "    if (a < VF_NRM_TSML) { a *= VF_NRM_SSML; return vec3(a * a, 0.0, 0.0); }\n"
+    "    return vec3(0.0, a * a, 0.0);   // NaN lands here\n}\n"
+    "float vf_norm_final(vec3 s)\n{\n"
+    "    if (isnan(s.y)) return s.y;\n"
+    "    if (s.z > 0.0) return sqrt(s.z + (s.y * VF_NRM_SBIG) * VF_NRM_SBIG) / VF_NRM_SBIG;\n"
+    "    if (s.x > 0.0) {\n"
+    "        float sm = sqrt(s.x) / VF_NRM_SSML;\n"
+    "        if (s.y == 0.0) return sm;\n"
+    "        float md = sqrt(s.y), hi = max(sm, md), lo = min(sm, md);\n"
+    "        return hi * sqrt(1.0 + (lo / hi) * (lo / hi));\n    }\n"
+    "    return sqrt(s.y);\n}\n";
 
 typedef struct {
     acc_kind kind;
@@ -106,7 +140,8 @@ static void emit_acc_ops(vf_sb *s, const acc_info *a, vf_combine comb, bool subg
 {
     vf_sb_add(s, "#define ACC_T %s\n#define ACC_IDENTITY %s\n", a->type, a->identity);
     switch (a->kind) {
-    case ACC_FSUM: case ACC_ISUM:
+    case ACC_FSUM: case ACC_ISUM: case ACC_NORM:
+        if (a->kind == ACC_NORM) vf_sb_puts(s, norm_glsl);
         vf_sb_puts(s, "ACC_T acc_combine(ACC_T a, ACC_T b) { return a + b; }\n");
         if (subgroup) vf_sb_puts(s, "ACC_T acc_subgroup(ACC_T v) { return subgroupAdd(v); }\n");
         break;
@@ -133,7 +168,8 @@ static void emit_to_acc(vf_sb *s, const acc_info *a, const vf_op_info *info, vf_
 {
     vf_sb_add(s, "ACC_T to_acc(%s v, uint r)\n{\n", cg_ctype_name(ct));
     switch (a->kind) {
-    case ACC_FSUM: vf_sb_puts(s, info->square_first ? "    return v * v;\n" : "    return v;\n"); break;
+    case ACC_FSUM: vf_sb_puts(s, "    return v;\n"); break;
+    case ACC_NORM: vf_sb_puts(s, "    return vf_norm_acc(v);\n"); break;
     case ACC_ISUM: vf_sb_puts(s, "    return v;\n"); break;
     case ACC_KEY: case ACC_ARG: {
         bool high = info->combine == VF_COMBINE_MAX;
@@ -154,9 +190,9 @@ static void emit_final_store(vf_sb *s, const acc_info *a, const vf_op_info *info
     switch (a->kind) {
     case ACC_FSUM:
         if (info->divide_by_count) vf_sb_puts(s, "    v = v / pc.count;\n");
-        if (info->sqrt_after) vf_sb_puts(s, "    v = vf_sqrt(v);\n");
         vf_sb_puts(s, "    st(o, v);\n");
         break;
+    case ACC_NORM: vf_sb_puts(s, "    st(o, vf_norm_final(v));\n"); break;
     case ACC_ISUM: vf_sb_puts(s, "    st(o, v);\n"); break;
     case ACC_KEY:
         vf_sb_add(s, "    st(o, %s);\n", ct == VF_CT_FLOAT ? "vf_unkey_f(v)" : ct == VF_CT_INT ? "vf_unkey_i(v)" : "v");
@@ -172,6 +208,9 @@ static void emit_scratch_store(vf_sb *s, const acc_info *a)
     vf_sb_puts(s, "void acc_store(uint o, ACC_T v)\n{\n");
     if (a->kind == ACC_ARG) vf_sb_puts(s, "    scratch[2u * o] = v.x;\n    scratch[2u * o + 1u] = v.y;\n");
     else if (a->kind == ACC_FSUM) vf_sb_puts(s, "    scratch[o] = floatBitsToUint(v);\n");
+    else if (a->kind == ACC_NORM)
+        vf_sb_puts(s, "    scratch[3u * o] = floatBitsToUint(v.x);\n    scratch[3u * o + 1u] = floatBitsToUint(v.y);\n"
+                      "    scratch[3u * o + 2u] = floatBitsToUint(v.z);\n");
     else vf_sb_puts(s, "    scratch[o] = uint(v);\n");
     vf_sb_puts(s, "}\n");
 }
@@ -181,6 +220,8 @@ static void emit_scratch_load(vf_sb *s, const acc_info *a)
     vf_sb_puts(s, "ACC_T acc_elem(uint o, uint t)\n{\n    uint i = o * pc.parts + t;\n");
     if (a->kind == ACC_ARG) vf_sb_puts(s, "    return uvec2(scratch[2u * i], scratch[2u * i + 1u]);\n");
     else if (a->kind == ACC_FSUM) vf_sb_puts(s, "    return uintBitsToFloat(scratch[i]);\n");
+    else if (a->kind == ACC_NORM)
+        vf_sb_puts(s, "    return uintBitsToFloat(uvec3(scratch[3u * i], scratch[3u * i + 1u], scratch[3u * i + 2u]));\n");
     else vf_sb_add(s, "    return ACC_T(scratch[i]);\n");
     vf_sb_puts(s, "}\n");
 }
@@ -289,6 +330,8 @@ vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_ker
     vf_ctype ct = cg_ctype_of(in->dtype);
     acc_info a;
     if (arg) a = (acc_info){ACC_ARG, "uvec2", "uvec2(0u, 0xffffffffu)", 2};
+    else if (info->square_first)
+        a = (acc_info){ACC_NORM, "vec3", "vec3(0.0)", 3};
     else if (info->combine == VF_COMBINE_SUM)
         a = ct == VF_CT_FLOAT ? (acc_info){ACC_FSUM, "float", "0.0", 1}
           : ct == VF_CT_INT ? (acc_info){ACC_ISUM, "int", "0", 1} : (acc_info){ACC_ISUM, "uint", "0u", 1};
