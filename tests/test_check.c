@@ -208,6 +208,142 @@ static void test_variables(void **state)
     clear_env();
 }
 
+/* Layer norm over rows of 20000 with one ill-conditioned row (a large mean,
+   a tiny spread): x - mean cancels, so the device's f32 mean and the CPU's
+   differ by many ulps of the result, in the fused kernel exactly as in the
+   unfused plan. The check scales its threshold with the reduction length
+   and the conditioning instead of calling a right kernel wrong. */
+enum { LN_ROWS = 3, LN_COLS = 20000 };
+
+static vf_status layer_norm(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    /* the one-pass variance E[x^2] - E[x]^2, as many layer norms write it */
+    vf_tensor *mean = vf_reduce_mean(ctx, in[0], 1, (int[]){-1}, true);
+    vf_tensor *msq = vf_reduce_mean(ctx, vf_mul(ctx, in[0], in[0]), 1, (int[]){-1}, true);
+    vf_tensor *var = vf_relu(ctx, vf_sub(ctx, msq, vf_mul(ctx, mean, mean)));
+    vf_tensor *eps = vf_fill(ctx, VF_F32, 0, NULL, 1e-5);
+    out[0] = vf_mul(ctx, vf_sub(ctx, in[0], mean), vf_rsqrt(ctx, vf_add(ctx, var, eps)));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static void run_layer_norm(bool fuse)
+{
+    setup_env(fuse);
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    float *x = malloc(sizeof *x * LN_ROWS * LN_COLS);
+    vt_fill_uniform(x, LN_ROWS * LN_COLS, -1, 1, 11);
+    for (int j = 0; j < LN_COLS; j++) x[LN_COLS + j] = 100.0f + 0.1f * x[LN_COLS + j]; /* row 1 */
+    vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){LN_ROWS, LN_COLS}, x), *out = NULL;
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "layer_norm", .body = layer_norm,
+                                                                   .n_inputs = 1, .n_outputs = 1});
+    vf_status s = vf_function_call(fn, &in, &out);
+    if (s) fprintf(stderr, "%s: %s\n", fuse ? "fused" : "unfused", vf_error_message(ctx));
+    assert_int_equal(s, VF_OK);
+    vf_function_stats st;
+    assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+    assert_true(fuse ? st.kernels < 4 : st.kernels >= 6);
+    vf_function_destroy(fn);
+    free(x);
+    vt_context_done(ctx);
+    clear_env();
+}
+
+static void test_ill_conditioned_layer_norm(void **state)
+{
+    (void)state;
+    run_layer_norm(true);
+    run_layer_norm(false);
+}
+
+/* The scaled threshold still catches wrong kernels in that ill-conditioned
+   program: each unary kernel of the unfused plan (relu, rsqrt) made wrong
+   in turn is reported. */
+static void test_ill_conditioned_wrong_kernel(void **state)
+{
+    (void)state;
+    setup_env(false);
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    float *x = malloc(sizeof *x * LN_ROWS * LN_COLS);
+    vt_fill_uniform(x, LN_ROWS * LN_COLS, -1, 1, 11);
+    for (int j = 0; j < LN_COLS; j++) x[LN_COLS + j] = 100.0f + 0.1f * x[LN_COLS + j];
+    vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){LN_ROWS, LN_COLS}, x), *out = NULL;
+    int reported = 0;
+    bool relu = false, rsqrt = false;
+    for (int w = 0; w < 12; w++) {
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "layer_norm", .body = layer_norm,
+                                                                       .n_inputs = 1, .n_outputs = 1});
+        vf_vk_test_wrong_exec = w;
+        vf_status s = vf_function_call(fn, &in, &out);
+        vf_vk_test_wrong_exec = -1;
+        if (s != VF_OK) {
+            assert_int_equal(s, VF_ERROR_DEVICE);
+            const char *msg = vf_error_message(ctx);
+            assert_non_null(strstr(msg, "disagrees with the CPU backend"));
+            relu = relu || strstr(msg, " relu)") != NULL;
+            rsqrt = rsqrt || strstr(msg, " rsqrt)") != NULL;
+            reported++;
+            vf_error_clear(ctx);
+        }
+        vf_function_destroy(fn);
+    }
+    assert_int_equal(reported, 2);
+    assert_true(relu && rsqrt);
+    free(x);
+    vt_context_done(ctx);
+    clear_env();
+}
+
+/* With VKFUSE_CHECK alone (no VKFUSE_DUMP) the GLSL goes under TMPDIR; a
+   plan that always agreed leaves nothing there, one that disagreed keeps
+   the file its report names. */
+static int count_entries(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "find '%s' -mindepth 1 | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p) {
+        if (fscanf(p, "%d", &n) != 1) n = -1;
+        pclose(p);
+    }
+    return n;
+}
+
+static void test_no_leftover_files(void **state)
+{
+    (void)state;
+    char tmp[512], old_tmp[256] = "";
+    if (getenv("TMPDIR")) snprintf(old_tmp, sizeof old_tmp, "%s", getenv("TMPDIR"));
+    snprintf(tmp, sizeof tmp, "%s/vkfuse-test-check-tmp-%ld", old_tmp[0] ? old_tmp : "/tmp", (long)getpid());
+    assert_int_equal(mkdir(tmp, 0777), 0);
+    setenv("TMPDIR", tmp, 1);
+    setenv("VKFUSE_CHECK", "1", 1);
+    setenv("VKFUSE_FUSION", "0", 1); /* the test hook makes unfused kernels wrong */
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    float x[R * C];
+    vf_tensor *in = NULL, *out[2] = {NULL, NULL};
+    vf_function *fn = make(ctx, &in, x);
+    for (int call = 0; call < 2; call++) assert_int_equal(vf_function_call(fn, &in, out), VF_OK);
+    assert_true(count_entries(tmp) > 0); /* the GLSL is there while the plan lives */
+    vf_function_destroy(fn);
+    assert_int_equal(count_entries(tmp), 0);
+    /* a wrong kernel's file stays */
+    fn = make(ctx, &in, x);
+    vf_vk_test_wrong_exec = 1;
+    assert_int_equal(vf_function_call(fn, &in, out), VF_ERROR_DEVICE);
+    vf_vk_test_wrong_exec = -1;
+    vf_error_clear(ctx);
+    vf_function_destroy(fn);
+    assert_true(count_entries(tmp) >= 2); /* its directory and exec1.glsl */
+    vt_context_done(ctx);
+    unsetenv("VKFUSE_CHECK");
+    unsetenv("VKFUSE_FUSION");
+    if (old_tmp[0]) setenv("TMPDIR", old_tmp, 1);
+    else unsetenv("TMPDIR");
+    nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +351,9 @@ int main(void)
         cmocka_unit_test(test_clean_unfused),
         cmocka_unit_test(test_clean_fused),
         cmocka_unit_test(test_variables),
+        cmocka_unit_test(test_ill_conditioned_layer_norm),
+        cmocka_unit_test(test_ill_conditioned_wrong_kernel),
+        cmocka_unit_test(test_no_leftover_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
