@@ -490,6 +490,10 @@ static void test_damaged_files(void **state)
     vt_expect_error(ctx, VF_ERROR_FORMAT, "magic", NULL);
     assert_int_equal(vf_function_load(ctx, "/nonexistent/vkfuse.vkf", &fn), VF_ERROR_IO);
     vt_expect_error(ctx, VF_ERROR_IO, "cannot open", NULL);
+    /* a directory opens but is no file (it gave VF_ERROR_FORMAT "9223372036854775807 bytes") */
+    assert_int_equal(vf_function_load(ctx, "/", &fn), VF_ERROR_IO);
+    vt_expect_error(ctx, VF_ERROR_IO, "'/' is a directory, not a file", NULL);
+    assert_null(fn);
     free(b);
     free(orig);
     vt_context_done(ctx);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 bool vf_saved_bad(vf_saved_rd *r, const char *fmt, ...)
 {
@@ -580,6 +581,16 @@ vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out)
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return vf_fail(ctx, VF_ERROR_IO, "vf_function_load: cannot open '%s': %s", path, strerror(errno));
+    /* fopen succeeds on a directory (and a FIFO or device gives no size):
+       only a regular file can be a saved function */
+    struct stat st;
+    bool stat_ok = fstat(fileno(f), &st) == 0;
+    if (!stat_ok || !S_ISREG(st.st_mode)) {
+        bool dir = stat_ok && S_ISDIR(st.st_mode);
+        fclose(f);
+        return vf_fail(ctx, VF_ERROR_IO, "vf_function_load: '%s' is %s, not a file; pass the path of the file "
+                       "vf_function_save wrote", path, dir ? "a directory" : "not a regular file");
+    }
     long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     if (size < 0 || (uint64_t)size > VF_SAVED_MAX_FILE || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
