@@ -134,7 +134,27 @@ static void test_device_choice(void **state)
     assert_non_null(strstr(vf_error_message(ctx), "no-such-gpu-xyz"));
     assert_non_null(strstr(vf_error_message(ctx), info[0].name));
     vf_context_destroy(ctx);
+    /* under VF_BACKEND_AUTO too: no silent CPU fallback for a named device
+       (VKFUSE_DEVICE=7 used to run on the CPU) */
+    char idx[16];
+    snprintf(idx, sizeof idx, "%d", n + 6);
+    setenv("VKFUSE_DEVICE", idx, 1);
+    assert_int_equal(vf_context_create(NULL, &ctx), VF_ERROR_DEVICE);
+    assert_non_null(strstr(vf_error_message(ctx), "no device with that index"));
+    assert_non_null(strstr(vf_error_message(ctx), info[0].name));
+    vf_context_destroy(ctx);
+    setenv("VKFUSE_DEVICE", "no-such-gpu-xyz", 1);
+    assert_int_equal(vf_context_create(NULL, &ctx), VF_ERROR_DEVICE);
+    assert_non_null(strstr(vf_error_message(ctx), "matches no Vulkan device"));
+    vf_context_destroy(ctx);
+    /* VF_BACKEND_CPU does not look at it */
+    d = (vf_context_desc){.backend = VF_BACKEND_CPU};
+    assert_int_equal(vf_context_create(&d, &ctx), VF_OK);
+    vf_context_destroy(ctx);
     unsetenv("VKFUSE_DEVICE");
+    d = (vf_context_desc){.pick_device = true, .device_index = n + 5};
+    assert_int_equal(vf_context_create(&d, &ctx), VF_ERROR_DEVICE);
+    vf_context_destroy(ctx);
     /* an index out of range */
     d = (vf_context_desc){.backend = VF_BACKEND_VULKAN, .pick_device = true, .device_index = n + 5};
     assert_int_not_equal(vf_context_create(&d, &ctx), VF_OK);

@@ -135,6 +135,16 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     char why[sizeof ctx->be_err.message];
     snprintf(why, sizeof why, "%s", ctx->be_err.message);
     vf_err_clear(&ctx->be_err);
+    /* A device the user named (VKFUSE_DEVICE, or desc->pick_device) that
+       cannot be had is an error even under AUTO: running on the CPU
+       instead would hide a typo in the name or index. */
+    const char *named = getenv("VKFUSE_DEVICE");
+    bool picked = d->pick_device ? d->device_index >= 0 : named && *named;
+    if (want == VF_BACKEND_AUTO && picked) {
+        snprintf(ctx->device_name, sizeof ctx->device_name, "none (the requested device is unavailable)");
+        return vf_fail(ctx, s, "vf_context_create: %s; name an existing device (vkfuse devices lists them), or "
+                       "unset VKFUSE_DEVICE for the best one", why);
+    }
     if (want == VF_BACKEND_VULKAN) {
         snprintf(ctx->device_name, sizeof ctx->device_name, "none (Vulkan unavailable)");
         return vf_fail(ctx, s, "vf_context_create: VF_BACKEND_VULKAN requested but %s. Install a "
