@@ -1,6 +1,7 @@
-/* Numerics the backends must agree on: bool bytes from the host, vf_norm
- * near the ends of the f32 range, eagerly and traced (fused and unfused),
- * on the CPU backend and on Vulkan. */
+/* Numerics and small API edges the backends must agree on: bool bytes from
+ * the host, vf_norm near the ends of the f32 range, reshape with -1 and a
+ * zero dim; eagerly and traced (fused and unfused), on the CPU backend and
+ * on Vulkan. */
 #include "testutil.h"
 
 #include <float.h>
@@ -214,12 +215,50 @@ static void test_norm_long(void **state)
     }
 }
 
+/* ---- reshape with -1 and a zero dim ------------------------------------------ */
+
+static vf_status reshape_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    const int64_t *target = user;
+    out[0] = vf_reshape(ctx, in[0], 2, target);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* [0,3] -> [-1,0]: any size fits the -1, so it is an error (it inferred 0);
+   [0,3] -> [-1,3] is [0,3]. Eager and traced, both backends. */
+static void test_reshape_infer_zero(void **state)
+{
+    (void)state;
+    vf_backend bs[2];
+    static const int64_t ambiguous[2][2] = {{-1, 0}, {0, -1}}, fine[2] = {-1, 3};
+    for (int b = 0, nb = n_backends(bs); b < nb; b++) {
+        vf_context *ctx = vt_context(bs[b]);
+        vf_tensor *x = vf_fill(ctx, VF_F32, 2, (int64_t[]){0, 3}, 1.0), *y = NULL;
+        for (int k = 0; k < 2; k++) {
+            assert_null(vf_reshape(ctx, x, 2, ambiguous[k]));
+            vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_reshape", "ambiguous", NULL);
+            vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "reshape", .body = reshape_body,
+                                                                         .user = (void *)ambiguous[k],
+                                                                         .n_inputs = 1, .n_outputs = 1});
+            assert_int_equal(vf_function_call(fn, &x, &y), VF_ERROR_SHAPE);
+            vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_reshape", "ambiguous", NULL);
+            vf_function_destroy(fn);
+        }
+        y = vf_reshape(ctx, x, 2, fine);
+        assert_non_null(y);
+        assert_int_equal(vf_tensor_dim(y, 0), 0);
+        assert_int_equal(vf_tensor_dim(y, 1), 3);
+        vt_context_done(ctx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bool_bytes),
         cmocka_unit_test(test_norm_range),
         cmocka_unit_test(test_norm_long),
+        cmocka_unit_test(test_reshape_infer_zero),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -136,7 +136,14 @@ vf_tensor *vf_reshape(vf_context *ctx, vf_tensor *x, int rank, const int64_t *sh
             known *= shape[i];
         }
     }
-    if (infer >= 0) s[infer] = known ? x->numel / known : 0;
+    if (infer >= 0 && known == 0) {
+        char a[VF_SHAPE_STR_LEN], b[VF_SHAPE_STR_LEN];
+        vf_fail(ctx, VF_ERROR_SHAPE, "%s: cannot reshape %s to %s: with a 0 among the other dims the -1 could be "
+                "any size (ambiguous, as in NumPy); give that dim explicitly", name,
+                vf_shape_str(a, sizeof a, x->rank, x->shape), vf_shape_str(b, sizeof b, rank, shape));
+        return NULL;
+    }
+    if (infer >= 0) s[infer] = x->numel / known;
     int64_t numel = 1;
     for (int i = 0; i < rank; i++) numel *= s[i];
     if (numel != x->numel || (infer >= 0 && known && x->numel % known)) {

@@ -109,8 +109,14 @@ static vf_status infer_reshape(const vf_node *n, const vf_shape *x, vf_shape *ou
         if (t->dim[i] == -1) infer = i;
         else known *= t->dim[i];
     }
+    if (infer >= 0 && known == 0) {
+        char a[96], b[96];
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_reshape: cannot reshape %s to %s: with a 0 among the other dims "
+                          "the -1 could be any size (ambiguous, as in NumPy); give that dim explicitly",
+                          sh(a, sizeof a, x), sh(b, sizeof b, t));
+    }
     if (infer >= 0) {
-        if (known == 0 || numel % known != 0) goto bad;
+        if (numel % known != 0) goto bad;
         out->dim[infer] = numel / known;
         if (x->sym) out->sym |= 1u << infer;
     }
