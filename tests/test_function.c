@@ -786,9 +786,67 @@ static void test_dump_and_nesting(void **state)
     vt_context_done(ctx);
 }
 
+/* ---- variables passed as inputs ------------------------------------------------ */
+
+/* v += 1; y = v * k: TF passes a variable by reference, so the body may
+   assign it and later reads see the new value. */
+static vf_status bump_input(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    if (vf_assign_add(in[0], vf_fill(ctx, VF_F32, 0, NULL, 1.0)) != VF_OK) return vf_status_get(ctx);
+    out[0] = vf_mul(ctx, in[0], in[1]);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static void test_variable_input(void **state)
+{
+    (void)state;
+    vf_backend bs[2];
+    for (int b = 0, nb = n_backends(bs); b < nb; b++)
+        for (int eager = 0; eager < 2; eager++) {
+            vf_context *ctx = vt_context(bs[b]);
+            vf_run_functions_eagerly(ctx, eager);
+            float x[2] = {1, 2}, w[2] = {10, 20};
+            int64_t n = 2;
+            vf_tensor *v = vf_variable(ctx, f32(ctx, 1, &n, x)), *u = vf_variable(ctx, f32(ctx, 1, &n, w));
+            vf_tensor *k = vf_fill(ctx, VF_F32, 1, &n, 3.0), *y = NULL;
+            vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "bump", .body = bump_input,
+                                                                         .n_inputs = 2, .n_outputs = 1});
+            for (int call = 1; call <= 3; call++) {
+                vf_tensor *in[2] = {v, k};
+                assert_int_equal(vf_function_call(fn, in, &y), VF_OK);
+                float *got = vt_read(y), *vv = vt_read(v);
+                vt_assert_close_f32(got, (float[]){3.0f * (1 + call), 3.0f * (2 + call)}, 2, 0, 0, "y");
+                vt_assert_close_f32(vv, (float[]){1.0f + call, 2.0f + call}, 2, 0, 0, "v");
+                free(got);
+                free(vv);
+            }
+            /* another variable: its own value, and v is left alone */
+            vf_tensor *in[2] = {u, k};
+            assert_int_equal(vf_function_call(fn, in, &y), VF_OK);
+            float *got = vt_read(y), *uu = vt_read(u), *vv = vt_read(v);
+            vt_assert_close_f32(got, (float[]){33, 63}, 2, 0, 0, "y of u");
+            vt_assert_close_f32(uu, (float[]){11, 21}, 2, 0, 0, "u");
+            vt_assert_close_f32(vv, (float[]){4, 5}, 2, 0, 0, "v untouched");
+            free(got);
+            free(uu);
+            free(vv);
+            if (!eager) assert_string_equal(vf_function_retrace_reason(fn),
+                                            "input 0: traced with a variable, got another variable (variables go by "
+                                            "reference)");
+            /* a plain value in the variable's place cannot be assigned */
+            in[0] = k;
+            assert_int_equal(vf_function_call(fn, in, &y), VF_ERROR_INVALID_ARGUMENT);
+            vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_assign_add", "not a variable", NULL);
+            vf_function_destroy(fn);
+            vt_context_done(ctx);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_variable_input),
         cmocka_unit_test(test_trace_counts),     cmocka_unit_test(test_retrace_warning),
         cmocka_unit_test(test_signature),        cmocka_unit_test(test_symbolic_mismatch),
         cmocka_unit_test(test_every_op),         cmocka_unit_test(test_dynamic_predict),

@@ -20,6 +20,9 @@
 typedef struct concrete {
     vf_dtype *dt;          /* per input */
     vf_shape *shape;       /* per input; sym bits for input_signature -1 dims */
+    vf_tensor **var;       /* per input: the variable passed there (retained), NULL: a value.
+                              NULL array: a loaded function (variables go by value) */
+    int n_var;
     vf_graph *g;
     vf_capture *caps;
     int n_caps;
@@ -130,6 +133,8 @@ static void concrete_free(vf_context *ctx, concrete *c)
     vf_const_cache_free(&c->consts);
     vf_captures_free(c->caps, c->n_caps);
     vf_graph_free(c->g);
+    for (int i = 0; c->var && i < c->n_var; i++) vf_tensor_release(c->var[i]);
+    free(c->var);
     free(c->dt);
     free(c->shape);
 }
@@ -225,11 +230,20 @@ static vf_status check_signature(vf_function *fn, vf_tensor *const *in)
     return VF_OK;
 }
 
+/* A variable passed as an input goes by reference, as TF passes
+   variables: the body gets the variable itself (reads see its current
+   value, assigns change it), so the concrete function captures that
+   variable and serves only calls that pass it again. */
+static bool same_var(const concrete *c, int i, const vf_tensor *t)
+{
+    return !c->var || c->var[i] == (t->is_variable ? t : NULL);
+}
+
 static bool matches(const concrete *c, int n, vf_tensor *const *in)
 {
     for (int i = 0; i < n; i++) {
         const vf_tensor *t = in[i];
-        if (t->dtype != c->dt[i] || t->rank != c->shape[i].rank) return false;
+        if (t->dtype != c->dt[i] || t->rank != c->shape[i].rank || !same_var(c, i, t)) return false;
         for (int k = 0; k < t->rank; k++)
             if (!((c->shape[i].sym >> k) & 1u) && c->shape[i].dim[k] != t->shape[k]) return false;
     }
@@ -255,6 +269,12 @@ static int explain(const concrete *c, int n, vf_tensor *const *in, char *buf, si
                          (long long)t->shape[k]);
                 return i;
             }
+        if (!same_var(c, i, t)) {
+            snprintf(buf, len, "input %d: traced with %s, got %s", i, c->var[i] ? "a variable" : "a value",
+                     t->is_variable ? (c->var[i] ? "another variable (variables go by reference)" : "a variable")
+                                    : "a value");
+            return i;
+        }
     }
     snprintf(buf, len, "no concrete function yet");
     return -1;
@@ -298,25 +318,30 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
     concrete c = {0};
     c.dt = malloc(sizeof *c.dt * (size_t)(fn->n_in + 1));
     c.shape = malloc(sizeof *c.shape * (size_t)(fn->n_in + 1));
+    c.var = calloc((size_t)fn->n_in + 1, sizeof *c.var);
+    c.n_var = c.var ? fn->n_in : 0;
     concrete *grown = realloc(fn->cfs, sizeof *fn->cfs * (size_t)(fn->n_cf + 1));
     vf_tensor **ins = calloc((size_t)fn->n_in + 1, sizeof *ins);
     vf_tensor **outs = calloc((size_t)fn->n_out + 1, sizeof *outs);
     int *ids = calloc((size_t)fn->n_out + 1, sizeof *ids);
     if (grown) fn->cfs = grown;
-    vf_status s = c.dt && c.shape && grown && ins && outs && ids ? VF_OK
+    vf_status s = c.dt && c.shape && c.var && grown && ins && outs && ids ? VF_OK
                 : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
     for (int i = 0; s == VF_OK && i < fn->n_in; i++) {
         c.dt[i] = in[i]->dtype;
         c.shape[i] = fn->sig ? spec_shape(&fn->sig[i]) : (vf_shape){.rank = in[i]->rank};
         for (int k = 0; k < in[i]->rank; k++) c.shape[i].dim[k] = in[i]->shape[k];
+        if (in[i]->is_variable) c.var[i] = vf_tensor_retain(in[i]);
     }
     if (s == VF_OK && !vf_trace_begin(ctx, fn->name)) s = ctx->err.status;
     bool tracing = s == VF_OK;
     if (tracing) {
         vf_status before = ctx->err.status;
         vf_scope_begin(ctx);
-        for (int i = 0; s == VF_OK && i < fn->n_in; i++)
+        for (int i = 0; s == VF_OK && i < fn->n_in; i++) {
             if (!(ins[i] = vf_trace_param(ctx, c.dt[i], &c.shape[i]))) s = ctx->err.status;
+            else if (c.var[i]) ins[i] = c.var[i]; /* by reference (same_var); its param stays unused */
+        }
         if (s == VF_OK) {
             vf_status b = fn->body(ctx, ins, outs, fn->user);
             if (b != VF_OK) s = ctx->err.status != VF_OK ? ctx->err.status
