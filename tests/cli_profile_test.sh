@@ -58,4 +58,11 @@ grep -q "unknown option '--frobnicate'" "$dir/err.txt" || fail "no message for a
 "$cli" profile chain8 --iters 0 > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--iters 0 exited $rc, not 2"
 "$cli" profile --list | grep -q "^compute_loss" || fail "--list lacks compute_loss"
+# an unwritable --trace fails at once (exit 2), before any profiling
+start=$(date +%s)
+"$cli" profile all --trace /nonexistent-dir/x.json > "$dir/out.txt" 2> "$dir/err.txt"; rc=$?
+[ $rc -eq 2 ] || fail "an unwritable --trace exited $rc, not 2"
+grep -q "cannot write it" "$dir/err.txt" || fail "no message for an unwritable --trace"
+[ ! -s "$dir/out.txt" ] || fail "profiled before finding the trace unwritable"
+[ $(( $(date +%s) - start )) -lt 10 ] || fail "an unwritable --trace took more than 10 s to fail"
 echo "cli_profile_test: ok"

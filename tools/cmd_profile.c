@@ -7,10 +7,12 @@
 #include "cli.h"
 #include "profile_workloads.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define WARMUP 2 /* the first call traces, builds and compiles the plan */
@@ -376,6 +378,22 @@ static void usage(FILE *f)
                "  --list        list the workloads\n\nSee docs/PROFILING.md.\n", WARMUP);
 }
 
+/* Whether the trace file can be written: opened for appending (so an
+   existing file is left as it is) and removed again if it was not there. */
+static bool writable(const char *path)
+{
+    struct stat st;
+    bool existed = stat(path, &st) == 0;
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        fprintf(stderr, "vkfuse profile: --trace %s: cannot write it: %s\n", path, strerror(errno));
+        return false;
+    }
+    fclose(f);
+    if (!existed) remove(path);
+    return true;
+}
+
 static int list(void)
 {
     for (int i = 0; i < vf_n_workloads; i++) printf("%-13s %s\n", vf_workloads[i].name, vf_workloads[i].summary);
@@ -446,6 +464,7 @@ int cmd_profile(int argc, char **argv)
         fprintf(stderr, " (or all)\n");
         return 2;
     }
+    if (o.trace && !writable(o.trace)) return 2; /* before minutes of profiling, not after */
     vf_context *vk = make_context(VF_BACKEND_VULKAN, true), *cpu = o.cpu ? make_context(VF_BACKEND_CPU, false) : NULL;
     if (!vk || (o.cpu && !cpu)) {
         vf_context_destroy(vk);
