@@ -215,6 +215,45 @@ static void test_norm_long(void **state)
     }
 }
 
+/* ---- range and denormals, as docs/TESTING.md states them --------------------- */
+
+static float first(vf_tensor *t)
+{
+    float v = 0;
+    assert_int_equal(vf_tensor_read(t, &v, sizeof v), VF_OK);
+    return v;
+}
+
+/* The table "Range, denormals and bools" of docs/TESTING.md: the CPU
+   backend's double sums survive an f32 overflow of a partial sum, Vulkan's
+   f32 sums do not; denormals survive arithmetic on both; lavapipe's exp
+   flushes results below 2^-126 (other drivers may differ: checked on
+   lavapipe only). */
+static void test_range_documented(void **state)
+{
+    (void)state;
+    vf_backend bs[2];
+    for (int b = 0, nb = n_backends(bs); b < nb; b++) {
+        vf_context *ctx = vt_context(bs[b]);
+        bool lavapipe = bs[b] == VF_BACKEND_VULKAN && strstr(vf_device_name(ctx), "llvmpipe") != NULL;
+        int64_t n3 = 3, n2 = 2;
+        vf_tensor *big = vf_tensor_from_host(ctx, VF_F32, 1, &n3, (float[]){3e38f, 3e38f, -3e38f});
+        float sum = first(vf_reduce_sum(ctx, big, 0, NULL, false));
+        if (bs[b] == VF_BACKEND_CPU) assert_true(sum == 3e38f);
+        else assert_true(isinf(sum) && sum > 0);
+        vf_tensor *den = vf_tensor_from_host(ctx, VF_F32, 1, &n2, (float[]){1e-40f, 1e-20f});
+        float prod[2];
+        assert_int_equal(vf_tensor_read(vf_mul(ctx, den, den), prod, sizeof prod), VF_OK);
+        if (bs[b] == VF_BACKEND_CPU || lavapipe) {
+            assert_true(prod[0] == 0.0f && fabsf(prod[1] - 1e-40f) <= 1e-45f); /* 1e-40: a denormal, kept */
+            float e = first(vf_exp(ctx, vf_fill(ctx, VF_F32, 0, NULL, -100.0)));
+            if (bs[b] == VF_BACKEND_CPU) assert_true(e > 3.7e-44f && e < 3.9e-44f);
+            else assert_true(e == 0.0f);
+        }
+        vt_context_done(ctx);
+    }
+}
+
 /* ---- reshape with -1 and a zero dim ------------------------------------------ */
 
 static vf_status reshape_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -259,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_norm_range),
         cmocka_unit_test(test_norm_long),
         cmocka_unit_test(test_reshape_infer_zero),
+        cmocka_unit_test(test_range_documented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

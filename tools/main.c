@@ -26,14 +26,36 @@ bool cli_wants_help(int argc, char **argv)
     return false;
 }
 
+/* Every VKFUSE_* environment variable the library and the CLI read (the
+   README's table says the same; tests/env_doc_test.sh checks that both
+   name every one the sources read). */
+static const char *const env_vars[][2] = {
+    {"VKFUSE_BACKEND=cpu|vulkan|auto", "overrides VF_BACKEND_AUTO"},
+    {"VKFUSE_DEVICE=<index or name>", "the Vulkan device (a name that matches none is an error)"},
+    {"VKFUSE_VALIDATION=1", "Khronos validation layer; messages become errors"},
+    {"VKFUSE_VULKAN_LOADER=<path>", "this Vulkan loader instead of libvulkan.so.1"},
+    {"VKFUSE_CACHE_DIR=<dir>", "SPIR-V and pipeline cache (default ~/.cache/vkfuse)"},
+    {"VKFUSE_PROFILE=1", "GPU timestamps around every dispatch"},
+    {"VKFUSE_FUSION=0", "one kernel per op in traced plans (the unfused baseline)"},
+    {"VKFUSE_EAGER=1", "run vf_function bodies eagerly (debugging)"},
+    {"VKFUSE_CHECK=1", "check every kernel of a traced plan against the CPU backend"},
+    {"VKFUSE_DUMP=<dir>", "write traced graphs after every pass and every kernel's GLSL"},
+    {"VKFUSE_LOG=info", "log retraces and shader compiles"},
+    {"VKFUSE_NO_PLAN=1", "run traced functions node by node, without recorded plans"},
+    {"VKFUSE_TEST_LIMITS=...", "test only: smaller device limits, so that split dispatches run"},
+    {"VKFUSE_TEST_CAPS=gpu", "test only: generate the GPU codegen profile on any device"},
+};
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vkfuse COMMAND [options]   (vkfuse COMMAND --help for its options)\n\ncommands:\n");
+    fprintf(f, "usage: vkfuse COMMAND [options]   (vkfuse COMMAND --help for its options)\n"
+               "       vkfuse --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\nenvironment: VKFUSE_BACKEND=cpu|vulkan, VKFUSE_DEVICE=<index or name>, VKFUSE_VALIDATION=1,\n"
-               "             VKFUSE_CACHE_DIR=<dir>, VKFUSE_PROFILE=1, VKFUSE_FUSION=0\nvkfuse %d.%d.%d\n",
-            VKFUSE_VERSION_MAJOR, VKFUSE_VERSION_MINOR, VKFUSE_VERSION_PATCH);
+    fprintf(f, "\nenvironment:\n");
+    for (size_t i = 0; i < sizeof env_vars / sizeof *env_vars; i++)
+        fprintf(f, "  %-32s %s\n", env_vars[i][0], env_vars[i][1]);
+    fprintf(f, "\nvkfuse %d.%d.%d\n", VKFUSE_VERSION_MAJOR, VKFUSE_VERSION_MINOR, VKFUSE_VERSION_PATCH);
 }
 
 int main(int argc, char **argv)
@@ -41,6 +63,10 @@ int main(int argc, char **argv)
     if (argc < 2) {
         usage(stderr);
         return 2;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("vkfuse %d.%d.%d\n", VKFUSE_VERSION_MAJOR, VKFUSE_VERSION_MINOR, VKFUSE_VERSION_PATCH);
+        return 0;
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
