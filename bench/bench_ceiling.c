@@ -1,4 +1,4 @@
-/* What this machine allows: a hand-written streaming add (DESIGN.md's
+/* What this machine allows: a hand-written streaming add (docs/ARCHITECTURE.md's
  * recipe: 4 vec4 per invocation, workgroup-strided, local size 256) run
  * through our runtime, next to the generated eager vf_add and a host
  * memcpy, in one run. The ratio generated / hand-written is what codegen

@@ -22,7 +22,8 @@
 /* Softmax / log_softmax of contiguous f32 rows on a CPU device, the row in
    registers: a workgroup is one subgroup, each invocation loads its rk
    vec4 of the row once (vec4 loads, no gathers), keeps them, and writes
-   once; one exp per element. DESIGN.md's hand-written recipe. RK (the row
+   once; one exp per element: the hand-written recipe of
+   docs/ARCHITECTURE.md, "Platform facts". RK (the row
    length over the lanes, in vec4) is a specialisation constant, so one
    SPIR-V serves every row length and count that qualifies. */
 static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, uint32_t wg, uint32_t rk,
