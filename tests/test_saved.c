@@ -656,6 +656,54 @@ static void test_kernel_section_vulkan(void **state)
     vt_context_done(ctx);
 }
 
+/* ---- bool constants from a file ----------------------------------------- */
+
+static const uint8_t bool_pattern[13] = {1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 1, 0, 1};
+
+static vf_status bool_const_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *k = vf_tensor_from_host(ctx, VF_BOOL, 1, (int64_t[]){13}, bool_pattern);
+    out[0] = vf_equal(ctx, k, in[0]); /* not foldable: reads the input */
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* A saved bool constant whose true bytes are not 1 (a file written by
+   something else, or damaged in a way the checksum was fixed for) loads as
+   true on every backend, as vf_tensor_from_host stores it. */
+static void test_bool_constant_bytes(void **state)
+{
+    (void)state;
+    vf_backend bs[2] = {VF_BACKEND_CPU, VF_BACKEND_VULKAN};
+    for (int bi = 0; bi < (vt_have_vulkan() ? 2 : 1); bi++) {
+        vf_context *ctx = vt_context(bs[bi]);
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "bools", .body = bool_const_body,
+                                                                     .n_inputs = 1, .n_outputs = 1});
+        uint8_t ones[13];
+        memset(ones, 1, sizeof ones);
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_BOOL, 1, (int64_t[]){13}, ones), *y = NULL;
+        assert_int_equal(vf_function_call(fn, &x, &y), VF_OK);
+        uint8_t *b = NULL;
+        size_t n = 0;
+        assert_int_equal(vf_saved_write_mem(fn, NULL, 0, &b, &n), VF_OK);
+        vf_function_destroy(fn);
+        size_t at = 0;
+        while (at + sizeof bool_pattern <= n && memcmp(b + at, bool_pattern, sizeof bool_pattern)) at++;
+        assert_true(at + sizeof bool_pattern <= n); /* the constant's bytes are in the file */
+        for (size_t i = 0; i < sizeof bool_pattern; i++)
+            if (b[at + i]) b[at + i] = (uint8_t)(2 + 50 * i); /* true, but not 1 */
+        fix_up(b, n);
+        assert_int_equal(vf_saved_load_mem(ctx, b, n, "bools", &fn), VF_OK);
+        assert_int_equal(vf_function_call(fn, &x, &y), VF_OK);
+        uint8_t *got = vt_read(y);
+        vt_assert_equal_bytes(got, bool_pattern, sizeof bool_pattern, bk_name(bs[bi]));
+        free(got);
+        free(b);
+        vf_function_destroy(fn);
+        vt_context_done(ctx);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 5 && strcmp(argv[1], "--child") == 0)
@@ -669,6 +717,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_damaged_files),
         cmocka_unit_test(test_kernel_section_cpu),
         cmocka_unit_test(test_kernel_section_vulkan),
+        cmocka_unit_test(test_bool_constant_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

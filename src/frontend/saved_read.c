@@ -221,8 +221,6 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
         n->data = malloc(bytes ? (size_t)bytes : 1);
         if (!n->data) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), r->bad = true, false;
         memcpy(n->data, r->p + r->pos, (size_t)bytes);
-        if (n->dtype == VF_BOOL) /* as vf_tensor_from_host: any non-zero byte is true */
-            for (uint64_t j = 0; j < bytes; j++) ((uint8_t *)n->data)[j] = ((uint8_t *)n->data)[j] != 0;
         n->bytes = (size_t)bytes;
         r->pos += (size_t)bytes;
         break;
