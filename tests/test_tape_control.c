@@ -468,6 +468,78 @@ static void test_second_order(void **state)
     }
 }
 
+/* ---- a traced function called under an eager tape ---------------------------- */
+
+typedef struct { vf_tensor *w, *var; bool assign; } fmodel;
+
+/* y = tanh(x w) * x (x [n,3], w [3,3]), and a cond on the batch sum */
+static vf_status fmodel_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    fmodel *m = user;
+    vf_tensor *y = vf_mul(ctx, vf_tanh(ctx, vf_matmul(ctx, in[0], m->w)), in[0]);
+    vf_tensor *p = vf_greater(ctx, sum(ctx, in[0]), scalar(ctx, 0));
+    vf_tensor *ws = vf_reduce_sum(ctx, m->w, 1, (int[]){0}, false);
+    vf_status s = vf_cond(ctx, p, then_mul, else_sq, 2, (vf_tensor *[]){y, ws}, 1, &out[0], NULL);
+    if (s == VF_OK && m->assign) s = vf_assign_add(m->var, scalar(ctx, 1));
+    return s;
+}
+
+static void test_function_call_under_tape(void **state)
+{
+    (void)state;
+    for (int be = 0; be < (vt_have_vulkan() ? 2 : 1); be++) {
+        vf_context *ctx = vt_context(be ? VF_BACKEND_VULKAN : VF_BACKEND_CPU);
+        float w0[9], x0[12];
+        vt_fill_uniform(w0, 9, -1, 1, 11);
+        vt_fill_uniform(x0, 12, -1, 1, 12);
+        fmodel m = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 3}, w0), NULL, false};
+        vf_tensor_spec sig = {VF_F32, 2, {-1, 3}};
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "model", .body = fmodel_body,
+            .user = &m, .n_inputs = 1, .n_outputs = 1, .input_signature = &sig});
+        for (int64_t nb = 4; nb >= 2; nb -= 2) { /* one trace, two batch sizes */
+            vf_scope_begin(ctx);
+            vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){nb, 3}, x0);
+            vf_tensor *ge[2], *gt[2], *y;
+            for (int traced = 0; traced < 2; traced++) {
+                vf_tape *tp = vf_tape_begin(ctx);
+                if (traced) assert_int_equal(vf_function_call(fn, &x, &y), VF_OK);
+                else assert_int_equal(fmodel_body(ctx, &x, &y, &m), VF_OK);
+                vf_tensor *loss = sum(ctx, vf_mul(ctx, y, y));
+                assert_int_equal(vf_tape_gradient(tp, loss, 2, (vf_tensor *[]){x, m.w}, traced ? gt : ge), VF_OK);
+                vf_tape_end(tp);
+            }
+            for (int k = 0; k < 2; k++) {
+                float *a = vt_read(gt[k]), *b = vt_read(ge[k]);
+                vt_assert_close_f32(a, b, (size_t)vf_tensor_numel(ge[k]), 1e-5, 1e-4, "function call vs eager body");
+                float mx = 0;
+                for (int64_t i = 0; i < vf_tensor_numel(ge[k]); i++) mx = fmaxf(mx, fabsf(b[i]));
+                assert_true(mx > 0.01f); /* not zeros */
+                free(a), free(b);
+            }
+            vf_scope_end(ctx);
+        }
+        vf_function_stats st;
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        vf_function_destroy(fn);
+
+        /* a function that assigns cannot be run again to differentiate it */
+        m.var = vf_variable(ctx, vf_fill(ctx, VF_F32, 0, NULL, 0));
+        m.assign = true;
+        fn = vf_function_create(ctx, &(vf_function_desc){.name = "assigning", .body = fmodel_body, .user = &m,
+            .n_inputs = 1, .n_outputs = 1, .input_signature = &sig});
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){2, 3}, x0), *y, *g = NULL;
+        vf_tape *tp = vf_tape_begin(ctx);
+        assert_int_equal(vf_function_call(fn, &x, &y), VF_OK);
+        assert_int_equal(vf_tape_gradient(tp, sum(ctx, y), 1, &x, &g), VF_ERROR_INVALID_ARGUMENT);
+        assert_null(g);
+        vf_tape_end(tp);
+        vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient", "'assigning'", "assigns variables", NULL);
+        vf_function_destroy(fn);
+        vt_context_done(ctx);
+    }
+}
+
 /* ---- what has no gradient --------------------------------------------------- */
 
 static void test_errors(void **state)
@@ -503,6 +575,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_control_flow_gradients),
         cmocka_unit_test(test_second_order),
+        cmocka_unit_test(test_function_call_under_tape),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -222,7 +222,7 @@ static const vf_tref *e_outkey(const vf_tape_entry *e, int k) { return e->cf ? &
 static const char *entry_name(const vf_tape_entry *e)
 {
     if (e->op == VF_TAPE_RESHAPE) return "reshape";
-    if (e->op == VF_TAPE_CONTROL) return e->cf->kind == VF_NODE_COND ? "cond" : "while_loop";
+    if (e->op == VF_TAPE_CONTROL) return e->cf->call ? "function_call" : e->cf->kind == VF_NODE_COND ? "cond" : "while_loop";
     return vf_op_get((vf_op)e->op)->name;
 }
 

@@ -13,6 +13,7 @@
 #define VF_TAPE_H
 
 #include "frontend/frontend.h"
+#include "frontend/trace.h"
 #include "graph/graph.h"
 
 /* The pseudo-op of a reshape (not an op of the table: a view or a copy). */
@@ -46,6 +47,14 @@ typedef struct vf_tape_cf {
     vf_tensor **out;            /* retained */
     vf_tref *out_key;
     uint64_t trace_gen;
+    /* A traced vf_function called eagerly under a tape (call is true): its
+       inputs are the call's inputs then the float captures (cc[] index the
+       concrete function's captures); the rule runs the body again eagerly
+       on an inner tape. body NULL: loaded from a file, no body. */
+    bool call, assigns;
+    vf_body body;
+    void *user;
+    char name[64];
 } vf_tape_cf;
 
 typedef struct vf_tape_entry {
@@ -85,6 +94,10 @@ void vf_tape_record(vf_context *ctx, int op, const vf_attrs *attrs, int n_in, vf
 void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *sub0, const vf_graph *sub1,
                             int n_in, vf_tensor *const *in, int max_iterations, int n_out,
                             vf_tensor *const *out);
+/* Records a traced vf_function's eager call (its plan runs kernels the tape
+   does not see) as one entry (tape_control.c). */
+void vf_tape_record_call(vf_context *ctx, const char *name, vf_body body, void *user, const vf_graph *g, int n_in,
+                         vf_tensor *const *in, const vf_capture *caps, int n_caps, int n_out, vf_tensor *const *out);
 /* Appends en to every tape that records now (a control-flow entry's cf is
    shared: each tape takes a reference). */
 void vf_tape_record_entry(vf_context *ctx, const vf_tape_entry *en);

@@ -20,10 +20,11 @@
  * Both rules are ordinary op calls, so they are traced into the graph being
  * recorded (and optimised, fused, select-lowered like the forward), and
  * their own control flow is recorded on outer tapes: higher order works. */
+#include "frontend/function.h"
 #include "frontend/tape.h"
-#include "frontend/trace.h"
 #include "util/dtype.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +109,79 @@ void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *
 oom:
     oom(ctx);
 fail:
+    if (cf) {
+        cf->refs = 1;
+        vf_tape_cf_release(cf);
+    }
+}
+
+static bool assigns(const vf_graph *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        const vf_node *nd = &g->nodes[i];
+        if (nd->kind == VF_NODE_ASSIGN) return true;
+        for (int k = 0; k < 2; k++)
+            if (nd->sub[k] && assigns(nd->sub[k])) return true;
+    }
+    return false;
+}
+
+/* The tensor whose key is r, if one is alive (a capture a source may be). */
+static vf_tensor *live_with_key(vf_context *ctx, const vf_tref *r)
+{
+    for (vf_tensor *t = ctx->live; t; t = t->next) {
+        if (!t->st || t->sym_gen) continue;
+        vf_tref k = vf_tensor_ref(t);
+        if (k.buf == r->buf && k.offset == r->offset && k.dtype == r->dtype && k.rank == r->rank &&
+            memcmp(k.shape, r->shape, sizeof(int64_t) * (size_t)r->rank) == 0)
+            return t;
+    }
+    return NULL;
+}
+
+void vf_tape_record_call(vf_context *ctx, const char *name, vf_body body, void *user, const vf_graph *g, int n_in,
+                         vf_tensor *const *in, const vf_capture *caps, int n_caps, int n_out, vf_tensor *const *out)
+{
+    if (!ctx->tapes || !vf_tape_recording(ctx)) return;
+    vf_tape_cf *cf = calloc(1, sizeof *cf);
+    if (!cf) goto oom;
+    cf->call = true;
+    cf->body = body;
+    cf->user = user;
+    cf->assigns = assigns(g);
+    snprintf(cf->name, sizeof cf->name, "%s", name);
+    cf->n_explicit = n_in;
+    cf->cc = calloc((size_t)n_caps + 1, sizeof *cf->cc);
+    cf->in = calloc((size_t)(n_in + n_caps) + 1, sizeof *cf->in);
+    cf->in_key = calloc((size_t)(n_in + n_caps) + 1, sizeof *cf->in_key);
+    cf->out = calloc((size_t)n_out + 1, sizeof *cf->out);
+    cf->out_key = calloc((size_t)n_out + 1, sizeof *cf->out_key);
+    if (!cf->cc || !cf->in || !cf->in_key || !cf->out || !cf->out_key) goto oom;
+    for (int k = 0; k < n_in; k++) {
+        cf->in[k] = vf_tensor_retain(in[k]);
+        cf->in_key[k] = vf_tensor_ref(in[k]);
+    }
+    /* captures a source may be: float tensors alive now (weights, variables) */
+    for (int c = 0; c < n_caps; c++) {
+        vf_tensor *t = vf_dtype_is_float(caps[c].ref.dtype) ? live_with_key(ctx, &caps[c].ref) : NULL;
+        if (!t) continue;
+        cf->cc[cf->n_cc++] = c;
+        cf->in[n_in + cf->n_cc - 1] = vf_tensor_retain(t);
+        cf->in_key[n_in + cf->n_cc - 1] = caps[c].ref;
+    }
+    cf->n_in = n_in + cf->n_cc;
+    cf->n_out = n_out;
+    for (int k = 0; k < n_out; k++) {
+        cf->out[k] = vf_tensor_retain(out[k]);
+        cf->out_key[k] = vf_tensor_ref(out[k]);
+    }
+    vf_tape_entry en = {.op = VF_TAPE_CONTROL, .cf = cf};
+    cf->refs = 1;
+    vf_tape_record_entry(ctx, &en);
+    vf_tape_cf_release(cf);
+    return;
+oom:
+    oom(ctx);
     if (cf) {
         cf->refs = 1;
         vf_tape_cf_release(cf);
@@ -371,9 +445,59 @@ static bool grad_while(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *
     return s == VF_OK;
 }
 
+/* ---- an eager call of a traced function ------------------------------------------ */
+
+/* The body runs again eagerly on an inner tape (the plan's kernels were
+   not recorded): recomputing is what the function's own trace would do,
+   and keeps every shape the call's own (symbolic dims included). */
+static bool grad_call(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *gout, vf_tensor **gin)
+{
+    if (!cf->body || cf->assigns) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: the gradient flows through a call of vf_function '%s', "
+                "which %s; begin the tape inside the function body instead (its gradient is then traced "
+                "with it)", GRAD, cf->name,
+                cf->body ? "assigns variables (running it again to differentiate it would assign again)"
+                         : "was loaded from a file and has no body to differentiate");
+        return false;
+    }
+    vf_tensor **outs = calloc((size_t)cf->n_out + 1, sizeof *outs);
+    vf_tensor **targets = calloc((size_t)cf->n_out + 1, sizeof *targets);
+    vf_tensor **seeds = calloc((size_t)cf->n_out + 1, sizeof *seeds);
+    vf_tensor **src = calloc((size_t)cf->n_in + 1, sizeof *src);
+    vf_tensor **g = calloc((size_t)cf->n_in + 1, sizeof *g);
+    int *d = calloc((size_t)cf->n_in + 1, sizeof *d);
+    vf_status s = outs && targets && seeds && src && g && d ? VF_OK : oom(ctx);
+    vf_tape *tp = s == VF_OK ? vf_tape_begin(ctx) : NULL;
+    if (s == VF_OK && !tp) s = ctx->err.status;
+    if (s == VF_OK) s = vf_call_body_scoped(ctx, cf->name, cf->body, cf->in, cf->n_out, outs, cf->user);
+    int nt = 0, nd = 0;
+    for (int k = 0; s == VF_OK && k < cf->n_out; k++) {
+        if (!vf_dtype_is_float(outs[k]->dtype)) continue;
+        targets[nt] = outs[k];
+        seeds[nt] = gout[k] ? gout[k] : zeros_like(ctx, outs[k]);
+        if (!seeds[nt++]) s = ctx->err.status;
+    }
+    for (int j = 0; j < cf->n_in; j++)
+        if (key_float(&cf->in_key[j])) {
+            d[nd] = j;
+            src[nd++] = cf->in[j];
+        }
+    if (s == VF_OK) s = vf_tape_vjp(tp, nt, targets, seeds, nd, src, g);
+    vf_tape_end(tp);
+    for (int k = 0; s == VF_OK && k < nd; k++) gin[d[k]] = g[k];
+    free(outs);
+    free(targets);
+    free(seeds);
+    free(src);
+    free(g);
+    free(d);
+    return s == VF_OK;
+}
+
 bool vf_grad_control(vf_context *ctx, const vf_tape_entry *e, vf_tensor *const *gout, vf_tensor **gin)
 {
     const vf_tape_cf *cf = e->cf;
+    if (cf->call) return grad_call(ctx, cf, gout, gin);
     if (!ctx->trace || ctx->trace->gen != cf->trace_gen) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: the tape holds a traced vf_%s of a vf_function trace that "
                 "has ended; compute gradients inside the function body that recorded them", GRAD,
