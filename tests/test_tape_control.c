@@ -189,6 +189,37 @@ static double r_while_data(const double *x, const double *w)
     return l;
 }
 
+/* max_iterations ends the loop (cond_fn is always true): 4 steps */
+static vf_status wc_true(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_less(ctx, sum(ctx, vf_abs(ctx, in[0])), scalar(ctx, 1e30));
+    return VF_OK;
+}
+static vf_status wb_tanh(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    caps *k = user;
+    out[0] = vf_tanh(ctx, vf_add(ctx, vf_mul(ctx, in[0], k->w), k->h));
+    return VF_OK;
+}
+static vf_tensor *f_while_max(vf_context *ctx, const tcase *c, vf_tensor *x, vf_tensor *w)
+{
+    (void)c;
+    caps k = {w, x};
+    vf_tensor *y = x;
+    if (vf_while_loop(ctx, wc_true, wb_tanh, 1, &y, 4, &k) != VF_OK) return NULL;
+    return y;
+}
+static double r_while_max(const double *x, const double *w)
+{
+    double y[N], l = 0;
+    memcpy(y, x, sizeof y);
+    for (int it = 0; it < 4; it++)
+        for (int i = 0; i < N; i++) y[i] = tanh(y[i] * w[i] + x[i]);
+    for (int i = 0; i < N; i++) l += y[i];
+    return l;
+}
+
 static tcase cases[] = {
     {"cond then", f_cond, r_cond, {1, -2, 3}, {3, -1, 4}, NULL},
     {"cond else", f_cond, r_cond, {-1, -2, 1.5f}, {3, -1, 4}, NULL},
@@ -196,6 +227,7 @@ static tcase cases[] = {
     {"real cond else", f_cond_real, r_cond_real, {-0.5f, -0.25f, 0.3f}, {0.7f, -1.2f, 0.4f}, NULL},
     {"while", f_while, r_while, {0.3f, -0.6f, 0.9f}, {0.8f, 1.1f, -0.7f}, NULL},
     {"while data-dependent", f_while_data, r_while_data, {0.4f, -0.3f, 0.2f}, {1.0f, 0.5f, -2.0f}, NULL},
+    {"while to max_iterations", f_while_max, r_while_max, {0.4f, -0.3f, 0.2f}, {1.5f, 0.5f, -2.0f}, NULL},
 };
 #define N_CASES (int)(sizeof cases / sizeof *cases)
 
@@ -278,6 +310,47 @@ static void test_control_flow_gradients(void **state)
     for (int be = 0; be < (vt_have_vulkan() ? 2 : 1); be++) {
         vf_context *ctx = vt_context(be ? VF_BACKEND_VULKAN : VF_BACKEND_CPU);
         for (int i = 0; i < N_CASES; i++) run_case(ctx, &cases[i], be);
+        vt_context_done(ctx);
+    }
+}
+
+/* A symbolic batch dim: x [-1,3]; one trace serves two batch sizes and
+   matches the body run eagerly. */
+static vf_tensor *f_batch(vf_context *ctx, const tcase *c, vf_tensor *x, vf_tensor *w)
+{
+    vf_tensor *y = f_cond(ctx, c, x, w);
+    return y ? f_while(ctx, c, y, w) : NULL;
+}
+
+static void test_symbolic_batch(void **state)
+{
+    (void)state;
+    for (int be = 0; be < (vt_have_vulkan() ? 2 : 1); be++) {
+        vf_context *ctx = vt_context(be ? VF_BACKEND_VULKAN : VF_BACKEND_CPU);
+        tcase c = {"batch", f_batch, NULL, {0}, {0.5f, -1.5f, 0.8f}, NULL};
+        c.wt = vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){N}, c.w);
+        vf_tensor_spec sig = {VF_F32, 2, {-1, N}};
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "batch", .body = grad_body,
+            .user = &c, .n_inputs = 1, .n_outputs = 3, .input_signature = &sig});
+        for (int64_t nb = 4; nb >= 2; nb -= 2) {
+            vf_scope_begin(ctx);
+            float xv[4 * N];
+            vt_fill_uniform(xv, 4 * N, -1, 1, (uint64_t)(nb + 40 * be));
+            vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){nb, N}, xv);
+            vf_tensor *e[3], *t[3];
+            assert_int_equal(grad_body(ctx, &x, e, &c), VF_OK);
+            if (vf_function_call(fn, &x, t) != VF_OK) fail_msg("traced: %s", vf_error_message(ctx));
+            for (int k = 0; k < 3; k++) {
+                float *a = vt_read(t[k]), *b = vt_read(e[k]);
+                vt_assert_close_f32(a, b, (size_t)vf_tensor_numel(e[k]), 1e-5, 1e-4, "symbolic batch: traced vs eager");
+                free(a), free(b);
+            }
+            vf_scope_end(ctx);
+        }
+        vf_function_stats st;
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        vf_function_destroy(fn);
         vt_context_done(ctx);
     }
 }
@@ -540,6 +613,27 @@ static void test_function_call_under_tape(void **state)
     }
 }
 
+/* A traced cond whose branch assigns a variable: replaying it to
+   differentiate would assign again, so the gradient fails naming the node. */
+static vf_tensor *g_var;
+static vf_status then_assign(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_status s = vf_assign_add(g_var, scalar(ctx, 1));
+    out[0] = vf_mul(ctx, in[0], in[0]);
+    return s;
+}
+static vf_status assign_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *p = vf_greater(ctx, sum(ctx, in[0]), scalar(ctx, 0)), *y = NULL;
+    vf_status s = vf_cond(ctx, p, then_assign, else_sq, 1, in, 1, &y, NULL);
+    if (s == VF_OK) s = vf_tape_gradient(tp, sum(ctx, y), 1, in, out);
+    vf_tape_end(tp);
+    return s;
+}
+
 /* ---- what has no gradient --------------------------------------------------- */
 
 static void test_errors(void **state)
@@ -561,6 +655,15 @@ static void test_errors(void **state)
     assert_int_equal(vf_tape_gradient(tp, zi, 1, &ix, &g), VF_ERROR_DTYPE);
     assert_null(g);
     vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_tape_gradient", "source 0", "i32", NULL);
+    /* a traced branch that assigns */
+    g_var = vf_variable(ctx, vf_fill(ctx, VF_F32, 0, NULL, 0));
+    vf_tensor_spec sig = {VF_F32, 1, {N}};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "assigning", .body = assign_body,
+        .n_inputs = 1, .n_outputs = 1, .input_signature = &sig});
+    vf_tensor *gx = NULL;
+    assert_int_equal(vf_function_call(fn, &x, &gx), VF_ERROR_INVALID_ARGUMENT);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient", "vf_cond", "assign", NULL);
+    vf_function_destroy(fn);
     /* the tape still works: d sum(x*x) = 2x */
     assert_int_equal(vf_tape_gradient(tp, z, 1, &x, &g), VF_OK);
     float *gv = vt_read(g), want[N] = {4, 4, 4};
@@ -574,6 +677,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_control_flow_gradients),
+        cmocka_unit_test(test_symbolic_batch),
         cmocka_unit_test(test_second_order),
         cmocka_unit_test(test_function_call_under_tape),
         cmocka_unit_test(test_errors),

@@ -292,8 +292,8 @@ static vf_status run_gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, v
                 char a[96];
                 st = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
                              "%s: the target (%s) was not recorded by this tape: it was computed before "
-                             "vf_tape_begin, by another tape's gradient, outside the traced function the tape "
-                             "is in, or is a constant (vf_fill, vf_tensor_from_host); compute it from the "
+                             "vf_tape_begin, by this tape's own vf_tape_gradient, outside the traced function the "
+                             "tape is in, or is a constant (vf_fill, vf_tensor_from_host); compute it from the "
                              "sources after vf_tape_begin", name, tensor_desc(a, sizeof a, targets[t]));
                 goto done;
             }
