@@ -220,6 +220,50 @@ static double r_while_max(const double *x, const double *w)
     return l;
 }
 
+/* a cond inside a loop body, a loop inside a cond branch */
+static vf_status wb_cond(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    caps *k = user;
+    vf_tensor *p = vf_greater(ctx, sum(ctx, in[1]), scalar(ctx, 0)), *y = NULL;
+    vf_status s = vf_cond(ctx, p, then_mul, else_sq, 2, (vf_tensor *[]){in[1], k->w}, 1, &y, NULL);
+    out[0] = vf_add(ctx, in[0], vf_fill(ctx, VF_I32, 0, NULL, 1));
+    out[1] = s == VF_OK ? vf_add(ctx, vf_sin(ctx, y), k->h) : NULL;
+    return s;
+}
+static vf_status then_loop(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    caps *k = user;
+    vf_tensor *v[2] = {vf_fill(ctx, VF_I32, 0, NULL, 0), in[0]};
+    vf_status s = vf_while_loop(ctx, wc_count, wb_cond, 2, v, 0, k);
+    out[0] = v[1];
+    return s;
+}
+static vf_tensor *f_nested(vf_context *ctx, const tcase *c, vf_tensor *x, vf_tensor *w)
+{
+    (void)c;
+    caps k = {w, x};
+    vf_tensor *p = vf_less(ctx, sum(ctx, x), scalar(ctx, 5)), *y = NULL;
+    if (vf_cond(ctx, p, then_loop, inner_else, 1, &x, 1, &y, &k) != VF_OK) return NULL;
+    return y;
+}
+static double r_nested(const double *x, const double *w)
+{
+    double y[N], l = 0, s = 0;
+    for (int i = 0; i < N; i++) s += x[i];
+    memcpy(y, x, sizeof y);
+    if (s < 5) {
+        for (int it = 0; it < 3; it++) {
+            double t = 0;
+            for (int i = 0; i < N; i++) t += y[i];
+            for (int i = 0; i < N; i++) y[i] = sin(t > 0 ? y[i] * w[i] : y[i] * y[i]) + x[i];
+        }
+    } else {
+        for (int i = 0; i < N; i++) y[i] = -x[i];
+    }
+    for (int i = 0; i < N; i++) l += y[i];
+    return l;
+}
+
 static tcase cases[] = {
     {"cond then", f_cond, r_cond, {1, -2, 3}, {3, -1, 4}, NULL},
     {"cond else", f_cond, r_cond, {-1, -2, 1.5f}, {3, -1, 4}, NULL},
@@ -227,6 +271,7 @@ static tcase cases[] = {
     {"real cond else", f_cond_real, r_cond_real, {-0.5f, -0.25f, 0.3f}, {0.7f, -1.2f, 0.4f}, NULL},
     {"while", f_while, r_while, {0.3f, -0.6f, 0.9f}, {0.8f, 1.1f, -0.7f}, NULL},
     {"while data-dependent", f_while_data, r_while_data, {0.4f, -0.3f, 0.2f}, {1.0f, 0.5f, -2.0f}, NULL},
+    {"loop in a cond, cond in the loop", f_nested, r_nested, {0.3f, -0.1f, 0.4f}, {0.9f, -0.6f, 1.2f}, NULL},
     {"while to max_iterations", f_while_max, r_while_max, {0.4f, -0.3f, 0.2f}, {1.5f, 0.5f, -2.0f}, NULL},
 };
 #define N_CASES (int)(sizeof cases / sizeof *cases)

@@ -365,7 +365,12 @@ static vf_status while_eager(vf_context *ctx, vf_body cond_fn, vf_body body_fn, 
                 if (next && next[k]) vf_tensor_release(next[k]);
                 continue;
             }
-            if (mine[k]) vf_tensor_release(vars[k]); /* an earlier iteration's value */
+            /* An earlier iteration's value, owned by the caller's scope: freed
+               now unless someone else (a gradient tape) holds it too. Then it
+               stays in the scope: vf_tensor_release would drop the scope's
+               reference while the scope still lists it (a double release at
+               scope end). */
+            if (mine[k] && vars[k]->refs == 1) vf_tensor_release(vars[k]);
             vars[k] = next[k];
             mine[k] = true;
         }
