@@ -384,12 +384,17 @@ VF_API vf_status vf_print(vf_context *ctx, const char *label, vf_tensor *t);
    scalar or of any shape (the seed is ones of its shape). A source the
    target does not depend on gets zeros, not an error; a path through an op
    that is not differentiable (comparisons, argmax, casts from or to
-   integers) fails with VF_ERROR_INVALID_ARGUMENT naming the op. In a
-   traced body the gradient is built symbolically into the same graph, so
-   the backward pass is optimised and fused with the forward one. The
-   gradient's own ops are not recorded (no higher-order gradients). A tape
-   holds the tensors it recorded until vf_tape_end; end it before the
-   context. See docs/GRADIENTS.md for each op's rule. */
+   integers) fails with VF_ERROR_INVALID_ARGUMENT naming the op. Sources
+   must be float (VF_ERROR_DTYPE otherwise) and the target must have been
+   computed by ops this tape recorded (VF_ERROR_INVALID_ARGUMENT otherwise).
+   In a traced body the gradient is built symbolically into the same graph,
+   so the backward pass is optimised and fused with the forward one.
+   Gradients flow through vf_cond and vf_while_loop (eager and traced) and
+   through calls of traced vf_functions. The gradient's own ops are recorded
+   by the other active tapes (not by the tape computing it), so a tape
+   inside a tape gives second-order gradients. A tape holds the tensors it
+   recorded until vf_tape_end; end it before the context. See
+   docs/GRADIENTS.md for each op's rule. */
 typedef struct vf_tape vf_tape;
 VF_API vf_tape *vf_tape_begin(vf_context *ctx);
 VF_API vf_status vf_tape_gradient(vf_tape *tape, vf_tensor *target, int n, vf_tensor *const *sources,

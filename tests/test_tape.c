@@ -571,6 +571,76 @@ static void test_finite_differences(void **state)
     vt_context_done(ctx);
 }
 
+/* Second order of every rule: nested tapes give H v (v: a direction for
+   every input), against nested central differences of the double
+   reference: D(x) = (F(x + h v) - F(x - h v)) / 2h, then dD/dx by central
+   differences again; their error is about eps_f64 |F| / h^2 + h^2 < 1e-6. */
+static double directional(const gcase *c, const dt *in, const dt *v)
+{
+    const double h = 1e-4;
+    double f[2];
+    for (int s = 0; s < 2; s++) {
+        dt a[3], tmp;
+        for (int i = 0; i < c->n; i++) {
+            a[i] = in[i];
+            for (int64_t k = 0; k < numel(c, i); k++) a[i].v[k] += (s ? -h : h) * v[i].v[k];
+        }
+        f[s] = objective(c, a, &tmp);
+    }
+    return (f[0] - f[1]) / (2 * h);
+}
+
+static void test_second_order_every_rule(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const gcase *c = &cases[ci];
+        float *data[3], *vdat[3];
+        fill_case(c, data, 23);
+        fill_case(c, vdat, 57);
+        vf_scope_begin(ctx);
+        vf_tensor *in[3], *v[3], *g[3] = {0}, *hv[3] = {0};
+        for (int i = 0; i < c->n; i++) {
+            in[i] = vf_tensor_from_host(ctx, VF_F32, c->rank[i], c->shape[i], data[i]);
+            v[i] = vf_tensor_from_host(ctx, VF_F32, c->rank[i], c->shape[i], vdat[i]);
+        }
+        vf_tape *outer = vf_tape_begin(ctx), *inner = vf_tape_begin(ctx);
+        vf_tensor *y = c->f(ctx, in);
+        assert_int_equal(vf_tape_gradient(inner, vf_mul(ctx, y, weights_like(ctx, y)), c->n, in, g), VF_OK);
+        vf_tape_end(inner);
+        vf_tensor *d = vf_fill(ctx, VF_F32, 0, NULL, 0);
+        for (int i = 0; i < c->n; i++) d = vf_add(ctx, d, vf_reduce_sum(ctx, vf_mul(ctx, g[i], v[i]), 0, NULL, false));
+        if (vf_tape_gradient(outer, d, c->n, in, hv) != VF_OK) fail_msg("%s: %s", c->name, vf_error_message(ctx));
+        vf_tape_end(outer);
+        dt din[3], dv[3];
+        for (int i = 0; i < c->n; i++) {
+            din[i].rank = dv[i].rank = c->rank[i];
+            memcpy(din[i].sh, c->shape[i], sizeof din[i].sh);
+            memcpy(dv[i].sh, c->shape[i], sizeof dv[i].sh);
+            for (int64_t k = 0; k < numel(c, i); k++) din[i].v[k] = data[i][k], dv[i].v[k] = vdat[i][k];
+        }
+        for (int i = 0; i < c->n; i++) {
+            float *got = vt_read(hv[i]);
+            for (int64_t k = 0; k < numel(c, i); k++) {
+                double x0 = din[i].v[k], h = 1e-4 * fmax(1.0, fabs(x0));
+                din[i].v[k] = x0 + h;
+                double dp = directional(c, din, dv);
+                din[i].v[k] = x0 - h;
+                double dm = directional(c, din, dv);
+                din[i].v[k] = x0;
+                double want = (dp - dm) / (2 * h);
+                if (!(fabs(got[k] - want) <= 1e-3 * (1 + fabs(want))))
+                    fail_msg("%s: (H v) wrt in%d[%lld]: nested tapes %.7f, finite differences %.7f", c->name, i,
+                             (long long)k, got[k], want);
+            }
+            free(got), free(data[i]), free(vdat[i]);
+        }
+        vf_scope_end(ctx);
+    }
+    vt_context_done(ctx);
+}
+
 /* The same check twice in one process, with the other cases in between:
    gradients must not depend on what ran before (buffer reuse). */
 static void test_repeatable(void **state)
@@ -740,6 +810,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_finite_differences),
+        cmocka_unit_test(test_second_order_every_rule),
         cmocka_unit_test(test_repeatable),
         cmocka_unit_test(test_vulkan_matches_cpu),
         cmocka_unit_test(test_reduce_max_ties),

@@ -2,6 +2,7 @@
  * print at once) or traced (branches and bodies become subgraphs of COND
  * and WHILE nodes; prints become PRINT nodes that run at every call). */
 #include "frontend/function.h"
+#include "frontend/tape.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -205,6 +206,11 @@ static vf_status outputs_match(vf_context *ctx, const char *op, const char *a_na
     return VF_OK;
 }
 
+static void copy_tensors(vf_tensor **dst, vf_tensor *const *src, int n)
+{
+    if (n > 0) memcpy(dst, src, sizeof *dst * (size_t)n);
+}
+
 static void copy_ids(int *dst, const int *src, int n)
 {
     if (n > 0) memcpy(dst, src, sizeof(int) * (size_t)n); /* src may be NULL when n == 0 */
@@ -303,8 +309,19 @@ static vf_status cond_impl(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf
             copy_ids(ins + 1 + n_in, then_g->outer, then_g->n_outer);
             copy_ids(ins + 1 + n_in + then_g->n_outer, else_g->outer, else_g->n_outer);
             int split = then_g->n_outer;
+            const vf_graph *g0 = then_g, *g1 = else_g;
             s = add_control(ctx, op, VF_NODE_COND, total, ins, then_g, else_g, n_out, split, 0, out);
             then_g = else_g = NULL; /* owned by the node now */
+            if (s == VF_OK) { /* gradient tapes: the cond as one entry (tape_control.c) */
+                vf_tensor **pin = malloc(sizeof *pin * (size_t)(n_in + 1));
+                if (!pin) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+                else {
+                    pin[0] = pred;
+                    copy_tensors(pin + 1, in, n_in);
+                    vf_tape_record_control(ctx, VF_NODE_COND, g0, g1, n_in + 1, pin, 0, n_out, out);
+                    free(pin);
+                }
+            }
         }
     }
     vf_graph_free(then_g);
@@ -348,7 +365,12 @@ static vf_status while_eager(vf_context *ctx, vf_body cond_fn, vf_body body_fn, 
                 if (next && next[k]) vf_tensor_release(next[k]);
                 continue;
             }
-            if (mine[k]) vf_tensor_release(vars[k]); /* an earlier iteration's value */
+            /* An earlier iteration's value, owned by the caller's scope: freed
+               now unless someone else (a gradient tape) holds it too. Then it
+               stays in the scope: vf_tensor_release would drop the scope's
+               reference while the scope still lists it (a double release at
+               scope end). */
+            if (mine[k] && vars[k]->refs == 1) vf_tensor_release(vars[k]);
             vars[k] = next[k];
             mine[k] = true;
         }
@@ -405,8 +427,14 @@ vf_status vf_while_loop(vf_context *ctx, vf_body cond_fn, vf_body body_fn, int n
             copy_ids(ins + n_vars, cg->outer, cg->n_outer);
             copy_ids(ins + n_vars + cg->n_outer, bg->outer, bg->n_outer);
             int split = cg->n_outer;
+            const vf_graph *g0 = cg, *g1 = bg;
+            vf_tensor **init_t = malloc(sizeof *init_t * (size_t)(n_vars + 1)); /* vars is overwritten */
+            if (init_t) copy_tensors(init_t, vars, n_vars);
             s = add_control(ctx, op, VF_NODE_WHILE, total, ins, cg, bg, n_vars, split, max_iterations, vars);
             cg = bg = NULL;
+            if (s == VF_OK && !init_t) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+            if (s == VF_OK) vf_tape_record_control(ctx, VF_NODE_WHILE, g0, g1, n_vars, init_t, max_iterations, n_vars, vars);
+            free(init_t);
         }
     }
     vf_graph_free(cg);

@@ -4,6 +4,7 @@
 #include "frontend/plan.h"
 #include "frontend/profile.h"
 #include "frontend/saved.h"
+#include "frontend/tape.h"
 #include "graph/passes.h"
 #include "util/dtype.h"
 
@@ -528,6 +529,10 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
     if (hit >= 0) {
         fn->last = hit;
         s = run_concrete(fn, &fn->cfs[hit], in, out);
+        /* an eager tape does not see the plan's kernels: the call is one entry */
+        if (s == VF_OK)
+            vf_tape_record_call(ctx, fn->name, fn->body, fn->user, fn->cfs[hit].g, fn->n_in, in, fn->cfs[hit].caps,
+                                fn->cfs[hit].n_caps, fn->n_out, out);
     }
     if (ctx->be.iface->kernels_track) ctx->be.iface->kernels_track(ctx->be.self, prev);
     if (hit < 0) return s;

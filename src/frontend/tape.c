@@ -1,6 +1,7 @@
 /* vf_tape: recording ops and reverse-mode gradients (see tape.h and
  * docs/GRADIENTS.md). */
 #include "frontend/tape.h"
+#include "frontend/trace.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -13,7 +14,30 @@ struct vf_tape {
     vf_tape_entry *e;
     int n, cap;
     bool ended;
+    /* Where it was begun: ops record only in the same trace (0: eager) at
+       the same or a deeper frame (a branch or body traced inside). A tape
+       begun outside a vf_function does not see the body's symbolic ops. */
+    uint64_t gen;
+    int depth;
+    bool busy;              /* computing a gradient: its own ops are not recorded on it */
 };
+
+static uint64_t cur_gen(const vf_context *ctx) { return ctx->trace ? ctx->trace->gen : 0; }
+static int cur_depth(const vf_context *ctx) { return ctx->trace ? ctx->trace->depth : 0; }
+
+static bool records(const vf_tape *tp)
+{
+    const vf_context *ctx = tp->ctx;
+    return !tp->busy && tp->gen == cur_gen(ctx) && cur_depth(ctx) >= tp->depth;
+}
+
+bool vf_tape_recording(vf_context *ctx)
+{
+    if (ctx->tape_mute) return false;
+    for (vf_tape *tp = ctx->tapes; tp; tp = tp->next)
+        if (records(tp)) return true;
+    return false;
+}
 
 static bool key_eq(const vf_tref *a, const vf_tref *b)
 {
@@ -47,18 +71,38 @@ static void push(vf_tape *tp, const vf_tape_entry *src)
     }
     vf_tape_entry *d = &tp->e[tp->n++];
     *d = *src;
+    if (d->cf) {
+        d->cf->refs++;
+        return;
+    }
     for (int i = 0; i < d->n_in; i++) vf_tensor_retain(d->in[i]);
     vf_tensor_retain(d->out);
 }
 
 static void record_all(vf_context *ctx, const vf_tape_entry *en)
 {
-    for (vf_tape *tp = ctx->tapes; tp; tp = tp->next) push(tp, en);
+    for (vf_tape *tp = ctx->tapes; tp; tp = tp->next)
+        if (records(tp)) push(tp, en);
 }
+
+void vf_tape_cf_release(vf_tape_cf *cf)
+{
+    if (!cf || --cf->refs > 0) return;
+    for (int j = 0; j < cf->n_in; j++) vf_tensor_release(cf->in[j]);
+    for (int k = 0; k < cf->n_out; k++) vf_tensor_release(cf->out[k]);
+    free(cf->in);
+    free(cf->in_key);
+    free(cf->out);
+    free(cf->out_key);
+    free(cf->cc);
+    free(cf);
+}
+
+void vf_tape_record_entry(vf_context *ctx, const vf_tape_entry *en) { record_all(ctx, en); }
 
 void vf_tape_record_exec(vf_context *ctx, const vf_exec *e, vf_tensor *out)
 {
-    if (!ctx->tapes || ctx->tape_mute || !out) return;
+    if (!ctx->tapes || !out || !vf_tape_recording(ctx)) return;
     if (e->op == VF_OP_FILL || e->op == VF_OP_RANDOM_NORMAL) return; /* no inputs: constants */
     vf_tape_entry en = {.op = (int)e->op, .attrs = e->attrs, .n_in = e->n_in, .out = out};
     for (int i = 0; i < e->n_in; i++) {
@@ -72,7 +116,7 @@ void vf_tape_record_exec(vf_context *ctx, const vf_exec *e, vf_tensor *out)
 void vf_tape_record(vf_context *ctx, int op, const vf_attrs *attrs, int n_in, vf_tensor *const *in,
                     vf_tensor *out)
 {
-    if (!ctx->tapes || ctx->tape_mute || !out) return;
+    if (!ctx->tapes || !out || !vf_tape_recording(ctx)) return;
     vf_tape_entry en = {.op = op, .attrs = *attrs, .n_in = n_in, .out = out};
     for (int i = 0; i < n_in; i++) {
         en.in[i] = in[i];
@@ -92,6 +136,8 @@ vf_tape *vf_tape_begin(vf_context *ctx)
         return NULL;
     }
     tp->ctx = ctx;
+    tp->gen = cur_gen(ctx);
+    tp->depth = cur_depth(ctx);
     tp->next = ctx->tapes;
     ctx->tapes = tp;
     return tp;
@@ -111,6 +157,10 @@ void vf_tape_end(vf_tape *tp)
     if (!tp) return;
     unlink_tape(tp);
     for (int i = 0; i < tp->n; i++) {
+        if (tp->e[i].cf) {
+            vf_tape_cf_release(tp->e[i].cf);
+            continue;
+        }
         for (int j = 0; j < tp->e[i].n_in; j++) vf_tensor_release(tp->e[i].in[j]);
         vf_tensor_release(tp->e[i].out);
     }
@@ -162,14 +212,41 @@ static const char *tensor_desc(char *buf, size_t len, const vf_tensor *t)
     return buf;
 }
 
-static vf_status run_gradient(vf_tape *tp, vf_tensor *target, int n, vf_tensor *const *sources,
-                              vf_tensor **grads)
+/* An entry's inputs and outputs, for ops (n_in <= 3, one output) and
+   control flow alike. */
+static int e_nin(const vf_tape_entry *e) { return e->cf ? e->cf->n_in : e->n_in; }
+static const vf_tref *e_inkey(const vf_tape_entry *e, int j) { return e->cf ? &e->cf->in_key[j] : &e->in_key[j]; }
+static int e_nout(const vf_tape_entry *e) { return e->cf ? e->cf->n_out : 1; }
+static const vf_tref *e_outkey(const vf_tape_entry *e, int k) { return e->cf ? &e->cf->out_key[k] : &e->out_key; }
+
+static const char *entry_name(const vf_tape_entry *e)
+{
+    if (e->op == VF_TAPE_RESHAPE) return "reshape";
+    if (e->op == VF_TAPE_CONTROL) return e->cf->call ? "function_call" : e->cf->kind == VF_NODE_COND ? "cond" : "while_loop";
+    return vf_op_get((vf_op)e->op)->name;
+}
+
+/* Adds gin to the gradient of the value with key k (if it carries one). */
+static bool accumulate(vf_context *ctx, gmap *m, const vf_tref *k, vf_tensor *gin)
+{
+    int i = gin ? gmap_find(m, k) : -1;
+    if (i < 0) return true;
+    m->g[i] = m->g[i] ? vf_add(ctx, m->g[i], gin) : gin;
+    return m->g[i] != NULL;
+}
+
+/* The reverse pass: targets[t] seeded with seeds[t] (NULL: ones). strict:
+   a target the tape did not record is an error (the public entry point);
+   else it contributes nothing (a constant output of a replayed branch). */
+static vf_status run_gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds, bool strict,
+                              int n, vf_tensor *const *sources, vf_tensor **grads)
 {
     vf_context *ctx = tp->ctx;
     const char *name = "vf_tape_gradient";
     gmap m = {0};
     vf_status st = VF_OK;
     bool *dep = calloc((size_t)tp->n + 1, sizeof *dep);
+    vf_tensor **gout = NULL, **gin = NULL;
     if (!dep) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
     /* Forward: which entries depend on a source. Only those carry
        gradients, so an op off every source's path is never asked for one. */
@@ -177,57 +254,90 @@ static vf_status run_gradient(vf_tape *tp, vf_tensor *target, int n, vf_tensor *
         vf_tref k = vf_tensor_ref(sources[i]);
         if (gmap_add(&m, &k) < 0) goto oom;
     }
+    int max_io = 3;
     for (int i = 0; i < tp->n; i++) {
         vf_tape_entry *e = &tp->e[i];
-        for (int j = 0; j < e->n_in && !dep[i]; j++) dep[i] = gmap_find(&m, &e->in_key[j]) >= 0;
+        if (e_nin(e) > max_io) max_io = e_nin(e);
+        if (e_nout(e) > max_io) max_io = e_nout(e);
+        for (int j = 0; j < e_nin(e) && !dep[i]; j++) dep[i] = gmap_find(&m, e_inkey(e, j)) >= 0;
         if (!dep[i]) continue;
-        int k = gmap_add(&m, &e->out_key);
-        if (k < 0) goto oom;
-        /* A value an earlier entry already produced (two views of one
-           buffer with the same shape, e.g. x reshaped twice): the same
-           value, so its gradient flows back through the first entry only;
-           through both it would count twice. */
-        if (m.made[k]) dep[i] = false;
-        m.made[k] = true;
+        bool fresh = false;
+        for (int o = 0; o < e_nout(e); o++) {
+            int k = gmap_add(&m, e_outkey(e, o));
+            if (k < 0) goto oom;
+            /* A value an earlier entry already produced (two views of one
+               buffer with the same shape, e.g. x reshaped twice): the same
+               value, so its gradient flows back through the first entry
+               only; through both it would count twice. */
+            fresh = fresh || !m.made[k];
+            m.made[k] = true;
+        }
+        if (!fresh) dep[i] = false;
     }
-    /* Seed: ones of the target's shape. */
-    vf_tref tk = vf_tensor_ref(target);
-    int ti = gmap_find(&m, &tk);
-    if (ti >= 0) {
-        m.g[ti] = vf_ad_broadcast(ctx, vf_ad_scalar(ctx, target->dtype, 1.0), target);
-        if (!m.g[ti]) goto fail;
+    gout = calloc((size_t)max_io, sizeof *gout);
+    gin = calloc((size_t)max_io, sizeof *gin);
+    if (!gout || !gin) goto oom;
+    /* Seeds: ones of each target's shape unless given. */
+    bool any = false;
+    for (int t = 0; t < n_t; t++) {
+        vf_tref tk = vf_tensor_ref(targets[t]);
+        int ti = gmap_find(&m, &tk);
+        if (ti < 0 && strict) {
+            /* Recorded but off every source's path: zeros (as TF's None).
+               Never recorded: the tape cannot know what it depends on. */
+            bool seen = false;
+            for (int i = 0; i < tp->n && !seen; i++)
+                for (int o = 0; o < e_nout(&tp->e[i]) && !seen; o++) seen = key_eq(e_outkey(&tp->e[i], o), &tk);
+            if (!seen) {
+                char a[96];
+                st = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
+                             "%s: the target (%s) was not recorded by this tape: it was computed before "
+                             "vf_tape_begin, by this tape's own vf_tape_gradient, outside the traced function the "
+                             "tape is in, or is a constant (vf_fill, vf_tensor_from_host); compute it from the "
+                             "sources after vf_tape_begin", name, tensor_desc(a, sizeof a, targets[t]));
+                goto done;
+            }
+        }
+        if (ti < 0) continue;
+        vf_tensor *seed = seeds && seeds[t] ? seeds[t]
+                                            : vf_ad_broadcast(ctx, vf_ad_scalar(ctx, targets[t]->dtype, 1.0), targets[t]);
+        if (!seed || !accumulate(ctx, &m, &tk, seed)) goto fail;
+        any = true;
     }
-    for (int i = tp->n - 1; i >= 0 && ti >= 0; i--) {
+    for (int i = tp->n - 1; i >= 0 && any; i--) {
         vf_tape_entry *e = &tp->e[i];
         if (!dep[i]) continue;
-        int oi = gmap_find(&m, &e->out_key);
-        vf_tensor *g = oi >= 0 ? m.g[oi] : NULL;
-        if (!g) continue;
-        vf_grad_fn rule = vf_grad_rule(e);
-        if (!rule) {
-            char a[96], b[96];
-            const char *op = e->op == VF_TAPE_RESHAPE ? "reshape" : vf_op_get((vf_op)e->op)->name;
-            st = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
-                         "%s: the gradient flows through vf_%s (input %s, output %s; op %d of %d on the "
-                         "tape), which is not differentiable; compute the target without it or keep "
-                         "the sources off its path", name, op,
-                         e->in[0] ? tensor_desc(a, sizeof a, e->in[0]) : "?",
-                         tensor_desc(b, sizeof b, e->out), i + 1, tp->n);
-            goto done;
+        bool has = false;
+        for (int o = 0; o < e_nout(e); o++) {
+            int oi = gmap_find(&m, e_outkey(e, o));
+            gout[o] = oi >= 0 ? m.g[oi] : NULL;
+            has = has || gout[o];
         }
-        vf_tensor *gin[3] = {NULL, NULL, NULL};
-        if (!rule(ctx, e, g, gin)) goto fail;
-        for (int j = 0; j < e->n_in; j++) {
-            if (!gin[j] || gmap_find(&m, &e->in_key[j]) < 0) continue;
-            int k = gmap_find(&m, &e->in_key[j]);
-            m.g[k] = m.g[k] ? vf_add(ctx, m.g[k], gin[j]) : gin[j];
-            if (!m.g[k]) goto fail;
+        if (!has) continue;
+        for (int j = 0; j < e_nin(e); j++) gin[j] = NULL;
+        if (e->cf) {
+            if (!vf_grad_control(ctx, e, gout, gin)) goto fail;
+        } else {
+            vf_grad_fn rule = vf_grad_rule(e);
+            if (!rule) {
+                char a[96], b[96];
+                st = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
+                             "%s: the gradient flows through vf_%s (input %s, output %s; op %d of %d on the "
+                             "tape), which is not differentiable; compute the target without it or keep "
+                             "the sources off its path", name, entry_name(e),
+                             e->in[0] ? tensor_desc(a, sizeof a, e->in[0]) : "?",
+                             tensor_desc(b, sizeof b, e->out), i + 1, tp->n);
+                goto done;
+            }
+            if (!rule(ctx, e, gout[0], gin)) goto fail;
         }
+        for (int j = 0; j < e_nin(e); j++)
+            if (!accumulate(ctx, &m, e_inkey(e, j), gin[j])) goto fail;
     }
     for (int i = 0; i < n; i++) {
         vf_tref k = vf_tensor_ref(sources[i]);
         vf_tensor *g = m.g[gmap_find(&m, &k)];
-        /* an unused source: zeros of its shape, not an error */
+        /* a source the targets do not depend on: zeros of its shape */
         if (!g) g = vf_ad_broadcast(ctx, vf_ad_scalar(ctx, sources[i]->dtype, 0.0), sources[i]);
         else if (g->dtype != sources[i]->dtype) g = vf_cast(ctx, g, sources[i]->dtype);
         if (!g) goto fail;
@@ -242,42 +352,57 @@ fail:
                                   : vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: a gradient rule failed", name);
 done:
     free(dep);
+    free(gout);
+    free(gin);
     free(m.key);
     free(m.g);
     free(m.made);
     return st;
 }
 
-vf_status vf_tape_gradient(vf_tape *tp, vf_tensor *target, int n, vf_tensor *const *sources,
-                           vf_tensor **grads)
+static vf_status gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds, bool strict,
+                          int n, vf_tensor *const *sources, vf_tensor **grads)
 {
-    if (!tp) return VF_ERROR_INVALID_ARGUMENT;
     vf_context *ctx = tp->ctx;
     const char *name = "vf_tape_gradient";
-    if (!target) return ctx->err.status != VF_OK ? ctx->err.status
-                                                 : vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: target is NULL", name);
+    for (int t = 0; t < n_t; t++) {
+        if (!targets[t]) return ctx->err.status != VF_OK ? ctx->err.status
+                                                         : vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: target is NULL", name);
+        if (!vf_check_input(ctx, name, targets[t], 0)) return ctx->err.status;
+        if (!vf_dtype_is_float(targets[t]->dtype))
+            return vf_fail(ctx, VF_ERROR_DTYPE, "%s: target is %s; gradients need a float target", name,
+                           vf_dtype_name(targets[t]->dtype));
+    }
     if (n < 0 || (n > 0 && (!sources || !grads)))
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: n is %d with sources/grads %s; pass n >= 0 "
                        "and both arrays", name, n, sources && grads ? "set" : "NULL");
+    for (int i = 0; i < n; i++) grads[i] = NULL;
     for (int i = 0; i < n; i++) {
-        grads[i] = NULL;
         if (!sources[i])
             return ctx->err.status != VF_OK ? ctx->err.status
                                             : vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: source %d is NULL", name, i);
         if (!vf_check_input(ctx, name, sources[i], i + 1)) return ctx->err.status;
+        /* only float values carry gradients; an integer source would only
+           ever get zeros, which hides the mistake */
+        if (!vf_dtype_is_float(sources[i]->dtype)) {
+            char sh[VF_SHAPE_STR_LEN];
+            return vf_fail(ctx, VF_ERROR_DTYPE, "%s: source %d is %s %s; gradients exist only for float "
+                           "sources (cast it to a float type before the ops to differentiate)", name, i,
+                           vf_dtype_name(sources[i]->dtype),
+                           vf_shape_str(sh, sizeof sh, sources[i]->rank, sources[i]->shape));
+        }
     }
-    if (!vf_check_input(ctx, name, target, 0)) return ctx->err.status;
-    if (!vf_dtype_is_float(target->dtype))
-        return vf_fail(ctx, VF_ERROR_DTYPE, "%s: target is %s; gradients need a float target", name,
-                       vf_dtype_name(target->dtype));
-    /* The gradient's own ops are not recorded (on this tape or any other):
-       higher-order gradients are not supported. Intermediates die with a
-       scope; the results move to the caller's. */
-    ctx->tape_mute++;
+    if (tp->busy)
+        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: this tape is already computing a gradient", name);
+    /* The gradient's own ops are not recorded on this tape, but are on the
+       other active tapes (an outer tape differentiates them again: higher
+       order). Intermediates die with a scope; the results move to the
+       caller's. */
+    tp->busy = true;
     vf_scope_begin(ctx);
     vf_tensor *tmp[64];
     vf_tensor **out = n <= 64 ? tmp : calloc((size_t)n, sizeof *out);
-    vf_status st = out ? run_gradient(tp, target, n, sources, out)
+    vf_status st = out ? run_gradient(tp, n_t, targets, seeds, strict, n, sources, out)
                        : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
     for (int i = 0; i < n && st == VF_OK; i++) {
         /* a source itself (possible for an identity) must not be moved */
@@ -285,8 +410,23 @@ vf_status vf_tape_gradient(vf_tape *tp, vf_tensor *target, int n, vf_tensor *con
     }
     vf_scope_end(ctx);
     if (out != tmp) free(out);
-    ctx->tape_mute--;
+    tp->busy = false;
     if (st != VF_OK)
         for (int i = 0; i < n; i++) grads[i] = NULL;
     return st;
+}
+
+vf_status vf_tape_gradient(vf_tape *tp, vf_tensor *target, int n, vf_tensor *const *sources, vf_tensor **grads)
+{
+    if (!tp) return VF_ERROR_INVALID_ARGUMENT;
+    if (!target)
+        return tp->ctx->err.status != VF_OK ? tp->ctx->err.status
+                                            : vf_fail(tp->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient: target is NULL");
+    return gradient(tp, 1, &target, NULL, true, n, sources, grads);
+}
+
+vf_status vf_tape_vjp(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds, int n,
+                      vf_tensor *const *sources, vf_tensor **grads)
+{
+    return gradient(tp, n_t, targets, seeds, false, n, sources, grads);
 }

@@ -13,9 +13,49 @@
 #define VF_TAPE_H
 
 #include "frontend/frontend.h"
+#include "frontend/trace.h"
+#include "graph/graph.h"
 
 /* The pseudo-op of a reshape (not an op of the table: a view or a copy). */
 #define VF_TAPE_RESHAPE VF_OP_COUNT
+/* The pseudo-op of a traced vf_cond / vf_while_loop (entry.cf is set). */
+#define VF_TAPE_CONTROL (VF_OP_COUNT + 1)
+
+/* A traced vf_cond or vf_while_loop on the tape (tape_control.c): the node's
+   subgraphs and every value it reads, so that its gradient can replay the
+   branches / body (a cond's gradient is a cond over the branches' VJPs, a
+   loop's a reverse loop that recomputes each iteration's state). Shared by
+   every tape that recorded it (refs). Inputs, in this order:
+     COND:  pred, the n_explicit inputs, then_fn's outer captures (split),
+            else_fn's outer captures, the float concrete captures (n_cc);
+     WHILE: the n_explicit loop vars, cond_fn's outer captures (split),
+            body_fn's outer captures, the float concrete captures (n_cc).
+   Outer captures are values of the enclosing graph a branch reads without
+   taking them as inputs; concrete captures are tensors made outside the
+   traced function (weights, variables) that any subgraph reads, by index
+   into the trace's captures (cc[]). */
+typedef struct vf_tape_cf {
+    int refs;
+    vf_node_kind kind;          /* VF_NODE_COND or VF_NODE_WHILE */
+    const vf_graph *sub[2];     /* owned by the node, which lives as long as the trace */
+    int n_explicit, split, n_outer1, max_iterations;
+    int n_cc;
+    int *cc;                    /* trace capture indices */
+    int n_in, n_out;
+    vf_tensor **in;             /* retained; NULL for concrete captures (the key is enough) */
+    vf_tref *in_key;
+    vf_tensor **out;            /* retained */
+    vf_tref *out_key;
+    uint64_t trace_gen;
+    /* A traced vf_function called eagerly under a tape (call is true): its
+       inputs are the call's inputs then the float captures (cc[] index the
+       concrete function's captures); the rule runs the body again eagerly
+       on an inner tape. body NULL: loaded from a file, no body. */
+    bool call, assigns;
+    vf_body body;
+    void *user;
+    char name[64];
+} vf_tape_cf;
 
 typedef struct vf_tape_entry {
     int op;                 /* a vf_op, or VF_TAPE_RESHAPE */
@@ -25,6 +65,7 @@ typedef struct vf_tape_entry {
     vf_tref in_key[3];
     vf_tensor *out;         /* retained */
     vf_tref out_key;
+    vf_tape_cf *cf;         /* op == VF_TAPE_CONTROL: the control flow; NULL otherwise */
 } vf_tape_entry;
 
 /* A gradient rule: given the entry and g (the gradient of its output, of
@@ -45,6 +86,43 @@ extern const vf_grad_fn vf_grad_table[VF_OP_COUNT];
 void vf_tape_record_exec(vf_context *ctx, const vf_exec *e, vf_tensor *out);
 void vf_tape_record(vf_context *ctx, int op, const vf_attrs *attrs, int n_in, vf_tensor *const *in,
                     vf_tensor *out);
+
+/* Records a traced vf_cond / vf_while_loop that was just added as node `kind`
+   (tape_control.c; a no-op unless a tape records). in: the explicit inputs
+   (cond: pred first); outer: the outer capture ids of sub[0] then sub[1]
+   as given by the subgraphs; out: the node's outputs. */
+void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *sub0, const vf_graph *sub1,
+                            int n_in, vf_tensor *const *in, int max_iterations, int n_out,
+                            vf_tensor *const *out);
+/* Records a traced vf_function's eager call (its plan runs kernels the tape
+   does not see) as one entry (tape_control.c). */
+void vf_tape_record_call(vf_context *ctx, const char *name, vf_body body, void *user, const vf_graph *g, int n_in,
+                         vf_tensor *const *in, const vf_capture *caps, int n_caps, int n_out, vf_tensor *const *out);
+/* Appends en to every tape that records now (a control-flow entry's cf is
+   shared: each tape takes a reference). */
+void vf_tape_record_entry(vf_context *ctx, const vf_tape_entry *en);
+/* Whether some tape records ops made now (a cheap check before building an entry). */
+bool vf_tape_recording(vf_context *ctx);
+/* The rule of a control-flow entry: gout[k] (NULL: no gradient) for each
+   output, gin[j] for each input (NULL: none). Returns false with the error
+   recorded in ctx. */
+bool vf_grad_control(vf_context *ctx, const vf_tape_entry *e, vf_tensor *const *gout, vf_tensor **gin);
+void vf_tape_cf_release(vf_tape_cf *cf);
+
+/* The vector-Jacobian product sum_t seeds[t] . d targets[t] / d sources on an
+   internal tape (control-flow rules): tapes begun with vf_tape_begin, but
+   targets the tape did not record (a constant output of a branch) give
+   nothing instead of an error. grads[i] is zeros where nothing flows. */
+vf_status vf_tape_vjp(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds, int n,
+                      vf_tensor *const *sources, vf_tensor **grads);
+
+/* Replays graph g (a subgraph of the trace being recorded) as op calls:
+   traced into the graph being recorded now, and recorded by the tapes like
+   any op. params[i] stands for PARAM index i; a CAPTURE of trace capture
+   cc[k] reads cc_t[k] (others are captured again). outs[g->n_outputs]. A
+   node that cannot be replayed (an assign) fails naming it. */
+vf_status vf_replay_graph(vf_context *ctx, const vf_graph *g, vf_tensor *const *params, int n_cc, const int *cc,
+                          vf_tensor *const *cc_t, vf_tensor **outs);
 
 /* Helpers for the rules (autodiff.c). */
 vf_tensor *vf_ad_scalar(vf_context *ctx, vf_dtype dt, double v);

@@ -243,6 +243,12 @@ static int lift(vf_context *ctx, int d, int v, const char *op)
     return v;
 }
 
+vf_tensor *vf_trace_capture_tensor(vf_context *ctx, int ci, const char *op)
+{
+    int id = capture_value(ctx, &ctx->trace->caps[ci].ref, op);
+    return id < 0 ? NULL : vf_trace_tensor_for(ctx, id);
+}
+
 static int value_of_ref(vf_context *ctx, const vf_tref *r, const char *op)
 {
     vf_trace *tr = ctx->trace;
@@ -286,6 +292,25 @@ vf_tensor *vf_trace_tensor_for(vf_context *ctx, int id)
     const vf_node *n = &vf_trace_graph(ctx)->nodes[id];
     vf_tensor *t = vf_tensor_new(ctx, "vf_function", n->dtype, n->shape.rank, n->shape.dim);
     if (t) bind(ctx, t, id);
+    return t;
+}
+
+vf_tensor *vf_trace_tensor_origin(vf_context *ctx, int id)
+{
+    vf_trace *tr = ctx->trace;
+    int d = tr->depth - 1;
+    for (; d > 0; d--) { /* a capture param: the value it lifts from the graph below */
+        const vf_graph *g = tr->frames[d].g;
+        const vf_node *n = &g->nodes[id];
+        if (n->kind != VF_NODE_PARAM || n->index < g->n_explicit) break;
+        id = g->outer[n->index - g->n_explicit];
+    }
+    const vf_node *n = &tr->frames[d].g->nodes[id];
+    vf_tensor *t = vf_tensor_new(ctx, "vf_function", n->dtype, n->shape.rank, n->shape.dim);
+    if (t) {
+        t->sym_graph = tr->frames[d].gid;
+        t->sym_value = id;
+    }
     return t;
 }
 

@@ -57,6 +57,13 @@ int vf_trace_value(vf_context *ctx, vf_tensor *t, const char *op);
 vf_tensor *vf_trace_param(vf_context *ctx, vf_dtype dt, const vf_shape *shape);
 /* A symbolic tensor for an existing node of the graph being recorded. */
 vf_tensor *vf_trace_tensor_for(vf_context *ctx, int id);
+/* A symbolic tensor for value id of the graph being recorded, bound to the
+   graph the value comes from: a capture param lifted from an enclosing
+   graph gives that graph's value (the key the user's tensor has). */
+vf_tensor *vf_trace_tensor_origin(vf_context *ctx, int id);
+/* A symbolic tensor reading trace capture ci in the graph being recorded
+   (the gradient of control flow replays subgraphs that read captures). */
+vf_tensor *vf_trace_capture_tensor(vf_context *ctx, int ci, const char *op);
 /* After control flow with side effects: later reads of variables must see
    what it wrote, so they get fresh capture nodes. */
 void vf_trace_forget_variables(vf_context *ctx);

@@ -203,7 +203,12 @@ static bool g_mean(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_ten
 static bool g_maxred(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
     vf_tensor *x = IN(0);
+    /* The mask is piecewise constant in x: not recorded by the tapes that
+       differentiate this gradient again (higher order), which would refuse
+       the cast of a comparison. */
+    ctx->tape_mute++;
     vf_tensor *mask = vf_cast(ctx, vf_equal(ctx, x, keepdims_of(ctx, e, OUT)), x->dtype);
+    ctx->tape_mute--;
     int axes[VF_MAX_RANK], n = 0;
     for (int d = 0; d < x->rank; d++)
         if ((e->attrs.axes_mask >> d) & 1) axes[n++] = d;

@@ -1,0 +1,139 @@
+/* Replaying a traced subgraph as op calls (see vf_replay_graph in tape.h).
+ *
+ * The gradient of a traced vf_cond or vf_while_loop needs the branch's or
+ * body's forward values inside the gradient's own subgraphs, where the
+ * forward's values cannot be read (a subgraph sees only its params). So
+ * the rules recompute them: each node of the forward subgraph is issued
+ * again through the frontend (vf_run, vf_reshape, vf_cond, ...), which
+ * traces it into the graph being recorded and records it on the active
+ * tapes, exactly as if the user's body had been called again. Nested
+ * control flow replays through vf_cond / vf_while_loop with bodies that
+ * replay the nested subgraphs. */
+#include "frontend/tape.h"
+#include "frontend/trace.h"
+#include "util/dtype.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const vf_graph *g;
+    vf_tensor *const *outer;  /* the tensors of g's capture params, in order */
+    int n_cc;
+    const int *cc;
+    vf_tensor *const *cc_t;
+} sub_ctx;
+
+static vf_status replay(vf_context *ctx, const sub_ctx *sc, vf_tensor *const *explicit_in, vf_tensor **outs);
+
+/* vf_cond and vf_while_loop pass one user pointer to both bodies. */
+typedef struct { sub_ctx s[2]; } sub_pair;
+
+static vf_status replay_first(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    return replay(ctx, &((sub_pair *)user)->s[0], in, out);
+}
+static vf_status replay_second(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    return replay(ctx, &((sub_pair *)user)->s[1], in, out);
+}
+
+/* The tensor a node's value stands for, in the graph being recorded now. */
+static vf_tensor *capture_of(vf_context *ctx, const sub_ctx *sc, int ci)
+{
+    for (int k = 0; k < sc->n_cc; k++)
+        if (sc->cc[k] == ci) return sc->cc_t[k];
+    return vf_trace_capture_tensor(ctx, ci, "vf_tape_gradient");
+}
+
+static vf_tensor *replay_op(vf_context *ctx, const vf_node *n, vf_tensor **val)
+{
+    vf_exec e = {.op = n->op, .attrs = n->attrs, .n_in = n->n_in};
+    for (int j = 0; j < n->n_in; j++) e.in[j] = vf_tensor_ref(val[n->in[j]]);
+    vf_tensor *out = vf_tensor_new(ctx, "vf_tape_gradient", n->dtype, n->shape.rank, n->shape.dim);
+    return out ? vf_run(ctx, &e, out) : NULL;
+}
+
+static vf_status fail_node(vf_context *ctx, const vf_graph *g, int i, const char *why)
+{
+    return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
+                   "vf_tape_gradient: the gradient flows through a traced vf_cond / vf_while_loop whose "
+                   "subgraph has node %d (%s), which %s; keep the sources off that control flow or move "
+                   "the %s out of it", i, vf_node_name(&g->nodes[i]), why, vf_node_name(&g->nodes[i]));
+}
+
+static vf_status replay(vf_context *ctx, const sub_ctx *sc, vf_tensor *const *explicit_in, vf_tensor **outs)
+{
+    const vf_graph *g = sc->g;
+    vf_tensor **val = calloc((size_t)g->n + 1, sizeof *val);
+    vf_tensor ***tuple = calloc((size_t)g->n + 1, sizeof *tuple);
+    vf_status s = val && tuple ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory");
+    for (int i = 0; s == VF_OK && i < g->n; i++) {
+        const vf_node *n = &g->nodes[i];
+        switch (n->kind) {
+        case VF_NODE_PARAM:
+            val[i] = n->index < g->n_explicit ? explicit_in[n->index] : sc->outer[n->index - g->n_explicit];
+            break;
+        case VF_NODE_CAPTURE:
+            val[i] = capture_of(ctx, sc, n->index);
+            break;
+        case VF_NODE_CONST:
+            val[i] = vf_tensor_from_host(ctx, n->dtype, n->shape.rank, n->shape.dim, n->data);
+            break;
+        case VF_NODE_OP:
+            val[i] = replay_op(ctx, n, val);
+            break;
+        case VF_NODE_RESHAPE:
+            val[i] = vf_reshape(ctx, val[n->in[0]], n->target.rank, n->target.dim);
+            break;
+        case VF_NODE_PRINT:
+            continue; /* printed by the forward pass already */
+        case VF_NODE_ASSIGN:
+            s = fail_node(ctx, g, i, "assigns a variable (replaying it would assign again)");
+            continue;
+        case VF_NODE_PROJ:
+            val[i] = tuple[n->in[0]] ? tuple[n->in[0]][n->index] : NULL;
+            break;
+        case VF_NODE_COND:
+        case VF_NODE_WHILE: {
+            bool cond = n->kind == VF_NODE_COND;
+            int n_exp = n->sub[1]->n_explicit, first = cond ? 1 : 0;
+            vf_tensor **in = calloc((size_t)n->n_in + 1, sizeof *in);
+            tuple[i] = calloc((size_t)n->n_out + 1, sizeof *tuple[i]);
+            if (!in || !tuple[i]) {
+                free(in);
+                s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory");
+                continue;
+            }
+            for (int j = 0; j < n->n_in; j++) in[j] = val[n->in[j]];
+            /* sub[0]'s captures follow the explicit inputs, sub[1]'s follow those */
+            sub_pair p = {{{n->sub[0], in + first + n_exp, sc->n_cc, sc->cc, sc->cc_t},
+                           {n->sub[1], in + first + n_exp + n->split, sc->n_cc, sc->cc, sc->cc_t}}};
+            if (cond) {
+                s = vf_cond(ctx, in[0], replay_first, replay_second, n_exp, in + 1, n->n_out, tuple[i], &p);
+            } else {
+                for (int k = 0; k < n->n_out; k++) tuple[i][k] = in[k];
+                s = vf_while_loop(ctx, replay_first, replay_second, n_exp, tuple[i], n->max_iterations, &p);
+            }
+            free(in);
+            continue;
+        }
+        default:
+            s = fail_node(ctx, g, i, "cannot be replayed");
+            continue;
+        }
+        if (!val[i]) s = ctx->err.status != VF_OK ? ctx->err.status : fail_node(ctx, g, i, "failed to replay");
+    }
+    for (int k = 0; s == VF_OK && k < g->n_outputs; k++) outs[k] = val[g->outputs[k]];
+    for (int i = 0; tuple && i < g->n; i++) free(tuple[i]);
+    free(tuple);
+    free(val);
+    return s;
+}
+
+vf_status vf_replay_graph(vf_context *ctx, const vf_graph *g, vf_tensor *const *params, int n_cc, const int *cc,
+                          vf_tensor *const *cc_t, vf_tensor **outs)
+{
+    sub_ctx sc = {g, params + g->n_explicit, n_cc, cc, cc_t};
+    return replay(ctx, &sc, params, outs);
+}
