@@ -3,8 +3,9 @@
  * into the API), a traced function that the threads race to trace first,
  * per-thread and shared variables. Every thread's results must be
  * bit-identical to the same work done by one thread; the shared
- * variable's increments must all land. A second case reads the sticky
- * error from some threads while others set and clear it.
+ * variable's increments must all land. The same work with a context per
+ * thread (nothing may be shared between contexts), and threads reading the
+ * sticky error while another sets and clears it.
  *
  * Without the context's lock this fails: wrong values or NULL results
  * (another thread's scope ends and frees a tensor, or a tape records the
@@ -136,9 +137,7 @@ static void *run_worker(void *arg)
 static vf_function *make_function(vf_context *ctx)
 {
     vf_function_desc d = {.name = "fused", .body = fused_body, .n_inputs = 2, .n_outputs = 1};
-    vf_function *fn = vf_function_create(ctx, &d);
-    assert_non_null(fn);
-    return fn;
+    return vf_function_create(ctx, &d);
 }
 
 static vf_tensor *make_counter(vf_context *ctx)
@@ -147,55 +146,70 @@ static vf_tensor *make_counter(vf_context *ctx)
     vf_tensor *zero = vf_fill(ctx, VF_F32, 1, sh, 0.0);
     vf_tensor *counter = vf_variable(ctx, zero);
     vf_tensor_release(zero);
-    assert_non_null(counter);
     return counter;
 }
 
-static void check_counter(vf_tensor *counter, float want)
+/* Whether every element of the counter is want. */
+static bool counter_is(vf_tensor *counter, float want)
 {
     float got[N];
-    assert_int_equal(vf_tensor_read(counter, got, sizeof got), VF_OK);
+    if (vf_tensor_read(counter, got, sizeof got) != VF_OK) return false;
     for (int k = 0; k < N; k++)
-        if (got[k] != want) fail_msg("shared variable element %d: got %g, want %g", k, (double)got[k], (double)want);
-    vf_tensor_release(counter);
+        if (got[k] != want) return false;
+    return true;
 }
 
-static void shared_context(vf_backend backend)
+static void check_same(const worker *par, const worker *ref)
 {
-    vf_context *ctx = vt_context(backend);
-    static worker ref[THREADS], par[THREADS];
+    static const char *const what[OUTS] = {"eager ops", "traced function", "gradient", "vf_cond", "variable"};
+    for (int t = 0; t < THREADS; t++) {
+        if (par[t].failures) fail_msg("%d failed calls; the first: %s", par[t].failures, par[t].first_failure);
+        for (int i = 0; i < ITERS; i++)
+            for (int o = 0; o < OUTS; o++)
+                if (memcmp(par[t].out[i][o], ref[t].out[i][o], sizeof ref[t].out[i][o]) != 0)
+                    fail_msg("worker %d iteration %d: %s differs from the single-threaded result", t, i, what[o]);
+    }
+}
 
-    /* the reference: each worker's iterations run by this thread alone */
+static worker ref[THREADS], par[THREADS];
+
+/* Each worker's iterations run by this thread alone, on ctx. */
+static void reference(vf_context *ctx)
+{
     vf_function *fn = make_function(ctx);
     vf_tensor *counter = make_counter(ctx);
+    assert_non_null(fn);
+    assert_non_null(counter);
     for (int t = 0; t < THREADS; t++) {
         ref[t] = (worker){.ctx = ctx, .fn = fn, .counter = counter, .id = t, .scoped = t % 2 == 0};
         run_worker(&ref[t]);
         if (ref[t].failures) fail_msg("single-threaded reference: %s", ref[t].first_failure);
     }
-    check_counter(counter, (float)(THREADS * ITERS));
+    assert_true(counter_is(counter, (float)(THREADS * ITERS)));
+    vf_tensor_release(counter);
     vf_function_destroy(fn);
+}
 
+static void shared_context(vf_backend backend)
+{
+    vf_context *ctx = vt_context(backend);
+    reference(ctx);
     /* the same work from THREADS threads at once; a new function, so that
        the first calls race to trace it */
-    fn = make_function(ctx);
-    counter = make_counter(ctx);
+    vf_function *fn = make_function(ctx);
+    vf_tensor *counter = make_counter(ctx);
+    assert_non_null(fn);
+    assert_non_null(counter);
     pthread_t th[THREADS];
     for (int t = 0; t < THREADS; t++) {
         par[t] = (worker){.ctx = ctx, .fn = fn, .counter = counter, .id = t, .scoped = t % 2 == 0};
         assert_int_equal(pthread_create(&th[t], NULL, run_worker, &par[t]), 0);
     }
     for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
-    for (int t = 0; t < THREADS; t++) {
-        if (par[t].failures) fail_msg("%d failed calls; the first: %s (%s)", par[t].failures, par[t].first_failure,
-                                      vf_error_message(ctx));
-        static const char *const what[OUTS] = {"eager ops", "traced function", "gradient", "vf_cond", "variable"};
-        for (int i = 0; i < ITERS; i++)
-            for (int o = 0; o < OUTS; o++)
-                if (memcmp(par[t].out[i][o], ref[t].out[i][o], sizeof ref[t].out[i][o]) != 0)
-                    fail_msg("worker %d iteration %d: %s differs from the single-threaded result", t, i, what[o]);
-    }
-    check_counter(counter, (float)(THREADS * ITERS));
+    if (vf_status_get(ctx) != VF_OK) fail_msg("error in the shared context: %s", vf_error_message(ctx));
+    check_same(par, ref);
+    if (!counter_is(counter, (float)(THREADS * ITERS))) fail_msg("increments of the shared variable were lost");
+    vf_tensor_release(counter);
     vf_function_stats st;
     assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
     assert_int_equal(st.traces, 1);
@@ -215,6 +229,59 @@ static void shared_context_vulkan(void **state)
     (void)state;
     if (!vt_have_vulkan()) return;
     shared_context(VF_BACKEND_VULKAN);
+}
+
+/* ---- a context per thread: no state shared between contexts ------------------- */
+
+static vf_backend own_backend;
+
+static void *run_own_context(void *arg)
+{
+    worker *w = arg;
+    vf_context_desc d = {.backend = own_backend, .validation = getenv("VKFUSE_VALIDATION") &&
+                                                              strcmp(getenv("VKFUSE_VALIDATION"), "1") == 0};
+    if (vf_context_create(&d, &w->ctx) != VF_OK) {
+        failed(w, -1, "vf_context_create");
+        vf_context_destroy(w->ctx);
+        return NULL;
+    }
+    w->fn = make_function(w->ctx);
+    w->counter = make_counter(w->ctx);
+    if (!w->fn || !w->counter) failed(w, -1, "setup");
+    else run_worker(w);
+    if (w->counter && !counter_is(w->counter, (float)ITERS)) failed(w, ITERS, "the counter");
+    if (vf_context_sync(w->ctx) != VF_OK) failed(w, ITERS, vf_error_message(w->ctx));
+    vf_function_destroy(w->fn);
+    vf_context_destroy(w->ctx);
+    return NULL;
+}
+
+static void context_per_thread(vf_backend backend)
+{
+    vf_context *ctx = vt_context(backend);
+    reference(ctx);
+    vt_context_done(ctx);
+    own_backend = backend;
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        par[t] = (worker){.id = t, .scoped = t % 2 == 0};
+        assert_int_equal(pthread_create(&th[t], NULL, run_own_context, &par[t]), 0);
+    }
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+    check_same(par, ref);
+}
+
+static void context_per_thread_cpu(void **state)
+{
+    (void)state;
+    context_per_thread(VF_BACKEND_CPU);
+}
+
+static void context_per_thread_vulkan(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    context_per_thread(VF_BACKEND_VULKAN);
 }
 
 /* ---- the sticky error across threads ---------------------------------------- */
@@ -299,6 +366,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shared_context_cpu),
         cmocka_unit_test(shared_context_vulkan),
+        cmocka_unit_test(context_per_thread_cpu),
+        cmocka_unit_test(context_per_thread_vulkan),
         cmocka_unit_test(error_across_threads_cpu),
         cmocka_unit_test(error_across_threads_vulkan),
     };
