@@ -56,9 +56,14 @@ defs=$(find "$src/src" -name '*.c' -print0 | xargs -0 awk '
       else in_fn = 1
   }')
 
+declare -A state_of=()
+while read -r name state; do
+  [ -z "${state_of[$name]:-}" ] && state_of[$name]=$state
+done <<<"$defs"
+
 bad=0
 for f in $api; do
-  state=$(awk -v f="$f" '$1 == f { print $2; exit }' <<<"$defs")
+  state=${state_of[$f]:-}
   if [ -n "${exempt[$f]:-}" ]; then
     if [ "$f" = vf_context_create ] || [ "$f" = vf_context_destroy ]; then
       grep -q 'vf_ctx_lock(ctx)' "$src/src/frontend/context.c" || { echo "$f: no vf_ctx_lock in context.c"; bad=1; }
