@@ -4,8 +4,9 @@
  * per-thread and shared variables. Every thread's results must be
  * bit-identical to the same work done by one thread; the shared
  * variable's increments must all land. The same work with a context per
- * thread (nothing may be shared between contexts), and threads reading the
- * sticky error while another sets and clears it.
+ * thread (nothing may be shared between contexts), a scope that keeps the
+ * other threads waiting until it ends (docs/RUNTIME.md, Threads), and
+ * threads reading the sticky error while another sets and clears it.
  *
  * Without the context's lock this fails: wrong values or NULL results
  * (another thread's scope ends and frees a tensor, or a tape records the
@@ -14,10 +15,13 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { THREADS = 4, ITERS = 24, N = 64, OUTS = 5 };
 
@@ -361,6 +365,62 @@ static void error_across_threads_vulkan(void **state)
     error_from_other_threads(VF_BACKEND_VULKAN);
 }
 
+/* ---- a scope is its thread's: the others wait until it ends ------------------- */
+
+static atomic_int phase; /* 1: A's scope is open; 2: A is about to end it; 3: B's call returned */
+static int phase_when_b_returned;
+
+static void *other_thread(void *arg)
+{
+    vf_context *ctx = arg;
+    while (atomic_load(&phase) < 1) sched_yield();
+    int64_t sh[1] = {4};
+    vf_tensor *t = vf_fill(ctx, VF_F32, 1, sh, 7.0); /* waits for A's vf_scope_end */
+    phase_when_b_returned = atomic_load(&phase);
+    atomic_store(&phase, 3);
+    return t; /* owned by the root scope, not by A's scope: still alive after it ended */
+}
+
+static void scope_owned_by_thread(vf_backend backend)
+{
+    vf_context *ctx = vt_context(backend);
+    atomic_store(&phase, 0);
+    pthread_t b;
+    assert_int_equal(pthread_create(&b, NULL, other_thread, ctx), 0);
+    vf_scope_begin(ctx);
+    int64_t sh[1] = {4};
+    vf_tensor *mine = vf_fill(ctx, VF_F32, 1, sh, 1.0);
+    atomic_store(&phase, 1);
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL); /* B has had time to call and must still be waiting */
+    assert_int_equal(atomic_load(&phase), 1);
+    float v[4];
+    assert_int_equal(vf_tensor_read(mine, v, sizeof v), VF_OK);
+    atomic_store(&phase, 2);
+    vf_scope_end(ctx);
+    void *bt = NULL;
+    pthread_join(b, &bt);
+    assert_int_equal(phase_when_b_returned, 2);
+    assert_non_null(bt);
+    assert_int_equal(vf_tensor_read(bt, v, sizeof v), VF_OK);
+    assert_true(v[0] == 7.0f && v[3] == 7.0f);
+    vf_tensor_release(bt);
+    vt_context_done(ctx);
+}
+
+static void scope_owned_by_thread_cpu(void **state)
+{
+    (void)state;
+    scope_owned_by_thread(VF_BACKEND_CPU);
+}
+
+static void scope_owned_by_thread_vulkan(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    scope_owned_by_thread(VF_BACKEND_VULKAN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -368,6 +428,8 @@ int main(void)
         cmocka_unit_test(shared_context_vulkan),
         cmocka_unit_test(context_per_thread_cpu),
         cmocka_unit_test(context_per_thread_vulkan),
+        cmocka_unit_test(scope_owned_by_thread_cpu),
+        cmocka_unit_test(scope_owned_by_thread_vulkan),
         cmocka_unit_test(error_across_threads_cpu),
         cmocka_unit_test(error_across_threads_vulkan),
     };
