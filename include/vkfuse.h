@@ -84,10 +84,18 @@ typedef struct {
     bool pick_device;       /* true: use device_index as given */
 } vf_context_desc;
 
+/* Threads: a context may be shared by threads; each call holds the
+   context's lock. A scope or tape is its opening thread's: until it ends,
+   other threads' calls on the context wait (never wait for such a thread
+   while holding one open). The sticky error is the context's, seen by
+   every thread. Destroy a context when no other thread uses it. See the
+   README, "Rules of the API". */
 VF_API vf_status vf_context_create(const vf_context_desc *desc, vf_context **out);
 VF_API void vf_context_destroy(vf_context *ctx);
 VF_API vf_status vf_status_get(vf_context *ctx);        /* first error since last clear */
-VF_API const char *vf_error_message(vf_context *ctx);   /* says what, where, with shapes; "" if none */
+/* Says what, where, with shapes; "" if none. A copy private to the calling
+   thread, valid until its fourth next vf_error_message call. */
+VF_API const char *vf_error_message(vf_context *ctx);
 VF_API void vf_error_clear(vf_context *ctx);
 VF_API const char *vf_device_name(vf_context *ctx);     /* on CPU fallback it says why */
 VF_API vf_backend vf_backend_get(vf_context *ctx);

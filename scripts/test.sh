@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test twice: a -Werror build with the Khronos
 # validation layer on (any validation message fails the test), then an
-# AddressSanitizer + UndefinedBehaviorSanitizer build; then checks that the
+# AddressSanitizer + UndefinedBehaviorSanitizer build; the thread tests
+# under ThreadSanitizer; then checks that the
 # optimised build (the README's first command) compiles warning-free and
 # runs the demo. Installs missing packages first. Exit status 0 only if all pass.
 set -euo pipefail
@@ -19,6 +20,12 @@ cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --preset asan -j "$jobs"
+
+echo "== tsan build (ThreadSanitizer): one context shared by several threads"
+# Only the thread tests' targets: the stage adds well under a minute.
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j "$jobs" --target test_threads
+ctest --preset tsan -R '^test_threads$'
 
 echo "== release build (-O3 -Werror) and the README's demo command"
 cmake --preset release >/dev/null

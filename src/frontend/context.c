@@ -8,6 +8,7 @@
 
 vf_status vf_fail(vf_context *ctx, vf_status status, const char *fmt, ...)
 {
+    VF_ASSERT_LOCKED(ctx);
     va_list ap;
     va_start(ap, fmt);
     vf_err_vset(&ctx->err, status, fmt, ap);
@@ -17,6 +18,7 @@ vf_status vf_fail(vf_context *ctx, vf_status status, const char *fmt, ...)
 
 vf_status vf_backend_failed(vf_context *ctx, vf_status status, const char *fmt, ...)
 {
+    VF_ASSERT_LOCKED(ctx);
     char what[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -95,25 +97,9 @@ static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d)
     return s;
 }
 
-vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
+/* Picks and creates the backend of a new context (its lock held). */
+static vf_status create_backend(vf_context *ctx, const vf_context_desc *d)
 {
-    static const vf_context_desc defaults = {0};
-    const vf_context_desc *d = desc ? desc : &defaults;
-    if (!out) return VF_ERROR_INVALID_ARGUMENT;
-    *out = NULL;
-    vf_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return VF_ERROR_OUT_OF_MEMORY;
-    ctx->scopes = calloc(8, sizeof *ctx->scopes);
-    if (!ctx->scopes) {
-        free(ctx);
-        return VF_ERROR_OUT_OF_MEMORY;
-    }
-    ctx->cap_scopes = 8;
-    ctx->n_scopes = 1; /* the root scope */
-    resolve_cache_dir(d, ctx->cache_dir, sizeof ctx->cache_dir);
-    ctx->profile = d->profile || env_true("VKFUSE_PROFILE");
-    *out = ctx;
-
     vf_backend want = d->backend;
     if (want < VF_BACKEND_AUTO || want > VF_BACKEND_CPU)
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
@@ -154,34 +140,77 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     return make_cpu(ctx, why);
 }
 
+vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
+{
+    static const vf_context_desc defaults = {0};
+    const vf_context_desc *d = desc ? desc : &defaults;
+    if (!out) return VF_ERROR_INVALID_ARGUMENT;
+    *out = NULL;
+    vf_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return VF_ERROR_OUT_OF_MEMORY;
+    ctx->scopes = calloc(8, sizeof *ctx->scopes);
+    if (!ctx->scopes) {
+        free(ctx);
+        return VF_ERROR_OUT_OF_MEMORY;
+    }
+    vf_ctx_lock_init(&ctx->lock);
+    ctx->cap_scopes = 8;
+    ctx->n_scopes = 1; /* the root scope */
+    resolve_cache_dir(d, ctx->cache_dir, sizeof ctx->cache_dir);
+    ctx->profile = d->profile || env_true("VKFUSE_PROFILE");
+    *out = ctx;
+    vf_ctx_lock(ctx); /* no other thread knows ctx yet; the internal helpers check the lock is held */
+    vf_status s = create_backend(ctx, d);
+    vf_ctx_unlock(ctx);
+    return s;
+}
+
+/* Not VF_LOCKED: ctx is freed before the function returns. Another thread
+   still using ctx is the caller's bug (as with free); this thread's own
+   open scopes and tapes end here, with the lock holds they kept. */
 void vf_context_destroy(vf_context *ctx)
 {
     if (!ctx) return;
+    vf_ctx_lock(ctx);
     if (ctx->be.iface) ctx->be.iface->sync(ctx->be.self);
     vf_tensor_free_all(ctx);
     for (int i = 0; i < ctx->cap_scopes; i++) free(ctx->scopes[i].items);
     free(ctx->scopes);
     if (ctx->be.iface) ctx->be.iface->destroy(ctx->be.self);
+    while (vf_ctx_lock_depth(ctx) > 0) vf_ctx_unlock(ctx);
+    vf_ctx_lock_destroy(&ctx->lock);
     free(ctx);
 }
 
 vf_status vf_status_get(vf_context *ctx)
 {
     if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
+    VF_LOCKED(ctx);
     pick_up_backend_errors(ctx);
     return ctx->err.status;
 }
 
+/* The message is copied, under the lock, into a buffer of the calling
+   thread: another thread's vf_error_clear or new error cannot change the
+   string while the caller reads it. Valid until this thread's fourth next
+   call (vkfuse.h). */
 const char *vf_error_message(vf_context *ctx)
 {
+    /* a few, so that printf("%s %s", vf_error_message(a), vf_error_message(b)) works */
+    static _Thread_local char copies[4][sizeof ctx->err.message];
+    static _Thread_local unsigned next;
     if (!ctx) return "vf_error_message: ctx is NULL";
+    VF_LOCKED(ctx);
     pick_up_backend_errors(ctx);
-    return ctx->err.message;
+    char *copy = copies[next++ % 4];
+    memcpy(copy, ctx->err.message, sizeof copies[0]);
+    return copy;
 }
 
 void vf_error_clear(vf_context *ctx)
 {
     if (!ctx) return;
+    VF_LOCKED(ctx);
     vf_err_clear(&ctx->err);
     vf_err_clear(&ctx->be_err);
 }
@@ -193,6 +222,7 @@ vf_backend vf_backend_get(vf_context *ctx) { return ctx ? ctx->kind : VF_BACKEND
 vf_status vf_context_sync(vf_context *ctx)
 {
     if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
+    VF_LOCKED(ctx);
     if (ctx->be.iface) {
         vf_status s = ctx->be.iface->sync(ctx->be.self);
         if (s != VF_OK) vf_backend_failed(ctx, s, "vf_context_sync");
@@ -203,6 +233,7 @@ vf_status vf_context_sync(vf_context *ctx)
 vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out)
 {
     if (!ctx || !out) return VF_ERROR_INVALID_ARGUMENT;
+    VF_LOCKED(ctx);
     memset(out, 0, sizeof *out);
     if (ctx->be.iface && ctx->be.iface->stats) ctx->be.iface->stats(ctx->be.self, out);
     return VF_OK;

@@ -50,6 +50,7 @@ void vf_print_value(const char *label, vf_dtype dt, int rank, const int64_t *sha
 
 vf_status vf_print(vf_context *ctx, const char *label, vf_tensor *t)
 {
+    VF_LOCKED(ctx);
     if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
     if (!t) return ctx->err.status != VF_OK ? ctx->err.status
                                             : vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_print: tensor is NULL");
@@ -256,6 +257,7 @@ static vf_status cond_impl(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf
 vf_status vf_cond(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf_body else_fn, int n_in,
                   vf_tensor *const *in, int n_out, vf_tensor **out, void *user)
 {
+    VF_LOCKED(ctx);
     const char *op = "vf_cond";
     if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
     if (!then_fn || !else_fn || n_out < 0 || (n_out > 0 && !out))
@@ -383,6 +385,7 @@ static vf_status while_eager(vf_context *ctx, vf_body cond_fn, vf_body body_fn, 
 vf_status vf_while_loop(vf_context *ctx, vf_body cond_fn, vf_body body_fn, int n_vars, vf_tensor **vars,
                         int max_iterations, void *user)
 {
+    VF_LOCKED(ctx);
     const char *op = "vf_while_loop";
     if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
     if (!cond_fn || !body_fn) return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: cond_fn and body_fn must be set", op);

@@ -4,6 +4,7 @@
 #define VF_FRONTEND_H
 
 #include "backend.h"
+#include "frontend/lock.h"
 #include "util/err.h"
 #include "vkfuse.h"
 
@@ -60,6 +61,7 @@ struct vf_context {
     bool profile;          /* desc.profile or VKFUSE_PROFILE=1: calls are timed (profile.c) */
     struct vf_tape *tapes; /* active gradient tapes, innermost first (tape.c) */
     int tape_mute;         /* > 0: ops are not recorded (a tape computing gradients, reshape internals) */
+    vf_ctx_mutex lock;     /* taken by every public entry point (lock.h) */
 };
 
 /* Records an error in ctx (first one wins) and returns status. */

@@ -89,6 +89,7 @@ static vf_shape spec_shape(const vf_tensor_spec *sp)
 
 vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
 {
+    VF_LOCKED(ctx);
     if (!ctx) return NULL;
     if (!d || !d->body || d->n_inputs < 0 || d->n_outputs < 0) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_create: desc needs a body and n_inputs, "
@@ -142,6 +143,7 @@ static void concrete_free(vf_context *ctx, concrete *c)
 
 void vf_function_destroy(vf_function *fn)
 {
+    VF_LOCKED(fn ? fn->ctx : NULL);
     if (!fn) return;
     for (int i = 0; i < fn->n_cf; i++) concrete_free(fn->ctx, &fn->cfs[i]);
     free(fn->cfs);
@@ -154,20 +156,27 @@ void vf_function_destroy(vf_function *fn)
 
 void vf_run_functions_eagerly(vf_context *ctx, bool on)
 {
+    VF_LOCKED(ctx);
     if (ctx) ctx->run_eagerly = on;
 }
 
 vf_status vf_function_stats_get(vf_function *fn, vf_function_stats *out)
 {
+    VF_LOCKED(fn ? fn->ctx : NULL);
     if (!fn || !out) return VF_ERROR_INVALID_ARGUMENT;
     *out = fn->stats;
     return VF_OK;
 }
 
-const char *vf_function_retrace_reason(vf_function *fn) { return fn ? fn->reason : ""; }
+const char *vf_function_retrace_reason(vf_function *fn)
+{
+    VF_LOCKED(fn ? fn->ctx : NULL);
+    return fn ? fn->reason : "";
+}
 
 vf_status vf_function_profile_get(vf_function *fn, vf_function_profile *out)
 {
+    VF_LOCKED(fn ? fn->ctx : NULL);
     if (!out) {
         if (fn) vf_fail(fn->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_profile_get: out is NULL");
         return VF_ERROR_INVALID_ARGUMENT;
@@ -197,6 +206,7 @@ static vf_status profile_call(vf_function *fn, const concrete *c, uint64_t t0, v
 
 char *vf_function_graph_text(vf_function *fn)
 {
+    VF_LOCKED(fn ? fn->ctx : NULL);
     if (!fn || fn->last < 0) return NULL;
     return vf_graph_to_string(fn->cfs[fn->last].g, fn->name);
 }
@@ -458,6 +468,7 @@ static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in
 
 bool vf_function_plan_stats(vf_function *fn, vf_fplan_stats *out)
 {
+    VF_LOCKED(fn ? fn->ctx : NULL);
     memset(out, 0, sizeof *out);
     if (!fn || !fn->last_plan || !fn->stats.planned || fn->stats.eager) return false;
     vf_fplan_stats_get(fn->last_plan, out);
@@ -468,6 +479,7 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out);
 
 vf_status vf_function_call(vf_function *fn, vf_tensor *const *in_arg, vf_tensor **out)
 {
+    VF_LOCKED(fn ? fn->ctx : NULL);
     if (!fn) return VF_ERROR_INVALID_ARGUMENT;
     vf_context *ctx = fn->ctx;
     if (fn->n_out > 0 && !out)

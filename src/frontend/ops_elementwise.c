@@ -116,12 +116,14 @@ bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out)
 #define BINARY(fn, OP) \
     vf_tensor *fn(vf_context *ctx, vf_tensor *a, vf_tensor *b) \
     { \
+        VF_LOCKED(ctx); \
         vf_tensor *in[2] = {a, b}; \
         return vf_elementwise(ctx, OP, in, VF_F32); \
     }
 #define UNARY(fn, OP) \
     vf_tensor *fn(vf_context *ctx, vf_tensor *x) \
     { \
+        VF_LOCKED(ctx); \
         vf_tensor *in[1] = {x}; \
         return vf_elementwise(ctx, OP, in, VF_F32); \
     }
@@ -154,12 +156,14 @@ UNARY(vf_cos, VF_OP_COS)
 
 vf_tensor *vf_where(vf_context *ctx, vf_tensor *cond, vf_tensor *a, vf_tensor *b)
 {
+    VF_LOCKED(ctx);
     vf_tensor *in[3] = {cond, a, b};
     return vf_elementwise(ctx, VF_OP_WHERE, in, VF_F32);
 }
 
 vf_tensor *vf_cast(vf_context *ctx, vf_tensor *x, vf_dtype to)
 {
+    VF_LOCKED(ctx);
     vf_tensor *in[1] = {x};
     return vf_elementwise(ctx, VF_OP_CAST, in, to);
 }

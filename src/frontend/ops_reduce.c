@@ -68,27 +68,33 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
 
 vf_tensor *vf_reduce_sum(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
 {
+    VF_LOCKED(ctx);
     return reduce(ctx, VF_OP_REDUCE_SUM, x, naxes, axes, keepdims);
 }
 vf_tensor *vf_reduce_mean(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
 {
+    VF_LOCKED(ctx);
     return reduce(ctx, VF_OP_REDUCE_MEAN, x, naxes, axes, keepdims);
 }
 vf_tensor *vf_reduce_max(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
 {
+    VF_LOCKED(ctx);
     return reduce(ctx, VF_OP_REDUCE_MAX, x, naxes, axes, keepdims);
 }
 vf_tensor *vf_reduce_min(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
 {
+    VF_LOCKED(ctx);
     return reduce(ctx, VF_OP_REDUCE_MIN, x, naxes, axes, keepdims);
 }
 vf_tensor *vf_norm(vf_context *ctx, vf_tensor *x)
 {
+    VF_LOCKED(ctx);
     return reduce(ctx, VF_OP_NORM, x, 0, NULL, false);
 }
 
 vf_tensor *vf_argmax(vf_context *ctx, vf_tensor *x, int axis)
 {
+    VF_LOCKED(ctx);
     if (!ctx || !x) return NULL;
     if (!vf_check_input(ctx, "vf_argmax", x, 0) || !vf_check_dtype(ctx, VF_OP_ARGMAX, x, 0)) return NULL;
     int a;
@@ -127,14 +133,20 @@ static vf_tensor *row_op(vf_context *ctx, vf_op op, vf_tensor *x, int axis)
     return vf_run(ctx, &e, out);
 }
 
-vf_tensor *vf_softmax(vf_context *ctx, vf_tensor *x, int axis) { return row_op(ctx, VF_OP_SOFTMAX, x, axis); }
+vf_tensor *vf_softmax(vf_context *ctx, vf_tensor *x, int axis)
+{
+    VF_LOCKED(ctx);
+    return row_op(ctx, VF_OP_SOFTMAX, x, axis);
+}
 vf_tensor *vf_log_softmax(vf_context *ctx, vf_tensor *x, int axis)
 {
+    VF_LOCKED(ctx);
     return row_op(ctx, VF_OP_LOG_SOFTMAX, x, axis);
 }
 
 vf_tensor *vf_sparse_softmax_cross_entropy(vf_context *ctx, vf_tensor *labels, vf_tensor *logits)
 {
+    VF_LOCKED(ctx);
     const char *name = "vf_sparse_softmax_cross_entropy";
     if (!ctx || !labels || !logits) return NULL;
     if (!vf_check_input(ctx, name, labels, 0) || !vf_check_input(ctx, name, logits, 1)) return NULL;

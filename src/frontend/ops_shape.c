@@ -8,6 +8,7 @@
 
 vf_tensor *vf_matmul_ex(vf_context *ctx, vf_tensor *a, vf_tensor *b, bool ta, bool tb)
 {
+    VF_LOCKED(ctx);
     const char *name = "vf_matmul";
     if (!ctx || !a || !b) return NULL;
     if (!vf_check_input(ctx, name, a, 0) || !vf_check_input(ctx, name, b, 1)) return NULL;
@@ -93,7 +94,11 @@ vf_tensor *vf_matmul_ex(vf_context *ctx, vf_tensor *a, vf_tensor *b, bool ta, bo
     return out;
 }
 
-vf_tensor *vf_matmul(vf_context *ctx, vf_tensor *a, vf_tensor *b) { return vf_matmul_ex(ctx, a, b, false, false); }
+vf_tensor *vf_matmul(vf_context *ctx, vf_tensor *a, vf_tensor *b)
+{
+    VF_LOCKED(ctx);
+    return vf_matmul_ex(ctx, a, b, false, false);
+}
 
 /* A copy of x into a fresh tensor of another shape (same numel). */
 static vf_tensor *copy_as(vf_context *ctx, vf_tensor *x, int rank, const int64_t *shape)
@@ -109,6 +114,7 @@ static vf_tensor *copy_as(vf_context *ctx, vf_tensor *x, int rank, const int64_t
 
 vf_tensor *vf_reshape(vf_context *ctx, vf_tensor *x, int rank, const int64_t *shape)
 {
+    VF_LOCKED(ctx);
     const char *name = "vf_reshape";
     if (!ctx || !x) return NULL;
     if (!vf_check_input(ctx, name, x, 0)) return NULL;
@@ -168,6 +174,7 @@ vf_tensor *vf_reshape(vf_context *ctx, vf_tensor *x, int rank, const int64_t *sh
 
 vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm)
 {
+    VF_LOCKED(ctx);
     const char *name = "vf_transpose";
     if (!ctx || !x) return NULL;
     if (!vf_check_input(ctx, name, x, 0)) return NULL;

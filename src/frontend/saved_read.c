@@ -480,6 +480,7 @@ fail:
 
 vf_status vf_saved_load_mem(vf_context *ctx, const void *data, size_t size, const char *what, vf_function **out)
 {
+    VF_LOCKED(ctx);
     vf_saved_rd rr = {.ctx = ctx, .what = what, .p = data, .end = size, .sec = "header"}, *r = &rr;
     char magic[8];
     if (size < VF_SAVED_HEADER + VF_SAVED_TRAILER) return vf_saved_bad(r, "the file has %zu bytes, less than a header", size), VF_ERROR_FORMAT;
@@ -573,6 +574,7 @@ vf_status vf_saved_load_mem(vf_context *ctx, const void *data, size_t size, cons
 
 vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out)
 {
+    VF_LOCKED(ctx);
     if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
     if (!out || !path)
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_load: %s is NULL", !path ? "path" : "out");

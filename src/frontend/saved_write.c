@@ -221,6 +221,7 @@ static vf_status write_file(vf_context *ctx, const char *path, const uint8_t *p,
 
 vf_status vf_function_save(vf_function *fn, const char *path)
 {
+    VF_LOCKED(fn ? vf_function_context(fn) : NULL);
     if (!fn) return VF_ERROR_INVALID_ARGUMENT;
     vf_context *ctx = vf_function_context(fn);
     if (!path) return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save: '%s': path is NULL", vf_function_name_get(fn));
@@ -234,6 +235,7 @@ vf_status vf_function_save(vf_function *fn, const char *path)
 
 vf_status vf_saved_write_mem(vf_function *fn, const vf_saved_kernel *extra, int n_extra, uint8_t **out, size_t *out_size)
 {
+    VF_LOCKED(fn ? vf_function_context(fn) : NULL);
     *out = NULL;
     *out_size = 0;
     vf_context *ctx = vf_function_context(fn);
@@ -387,6 +389,7 @@ static vf_tensor *nth_variable(vf_function *fn, int want, int *count)
 
 int vf_function_variable_count(vf_function *fn)
 {
+    VF_LOCKED(fn ? vf_function_context(fn) : NULL);
     int n = 0;
     if (fn) nth_variable(fn, -1, &n);
     return n;
@@ -394,6 +397,7 @@ int vf_function_variable_count(vf_function *fn)
 
 vf_tensor *vf_function_variable(vf_function *fn, int i)
 {
+    VF_LOCKED(fn ? vf_function_context(fn) : NULL);
     if (!fn) return NULL;
     int n = 0;
     vf_tensor *t = nth_variable(fn, i, &n);

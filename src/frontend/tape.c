@@ -129,6 +129,7 @@ void vf_tape_record(vf_context *ctx, int op, const vf_attrs *attrs, int n_in, vf
 
 vf_tape *vf_tape_begin(vf_context *ctx)
 {
+    VF_LOCKED(ctx);
     if (!ctx) return NULL;
     vf_tape *tp = calloc(1, sizeof *tp);
     if (!tp) {
@@ -140,6 +141,7 @@ vf_tape *vf_tape_begin(vf_context *ctx)
     tp->depth = cur_depth(ctx);
     tp->next = ctx->tapes;
     ctx->tapes = tp;
+    vf_ctx_lock(ctx); /* held until vf_tape_end: the tape records this thread's ops only (lock.h) */
     return tp;
 }
 
@@ -154,6 +156,7 @@ static void unlink_tape(vf_tape *tp)
 
 void vf_tape_end(vf_tape *tp)
 {
+    VF_LOCKED(tp ? tp->ctx : NULL);
     if (!tp) return;
     unlink_tape(tp);
     for (int i = 0; i < tp->n; i++) {
@@ -164,8 +167,10 @@ void vf_tape_end(vf_tape *tp)
         for (int j = 0; j < tp->e[i].n_in; j++) vf_tensor_release(tp->e[i].in[j]);
         vf_tensor_release(tp->e[i].out);
     }
+    vf_context *ctx = tp->ctx;
     free(tp->e);
     free(tp);
+    vf_ctx_unlock(ctx); /* the hold vf_tape_begin took */
 }
 
 /* ---- gradients ----------------------------------------------------------- */
@@ -418,6 +423,7 @@ static vf_status gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_te
 
 vf_status vf_tape_gradient(vf_tape *tp, vf_tensor *target, int n, vf_tensor *const *sources, vf_tensor **grads)
 {
+    VF_LOCKED(tp ? tp->ctx : NULL);
     if (!tp) return VF_ERROR_INVALID_ARGUMENT;
     if (!target)
         return tp->ctx->err.status != VF_OK ? tp->ctx->err.status

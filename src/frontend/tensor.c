@@ -94,6 +94,7 @@ static void scope_remove(vf_context *ctx, vf_tensor *t)
 void vf_scope_begin(vf_context *ctx)
 {
     if (!ctx) return;
+    VF_LOCKED(ctx);
     if (ctx->n_scopes == ctx->cap_scopes) {
         int cap = ctx->cap_scopes * 2;
         vf_scope *scopes = realloc(ctx->scopes, (size_t)cap * sizeof *scopes);
@@ -106,6 +107,7 @@ void vf_scope_begin(vf_context *ctx)
         ctx->cap_scopes = cap;
     }
     ctx->scopes[ctx->n_scopes++].n = 0;
+    vf_ctx_lock(ctx); /* held until the matching vf_scope_end: the scope is this thread's (lock.h) */
 }
 
 static void tensor_destroy(vf_tensor *t);
@@ -113,6 +115,7 @@ static void tensor_destroy(vf_tensor *t);
 void vf_scope_end(vf_context *ctx)
 {
     if (!ctx) return;
+    VF_LOCKED(ctx);
     if (ctx->n_scopes <= 1) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
                 "vf_scope_end: no open scope; every vf_scope_end needs a vf_scope_begin before it");
@@ -125,11 +128,14 @@ void vf_scope_end(vf_context *ctx)
         if (--t->refs == 0) tensor_destroy(t);
     }
     ctx->n_scopes--;
+    vf_ctx_unlock(ctx); /* the hold vf_scope_begin took */
 }
 
 vf_tensor *vf_keep(vf_tensor *t)
 {
-    if (!t || t->scope <= 0) return t;
+    if (!t) return t;
+    VF_LOCKED(t->ctx);
+    if (t->scope <= 0) return t;
     vf_context *ctx = t->ctx;
     int to = t->scope - 1;
     scope_remove(ctx, t);
@@ -143,7 +149,9 @@ vf_tensor *vf_keep(vf_tensor *t)
 
 vf_tensor *vf_tensor_retain(vf_tensor *t)
 {
-    if (t) t->refs++;
+    if (!t) return t;
+    VF_LOCKED(t->ctx);
+    t->refs++;
     return t;
 }
 
@@ -168,6 +176,7 @@ static void tensor_destroy(vf_tensor *t)
 void vf_tensor_release(vf_tensor *t)
 {
     if (!t) return;
+    VF_LOCKED(t->ctx);
     if (t->scope >= 0 && t->refs == 1) /* the caller holds none: end the scope's ownership early */
         scope_remove(t->ctx, t);
     if (--t->refs == 0) tensor_destroy(t);
@@ -222,6 +231,7 @@ static vf_tensor *tensor_alloc(vf_context *ctx, const char *op, vf_dtype dtype, 
 
 vf_tensor *vf_tensor_new(vf_context *ctx, const char *op, vf_dtype dtype, int rank, const int64_t *shape)
 {
+    VF_ASSERT_LOCKED(ctx);
     int64_t numel;
     vf_tensor *t = tensor_alloc(ctx, op, dtype, rank, shape, &numel);
     if (t && ctx->trace) { /* symbolic: the trace hooks give it a value */
@@ -253,6 +263,7 @@ vf_tensor *vf_tensor_new(vf_context *ctx, const char *op, vf_dtype dtype, int ra
 
 vf_tensor *vf_tensor_view(vf_tensor *src, int rank, const int64_t *shape)
 {
+    VF_ASSERT_LOCKED(src->ctx);
     int64_t numel;
     vf_tensor *t = tensor_alloc(src->ctx, "vf_reshape", src->dtype, rank, shape, &numel);
     if (!t) return NULL;
@@ -276,6 +287,7 @@ vf_tref vf_tensor_ref(const vf_tensor *t)
 
 vf_tensor *vf_run(vf_context *ctx, vf_exec *e, vf_tensor *out)
 {
+    VF_ASSERT_LOCKED(ctx);
     e->out = vf_tensor_ref(out);
     if (ctx->trace) {
         out = vf_trace_exec(ctx, e, out);
@@ -294,6 +306,7 @@ vf_tensor *vf_run(vf_context *ctx, vf_exec *e, vf_tensor *out)
 
 bool vf_fill_into(vf_context *ctx, vf_tensor *t, double value)
 {
+    VF_ASSERT_LOCKED(ctx);
     if (t->numel == 0) return true;
     vf_exec e = {.op = VF_OP_FILL, .attrs.value = value, .out = vf_tensor_ref(t)};
     if (ctx->trace) { /* recorded as a fill node bound to t */
@@ -310,6 +323,7 @@ vf_tensor *vf_tensor_from_host(vf_context *ctx, vf_dtype dtype, int rank, const 
                                const void *data)
 {
     if (!ctx) return NULL;
+    VF_LOCKED(ctx);
     vf_tensor *t = vf_tensor_new(ctx, "vf_tensor_from_host", dtype, rank, shape);
     if (!t || t->numel == 0) return t;
     if (!data) {
@@ -345,6 +359,7 @@ vf_tensor *vf_tensor_from_host(vf_context *ctx, vf_dtype dtype, int rank, const 
 vf_tensor *vf_fill(vf_context *ctx, vf_dtype dtype, int rank, const int64_t *shape, double value)
 {
     if (!ctx) return NULL;
+    VF_LOCKED(ctx);
     vf_tensor *t = vf_tensor_new(ctx, "vf_fill", dtype, rank, shape);
     if (!t) return NULL;
     if (!vf_fill_into(ctx, t, value)) {
@@ -357,6 +372,7 @@ vf_tensor *vf_fill(vf_context *ctx, vf_dtype dtype, int rank, const int64_t *sha
 vf_tensor *vf_random_normal(vf_context *ctx, vf_dtype dtype, int rank, const int64_t *shape, uint64_t seed)
 {
     if (!ctx) return NULL;
+    VF_LOCKED(ctx);
     if (!vf_dtype_valid((int)dtype) || !vf_dtype_is_float(dtype)) {
         vf_fail(ctx, VF_ERROR_DTYPE, "vf_random_normal: dtype %s is not a float type; use VF_F32 or VF_F16",
                 vf_dtype_name(dtype));
@@ -371,6 +387,7 @@ vf_tensor *vf_random_normal(vf_context *ctx, vf_dtype dtype, int rank, const int
 vf_status vf_tensor_read(vf_tensor *t, void *dst, size_t bytes)
 {
     if (!t) return VF_ERROR_INVALID_ARGUMENT;
+    VF_LOCKED(t->ctx);
     vf_context *ctx = t->ctx;
     if (t->sym_gen) return vf_trace_read_error(t);
     size_t need = (size_t)t->numel * vf_dtype_size(t->dtype);
@@ -396,6 +413,7 @@ bool vf_tensor_is_variable(const vf_tensor *t) { return t && t->is_variable; }
 int64_t vf_tensor_dim(const vf_tensor *t, int axis)
 {
     if (!t) return -1;
+    VF_LOCKED(t->ctx);
     int a = axis < 0 ? axis + t->rank : axis;
     if (a < 0 || a >= t->rank) {
         vf_fail(t->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tensor_dim: axis %d is out of range for rank %d",

@@ -12,6 +12,7 @@
 
 vf_tensor *vf_variable(vf_context *ctx, vf_tensor *initial)
 {
+    VF_LOCKED(ctx);
     if (!ctx || !initial) return NULL;
     if (!vf_check_input(ctx, "vf_variable", initial, 0)) return NULL;
     if (ctx->trace) {
@@ -72,12 +73,14 @@ static vf_status assign_op(vf_op op, const char *name, vf_tensor *var, vf_tensor
     return VF_OK;
 }
 
-vf_status vf_assign(vf_tensor *var, vf_tensor *value) { return assign_op(VF_OP_COPY, "vf_assign", var, value); }
+vf_status vf_assign(vf_tensor *var, vf_tensor *value) { VF_LOCKED(var ? var->ctx : NULL); return assign_op(VF_OP_COPY, "vf_assign", var, value); }
 vf_status vf_assign_add(vf_tensor *var, vf_tensor *value)
 {
+    VF_LOCKED(var ? var->ctx : NULL);
     return assign_op(VF_OP_ADD, "vf_assign_add", var, value);
 }
 vf_status vf_assign_sub(vf_tensor *var, vf_tensor *value)
 {
+    VF_LOCKED(var ? var->ctx : NULL);
     return assign_op(VF_OP_SUB, "vf_assign_sub", var, value);
 }

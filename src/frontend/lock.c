@@ -1,0 +1,50 @@
+/* The context's recursive lock (lock.h): a plain mutex plus the owner and
+ * depth, so that a thread can tell whether it holds the lock (the debug
+ * assertions, the scope and tape holds) without asking pthreads. */
+#include "frontend/frontend.h"
+
+/* One byte per thread: its address identifies the thread while it runs. */
+static _Thread_local char thread_token;
+
+static uintptr_t me(void) { return (uintptr_t)&thread_token; }
+
+void vf_ctx_lock_init(vf_ctx_mutex *l)
+{
+    pthread_mutex_init(&l->mu, NULL);
+    atomic_init(&l->owner, 0);
+    l->depth = 0;
+}
+
+void vf_ctx_lock_destroy(vf_ctx_mutex *l) { pthread_mutex_destroy(&l->mu); }
+
+void vf_ctx_lock(vf_context *ctx)
+{
+    if (!ctx) return;
+    vf_ctx_mutex *l = &ctx->lock;
+    /* Only this thread ever stores its own token, so reading it back means
+       it holds the lock; any other value (0 or another thread's) means not. */
+    if (atomic_load_explicit(&l->owner, memory_order_relaxed) == me()) {
+        l->depth++;
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    atomic_store_explicit(&l->owner, me(), memory_order_relaxed);
+    l->depth = 1;
+}
+
+void vf_ctx_unlock(vf_context *ctx)
+{
+    if (!ctx) return;
+    vf_ctx_mutex *l = &ctx->lock;
+    assert(atomic_load_explicit(&l->owner, memory_order_relaxed) == me() && l->depth > 0);
+    if (--l->depth > 0) return;
+    atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&l->mu);
+}
+
+bool vf_ctx_locked_here(const vf_context *ctx)
+{
+    return atomic_load_explicit(&ctx->lock.owner, memory_order_relaxed) == me();
+}
+
+int vf_ctx_lock_depth(const vf_context *ctx) { return vf_ctx_locked_here(ctx) ? ctx->lock.depth : 0; }
