@@ -135,6 +135,9 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     char why[sizeof ctx->be_err.message];
     snprintf(why, sizeof why, "%s", ctx->be_err.message);
     vf_err_clear(&ctx->be_err);
+    /* a bad setting (VKFUSE_TEST_CAPS=...) is the user's to fix, not a
+       missing driver: no silent fallback to the CPU */
+    if (s == VF_ERROR_INVALID_ARGUMENT) return vf_fail(ctx, s, "vf_context_create: %s", why);
     if (want == VF_BACKEND_VULKAN) {
         snprintf(ctx->device_name, sizeof ctx->device_name, "none (Vulkan unavailable)");
         return vf_fail(ctx, s, "vf_context_create: VF_BACKEND_VULKAN requested but %s. Install a "

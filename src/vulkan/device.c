@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define VF_VALIDATION_LAYER "VK_LAYER_KHRONOS_validation"
 #define VF_MAX_PHYS 16
@@ -373,6 +374,27 @@ static void fill_caps(vf_vk_device *d, const VkPhysicalDeviceSubgroupProperties 
     c->shader_int8 = f12->shaderInt8;
 }
 
+/* VKFUSE_TEST_CAPS=gpu|cpu (testing): the tuning profile codegen takes,
+   whatever the device's type. The GPU profile (shared-memory matmul tiles,
+   256-wide rows and reductions that combine many subgroups through shared
+   memory, short row caches) is what discrete GPUs run; forced on lavapipe it
+   runs and is checked in every CI run. Only is_cpu changes: the limits,
+   shared memory and subgroup size stay the device's real ones, so every
+   kernel stays within what the driver executes (the subgroup size a kernel
+   assumes is the one it gets). Unset, empty or "device": the device's own
+   profile. Read once, when the device (the context) is created. */
+static vf_status apply_test_caps(vf_device_caps *c, vf_err *err)
+{
+    const char *v = getenv("VKFUSE_TEST_CAPS");
+    if (!v || !*v || strcasecmp(v, "device") == 0) return VF_OK;
+    if (strcasecmp(v, "gpu") == 0) c->is_cpu = false;
+    else if (strcasecmp(v, "cpu") == 0) c->is_cpu = true;
+    else
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT,
+                          "VKFUSE_TEST_CAPS=%s is not a codegen profile; use gpu, cpu or device (or unset it)", v);
+    return VF_OK;
+}
+
 static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_push, vf_err *err)
 {
     d->phys = pi->phys;
@@ -457,7 +479,7 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_pu
     d->push_descriptors = push && d->vkd.vkCmdPushDescriptorSetKHR != NULL;
     d->vkd.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
     fill_caps(d, &sg, &h11, &h12);
-    return VF_OK;
+    return apply_test_caps(&d->caps, err);
 }
 
 vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, vf_err *err)
