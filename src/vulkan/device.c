@@ -374,6 +374,16 @@ static void fill_caps(vf_vk_device *d, const VkPhysicalDeviceSubgroupProperties 
     c->shader_int8 = f12->shaderInt8;
 }
 
+/* llvmpipe (lavapipe) counts the iterations of all loops of a shader
+   invocation together and leaves every loop once 65535 are done
+   (LP_MAX_TGSI_LOOP_ITERATIONS in Mesa's gallivm): no error, no message,
+   the rest of the work is silently skipped. A column sum over 65536 rows
+   lost its last row. Codegen keeps loops short on such a driver. */
+static uint32_t driver_loop_limit(VkDriverId id)
+{
+    return id == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535u : 0u;
+}
+
 /* VKFUSE_TEST_CAPS=gpu|cpu (testing): the tuning profile codegen takes,
    whatever the device's type. The GPU profile (shared-memory matmul tiles,
    256-wide rows and reductions that combine many subgroups through shared
@@ -406,7 +416,9 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_pu
     snprintf(d->name, sizeof d->name, "%s", d->props.deviceName);
 
     /* What the device has ... */
-    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+                                             .pNext = &drv};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
     d->vki.vkGetPhysicalDeviceProperties2(d->phys, &p2);
     VkPhysicalDeviceVulkan12Features h12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
@@ -479,6 +491,7 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_pu
     d->push_descriptors = push && d->vkd.vkCmdPushDescriptorSetKHR != NULL;
     d->vkd.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
     fill_caps(d, &sg, &h11, &h12);
+    d->caps.max_loop_iterations = driver_loop_limit(drv.driverID);
     return apply_test_caps(&d->caps, err);
 }
 
