@@ -4,7 +4,8 @@
  * subgroups through shared memory) are executed and checked in CI, not
  * only compiled. tests/CMakeLists.txt runs the op and fusion tests a second
  * time under VKFUSE_TEST_CAPS=gpu; this file checks the override itself:
- *  - under gpu and cpu the device's caps differ in the profile only: the
+ *  - under gpu and cpu the device's caps differ in the profile only (and
+ *    gpu-nosubgroup also turns subgroup arithmetic off): the
  *    limits, shared memory and subgroup size stay the driver's, so every
  *    kernel stays within what lavapipe really executes;
  *  - a traced function (matmul + bias + relu, softmax, a column sum) runs
@@ -55,7 +56,11 @@ static void test_caps_change_only_the_profile(void **state)
     (void)state;
     if (!vt_have_vulkan()) skip();
     vf_device_caps dev = caps_under(NULL), gpu = caps_under("gpu"), cpu = caps_under("CPU");
-    vf_device_caps same = caps_under("device");
+    vf_device_caps same = caps_under("device"), nosg = caps_under("gpu-nosubgroup");
+    assert_false(nosg.is_cpu || nosg.subgroup_arithmetic || nosg.subgroup_shuffle);
+    assert_int_equal(nosg.subgroup_size, dev.subgroup_size);
+    assert_int_equal(nosg.max_workgroup_invocations, dev.max_workgroup_invocations);
+    assert_int_equal(nosg.shared_memory_bytes, dev.shared_memory_bytes);
     assert_false(gpu.is_cpu);
     assert_true(cpu.is_cpu);
     assert_int_equal(same.is_cpu, dev.is_cpu);
@@ -151,10 +156,12 @@ static void test_profiles_run_other_kernels(void **state)
 {
     (void)state;
     if (!vt_have_vulkan()) skip();
-    run_result want, gpu, cpu;
+    run_result want, gpu, cpu, nosg;
     run_under(NULL, VF_BACKEND_CPU, &want);
     run_under("gpu", VF_BACKEND_VULKAN, &gpu);
     run_under("cpu", VF_BACKEND_VULKAN, &cpu);
+    run_under("gpu-nosubgroup", VF_BACKEND_VULKAN, &nosg);
+    assert_non_null(strstr(nosg.kernels, "_tile_"));
     printf("VKFUSE_TEST_CAPS=gpu kernels: %s\nVKFUSE_TEST_CAPS=cpu kernels: %s\n", gpu.kernels, cpu.kernels);
     /* the matmul (fused with its bias and relu) is the shared-memory tile
        kernel under gpu, the register-block one under cpu */
@@ -169,6 +176,9 @@ static void test_profiles_run_other_kernels(void **state)
         vt_assert_close_f32(gpu.y[i], want.y[i], (size_t)out_numel[i], 1e-4, 1e-4, msg);
         snprintf(msg, sizeof msg, "%s, CPU profile", what[i]);
         vt_assert_close_f32(cpu.y[i], want.y[i], (size_t)out_numel[i], 1e-4, 1e-4, msg);
+        snprintf(msg, sizeof msg, "%s, GPU profile without subgroups", what[i]);
+        vt_assert_close_f32(nosg.y[i], want.y[i], (size_t)out_numel[i], 1e-4, 1e-4, msg);
+        free(nosg.y[i]);
         free(want.y[i]);
         free(gpu.y[i]);
         free(cpu.y[i]);
@@ -189,7 +199,7 @@ static void test_bad_value_is_an_error(void **state)
         assert_int_equal(vf_context_create(&d, &ctx), VF_ERROR_INVALID_ARGUMENT);
         assert_non_null(ctx);
         assert_non_null(strstr(vf_error_message(ctx), "VKFUSE_TEST_CAPS=gpu-ish"));
-        assert_non_null(strstr(vf_error_message(ctx), "use gpu, cpu or device"));
+        assert_non_null(strstr(vf_error_message(ctx), "use gpu, gpu-nosubgroup, cpu or device"));
         vf_context_destroy(ctx);
     }
     restore_caps_env(saved);

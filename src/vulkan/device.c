@@ -384,24 +384,30 @@ static uint32_t driver_loop_limit(VkDriverId id)
     return id == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535u : 0u;
 }
 
-/* VKFUSE_TEST_CAPS=gpu|cpu (testing): the tuning profile codegen takes,
-   whatever the device's type. The GPU profile (shared-memory matmul tiles,
-   256-wide rows and reductions that combine many subgroups through shared
-   memory, short row caches) is what discrete GPUs run; forced on lavapipe it
-   runs and is checked in every CI run. Only is_cpu changes: the limits,
-   shared memory and subgroup size stay the device's real ones, so every
-   kernel stays within what the driver executes (the subgroup size a kernel
-   assumes is the one it gets). Unset, empty or "device": the device's own
-   profile. Read once, when the device (the context) is created. */
+/* VKFUSE_TEST_CAPS=gpu|gpu-nosubgroup|cpu|device (testing): the tuning
+   profile codegen takes, whatever the device's type. The GPU profile
+   (shared-memory matmul tiles, 256-wide rows and reductions that combine
+   many subgroups through shared memory, short row caches) is what discrete
+   GPUs run; forced on lavapipe it runs and is checked in every CI run.
+   Only is_cpu changes: the limits, shared memory and subgroup size stay
+   the device's real ones, so every kernel stays within what the driver
+   executes (the subgroup size a kernel assumes is the one it gets).
+   gpu-nosubgroup also drops subgroup arithmetic, as on GPUs without it
+   (shared-memory trees; using fewer features is valid on any device).
+   Unset, empty or "device": the device's own profile. Read once, when the
+   device (the context) is created. */
 static vf_status apply_test_caps(vf_device_caps *c, vf_err *err)
 {
     const char *v = getenv("VKFUSE_TEST_CAPS");
     if (!v || !*v || strcasecmp(v, "device") == 0) return VF_OK;
     if (strcasecmp(v, "gpu") == 0) c->is_cpu = false;
+    else if (strcasecmp(v, "gpu-nosubgroup") == 0)
+        c->is_cpu = c->subgroup_arithmetic = c->subgroup_shuffle = false;
     else if (strcasecmp(v, "cpu") == 0) c->is_cpu = true;
     else
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT,
-                          "VKFUSE_TEST_CAPS=%s is not a codegen profile; use gpu, cpu or device (or unset it)", v);
+                          "VKFUSE_TEST_CAPS=%s is not a codegen profile; use gpu, gpu-nosubgroup, cpu or device"
+                          " (or unset it)", v);
     return VF_OK;
 }
 
