@@ -12,6 +12,9 @@
 //   float ld_out(uint i)    (VF_REUSE_OUT) reads the output back
 //   bool label(uint row, out uint lab)   (OP_XENT) lab in [0, len)?
 //   pc.n_rows, pc.len, pc.inner
+//   ROW_STRIDED             (MODE_ROW) a workgroup per (outer, inner) column
+//                           walking the axis with stride pc.inner: columns
+//                           too long for one thread on lavapipe
 // Every row is max-subtracted. On lavapipe a row belongs to one subgroup
 // (WG == SG): the reductions are subgroup ops with no barrier at all.
 
@@ -73,33 +76,41 @@ void main()
     uint row = vf_group_id();
     if (row >= pc.n_rows) return;   // uniform over the workgroup
     uint lid = gl_LocalInvocationID.x;
+#ifdef ROW_STRIDED
+    // a long strided column (outer, inner) owned by a workgroup, so that no
+    // invocation loops past the driver's iteration limit (codegen_row.c)
+    uint base = (row / pc.inner) * pc.len * pc.inner + row % pc.inner;
+#define AT(j) (base + (j) * pc.inner)
+#else
     uint base = row * pc.len;
+#define AT(j) (base + (j))
+#endif
     float m = -vf_inf();
-    for (uint j = lid; j < pc.len; j += WG) m = max(m, ld(base + j));
+    for (uint j = lid; j < pc.len; j += WG) m = max(m, ld(AT(j)));
     m = vf_wg_max(m);
     float s = 0.0;
 #if defined(OP_SOFTMAX) && defined(VF_REUSE_OUT)
     for (uint j = lid; j < pc.len; j += WG) {
-        float e = exp(ld(base + j) - m);
-        st(base + j, e);
+        float e = exp(ld(AT(j)) - m);
+        st(AT(j), e);
         s += e;
     }
     float inv = 1.0 / vf_wg_sum(s);
-    for (uint j = lid; j < pc.len; j += WG) st(base + j, ld_out(base + j) * inv);
+    for (uint j = lid; j < pc.len; j += WG) st(AT(j), ld_out(AT(j)) * inv);
 #else
-    for (uint j = lid; j < pc.len; j += WG) s += exp(ld(base + j) - m);
+    for (uint j = lid; j < pc.len; j += WG) s += exp(ld(AT(j)) - m);
     s = vf_wg_sum(s);
 #if defined(OP_SOFTMAX)
     float inv = 1.0 / s;
-    for (uint j = lid; j < pc.len; j += WG) st(base + j, exp(ld(base + j) - m) * inv);
+    for (uint j = lid; j < pc.len; j += WG) st(AT(j), exp(ld(AT(j)) - m) * inv);
 #elif defined(OP_LOG_SOFTMAX)
     float lse = m + log(s);
-    for (uint j = lid; j < pc.len; j += WG) st(base + j, ld(base + j) - lse);
+    for (uint j = lid; j < pc.len; j += WG) st(AT(j), ld(AT(j)) - lse);
 #else // OP_XENT: loss = logsumexp(row) - row[label]; NaN for a bad label
     if (lid == 0u) {
         uint lab;
         bool ok = label(row, lab);
-        st(row, ok ? (m + log(s)) - ld(base + lab) : vf_nan());
+        st(row, ok ? (m + log(s)) - ld(AT(lab)) : vf_nan());
     }
 #endif
 #endif

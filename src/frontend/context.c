@@ -121,6 +121,9 @@ static vf_status create_backend(vf_context *ctx, const vf_context_desc *d)
     char why[sizeof ctx->be_err.message];
     snprintf(why, sizeof why, "%s", ctx->be_err.message);
     vf_err_clear(&ctx->be_err);
+    /* a bad setting (VKFUSE_TEST_CAPS=...) is the user's to fix, not a
+       missing driver: no silent fallback to the CPU */
+    if (s == VF_ERROR_INVALID_ARGUMENT) return vf_fail(ctx, s, "vf_context_create: %s", why);
     /* A device the user named (VKFUSE_DEVICE, or desc->pick_device) that
        cannot be had is an error even under AUTO: running on the CPU
        instead would hide a typo in the name or index. */

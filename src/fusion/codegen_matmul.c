@@ -130,6 +130,20 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
             ts /= 2;
         if (2u * bk * 4u * ts * 4u > caps->shared_memory_bytes) bk = 4;
     }
+    /* a driver that ends an invocation's loops after max_loop_iterations
+       in all (lavapipe): the k loop (lane kernel: K / 4 steps and a tail
+       of 3; tiled: K / BK steps, each with two tile-load loops of 4 BK / TS
+       steps) must stay under half of it; longer K is UNSUPPORTED, never a
+       silently shortened sum */
+    if (caps->max_loop_iterations) {
+        uint64_t steps = lane_kernel ? K / 4 + 3 : ((K + bk - 1) / bk) * (1 + 2 * ((4u * bk + ts - 1) / ts));
+        if (steps > caps->max_loop_iterations / 2)
+            return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                              "matmul: an inner dimension of %llu is too long for this driver, which ends a"
+                              " shader invocation's loops after %u iterations in all; split the sum over k"
+                              " (matmuls of slices, added)",
+                              (unsigned long long)K, caps->max_loop_iterations);
+    }
     uint64_t tile_m = lane_kernel ? rm : 4u * ts, tile_n = lane_kernel ? 4u * cv * lanes : 4u * ts;
     uint64_t tiles_m = (M + tile_m - 1) / tile_m, tiles_n = (N + tile_n - 1) / tile_n;
 

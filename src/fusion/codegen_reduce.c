@@ -344,13 +344,9 @@ vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_ker
     /* the workgroup size (a specialisation constant, chosen here from the
        device): one subgroup on CPU devices (no barriers), else 256 within
        the limits; a power of two for the shared-memory tree */
-    uint32_t wg;
-    if (!row) {
-        wg = cg_clamp_wg(caps, caps->is_cpu ? 64 : 256, false);
-    } else {
-        wg = cg_clamp_wg(caps, caps->is_cpu ? sg : 256, !caps->subgroup_arithmetic);
-        if (caps->subgroup_arithmetic && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
-    }
+    uint32_t wg_row = cg_clamp_wg(caps, caps->is_cpu ? sg : 256, !caps->subgroup_arithmetic);
+    if (caps->subgroup_arithmetic && wg_row < sg && cg_clamp_wg(caps, sg, false) == sg) wg_row = sg;
+    uint32_t wg = row ? wg_row : cg_clamp_wg(caps, caps->is_cpu ? 64 : 256, false);
 
     /* two steps when a few long rows could not fill the device */
     uint64_t target = caps->is_cpu ? 64 : 1024;
@@ -360,15 +356,24 @@ vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_ker
         uint64_t maxparts = p.n_red / ((uint64_t)wg * 64);
         if (parts > maxparts) parts = maxparts;
     }
+    /* ... and when an invocation would loop past the driver's iteration
+       limit (caps->max_loop_iterations, lavapipe): chunks short enough
+       that each invocation loops at most half of it, in either mode (a
+       column-mode chunk is one thread's loop) */
+    if (caps->max_loop_iterations) {
+        uint64_t per_iter = row ? wg : 1, budget = caps->max_loop_iterations / 2;
+        uint64_t need = (p.n_red + per_iter * budget - 1) / (per_iter * budget);
+        if (need > parts) parts = need;
+    }
     if (parts >= 2) {
         uint64_t chunk = (p.n_red + parts - 1) / parts;
         parts = (p.n_red + chunk - 1) / chunk;
         k->n_steps = 2;
         k->scratch_bytes = (size_t)(p.n_out * parts * (uint64_t)a.words * 4);
-        vf_status st = gen_step(e, caps, err, &k->step[0], &p, &a, STEP_PARTIAL, true, wg,
+        vf_status st = gen_step(e, caps, err, &k->step[0], &p, &a, STEP_PARTIAL, row, wg,
                                 (uint32_t)parts, (uint32_t)chunk);
         if (st) return st;
-        return gen_step(e, caps, err, &k->step[1], &p, &a, STEP_FINAL, true, wg, (uint32_t)parts, 0);
+        return gen_step(e, caps, err, &k->step[1], &p, &a, STEP_FINAL, true, wg_row, (uint32_t)parts, 0);
     }
     k->n_steps = 1;
     return gen_step(e, caps, err, &k->step[0], &p, &a, STEP_ONE, row, wg, 1, 0);

@@ -101,7 +101,14 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
     if (cg_numel(x) > (int64_t)UINT32_MAX)
         return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: input too large for 32-bit indexing", info->name);
 
-    bool row = inner == 1;
+    /* every invocation walks its row (column) three times; on a driver that
+       limits an invocation's loop iterations (lavapipe), long strided
+       columns get a workgroup each instead of a thread, and long rows a
+       wider workgroup, so that each invocation loops at most half the
+       limit (else UNSUPPORTED: never a silently truncated loop) */
+    uint64_t budget = caps->max_loop_iterations / 2;
+    bool strided_row = inner > 1 && budget && 3 * len > budget;
+    bool row = inner == 1 || strided_row;
     uint32_t sg = caps->subgroup_size ? caps->subgroup_size : 1;
     /* the workgroup size: a specialisation constant chosen from the device
        (one subgroup on CPU devices, else 256 within the limits; a power of
@@ -114,10 +121,18 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
         wg = cg_clamp_wg(caps, caps->is_cpu ? sg : 256, !subgroup);
         if (subgroup && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
     }
+    if (row && budget && 3 * ((len + wg - 1) / wg) > budget) {
+        wg = cg_clamp_wg(caps, 1024, true);
+        if (3 * ((len + wg - 1) / wg) > budget)
+            return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                              "%s: rows of %llu elements are too long for this driver, which ends a shader"
+                              " invocation's loops after %u iterations in all; split the axis",
+                              info->name, (unsigned long long)len, caps->max_loop_iterations);
+    }
     bool reuse = e->op == VF_OP_SOFTMAX && e->out.dtype == VF_F32 && row;
     /* lavapipe, f32 rows of a multiple of 4 that fit: the row in registers */
     uint32_t rk = 0;
-    if (!xent && row && caps->is_cpu && subgroup && wg == sg && x->dtype == VF_F32 && e->out.dtype == VF_F32 &&
+    if (!xent && row && !strided_row && caps->is_cpu && subgroup && wg == sg && x->dtype == VF_F32 && e->out.dtype == VF_F32 &&
         len % 4 == 0 && len > 0 && len / 4 <= (uint64_t)wg * REG_MAX_VEC4)
         rk = (uint32_t)((len / 4 + wg - 1) / wg);
     if (rk) return reg_row(e, caps, k, wg, rk, outer, len, err);
@@ -126,12 +141,12 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
     vf_cg g;
     cg_begin(&g, e, caps, err, &k->step[0]);
     snprintf(g.d->name, sizeof g.d->name, "%s_%s%s%s_%s", xent ? "xent" : info->name, cg_dtype_tag(x->dtype),
-             xent ? "_" : "", xent ? cg_dtype_tag(e->in[0].dtype) : "", row ? "row" : "col");
+             xent ? "_" : "", xent ? cg_dtype_tag(e->in[0].dtype) : "", strided_row ? "colwg" : row ? "row" : "col");
     snprintf(g.comment, sizeof g.comment,
              "op %s: %s%s%s -> %s along a %s axis (outer, len, inner in push constants); %s",
              info->name, cg_dtype_tag(x->dtype), xent ? ", labels " : "", xent ? cg_dtype_tag(e->in[0].dtype) : "",
-             cg_dtype_tag(e->out.dtype), row ? "contiguous" : "strided",
-             row ? "a workgroup per row" : "a thread per column");
+             cg_dtype_tag(e->out.dtype), row && !strided_row ? "contiguous" : "strided",
+             strided_row ? "a workgroup per column" : row ? "a workgroup per row" : "a thread per column");
 
     if (xent) cg_bind(&g, VF_BIND_IN0, e->in[0].dtype, "labels", true, false);
     cg_bind(&g, xent ? VF_BIND_IN1 : VF_BIND_IN0, x->dtype, "in0", true, false);
@@ -160,6 +175,7 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
     vf_sb_add(s, "#define VF_SUBGROUP %d\n#define %s 1\n", subgroup ? 1 : 0,
               xent ? "OP_XENT" : e->op == VF_OP_SOFTMAX ? "OP_SOFTMAX" : "OP_LOG_SOFTMAX");
     if (row) vf_sb_puts(s, "#define MODE_ROW 1\n");
+    if (strided_row) vf_sb_puts(s, "#define ROW_STRIDED 1\n");
     if (reuse) vf_sb_puts(s, "#define VF_REUSE_OUT 1\n");
     if (subgroup) g.ext |= CG_EXT_SUBGROUP;
     uint64_t n = outer * inner;

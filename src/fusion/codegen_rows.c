@@ -479,6 +479,29 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
        two for the tree) and the per-invocation cache length */
     uint32_t wg = cg_clamp_wg(caps, caps->is_cpu && subgroup ? sg : 256, !subgroup);
     if (subgroup && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
+    /* a driver that ends an invocation's loops after max_loop_iterations
+       in all (lavapipe): each invocation walks its columns once per
+       reduction, twice per softmax / log_softmax / sparse_xent and once to
+       store; long rows get a wider workgroup so that it stays under half
+       the limit, or UNSUPPORTED (never a silently shortened loop) */
+    uint64_t budget = caps->max_loop_iterations / 2;
+    if (budget) {
+        uint64_t passes = 1;
+        for (int m = 0; m < grp->n_nodes; m++) {
+            vf_op op = g->nodes[grp->nodes[m]].op;
+            if (g->nodes[grp->nodes[m]].kind != VF_NODE_OP) continue;
+            if (is_reduction(op)) passes += 1;
+            else if (is_row_op(op)) passes += 2;
+        }
+        if (passes * ((cols + wg - 1) / wg) > budget) {
+            wg = cg_clamp_wg(caps, 1024, true);
+            if (passes * ((cols + wg - 1) / wg) > budget)
+                return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                                  "row group: rows of %llu elements are too long for this driver, which ends a"
+                                  " shader invocation's loops after %u iterations in all",
+                                  (unsigned long long)cols, caps->max_loop_iterations);
+        }
+    }
     uint32_t cache_len = caps->is_cpu ? 128u : 4u;
     /* A row that fits gets just the cache it needs: the cached loops are
        unrolled to RG_CACHE iterations once the constant is applied (the

@@ -57,6 +57,10 @@ typedef struct vf_device_caps {
     bool storage16;                  /* storageBuffer16BitAccess: f16 tensors */
     bool storage8;                   /* storageBuffer8BitAccess: bool tensors */
     bool shader_float16, shader_int8;
+    /* > 0: the driver ends an invocation's loops after this many iterations
+       in all, silently (llvmpipe: 65535, counted over every loop of the
+       invocation); codegen keeps each invocation's loops under half of it */
+    uint32_t max_loop_iterations;
 } vf_device_caps;
 
 /* A binding refers to a tensor of the vf_exec or to the scratch buffer. */

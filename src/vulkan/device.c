@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define VF_VALIDATION_LAYER "VK_LAYER_KHRONOS_validation"
 #define VF_MAX_PHYS 16
@@ -373,6 +374,43 @@ static void fill_caps(vf_vk_device *d, const VkPhysicalDeviceSubgroupProperties 
     c->shader_int8 = f12->shaderInt8;
 }
 
+/* llvmpipe (lavapipe) counts the iterations of all loops of a shader
+   invocation together and leaves every loop once 65535 are done
+   (LP_MAX_TGSI_LOOP_ITERATIONS in Mesa's gallivm): no error, no message,
+   the rest of the work is silently skipped. A column sum over 65536 rows
+   lost its last row. Codegen keeps loops short on such a driver. */
+static uint32_t driver_loop_limit(VkDriverId id)
+{
+    return id == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535u : 0u;
+}
+
+/* VKFUSE_TEST_CAPS=gpu|gpu-nosubgroup|cpu|device (testing): the tuning
+   profile codegen takes, whatever the device's type. The GPU profile
+   (shared-memory matmul tiles, 256-wide rows and reductions that combine
+   many subgroups through shared memory, short row caches) is what discrete
+   GPUs run; forced on lavapipe it runs and is checked in every CI run.
+   Only is_cpu changes: the limits, shared memory and subgroup size stay
+   the device's real ones, so every kernel stays within what the driver
+   executes (the subgroup size a kernel assumes is the one it gets).
+   gpu-nosubgroup also drops subgroup arithmetic, as on GPUs without it
+   (shared-memory trees; using fewer features is valid on any device).
+   Unset, empty or "device": the device's own profile. Read once, when the
+   device (the context) is created. */
+static vf_status apply_test_caps(vf_device_caps *c, vf_err *err)
+{
+    const char *v = getenv("VKFUSE_TEST_CAPS");
+    if (!v || !*v || strcasecmp(v, "device") == 0) return VF_OK;
+    if (strcasecmp(v, "gpu") == 0) c->is_cpu = false;
+    else if (strcasecmp(v, "gpu-nosubgroup") == 0)
+        c->is_cpu = c->subgroup_arithmetic = c->subgroup_shuffle = false;
+    else if (strcasecmp(v, "cpu") == 0) c->is_cpu = true;
+    else
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT,
+                          "VKFUSE_TEST_CAPS=%s is not a codegen profile; use gpu, gpu-nosubgroup, cpu or device"
+                          " (or unset it)", v);
+    return VF_OK;
+}
+
 static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_push, vf_err *err)
 {
     d->phys = pi->phys;
@@ -384,7 +422,9 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_pu
     snprintf(d->name, sizeof d->name, "%s", d->props.deviceName);
 
     /* What the device has ... */
-    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+                                             .pNext = &drv};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
     d->vki.vkGetPhysicalDeviceProperties2(d->phys, &p2);
     VkPhysicalDeviceVulkan12Features h12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
@@ -457,7 +497,8 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_pu
     d->push_descriptors = push && d->vkd.vkCmdPushDescriptorSetKHR != NULL;
     d->vkd.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
     fill_caps(d, &sg, &h11, &h12);
-    return VF_OK;
+    d->caps.max_loop_iterations = driver_loop_limit(drv.driverID);
+    return apply_test_caps(&d->caps, err);
 }
 
 vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, vf_err *err)
