@@ -242,6 +242,29 @@ static void escaped_symbolic(vf_backend be)
 
 /* ---- functions ------------------------------------------------------------- */
 
+static vf_status releasing_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_exp(ctx, in[0]);
+    vf_tensor_release(out[0]); /* and returns it anyway */
+    return VF_OK;
+}
+
+static void released_body_output(vf_backend be)
+{
+    vf_context *ctx = make(be);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "giver", .body = releasing_body,
+                                                                    .n_inputs = 1, .n_outputs = 1});
+    vf_tensor *x = vf_fill(ctx, VF_F32, 1, S4, 0.0), *y = NULL;
+    CHECK(vf_function_call(fn, &x, &y) == VF_ERROR_INVALID_ARGUMENT && !y);
+    expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call", "output", "released by vf_tensor_release", NULL);
+    vf_tensor *pred = vf_fill(ctx, VF_BOOL, 0, NULL, 1);
+    CHECK(vf_cond(ctx, pred, releasing_body, releasing_body, 1, &x, 1, &y, NULL) == VF_ERROR_INVALID_ARGUMENT);
+    expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_cond", "output 0", "released by vf_tensor_release", NULL);
+    vf_function_destroy(fn);
+    done(ctx);
+}
+
 static vf_status recursive_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     vf_function *self = *(vf_function **)user;
@@ -386,6 +409,7 @@ static const misuse_case cases[] = {
     {"variable_after_release", variable_after_release},
     {"released_into_control_flow", released_into_control_flow},
     {"escaped_symbolic", escaped_symbolic},
+    {"released_body_output", released_body_output},
     {"recursion", recursion},
     {"mutual_recursion", mutual_recursion},
     {"function_destroy_after_context", function_destroy_after_context},
