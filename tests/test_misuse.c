@@ -292,6 +292,20 @@ static void recursion(vf_backend be)
     done(ctx);
 }
 
+static void eager_recursion(vf_backend be)
+{
+    vf_context *ctx = make(be);
+    vf_run_functions_eagerly(ctx, true); /* host code may recurse, but not forever */
+    vf_function *fn = NULL;
+    fn = vf_function_create(ctx, &(vf_function_desc){.name = "ouroboros", .body = recursive_body, .user = &fn,
+                                                       .n_inputs = 1, .n_outputs = 1});
+    vf_tensor *x = vf_fill(ctx, VF_F32, 1, S4, 0.0), *y = NULL;
+    CHECK(vf_function_call(fn, &x, &y) == VF_ERROR_INVALID_ARGUMENT && !y);
+    expect(ctx, VF_ERROR_INVALID_ARGUMENT, "'ouroboros'", "deep", "base case", NULL);
+    vf_function_destroy(fn);
+    done(ctx);
+}
+
 typedef struct {
     vf_function *f, *g;
 } pair;
@@ -348,7 +362,15 @@ static void function_destroy_after_context(vf_backend be)
     vf_context *ctx = make(be);
     vf_function *fn = scale_fn(ctx);
     vf_context_destroy(ctx);
-    /* the function outlived its context: calls fail, destroy is harmless */
+    vf_function_destroy(fn); /* harmless: it only frees what is left */
+}
+
+static void function_call_after_context(vf_backend be)
+{
+    vf_context *ctx = make(be);
+    vf_function *fn = scale_fn(ctx);
+    vf_context_destroy(ctx);
+    /* the function outlived its context: calls fail, stats stay readable */
     vf_tensor *y = NULL;
     CHECK(vf_function_call(fn, &y, &y) == VF_ERROR_INVALID_ARGUMENT);
     vf_function_stats st;
@@ -369,6 +391,10 @@ static void function_use_after_destroy(vf_backend be)
     vf_function_stats st;
     CHECK(vf_function_stats_get(fn, &st) == VF_ERROR_INVALID_ARGUMENT);
     expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_stats_get", "destroyed", NULL);
+    CHECK(vf_function_variable_count(fn) == 0);
+    expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_variable_count", "destroyed", NULL);
+    CHECK(vf_function_save(fn, "/nonexistent/never-written.vkf") == VF_ERROR_INVALID_ARGUMENT);
+    expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save", "destroyed", NULL);
     done(ctx);
 }
 
@@ -412,7 +438,9 @@ static const misuse_case cases[] = {
     {"released_body_output", released_body_output},
     {"recursion", recursion},
     {"mutual_recursion", mutual_recursion},
+    {"eager_recursion", eager_recursion},
     {"function_destroy_after_context", function_destroy_after_context},
+    {"function_call_after_context", function_call_after_context},
     {"function_use_after_destroy", function_use_after_destroy},
     {"tape_after_end", tape_after_end},
 };
