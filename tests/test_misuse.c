@@ -211,11 +211,12 @@ static void released_into_control_flow(vf_backend be)
 
 /* ---- symbolic tensors that escape a trace ----------------------------------- */
 
-static vf_tensor *escaped;
+static vf_tensor *escaped, *escaped_retained;
 
 static vf_status leaky_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     (void)user;
+    escaped_retained = vf_tensor_retain(vf_neg(ctx, in[0])); /* outlives the trace, still symbolic */
     escaped = vf_exp(ctx, in[0]); /* stored in a global: dies with the trace */
     out[0] = vf_add(ctx, escaped, in[0]);
     return VF_OK;
@@ -236,6 +237,12 @@ static void escaped_symbolic(vf_backend be)
     expect(ctx, VF_ERROR_TRACE, "vf_tensor_read", "symbolic", NULL);
     vf_tensor_release(escaped);
     expect(ctx, VF_ERROR_TRACE, "vf_tensor_release", "symbolic", NULL);
+    CHECK(vf_mul(ctx, filler, escaped_retained) == NULL);
+    expect(ctx, VF_ERROR_TRACE, "vf_mul", "input 1", "symbolic", "has ended", NULL);
+    CHECK(vf_tensor_read(escaped_retained, v, sizeof v) == VF_ERROR_TRACE);
+    expect(ctx, VF_ERROR_TRACE, "vf_tensor_read", "symbolic", "has ended", NULL);
+    vf_tensor_release(escaped_retained); /* the caller's reference: fine to drop */
+    CHECK(vf_status_get(ctx) == VF_OK);
     vf_function_destroy(fn);
     done(ctx);
 }
