@@ -144,7 +144,12 @@ VF_API void vf_scope_end(vf_context *ctx);             /* releases what the scop
 VF_API vf_tensor *vf_keep(vf_tensor *t);               /* move to the enclosing scope */
 VF_API vf_tensor *vf_tensor_retain(vf_tensor *t);      /* caller owns one reference */
 /* Drops one reference the caller owns; on a tensor the caller never
-   retained it ends the scope's ownership early (frees it if unused). */
+   retained it ends the scope's ownership early (frees it if unused).
+   Handles are never reused within a context: a tensor used after it was
+   released (or after its scope ended), or released once too often, is
+   VF_ERROR_INVALID_ARGUMENT naming it ("tensor #12 was released by
+   vf_scope_end"), never a crash; after vf_context_destroy its tensors must
+   not be used at all. */
 VF_API void vf_tensor_release(vf_tensor *t);
 
 /* rank 0 is a scalar (shape may be NULL). data is packed row-major. */
@@ -266,8 +271,10 @@ VF_API vf_status vf_assign_sub(vf_tensor *var, vf_tensor *value);
    VF_ERROR_TRACE. C code in the body (printf, if on host values) runs once
    per trace, not per call: use vf_print, vf_cond and vf_while_loop for what
    must happen at run time. vf_variable cannot be called while tracing;
-   create variables outside the body. Destroy functions before their
-   context. VKFUSE_DUMP=<dir> writes each graph before and after every pass
+   create variables outside the body. A body that calls its own function
+   (directly or not) fails with VF_ERROR_TRACE. A function may outlive its
+   context: vf_function_destroy then only frees it, and calls return
+   VF_ERROR_INVALID_ARGUMENT. VKFUSE_DUMP=<dir> writes each graph before and after every pass
    (text and DOT); VKFUSE_LOG=info explains every retrace. */
 typedef struct vf_function vf_function;
 

@@ -159,6 +159,8 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     vf_ctx_lock_init(&ctx->lock);
     ctx->cap_scopes = 8;
     ctx->n_scopes = 1; /* the root scope */
+    vf_handles_init(&ctx->tensor_slots, VF_HANDLE_TENSOR, sizeof(vf_tensor));
+    vf_tape_slots_init(ctx);
     resolve_cache_dir(d, ctx->cache_dir, sizeof ctx->cache_dir);
     ctx->profile = d->profile || env_true("VKFUSE_PROFILE");
     *out = ctx;
@@ -176,10 +178,17 @@ void vf_context_destroy(vf_context *ctx)
     if (!ctx) return;
     vf_ctx_lock(ctx);
     if (ctx->be.iface) ctx->be.iface->sync(ctx->be.self);
+    /* Functions first: their plans and captures need the backend and the
+       tensors; they stay the user's, orphaned (vf_function_destroy frees
+       them later). Then tapes, tensors, the backend, the handle slabs. */
+    vf_functions_orphan_all(ctx);
+    vf_tapes_free_all(ctx);
     vf_tensor_free_all(ctx);
     for (int i = 0; i < ctx->cap_scopes; i++) free(ctx->scopes[i].items);
     free(ctx->scopes);
     if (ctx->be.iface) ctx->be.iface->destroy(ctx->be.self);
+    vf_handles_free(&ctx->tensor_slots);
+    vf_handles_free(&ctx->tape_slots);
     while (vf_ctx_lock_depth(ctx) > 0) vf_ctx_unlock(ctx);
     vf_ctx_lock_destroy(&ctx->lock);
     free(ctx);

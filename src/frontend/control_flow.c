@@ -97,8 +97,12 @@ static vf_status call_body(vf_context *ctx, const char *op, const char *which, v
     if (s != VF_OK) return ctx->err.status != VF_OK ? ctx->err.status
                                                     : vf_fail(ctx, s, "%s: %s returned %s", op, which, vf_status_name(s));
     if (before == VF_OK && ctx->err.status != VF_OK) return ctx->err.status;
-    for (int k = 0; k < n_out; k++)
+    for (int k = 0; k < n_out; k++) {
         if (!out[k]) return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: %s left output %d NULL", op, which, k);
+        char what[96];
+        snprintf(what, sizeof what, "%s: %s output %d", op, which, k);
+        if (!vf_check_alive(ctx, what, out[k], -1)) return ctx->err.status; /* released in the body */
+    }
     return VF_OK;
 }
 

@@ -4,6 +4,7 @@
 #define VF_FRONTEND_H
 
 #include "backend.h"
+#include "frontend/handles.h"
 #include "frontend/lock.h"
 #include "util/err.h"
 #include "vkfuse.h"
@@ -62,6 +63,10 @@ struct vf_context {
     struct vf_tape *tapes; /* active gradient tapes, innermost first (tape.c) */
     int tape_mute;         /* > 0: ops are not recorded (a tape computing gradients, reshape internals) */
     vf_ctx_mutex lock;     /* taken by every public entry point (lock.h) */
+    /* Lifetime (handles.h, function.c): tensors and tapes live in slots that
+       are never reused, so a stale handle is an error, not a crash. */
+    vf_handles tensor_slots, tape_slots;
+    struct vf_function *functions; /* every function of ctx (destroyed ones too), orphaned at destroy */
 };
 
 /* Records an error in ctx (first one wins) and returns status. */
@@ -87,10 +92,22 @@ vf_tref vf_tensor_ref(const vf_tensor *t);
 
 /* Checks that a shape is valid (rank, dims >= 0, size fits); op names the caller. */
 bool vf_check_shape(vf_context *ctx, const char *op, int rank, const int64_t *shape, int64_t *numel);
-/* Checks that t is usable in ctx (right context). */
+/* Checks that t is usable in ctx: alive (not released, not of an ended
+   scope or trace) and of ctx. index < 0: t is not an input ("op: tensor #3
+   was released..."). */
 bool vf_check_input(vf_context *ctx, const char *op, const vf_tensor *t, int index);
+/* Only the first part: t is a live tensor handle. ctx NULL: record the
+   error in t's own context. */
+bool vf_check_alive(vf_context *ctx, const char *op, const vf_tensor *t, int index);
+/* The status vf_check_alive recorded for dead t. */
+vf_status vf_tensor_dead_status(const vf_tensor *t);
 
 void vf_tensor_free_all(vf_context *ctx);
+/* At vf_context_destroy: every function of ctx loses its graphs and plans
+   and its context (function.c); active tapes drop what they hold (tape.c). */
+void vf_functions_orphan_all(vf_context *ctx);
+void vf_tape_slots_init(vf_context *ctx);
+void vf_tapes_free_all(vf_context *ctx);
 
 /* Runs an op on the backend; releases out and returns NULL on failure. */
 vf_tensor *vf_run(vf_context *ctx, vf_exec *e, vf_tensor *out);

@@ -17,6 +17,7 @@
 
 #define VF_RETRACE_WARN 5
 #define VF_PLANS_MAX 8 /* recorded plans kept per concrete function (one per size set) */
+#define VF_NEST_MAX 256 /* eager calls of one function inside itself: deeper is a recursion without end */
 
 typedef struct concrete {
     vf_dtype *dt;          /* per input */
@@ -52,6 +53,14 @@ struct vf_function {
     bool warned;
     vf_fprofile prof;      /* the last call's, when the context profiles */
     vf_keyset kernels;     /* content keys of the kernels its calls used (saved with it) */
+    /* Lifetime: every function is on its context's list. A destroyed one
+       keeps this struct (its graphs, plans and captures are freed) until
+       the context ends, so a second destroy or a call is an error; when
+       the context ends first the function is orphaned (ctx NULL, the same
+       freeing) and vf_function_destroy frees what is left. */
+    struct vf_function *next_fn;
+    bool destroyed;
+    int active;            /* calls of it in progress: traced, inlined or eager */
 };
 
 static bool env_on(const char *name)
@@ -126,6 +135,8 @@ vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
     fn->last = -1;
     fn->env_eager = env_on("VKFUSE_EAGER");
     fn->unfused = d->unfused;
+    fn->next_fn = ctx->functions;
+    ctx->functions = fn;
     return fn;
 }
 
@@ -141,17 +152,70 @@ static void concrete_free(vf_context *ctx, concrete *c)
     free(c->shape);
 }
 
-void vf_function_destroy(vf_function *fn)
+/* Everything but the struct, its name and its stats. */
+static void function_strip(vf_function *fn)
 {
-    VF_LOCKED(fn ? fn->ctx : NULL);
-    if (!fn) return;
     for (int i = 0; i < fn->n_cf; i++) concrete_free(fn->ctx, &fn->cfs[i]);
     free(fn->cfs);
     free(fn->sig);
     free(fn->changes);
     vf_fprofile_free(&fn->prof);
     vf_keyset_free(&fn->kernels);
-    free(fn);
+    fn->cfs = NULL;
+    fn->n_cf = 0;
+    fn->last = -1;
+    fn->last_plan = NULL;
+    fn->sig = NULL;
+    fn->changes = NULL;
+    fn->body = NULL;
+    memset(&fn->prof, 0, sizeof fn->prof);
+    memset(&fn->kernels, 0, sizeof fn->kernels);
+}
+
+void vf_function_destroy(vf_function *fn)
+{
+    VF_LOCKED(fn ? fn->ctx : NULL);
+    if (!fn) return;
+    if (!fn->ctx) { /* orphaned by vf_context_destroy, already stripped */
+        free(fn);
+        return;
+    }
+    if (fn->destroyed) {
+        vf_fail(fn->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_destroy: function '%s' was already destroyed; "
+                "destroy each function once", fn->name);
+        return;
+    }
+    function_strip(fn);
+    fn->destroyed = true; /* the struct stays on ctx->functions until the context ends */
+}
+
+void vf_functions_orphan_all(vf_context *ctx)
+{
+    vf_function *fn = ctx->functions;
+    ctx->functions = NULL;
+    while (fn) {
+        vf_function *next = fn->next_fn;
+        if (fn->destroyed) {
+            free(fn);
+        } else {
+            function_strip(fn);
+            fn->ctx = NULL;
+            fn->next_fn = NULL;
+        }
+        fn = next;
+    }
+}
+
+/* fn can be used: VF_OK, else the status (recorded in its context when it
+   still has one). */
+vf_status vf_function_usable(const vf_function *fn, const char *op)
+{
+    if (!fn) return VF_ERROR_INVALID_ARGUMENT;
+    if (!fn->ctx) return VF_ERROR_INVALID_ARGUMENT; /* its context was destroyed: nowhere to say more */
+    if (fn->destroyed)
+        return vf_fail(fn->ctx, VF_ERROR_INVALID_ARGUMENT, "%s: function '%s' was destroyed by vf_function_destroy "
+                       "and cannot be used; create it again", op, fn->name);
+    return VF_OK;
 }
 
 void vf_run_functions_eagerly(vf_context *ctx, bool on)
@@ -164,6 +228,7 @@ vf_status vf_function_stats_get(vf_function *fn, vf_function_stats *out)
 {
     VF_LOCKED(fn ? fn->ctx : NULL);
     if (!fn || !out) return VF_ERROR_INVALID_ARGUMENT;
+    if (fn->destroyed) return vf_function_usable(fn, "vf_function_stats_get"); /* an orphan keeps its stats */
     *out = fn->stats;
     return VF_OK;
 }
@@ -178,12 +243,13 @@ vf_status vf_function_profile_get(vf_function *fn, vf_function_profile *out)
 {
     VF_LOCKED(fn ? fn->ctx : NULL);
     if (!out) {
-        if (fn) vf_fail(fn->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_profile_get: out is NULL");
+        if (fn && fn->ctx) vf_fail(fn->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_profile_get: out is NULL");
         return VF_ERROR_INVALID_ARGUMENT;
     }
     memset(out, 0, sizeof *out);
     out->note = "";
-    if (!fn) return VF_ERROR_INVALID_ARGUMENT;
+    vf_status u = vf_function_usable(fn, "vf_function_profile_get");
+    if (u != VF_OK) return u;
     if (fn->prof.pub.profiled) *out = fn->prof.pub;
     else if (!fn->ctx->profile) out->note = "profiling is off: set vf_context_desc.profile or VKFUSE_PROFILE=1";
     else out->note = "no call has finished yet";
@@ -354,7 +420,9 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
             else if (c.var[i]) ins[i] = c.var[i]; /* by reference (same_var); its param stays unused */
         }
         if (s == VF_OK) {
+            fn->active++; /* a call of fn from its own body is an error (call()) */
             vf_status b = fn->body(ctx, ins, outs, fn->user);
+            fn->active--;
             if (b != VF_OK) s = ctx->err.status != VF_OK ? ctx->err.status
                               : vf_fail(ctx, b, "vf_function_call: the body of '%s' returned %s", fn->name, vf_status_name(b));
             else if (before == VF_OK && ctx->err.status != VF_OK) s = ctx->err.status;
@@ -362,6 +430,7 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
         for (int k = 0; s == VF_OK && k < fn->n_out; k++) {
             if (!outs[k]) s = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: the body of '%s' left output "
                                       "%d NULL", fn->name, k);
+            else if (!vf_check_alive(ctx, "vf_function_call: body output", outs[k], -1)) s = ctx->err.status;
             else if ((ids[k] = vf_trace_value(ctx, outs[k], "vf_function_call")) < 0) s = ctx->err.status;
         }
         vf_graph *root = vf_trace_graph(ctx);
@@ -480,7 +549,8 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out);
 vf_status vf_function_call(vf_function *fn, vf_tensor *const *in_arg, vf_tensor **out)
 {
     VF_LOCKED(fn ? fn->ctx : NULL);
-    if (!fn) return VF_ERROR_INVALID_ARGUMENT;
+    vf_status u = vf_function_usable(fn, "vf_function_call");
+    if (u != VF_OK) return u;
     vf_context *ctx = fn->ctx;
     if (fn->n_out > 0 && !out)
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' has %d outputs but out is NULL", fn->name, fn->n_out);
@@ -509,9 +579,18 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
     if (!fn->body && ctx->trace)
         return vf_fail(ctx, VF_ERROR_UNSUPPORTED, "vf_function_call: '%s' was loaded from a file and has no body "
                        "to inline into the function being traced; call it outside traced bodies", fn->name);
+    if (fn->active && ctx->trace)
+        return vf_fail(ctx, VF_ERROR_TRACE, "vf_function_call: '%s' called while it is being traced: its body calls "
+                       "it (directly or through other functions), so tracing would never end. A traced function "
+                       "cannot recurse; repeat with a C loop in the body (unrolled) or with vf_while_loop", fn->name);
+    if (fn->active >= VF_NEST_MAX)
+        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' is running eagerly %d calls deep inside "
+                       "itself: a recursion without a base case? (at most %d)", fn->name, fn->active, VF_NEST_MAX);
     uint64_t t0 = ctx->profile ? vf_profile_now_ns() : 0;
     if (eager || ctx->trace) { /* eager, or inlined into the function being traced */
+        fn->active++;
         vf_status s = vf_call_body_scoped(ctx, fn->name, fn->body, in, fn->n_out, out, fn->user);
+        fn->active--;
         if (s == VF_OK && !ctx->trace) {
             fn->stats.calls++;
             fn->stats.eager = true;
@@ -601,6 +680,8 @@ vf_function *vf_function_new_loaded(vf_context *ctx, const char *name, int n_in,
     fn->n_in = n_in;
     fn->n_out = n_out;
     fn->last = -1;
+    fn->next_fn = ctx->functions;
+    ctx->functions = fn;
     return fn;
 }
 

@@ -10,6 +10,9 @@
 /* ---- accessors (function.c) ---- */
 const char *vf_function_name_get(const vf_function *fn);
 vf_context *vf_function_context(const vf_function *fn);
+/* VF_OK when fn is neither destroyed nor orphaned by its context's end
+   (the error is recorded where there is a context). */
+vf_status vf_function_usable(const vf_function *fn, const char *op);
 void vf_function_arity(const vf_function *fn, int *n_in, int *n_out, const vf_tensor_spec **sig);
 int vf_function_n_concrete(const vf_function *fn);
 /* Concrete function i: per-input dtypes and shapes (sym bits set), its

@@ -222,7 +222,8 @@ static vf_status write_file(vf_context *ctx, const char *path, const uint8_t *p,
 vf_status vf_function_save(vf_function *fn, const char *path)
 {
     VF_LOCKED(fn ? vf_function_context(fn) : NULL);
-    if (!fn) return VF_ERROR_INVALID_ARGUMENT;
+    vf_status u = vf_function_usable(fn, "vf_function_save");
+    if (u != VF_OK) return u;
     vf_context *ctx = vf_function_context(fn);
     if (!path) return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save: '%s': path is NULL", vf_function_name_get(fn));
     uint8_t *p = NULL;
@@ -391,14 +392,14 @@ int vf_function_variable_count(vf_function *fn)
 {
     VF_LOCKED(fn ? vf_function_context(fn) : NULL);
     int n = 0;
-    if (fn) nth_variable(fn, -1, &n);
+    if (vf_function_usable(fn, "vf_function_variable_count") == VF_OK) nth_variable(fn, -1, &n);
     return n;
 }
 
 vf_tensor *vf_function_variable(vf_function *fn, int i)
 {
     VF_LOCKED(fn ? vf_function_context(fn) : NULL);
-    if (!fn) return NULL;
+    if (vf_function_usable(fn, "vf_function_variable") != VF_OK) return NULL;
     int n = 0;
     vf_tensor *t = nth_variable(fn, i, &n);
     if (!t) vf_fail(vf_function_context(fn), VF_ERROR_INVALID_ARGUMENT, "vf_function_variable: '%s' has %d variables; "

@@ -127,11 +127,42 @@ void vf_tape_record(vf_context *ctx, int op, const vf_attrs *attrs, int n_in, vf
     record_all(ctx, &en);
 }
 
+/* Tapes live in never-reused slots like tensors (handles.h): a tape per
+   training step costs a state byte once ended, and a stale vf_tape * is an
+   error. */
+void vf_tape_slots_init(vf_context *ctx) { vf_handles_init(&ctx->tape_slots, VF_HANDLE_TAPE, sizeof(vf_tape)); }
+
+/* The context ends: active tapes drop their entries (the tensors go next). */
+void vf_tapes_free_all(vf_context *ctx)
+{
+    for (vf_tape *tp = ctx->tapes; tp; tp = tp->next) free(tp->e);
+    ctx->tapes = NULL;
+}
+
+/* tp is a live tape; else the error goes to its context. */
+/* The context of a tape, live or ended (its slot remembers): what the
+   entry points lock. NULL for NULL or a pointer that is no tape. */
+static vf_context *tape_context(const vf_tape *tp)
+{
+    return tp ? vf_handle_state_of(tp, VF_HANDLE_TAPE).ctx : NULL;
+}
+
+static bool tape_alive(const vf_tape *tp, const char *op)
+{
+    vf_handle_state h = vf_handle_state_of(tp, VF_HANDLE_TAPE);
+    if (h.what == VF_HANDLE_LIVE) return true;
+    if (h.what == VF_HANDLE_DEAD)
+        vf_fail(h.ctx, VF_ERROR_INVALID_ARGUMENT, "%s: tape #%llu was %sended by vf_tape_end; begin a new tape "
+                "with vf_tape_begin (a tape records until it ends, and its gradients must be taken before)", op,
+                (unsigned long long)h.id, strcmp(op, "vf_tape_end") == 0 ? "already " : "");
+    return false;
+}
+
 vf_tape *vf_tape_begin(vf_context *ctx)
 {
     VF_LOCKED(ctx);
     if (!ctx) return NULL;
-    vf_tape *tp = calloc(1, sizeof *tp);
+    vf_tape *tp = vf_handle_alloc(&ctx->tape_slots, ctx);
     if (!tp) {
         vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_begin: out of host memory");
         return NULL;
@@ -156,8 +187,8 @@ static void unlink_tape(vf_tape *tp)
 
 void vf_tape_end(vf_tape *tp)
 {
-    VF_LOCKED(tp ? tp->ctx : NULL);
-    if (!tp) return;
+    VF_LOCKED(tape_context(tp));
+    if (!tp || !tape_alive(tp, "vf_tape_end")) return;
     unlink_tape(tp);
     for (int i = 0; i < tp->n; i++) {
         if (tp->e[i].cf) {
@@ -169,7 +200,7 @@ void vf_tape_end(vf_tape *tp)
     }
     vf_context *ctx = tp->ctx;
     free(tp->e);
-    free(tp);
+    vf_handle_kill(tp, VF_DEATH_TAPE_END, false);
     vf_ctx_unlock(ctx); /* the hold vf_tape_begin took */
 }
 
@@ -368,6 +399,8 @@ done:
 static vf_status gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds, bool strict,
                           int n, vf_tensor *const *sources, vf_tensor **grads)
 {
+    if (!tp) return VF_ERROR_INVALID_ARGUMENT;
+    if (!tape_alive(tp, "vf_tape_gradient")) return VF_ERROR_INVALID_ARGUMENT;
     vf_context *ctx = tp->ctx;
     const char *name = "vf_tape_gradient";
     for (int t = 0; t < n_t; t++) {
@@ -423,8 +456,9 @@ static vf_status gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_te
 
 vf_status vf_tape_gradient(vf_tape *tp, vf_tensor *target, int n, vf_tensor *const *sources, vf_tensor **grads)
 {
-    VF_LOCKED(tp ? tp->ctx : NULL);
+    VF_LOCKED(tape_context(tp));
     if (!tp) return VF_ERROR_INVALID_ARGUMENT;
+    if (!tape_alive(tp, "vf_tape_gradient")) return VF_ERROR_INVALID_ARGUMENT;
     if (!target)
         return tp->ctx->err.status != VF_OK ? tp->ctx->err.status
                                             : vf_fail(tp->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient: target is NULL");

@@ -52,8 +52,48 @@ bool vf_check_shape(vf_context *ctx, const char *op, int rank, const int64_t *sh
     return true;
 }
 
+/* A dead handle's message: how it died and what to do instead. */
+static bool dead_handle(vf_context *ctx, const char *op, const vf_handle_state *h, int index)
+{
+    char who[96];
+    const char *vf = strncmp(op, "vf_", 3) ? "vf_" : "";
+    if (index >= 0) snprintf(who, sizeof who, "input %d is tensor #%llu, which", index, (unsigned long long)h->id);
+    else snprintf(who, sizeof who, "tensor #%llu", (unsigned long long)h->id);
+    if (h->symbolic && h->death == VF_DEATH_SCOPE) {
+        vf_fail(ctx, VF_ERROR_TRACE,
+                "%s%s: %s was a symbolic tensor of a vf_function trace, freed when its scope ended: the trace "
+                "has ended (it leaked out of the function body, e.g. kept in a global) or an inner scope of the "
+                "body did; return it as an output of the function instead (or vf_keep it out of the inner scope)",
+                vf, op, who);
+        return false;
+    }
+    bool again = strcmp(op, "vf_tensor_release") == 0;
+    const char *fix = h->death == VF_DEATH_SCOPE
+        ? "the scope that owned it ended; move it to the enclosing scope with vf_keep, or hold a reference "
+          "with vf_tensor_retain (and release it when done)"
+        : h->death == VF_DEATH_RELEASE
+        ? "its last reference was released; release a tensor after its last use, or hold another reference "
+          "with vf_tensor_retain"
+        : "it was never valid";
+    vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s%s: %s was %sreleased by %s: %s", vf, op, who, again ? "already " : "",
+            vf_death_name(h->death), fix);
+    return false;
+}
+
+bool vf_check_alive(vf_context *ctx, const char *op, const vf_tensor *t, int index)
+{
+    vf_handle_state h = vf_handle_state_of(t, VF_HANDLE_TENSOR);
+    if (h.what == VF_HANDLE_LIVE) return true;
+    if (h.what == VF_HANDLE_DEAD) return dead_handle(ctx ? ctx : h.ctx, op, &h, index);
+    if (ctx)
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s%s: %s is not a vf_tensor handle (a pointer the library never "
+                "returned, or a vf_tape)", strncmp(op, "vf_", 3) ? "vf_" : "", op, index >= 0 ? "the input" : "the tensor");
+    return false;
+}
+
 bool vf_check_input(vf_context *ctx, const char *op, const vf_tensor *t, int index)
 {
+    if (!vf_check_alive(ctx, op, t, index)) return false;
     if (t->sym_gen && t->ctx == ctx) return vf_trace_check(ctx, t, op, index) == VF_OK;
     if (t->ctx != ctx) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
@@ -110,7 +150,7 @@ void vf_scope_begin(vf_context *ctx)
     vf_ctx_lock(ctx); /* held until the matching vf_scope_end: the scope is this thread's (lock.h) */
 }
 
-static void tensor_destroy(vf_tensor *t);
+static void tensor_destroy(vf_tensor *t, int how);
 
 void vf_scope_end(vf_context *ctx)
 {
@@ -125,7 +165,7 @@ void vf_scope_end(vf_context *ctx)
     while (s->n > 0) {
         vf_tensor *t = s->items[s->n - 1];
         scope_remove(ctx, t);
-        if (--t->refs == 0) tensor_destroy(t);
+        if (--t->refs == 0) tensor_destroy(t, VF_DEATH_SCOPE);
     }
     ctx->n_scopes--;
     vf_ctx_unlock(ctx); /* the hold vf_scope_begin took */
@@ -133,15 +173,16 @@ void vf_scope_end(vf_context *ctx)
 
 vf_tensor *vf_keep(vf_tensor *t)
 {
-    if (!t) return t;
-    VF_LOCKED(t->ctx);
+    VF_LOCKED(vf_tensor_context(t));
+    if (!t) return NULL;
+    if (!vf_check_alive(NULL, "vf_keep", t, -1)) return NULL;
     if (t->scope <= 0) return t;
     vf_context *ctx = t->ctx;
     int to = t->scope - 1;
     scope_remove(ctx, t);
     if (!scope_add(ctx, to, t)) {
         vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_keep: out of host memory");
-        if (--t->refs == 0) tensor_destroy(t);
+        if (--t->refs == 0) tensor_destroy(t, VF_DEATH_SCOPE);
         return NULL;
     }
     return t;
@@ -149,8 +190,8 @@ vf_tensor *vf_keep(vf_tensor *t)
 
 vf_tensor *vf_tensor_retain(vf_tensor *t)
 {
-    if (!t) return t;
-    VF_LOCKED(t->ctx);
+    VF_LOCKED(vf_tensor_context(t));
+    if (!t || !vf_check_alive(NULL, "vf_tensor_retain", t, -1)) return NULL;
     t->refs++;
     return t;
 }
@@ -162,7 +203,9 @@ static void storage_release(vf_context *ctx, vf_storage *st)
     free(st);
 }
 
-static void tensor_destroy(vf_tensor *t)
+/* The slot stays, marked dead with how (handles.h): later uses of t are
+   errors that say so. */
+static void tensor_destroy(vf_tensor *t, int how)
 {
     vf_context *ctx = t->ctx;
     if (t->scope >= 0) scope_remove(ctx, t);
@@ -170,25 +213,26 @@ static void tensor_destroy(vf_tensor *t)
     else ctx->live = t->next;
     if (t->next) t->next->prev = t->prev;
     storage_release(ctx, t->st);
-    free(t);
+    if (how) vf_handle_kill(t, (vf_death)how, t->sym_gen != 0); /* 0: the context ends, its slabs go next */
 }
 
 void vf_tensor_release(vf_tensor *t)
 {
-    if (!t) return;
-    VF_LOCKED(t->ctx);
+    VF_LOCKED(vf_tensor_context(t));
+    if (!t || !vf_check_alive(NULL, "vf_tensor_release", t, -1)) return;
     if (t->scope >= 0 && t->refs == 1) /* the caller holds none: end the scope's ownership early */
         scope_remove(t->ctx, t);
-    if (--t->refs == 0) tensor_destroy(t);
+    if (--t->refs == 0) tensor_destroy(t, VF_DEATH_RELEASE);
 }
 
-/* Frees every tensor of ctx, whoever holds it: tensors die with their context. */
+/* Frees every tensor of ctx, whoever holds it: tensors die with their
+   context (and their slots with its slabs). */
 void vf_tensor_free_all(vf_context *ctx)
 {
     for (int i = 0; i < ctx->n_scopes; i++) ctx->scopes[i].n = 0;
     while (ctx->live) {
         ctx->live->scope = -1;
-        tensor_destroy(ctx->live);
+        tensor_destroy(ctx->live, 0);
     }
 }
 
@@ -206,7 +250,7 @@ static vf_tensor *tensor_alloc(vf_context *ctx, const char *op, vf_dtype dtype, 
         return NULL;
     }
     if (!vf_check_shape(ctx, op, rank, shape, numel)) return NULL;
-    vf_tensor *t = calloc(1, sizeof *t);
+    vf_tensor *t = vf_handle_alloc(&ctx->tensor_slots, ctx); /* zeroed, never reused */
     if (!t) {
         vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
         return NULL;
@@ -219,7 +263,7 @@ static vf_tensor *tensor_alloc(vf_context *ctx, const char *op, vf_dtype dtype, 
     t->refs = 1;
     t->scope = -1;
     if (!scope_add(ctx, ctx->n_scopes - 1, t)) {
-        free(t);
+        vf_handle_kill(t, VF_DEATH_INTERNAL, false);
         vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
         return NULL;
     }
@@ -387,7 +431,8 @@ vf_tensor *vf_random_normal(vf_context *ctx, vf_dtype dtype, int rank, const int
 vf_status vf_tensor_read(vf_tensor *t, void *dst, size_t bytes)
 {
     if (!t) return VF_ERROR_INVALID_ARGUMENT;
-    VF_LOCKED(t->ctx);
+    VF_LOCKED(vf_tensor_context(t));
+    if (!vf_check_alive(NULL, "vf_tensor_read", t, -1)) return vf_tensor_dead_status(t);
     vf_context *ctx = t->ctx;
     if (t->sym_gen) return vf_trace_read_error(t);
     size_t need = (size_t)t->numel * vf_dtype_size(t->dtype);
@@ -403,17 +448,53 @@ vf_status vf_tensor_read(vf_tensor *t, void *dst, size_t bytes)
     return VF_OK;
 }
 
-vf_dtype vf_tensor_dtype(const vf_tensor *t) { return t ? t->dtype : VF_F32; }
-int vf_tensor_rank(const vf_tensor *t) { return t ? t->rank : -1; }
-int64_t vf_tensor_numel(const vf_tensor *t) { return t ? t->numel : -1; }
-size_t vf_tensor_bytes(const vf_tensor *t) { return t ? (size_t)t->numel * vf_dtype_size(t->dtype) : 0; }
-vf_context *vf_tensor_context(const vf_tensor *t) { return t ? t->ctx : NULL; }
-bool vf_tensor_is_variable(const vf_tensor *t) { return t && t->is_variable; }
+/* The status a check of dead t recorded: VF_ERROR_TRACE for a symbolic one. */
+vf_status vf_tensor_dead_status(const vf_tensor *t)
+{
+    vf_handle_state h = vf_handle_state_of(t, VF_HANDLE_TENSOR);
+    return h.what == VF_HANDLE_DEAD && h.symbolic ? VF_ERROR_TRACE : VF_ERROR_INVALID_ARGUMENT;
+}
+
+/* The getters take the lock: on a dead handle they record an error. */
+#define ALIVE(op) (t && vf_check_alive(NULL, op, t, -1))
+vf_dtype vf_tensor_dtype(const vf_tensor *t)
+{
+    VF_LOCKED(vf_tensor_context(t));
+    return ALIVE("vf_tensor_dtype") ? t->dtype : VF_F32;
+}
+int vf_tensor_rank(const vf_tensor *t)
+{
+    VF_LOCKED(vf_tensor_context(t));
+    return ALIVE("vf_tensor_rank") ? t->rank : -1;
+}
+int64_t vf_tensor_numel(const vf_tensor *t)
+{
+    VF_LOCKED(vf_tensor_context(t));
+    return ALIVE("vf_tensor_numel") ? t->numel : -1;
+}
+size_t vf_tensor_bytes(const vf_tensor *t)
+{
+    VF_LOCKED(vf_tensor_context(t));
+    return ALIVE("vf_tensor_bytes") ? (size_t)t->numel * vf_dtype_size(t->dtype) : 0;
+}
+bool vf_tensor_is_variable(const vf_tensor *t)
+{
+    VF_LOCKED(vf_tensor_context(t));
+    return ALIVE("vf_tensor_is_variable") && t->is_variable;
+}
+
+/* Where t's errors go; known even after t died (its slot remembers). */
+vf_context *vf_tensor_context(const vf_tensor *t)
+{
+    if (!t) return NULL;
+    vf_handle_state h = vf_handle_state_of(t, VF_HANDLE_TENSOR);
+    return h.what == VF_HANDLE_FOREIGN ? NULL : h.ctx;
+}
 
 int64_t vf_tensor_dim(const vf_tensor *t, int axis)
 {
-    if (!t) return -1;
-    VF_LOCKED(t->ctx);
+    VF_LOCKED(vf_tensor_context(t));
+    if (!ALIVE("vf_tensor_dim")) return -1;
     int a = axis < 0 ? axis + t->rank : axis;
     if (a < 0 || a >= t->rank) {
         vf_fail(t->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tensor_dim: axis %d is out of range for rank %d",

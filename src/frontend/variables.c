@@ -32,6 +32,7 @@ vf_tensor *vf_variable(vf_context *ctx, vf_tensor *initial)
 static vf_status assign_op(vf_op op, const char *name, vf_tensor *var, vf_tensor *value)
 {
     if (!var) return VF_ERROR_INVALID_ARGUMENT;
+    if (!vf_check_alive(NULL, name, var, 0)) return vf_tensor_dead_status(var);
     vf_context *ctx = var->ctx;
     if (!value) {
         /* a failed expression upstream: its error is already recorded */

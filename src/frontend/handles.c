@@ -1,0 +1,193 @@
+/* Slabs of never-reused slots for tensors and tapes (handles.h). */
+#include "frontend/handles.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define VF_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VF_ASAN 1
+#endif
+#endif
+#ifdef VF_ASAN
+#include <sanitizer/asan_interface.h>
+/* A dead slot stays poisoned: a use of it inside the library (a missed
+   check) is still a use-after-free report, not a silent read. */
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#endif
+
+/* 16 MiB: ~95,000 tensor slots. A slab is reserved address space; pages
+   become resident only as slots are handed out. */
+#define SLAB_BYTES ((size_t)16 << 20)
+#define SLAB_MAGIC 0x76666861u /* "vfha" */
+
+enum { ST_FREE = 0, ST_LIVE = 1, ST_DEAD = 2 }; /* low 2 bits; dead: death << 2, symbolic 0x80 */
+
+typedef struct slab {
+    uint32_t magic;
+    uint32_t kind;
+    vf_context *ctx;
+    uint64_t first_id;     /* id of slot 0 */
+    size_t slot_size;
+    size_t first;          /* byte offset of slot 0 (page-aligned, after the state bytes) */
+    uint32_t n_slots, used;
+    uint8_t state[];       /* per slot */
+} slab;
+
+static size_t page_size(void)
+{
+    static size_t ps;
+    if (!ps) ps = (size_t)sysconf(_SC_PAGESIZE);
+    return ps;
+}
+
+void vf_handles_init(vf_handles *h, vf_handle_kind kind, size_t object_size)
+{
+    memset(h, 0, sizeof *h);
+    h->kind = kind;
+    h->slot_size = (object_size + 15) & ~(size_t)15;
+}
+
+/* A SLAB_BYTES region aligned to SLAB_BYTES: map twice the size, trim. */
+static slab *slab_map(void)
+{
+    size_t len = 2 * SLAB_BYTES;
+    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    uintptr_t a = ((uintptr_t)p + SLAB_BYTES - 1) & ~(uintptr_t)(SLAB_BYTES - 1);
+    size_t head = a - (uintptr_t)p, tail = len - head - SLAB_BYTES;
+    if (head) munmap(p, head);
+    if (tail) munmap((uint8_t *)a + SLAB_BYTES, tail);
+    return (slab *)a;
+}
+
+void *vf_handle_alloc(vf_handles *h, vf_context *ctx)
+{
+    slab *s = h->n_slabs ? h->slabs[h->n_slabs - 1] : NULL;
+    if (!s || s->used == s->n_slots) {
+        if (h->n_slabs == h->cap_slabs) {
+            int cap = h->cap_slabs ? h->cap_slabs * 2 : 4;
+            void **sl = realloc(h->slabs, (size_t)cap * sizeof *sl);
+            if (!sl) return NULL;
+            h->slabs = sl;
+            h->cap_slabs = cap;
+        }
+        s = slab_map();
+        if (!s) return NULL;
+        size_t ps = page_size();
+        /* n slots and their n state bytes: solve header + n + n * size <= SLAB */
+        size_t n = (SLAB_BYTES - sizeof(slab) - ps) / (h->slot_size + 1);
+        s->magic = SLAB_MAGIC;
+        s->kind = (uint32_t)h->kind;
+        s->ctx = ctx;
+        s->slot_size = h->slot_size;
+        s->first = (sizeof(slab) + n + ps - 1) / ps * ps;
+        size_t fit = (SLAB_BYTES - s->first) / h->slot_size;
+        s->n_slots = (uint32_t)(fit < n ? fit : n); /* never more slots than state bytes */
+        s->first_id = 1;
+        if (h->n_slabs > 0) {
+            const slab *prev = h->slabs[h->n_slabs - 1];
+            s->first_id = prev->first_id + prev->n_slots;
+        }
+        h->slabs[h->n_slabs++] = s;
+    }
+    uint32_t i = s->used++;
+    s->state[i] = ST_LIVE;
+    return (uint8_t *)s + s->first + (size_t)i * s->slot_size; /* fresh pages are zero */
+}
+
+static slab *slab_of(const void *p) { return (slab *)((uintptr_t)p & ~(uintptr_t)(SLAB_BYTES - 1)); }
+
+/* Gives back the pages of the slot at off once every slot on them is dead.
+   A page with slots not handed out yet is kept: the next allocations
+   would fault it back in at once (a tensor per scope would pay a madvise
+   and a page fault each); the last kill on it reclaims it later. */
+static void reclaim(slab *s, size_t off)
+{
+#ifdef MADV_DONTNEED
+    size_t ps = page_size();
+    for (size_t pg = off / ps * ps; pg < off + s->slot_size; pg += ps) {
+        if (pg < s->first) continue;
+        size_t lo = (pg - s->first) / s->slot_size, hi = (pg + ps - 1 - s->first) / s->slot_size;
+        if (hi >= s->used && hi < s->n_slots) continue;
+        bool all_dead = true;
+        for (size_t i = lo; i <= hi && i < s->used && all_dead; i++) all_dead = (s->state[i] & 3) == ST_DEAD;
+        if (all_dead) madvise((uint8_t *)s + pg, ps, MADV_DONTNEED);
+    }
+#else
+    (void)s, (void)off;
+#endif
+}
+
+void vf_handle_kill(void *p, vf_death death, bool symbolic)
+{
+    slab *s = slab_of(p);
+    size_t off = (size_t)((uint8_t *)p - (uint8_t *)s);
+    size_t i = (off - s->first) / s->slot_size;
+    s->state[i] = (uint8_t)(ST_DEAD | (unsigned)death << 2 | (symbolic ? 0x80u : 0u));
+    POISON(p, s->slot_size);
+    reclaim(s, off);
+}
+
+vf_handle_state vf_handle_state_of(const void *p, vf_handle_kind kind)
+{
+    vf_handle_state r = {.what = VF_HANDLE_FOREIGN};
+    const slab *s = slab_of(p);
+    if (s->magic != SLAB_MAGIC || s->kind != (uint32_t)kind) return r;
+    size_t off = (size_t)((const uint8_t *)p - (const uint8_t *)s);
+    if (off < s->first || (off - s->first) % s->slot_size != 0) return r;
+    size_t i = (off - s->first) / s->slot_size;
+    if (i >= s->used) return r;
+    uint8_t st = s->state[i];
+    r.ctx = s->ctx;
+    r.id = s->first_id + i;
+    if ((st & 3) == ST_LIVE) {
+        r.what = VF_HANDLE_LIVE;
+    } else {
+        r.what = VF_HANDLE_DEAD;
+        r.death = (vf_death)((st >> 2) & 0x1f);
+        r.symbolic = (st & 0x80) != 0;
+    }
+    return r;
+}
+
+void vf_handles_free(vf_handles *h)
+{
+    for (int i = 0; i < h->n_slabs; i++) {
+#ifdef VF_ASAN
+        ASAN_UNPOISON_MEMORY_REGION(h->slabs[i], SLAB_BYTES); /* the next mapping here starts clean */
+#endif
+        munmap(h->slabs[i], SLAB_BYTES);
+    }
+    free(h->slabs);
+    h->slabs = NULL;
+    h->n_slabs = h->cap_slabs = 0;
+}
+
+size_t vf_handles_resident_bytes(const vf_handles *h)
+{
+    size_t ps = page_size(), total = 0, pages = SLAB_BYTES / ps;
+    unsigned char *vec = malloc(pages);
+    if (!vec) return 0;
+    for (int i = 0; i < h->n_slabs; i++)
+        if (mincore(h->slabs[i], SLAB_BYTES, vec) == 0)
+            for (size_t k = 0; k < pages; k++) total += (vec[k] & 1) * ps;
+    free(vec);
+    return total;
+}
+
+const char *vf_death_name(vf_death d)
+{
+    switch (d) {
+    case VF_DEATH_RELEASE: return "vf_tensor_release";
+    case VF_DEATH_SCOPE: return "vf_scope_end";
+    case VF_DEATH_TAPE_END: return "vf_tape_end";
+    default: return "the library (an op that failed)";
+    }
+}

@@ -1,0 +1,67 @@
+/* Handles that never dangle: the memory of tensors and tapes.
+ *
+ * A vf_tensor * (and a vf_tape *) is the address of a slot in a slab that
+ * its context owns. A slot is handed out once and never reused, so an
+ * address names one tensor for the life of the context: a handle used
+ * after its tensor died finds its slot marked dead (with how it died) and
+ * the call fails with a message instead of reading freed memory. Dead
+ * slots keep only their state byte: once every slot on a page is dead the
+ * page goes back to the system (MADV_DONTNEED), so a released tensor costs
+ * about 1.4 bytes until its context ends (1 state byte, plus the page
+ * table's share), not its struct. Slabs are aligned to their size, so a
+ * slot's slab (and so its context) is found from the address alone.
+ *
+ * Handles die with their context: the slabs are unmapped by
+ * vf_context_destroy, and any use of a tensor or tape after it is
+ * undefined. */
+#ifndef VF_FRONTEND_HANDLES_H
+#define VF_FRONTEND_HANDLES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct vf_context vf_context;
+
+typedef enum { VF_HANDLE_TENSOR = 1, VF_HANDLE_TAPE = 2 } vf_handle_kind;
+
+/* How a handle died: what the messages say. */
+typedef enum {
+    VF_DEATH_RELEASE = 1, /* its last reference went with vf_tensor_release */
+    VF_DEATH_SCOPE,       /* the scope that owned it ended */
+    VF_DEATH_TAPE_END,    /* vf_tape_end */
+    VF_DEATH_INTERNAL,    /* an op that failed before returning it */
+} vf_death;
+
+typedef struct vf_handles {
+    vf_handle_kind kind;
+    size_t slot_size;     /* bytes per slot, a multiple of 16 */
+    void **slabs;         /* slabs[i] has slab number i */
+    int n_slabs, cap_slabs;
+} vf_handles;
+
+/* The state of a handle as its slot records it. */
+typedef struct vf_handle_state {
+    enum { VF_HANDLE_LIVE, VF_HANDLE_DEAD, VF_HANDLE_FOREIGN } what; /* FOREIGN: not a handle of this kind */
+    vf_death death;       /* when DEAD */
+    bool symbolic;        /* when DEAD: it was a symbolic tensor of a trace */
+    uint64_t id;          /* 1, 2, ... per context and kind, in creation order */
+    vf_context *ctx;      /* its context (NULL when FOREIGN) */
+} vf_handle_state;
+
+void vf_handles_init(vf_handles *h, vf_handle_kind kind, size_t object_size);
+/* A zeroed slot; NULL when out of memory (nothing recorded). */
+void *vf_handle_alloc(vf_handles *h, vf_context *ctx);
+/* Marks p dead; its memory must not be touched afterwards. */
+void vf_handle_kill(void *p, vf_death death, bool symbolic);
+/* Reads p's slot (never p itself): safe on dead handles of a live context. */
+vf_handle_state vf_handle_state_of(const void *p, vf_handle_kind kind);
+/* Unmaps every slab (the context is going away). */
+void vf_handles_free(vf_handles *h);
+/* Resident bytes of the slabs, for tests: pages not given back. */
+size_t vf_handles_resident_bytes(const vf_handles *h);
+
+/* "released by vf_scope_end" etc. */
+const char *vf_death_name(vf_death d);
+
+#endif
