@@ -843,10 +843,51 @@ static void test_variable_input(void **state)
         }
 }
 
+/* A train step with the weights passed as an input: the gradient with
+   respect to that variable and the update through it, traced == eager. */
+static vf_status sgd_input(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    out[0] = vf_reduce_sum(ctx, vf_mul(ctx, vf_mul(ctx, in[0], in[0]), in[1]), 0, NULL, false);
+    vf_tensor *g = NULL;
+    vf_status s = vf_tape_gradient(tp, out[0], 1, &in[0], &g);
+    vf_tape_end(tp);
+    if (s == VF_OK) s = vf_assign_sub(in[0], vf_mul(ctx, g, vf_fill(ctx, VF_F32, 0, NULL, 0.1)));
+    return s;
+}
+
+static void test_variable_input_train_step(void **state)
+{
+    (void)state;
+    vf_backend bs[2];
+    for (int b = 0, nb = n_backends(bs); b < nb; b++)
+        for (int eager = 0; eager < 2; eager++) {
+            vf_context *ctx = vt_context(bs[b]);
+            vf_run_functions_eagerly(ctx, eager);
+            int64_t n = 2;
+            vf_tensor *w = vf_variable(ctx, f32(ctx, 1, &n, (float[]){1, 2})), *k = vf_fill(ctx, VF_F32, 1, &n, 3.0);
+            vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "sgd", .body = sgd_input,
+                                                                         .n_inputs = 2, .n_outputs = 1});
+            /* loss = sum(3 w^2), w -= 0.1 * 6 w: w shrinks by 0.4 per step */
+            double scale = 1;
+            for (int step = 0; step < 3; step++, scale *= 0.4) {
+                vf_tensor *in[2] = {w, k}, *loss = NULL;
+                assert_int_equal(vf_function_call(fn, in, &loss), VF_OK);
+                assert_true(fabs(read1(loss) - 15 * scale * scale) <= 1e-5 * 15 * scale * scale);
+                float *got = vt_read(w);
+                vt_assert_close_f32(got, (float[]){(float)(0.4 * scale), (float)(0.8 * scale)}, 2, 1e-7, 1e-5, "w");
+                free(got);
+            }
+            vf_function_destroy(fn);
+            vt_context_done(ctx);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_variable_input),
+        cmocka_unit_test(test_variable_input), cmocka_unit_test(test_variable_input_train_step),
         cmocka_unit_test(test_trace_counts),     cmocka_unit_test(test_retrace_warning),
         cmocka_unit_test(test_signature),        cmocka_unit_test(test_symbolic_mismatch),
         cmocka_unit_test(test_every_op),         cmocka_unit_test(test_dynamic_predict),

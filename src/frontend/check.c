@@ -268,18 +268,20 @@ static double red_len(const vf_exec *e)
     return n;
 }
 
-/* A copy of v with each float element x replaced by x * (1 + u * (L + 2) *
-   eps), u uniform in [-1, 1] from a fixed hash: the backward error of f32
-   arithmetic (eps = 2^-24; 2^-11 for f16) for an op accumulating L terms
-   per output plus the rounding of the op and of the store. Replaying the
-   plan on such inputs shows how far rounding alone can move each output. */
+/* A copy of v with each float element x replaced by x * (1 + u * rel), u
+   uniform in [-1, 1] from a fixed hash and rel = (L + 2) * 2^-24: the
+   backward error of f32 arithmetic for an op accumulating L terms per
+   output plus the rounding of the op and of the store; f16 values add the
+   rounding of their storage (2^-11; their arithmetic is f32). Replaying
+   the plan on such inputs shows how far rounding alone can move each
+   output. */
 static bool perturb(const host_val *v, vf_dtype t, double len, uint64_t seed, host_val *out)
 {
     out->bytes = v->bytes;
     out->data = dup_mem(v->data, v->bytes);
     if (!out->data) return false;
     if (!vf_dtype_is_float(t)) return true;
-    double rel = (len + 2) * (t == VF_F16 ? 0x1p-11 : 0x1p-24);
+    double rel = (len + 2) * 0x1p-24 + (t == VF_F16 ? 0x1p-11 : 0);
     int64_t n = (int64_t)(v->bytes / vf_dtype_size(t));
     uint64_t h = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
     for (int64_t i = 0; i < n; i++) {

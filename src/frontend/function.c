@@ -23,7 +23,7 @@ typedef struct concrete {
     vf_dtype *dt;          /* per input */
     vf_shape *shape;       /* per input; sym bits for input_signature -1 dims */
     vf_tensor **var;       /* per input: the variable passed there (retained), NULL: a value.
-                              NULL array: a loaded function (variables go by value) */
+                              NULL array: a loaded function (it has its own restored variables) */
     int n_var;
     vf_graph *g;
     vf_capture *caps;
