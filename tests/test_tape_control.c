@@ -264,6 +264,44 @@ static double r_nested(const double *x, const double *w)
     return l;
 }
 
+/* matmul (a vector operand: reshapes in the graph), softmax and a max in a
+   real cond's branch (nested cond), A a constant made in the branch (a
+   CONST node when traced) */
+static const float mA[N * N] = {0.5f, -0.3f, 0.8f, 0.2f, 0.9f, -0.4f, -0.7f, 0.1f, 0.6f};
+static vf_status then_mm(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *z = vf_matmul(ctx, in[0], vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){N, N}, mA));
+    vf_tensor *p = vf_less(ctx, vf_reduce_max(ctx, z, 0, NULL, false), scalar(ctx, 100)), *t = NULL;
+    vf_status s = vf_cond(ctx, p, then_mul, else_sq, 2, (vf_tensor *[]){vf_softmax(ctx, z, -1), in[1]}, 1, &t, NULL);
+    out[0] = s == VF_OK ? vf_add(ctx, t, vf_reduce_max(ctx, z, 0, NULL, true)) : NULL;
+    return s;
+}
+static vf_tensor *f_mm(vf_context *ctx, const tcase *c, vf_tensor *x, vf_tensor *w)
+{
+    (void)c;
+    vf_tensor *p = vf_greater(ctx, sum(ctx, x), scalar(ctx, 0)), *y = NULL;
+    if (vf_cond(ctx, p, then_mm, else_sq, 2, (vf_tensor *[]){x, w}, 1, &y, NULL) != VF_OK) return NULL;
+    return y;
+}
+static double r_mm(const double *x, const double *w)
+{
+    double s = 0, z[N], mx = -INFINITY, e = 0, l = 0;
+    for (int i = 0; i < N; i++) s += x[i];
+    if (s <= 0) {
+        for (int i = 0; i < N; i++) l += x[i] * x[i];
+        return l;
+    }
+    for (int j = 0; j < N; j++) {
+        z[j] = 0;
+        for (int i = 0; i < N; i++) z[j] += x[i] * mA[i * N + j];
+        mx = fmax(mx, z[j]);
+    }
+    for (int j = 0; j < N; j++) e += exp(z[j] - mx);
+    for (int j = 0; j < N; j++) l += exp(z[j] - mx) / e * w[j] + mx;
+    return l;
+}
+
 static tcase cases[] = {
     {"cond then", f_cond, r_cond, {1, -2, 3}, {3, -1, 4}, NULL},
     {"cond else", f_cond, r_cond, {-1, -2, 1.5f}, {3, -1, 4}, NULL},
@@ -272,6 +310,7 @@ static tcase cases[] = {
     {"while", f_while, r_while, {0.3f, -0.6f, 0.9f}, {0.8f, 1.1f, -0.7f}, NULL},
     {"while data-dependent", f_while_data, r_while_data, {0.4f, -0.3f, 0.2f}, {1.0f, 0.5f, -2.0f}, NULL},
     {"loop in a cond, cond in the loop", f_nested, r_nested, {0.3f, -0.1f, 0.4f}, {0.9f, -0.6f, 1.2f}, NULL},
+    {"matmul, softmax, max in a branch", f_mm, r_mm, {0.7f, -0.2f, 0.4f}, {1.3f, -0.8f, 0.5f}, NULL},
     {"while to max_iterations", f_while_max, r_while_max, {0.4f, -0.3f, 0.2f}, {1.5f, 0.5f, -2.0f}, NULL},
 };
 #define N_CASES (int)(sizeof cases / sizeof *cases)
@@ -679,6 +718,25 @@ static vf_status assign_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **
     return s;
 }
 
+/* a non-differentiable op on the path inside a traced branch */
+static vf_status then_argmax(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *r = vf_reshape(ctx, in[0], 2, (int64_t[]){1, N});
+    out[0] = vf_mul(ctx, in[0], vf_cast(ctx, vf_argmax(ctx, r, 1), VF_F32));
+    return VF_OK;
+}
+static vf_status argmax_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *p = vf_greater(ctx, sum(ctx, in[0]), scalar(ctx, 0)), *y = NULL;
+    vf_status s = vf_cond(ctx, p, then_argmax, else_sq, 1, in, 1, &y, NULL);
+    if (s == VF_OK) s = vf_tape_gradient(tp, sum(ctx, y), 1, in, out);
+    vf_tape_end(tp);
+    return s;
+}
+
 /* ---- what has no gradient --------------------------------------------------- */
 
 static void test_errors(void **state)
@@ -708,6 +766,11 @@ static void test_errors(void **state)
     vf_tensor *gx = NULL;
     assert_int_equal(vf_function_call(fn, &x, &gx), VF_ERROR_INVALID_ARGUMENT);
     vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient", "vf_cond", "assign", NULL);
+    vf_function_destroy(fn);
+    fn = vf_function_create(ctx, &(vf_function_desc){.name = "argmax", .body = argmax_body,
+        .n_inputs = 1, .n_outputs = 1, .input_signature = &sig});
+    assert_int_equal(vf_function_call(fn, &x, &gx), VF_ERROR_INVALID_ARGUMENT);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient", "vf_cast", "not differentiable", NULL);
     vf_function_destroy(fn);
     /* the tape still works: d sum(x*x) = 2x */
     assert_int_equal(vf_tape_gradient(tp, z, 1, &x, &g), VF_OK);
