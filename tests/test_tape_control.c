@@ -398,12 +398,13 @@ static void test_control_flow_gradients(void **state)
     }
 }
 
-/* A symbolic batch dim: x [-1,3]; one trace serves two batch sizes and
-   matches the body run eagerly. */
+/* A symbolic batch dim: x [-1,3] through a cond and two loops; one trace
+   serves two batch sizes and matches the body run eagerly. */
 static vf_tensor *f_batch(vf_context *ctx, const tcase *c, vf_tensor *x, vf_tensor *w)
 {
     vf_tensor *y = f_cond(ctx, c, x, w);
-    return y ? f_while(ctx, c, y, w) : NULL;
+    y = y ? f_while(ctx, c, y, w) : NULL;      /* unbounded: recomputed states */
+    return y ? f_while_max(ctx, c, y, w) : NULL; /* bounded: a stack [4, ?, 3] */
 }
 
 static void test_symbolic_batch(void **state)
@@ -522,8 +523,9 @@ static void fd(double (*f)(const double *), const float *w0, double *out)
     }
 }
 
-/* x^3 inside a traced cond and a loop (y = y * x twice from y = x), then
-   second order: 6x for the cond, 12 x^2 for x^4 from the loop. */
+/* x^3 inside a traced cond and a loop (y = y * x three times from y = x),
+   then second order: 6x for the cond, 12 x^2 for x^4 from the loop
+   (unbounded: recomputed states; bounded: a stack). */
 static vf_status cube_then(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     (void)user;
@@ -548,7 +550,7 @@ static vf_status second_cf_body(vf_context *ctx, vf_tensor *const *in, vf_tensor
     (void)user;
     vf_tensor *x = in[0];
     vf_status s = VF_OK;
-    for (int k = 0; k < 2 && s == VF_OK; k++) {
+    for (int k = 0; k < 3 && s == VF_OK; k++) { /* cond, unbounded loop, bounded loop (a stack) */
         vf_tape *outer = vf_tape_begin(ctx), *inner = vf_tape_begin(ctx);
         vf_tensor *y = NULL;
         if (k == 0) {
@@ -556,7 +558,7 @@ static vf_status second_cf_body(vf_context *ctx, vf_tensor *const *in, vf_tensor
             s = vf_cond(ctx, p, cube_then, else_sq, 1, &x, 1, &y, NULL);
         } else {
             vf_tensor *v[2] = {vf_fill(ctx, VF_I32, 0, NULL, 0), x};
-            s = vf_while_loop(ctx, loop2, loop2_body, 2, v, 0, x);
+            s = vf_while_loop(ctx, loop2, loop2_body, 2, v, k == 1 ? 0 : 10, x);
             y = v[1];
         }
         vf_tensor *g = NULL;
@@ -616,7 +618,11 @@ static void test_second_order(void **state)
         expect(t[0], hv, "Hessian-vector product, traced");
         expect(t[1], gp, "gradient penalty, traced");
 
-        call_both(ctx, second_cf_body, NULL, 2, x, e, t);
+        vf_tensor *e3[3], *t3[3];
+        call_both(ctx, second_cf_body, NULL, 3, x, e3, t3);
+        e[0] = e3[0], e[1] = e3[1], t[0] = t3[0], t[1] = t3[1];
+        expect(e3[2], twelve, "x^4 from a bounded loop: second order, eager");
+        expect(t3[2], twelve, "x^4 from a bounded loop: second order, traced");
         expect(e[0], six, "x^3 in a cond: second order, eager");
         expect(t[0], six, "x^3 in a cond: second order, traced");
         expect(e[1], twelve, "x^4 from a loop: second order, eager");
