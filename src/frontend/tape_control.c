@@ -318,16 +318,15 @@ static vf_tensor *iota(vf_context *ctx, int m, int rank)
 static bool stackable(const vf_tape_cf *cf)
 {
     if (cf->max_iterations <= 0) return false;
-    int64_t bytes = 0;
+    double bytes = 0; /* in double: M may be huge (a loose bound) */
     for (int k = 0; k < cf->n_explicit; k++) {
         const vf_tref *r = &cf->in_key[k];
         if (r->dtype == VF_BOOL || r->rank + 1 > VF_MAX_RANK) return false;
-        int64_t n = 1;
-        for (int d = 0; d < r->rank; d++) n *= r->shape[d];
-        bytes += n * (int64_t)vf_dtype_size(r->dtype) * cf->max_iterations;
-        if (bytes > VF_STACK_MAX_BYTES) return false;
+        double n = 1;
+        for (int d = 0; d < r->rank; d++) n *= (double)r->shape[d];
+        bytes += n * (double)vf_dtype_size(r->dtype) * (double)cf->max_iterations;
     }
-    return true;
+    return bytes <= (double)VF_STACK_MAX_BYTES;
 }
 
 /* Row k of stack s (the state at the start of iteration k). */
