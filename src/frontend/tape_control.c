@@ -299,8 +299,12 @@ typedef struct {
    iteration i writes its starting state to row i (where(iota == i)), the
    reverse loop reads row k (a masked sum over the rows). M x the state's
    size in memory and elementwise work per iteration instead of O(N^2) body
-   steps. Bool vars (no sum) and stacks past VF_STACK_MAX_BYTES recompute. */
+   steps. Bool vars (no sum), stacks past VF_STACK_MAX_BYTES and bounds past
+   VF_STACK_MAX_ROWS recompute. */
 #define VF_STACK_MAX_BYTES ((int64_t)256 << 20)
+/* Past this many rows a loose bound (a safety max_iterations far above the
+   usual count) would cost more per iteration than recomputing. */
+#define VF_STACK_MAX_ROWS 65536
 
 /* [M, 1, ..., 1] (rank + 1 dims) holding 0 .. M-1 */
 static vf_tensor *iota(vf_context *ctx, int m, int rank)
@@ -317,7 +321,7 @@ static vf_tensor *iota(vf_context *ctx, int m, int rank)
 
 static bool stackable(const vf_tape_cf *cf)
 {
-    if (cf->max_iterations <= 0) return false;
+    if (cf->max_iterations <= 0 || cf->max_iterations > VF_STACK_MAX_ROWS) return false;
     double bytes = 0; /* in double: M may be huge (a loose bound) */
     for (int k = 0; k < cf->n_explicit; k++) {
         const vf_tref *r = &cf->in_key[k];
