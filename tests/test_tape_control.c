@@ -686,6 +686,22 @@ static void test_function_call_under_tape(void **state)
         assert_int_equal(st.traces, 1);
         vf_function_destroy(fn);
 
+        /* second order through a call: the function returns d sum(x^3)/dx
+           (a tape in its body); an eager tape around the call gives 6x */
+        {
+            vf_tensor_spec s3 = {VF_F32, 1, {N}};
+            vf_function *f2 = vf_function_create(ctx, &(vf_function_desc){.name = "grad3", .body = second_body,
+                .n_inputs = 1, .n_outputs = 2, .input_signature = &s3});
+            float xv[N] = {1, -2, 0.5f};
+            double six[N] = {6, -12, 3};
+            vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){N}, xv), *o[2], *g = NULL;
+            vf_tape *tp = vf_tape_begin(ctx);
+            assert_int_equal(vf_function_call(f2, &x, o), VF_OK);
+            assert_int_equal(vf_tape_gradient(tp, sum(ctx, o[1]), 1, &x, &g), VF_OK);
+            vf_tape_end(tp);
+            expect(g, six, "second order through a function call");
+            vf_function_destroy(f2);
+        }
         /* a function that assigns cannot be run again to differentiate it */
         m.var = vf_variable(ctx, vf_fill(ctx, VF_F32, 0, NULL, 0));
         m.assign = true;
