@@ -264,6 +264,44 @@ static double r_nested(const double *x, const double *w)
     return l;
 }
 
+/* matmul (a vector operand: reshapes in the graph), softmax and a max in a
+   real cond's branch (nested cond), A a constant made in the branch (a
+   CONST node when traced) */
+static const float mA[N * N] = {0.5f, -0.3f, 0.8f, 0.2f, 0.9f, -0.4f, -0.7f, 0.1f, 0.6f};
+static vf_status then_mm(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *z = vf_matmul(ctx, in[0], vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){N, N}, mA));
+    vf_tensor *p = vf_less(ctx, vf_reduce_max(ctx, z, 0, NULL, false), scalar(ctx, 100)), *t = NULL;
+    vf_status s = vf_cond(ctx, p, then_mul, else_sq, 2, (vf_tensor *[]){vf_softmax(ctx, z, -1), in[1]}, 1, &t, NULL);
+    out[0] = s == VF_OK ? vf_add(ctx, t, vf_reduce_max(ctx, z, 0, NULL, true)) : NULL;
+    return s;
+}
+static vf_tensor *f_mm(vf_context *ctx, const tcase *c, vf_tensor *x, vf_tensor *w)
+{
+    (void)c;
+    vf_tensor *p = vf_greater(ctx, sum(ctx, x), scalar(ctx, 0)), *y = NULL;
+    if (vf_cond(ctx, p, then_mm, else_sq, 2, (vf_tensor *[]){x, w}, 1, &y, NULL) != VF_OK) return NULL;
+    return y;
+}
+static double r_mm(const double *x, const double *w)
+{
+    double s = 0, z[N], mx = -INFINITY, e = 0, l = 0;
+    for (int i = 0; i < N; i++) s += x[i];
+    if (s <= 0) {
+        for (int i = 0; i < N; i++) l += x[i] * x[i];
+        return l;
+    }
+    for (int j = 0; j < N; j++) {
+        z[j] = 0;
+        for (int i = 0; i < N; i++) z[j] += x[i] * mA[i * N + j];
+        mx = fmax(mx, z[j]);
+    }
+    for (int j = 0; j < N; j++) e += exp(z[j] - mx);
+    for (int j = 0; j < N; j++) l += exp(z[j] - mx) / e * w[j] + mx;
+    return l;
+}
+
 static tcase cases[] = {
     {"cond then", f_cond, r_cond, {1, -2, 3}, {3, -1, 4}, NULL},
     {"cond else", f_cond, r_cond, {-1, -2, 1.5f}, {3, -1, 4}, NULL},
@@ -272,6 +310,7 @@ static tcase cases[] = {
     {"while", f_while, r_while, {0.3f, -0.6f, 0.9f}, {0.8f, 1.1f, -0.7f}, NULL},
     {"while data-dependent", f_while_data, r_while_data, {0.4f, -0.3f, 0.2f}, {1.0f, 0.5f, -2.0f}, NULL},
     {"loop in a cond, cond in the loop", f_nested, r_nested, {0.3f, -0.1f, 0.4f}, {0.9f, -0.6f, 1.2f}, NULL},
+    {"matmul, softmax, max in a branch", f_mm, r_mm, {0.7f, -0.2f, 0.4f}, {1.3f, -0.8f, 0.5f}, NULL},
     {"while to max_iterations", f_while_max, r_while_max, {0.4f, -0.3f, 0.2f}, {1.5f, 0.5f, -2.0f}, NULL},
 };
 #define N_CASES (int)(sizeof cases / sizeof *cases)
@@ -359,12 +398,13 @@ static void test_control_flow_gradients(void **state)
     }
 }
 
-/* A symbolic batch dim: x [-1,3]; one trace serves two batch sizes and
-   matches the body run eagerly. */
+/* A symbolic batch dim: x [-1,3] through a cond and two loops; one trace
+   serves two batch sizes and matches the body run eagerly. */
 static vf_tensor *f_batch(vf_context *ctx, const tcase *c, vf_tensor *x, vf_tensor *w)
 {
     vf_tensor *y = f_cond(ctx, c, x, w);
-    return y ? f_while(ctx, c, y, w) : NULL;
+    y = y ? f_while(ctx, c, y, w) : NULL;      /* unbounded: recomputed states */
+    return y ? f_while_max(ctx, c, y, w) : NULL; /* bounded: a stack [4, ?, 3] */
 }
 
 static void test_symbolic_batch(void **state)
@@ -483,8 +523,9 @@ static void fd(double (*f)(const double *), const float *w0, double *out)
     }
 }
 
-/* x^3 inside a traced cond and a loop (y = y * x twice from y = x), then
-   second order: 6x for the cond, 12 x^2 for x^4 from the loop. */
+/* x^3 inside a traced cond and a loop (y = y * x three times from y = x),
+   then second order: 6x for the cond, 12 x^2 for x^4 from the loop
+   (unbounded: recomputed states; bounded: a stack). */
 static vf_status cube_then(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     (void)user;
@@ -509,7 +550,7 @@ static vf_status second_cf_body(vf_context *ctx, vf_tensor *const *in, vf_tensor
     (void)user;
     vf_tensor *x = in[0];
     vf_status s = VF_OK;
-    for (int k = 0; k < 2 && s == VF_OK; k++) {
+    for (int k = 0; k < 3 && s == VF_OK; k++) { /* cond, unbounded loop, bounded loop (a stack) */
         vf_tape *outer = vf_tape_begin(ctx), *inner = vf_tape_begin(ctx);
         vf_tensor *y = NULL;
         if (k == 0) {
@@ -517,7 +558,7 @@ static vf_status second_cf_body(vf_context *ctx, vf_tensor *const *in, vf_tensor
             s = vf_cond(ctx, p, cube_then, else_sq, 1, &x, 1, &y, NULL);
         } else {
             vf_tensor *v[2] = {vf_fill(ctx, VF_I32, 0, NULL, 0), x};
-            s = vf_while_loop(ctx, loop2, loop2_body, 2, v, 0, x);
+            s = vf_while_loop(ctx, loop2, loop2_body, 2, v, k == 1 ? 0 : 10, x);
             y = v[1];
         }
         vf_tensor *g = NULL;
@@ -577,7 +618,11 @@ static void test_second_order(void **state)
         expect(t[0], hv, "Hessian-vector product, traced");
         expect(t[1], gp, "gradient penalty, traced");
 
-        call_both(ctx, second_cf_body, NULL, 2, x, e, t);
+        vf_tensor *e3[3], *t3[3];
+        call_both(ctx, second_cf_body, NULL, 3, x, e3, t3);
+        e[0] = e3[0], e[1] = e3[1], t[0] = t3[0], t[1] = t3[1];
+        expect(e3[2], twelve, "x^4 from a bounded loop: second order, eager");
+        expect(t3[2], twelve, "x^4 from a bounded loop: second order, traced");
         expect(e[0], six, "x^3 in a cond: second order, eager");
         expect(t[0], six, "x^3 in a cond: second order, traced");
         expect(e[1], twelve, "x^4 from a loop: second order, eager");
@@ -641,6 +686,22 @@ static void test_function_call_under_tape(void **state)
         assert_int_equal(st.traces, 1);
         vf_function_destroy(fn);
 
+        /* second order through a call: the function returns d sum(x^3)/dx
+           (a tape in its body); an eager tape around the call gives 6x */
+        {
+            vf_tensor_spec s3 = {VF_F32, 1, {N}};
+            vf_function *f2 = vf_function_create(ctx, &(vf_function_desc){.name = "grad3", .body = second_body,
+                .n_inputs = 1, .n_outputs = 2, .input_signature = &s3});
+            float xv[N] = {1, -2, 0.5f};
+            double six[N] = {6, -12, 3};
+            vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){N}, xv), *o[2], *g = NULL;
+            vf_tape *tp = vf_tape_begin(ctx);
+            assert_int_equal(vf_function_call(f2, &x, o), VF_OK);
+            assert_int_equal(vf_tape_gradient(tp, sum(ctx, o[1]), 1, &x, &g), VF_OK);
+            vf_tape_end(tp);
+            expect(g, six, "second order through a function call");
+            vf_function_destroy(f2);
+        }
         /* a function that assigns cannot be run again to differentiate it */
         m.var = vf_variable(ctx, vf_fill(ctx, VF_F32, 0, NULL, 0));
         m.assign = true;
@@ -679,6 +740,25 @@ static vf_status assign_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **
     return s;
 }
 
+/* a non-differentiable op on the path inside a traced branch */
+static vf_status then_argmax(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *r = vf_reshape(ctx, in[0], 2, (int64_t[]){1, N});
+    out[0] = vf_mul(ctx, in[0], vf_cast(ctx, vf_argmax(ctx, r, 1), VF_F32));
+    return VF_OK;
+}
+static vf_status argmax_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *p = vf_greater(ctx, sum(ctx, in[0]), scalar(ctx, 0)), *y = NULL;
+    vf_status s = vf_cond(ctx, p, then_argmax, else_sq, 1, in, 1, &y, NULL);
+    if (s == VF_OK) s = vf_tape_gradient(tp, sum(ctx, y), 1, in, out);
+    vf_tape_end(tp);
+    return s;
+}
+
 /* ---- what has no gradient --------------------------------------------------- */
 
 static void test_errors(void **state)
@@ -708,6 +788,11 @@ static void test_errors(void **state)
     vf_tensor *gx = NULL;
     assert_int_equal(vf_function_call(fn, &x, &gx), VF_ERROR_INVALID_ARGUMENT);
     vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient", "vf_cond", "assign", NULL);
+    vf_function_destroy(fn);
+    fn = vf_function_create(ctx, &(vf_function_desc){.name = "argmax", .body = argmax_body,
+        .n_inputs = 1, .n_outputs = 1, .input_signature = &sig});
+    assert_int_equal(vf_function_call(fn, &x, &gx), VF_ERROR_INVALID_ARGUMENT);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient", "vf_cast", "not differentiable", NULL);
     vf_function_destroy(fn);
     /* the tape still works: d sum(x*x) = 2x */
     assert_int_equal(vf_tape_gradient(tp, z, 1, &x, &g), VF_OK);

@@ -8,7 +8,10 @@
  * so a view that aliases a tensor with the same shape is the same value.
  * vf_tape_gradient walks the entries backwards and calls the rule of each
  * op (src/graph/autodiff.c); the rules are made of ordinary op calls, so
- * inside a traced body the backward pass is traced into the same graph. */
+ * inside a traced body the backward pass is traced into the same graph,
+ * and other active tapes record them (higher order). A traced vf_cond /
+ * vf_while_loop, and a traced vf_function called eagerly, are one entry
+ * each (vf_tape_cf) whose rule is in tape_control.c. */
 #ifndef VF_TAPE_H
 #define VF_TAPE_H
 
@@ -88,9 +91,10 @@ void vf_tape_record(vf_context *ctx, int op, const vf_attrs *attrs, int n_in, vf
                     vf_tensor *out);
 
 /* Records a traced vf_cond / vf_while_loop that was just added as node `kind`
-   (tape_control.c; a no-op unless a tape records). in: the explicit inputs
-   (cond: pred first); outer: the outer capture ids of sub[0] then sub[1]
-   as given by the subgraphs; out: the node's outputs. */
+   with subgraphs sub0, sub1 (tape_control.c; a no-op unless a tape
+   records). in: the explicit inputs (cond: pred first, then the inputs;
+   while: the initial loop vars); the subgraphs' outer captures and float
+   concrete captures are taken from the subgraphs; out: the node's outputs. */
 void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *sub0, const vf_graph *sub1,
                             int n_in, vf_tensor *const *in, int max_iterations, int n_out,
                             vf_tensor *const *out);

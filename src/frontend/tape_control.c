@@ -11,11 +11,12 @@
  *   vector-Jacobian product (TF's cond gradient is a cond over the
  *   branches' gradients);
  * - while: a loop that counts the forward's iterations N, then a reverse
- *   loop for k = N-1 .. 0 that recomputes the state of iteration k from
- *   the initial values (an inner loop of k body steps) and applies the
- *   body's VJP to the adjoint. Recomputing instead of stacking the states
- *   costs O(N^2) body evaluations but no memory per iteration, and works
- *   for unbounded loops (max_iterations <= 0) and symbolic shapes.
+ *   loop for k = N-1 .. 0 that gets the state of iteration k and applies
+ *   the body's VJP to the adjoint. A bounded loop (max_iterations M > 0)
+ *   keeps the states in a stack [M, ...] per var, filled by the counting
+ *   loop; an unbounded one recomputes state k from the initial values (an
+ *   inner loop of k body steps: O(N^2) body evaluations, no memory per
+ *   iteration). Both work for symbolic shapes.
  *
  * Both rules are ordinary op calls, so they are traced into the graph being
  * recorded (and optimised, fused, select-lowered like the forward), and
@@ -290,7 +291,55 @@ typedef struct {
     int nf, nb;
     const int *f;           /* float loop vars */
     const int *bcap;        /* float inputs of the body among cf->in (outer captures, concrete captures) */
+    vf_tensor **stacks;     /* bounded loops: each var's value at the start of every iteration, [M, ...]; NULL: recompute */
 } while_rule;
+
+/* ---- the stack of a bounded loop ----------------------------------------------
+   With max_iterations M > 0 the states fit a stack [M, shape] per loop var:
+   iteration i writes its starting state to row i (where(iota == i)), the
+   reverse loop reads row k (a masked sum over the rows). M x the state's
+   size in memory and elementwise work per iteration instead of O(N^2) body
+   steps. Bool vars (no sum), stacks past VF_STACK_MAX_BYTES and bounds past
+   VF_STACK_MAX_ROWS recompute. */
+#define VF_STACK_MAX_BYTES ((int64_t)256 << 20)
+/* Past this many rows a loose bound (a safety max_iterations far above the
+   usual count) would cost more per iteration than recomputing. */
+#define VF_STACK_MAX_ROWS 65536
+
+/* [M, 1, ..., 1] (rank + 1 dims) holding 0 .. M-1 */
+static vf_tensor *iota(vf_context *ctx, int m, int rank)
+{
+    int32_t *v = malloc(sizeof *v * (size_t)m);
+    if (!v) return oom(ctx), NULL;
+    for (int i = 0; i < m; i++) v[i] = i;
+    int64_t sh[VF_MAX_RANK] = {m};
+    for (int d = 1; d <= rank; d++) sh[d] = 1;
+    vf_tensor *t = vf_tensor_from_host(ctx, VF_I32, rank + 1, sh, v);
+    free(v);
+    return t;
+}
+
+static bool stackable(const vf_tape_cf *cf)
+{
+    if (cf->max_iterations <= 0 || cf->max_iterations > VF_STACK_MAX_ROWS) return false;
+    double bytes = 0; /* in double: M may be huge (a loose bound) */
+    for (int k = 0; k < cf->n_explicit; k++) {
+        const vf_tref *r = &cf->in_key[k];
+        if (r->dtype == VF_BOOL || r->rank + 1 > VF_MAX_RANK) return false;
+        double n = 1;
+        for (int d = 0; d < r->rank; d++) n *= (double)r->shape[d];
+        bytes += n * (double)vf_dtype_size(r->dtype) * (double)cf->max_iterations;
+    }
+    return bytes <= (double)VF_STACK_MAX_BYTES;
+}
+
+/* Row k of stack s (the state at the start of iteration k). */
+static vf_tensor *stack_read(vf_context *ctx, vf_tensor *s, vf_tensor *k, int m)
+{
+    vf_tensor *ix = iota(ctx, m, s->rank - 1);
+    vf_tensor *z = vf_ad_scalar(ctx, s->dtype, 0.0);
+    return vf_reduce_sum(ctx, vf_where(ctx, vf_equal(ctx, ix, k), s, z), 1, (int[]){0}, false);
+}
 
 static vf_tensor *i32(vf_context *ctx, double v) { return vf_fill(ctx, VF_I32, 0, NULL, v); }
 
@@ -332,6 +381,20 @@ static vf_status count_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
     return s;
 }
 
+/* Stacking loop: vars = the forward's vars, a count, a stack per var. */
+static vf_status keep_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    const while_rule *r = user;
+    int nv = r->cf->n_explicit, m = r->cf->max_iterations;
+    for (int k = 0; k < nv; k++) {
+        vf_tensor *ix = iota(ctx, m, in[k]->rank);
+        out[nv + 1 + k] = vf_where(ctx, vf_equal(ctx, ix, in[nv]), in[k], in[nv + 1 + k]);
+    }
+    vf_status s = body_step(ctx, r, in, 0, NULL, NULL, out);
+    if (s == VF_OK) out[nv] = vf_add(ctx, in[nv], i32(ctx, 1));
+    return s;
+}
+
 /* Recomputing loop: vars = j and the forward's vars; j < k. */
 static vf_status redo_cond(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
@@ -365,8 +428,14 @@ static vf_status back_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
     vf_tensor **src = calloc((size_t)(r->nf + r->nb) + 1, sizeof *src);
     vf_tensor **g = calloc((size_t)(r->nf + r->nb) + 1, sizeof *g);
     vf_status s = state && next && cc_t && targets && src && g ? VF_OK : oom(ctx);
-    /* the state at the start of iteration k: k body steps from the initial values */
-    if (s == VF_OK) {
+    /* the state at the start of iteration k: row k of the stacks, or k body
+       steps from the initial values */
+    if (s == VF_OK && r->stacks) {
+        for (int k = 0; k < nv && s == VF_OK; k++) {
+            state[1 + k] = stack_read(ctx, r->stacks[k], in[0], r->cf->max_iterations);
+            if (!state[1 + k]) s = ctx->err.status;
+        }
+    } else if (s == VF_OK) {
         state[0] = i32(ctx, 0);
         for (int k = 0; k < nv; k++) state[1 + k] = r->v0[k];
         const void *u[2] = {in[0], r};
@@ -409,7 +478,7 @@ static bool grad_while(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *
 {
     int nv = cf->n_explicit, n0 = cf->split;
     int *f = calloc((size_t)nv + 1, sizeof *f), *bcap = calloc((size_t)cf->n_in + 1, sizeof *bcap);
-    vf_tensor **count = calloc((size_t)nv + 2, sizeof *count);
+    vf_tensor **count = calloc((size_t)(2 * nv) + 2, sizeof *count);
     vf_tensor **back = calloc((size_t)(1 + nv + cf->n_in) + 1, sizeof *back);
     vf_status s = f && bcap && count && back ? VF_OK : oom(ctx);
     int nf = 0, nb = 0;
@@ -417,12 +486,23 @@ static bool grad_while(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *
         if (key_float(&cf->in_key[k])) f[nf++] = k;
     for (int j = nv + n0; s == VF_OK && j < cf->n_in; j++)
         if (key_float(&cf->in_key[j])) bcap[nb++] = j;
-    while_rule r = {cf, cf->in, cf->in + nv, cf->in + nv + n0, nf, nb, f, bcap};
+    while_rule r = {cf, cf->in, cf->in + nv, cf->in + nv + n0, nf, nb, f, bcap, NULL};
+    bool stack = stackable(cf);
     if (s == VF_OK && nf + nb > 0) {
-        /* N: the forward's iteration count, by the same loop with a counter */
+        /* N: the forward's iteration count, by the same loop with a counter
+           (and the stacks of the states when the loop is bounded) */
         for (int k = 0; k < nv; k++) count[k] = cf->in[k];
         count[nv] = i32(ctx, 0);
-        s = vf_while_loop(ctx, count_cond, count_body, nv + 1, count, cf->max_iterations, &r);
+        for (int k = 0; stack && k < nv; k++) {
+            vf_tensor *ix = iota(ctx, cf->max_iterations, cf->in[k]->rank);
+            count[nv + 1 + k] = ix ? vf_where(ctx, vf_equal(ctx, ix, ix), cf->in[k], cf->in[k]) : NULL;
+        }
+        for (int k = 0; k < (stack ? 2 * nv + 1 : nv + 1); k++)
+            if (!count[k]) s = ctx->err.status != VF_OK ? ctx->err.status : oom(ctx);
+        if (s == VF_OK)
+            s = vf_while_loop(ctx, count_cond, stack ? keep_body : count_body, stack ? 2 * nv + 1 : nv + 1, count,
+                              cf->max_iterations, &r);
+        if (stack) r.stacks = count + nv + 1;
     }
     if (s == VF_OK && nf + nb > 0) {
         back[0] = vf_sub(ctx, count[nv], i32(ctx, 1));
