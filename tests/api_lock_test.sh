@@ -37,7 +37,9 @@ defs=$(find "$src/src" -name '*.c' -print0 | xargs -0 awk '
   in_macro { if ($0 ~ /VF_LOCKED\(/) mlock = 1
              if ($0 !~ /\\$/) { macro_locked[macro] = mlock; in_macro = 0 }
              next }
-  /^#define [A-Z_]+\(/ { macro = $2; sub(/\(.*/, "", macro); in_macro = 1; mlock = ($0 ~ /VF_LOCKED\(/); next }
+  /^#define [A-Z_]+\(/ { macro = $2; sub(/\(.*/, "", macro); mlock = ($0 ~ /VF_LOCKED\(/)
+                         if ($0 ~ /\\$/) in_macro = 1; else macro_locked[macro] = mlock
+                         next }
   in_fn { if ($0 ~ /VF_LOCKED\(/) lock = 1
           if ($0 ~ /^}/) { print name, (lock ? "locked" : "unlocked"); in_fn = 0 }
           next }
