@@ -17,7 +17,8 @@
  * and out-of-scope handles in the pool and uses them again, releases twice
  * and uses symbolic tensors after their trace: API misuse, which must give
  * an error, not undefined behaviour (off by default until the library's
- * handles are checked; fuzz/run.sh says where to turn it on). */
+ * handles are checked; fuzz/run.sh says where to turn it on).
+ * VKFUSE_FUZZ_VERBOSE=1 prints each action (to turn a crash into a repro). */
 #include "vkfuse.h"
 
 #include <stdint.h>
@@ -29,7 +30,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static vf_context *ctx;
-static bool misuse;
+static bool misuse, verbose;
 static vf_tensor *escaped; /* misuse: the last function body's result, used after its trace */
 
 enum { SLOTS = 12, MAX_TAPES = 3, MAX_SCOPES = 6, MAX_DEPTH = 2, MAX_NUMEL = 1 << 14, MAX_ACTIONS = 200 };
@@ -261,6 +262,8 @@ static void action(fz *f)
 {
     vf_tensor *a, *b, *r = NULL;
     uint8_t op = u8(f);
+    if (verbose) fprintf(stderr, "fuzz_api: %*saction %d at byte %zu (scope depth %d, tapes %d)\n", 2 * f->call_depth, "",
+                         op % 24, f->i - 1, f->depth, f->n_tapes);
     switch (op % 24) {
     case 0: case 1: {
         bool skip;
@@ -346,6 +349,9 @@ static void action(fz *f)
             if (!s->retained && !s->stale) vf_tensor_retain(s->t), s->retained = true;
             break;
         default:
+            /* a body's inputs belong to its caller (the fuzzer's outer pool
+               still holds them): releasing them is misuse */
+            if (s->scope < f->base_depth && !misuse) break;
             vf_tensor_release(s->t);
             if (misuse) s->stale = true, s->retained = false;
             else *s = (slot){0};
@@ -448,6 +454,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     const char *be = getenv("VKFUSE_FUZZ_BACKEND");
     const char *mu = getenv("VKFUSE_FUZZ_MISUSE");
     misuse = mu && *mu && strcmp(mu, "0") != 0;
+    verbose = getenv("VKFUSE_FUZZ_VERBOSE") != NULL; /* the actions of a crash input, to write its repro */
     vf_context_desc d = {.backend = be && !strcmp(be, "vulkan") ? VF_BACKEND_VULKAN : VF_BACKEND_CPU,
                          .device_index = -1, .cache_dir = ""};
     if (vf_context_create(&d, &ctx) != VF_OK) {
