@@ -197,6 +197,8 @@ void dp_generate(dp_prog *p, uint64_t seed, vf_dtype dtype, dp_kind kind)
         }
         if (n <= (small ? 96 : 8192)) break;
     }
+    /* every tenth seed (3, 13, ...) has an empty dim, so every time budget reaches some */
+    if (seed % 10 == 3) p->dim[rint_(&s, p->rank)] = 0;
     /* sometimes one long dim: past a (test-overridden) dispatch limit */
     if (!small && p->rank <= 2 && rint_(&s, 6) == 0) p->dim[0] = p->rank == 1 ? 40000 + rint_(&s, 3000) : 100 + rint_(&s, 50);
     unsigned full = full_mask(p);
