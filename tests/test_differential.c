@@ -404,13 +404,14 @@ static void run_case(uint64_t seed, vf_dtype dtype, dp_kind kind)
     case_free(&c);
 }
 
-static void run_random(const char *name, vf_dtype dtype, dp_kind kind, long max_cases, double budget_s)
+static void run_random(const char *name, vf_dtype dtype, dp_kind kind, long max_cases, double budget_s,
+                       long min_cases)
 {
     test_name = name;
     const char *only = getenv("VKFUSE_DIFF_TEST");
     if (only && *only && strcmp(only, name) != 0) return;
     vt_seeds seeds;
-    vt_seeds_init(&seeds, max_cases, 3, budget_s);
+    vt_seeds_init(&seeds, max_cases, min_cases, budget_s);
     uint64_t seed;
     while (vt_seeds_next(&seeds, &seed)) run_case(seed, dtype, kind);
     vt_seeds_report(&seeds, name);
@@ -434,19 +435,19 @@ static int teardown(void **state)
 
 /* ---- the tests ------------------------------------------------------------- */
 
-static void test_values_f32(void **state) { (void)state, run_random("test_values_f32", VF_F32, DP_VALUES, 400, 25); }
-static void test_values_f16(void **state) { (void)state, run_random("test_values_f16", VF_F16, DP_VALUES, 200, 8); }
-static void test_values_i32(void **state) { (void)state, run_random("test_values_i32", VF_I32, DP_VALUES, 200, 8); }
-static void test_grad(void **state) { (void)state, run_random("test_grad", VF_F32, DP_GRAD, 200, 10); }
+static void test_values_f32(void **state) { (void)state, run_random("test_values_f32", VF_F32, DP_VALUES, 400, 20, 3); }
+static void test_values_f16(void **state) { (void)state, run_random("test_values_f16", VF_F16, DP_VALUES, 200, 8, 1); }
+static void test_values_i32(void **state) { (void)state, run_random("test_values_i32", VF_I32, DP_VALUES, 200, 8, 3); }
+static void test_grad(void **state) { (void)state, run_random("test_grad", VF_F32, DP_GRAD, 200, 10, 4); }
 /* Gradients through traced vf_cond and vf_while_loop (issue row 1). */
 static void test_grad_control_flow(void **state)
 {
-    (void)state, run_random("test_grad_control_flow", VF_F32, DP_GRAD_CF, 100, 5);
+    (void)state, run_random("test_grad_control_flow", VF_F32, DP_GRAD_CF, 100, 5, 3);
 }
 /* A tape inside a tape: Hessian-vector products (issue row 3). */
 static void test_grad_second_order(void **state)
 {
-    (void)state, run_random("test_grad_second_order", VF_F32, DP_HVP, 100, 5);
+    (void)state, run_random("test_grad_second_order", VF_F32, DP_HVP, 100, 5, 4);
 }
 
 /* The reference itself, on values worked out by hand. */
