@@ -124,8 +124,6 @@ static vf_tensor *make_tensor(fz *f, bool *skip)
     uint8_t *data = malloc(bytes ? bytes : 1);
     if ((*skip = !data)) return NULL;
     for (size_t i = 0; i < bytes; i++) data[i] = u8(f);
-    if (dt == VF_BOOL)
-        for (size_t i = 0; i < bytes; i++) data[i] &= 1; /* raw non-0/1 bytes: see docs (numerics) */
     vf_tensor *t = vf_tensor_from_host(ctx, dt, rank, shape, data);
     free(data);
     return t;

@@ -10,7 +10,7 @@ const char *const dp_op_name[] = {
     "neg", "abs", "relu", "tanh", "sigmoid", "sin", "cos", "gelu", "exp(tanh a)", "sqrt(a*a+0.25)",
     "rsqrt(a*a+0.25)", "log(a*a+1)",
     "add", "sub", "mul", "a/(b*b+1)", "pow(a*a+0.5, tanh b)", "maximum", "minimum", "where(cmp(a,b),a,b)",
-    "where(mask,a,b)",
+    "where(mask [== true | cast twice],a,b)",
     "reduce", "softmax", "log_softmax", "layer_norm(last)", "a/(norm(a)+1)", "sparse_xent(labels,a)",
     "matmul(a,W)/d", "gelu(matmul(a,W)/d+b)",
     "transpose,f,transpose back", "reshape flat,f,reshape back",
@@ -140,6 +140,7 @@ static int emit(dp_prog *p, dp_instr in)
     default: break;
     }
     if (f16 && in.o != P_ARGMAX && in.o != P_CAST_INT && in.o != P_CAST_BOOL) e += 3 * eps * m;
+    if (!fl) e = 0; /* integer results are exact */
     p->mask[v] = mk;
     p->mag[v] = m;
     p->err[v] = e;
@@ -225,11 +226,11 @@ void dp_generate(dp_prog *p, uint64_t seed, vf_dtype dtype, dp_kind kind)
         if (o >= P_ARGMAX && o <= P_CAST_BOOL && o != P_CAST_F16) in.a = rint_(&s, 2); /* exact inputs only */
         in.o = o;
         switch (o) {
-        case P_ADD: case P_SUB: case P_MUL: case P_DIVS: case P_POWS: case P_MAX: case P_MIN: case P_MASKW:
-        case P_EPI:
+        case P_ADD: case P_SUB: case P_MUL: case P_DIVS: case P_POWS: case P_MAX: case P_MIN: case P_EPI:
             in.b = b;
             break;
         case P_CMP: in.b = b, in.k = rint_(&s, 6); break;
+        case P_MASKW: in.b = b, in.k = rint_(&s, 3); break;
         case P_RED: {
             in.k = rint_(&s, is_float(p) ? 4 : 3);
             if (!is_float(p) && in.k == DR_MEAN) in.k = DR_MIN;
@@ -562,7 +563,13 @@ static vf_tensor *api_instr(vf_context *ctx, const dp_prog *p, const dp_instr *i
             vf_greater, vf_greater_equal, vf_less, vf_less_equal, vf_equal, vf_not_equal};
         return vf_where(ctx, cmp[in->k](ctx, a, b), a, b);
     }
-    case P_MASKW: return vf_where(ctx, v[3], a, b);
+    case P_MASKW: {
+        /* the mask as is, compared with true, or cast to the dtype and back */
+        vf_tensor *m = v[3];
+        if (in->k == 1) m = vf_equal(ctx, m, vf_fill(ctx, VF_BOOL, 0, NULL, 1));
+        if (in->k == 2) m = vf_cast(ctx, vf_cast(ctx, m, vd), VF_BOOL);
+        return vf_where(ctx, m, a, b);
+    }
     case P_RED: {
         vf_tensor *(*const red[])(vf_context *, vf_tensor *, int, const int *, bool) = {
             vf_reduce_sum, vf_reduce_mean, vf_reduce_max, vf_reduce_min};
