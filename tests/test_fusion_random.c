@@ -399,7 +399,7 @@ static void test_random_graphs(void **state)
     (void)state;
     if (!vt_have_vulkan()) skip();
     vt_seeds seeds;
-    vt_seeds_init(&seeds, 300, 10, 40);
+    vt_seeds_init(&seeds, 300, 5, 40);
     uint64_t seed0 = seeds.seed0, seed;
     vf_context *vk = vt_context(VF_BACKEND_VULKAN), *cpu = vt_context(VF_BACKEND_CPU);
     totals t = {0};
