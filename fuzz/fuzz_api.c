@@ -18,7 +18,10 @@
  * and uses symbolic tensors after their trace: API misuse, which must give
  * an error, not undefined behaviour (off by default until the library's
  * handles are checked; fuzz/run.sh says where to turn it on).
- * VKFUSE_FUZZ_VERBOSE=1 prints each action (to turn a crash into a repro). */
+ * VKFUSE_FUZZ_VERBOSE=1 prints each action (to turn a crash into a repro).
+ * VKFUSE_FUZZ_KEEP_FUNCTIONS=1 destroys the functions only at the end of
+ * each input, after every tape (by default each at once after its calls:
+ * a tape that recorded a call must survive that). */
 #include "vkfuse.h"
 
 #include <stdint.h>
@@ -30,10 +33,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static vf_context *ctx;
-static bool misuse, verbose;
+static bool misuse, verbose, keep_functions;
 static vf_tensor *escaped; /* misuse: the last function body's result, used after its trace */
 
-enum { SLOTS = 12, MAX_TAPES = 3, MAX_SCOPES = 6, MAX_DEPTH = 2, MAX_NUMEL = 1 << 14, MAX_ACTIONS = 200 };
+enum { MAX_KEPT = 16, SLOTS = 12, MAX_TAPES = 3, MAX_SCOPES = 6, MAX_DEPTH = 2, MAX_NUMEL = 1 << 14, MAX_ACTIONS = 200 };
 
 typedef struct slot {
     vf_tensor *t;
@@ -50,6 +53,13 @@ typedef struct fz {
     int n_tapes, depth, base_depth, call_depth, actions;
     bool traced;
 } fz;
+
+/* VKFUSE_FUZZ_KEEP_FUNCTIONS: functions (and their bodies' data) destroyed
+   at the end of the input, after every tape (the library's own tapes in a
+   gradient re-run a function body too, which may call others) */
+static vf_function *kept[MAX_KEPT];
+static void *kept_user[MAX_KEPT];
+static int n_kept;
 
 static uint8_t u8(fz *f) { return f->i < f->n ? f->d[f->i++] : 0; }
 static bool more(const fz *f) { return f->i < f->n && f->actions < MAX_ACTIONS; }
@@ -215,10 +225,16 @@ static void call_function(fz *f)
 {
     size_t len = u8(f) % 48;
     if (len > f->n - f->i) len = f->n - f->i;
-    body_prog bp = {f->d + f->i, len, f->call_depth, 1 + u8(f) % 2};
+    body_prog *bpp = malloc(sizeof *bpp);
+    if (!bpp) return;
+    *bpp = (body_prog){f->d + f->i, len, f->call_depth, 1 + u8(f) % 2};
+    body_prog bp = *bpp;
     f->i += len;
     vf_tensor *in[2] = {get(f), get(f)};
-    if (!in[0] || (bp.n_in == 2 && !in[1])) return;
+    if (!in[0] || (bp.n_in == 2 && !in[1])) {
+        free(bpp);
+        return;
+    }
     uint8_t flags = u8(f);
     vf_tensor_spec sig[2];
     for (int k = 0; k < bp.n_in; k++) {
@@ -226,10 +242,13 @@ static void call_function(fz *f)
         sig[k].rank = vf_tensor_rank(in[k]);
         for (int i = 0; i < sig[k].rank; i++) sig[k].shape[i] = (flags & 4) && i == 0 ? -1 : vf_tensor_dim(in[k], i);
     }
-    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "fuzz", .body = body_fn, .user = &bp,
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "fuzz", .body = body_fn, .user = bpp,
         .n_inputs = bp.n_in, .n_outputs = 1, .unfused = flags & 1, .input_signature = (flags & 2) ? sig : NULL});
     check(fn ? (vf_tensor *)1 : NULL);
-    if (!fn) return;
+    if (!fn) {
+        free(bpp);
+        return;
+    }
     for (int call = 0; call < 2; call++) {
         vf_tensor *out = NULL;
         vf_status s = vf_function_call(fn, in, &out);
@@ -240,7 +259,14 @@ static void call_function(fz *f)
         char *text = vf_function_graph_text(fn);
         free(text);
     }
+    if (keep_functions && n_kept < MAX_KEPT) {
+        kept[n_kept] = fn, kept_user[n_kept++] = bpp;
+        return;
+    }
+    /* A tape still open may have recorded this call: its gradient must not
+       run the destroyed function's body (nor touch its freed user data). */
     vf_function_destroy(fn);
+    free(bpp);
 }
 
 /* ---- actions ---------------------------------------------------------------- */
@@ -452,6 +478,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     const char *be = getenv("VKFUSE_FUZZ_BACKEND");
     const char *mu = getenv("VKFUSE_FUZZ_MISUSE");
     misuse = mu && *mu && strcmp(mu, "0") != 0;
+    keep_functions = getenv("VKFUSE_FUZZ_KEEP_FUNCTIONS") != NULL;
     verbose = getenv("VKFUSE_FUZZ_VERBOSE") != NULL; /* the actions of a crash input, to write its repro */
     vf_context_desc d = {.backend = be && !strcmp(be, "vulkan") ? VF_BACKEND_VULKAN : VF_BACKEND_CPU,
                          .device_index = -1, .cache_dir = ""};
@@ -470,6 +497,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     vf_tensor *out = NULL;
     run_actions(&f, NULL, 0, &out, 0);
     vf_scope_end(ctx);
+    while (n_kept > 0) vf_function_destroy(kept[--n_kept]), free(kept_user[n_kept]);
     vf_context_sync(ctx);
     vf_error_clear(ctx);
     return 0;
