@@ -75,6 +75,7 @@ if [ "$which" = api ] || [ "$which" = all ]; then
     for backend in cpu vulkan; do
         corpus="$work/corpus_api_$backend"
         mkdir -p "$corpus"
+        cp "$src"/fuzz/seeds_api/* "$corpus/" 2>/dev/null
         echo "== fuzz_api ($backend) for ${secs}s"
         (cd "$work" && VKFUSE_FUZZ_BACKEND=$backend LSAN_OPTIONS="suppressions=$src/tests/lsan.supp:print_suppressions=0" \
             "$bdir/fuzz/fuzz_api" -max_total_time="$secs" -rss_limit_mb=4096 -malloc_limit_mb=512 -timeout=20 \
