@@ -3,7 +3,12 @@
 # SECONDS (default 30): the amber parsers on a corpus seeded from
 # tests/amber, and the saved-function loader (fuzz_saved.c, the whole
 # library built instrumented in WORKDIR/saved-build) on seeds it writes
-# itself. WHICH: parsers, saved or all (default).
+# itself; the public-API fuzzer (fuzz_api.c, same instrumented build) on
+# the CPU backend and then on the default Vulkan device (lavapipe), each
+# for SECONDS. WHICH: parsers, saved, api or all (default).
+# fuzz_api's API-misuse actions (released and out-of-scope handles, double
+# release, escaped symbolic tensors) run only with VKFUSE_FUZZ_MISUSE=1
+# (default below: 0 until use-after-release is an error, then make it 1).
 # Exit 77 (ctest: skipped) when clang cannot build fuzzers here.
 # usage: fuzz/run.sh [SECONDS] [WORKDIR] [WHICH]
 set -u
@@ -20,7 +25,7 @@ for p in $parsers; do srcs="$srcs $src/tools/amber/$p.c"; done
 flags="-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -iquote $src/tools/amber"
 status=0
 kinds="amber vkscript"
-[ "$which" = saved ] && kinds=""
+[ "$which" = saved ] || [ "$which" = api ] && kinds=""
 for kind in $kinds; do
     def=""; [ $kind = vkscript ] && def="-DFUZZ_VKSCRIPT"
     if ! $cc $flags $def -o "$work/fuzz_$kind" "$src/fuzz/fuzz_parsers.c" $srcs -lm 2>"$work/build_$kind.log"; then
@@ -42,15 +47,20 @@ for kind in $kinds; do
         -timeout=10 -max_len=65536 -print_final_stats=1 "$corpus" 2>&1 | tail -n 25) || status=1
     ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null && status=1
 done
-if [ "$which" = saved ] || [ "$which" = all ]; then
+if [ "$which" != parsers ]; then
     bdir="$work/saved-build"
+    targets="fuzz_saved fuzz_api"
+    [ "$which" = saved ] && targets=fuzz_saved
+    [ "$which" = api ] && targets=fuzz_api
     san="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
     if ! { cmake -S "$src" -B "$bdir" -G Ninja -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
              -DCMAKE_C_FLAGS="$san" -DVKFUSE_WERROR=OFF -DVKFUSE_BUILD_BENCH=OFF -DVKFUSE_BUILD_EXAMPLES=OFF \
              -DVKFUSE_FUZZ_SAVED=ON >"$work/build_saved.log" 2>&1 &&
-           cmake --build "$bdir" --target fuzz_saved >>"$work/build_saved.log" 2>&1; }; then
+           cmake --build "$bdir" --target $targets >>"$work/build_saved.log" 2>&1; }; then
         tail -n 40 "$work/build_saved.log"; exit 1
     fi
+fi
+if [ "$which" = saved ] || [ "$which" = all ]; then
     corpus="$work/corpus_saved"
     mkdir -p "$corpus"
     echo "== fuzz_saved for ${secs}s"
@@ -58,5 +68,18 @@ if [ "$which" = saved ] || [ "$which" = all ]; then
         -malloc_limit_mb=256 -timeout=10 -max_len=65536 -print_final_stats=1 "$corpus" 2>&1 | tail -n 25) || status=1
     ls "$corpus"/seed*.vkf >/dev/null 2>&1 || { echo "fuzz_saved wrote no seeds"; status=1; }
     ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null && status=1
+fi
+if [ "$which" = api ] || [ "$which" = all ]; then
+    # -close_fd_mask=1: vf_print's output is not the fuzzer's.
+    for backend in cpu vulkan; do
+        corpus="$work/corpus_api_$backend"
+        mkdir -p "$corpus"
+        cp "$src"/fuzz/seeds_api/* "$corpus/" 2>/dev/null
+        echo "== fuzz_api ($backend) for ${secs}s"
+        (cd "$work" && VKFUSE_FUZZ_BACKEND=$backend VKFUSE_FUZZ_MISUSE=${VKFUSE_FUZZ_MISUSE:-0} LSAN_OPTIONS="suppressions=$src/tests/lsan.supp:print_suppressions=0" \
+            "$bdir/fuzz/fuzz_api" -max_total_time="$secs" -rss_limit_mb=4096 -malloc_limit_mb=512 -timeout=20 \
+            -max_len=4096 -close_fd_mask=1 -print_final_stats=1 "$corpus" 2>&1 | tail -n 25) || status=1
+        ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null && status=1
+    done
 fi
 exit $status

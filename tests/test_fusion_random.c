@@ -8,7 +8,9 @@
  * the ops on its path, and every recorded plan's arena must be within
  * 1.10x of the liveness lower bound of its intervals.
  *
- * VKFUSE_RANDOM_CASES=<n> runs n cases (default 300), VKFUSE_RANDOM_SEED=<s>
+ * Time-budgeted (tests/testutil.h vt_seeds): up to 300 cases or 40 s,
+ * whichever comes first (VKFUSE_RANDOM_BUDGET=<s> changes the budget);
+ * VKFUSE_RANDOM_CASES=<n> runs exactly n cases, VKFUSE_RANDOM_SEED=<s>
  * starts at seed s (case i uses seed s + i). A failure prints the seed,
  * the generated program, the optimised graph and the first differing
  * output element; rerun that seed with VKFUSE_CHECK=1 to name the kernel
@@ -349,12 +351,6 @@ static void check_peak(const program *p, const run_result *r, const char *what)
     }
 }
 
-static long env_long(const char *name, long dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? strtol(v, NULL, 10) : dflt;
-}
-
 typedef struct totals {
     int cases, outputs;
     int64_t kernels_fused, kernels_unfused, arena_fused, arena_unfused, bound_fused;
@@ -402,11 +398,13 @@ static void test_random_graphs(void **state)
 {
     (void)state;
     if (!vt_have_vulkan()) skip();
-    long cases = env_long("VKFUSE_RANDOM_CASES", 300);
-    uint64_t seed0 = (uint64_t)env_long("VKFUSE_RANDOM_SEED", 1);
+    vt_seeds seeds;
+    vt_seeds_init(&seeds, 300, 5, 40);
+    uint64_t seed0 = seeds.seed0, seed;
     vf_context *vk = vt_context(VF_BACKEND_VULKAN), *cpu = vt_context(VF_BACKEND_CPU);
     totals t = {0};
-    for (long i = 0; i < cases; i++) run_case(vk, cpu, seed0 + (uint64_t)i, &t);
+    while (vt_seeds_next(&seeds, &seed)) run_case(vk, cpu, seed, &t);
+    vt_seeds_report(&seeds, "test_fusion_random");
     printf("%d random graphs (%d outputs) from seed %llu: %lld kernels fused, %lld unfused; arena %lld bytes fused"
            " (lower bound %lld), %lld unfused\n",
            t.cases, t.outputs, (unsigned long long)seed0, (long long)t.kernels_fused, (long long)t.kernels_unfused,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The Vulkan loader unloads drivers and layers at vkDestroyInstance, so the
    leaks they report at exit show up as <unknown module> and the
@@ -113,4 +114,44 @@ void vt_expect_error(vf_context *ctx, vf_status st, ...)
         }
     va_end(ap);
     vf_error_clear(ctx);
+}
+
+double vt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+long vt_env_long(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtol(v, NULL, 10) : dflt;
+}
+
+void vt_seeds_init(vt_seeds *s, long max_cases, long min_cases, double budget_s)
+{
+    memset(s, 0, sizeof *s);
+    s->seed0 = (uint64_t)vt_env_long("VKFUSE_RANDOM_SEED", 1);
+    long n = vt_env_long("VKFUSE_RANDOM_CASES", -1);
+    s->fixed = n >= 0;
+    s->max_cases = s->fixed ? n : max_cases;
+    s->min_cases = s->fixed ? n : min_cases;
+    s->budget_s = (double)vt_env_long("VKFUSE_RANDOM_BUDGET", (long)budget_s);
+    s->t0 = vt_now();
+}
+
+bool vt_seeds_next(vt_seeds *s, uint64_t *seed)
+{
+    if (s->done >= s->max_cases) return false;
+    if (!s->fixed && s->done >= s->min_cases && vt_now() - s->t0 >= s->budget_s) return false;
+    *seed = s->seed0 + (uint64_t)s->done++;
+    return true;
+}
+
+void vt_seeds_report(const vt_seeds *s, const char *what)
+{
+    printf("%s: %ld cases, seeds %llu..%llu, %.1f s (%s)\n", what, s->done, (unsigned long long)s->seed0,
+           (unsigned long long)(s->seed0 + (uint64_t)(s->done ? s->done - 1 : 0)), vt_now() - s->t0,
+           s->fixed ? "VKFUSE_RANDOM_CASES" : "time budget; VKFUSE_RANDOM_CASES=<n> for a fixed count");
 }

@@ -38,4 +38,28 @@ void *vt_read(vf_tensor *t);
    the given substrings (NULL-terminated list), then clears the error. */
 void vt_expect_error(vf_context *ctx, vf_status st, ...);
 
+/* Seeded random-program tests under a time budget. Case i uses seed
+   seed0 + i, seed0 from VKFUSE_RANDOM_SEED (default 1). With
+   VKFUSE_RANDOM_CASES=<n> exactly n cases run, whatever the time; else
+   cases run until max_cases or until budget_s seconds have passed
+   (VKFUSE_RANDOM_BUDGET=<s> overrides it), at least min_cases, so a busy
+   machine runs fewer seeds instead of timing out. The seeds that ran are
+   always the same prefix, so a failing seed fails on every run that
+   reaches it. */
+typedef struct vt_seeds {
+    uint64_t seed0;
+    long done, max_cases, min_cases;
+    double budget_s, t0;
+    bool fixed; /* VKFUSE_RANDOM_CASES was given */
+} vt_seeds;
+void vt_seeds_init(vt_seeds *s, long max_cases, long min_cases, double budget_s);
+/* The next seed into *seed; false when the count or the budget is spent. */
+bool vt_seeds_next(vt_seeds *s, uint64_t *seed);
+/* "n cases from seed s in t s (budget b s)" for the test's summary line. */
+void vt_seeds_report(const vt_seeds *s, const char *what);
+/* Monotonic seconds. */
+double vt_now(void);
+/* An integer from the environment, dflt when unset or empty. */
+long vt_env_long(const char *name, long dflt);
+
 #endif
