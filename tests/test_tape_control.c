@@ -803,6 +803,50 @@ static void test_errors(void **state)
     vt_context_done(ctx);
 }
 
+/* Found by tests/test_differential and fuzz/fuzz_api after the control-flow
+   merge: a target computed from empty tensors (ops that produce nothing
+   were not recorded, so "not recorded by this tape"), and a gradient
+   through the call of a function destroyed before the gradient (its body
+   ran again: use after free of its user data). */
+static void test_empty_and_destroyed(void **state)
+{
+    (void)state;
+    for (int be = 0; be < (vt_have_vulkan() ? 2 : 1); be++) {
+        vf_context *ctx = vt_context(be ? VF_BACKEND_VULKAN : VF_BACKEND_CPU);
+        vf_tensor *x = vf_fill(ctx, VF_F32, 2, (int64_t[]){0, 3}, 1.0);
+        vf_tape *tp = vf_tape_begin(ctx);
+        vf_tensor *y = sum(ctx, vf_tanh(ctx, vf_mul(ctx, x, scalar(ctx, 2))));
+        vf_tensor *yc = vf_reduce_sum(ctx, vf_exp(ctx, x), 1, (int[]){0}, false); /* [3] from an empty set */
+        vf_tensor *g = NULL, *gc = NULL;
+        assert_int_equal(vf_tape_gradient(tp, y, 1, &x, &g), VF_OK);
+        assert_int_equal(vf_tensor_rank(g), 2);
+        assert_int_equal(vf_tensor_dim(g, 0), 0);
+        assert_int_equal(vf_tensor_dim(g, 1), 3);
+        assert_int_equal(vf_tape_gradient(tp, yc, 1, &x, &gc), VF_OK);
+        assert_int_equal(vf_tensor_numel(gc), 0);
+        vf_tape_end(tp);
+
+        float w0[9], x0[6];
+        vt_fill_uniform(w0, 9, -1, 1, 21);
+        vt_fill_uniform(x0, 6, -1, 1, 22);
+        fmodel *m = calloc(1, sizeof *m);
+        m->w = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 3}, w0);
+        vf_tensor_spec sig = {VF_F32, 2, {-1, 3}};
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "gone", .body = fmodel_body,
+            .user = m, .n_inputs = 1, .n_outputs = 1, .input_signature = &sig});
+        vf_tensor *xi = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){2, 3}, x0), *out = NULL;
+        tp = vf_tape_begin(ctx);
+        assert_int_equal(vf_function_call(fn, &xi, &out), VF_OK);
+        vf_tensor *loss = sum(ctx, out);
+        vf_function_destroy(fn);
+        free(m); /* the body's user data goes with the function, as users write it */
+        assert_int_equal(vf_tape_gradient(tp, loss, 1, &xi, &g), VF_ERROR_INVALID_ARGUMENT);
+        vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient", "'gone'", "destroyed", NULL);
+        vf_tape_end(tp);
+        vt_context_done(ctx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -811,6 +855,7 @@ int main(void)
         cmocka_unit_test(test_second_order),
         cmocka_unit_test(test_function_call_under_tape),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_empty_and_destroyed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -206,6 +206,8 @@ void vf_functions_orphan_all(vf_context *ctx)
     }
 }
 
+bool vf_function_destroyed(const vf_function *fn) { return fn && (fn->destroyed || !fn->ctx); }
+
 /* fn can be used: VF_OK, else the status (recorded in its context when it
    still has one). */
 vf_status vf_function_usable(const vf_function *fn, const char *op)
@@ -622,7 +624,7 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
         s = run_concrete(fn, &fn->cfs[hit], in, out);
         /* an eager tape does not see the plan's kernels: the call is one entry */
         if (s == VF_OK)
-            vf_tape_record_call(ctx, fn->name, fn->body, fn->user, fn->cfs[hit].g, fn->n_in, in, fn->cfs[hit].caps,
+            vf_tape_record_call(ctx, fn, fn->name, fn->body, fn->user, fn->cfs[hit].g, fn->n_in, in, fn->cfs[hit].caps,
                                 fn->cfs[hit].n_caps, fn->n_out, out);
     }
     if (ctx->be.iface->kernels_track) ctx->be.iface->kernels_track(ctx->be.self, prev);

@@ -45,6 +45,10 @@ vf_tensor *vf_rval_to_output(vf_run_state *rs, const vf_rval *v);
 
 /* Runs fn(in) eagerly in a scope of its own; out[n_out] end in the caller's
    scope (control_flow.c). */
+/* fn was destroyed (or orphaned by its context's end): its body must not
+   run again (a tape's rule for an eager call checks this). */
+bool vf_function_destroyed(const vf_function *fn);
+
 vf_status vf_call_body_scoped(vf_context *ctx, const char *op, vf_body fn, vf_tensor *const *in, int n_out,
                               vf_tensor **out, void *user);
 

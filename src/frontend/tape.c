@@ -396,6 +396,42 @@ done:
     return st;
 }
 
+/* Empty values carry no gradient but an empty one, and the tape cannot
+   tell them apart (they have no memory, so no key; ops that produce
+   nothing run no kernel and record nothing): an empty source gets zeros of
+   its shape, and when every source or every target is empty nothing is
+   asked of the tape (a target computed from empty tensors only is then
+   not an unrecorded target, just a constant). The rest go to
+   run_gradient. */
+static vf_status empty_sources(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds,
+                               bool strict, int n, vf_tensor *const *sources, vf_tensor **out)
+{
+    vf_context *ctx = tp->ctx;
+    bool all_targets_empty = n_t > 0;
+    for (int t = 0; t < n_t; t++) all_targets_empty = all_targets_empty && targets[t]->numel == 0;
+    int ne = 0;
+    for (int i = 0; i < n; i++) ne += sources[i]->numel != 0;
+    if (ne == n && !all_targets_empty) return run_gradient(tp, n_t, targets, seeds, strict, n, sources, out);
+    vf_tensor **src = calloc((size_t)ne + 1, sizeof *src), **g = calloc((size_t)ne + 1, sizeof *g);
+    if (!src || !g) {
+        free(src);
+        free(g);
+        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory");
+    }
+    for (int i = 0, k = 0; i < n; i++)
+        if (sources[i]->numel != 0) src[k++] = sources[i];
+    vf_status st = ne > 0 && !all_targets_empty ? run_gradient(tp, n_t, targets, seeds, strict, ne, src, g) : VF_OK;
+    for (int i = 0, k = 0; i < n && st == VF_OK; i++) {
+        vf_tensor *si = sources[i];
+        out[i] = si->numel != 0 && !all_targets_empty ? g[k++] : vf_fill(ctx, si->dtype, si->rank, si->shape, 0.0);
+        if (si->numel != 0 && all_targets_empty) k++;
+        if (!out[i]) st = ctx->err.status;
+    }
+    free(src);
+    free(g);
+    return st;
+}
+
 static vf_status gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds, bool strict,
                           int n, vf_tensor *const *sources, vf_tensor **grads)
 {
@@ -440,7 +476,7 @@ static vf_status gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_te
     vf_scope_begin(ctx);
     vf_tensor *tmp[64];
     vf_tensor **out = n <= 64 ? tmp : calloc((size_t)n, sizeof *out);
-    vf_status st = out ? run_gradient(tp, n_t, targets, seeds, strict, n, sources, out)
+    vf_status st = out ? empty_sources(tp, n_t, targets, seeds, strict, n, sources, out)
                        : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
     for (int i = 0; i < n && st == VF_OK; i++) {
         /* a source itself (possible for an identity) must not be moved */

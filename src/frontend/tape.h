@@ -58,6 +58,10 @@ typedef struct vf_tape_cf {
     vf_body body;
     void *user;
     char name[64];
+    /* The function called: its struct outlives vf_function_destroy until
+       the context ends (function.c), so the rule can see that it was
+       destroyed instead of running a body whose user data may be gone. */
+    const struct vf_function *fn;
 } vf_tape_cf;
 
 typedef struct vf_tape_entry {
@@ -100,7 +104,8 @@ void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *
                             vf_tensor *const *out);
 /* Records a traced vf_function's eager call (its plan runs kernels the tape
    does not see) as one entry (tape_control.c). */
-void vf_tape_record_call(vf_context *ctx, const char *name, vf_body body, void *user, const vf_graph *g, int n_in,
+void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const char *name, vf_body body, void *user,
+                         const vf_graph *g, int n_in,
                          vf_tensor *const *in, const vf_capture *caps, int n_caps, int n_out, vf_tensor *const *out);
 /* Appends en to every tape that records now (a control-flow entry's cf is
    shared: each tape takes a reference). */

@@ -140,13 +140,14 @@ static vf_tensor *live_with_key(vf_context *ctx, const vf_tref *r)
     return NULL;
 }
 
-void vf_tape_record_call(vf_context *ctx, const char *name, vf_body body, void *user, const vf_graph *g, int n_in,
-                         vf_tensor *const *in, const vf_capture *caps, int n_caps, int n_out, vf_tensor *const *out)
+void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const char *name, vf_body body, void *user,
+                         const vf_graph *g, int n_in, vf_tensor *const *in, const vf_capture *caps, int n_caps, int n_out, vf_tensor *const *out)
 {
     if (!ctx->tapes || !vf_tape_recording(ctx)) return;
     vf_tape_cf *cf = calloc(1, sizeof *cf);
     if (!cf) goto oom;
     cf->call = true;
+    cf->fn = fn;
     cf->body = body;
     cf->user = user;
     cf->assigns = assigns(g);
@@ -532,6 +533,12 @@ static bool grad_while(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *
    and keeps every shape the call's own (symbolic dims included). */
 static bool grad_call(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *gout, vf_tensor **gin)
 {
+    if (vf_function_destroyed(cf->fn)) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: the gradient flows through a call of vf_function '%s', "
+                "which was destroyed by vf_function_destroy before the gradient was taken (its body cannot run "
+                "again); destroy the function after vf_tape_gradient", GRAD, cf->name);
+        return false;
+    }
     if (!cf->body || cf->assigns) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: the gradient flows through a call of vf_function '%s', "
                 "which %s; begin the tape inside the function body instead (its gradient is then traced "
