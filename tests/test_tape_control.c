@@ -824,6 +824,15 @@ static void test_empty_and_destroyed(void **state)
         assert_int_equal(vf_tensor_dim(g, 1), 3);
         assert_int_equal(vf_tape_gradient(tp, yc, 1, &x, &gc), VF_OK);
         assert_int_equal(vf_tensor_numel(gc), 0);
+        /* a target made from empty tensors only, with a non-empty source off
+           its path: zeros for it, as for any recorded constant */
+        vf_tensor *w = vf_fill(ctx, VF_F32, 1, (int64_t[]){2}, 1.0), *gw[2] = {0};
+        vf_tensor *ye = vf_reduce_sum(ctx, vf_mul(ctx, vf_tanh(ctx, x), x), 0, NULL, false);
+        assert_int_equal(vf_tape_gradient(tp, ye, 2, (vf_tensor *[]){x, w}, gw), VF_OK);
+        assert_int_equal(vf_tensor_numel(gw[0]), 0);
+        float *gwv = vt_read(gw[1]), zero[2] = {0, 0};
+        vt_assert_close_f32(gwv, zero, 2, 0, 0, "source off an empty target's path");
+        free(gwv);
         vf_tape_end(tp);
 
         float w0[9], x0[6];

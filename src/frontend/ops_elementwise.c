@@ -1,5 +1,6 @@
 /* Entry points of the elementwise ops: dtype checks, broadcasting, cast. */
 #include "frontend/frontend.h"
+#include "frontend/tape.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -94,7 +95,11 @@ vf_tensor *vf_elementwise(vf_context *ctx, vf_op op, vf_tensor *const *in, vf_dt
     char name[64];
     snprintf(name, sizeof name, "vf_%s", info->name);
     vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
-    if (!out || out->numel == 0) return out;
+    if (!out) return out;
+    if (out->numel == 0) { /* nothing to compute; a tape still sees the value made */
+        vf_tape_record_constant(ctx, out);
+        return out;
+    }
     vf_exec e = {.op = op, .n_in = info->arity, .attrs.dtype = dt};
     for (int i = 0; i < info->arity; i++) e.in[i] = vf_tensor_ref(in[i]);
     return vf_run(ctx, &e, out);

@@ -2,6 +2,7 @@
  * log_softmax, sparse softmax cross-entropy). Empty inputs are handled
  * here so that backends never see them. */
 #include "frontend/frontend.h"
+#include "frontend/tape.h"
 #include "util/dtype.h"
 
 #include <math.h>
@@ -43,7 +44,11 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
         }
     }
     vf_tensor *out = vf_tensor_new(ctx, name, x->dtype, rank, shape);
-    if (!out || out->numel == 0) return out;
+    if (!out) return out;
+    if (out->numel == 0) { /* nothing to compute; a tape still sees the value made */
+        vf_tape_record_constant(ctx, out);
+        return out;
+    }
     if (reduced == 0) { /* an empty set per output */
         if (info->combine != VF_COMBINE_SUM) {
             char sh[VF_SHAPE_STR_LEN];
@@ -57,6 +62,7 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
             vf_tensor_release(out);
             return NULL;
         }
+        vf_tape_record_constant(ctx, out); /* a constant: no input element reaches it */
         return out;
     }
     /* nothing reduced (a scalar input): the value itself, or |x| for norm */

@@ -113,6 +113,14 @@ void vf_tape_record_exec(vf_context *ctx, const vf_exec *e, vf_tensor *out)
     record_all(ctx, &en);
 }
 
+void vf_tape_record_constant(vf_context *ctx, vf_tensor *out)
+{
+    if (!ctx->tapes || !out || !vf_tape_recording(ctx)) return;
+    vf_tape_entry en = {.op = VF_OP_FILL, .n_in = 0, .out = out};
+    en.out_key = vf_tensor_ref(out);
+    record_all(ctx, &en);
+}
+
 void vf_tape_record(vf_context *ctx, int op, const vf_attrs *attrs, int n_in, vf_tensor *const *in,
                     vf_tensor *out)
 {

@@ -102,6 +102,11 @@ void vf_tape_record(vf_context *ctx, int op, const vf_attrs *attrs, int n_in, vf
 void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *sub0, const vf_graph *sub1,
                             int n_in, vf_tensor *const *in, int max_iterations, int n_out,
                             vf_tensor *const *out);
+/* Records out as a constant the tape saw made (no inputs, no gradient):
+   results computed without vf_run from empty inputs (an empty result, a
+   sum over an empty set), so that a target made from them is "recorded
+   but off every source's path" (zero gradients), not "never recorded". */
+void vf_tape_record_constant(vf_context *ctx, vf_tensor *out);
 /* Records a traced vf_function's eager call (its plan runs kernels the tape
    does not see) as one entry (tape_control.c). */
 void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const char *name, vf_body body, void *user,
