@@ -1,10 +1,13 @@
 // ---- row template: softmax, log_softmax, sparse softmax cross-entropy -------
 // Codegen declares before this text:
 //   WG, SG, VF_SUBGROUP     as in reduce.glsl (WG, SG specialisation constants)
-//   MODE_ROW                rows are contiguous (axis innermost): a workgroup
-//                           per row; otherwise (MODE_COL) a thread per
-//                           (outer, inner) column walking the axis with
-//                           stride pc.inner
+//   MODE_ROW                a workgroup per row: rows are contiguous (axis
+//                           innermost, ROW_STRIDE 1u) or, when a thread
+//                           per column would loop longer than the device
+//                           allows, strided (ROW_STRIDE pc.inner);
+//                           otherwise (MODE_COL) a thread per (outer,
+//                           inner) column walking the axis with stride
+//                           pc.inner
 //   OP_SOFTMAX / OP_LOG_SOFTMAX / OP_XENT
 //   VF_REUSE_OUT            softmax: store exp(x - max) in the first pass and
 //                           rescale it in place (f32 output: saves an exp)
@@ -73,33 +76,33 @@ void main()
     uint row = vf_group_id();
     if (row >= pc.n_rows) return;   // uniform over the workgroup
     uint lid = gl_LocalInvocationID.x;
-    uint base = row * pc.len;
+    uint base = (row / ROW_STRIDE) * pc.len * ROW_STRIDE + row % ROW_STRIDE;
     float m = -vf_inf();
-    for (uint j = lid; j < pc.len; j += WG) m = max(m, ld(base + j));
+    for (uint j = lid; j < pc.len; j += WG) m = max(m, ld(base + j * ROW_STRIDE));
     m = vf_wg_max(m);
     float s = 0.0;
 #if defined(OP_SOFTMAX) && defined(VF_REUSE_OUT)
     for (uint j = lid; j < pc.len; j += WG) {
-        float e = exp(ld(base + j) - m);
-        st(base + j, e);
+        float e = exp(ld(base + j * ROW_STRIDE) - m);
+        st(base + j * ROW_STRIDE, e);
         s += e;
     }
     float inv = 1.0 / vf_wg_sum(s);
-    for (uint j = lid; j < pc.len; j += WG) st(base + j, ld_out(base + j) * inv);
+    for (uint j = lid; j < pc.len; j += WG) st(base + j * ROW_STRIDE, ld_out(base + j * ROW_STRIDE) * inv);
 #else
-    for (uint j = lid; j < pc.len; j += WG) s += exp(ld(base + j) - m);
+    for (uint j = lid; j < pc.len; j += WG) s += exp(ld(base + j * ROW_STRIDE) - m);
     s = vf_wg_sum(s);
 #if defined(OP_SOFTMAX)
     float inv = 1.0 / s;
-    for (uint j = lid; j < pc.len; j += WG) st(base + j, exp(ld(base + j) - m) * inv);
+    for (uint j = lid; j < pc.len; j += WG) st(base + j * ROW_STRIDE, exp(ld(base + j * ROW_STRIDE) - m) * inv);
 #elif defined(OP_LOG_SOFTMAX)
     float lse = m + log(s);
-    for (uint j = lid; j < pc.len; j += WG) st(base + j, ld(base + j) - lse);
+    for (uint j = lid; j < pc.len; j += WG) st(base + j * ROW_STRIDE, ld(base + j * ROW_STRIDE) - lse);
 #else // OP_XENT: loss = logsumexp(row) - row[label]; NaN for a bad label
     if (lid == 0u) {
         uint lab;
         bool ok = label(row, lab);
-        st(row, ok ? (m + log(s)) - ld(base + lab) : vf_nan());
+        st(row, ok ? (m + log(s)) - ld(base + lab * ROW_STRIDE) : vf_nan());
     }
 #endif
 #endif

@@ -64,6 +64,7 @@ typedef struct {
     bool cached_mode, use_cache;
     bool cached[RG_MAX_MEMBERS + VF_KERNEL_MAX_BINDINGS];   /* members, then inputs */
     int n_cache;
+    int n_loops;                 /* loops over the row in the uncached body */
 } rg;
 
 #define RG_MAX_CACHES 3
@@ -268,13 +269,15 @@ static void emit_cone(vf_sb *s, const rg *r, bool *need, const char *ind, const 
 }
 
 /* The loop over this invocation's columns j of the row. */
-static void loop_begin(vf_sb *s, const rg *r)
+static void loop_begin(vf_sb *s, rg *r)
 {
     if (r->cached_mode)
         vf_sb_puts(s, "    [[unroll]] for (uint jj = 0u; jj < RG_CACHE; jj++) {\n        uint j = lid + jj * WG;\n"
                      "        if (j >= pc.cols) continue;\n");
-    else
+    else {
         vf_sb_puts(s, "    for (uint j = lid; j < pc.cols; j += WG) {\n");
+        r->n_loops++;
+    }
 }
 
 /* One pass over the row: acc (declared by the caller) combined with
@@ -570,6 +573,17 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
     emit_body(s, &r, fill);
     vf_sb_puts(s, "    }\n");
     vf_sb_puts(s, "}\n");
+    /* uncached, every pass loops over the row: a workgroup wide enough
+       for the device's loop budget (llvmpipe stops loops silently) */
+    uint32_t fit = cg_wg_for_loops(caps, wg, cols, (uint32_t)r.n_loops + 1, !subgroup);
+    if (!fit) {
+        cg_abort(&cg);
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "row group %s: rows of %llu columns need more loop iterations per invocation than"
+                          " this device runs (%u, all loops together)", d->name, (unsigned long long)cols,
+                          caps->max_loop_iterations);
+    }
+    cg_workgroup(&cg, fit);
     cg_groups_linear(&cg, rows);
     return cg_finish(&cg, NULL);
 }

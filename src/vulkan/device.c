@@ -384,7 +384,9 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_pu
     snprintf(d->name, sizeof d->name, "%s", d->props.deviceName);
 
     /* What the device has ... */
-    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+                                             .pNext = &drv};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
     d->vki.vkGetPhysicalDeviceProperties2(d->phys, &p2);
     VkPhysicalDeviceVulkan12Features h12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
@@ -457,7 +459,10 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_pu
     d->push_descriptors = push && d->vkd.vkCmdPushDescriptorSetKHR != NULL;
     d->vkd.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
     fill_caps(d, &sg, &h11, &h12);
-    return VF_OK;
+    /* gallivm's LP_MAX_TGSI_LOOP_ITERATIONS: one counter for all the loops
+       of an invocation, and past it the loops just stop */
+    if (drv.driverID == VK_DRIVER_ID_MESA_LLVMPIPE) d->caps.max_loop_iterations = 65535;
+    return vf_vk_test_limits_apply(d, getenv("VKFUSE_TEST_LIMITS"), err);
 }
 
 vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, vf_err *err)
