@@ -15,6 +15,8 @@
  * variable around vt_context and unsets it after. */
 #include "testutil.h"
 
+#include "fusion/kernel.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,13 +334,120 @@ static void test_bad_spec(void **state)
     }
 }
 
+/* ---- codegen against the limits, without a device ------------------------ */
+
+/* lavapipe's caps with its loop limit, and 7 workgroups per dimension */
+static const vf_device_caps caps_lvp = {
+    .is_cpu = true, .subgroup_size = 8, .subgroup_arithmetic = true, .subgroup_shuffle = true,
+    .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 1024},
+    .max_workgroup_count = {7, 7, 7}, .shared_memory_bytes = 32768, .max_push_constants = 128,
+    .max_storage_buffer_range = 1u << 27, .min_storage_buffer_offset_alignment = 16, .storage16 = true,
+    .storage8 = true, .shader_float16 = true, .shader_int8 = true, .max_loop_iterations = 65535};
+
+static vf_tref tref(vf_dtype dt, int rank, const int64_t *shape)
+{
+    vf_tref t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    t.rank = rank;
+    for (int i = 0; i < rank; i++) t.shape[i] = shape[i];
+    return t;
+}
+
+static uint32_t push_u32(const vf_dispatch *d, int field)
+{
+    uint32_t v;
+    memcpy(&v, d->push + 4 * field, 4);
+    return v;
+}
+
+/* every step within 7 workgroups per dimension; past 343 it strides */
+static void check_grid(const vf_kernel *k)
+{
+    for (int i = 0; i < k->n_steps; i++)
+        for (int g = 0; g < 3; g++) {
+            assert_true(k->step[i].groups[g] >= 1);
+            assert_true(k->step[i].groups[g] <= 7);
+        }
+}
+
+static void gen(const vf_exec *e, vf_kernel *k)
+{
+    vf_err err = {0};
+    vf_status st = vf_codegen_exec(e, &caps_lvp, k, &err);
+    if (st) fail_msg("%s: %s", vf_status_name(st), err.message);
+    check_grid(k);
+}
+
+static void test_codegen_within_limits(void **state)
+{
+    (void)state;
+    vf_kernel k;
+    vf_exec e;
+    /* elementwise over 2^22: more groups than a 7 x 7 x 7 grid */
+    memset(&e, 0, sizeof e);
+    e.op = VF_OP_ADD;
+    e.n_in = 2;
+    e.in[0] = e.in[1] = e.out = tref(VF_F32, 1, (int64_t[]){1 << 22});
+    gen(&e, &k);
+    assert_non_null(strstr(k.step[0].glsl, "vf_groups"));
+    vf_kernel_free(&k);
+
+    /* reduce-all of 2^25 and a column reduction over 200000 rows: each
+       invocation's loop within llvmpipe's 65535 iterations */
+    const int64_t shapes[2][2] = {{1, 1 << 25}, {200000, 3}};
+    const uint32_t masks[2] = {3u, 1u};
+    for (int c = 0; c < 2; c++)
+        for (int op = 0; op < 2; op++) {
+            memset(&e, 0, sizeof e);
+            e.op = op ? VF_OP_ARGMAX : VF_OP_REDUCE_SUM;
+            e.n_in = 1;
+            e.in[0] = tref(VF_F32, 2, shapes[c]);
+            if (op) e.attrs.axis = c ? 0 : 1;
+            else e.attrs.axes_mask = masks[c];
+            e.out = tref(op ? VF_I32 : VF_F32, 1, (int64_t[]){c ? 3 : 1});
+            gen(&e, &k);
+            assert_int_equal(k.n_steps, 2);
+            const vf_dispatch *d = &k.step[0];
+            /* push: n_out, n_red, parts, [n_kept,] chunk */
+            uint32_t chunk = push_u32(d, c ? 4 : 3), lanes = c ? 1 : d->spec[0];
+            printf("%s %s: %u parts of %u over %u lanes\n", op ? "argmax" : "sum", c ? "column" : "all",
+                   push_u32(d, 2), chunk, lanes);
+            assert_true((chunk + lanes - 1) / lanes <= 65535);
+            assert_true(push_u32(d, 2) * chunk >= (uint32_t)(shapes[c][0] * shapes[c][1]) / (c ? 3 : 1));
+            vf_kernel_free(&k);
+        }
+
+    /* softmax over a row of 600000: three passes within the budget */
+    memset(&e, 0, sizeof e);
+    e.op = VF_OP_SOFTMAX;
+    e.n_in = 1;
+    e.attrs.axis = 1;
+    e.in[0] = e.out = tref(VF_F32, 2, (int64_t[]){1, 600000});
+    gen(&e, &k);
+    assert_true(3 * ((600000 + k.step[0].spec[0] - 1) / k.step[0].spec[0]) <= 65535);
+    vf_kernel_free(&k);
+
+    /* a matmul with K past the budget: an error, not a partial sum */
+    memset(&e, 0, sizeof e);
+    e.op = VF_OP_MATMUL;
+    e.n_in = 2;
+    e.in[0] = tref(VF_F32, 2, (int64_t[]){1, 600000});
+    e.in[1] = tref(VF_F32, 2, (int64_t[]){600000, 1});
+    e.out = tref(VF_F32, 2, (int64_t[]){1, 1});
+    vf_err err = {0};
+    assert_int_equal(vf_codegen_exec(&e, &caps_lvp, &k, &err), VF_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "loop iterations"));
+}
+
 int main(void)
 {
     if (!vt_have_vulkan()) {
-        printf("no Vulkan: nothing to run\n");
-        return 0;
+        const struct CMUnitTest cg[] = {cmocka_unit_test(test_codegen_within_limits)};
+        return cmocka_run_group_tests(cg, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_codegen_within_limits),
         cmocka_unit_test(test_programs),
         cmocka_unit_test(test_buffer_range),
         cmocka_unit_test(test_bad_spec),
