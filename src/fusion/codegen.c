@@ -238,6 +238,7 @@ void cg_store_fn(vf_cg *g, const char *fn, const char *buf, vf_dtype dt, vf_ctyp
 
 vf_status cg_groups_linear(vf_cg *g, uint64_t total)
 {
+    if (g->status) return g->status;
     if (total == 0) total = 1;
     if (total > UINT32_MAX)
         return g->status = vf_err_set(g->err, VF_ERROR_UNSUPPORTED, "%s: %llu workgroups; kernels count them with 32 bits",

@@ -56,7 +56,7 @@ typedef struct vf_device_caps {
     /* Loop iterations one invocation may run, all its loops together; 0:
        unbounded. llvmpipe (lavapipe) silently ends a shader's loops after
        65535 iterations in all, so kernels split their work to stay within
-       it (docs/RUNTIME.md, "Device limits"). */
+       it (docs/TESTING.md, "Device limits"). */
     uint32_t max_loop_iterations;
     uint32_t min_storage_buffer_offset_alignment;
     bool storage16;                  /* storageBuffer16BitAccess: f16 tensors */
