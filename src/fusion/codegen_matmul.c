@@ -139,7 +139,9 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
     if (k_iters > cg_loop_budget(caps))
         return vf_err_set(err, VF_ERROR_UNSUPPORTED,
                           "matmul: K = %llu needs %llu loop iterations per invocation; this device runs at most"
-                          " %u (all loops together). Split K: sum matmuls of slices of A's columns and B's rows",
+                          " %u (all loops together). Split K into S slices: A [M,K] reshaped to [M,S,K/S] and"
+                          " transposed to [S,M,K/S], B [K,N] reshaped to [S,K/S,N], a batched matmul, then"
+                          " reduce_sum over the slices",
                           (unsigned long long)K, (unsigned long long)k_iters, caps->max_loop_iterations);
     uint64_t tile_m = lane_kernel ? rm : 4u * ts, tile_n = lane_kernel ? 4u * cv * lanes : 4u * ts;
     uint64_t tiles_m = (M + tile_m - 1) / tile_m, tiles_n = (N + tile_n - 1) / tile_n;
