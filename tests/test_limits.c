@@ -1,15 +1,18 @@
 /* Every kernel kind on a device with tiny limits (VKFUSE_TEST_LIMITS,
  * docs/TESTING.md): at most 2 workgroups per dimension (8 per dispatch, so
  * kernels stride over their groups), 64 KiB storage-buffer ranges and 64
- * loop iterations per invocation (reductions split in two steps, rows and
- * softmax columns take wide workgroups). Elementwise ops and their fused
- * chains, casts, comparisons, reductions of every kind (rows, columns,
- * all, argmax, norm), softmax / log_softmax / cross-entropy along the last
- * and a leading axis, fused row groups (layer norm), matmul (plain,
+ * loop iterations per invocation (reductions split in two steps, softmax
+ * rows take wide workgroups, softmax along a leading axis a workgroup per
+ * strided row). Elementwise ops and their fused chains, casts,
+ * comparisons, reductions of every kind (rows, columns, all, argmax,
+ * norm), softmax / log_softmax / cross-entropy along the last and a
+ * leading axis, fused row groups (layer norm, softmax), matmul (plain,
  * transposed, batched, with an epilogue), transposes, fill and random
- * numbers, a traced vf_cond (guarded indirect dispatches): eager, traced fused and traced unfused on Vulkan, all equal to
- * the CPU backend. A tensor over the storage range fails with a message
- * naming the limit; bad VKFUSE_TEST_LIMITS values fail context creation.
+ * numbers, a traced vf_cond: eager, traced fused and traced unfused on
+ * Vulkan, all equal to the CPU backend. A tensor over the storage range
+ * fails with a message naming the limit; bad VKFUSE_TEST_LIMITS values fail
+ * context creation. Without a device: codegen for lavapipe's real loop
+ * limit and a 7 x 7 x 7 grid (2^25-element reductions, 600000-long rows).
  *
  * The limits are read when a context is made, so each test sets the
  * variable around vt_context and unsets it after. */
