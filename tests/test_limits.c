@@ -5,65 +5,36 @@
  * rows take wide workgroups, softmax along a leading axis a workgroup per
  * strided row). Elementwise ops and their fused chains, casts,
  * comparisons, reductions of every kind (rows, columns, all, argmax,
- * norm), softmax / log_softmax / cross-entropy along the last and a
- * leading axis, fused row groups (layer norm, softmax), matmul (plain,
- * transposed, batched, with an epilogue), transposes, fill and random
- * numbers, a traced vf_cond: eager, traced fused and traced unfused on
- * Vulkan, all equal to the CPU backend. A tensor over the storage range
+ * norm), transposes, fill and random numbers: eager, traced fused and
+ * traced unfused on Vulkan, all equal to the CPU backend (row kernels,
+ * matmul and control flow: test_limits_rows.c). A tensor over the storage range
  * fails with a message naming the limit; bad VKFUSE_TEST_LIMITS values fail
  * context creation. Without a device: codegen for lavapipe's real loop
  * limit and a 7 x 7 x 7 grid (2^25-element reductions, 600000-long rows).
  *
  * The limits are read when a context is made, so each test sets the
  * variable around vt_context and unsets it after. */
-#include "testutil.h"
+#include "limits_common.h"
 
 #include "fusion/kernel.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define LIMITS "max_groups=2,max_buffer=65536,max_loop=64"
-
-enum { R = 120, C = 130, MAX_IN = 3, MAX_OUT = 12 };
-
-typedef struct spec {
-    vf_dtype dtype;
-    int rank;
-    int64_t shape[3];
-} spec;
-
-typedef struct program {
-    const char *name;
-    vf_body body;
-    int n_in, n_out;
-    spec in[MAX_IN];
-} program;
-
-static vf_tensor *scalar(vf_context *ctx, float v) { return vf_tensor_from_host(ctx, VF_F32, 0, NULL, &v); }
-
-static vf_status finish(vf_context *ctx, vf_tensor **out, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (!out[i]) return vf_status_get(ctx) ? vf_status_get(ctx) : VF_ERROR_INVALID_ARGUMENT;
-    return VF_OK;
-}
 
 /* x [R,C], y [C]: a fused chain, broadcast, comparisons, where, casts */
 static vf_status p_elementwise(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     (void)user;
     vf_tensor *x = in[0], *y = in[1];
-    vf_tensor *h = vf_add(ctx, vf_exp(ctx, vf_mul(ctx, x, scalar(ctx, 0.5f))), y);
+    vf_tensor *h = vf_add(ctx, vf_exp(ctx, vf_mul(ctx, x, lim_scalar(ctx, 0.5f))), y);
     out[0] = vf_tanh(ctx, vf_sub(ctx, vf_mul(ctx, h, h), x));
     vf_tensor *pos = vf_greater(ctx, x, y);
     out[1] = pos;
     out[2] = vf_where(ctx, pos, x, vf_neg(ctx, y));
     out[3] = vf_cast(ctx, vf_cast(ctx, x, VF_F16), VF_F32);
-    out[4] = vf_cast(ctx, vf_mul(ctx, x, scalar(ctx, 100.0f)), VF_I32);
-    return finish(ctx, out, 5);
+    out[4] = vf_cast(ctx, vf_mul(ctx, x, lim_scalar(ctx, 100.0f)), VF_I32);
+    return lim_finish(ctx, out, 5);
 }
 
 /* x [R,C]: every reduction kind */
@@ -83,48 +54,8 @@ static vf_status p_reduce(vf_context *ctx, vf_tensor *const *in, vf_tensor **out
     vf_tensor *col = vf_reshape(ctx, x, 2, (int64_t[]){(int64_t)R * C, 1});
     out[9] = vf_argmax(ctx, col, 0);
     out[10] = vf_reduce_max(ctx, vf_reshape(ctx, x, 3, (int64_t[]){R / 4, 4, C}), 2, (int[]){0, 2}, false);
-    out[11] = vf_reduce_sum(ctx, vf_cast(ctx, vf_mul(ctx, x, scalar(ctx, 10.0f)), VF_I32), 1, (int[]){0}, false);
-    return finish(ctx, out, 12);
-}
-
-/* x [R,C], labels [R]: row ops along both axes, a composed layer norm */
-static vf_status p_rows(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    vf_tensor *x = in[0], *labels = in[1];
-    out[0] = vf_softmax(ctx, x, -1);
-    out[1] = vf_log_softmax(ctx, x, -1);
-    out[2] = vf_softmax(ctx, x, 0);
-    out[3] = vf_log_softmax(ctx, x, 0);
-    out[4] = vf_sparse_softmax_cross_entropy(ctx, labels, x);
-    vf_tensor *mean = vf_reduce_mean(ctx, x, 1, (int[]){-1}, true);
-    vf_tensor *d = vf_sub(ctx, x, mean);
-    vf_tensor *var = vf_reduce_mean(ctx, vf_mul(ctx, d, d), 1, (int[]){-1}, true);
-    out[5] = vf_mul(ctx, d, vf_rsqrt(ctx, vf_add(ctx, var, scalar(ctx, 1e-5f))));
-    /* a composed softmax: max, exp, sum, divide in one row group */
-    vf_tensor *e = vf_exp(ctx, vf_sub(ctx, x, vf_reduce_max(ctx, x, 1, (int[]){-1}, true)));
-    out[6] = vf_div(ctx, e, vf_reduce_sum(ctx, e, 1, (int[]){-1}, true));
-    return finish(ctx, out, 7);
-}
-
-/* a [64,50], b [50,90], bias [90]: plain, both transposed, an epilogue */
-static vf_status p_matmul(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    vf_tensor *a = in[0], *b = in[1];
-    out[0] = vf_matmul(ctx, a, b);
-    out[1] = vf_matmul_ex(ctx, b, a, true, true);
-    out[2] = vf_relu(ctx, vf_add(ctx, vf_matmul(ctx, a, b), in[2]));
-    return finish(ctx, out, 3);
-}
-
-/* p [3,20,30], q [3,30,25]: batched */
-static vf_status p_batched(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    out[0] = vf_matmul(ctx, in[0], in[1]);
-    out[1] = vf_sigmoid(ctx, vf_matmul_ex(ctx, in[1], in[0], true, true));
-    return finish(ctx, out, 2);
+    out[11] = vf_reduce_sum(ctx, vf_cast(ctx, vf_mul(ctx, x, lim_scalar(ctx, 10.0f)), VF_I32), 1, (int[]){0}, false);
+    return lim_finish(ctx, out, 12);
 }
 
 /* x [R,C], z [10,12,13]: transposes (plain and fed by / feeding others) */
@@ -134,7 +65,7 @@ static vf_status p_movement(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
     out[0] = vf_transpose(ctx, in[0], (int[]){1, 0});
     out[1] = vf_transpose(ctx, in[1], (int[]){2, 0, 1});
     out[2] = vf_exp(ctx, vf_transpose(ctx, vf_abs(ctx, in[1]), (int[]){1, 2, 0}));
-    return finish(ctx, out, 3);
+    return lim_finish(ctx, out, 3);
 }
 
 /* x [R,C]: fill and random numbers (the same on every backend) */
@@ -144,159 +75,20 @@ static vf_status p_sources(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
     out[0] = vf_add(ctx, in[0], vf_fill(ctx, VF_F32, 2, (int64_t[]){R, C}, 0.25));
     out[1] = vf_random_normal(ctx, VF_F32, 2, (int64_t[]){R, C}, 7);
     out[2] = vf_fill(ctx, VF_I32, 1, (int64_t[]){15000}, 3);
-    return finish(ctx, out, 3);
-}
-
-/* guarded dispatches: big branches of a traced vf_cond run as indirect
-   dispatches whose counts come from the kernels */
-static vf_status br_then(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    out[0] = vf_softmax(ctx, vf_mul(ctx, in[0], in[0]), -1);
-    return finish(ctx, out, 1);
-}
-
-static vf_status br_else(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    vf_tensor *t = vf_transpose(ctx, in[0], (int[]){1, 0});
-    out[0] = vf_transpose(ctx, vf_exp(ctx, vf_neg(ctx, vf_abs(ctx, t))), (int[]){1, 0});
-    return finish(ctx, out, 1);
-}
-
-/* x [R,C], s []: cond(sum(x) * s > 0) */
-static vf_status p_cond(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    vf_tensor *pred = vf_greater(ctx, vf_mul(ctx, vf_reduce_sum(ctx, in[0], 0, NULL, false), in[1]), scalar(ctx, 0));
-    vf_status st = vf_cond(ctx, pred, br_then, br_else, 1, in, 1, out, NULL);
-    return st ? st : finish(ctx, out, 1);
+    return lim_finish(ctx, out, 3);
 }
 
 static const program programs[] = {
     {"elementwise", p_elementwise, 2, 5, {{VF_F32, 2, {R, C}}, {VF_F32, 1, {C}}}},
     {"reductions", p_reduce, 1, 12, {{VF_F32, 2, {R, C}}}},
-    {"rows", p_rows, 2, 7, {{VF_F32, 2, {R, C}}, {VF_I32, 1, {R}}}},
-    {"matmul", p_matmul, 3, 3, {{VF_F32, 2, {64, 50}}, {VF_F32, 2, {50, 90}}, {VF_F32, 1, {90}}}},
-    {"batched matmul", p_batched, 2, 2, {{VF_F32, 3, {3, 20, 30}}, {VF_F32, 3, {3, 30, 25}}}},
     {"movement", p_movement, 2, 3, {{VF_F32, 2, {R, C}}, {VF_F32, 3, {10, 12, 13}}}},
     {"sources", p_sources, 1, 3, {{VF_F32, 2, {R, C}}}},
-    {"cond", p_cond, 2, 1, {{VF_F32, 2, {R, C}}, {VF_F32, 0, {0}}}},
 };
-
-/* ---- running a program ---------------------------------------------------- */
-
-static size_t spec_numel(const spec *sp)
-{
-    size_t n = 1;
-    for (int d = 0; d < sp->rank; d++) n *= (size_t)sp->shape[d];
-    return n;
-}
-
-/* Inputs: floats in [-2, 2), labels in [0, C) */
-static void *make_input(const spec *sp, uint64_t seed)
-{
-    size_t n = spec_numel(sp);
-    void *x = malloc(n * 4);
-    assert_non_null(x);
-    if (sp->dtype == VF_F32) vt_fill_uniform(x, n, -2.0f, 2.0f, seed);
-    else vt_fill_int(x, n, 0, C - 1, seed);
-    return x;
-}
-
-typedef struct outputs {
-    int n;
-    vf_dtype dtype[MAX_OUT];
-    size_t numel[MAX_OUT];
-    void *data[MAX_OUT];
-} outputs;
-
-static void outputs_free(outputs *o)
-{
-    for (int i = 0; i < o->n; i++) free(o->data[i]);
-    memset(o, 0, sizeof *o);
-}
-
-typedef enum { EAGER, TRACED, UNFUSED } mode;
-static const char *const mode_name[] = {"eager", "traced fused", "traced unfused"};
-
-static void run(vf_context *ctx, const program *p, void *const *host, mode m, outputs *res)
-{
-    memset(res, 0, sizeof *res);
-    vf_scope_begin(ctx);
-    vf_tensor *in[MAX_IN], *out[MAX_OUT] = {0};
-    for (int i = 0; i < p->n_in; i++) {
-        in[i] = vf_tensor_from_host(ctx, p->in[i].dtype, p->in[i].rank, p->in[i].shape, host[i]);
-        assert_non_null(in[i]);
-    }
-    vf_status st;
-    vf_function *fn = NULL;
-    if (m == EAGER) {
-        st = p->body(ctx, in, out, NULL);
-    } else {
-        fn = vf_function_create(ctx, &(vf_function_desc){.name = p->name, .body = p->body, .n_inputs = p->n_in,
-                                                         .n_outputs = p->n_out, .unfused = m == UNFUSED});
-        assert_non_null(fn);
-        st = vf_function_call(fn, in, out);
-    }
-    if (st != VF_OK)
-        fail_msg("%s (%s): %s: %s", p->name, mode_name[m], vf_status_name(st), vf_error_message(ctx));
-    res->n = p->n_out;
-    for (int i = 0; i < p->n_out; i++) {
-        res->dtype[i] = vf_tensor_dtype(out[i]);
-        res->numel[i] = (size_t)vf_tensor_numel(out[i]);
-        res->data[i] = vt_read(out[i]);
-    }
-    if (fn) vf_function_destroy(fn);
-    vf_scope_end(ctx);
-}
-
-static void compare(const program *p, mode m, const outputs *got, const outputs *want)
-{
-    assert_int_equal(got->n, want->n);
-    for (int i = 0; i < want->n; i++) {
-        char what[128];
-        snprintf(what, sizeof what, "%s (%s) output %d", p->name, mode_name[m], i);
-        assert_int_equal(got->dtype[i], want->dtype[i]);
-        assert_int_equal(got->numel[i], want->numel[i]);
-        if (want->dtype[i] == VF_F32)
-            vt_assert_close_f32(got->data[i], want->data[i], want->numel[i], 1e-4, 1e-4, what);
-        else
-            vt_assert_equal_bytes(got->data[i], want->data[i], want->numel[i] * vf_dtype_size(want->dtype[i]), what);
-    }
-}
-
-static vf_context *limited_context(const char *limits)
-{
-    setenv("VKFUSE_TEST_LIMITS", limits, 1);
-    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
-    unsetenv("VKFUSE_TEST_LIMITS");
-    return ctx;
-}
-
-static void check_program(const program *p, const char *limits)
-{
-    void *host[MAX_IN];
-    for (int i = 0; i < p->n_in; i++) host[i] = make_input(&p->in[i], 100 + (uint64_t)i);
-    vf_context *cpu = vt_context(VF_BACKEND_CPU);
-    outputs want, got;
-    run(cpu, p, host, EAGER, &want);
-    vt_context_done(cpu);
-    vf_context *vk = limited_context(limits);
-    for (int m = EAGER; m <= UNFUSED; m++) {
-        run(vk, p, host, (mode)m, &got);
-        compare(p, (mode)m, &got, &want);
-        outputs_free(&got);
-    }
-    vt_context_done(vk);
-    outputs_free(&want);
-    for (int i = 0; i < p->n_in; i++) free(host[i]);
-}
 
 static void test_programs(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) check_program(&programs[i], LIMITS);
+    for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) lim_check_program(&programs[i], LIMITS);
 }
 
 /* A tensor over the (lowered) storage range: a clear error, the context
@@ -304,7 +96,7 @@ static void test_programs(void **state)
 static void test_buffer_range(void **state)
 {
     (void)state;
-    vf_context *ctx = limited_context(LIMITS);
+    vf_context *ctx = lim_context(LIMITS);
     vf_scope_begin(ctx);
     float *x = calloc(20000, sizeof *x);
     assert_non_null(x);
