@@ -1,19 +1,19 @@
-/* Every kernel kind on a device with tiny limits (VKFUSE_TEST_LIMITS,
+/* Kernel kinds on a device with tiny limits (VKFUSE_TEST_LIMITS,
  * docs/TESTING.md): at most 2 workgroups per dimension (8 per dispatch, so
  * kernels stride over their groups), 64 KiB storage-buffer ranges and 64
- * loop iterations per invocation (reductions split in two steps, softmax
- * rows take wide workgroups, softmax along a leading axis a workgroup per
- * strided row). Elementwise ops and their fused chains, casts,
- * comparisons, reductions of every kind (rows, columns, all, argmax,
- * norm), transposes, fill and random numbers: eager, traced fused and
- * traced unfused on Vulkan, all equal to the CPU backend (row kernels,
- * matmul and control flow: test_limits_rows.c). A tensor over the storage range
- * fails with a message naming the limit; bad VKFUSE_TEST_LIMITS values fail
- * context creation. Without a device: codegen for lavapipe's real loop
- * limit and a 7 x 7 x 7 grid (2^25-element reductions, 600000-long rows).
+ * loop iterations per invocation (reductions split in two steps).
+ * Elementwise ops and their fused chains, casts, comparisons, reductions
+ * of every kind (rows, columns, all, argmax, norm), transposes, fill and
+ * random numbers: eager, traced fused and traced unfused on Vulkan, all
+ * equal to the CPU backend (row kernels, matmul and control flow:
+ * test_limits_rows.c). A tensor over the storage range fails with a
+ * message naming the limit; bad VKFUSE_TEST_LIMITS values fail context
+ * creation. Without a device: codegen for lavapipe's real loop limit and a
+ * 7 x 7 x 7 grid (2^25-element reductions, 600000-long rows, the matmul
+ * error).
  *
- * The limits are read when a context is made, so each test sets the
- * variable around vt_context and unsets it after. */
+ * The limits are read when a context is made, so the tests set the
+ * variable around context creation (lim_context) and unset it after. */
 #include "limits_common.h"
 
 #include "fusion/kernel.h"
