@@ -4,8 +4,18 @@
 // built-ins leave their edge cases undefined (log(0), sqrt(-1), pow(-2, 2),
 // tanh overflow, NaN in max), so these spell them out as C does.
 
-// Linear workgroup index: dispatches beyond the X limit use a 2D grid.
-uint vf_group_id() { return gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.y; }
+// Linear workgroup index: dispatches beyond the X limit use a 2D or 3D
+// grid; beyond all three main() strides over the groups (VF_GRID_STRIDE).
+uint vf_grid_id()
+{
+    return gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + gl_NumWorkGroups.y * gl_WorkGroupID.z);
+}
+#ifdef VF_GRID_STRIDE
+uint vf_gid;
+uint vf_group_id() { return vf_gid; }
+#else
+uint vf_group_id() { return vf_grid_id(); }
+#endif
 
 float vf_nan() { return uintBitsToFloat(0x7fc00000u); }
 float vf_inf() { return uintBitsToFloat(0x7f800000u); }

@@ -1,10 +1,13 @@
 // ---- row template: softmax, log_softmax, sparse softmax cross-entropy -------
 // Codegen declares before this text:
 //   WG, SG, VF_SUBGROUP     as in reduce.glsl (WG, SG specialisation constants)
-//   MODE_ROW                rows are contiguous (axis innermost): a workgroup
-//                           per row; otherwise (MODE_COL) a thread per
-//                           (outer, inner) column walking the axis with
-//                           stride pc.inner
+//   MODE_ROW                a workgroup per row: rows are contiguous (axis
+//                           innermost, ROW_STRIDE 1u) or, when a thread
+//                           per column would loop longer than the device
+//                           allows, strided (ROW_STRIDE pc.inner);
+//                           otherwise (MODE_COL) a thread per (outer,
+//                           inner) column walking the axis with stride
+//                           pc.inner
 //   OP_SOFTMAX / OP_LOG_SOFTMAX / OP_XENT
 //   VF_REUSE_OUT            softmax: store exp(x - max) in the first pass and
 //                           rescale it in place (f32 output: saves an exp)
@@ -12,9 +15,6 @@
 //   float ld_out(uint i)    (VF_REUSE_OUT) reads the output back
 //   bool label(uint row, out uint lab)   (OP_XENT) lab in [0, len)?
 //   pc.n_rows, pc.len, pc.inner
-//   ROW_STRIDED             (MODE_ROW) a workgroup per (outer, inner) column
-//                           walking the axis with stride pc.inner: columns
-//                           too long for one thread on lavapipe
 // Every row is max-subtracted. On lavapipe a row belongs to one subgroup
 // (WG == SG): the reductions are subgroup ops with no barrier at all.
 
@@ -76,41 +76,33 @@ void main()
     uint row = vf_group_id();
     if (row >= pc.n_rows) return;   // uniform over the workgroup
     uint lid = gl_LocalInvocationID.x;
-#ifdef ROW_STRIDED
-    // a long strided column (outer, inner) owned by a workgroup, so that no
-    // invocation loops past the driver's iteration limit (codegen_row.c)
-    uint base = (row / pc.inner) * pc.len * pc.inner + row % pc.inner;
-#define AT(j) (base + (j) * pc.inner)
-#else
-    uint base = row * pc.len;
-#define AT(j) (base + (j))
-#endif
+    uint base = (row / ROW_STRIDE) * pc.len * ROW_STRIDE + row % ROW_STRIDE;
     float m = -vf_inf();
-    for (uint j = lid; j < pc.len; j += WG) m = max(m, ld(AT(j)));
+    for (uint j = lid; j < pc.len; j += WG) m = max(m, ld(base + j * ROW_STRIDE));
     m = vf_wg_max(m);
     float s = 0.0;
 #if defined(OP_SOFTMAX) && defined(VF_REUSE_OUT)
     for (uint j = lid; j < pc.len; j += WG) {
-        float e = exp(ld(AT(j)) - m);
-        st(AT(j), e);
+        float e = exp(ld(base + j * ROW_STRIDE) - m);
+        st(base + j * ROW_STRIDE, e);
         s += e;
     }
     float inv = 1.0 / vf_wg_sum(s);
-    for (uint j = lid; j < pc.len; j += WG) st(AT(j), ld_out(AT(j)) * inv);
+    for (uint j = lid; j < pc.len; j += WG) st(base + j * ROW_STRIDE, ld_out(base + j * ROW_STRIDE) * inv);
 #else
-    for (uint j = lid; j < pc.len; j += WG) s += exp(ld(AT(j)) - m);
+    for (uint j = lid; j < pc.len; j += WG) s += exp(ld(base + j * ROW_STRIDE) - m);
     s = vf_wg_sum(s);
 #if defined(OP_SOFTMAX)
     float inv = 1.0 / s;
-    for (uint j = lid; j < pc.len; j += WG) st(AT(j), exp(ld(AT(j)) - m) * inv);
+    for (uint j = lid; j < pc.len; j += WG) st(base + j * ROW_STRIDE, exp(ld(base + j * ROW_STRIDE) - m) * inv);
 #elif defined(OP_LOG_SOFTMAX)
     float lse = m + log(s);
-    for (uint j = lid; j < pc.len; j += WG) st(AT(j), ld(AT(j)) - lse);
+    for (uint j = lid; j < pc.len; j += WG) st(base + j * ROW_STRIDE, ld(base + j * ROW_STRIDE) - lse);
 #else // OP_XENT: loss = logsumexp(row) - row[label]; NaN for a bad label
     if (lid == 0u) {
         uint lab;
         bool ok = label(row, lab);
-        st(row, ok ? (m + log(s)) - ld(AT(lab)) : vf_nan());
+        st(row, ok ? (m + log(s)) - ld(base + lab * ROW_STRIDE) : vf_nan());
     }
 #endif
 #endif

@@ -238,20 +238,56 @@ void cg_store_fn(vf_cg *g, const char *fn, const char *buf, vf_dtype dt, vf_ctyp
 
 vf_status cg_groups_linear(vf_cg *g, uint64_t total)
 {
+    if (g->status) return g->status;
     if (total == 0) total = 1;
-    uint64_t maxx = g->caps->max_workgroup_count[0] ? g->caps->max_workgroup_count[0] : 65535;
-    uint64_t maxy = g->caps->max_workgroup_count[1] ? g->caps->max_workgroup_count[1] : 65535;
-    uint64_t x = total < maxx ? total : maxx;
-    uint64_t y = (total + x - 1) / x;
-    if (y > maxy)
-        return g->status = vf_err_set(g->err, VF_ERROR_UNSUPPORTED,
-                                      "%s: %llu workgroups exceed the device's %llu x %llu",
-                                      vf_op_get(g->e->op)->name, (unsigned long long)total,
-                                      (unsigned long long)maxx, (unsigned long long)maxy);
-    g->d->groups[0] = (uint32_t)x;
-    g->d->groups[1] = (uint32_t)y;
-    g->d->groups[2] = 1;
+    if (total > UINT32_MAX)
+        return g->status = vf_err_set(g->err, VF_ERROR_UNSUPPORTED, "%s: %llu workgroups; kernels count them with 32 bits",
+                                      vf_op_get(g->e->op)->name, (unsigned long long)total);
+    uint64_t m[3], n[3], left = total;
+    for (int i = 0; i < 3; i++) {
+        m[i] = g->caps->max_workgroup_count[i] ? g->caps->max_workgroup_count[i] : 65535;
+        n[i] = left < m[i] ? left : m[i];
+        left = (left + n[i] - 1) / n[i];
+    }
+    /* Past x * y * z of the device (only with VKFUSE_TEST_LIMITS on any
+       device made so far: 65535^3 is far past 2^32) the grid strides:
+       main() runs the kernel for groups g, g + grid, ... (cg_finish). */
+    if (n[0] * n[1] * n[2] < total) {
+        g->grid = true;
+        cg_push_u32(g, "vf_groups", (uint32_t)total);
+        if (g->status)
+            return g->status = vf_err_set(g->err, VF_ERROR_UNSUPPORTED,
+                                          "%s: %llu workgroups exceed the device's maxComputeWorkGroupCount"
+                                          " (%llu x %llu x %llu) and the kernel has no push-constant room left"
+                                          " to loop over them", vf_op_get(g->e->op)->name,
+                                          (unsigned long long)total, (unsigned long long)m[0],
+                                          (unsigned long long)m[1], (unsigned long long)m[2]);
+    }
+    for (int i = 0; i < 3; i++) g->d->groups[i] = (uint32_t)n[i];
     return VF_OK;
+}
+
+uint32_t cg_loop_budget(const vf_device_caps *caps)
+{
+    /* a margin for the short loops every kernel has besides its main one
+       (subgroup-combining trees, unrolled caches the compiler kept) */
+    uint32_t m = caps->max_loop_iterations;
+    if (!m) return UINT32_MAX;
+    return m > 256 ? m - 64 : m / 2 + 1;
+}
+
+uint32_t cg_wg_for_loops(const vf_device_caps *caps, uint32_t wg, uint64_t len, uint32_t passes, bool pow2)
+{
+    uint64_t budget = cg_loop_budget(caps);
+    uint64_t per_pass = budget / (passes ? passes : 1);
+    if (per_pass == 0) per_pass = 1;
+    uint64_t need = (len + per_pass - 1) / per_pass;   /* invocations sharing the loop */
+    if (need <= wg) return wg;
+    uint64_t want = 1;
+    while (want < need && want < UINT32_MAX / 2) want *= 2;
+    uint32_t w = cg_clamp_wg(caps, (uint32_t)want, pow2);
+    if (w < wg) w = wg;
+    return (len + w - 1) / w * passes <= budget ? w : 0;
 }
 
 uint32_t cg_clamp_wg(const vf_device_caps *caps, uint32_t want, bool pow2)
@@ -324,6 +360,7 @@ vf_status cg_finish(vf_cg *g, const char *template_name)
         vf_sb_add(&s, "layout(constant_id = %u) const uint %s = 1u;   // specialisation constant %u\n", i,
                   g->spec_name[i], i);
     vf_sb_puts(&s, "\n");
+    if (g->grid) vf_sb_puts(&s, "#define VF_GRID_STRIDE 1   // more workgroups than one dispatch has\n");
     vf_sb_puts(&s, prelude);
     vf_sb_puts(&s, "\nlayout(push_constant) uniform Push {\n");
     for (int i = 0; i < g->n_push; i++)
@@ -337,6 +374,23 @@ vf_status cg_finish(vf_cg *g, const char *template_name)
     if (template_name) {
         vf_sb_add(&s, "\n// ---- template %s ----\n", template_name);
         vf_sb_puts(&s, tmpl);
+    }
+    if (g->grid && !s.oom) {
+        /* the kernel's main() becomes vf_kernel(), run once per linear
+           workgroup; its returns end one group, not the loop */
+        char *src = vf_sb_take(&s);
+        memset(&s, 0, sizeof s);
+        if (src) vf_sb_subst(&s, src, "void main()", "void vf_kernel()");
+        else s.oom = true;
+        free(src);
+        vf_sb_puts(&s, "\n// grid stride: pc.vf_groups workgroups over the device's grid\n"
+                       "void main()\n{\n"
+                       "    uint grid = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z;\n"
+                       "    for (vf_gid = vf_grid_id(); vf_gid < pc.vf_groups; vf_gid += grid) {\n"
+                       "        vf_kernel();\n"
+                       "        // uniform: the next group reuses the shared memory\n"
+                       "        if (vf_gid + grid < pc.vf_groups) barrier();\n"
+                       "    }\n}\n");
     }
     bool oom = g->decl.oom || g->body.oom;
     cg_abort(g);

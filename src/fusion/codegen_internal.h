@@ -43,6 +43,7 @@ typedef struct vf_cg {
     char push_type[CG_MAX_PUSH_FIELDS];   /* 'u' uint, 'i' int, 'f' float */
     char spec_name[VF_KERNEL_MAX_SPEC][16];   /* constant_id 1.. (0 is WG) */
     char comment[512];           /* header comment: op, dtypes, pattern */
+    bool grid;                   /* cg_groups_linear: a grid-stride loop in main() */
     vf_status status;            /* first failure while building */
 } vf_cg;
 
@@ -62,9 +63,19 @@ void cg_load_fn(vf_cg *g, const char *fn, const char *buf, vf_dtype dt, vf_ctype
 void cg_store_fn(vf_cg *g, const char *fn, const char *buf, vf_dtype dt, vf_ctype ct);
 /* The conversion expression (32-bit storage-compatible) of value v. */
 void cg_convert(vf_sb *sb, vf_dtype dt, vf_ctype ct, const char *v);
-/* Groups for `total` linear workgroups: 2D when beyond the X limit. The
-   shader recovers the index with vf_group_id() (prelude). */
+/* Groups for `total` linear workgroups: x, then y, then z as each
+   dimension's maxComputeWorkGroupCount runs out. The shader recovers the
+   index with vf_group_id() (prelude) and must ignore indices >= total (the
+   grid rounds up). Past x * y * z at their limits, main() loops over the
+   groups (a grid stride, with a push constant vf_groups). */
 vf_status cg_groups_linear(vf_cg *g, uint64_t total);
+/* Loop iterations one invocation of a kernel may spend on its main loops
+   (caps.max_loop_iterations less a margin); UINT32_MAX when unbounded. */
+uint32_t cg_loop_budget(const vf_device_caps *caps);
+/* The workgroup size, at least wg, with which `passes` loops over `len`
+   elements shared by the workgroup's invocations stay within the loop
+   budget (clamped like cg_clamp_wg); 0 when no workgroup is big enough. */
+uint32_t cg_wg_for_loops(const vf_device_caps *caps, uint32_t wg, uint64_t len, uint32_t passes, bool pow2);
 /* want clamped to the device's workgroup limits (invocations and X size),
    at least 1; pow2: rounded down to a power of two as well. */
 uint32_t cg_clamp_wg(const vf_device_caps *caps, uint32_t want, bool pow2);

@@ -130,20 +130,19 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
             ts /= 2;
         if (2u * bk * 4u * ts * 4u > caps->shared_memory_bytes) bk = 4;
     }
-    /* a driver that ends an invocation's loops after max_loop_iterations
-       in all (lavapipe): the k loop (lane kernel: K / 4 steps and a tail
-       of 3; tiled: K / BK steps, each with two tile-load loops of 4 BK / TS
-       steps) must stay under half of it; longer K is UNSUPPORTED, never a
-       silently shortened sum */
-    if (caps->max_loop_iterations) {
-        uint64_t steps = lane_kernel ? K / 4 + 3 : ((K + bk - 1) / bk) * (1 + 2 * ((4u * bk + ts - 1) / ts));
-        if (steps > caps->max_loop_iterations / 2)
-            return vf_err_set(err, VF_ERROR_UNSUPPORTED,
-                              "matmul: an inner dimension of %llu is too long for this driver, which ends a"
-                              " shader invocation's loops after %u iterations in all; split the sum over k"
-                              " (matmuls of slices, added)",
-                              (unsigned long long)K, caps->max_loop_iterations);
-    }
+    /* Loop iterations of one invocation: K / 4 (lanes) or, per BK step,
+       the loads of two BK-deep tiles shared by TS x TS invocations (tiled).
+       Past the device's loop budget (llvmpipe stops loops silently) a
+       clear error; splitting K is not implemented. */
+    uint64_t k_iters = lane_kernel ? K / 4 + K % 4
+                                   : (K + bk - 1) / bk * (2 * ((4ull * ts * bk + ts * ts - 1) / (ts * ts)) + 1);
+    if (k_iters > cg_loop_budget(caps))
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "matmul: K = %llu needs %llu loop iterations per invocation; this device runs at most"
+                          " %u (all loops together). Split K into S slices: A [M,K] reshaped to [M,S,K/S] and"
+                          " transposed to [S,M,K/S], B [K,N] reshaped to [S,K/S,N], a batched matmul, then"
+                          " reduce_sum over the slices",
+                          (unsigned long long)K, (unsigned long long)k_iters, caps->max_loop_iterations);
     uint64_t tile_m = lane_kernel ? rm : 4u * ts, tile_n = lane_kernel ? 4u * cv * lanes : 4u * ts;
     uint64_t tiles_m = (M + tile_m - 1) / tile_m, tiles_n = (N + tile_n - 1) / tile_n;
 

@@ -12,9 +12,11 @@
  *  - COL: the innermost group is kept (or rows are short): a thread per
  *    output looping over its reduced elements; neighbouring threads read
  *    neighbouring memory.
- *  - two steps: few outputs with long rows (reduce-all of a big tensor):
- *    step 1 reduces chunks of every row into a scratch buffer, step 2
- *    reduces each row's chunk results.
+ *  - two steps: few outputs with long rows (reduce-all of a big tensor),
+ *    or any output whose loop would pass the device's loop budget
+ *    (cg_loop_budget: llvmpipe stops loops silently): step 1 reduces
+ *    chunks of every output into a scratch buffer, step 2 reduces each
+ *    output's chunk results. Rows and columns alike.
  * max / min / argmax reduce order-preserving uint keys (prelude vf_key_*),
  * so NaN propagates (and is argmax's maximum) and one code path serves
  * every dtype; argmax keeps (key, index) and resolves ties to the lowest
@@ -216,9 +218,13 @@ static void emit_scratch_store(vf_sb *s, const acc_info *a)
     vf_sb_puts(s, "}\n");
 }
 
-static void emit_scratch_load(vf_sb *s, const acc_info *a)
+/* Scratch holds part t of output o at o * parts + t (rows: a workgroup
+   reads one output's parts together) or at t * n_out + o (columns:
+   neighbouring threads, neighbouring outputs). */
+static void emit_scratch_load(vf_sb *s, const acc_info *a, bool row)
 {
-    vf_sb_puts(s, "ACC_T acc_elem(uint o, uint t)\n{\n    uint i = o * pc.parts + t;\n");
+    vf_sb_add(s, "ACC_T acc_elem(uint o, uint t)\n{\n    uint i = %s;\n",
+              row ? "o * pc.parts + t" : "t * pc.n_out + o");
     if (a->kind == ACC_ARG) vf_sb_puts(s, "    return uvec2(scratch[2u * i], scratch[2u * i + 1u]);\n");
     else if (a->kind == ACC_FSUM) vf_sb_puts(s, "    return uintBitsToFloat(scratch[i]);\n");
     else if (a->kind == ACC_NORM)
@@ -263,6 +269,7 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
     cg_push_u32(&g, "n_out", (uint32_t)(step == STEP_PARTIAL ? p->n_out * parts : p->n_out));
     cg_push_u32(&g, "n_red", (uint32_t)p->n_red);
     if (step != STEP_ONE) cg_push_u32(&g, "parts", parts);
+    if (step == STEP_PARTIAL && !row) cg_push_u32(&g, "n_kept", (uint32_t)p->n_out);
     if (step == STEP_PARTIAL) cg_push_u32(&g, "chunk", chunk);
     if (info->divide_by_count && step != STEP_PARTIAL) cg_push_f32(&g, "count", (float)p->n_red);
     if (step != STEP_FINAL)
@@ -290,7 +297,7 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
     emit_acc_ops(s, a, info->combine, subgroup);
     if (step == STEP_FINAL) {
         vf_sb_puts(s, "uint red_len(uint o) { return pc.parts; }\n");
-        emit_scratch_load(s, a);
+        emit_scratch_load(s, a, row);
         emit_final_store(s, a, info, ct, e->out.dtype);
     } else {
         cg_load_fn(&g, "ld", "in0", in->dtype, ct);
@@ -302,11 +309,18 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
                           "ACC_T acc_elem(uint o, uint t) { return to_acc(ld(kept_off(o) + red_off(t)), t); }\n");
             emit_final_store(s, a, info, ct, e->out.dtype);
         } else {
-            /* virtual output v = o * parts + p covers chunk p of row o */
-            vf_sb_puts(s, "uint red_len(uint v) { uint p = v % pc.parts; return min(pc.chunk, pc.n_red - p * pc.chunk); }\n"
+            /* virtual output v covers chunk p of output o: v = o * parts + p
+               (rows), v = p * n_kept + o (columns); v is its scratch index */
+            if (row)
+                vf_sb_puts(s, "uint part_of(uint v) { return v % pc.parts; }\n"
+                              "uint out_of(uint v) { return v / pc.parts; }\n");
+            else
+                vf_sb_puts(s, "uint part_of(uint v) { return v / pc.n_kept; }\n"
+                              "uint out_of(uint v) { return v % pc.n_kept; }\n");
+            vf_sb_puts(s, "uint red_len(uint v) { return min(pc.chunk, pc.n_red - part_of(v) * pc.chunk); }\n"
                           "ACC_T acc_elem(uint v, uint t)\n{\n"
-                          "    uint r = (v % pc.parts) * pc.chunk + t;\n"
-                          "    return to_acc(ld(kept_off(v / pc.parts) + red_off(r)), r);\n}\n");
+                          "    uint r = part_of(v) * pc.chunk + t;\n"
+                          "    return to_acc(ld(kept_off(out_of(v)) + red_off(r)), r);\n}\n");
             emit_scratch_store(s, a);
         }
     }
@@ -345,11 +359,20 @@ vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_ker
     /* the workgroup size (a specialisation constant, chosen here from the
        device): one subgroup on CPU devices (no barriers), else 256 within
        the limits; a power of two for the shared-memory tree */
-    uint32_t wg_row = cg_clamp_wg(caps, caps->is_cpu ? sg : 256, !caps->subgroup_arithmetic);
-    if (caps->subgroup_arithmetic && wg_row < sg && cg_clamp_wg(caps, sg, false) == sg) wg_row = sg;
-    uint32_t wg = row ? wg_row : cg_clamp_wg(caps, caps->is_cpu ? 64 : 256, false);
+    uint32_t wg;
+    if (!row) {
+        wg = cg_clamp_wg(caps, caps->is_cpu ? 64 : 256, false);
+    } else {
+        wg = cg_clamp_wg(caps, caps->is_cpu ? sg : 256, !caps->subgroup_arithmetic);
+        if (caps->subgroup_arithmetic && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
+    }
 
-    /* two steps when a few long rows could not fill the device */
+    /* Two steps when a few long rows could not fill the device, or when
+       one invocation would loop longer than the device lets it (llvmpipe:
+       cg_loop_budget): step 1 reduces chunks of every output into scratch,
+       step 2 the chunks' results. */
+    uint64_t budget = cg_loop_budget(caps);
+    uint64_t lanes = row ? wg : 1;   /* invocations sharing one output's loop */
     uint64_t target = caps->is_cpu ? 64 : 1024;
     uint64_t parts = 1;
     if (row && p.n_out < target && p.n_red >= 65536) {
@@ -357,24 +380,23 @@ vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_ker
         uint64_t maxparts = p.n_red / ((uint64_t)wg * 64);
         if (parts > maxparts) parts = maxparts;
     }
-    /* ... and when an invocation would loop past the driver's iteration
-       limit (caps->max_loop_iterations, lavapipe): chunks short enough
-       that each invocation loops at most half of it, in either mode (a
-       column-mode chunk is one thread's loop) */
-    if (caps->max_loop_iterations) {
-        uint64_t per_iter = row ? wg : 1, budget = caps->max_loop_iterations / 2;
-        uint64_t need = (p.n_red + per_iter * budget - 1) / (per_iter * budget);
-        if (need > parts) parts = need;
-    }
+    uint64_t need = ((p.n_red + lanes - 1) / lanes + budget - 1) / budget;
+    if (parts < need) parts = need;
     if (parts >= 2) {
         uint64_t chunk = (p.n_red + parts - 1) / parts;
         parts = (p.n_red + chunk - 1) / chunk;
+        if ((parts + lanes - 1) / lanes > budget)
+            return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                              "%s: reducing %llu elements needs %llu loop iterations per invocation in"
+                              " two steps; this device ends loops after %u", info->name,
+                              (unsigned long long)p.n_red, (unsigned long long)((parts + lanes - 1) / lanes),
+                              caps->max_loop_iterations);
         k->n_steps = 2;
         k->scratch_bytes = (size_t)(p.n_out * parts * (uint64_t)a.words * 4);
         vf_status st = gen_step(e, caps, err, &k->step[0], &p, &a, STEP_PARTIAL, row, wg,
                                 (uint32_t)parts, (uint32_t)chunk);
         if (st) return st;
-        return gen_step(e, caps, err, &k->step[1], &p, &a, STEP_FINAL, true, wg_row, (uint32_t)parts, 0);
+        return gen_step(e, caps, err, &k->step[1], &p, &a, STEP_FINAL, row, wg, (uint32_t)parts, 0);
     }
     k->n_steps = 1;
     return gen_step(e, caps, err, &k->step[0], &p, &a, STEP_ONE, row, wg, 1, 0);

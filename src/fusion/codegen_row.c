@@ -101,14 +101,9 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
     if (cg_numel(x) > (int64_t)UINT32_MAX)
         return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: input too large for 32-bit indexing", info->name);
 
-    /* every invocation walks its row (column) three times; on a driver that
-       limits an invocation's loop iterations (lavapipe), long strided
-       columns get a workgroup each instead of a thread, and long rows a
-       wider workgroup, so that each invocation loops at most half the
-       limit (else UNSUPPORTED: never a silently truncated loop) */
-    uint64_t budget = caps->max_loop_iterations / 2;
-    bool strided_row = inner > 1 && budget && 3 * len > budget;
-    bool row = inner == 1 || strided_row;
+    /* a thread per column loops over the axis three times: past the
+       device's loop budget (llvmpipe) a workgroup per strided row instead */
+    bool row = inner == 1 || 3 * len > cg_loop_budget(caps);
     uint32_t sg = caps->subgroup_size ? caps->subgroup_size : 1;
     /* the workgroup size: a specialisation constant chosen from the device
        (one subgroup on CPU devices, else 256 within the limits; a power of
@@ -121,18 +116,20 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
         wg = cg_clamp_wg(caps, caps->is_cpu ? sg : 256, !subgroup);
         if (subgroup && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
     }
-    if (row && budget && 3 * ((len + wg - 1) / wg) > budget) {
-        wg = cg_clamp_wg(caps, 1024, true);
-        if (3 * ((len + wg - 1) / wg) > budget)
-            return vf_err_set(err, VF_ERROR_UNSUPPORTED,
-                              "%s: rows of %llu elements are too long for this driver, which ends a shader"
-                              " invocation's loops after %u iterations in all; split the axis",
-                              info->name, (unsigned long long)len, caps->max_loop_iterations);
-    }
+    /* softmax.glsl loops over the row three times (max, sum, write): a
+       workgroup wide enough that its invocations stay within the device's
+       loop budget (llvmpipe); a thread per column loops over all of it */
+    uint32_t fit = row ? cg_wg_for_loops(caps, wg, len, 3, !subgroup) : wg;
+    if (!fit)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "%s: a length of %llu along axis %d needs more loop iterations per invocation than"
+                          " this device runs (%u, all loops together)", info->name, (unsigned long long)len,
+                          axis, caps->max_loop_iterations);
+    wg = fit;
     bool reuse = e->op == VF_OP_SOFTMAX && e->out.dtype == VF_F32 && row;
     /* lavapipe, f32 rows of a multiple of 4 that fit: the row in registers */
     uint32_t rk = 0;
-    if (!xent && row && !strided_row && caps->is_cpu && subgroup && wg == sg && x->dtype == VF_F32 && e->out.dtype == VF_F32 &&
+    if (!xent && inner == 1 && caps->is_cpu && subgroup && wg == sg && x->dtype == VF_F32 && e->out.dtype == VF_F32 &&
         len % 4 == 0 && len > 0 && len / 4 <= (uint64_t)wg * REG_MAX_VEC4)
         rk = (uint32_t)((len / 4 + wg - 1) / wg);
     if (rk) return reg_row(e, caps, k, wg, rk, outer, len, err);
@@ -141,12 +138,12 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
     vf_cg g;
     cg_begin(&g, e, caps, err, &k->step[0]);
     snprintf(g.d->name, sizeof g.d->name, "%s_%s%s%s_%s", xent ? "xent" : info->name, cg_dtype_tag(x->dtype),
-             xent ? "_" : "", xent ? cg_dtype_tag(e->in[0].dtype) : "", strided_row ? "colwg" : row ? "row" : "col");
+             xent ? "_" : "", xent ? cg_dtype_tag(e->in[0].dtype) : "", row ? "row" : "col");
     snprintf(g.comment, sizeof g.comment,
              "op %s: %s%s%s -> %s along a %s axis (outer, len, inner in push constants); %s",
              info->name, cg_dtype_tag(x->dtype), xent ? ", labels " : "", xent ? cg_dtype_tag(e->in[0].dtype) : "",
-             cg_dtype_tag(e->out.dtype), row && !strided_row ? "contiguous" : "strided",
-             strided_row ? "a workgroup per column" : row ? "a workgroup per row" : "a thread per column");
+             cg_dtype_tag(e->out.dtype), inner == 1 ? "contiguous" : "strided",
+             row ? "a workgroup per row" : "a thread per column");
 
     if (xent) cg_bind(&g, VF_BIND_IN0, e->in[0].dtype, "labels", true, false);
     cg_bind(&g, xent ? VF_BIND_IN1 : VF_BIND_IN0, x->dtype, "in0", true, false);
@@ -174,8 +171,7 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
     cg_spec(&g, "SG", sg);
     vf_sb_add(s, "#define VF_SUBGROUP %d\n#define %s 1\n", subgroup ? 1 : 0,
               xent ? "OP_XENT" : e->op == VF_OP_SOFTMAX ? "OP_SOFTMAX" : "OP_LOG_SOFTMAX");
-    if (row) vf_sb_puts(s, "#define MODE_ROW 1\n");
-    if (strided_row) vf_sb_puts(s, "#define ROW_STRIDED 1\n");
+    if (row) vf_sb_add(s, "#define MODE_ROW 1\n#define ROW_STRIDE %s\n", inner == 1 ? "1u" : "pc.inner");
     if (reuse) vf_sb_puts(s, "#define VF_REUSE_OUT 1\n");
     if (subgroup) g.ext |= CG_EXT_SUBGROUP;
     uint64_t n = outer * inner;

@@ -64,6 +64,7 @@ typedef struct {
     bool cached_mode, use_cache;
     bool cached[RG_MAX_MEMBERS + VF_KERNEL_MAX_BINDINGS];   /* members, then inputs */
     int n_cache;
+    int n_loops;                 /* loops over the row in the uncached body */
 } rg;
 
 #define RG_MAX_CACHES 3
@@ -268,13 +269,15 @@ static void emit_cone(vf_sb *s, const rg *r, bool *need, const char *ind, const 
 }
 
 /* The loop over this invocation's columns j of the row. */
-static void loop_begin(vf_sb *s, const rg *r)
+static void loop_begin(vf_sb *s, rg *r)
 {
     if (r->cached_mode)
         vf_sb_puts(s, "    [[unroll]] for (uint jj = 0u; jj < RG_CACHE; jj++) {\n        uint j = lid + jj * WG;\n"
                      "        if (j >= pc.cols) continue;\n");
-    else
+    else {
         vf_sb_puts(s, "    for (uint j = lid; j < pc.cols; j += WG) {\n");
+        r->n_loops++;
+    }
 }
 
 /* One pass over the row: acc (declared by the caller) combined with
@@ -479,29 +482,6 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
        two for the tree) and the per-invocation cache length */
     uint32_t wg = cg_clamp_wg(caps, caps->is_cpu && subgroup ? sg : 256, !subgroup);
     if (subgroup && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
-    /* a driver that ends an invocation's loops after max_loop_iterations
-       in all (lavapipe): each invocation walks its columns once per
-       reduction, twice per softmax / log_softmax / sparse_xent and once to
-       store; long rows get a wider workgroup so that it stays under half
-       the limit, or UNSUPPORTED (never a silently shortened loop) */
-    uint64_t budget = caps->max_loop_iterations / 2;
-    if (budget) {
-        uint64_t passes = 1;
-        for (int m = 0; m < grp->n_nodes; m++) {
-            vf_op op = g->nodes[grp->nodes[m]].op;
-            if (g->nodes[grp->nodes[m]].kind != VF_NODE_OP) continue;
-            if (is_reduction(op)) passes += 1;
-            else if (is_row_op(op)) passes += 2;
-        }
-        if (passes * ((cols + wg - 1) / wg) > budget) {
-            wg = cg_clamp_wg(caps, 1024, true);
-            if (passes * ((cols + wg - 1) / wg) > budget)
-                return vf_err_set(err, VF_ERROR_UNSUPPORTED,
-                                  "row group: rows of %llu elements are too long for this driver, which ends a"
-                                  " shader invocation's loops after %u iterations in all",
-                                  (unsigned long long)cols, caps->max_loop_iterations);
-        }
-    }
     uint32_t cache_len = caps->is_cpu ? 128u : 4u;
     /* A row that fits gets just the cache it needs: the cached loops are
        unrolled to RG_CACHE iterations once the constant is applied (the
@@ -593,6 +573,17 @@ vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_
     emit_body(s, &r, fill);
     vf_sb_puts(s, "    }\n");
     vf_sb_puts(s, "}\n");
+    /* uncached, every pass loops over the row: a workgroup wide enough
+       for the device's loop budget (llvmpipe stops loops silently) */
+    uint32_t fit = cg_wg_for_loops(caps, wg, cols, (uint32_t)r.n_loops + 1, !subgroup);
+    if (!fit) {
+        cg_abort(&cg);
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "row group %s: rows of %llu columns need more loop iterations per invocation than"
+                          " this device runs (%u, all loops together)", d->name, (unsigned long long)cols,
+                          caps->max_loop_iterations);
+    }
+    cg_workgroup(&cg, fit);
     cg_groups_linear(&cg, rows);
     return cg_finish(&cg, NULL);
 }

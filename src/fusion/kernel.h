@@ -53,14 +53,15 @@ typedef struct vf_device_caps {
     uint32_t shared_memory_bytes;
     uint32_t max_push_constants;
     uint64_t max_storage_buffer_range;
+    /* Loop iterations one invocation may run, all its loops together; 0:
+       unbounded. llvmpipe (lavapipe) silently ends a shader's loops after
+       65535 iterations in all, so kernels split their work to stay within
+       it (docs/TESTING.md, "Device limits"). */
+    uint32_t max_loop_iterations;
     uint32_t min_storage_buffer_offset_alignment;
     bool storage16;                  /* storageBuffer16BitAccess: f16 tensors */
     bool storage8;                   /* storageBuffer8BitAccess: bool tensors */
     bool shader_float16, shader_int8;
-    /* > 0: the driver ends an invocation's loops after this many iterations
-       in all, silently (llvmpipe: 65535, counted over every loop of the
-       invocation); codegen keeps each invocation's loops under half of it */
-    uint32_t max_loop_iterations;
 } vf_device_caps;
 
 /* A binding refers to a tensor of the vf_exec or to the scratch buffer. */

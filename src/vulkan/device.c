@@ -497,8 +497,13 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_pu
     d->push_descriptors = push && d->vkd.vkCmdPushDescriptorSetKHR != NULL;
     d->vkd.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
     fill_caps(d, &sg, &h11, &h12);
+    /* the driver's loop limit (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS on
+       llvmpipe: one counter for all the loops of an invocation, and past
+       it the loops just stop); then the test overrides: smaller limits
+       (VKFUSE_TEST_LIMITS), then the codegen profile (VKFUSE_TEST_CAPS) */
     d->caps.max_loop_iterations = driver_loop_limit(drv.driverID);
-    return apply_test_caps(&d->caps, err);
+    s = vf_vk_test_limits_apply(d, getenv("VKFUSE_TEST_LIMITS"), err);
+    return s == VF_OK ? apply_test_caps(&d->caps, err) : s;
 }
 
 vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, vf_err *err)

@@ -50,6 +50,15 @@ vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, 
 /* Waits idle and destroys everything; safe on a zeroed or failed device. */
 void vf_vk_device_destroy(vf_vk_device *d);
 
+/* VKFUSE_TEST_LIMITS (testing only; docs/TESTING.md): spec is
+   "name=value,..." with max_groups (maxComputeWorkGroupCount, every
+   dimension), max_buffer (maxStorageBufferRange, bytes) and max_loop (loop
+   iterations per invocation, caps.max_loop_iterations). Each lowers the
+   device's limit in d->props.limits and d->caps, never raises it, so every
+   layer sees the same smaller device and its split paths run on small
+   tensors. NULL or "": nothing. A bad spec: VF_ERROR_INVALID_ARGUMENT. */
+vf_status vf_vk_test_limits_apply(vf_vk_device *d, const char *spec, vf_err *err);
+
 /* Memory type index with all `want` flags among `type_bits`, or -1. */
 int vf_vk_find_memory_type(const vf_vk_device *d, uint32_t type_bits, VkMemoryPropertyFlags want);
 

@@ -248,11 +248,23 @@ static bool carve(vf_vk_block *b, int i, VkDeviceSize a, VkDeviceSize size)
     return true;
 }
 
+static vf_status mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, bool one_range, vf_buffer **out);
+
 vf_status vf_vk_mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, vf_buffer **out)
+{
+    return mem_alloc(m, bytes, align, true, out);
+}
+
+vf_status vf_vk_mem_alloc_arena(vf_vk_mem *m, size_t bytes, VkDeviceSize align, vf_buffer **out)
+{
+    return mem_alloc(m, bytes, align, false, out);
+}
+
+static vf_status mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, bool one_range, vf_buffer **out)
 {
     *out = NULL;
     if (bytes == 0) return vf_err_set(m->err, VF_ERROR_INVALID_ARGUMENT, "alloc of 0 bytes");
-    if ((VkDeviceSize)bytes > m->max_range)
+    if (one_range && (VkDeviceSize)bytes > m->max_range)
         return vf_err_set(m->err, VF_ERROR_UNSUPPORTED,
                           "a tensor of %zu bytes exceeds this device's maxStorageBufferRange of"
                           " %llu bytes (%s); split it into smaller tensors", bytes,

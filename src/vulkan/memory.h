@@ -85,6 +85,10 @@ void vf_vk_mem_destroy(vf_vk_mem *m);
 /* bytes > 0. align 0: the default (max(minStorageBufferOffsetAlignment, 16)).
    Over maxStorageBufferRange: VF_ERROR_UNSUPPORTED naming both sizes. */
 vf_status vf_vk_mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, vf_buffer **out);
+/* The same for a buffer that is only ever bound in pieces (a plan's arena
+   of intermediates, each binding within maxStorageBufferRange): no range
+   limit on the whole. */
+vf_status vf_vk_mem_alloc_arena(vf_vk_mem *m, size_t bytes, VkDeviceSize align, vf_buffer **out);
 /* Returns buf's range now if no batch after `completed` used it, else
    when vf_vk_mem_collect sees its last batch complete. */
 void vf_vk_mem_free(vf_vk_mem *m, vf_buffer *buf, uint64_t completed);

@@ -221,11 +221,12 @@ static const char GUARD_GLSL[] =
     "layout(std430, binding = 1) buffer T { uvec4 t[]; };\n"
     "layout(push_constant) uniform PC { uint first, count, n_slots, pad; } pc;\n"
     "void main() {\n"
-    "    uint i = gl_GlobalInvocationID.x;\n"
-    "    if (i >= pc.count) return;\n"
     "    bool p = (pred[0] & 0xffu) != 0u;\n" /* a bool is one byte, at the binding's start */
-    "    uvec4 tp = t[pc.first + i];\n"
-    "    t[pc.n_slots + pc.first + i] = p == (tp.w != 0u) ? uvec4(tp.xyz, 0u) : uvec4(0u);\n"
+    /* a grid stride: more steps than the device's workgroup count allows */
+    "    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 64u) {\n"
+    "        uvec4 tp = t[pc.first + i];\n"
+    "        t[pc.n_slots + pc.first + i] = p == (tp.w != 0u) ? uvec4(tp.xyz, 0u) : uvec4(0u);\n"
+    "    }\n"
     "}\n";
 
 typedef struct guard_push {
@@ -287,6 +288,8 @@ static vf_status add_guards(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
             guard_push gp;
             memcpy(&gp, g->push, sizeof gp);
             g->groups[0] = (gp.count + 63) / 64, g->groups[1] = g->groups[2] = 1;
+            if (g->groups[0] > rt->dev.props.limits.maxComputeWorkGroupCount[0])
+                g->groups[0] = rt->dev.props.limits.maxComputeWorkGroupCount[0];
             g->pred = g->slot = -1;
             if (!s) s = vf_vk_prof_kernel(rt, &p->prof, "plan_guard", -1, 0, VF_OP_COPY, NULL, 0, &g->kernel);
             if (!s) p->prof.k[g->kernel].pred = k;
@@ -436,7 +439,7 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
     /* The values internal to a group get memory only when the group runs
        unfused. */
     p->arena_size = d->arena_bytes + (spill ? d->spill_bytes : 0);
-    if (!s && p->arena_size) s = vf_vk_mem_alloc(&rt->mem, p->arena_size, 256, &p->arena);
+    if (!s && p->arena_size) s = vf_vk_mem_alloc_arena(&rt->mem, p->arena_size, 256, &p->arena);
     for (int x = 0, g = 0; !s && x < d->n_execs; x++) {
         if (g < d->n_fused && d->fused[g].first_exec == x) {
             const vf_plan_fused *f = &d->fused[g];
