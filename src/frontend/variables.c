@@ -74,14 +74,20 @@ static vf_status assign_op(vf_op op, const char *name, vf_tensor *var, vf_tensor
     return VF_OK;
 }
 
-vf_status vf_assign(vf_tensor *var, vf_tensor *value) { VF_LOCKED(var ? var->ctx : NULL); return assign_op(VF_OP_COPY, "vf_assign", var, value); }
+/* The assigns lock the context found from var's slot: var may be a dead
+   handle, whose memory must not be read (handles.h). */
+vf_status vf_assign(vf_tensor *var, vf_tensor *value)
+{
+    VF_LOCKED(vf_tensor_context(var));
+    return assign_op(VF_OP_COPY, "vf_assign", var, value);
+}
 vf_status vf_assign_add(vf_tensor *var, vf_tensor *value)
 {
-    VF_LOCKED(var ? var->ctx : NULL);
+    VF_LOCKED(vf_tensor_context(var));
     return assign_op(VF_OP_ADD, "vf_assign_add", var, value);
 }
 vf_status vf_assign_sub(vf_tensor *var, vf_tensor *value)
 {
-    VF_LOCKED(var ? var->ctx : NULL);
+    VF_LOCKED(vf_tensor_context(var));
     return assign_op(VF_OP_SUB, "vf_assign_sub", var, value);
 }
