@@ -155,3 +155,21 @@ void vt_seeds_report(const vt_seeds *s, const char *what)
            (unsigned long long)(s->seed0 + (uint64_t)(s->done ? s->done - 1 : 0)), vt_now() - s->t0,
            s->fixed ? "VKFUSE_RANDOM_CASES" : "time budget; VKFUSE_RANDOM_CASES=<n> for a fixed count");
 }
+
+int vt_run_group(const char *name, const struct CMUnitTest *tests, size_t n)
+{
+    const char *env = getenv("VKFUSE_TEST_SHARD");
+    unsigned k = 0, of = 1;
+    if (env && *env && (sscanf(env, "%u/%u", &k, &of) != 2 || of == 0 || k >= of)) {
+        fprintf(stderr, "VKFUSE_TEST_SHARD=%s: expected k/n with 0 <= k < n\n", env);
+        return 1;
+    }
+    struct CMUnitTest *pick = malloc((n ? n : 1) * sizeof *pick);
+    if (!pick) return 1;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i % of == k) pick[m++] = tests[i];
+    int r = _cmocka_run_group_tests(name, pick, m, NULL, NULL);
+    free(pick);
+    return r;
+}

@@ -57,6 +57,12 @@ void vt_seeds_init(vt_seeds *s, long max_cases, long min_cases, double budget_s)
 bool vt_seeds_next(vt_seeds *s, uint64_t *seed);
 /* "n cases from seed s in t s (budget b s)" for the test's summary line. */
 void vt_seeds_report(const vt_seeds *s, const char *what);
+
+/* Runs the group, or with VKFUSE_TEST_SHARD=k/n only tests[i] with
+   i % n == k: a file too slow for one ctest entry under the sanitizers
+   runs as n entries (VF_SHARDED_TESTS in tests/CMakeLists.txt). */
+int vt_run_group(const char *name, const struct CMUnitTest *tests, size_t n);
+#define VT_RUN_GROUP(tests) vt_run_group(#tests, tests, sizeof(tests) / sizeof((tests)[0]))
 /* Monotonic seconds. */
 double vt_now(void);
 /* An integer from the environment, dflt when unset or empty. */
