@@ -143,11 +143,16 @@ void vf_tape_slots_init(vf_context *ctx) { vf_handles_init(&ctx->tape_slots, VF_
 /* The context ends: active tapes drop their entries (the tensors go next). */
 void vf_tapes_free_all(vf_context *ctx)
 {
-    for (vf_tape *tp = ctx->tapes; tp; tp = tp->next) free(tp->e);
+    for (vf_tape *tp = ctx->tapes; tp; tp = tp->next) {
+        /* control-flow and call records are shared by reference count, not
+           owned by the tensors that vf_tensor_free_all frees next */
+        for (int i = 0; i < tp->n; i++)
+            if (tp->e[i].cf) vf_tape_cf_release(tp->e[i].cf);
+        free(tp->e);
+    }
     ctx->tapes = NULL;
 }
 
-/* tp is a live tape; else the error goes to its context. */
 /* The context of a tape, live or ended (its slot remembers): what the
    entry points lock. NULL for NULL or a pointer that is no tape. */
 static vf_context *tape_context(const vf_tape *tp)
@@ -155,6 +160,7 @@ static vf_context *tape_context(const vf_tape *tp)
     return tp ? vf_handle_state_of(tp, VF_HANDLE_TAPE).ctx : NULL;
 }
 
+/* tp is a live tape; else the error goes to its context. */
 static bool tape_alive(const vf_tape *tp, const char *op)
 {
     vf_handle_state h = vf_handle_state_of(tp, VF_HANDLE_TAPE);
