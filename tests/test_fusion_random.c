@@ -8,7 +8,7 @@
  * the ops on its path, and every recorded plan's arena must be within
  * 1.10x of the liveness lower bound of its intervals.
  *
- * Time-budgeted (tests/testutil.h vt_seeds): up to 300 cases or 30 s,
+ * Time-budgeted (tests/testutil.h vt_seeds): up to 300 cases or 20 s (at least 3),
  * whichever comes first (VKFUSE_RANDOM_BUDGET=<s> changes the budget);
  * VKFUSE_RANDOM_CASES=<n> runs exactly n cases, VKFUSE_RANDOM_SEED=<s>
  * starts at seed s (case i uses seed s + i). A failure prints the seed,
@@ -399,7 +399,7 @@ static void test_random_graphs(void **state)
     (void)state;
     if (!vt_have_vulkan()) skip();
     vt_seeds seeds;
-    vt_seeds_init(&seeds, 300, 5, 30);
+    vt_seeds_init(&seeds, 300, 3, 20);
     uint64_t seed0 = seeds.seed0, seed;
     vf_context *vk = vt_context(VF_BACKEND_VULKAN), *cpu = vt_context(VF_BACKEND_CPU);
     totals t = {0};
