@@ -135,6 +135,15 @@ void vf_handle_kill(void *p, vf_death death, bool symbolic)
     reclaim(s, off);
 }
 
+/* Reads only the slab header's fields, which are written once before the
+   slab's first slot is handed out: safe without the context's lock, which
+   is what the entry points need to find the lock to take. */
+vf_context *vf_handle_context(const void *p, vf_handle_kind kind)
+{
+    const slab *s = slab_of(p);
+    return s->magic == SLAB_MAGIC && s->kind == (uint32_t)kind ? s->ctx : NULL;
+}
+
 vf_handle_state vf_handle_state_of(const void *p, vf_handle_kind kind)
 {
     vf_handle_state r = {.what = VF_HANDLE_FOREIGN};

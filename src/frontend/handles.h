@@ -54,8 +54,14 @@ void vf_handles_init(vf_handles *h, vf_handle_kind kind, size_t object_size);
 void *vf_handle_alloc(vf_handles *h, vf_context *ctx);
 /* Marks p dead; its memory must not be touched afterwards. */
 void vf_handle_kill(void *p, vf_death death, bool symbolic);
-/* Reads p's slot (never p itself): safe on dead handles of a live context. */
+/* Reads p's slot (never p itself): safe on dead handles of a live context;
+   call it with the context's lock held. */
 vf_handle_state vf_handle_state_of(const void *p, vf_handle_kind kind);
+/* p's context from its slab header alone, without the lock (NULL when p
+   is not in a slab of this kind): the lock an entry point takes before it
+   checks p with vf_handle_state_of, which needs the lock (the slab's
+   slot count and state bytes change as handles are made and die). */
+vf_context *vf_handle_context(const void *p, vf_handle_kind kind);
 /* Unmaps every slab (the context is going away). */
 void vf_handles_free(vf_handles *h);
 /* Resident bytes of the slabs, for tests: pages not given back. */

@@ -157,7 +157,7 @@ void vf_tapes_free_all(vf_context *ctx)
    entry points lock. NULL for NULL or a pointer that is no tape. */
 static vf_context *tape_context(const vf_tape *tp)
 {
-    return tp ? vf_handle_state_of(tp, VF_HANDLE_TAPE).ctx : NULL;
+    return tp ? vf_handle_context(tp, VF_HANDLE_TAPE) : NULL;
 }
 
 /* tp is a live tape; else the error goes to its context. */

@@ -486,9 +486,7 @@ bool vf_tensor_is_variable(const vf_tensor *t)
 /* Where t's errors go; known even after t died (its slot remembers). */
 vf_context *vf_tensor_context(const vf_tensor *t)
 {
-    if (!t) return NULL;
-    vf_handle_state h = vf_handle_state_of(t, VF_HANDLE_TENSOR);
-    return h.what == VF_HANDLE_FOREIGN ? NULL : h.ctx;
+    return t ? vf_handle_context(t, VF_HANDLE_TENSOR) : NULL; /* lock-free: the entry points lock with it */
 }
 
 int64_t vf_tensor_dim(const vf_tensor *t, int axis)
