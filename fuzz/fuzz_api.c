@@ -16,8 +16,8 @@
  * here), else the CPU backend. VKFUSE_FUZZ_MISUSE=1 also keeps released
  * and out-of-scope handles in the pool and uses them again, releases twice
  * and uses symbolic tensors after their trace: API misuse, which must give
- * an error, not undefined behaviour (off by default until the library's
- * handles are checked; fuzz/run.sh says where to turn it on).
+ * an error, not undefined behaviour (off when unset; fuzz/run.sh, and so
+ * CI, sets it to 1 unless told otherwise).
  * VKFUSE_FUZZ_VERBOSE=1 prints each action (to turn a crash into a repro).
  * VKFUSE_FUZZ_KEEP_FUNCTIONS=1 destroys the functions only at the end of
  * each input, after every tape (by default each at once after its calls:
