@@ -16,8 +16,8 @@
  * here), else the CPU backend. VKFUSE_FUZZ_MISUSE=1 also keeps released
  * and out-of-scope handles in the pool and uses them again, releases twice
  * and uses symbolic tensors after their trace: API misuse, which must give
- * an error, not undefined behaviour (off by default until the library's
- * handles are checked; fuzz/run.sh says where to turn it on).
+ * an error, not undefined behaviour (off when unset; fuzz/run.sh, and so
+ * CI, sets it to 1 unless told otherwise).
  * VKFUSE_FUZZ_VERBOSE=1 prints each action (to turn a crash into a repro).
  * VKFUSE_FUZZ_KEEP_FUNCTIONS=1 destroys the functions only at the end of
  * each input, after every tape (by default each at once after its calls:
@@ -60,6 +60,21 @@ typedef struct fz {
 static vf_function *kept[MAX_KEPT];
 static void *kept_user[MAX_KEPT];
 static int n_kept;
+
+/* misuse: tensors vf_keep'd past the input's outer scope, up to the
+   context's root scope, where they would live until vf_context_destroy;
+   the context outlives every input, so each input releases its own (else
+   a run grows by them input after input) */
+enum { MAX_ROOTED = 64 };
+static vf_tensor *rooted[MAX_ROOTED];
+static int n_rooted;
+
+static void note_rooted(vf_tensor *t)
+{
+    for (int k = 0; k < n_rooted; k++)
+        if (rooted[k] == t) return;
+    if (n_rooted < MAX_ROOTED) rooted[n_rooted++] = t;
+}
 
 static uint8_t u8(fz *f) { return f->i < f->n ? f->d[f->i++] : 0; }
 static bool more(const fz *f) { return f->i < f->n && f->actions < MAX_ACTIONS; }
@@ -367,7 +382,7 @@ static void action(fz *f)
         switch (u8(f) % 3) {
         case 0:
             if (!s->stale && s->scope > f->base_depth && !s->retained) vf_keep(s->t), s->scope--;
-            else if (misuse) vf_keep(s->t);
+            else if (misuse && vf_keep(s->t)) note_rooted(s->t);
             break;
         case 1:
             if (!s->retained && !s->stale) vf_tensor_retain(s->t), s->retained = true;
@@ -498,6 +513,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run_actions(&f, NULL, 0, &out, 0);
     vf_scope_end(ctx);
     while (n_kept > 0) vf_function_destroy(kept[--n_kept]), free(kept_user[n_kept]);
+    /* every scope of the input has ended: one still alive is in the root
+       scope, and the release frees it (a dead one is an error, cleared) */
+    while (n_rooted > 0) vf_tensor_release(rooted[--n_rooted]);
     vf_context_sync(ctx);
     vf_error_clear(ctx);
     return 0;

@@ -7,8 +7,9 @@
 # the CPU backend and then on the default Vulkan device (lavapipe), each
 # for SECONDS. WHICH: parsers, saved, api or all (default).
 # fuzz_api's API-misuse actions (released and out-of-scope handles, double
-# release, escaped symbolic tensors) run only with VKFUSE_FUZZ_MISUSE=1
-# (default below: 0 until use-after-release is an error, then make it 1).
+# release, escaped symbolic tensors) run with VKFUSE_FUZZ_MISUSE=1, the
+# default below (use-after-release is an error); VKFUSE_FUZZ_MISUSE=0
+# fuzzes valid use only.
 # Exit 77 (ctest: skipped) when clang cannot build fuzzers here.
 # usage: fuzz/run.sh [SECONDS] [WORKDIR] [WHICH]
 set -u
@@ -76,7 +77,7 @@ if [ "$which" = api ] || [ "$which" = all ]; then
         mkdir -p "$corpus"
         cp "$src"/fuzz/seeds_api/* "$corpus/" 2>/dev/null
         echo "== fuzz_api ($backend) for ${secs}s"
-        (cd "$work" && VKFUSE_FUZZ_BACKEND=$backend VKFUSE_FUZZ_MISUSE=${VKFUSE_FUZZ_MISUSE:-0} LSAN_OPTIONS="suppressions=$src/tests/lsan.supp:print_suppressions=0" \
+        (cd "$work" && VKFUSE_FUZZ_BACKEND=$backend VKFUSE_FUZZ_MISUSE=${VKFUSE_FUZZ_MISUSE:-1} LSAN_OPTIONS="suppressions=$src/tests/lsan.supp:print_suppressions=0" \
             "$bdir/fuzz/fuzz_api" -max_total_time="$secs" -rss_limit_mb=4096 -malloc_limit_mb=512 -timeout=20 \
             -max_len=4096 -close_fd_mask=1 -print_final_stats=1 "$corpus" 2>&1 | tail -n 25) || status=1
         ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null && status=1

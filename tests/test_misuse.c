@@ -272,6 +272,32 @@ static void released_body_output(vf_backend be)
     done(ctx);
 }
 
+static vf_status releasing_input_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor_release(in[0]); /* not the body's to release, and twice (unused: the trace holds no capture of it) */
+    vf_tensor_release(in[0]);
+    out[0] = vf_fill(ctx, VF_F32, 1, S4, 0.0);
+    return VF_OK;
+}
+
+/* A variable goes into a traced body by reference (the caller's handle):
+   a body that released it twice killed the caller's tensor, and the call
+   then read the dead handle (use-after-poison found by fuzz_api in misuse
+   mode). The trace fails instead. */
+static void body_released_variable_input(vf_backend be)
+{
+    vf_context *ctx = make(be);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "taker", .body = releasing_input_body,
+                                                                    .n_inputs = 1, .n_outputs = 1});
+    vf_tensor *x = vf_variable(ctx, vf_fill(ctx, VF_F32, 1, S4, 1.0)), *y = NULL;
+    CHECK(x);
+    CHECK(vf_function_call(fn, &x, &y) == VF_ERROR_INVALID_ARGUMENT && !y);
+    expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call", "taker", "released its input 0", NULL);
+    vf_function_destroy(fn);
+    done(ctx);
+}
+
 static vf_status recursive_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     vf_function *self = *(vf_function **)user;
@@ -443,6 +469,7 @@ static const misuse_case cases[] = {
     {"released_into_control_flow", released_into_control_flow},
     {"escaped_symbolic", escaped_symbolic},
     {"released_body_output", released_body_output},
+    {"body_released_variable_input", body_released_variable_input},
     {"recursion", recursion},
     {"mutual_recursion", mutual_recursion},
     {"eager_recursion", eager_recursion},

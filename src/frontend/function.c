@@ -429,6 +429,18 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
                               : vf_fail(ctx, b, "vf_function_call: the body of '%s' returned %s", fn->name, vf_status_name(b));
             else if (before == VF_OK && ctx->err.status != VF_OK) s = ctx->err.status;
         }
+        /* A variable input is passed to the body by reference: a body that
+           released it (misuse) dropped our reference, and twice the
+           caller's too; the caller's handle may be dead and the call must
+           not read it (run_concrete), nor concrete_free release it again. */
+        for (int i = 0; i < fn->n_in; i++)
+            if (c.var[i] && vf_handle_state_of(c.var[i], VF_HANDLE_TENSOR).what != VF_HANDLE_LIVE) {
+                c.var[i] = NULL;
+                if (s == VF_OK)
+                    s = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: the body of '%s' released its "
+                                "input %d, a variable passed by reference; a body must not release its inputs "
+                                "(they belong to the caller)", fn->name, i);
+            }
         for (int k = 0; s == VF_OK && k < fn->n_out; k++) {
             if (!outs[k]) s = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: the body of '%s' left output "
                                       "%d NULL", fn->name, k);

@@ -15,11 +15,21 @@
 #endif
 #ifdef VF_ASAN
 #include <sanitizer/asan_interface.h>
+#include <sanitizer/lsan_interface.h>
 /* A dead slot stays poisoned: a use of it inside the library (a missed
    check) is still a use-after-free report, not a silent read. */
 #define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+/* LeakSanitizer scans globals, stacks and heap blocks, not our mmap'd
+   slabs: a live tensor's storage (or a tape's records), pointed to only
+   from its slot, would be reported as a direct leak while the context
+   still owns it (a tensor kept into the root scope of a context that is
+   checked before vf_context_destroy). Slabs are roots while mapped. */
+#define LSAN_ROOT(p, n) __lsan_register_root_region((p), (n))
+#define LSAN_UNROOT(p, n) __lsan_unregister_root_region((p), (n))
 #else
 #define POISON(p, n) ((void)(p), (void)(n))
+#define LSAN_ROOT(p, n) ((void)(p), (void)(n))
+#define LSAN_UNROOT(p, n) ((void)(p), (void)(n))
 #endif
 
 /* 16 MiB: ~95,000 tensor slots. A slab is reserved address space; pages
@@ -64,6 +74,7 @@ static slab *slab_map(void)
     size_t head = a - (uintptr_t)p, tail = len - head - SLAB_BYTES;
     if (head) munmap(p, head);
     if (tail) munmap((uint8_t *)a + SLAB_BYTES, tail);
+    LSAN_ROOT((void *)a, SLAB_BYTES);
     return (slab *)a;
 }
 
@@ -172,6 +183,7 @@ void vf_handles_free(vf_handles *h)
 #ifdef VF_ASAN
         ASAN_UNPOISON_MEMORY_REGION(h->slabs[i], SLAB_BYTES); /* the next mapping here starts clean */
 #endif
+        LSAN_UNROOT(h->slabs[i], SLAB_BYTES);
         munmap(h->slabs[i], SLAB_BYTES);
     }
     free(h->slabs);

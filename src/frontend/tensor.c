@@ -213,6 +213,10 @@ static void tensor_destroy(vf_tensor *t, int how)
     else ctx->live = t->next;
     if (t->next) t->next->prev = t->prev;
     storage_release(ctx, t->st);
+    /* a dead slot points at nothing: LeakSanitizer scans the slabs (handles.c),
+       and a stale pointer there could hide a real leak at a reused address */
+    t->st = NULL;
+    t->prev = t->next = NULL;
     if (how) vf_handle_kill(t, (vf_death)how, t->sym_gen != 0); /* 0: the context ends, its slabs go next */
 }
 
