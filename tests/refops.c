@@ -154,7 +154,7 @@ dt *dt_binary(db_op o, const dt *a, const dt *b)
 dt *dt_where(const dt *c, const dt *a, const dt *b)
 {
     int r1, r;
-    int64_t s1[DT_MAX_RANK], shape[DT_MAX_RANK];
+    int64_t s1[DT_MAX_RANK] = {0}, shape[DT_MAX_RANK]; /* all of s1 is copied below */
     if (!bshape(a, b, &r1, s1)) return NULL;
     dt tmp = {.rank = r1};
     memcpy(tmp.shape, s1, sizeof s1);
