@@ -36,7 +36,10 @@ void vf_ctx_unlock(vf_context *ctx)
 {
     if (!ctx) return;
     vf_ctx_mutex *l = &ctx->lock;
-    assert(atomic_load_explicit(&l->owner, memory_order_relaxed) == me() && l->depth > 0);
+    /* A release by a thread that holds nothing (a scope or tape ended on
+       another thread than the one that began it, documented misuse) must
+       not abort or release another thread's hold: it does nothing. */
+    if (atomic_load_explicit(&l->owner, memory_order_relaxed) != me() || l->depth <= 0) return;
     if (--l->depth > 0) return;
     atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
     pthread_mutex_unlock(&l->mu);
