@@ -67,9 +67,9 @@ struct vf_graph;
 struct vf_group;
 struct vf_shape;
 
-/* A fused group of a plan (fusion/partition.h, ELEMENTWISE_DAG): execs
+/* A fused group of a plan (plan/partition.h, ELEMENTWISE_DAG): execs
    [first_exec, first_exec + n_execs) of the plan are its members. The
-   backend may run them as one kernel (fusion/codegen_fused.h) whose
+   backend may run them as one kernel (vulkan/codegen/codegen_fused.h) whose
    tensors are the group's inputs then outputs (tensors / loc); values
    internal to the group then never exist in memory. When it cannot, it
    runs the member execs one by one: their internal values have arena

@@ -1,4 +1,4 @@
-/* GLSL codegen (src/fusion): every op, every dtype it accepts, broadcast
+/* GLSL codegen (src/vulkan/codegen): every op, every dtype it accepts, broadcast
  * patterns, reduction axis sets, row ops along every axis, matmul with
  * transposes / odd sizes / broadcast batches, transposes of every rank —
  * generated for a lavapipe-like and a GPU-like device and compiled with
@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "fusion/kernel.h"
+#include "vulkan/codegen/kernel.h"
 #include "util/dtype.h"
 
 #include <shaderc/shaderc.h>

@@ -7,7 +7,7 @@
 #include "vk_test_common.h"
 
 #include "frontend/frontend.h"
-#include "graph/memplan.h"
+#include "plan/memplan.h"
 #include "vulkan/runtime.h"
 
 #include <math.h>
@@ -629,7 +629,7 @@ static vf_status exp_and_sum(vf_context *ctx, vf_tensor *const *in, vf_tensor **
 /* In-place reuse must not let a kernel write over a value another kernel
    of the same level still reads: nothing orders them. On lavapipe the
    dispatches of a level run in plan order, so without the check
-   (read_beside in src/frontend/plan_order.c) the sum reads exp(t): 3604 instead
+   (read_beside in src/plan/plan_order.c) the sum reads exp(t): 3604 instead
    of -4.47, seen. */
 static void test_inplace_same_level(void **state)
 {

@@ -17,7 +17,7 @@
  * (docs/TESTING.md). */
 #include "testutil.h"
 
-#include "frontend/plan.h"
+#include "plan/plan.h"
 
 #include <math.h>
 #include <stdio.h>

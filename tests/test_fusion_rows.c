@@ -21,8 +21,8 @@
 #include "graph_build.h"
 #include "vk_test_common.h"
 
-#include "fusion/codegen_fused.h"
-#include "fusion/partition.h"
+#include "vulkan/codegen/codegen_fused.h"
+#include "plan/partition.h"
 #include "util/dtype.h"
 
 #include <math.h>

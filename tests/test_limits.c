@@ -16,7 +16,7 @@
  * variable around context creation (lim_context) and unset it after. */
 #include "limits_common.h"
 
-#include "fusion/kernel.h"
+#include "vulkan/codegen/kernel.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* Workgroup sizes as specialisation constants (fusion/kernel.h).
+/* Workgroup sizes as specialisation constants (vulkan/codegen/kernel.h).
  *
  *  - The GLSL of every kernel kind (elementwise, fused elementwise DAG,
  *    broadcast, reduction along a row and down columns, softmax, fused row
@@ -17,8 +17,8 @@
  */
 #include "vk_test_common.h"
 
-#include "fusion/codegen_fused.h"
-#include "fusion/partition.h"
+#include "vulkan/codegen/codegen_fused.h"
+#include "plan/partition.h"
 #include "util/dtype.h"
 
 #include <math.h>
@@ -229,7 +229,7 @@ static void gen_graph(const vf_graph *g, const vf_device_caps *c, gen_log *l)
 
 static bool is_matmul(const char *name) { return !strncmp(name, "matmul", 6) || !strncmp(name, "mmfused", 7); }
 
-/* Row ops in registers: a CPU-profile variant (codegen_row.c). */
+/* Row ops in registers: a CPU-profile variant (codegen_softmax.c). */
 static bool is_reg_row(const char *name) { return strstr(name, "_f32_reg") != NULL; }
 
 /* Same kernels, same GLSL (all of them, or all but matmul, whose template

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "fusion/kernel.h"
+#include "vulkan/codegen/kernel.h"
 #include "vulkan/disk_cache.h"
 #include "vulkan/runtime.h"
 

@@ -1,7 +1,7 @@
 /* vf_function: the signature cache, tracing on a miss, retrace
  * explanations, and the call of a concrete function. */
 #include "frontend/function.h"
-#include "frontend/plan.h"
+#include "plan/plan.h"
 #include "frontend/profile.h"
 #include "frontend/saved.h"
 #include "frontend/tape.h"

@@ -7,7 +7,7 @@
  * tref (buffer, offset, dtype, shape; for symbolic tensors the graph value),
  * so a view that aliases a tensor with the same shape is the same value.
  * vf_tape_gradient walks the entries backwards and calls the rule of each
- * op (src/graph/autodiff.c); the rules are made of ordinary op calls, so
+ * op (src/frontend/grad_rules.c); the rules are made of ordinary op calls, so
  * inside a traced body the backward pass is traced into the same graph,
  * and other active tapes record them (higher order). A traced vf_cond /
  * vf_while_loop, and a traced vf_function called eagerly, are one entry
@@ -138,7 +138,7 @@ vf_status vf_tape_vjp(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor
 vf_status vf_replay_graph(vf_context *ctx, const vf_graph *g, vf_tensor *const *params, int n_cc, const int *cc,
                           vf_tensor *const *cc_t, vf_tensor **outs);
 
-/* Helpers for the rules (autodiff.c). */
+/* Helpers for the rules (grad_rules.c). */
 vf_tensor *vf_ad_scalar(vf_context *ctx, vf_dtype dt, double v);
 /* v (broadcastable to like's shape) broadcast to like's shape. */
 vf_tensor *vf_ad_broadcast(vf_context *ctx, vf_tensor *v, vf_tensor *like);

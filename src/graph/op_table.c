@@ -128,7 +128,7 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     [VF_OP_CAST] = {.name = "cast", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
                     .result = VF_RESULT_ATTR, .cpu_f = f_copy, .cpu_i = i_copy,
                     .glsl_f = "a", .glsl_i = "a",
-                    /* float -> float only; autodiff.c refuses integer ends */
+                    /* float -> float only; grad_rules.c refuses integer ends */
                     .differentiable = true},
     [VF_OP_COPY] = {.name = "copy", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
                     .result = VF_RESULT_SAME, .cpu_f = f_copy, .cpu_i = i_copy,

@@ -1,7 +1,7 @@
 /* The Vulkan backend: the vf_backend_iface over the runtime pieces. */
 #include "vulkan/runtime.h"
 #include "vulkan/plan.h"
-#include "fusion/kernel.h"
+#include "vulkan/codegen/kernel.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 #ifndef VF_VULKAN_DEVICE_H
 #define VF_VULKAN_DEVICE_H
 
-#include "fusion/kernel.h"
+#include "vulkan/codegen/kernel.h"
 #include "vulkan/loader.h"
 
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 #include "vulkan/pipeline.h"
 #include "vulkan/disk_cache.h"
-#include "fusion/kernel.h"
+#include "vulkan/codegen/kernel.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,8 +21,8 @@
  * creation. When they are the same, the recording is resubmitted as is. */
 #include "vulkan/plan.h"
 #include "vulkan/profile.h"
-#include "fusion/codegen_fused.h"
-#include "fusion/kernel.h"
+#include "vulkan/codegen/codegen_fused.h"
+#include "vulkan/codegen/kernel.h"
 
 #include <stdio.h>
 #include <stdlib.h>

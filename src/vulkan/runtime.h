@@ -23,7 +23,7 @@
 #define VF_VULKAN_RUNTIME_H
 
 #include "backend.h"
-#include "fusion/kernel.h"
+#include "vulkan/codegen/kernel.h"
 #include "vulkan/device.h"
 #include "vulkan/memory.h"
 #include "vulkan/pipeline.h"
@@ -67,7 +67,7 @@ vf_status vf_vk_runtime_glsl_pipeline(vf_vk_runtime *rt, const char *glsl, const
 vf_status vf_vk_runtime_glsl_pipeline_spec(vf_vk_runtime *rt, const char *glsl, const char *name,
                                            int n_bindings, uint32_t push_size, uint32_t n_spec,
                                            const uint32_t *spec, const vf_vk_pipeline **out);
-/* The pipeline of a generated dispatch (fusion/kernel.h): its GLSL, its
+/* The pipeline of a generated dispatch (vulkan/codegen/kernel.h): its GLSL, its
    bindings and push size, its specialisation constants (spec[0], the
    workgroup size, checked against the device's limits first). */
 vf_status vf_vk_runtime_dispatch_pipeline(vf_vk_runtime *rt, const vf_dispatch *d, const vf_vk_pipeline **out);

@@ -1,7 +1,7 @@
 /* vf_codegen_exec: picks the generator for an op's kind, plus the shared
  * pieces every generated kernel uses (buffers, push block, typed loads and
  * stores with the cast rules, workgroup counts, final assembly). */
-#include "fusion/codegen_internal.h"
+#include "vulkan/codegen/codegen_internal.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

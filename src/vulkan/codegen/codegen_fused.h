@@ -25,9 +25,9 @@
 #ifndef VF_FUSION_CODEGEN_FUSED_H
 #define VF_FUSION_CODEGEN_FUSED_H
 
-#include "fusion/codegen_internal.h"
-#include "fusion/kernel.h"
-#include "fusion/partition.h"
+#include "vulkan/codegen/codegen_internal.h"
+#include "vulkan/codegen/kernel.h"
+#include "plan/partition.h"
 
 vf_status vf_codegen_group(const vf_graph *g, const vf_group *grp, const vf_shape *shapes,
                            const vf_device_caps *caps, vf_kernel *out, vf_err *err);

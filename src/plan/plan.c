@@ -5,11 +5,11 @@
  * but instead of running each exec it records where each tensor lives:
  * params and outputs are per-call bindings, captures and constants fixed
  * buffers, every other op result an intermediate in the plan's arena at an
- * offset from the liveness planner (graph/memplan.h). Variables keep the
+ * offset from the liveness planner (plan/memplan.h). Variables keep the
  * node-by-node semantics: an assign is a COPY into the variable's buffer
  * at its place in program order, a reshape of a variable copies.
  *
- * Fusion (fusion/partition.h): the graph is partitioned and the execs put
+ * Fusion (plan/partition.h): the graph is partitioned and the execs put
  * in group order; each elementwise DAG, row or matmul group goes to the backend as one
  * vf_plan_fused. Liveness is counted in kernels, a fused group being one
  * step (its inputs live until it runs, its outputs from then), and values
@@ -17,11 +17,11 @@
  * arena (spill_bytes) that are only backed when the backend has to run
  * the group unfused. VKFUSE_FUSION=0: one kernel per op. The kernel order
  * (fusion, dependency levels, in-place candidates) is plan_order.c. */
-#include "frontend/plan.h"
-#include "frontend/plan_build.h"
+#include "plan/plan.h"
+#include "plan/plan_build.h"
 #include "frontend/check.h"
-#include "fusion/partition.h"
-#include "graph/memplan.h"
+#include "plan/partition.h"
+#include "plan/memplan.h"
 #include "util/dtype.h"
 
 #include <stdlib.h>

@@ -22,7 +22,7 @@
  * The stores go through st4(b, r, c, vec4) / st1(b, r, c, float): plain
  * stores here, a fused epilogue for matmul groups (codegen_matmul.h).
  */
-#include "fusion/codegen_matmul.h"
+#include "vulkan/codegen/codegen_matmul.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

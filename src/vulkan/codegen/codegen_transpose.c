@@ -7,7 +7,7 @@
  * push constants. Elements are moved as raw bits (uint / uint16_t /
  * uint8_t), so NaN payloads survive. Each output element is written by one
  * invocation (4 per invocation, workgroup-strided); reads gather. */
-#include "fusion/codegen_internal.h"
+#include "vulkan/codegen/codegen_internal.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

@@ -27,7 +27,7 @@
  * (R / WG + log2 WG) * 2^-24 * sum|x| — with two steps R is the chunk
  * length. Tests should allow a relative 1e-5 * sqrt(R)-ish margin.
  */
-#include "fusion/codegen_internal.h"
+#include "vulkan/codegen/codegen_internal.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "fusion/sb.h"
+#include "util/sb.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -20,8 +20,8 @@
  * An operand that an epilogue member also reads is read through the
  * operand's binding. Members' results never touch memory.
  */
-#include "fusion/codegen_fused.h"
-#include "fusion/codegen_matmul.h"
+#include "vulkan/codegen/codegen_fused.h"
+#include "vulkan/codegen/codegen_matmul.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

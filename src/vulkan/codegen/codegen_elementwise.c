@@ -15,7 +15,7 @@
  * The workgroup size WG (256 within the device's limits) is a
  * specialisation constant (kernel.h).
  */
-#include "fusion/codegen_internal.h"
+#include "vulkan/codegen/codegen_internal.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

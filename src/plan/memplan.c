@@ -1,5 +1,5 @@
 /* Greedy offset planning (see memplan.h). */
-#include "graph/memplan.h"
+#include "plan/memplan.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -40,7 +40,7 @@
  * {0, 1} (partition.h vf_row_input_index): the strides are pattern bits,
  * the sizes (rows, C) push constants, so one pipeline serves every batch.
  */
-#include "fusion/codegen_fused.h"
+#include "vulkan/codegen/codegen_fused.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

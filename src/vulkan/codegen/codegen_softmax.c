@@ -10,7 +10,7 @@
  * (outer, inner) column and neighbouring threads read neighbouring memory.
  * SPARSE_XENT: labels [...] (i32 / u32), logits [..., C]: rows are
  * contiguous, one loss per row, NaN for a label outside [0, C). */
-#include "fusion/codegen_internal.h"
+#include "vulkan/codegen/codegen_internal.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

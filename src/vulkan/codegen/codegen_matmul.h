@@ -16,7 +16,7 @@
 #ifndef VF_FUSION_CODEGEN_MATMUL_H
 #define VF_FUSION_CODEGEN_MATMUL_H
 
-#include "fusion/codegen_internal.h"
+#include "vulkan/codegen/codegen_internal.h"
 
 typedef struct cg_mm_layout {
     uint64_t M, N, K;

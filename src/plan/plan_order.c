@@ -1,7 +1,7 @@
 /* The kernel order of a plan being built (plan_build.h): fusion into
  * groups, dependency levels, the exec permutation, and in-place reuse
  * candidates for the memory planner. */
-#include "frontend/plan_build.h"
+#include "plan/plan_build.h"
 #include "util/dtype.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* A generated compute kernel: the contract between codegen (src/fusion)
+/* A generated compute kernel: the contract between codegen (src/vulkan/codegen)
  * and the Vulkan runtime (src/vulkan).
  *
  * Codegen turns one vf_exec (today: one op; after fusion: a fused group)
@@ -66,7 +66,7 @@ typedef struct vf_device_caps {
 
 /* A binding refers to a tensor of the vf_exec or to the scratch buffer. */
 enum { VF_BIND_IN0 = 0, VF_BIND_IN1 = 1, VF_BIND_IN2 = 2, VF_BIND_OUT = 3, VF_BIND_SCRATCH = 4 };
-/* Kernels of fused groups (fusion/codegen_fused.h): binding value
+/* Kernels of fused groups (vulkan/codegen/codegen_fused.h): binding value
    VF_BIND_GROUP + k is tensor k of the group, its inputs then its outputs
    (k < n_inputs: grp->inputs[k], else grp->outputs[k - n_inputs]). */
 enum { VF_BIND_GROUP = 8 };

@@ -18,9 +18,9 @@
  * (inputs of the output's shape, or single elements) and with 4-byte
  * dtypes the kernel moves vec4s, 4 per invocation, workgroup-strided.
  */
-#include "fusion/codegen_fused.h"
-#include "fusion/codegen_internal.h"
-#include "fusion/codegen_matmul.h"
+#include "vulkan/codegen/codegen_fused.h"
+#include "vulkan/codegen/codegen_internal.h"
+#include "vulkan/codegen/codegen_matmul.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

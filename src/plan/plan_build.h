@@ -3,8 +3,8 @@
 #ifndef VF_FRONTEND_PLAN_BUILD_H
 #define VF_FRONTEND_PLAN_BUILD_H
 
-#include "frontend/plan.h"
-#include "fusion/partition.h"
+#include "plan/plan.h"
+#include "plan/partition.h"
 
 #include <string.h>
 

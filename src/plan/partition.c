@@ -17,8 +17,8 @@
  * output and is stored once. Reductions and matmuls are never members of
  * an elementwise group, so they are never recomputed.
  */
-#include "fusion/partition.h"
-#include "fusion/sb.h"
+#include "plan/partition.h"
+#include "util/sb.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

@@ -15,8 +15,8 @@
 #ifndef VF_FUSION_CODEGEN_INTERNAL_H
 #define VF_FUSION_CODEGEN_INTERNAL_H
 
-#include "fusion/kernel.h"
-#include "fusion/sb.h"
+#include "vulkan/codegen/kernel.h"
+#include "util/sb.h"
 
 /* Compute types: what a loaded element becomes in the shader. */
 typedef enum { VF_CT_FLOAT, VF_CT_INT, VF_CT_UINT, VF_CT_BOOL } vf_ctype;
