@@ -3,99 +3,78 @@
  * One function per command. Every error names the token it stopped at.
  * Graphics and image commands are recognised only far enough to turn the
  * file into a SKIP with the reason: running the compute half of such a
- * file could report a PASS for a test that was never really run. */
-#include "am.h"
-#include "lex.h"
+ * file could report a PASS for a test that was never really run.
+ *
+ * This file: the token helpers, SHADER / VIRTUAL_FILE / BUFFER and the
+ * statement loop. Pipelines are in parse_amber_pipeline.c, RUN / COPY /
+ * CLEAR / EXPECT in parse_amber_cmds.c; parse_amber.h is what they share. */
+#include "parse_amber.h"
 #include "parse_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_VFILES 32
-
-typedef struct vfile {
-    char path[AM_TOK_MAX];
-    char *text;
-    int first_line;
-} vfile;
-
-typedef struct parser {
-    am_lex lx;
-    am_script *s;
-    am_result *res;
-    am_tok t;                    /* the last token read */
-    vfile vf[MAX_VFILES];
-    int n_vf;
-} parser;
-
-#define NEXT(p) am_lex_next(&(p)->lx, &(p)->t)
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        am_status st_ = (x);                                                                       \
-        if (st_ != AM_PASS) return st_;                                                            \
-    } while (0)
-
-static am_status err(parser *p, const am_tok *t, const char *fmt, const char *arg)
+am_status ap_err(ap_parser *p, const am_tok *t, const char *fmt, const char *arg)
 {
     char m[512];
     snprintf(m, sizeof m, fmt, arg);
     return am_fail_at(p->res, t->pos, "%s", m);
 }
 
-static const char *tok_desc(const am_tok *t)
+const char *ap_tok_desc(const am_tok *t)
 {
     return t->kind == AM_TOK_EOL ? "end of line" : t->kind == AM_TOK_EOF ? "end of file" : t->text;
 }
 
 /* Marks the file SKIP: it needs something this runner does not do. */
-static am_status skip(parser *p, const am_tok *t, const char *why)
+am_status ap_skip(ap_parser *p, const am_tok *t, const char *why)
 {
     snprintf(p->s->skip, sizeof p->s->skip, "%s", why);
     p->s->skip_pos = t->pos;
     return AM_SKIP;
 }
 
-static am_status word(parser *p, const char *what)
+am_status ap_word(ap_parser *p, const char *what)
 {
     NEXT(p);
-    if (p->t.kind != AM_TOK_WORD) return err(p, &p->t, "expected %s", what);
-    if (p->t.too_long) return err(p, &p->t, "%s is too long", what);
+    if (p->t.kind != AM_TOK_WORD) return ap_err(p, &p->t, "expected %s", what);
+    if (p->t.too_long) return ap_err(p, &p->t, "%s is too long", what);
     return AM_PASS;
 }
 
-static am_status keyword(parser *p, const char *kw)
+am_status ap_keyword(ap_parser *p, const char *kw)
 {
     NEXT(p);
     if (p->t.kind != AM_TOK_WORD || strcmp(p->t.text, kw) != 0) {
         char m[AM_TOK_MAX + 64];
-        snprintf(m, sizeof m, "expected %s, got '%s'", kw, tok_desc(&p->t));
+        snprintf(m, sizeof m, "expected %s, got '%s'", kw, ap_tok_desc(&p->t));
         return am_fail_at(p->res, p->t.pos, "%s", m);
     }
     return AM_PASS;
 }
 
-static am_status name(parser *p, const char *what, char *out)
+am_status ap_name(ap_parser *p, const char *what, char *out)
 {
-    TRY(word(p, what));
-    if (strlen(p->t.text) >= AM_NAME_MAX) return err(p, &p->t, "%s is too long", what);
+    TRY(ap_word(p, what));
+    if (strlen(p->t.text) >= AM_NAME_MAX) return ap_err(p, &p->t, "%s is too long", what);
     strcpy(out, p->t.text);
     return AM_PASS;
 }
 
-static am_status eol(parser *p)
+am_status ap_eol(ap_parser *p)
 {
     NEXT(p);
-    if (p->t.kind == AM_TOK_WORD) return err(p, &p->t, "unexpected '%s' at end of command", p->t.text);
+    if (p->t.kind == AM_TOK_WORD) return ap_err(p, &p->t, "unexpected '%s' at end of command", p->t.text);
     return AM_PASS;
 }
 
-static am_status uint_tok(parser *p, const char *what, uint64_t max, uint64_t *out)
+am_status ap_uint_tok(ap_parser *p, const char *what, uint64_t max, uint64_t *out)
 {
     NEXT(p);
     if (p->t.kind != AM_TOK_WORD) {
         char m[512];
-        snprintf(m, sizeof m, "expected a number for %s, got %s", what, tok_desc(&p->t));
+        snprintf(m, sizeof m, "expected a number for %s, got %s", what, ap_tok_desc(&p->t));
         return am_fail_at(p->res, p->t.pos, "%s", m);
     }
     if (!am_parse_uint(p->t.text, max, out)) {
@@ -107,29 +86,29 @@ static am_status uint_tok(parser *p, const char *what, uint64_t max, uint64_t *o
     return AM_PASS;
 }
 
-static bool peek_word(parser *p, const char *kw)
+bool ap_peek_word(ap_parser *p, const char *kw)
 {
     const am_tok *t = am_lex_peek(&p->lx);
     return t->kind == AM_TOK_WORD && strcmp(t->text, kw) == 0;
 }
 
-static bool peek_is_word(parser *p)
+bool ap_peek_is_word(ap_parser *p)
 {
     return am_lex_peek(&p->lx)->kind == AM_TOK_WORD;
 }
 
 /* ---- SHADER / VIRTUAL_FILE ------------------------------------------- */
 
-static am_status cmd_virtual_file(parser *p)
+static am_status cmd_virtual_file(ap_parser *p)
 {
     am_tok at = p->t;
-    if (p->n_vf >= MAX_VFILES) return err(p, &at, "more than %s virtual files", "32");
-    TRY(word(p, "a virtual file path"));
-    vfile *v = &p->vf[p->n_vf];
+    if (p->n_vf >= AP_MAX_VFILES) return ap_err(p, &at, "more than %s virtual files", "32");
+    TRY(ap_word(p, "a virtual file path"));
+    ap_vfile *v = &p->vf[p->n_vf];
     for (int i = 0; i < p->n_vf; i++)
-        if (!strcmp(p->vf[i].path, p->t.text)) return err(p, &p->t, "virtual file '%s' already defined", p->t.text);
+        if (!strcmp(p->vf[i].path, p->t.text)) return ap_err(p, &p->t, "virtual file '%s' already defined", p->t.text);
     strcpy(v->path, p->t.text);
-    TRY(eol(p));
+    TRY(ap_eol(p));
     bool eof;
     v->text = am_lex_raw_until_end(&p->lx, "END", &v->first_line, &eof);
     if (!v->text) return am_fail_at(p->res, at.pos, eof ? "VIRTUAL_FILE without END" : "out of memory");
@@ -137,11 +116,11 @@ static am_status cmd_virtual_file(parser *p)
     return AM_PASS;
 }
 
-static am_status cmd_shader(parser *p)
+static am_status cmd_shader(ap_parser *p)
 {
     am_tok at = p->t;
     am_script *s = p->s;
-    TRY(word(p, "a shader type"));
+    TRY(ap_word(p, "a shader type"));
     am_tok type = p->t;
     bool multi = !strcmp(type.text, "multi");
     if (strcmp(type.text, "compute") && !multi) {
@@ -149,17 +128,17 @@ static am_status cmd_shader(parser *p)
                                     "tessellation_control", "ray_generation", "any_hit",
                                     "closest_hit", "miss", "intersection", "callable"};
         for (size_t i = 0; i < sizeof gfx / sizeof *gfx; i++)
-            if (!strcmp(type.text, gfx[i])) return skip(p, &type, "graphics and ray tracing shaders not supported");
-        return err(p, &type, "unknown shader type '%s'", type.text);
+            if (!strcmp(type.text, gfx[i])) return ap_skip(p, &type, "graphics and ray tracing shaders not supported");
+        return ap_err(p, &type, "unknown shader type '%s'", type.text);
     }
-    if (s->n_shaders >= AM_MAX_SHADERS) return err(p, &at, "more than %s shaders", "64");
+    if (s->n_shaders >= AM_MAX_SHADERS) return ap_err(p, &at, "more than %s shaders", "64");
     am_shader *sh = &s->shader[s->n_shaders];
     memset(sh, 0, sizeof *sh);
     sh->pos = at.pos;
-    TRY(name(p, "a shader name", sh->name));
+    TRY(ap_name(p, "a shader name", sh->name));
     for (int i = 0; i < s->n_shaders; i++)
-        if (!strcmp(s->shader[i].name, sh->name)) return err(p, &p->t, "shader '%s' already defined", sh->name);
-    TRY(word(p, "a shader format"));
+        if (!strcmp(s->shader[i].name, sh->name)) return ap_err(p, &p->t, "shader '%s' already defined", sh->name);
+    TRY(ap_word(p, "a shader format"));
     if (!strcmp(p->t.text, "GLSL"))
         sh->kind = AM_SRC_GLSL;
     else if (!strcmp(p->t.text, "SPIRV-ASM"))
@@ -167,40 +146,40 @@ static am_status cmd_shader(parser *p)
     else if (!strcmp(p->t.text, "SPIRV-HEX"))
         sh->kind = AM_SRC_SPIRV_HEX;
     else if (!strcmp(p->t.text, "HLSL") || !strcmp(p->t.text, "OPENCL-C") || !strcmp(p->t.text, "WGSL"))
-        return skip(p, &p->t, "HLSL, OpenCL C and WGSL shaders not supported");
+        return ap_skip(p, &p->t, "HLSL, OpenCL C and WGSL shaders not supported");
     else
-        return err(p, &p->t, "unknown shader format '%s'", p->t.text);
-    if (multi && sh->kind == AM_SRC_GLSL) return err(p, &type, "a multi shader must be %s", "SPIR-V");
+        return ap_err(p, &p->t, "unknown shader format '%s'", p->t.text);
+    if (multi && sh->kind == AM_SRC_GLSL) return ap_err(p, &type, "a multi shader must be %s", "SPIR-V");
     bool from_file = false;
-    while (peek_is_word(p)) {
+    while (ap_peek_is_word(p)) {
         NEXT(p);
         if (!strcmp(p->t.text, "TARGET_ENV")) {
-            TRY(word(p, "a target environment"));
+            TRY(ap_word(p, "a target environment"));
             if (!am_parse_target_env(p->t.text, &sh->target_env))
-                return err(p, &p->t, "unknown TARGET_ENV '%s'", p->t.text);
+                return ap_err(p, &p->t, "unknown TARGET_ENV '%s'", p->t.text);
         } else if (!strcmp(p->t.text, "FILE") || !strcmp(p->t.text, "VIRTUAL_FILE")) {
             bool virt = p->t.text[0] == 'V';
-            TRY(word(p, "a file path"));
+            TRY(ap_word(p, "a file path"));
             from_file = true;
             int k = -1;
             for (int i = 0; i < p->n_vf; i++)
                 if (!strcmp(p->vf[i].path, p->t.text)) k = i;
             if (k >= 0) {
                 sh->source = strdup(p->vf[k].text);
-                if (!sh->source) return err(p, &p->t, "out of memory%s", "");
+                if (!sh->source) return ap_err(p, &p->t, "out of memory%s", "");
                 sh->source_line = p->vf[k].first_line;
             } else if (virt) {
-                return err(p, &p->t, "no VIRTUAL_FILE '%s' defined before this", p->t.text);
+                return ap_err(p, &p->t, "no VIRTUAL_FILE '%s' defined before this", p->t.text);
             } else if (strlen(p->t.text) >= sizeof sh->file) {
-                return err(p, &p->t, "path too long%s", "");
+                return ap_err(p, &p->t, "path too long%s", "");
             } else {
                 strcpy(sh->file, p->t.text); /* loaded by the runner, relative to the test */
             }
         } else {
-            return err(p, &p->t, "unexpected '%s' in SHADER", p->t.text);
+            return ap_err(p, &p->t, "unexpected '%s' in SHADER", p->t.text);
         }
     }
-    TRY(eol(p));
+    TRY(ap_eol(p));
     if (!from_file) {
         bool eof;
         sh->source = am_lex_raw_until_end(&p->lx, "END", &sh->source_line, &eof);
@@ -212,17 +191,17 @@ static am_status cmd_shader(parser *p)
 
 /* ---- BUFFER ------------------------------------------------------------ */
 
-static am_status value(parser *p, am_scalar sc, uint64_t *bits, am_num *num)
+am_status ap_value(ap_parser *p, am_scalar sc, uint64_t *bits, am_num *num)
 {
     char why[160];
     am_num n;
-    if (!am_num_parse(p->t.text, &n)) return err(p, &p->t, "'%s' is not a number", p->t.text);
-    if (!am_num_encode(&n, sc, bits, why, sizeof why)) return err(p, &p->t, "%s", why);
+    if (!am_num_parse(p->t.text, &n)) return ap_err(p, &p->t, "'%s' is not a number", p->t.text);
+    if (!am_num_encode(&n, sc, bits, why, sizeof why)) return ap_err(p, &p->t, "%s", why);
     if (num) *num = n;
     return AM_PASS;
 }
 
-static am_status buffer_data(parser *p, am_buffer *b)
+static am_status buffer_data(ap_parser *p, am_buffer *b)
 {
     /* Values up to END, over as many lines as needed. Growth is bounded
        by the input: each value is at least one character. */
@@ -235,14 +214,14 @@ static am_status buffer_data(parser *p, am_buffer *b)
         if (p->t.kind == AM_TOK_EOF) return am_fail_at(p->res, b->pos, "BUFFER DATA without END");
         if (!strcmp(p->t.text, "END")) break;
         uint64_t bits;
-        TRY(value(p, b->fmt.scalar, &bits, NULL));
+        TRY(ap_value(p, b->fmt.scalar, &bits, NULL));
         if (comp == 0) {
-            if (n + b->fmt.stride > AM_MAX_BUFFER_BYTES) return err(p, &p->t, "buffer too large%s", "");
+            if (n + b->fmt.stride > AM_MAX_BUFFER_BYTES) return ap_err(p, &p->t, "buffer too large%s", "");
             if (n + b->fmt.stride > cap) {
                 size_t nc = cap ? cap * 2 : 256;
                 while (nc < n + b->fmt.stride) nc *= 2;
                 uint8_t *d = realloc(b->data, nc);
-                if (!d) return err(p, &p->t, "out of memory%s", "");
+                if (!d) return ap_err(p, &p->t, "out of memory%s", "");
                 b->data = d;
                 cap = nc;
             }
@@ -255,135 +234,132 @@ static am_status buffer_data(parser *p, am_buffer *b)
             n += b->fmt.stride;
         }
     }
-    if (comp != 0) return err(p, &p->t, "DATA ends inside an element (its components come in %s)",
+    if (comp != 0) return ap_err(p, &p->t, "DATA ends inside an element (its components come in %s)",
                               b->fmt.n_comp == 1 ? "ones" : "groups");
     b->elements = elems;
     b->data_len = n;
     b->init = AM_INIT_DATA;
-    return eol(p);
+    return ap_eol(p);
 }
 
-static am_status cmd_buffer(parser *p)
+static am_status cmd_buffer(ap_parser *p)
 {
     am_tok at = p->t;
     am_script *s = p->s;
-    if (s->n_buffers >= AM_MAX_BUFFERS) return err(p, &at, "more than %s buffers", "256");
+    if (s->n_buffers >= AM_MAX_BUFFERS) return ap_err(p, &at, "more than %s buffers", "256");
     am_buffer *b = &s->buffer[s->n_buffers];
     memset(b, 0, sizeof *b);
     b->pos = at.pos;
-    TRY(name(p, "a buffer name", b->name));
+    TRY(ap_name(p, "a buffer name", b->name));
     for (int i = 0; i < s->n_buffers; i++)
-        if (!strcmp(s->buffer[i].name, b->name)) return err(p, &p->t, "buffer '%s' already defined", b->name);
+        if (!strcmp(s->buffer[i].name, b->name)) return ap_err(p, &p->t, "buffer '%s' already defined", b->name);
     /* Counted now so am_script_free frees its DATA even when parsing fails
        half-way; a failed parse is never run. */
     s->n_buffers++;
-    TRY(word(p, "DATA_TYPE or FORMAT"));
+    TRY(ap_word(p, "DATA_TYPE or FORMAT"));
     if (!strcmp(p->t.text, "DATA_TYPE")) {
-        TRY(word(p, "a data type"));
+        TRY(ap_word(p, "a data type"));
         int r = am_parse_type(p->t.text, &b->fmt);
-        if (r < 0) return skip(p, &p->t, "image formats with packed or depth components not supported");
-        if (r == 0) return err(p, &p->t, "unknown data type '%s'", p->t.text);
+        if (r < 0) return ap_skip(p, &p->t, "image formats with packed or depth components not supported");
+        if (r == 0) return ap_err(p, &p->t, "unknown data type '%s'", p->t.text);
         b->fmt.layout = r == 2 ? AM_PACKED : AM_STD430;
-        if (peek_word(p, "STD140") || peek_word(p, "STD430")) {
+        if (ap_peek_word(p, "STD140") || ap_peek_word(p, "STD430")) {
             NEXT(p);
-            if (r == 2) return err(p, &p->t, "a FORMAT type has no %s layout", p->t.text);
+            if (r == 2) return ap_err(p, &p->t, "a FORMAT type has no %s layout", p->t.text);
             b->fmt.layout = !strcmp(p->t.text, "STD140") ? AM_STD140 : AM_STD430;
         }
     } else if (!strcmp(p->t.text, "FORMAT")) {
-        TRY(word(p, "a format"));
+        TRY(ap_word(p, "a format"));
         int r = am_parse_type(p->t.text, &b->fmt);
         if (r != 2) {
             if (r < 0 || !strncmp(p->t.text, "D", 1) || !strncmp(p->t.text, "S8", 2))
-                return skip(p, &p->t, "images not supported (packed, depth or stencil format)");
-            return err(p, &p->t, "unknown format '%s'", p->t.text);
+                return ap_skip(p, &p->t, "images not supported (packed, depth or stencil format)");
+            return ap_err(p, &p->t, "unknown format '%s'", p->t.text);
         }
         b->fmt.layout = AM_PACKED;
-        if (!peek_word(p, "SIZE") && !peek_word(p, "DATA")) {
+        if (!ap_peek_word(p, "SIZE") && !ap_peek_word(p, "DATA")) {
             /* A bare FORMAT buffer is an image or attachment. */
-            return skip(p, &p->t, "images not supported");
+            return ap_skip(p, &p->t, "images not supported");
         }
     } else {
-        return err(p, &p->t, "expected DATA_TYPE or FORMAT, got '%s'", p->t.text);
+        return ap_err(p, &p->t, "expected DATA_TYPE or FORMAT, got '%s'", p->t.text);
     }
     am_fmt_finish(&b->fmt);
     b->has_fmt = true;
-    TRY(word(p, "SIZE or DATA"));
+    TRY(ap_word(p, "SIZE or DATA"));
     if (!strcmp(p->t.text, "DATA")) {
         TRY(buffer_data(p, b)); /* values may start on the DATA line */
     } else if (!strcmp(p->t.text, "SIZE")) {
         uint64_t n;
-        TRY(uint_tok(p, "SIZE", AM_MAX_BUFFER_BYTES / b->fmt.stride, &n));
+        TRY(ap_uint_tok(p, "SIZE", AM_MAX_BUFFER_BYTES / b->fmt.stride, &n));
         b->elements = n;
-        TRY(word(p, "FILL or SERIES_FROM"));
+        TRY(ap_word(p, "FILL or SERIES_FROM"));
         if (!strcmp(p->t.text, "FILL")) {
-            TRY(word(p, "a fill value"));
+            TRY(ap_word(p, "a fill value"));
             uint64_t bits;
-            TRY(value(p, b->fmt.scalar, &bits, &b->fill));
+            TRY(ap_value(p, b->fmt.scalar, &bits, &b->fill));
             b->init = AM_INIT_FILL;
         } else if (!strcmp(p->t.text, "SERIES_FROM")) {
             uint64_t bits;
-            TRY(word(p, "a start value"));
-            TRY(value(p, b->fmt.scalar, &bits, &b->fill));
-            TRY(keyword(p, "INC_BY"));
-            TRY(word(p, "an increment"));
-            TRY(value(p, b->fmt.scalar, &bits, &b->inc));
+            TRY(ap_word(p, "a start value"));
+            TRY(ap_value(p, b->fmt.scalar, &bits, &b->fill));
+            TRY(ap_keyword(p, "INC_BY"));
+            TRY(ap_word(p, "an increment"));
+            TRY(ap_value(p, b->fmt.scalar, &bits, &b->inc));
             b->init = AM_INIT_SERIES;
         } else if (!strcmp(p->t.text, "WIDTH") || !strcmp(p->t.text, "HEIGHT")) {
-            return skip(p, &p->t, "images not supported");
+            return ap_skip(p, &p->t, "images not supported");
         } else {
-            return err(p, &p->t, "expected FILL or SERIES_FROM, got '%s'", p->t.text);
+            return ap_err(p, &p->t, "expected FILL or SERIES_FROM, got '%s'", p->t.text);
         }
-        TRY(eol(p));
+        TRY(ap_eol(p));
     } else if (!strcmp(p->t.text, "WIDTH") || !strcmp(p->t.text, "MIP_LEVELS") ||
                !strcmp(p->t.text, "SAMPLES")) {
-        return skip(p, &p->t, "images not supported");
+        return ap_skip(p, &p->t, "images not supported");
     } else {
-        return err(p, &p->t, "expected SIZE or DATA, got '%s'", p->t.text);
+        return ap_err(p, &p->t, "expected SIZE or DATA, got '%s'", p->t.text);
     }
     return AM_PASS;
 }
 
 /* ---- lookups ----------------------------------------------------------- */
 
-static am_status find_buffer(parser *p, int *out)
+am_status ap_find_buffer(ap_parser *p, int *out)
 {
-    TRY(word(p, "a buffer name"));
+    TRY(ap_word(p, "a buffer name"));
     for (int i = 0; i < p->s->n_buffers; i++)
         if (!strcmp(p->s->buffer[i].name, p->t.text)) {
             *out = i;
             return AM_PASS;
         }
-    return err(p, &p->t, "unknown buffer '%s'", p->t.text);
+    return ap_err(p, &p->t, "unknown buffer '%s'", p->t.text);
 }
 
-static am_status find_pipeline(parser *p, int *out)
+am_status ap_find_pipeline(ap_parser *p, int *out)
 {
-    TRY(word(p, "a pipeline name"));
+    TRY(ap_word(p, "a pipeline name"));
     for (int i = 0; i < p->s->n_pipelines; i++)
         if (!strcmp(p->s->pipeline[i].name, p->t.text)) {
             *out = i;
             return AM_PASS;
         }
-    return err(p, &p->t, "unknown pipeline '%s'", p->t.text);
+    return ap_err(p, &p->t, "unknown pipeline '%s'", p->t.text);
 }
 
-static am_status find_shader(parser *p, int *out)
+am_status ap_find_shader(ap_parser *p, int *out)
 {
-    TRY(word(p, "a shader name"));
+    TRY(ap_word(p, "a shader name"));
     for (int i = 0; i < p->s->n_shaders; i++)
         if (!strcmp(p->s->shader[i].name, p->t.text)) {
             *out = i;
             return AM_PASS;
         }
-    return err(p, &p->t, "unknown shader '%s'", p->t.text);
+    return ap_err(p, &p->t, "unknown shader '%s'", p->t.text);
 }
-
-#include "parse_amber_pipeline.inc"
-#include "parse_amber_cmds.inc"
 
 /* ---- top level ---------------------------------------------------------- */
 
-static am_status requirement(parser *p)
+static am_status requirement(ap_parser *p)
 {
     am_script *s = p->s;
     am_tok at = p->t;
@@ -399,39 +375,39 @@ static am_status requirement(parser *p)
         list = s->inst_ext;
         n = &s->n_inst_ext;
     }
-    TRY(word(p, "a name"));
-    if (strlen(p->t.text) >= AM_NAME_MAX) return err(p, &p->t, "name too long%s", "");
+    TRY(ap_word(p, "a name"));
+    if (strlen(p->t.text) >= AM_NAME_MAX) return ap_err(p, &p->t, "name too long%s", "");
     if (at.text[0] == 'D' && at.text[7] == 'F' && !am_feature_known(p->t.text))
-        return err(p, &p->t, "unknown device feature '%s'", p->t.text);
+        return ap_err(p, &p->t, "unknown device feature '%s'", p->t.text);
     for (int i = 0; i < *n; i++)
-        if (!strcmp(list[i], p->t.text)) return eol(p); /* repeated: harmless */
-    if (*n >= AM_MAX_FEATURES) return err(p, &p->t, "too many %s", at.text);
+        if (!strcmp(list[i], p->t.text)) return ap_eol(p); /* repeated: harmless */
+    if (*n >= AM_MAX_FEATURES) return ap_err(p, &p->t, "too many %s", at.text);
     strcpy(list[(*n)++], p->t.text);
-    return eol(p);
+    return ap_eol(p);
 }
 
-static am_status cmd_set(parser *p)
+static am_status cmd_set(ap_parser *p)
 {
-    TRY(keyword(p, "ENGINE_DATA"));
-    TRY(word(p, "an engine data name"));
-    if (strcmp(p->t.text, "fence_timeout_ms")) return err(p, &p->t, "unknown engine data '%s'", p->t.text);
+    TRY(ap_keyword(p, "ENGINE_DATA"));
+    TRY(ap_word(p, "an engine data name"));
+    if (strcmp(p->t.text, "fence_timeout_ms")) return ap_err(p, &p->t, "unknown engine data '%s'", p->t.text);
     uint64_t v;
-    TRY(uint_tok(p, "fence_timeout_ms", UINT32_MAX, &v));
+    TRY(ap_uint_tok(p, "fence_timeout_ms", UINT32_MAX, &v));
     p->s->fence_timeout_ms = (uint32_t)v;
-    return eol(p);
+    return ap_eol(p);
 }
 
-static am_status statement(parser *p, bool in_repeat);
+static am_status statement(ap_parser *p, bool in_repeat);
 
-static am_status cmd_repeat(parser *p)
+static am_status cmd_repeat(ap_parser *p)
 {
     am_tok at = p->t;
     uint64_t n;
-    TRY(uint_tok(p, "the repeat count", AM_MAX_REPEAT, &n));
-    if (n == 0) return err(p, &p->t, "REPEAT count must be at least %s", "1");
-    TRY(eol(p));
+    TRY(ap_uint_tok(p, "the repeat count", AM_MAX_REPEAT, &n));
+    if (n == 0) return ap_err(p, &p->t, "REPEAT count must be at least %s", "1");
+    TRY(ap_eol(p));
     am_cmd *c = am_script_add_cmd(p->s);
-    if (!c) return err(p, &at, "too many commands%s", "");
+    if (!c) return ap_err(p, &at, "too many commands%s", "");
     int idx = p->s->n_cmds - 1;
     c->kind = AM_CMD_REPEAT;
     c->pos = at.pos;
@@ -444,42 +420,42 @@ static am_status cmd_repeat(parser *p)
         TRY(statement(p, true));
     }
     p->s->cmd[idx].body = (uint32_t)(p->s->n_cmds - idx - 1);
-    return eol(p);
+    return ap_eol(p);
 }
 
-static am_status statement(parser *p, bool in_repeat)
+static am_status statement(ap_parser *p, bool in_repeat)
 {
     const char *w = p->t.text;
-    if (p->t.too_long) return err(p, &p->t, "unknown command (a %s-character word)", "very long");
-    if (!strcmp(w, "RUN")) return cmd_run(p);
-    if (!strcmp(w, "EXPECT")) return cmd_expect(p);
-    if (!strcmp(w, "COPY")) return cmd_copy(p);
+    if (p->t.too_long) return ap_err(p, &p->t, "unknown command (a %s-character word)", "very long");
+    if (!strcmp(w, "RUN")) return ap_cmd_run(p);
+    if (!strcmp(w, "EXPECT")) return ap_cmd_expect(p);
+    if (!strcmp(w, "COPY")) return ap_cmd_copy(p);
     if (!strcmp(w, "CLEAR") || !strcmp(w, "CLEAR_COLOR") || !strcmp(w, "CLEAR_DEPTH") ||
         !strcmp(w, "CLEAR_STENCIL"))
-        return cmd_clear(p);
+        return ap_cmd_clear(p);
     if (in_repeat) {
-        if (!strcmp(w, "REPEAT")) return err(p, &p->t, "REPEAT cannot be nested%s", "");
-        return err(p, &p->t, "'%s' is not allowed inside REPEAT", w);
+        if (!strcmp(w, "REPEAT")) return ap_err(p, &p->t, "REPEAT cannot be nested%s", "");
+        return ap_err(p, &p->t, "'%s' is not allowed inside REPEAT", w);
     }
     if (!strcmp(w, "SHADER")) return cmd_shader(p);
     if (!strcmp(w, "BUFFER")) return cmd_buffer(p);
-    if (!strcmp(w, "PIPELINE")) return cmd_pipeline(p, false);
-    if (!strcmp(w, "DERIVE_PIPELINE")) return cmd_pipeline(p, true);
+    if (!strcmp(w, "PIPELINE")) return ap_cmd_pipeline(p, false);
+    if (!strcmp(w, "DERIVE_PIPELINE")) return ap_cmd_pipeline(p, true);
     if (!strcmp(w, "REPEAT")) return cmd_repeat(p);
     if (!strcmp(w, "VIRTUAL_FILE")) return cmd_virtual_file(p);
     if (!strcmp(w, "DEVICE_FEATURE") || !strcmp(w, "DEVICE_EXTENSION") || !strcmp(w, "INSTANCE_EXTENSION"))
         return requirement(p);
     if (!strcmp(w, "SET")) return cmd_set(p);
-    if (!strcmp(w, "IMAGE") || !strcmp(w, "SAMPLER")) return skip(p, &p->t, "images not supported");
-    if (!strcmp(w, "STRUCT")) return skip(p, &p->t, "STRUCT buffers not supported");
-    if (!strcmp(w, "DEBUG")) return skip(p, &p->t, "DEBUG (shader debugger) not supported");
-    if (!strcmp(w, "END")) return err(p, &p->t, "END without a block to close%s", "");
-    return err(p, &p->t, "unknown command '%s'", w);
+    if (!strcmp(w, "IMAGE") || !strcmp(w, "SAMPLER")) return ap_skip(p, &p->t, "images not supported");
+    if (!strcmp(w, "STRUCT")) return ap_skip(p, &p->t, "STRUCT buffers not supported");
+    if (!strcmp(w, "DEBUG")) return ap_skip(p, &p->t, "DEBUG (shader debugger) not supported");
+    if (!strcmp(w, "END")) return ap_err(p, &p->t, "END without a block to close%s", "");
+    return ap_err(p, &p->t, "unknown command '%s'", w);
 }
 
 am_status am_parse_amber(const char *src, size_t len, am_script *s, am_result *res)
 {
-    parser *p = calloc(1, sizeof *p);
+    ap_parser *p = calloc(1, sizeof *p);
     if (!p) return am_fail_at(res, (am_pos){1, 1}, "out of memory");
     memset(s, 0, sizeof *s);
     am_lex_init(&p->lx, src, len);

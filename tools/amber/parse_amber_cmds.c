@@ -1,6 +1,13 @@
-/* RUN, COPY, CLEAR and EXPECT (included by parse_amber.c). */
+/* AmberScript RUN, COPY, CLEAR and EXPECT (the rest of the parser:
+   parse_amber.c). */
+#include "parse_amber.h"
+#include "parse_util.h"
 
-static am_cmd *new_cmd(parser *p, am_cmd_kind kind, am_pos pos)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static am_cmd *new_cmd(ap_parser *p, am_cmd_kind kind, am_pos pos)
 {
     am_cmd *c = am_script_add_cmd(p->s);
     if (c) {
@@ -10,25 +17,25 @@ static am_cmd *new_cmd(parser *p, am_cmd_kind kind, am_pos pos)
     return c;
 }
 
-static am_status cmd_run(parser *p)
+am_status ap_cmd_run(ap_parser *p)
 {
     am_tok at = p->t;
     bool timed = false;
-    if (peek_word(p, "TIMED_EXECUTION")) {
+    if (ap_peek_word(p, "TIMED_EXECUTION")) {
         NEXT(p);
         timed = true;
     }
     int pl = -1;
-    TRY(find_pipeline(p, &pl));
+    TRY(ap_find_pipeline(p, &pl));
     uint64_t g[3];
     const am_tok *nx = am_lex_peek(&p->lx);
     if (nx->kind == AM_TOK_WORD && (!strcmp(nx->text, "DRAW_RECT") || !strcmp(nx->text, "DRAW_GRID") ||
                                     !strcmp(nx->text, "DRAW_ARRAY")))
-        return skip(p, nx, "graphics draws not supported");
-    for (int i = 0; i < 3; i++) TRY(uint_tok(p, "a workgroup count", UINT32_MAX, &g[i]));
-    TRY(eol(p));
+        return ap_skip(p, nx, "graphics draws not supported");
+    for (int i = 0; i < 3; i++) TRY(ap_uint_tok(p, "a workgroup count", UINT32_MAX, &g[i]));
+    TRY(ap_eol(p));
     am_cmd *c = new_cmd(p, AM_CMD_RUN, at.pos);
-    if (!c) return err(p, &at, "too many commands%s", "");
+    if (!c) return ap_err(p, &at, "too many commands%s", "");
     c->pipeline = pl;
     c->timed = timed;
     for (int i = 0; i < 3; i++) c->groups[i] = (uint32_t)g[i];
@@ -40,37 +47,37 @@ static bool same_fmt(const am_fmt *a, const am_fmt *b)
     return a->scalar == b->scalar && a->rows == b->rows && a->cols == b->cols && a->stride == b->stride;
 }
 
-static am_status cmd_copy(parser *p)
+am_status ap_cmd_copy(ap_parser *p)
 {
     am_tok at = p->t;
     int a = -1, b = -1;
-    TRY(find_buffer(p, &a));
-    TRY(keyword(p, "TO"));
-    TRY(find_buffer(p, &b));
+    TRY(ap_find_buffer(p, &a));
+    TRY(ap_keyword(p, "TO"));
+    TRY(ap_find_buffer(p, &b));
     am_tok bt = p->t;
-    if (a == b) return err(p, &bt, "COPY of '%s' onto itself", bt.text);
+    if (a == b) return ap_err(p, &bt, "COPY of '%s' onto itself", bt.text);
     const am_buffer *ba = &p->s->buffer[a], *bb = &p->s->buffer[b];
-    if (!same_fmt(&ba->fmt, &bb->fmt)) return err(p, &bt, "COPY needs buffers of one data type ('%s' differs)", bt.text);
-    TRY(eol(p));
+    if (!same_fmt(&ba->fmt, &bb->fmt)) return ap_err(p, &bt, "COPY needs buffers of one data type ('%s' differs)", bt.text);
+    TRY(ap_eol(p));
     am_cmd *c = new_cmd(p, AM_CMD_COPY, at.pos);
-    if (!c) return err(p, &at, "too many commands%s", "");
+    if (!c) return ap_err(p, &at, "too many commands%s", "");
     c->buf = a;
     c->buf2 = b;
     return AM_PASS;
 }
 
-static am_status cmd_clear(parser *p)
+am_status ap_cmd_clear(ap_parser *p)
 {
     am_tok at = p->t;
     int pl = -1;
-    TRY(find_pipeline(p, &pl));
+    TRY(ap_find_pipeline(p, &pl));
     /* Every pipeline that parses here is a compute pipeline. */
-    return err(p, &at, "%s needs a graphics pipeline", at.text);
+    return ap_err(p, &at, "%s needs a graphics pipeline", at.text);
 }
 
-static am_status tolerance(parser *p, am_cmd *c)
+static am_status tolerance(ap_parser *p, am_cmd *c)
 {
-    while (peek_is_word(p)) {
+    while (ap_peek_is_word(p)) {
         const am_tok *nx = am_lex_peek(&p->lx);
         am_num n;
         char txt[AM_TOK_MAX];
@@ -80,64 +87,64 @@ static am_status tolerance(parser *p, am_cmd *c)
         if (pct) txt[l - 1] = '\0';
         if (!am_num_parse(txt, &n)) break;
         NEXT(p);
-        if (c->n_tol >= 4) return err(p, &p->t, "TOLERANCE takes at most four values%s", "");
-        if (n.neg || n.hex) return err(p, &p->t, "a tolerance must be a non-negative number, not '%s'", p->t.text);
+        if (c->n_tol >= 4) return ap_err(p, &p->t, "TOLERANCE takes at most four values%s", "");
+        if (n.neg || n.hex) return ap_err(p, &p->t, "a tolerance must be a non-negative number, not '%s'", p->t.text);
         c->tol[c->n_tol] = n.f;
         c->tol_pct[c->n_tol] = pct;
         c->n_tol++;
     }
     if (c->n_tol == 0) {
         NEXT(p);
-        return err(p, &p->t, "TOLERANCE needs a value, got '%s'", tok_desc(&p->t));
+        return ap_err(p, &p->t, "TOLERANCE needs a value, got '%s'", ap_tok_desc(&p->t));
     }
     return AM_PASS;
 }
 
-static am_status expect_buffers(parser *p, am_cmd *c, am_tok cmp)
+static am_status expect_buffers(ap_parser *p, am_cmd *c, am_tok cmp)
 {
-    TRY(find_buffer(p, &c->buf2));
+    TRY(ap_find_buffer(p, &c->buf2));
     am_tok bt = p->t;
     const am_buffer *a = &p->s->buffer[c->buf], *b = &p->s->buffer[c->buf2];
     if (!same_fmt(&a->fmt, &b->fmt))
-        return err(p, &bt, "'%s' has a different data type", bt.text);
+        return ap_err(p, &bt, "'%s' has a different data type", bt.text);
     if (!strcmp(cmp.text, "EQ_BUFFER")) {
         c->kind = AM_CMD_EXPECT_EQ_BUFFER;
-        return eol(p);
+        return ap_eol(p);
     }
     c->kind = !strcmp(cmp.text, "RMSE_BUFFER") ? AM_CMD_EXPECT_RMSE : AM_CMD_EXPECT_EMD;
     if (c->kind == AM_CMD_EXPECT_EMD && am_scalar_size(a->fmt.scalar) != 1)
-        return err(p, &cmp, "%s compares 8-bit components only", cmp.text);
-    TRY(keyword(p, "TOLERANCE"));
-    TRY(word(p, "a tolerance"));
+        return ap_err(p, &cmp, "%s compares 8-bit components only", cmp.text);
+    TRY(ap_keyword(p, "TOLERANCE"));
+    TRY(ap_word(p, "a tolerance"));
     am_num n;
     if (!am_num_parse(p->t.text, &n) || n.neg)
-        return err(p, &p->t, "a tolerance must be a non-negative number, not '%s'", p->t.text);
+        return ap_err(p, &p->t, "a tolerance must be a non-negative number, not '%s'", p->t.text);
     c->tolerance = n.f;
-    return eol(p);
+    return ap_eol(p);
 }
 
-static am_status cmd_expect(parser *p)
+am_status ap_cmd_expect(ap_parser *p)
 {
     am_tok at = p->t;
     int b = -1;
-    TRY(find_buffer(p, &b));
+    TRY(ap_find_buffer(p, &b));
     am_cmd *c = new_cmd(p, AM_CMD_EXPECT, at.pos);
-    if (!c) return err(p, &at, "too many commands%s", "");
+    if (!c) return ap_err(p, &at, "too many commands%s", "");
     c->buf = b;
     c->expect_no = ++p->s->n_expects;
     const am_buffer *buf = &p->s->buffer[b];
     c->fmt = buf->fmt;
-    TRY(word(p, "IDX or a buffer comparison"));
+    TRY(ap_word(p, "IDX or a buffer comparison"));
     am_tok cmp = p->t;
     if (!strcmp(cmp.text, "EQ_BUFFER") || !strcmp(cmp.text, "RMSE_BUFFER") ||
         !strcmp(cmp.text, "EQ_HISTOGRAM_EMD_BUFFER"))
         return expect_buffers(p, c, cmp);
-    if (strcmp(cmp.text, "IDX")) return err(p, &cmp, "expected IDX, got '%s'", cmp.text);
-    TRY(uint_tok(p, "IDX (a byte offset)", AM_MAX_BUFFER_BYTES, &c->offset));
+    if (strcmp(cmp.text, "IDX")) return ap_err(p, &cmp, "expected IDX, got '%s'", cmp.text);
+    TRY(ap_uint_tok(p, "IDX (a byte offset)", AM_MAX_BUFFER_BYTES, &c->offset));
     am_tok idx = p->t;
     uint64_t dummy;
-    if (peek_is_word(p) && am_parse_uint(am_lex_peek(&p->lx)->text, UINT32_MAX, &dummy))
-        return skip(p, am_lex_peek(&p->lx), "images not supported (EXPECT x y)");
+    if (ap_peek_is_word(p) && am_parse_uint(am_lex_peek(&p->lx)->text, UINT32_MAX, &dummy))
+        return ap_skip(p, am_lex_peek(&p->lx), "images not supported (EXPECT x y)");
     uint32_t in_elem = (uint32_t)(c->offset % c->fmt.stride);
     bool on_comp = false;
     for (uint32_t i = 0; i < c->fmt.n_comp; i++) on_comp |= c->fmt.comp_off[i] == in_elem;
@@ -147,11 +154,11 @@ static am_status cmd_expect(parser *p)
                  (unsigned long long)c->offset, c->fmt.stride);
         return am_fail_at(p->res, idx.pos, "%s", m);
     }
-    TRY(word(p, "a comparison"));
+    TRY(ap_word(p, "a comparison"));
     if (!strcmp(p->t.text, "TOLERANCE")) {
         TRY(tolerance(p, c));
-        TRY(word(p, "EQ"));
-        if (strcmp(p->t.text, "EQ")) return err(p, &p->t, "TOLERANCE goes with EQ, not '%s'", p->t.text);
+        TRY(ap_word(p, "EQ"));
+        if (strcmp(p->t.text, "EQ")) return ap_err(p, &p->t, "TOLERANCE goes with EQ, not '%s'", p->t.text);
     }
     static const char *ops[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
     int op = -1;
@@ -159,26 +166,26 @@ static am_status cmd_expect(parser *p)
         if (!strcmp(p->t.text, ops[i])) op = i;
     if (op < 0) {
         if (!strcmp(p->t.text, "EQ_RGB") || !strcmp(p->t.text, "EQ_RGBA"))
-            return skip(p, &p->t, "images not supported (EQ_RGB)");
-        return err(p, &p->t, "unknown comparison '%s'", p->t.text);
+            return ap_skip(p, &p->t, "images not supported (EQ_RGB)");
+        return ap_err(p, &p->t, "unknown comparison '%s'", p->t.text);
     }
     c->cmp = (am_cmp)op;
     size_t cap = 0;
-    while (peek_is_word(p)) {
+    while (ap_peek_is_word(p)) {
         NEXT(p);
         if (c->n_values == cap) {
             size_t nc = cap ? cap * 2 : 16;
             uint64_t *v = realloc(c->values, nc * sizeof *v);
-            if (!v) return err(p, &p->t, "out of memory%s", "");
+            if (!v) return ap_err(p, &p->t, "out of memory%s", "");
             c->values = v;
             cap = nc;
         }
-        TRY(value(p, c->fmt.scalar, &c->values[c->n_values], NULL));
+        TRY(ap_value(p, c->fmt.scalar, &c->values[c->n_values], NULL));
         c->n_values++;
     }
     if (c->n_values == 0) {
         NEXT(p);
-        return err(p, &p->t, "EXPECT needs values after the comparison, got '%s'", tok_desc(&p->t));
+        return ap_err(p, &p->t, "EXPECT needs values after the comparison, got '%s'", ap_tok_desc(&p->t));
     }
-    return eol(p);
+    return ap_eol(p);
 }

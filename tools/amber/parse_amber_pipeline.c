@@ -1,27 +1,31 @@
-/* PIPELINE / DERIVE_PIPELINE bodies (included by parse_amber.c: it shares
-   the parser's static helpers). */
+/* AmberScript PIPELINE / DERIVE_PIPELINE and their bodies: ATTACH, BIND,
+   SUBGROUP (the rest of the parser: parse_amber.c). */
+#include "parse_amber.h"
+#include "parse_util.h"
 
-static am_status attach(parser *p, am_pipeline *pl)
+#include <string.h>
+
+static am_status attach(ap_parser *p, am_pipeline *pl)
 {
     int sh = -1;
-    TRY(find_shader(p, &sh));
+    TRY(ap_find_shader(p, &sh));
     am_tok st = p->t;
     if (pl->shader >= 0 && pl->shader != sh)
-        return err(p, &st, "a compute pipeline takes one shader ('%s' is a second)", st.text);
+        return ap_err(p, &st, "a compute pipeline takes one shader ('%s' is a second)", st.text);
     pl->shader = sh;
-    while (peek_is_word(p)) {
+    while (ap_peek_is_word(p)) {
         NEXT(p);
         if (!strcmp(p->t.text, "ENTRY_POINT")) {
-            TRY(name(p, "an entry point", pl->entry));
+            TRY(ap_name(p, "an entry point", pl->entry));
         } else if (!strcmp(p->t.text, "TYPE")) {
-            TRY(word(p, "a shader type"));
+            TRY(ap_word(p, "a shader type"));
             if (strcmp(p->t.text, "compute"))
-                return skip(p, &p->t, "graphics shaders not supported");
+                return ap_skip(p, &p->t, "graphics shaders not supported");
         } else if (!strcmp(p->t.text, "SPECIALIZE")) {
             uint64_t id;
-            TRY(uint_tok(p, "the specialization id", UINT32_MAX, &id));
-            TRY(keyword(p, "AS"));
-            TRY(word(p, "uint32, int32 or float"));
+            TRY(ap_uint_tok(p, "the specialization id", UINT32_MAX, &id));
+            TRY(ap_keyword(p, "AS"));
+            TRY(ap_word(p, "uint32, int32 or float"));
             am_scalar sc;
             if (!strcmp(p->t.text, "uint32"))
                 sc = AM_U32;
@@ -30,68 +34,68 @@ static am_status attach(parser *p, am_pipeline *pl)
             else if (!strcmp(p->t.text, "float"))
                 sc = AM_F32;
             else
-                return err(p, &p->t, "SPECIALIZE takes uint32, int32 or float, not '%s'", p->t.text);
-            TRY(word(p, "a value"));
+                return ap_err(p, &p->t, "SPECIALIZE takes uint32, int32 or float, not '%s'", p->t.text);
+            TRY(ap_word(p, "a value"));
             uint64_t bits;
-            TRY(value(p, sc, &bits, NULL));
+            TRY(ap_value(p, sc, &bits, NULL));
             int k = 0;
             while (k < pl->n_spec && pl->spec[k].id != id) k++;
             if (k == pl->n_spec) {
-                if (pl->n_spec >= AM_MAX_SPECS) return err(p, &p->t, "too many SPECIALIZE%s", "");
+                if (pl->n_spec >= AM_MAX_SPECS) return ap_err(p, &p->t, "too many SPECIALIZE%s", "");
                 pl->n_spec++;
             }
             pl->spec[k].id = (uint32_t)id;
             pl->spec[k].bits = (uint32_t)bits;
         } else {
-            return err(p, &p->t, "unexpected '%s' in ATTACH", p->t.text);
+            return ap_err(p, &p->t, "unexpected '%s' in ATTACH", p->t.text);
         }
     }
-    return eol(p);
+    return ap_eol(p);
 }
 
 /* Numbers following a keyword, one per buffer of the binding. */
-static am_status per_buffer_list(parser *p, int n, uint64_t *out, bool allow_minus_one)
+static am_status per_buffer_list(ap_parser *p, int n, uint64_t *out, bool allow_minus_one)
 {
     for (int i = 0; i < n; i++) {
-        TRY(word(p, "a value per buffer"));
+        TRY(ap_word(p, "a value per buffer"));
         if (allow_minus_one && !strcmp(p->t.text, "-1")) {
             out[i] = UINT64_MAX;
             continue;
         }
         if (!am_parse_uint(p->t.text, UINT32_MAX, &out[i]))
-            return err(p, &p->t, "'%s' is not a valid offset or range", p->t.text);
+            return ap_err(p, &p->t, "'%s' is not a valid offset or range", p->t.text);
     }
     return AM_PASS;
 }
 
-static am_status bind(parser *p, am_pipeline *pl)
+static am_status bind(ap_parser *p, am_pipeline *pl)
 {
-    TRY(word(p, "BUFFER, BUFFER_ARRAY or SAMPLER"));
+    TRY(ap_word(p, "BUFFER, BUFFER_ARRAY or SAMPLER"));
     am_tok what = p->t;
     bool array = !strcmp(what.text, "BUFFER_ARRAY");
     if (!strcmp(what.text, "SAMPLER") || !strcmp(what.text, "SAMPLER_ARRAY"))
-        return skip(p, &what, "images not supported (samplers)");
+        return ap_skip(p, &what, "images not supported (samplers)");
     if (strcmp(what.text, "BUFFER") && !array)
-        return err(p, &what, "expected BUFFER, BUFFER_ARRAY or SAMPLER, got '%s'", what.text);
-    if (pl->n_bind >= AM_MAX_BINDINGS) return err(p, &what, "too many bindings%s", "");
+        return ap_err(p, &what, "expected BUFFER, BUFFER_ARRAY or SAMPLER, got '%s'", what.text);
+    if (pl->n_bind >= AM_MAX_BINDINGS) return ap_err(p, &what, "too many bindings%s", "");
     am_binding *b = &pl->bind[pl->n_bind];
     memset(b, 0, sizeof *b);
     b->pos = what.pos;
     do {
-        if (b->n >= AM_MAX_ARRAY) return err(p, &p->t, "BUFFER_ARRAY holds at most %s buffers", "8");
-        TRY(find_buffer(p, &b->buf[b->n]));
+        if (b->n >= AM_MAX_ARRAY) return ap_err(p, &p->t, "BUFFER_ARRAY holds at most %s buffers", "8");
+        TRY(ap_find_buffer(p, &b->buf[b->n]));
         b->desc_range[b->n] = UINT64_MAX;
         b->n++;
-    } while (array && peek_is_word(p) && !peek_word(p, "AS"));
-    if (array && b->n < 1) return err(p, &p->t, "BUFFER_ARRAY needs a buffer%s", "");
-    TRY(keyword(p, "AS"));
-    TRY(word(p, "a buffer type"));
+    } while (array && ap_peek_is_word(p) && !ap_peek_word(p, "AS"));
+    if (array && b->n < 1) return ap_err(p, &p->t, "BUFFER_ARRAY needs a buffer%s", "");
+    TRY(ap_keyword(p, "AS"));
+    TRY(ap_word(p, "a buffer type"));
     am_tok kind = p->t;
     if (!strcmp(kind.text, "push_constant")) {
-        if (array) return err(p, &kind, "a push_constant cannot be a %s", "BUFFER_ARRAY");
-        if (pl->push_buf >= 0) return err(p, &kind, "a pipeline has one push_constant buffer%s", "");
+        if (array) return ap_err(p, &kind, "a push_constant cannot be a %s", "BUFFER_ARRAY");
+        if (pl->push_buf >= 0) return ap_err(p, &kind, "a pipeline has one push_constant buffer%s", "");
         pl->push_buf = b->buf[0];
-        return eol(p);
+        return ap_eol(p);
     }
     if (!strcmp(kind.text, "storage"))
         b->kind = AM_BIND_STORAGE;
@@ -105,25 +109,25 @@ static am_status bind(parser *p, am_pipeline *pl)
              !strcmp(kind.text, "combined_image_sampler") || !strcmp(kind.text, "uniform_texel_buffer") ||
              !strcmp(kind.text, "storage_texel_buffer") || !strcmp(kind.text, "color") ||
              !strcmp(kind.text, "depth_stencil") || !strcmp(kind.text, "resolve"))
-        return skip(p, &kind, "images not supported");
+        return ap_skip(p, &kind, "images not supported");
     else
-        return err(p, &kind, "unknown buffer type '%s'", kind.text);
+        return ap_err(p, &kind, "unknown buffer type '%s'", kind.text);
     bool dynamic = b->kind == AM_BIND_STORAGE_DYNAMIC || b->kind == AM_BIND_UNIFORM_DYNAMIC;
     bool have_set = false, have_binding = false, have_offset = false;
-    while (peek_is_word(p)) {
+    while (ap_peek_is_word(p)) {
         NEXT(p);
         am_tok kw = p->t;
         uint64_t v;
         if (!strcmp(kw.text, "DESCRIPTOR_SET")) {
-            TRY(uint_tok(p, "DESCRIPTOR_SET", AM_MAX_SET, &v));
+            TRY(ap_uint_tok(p, "DESCRIPTOR_SET", AM_MAX_SET, &v));
             b->set = (uint32_t)v;
             have_set = true;
         } else if (!strcmp(kw.text, "BINDING")) {
-            TRY(uint_tok(p, "BINDING", AM_MAX_BINDING, &v));
+            TRY(ap_uint_tok(p, "BINDING", AM_MAX_BINDING, &v));
             b->binding = (uint32_t)v;
             have_binding = true;
         } else if (!strcmp(kw.text, "OFFSET")) {
-            if (!dynamic) return err(p, &kw, "OFFSET is for %s buffers", "storage_dynamic / uniform_dynamic");
+            if (!dynamic) return ap_err(p, &kw, "OFFSET is for %s buffers", "storage_dynamic / uniform_dynamic");
             TRY(per_buffer_list(p, b->n, b->dyn_offset, false));
             have_offset = true;
         } else if (!strcmp(kw.text, "DESCRIPTOR_OFFSET")) {
@@ -131,53 +135,53 @@ static am_status bind(parser *p, am_pipeline *pl)
         } else if (!strcmp(kw.text, "DESCRIPTOR_RANGE")) {
             TRY(per_buffer_list(p, b->n, b->desc_range, true));
             for (int i = 0; i < b->n; i++)
-                if (b->desc_range[i] == 0) return err(p, &p->t, "DESCRIPTOR_RANGE must not be %s", "0");
+                if (b->desc_range[i] == 0) return ap_err(p, &p->t, "DESCRIPTOR_RANGE must not be %s", "0");
         } else if (!strcmp(kw.text, "KERNEL")) {
-            return skip(p, &kw, "OpenCL kernel arguments not supported");
+            return ap_skip(p, &kw, "OpenCL kernel arguments not supported");
         } else {
-            return err(p, &kw, "unexpected '%s' in BIND", kw.text);
+            return ap_err(p, &kw, "unexpected '%s' in BIND", kw.text);
         }
     }
     (void)have_set; /* DESCRIPTOR_SET defaults to 0, as in Amber */
-    if (!have_binding) return err(p, &p->t, "BIND needs BINDING%s", "");
-    if (dynamic && !have_offset) return err(p, &p->t, "a dynamic buffer needs %s", "OFFSET");
+    if (!have_binding) return ap_err(p, &p->t, "BIND needs BINDING%s", "");
+    if (dynamic && !have_offset) return ap_err(p, &p->t, "a dynamic buffer needs %s", "OFFSET");
     for (int i = 0; i < pl->n_bind; i++)
         if (pl->bind[i].set == b->set && pl->bind[i].binding == b->binding)
-            return err(p, &what, "DESCRIPTOR_SET %s BINDING is already bound", "and");
+            return ap_err(p, &what, "DESCRIPTOR_SET %s BINDING is already bound", "and");
     pl->n_bind++;
-    return eol(p);
+    return ap_eol(p);
 }
 
-static am_status on_off(parser *p, bool *out)
+static am_status on_off(ap_parser *p, bool *out)
 {
-    TRY(word(p, "on or off"));
+    TRY(ap_word(p, "on or off"));
     if (!strcmp(p->t.text, "on"))
         *out = true;
     else if (!strcmp(p->t.text, "off"))
         *out = false;
     else
-        return err(p, &p->t, "expected on or off, got '%s'", p->t.text);
-    return eol(p);
+        return ap_err(p, &p->t, "expected on or off, got '%s'", p->t.text);
+    return ap_eol(p);
 }
 
-static am_status subgroup(parser *p, am_pipeline *pl)
+static am_status subgroup(ap_parser *p, am_pipeline *pl)
 {
     int sh = -1;
     am_tok at = p->t;
-    TRY(find_shader(p, &sh));
-    if (sh != pl->shader) return err(p, &p->t, "shader '%s' is not attached to this pipeline", p->t.text);
-    TRY(eol(p));
+    TRY(ap_find_shader(p, &sh));
+    if (sh != pl->shader) return ap_err(p, &p->t, "shader '%s' is not attached to this pipeline", p->t.text);
+    TRY(ap_eol(p));
     for (;;) {
         NEXT(p);
         if (p->t.kind == AM_TOK_EOL) continue;
         if (p->t.kind == AM_TOK_EOF) return am_fail_at(p->res, at.pos, "SUBGROUP without END");
-        if (!strcmp(p->t.text, "END")) return eol(p);
+        if (!strcmp(p->t.text, "END")) return ap_eol(p);
         if (!strcmp(p->t.text, "FULLY_POPULATED")) {
             TRY(on_off(p, &pl->sg_full));
         } else if (!strcmp(p->t.text, "VARYING_SIZE")) {
             TRY(on_off(p, &pl->sg_varying));
         } else if (!strcmp(p->t.text, "REQUIRED_SIZE")) {
-            TRY(word(p, "a subgroup size, MIN or MAX"));
+            TRY(ap_word(p, "a subgroup size, MIN or MAX"));
             uint64_t v;
             if (!strcmp(p->t.text, "MIN"))
                 pl->sg_required = AM_SG_MIN;
@@ -186,47 +190,47 @@ static am_status subgroup(parser *p, am_pipeline *pl)
             else if (am_parse_uint(p->t.text, 128, &v) && v && !(v & (v - 1)))
                 pl->sg_required = (uint32_t)v;
             else
-                return err(p, &p->t, "REQUIRED_SIZE must be a power of two up to 128, MIN or MAX, not '%s'",
+                return ap_err(p, &p->t, "REQUIRED_SIZE must be a power of two up to 128, MIN or MAX, not '%s'",
                            p->t.text);
-            TRY(eol(p));
+            TRY(ap_eol(p));
         } else {
-            return err(p, &p->t, "unexpected '%s' in SUBGROUP", p->t.text);
+            return ap_err(p, &p->t, "unexpected '%s' in SUBGROUP", p->t.text);
         }
     }
 }
 
 /* SHADER_OPTIMIZATION passes change nothing a test may observe: we run the
    shader as written. */
-static am_status ignore_block(parser *p, am_tok at)
+static am_status ignore_block(ap_parser *p, am_tok at)
 {
     for (;;) {
         NEXT(p);
         if (p->t.kind == AM_TOK_EOF) return am_fail_at(p->res, at.pos, "%s without END", at.text);
-        if (p->t.kind == AM_TOK_WORD && !strcmp(p->t.text, "END")) return eol(p);
+        if (p->t.kind == AM_TOK_WORD && !strcmp(p->t.text, "END")) return ap_eol(p);
     }
 }
 
-static am_status cmd_pipeline(parser *p, bool derive)
+am_status ap_cmd_pipeline(ap_parser *p, bool derive)
 {
     am_tok at = p->t;
     am_script *s = p->s;
-    if (s->n_pipelines >= AM_MAX_PIPELINES) return err(p, &at, "more than %s pipelines", "64");
+    if (s->n_pipelines >= AM_MAX_PIPELINES) return ap_err(p, &at, "more than %s pipelines", "64");
     am_pipeline *pl = &s->pipeline[s->n_pipelines];
     char nm[AM_NAME_MAX];
     if (!derive) {
-        TRY(word(p, "compute or graphics"));
-        if (!strcmp(p->t.text, "graphics")) return skip(p, &p->t, "graphics pipelines not supported");
-        if (!strcmp(p->t.text, "raytracing")) return skip(p, &p->t, "ray tracing pipelines not supported");
-        if (strcmp(p->t.text, "compute")) return err(p, &p->t, "unknown pipeline type '%s'", p->t.text);
+        TRY(ap_word(p, "compute or graphics"));
+        if (!strcmp(p->t.text, "graphics")) return ap_skip(p, &p->t, "graphics pipelines not supported");
+        if (!strcmp(p->t.text, "raytracing")) return ap_skip(p, &p->t, "ray tracing pipelines not supported");
+        if (strcmp(p->t.text, "compute")) return ap_err(p, &p->t, "unknown pipeline type '%s'", p->t.text);
     }
-    TRY(name(p, "a pipeline name", nm));
+    TRY(ap_name(p, "a pipeline name", nm));
     am_tok name_tok = p->t;
     for (int i = 0; i < s->n_pipelines; i++)
-        if (!strcmp(s->pipeline[i].name, nm)) return err(p, &name_tok, "pipeline '%s' already defined", nm);
+        if (!strcmp(s->pipeline[i].name, nm)) return ap_err(p, &name_tok, "pipeline '%s' already defined", nm);
     if (derive) {
-        TRY(keyword(p, "FROM"));
+        TRY(ap_keyword(p, "FROM"));
         int parent = 0;
-        TRY(find_pipeline(p, &parent));
+        TRY(ap_find_pipeline(p, &parent));
         *pl = s->pipeline[parent];
     } else {
         memset(pl, 0, sizeof *pl);
@@ -236,7 +240,7 @@ static am_status cmd_pipeline(parser *p, bool derive)
     }
     strcpy(pl->name, nm);
     pl->pos = at.pos;
-    TRY(eol(p));
+    TRY(ap_eol(p));
     for (;;) {
         NEXT(p);
         if (p->t.kind == AM_TOK_EOL) continue;
@@ -252,17 +256,17 @@ static am_status cmd_pipeline(parser *p, bool derive)
         else if (!strcmp(w, "SHADER_OPTIMIZATION"))
             TRY(ignore_block(p, p->t));
         else if (!strcmp(w, "COMPILE_OPTIONS"))
-            return skip(p, &p->t, "OpenCL C compile options not supported");
+            return ap_skip(p, &p->t, "OpenCL C compile options not supported");
         else if (!strcmp(w, "SET"))
-            return skip(p, &p->t, "OpenCL kernel arguments not supported");
+            return ap_skip(p, &p->t, "OpenCL kernel arguments not supported");
         else if (!strcmp(w, "FRAMEBUFFER_SIZE") || !strcmp(w, "VERTEX_DATA") || !strcmp(w, "INDEX_DATA") ||
                  !strcmp(w, "POLYGON_MODE") || !strcmp(w, "DEPTH") || !strcmp(w, "STENCIL") ||
                  !strcmp(w, "BLEND") || !strcmp(w, "VIEWPORT") || !strcmp(w, "PATCH_CONTROL_POINTS"))
-            return err(p, &p->t, "'%s' is for graphics pipelines", w);
+            return ap_err(p, &p->t, "'%s' is for graphics pipelines", w);
         else
-            return err(p, &p->t, "unknown pipeline command '%s'", w);
+            return ap_err(p, &p->t, "unknown pipeline command '%s'", w);
     }
-    TRY(eol(p));
+    TRY(ap_eol(p));
     if (pl->shader < 0) return am_fail_at(p->res, at.pos, "pipeline '%s' has no ATTACHed shader", nm);
     s->n_pipelines++;
     return AM_PASS;
