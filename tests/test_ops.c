@@ -1,5 +1,5 @@
 /* Every eager op through the public API: the Vulkan backend against the
- * CPU backend (which tests/test_cpu_backend.c checks against double
+ * CPU backend (which tests/test_cpu_*.c check against double
  * references), with odd sizes, broadcasting, empty tensors, NaN/Inf and a
  * tensor over 64 MiB.
  *

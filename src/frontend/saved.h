@@ -1,5 +1,5 @@
-/* Saved functions (vf_function_save / vf_function_load, saved.c; the file
- * format is docs/FORMAT.md) and the accessors of function.c they use to
+/* Saved functions (vf_function_save / vf_function_load, saved_*.c; the
+ * file format is docs/FORMAT.md) and the accessors of function.c they use to
  * read a function's concrete functions and to build a function without a
  * body from loaded ones. */
 #ifndef VF_FRONTEND_SAVED_H
