@@ -66,9 +66,7 @@ struct vf_fcheck {
     bool reported;          /* a kernel disagreed: keep its GLSL */
     fixed_write *writes;
     int n_writes, cap_writes;
-    vf_err err;
-    vf_backend_t be;
-    bool have_be;
+    vf_host *host;          /* the context's: the replay runs there */
 };
 
 bool vf_fcheck_wanted(void)
@@ -126,14 +124,11 @@ vf_fcheck *vf_fcheck_create(vf_context *ctx, const vf_fcheck_desc *d)
     c->cpu = calloc((size_t)d->n_inter + 1, sizeof *c->cpu);
     c->cpu_p = calloc((size_t)d->n_inter + 1, sizeof *c->cpu_p);
     ok = ok && c->fixed && c->cpu && c->cpu_p;
-    if (ok) {
-        vf_status s = vf_cpu_backend_create(&c->err, &c->be);
-        if (s) {
-            vf_fail(ctx, s, "vf_function '%s': VKFUSE_CHECK: no CPU backend: %s", d->fn, c->err.message);
-            vf_fcheck_free(c);
-            return NULL;
-        }
-        c->have_be = true;
+    if (ok && !(c->host = vf_context_host(ctx))) {
+        vf_fail(ctx, ctx->host.err.status, "vf_function '%s': VKFUSE_CHECK: no CPU backend: %s", d->fn,
+                ctx->host.err.message);
+        vf_fcheck_free(c);
+        return NULL;
     }
     if (!ok) {
         vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", d->fn);
@@ -170,7 +165,6 @@ void vf_fcheck_free(vf_fcheck *c)
 {
     if (!c) return;
     drop_values(c);
-    if (c->have_be) c->be.iface->destroy(c->be.self);
     if (c->glsl_dir && !c->reported) remove_glsl(c);
     free(c->cpu_p);
     free(c->fn), free(c->glsl_dir), free(c->ex), free(c->loc), free(c->inter), free(c->kernel);
@@ -296,25 +290,14 @@ static bool perturb(const host_val *v, vf_dtype t, double len, uint64_t seed, ho
 /* Runs exec x on the CPU backend with these inputs; out gets the result. */
 static vf_status cpu_exec(vf_fcheck *c, vf_context *ctx, int x, host_val *in, host_val *out)
 {
-    const vf_backend_iface *cpu = c->be.iface;
-    vf_exec e = c->ex[x];
-    vf_buffer *bufs[4] = {NULL};
-    vf_status s = VF_OK;
-    for (int j = 0; !s && j < e.n_in; j++) {
-        s = cpu->alloc(c->be.self, in[j].bytes ? in[j].bytes : 1, &bufs[j]);
-        if (!s) s = cpu->upload(c->be.self, bufs[j], 0, in[j].data, in[j].bytes);
-        e.in[j].buf = bufs[j], e.in[j].offset = 0;
-    }
-    out->bytes = tref_bytes(&e.out);
-    if (!s) s = cpu->alloc(c->be.self, out->bytes ? out->bytes : 1, &bufs[3]);
-    e.out.buf = bufs[3], e.out.offset = 0;
-    if (!s) s = cpu->exec(c->be.self, &e);
-    if (!s && !(out->data = malloc(out->bytes ? out->bytes : 1))) s = VF_ERROR_OUT_OF_MEMORY;
-    if (!s) s = cpu->download(c->be.self, bufs[3], 0, out->data, out->bytes);
-    for (int j = 0; j < 4; j++)
-        if (bufs[j]) cpu->free(c->be.self, bufs[j]);
+    const vf_exec *e = &c->ex[x];
+    out->bytes = tref_bytes(&e->out);
+    out->data = malloc(out->bytes ? out->bytes : 1);
+    if (!out->data) return oom(ctx, c);
+    const void *src[3] = {in[0].data, in[1].data, in[2].data};
+    vf_status s = vf_host_exec(c->host, e, src, out->data);
     if (s) return vf_fail(ctx, s, "vf_function '%s': VKFUSE_CHECK: exec %d (%s) on the CPU backend: %s", c->fn, x,
-                          vf_op_get(e.op)->name, c->err.message);
+                          vf_op_get(e->op)->name, c->host->err.message);
     return VF_OK;
 }
 

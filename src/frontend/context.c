@@ -1,4 +1,5 @@
-/* The context: backend choice, the sticky error, environment knobs. */
+/* The context: backend choice (the device backend and the host backend of
+ * folding and VKFUSE_CHECK), the sticky error, environment knobs. */
 #include "frontend/frontend.h"
 
 #include <stdio.h>
@@ -97,6 +98,24 @@ static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d)
     return s;
 }
 
+vf_host *vf_context_host(vf_context *ctx)
+{
+    if (ctx->host.be.iface) return &ctx->host;
+    vf_err_clear(&ctx->host.err);
+    return vf_cpu_backend_create(&ctx->host.err, &ctx->host.be) == VF_OK ? &ctx->host : NULL;
+}
+
+static vf_status fold_eval(void *self, const vf_graph *g, const vf_node *n, void *data, size_t bytes, vf_err *err)
+{
+    vf_context *ctx = self;
+    vf_host *h = vf_context_host(ctx);
+    if (!h) return vf_err_set(err, ctx->host.err.status, "%s", ctx->host.err.message);
+    vf_evaluator ev = vf_host_evaluator(h);
+    return ev.eval(ev.self, g, n, data, bytes, err);
+}
+
+vf_evaluator vf_context_evaluator(vf_context *ctx) { return (vf_evaluator){.eval = fold_eval, .self = ctx}; }
+
 /* Picks and creates the backend of a new context (its lock held). */
 static vf_status create_backend(vf_context *ctx, const vf_context_desc *d)
 {
@@ -187,6 +206,7 @@ void vf_context_destroy(vf_context *ctx)
     for (int i = 0; i < ctx->cap_scopes; i++) free(ctx->scopes[i].items);
     free(ctx->scopes);
     if (ctx->be.iface) ctx->be.iface->destroy(ctx->be.self);
+    if (ctx->host.be.iface) ctx->host.be.iface->destroy(ctx->host.be.self);
     vf_handles_free(&ctx->tensor_slots);
     vf_handles_free(&ctx->tape_slots);
     while (vf_ctx_lock_depth(ctx) > 0) vf_ctx_unlock(ctx);

@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "frontend/handles.h"
 #include "frontend/lock.h"
+#include "plan/host.h"
 #include "util/err.h"
 #include "vkfuse.h"
 
@@ -67,6 +68,7 @@ struct vf_context {
        are never reused, so a stale handle is an error, not a crash. */
     vf_handles tensor_slots, tape_slots;
     struct vf_function *functions; /* every function of ctx (destroyed ones too), orphaned at destroy */
+    vf_host host;          /* the host (CPU) backend of constant folding and VKFUSE_CHECK, made on first use */
 };
 
 /* Records an error in ctx (first one wins) and returns status. */
@@ -77,6 +79,12 @@ vf_status vf_fail(vf_context *ctx, vf_status status, const char *fmt, ...)
    pick up messages the backend recorded on its own (validation layer). */
 vf_status vf_backend_failed(vf_context *ctx, vf_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The context's host backend (made here on first use: context.c picks
+   every backend). NULL: it could not be made, the reason in ctx->host.err. */
+vf_host *vf_context_host(vf_context *ctx);
+/* Constant folding's evaluator: the host backend, made when first needed. */
+vf_evaluator vf_context_evaluator(vf_context *ctx);
 
 /* Formats a shape as "[2,3,4]" into buf (always NUL-terminated). */
 const char *vf_shape_str(char *buf, size_t len, int rank, const int64_t *shape);

@@ -459,7 +459,8 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
         dump_dir(dir, sizeof dir);
         snprintf(name, sizeof name, "%s.trace%d", fn->name, fn->stats.traces);
         vf_err err = {0};
-        if (vf_optimize(c.g, dir[0] ? dir : NULL, name, &err) < 0)
+        vf_evaluator ev = vf_context_evaluator(ctx);
+        if (vf_optimize(c.g, &ev, dir[0] ? dir : NULL, name, &err) < 0)
             s = vf_fail(ctx, err.status, "vf_function_call: optimising '%s': %s", fn->name, err.message);
     }
     free(ins);
