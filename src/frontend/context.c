@@ -20,18 +20,10 @@ vf_status vf_fail(vf_context *ctx, vf_status status, const char *fmt, ...)
 vf_status vf_backend_failed(vf_context *ctx, vf_status status, const char *fmt, ...)
 {
     VF_ASSERT_LOCKED(ctx);
-    char what[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    status = vf_err_vbackend(&ctx->err, &ctx->be_err, status, fmt, ap);
     va_end(ap);
-    if (ctx->be_err.status != VF_OK) {
-        if (status == VF_OK) status = ctx->be_err.status;
-        vf_fail(ctx, status, "%s: %s", what, ctx->be_err.message);
-    } else if (status != VF_OK) {
-        vf_fail(ctx, status, "%s", what);
-    }
-    vf_err_clear(&ctx->be_err);
     return status;
 }
 

@@ -1,7 +1,6 @@
 /* vf_function: the signature cache, tracing on a miss, retrace
  * explanations, and the call of a concrete function. */
 #include "frontend/function.h"
-#include "plan/plan.h"
 #include "frontend/profile.h"
 #include "frontend/saved.h"
 #include "frontend/tape.h"
@@ -142,7 +141,7 @@ vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
 
 static void concrete_free(vf_context *ctx, concrete *c)
 {
-    for (int i = 0; i < c->n_plans; i++) vf_fplan_free(ctx, c->plans[i]); /* before the constants they use */
+    for (int i = 0; i < c->n_plans; i++) vf_fplan_free(&ctx->be, c->plans[i]); /* before the constants they use */
     vf_const_cache_free(&c->consts);
     vf_captures_free(c->caps, c->n_caps);
     vf_graph_free(c->g);
@@ -478,7 +477,7 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
 
 /* The recorded plan of c for these params' sizes, built on first use and
    kept (at most VF_PLANS_MAX, the oldest dropped); NULL: run node by node. */
-static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const vf_rval *params, vf_fplan **out)
+static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const vf_plan_value *params, vf_fplan **out)
 {
     vf_context *ctx = fn->ctx;
     *out = NULL;
@@ -493,10 +492,10 @@ static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const
             return VF_OK;
         }
     vf_fplan *fp = NULL;
-    vf_status s = vf_fplan_build(rs, c->g, params, &fp);
+    vf_status s = vf_run_plan_build(rs, c->g, params, &fp);
     if (s != VF_OK || !fp) return s;
     if (c->n_plans == VF_PLANS_MAX) {
-        vf_fplan_free(ctx, c->plans[0]);
+        vf_fplan_free(&ctx->be, c->plans[0]);
         memmove(c->plans, c->plans + 1, sizeof *c->plans * (VF_PLANS_MAX - 1));
         c->n_plans--;
     }
@@ -509,18 +508,21 @@ static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const
 static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in, vf_tensor **out)
 {
     vf_context *ctx = fn->ctx;
-    vf_run_state rs = {.ctx = ctx, .fn = fn->name, .caps = c->caps, .consts = &c->consts, .unfused = fn->unfused};
+    vf_run_state rs = {.ctx = ctx, .fn = fn->name, .caps = c->caps, .n_caps = c->n_caps, .consts = &c->consts,
+                       .unfused = fn->unfused};
     vf_rval *params = calloc((size_t)fn->n_in + 1, sizeof *params);
     vf_rval *outs = calloc((size_t)fn->n_out + 1, sizeof *outs);
     vf_status s = params && outs ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
     for (int i = 0; s == VF_OK && i < fn->n_in; i++)
         params[i] = (vf_rval){.ref = vf_tensor_ref(in[i]), .t = in[i], .var = in[i]->is_variable};
+    vf_plan_value *pv = s == VF_OK ? vf_plan_values(params, fn->n_in) : NULL;
+    if (s == VF_OK && !pv) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
     vf_context_stats before = {0}, after = {0};
     if (ctx->be.iface->stats) ctx->be.iface->stats(ctx->be.self, &before);
     vf_scope_begin(ctx);
     vf_fplan *fp = NULL;
-    if (s == VF_OK) s = find_plan(fn, c, &rs, params, &fp);
-    if (s == VF_OK && fp) s = vf_fplan_call(&rs, fp, params, outs);
+    if (s == VF_OK) s = find_plan(fn, c, &rs, pv, &fp);
+    if (s == VF_OK && fp) s = vf_run_plan_call(&rs, fp, pv, fn->n_out, outs);
     else if (s == VF_OK) s = vf_graph_run(&rs, c->g, params, outs);
     for (int k = 0; s == VF_OK && k < fn->n_out; k++)
         if (!(out[k] = vf_rval_to_output(&rs, &outs[k]))) s = ctx->err.status;
@@ -529,6 +531,7 @@ static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in
     vf_scope_end(ctx);
     vf_run_state_finish(&rs);
     free(params);
+    free(pv);
     free(outs);
     if (ctx->be.iface->stats) ctx->be.iface->stats(ctx->be.self, &after);
     fn->stats.kernels = vf_graph_kernels(c->g);
