@@ -45,10 +45,60 @@ const char *vf_status_name(vf_status s)
     return "VF_ERROR_UNKNOWN";
 }
 
+/* ---- the environment: every getenv of the library -------------------------- */
+
 static bool env_true(const char *name)
 {
     const char *v = getenv(name);
     return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "off") != 0;
+}
+
+static bool env_log_info(void)
+{
+    const char *v = getenv("VKFUSE_LOG");
+    return v && (strcasecmp(v, "info") == 0 || strcasecmp(v, "debug") == 0);
+}
+
+static const char *env_set(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* The frontend's knobs (vf_options). */
+static void read_options(vf_options *o)
+{
+    const char *check = getenv("VKFUSE_CHECK");
+    const char *dump = env_set("VKFUSE_DUMP"), *tmp = env_set("TMPDIR");
+    o->eager = env_true("VKFUSE_EAGER");
+    o->log_info = env_log_info();
+    o->no_plan = getenv("VKFUSE_NO_PLAN") != NULL;
+    o->check = check && *check && strcmp(check, "0") != 0;
+    snprintf(o->dump_dir, sizeof o->dump_dir, "%s", dump ? dump : "");
+    snprintf(o->check_root, sizeof o->check_root, "%s", dump ? dump : tmp ? tmp : "/tmp");
+}
+
+bool vf_env_fusion_off(void)
+{
+    const char *env = getenv("VKFUSE_FUSION");
+    return env && strcmp(env, "0") == 0;
+}
+
+void vf_vk_options_env(vf_vk_options *o)
+{
+    o->loader = getenv("VKFUSE_VULKAN_LOADER");
+    o->test_caps = getenv("VKFUSE_TEST_CAPS");
+    o->test_limits = getenv("VKFUSE_TEST_LIMITS");
+    o->dump_dir = env_set("VKFUSE_DUMP");
+    o->log_info = env_log_info();
+}
+
+/* No context: the environment is read here, as a context would. */
+int vf_devices(vf_device_info *out, int max, char *errbuf, size_t errlen)
+{
+    vf_vk_options o = {.device_index = -1, .device_env = getenv("VKFUSE_DEVICE")};
+    vf_vk_options_env(&o);
+    return vf_vulkan_devices(&o, out, max, errbuf, errlen);
 }
 
 /* VKFUSE_CACHE_DIR, else $XDG_CACHE_HOME/vkfuse, else ~/.cache/vkfuse. */
@@ -85,6 +135,7 @@ static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d)
         .profile = ctx->profile,
         .cache_dir = ctx->cache_dir,
     };
+    vf_vk_options_env(&opt);
     vf_status s = vf_vulkan_backend_create(&ctx->be_err, &opt, &ctx->be, ctx->device_name, sizeof ctx->device_name);
     if (s == VF_OK) ctx->kind = VF_BACKEND_VULKAN;
     return s;
@@ -174,6 +225,7 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     vf_tape_slots_init(ctx);
     resolve_cache_dir(d, ctx->cache_dir, sizeof ctx->cache_dir);
     ctx->profile = d->profile || env_true("VKFUSE_PROFILE");
+    read_options(&ctx->opt);
     *out = ctx;
     vf_ctx_lock(ctx); /* no other thread knows ctx yet; the internal helpers check the lock is held */
     vf_status s = create_backend(ctx, d);

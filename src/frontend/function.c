@@ -62,18 +62,6 @@ struct vf_function {
     int active;            /* calls of it in progress: traced, inlined or eager */
 };
 
-static bool env_on(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "off") != 0;
-}
-
-static bool log_info(void)
-{
-    const char *v = getenv("VKFUSE_LOG");
-    return v && (strcasecmp(v, "info") == 0 || strcasecmp(v, "debug") == 0);
-}
-
 static const char *spec_str(char *buf, size_t len, vf_dtype dt, const vf_shape *s)
 {
     size_t n = (size_t)snprintf(buf, len, "%s[", vf_dtype_name(dt));
@@ -132,7 +120,7 @@ vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
     fn->n_in = d->n_inputs;
     fn->n_out = d->n_outputs;
     fn->last = -1;
-    fn->env_eager = env_on("VKFUSE_EAGER");
+    fn->env_eager = ctx->opt.eager;
     fn->unfused = d->unfused;
     fn->next_fn = ctx->functions;
     ctx->functions = fn;
@@ -363,7 +351,7 @@ static void note_retrace(vf_function *fn, vf_tensor *const *in)
     int who = explain(&fn->cfs[fn->n_cf - 1], fn->n_in, in, fn->reason, sizeof fn->reason);
     fn->stats.retraces++;
     if (who >= 0) fn->changes[who]++;
-    if (log_info()) fprintf(stderr, "vkfuse: info: vf_function '%s' retraces (%d): %s\n", fn->name, fn->stats.retraces, fn->reason);
+    if (fn->ctx->opt.log_info) fprintf(stderr, "vkfuse: info: vf_function '%s' retraces (%d): %s\n", fn->name, fn->stats.retraces, fn->reason);
     if (fn->stats.retraces >= VF_RETRACE_WARN && !fn->warned) {
         int most = 0;
         for (int i = 1; i < fn->n_in; i++)
@@ -378,11 +366,12 @@ static void note_retrace(vf_function *fn, vf_tensor *const *in)
 
 /* ---- tracing ---------------------------------------------------------------- */
 
-static void dump_dir(char *out, size_t len)
+/* VKFUSE_DUMP's directory, made if needed; "": none. */
+static void dump_dir(const vf_context *ctx, char *out, size_t len)
 {
-    const char *d = getenv("VKFUSE_DUMP");
+    const char *d = ctx->opt.dump_dir;
     out[0] = '\0';
-    if (!d || !*d) return;
+    if (!*d) return;
     if (mkdir(d, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "vkfuse: warning: VKFUSE_DUMP=%s: cannot create the directory\n", d);
         return;
@@ -455,7 +444,7 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
     fn->stats.traces += tracing;
     if (s == VF_OK) {
         char dir[1024], name[192];
-        dump_dir(dir, sizeof dir);
+        dump_dir(ctx, dir, sizeof dir);
         snprintf(name, sizeof name, "%s.trace%d", fn->name, fn->stats.traces);
         vf_err err = {0};
         vf_evaluator ev = vf_context_evaluator(ctx);
@@ -481,7 +470,7 @@ static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const
 {
     vf_context *ctx = fn->ctx;
     *out = NULL;
-    if (!ctx->be.iface->plan_create || c->no_plan || getenv("VKFUSE_NO_PLAN")) return VF_OK;
+    if (!ctx->be.iface->plan_create || c->no_plan || ctx->opt.no_plan) return VF_OK;
     if (!vf_fplan_graph_ok(c->g)) {
         c->no_plan = true;
         return VF_OK;

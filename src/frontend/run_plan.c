@@ -8,7 +8,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 vf_plan_value *vf_plan_values(const vf_rval *v, int n)
 {
@@ -37,13 +36,7 @@ static vf_plan_env plan_env(vf_run_state *rs)
 {
     vf_context *ctx = rs->ctx;
     return (vf_plan_env){.be = &ctx->be, .err = &ctx->err, .be_err = &ctx->be_err, .name = rs->fn,
-                         .const_ref = const_ref, .user = rs, .unfused = rs->unfused};
-}
-
-static bool check_wanted(void)
-{
-    const char *v = getenv("VKFUSE_CHECK");
-    return v && *v && strcmp(v, "0") != 0;
+                         .const_ref = const_ref, .user = rs, .unfused = rs->unfused || vf_env_fusion_off()};
 }
 
 vf_status vf_run_plan_build(vf_run_state *rs, const vf_graph *g, const vf_plan_value *params, vf_fplan **out)
@@ -54,18 +47,15 @@ vf_status vf_run_plan_build(vf_run_state *rs, const vf_graph *g, const vf_plan_v
     vf_plan_value *caps = captures_of(rs->caps, rs->n_caps);
     if (!caps) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
     env.caps = caps;
-    const char *dump = getenv("VKFUSE_DUMP"), *root = dump;
-    if (!root || !*root) root = getenv("TMPDIR");
-    if (!root || !*root) root = "/tmp";
-    env.check_root = root;
+    env.check_root = ctx->opt.check_root;
     vf_status s = VF_OK;
-    if (check_wanted()) {
+    if (ctx->opt.check) {
         env.check = vf_context_host(ctx);
         if (!env.check)
             s = vf_fail(ctx, ctx->host.err.status, "vf_function '%s': VKFUSE_CHECK: no CPU backend: %s", rs->fn,
                         ctx->host.err.message);
         /* a directory under VKFUSE_DUMP was asked for: it stays */
-        env.check_keep = dump && *dump && strncmp(root, dump, strlen(dump)) == 0;
+        env.check_keep = ctx->opt.dump_dir[0] != '\0';
     }
     if (s == VF_OK) s = vf_fplan_build(&env, g, params, out);
     free(caps);
