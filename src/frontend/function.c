@@ -366,17 +366,16 @@ static void note_retrace(vf_function *fn, vf_tensor *const *in)
 
 /* ---- tracing ---------------------------------------------------------------- */
 
-/* VKFUSE_DUMP's directory, made if needed; "": none. */
-static void dump_dir(const vf_context *ctx, char *out, size_t len)
+/* VKFUSE_DUMP's directory, made if needed; NULL: none. */
+static const char *dump_dir(const vf_context *ctx)
 {
     const char *d = ctx->opt.dump_dir;
-    out[0] = '\0';
-    if (!*d) return;
+    if (!*d) return NULL;
     if (mkdir(d, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "vkfuse: warning: VKFUSE_DUMP=%s: cannot create the directory\n", d);
-        return;
+        return NULL;
     }
-    snprintf(out, len, "%s", d);
+    return d;
 }
 
 static concrete *trace(vf_function *fn, vf_tensor *const *in)
@@ -443,12 +442,11 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
     }
     fn->stats.traces += tracing;
     if (s == VF_OK) {
-        char dir[1024], name[192];
-        dump_dir(ctx, dir, sizeof dir);
+        char name[192];
         snprintf(name, sizeof name, "%s.trace%d", fn->name, fn->stats.traces);
         vf_err err = {0};
         vf_evaluator ev = vf_context_evaluator(ctx);
-        if (vf_optimize(c.g, &ev, dir[0] ? dir : NULL, name, &err) < 0)
+        if (vf_optimize(c.g, &ev, dump_dir(ctx), name, &err) < 0)
             s = vf_fail(ctx, err.status, "vf_function_call: optimising '%s': %s", fn->name, err.message);
     }
     free(ins);
