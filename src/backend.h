@@ -213,17 +213,34 @@ typedef struct vf_backend {
 /* Backend constructors. err receives the reason on failure. */
 vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out);
 
+/* What the Vulkan backend takes from its creator. The library reads the
+   environment only when a context is created (frontend/context.c), and
+   hands the backend its part here; vf_vk_options_env fills the runtime's
+   environment knobs for other creators (tests, tools). Strings are read
+   while the backend is created; it copies what it keeps. */
 typedef struct vf_vk_options {
     int device_index;        /* -1: best, or VKFUSE_DEVICE */
     const char *device_env;  /* VKFUSE_DEVICE value or NULL */
     bool validation;
     bool profile;
     const char *cache_dir;   /* resolved directory; NULL or "": no disk cache */
+    const char *loader;      /* VKFUSE_VULKAN_LOADER: this Vulkan loader; NULL or "": libvulkan.so.1 */
+    const char *test_caps;   /* VKFUSE_TEST_CAPS: the codegen profile (device.c); NULL: the device's */
+    const char *test_limits; /* VKFUSE_TEST_LIMITS: smaller device limits (device.h); NULL: none */
+    const char *dump_dir;    /* VKFUSE_DUMP: each compiled kernel's GLSL under <dir>/kernels; NULL: none */
+    bool log_info;           /* VKFUSE_LOG=info|debug: every shader compile and its time on stderr */
 } vf_vk_options;
+
+/* Sets o's loader, test_caps, test_limits, dump_dir and log_info from the
+   environment (context.c; the pointers are the environment's). */
+void vf_vk_options_env(vf_vk_options *o);
 
 /* Fails with VF_ERROR_DEVICE (no loader, no device, device lost, ...) and a
    message; device_name receives the chosen device's name. */
 vf_status vf_vulkan_backend_create(vf_err *err, const vf_vk_options *opt, vf_backend_t *out,
                                    char *device_name, size_t device_name_len);
+/* vf_devices (vkfuse.h) with the device choice and loader of opt (its
+   device_index, device_env and loader). */
+int vf_vulkan_devices(const vf_vk_options *opt, vf_device_info *out, int max, char *errbuf, size_t errlen);
 
 #endif

@@ -1,4 +1,4 @@
-/* VKFUSE_CHECK=1 (frontend/check.h): a wrong kernel injected through the
+/* VKFUSE_CHECK=1 (plan/check.h): a wrong kernel injected through the
  * test hook vf_vk_test_wrong_exec (vulkan/plan.h) fails the call with
  * VF_ERROR_DEVICE and a report naming that kernel, its graph node and its
  * GLSL file (which exists and holds the wrong kernel's code); correct

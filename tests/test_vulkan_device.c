@@ -14,7 +14,7 @@ static void test_loader(void **state)
     (void)state;
     vf_err err = {0};
     vf_vk_loader l;
-    assert_int_equal(vf_vk_loader_open(&l, &err), VF_OK);
+    assert_int_equal(vf_vk_loader_open(&l, NULL, &err), VF_OK);
     assert_non_null(l.lib);
     assert_non_null(l.gipa);
     assert_non_null(l.vk.vkCreateInstance);

@@ -1,4 +1,5 @@
-/* The context: backend choice, the sticky error, environment knobs. */
+/* The context: backend choice (the device backend and the host backend of
+ * folding and VKFUSE_CHECK), the sticky error, environment knobs. */
 #include "frontend/frontend.h"
 
 #include <stdio.h>
@@ -19,18 +20,10 @@ vf_status vf_fail(vf_context *ctx, vf_status status, const char *fmt, ...)
 vf_status vf_backend_failed(vf_context *ctx, vf_status status, const char *fmt, ...)
 {
     VF_ASSERT_LOCKED(ctx);
-    char what[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    status = vf_err_vbackend(&ctx->err, &ctx->be_err, status, fmt, ap);
     va_end(ap);
-    if (ctx->be_err.status != VF_OK) {
-        if (status == VF_OK) status = ctx->be_err.status;
-        vf_fail(ctx, status, "%s: %s", what, ctx->be_err.message);
-    } else if (status != VF_OK) {
-        vf_fail(ctx, status, "%s", what);
-    }
-    vf_err_clear(&ctx->be_err);
     return status;
 }
 
@@ -52,10 +45,60 @@ const char *vf_status_name(vf_status s)
     return "VF_ERROR_UNKNOWN";
 }
 
+/* ---- the environment: every getenv of the library -------------------------- */
+
 static bool env_true(const char *name)
 {
     const char *v = getenv(name);
     return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "off") != 0;
+}
+
+static bool env_log_info(void)
+{
+    const char *v = getenv("VKFUSE_LOG");
+    return v && (strcasecmp(v, "info") == 0 || strcasecmp(v, "debug") == 0);
+}
+
+static const char *env_set(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* The frontend's knobs (vf_options). */
+static void read_options(vf_options *o)
+{
+    const char *check = getenv("VKFUSE_CHECK");
+    const char *dump = env_set("VKFUSE_DUMP"), *tmp = env_set("TMPDIR");
+    o->eager = env_true("VKFUSE_EAGER");
+    o->log_info = env_log_info();
+    o->no_plan = getenv("VKFUSE_NO_PLAN") != NULL;
+    o->check = check && *check && strcmp(check, "0") != 0;
+    snprintf(o->dump_dir, sizeof o->dump_dir, "%s", dump ? dump : "");
+    snprintf(o->check_root, sizeof o->check_root, "%s", dump ? dump : tmp ? tmp : "/tmp");
+}
+
+bool vf_env_fusion_off(void)
+{
+    const char *env = getenv("VKFUSE_FUSION");
+    return env && strcmp(env, "0") == 0;
+}
+
+void vf_vk_options_env(vf_vk_options *o)
+{
+    o->loader = getenv("VKFUSE_VULKAN_LOADER");
+    o->test_caps = getenv("VKFUSE_TEST_CAPS");
+    o->test_limits = getenv("VKFUSE_TEST_LIMITS");
+    o->dump_dir = env_set("VKFUSE_DUMP");
+    o->log_info = env_log_info();
+}
+
+/* No context: the environment is read here, as a context would. */
+int vf_devices(vf_device_info *out, int max, char *errbuf, size_t errlen)
+{
+    vf_vk_options o = {.device_index = -1, .device_env = getenv("VKFUSE_DEVICE")};
+    vf_vk_options_env(&o);
+    return vf_vulkan_devices(&o, out, max, errbuf, errlen);
 }
 
 /* VKFUSE_CACHE_DIR, else $XDG_CACHE_HOME/vkfuse, else ~/.cache/vkfuse. */
@@ -92,10 +135,29 @@ static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d)
         .profile = ctx->profile,
         .cache_dir = ctx->cache_dir,
     };
+    vf_vk_options_env(&opt);
     vf_status s = vf_vulkan_backend_create(&ctx->be_err, &opt, &ctx->be, ctx->device_name, sizeof ctx->device_name);
     if (s == VF_OK) ctx->kind = VF_BACKEND_VULKAN;
     return s;
 }
+
+vf_host *vf_context_host(vf_context *ctx)
+{
+    if (ctx->host.be.iface) return &ctx->host;
+    vf_err_clear(&ctx->host.err);
+    return vf_cpu_backend_create(&ctx->host.err, &ctx->host.be) == VF_OK ? &ctx->host : NULL;
+}
+
+static vf_status fold_eval(void *self, const vf_graph *g, const vf_node *n, void *data, size_t bytes, vf_err *err)
+{
+    vf_context *ctx = self;
+    vf_host *h = vf_context_host(ctx);
+    if (!h) return vf_err_set(err, ctx->host.err.status, "%s", ctx->host.err.message);
+    vf_evaluator ev = vf_host_evaluator(h);
+    return ev.eval(ev.self, g, n, data, bytes, err);
+}
+
+vf_evaluator vf_context_evaluator(vf_context *ctx) { return (vf_evaluator){.eval = fold_eval, .self = ctx}; }
 
 /* Picks and creates the backend of a new context (its lock held). */
 static vf_status create_backend(vf_context *ctx, const vf_context_desc *d)
@@ -163,6 +225,7 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     vf_tape_slots_init(ctx);
     resolve_cache_dir(d, ctx->cache_dir, sizeof ctx->cache_dir);
     ctx->profile = d->profile || env_true("VKFUSE_PROFILE");
+    read_options(&ctx->opt);
     *out = ctx;
     vf_ctx_lock(ctx); /* no other thread knows ctx yet; the internal helpers check the lock is held */
     vf_status s = create_backend(ctx, d);
@@ -187,6 +250,7 @@ void vf_context_destroy(vf_context *ctx)
     for (int i = 0; i < ctx->cap_scopes; i++) free(ctx->scopes[i].items);
     free(ctx->scopes);
     if (ctx->be.iface) ctx->be.iface->destroy(ctx->be.self);
+    if (ctx->host.be.iface) ctx->host.be.iface->destroy(ctx->host.be.self);
     vf_handles_free(&ctx->tensor_slots);
     vf_handles_free(&ctx->tape_slots);
     while (vf_ctx_lock_depth(ctx) > 0) vf_ctx_unlock(ctx);

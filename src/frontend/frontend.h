@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "frontend/handles.h"
 #include "frontend/lock.h"
+#include "plan/host.h"
 #include "util/err.h"
 #include "vkfuse.h"
 
@@ -41,6 +42,27 @@ struct vf_tensor {
 
 typedef struct vf_trace vf_trace;
 
+/* The environment as the frontend uses it, read once when the context is
+   created (context.c: the only place the library calls getenv) and passed
+   down from here. The Vulkan backend gets its part as vf_vk_options at
+   creation. One knob is read later on purpose: VKFUSE_FUSION, each time a
+   plan is built (vf_env_fusion_off). */
+typedef struct vf_options {
+    bool eager;            /* VKFUSE_EAGER: vf_function bodies run eagerly */
+    bool log_info;         /* VKFUSE_LOG=info|debug: retraces and their reasons */
+    bool no_plan;          /* VKFUSE_NO_PLAN: traced functions run node by node */
+    bool check;            /* VKFUSE_CHECK: plans are checked on the host backend (plan/check.h) */
+    char dump_dir[4096];   /* VKFUSE_DUMP: graphs and kernels are written there; "": none */
+    char check_root[4096]; /* where a checked plan's GLSL goes: VKFUSE_DUMP, else TMPDIR, else /tmp */
+} vf_options;
+
+/* VKFUSE_FUSION=0, read when called: the one knob read after the context
+   is made. Plans read it each time one is built, so that it can be
+   switched between calls on one context (the unfused baseline of a
+   benchmark, tests/test_function_fusion.c and others); per function it is
+   vf_function_desc.unfused. */
+bool vf_env_fusion_off(void);
+
 typedef struct vf_scope {
     vf_tensor **items;
     int n, cap;
@@ -67,6 +89,8 @@ struct vf_context {
        are never reused, so a stale handle is an error, not a crash. */
     vf_handles tensor_slots, tape_slots;
     struct vf_function *functions; /* every function of ctx (destroyed ones too), orphaned at destroy */
+    vf_host host;          /* the host (CPU) backend of constant folding and VKFUSE_CHECK, made on first use */
+    vf_options opt;        /* the environment, read at creation */
 };
 
 /* Records an error in ctx (first one wins) and returns status. */
@@ -77,6 +101,12 @@ vf_status vf_fail(vf_context *ctx, vf_status status, const char *fmt, ...)
    pick up messages the backend recorded on its own (validation layer). */
 vf_status vf_backend_failed(vf_context *ctx, vf_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The context's host backend (made here on first use: context.c picks
+   every backend). NULL: it could not be made, the reason in ctx->host.err. */
+vf_host *vf_context_host(vf_context *ctx);
+/* Constant folding's evaluator: the host backend, made when first needed. */
+vf_evaluator vf_context_evaluator(vf_context *ctx);
 
 /* Formats a shape as "[2,3,4]" into buf (always NUL-terminated). */
 const char *vf_shape_str(char *buf, size_t len, int rank, const int64_t *shape);

@@ -1,8 +1,7 @@
-/* vf_function: the signature cache, tracing on a miss, retrace
- * explanations, and the call of a concrete function. */
-#include "frontend/function.h"
-#include "plan/plan.h"
-#include "frontend/profile.h"
+/* vf_function: its lifetime, the signature cache, tracing on a miss and
+ * the call of a concrete function (signatures and retrace explanations:
+ * function_sig.c). */
+#include "frontend/function_impl.h"
 #include "frontend/saved.h"
 #include "frontend/tape.h"
 #include "graph/passes.h"
@@ -12,89 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
-
-#define VF_RETRACE_WARN 5
-#define VF_PLANS_MAX 8 /* recorded plans kept per concrete function (one per size set) */
-#define VF_NEST_MAX 256 /* eager calls of one function inside itself: deeper is a recursion without end */
-
-typedef struct concrete {
-    vf_dtype *dt;          /* per input */
-    vf_shape *shape;       /* per input; sym bits for input_signature -1 dims */
-    vf_tensor **var;       /* per input: the variable passed there (retained), NULL: a value.
-                              NULL array: a loaded function (it has its own restored variables) */
-    int n_var;
-    vf_graph *g;
-    vf_capture *caps;
-    int n_caps;
-    vf_const_cache consts;
-    vf_fplan *plans[VF_PLANS_MAX]; /* newest last */
-    int n_plans;
-    bool no_plan;          /* the graph has nodes a plan cannot run */
-} concrete;
-
-struct vf_function {
-    vf_context *ctx;
-    char name[128];
-    vf_body body;
-    void *user;
-    int n_in, n_out;
-    vf_tensor_spec *sig;   /* NULL: specialise per concrete signature */
-    concrete *cfs;
-    int n_cf;
-    int last;              /* the concrete function called last, -1: none */
-    const vf_fplan *last_plan; /* the plan its last call ran, NULL: none */
-    bool env_eager;
-    bool unfused;          /* vf_function_desc.unfused */
-    vf_function_stats stats;
-    char reason[256];
-    int *changes;          /* per input: retraces it caused */
-    bool warned;
-    vf_fprofile prof;      /* the last call's, when the context profiles */
-    vf_keyset kernels;     /* content keys of the kernels its calls used (saved with it) */
-    /* Lifetime: every function is on its context's list. A destroyed one
-       keeps this struct (its graphs, plans and captures are freed) until
-       the context ends, so a second destroy or a call is an error; when
-       the context ends first the function is orphaned (ctx NULL, the same
-       freeing) and vf_function_destroy frees what is left. */
-    struct vf_function *next_fn;
-    bool destroyed;
-    int active;            /* calls of it in progress: traced, inlined or eager */
-};
-
-static bool env_on(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "off") != 0;
-}
-
-static bool log_info(void)
-{
-    const char *v = getenv("VKFUSE_LOG");
-    return v && (strcasecmp(v, "info") == 0 || strcasecmp(v, "debug") == 0);
-}
-
-static const char *spec_str(char *buf, size_t len, vf_dtype dt, const vf_shape *s)
-{
-    size_t n = (size_t)snprintf(buf, len, "%s[", vf_dtype_name(dt));
-    for (int i = 0; i < s->rank && n < len; i++) {
-        if ((s->sym >> i) & 1u) n += (size_t)snprintf(buf + n, len - n, "%s-1", i ? "," : "");
-        else n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "", (long long)s->dim[i]);
-    }
-    if (n < len) snprintf(buf + n, len - n, "]");
-    return buf;
-}
-
-static vf_shape spec_shape(const vf_tensor_spec *sp)
-{
-    vf_shape s = {.rank = sp->rank};
-    for (int i = 0; i < sp->rank; i++) {
-        s.dim[i] = sp->shape[i];
-        if (sp->shape[i] == -1) s.sym |= 1u << i;
-    }
-    return s;
-}
 
 vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
 {
@@ -133,7 +50,7 @@ vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
     fn->n_in = d->n_inputs;
     fn->n_out = d->n_outputs;
     fn->last = -1;
-    fn->env_eager = env_on("VKFUSE_EAGER");
+    fn->env_eager = ctx->opt.eager;
     fn->unfused = d->unfused;
     fn->next_fn = ctx->functions;
     ctx->functions = fn;
@@ -142,7 +59,7 @@ vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
 
 static void concrete_free(vf_context *ctx, concrete *c)
 {
-    for (int i = 0; i < c->n_plans; i++) vf_fplan_free(ctx, c->plans[i]); /* before the constants they use */
+    for (int i = 0; i < c->n_plans; i++) vf_fplan_free(&ctx->be, c->plans[i]); /* before the constants they use */
     vf_const_cache_free(&c->consts);
     vf_captures_free(c->caps, c->n_caps);
     vf_graph_free(c->g);
@@ -279,116 +196,19 @@ char *vf_function_graph_text(vf_function *fn)
     return vf_graph_to_string(fn->cfs[fn->last].g, fn->name);
 }
 
-/* ---- signatures ------------------------------------------------------------- */
-
-/* Checks the call against the input_signature. */
-static vf_status check_signature(vf_function *fn, vf_tensor *const *in)
-{
-    for (int i = 0; i < fn->n_in; i++) {
-        const vf_tensor_spec *sp = &fn->sig[i];
-        const vf_tensor *t = in[i];
-        int bad = -1;
-        bool ok = t->dtype == sp->dtype && t->rank == sp->rank;
-        for (int k = 0; ok && k < t->rank; k++)
-            if (sp->shape[k] != -1 && sp->shape[k] != t->shape[k]) ok = false, bad = k;
-        if (ok) continue;
-        char want[1024] = "", got[128], sh[VF_SHAPE_STR_LEN], one[128];
-        for (int j = 0; j < fn->n_in; j++) {
-            vf_shape s = spec_shape(&fn->sig[j]);
-            size_t n = strlen(want);
-            snprintf(want + n, sizeof want - n, "%s%s", j ? ", " : "", spec_str(one, sizeof one, fn->sig[j].dtype, &s));
-        }
-        snprintf(got, sizeof got, "%s%s", vf_dtype_name(t->dtype), vf_shape_str(sh, sizeof sh, t->rank, t->shape));
-        vf_shape s = spec_shape(sp);
-        return vf_fail(fn->ctx, t->dtype != sp->dtype ? VF_ERROR_DTYPE : VF_ERROR_SHAPE,
-                       "vf_function_call: '%s' input %d is %s but its input_signature says %s%s; the signature is "
-                       "(%s) where -1 is any size", fn->name, i, got, spec_str(one, sizeof one, sp->dtype, &s),
-                       t->dtype != sp->dtype ? " (dtype differs)" : t->rank != sp->rank ? " (rank differs)" : bad >= 0 ? " (a fixed dim differs)" : "",
-                       want);
-    }
-    return VF_OK;
-}
-
-/* A variable passed as an input goes by reference, as TF passes
-   variables: the body gets the variable itself (reads see its current
-   value, assigns change it), so the concrete function captures that
-   variable and serves only calls that pass it again. */
-static bool same_var(const concrete *c, int i, const vf_tensor *t)
-{
-    return !c->var || c->var[i] == (t->is_variable ? t : NULL);
-}
-
-static bool matches(const concrete *c, int n, vf_tensor *const *in)
-{
-    for (int i = 0; i < n; i++) {
-        const vf_tensor *t = in[i];
-        if (t->dtype != c->dt[i] || t->rank != c->shape[i].rank || !same_var(c, i, t)) return false;
-        for (int k = 0; k < t->rank; k++)
-            if (!((c->shape[i].sym >> k) & 1u) && c->shape[i].dim[k] != t->shape[k]) return false;
-    }
-    return true;
-}
-
-/* Why in does not match c: "input 0 dim 0: traced 128, got 100". */
-static int explain(const concrete *c, int n, vf_tensor *const *in, char *buf, size_t len)
-{
-    for (int i = 0; i < n; i++) {
-        const vf_tensor *t = in[i];
-        if (t->dtype != c->dt[i]) {
-            snprintf(buf, len, "input %d dtype: traced %s, got %s", i, vf_dtype_name(c->dt[i]), vf_dtype_name(t->dtype));
-            return i;
-        }
-        if (t->rank != c->shape[i].rank) {
-            snprintf(buf, len, "input %d rank: traced %d, got %d", i, c->shape[i].rank, t->rank);
-            return i;
-        }
-        for (int k = 0; k < t->rank; k++)
-            if (c->shape[i].dim[k] != t->shape[k]) {
-                snprintf(buf, len, "input %d dim %d: traced %lld, got %lld", i, k, (long long)c->shape[i].dim[k],
-                         (long long)t->shape[k]);
-                return i;
-            }
-        if (!same_var(c, i, t)) {
-            snprintf(buf, len, "input %d: traced with %s, got %s", i, c->var[i] ? "a variable" : "a value",
-                     t->is_variable ? (c->var[i] ? "another variable (variables go by reference)" : "a variable")
-                                    : "a value");
-            return i;
-        }
-    }
-    snprintf(buf, len, "no concrete function yet");
-    return -1;
-}
-
-static void note_retrace(vf_function *fn, vf_tensor *const *in)
-{
-    int who = explain(&fn->cfs[fn->n_cf - 1], fn->n_in, in, fn->reason, sizeof fn->reason);
-    fn->stats.retraces++;
-    if (who >= 0) fn->changes[who]++;
-    if (log_info()) fprintf(stderr, "vkfuse: info: vf_function '%s' retraces (%d): %s\n", fn->name, fn->stats.retraces, fn->reason);
-    if (fn->stats.retraces >= VF_RETRACE_WARN && !fn->warned) {
-        int most = 0;
-        for (int i = 1; i < fn->n_in; i++)
-            if (fn->changes[i] > fn->changes[most]) most = i;
-        fprintf(stderr, "vkfuse: warning: vf_function '%s' has retraced %d times; input %d keeps changing (last: "
-                "%s). Every trace costs time and memory: give the function an input_signature with -1 for the "
-                "dims that vary (vf_function_desc.input_signature), so that one trace serves every size\n",
-                fn->name, fn->stats.retraces, most, fn->reason);
-        fn->warned = true;
-    }
-}
 
 /* ---- tracing ---------------------------------------------------------------- */
 
-static void dump_dir(char *out, size_t len)
+/* VKFUSE_DUMP's directory, made if needed; NULL: none. */
+static const char *dump_dir(const vf_context *ctx)
 {
-    const char *d = getenv("VKFUSE_DUMP");
-    out[0] = '\0';
-    if (!d || !*d) return;
+    const char *d = ctx->opt.dump_dir;
+    if (!*d) return NULL;
     if (mkdir(d, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "vkfuse: warning: VKFUSE_DUMP=%s: cannot create the directory\n", d);
-        return;
+        return NULL;
     }
-    snprintf(out, len, "%s", d);
+    return d;
 }
 
 static concrete *trace(vf_function *fn, vf_tensor *const *in)
@@ -408,7 +228,7 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
                 : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
     for (int i = 0; s == VF_OK && i < fn->n_in; i++) {
         c.dt[i] = in[i]->dtype;
-        c.shape[i] = fn->sig ? spec_shape(&fn->sig[i]) : (vf_shape){.rank = in[i]->rank};
+        c.shape[i] = fn->sig ? vf_fsig_shape(&fn->sig[i]) : (vf_shape){.rank = in[i]->rank};
         for (int k = 0; k < in[i]->rank; k++) c.shape[i].dim[k] = in[i]->shape[k];
         if (in[i]->is_variable) c.var[i] = vf_tensor_retain(in[i]);
     }
@@ -455,11 +275,11 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
     }
     fn->stats.traces += tracing;
     if (s == VF_OK) {
-        char dir[1024], name[192];
-        dump_dir(dir, sizeof dir);
+        char name[192];
         snprintf(name, sizeof name, "%s.trace%d", fn->name, fn->stats.traces);
         vf_err err = {0};
-        if (vf_optimize(c.g, dir[0] ? dir : NULL, name, &err) < 0)
+        vf_evaluator ev = vf_context_evaluator(ctx);
+        if (vf_optimize(c.g, &ev, dump_dir(ctx), name, &err) < 0)
             s = vf_fail(ctx, err.status, "vf_function_call: optimising '%s': %s", fn->name, err.message);
     }
     free(ins);
@@ -477,11 +297,11 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
 
 /* The recorded plan of c for these params' sizes, built on first use and
    kept (at most VF_PLANS_MAX, the oldest dropped); NULL: run node by node. */
-static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const vf_rval *params, vf_fplan **out)
+static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const vf_plan_value *params, vf_fplan **out)
 {
     vf_context *ctx = fn->ctx;
     *out = NULL;
-    if (!ctx->be.iface->plan_create || c->no_plan || getenv("VKFUSE_NO_PLAN")) return VF_OK;
+    if (!ctx->be.iface->plan_create || c->no_plan || ctx->opt.no_plan) return VF_OK;
     if (!vf_fplan_graph_ok(c->g)) {
         c->no_plan = true;
         return VF_OK;
@@ -492,10 +312,10 @@ static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const
             return VF_OK;
         }
     vf_fplan *fp = NULL;
-    vf_status s = vf_fplan_build(rs, c->g, params, &fp);
+    vf_status s = vf_run_plan_build(rs, c->g, params, &fp);
     if (s != VF_OK || !fp) return s;
     if (c->n_plans == VF_PLANS_MAX) {
-        vf_fplan_free(ctx, c->plans[0]);
+        vf_fplan_free(&ctx->be, c->plans[0]);
         memmove(c->plans, c->plans + 1, sizeof *c->plans * (VF_PLANS_MAX - 1));
         c->n_plans--;
     }
@@ -508,18 +328,21 @@ static vf_status find_plan(vf_function *fn, concrete *c, vf_run_state *rs, const
 static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in, vf_tensor **out)
 {
     vf_context *ctx = fn->ctx;
-    vf_run_state rs = {.ctx = ctx, .fn = fn->name, .caps = c->caps, .consts = &c->consts, .unfused = fn->unfused};
+    vf_run_state rs = {.ctx = ctx, .fn = fn->name, .caps = c->caps, .n_caps = c->n_caps, .consts = &c->consts,
+                       .unfused = fn->unfused};
     vf_rval *params = calloc((size_t)fn->n_in + 1, sizeof *params);
     vf_rval *outs = calloc((size_t)fn->n_out + 1, sizeof *outs);
     vf_status s = params && outs ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
     for (int i = 0; s == VF_OK && i < fn->n_in; i++)
         params[i] = (vf_rval){.ref = vf_tensor_ref(in[i]), .t = in[i], .var = in[i]->is_variable};
+    vf_plan_value *pv = s == VF_OK ? vf_plan_values(params, fn->n_in) : NULL;
+    if (s == VF_OK && !pv) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
     vf_context_stats before = {0}, after = {0};
     if (ctx->be.iface->stats) ctx->be.iface->stats(ctx->be.self, &before);
     vf_scope_begin(ctx);
     vf_fplan *fp = NULL;
-    if (s == VF_OK) s = find_plan(fn, c, &rs, params, &fp);
-    if (s == VF_OK && fp) s = vf_fplan_call(&rs, fp, params, outs);
+    if (s == VF_OK) s = find_plan(fn, c, &rs, pv, &fp);
+    if (s == VF_OK && fp) s = vf_run_plan_call(&rs, fp, pv, fn->n_out, outs);
     else if (s == VF_OK) s = vf_graph_run(&rs, c->g, params, outs);
     for (int k = 0; s == VF_OK && k < fn->n_out; k++)
         if (!(out[k] = vf_rval_to_output(&rs, &outs[k]))) s = ctx->err.status;
@@ -528,6 +351,7 @@ static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in
     vf_scope_end(ctx);
     vf_run_state_finish(&rs);
     free(params);
+    free(pv);
     free(outs);
     if (ctx->be.iface->stats) ctx->be.iface->stats(ctx->be.self, &after);
     fn->stats.kernels = vf_graph_kernels(c->g);
@@ -588,7 +412,7 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
                          : vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' input %d is NULL", fn->name, i);
         if (!vf_check_input(ctx, "vf_function_call", in[i], i)) return ctx->err.status;
     }
-    if (fn->sig && check_signature(fn, in) != VF_OK) return ctx->err.status;
+    if (fn->sig && vf_fsig_check(fn, in) != VF_OK) return ctx->err.status;
     bool eager = (ctx->run_eagerly || fn->env_eager) && fn->body; /* a loaded function has only its graphs */
     if (!fn->body && ctx->trace)
         return vf_fail(ctx, VF_ERROR_UNSUPPORTED, "vf_function_call: '%s' was loaded from a file and has no body "
@@ -614,10 +438,10 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
     }
     int hit = -1;
     for (int i = 0; i < fn->n_cf && hit < 0; i++)
-        if (matches(&fn->cfs[i], fn->n_in, in)) hit = i;
+        if (vf_fsig_matches(&fn->cfs[i], fn->n_in, in)) hit = i;
     if (hit < 0 && !fn->body) {
         char why[256];
-        explain(&fn->cfs[fn->n_cf - 1], fn->n_in, in, why, sizeof why);
+        vf_fsig_explain(&fn->cfs[fn->n_cf - 1], fn->n_in, in, why, sizeof why);
         return vf_fail(ctx, VF_ERROR_SHAPE, "vf_function_call: '%s' was loaded from a file and has no concrete "
                        "function for these inputs (%s) and no body to trace one; save it after calling it with "
                        "every signature it needs, or give it an input_signature with -1 dims", fn->name, why);
@@ -627,7 +451,7 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
     vf_keyset *prev = ctx->be.iface->kernels_track ? ctx->be.iface->kernels_track(ctx->be.self, &fn->kernels) : NULL;
     vf_status s = VF_OK;
     if (hit < 0) {
-        if (fn->n_cf > 0) note_retrace(fn, in);
+        if (fn->n_cf > 0) vf_fsig_note_retrace(fn, in);
         if (trace(fn, in)) hit = fn->n_cf - 1;
         else s = ctx->err.status;
     }

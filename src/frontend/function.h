@@ -3,6 +3,7 @@
 #define VF_FRONTEND_FUNCTION_H
 
 #include "frontend/trace.h"
+#include "plan/plan.h"
 
 /* A value while a graph runs: what a kernel reads (ref), the tensor that
    holds the storage (NULL for captures, which the function holds), and
@@ -26,6 +27,7 @@ typedef struct vf_run_state {
     const char *fn;            /* the function's name, for messages */
     bool unfused;              /* plans: one kernel per op (vf_function_desc.unfused) */
     const vf_capture *caps;
+    int n_caps;
     vf_const_cache *consts;
     int dispatches;
     int64_t live_bytes, peak_bytes;
@@ -42,6 +44,18 @@ vf_status vf_run_const(vf_run_state *rs, const vf_node *n, vf_rval *out);
 void vf_run_state_finish(vf_run_state *rs);
 /* A tensor of the caller's scope (one below the innermost) with v's value. */
 vf_tensor *vf_rval_to_output(vf_run_state *rs, const vf_rval *v);
+
+/* Recorded plans (run_plan.c): the tensors and scopes bound around
+   src/plan. The plan's view of values (NULL: out of host memory). */
+vf_plan_value *vf_plan_values(const vf_rval *v, int n);
+/* vf_fplan_build with the run's captures and constants and the context's
+   backend and options; *out NULL and VF_OK: run node by node. */
+vf_status vf_run_plan_build(vf_run_state *rs, const vf_graph *g, const vf_plan_value *params, vf_fplan **out);
+/* Runs one call: output tensors in the innermost scope, outs[n_out]. */
+vf_status vf_run_plan_call(vf_run_state *rs, vf_fplan *fp, const vf_plan_value *params, int n_out, vf_rval *outs);
+/* The stats of the plan fn's last call ran (function.c; for tests): false
+   if that call ran no recorded plan. */
+bool vf_function_plan_stats(vf_function *fn, vf_fplan_stats *out);
 
 /* Runs fn(in) eagerly in a scope of its own; out[n_out] end in the caller's
    scope (control_flow.c). */

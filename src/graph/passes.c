@@ -5,14 +5,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-const vf_pass vf_passes[] = {
+/* The pipeline in order; a NULL run is folding, the one pass that needs
+   something from its caller (the evaluator). */
+static const struct {
+    const char *name;
+    int (*run)(vf_graph *g, vf_err *err);
+} passes[] = {
     {"cond_to_select", vf_pass_cond_to_select},
     {"simplify", vf_pass_simplify},
-    {"fold", vf_pass_fold},
+    {"fold", NULL},
     {"cse", vf_pass_cse},
     {"dce", vf_pass_dce},
 };
-const int vf_n_passes = (int)(sizeof vf_passes / sizeof *vf_passes);
+#define N_PASSES ((int)(sizeof passes / sizeof *passes))
 
 static void dump(const vf_graph *g, const char *dir, const char *name, int step, const char *what)
 {
@@ -24,17 +29,17 @@ static void dump(const vf_graph *g, const char *dir, const char *name, int step,
     if (!ok) fprintf(stderr, "vkfuse: warning: VKFUSE_DUMP: could not write %s\n", path);
 }
 
-int vf_optimize(vf_graph *g, const char *dump_dir, const char *name, vf_err *err)
+int vf_optimize(vf_graph *g, const vf_evaluator *ev, const char *dump_dir, const char *name, vf_err *err)
 {
     int total = 0, step = 0;
     if (dump_dir) dump(g, dump_dir, name, step++, "traced");
     for (int round = 0; round < 4; round++) {
         int changed = 0;
-        for (int p = 0; p < vf_n_passes; p++) {
-            int c = vf_passes[p].run(g, err);
+        for (int p = 0; p < N_PASSES; p++) {
+            int c = passes[p].run ? passes[p].run(g, err) : vf_pass_fold(g, ev, err);
             if (c < 0) return -1;
             changed += c;
-            if (dump_dir) dump(g, dump_dir, name, step++, vf_passes[p].name);
+            if (dump_dir) dump(g, dump_dir, name, step++, passes[p].name);
         }
         total += changed;
         if (!changed) break;

@@ -6,10 +6,21 @@
 
 #include "graph/graph.h"
 
+/* What constant folding needs from its caller: computing op node n of g,
+   whose inputs are all compile-time values (vf_node_is_const), into data
+   (bytes: n's size, packed). On failure: the status, the reason in err.
+   The graph layer never picks a backend: the frontend passes one backed by
+   the context's host (CPU) backend (plan/host.h). */
+typedef struct vf_evaluator {
+    vf_status (*eval)(void *self, const vf_graph *g, const vf_node *n, void *data, size_t bytes, vf_err *err);
+    void *self;
+} vf_evaluator;
+
 /* Constant folding: an op whose inputs are all constants (CONST nodes or
-   fills) and whose result is small is evaluated on the CPU backend and
-   becomes a CONST. Reshapes of constants fold too. Variables never fold. */
-int vf_pass_fold(vf_graph *g, vf_err *err);
+   fills) and whose result is small is evaluated by ev and becomes a
+   CONST. Reshapes of constants fold too. Variables never fold. ev NULL:
+   only reshapes fold. */
+int vf_pass_fold(vf_graph *g, const vf_evaluator *ev, vf_err *err);
 /* Dead-code elimination: removes nodes that neither reach an output nor
    have a side effect. Params stay (their positions are the signature). */
 int vf_pass_dce(vf_graph *g, vf_err *err);
@@ -26,18 +37,11 @@ int vf_pass_simplify(vf_graph *g, vf_err *err);
    branches inline plus a `where` per output: no host round trip. */
 int vf_pass_cond_to_select(vf_graph *g, vf_err *err);
 
-typedef struct vf_pass {
-    const char *name;
-    int (*run)(vf_graph *g, vf_err *err);
-} vf_pass;
-
-extern const vf_pass vf_passes[];
-extern const int vf_n_passes;
-
-/* Runs the passes until nothing changes (at most 4 rounds). With dump_dir
-   set, writes <dir>/<name>.NN-<pass>.txt and .dot after every pass, and
-   .00-traced before the first. Returns the total of changes or -1. */
-int vf_optimize(vf_graph *g, const char *dump_dir, const char *name, vf_err *err);
+/* Runs the passes until nothing changes (at most 4 rounds), folding with
+   ev. With dump_dir set, writes <dir>/<name>.NN-<pass>.txt and .dot after
+   every pass, and .00-traced before the first. Returns the total of
+   changes or -1. */
+int vf_optimize(vf_graph *g, const vf_evaluator *ev, const char *dump_dir, const char *name, vf_err *err);
 
 /* Helpers shared by the passes (passes.c). */
 /* Whether node id of g is a constant whose every element equals v. */

@@ -30,8 +30,7 @@
 void vf_fusion_options_default(vf_fusion_options *opt)
 {
     memset(opt, 0, sizeof *opt);
-    const char *env = getenv("VKFUSE_FUSION");
-    opt->enabled = !(env && strcmp(env, "0") == 0);
+    opt->enabled = true; /* off: VKFUSE_FUSION=0, which the caller reads (frontend/run_plan.c) */
     /* Row groups: codegen_rows.c; matmul groups: codegen_matmul_fused.c. */
     opt->fuse_rows = true;
     opt->fuse_matmul = true;

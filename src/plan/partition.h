@@ -1,7 +1,7 @@
 /* Fusion: partitioning a traced graph into kernels (groups).
  *
  *   vf_fusion_options opt;
- *   vf_fusion_options_default(&opt);            // reads VKFUSE_FUSION
+ *   vf_fusion_options_default(&opt);            // everything on
  *   vf_partition_t p;
  *   if (vf_partition(g, &opt, &p, &err)) ...;   // status + message
  *   for (int i = 0; i < p.n_groups; i++) {      // a valid execution order
@@ -88,8 +88,9 @@ typedef struct vf_partition {
     int *group_of;            /* [g->n]: index in groups of each node */
 } vf_partition_t;
 
-/* Defaults: everything codegen_fused.c can generate is enabled; the
-   environment variable VKFUSE_FUSION=0 disables fusion. */
+/* Defaults: everything codegen_fused.c can generate is enabled (the
+   caller turns fusion off for VKFUSE_FUSION=0: planning reads no
+   environment). */
 void vf_fusion_options_default(vf_fusion_options *opt);
 
 /* Partitions g (see the header comment). opt NULL: defaults. On failure

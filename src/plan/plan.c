@@ -19,7 +19,7 @@
  * (fusion, dependency levels, in-place candidates) is plan_order.c. */
 #include "plan/plan.h"
 #include "plan/plan_build.h"
-#include "frontend/check.h"
+#include "plan/check.h"
 #include "plan/partition.h"
 #include "plan/memplan.h"
 #include "util/dtype.h"
@@ -133,7 +133,7 @@ static pval inter_val(builder *b, vf_dtype dt, const vf_shape *s)
     return v;
 }
 
-static bool walk(builder *b, const vf_graph *g, const vf_rval *params, const pval *sub, pval *v, vf_status *st);
+static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, const pval *sub, pval *v, vf_status *st);
 
 static bool add_copy(builder *b, const pval *from, const pval *to)
 {
@@ -189,9 +189,9 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
 
 /* Walks g (params: the call's, or sub: a branch's); false: not plannable
    (or out of memory: b->oom). */
-static bool walk(builder *b, const vf_graph *g, const vf_rval *params, const pval *sub, pval *v, vf_status *st)
+static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, const pval *sub, pval *v, vf_status *st)
 {
-    vf_run_state *rs = b->rs;
+    const vf_plan_env *env = b->env;
     for (int i = 0; i < g->n; i++) {
         const vf_node *n = &g->nodes[i];
         pval in[3];
@@ -204,7 +204,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_rval *params, const pva
                 v[i] = sub[n->index];
                 break;
             }
-            const vf_rval *p = &params[n->index];
+            const vf_plan_value *p = &params[n->index];
             if (!p->ref.buf) return false;
             v[i] = (pval){.ref = p->ref, .loc = {VF_PLAN_BIND, n->index}, .inter = -1, .var = p->var};
             v[i].ref.buf = NULL;
@@ -212,16 +212,16 @@ static bool walk(builder *b, const vf_graph *g, const vf_rval *params, const pva
             break;
         }
         case VF_NODE_CAPTURE: {
-            const vf_capture *c = &rs->caps[n->index];
+            const vf_plan_value *c = &env->caps[n->index];
             if (!c->ref.buf) return false;
-            v[i] = (pval){.ref = c->ref, .loc = {VF_PLAN_FIXED, 0}, .inter = -1, .var = c->is_var};
+            v[i] = (pval){.ref = c->ref, .loc = {VF_PLAN_FIXED, 0}, .inter = -1, .var = c->var};
             break;
         }
         case VF_NODE_CONST: {
-            vf_rval r;
-            if ((*st = vf_run_const(rs, n, &r)) != VF_OK) return false;
-            if (!r.ref.buf) return false;
-            v[i] = (pval){.ref = r.ref, .loc = {VF_PLAN_FIXED, 0}, .inter = -1};
+            vf_tref r;
+            if ((*st = env->const_ref(env->user, n, &r)) != VF_OK) return false;
+            if (!r.buf) return false;
+            v[i] = (pval){.ref = r, .loc = {VF_PLAN_FIXED, 0}, .inter = -1};
             break;
         }
         case VF_NODE_OP: {
@@ -256,7 +256,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_rval *params, const pva
             break;
         }
         case VF_NODE_ASSIGN: {
-            const vf_capture *c = &rs->caps[n->index];
+            const vf_plan_value *c = &env->caps[n->index];
             vf_shape vs = vf_pb_shape_of(&c->ref), val = vf_pb_shape_of(&in[0].ref);
             vf_dtype dt;
             vf_err err = {0};
@@ -316,10 +316,10 @@ static void place(const builder *b, const vf_fplan *fp, int id, const size_t *of
     r->buf = NULL;
 }
 
-void vf_fplan_free(vf_context *ctx, vf_fplan *fp)
+void vf_fplan_free(const vf_backend_t *be, vf_fplan *fp)
 {
     if (!fp) return;
-    if (fp->plan) ctx->be.iface->plan_destroy(ctx->be.self, fp->plan);
+    if (fp->plan) be->iface->plan_destroy(be->self, fp->plan);
     vf_fcheck_free(fp->check);
     free(fp->pshape);
     free(fp->slot_dt);
@@ -375,15 +375,15 @@ static vf_status make_check(builder *b, vf_fplan *fp, const vf_plan_desc *d, con
             internal[i] = b->it[i].internal, bind[i] = b->it[i].slot >= 0 ? fp->n_params + b->it[i].slot : -1;
         for (int k = 0; k < b->n_preds; k++) pred_inter[k] = b->preds[k].inter;
         vf_fcheck_desc cd = {
-            .fn = b->rs->fn, .execs = b->ex, .loc = (const vf_plan_loc(*)[4])b->loc,
+            .fn = b->env->name, .execs = b->ex, .loc = (const vf_plan_loc(*)[4])b->loc,
             .inter = (const int(*)[4])b->ref_inter, .kernel = ex_kernel, .node = ex_node, .n_execs = b->n_ex,
             .internal = internal, .bind = bind, .n_inter = b->n_it, .guards = d->guards, .preds = preds,
-            .pred_inter = pred_inter, .n_preds = b->n_preds, .glsl_dir = d->glsl_dir,
+            .pred_inter = pred_inter, .n_preds = b->n_preds, .glsl_dir = d->glsl_dir, .keep_glsl = b->env->check_keep,
         };
-        fp->check = vf_fcheck_create(b->rs->ctx, &cd);
-        if (!fp->check) s = b->rs->ctx->err.status;
+        fp->check = vf_fcheck_create(&cd, b->env->check, b->env->be, b->env->err);
+        if (!fp->check) s = b->env->err->status;
     } else {
-        s = vf_fail(b->rs->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->rs->fn);
+        s = vf_err_set(b->env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->env->name);
     }
     free(internal);
     free(bind);
@@ -394,7 +394,7 @@ static vf_status make_check(builder *b, vf_fplan *fp, const vf_plan_desc *d, con
 /* Output slots, arena offsets, the backend plan. */
 static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *fp, bool *ok)
 {
-    vf_context *ctx = b->rs->ctx;
+    const vf_plan_env *env = b->env;
     *ok = false;
     for (int k = 0; k < g->n_outputs; k++) {
         const pval *o = &v[g->outputs[k]];
@@ -418,7 +418,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     bool good = iv && arena_id && aoff && off && ord && step;
     good = good && vf_pb_fusion(b, g, v, &fz, ord, step) && vf_pb_schedule_levels(b, &fz, ord, step) &&
            vf_pb_reorder(b, ord, step);
-    bool check = good && vf_fcheck_wanted();
+    bool check = good && env->check;
     int *ex_kernel = NULL;
     if (check) good = check_slots(b, g, fp, &fz, &ex_kernel);
     for (int i = 0; good && i < b->n_it; i++) {
@@ -473,10 +473,10 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         vf_pb_fusion_free(&fz);
         free(preds);
         free(ex_kernel);
-        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->rs->fn);
+        return vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", env->name);
     }
     char glsl_dir[512] = "";
-    if (check) vf_fcheck_glsl_dir(b->rs->fn, glsl_dir, sizeof glsl_dir);
+    if (check) vf_fcheck_glsl_dir(env->check_root, env->name, glsl_dir, sizeof glsl_dir);
     fp->st.arena_bytes = (int64_t)arena;
     vf_plan_desc d = {
         .execs = b->ex,
@@ -484,7 +484,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         .n_execs = b->n_ex,
         .arena_bytes = arena,
         .n_binds = fp->n_params + fp->n_slots,
-        .name = b->rs->fn,
+        .name = env->name,
         .fused = fz.fused,
         .n_fused = fz.n_fused,
         .spill_bytes = spill,
@@ -494,7 +494,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         .exec_node = b->ex_node,
         .glsl_dir = glsl_dir[0] ? glsl_dir : NULL,
     };
-    vf_status s = ctx->be.iface->plan_create(ctx->be.self, &d, &fp->plan);
+    vf_status s = env->be->iface->plan_create(env->be->self, &d, &fp->plan);
     if (s == VF_OK && check) s = make_check(b, fp, &d, b->ex_node, ex_kernel, preds);
     free(preds);
     free(ex_kernel);
@@ -502,21 +502,20 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     for (int i = 0; i < fz.n_fused; i++) kernels -= fz.fused[i].n_execs - 1;
     vf_pb_fusion_free(&fz);
     if (s != VF_OK)
-        return vf_backend_failed(ctx, s, "vf_function '%s': recording its plan (%s backend)", b->rs->fn,
-                                 ctx->be.iface->name);
+        return vf_err_backend(env->err, env->be_err, s, "vf_function '%s': recording its plan (%s backend)", env->name,
+                              env->be->iface->name);
     vf_plan_info info = {.kernels = kernels, .dispatches = kernels};
-    if (ctx->be.iface->plan_info) ctx->be.iface->plan_info(ctx->be.self, fp->plan, &info);
+    if (env->be->iface->plan_info) env->be->iface->plan_info(env->be->self, fp->plan, &info);
     fp->st.kernels = info.kernels;
     fp->st.dispatches = info.dispatches;
     *ok = true;
     return VF_OK;
 }
 
-vf_status vf_fplan_build(vf_run_state *rs, const vf_graph *g, const vf_rval *params, vf_fplan **out)
+vf_status vf_fplan_build(const vf_plan_env *env, const vf_graph *g, const vf_plan_value *params, vf_fplan **out)
 {
-    vf_context *ctx = rs->ctx;
     *out = NULL;
-    builder b = {.rs = rs, .node_ex = calloc((size_t)g->n + 1, sizeof(int)),
+    builder b = {.env = env, .node_ex = calloc((size_t)g->n + 1, sizeof(int)),
                  .node_nex = calloc((size_t)g->n + 1, sizeof(int)), .tuple = calloc((size_t)g->n + 1, sizeof(pval *)),
                  .cur = {-1, false}};
     pval *v = calloc((size_t)g->n + 1, sizeof *v);
@@ -533,22 +532,22 @@ vf_status vf_fplan_build(vf_run_state *rs, const vf_graph *g, const vf_rval *par
     }
     vf_status s = VF_OK;
     if (!v || !fp || !b.node_ex || !b.node_nex || !b.tuple || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
-        s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+        s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", env->name);
     for (int i = 0; s == VF_OK && i < np; i++) fp->pshape[i] = vf_pb_shape_of(&params[i].ref);
     bool ok = false;
     if (s == VF_OK && walk(&b, g, params, NULL, v, &s) && s == VF_OK) s = finish(&b, g, v, fp, &ok);
-    if (s == VF_OK && b.oom) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+    if (s == VF_OK && b.oom) s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", env->name);
     builder_free(&b, g->n);
     free(v);
     if (s != VF_OK || !ok) {
-        vf_fplan_free(ctx, fp);
+        vf_fplan_free(env->be, fp);
         return s;
     }
     *out = fp;
     return VF_OK;
 }
 
-bool vf_fplan_matches(const vf_fplan *fp, const vf_rval *params)
+bool vf_fplan_matches(const vf_fplan *fp, const vf_plan_value *params)
 {
     for (int i = 0; i < fp->n_params; i++) {
         vf_shape s = vf_pb_shape_of(&params[i].ref);
@@ -557,46 +556,43 @@ bool vf_fplan_matches(const vf_fplan *fp, const vf_rval *params)
     return true;
 }
 
-vf_status vf_fplan_call(vf_run_state *rs, vf_fplan *fp, const vf_rval *params, vf_rval *outs)
+int vf_fplan_n_slots(const vf_fplan *fp) { return fp->n_slots; }
+
+void vf_fplan_slot(const vf_fplan *fp, int k, vf_dtype *dt, vf_shape *shape)
 {
-    vf_context *ctx = rs->ctx;
+    *dt = fp->slot_dt[k];
+    *shape = fp->slot_shape[k];
+}
+
+int vf_fplan_output(const vf_fplan *fp, int k, vf_shape *view)
+{
+    *view = fp->out_view[k];
+    return fp->out_slot[k];
+}
+
+vf_status vf_fplan_run(const vf_plan_env *env, vf_fplan *fp, const vf_plan_value *params, const vf_tref *slots)
+{
     int nb = fp->n_params + fp->n_slots;
     vf_plan_bind *binds = calloc((size_t)nb + 1, sizeof *binds);
-    vf_tensor **slots = calloc((size_t)fp->n_slots + 1, sizeof *slots);
-    vf_status s = binds && slots ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
-    for (int i = 0; s == VF_OK && i < fp->n_params; i++) {
+    if (!binds) return vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", env->name);
+    for (int i = 0; i < fp->n_params; i++) {
         const vf_tref *r = &params[i].ref;
         binds[i] = (vf_plan_bind){r->buf, r->offset, (size_t)vf_shape_numel(&fp->pshape[i]) * vf_dtype_size(r->dtype)};
     }
-    for (int k = 0; s == VF_OK && k < fp->n_slots; k++) {
-        const vf_shape *sh = &fp->slot_shape[k];
-        /* owned by the call's scope, like the node-by-node run's values */
-        if (!(slots[k] = vf_tensor_new(ctx, "vf_function_call", fp->slot_dt[k], sh->rank, sh->dim))) {
-            s = ctx->err.status;
-            break;
-        }
-        vf_tref r = vf_tensor_ref(slots[k]);
-        binds[fp->n_params + k] = (vf_plan_bind){r.buf, r.offset, (size_t)vf_shape_numel(sh) * vf_dtype_size(r.dtype)};
+    for (int k = 0; k < fp->n_slots; k++) {
+        const vf_tref *r = &slots[k];
+        binds[fp->n_params + k] =
+            (vf_plan_bind){r->buf, r->offset, (size_t)vf_shape_numel(&fp->slot_shape[k]) * vf_dtype_size(r->dtype)};
     }
-    if (s == VF_OK && fp->check) s = vf_fcheck_before(fp->check, ctx);
+    vf_status s = fp->check ? vf_fcheck_before(fp->check) : VF_OK;
     if (s == VF_OK) {
-        s = ctx->be.iface->plan_run(ctx->be.self, fp->plan, binds, nb);
+        s = env->be->iface->plan_run(env->be->self, fp->plan, binds, nb);
         if (s != VF_OK)
-            s = vf_backend_failed(ctx, s, "vf_function '%s': running its plan (%s backend)", rs->fn, ctx->be.iface->name);
+            s = vf_err_backend(env->err, env->be_err, s, "vf_function '%s': running its plan (%s backend)", env->name,
+                               env->be->iface->name);
     }
-    if (s == VF_OK && fp->check) s = vf_fcheck_after(fp->check, ctx, binds);
-    for (int k = 0; s == VF_OK && k < fp->n_outs; k++) {
-        vf_tensor *t = slots[fp->out_slot[k]];
-        outs[k] = (vf_rval){.ref = vf_tensor_ref(t), .t = t};
-        outs[k].ref.rank = fp->out_view[k].rank;
-        memcpy(outs[k].ref.shape, fp->out_view[k].dim, sizeof outs[k].ref.shape);
-    }
-    if (s == VF_OK) {
-        rs->dispatches += fp->st.dispatches;
-        rs->peak_bytes = fp->st.arena_bytes + fp->st.output_bytes;
-    }
+    if (s == VF_OK && fp->check) s = vf_fcheck_after(fp->check, binds);
     free(binds);
-    free(slots);
     return s;
 }
 

@@ -1,7 +1,7 @@
 /* Internal to the plan builder (plan.c builds, plan_order.c orders):
  * the state of a plan being built. Never installed. */
-#ifndef VF_FRONTEND_PLAN_BUILD_H
-#define VF_FRONTEND_PLAN_BUILD_H
+#ifndef VF_PLAN_PLAN_BUILD_H
+#define VF_PLAN_PLAN_BUILD_H
 
 #include "plan/plan.h"
 #include "plan/partition.h"
@@ -24,7 +24,7 @@ typedef struct inter {
 } inter;
 
 typedef struct builder {
-    vf_run_state *rs;
+    const vf_plan_env *env;
     vf_exec *ex;
     vf_plan_loc (*loc)[4];
     int (*ref_inter)[4];

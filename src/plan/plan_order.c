@@ -33,7 +33,7 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
     for (int x = 0; x < b->n_ex; x++) ord[x] = step[x] = x;
     vf_fusion_options opt;
     vf_fusion_options_default(&opt);
-    if (b->rs->unfused) opt.enabled = false;
+    if (b->env->unfused) opt.enabled = false;
     vf_err err = {0};
     if (!opt.enabled) return true;
     vf_status ps = vf_partition(g, &opt, &f->part, &err);

@@ -25,3 +25,26 @@ void vf_err_clear(vf_err *e)
     e->status = VF_OK;
     e->message[0] = '\0';
 }
+
+vf_status vf_err_vbackend(vf_err *e, vf_err *be, vf_status status, const char *fmt, va_list ap)
+{
+    char what[1024];
+    vsnprintf(what, sizeof what, fmt, ap);
+    if (be->status != VF_OK) {
+        if (status == VF_OK) status = be->status;
+        vf_err_set(e, status, "%s: %s", what, be->message);
+    } else if (status != VF_OK) {
+        vf_err_set(e, status, "%s", what);
+    }
+    vf_err_clear(be);
+    return status;
+}
+
+vf_status vf_err_backend(vf_err *e, vf_err *be, vf_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    status = vf_err_vbackend(e, be, status, fmt, ap);
+    va_end(ap);
+    return status;
+}

@@ -22,5 +22,12 @@ vf_status vf_err_set(vf_err *e, vf_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 vf_status vf_err_vset(vf_err *e, vf_status status, const char *fmt, va_list ap);
 void vf_err_clear(vf_err *e);
+/* A failure of a backend that reports into be (its own record): records
+   "<what>: <be's message>" in e (status VF_OK: be's status) and clears be;
+   with nothing in be, "<what>" alone when status is a failure. Returns the
+   status recorded. */
+vf_status vf_err_backend(vf_err *e, vf_err *be, vf_status status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+vf_status vf_err_vbackend(vf_err *e, vf_err *be, vf_status status, const char *fmt, va_list ap);
 
 #endif

@@ -339,6 +339,9 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
         .device_env = opt->device_env,
         .validation = opt->validation,
         .no_push_descriptors = xopt->no_push_descriptors,
+        .loader = opt->loader,
+        .test_caps = opt->test_caps,
+        .test_limits = opt->test_limits,
     };
     vf_status s = vf_vk_device_create(&rt->dev, &dopt, err);
     if (s) {
@@ -349,6 +352,10 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
     vf_vk_sched_options sopt = {.batch_dispatches = xopt->batch_dispatches, .profile = opt->profile};
     s = vf_vk_mem_init(&rt->mem, &rt->dev, &mopt, err);
     if (!s) s = vf_vk_shaders_init(&rt->shaders, &rt->dev, opt->cache_dir, err);
+    if (!s) {
+        snprintf(rt->shaders.dump_dir, sizeof rt->shaders.dump_dir, "%s", opt->dump_dir ? opt->dump_dir : "");
+        rt->shaders.log_info = opt->log_info;
+    }
     if (!s) s = vf_vk_pipelines_init(&rt->pipes, &rt->dev, rt->shaders.dir, err);
     if (!s) s = vf_vk_sched_init(&rt->sched, &rt->dev, &rt->mem, &sopt, err);
     if (s) {

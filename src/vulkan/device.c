@@ -80,9 +80,9 @@ static VkExtensionProperties *instance_exts(vf_vk_loader *l, const char *layer, 
     return e;
 }
 
-static vf_status create_instance(vf_vk_device *d, bool validation, vf_err *err)
+static vf_status create_instance(vf_vk_device *d, bool validation, const char *loader, vf_err *err)
 {
-    vf_status s = vf_vk_loader_open(&d->loader, err);
+    vf_status s = vf_vk_loader_open(&d->loader, loader, err);
     if (s) return s;
     uint32_t loader_version = VK_API_VERSION_1_0;
     if (d->loader.vk.vkEnumerateInstanceVersion)
@@ -395,10 +395,9 @@ static uint32_t driver_loop_limit(VkDriverId id)
    gpu-nosubgroup also drops subgroup arithmetic, as on GPUs without it
    (shared-memory trees; using fewer features is valid on any device).
    Unset, empty or "device": the device's own profile. Read once, when the
-   device (the context) is created. */
-static vf_status apply_test_caps(vf_device_caps *c, vf_err *err)
+   device (the context) is created: v is the option's value. */
+static vf_status apply_test_caps(vf_device_caps *c, const char *v, vf_err *err)
 {
-    const char *v = getenv("VKFUSE_TEST_CAPS");
     if (!v || !*v || strcasecmp(v, "device") == 0) return VF_OK;
     if (strcasecmp(v, "gpu") == 0) c->is_cpu = false;
     else if (strcasecmp(v, "gpu-nosubgroup") == 0)
@@ -411,7 +410,7 @@ static vf_status apply_test_caps(vf_device_caps *c, vf_err *err)
     return VF_OK;
 }
 
-static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_push, vf_err *err)
+static vf_status create_logical(vf_vk_device *d, const phys_info *pi, const vf_vk_device_options *opt, vf_err *err)
 {
     d->phys = pi->phys;
     d->props = pi->props;
@@ -464,7 +463,7 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_pu
     d->vki.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, ext);
     const char *exts[2];
     uint32_t n_exts = 0;
-    if (!no_push && has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
+    if (!opt->no_push_descriptors && has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
         exts[n_exts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
     bool push = n_exts == 1;
     if (has_ext(ext, n_ext, "VK_KHR_portability_subset")) exts[n_exts++] = "VK_KHR_portability_subset";
@@ -502,15 +501,15 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, bool no_pu
        it the loops just stop); then the test overrides: smaller limits
        (VKFUSE_TEST_LIMITS), then the codegen profile (VKFUSE_TEST_CAPS) */
     d->caps.max_loop_iterations = driver_loop_limit(drv.driverID);
-    s = vf_vk_test_limits_apply(d, getenv("VKFUSE_TEST_LIMITS"), err);
-    return s == VF_OK ? apply_test_caps(&d->caps, err) : s;
+    s = vf_vk_test_limits_apply(d, opt->test_limits, err);
+    return s == VF_OK ? apply_test_caps(&d->caps, opt->test_caps, err) : s;
 }
 
 vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, vf_err *err)
 {
     memset(d, 0, sizeof *d);
     d->err = err;
-    vf_status s = create_instance(d, opt->validation, err);
+    vf_status s = create_instance(d, opt->validation, opt->loader, err);
     phys_info p[VF_MAX_PHYS];
     int n = 0, idx = -1;
     if (!s) {
@@ -524,7 +523,7 @@ vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, 
     if (!s) {
         d->index = idx;
         d->api_version = p[idx].props.apiVersion;
-        s = create_logical(d, &p[idx], opt->no_push_descriptors, err);
+        s = create_logical(d, &p[idx], opt, err);
     }
     if (s) {
         vf_vk_device_destroy(d);
@@ -571,7 +570,7 @@ static const char *vendor_name(uint32_t id, char *buf, size_t len)
     }
 }
 
-int vf_devices(vf_device_info *out, int max, char *errbuf, size_t errlen)
+int vf_vulkan_devices(const vf_vk_options *opt, vf_device_info *out, int max, char *errbuf, size_t errlen)
 {
     vf_err err = {0};
     vf_vk_device *d = calloc(1, sizeof *d);
@@ -581,10 +580,10 @@ int vf_devices(vf_device_info *out, int max, char *errbuf, size_t errlen)
     }
     int n = 0;
     phys_info p[VF_MAX_PHYS];
-    if (create_instance(d, false, &err) == VF_OK) n = enumerate(d, p, &err);
+    if (create_instance(d, false, opt->loader, &err) == VF_OK) n = enumerate(d, p, &err);
     if (n < 0) n = 0;
     vf_err pick_err = {0};
-    int chosen = n > 0 ? pick(p, n, -1, getenv("VKFUSE_DEVICE"), &pick_err) : -1;
+    int chosen = n > 0 ? pick(p, n, opt->device_index, opt->device_env, &pick_err) : -1;
     if (chosen < 0 && n > 0 && err.status == VF_OK) err = pick_err;
     for (int i = 0; i < n && i < max && out; i++) {
         vf_device_info *o = &out[i];

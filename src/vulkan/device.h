@@ -16,6 +16,9 @@ typedef struct vf_vk_device_options {
     const char *device_env;  /* VKFUSE_DEVICE: an index or a name substring; NULL/"": none */
     bool validation;         /* Khronos validation layer + sync validation */
     bool no_push_descriptors;/* testing: ignore VK_KHR_push_descriptor */
+    const char *loader;      /* VKFUSE_VULKAN_LOADER (vf_vk_loader_open); NULL: the standard one */
+    const char *test_caps;   /* VKFUSE_TEST_CAPS (apply_test_caps in device.c); NULL: none */
+    const char *test_limits; /* VKFUSE_TEST_LIMITS (vf_vk_test_limits_apply); NULL: none */
 } vf_vk_device_options;
 
 typedef struct vf_vk_device {

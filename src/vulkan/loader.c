@@ -6,14 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-vf_status vf_vk_loader_open(vf_vk_loader *l, vf_err *err)
+vf_status vf_vk_loader_open(vf_vk_loader *l, const char *env, vf_err *err)
 {
     /* libvulkan.so.1 is the ABI name every loader ships; the unversioned
        name only exists with the -dev package, so it is the fallback. */
     static const char *const std_names[] = {"libvulkan.so.1", "libvulkan.so"};
-    /* VKFUSE_VULKAN_LOADER names another loader (or a missing one, which is
-       how the tests check the no-loader fallback). */
-    const char *env = getenv("VKFUSE_VULKAN_LOADER");
+    /* env (VKFUSE_VULKAN_LOADER) names another loader (or a missing one,
+       which is how the tests check the no-loader fallback). */
     const char *names[2] = {std_names[0], std_names[1]};
     size_t n_names = 2;
     if (env && *env) names[0] = env, n_names = 1;

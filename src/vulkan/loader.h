@@ -122,7 +122,7 @@ typedef struct vf_vk_loader {
 
 /* Opens the Vulkan loader library and fills the global table. Fails with
    VF_ERROR_DEVICE naming what is missing (the library, or a function). */
-vf_status vf_vk_loader_open(vf_vk_loader *l, vf_err *err);
+vf_status vf_vk_loader_open(vf_vk_loader *l, const char *path, vf_err *err);
 /* Sanitizer builds only (a no-op otherwise): keeps the drivers and layers
    loaded so far resident, so LeakSanitizer names them (see loader.c). */
 void vf_vk_pin_loaded_libraries(void);

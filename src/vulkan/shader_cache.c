@@ -90,18 +90,12 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static bool log_info(void)
-{
-    const char *v = getenv("VKFUSE_LOG");
-    return v && (strcasecmp(v, "info") == 0 || strcasecmp(v, "debug") == 0);
-}
-
 /* VKFUSE_DUMP: the kernel's GLSL, once per key and process (a failure to
    write is a warning: dumps are for people, not for the run). */
-static void dump_glsl(const char *glsl, const char *name, uint64_t key)
+static void dump_glsl(const vf_vk_shaders *c, const char *glsl, const char *name, uint64_t key)
 {
-    const char *dir = getenv("VKFUSE_DUMP");
-    if (!dir || !*dir) return;
+    const char *dir = c->dump_dir;
+    if (!*dir) return;
     char sub[4200], path[4400];
     vf_err err = {0};
     if (snprintf(sub, sizeof sub, "%s/kernels", dir) >= (int)sizeof sub || vf_disk_mkdirs(sub, &err) != VF_OK) {
@@ -156,7 +150,7 @@ static vf_status compile(vf_vk_shaders *c, const char *glsl, const char *name, u
             *n_words = bytes / 4;
         }
     }
-    if (log_info())
+    if (c->log_info)
         fprintf(stderr, "vkfuse: compiled kernel %s (%zu bytes of GLSL -> %zu of SPIR-V) in %.2f ms%s\n", name,
                 strlen(glsl), s ? (size_t)0 : *n_words * 4, (double)dt / 1e6, s ? ": FAILED" : "");
     if (r) shaderc_result_release(r);
@@ -176,7 +170,7 @@ vf_status vf_vk_shader_get(vf_vk_shaders *c, const char *glsl, const char *name,
         *out = hit;
         return VF_OK;
     }
-    dump_glsl(glsl, name, key);
+    dump_glsl(c, glsl, name, key);
     char path[4200];
     bool disk = vf_vk_shader_path(c, key, path, sizeof path);
     if (disk) {

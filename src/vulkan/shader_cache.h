@@ -38,6 +38,8 @@ typedef struct vf_vk_shaders {
     int64_t compile_ns;          /* wall time spent in shaderc */
     int64_t inserted;            /* entries added by vf_vk_shader_insert */
     vf_keyset *track;            /* set: every key vf_vk_shader_get returns is added */
+    char dump_dir[4096];         /* VKFUSE_DUMP (set by the runtime's creator): GLSL under <dir>/kernels; "": none */
+    bool log_info;               /* VKFUSE_LOG=info: every compile and its time on stderr */
 } vf_vk_shaders;
 
 /* cache_dir NULL or "": memory only. The directory is created; failing to

@@ -110,8 +110,11 @@ static am_status check_instance_exts(am_exec *x, const am_script *s, am_result *
 
 am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, am_result *res)
 {
+    vf_vk_options env = {0};
+    vf_vk_options_env(&env); /* the loader and the test limits, as a context would */
     vf_vk_device_options vo = {.device_index = o->device_index, .device_env = o->device_env,
-                               .validation = o->validation};
+                               .validation = o->validation, .loader = env.loader, .test_caps = env.test_caps,
+                               .test_limits = env.test_limits};
     if (vf_vk_device_create(&x->dev, &vo, &x->err) != VF_OK)
         return am_fail_at(res, (am_pos){0, 0}, "no Vulkan device: %s", x->err.message);
     x->have_dev = true;

@@ -1,6 +1,6 @@
 /* VKFUSE_CHECK: each kernel of a recorded plan against the CPU backend
  * (check.h). */
-#include "frontend/check.h"
+#include "plan/check.h"
 #include "util/dtype.h"
 
 #include <errno.h>
@@ -66,16 +66,11 @@ struct vf_fcheck {
     bool reported;          /* a kernel disagreed: keep its GLSL */
     fixed_write *writes;
     int n_writes, cap_writes;
-    vf_err err;
-    vf_backend_t be;
-    bool have_be;
+    vf_host *host;          /* the replay runs there */
+    const vf_backend_t *dev;/* the plan's backend: its values are read back from there */
+    vf_err *err;            /* where a disagreement (or trouble) is reported */
+    bool keep_glsl;         /* the GLSL directory stays even if every call agreed */
 };
-
-bool vf_fcheck_wanted(void)
-{
-    const char *v = getenv("VKFUSE_CHECK");
-    return v && *v && strcmp(v, "0") != 0;
-}
 
 static size_t tref_bytes(const vf_tref *r)
 {
@@ -97,13 +92,15 @@ static void *dup_mem(const void *p, size_t n)
         if ((src) && !(dst)) ok = false;                                                    \
     } while (0)
 
-vf_fcheck *vf_fcheck_create(vf_context *ctx, const vf_fcheck_desc *d)
+vf_fcheck *vf_fcheck_create(const vf_fcheck_desc *d, vf_host *host, const vf_backend_t *dev, vf_err *err)
 {
     vf_fcheck *c = calloc(1, sizeof *c);
     if (!c) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", d->fn);
+        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", d->fn);
         return NULL;
     }
+    c->host = host, c->dev = dev, c->err = err;
+    c->keep_glsl = d->keep_glsl;
     bool ok = true;
     c->fn = dup_mem(d->fn, strlen(d->fn) + 1);
     c->glsl_dir = d->glsl_dir ? dup_mem(d->glsl_dir, strlen(d->glsl_dir) + 1) : NULL;
@@ -126,17 +123,8 @@ vf_fcheck *vf_fcheck_create(vf_context *ctx, const vf_fcheck_desc *d)
     c->cpu = calloc((size_t)d->n_inter + 1, sizeof *c->cpu);
     c->cpu_p = calloc((size_t)d->n_inter + 1, sizeof *c->cpu_p);
     ok = ok && c->fixed && c->cpu && c->cpu_p;
-    if (ok) {
-        vf_status s = vf_cpu_backend_create(&c->err, &c->be);
-        if (s) {
-            vf_fail(ctx, s, "vf_function '%s': VKFUSE_CHECK: no CPU backend: %s", d->fn, c->err.message);
-            vf_fcheck_free(c);
-            return NULL;
-        }
-        c->have_be = true;
-    }
     if (!ok) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", d->fn);
+        vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", d->fn);
         vf_fcheck_free(c);
         return NULL;
     }
@@ -153,11 +141,11 @@ static void drop_values(vf_fcheck *c)
 }
 
 /* When every call agreed, the GLSL files are of no use: the directory
-   goes with the plan, unless it is under VKFUSE_DUMP (asked for). */
+   goes with the plan, unless it was asked for (keep_glsl: under
+   VKFUSE_DUMP). */
 static void remove_glsl(const vf_fcheck *c)
 {
-    const char *dump = getenv("VKFUSE_DUMP");
-    if (dump && *dump && strncmp(c->glsl_dir, dump, strlen(dump)) == 0) return;
+    if (c->keep_glsl) return;
     for (int x = 0; x < c->n_ex; x++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/exec%d.glsl", c->glsl_dir, x);
@@ -170,7 +158,6 @@ void vf_fcheck_free(vf_fcheck *c)
 {
     if (!c) return;
     drop_values(c);
-    if (c->have_be) c->be.iface->destroy(c->be.self);
     if (c->glsl_dir && !c->reported) remove_glsl(c);
     free(c->cpu_p);
     free(c->fn), free(c->glsl_dir), free(c->ex), free(c->loc), free(c->inter), free(c->kernel);
@@ -179,31 +166,31 @@ void vf_fcheck_free(vf_fcheck *c)
     free(c);
 }
 
-static vf_status oom(vf_context *ctx, const vf_fcheck *c)
+static vf_status oom(const vf_fcheck *c)
 {
-    return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", c->fn);
+    return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", c->fn);
 }
 
 /* bytes of buf at offset into a new host copy. */
-static vf_status download(vf_context *ctx, const vf_fcheck *c, vf_buffer *buf, size_t offset, size_t bytes,
+static vf_status download(const vf_fcheck *c, vf_buffer *buf, size_t offset, size_t bytes,
                           host_val *out)
 {
     out->bytes = bytes;
     out->data = malloc(bytes ? bytes : 1);
-    if (!out->data) return oom(ctx, c);
-    vf_status s = ctx->be.iface->download(ctx->be.self, buf, offset, out->data, bytes);
-    if (s) return vf_fail(ctx, s, "vf_function '%s': VKFUSE_CHECK: reading a value back: %s", c->fn, ctx->err.message);
+    if (!out->data) return oom(c);
+    vf_status s = c->dev->iface->download(c->dev->self, buf, offset, out->data, bytes);
+    if (s) return vf_err_set(c->err, s, "vf_function '%s': VKFUSE_CHECK: reading a value back: %s", c->fn, c->err->message);
     return VF_OK;
 }
 
-vf_status vf_fcheck_before(vf_fcheck *c, vf_context *ctx)
+vf_status vf_fcheck_before(vf_fcheck *c)
 {
     drop_values(c);
     for (int x = 0; x < c->n_ex; x++)
         for (int j = 0; j < c->ex[x].n_in; j++) {
             if (c->loc[x][j].kind != VF_PLAN_FIXED || c->inter[x][j] >= 0) continue;
             const vf_tref *r = &c->ex[x].in[j];
-            vf_status s = download(ctx, c, r->buf, r->offset, tref_bytes(r), &c->fixed[x * 3 + j]);
+            vf_status s = download(c, r->buf, r->offset, tref_bytes(r), &c->fixed[x * 3 + j]);
             if (s) return s;
         }
     return VF_OK;
@@ -211,41 +198,41 @@ vf_status vf_fcheck_before(vf_fcheck *c, vf_context *ctx)
 
 /* The value a tensor of exec x had when the device kernel read it (or,
    for an output, what the device wrote), as a new host copy. */
-static vf_status value_of(vf_fcheck *c, vf_context *ctx, const vf_plan_bind *binds, int x, int j,
+static vf_status value_of(vf_fcheck *c, const vf_plan_bind *binds, int x, int j,
                           const vf_tref *r, vf_plan_loc loc, int id, host_val *out)
 {
     size_t bytes = tref_bytes(r);
     if (id >= 0 && c->internal[id]) {
         if (!c->cpu[id].data || c->cpu[id].bytes != bytes)
-            return vf_fail(ctx, VF_ERROR_DEVICE, "vf_function '%s': VKFUSE_CHECK: exec %d reads a group value"
+            return vf_err_set(c->err, VF_ERROR_DEVICE, "vf_function '%s': VKFUSE_CHECK: exec %d reads a group value"
                                                  " no earlier exec made", c->fn, x);
         out->bytes = bytes;
         out->data = dup_mem(c->cpu[id].data, bytes);
-        return out->data ? VF_OK : oom(ctx, c);
+        return out->data ? VF_OK : oom(c);
     }
     if (id >= 0 && c->bind[id] >= 0) {
         const vf_plan_bind *b = &binds[c->bind[id]];
-        return download(ctx, c, b->buf, b->offset + r->offset, bytes, out);
+        return download(c, b->buf, b->offset + r->offset, bytes, out);
     }
     if (loc.kind == VF_PLAN_BIND) {
         const vf_plan_bind *b = &binds[loc.index];
-        return download(ctx, c, b->buf, b->offset + r->offset, bytes, out);
+        return download(c, b->buf, b->offset + r->offset, bytes, out);
     }
     if (loc.kind == VF_PLAN_FIXED) {
         for (int w = c->n_writes - 1; w >= 0; w--) /* the latest assign of it wins */
             if (c->writes[w].buf == r->buf && c->writes[w].offset == r->offset && c->writes[w].bytes == bytes) {
                 out->bytes = bytes;
                 out->data = dup_mem(c->writes[w].data, bytes);
-                return out->data ? VF_OK : oom(ctx, c);
+                return out->data ? VF_OK : oom(c);
             }
         if (j >= 0 && j < 3 && c->fixed[x * 3 + j].data) {
             out->bytes = bytes;
             out->data = dup_mem(c->fixed[x * 3 + j].data, bytes);
-            return out->data ? VF_OK : oom(ctx, c);
+            return out->data ? VF_OK : oom(c);
         }
-        return download(ctx, c, r->buf, r->offset, bytes, out);
+        return download(c, r->buf, r->offset, bytes, out);
     }
-    return vf_fail(ctx, VF_ERROR_DEVICE, "vf_function '%s': VKFUSE_CHECK: exec %d tensor %d lives in the arena"
+    return vf_err_set(c->err, VF_ERROR_DEVICE, "vf_function '%s': VKFUSE_CHECK: exec %d tensor %d lives in the arena"
                                          " of a checked plan", c->fn, x, j);
 }
 
@@ -294,27 +281,16 @@ static bool perturb(const host_val *v, vf_dtype t, double len, uint64_t seed, ho
 }
 
 /* Runs exec x on the CPU backend with these inputs; out gets the result. */
-static vf_status cpu_exec(vf_fcheck *c, vf_context *ctx, int x, host_val *in, host_val *out)
+static vf_status cpu_exec(vf_fcheck *c, int x, host_val *in, host_val *out)
 {
-    const vf_backend_iface *cpu = c->be.iface;
-    vf_exec e = c->ex[x];
-    vf_buffer *bufs[4] = {NULL};
-    vf_status s = VF_OK;
-    for (int j = 0; !s && j < e.n_in; j++) {
-        s = cpu->alloc(c->be.self, in[j].bytes ? in[j].bytes : 1, &bufs[j]);
-        if (!s) s = cpu->upload(c->be.self, bufs[j], 0, in[j].data, in[j].bytes);
-        e.in[j].buf = bufs[j], e.in[j].offset = 0;
-    }
-    out->bytes = tref_bytes(&e.out);
-    if (!s) s = cpu->alloc(c->be.self, out->bytes ? out->bytes : 1, &bufs[3]);
-    e.out.buf = bufs[3], e.out.offset = 0;
-    if (!s) s = cpu->exec(c->be.self, &e);
-    if (!s && !(out->data = malloc(out->bytes ? out->bytes : 1))) s = VF_ERROR_OUT_OF_MEMORY;
-    if (!s) s = cpu->download(c->be.self, bufs[3], 0, out->data, out->bytes);
-    for (int j = 0; j < 4; j++)
-        if (bufs[j]) cpu->free(c->be.self, bufs[j]);
-    if (s) return vf_fail(ctx, s, "vf_function '%s': VKFUSE_CHECK: exec %d (%s) on the CPU backend: %s", c->fn, x,
-                          vf_op_get(e.op)->name, c->err.message);
+    const vf_exec *e = &c->ex[x];
+    out->bytes = tref_bytes(&e->out);
+    out->data = malloc(out->bytes ? out->bytes : 1);
+    if (!out->data) return oom(c);
+    const void *src[3] = {in[0].data, in[1].data, in[2].data};
+    vf_status s = vf_host_exec(c->host, e, src, out->data);
+    if (s) return vf_err_set(c->err, s, "vf_function '%s': VKFUSE_CHECK: exec %d (%s) on the CPU backend: %s", c->fn, x,
+                          vf_op_get(e->op)->name, c->host->err.message);
     return VF_OK;
 }
 
@@ -349,7 +325,7 @@ static diff compare(vf_dtype t, const void *dev, const void *ref, int64_t n, boo
 }
 
 /* The report: the kernel, its graph nodes, its GLSL. */
-static vf_status report(vf_fcheck *c, vf_context *ctx, int x, const diff *d, double limit)
+static vf_status report(vf_fcheck *c, int x, const diff *d, double limit)
 {
     int k = c->kernel[x], first = x;
     while (first > 0 && c->kernel[first - 1] == k) first--;
@@ -361,23 +337,23 @@ static vf_status report(vf_fcheck *c, vf_context *ctx, int x, const diff *d, dou
     char glsl[600];
     if (c->glsl_dir) snprintf(glsl, sizeof glsl, "%s/exec%d.glsl", c->glsl_dir, first);
     else snprintf(glsl, sizeof glsl, "(not written: no directory for it)");
-    vf_status s = vf_fail(ctx, VF_ERROR_DEVICE,
+    vf_status s = vf_err_set(c->err, VF_ERROR_DEVICE,
                           "vf_function '%s': VKFUSE_CHECK: kernel %d (graph nodes %s) disagrees with the CPU"
                           " backend: the output of %%%d %s has NMSE %.3g > %.3g (element %lld: device %.9g, CPU"
                           " %.9g); its GLSL: %s",
                           c->fn, k, nodes, c->node[x], vf_op_get(c->ex[x].op)->name, d->nmse, limit, (long long)d->at,
                           d->dev, d->ref, glsl);
-    fprintf(stderr, "vkfuse: %s\n", vf_error_message(ctx));
+    fprintf(stderr, "vkfuse: %s\n", c->err->message);
     c->reported = true;
     return s;
 }
 
-static vf_status add_write(vf_fcheck *c, vf_context *ctx, const vf_tref *r, host_val *v)
+static vf_status add_write(vf_fcheck *c, const vf_tref *r, host_val *v)
 {
     if (c->n_writes == c->cap_writes) {
         int cap = c->cap_writes ? 2 * c->cap_writes : 8;
         fixed_write *w = realloc(c->writes, sizeof *w * (size_t)cap);
-        if (!w) return oom(ctx, c);
+        if (!w) return oom(c);
         c->writes = w, c->cap_writes = cap;
     }
     c->writes[c->n_writes++] = (fixed_write){r->buf, r->offset, v->bytes, v->data};
@@ -386,30 +362,30 @@ static vf_status add_write(vf_fcheck *c, vf_context *ctx, const vf_tref *r, host
 }
 
 /* Whether guarded exec x ran: its predicate as the device computed it. */
-static vf_status guard_ran(vf_fcheck *c, vf_context *ctx, const vf_plan_bind *binds, int x, bool *ran)
+static vf_status guard_ran(vf_fcheck *c, const vf_plan_bind *binds, int x, bool *ran)
 {
     *ran = true;
     if (!c->guards || c->guards[x].pred < 0) return VF_OK;
     const vf_plan_pred *p = &c->preds[c->guards[x].pred];
     host_val v = {0};
-    vf_status s = value_of(c, ctx, binds, x, -1, &p->ref, p->loc, c->pred_inter[c->guards[x].pred], &v);
+    vf_status s = value_of(c, binds, x, -1, &p->ref, p->loc, c->pred_inter[c->guards[x].pred], &v);
     if (!s) *ran = (vf_load_f64(v.data, p->ref.dtype, 0) != 0) == c->guards[x].when;
     free(v.data);
     return s;
 }
 
-vf_status vf_fcheck_after(vf_fcheck *c, vf_context *ctx, const vf_plan_bind *binds)
+vf_status vf_fcheck_after(vf_fcheck *c, const vf_plan_bind *binds)
 {
     vf_status s = VF_OK;
     for (int x = 0; !s && x < c->n_ex; x++) {
         bool ran = true;
-        s = guard_ran(c, ctx, binds, x, &ran);
+        s = guard_ran(c, binds, x, &ran);
         if (s || !ran) continue;
         const vf_exec *e = &c->ex[x];
         host_val in[3] = {{0}}, pin[3] = {{0}}, ref = {0}, pref = {0}, dev = {0};
         for (int j = 0; !s && j < e->n_in; j++)
-            s = value_of(c, ctx, binds, x, j, &e->in[j], c->loc[x][j], c->inter[x][j], &in[j]);
-        if (!s) s = cpu_exec(c, ctx, x, in, &ref);
+            s = value_of(c, binds, x, j, &e->in[j], c->loc[x][j], c->inter[x][j], &in[j]);
+        if (!s) s = cpu_exec(c, x, in, &ref);
         /* the perturbed replay: group members read the perturbed values of
            earlier members, so the perturbation flows through the group as
            the device's rounding does */
@@ -417,9 +393,9 @@ vf_status vf_fcheck_after(vf_fcheck *c, vf_context *ctx, const vf_plan_bind *bin
         for (int j = 0; !s && fl && j < e->n_in; j++) {
             int jd = c->inter[x][j];
             const host_val *base = jd >= 0 && c->internal[jd] && c->cpu_p[jd].data ? &c->cpu_p[jd] : &in[j];
-            if (!perturb(base, e->in[j].dtype, red_len(e), (uint64_t)x * 4 + (uint64_t)j, &pin[j])) s = oom(ctx, c);
+            if (!perturb(base, e->in[j].dtype, red_len(e), (uint64_t)x * 4 + (uint64_t)j, &pin[j])) s = oom(c);
         }
-        if (!s && fl) s = cpu_exec(c, ctx, x, pin, &pref);
+        if (!s && fl) s = cpu_exec(c, x, pin, &pref);
         int id = c->inter[x][3];
         if (!s && id >= 0 && c->internal[id]) { /* never in memory: later members read the CPU's */
             free(c->cpu[id].data);
@@ -429,7 +405,7 @@ vf_status vf_fcheck_after(vf_fcheck *c, vf_context *ctx, const vf_plan_bind *bin
             c->cpu_p[id] = pref;
             pref.data = NULL;
         } else if (!s && id >= 0 && c->bind[id] >= 0) {
-            s = value_of(c, ctx, binds, x, 3, &e->out, c->loc[x][3], id, &dev);
+            s = value_of(c, binds, x, 3, &e->out, c->loc[x][3], id, &dev);
             int64_t n = (int64_t)(ref.bytes / vf_dtype_size(e->out.dtype));
             diff d = s ? (diff){0} : compare(e->out.dtype, dev.data, ref.data, n, false);
             double limit = nmse_limit(e->out.dtype);
@@ -437,9 +413,9 @@ vf_status vf_fcheck_after(vf_fcheck *c, vf_context *ctx, const vf_plan_bind *bin
                 double sens = compare(e->out.dtype, pref.data, ref.data, n, true).nmse;
                 if (SENS_FACTOR * sens > limit) limit = SENS_FACTOR * sens;
             }
-            if (!s && d.nmse > limit) s = report(c, ctx, x, &d, limit);
+            if (!s && d.nmse > limit) s = report(c, x, &d, limit);
         } else if (!s && c->loc[x][3].kind == VF_PLAN_FIXED) { /* an assign: later reads see it */
-            s = add_write(c, ctx, &e->out, &ref);
+            s = add_write(c, &e->out, &ref);
         }
         for (int j = 0; j < 3; j++) free(in[j].data), free(pin[j].data);
         free(ref.data);
@@ -450,12 +426,9 @@ vf_status vf_fcheck_after(vf_fcheck *c, vf_context *ctx, const vf_plan_bind *bin
     return s;
 }
 
-bool vf_fcheck_glsl_dir(const char *fn, char *out, size_t len)
+bool vf_fcheck_glsl_dir(const char *root, const char *fn, char *out, size_t len)
 {
     static int counter;
-    const char *root = getenv("VKFUSE_DUMP");
-    if (!root || !*root) root = getenv("TMPDIR");
-    if (!root || !*root) root = "/tmp";
     if (mkdir(root, 0777) != 0 && errno != EEXIST) {
         out[0] = '\0';
         return false;

@@ -13,16 +13,13 @@
  * disagrees fails the call with VF_ERROR_DEVICE and a message naming the
  * kernel, the graph nodes it covers and the file with its GLSL; the same
  * text goes to stderr. */
-#ifndef VF_FRONTEND_CHECK_H
-#define VF_FRONTEND_CHECK_H
+#ifndef VF_PLAN_CHECK_H
+#define VF_PLAN_CHECK_H
 
 #include "backend.h"
-#include "frontend/frontend.h"
+#include "plan/host.h"
 
 typedef struct vf_fcheck vf_fcheck;
-
-/* VKFUSE_CHECK is set and not "0". */
-bool vf_fcheck_wanted(void);
 
 /* What a check needs of a plan, copied by vf_fcheck_create. */
 typedef struct vf_fcheck_desc {
@@ -42,20 +39,24 @@ typedef struct vf_fcheck_desc {
     const int *pred_inter;           /* per pred: its intermediate, -1: none */
     int n_preds;
     const char *glsl_dir;            /* where the backend writes exec<x>.glsl */
+    bool keep_glsl;                  /* keep that directory even if every call agrees (asked for: VKFUSE_DUMP) */
 } vf_fcheck_desc;
 
-/* NULL with the error in ctx (out of host memory, no CPU backend). */
-vf_fcheck *vf_fcheck_create(vf_context *ctx, const vf_fcheck_desc *d);
+/* A check replaying on host, reading the plan's values back from dev (the
+   backend that runs the plan), reporting into err (also later, from
+   before and after). NULL with the error in err (out of host memory). */
+vf_fcheck *vf_fcheck_create(const vf_fcheck_desc *d, vf_host *host, const vf_backend_t *dev, vf_err *err);
 /* Before the plan runs: copies of what it reads in place (captures,
    constants, variables), since assigns may change them. */
-vf_status vf_fcheck_before(vf_fcheck *c, vf_context *ctx);
+vf_status vf_fcheck_before(vf_fcheck *c);
 /* After the run: replays and compares; VF_ERROR_DEVICE on the first
-   kernel that disagrees. */
-vf_status vf_fcheck_after(vf_fcheck *c, vf_context *ctx, const vf_plan_bind *binds);
+   kernel that disagrees (the message also goes to stderr). */
+vf_status vf_fcheck_after(vf_fcheck *c, const vf_plan_bind *binds);
 void vf_fcheck_free(vf_fcheck *c);
 
-/* A fresh directory for a checked plan's GLSL: under VKFUSE_DUMP if set,
-   else under TMPDIR (or /tmp). false: none could be made (out gets ""). */
-bool vf_fcheck_glsl_dir(const char *fn, char *out, size_t len);
+/* A fresh directory for a checked plan's GLSL under root (the frontend's
+   choice: VKFUSE_DUMP if set, else TMPDIR, else /tmp). false: none could
+   be made (out gets ""). */
+bool vf_fcheck_glsl_dir(const char *root, const char *fn, char *out, size_t len);
 
 #endif
