@@ -155,7 +155,20 @@ static void tensor_destroy(vf_tensor *t, int how);
 void vf_scope_end(vf_context *ctx)
 {
     if (!ctx) return;
+    /* A thread with a scope open holds the lock (vf_scope_begin), so one
+       that does not, while another thread does, has none: the open scopes
+       are the other thread's. Waiting for its hold would deadlock when it
+       waits for this one (lock.h): fail at once instead. */
+    bool took = false;
+    if (!vf_ctx_locked_here(ctx) && !(took = vf_ctx_trylock(ctx))) {
+        vf_ctx_fail_unlocked(ctx, VF_ERROR_INVALID_ARGUMENT,
+                             "vf_scope_end: no open scope on this thread while another thread holds the context; "
+                             "a scope belongs to the thread that began it: end it with vf_scope_end on the "
+                             "thread that called vf_scope_begin");
+        return;
+    }
     VF_LOCKED(ctx);
+    if (took) vf_ctx_unlock(ctx); /* VF_LOCKED holds it now */
     if (ctx->n_scopes <= 1) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
                 "vf_scope_end: no open scope; every vf_scope_end needs a vf_scope_begin before it");
