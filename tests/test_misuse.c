@@ -235,8 +235,66 @@ static void body_released_variable_input(vf_backend be)
     vf_tensor *x = vf_variable(ctx, vf_fill(ctx, VF_F32, 1, S4, 1.0)), *y = NULL;
     VT_CHECK(x);
     VT_CHECK(vf_function_call(fn, &x, &y) == VF_ERROR_INVALID_ARGUMENT && !y);
-    vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call", "taker", "released its input 0", NULL);
+    vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tensor_release", "'taker'", "released its input 0",
+                    "variable passed by reference", "ignored", NULL);
     vf_function_destroy(fn);
+    VT_CHECK(vf_assign_add(x, x) == VF_OK); /* the releases were refused: the caller's variable lives */
+    vt_child_done(ctx);
+}
+
+static vf_status release_once_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_mul(ctx, in[1], in[0]); /* uses the variable (the trace captures it) */
+    vf_tensor_release(in[1]);           /* then drops the caller's reference, once */
+    return VF_OK;
+}
+
+/* Released once, the variable stayed alive through the call (the function
+   held a reference of its own) and the call succeeded with no message;
+   the caller's variable then died when the function was destroyed. The
+   release is refused at trace time, naming the function and the input,
+   and the caller's variable outlives the function. */
+static void body_released_variable_input_once(vf_backend be)
+{
+    vf_context *ctx = vt_child_context(be);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "dropper", .body = release_once_body,
+                                                                    .n_inputs = 2, .n_outputs = 1});
+    vf_tensor *in[2] = {vf_fill(ctx, VF_F32, 1, S4, 3.0), vf_variable(ctx, vf_fill(ctx, VF_F32, 1, S4, 2.0))};
+    vf_tensor *y = NULL;
+    VT_CHECK(vf_function_call(fn, in, &y) == VF_ERROR_INVALID_ARGUMENT && !y);
+    vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tensor_release", "'dropper'", "released its input 1",
+                    "tensor #", NULL);
+    vf_function_destroy(fn);
+    float v[4];
+    VT_CHECK(vf_tensor_read(in[1], v, sizeof v) == VF_OK && v[0] == 2.0f);
+    VT_CHECK(vf_assign_add(in[1], in[0]) == VF_OK);
+    VT_CHECK(vf_tensor_read(in[1], v, sizeof v) == VF_OK && v[3] == 5.0f);
+    vt_child_done(ctx);
+}
+
+static vf_status retain_release_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tape *tp = vf_tape_begin(ctx); /* the tape holds the input and lets go at its end: the library's release */
+    out[0] = vf_mul(ctx, in[0], in[0]);
+    vf_tape_end(tp);
+    return VF_OK;
+}
+
+/* Releases inside other calls (a tape ending in the body) are the
+   library's: not refused, the call works. */
+static void body_tape_on_variable_input(vf_backend be)
+{
+    vf_context *ctx = vt_child_context(be);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "taped", .body = retain_release_body,
+                                                                    .n_inputs = 1, .n_outputs = 1});
+    vf_tensor *x = vf_variable(ctx, vf_fill(ctx, VF_F32, 1, S4, 3.0)), *y = NULL;
+    VT_CHECK(vf_function_call(fn, &x, &y) == VF_OK);
+    float v[4];
+    VT_CHECK(vf_tensor_read(y, v, sizeof v) == VF_OK && v[0] == 9.0f);
+    vf_function_destroy(fn);
+    VT_CHECK(vf_tensor_read(x, v, sizeof v) == VF_OK && v[0] == 3.0f);
     vt_child_done(ctx);
 }
 
@@ -403,6 +461,8 @@ static const vt_child_case cases[] = {
     {"escaped_symbolic", escaped_symbolic},
     {"released_body_output", released_body_output},
     {"body_released_variable_input", body_released_variable_input},
+    {"body_released_variable_input_once", body_released_variable_input_once},
+    {"body_tape_on_variable_input", body_tape_on_variable_input},
     {"recursion", recursion},
     {"mutual_recursion", mutual_recursion},
     {"eager_recursion", eager_recursion},
