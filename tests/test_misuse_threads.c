@@ -257,24 +257,12 @@ static const vt_child_case cases[] = {
 /* 30 s: each case takes well under a second; the alarm is for deadlocks. */
 static void run_all(vf_backend be) { vt_child_run_all(cases, (int)(sizeof cases / sizeof *cases), be, 30); }
 
-static void test_cpu(void **state)
-{
-    (void)state;
-    run_all(VF_BACKEND_CPU);
-}
-
-static void test_vulkan(void **state)
-{
-    (void)state;
-    if (!vt_have_vulkan()) return;
-    run_all(VF_BACKEND_VULKAN);
-}
+VT_PER_BACKEND(run_all)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cpu),
-        cmocka_unit_test(test_vulkan),
+        VT_PER_BACKEND_TESTS(run_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
