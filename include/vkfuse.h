@@ -87,7 +87,8 @@ typedef struct {
 /* Threads: a context may be shared by threads; each call holds the
    context's lock. A scope or tape is its opening thread's: until it ends,
    other threads' calls on the context wait (never wait for such a thread
-   while holding one open). The sticky error is the context's, seen by
+   while holding one open); ending it on another thread is
+   VF_ERROR_INVALID_ARGUMENT, at once. The sticky error is the context's, seen by
    every thread. Destroy a context when no other thread uses it. See the
    README, "Rules of the API". */
 VF_API vf_status vf_context_create(const vf_context_desc *desc, vf_context **out);

@@ -11,12 +11,14 @@
 // No shared memory, no barriers.
 // Codegen defines: RM, CV, float lda(base, row, k), vec4 lda4(base, row, k)
 // (rows clamped, 4 consecutive k), vec4 ldb4(base, k, col) (columns
-// clamped), void st4(batch, row, col, vec4) (guarded), batch_off(b, oa, ob);
-// push M, N, K, tiles_n, tiles_m, batch.
+// clamped), void st4(batch, row, col, vec4) (guarded), batch_off(b, oa, ob),
+// mm_tile() (this workgroup's tile) and mm_k0() / mm_k1() (its k range: all
+// of K, or one chunk of a K split over workgroups); push M, N, K, tiles_n,
+// tiles_m, batch.
 
 void main()
 {
-    uint t = vf_group_id();
+    uint t = mm_tile();
     uint rt = t % pc.tiles_m;
     uint rest = t / pc.tiles_m;
     uint ct = rest % pc.tiles_n;
@@ -28,8 +30,9 @@ void main()
     uint c0 = (ct * WG + gl_LocalInvocationID.x) * (4u * CV);
     vec4 acc[RM * CV];
     [[unroll]] for (uint i = 0u; i < RM * CV; i++) acc[i] = vec4(0.0);
-    uint K4 = pc.K & ~3u;
-    for (uint k = 0u; k < K4; k += 4u) {
+    uint k0 = mm_k0(), k1 = mm_k1();
+    uint K4 = k0 + ((k1 - k0) & ~3u);
+    for (uint k = k0; k < K4; k += 4u) {
         vec4 a[RM];
         [[unroll]] for (uint i = 0u; i < RM; i++) a[i] = lda4(oa, r0 + i, k);
         [[unroll]] for (uint kk = 0u; kk < 4u; kk++)
@@ -38,7 +41,7 @@ void main()
                 [[unroll]] for (uint i = 0u; i < RM; i++) acc[i * CV + j] += a[i][kk] * bv;
             }
     }
-    for (uint k = K4; k < pc.K; k++) {   // k tail
+    for (uint k = K4; k < k1; k++) {   // k tail
         float a[RM];
         [[unroll]] for (uint i = 0u; i < RM; i++) a[i] = lda(oa, min(r0 + i, pc.M - 1u), k);
         [[unroll]] for (uint j = 0u; j < CV; j++) {

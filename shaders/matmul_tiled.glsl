@@ -7,7 +7,8 @@
 // TS, BK: specialisation constants (WG == TS * TS, chosen from the device's
 // limits and shared memory). Codegen defines: float lda(base, row, k), float ldb(base, k, col),
 // void st1(batch, row, col, float) (the store or fused epilogue of one element
-// in range), batch_off(b, oa, ob); push M, N, K, tiles_n, tiles_m, batch.
+// in range), batch_off(b, oa, ob), mm_tile() and mm_k0() / mm_k1() (as in
+// matmul_lane.glsl); push M, N, K, tiles_n, tiles_m, batch.
 
 #define BM (4u * TS)
 #define BN (4u * TS)
@@ -18,7 +19,7 @@ shared float Bs[BK][BN];
 
 void main()
 {
-    uint t = vf_group_id();
+    uint t = mm_tile();
     uint ct = t % pc.tiles_n;
     uint rest = t / pc.tiles_n;
     uint rt = rest % pc.tiles_m;
@@ -32,16 +33,17 @@ void main()
     float acc[4][4];
     [[unroll]] for (uint i = 0u; i < 4u; i++)
         [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = 0.0;
-    for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
+    uint k1 = mm_k1();
+    for (uint k0 = mm_k0(); k0 < k1; k0 += BK) {
         for (uint e = lid; e < BM * BK; e += NT) {
             uint r = e / BK, kk = e % BK;
             uint gr = r0 + r, gk = k0 + kk;
-            As[kk][r] = (gr < pc.M && gk < pc.K) ? lda(oa, gr, gk) : 0.0;
+            As[kk][r] = (gr < pc.M && gk < k1) ? lda(oa, gr, gk) : 0.0;
         }
         for (uint e = lid; e < BK * BN; e += NT) {
             uint kk = e / BN, cc = e % BN;
             uint gk = k0 + kk, gc = c0 + cc;
-            Bs[kk][cc] = (gk < pc.K && gc < pc.N) ? ldb(ob, gk, gc) : 0.0;
+            Bs[kk][cc] = (gk < k1 && gc < pc.N) ? ldb(ob, gk, gc) : 0.0;
         }
         barrier();
         [[unroll]] for (uint kk = 0u; kk < BK; kk++) {

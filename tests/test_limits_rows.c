@@ -5,7 +5,8 @@
  * softmax along a leading axis a workgroup per strided row and every kernel
  * strides over its groups. softmax / log_softmax / cross-entropy along the
  * last and a leading axis, fused row groups (layer norm, softmax), matmul
- * (plain, transposed, batched, with an epilogue) and a traced vf_cond:
+ * (plain, transposed, batched, with an epilogue; and with K past the loop
+ * budget, split over workgroups) and a traced vf_cond:
  * eager, traced fused and traced unfused on Vulkan, all equal to the CPU
  * backend. */
 #include "limits_common.h"
@@ -52,6 +53,29 @@ static vf_status p_batched(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
     return lim_finish(ctx, out, 2);
 }
 
+/* a [16,KL], b [KL,20], bias [20] with KL past the loop budget (64 here):
+   K split over workgroups, partial sums added in a second step, where the
+   epilogue (bias, relu) applies once */
+enum { KL = 600 }; /* every tensor within the 64 KiB bindings */
+static vf_status p_long_k(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *a = in[0], *b = in[1];
+    out[0] = vf_matmul(ctx, a, b);
+    out[1] = vf_relu(ctx, vf_add(ctx, vf_matmul(ctx, a, b), in[2]));
+    out[2] = vf_matmul_ex(ctx, b, a, true, true);
+    return lim_finish(ctx, out, 3);
+}
+
+/* p [2,8,KL], q [2,KL,12]: batched, with a sigmoid epilogue */
+static vf_status p_long_k_batched(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_matmul(ctx, in[0], in[1]);
+    out[1] = vf_sigmoid(ctx, vf_matmul(ctx, in[0], in[1]));
+    return lim_finish(ctx, out, 2);
+}
+
 /* guarded dispatches: big branches of a traced vf_cond run as indirect
    dispatches whose counts come from the kernels */
 static vf_status br_then(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -83,6 +107,8 @@ static const program programs[] = {
     {"matmul", p_matmul, 3, 3, {{VF_F32, 2, {64, 50}}, {VF_F32, 2, {50, 90}}, {VF_F32, 1, {90}}}},
     {"batched matmul", p_batched, 2, 2, {{VF_F32, 3, {3, 20, 30}}, {VF_F32, 3, {3, 30, 25}}}},
     {"cond", p_cond, 2, 1, {{VF_F32, 2, {R, C}}, {VF_F32, 0, {0}}}},
+    {"long-K matmul", p_long_k, 3, 3, {{VF_F32, 2, {16, KL}}, {VF_F32, 2, {KL, 20}}, {VF_F32, 1, {20}}}},
+    {"long-K batched matmul", p_long_k_batched, 2, 2, {{VF_F32, 3, {2, 8, KL}}, {VF_F32, 3, {2, KL, 12}}}},
 };
 
 static void test_programs(void **state)

@@ -222,18 +222,7 @@ static void shared_context(vf_backend backend)
     vt_context_done(ctx);
 }
 
-static void shared_context_cpu(void **state)
-{
-    (void)state;
-    shared_context(VF_BACKEND_CPU);
-}
-
-static void shared_context_vulkan(void **state)
-{
-    (void)state;
-    if (!vt_have_vulkan()) return;
-    shared_context(VF_BACKEND_VULKAN);
-}
+VT_PER_BACKEND(shared_context)
 
 /* ---- a context per thread: no state shared between contexts ------------------- */
 
@@ -275,18 +264,7 @@ static void context_per_thread(vf_backend backend)
     check_same(par, ref);
 }
 
-static void context_per_thread_cpu(void **state)
-{
-    (void)state;
-    context_per_thread(VF_BACKEND_CPU);
-}
-
-static void context_per_thread_vulkan(void **state)
-{
-    (void)state;
-    if (!vt_have_vulkan()) return;
-    context_per_thread(VF_BACKEND_VULKAN);
-}
+VT_PER_BACKEND(context_per_thread)
 
 /* ---- the sticky error across threads ---------------------------------------- */
 
@@ -328,7 +306,7 @@ static void *read_errors(void *arg)
     return NULL;
 }
 
-static void error_from_other_threads(vf_backend backend)
+static void error_across_threads(vf_backend backend)
 {
     err_ctx = vt_context(backend);
     /* the message one failure records, to compare the readers' copies with */
@@ -352,18 +330,7 @@ static void error_from_other_threads(vf_backend backend)
     vt_context_done(err_ctx);
 }
 
-static void error_across_threads_cpu(void **state)
-{
-    (void)state;
-    error_from_other_threads(VF_BACKEND_CPU);
-}
-
-static void error_across_threads_vulkan(void **state)
-{
-    (void)state;
-    if (!vt_have_vulkan()) return;
-    error_from_other_threads(VF_BACKEND_VULKAN);
-}
+VT_PER_BACKEND(error_across_threads)
 
 /* ---- a scope is its thread's: the others wait until it ends ------------------- */
 
@@ -408,30 +375,15 @@ static void scope_owned_by_thread(vf_backend backend)
     vt_context_done(ctx);
 }
 
-static void scope_owned_by_thread_cpu(void **state)
-{
-    (void)state;
-    scope_owned_by_thread(VF_BACKEND_CPU);
-}
-
-static void scope_owned_by_thread_vulkan(void **state)
-{
-    (void)state;
-    if (!vt_have_vulkan()) return;
-    scope_owned_by_thread(VF_BACKEND_VULKAN);
-}
+VT_PER_BACKEND(scope_owned_by_thread)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(shared_context_cpu),
-        cmocka_unit_test(shared_context_vulkan),
-        cmocka_unit_test(context_per_thread_cpu),
-        cmocka_unit_test(context_per_thread_vulkan),
-        cmocka_unit_test(scope_owned_by_thread_cpu),
-        cmocka_unit_test(scope_owned_by_thread_vulkan),
-        cmocka_unit_test(error_across_threads_cpu),
-        cmocka_unit_test(error_across_threads_vulkan),
+        VT_PER_BACKEND_TESTS(shared_context),
+        VT_PER_BACKEND_TESTS(context_per_thread),
+        VT_PER_BACKEND_TESTS(scope_owned_by_thread),
+        VT_PER_BACKEND_TESTS(error_across_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

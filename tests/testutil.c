@@ -24,6 +24,32 @@ int vt_have_vulkan(void)
     return !(v && *v && strcmp(v, "0") != 0);
 }
 
+int vt_backends(vf_backend b[2])
+{
+    int n = 0;
+    b[n++] = VF_BACKEND_CPU;
+    if (vt_have_vulkan()) b[n++] = VF_BACKEND_VULKAN;
+    return n;
+}
+
+float vt_read1(vf_tensor *t)
+{
+    float v = 0;
+    assert_int_equal(vf_tensor_read(t, &v, sizeof v), VF_OK);
+    return v;
+}
+
+double vt_central_diff(double (*f)(void *user), void *user, double *x, double rel)
+{
+    double keep = *x, h = rel * fmax(1.0, fabs(keep));
+    *x = keep + h;
+    double a = f(user);
+    *x = keep - h;
+    double b = f(user);
+    *x = keep;
+    return (a - b) / (2 * h);
+}
+
 vf_context *vt_context(vf_backend backend)
 {
     const char *val = getenv("VKFUSE_VALIDATION");

@@ -20,6 +20,23 @@ vf_context *vt_context(vf_backend backend);
 void vt_context_done(vf_context *ctx);
 /* Whether Vulkan tests should run. */
 int vt_have_vulkan(void);
+/* The backends a test runs on: the CPU backend, then Vulkan when
+   vt_have_vulkan(); returns how many (1 or 2). */
+int vt_backends(vf_backend b[2]);
+/* Two cmocka tests, fn_cpu and fn_vulkan, running fn(backend); the Vulkan
+   one does nothing when vt_have_vulkan() is false. */
+#define VT_PER_BACKEND(fn)                                  \
+    static void fn##_cpu(void **state)                      \
+    {                                                       \
+        (void)state;                                        \
+        fn(VF_BACKEND_CPU);                                 \
+    }                                                       \
+    static void fn##_vulkan(void **state)                   \
+    {                                                       \
+        (void)state;                                        \
+        if (vt_have_vulkan()) fn(VF_BACKEND_VULKAN);        \
+    }
+#define VT_PER_BACKEND_TESTS(fn) cmocka_unit_test(fn##_cpu), cmocka_unit_test(fn##_vulkan)
 
 /* Deterministic pseudo-random floats in [lo, hi) and ints in [lo, hi]. */
 void vt_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t seed);
@@ -33,6 +50,14 @@ void vt_assert_equal_bytes(const void *got, const void *want, size_t n, const ch
 
 /* Reads t into a malloc'd buffer (caller frees); fails the test on error. */
 void *vt_read(vf_tensor *t);
+/* The one f32 element of t (a scalar or a size-1 tensor). */
+float vt_read1(vf_tensor *t);
+
+/* Central difference of f along one coordinate *x (f reads it through
+   its user pointer): (f(x + h) - f(x - h)) / 2h with h = rel * max(1,
+   |x|); *x is restored. The finite differences of the gradient tests
+   (test_tape*.c) against double-precision references. */
+double vt_central_diff(double (*f)(void *user), void *user, double *x, double rel);
 
 /* Asserts that the context's status is st and its message contains all
    the given substrings (NULL-terminated list), then clears the error. */

@@ -91,6 +91,14 @@ struct vf_context {
     struct vf_function *functions; /* every function of ctx (destroyed ones too), orphaned at destroy */
     vf_host host;          /* the host (CPU) backend of constant folding and VKFUSE_CHECK, made on first use */
     vf_options opt;        /* the environment, read at creation */
+    /* The function body being traced (function.c sets it around the call):
+       its variable inputs go by reference, so the body's own release of one
+       is refused (vf_tensor_release); depth: the lock depth at the call. */
+    struct {
+        const char *fn;
+        vf_tensor *const *vars; /* n entries, NULL where the input is no variable */
+        int n, depth;
+    } body;
 };
 
 /* Records an error in ctx (first one wins) and returns status. */

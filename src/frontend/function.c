@@ -243,7 +243,11 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
         }
         if (s == VF_OK) {
             fn->active++; /* a call of fn from its own body is an error (call()) */
+            __typeof__(ctx->body) outer = ctx->body;
+            ctx->body.fn = fn->name, ctx->body.vars = c.var, ctx->body.n = fn->n_in;
+            ctx->body.depth = vf_ctx_lock_depth(ctx);
             vf_status b = fn->body(ctx, ins, outs, fn->user);
+            ctx->body = outer;
             fn->active--;
             if (b != VF_OK) s = ctx->err.status != VF_OK ? ctx->err.status
                               : vf_fail(ctx, b, "vf_function_call: the body of '%s' returned %s", fn->name, vf_status_name(b));

@@ -155,6 +155,16 @@ vf_context *vf_handle_context(const void *p, vf_handle_kind kind)
     return s->magic == SLAB_MAGIC && s->kind == (uint32_t)kind ? s->ctx : NULL;
 }
 
+uint64_t vf_handle_id(const void *p, vf_handle_kind kind)
+{
+    const slab *s = slab_of(p);
+    if (s->magic != SLAB_MAGIC || s->kind != (uint32_t)kind) return 0;
+    size_t off = (size_t)((const uint8_t *)p - (const uint8_t *)s);
+    if (off < s->first || (off - s->first) % s->slot_size != 0) return 0;
+    size_t i = (off - s->first) / s->slot_size;
+    return i < s->n_slots ? s->first_id + i : 0;
+}
+
 vf_handle_state vf_handle_state_of(const void *p, vf_handle_kind kind)
 {
     vf_handle_state r = {.what = VF_HANDLE_FOREIGN};

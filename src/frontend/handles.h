@@ -62,6 +62,9 @@ vf_handle_state vf_handle_state_of(const void *p, vf_handle_kind kind);
    checks p with vf_handle_state_of, which needs the lock (the slab's
    slot count and state bytes change as handles are made and die). */
 vf_context *vf_handle_context(const void *p, vf_handle_kind kind);
+/* p's id from the slab header alone, like vf_handle_context (0 when p is
+   no slot of this kind): for messages of calls that cannot take the lock. */
+uint64_t vf_handle_id(const void *p, vf_handle_kind kind);
 /* Unmaps every slab (the context is going away). */
 void vf_handles_free(vf_handles *h);
 /* Resident bytes of the slabs, for tests: pages not given back. */

@@ -9,6 +9,13 @@
  * tape (vf_tape_begin .. vf_tape_end), so the tensors a scope owns and the
  * ops a tape records are the opening thread's only (docs/RUNTIME.md).
  *
+ * A thread that holds no hold has no open scope or tape, so ending one
+ * there is misuse that waiting for the lock would turn into a deadlock
+ * (the scope's thread may be waiting for this one): vf_scope_end and
+ * vf_tape_end, on a thread that does not hold the lock and cannot take it
+ * at once (vf_ctx_trylock), fail without it through vf_ctx_fail_unlocked, whose error the next thread to take the
+ * lock folds into the sticky error (the error record is the lock's).
+ *
  * Entry points write VF_LOCKED(ctx) as their first statement: it takes
  * the lock and drops it when the function returns, whichever return.
  * tests/api_lock_test.sh checks that every VF_API function does (or is on
@@ -28,6 +35,12 @@ typedef struct vf_ctx_mutex {
     pthread_mutex_t mu;
     _Atomic uintptr_t owner; /* the holding thread's token (lock.c), 0: none */
     int depth;               /* acquisitions by the owner; only the owner touches it */
+    /* An error of a call that could not take the lock (vf_ctx_fail_unlocked),
+       folded into the context's sticky error by the next vf_ctx_lock. */
+    pthread_mutex_t note_mu;
+    atomic_bool noted;
+    int note_status;         /* a vf_status */
+    char note[512];
 } vf_ctx_mutex;
 
 typedef struct vf_context vf_context;
@@ -40,6 +53,13 @@ void vf_ctx_unlock(vf_context *ctx);
 /* Whether the calling thread holds ctx's lock, and how many times. */
 bool vf_ctx_locked_here(const vf_context *ctx);
 int vf_ctx_lock_depth(const vf_context *ctx);
+/* Takes a hold if no thread holds the lock, without waiting; false (none
+   taken) when one does. */
+bool vf_ctx_trylock(vf_context *ctx);
+/* Records an error for ctx without waiting for its lock (first error wins,
+   as with vf_fail): taken at once if the lock is free, else by the next
+   thread that takes it, so every reader of the sticky error sees it. */
+void vf_ctx_fail_unlocked(vf_context *ctx, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static inline vf_context *vf_ctx_guard_take(vf_context *ctx)
 {

@@ -201,7 +201,20 @@ static void unlink_tape(vf_tape *tp)
 
 void vf_tape_end(vf_tape *tp)
 {
-    VF_LOCKED(tape_context(tp));
+    /* A live tape's thread holds the lock (vf_tape_begin): a thread that
+       does not, while another does, has no open tape, and waiting would
+       deadlock (as in vf_scope_end). */
+    vf_context *owner = tape_context(tp);
+    bool took = false;
+    if (owner && !vf_ctx_locked_here(owner) && !(took = vf_ctx_trylock(owner))) {
+        vf_ctx_fail_unlocked(owner, VF_ERROR_INVALID_ARGUMENT,
+                             "vf_tape_end: tape #%llu is not an open tape of this thread; a tape belongs to the "
+                             "thread that began it: end it on the thread that called vf_tape_begin",
+                             (unsigned long long)vf_handle_id(tp, VF_HANDLE_TAPE));
+        return;
+    }
+    VF_LOCKED(owner);
+    if (took) vf_ctx_unlock(owner); /* VF_LOCKED holds it now */
     if (!tp || !tape_alive(tp, "vf_tape_end")) return;
     unlink_tape(tp);
     for (int i = 0; i < tp->n; i++) {

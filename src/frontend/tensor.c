@@ -155,7 +155,20 @@ static void tensor_destroy(vf_tensor *t, int how);
 void vf_scope_end(vf_context *ctx)
 {
     if (!ctx) return;
+    /* A thread with a scope open holds the lock (vf_scope_begin), so one
+       that does not, while another thread does, has none: the open scopes
+       are the other thread's. Waiting for its hold would deadlock when it
+       waits for this one (lock.h): fail at once instead. */
+    bool took = false;
+    if (!vf_ctx_locked_here(ctx) && !(took = vf_ctx_trylock(ctx))) {
+        vf_ctx_fail_unlocked(ctx, VF_ERROR_INVALID_ARGUMENT,
+                             "vf_scope_end: no open scope on this thread while another thread holds the context; "
+                             "a scope belongs to the thread that began it: end it with vf_scope_end on the "
+                             "thread that called vf_scope_begin");
+        return;
+    }
     VF_LOCKED(ctx);
+    if (took) vf_ctx_unlock(ctx); /* VF_LOCKED holds it now */
     if (ctx->n_scopes <= 1) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
                 "vf_scope_end: no open scope; every vf_scope_end needs a vf_scope_begin before it");
@@ -220,10 +233,33 @@ static void tensor_destroy(vf_tensor *t, int how)
     if (how) vf_handle_kill(t, (vf_death)how, t->sym_gen != 0); /* 0: the context ends, its slabs go next */
 }
 
+/* A function body's own release of one of its variable inputs: they go
+   by reference (function.c), so the reference is the caller's, and the
+   caller's variable would die with the function. Refused with an error
+   naming the function and the input, so the trace fails and nothing dies.
+   Only the body's direct calls count (one lock level below the call):
+   releases inside other calls are the library's own (a tape ending). */
+static bool body_input_release(vf_tensor *t)
+{
+    vf_context *ctx = t->ctx;
+    if (!t->is_variable || !ctx->body.vars || vf_ctx_lock_depth(ctx) != ctx->body.depth + 1) return false;
+    for (int i = 0; i < ctx->body.n; i++)
+        if (ctx->body.vars[i] == t) {
+            vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
+                    "vf_tensor_release: the body of '%s' released its input %d (tensor #%llu), a variable passed "
+                    "by reference; a function body must not release its inputs, which belong to the caller (the "
+                    "release is ignored)", ctx->body.fn, i,
+                    (unsigned long long)vf_handle_state_of(t, VF_HANDLE_TENSOR).id);
+            return true;
+        }
+    return false;
+}
+
 void vf_tensor_release(vf_tensor *t)
 {
     VF_LOCKED(vf_tensor_context(t));
     if (!t || !vf_check_alive(NULL, "vf_tensor_release", t, -1)) return;
+    if (body_input_release(t)) return;
     if (t->scope >= 0 && t->refs == 1) /* the caller holds none: end the scope's ownership early */
         scope_remove(t->ctx, t);
     if (--t->refs == 0) tensor_destroy(t, VF_DEATH_RELEASE);

@@ -95,6 +95,101 @@ static void emit_batch_off(vf_sb *s, const batch_pattern *p)
     vf_sb_puts(s, "}\n");
 }
 
+/* ---- K split over workgroups (a loop budget, llvmpipe's 65535) ----------
+   Step 0 is the tile kernel run once per (tile, chunk of kc k's): it sums
+   its chunk and stores the partial to the scratch buffer P[chunk][b][r][c]
+   (f32). Step 1 (ksum_step) adds the chunks' partials of each element in
+   a fixed order and stores it with st1: the plain store or the fused
+   epilogue, applied once, after the last chunk. */
+typedef struct cg_ksplit {
+    uint64_t chunks;          /* 0: K is not split */
+    uint64_t kc;              /* k per chunk, a multiple of the loop's k step */
+} cg_ksplit;
+
+/* Chunks of K that keep every invocation of both steps within the loop
+   budget: unit k per loop step, per_step iterations each, tail: at most
+   that many more (the lane kernel's k % 4). */
+static vf_status ksplit_plan(const vf_exec *e, const vf_device_caps *caps, uint64_t K, uint64_t unit,
+                             uint64_t per_step, uint64_t tail, uint64_t elems, cg_ksplit *ks, vf_err *err)
+{
+    uint64_t budget = cg_loop_budget(caps);
+    uint64_t steps = budget > tail ? (budget - tail) / per_step : 0;
+    ks->kc = steps * unit;
+    ks->chunks = ks->kc ? (K + ks->kc - 1) / ks->kc : 0;
+    uint64_t bytes = ks->chunks * elems * 4;
+    if (!ks->kc || ks->chunks > budget || ks->chunks * elems > UINT32_MAX ||
+        (caps->max_storage_buffer_range && bytes > caps->max_storage_buffer_range))
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "%s: K = %llu split into %llu chunks of %llu needs %llu bytes of partial sums (device"
+                          " binding limit %llu) and %llu additions per output; this device runs at most %u loop"
+                          " iterations per invocation. Split the matmul by rows or columns of the output first",
+                          vf_op_get(e->op)->name, (unsigned long long)K, (unsigned long long)ks->chunks,
+                          (unsigned long long)ks->kc, (unsigned long long)bytes,
+                          (unsigned long long)caps->max_storage_buffer_range, (unsigned long long)ks->chunks,
+                          caps->max_loop_iterations);
+    return VF_OK;
+}
+
+/* mm_tile(), mm_k0(), mm_k1() of the templates: all of K per tile, or a
+   tile and a chunk per workgroup (chunk fastest). */
+static void emit_k_range(vf_sb *s, bool split)
+{
+    if (!split) {
+        vf_sb_puts(s, "uint mm_tile() { return vf_group_id(); }\nuint mm_k0() { return 0u; }\n"
+                      "uint mm_k1() { return pc.K; }\n");
+        return;
+    }
+    vf_sb_puts(s, "uint mm_chunk() { return vf_group_id() % pc.kchunks; }\n"
+                  "uint mm_tile() { return vf_group_id() / pc.kchunks; }\n"
+                  "uint mm_k0() { return mm_chunk() * pc.kc; }\n"
+                  "uint mm_k1() { return min(pc.K, mm_k0() + pc.kc); }\n");
+}
+
+/* Step 1 of a split K: one invocation per output element. */
+static vf_status ksum_step(const vf_exec *e, const vf_device_caps *caps, const cg_mm_epilogue *epi,
+                           const cg_mm_layout *lay, const cg_ksplit *ks, vf_kernel *k, vf_err *err)
+{
+    vf_cg g;
+    cg_begin(&g, e, caps, err, &k->step[1]);
+    snprintf(g.d->name, sizeof g.d->name, "%.50s_ksum", k->step[0].name);
+    snprintf(g.comment, sizeof g.comment, "the %llu partial sums of a K split over workgroups, added in chunk order,"
+             " then stored%s", (unsigned long long)ks->chunks, epi ? " through the fused epilogue" : "");
+    if (epi) {
+        if (epi->bind(&g, lay, epi->user) != VF_OK && !g.status) g.status = VF_ERROR_UNSUPPORTED;
+    } else {
+        cg_bind(&g, VF_BIND_OUT, e->out.dtype, "C", false, false);
+    }
+    cg_bind(&g, VF_BIND_SCRATCH, VF_F32, "P", true, false);
+    cg_push_u32(&g, "M", (uint32_t)lay->M);
+    cg_push_u32(&g, "N", (uint32_t)lay->N);
+    cg_push_u32(&g, "batch", (uint32_t)lay->batch);
+    cg_push_u32(&g, "kchunks", (uint32_t)ks->chunks);
+    if (g.status) {
+        cg_abort(&g);
+        return g.status;
+    }
+    vf_sb *s = &g.body;
+    if (epi) {
+        if (epi->emit(&g, lay, epi->user) != VF_OK && !g.status) g.status = VF_ERROR_UNSUPPORTED;
+        vf_sb_puts(s, "void st1(uint b, uint r, uint c, float v) { epi(b, r, c, v); }\n");
+    } else {
+        cg_store_fn(&g, "st", "C", e->out.dtype, VF_CT_FLOAT);
+        vf_sb_puts(s, "void st1(uint b, uint r, uint c, float v) { st((b * pc.M + r) * pc.N + c, v); }\n");
+    }
+    vf_sb_puts(s, "\nvoid main()\n{\n"
+                  "    uint i = vf_group_id() * WG + gl_LocalInvocationID.x;\n"
+                  "    uint total = pc.batch * pc.M * pc.N;\n"
+                  "    if (i >= total) return;\n"
+                  "    float acc = 0.0;\n"
+                  "    for (uint s = 0u; s < pc.kchunks; s++) acc += P[s * total + i];\n"
+                  "    uint rest = i / pc.N;\n"
+                  "    st1(rest / pc.M, rest % pc.M, i % pc.N, acc);\n}\n");
+    uint32_t wg = cg_clamp_wg(caps, 64, false);
+    cg_workgroup(&g, wg);
+    cg_groups_linear(&g, (lay->batch * lay->M * lay->N + wg - 1) / wg);
+    return cg_finish(&g, NULL);
+}
+
 vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_epilogue *epi, vf_kernel *k,
                     vf_err *err)
 {
@@ -122,6 +217,7 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
     bool vec_a = lane_kernel && f32 && !ta && K % 4 == 0 && A->offset % 16 == 0;
     bool vec_b = lane_kernel && f32 && !tb && N % 4 == 0 && B->offset % 16 == 0;
     bool vec_c = !epi && lane_kernel && f32 && N % 4 == 0 && e->out.offset % 16 == 0;
+    cg_ksplit ks = {0};
 
     uint32_t ts = 16, bk = 16;
     if (!lane_kernel) {
@@ -131,22 +227,24 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
         if (2u * bk * 4u * ts * 4u > caps->shared_memory_bytes) bk = 4;
     }
     /* Loop iterations of one invocation: K / 4 (lanes) or, per BK step,
-       the loads of two BK-deep tiles shared by TS x TS invocations (tiled).
-       Past the device's loop budget (llvmpipe stops loops silently) a
-       clear error; splitting K is not implemented. */
-    uint64_t k_iters = lane_kernel ? K / 4 + K % 4
-                                   : (K + bk - 1) / bk * (2 * ((4ull * ts * bk + ts * ts - 1) / (ts * ts)) + 1);
-    if (k_iters > cg_loop_budget(caps))
-        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
-                          "matmul: K = %llu needs %llu loop iterations per invocation; this device runs at most"
-                          " %u (all loops together). Split K into S slices: A [M,K] reshaped to [M,S,K/S] and"
-                          " transposed to [S,M,K/S], B [K,N] reshaped to [S,K/S,N], a batched matmul, then"
-                          " reduce_sum over the slices",
-                          (unsigned long long)K, (unsigned long long)k_iters, caps->max_loop_iterations);
+       the loads of two BK-deep tiles shared by TS x TS invocations (tiled),
+       each load loop one more for its exit (measured: llvmpipe lost part of
+       a K = 300000 sum at 9 per step, not at 11). Past the device's loop
+       budget (llvmpipe stops loops silently) K is split over workgroups
+       (ksplit_plan). */
+    uint64_t per_step = lane_kernel ? 1 : 2 * ((4ull * ts * bk + ts * ts - 1) / (ts * ts) + 1) + 1;
+    uint64_t k_iters = lane_kernel ? K / 4 + K % 4 : (K + bk - 1) / bk * per_step;
+    if (k_iters > cg_loop_budget(caps)) {
+        vf_status st = ksplit_plan(e, caps, K, lane_kernel ? 4 : bk, per_step, lane_kernel ? 4 : 0,
+                                   M * N * bp.count, &ks, err);
+        if (st) return st;
+        vec_c = false; /* partial sums go to the scratch buffer */
+    }
     uint64_t tile_m = lane_kernel ? rm : 4u * ts, tile_n = lane_kernel ? 4u * cv * lanes : 4u * ts;
     uint64_t tiles_m = (M + tile_m - 1) / tile_m, tiles_n = (N + tile_n - 1) / tile_n;
 
-    k->n_steps = 1;
+    k->n_steps = ks.chunks ? 2 : 1;
+    k->scratch_bytes = ks.chunks ? (size_t)(ks.chunks * M * N * bp.count * 4) : 0;
     vf_cg g;
     cg_begin(&g, e, caps, err, &k->step[0]);
     const char *tag = epi ? epi->tag : "matmul";
@@ -158,10 +256,12 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
         snprintf(g.d->name, sizeof g.d->name, "%s_%s_%c%c_tile_b%d", tag, cg_dtype_tag(A->dtype), ta ? 't' : 'n',
                  tb ? 't' : 'n', bp.nd);
     snprintf(g.comment, sizeof g.comment,
-             "op matmul%s%s: %s x %s -> %s, %s A, %s B, %d collapsed batch dim(s); %s",
+             "op matmul%s%s: %s x %s -> %s, %s A, %s B, %d collapsed batch dim(s); %s%s",
              epi ? " with " : "", epi ? epi->what : "", cg_dtype_tag(A->dtype), cg_dtype_tag(B->dtype),
              cg_dtype_tag(e->out.dtype), ta ? "transposed" : "plain", tb ? "transposed" : "plain", bp.nd,
-             lane_kernel ? "register blocking per lane (CPU profile)" : "shared-memory tiling (GPU profile)");
+             lane_kernel ? "register blocking per lane (CPU profile)" : "shared-memory tiling (GPU profile)",
+             ks.chunks ? "; K split: partial sums per chunk of k to the scratch buffer" : "");
+    if (ks.chunks) strncat(g.d->name, "_ks", sizeof g.d->name - strlen(g.d->name) - 1);
 
     /* one binding per tensor: a vec4 view where it is used, scalars read
        through it (A4[i >> 2][i & 3]) */
@@ -180,6 +280,11 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
     cg_push_u32(&g, "tiles_n", (uint32_t)tiles_n);
     cg_push_u32(&g, "tiles_m", (uint32_t)tiles_m);
     cg_push_u32(&g, "batch", (uint32_t)bp.count);
+    if (ks.chunks) {
+        cg_push_u32(&g, "kchunks", (uint32_t)ks.chunks);
+        cg_push_u32(&g, "kc", (uint32_t)ks.kc);
+        cg_bind(&g, VF_BIND_SCRATCH, VF_F32, "P", false, false);
+    }
     for (int d = 0; d < bp.nd; d++) {
         char nm[16];
         snprintf(nm, sizeof nm, "bd%d", d);
@@ -198,7 +303,10 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
     else cg_load_fn(&g, "lda_at", "A", A->dtype, VF_CT_FLOAT);
     if (vec_b) vf_sb_puts(s, "float ldb_at(uint i) { return B4[i >> 2][i & 3u]; }\n");
     else cg_load_fn(&g, "ldb_at", "B", B->dtype, VF_CT_FLOAT);
-    if (epi) {
+    emit_k_range(s, ks.chunks != 0);
+    if (ks.chunks) {
+        vf_sb_puts(s, "void st1(uint b, uint r, uint c, float v) { P[((mm_chunk() * pc.batch + b) * pc.M + r) * pc.N + c] = v; }\n");
+    } else if (epi) {
         if (epi->emit(&g, &lay, epi->user) != VF_OK && !g.status) g.status = VF_ERROR_UNSUPPORTED;
         vf_sb_puts(s, "void st1(uint b, uint r, uint c, float v) { epi(b, r, c, v); }\n");
     } else {
@@ -241,8 +349,12 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
         cg_spec(&g, "TS", ts);
         cg_spec(&g, "BK", bk);
     }
-    cg_groups_linear(&g, tiles_m * tiles_n * bp.count);
-    return cg_finish(&g, lane_kernel ? "matmul_lane.glsl" : "matmul_tiled.glsl");
+    cg_groups_linear(&g, tiles_m * tiles_n * bp.count * (ks.chunks ? ks.chunks : 1));
+    vf_status st = cg_finish(&g, lane_kernel ? "matmul_lane.glsl" : "matmul_tiled.glsl");
+    if (st || !ks.chunks) return st;
+    st = ksum_step(e, caps, epi, &lay, &ks, k, err);
+    if (st) vf_kernel_free(k);
+    return st;
 }
 
 vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
