@@ -31,55 +31,13 @@
 
 #include "vkfuse.h"
 
-#define FEAT 784
-#define HIDDEN 512
-#define CLASSES 10
-
-typedef struct {
-    vf_tensor *w[3], *b[3];
-    vf_tensor *lr;
-} model;
+#define FEAT VB_MLP_FEAT
 
 /* --assign-last: compute the six new values first, then assign them (see
    docs/BENCHMARKS.md: fusion groups do not span an assign, so with
    assign_sub in turn only the first weight's update joins its gradient's
    matmul kernel) */
 static bool assign_last;
-
-static vf_status train_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    model *m = user;
-    vf_tape *tape = vf_tape_begin(ctx);
-    vf_tensor *h = vf_relu(ctx, vf_add(ctx, vf_matmul(ctx, in[0], m->w[0]), m->b[0]));
-    h = vf_relu(ctx, vf_add(ctx, vf_matmul(ctx, h, m->w[1]), m->b[1]));
-    vf_tensor *logits = vf_add(ctx, vf_matmul(ctx, h, m->w[2]), m->b[2]);
-    vf_tensor *loss = vf_reduce_mean(ctx, vf_sparse_softmax_cross_entropy(ctx, in[1], logits), 0, NULL, false);
-    vf_tensor *vars[6] = {m->w[0], m->b[0], m->w[1], m->b[1], m->w[2], m->b[2]}, *g[6] = {0};
-    vf_status s = vf_tape_gradient(tape, loss, 6, vars, g);
-    vf_tape_end(tape);
-    if (s != VF_OK) return s;
-    vf_tensor *nv[6];
-    for (int i = 0; i < 6 && assign_last; i++) nv[i] = vf_sub(ctx, vars[i], vf_mul(ctx, m->lr, g[i]));
-    for (int i = 0; i < 6; i++)
-        if ((s = assign_last ? vf_assign(vars[i], nv[i]) : vf_assign_sub(vars[i], vf_mul(ctx, m->lr, g[i]))) != VF_OK)
-            return s;
-    out[0] = loss;
-    return VF_OK;
-}
-
-/* He-initialised model owned by the current scope */
-static model make_model(vf_context *ctx)
-{
-    static const int64_t dims[4] = {FEAT, HIDDEN, HIDDEN, CLASSES};
-    model m = {.lr = vf_fill(ctx, VF_F32, 0, NULL, 0.05)};
-    for (int i = 0; i < 3; i++) {
-        vf_tensor *w = vf_mul(ctx, vf_random_normal(ctx, VF_F32, 2, &dims[i], 42 + (uint64_t)i),
-                              vf_fill(ctx, VF_F32, 0, NULL, sqrt(2.0 / (double)dims[i])));
-        m.w[i] = vf_variable(ctx, w);
-        m.b[i] = vf_variable(ctx, vf_fill(ctx, VF_F32, 1, &dims[i + 1], 0.0));
-    }
-    return m;
-}
 
 typedef enum { EAGER, TRACED_UNFUSED, TRACED_FUSED } mode;
 
@@ -102,16 +60,14 @@ static float *host_x;
 static int32_t *host_y;
 /* the traced runs' input signature [-1,784], [-1] (NULL with --no-signature:
    traced at the concrete batch size) */
-static const vf_tensor_spec signature[2] = {{.dtype = VF_F32, .rank = 2, .shape = {-1, FEAT}},
-                                            {.dtype = VF_I32, .rank = 1, .shape = {-1}}};
-static const vf_tensor_spec *sig = signature;
+static const vf_tensor_spec *sig = vb_mlp_signature;
 
 /* One of the five runs: its own model (same seed), inputs and function.
    The runs of a context take turns (rounds), so that the load of other
    processes on a shared machine falls on all of them alike. */
 typedef struct {
     vf_context *ctx;
-    model m;
+    vb_mlp m;
     vf_tensor *in[2];
     vf_function *fn;            /* NULL: eager */
     double *t;                  /* seconds of each timed step */
@@ -126,11 +82,12 @@ static void run_open(run *r, vf_context *ctx, mode md, int64_t batch, int iters)
 {
     *r = (run){.ctx = ctx, .f = {.first_loss = NAN, .last_loss = NAN}};
     r->t = malloc(sizeof(double) * (size_t)iters);
-    r->m = make_model(ctx);
+    r->m = vb_mlp_make(ctx);
+    r->m.assign_last = assign_last;
     r->in[0] = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){batch, FEAT}, host_x);
     r->in[1] = vf_tensor_from_host(ctx, VF_I32, 1, &batch, host_y);
     if (md != EAGER)
-        r->fn = vf_function_create(ctx, &(vf_function_desc){.name = "mlp_train_step", .body = train_step,
+        r->fn = vf_function_create(ctx, &(vf_function_desc){.name = "mlp_train_step", .body = vb_mlp_train_step,
                                                             .user = &r->m, .n_inputs = 2, .n_outputs = 1,
                                                             .input_signature = sig,
                                                             .unfused = md == TRACED_UNFUSED});
@@ -152,7 +109,7 @@ static void run_step(run *r, bool timed)
     vf_status s = vf_context_sync(ctx);
     vf_context_stats_get(ctx, &c0);
     double t0 = vb_now();
-    if (s == VF_OK) s = r->fn ? vf_function_call(r->fn, r->in, &loss) : train_step(ctx, r->in, &loss, &r->m);
+    if (s == VF_OK) s = r->fn ? vf_function_call(r->fn, r->in, &loss) : vb_mlp_train_step(ctx, r->in, &loss, &r->m);
     if (s == VF_OK) s = vf_context_sync(ctx);
     double dt = vb_now() - t0;
     vf_context_stats_get(ctx, &c1);
@@ -321,19 +278,7 @@ int main(int argc, char **argv)
     if (rounds > iters) rounds = iters;
     const int per = (iters + rounds - 1) / rounds; /* timed steps per run and round */
     if (batch < 1) batch = 1;
-    host_x = malloc(sizeof(float) * (size_t)batch * FEAT);
-    host_y = malloc(sizeof(int32_t) * (size_t)batch);
-    float *centre = malloc(sizeof(float) * CLASSES * FEAT);
-    if (!host_x || !host_y || !centre) return fprintf(stderr, "bench_train: out of memory\n"), 1;
-    uint64_t seed = 88172645463325252ull;
-#define UNIFORM() (seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17, (double)(seed >> 11) / 9007199254740992.0)
-    for (int i = 0; i < CLASSES * FEAT; i++) centre[i] = (float)(UNIFORM() * 2.0 - 1.0) * 0.2f;
-    for (int64_t i = 0; i < batch; i++) {
-        host_y[i] = (int32_t)(UNIFORM() * CLASSES) % CLASSES;
-        for (int j = 0; j < FEAT; j++)
-            host_x[i * FEAT + j] = centre[host_y[i] * FEAT + j] + (float)(UNIFORM() - 0.5) * 0.4f;
-    }
-    free(centre);
+    if (!vb_mlp_data(batch, &host_x, &host_y)) return fprintf(stderr, "bench_train: out of memory\n"), 1;
     vf_context *vk = NULL, *cpu = NULL, *pk = NULL;
     vf_context_desc dv = {.backend = VF_BACKEND_VULKAN}, dc = {.backend = VF_BACKEND_CPU};
     vf_context_desc dp = {.backend = VF_BACKEND_VULKAN, .profile = true};

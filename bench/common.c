@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 double vb_now(void)
@@ -39,4 +40,64 @@ vb_figures vb_time_function(vf_context *ctx, const vf_function_desc *d, vf_tenso
     f.ok = vf_function_stats_get(fn, &f.fs) == VF_OK;
     vf_function_destroy(fn);
     return f;
+}
+
+const vf_tensor_spec vb_mlp_signature[2] = {{.dtype = VF_F32, .rank = 2, .shape = {-1, VB_MLP_FEAT}},
+                                            {.dtype = VF_I32, .rank = 1, .shape = {-1}}};
+
+vf_status vb_mlp_train_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vb_mlp *m = user;
+    vf_tape *tape = vf_tape_begin(ctx);
+    vf_tensor *h = vf_relu(ctx, vf_add(ctx, vf_matmul(ctx, in[0], m->w[0]), m->b[0]));
+    h = vf_relu(ctx, vf_add(ctx, vf_matmul(ctx, h, m->w[1]), m->b[1]));
+    vf_tensor *logits = vf_add(ctx, vf_matmul(ctx, h, m->w[2]), m->b[2]);
+    vf_tensor *loss = vf_reduce_mean(ctx, vf_sparse_softmax_cross_entropy(ctx, in[1], logits), 0, NULL, false);
+    vf_tensor *vars[6] = {m->w[0], m->b[0], m->w[1], m->b[1], m->w[2], m->b[2]}, *g[6] = {0};
+    vf_status s = vf_tape_gradient(tape, loss, 6, vars, g);
+    vf_tape_end(tape);
+    if (s != VF_OK) return s;
+    vf_tensor *nv[6];
+    for (int i = 0; i < 6 && m->assign_last; i++) nv[i] = vf_sub(ctx, vars[i], vf_mul(ctx, m->lr, g[i]));
+    for (int i = 0; i < 6; i++)
+        if ((s = m->assign_last ? vf_assign(vars[i], nv[i]) : vf_assign_sub(vars[i], vf_mul(ctx, m->lr, g[i]))) !=
+            VF_OK)
+            return s;
+    out[0] = loss;
+    return VF_OK;
+}
+
+vb_mlp vb_mlp_make(vf_context *ctx)
+{
+    static const int64_t dims[4] = {VB_MLP_FEAT, VB_MLP_HIDDEN, VB_MLP_HIDDEN, VB_MLP_CLASSES};
+    vb_mlp m = {.lr = vf_fill(ctx, VF_F32, 0, NULL, 0.05)};
+    for (int i = 0; i < 3; i++) {
+        vf_tensor *w = vf_mul(ctx, vf_random_normal(ctx, VF_F32, 2, &dims[i], 42 + (uint64_t)i),
+                              vf_fill(ctx, VF_F32, 0, NULL, sqrt(2.0 / (double)dims[i])));
+        m.w[i] = vf_variable(ctx, w);
+        m.b[i] = vf_variable(ctx, vf_fill(ctx, VF_F32, 1, &dims[i + 1], 0.0));
+    }
+    return m;
+}
+
+bool vb_mlp_data(int64_t batch, float **x, int32_t **labels)
+{
+    enum { F = VB_MLP_FEAT, C = VB_MLP_CLASSES };
+    float *hx = malloc(sizeof(float) * (size_t)batch * F), *centre = malloc(sizeof(float) * C * F);
+    int32_t *hy = malloc(sizeof(int32_t) * (size_t)batch);
+    if (!hx || !hy || !centre) {
+        free(hx), free(hy), free(centre);
+        return false;
+    }
+    uint64_t seed = 88172645463325252ull;
+#define UNIFORM() (seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17, (double)(seed >> 11) / 9007199254740992.0)
+    for (int i = 0; i < C * F; i++) centre[i] = (float)(UNIFORM() * 2.0 - 1.0) * 0.2f;
+    for (int64_t i = 0; i < batch; i++) {
+        hy[i] = (int32_t)(UNIFORM() * C) % C;
+        for (int j = 0; j < F; j++) hx[i * F + j] = centre[hy[i] * F + j] + (float)(UNIFORM() - 0.5) * 0.4f;
+    }
+#undef UNIFORM
+    free(centre);
+    *x = hx, *labels = hy;
+    return true;
 }

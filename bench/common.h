@@ -1,4 +1,5 @@
-/* Shared by the benchmarks: a clock, and timing a traced function. */
+/* Shared by the benchmarks: a clock, timing a traced function, and the MLP
+   train step of examples/mlp.c (bench_train, bench_startup). */
 #ifndef VF_BENCH_COMMON_H
 #define VF_BENCH_COMMON_H
 
@@ -19,5 +20,30 @@ typedef struct vb_figures {
    not timed; sec is the best of the others. Failures print `who: message`
    and return ok = false. */
 vb_figures vb_time_function(vf_context *ctx, const vf_function_desc *d, vf_tensor **in, int iters, const char *who);
+
+/* The train step of examples/mlp.c: 784-512-512-10 ReLU MLP, mean sparse
+   softmax cross-entropy, vf_tape gradients of the six variables, SGD with
+   vf_assign_sub (or, with assign_last, the six new values first and then
+   vf_assign: see docs/BENCHMARKS.md, "Training (MLP)"). */
+#define VB_MLP_FEAT 784
+#define VB_MLP_HIDDEN 512
+#define VB_MLP_CLASSES 10
+
+typedef struct vb_mlp {
+    vf_tensor *w[3], *b[3]; /* variables */
+    vf_tensor *lr;
+    bool assign_last;
+} vb_mlp;
+
+/* He-initialised model (fixed seeds) owned by the current scope */
+vb_mlp vb_mlp_make(vf_context *ctx);
+/* a vf_body: in = x [batch,784] f32, labels [batch] i32; out = mean loss;
+   user = the vb_mlp */
+vf_status vb_mlp_train_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user);
+/* the traced step's input signature [-1,784] f32, [-1] i32 */
+extern const vf_tensor_spec vb_mlp_signature[2];
+/* x [batch,784] and labels [batch] on the host, malloc'ed: class centres
+   plus noise, the same for every call. false when out of memory. */
+bool vb_mlp_data(int64_t batch, float **x, int32_t **labels);
 
 #endif
