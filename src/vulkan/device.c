@@ -510,6 +510,7 @@ vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, 
 {
     memset(d, 0, sizeof *d);
     d->err = err;
+    d->test.wrong_exec = -1;
     vf_status s = create_instance(d, opt->validation, err);
     phys_info p[VF_MAX_PHYS];
     int n = 0, idx = -1;

@@ -396,8 +396,6 @@ static vf_status prof_finish(vf_vk_runtime *rt, vf_plan *p)
     return s;
 }
 
-int vf_vk_test_wrong_exec = -1;
-
 /* VKFUSE_CHECK: the GLSL of the kernel starting at exec x, for the report
    to point at. A file that cannot be written is only a warning. */
 static void write_glsl(const vf_plan_desc *d, int x, const vf_kernel *k)
@@ -453,7 +451,7 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
         vf_kernel k;
         memset(&k, 0, sizeof k);
         vf_exec e = d->execs[x];
-        if (x == vf_vk_test_wrong_exec && vf_op_get(e.op)->kind == VF_KIND_ELEMENTWISE && e.n_in == 1)
+        if (x == rt->dev.test.wrong_exec && vf_op_get(e.op)->kind == VF_KIND_ELEMENTWISE && e.n_in == 1)
             e.op = e.op == VF_OP_NEG ? VF_OP_ABS : VF_OP_NEG; /* test hook (plan.h) */
         s = vf_codegen_exec(&e, &rt->dev.caps, &k, rt->err);
         if (!s) write_glsl(d, x, &k);
@@ -475,22 +473,6 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
 }
 
 /* ---- recording ------------------------------------------------------------ */
-
-static void full_barrier(vf_vk_runtime *rt, VkCommandBuffer cmd, bool to_host)
-{
-    /* DRAW_INDIRECT: guarded steps read their dispatch args (add_guards) */
-    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
-                              VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT;
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT |
-                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
-                         (to_host ? VK_ACCESS_HOST_READ_BIT : 0),
-    };
-    rt->dev.vkd.vkCmdPipelineBarrier(cmd, st, st | (to_host ? VK_PIPELINE_STAGE_HOST_BIT : 0), 0, 1,
-                                     &mb, 0, NULL, 0, NULL);
-}
 
 /* Where binding b points in this call: buffer, offset in its VkBuffer, range. */
 static vf_status resolve(vf_vk_runtime *rt, const vf_plan *p, const plan_binding *b, const vf_plan_bind *binds,
@@ -519,82 +501,59 @@ static vf_status resolve(vf_vk_runtime *rt, const vf_plan *p, const plan_binding
 }
 
 
-/* Batching barriers. A step's level is one more than the highest level of
-   the earlier steps it depends on (it reads or overwrites a range one of
-   them wrote, overwrites a range one of them read, or is a later step of
-   the same kernel); steps of one level are independent. Recording level by
-   level with one barrier between levels gives as few barriers as the
-   dependency chains allow, where recording in plan order would put one
-   before every step that conflicts with something since the last barrier:
-   independent chains (the two branches of a cond, the outputs of a
-   function) then share their barriers. Any order that keeps the
-   dependencies is correct, whatever the arena aliasing, because the
+/* Batching barriers. A step's level (hazard.h) is one more than the
+   highest level of the earlier steps it depends on (it reads or overwrites
+   a range one of them wrote, overwrites a range one of them read, or is a
+   later step of the same kernel); steps of one level are independent.
+   Recording level by level with one barrier between levels gives as few
+   barriers as the dependency chains allow, where recording in plan order
+   would put one before every step that conflicts with something since the
+   last barrier: independent chains (the two branches of a cond, the
+   outputs of a function) then share their barriers. Any order that keeps
+   the dependencies is correct, whatever the arena aliasing, because the
    dependencies are computed on the ranges the steps really touch. */
-typedef struct hz_entry {
-    vf_vk_access a;
-    int level;
-    bool write;
-} hz_entry;
-
 #define VF_PLAN_REORDER_MAX_STEPS 4096 /* above: plan order (the scan is quadratic) */
-
-static int step_level(const hz_entry *hz, int n_hz, const hz_entry *mine, int n_mine, int floor)
-{
-    int level = floor;
-    for (int k = 0; k < n_mine; k++)
-        for (int e = 0; e < n_hz; e++) {
-            const hz_entry *h = &hz[e];
-            if (h->level < level || !(h->write || mine[k].write)) continue;
-            if (h->a.buffer == mine[k].a.buffer && h->a.begin < mine[k].a.end && mine[k].a.begin < h->a.end)
-                level = h->level + 1;
-        }
-    return level;
-}
 
 static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds)
 {
     const vf_vk_device_table *vk = &rt->dev.vkd;
     VkCommandBuffer cmd = p->cmd;
     p->valid = false;
-    int n = p->n_steps, per = 2 * VF_KERNEL_MAX_BINDINGS + 1; /* a binding may read and write */
+    int n = p->n_steps;
+    bool reorder = n <= VF_PLAN_REORDER_MAX_STEPS;
+    vf_vk_hazards hz;
+    vf_vk_hazards_init(&hz, vk, &rt->dev.test.drop_barriers);
     VkDescriptorBufferInfo *info = malloc(sizeof *info * (size_t)(n * VF_KERNEL_MAX_BINDINGS + 1));
-    hz_entry *hz = malloc(sizeof *hz * (size_t)(n * per + 1));
     int *level = malloc(sizeof *level * (size_t)(n + 1)), *order = malloc(sizeof *order * (size_t)(n + 1));
     VkDeviceSize *args = calloc((size_t)n + 1, sizeof *args);
-    vf_status s = info && hz && level && order && args ? VF_OK
+    vf_status s = info && level && order && args ? VF_OK
                 : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     /* Where every binding points in this call, and each step's level. */
-    int n_hz = 0, levels = 0;
+    int levels = 0;
     for (int i = 0; !s && i < n; i++) {
         plan_step *ps = &p->steps[i];
-        hz_entry mine[2 * VF_KERNEL_MAX_BINDINGS + 1];
+        vf_vk_access mine[VF_KERNEL_MAX_BINDINGS + 1];
         int n_mine = 0;
         for (int j = 0; !s && j < ps->n_bindings; j++) {
             vf_buffer *owner = NULL;
             VkDescriptorBufferInfo *in = &info[i * VF_KERNEL_MAX_BINDINGS + j];
             s = resolve(rt, p, &ps->b[j], binds, in, &owner);
             if (s) break;
-            vf_vk_access a = {in->buffer, in->offset, in->offset + in->range};
-            if (ps->b[j].access & VF_VK_READ) mine[n_mine++] = (hz_entry){a, 0, false};
-            if (ps->b[j].access & VF_VK_WRITE) mine[n_mine++] = (hz_entry){a, 0, true};
+            if (ps->b[j].access)
+                mine[n_mine++] = (vf_vk_access){in->buffer, in->offset, in->offset + in->range, ps->b[j].access, 0};
         }
         if (s) break;
         if (ps->slot >= 0) { /* guarded: reads its indirect args */
             args[i] = p->table->offset + (VkDeviceSize)(p->n_slots + ps->slot) * 16;
-            mine[n_mine++] = (hz_entry){{vf_vk_buffer_handle(p->table), args[i], args[i] + 16}, 0, false};
+            mine[n_mine++] = (vf_vk_access){vf_vk_buffer_handle(p->table), args[i], args[i] + 16, VF_VK_READ, 0};
         }
-        if (n > VF_PLAN_REORDER_MAX_STEPS) { /* plan order, a barrier at each conflict as before */
-            bool need = ps->barrier_before;
-            int last = i ? level[i - 1] : 0;
-            for (int k = 0; !need && k < n_mine; k++)
-                for (int e = n_hz - 1; e >= 0 && hz[e].level == last && !need; e--)
-                    need = (hz[e].write || mine[k].write) && hz[e].a.buffer == mine[k].a.buffer &&
-                           hz[e].a.begin < mine[k].a.end && mine[k].a.begin < hz[e].a.end;
-            level[i] = last + need;
-        } else {
-            level[i] = step_level(hz, n_hz, mine, n_mine, ps->barrier_before && i ? level[i - 1] + 1 : 0);
-        }
-        for (int k = 0; k < n_mine; k++) mine[k].level = level[i], hz[n_hz++] = mine[k];
+        /* In plan order (too many steps to reorder) a barrier at each
+           conflict with what came since the last one, as the scheduler. */
+        int last = i ? level[i - 1] : 0;
+        level[i] = vf_vk_hazard_level(&hz, mine, n_mine, ps->barrier_before && i ? last + 1 : reorder ? 0 : last);
+        if (!reorder && level[i] > last) vf_vk_hazard_clear(&hz);
+        if (!vf_vk_hazard_add(&hz, mine, n_mine, level[i]))
+            s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
         if (level[i] + 1 > levels) levels = level[i] + 1;
     }
     /* Steps by level, plan order within a level (a counting sort). */
@@ -608,23 +567,20 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     if (!s) s = vf_vk_check(rt->err, vk->vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
     if (s) {
-        free(info), free(hz), free(level), free(order), free(args);
+        free(info), free(level), free(order), free(args);
+        vf_vk_hazards_free(&hz);
         return s;
     }
-    full_barrier(rt, cmd, false); /* after everything submitted before */
-    p->barriers = 1;
+    vf_vk_hazard_barrier(&hz, cmd, VF_VK_BARRIER_INDIRECT); /* after everything submitted before */
     vf_vk_prof_reset(rt, &p->prof, cmd);
     for (int k = 0; k < p->prof.n_k; k++) p->prof.k[k].barriers = 0;
     for (int x = 0; x < n; x++) {
         int i = order[x];
         plan_step *ps = &p->steps[i];
-        if (x > 0 && level[i] != level[order[x - 1]] && !ps->barrier_before && vf_vk_test_drop_barriers > 0) {
-            vf_vk_test_drop_barriers--; /* test hook (scheduler.h): a hazard left unguarded */
-        } else if (x > 0 && level[i] != level[order[x - 1]]) {
-            full_barrier(rt, cmd, false);
-            p->barriers++;
+        /* DRAW_INDIRECT: guarded steps read their dispatch args (add_guards) */
+        if (x > 0 && level[i] != level[order[x - 1]] &&
+            vf_vk_hazard_due(&hz, cmd, VF_VK_BARRIER_INDIRECT, ps->barrier_before))
             p->prof.k[ps->kernel].barriers++;
-        }
         VkWriteDescriptorSet w[VF_KERNEL_MAX_BINDINGS];
         for (int j = 0; j < ps->n_bindings; j++)
             w[j] = (VkWriteDescriptorSet){
@@ -658,9 +614,10 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
         else vk->vkCmdDispatch(cmd, ps->groups[0], ps->groups[1], ps->groups[2]);
         vf_vk_prof_stamp(rt, &p->prof, cmd, 2 * (uint32_t)i + 1);
     }
-    free(info), free(hz), free(level), free(order), free(args);
-    full_barrier(rt, cmd, true); /* before later work and host reads */
-    p->barriers++;
+    free(info), free(level), free(order), free(args);
+    vf_vk_hazard_barrier(&hz, cmd, VF_VK_BARRIER_INDIRECT | VF_VK_BARRIER_HOST); /* before later work and host reads */
+    p->barriers = (int)hz.barriers;
+    vf_vk_hazards_free(&hz);
     s = vf_vk_check(rt->err, vk->vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
     if (s) return s;
     for (int i = 0; i < p->n_binds; i++) p->recorded[i] = key_of(&binds[i]);
@@ -701,8 +658,8 @@ vf_status vf_vk_plan_run(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *bind
     p->serial = serial;
     rt->last_plan = p;
     mark_used(p, binds, serial);
-    rt->sched.dispatches += p->n_steps;
-    rt->sched.barriers += p->barriers;
+    rt->sched.hz.dispatches += p->n_steps;
+    rt->sched.hz.barriers += p->barriers;
     rt->execs += p->n_kernels;
     return rt->err->status;
 }
