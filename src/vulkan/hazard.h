@@ -6,7 +6,7 @@
  *   puts a barrier before work that conflicts with anything recorded since
  *   the last barrier, which then clears what is tracked. Independent work
  *   runs without barriers.
- * - by level (recorded plans, plan.c): a step's level is one above
+ * - by level (recorded plans, plan_record.c): a step's level is one above
  *   the highest level of an earlier step it conflicts with
  *   (vf_vk_hazard_level); steps of one level are independent, so recording
  *   level by level needs one barrier between levels (vf_vk_hazard_due).
