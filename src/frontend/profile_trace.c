@@ -6,6 +6,7 @@
  * host clocks are not calibrated against each other). */
 #include "vkfuse.h"
 #include "util/sb.h"
+#include "util/grow.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -77,13 +78,7 @@ vf_status vf_trace_file_add(vf_trace_file *t, const char *track, const vf_functi
                                                            : "the profile has kernels but no kernel array");
         return VF_ERROR_INVALID_ARGUMENT;
     }
-    if (t->n == t->cap) {
-        int cap = t->cap ? 2 * t->cap : 8;
-        ttrack *nt = realloc(t->t, (size_t)cap * sizeof *nt);
-        if (!nt) goto oom;
-        t->t = nt;
-        t->cap = cap;
-    }
+    if (!vf_grow((void **)&t->t, &t->cap, t->n + 1, sizeof *t->t)) goto oom;
     ttrack *tr = &t->t[t->n];
     memset(tr, 0, sizeof *tr);
     tr->k = calloc((size_t)p->n_kernels + 1, sizeof *tr->k);

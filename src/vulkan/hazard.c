@@ -1,4 +1,5 @@
 #include "vulkan/hazard.h"
+#include "util/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,14 +33,7 @@ int vf_vk_hazard_level(const vf_vk_hazards *h, const vf_vk_access *a, int n, int
 
 bool vf_vk_hazard_add(vf_vk_hazards *h, const vf_vk_access *a, int n, int level)
 {
-    if (h->n + n > h->cap) {
-        int cap = h->cap ? 2 * h->cap : 64;
-        while (cap < h->n + n) cap *= 2;
-        vf_vk_access *nv = realloc(h->v, (size_t)cap * sizeof *nv);
-        if (!nv) return false;
-        h->v = nv;
-        h->cap = cap;
-    }
+    if (!vf_grow((void **)&h->v, &h->cap, h->n + n, sizeof *h->v)) return false;
     for (int k = 0; k < n; k++) {
         h->v[h->n] = a[k];
         h->v[h->n++].level = level;

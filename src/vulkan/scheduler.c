@@ -1,4 +1,5 @@
 #include "vulkan/scheduler.h"
+#include "util/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,13 +104,8 @@ static vf_status record_timings(vf_vk_sched *s, vf_vk_slot *sl)
         s->dev->device, sl->queries, 0, 2 * sl->n_timed, 2 * sl->n_timed * sizeof *t, t,
         sizeof *t, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
     vf_status st = vf_vk_check(s->err, r, "vkGetQueryPoolResults");
-    if (!st && s->n_timings + sl->n_timed > s->cap_timings) {
-        size_t cap = s->cap_timings ? 2 * s->cap_timings : 256;
-        while (cap < s->n_timings + sl->n_timed) cap *= 2;
-        vf_vk_timing *nt = realloc(s->timings, cap * sizeof *nt);
-        if (!nt) st = vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-        else s->timings = nt, s->cap_timings = cap;
-    }
+    if (!st && !vf_grow_size((void **)&s->timings, &s->cap_timings, s->n_timings + sl->n_timed, sizeof *s->timings))
+        st = vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     uint32_t bits = s->dev->timestamp_valid_bits;
     uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
     for (uint32_t i = 0; !st && i < sl->n_timed; i++) {
