@@ -2,7 +2,6 @@
  * (check.h). */
 #include "frontend/check.h"
 #include "util/dtype.h"
-#include "util/grow.h"
 
 #include <errno.h>
 #include <math.h>
@@ -375,7 +374,12 @@ static vf_status report(vf_fcheck *c, vf_context *ctx, int x, const diff *d, dou
 
 static vf_status add_write(vf_fcheck *c, vf_context *ctx, const vf_tref *r, host_val *v)
 {
-    if (!vf_grow((void **)&c->writes, &c->cap_writes, c->n_writes + 1, sizeof *c->writes)) return oom(ctx, c);
+    if (c->n_writes == c->cap_writes) {
+        int cap = c->cap_writes ? 2 * c->cap_writes : 8;
+        fixed_write *w = realloc(c->writes, sizeof *w * (size_t)cap);
+        if (!w) return oom(ctx, c);
+        c->writes = w, c->cap_writes = cap;
+    }
     c->writes[c->n_writes++] = (fixed_write){r->buf, r->offset, v->bytes, v->data};
     v->data = NULL;
     return VF_OK;
