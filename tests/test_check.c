@@ -1,12 +1,13 @@
 /* VKFUSE_CHECK=1 (plan/check.h): a wrong kernel injected through the
- * test hook vf_vk_test_wrong_exec (vulkan/plan.h) fails the call with
+ * test hook wrong_exec (vf_vk_test_hooks, vulkan/device.h) fails the call with
  * VF_ERROR_DEVICE and a report naming that kernel, its graph node and its
  * GLSL file (which exists and holds the wrong kernel's code); correct
  * plans, fused or not, with variables assigned inside them, pass the
  * check with the CPU backend's results and no arena sharing. */
 #include "testutil.h"
 
-#include "vulkan/plan.h"
+#include "frontend/frontend.h"
+#include "vulkan/runtime.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +18,9 @@
 #include <unistd.h>
 
 enum { R = 37, C = 29 };
+
+/* The test hook on the context's Vulkan runtime (-1: off). */
+static void wrong_exec(vf_context *ctx, int x) { vf_vk_runtime_of(&ctx->be)->dev.test.wrong_exec = x; }
 
 static vf_tensor *two;
 static char dump_dir[256];
@@ -87,9 +91,9 @@ static void test_wrong_kernel_reported(void **state)
     float x[R * C];
     vf_tensor *in = NULL, *out[2] = {NULL, NULL};
     vf_function *fn = make(ctx, &in, x);
-    vf_vk_test_wrong_exec = 1; /* exp's kernel computes neg */
+    wrong_exec(ctx, 1); /* exp's kernel computes neg */
     vf_status s = vf_function_call(fn, &in, out);
-    vf_vk_test_wrong_exec = -1;
+    wrong_exec(ctx, -1);
     assert_int_equal(s, VF_ERROR_DEVICE);
     const char *msg = vf_error_message(ctx);
     fprintf(stderr, "(expected) %s\n", msg);
@@ -273,9 +277,9 @@ static void test_ill_conditioned_wrong_kernel(void **state)
     for (int w = 0; w < 12; w++) {
         vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "layer_norm", .body = layer_norm,
                                                                        .n_inputs = 1, .n_outputs = 1});
-        vf_vk_test_wrong_exec = w;
+        wrong_exec(ctx, w);
         vf_status s = vf_function_call(fn, &in, &out);
-        vf_vk_test_wrong_exec = -1;
+        wrong_exec(ctx, -1);
         if (s != VF_OK) {
             assert_int_equal(s, VF_ERROR_DEVICE);
             const char *msg = vf_error_message(ctx);
@@ -330,9 +334,9 @@ static void test_no_leftover_files(void **state)
     assert_int_equal(count_entries(tmp), 0);
     /* a wrong kernel's file stays */
     fn = make(ctx, &in, x);
-    vf_vk_test_wrong_exec = 1;
+    wrong_exec(ctx, 1);
     assert_int_equal(vf_function_call(fn, &in, out), VF_ERROR_DEVICE);
-    vf_vk_test_wrong_exec = -1;
+    wrong_exec(ctx, -1);
     vf_error_clear(ctx);
     vf_function_destroy(fn);
     assert_true(count_entries(tmp) >= 2); /* its directory and exec1.glsl */

@@ -1,5 +1,5 @@
 /* Synchronization validation catches a missing barrier: with the test hook
- * vf_vk_test_drop_barriers (vulkan/scheduler.h) one hazard barrier is left
+ * drop_barriers (vf_vk_test_hooks, vulkan/device.h) one hazard barrier is left
  * out, in the eager scheduler and in a recorded plan, and the Khronos
  * layer (VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT, on
  * with every validated context) must report a SYNC-HAZARD; with the
@@ -11,6 +11,8 @@
  * child answers with its exit status. */
 #include "testutil.h"
 #include "vk_test_common.h"
+
+#include "frontend/frontend.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -44,7 +46,7 @@ static int child_eager(bool drop)
     const vf_vk_pipeline *p = NULL;
     if (vf_vk_runtime_glsl_pipeline(h.rt, AXPY, "axpy_sync", 3, sizeof(axpy_push), &p)) return CHILD_SETUP;
     h.be.iface->sync(h.be.self);
-    vf_vk_test_drop_barriers = drop ? 1 : 0;
+    h.rt->dev.test.drop_barriers = drop ? 1 : 0;
     vf_vk_bind b1[3] = {{.buf = a, .range = n * 4, .access = VF_VK_READ},
                         {.buf = a, .range = n * 4, .access = VF_VK_READ},
                         {.buf = c, .range = n * 4, .access = VF_VK_WRITE}};
@@ -58,7 +60,7 @@ static int child_eager(bool drop)
     pc.k = 1.0f;
     di.bindings = b2;
     vf_vk_sched_dispatch(&h.rt->sched, &di);
-    int dropped = vf_vk_test_drop_barriers == 0 && drop;
+    int dropped = h.rt->dev.test.drop_barriers == 0 && drop;
     h.be.iface->download(h.be.self, e, 0, y, n * 4);
     bool right = true;
     for (uint32_t i = 0; i < n; i++) right = right && y[i] == 6 * x[i];
@@ -91,12 +93,13 @@ static int child_plan(bool drop)
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "sync_chain", .body = chain,
                                                                    .n_inputs = 1, .n_outputs = 1});
     vf_context_sync(ctx);
-    vf_vk_test_drop_barriers = drop ? 1 : 0;
+    vf_vk_test_hooks *hooks = &vf_vk_runtime_of(&ctx->be)->dev.test;
+    hooks->drop_barriers = drop ? 1 : 0;
     vf_status s = vf_function_call(fn, &in, &out);
     vf_function_stats st;
     vf_function_stats_get(fn, &st);
     if (!st.planned && s == VF_OK) return CHILD_SETUP;
-    if (drop && vf_vk_test_drop_barriers != 0) return CHILD_SETUP;
+    if (drop && hooks->drop_barriers != 0) return CHILD_SETUP;
     bool right = s == VF_OK && vf_tensor_read(out, y, sizeof y) == VF_OK;
     vf_context_sync(ctx);
     for (int i = 0; right && i < N; i++) right = fabsf(y[i] - expf(2 * x[i] + 2)) <= 1e-5f * expf(2 * x[i] + 2);

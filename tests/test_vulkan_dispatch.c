@@ -35,16 +35,16 @@ static void test_hazards(void **state)
     vf_buffer *a = alloc_upload(&h, x, n), *b = alloc_upload(&h, x, n);
     vf_buffer *c = alloc_upload(&h, NULL, n), *d = alloc_upload(&h, NULL, n), *e = alloc_upload(&h, NULL, n);
     const vf_vk_pipeline *p = axpy_pipeline(&h);
-    int64_t b0 = h.rt->sched.barriers;
+    int64_t b0 = h.rt->sched.hz.barriers;
     axpy(&h, p, a, b, c, n, 2.0f); /* c = 2a + b */
     axpy(&h, p, a, b, d, n, 3.0f); /* independent: no barrier */
-    assert_int_equal(h.rt->sched.barriers, b0);
+    assert_int_equal(h.rt->sched.hz.barriers, b0);
     axpy(&h, p, c, d, e, n, 1.0f); /* reads c, d: RAW */
-    assert_int_equal(h.rt->sched.barriers, b0 + 1);
+    assert_int_equal(h.rt->sched.hz.barriers, b0 + 1);
     axpy(&h, p, a, b, c, n, 4.0f); /* overwrites c, which e's kernel read: WAR */
-    assert_int_equal(h.rt->sched.barriers, b0 + 2);
+    assert_int_equal(h.rt->sched.hz.barriers, b0 + 2);
     axpy(&h, p, a, b, d, n, 5.0f); /* d was read before the last barrier only */
-    assert_int_equal(h.rt->sched.barriers, b0 + 2);
+    assert_int_equal(h.rt->sched.hz.barriers, b0 + 2);
     assert_int_equal(h.be.iface->download(h.be.self, e, 0, y, n * 4), VF_OK);
     for (uint32_t i = 0; i < n; i++) assert_true(y[i] == 2 * x[i] + x[i] + 3 * x[i] + x[i]);
     assert_int_equal(h.be.iface->download(h.be.self, c, 0, y, n * 4), VF_OK);
@@ -57,13 +57,13 @@ static void test_hazards(void **state)
                         {.buf = b, .offset = 2048 * 4, .range = 2048 * 4, .access = VF_VK_READ},
                         {.buf = e, .offset = 2048 * 4, .range = 2048 * 4, .access = VF_VK_WRITE}};
     axpy_push pc = {2048, 1.0f};
-    int64_t b1 = h.rt->sched.barriers;
+    int64_t b1 = h.rt->sched.hz.barriers;
     vf_vk_dispatch_info di = {.pipe = p, .n_bindings = 3, .bindings = lo, .push = &pc,
                               .push_size = sizeof pc, .groups = {32, 1, 1}};
     assert_int_equal(vf_vk_sched_dispatch(&h.rt->sched, &di), VF_OK);
     di.bindings = hi;
     assert_int_equal(vf_vk_sched_dispatch(&h.rt->sched, &di), VF_OK);
-    assert_int_equal(h.rt->sched.barriers, b1);
+    assert_int_equal(h.rt->sched.hz.barriers, b1);
     assert_int_equal(h.be.iface->download(h.be.self, e, 0, y, n * 4), VF_OK);
     for (uint32_t i = 0; i < n; i++) assert_true(y[i] == 2 * x[i]);
     vf_buffer *all[] = {a, b, c, d, e};

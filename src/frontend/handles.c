@@ -1,5 +1,6 @@
 /* Slabs of never-reused slots for tensors and tapes (handles.h). */
 #include "frontend/handles.h"
+#include "util/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,13 +83,7 @@ void *vf_handle_alloc(vf_handles *h, vf_context *ctx)
 {
     slab *s = h->n_slabs ? h->slabs[h->n_slabs - 1] : NULL;
     if (!s || s->used == s->n_slots) {
-        if (h->n_slabs == h->cap_slabs) {
-            int cap = h->cap_slabs ? h->cap_slabs * 2 : 4;
-            void **sl = realloc(h->slabs, (size_t)cap * sizeof *sl);
-            if (!sl) return NULL;
-            h->slabs = sl;
-            h->cap_slabs = cap;
-        }
+        if (!vf_grow((void **)&h->slabs, &h->cap_slabs, h->n_slabs + 1, sizeof *h->slabs)) return NULL;
         s = slab_map();
         if (!s) return NULL;
         size_t ps = page_size();

@@ -5,9 +5,10 @@
  * times, shifted so that the last kernel ends when the call does (GPU and
  * host clocks are not calibrated against each other). */
 #include "vkfuse.h"
+#include "util/sb.h"
+#include "util/grow.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,51 +33,16 @@ struct vf_trace_file {
     char err[512];
 };
 
-typedef struct jbuf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} jbuf;
-
-static void jb_add(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void jb_add(jbuf *b, const char *fmt, ...)
-{
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int m = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (m < 0) {
-            b->oom = true;
-            return;
-        }
-        if (b->s && b->n + (size_t)m < b->cap) {
-            b->n += (size_t)m;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap <= b->n + (size_t)m) cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->oom = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-}
-
 /* s as a JSON string, quotes included. */
-static void jb_str(jbuf *b, const char *s)
+static void jb_str(vf_sb *b, const char *s)
 {
-    jb_add(b, "\"");
+    vf_sb_add(b, "\"");
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') jb_add(b, "\\%c", *c);
-        else if (*c < 0x20) jb_add(b, "\\u%04x", *c);
-        else jb_add(b, "%c", *c);
+        if (*c == '"' || *c == '\\') vf_sb_add(b, "\\%c", *c);
+        else if (*c < 0x20) vf_sb_add(b, "\\u%04x", *c);
+        else vf_sb_add(b, "%c", *c);
     }
-    jb_add(b, "\"");
+    vf_sb_add(b, "\"");
 }
 
 vf_trace_file *vf_trace_file_create(void) { return calloc(1, sizeof(vf_trace_file)); }
@@ -96,12 +62,10 @@ const char *vf_trace_file_error(const vf_trace_file *t) { return t ? t->err : ""
 
 static char *nodes_text(const vf_kernel_profile *k)
 {
-    jbuf b = {0};
-    jb_add(&b, "%s", "");
+    vf_sb b = {0};
     for (int i = 0; i < k->n_nodes; i++)
-        jb_add(&b, "%s%%%d %s", i ? ", " : "", k->nodes[i], k->node_ops && k->node_ops[i] ? k->node_ops[i] : "?");
-    if (b.oom) free(b.s);
-    return b.oom ? NULL : b.s;
+        vf_sb_add(&b, "%s%%%d %s", i ? ", " : "", k->nodes[i], k->node_ops && k->node_ops[i] ? k->node_ops[i] : "?");
+    return vf_sb_take(&b); /* "" when there are none */
 }
 
 vf_status vf_trace_file_add(vf_trace_file *t, const char *track, const vf_function_profile *p)
@@ -114,13 +78,7 @@ vf_status vf_trace_file_add(vf_trace_file *t, const char *track, const vf_functi
                                                            : "the profile has kernels but no kernel array");
         return VF_ERROR_INVALID_ARGUMENT;
     }
-    if (t->n == t->cap) {
-        int cap = t->cap ? 2 * t->cap : 8;
-        ttrack *nt = realloc(t->t, (size_t)cap * sizeof *nt);
-        if (!nt) goto oom;
-        t->t = nt;
-        t->cap = cap;
-    }
+    if (!vf_grow((void **)&t->t, &t->cap, t->n + 1, sizeof *t->t)) goto oom;
     ttrack *tr = &t->t[t->n];
     memset(tr, 0, sizeof *tr);
     tr->k = calloc((size_t)p->n_kernels + 1, sizeof *tr->k);
@@ -158,24 +116,24 @@ static double us(uint64_t ns) { return (double)ns / 1000.0; }
 char *vf_trace_file_json(const vf_trace_file *t)
 {
     if (!t) return NULL;
-    jbuf b = {0};
+    vf_sb b = {0};
     uint64_t t0 = 0;
     for (int i = 0; i < t->n; i++)
         if (i == 0 || t->t[i].p.start_ns < t0) t0 = t->t[i].p.start_ns;
-    jb_add(&b, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
-    jb_add(&b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"vkfuse\"}}");
+    vf_sb_add(&b, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+    vf_sb_add(&b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"vkfuse\"}}");
     for (int i = 0; i < t->n; i++) {
         const ttrack *tr = &t->t[i];
         const vf_function_profile *p = &tr->p;
         int tid = i + 1;
         double ts = us(p->start_ns - t0);
-        jb_add(&b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":", tid);
+        vf_sb_add(&b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":", tid);
         jb_str(&b, tr->name);
-        jb_add(&b, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+        vf_sb_add(&b, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
                tid, tid);
-        jb_add(&b, ",\n{\"name\":");
+        vf_sb_add(&b, ",\n{\"name\":");
         jb_str(&b, tr->name);
-        jb_add(&b, ",\"cat\":\"call\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"call\":%lld,"
+        vf_sb_add(&b, ",\"cat\":\"call\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"call\":%lld,"
                "\"kernels\":%d,\"dispatches\":%d,\"barriers\":%d,\"gpu_us\":%.3f,\"bytes_read\":%lld,"
                "\"bytes_written\":%lld,\"peak_bytes\":%lld,\"timestamps\":%s}}",
                tid, ts, us(p->wall_ns), (long long)p->call, p->n_kernels, p->dispatches, p->barriers, us(p->gpu_ns),
@@ -188,22 +146,18 @@ char *vf_trace_file_json(const vf_trace_file *t)
         uint64_t shift = p->wall_ns > span ? p->wall_ns - span : 0;
         for (int j = 0; p->timestamps && j < p->n_kernels; j++) {
             const tkernel *k = &tr->k[j];
-            jb_add(&b, ",\n{\"name\":");
+            vf_sb_add(&b, ",\n{\"name\":");
             jb_str(&b, k->name);
-            jb_add(&b, ",\"cat\":\"kernel\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{"
+            vf_sb_add(&b, ",\"cat\":\"kernel\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{"
                    "\"dispatches\":%d,\"barriers\":%d,\"bytes_read\":%lld,\"bytes_written\":%lld,\"nodes\":",
                    tid, us(p->start_ns - t0 + shift + k->start_ns), us(k->gpu_ns), k->dispatches, k->barriers,
                    (long long)k->bytes_read, (long long)k->bytes_written);
             jb_str(&b, k->nodes);
-            jb_add(&b, "}}");
+            vf_sb_add(&b, "}}");
         }
     }
-    jb_add(&b, "\n]}\n");
-    if (b.oom) {
-        free(b.s);
-        return NULL;
-    }
-    return b.s;
+    vf_sb_add(&b, "\n]}\n");
+    return vf_sb_take(&b);
 }
 
 vf_status vf_trace_file_write(vf_trace_file *t, const char *path)

@@ -6,6 +6,7 @@
  * value is read; COND and WHILE read their predicate back to the host. */
 #include "frontend/function.h"
 #include "util/dtype.h"
+#include "util/grow.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -173,13 +174,7 @@ static vf_status print_value(vf_run_state *rs, const char *label, const vf_rval 
 static bool hold(vf_run_state *rs, vf_tensor *t)
 {
     if (!t) return true;
-    if (rs->n_held == rs->cap_held) {
-        int cap = rs->cap_held ? rs->cap_held * 2 : 16;
-        vf_tensor **h = realloc(rs->held, (size_t)cap * sizeof *h);
-        if (!h) return false;
-        rs->held = h;
-        rs->cap_held = cap;
-    }
+    if (!vf_grow((void **)&rs->held, &rs->cap_held, rs->n_held + 1, sizeof *rs->held)) return false;
     rs->held[rs->n_held++] = vf_tensor_retain(t);
     return true;
 }

@@ -5,6 +5,7 @@
  * and the variables of a function (vf_function_variable). */
 #include "frontend/saved.h"
 #include "util/dtype.h"
+#include "util/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,16 +20,9 @@ typedef struct {
 static void put(wbuf *w, const void *d, size_t n)
 {
     if (w->oom) return;
-    if (w->n + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 4096;
-        while (cap < w->n + n) cap *= 2;
-        uint8_t *p = realloc(w->p, cap);
-        if (!p) {
-            w->oom = true;
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
+    if (!vf_grow_size((void **)&w->p, &w->cap, w->n + n, 1)) {
+        w->oom = true;
+        return;
     }
     if (n) memcpy(w->p + w->n, d, n);
     w->n += n;
@@ -142,13 +136,7 @@ static int tset_index(tset *s, vf_tensor *t)
 {
     for (int i = 0; i < s->n; i++)
         if (s->t[i] == t) return i;
-    if (s->n == s->cap) {
-        int cap = s->cap ? s->cap * 2 : 16;
-        vf_tensor **p = realloc(s->t, sizeof *p * (size_t)cap);
-        if (!p) return -1;
-        s->t = p;
-        s->cap = cap;
-    }
+    if (!vf_grow((void **)&s->t, &s->cap, s->n + 1, sizeof *s->t)) return -1;
     s->t[s->n] = t;
     return s->n++;
 }

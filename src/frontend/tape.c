@@ -3,6 +3,7 @@
 #include "frontend/tape.h"
 #include "frontend/trace.h"
 #include "util/dtype.h"
+#include "util/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,15 +60,9 @@ static vf_tensor *resolve(vf_context *ctx, const vf_tref *r)
 static void push(vf_tape *tp, const vf_tape_entry *src)
 {
     vf_context *ctx = tp->ctx;
-    if (tp->n == tp->cap) {
-        int cap = tp->cap ? tp->cap * 2 : 32;
-        vf_tape_entry *e = realloc(tp->e, (size_t)cap * sizeof *e);
-        if (!e) {
-            vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape: out of host memory recording an op");
-            return;
-        }
-        tp->e = e;
-        tp->cap = cap;
+    if (!vf_grow((void **)&tp->e, &tp->cap, tp->n + 1, sizeof *tp->e)) {
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape: out of host memory recording an op");
+        return;
     }
     vf_tape_entry *d = &tp->e[tp->n++];
     *d = *src;

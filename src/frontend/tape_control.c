@@ -24,6 +24,7 @@
 #include "frontend/function.h"
 #include "frontend/tape.h"
 #include "util/dtype.h"
+#include "util/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,13 +51,7 @@ static bool collect_cc(const vf_graph *g, int **cc, int *n, int *cap)
         for (int s = 0; s < 2; s++)
             if (nd->sub[s] && !collect_cc(nd->sub[s], cc, n, cap)) return false;
         if (nd->kind != VF_NODE_CAPTURE || !vf_dtype_is_float(nd->dtype) || has_cc(*cc, *n, nd->index)) continue;
-        if (*n == *cap) {
-            int c = *cap ? *cap * 2 : 8;
-            int *p = realloc(*cc, (size_t)c * sizeof *p);
-            if (!p) return false;
-            *cc = p;
-            *cap = c;
-        }
+        if (!vf_grow((void **)cc, cap, *n + 1, sizeof **cc)) return false;
         (*cc)[(*n)++] = nd->index;
     }
     return true;

@@ -2,6 +2,7 @@
 #include "frontend/frontend.h"
 #include "frontend/tape.h"
 #include "util/dtype.h"
+#include "util/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,13 +110,7 @@ bool vf_check_input(vf_context *ctx, const char *op, const vf_tensor *t, int ind
 static bool scope_add(vf_context *ctx, int depth, vf_tensor *t)
 {
     vf_scope *s = &ctx->scopes[depth];
-    if (s->n == s->cap) {
-        int cap = s->cap ? s->cap * 2 : 64;
-        vf_tensor **items = realloc(s->items, (size_t)cap * sizeof *items);
-        if (!items) return false;
-        s->items = items;
-        s->cap = cap;
-    }
+    if (!vf_grow((void **)&s->items, &s->cap, s->n + 1, sizeof *s->items)) return false;
     t->scope = depth;
     t->slot = s->n;
     s->items[s->n++] = t;
@@ -135,17 +130,12 @@ void vf_scope_begin(vf_context *ctx)
 {
     if (!ctx) return;
     VF_LOCKED(ctx);
-    if (ctx->n_scopes == ctx->cap_scopes) {
-        int cap = ctx->cap_scopes * 2;
-        vf_scope *scopes = realloc(ctx->scopes, (size_t)cap * sizeof *scopes);
-        if (!scopes) {
-            vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_scope_begin: out of host memory");
-            return;
-        }
-        memset(scopes + ctx->cap_scopes, 0, (size_t)(cap - ctx->cap_scopes) * sizeof *scopes);
-        ctx->scopes = scopes;
-        ctx->cap_scopes = cap;
+    int old = ctx->cap_scopes;
+    if (!vf_grow((void **)&ctx->scopes, &ctx->cap_scopes, ctx->n_scopes + 1, sizeof *ctx->scopes)) {
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_scope_begin: out of host memory");
+        return;
     }
+    memset(ctx->scopes + old, 0, (size_t)(ctx->cap_scopes - old) * sizeof *ctx->scopes);
     ctx->scopes[ctx->n_scopes++].n = 0;
     vf_ctx_lock(ctx); /* held until the matching vf_scope_end: the scope is this thread's (lock.h) */
 }

@@ -1,6 +1,7 @@
 /* Tracing: the hooks that turn op calls into graph nodes (see trace.h). */
 #include "frontend/trace.h"
 #include "util/dtype.h"
+#include "util/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,20 +70,8 @@ vf_graph *vf_trace_end(vf_context *ctx, bool ok, vf_capture **caps, int *n_caps)
 bool vf_trace_push(vf_context *ctx, vf_graph *g)
 {
     vf_trace *tr = ctx->trace;
-    if (tr->n_graphs == tr->cap_graphs) {
-        int cap = tr->cap_graphs ? tr->cap_graphs * 2 : 8;
-        vf_graph **gs = realloc(tr->graphs, (size_t)cap * sizeof *gs);
-        if (!gs) return false;
-        tr->graphs = gs;
-        tr->cap_graphs = cap;
-    }
-    if (tr->depth == tr->cap_frames) {
-        int cap = tr->cap_frames ? tr->cap_frames * 2 : 8;
-        vf_frame *fs = realloc(tr->frames, (size_t)cap * sizeof *fs);
-        if (!fs) return false;
-        tr->frames = fs;
-        tr->cap_frames = cap;
-    }
+    if (!vf_grow((void **)&tr->graphs, &tr->cap_graphs, tr->n_graphs + 1, sizeof *tr->graphs)) return false;
+    if (!vf_grow((void **)&tr->frames, &tr->cap_frames, tr->depth + 1, sizeof *tr->frames)) return false;
     tr->graphs[tr->n_graphs] = g;
     tr->frames[tr->depth++] = (vf_frame){.g = g, .gid = tr->n_graphs++};
     return true;
@@ -180,13 +169,7 @@ static int capture_index(vf_context *ctx, const vf_tref *r, const char *op)
         vf_fail(ctx, VF_ERROR_TRACE, "%s: internal error: an input of a traced op belongs to no tensor", op);
         return -1;
     }
-    if (tr->n_caps == tr->cap_caps) {
-        int cap = tr->cap_caps ? tr->cap_caps * 2 : 8;
-        vf_capture *c = realloc(tr->caps, (size_t)cap * sizeof *c);
-        if (!c) return oom(ctx, op), -1;
-        tr->caps = c;
-        tr->cap_caps = cap;
-    }
+    if (!vf_grow((void **)&tr->caps, &tr->cap_caps, tr->n_caps + 1, sizeof *tr->caps)) return oom(ctx, op), -1;
     tr->caps[tr->n_caps] = (vf_capture){.t = vf_tensor_retain(owner), .ref = *r, .is_var = owner->is_variable};
     return tr->n_caps++;
 }

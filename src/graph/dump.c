@@ -6,133 +6,97 @@
  */
 #include "graph/graph.h"
 #include "util/dtype.h"
+#include "util/sb.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->n;
-        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? room : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) return;
-        if ((size_t)k < room) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = (b->cap + (size_t)k + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
-static void attrs_text(sbuf *b, const vf_node *n)
+static void attrs_text(vf_sb *b, const vf_node *n)
 {
     const vf_attrs *a = &n->attrs;
     switch (n->kind) {
     case VF_NODE_OP: {
         const vf_op_info *info = vf_op_get(n->op);
         if (info->kind == VF_KIND_REDUCTION && n->op != VF_OP_ARGMAX)
-            sb_printf(b, " {axes=0x%x%s}", a->axes_mask, a->keepdims ? " keepdims" : "");
-        if (n->op == VF_OP_ARGMAX || info->kind == VF_KIND_ROW) sb_printf(b, " {axis=%d}", a->axis);
+            vf_sb_add(b, " {axes=0x%x%s}", a->axes_mask, a->keepdims ? " keepdims" : "");
+        if (n->op == VF_OP_ARGMAX || info->kind == VF_KIND_ROW) vf_sb_add(b, " {axis=%d}", a->axis);
         if (n->op == VF_OP_MATMUL && (a->trans_a || a->trans_b))
-            sb_printf(b, " {trans_a=%d trans_b=%d}", a->trans_a, a->trans_b);
+            vf_sb_add(b, " {trans_a=%d trans_b=%d}", a->trans_a, a->trans_b);
         if (n->op == VF_OP_TRANSPOSE) {
-            sb_printf(b, " {perm=");
-            for (int i = 0; i < n->shape.rank; i++) sb_printf(b, "%s%d", i ? "," : "", a->perm[i]);
-            sb_printf(b, "}");
+            vf_sb_add(b, " {perm=");
+            for (int i = 0; i < n->shape.rank; i++) vf_sb_add(b, "%s%d", i ? "," : "", a->perm[i]);
+            vf_sb_add(b, "}");
         }
-        if (n->op == VF_OP_CAST) sb_printf(b, " {to=%s}", vf_dtype_name(a->dtype));
-        if (n->op == VF_OP_FILL) sb_printf(b, " {value=%g}", a->value);
-        if (n->op == VF_OP_RANDOM_NORMAL) sb_printf(b, " {seed=%llu}", (unsigned long long)a->seed);
+        if (n->op == VF_OP_CAST) vf_sb_add(b, " {to=%s}", vf_dtype_name(a->dtype));
+        if (n->op == VF_OP_FILL) vf_sb_add(b, " {value=%g}", a->value);
+        if (n->op == VF_OP_RANDOM_NORMAL) vf_sb_add(b, " {seed=%llu}", (unsigned long long)a->seed);
         break;
     }
-    case VF_NODE_PARAM: sb_printf(b, " #%d", n->index); break;
-    case VF_NODE_CAPTURE: sb_printf(b, " #%d%s", n->index, n->is_var ? " (by reference)" : ""); break;
-    case VF_NODE_ASSIGN: sb_printf(b, " -> variable #%d", n->index); break;
-    case VF_NODE_PROJ: sb_printf(b, " .%d", n->index); break;
-    case VF_NODE_PRINT: sb_printf(b, " \"%s\"", n->label ? n->label : ""); break;
+    case VF_NODE_PARAM: vf_sb_add(b, " #%d", n->index); break;
+    case VF_NODE_CAPTURE: vf_sb_add(b, " #%d%s", n->index, n->is_var ? " (by reference)" : ""); break;
+    case VF_NODE_ASSIGN: vf_sb_add(b, " -> variable #%d", n->index); break;
+    case VF_NODE_PROJ: vf_sb_add(b, " .%d", n->index); break;
+    case VF_NODE_PRINT: vf_sb_add(b, " \"%s\"", n->label ? n->label : ""); break;
     case VF_NODE_RESHAPE:
-        sb_printf(b, " {to=[");
-        for (int i = 0; i < n->target.rank; i++) sb_printf(b, "%s%lld", i ? "," : "", (long long)n->target.dim[i]);
-        sb_printf(b, "]}");
+        vf_sb_add(b, " {to=[");
+        for (int i = 0; i < n->target.rank; i++) vf_sb_add(b, "%s%lld", i ? "," : "", (long long)n->target.dim[i]);
+        vf_sb_add(b, "]}");
         break;
     case VF_NODE_CONST:
         if (n->bytes && n->data) {
             int64_t numel = vf_shape_numel(&n->shape);
-            sb_printf(b, " {");
+            vf_sb_add(b, " {");
             for (int64_t i = 0; i < numel && i < 4; i++)
-                sb_printf(b, "%s%g", i ? " " : "", vf_load_f64(n->data, n->dtype, i));
-            sb_printf(b, "%s}", numel > 4 ? " ..." : "");
+                vf_sb_add(b, "%s%g", i ? " " : "", vf_load_f64(n->data, n->dtype, i));
+            vf_sb_add(b, "%s}", numel > 4 ? " ..." : "");
         }
         break;
     case VF_NODE_WHILE:
-        if (n->max_iterations > 0) sb_printf(b, " {max_iterations=%d}", n->max_iterations);
+        if (n->max_iterations > 0) vf_sb_add(b, " {max_iterations=%d}", n->max_iterations);
         break;
     default: break;
     }
 }
 
-static void graph_text(sbuf *b, const vf_graph *g, int depth)
+static void graph_text(vf_sb *b, const vf_graph *g, int depth)
 {
     char s[160];
     for (int i = 0; i < g->n; i++) {
         const vf_node *n = &g->nodes[i];
-        sb_printf(b, "%*s", depth * 4 + 2, "");
-        if (n->kind != VF_NODE_ASSIGN && n->kind != VF_NODE_PRINT) sb_printf(b, "%%%d = ", i);
-        sb_printf(b, "%s(", vf_node_name(n));
-        for (int j = 0; j < n->n_in; j++) sb_printf(b, "%s%%%d", j ? ", " : "", n->in[j]);
-        sb_printf(b, ")");
+        vf_sb_add(b, "%*s", depth * 4 + 2, "");
+        if (n->kind != VF_NODE_ASSIGN && n->kind != VF_NODE_PRINT) vf_sb_add(b, "%%%d = ", i);
+        vf_sb_add(b, "%s(", vf_node_name(n));
+        for (int j = 0; j < n->n_in; j++) vf_sb_add(b, "%s%%%d", j ? ", " : "", n->in[j]);
+        vf_sb_add(b, ")");
         attrs_text(b, n);
         if (n->kind == VF_NODE_COND || n->kind == VF_NODE_WHILE) {
             const char *names[2][2] = {{"then", "else"}, {"cond", "body"}};
-            sb_printf(b, " -> %d values\n", n->n_out);
+            vf_sb_add(b, " -> %d values\n", n->n_out);
             for (int k = 0; k < 2; k++) {
-                sb_printf(b, "%*s%s (%d params) {\n", depth * 4 + 4, "", names[n->kind == VF_NODE_WHILE][k],
+                vf_sb_add(b, "%*s%s (%d params) {\n", depth * 4 + 4, "", names[n->kind == VF_NODE_WHILE][k],
                           n->sub[k] ? n->sub[k]->n_params : 0);
                 if (n->sub[k]) graph_text(b, n->sub[k], depth + 1);
-                sb_printf(b, "%*s}\n", depth * 4 + 4, "");
+                vf_sb_add(b, "%*s}\n", depth * 4 + 4, "");
             }
             continue;
         }
         if (n->kind != VF_NODE_ASSIGN && n->kind != VF_NODE_PRINT)
-            sb_printf(b, " : %s", vf_shape_fmt(s, sizeof s, n->dtype, &n->shape));
-        sb_printf(b, "\n");
+            vf_sb_add(b, " : %s", vf_shape_fmt(s, sizeof s, n->dtype, &n->shape));
+        vf_sb_add(b, "\n");
     }
-    sb_printf(b, "%*sreturn(", depth * 4 + 2, "");
-    for (int j = 0; j < g->n_outputs; j++) sb_printf(b, "%s%%%d", j ? ", " : "", g->outputs[j]);
-    sb_printf(b, ")\n");
+    vf_sb_add(b, "%*sreturn(", depth * 4 + 2, "");
+    for (int j = 0; j < g->n_outputs; j++) vf_sb_add(b, "%s%%%d", j ? ", " : "", g->outputs[j]);
+    vf_sb_add(b, ")\n");
 }
 
 char *vf_graph_to_string(const vf_graph *g, const char *name)
 {
-    sbuf b = {0};
-    sb_printf(&b, "graph %s (%d params) {\n", name ? name : "", g->n_params);
+    vf_sb b = {0};
+    vf_sb_add(&b, "graph %s (%d params) {\n", name ? name : "", g->n_params);
     graph_text(&b, g, 0);
-    sb_printf(&b, "}\n");
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    vf_sb_add(&b, "}\n");
+    return vf_sb_take(&b);
 }
 
 static bool write_file(const char *path, const char *text)
@@ -152,7 +116,7 @@ bool vf_graph_dump_text(const vf_graph *g, const char *name, const char *path)
 }
 
 /* DOT: one cluster per subgraph; node names are g<graph>_<id>. */
-static void graph_dot(sbuf *b, const vf_graph *g, int *counter)
+static void graph_dot(vf_sb *b, const vf_graph *g, int *counter)
 {
     int me = (*counter)++;
     char s[160];
@@ -160,33 +124,34 @@ static void graph_dot(sbuf *b, const vf_graph *g, int *counter)
         const vf_node *n = &g->nodes[i];
         const char *shape = vf_node_has_effect(n) ? "box, style=filled, fillcolor=lightpink"
                           : n->kind == VF_NODE_OP ? "box" : "ellipse";
-        sb_printf(b, "  g%d_%d [shape=%s, label=\"%%%d %s", me, i, shape, i, vf_node_name(n));
+        vf_sb_add(b, "  g%d_%d [shape=%s, label=\"%%%d %s", me, i, shape, i, vf_node_name(n));
         if (n->kind != VF_NODE_COND && n->kind != VF_NODE_WHILE && n->kind != VF_NODE_ASSIGN &&
             n->kind != VF_NODE_PRINT)
-            sb_printf(b, "\\n%s", vf_shape_fmt(s, sizeof s, n->dtype, &n->shape));
-        sb_printf(b, "\"];\n");
-        for (int j = 0; j < n->n_in; j++) sb_printf(b, "  g%d_%d -> g%d_%d;\n", me, n->in[j], me, i);
+            vf_sb_add(b, "\\n%s", vf_shape_fmt(s, sizeof s, n->dtype, &n->shape));
+        vf_sb_add(b, "\"];\n");
+        for (int j = 0; j < n->n_in; j++) vf_sb_add(b, "  g%d_%d -> g%d_%d;\n", me, n->in[j], me, i);
         for (int k = 0; k < 2; k++) {
             if (!n->sub[k]) continue;
             int sub = *counter;
-            sb_printf(b, "  subgraph cluster_%d {\n  label=\"%%%d %s\";\n", sub, i,
+            vf_sb_add(b, "  subgraph cluster_%d {\n  label=\"%%%d %s\";\n", sub, i,
                       n->kind == VF_NODE_COND ? (k ? "else" : "then") : (k ? "body" : "cond"));
             graph_dot(b, n->sub[k], counter);
-            sb_printf(b, "  }\n");
+            vf_sb_add(b, "  }\n");
         }
     }
-    for (int j = 0; j < g->n_outputs; j++) sb_printf(b, "  g%d_%d -> g%d_ret;\n", me, g->outputs[j], me);
-    sb_printf(b, "  g%d_ret [shape=plaintext, label=\"return\"];\n", me);
+    for (int j = 0; j < g->n_outputs; j++) vf_sb_add(b, "  g%d_%d -> g%d_ret;\n", me, g->outputs[j], me);
+    vf_sb_add(b, "  g%d_ret [shape=plaintext, label=\"return\"];\n", me);
 }
 
 bool vf_graph_dump_dot(const vf_graph *g, const char *name, const char *path)
 {
-    sbuf b = {0};
+    vf_sb b = {0};
     int counter = 0;
-    sb_printf(&b, "digraph \"%s\" {\n  rankdir=TB;\n", name ? name : "graph");
+    vf_sb_add(&b, "digraph \"%s\" {\n  rankdir=TB;\n", name ? name : "graph");
     graph_dot(&b, g, &counter);
-    sb_printf(&b, "}\n");
-    bool ok = !b.oom && b.p && write_file(path, b.p);
-    free(b.p);
+    vf_sb_add(&b, "}\n");
+    char *t = vf_sb_take(&b);
+    bool ok = t && write_file(path, t);
+    free(t);
     return ok;
 }

@@ -1,6 +1,7 @@
 /* Graph IR: construction, effects, replacement and removal of nodes. */
 #include "graph/graph.h"
 #include "util/dtype.h"
+#include "util/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,13 +35,7 @@ void vf_graph_free(vf_graph *g)
 
 int vf_graph_add(vf_graph *g, vf_node_kind kind, int n_in, const int *in)
 {
-    if (g->n == g->cap) {
-        int cap = g->cap ? g->cap * 2 : 32;
-        vf_node *nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
-        if (!nodes) return -1;
-        g->nodes = nodes;
-        g->cap = cap;
-    }
+    if (!vf_grow((void **)&g->nodes, &g->cap, g->n + 1, sizeof *g->nodes)) return -1;
     vf_node *n = &g->nodes[g->n];
     memset(n, 0, sizeof *n);
     n->kind = kind;

@@ -13,6 +13,7 @@
  * (reads are renamed to it), whatever the other branch did. PRINT stays a
  * host decision: printing is host I/O and only the taken branch may print. */
 #include "graph/passes.h"
+#include "util/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -116,13 +117,7 @@ static bool branch_assign(vf_graph *dst, var_list *vl, int b, const vf_node *x, 
 {
     var_state *e = find_var(vl, x->index);
     if (!e) {
-        if (vl->n == vl->cap) {
-            int cap = vl->cap ? vl->cap * 2 : 4;
-            var_state *v = realloc(vl->v, sizeof *v * (size_t)cap);
-            if (!v) return false;
-            vl->v = v;
-            vl->cap = cap;
-        }
+        if (!vf_grow((void **)&vl->v, &vl->cap, vl->n + 1, sizeof *vl->v)) return false;
         int ref = add_node(dst, VF_NODE_CAPTURE, 0, NULL, x->dtype, &x->shape);
         if (ref < 0) return false;
         dst->nodes[ref].index = x->index;

@@ -2,6 +2,7 @@
  * (check.h). */
 #include "plan/check.h"
 #include "util/dtype.h"
+#include "util/grow.h"
 
 #include <errno.h>
 #include <math.h>
@@ -350,12 +351,7 @@ static vf_status report(vf_fcheck *c, int x, const diff *d, double limit)
 
 static vf_status add_write(vf_fcheck *c, const vf_tref *r, host_val *v)
 {
-    if (c->n_writes == c->cap_writes) {
-        int cap = c->cap_writes ? 2 * c->cap_writes : 8;
-        fixed_write *w = realloc(c->writes, sizeof *w * (size_t)cap);
-        if (!w) return oom(c);
-        c->writes = w, c->cap_writes = cap;
-    }
+    if (!vf_grow((void **)&c->writes, &c->cap_writes, c->n_writes + 1, sizeof *c->writes)) return oom(c);
     c->writes[c->n_writes++] = (fixed_write){r->buf, r->offset, v->bytes, v->data};
     v->data = NULL;
     return VF_OK;

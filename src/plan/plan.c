@@ -23,6 +23,7 @@
 #include "plan/partition.h"
 #include "plan/memplan.h"
 #include "util/dtype.h"
+#include "util/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -68,20 +69,9 @@ bool vf_fplan_graph_ok(const vf_graph *g)
     return true;
 }
 
-static bool grow(void **p, int *cap, int n, size_t elem)
-{
-    if (n < *cap) return true;
-    int nc = *cap ? *cap * 2 : 16;
-    void *q = realloc(*p, (size_t)nc * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = nc;
-    return true;
-}
-
 static int new_inter(builder *b, vf_dtype dt, const vf_shape *s)
 {
-    if (!grow((void **)&b->it, &b->cap_it, b->n_it, sizeof *b->it)) {
+    if (!vf_grow((void **)&b->it, &b->cap_it, b->n_it + 1, sizeof *b->it)) {
         b->oom = true;
         return -1;
     }
@@ -153,7 +143,7 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
         if (b->oom || !add_copy(b, &pv, &c)) return false;
         pv = c;
     }
-    if (!grow((void **)&b->preds, &b->cap_preds, b->n_preds, sizeof *b->preds)) return !(b->oom = true);
+    if (!vf_grow((void **)&b->preds, &b->cap_preds, b->n_preds + 1, sizeof *b->preds)) return !(b->oom = true);
     int pred = b->n_preds++;
     b->preds[pred] = pv;
     pval *tuple = calloc((size_t)n->n_out + 1, sizeof *tuple);

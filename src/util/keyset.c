@@ -1,4 +1,5 @@
 #include "util/keyset.h"
+#include "util/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +26,9 @@ bool vf_keyset_add(vf_keyset *s, uint64_t key)
 {
     size_t i = lower_bound(s, key);
     if (i < s->n && s->keys[i] == key) return true;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 32;
-        uint64_t *k = realloc(s->keys, sizeof *k * cap);
-        if (!k) {
-            s->oom = true;
-            return false;
-        }
-        s->keys = k;
-        s->cap = cap;
+    if (!vf_grow_size((void **)&s->keys, &s->cap, s->n + 1, sizeof *s->keys)) {
+        s->oom = true;
+        return false;
     }
     memmove(s->keys + i + 1, s->keys + i, sizeof *s->keys * (s->n - i));
     s->keys[i] = key;

@@ -1,4 +1,5 @@
 #include "util/sb.h"
+#include "util/grow.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,16 +9,10 @@
 static bool reserve(vf_sb *sb, size_t extra)
 {
     if (sb->oom) return false;
-    if (sb->len + extra + 1 <= sb->cap) return true;
-    size_t cap = sb->cap ? sb->cap : 1024;
-    while (cap < sb->len + extra + 1) cap *= 2;
-    char *p = realloc(sb->buf, cap);
-    if (!p) {
+    if (!vf_grow_size((void **)&sb->buf, &sb->cap, sb->len + extra + 1, 1)) {
         sb->oom = true;
         return false;
     }
-    sb->buf = p;
-    sb->cap = cap;
     return true;
 }
 

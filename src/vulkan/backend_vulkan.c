@@ -239,8 +239,8 @@ static void vk_stats(void *self, vf_context_stats *out)
     out->shader_memory_hits = rt->shaders.memory_hits;
     out->shader_disk_hits = rt->shaders.disk_hits;
     out->submits = rt->sched.submits;
-    out->dispatches = rt->sched.dispatches;
-    out->barriers = rt->sched.barriers;
+    out->dispatches = rt->sched.hz.dispatches;
+    out->barriers = rt->sched.hz.barriers;
     out->device_bytes_in_use = rt->mem.bytes_in_use;
 }
 

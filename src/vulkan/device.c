@@ -508,6 +508,7 @@ static vf_status create_logical(vf_vk_device *d, const phys_info *pi, const vf_v
 vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, vf_err *err)
 {
     memset(d, 0, sizeof *d);
+    d->test.wrong_exec = -1; /* off (device.h) */
     d->err = err;
     vf_status s = create_instance(d, opt->validation, opt->loader, err);
     phys_info p[VF_MAX_PHYS];

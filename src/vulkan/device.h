@@ -21,6 +21,17 @@ typedef struct vf_vk_device_options {
     const char *test_limits; /* VKFUSE_TEST_LIMITS (vf_vk_test_limits_apply); NULL: none */
 } vf_vk_device_options;
 
+/* Test hooks, set by tests on a live runtime (rt->dev.test) through the
+   internal API; never by the library. */
+typedef struct vf_vk_test_hooks {
+    int drop_barriers;       /* while > 0, each hazard barrier the scheduler or a recorded
+                                plan would put is left out, and this decremented (hazard.h) */
+    int wrong_exec;          /* >= 0: the unfused exec of that index in the next plans made
+                                gets a wrong kernel (an elementwise unary op's kernel is made
+                                for neg instead, neg's for abs), so that VKFUSE_CHECK can be
+                                shown to name it (tests/test_check.c); -1 (the default): none */
+} vf_vk_test_hooks;
+
 typedef struct vf_vk_device {
     vf_vk_loader loader;
     vf_vk_instance_table vki;
@@ -43,6 +54,7 @@ typedef struct vf_vk_device {
     bool sync_validation;             /* ... with synchronization validation */
     int64_t validation_messages;      /* warnings + errors the layer reported */
     vf_err *err;                      /* where validation messages land */
+    vf_vk_test_hooks test;
     char name[256];
 } vf_vk_device;
 

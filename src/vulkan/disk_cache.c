@@ -1,5 +1,5 @@
 #include "vulkan/disk_cache.h"
-#include "vulkan/hash.h"
+#include "util/hash.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 #include "vulkan/memory.h"
+#include "util/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -76,13 +77,8 @@ static vf_status block_create(vf_vk_mem *m, VkDeviceSize size, bool dedicated, v
 {
     const vf_vk_device_table *vk = &m->dev->vkd;
     VkDevice dev = m->dev->device;
-    if (m->n_blocks == m->cap_blocks) {
-        int cap = m->cap_blocks ? 2 * m->cap_blocks : 8;
-        vf_vk_block **nb = realloc(m->blocks, (size_t)cap * sizeof *nb);
-        if (!nb) return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-        m->blocks = nb;
-        m->cap_blocks = cap;
-    }
+    if (!vf_grow((void **)&m->blocks, &m->cap_blocks, m->n_blocks + 1, sizeof *m->blocks))
+        return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     vf_vk_block *b = calloc(1, sizeof *b);
     if (!b) return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     b->size = size;
@@ -213,13 +209,7 @@ static bool find_fit(vf_vk_mem *m, VkDeviceSize size, VkDeviceSize align, vf_vk_
 
 static bool free_insert(vf_vk_block *b, int at, vf_vk_range r)
 {
-    if (b->n_free == b->cap_free) {
-        int cap = 2 * b->cap_free;
-        vf_vk_range *nf = realloc(b->free, (size_t)cap * sizeof *nf);
-        if (!nf) return false;
-        b->free = nf;
-        b->cap_free = cap;
-    }
+    if (!vf_grow((void **)&b->free, &b->cap_free, b->n_free + 1, sizeof *b->free)) return false;
     memmove(&b->free[at + 1], &b->free[at], (size_t)(b->n_free - at) * sizeof *b->free);
     b->free[at] = r;
     b->n_free++;
@@ -374,16 +364,10 @@ void vf_vk_mem_free(vf_vk_mem *m, vf_buffer *buf, uint64_t completed)
 {
     if (!buf) return;
     if (buf->last_use > completed) {
-        if (m->n_pending == m->cap_pending) {
-            int cap = m->cap_pending ? 2 * m->cap_pending : 16;
-            vf_buffer **np = realloc(m->pending, (size_t)cap * sizeof *np);
-            if (!np) {
-                /* Cannot defer: leave it allocated (destroy frees it) rather
-                   than reuse it while the GPU may still touch it. */
-                return;
-            }
-            m->pending = np;
-            m->cap_pending = cap;
+        if (!vf_grow((void **)&m->pending, &m->cap_pending, m->n_pending + 1, sizeof *m->pending)) {
+            /* Cannot defer: leave it allocated (destroy frees it) rather
+               than reuse it while the GPU may still touch it. */
+            return;
         }
         m->bytes_in_use -= (int64_t)buf->size;
         unlink_live(m, buf);

@@ -9,7 +9,7 @@
 #define VF_VULKAN_PIPELINE_H
 
 #include "vulkan/device.h"
-#include "vulkan/hash.h"
+#include "util/hash.h"
 
 #define VF_VK_MAX_BINDINGS 16
 

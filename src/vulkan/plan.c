@@ -1,90 +1,17 @@
-/* Recorded plans (plan.h).
+/* Recorded plans (plan.h): building one.
  *
  * Once per plan: codegen of every exec, pipelines (through the shader and
  * pipeline caches), scratch buffers, one arena buffer for the
  * intermediates (offsets from the frontend's liveness planner), a
  * descriptor pool with one persistent set per dispatch (without push
- * descriptors), one command buffer and its hazard barriers.
- *
- * Per run: the plan's command buffer is submitted behind the scheduler's
- * open batch in ONE vkQueueSubmit. What changes between calls is only the
- * per-call bindings (inputs and outputs). Why re-record instead of
- * updating bound descriptors: updating a set that a recorded command
- * buffer binds invalidates that buffer unless the set layout was made with
- * UPDATE_AFTER_BIND (descriptor indexing, which the device setup does not
- * enable and push-descriptor layouts cannot use), and copying inputs and
- * outputs through plan-owned buffers costs a full extra pass over every
- * input and output. So when the bindings differ from the ones recorded,
- * the plan (after its previous run has finished) rewrites the affected
- * descriptors and re-records the command buffer from its prepared steps:
- * a few Vulkan calls per dispatch, no codegen, no pipeline or descriptor
- * creation. When they are the same, the recording is resubmitted as is. */
-#include "vulkan/plan.h"
-#include "vulkan/profile.h"
+ * descriptors) and one command buffer, which plan_record.c records with
+ * its hazard barriers and runs. */
+#include "vulkan/plan_internal.h"
 #include "vulkan/codegen/codegen_fused.h"
-#include "vulkan/codegen/kernel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct plan_binding {
-    vf_plan_loc_kind kind;
-    int index;                   /* BIND */
-    vf_buffer *buf;              /* FIXED (captures, constants, scratch) */
-    size_t offset;               /* FIXED: in buf; ARENA: in the arena; BIND: past the binding */
-    size_t bytes;
-    unsigned access;
-} plan_binding;
-
-typedef struct plan_step {
-    const vf_vk_pipeline *pipe;
-    int n_bindings;
-    plan_binding b[VF_KERNEL_MAX_BINDINGS];
-    uint8_t push[VF_PUSH_MAX];
-    uint32_t push_size;
-    uint32_t groups[3];
-    bool barrier_before;         /* the steps of one kernel (kernel.h) */
-    VkDescriptorSet set;
-    int pred;                    /* guarded (vf_plan_guard): its predicate, else -1 */
-    bool when;
-    int slot;                    /* guarded: its entry in the guard table */
-    int kernel;                  /* its kernel in the profile records (profile.h) */
-} plan_step;
-
-/* Where a per-call binding lands: its block, where in the block, and how
-   much room the range has there (descriptor ranges depend on it). The
-   vf_buffer pointer cannot say this: a freed vf_buffer's address comes
-   back from malloc for a new buffer at quite another place. */
-typedef struct bind_key {
-    uint64_t block;
-    VkDeviceSize at, size;
-} bind_key;
-
-static bind_key key_of(const vf_plan_bind *b)
-{
-    if (!b->buf) return (bind_key){0};
-    return (bind_key){b->buf->block->id, b->buf->offset + b->offset, b->buf->size - b->offset};
-}
-
-struct vf_plan {
-    plan_step *steps;
-    int n_steps, n_execs, n_kernels;
-    vf_buffer *arena;
-    size_t arena_size;           /* what ARENA bindings may address */
-    vf_buffer **scratch;
-    int n_scratch;
-    int n_binds;
-    bind_key *recorded;          /* the bindings the command buffer holds */
-    bool valid;                  /* cmd holds a complete recording */
-    VkCommandBuffer cmd;
-    VkDescriptorPool pool;
-    uint64_t serial;             /* the batch of the last run */
-    int barriers;
-    vf_buffer *table;            /* guards: n_slots templates {x,y,z,when}, then n_slots indirect args */
-    int n_slots;
-    vf_vk_prof prof;             /* kernel records and timestamps (profile.h) */
-};
 
 static size_t tref_bytes(const vf_tref *t)
 {
@@ -396,8 +323,6 @@ static vf_status prof_finish(vf_vk_runtime *rt, vf_plan *p)
     return s;
 }
 
-int vf_vk_test_wrong_exec = -1;
-
 /* VKFUSE_CHECK: the GLSL of the kernel starting at exec x, for the report
    to point at. A file that cannot be written is only a warning. */
 static void write_glsl(const vf_plan_desc *d, int x, const vf_kernel *k)
@@ -453,7 +378,7 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
         vf_kernel k;
         memset(&k, 0, sizeof k);
         vf_exec e = d->execs[x];
-        if (x == vf_vk_test_wrong_exec && vf_op_get(e.op)->kind == VF_KIND_ELEMENTWISE && e.n_in == 1)
+        if (x == rt->dev.test.wrong_exec && vf_op_get(e.op)->kind == VF_KIND_ELEMENTWISE && e.n_in == 1)
             e.op = e.op == VF_OP_NEG ? VF_OP_ABS : VF_OP_NEG; /* test hook (plan.h) */
         s = vf_codegen_exec(&e, &rt->dev.caps, &k, rt->err);
         if (!s) write_glsl(d, x, &k);
@@ -472,239 +397,6 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
     }
     *out = p;
     return VF_OK;
-}
-
-/* ---- recording ------------------------------------------------------------ */
-
-static void full_barrier(vf_vk_runtime *rt, VkCommandBuffer cmd, bool to_host)
-{
-    /* DRAW_INDIRECT: guarded steps read their dispatch args (add_guards) */
-    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
-                              VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT;
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT |
-                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
-                         (to_host ? VK_ACCESS_HOST_READ_BIT : 0),
-    };
-    rt->dev.vkd.vkCmdPipelineBarrier(cmd, st, st | (to_host ? VK_PIPELINE_STAGE_HOST_BIT : 0), 0, 1,
-                                     &mb, 0, NULL, 0, NULL);
-}
-
-/* Where binding b points in this call: buffer, offset in its VkBuffer, range. */
-static vf_status resolve(vf_vk_runtime *rt, const vf_plan *p, const plan_binding *b, const vf_plan_bind *binds,
-                         VkDescriptorBufferInfo *info, vf_buffer **owner)
-{
-    vf_buffer *buf = b->kind == VF_PLAN_ARENA ? p->arena : b->kind == VF_PLAN_BIND ? binds[b->index].buf : b->buf;
-    size_t off = b->kind == VF_PLAN_BIND ? binds[b->index].offset + b->offset : b->offset;
-    if (!buf || off >= buf->size)
-        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "plan binding outside its buffer");
-    /* As for eager dispatches: kernels may read whole 16-byte words past
-       the last element; ranges round up within the reserved size. */
-    VkDeviceSize want = ((VkDeviceSize)b->bytes + 15) & ~(VkDeviceSize)15, room = buf->size - off;
-    const VkPhysicalDeviceLimits *L = &rt->dev.props.limits;
-    VkDeviceSize at = buf->offset + off;
-    if (L->minStorageBufferOffsetAlignment && at % L->minStorageBufferOffsetAlignment)
-        return vf_err_set(rt->err, VF_ERROR_UNSUPPORTED,
-                          "plan binding offset %llu is not a multiple of the device's storage offset"
-                          " alignment %llu", (unsigned long long)at,
-                          (unsigned long long)L->minStorageBufferOffsetAlignment);
-    *info = (VkDescriptorBufferInfo){vf_vk_buffer_handle(buf), at, want < room ? want : room};
-    if (info->range > L->maxStorageBufferRange)
-        return vf_err_set(rt->err, VF_ERROR_UNSUPPORTED, "plan binding of %llu bytes exceeds the device's"
-                          " max storage range %u", (unsigned long long)info->range, L->maxStorageBufferRange);
-    *owner = buf;
-    return VF_OK;
-}
-
-
-/* Batching barriers. A step's level is one more than the highest level of
-   the earlier steps it depends on (it reads or overwrites a range one of
-   them wrote, overwrites a range one of them read, or is a later step of
-   the same kernel); steps of one level are independent. Recording level by
-   level with one barrier between levels gives as few barriers as the
-   dependency chains allow, where recording in plan order would put one
-   before every step that conflicts with something since the last barrier:
-   independent chains (the two branches of a cond, the outputs of a
-   function) then share their barriers. Any order that keeps the
-   dependencies is correct, whatever the arena aliasing, because the
-   dependencies are computed on the ranges the steps really touch. */
-typedef struct hz_entry {
-    vf_vk_access a;
-    int level;
-    bool write;
-} hz_entry;
-
-#define VF_PLAN_REORDER_MAX_STEPS 4096 /* above: plan order (the scan is quadratic) */
-
-static int step_level(const hz_entry *hz, int n_hz, const hz_entry *mine, int n_mine, int floor)
-{
-    int level = floor;
-    for (int k = 0; k < n_mine; k++)
-        for (int e = 0; e < n_hz; e++) {
-            const hz_entry *h = &hz[e];
-            if (h->level < level || !(h->write || mine[k].write)) continue;
-            if (h->a.buffer == mine[k].a.buffer && h->a.begin < mine[k].a.end && mine[k].a.begin < h->a.end)
-                level = h->level + 1;
-        }
-    return level;
-}
-
-static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds)
-{
-    const vf_vk_device_table *vk = &rt->dev.vkd;
-    VkCommandBuffer cmd = p->cmd;
-    p->valid = false;
-    int n = p->n_steps, per = 2 * VF_KERNEL_MAX_BINDINGS + 1; /* a binding may read and write */
-    VkDescriptorBufferInfo *info = malloc(sizeof *info * (size_t)(n * VF_KERNEL_MAX_BINDINGS + 1));
-    hz_entry *hz = malloc(sizeof *hz * (size_t)(n * per + 1));
-    int *level = malloc(sizeof *level * (size_t)(n + 1)), *order = malloc(sizeof *order * (size_t)(n + 1));
-    VkDeviceSize *args = calloc((size_t)n + 1, sizeof *args);
-    vf_status s = info && hz && level && order && args ? VF_OK
-                : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-    /* Where every binding points in this call, and each step's level. */
-    int n_hz = 0, levels = 0;
-    for (int i = 0; !s && i < n; i++) {
-        plan_step *ps = &p->steps[i];
-        hz_entry mine[2 * VF_KERNEL_MAX_BINDINGS + 1];
-        int n_mine = 0;
-        for (int j = 0; !s && j < ps->n_bindings; j++) {
-            vf_buffer *owner = NULL;
-            VkDescriptorBufferInfo *in = &info[i * VF_KERNEL_MAX_BINDINGS + j];
-            s = resolve(rt, p, &ps->b[j], binds, in, &owner);
-            if (s) break;
-            vf_vk_access a = {in->buffer, in->offset, in->offset + in->range};
-            if (ps->b[j].access & VF_VK_READ) mine[n_mine++] = (hz_entry){a, 0, false};
-            if (ps->b[j].access & VF_VK_WRITE) mine[n_mine++] = (hz_entry){a, 0, true};
-        }
-        if (s) break;
-        if (ps->slot >= 0) { /* guarded: reads its indirect args */
-            args[i] = p->table->offset + (VkDeviceSize)(p->n_slots + ps->slot) * 16;
-            mine[n_mine++] = (hz_entry){{vf_vk_buffer_handle(p->table), args[i], args[i] + 16}, 0, false};
-        }
-        if (n > VF_PLAN_REORDER_MAX_STEPS) { /* plan order, a barrier at each conflict as before */
-            bool need = ps->barrier_before;
-            int last = i ? level[i - 1] : 0;
-            for (int k = 0; !need && k < n_mine; k++)
-                for (int e = n_hz - 1; e >= 0 && hz[e].level == last && !need; e--)
-                    need = (hz[e].write || mine[k].write) && hz[e].a.buffer == mine[k].a.buffer &&
-                           hz[e].a.begin < mine[k].a.end && mine[k].a.begin < hz[e].a.end;
-            level[i] = last + need;
-        } else {
-            level[i] = step_level(hz, n_hz, mine, n_mine, ps->barrier_before && i ? level[i - 1] + 1 : 0);
-        }
-        for (int k = 0; k < n_mine; k++) mine[k].level = level[i], hz[n_hz++] = mine[k];
-        if (level[i] + 1 > levels) levels = level[i] + 1;
-    }
-    /* Steps by level, plan order within a level (a counting sort). */
-    int *start = s ? NULL : calloc((size_t)levels + 2, sizeof *start);
-    if (!s && !start) s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-    for (int i = 0; !s && i < n; i++) start[level[i] + 1]++;
-    for (int l = 0; !s && l < levels; l++) start[l + 1] += start[l];
-    for (int i = 0; !s && i < n; i++) order[start[level[i]]++] = i;
-    free(start);
-    if (!s) s = vf_vk_check(rt->err, vk->vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    if (!s) s = vf_vk_check(rt->err, vk->vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
-    if (s) {
-        free(info), free(hz), free(level), free(order), free(args);
-        return s;
-    }
-    full_barrier(rt, cmd, false); /* after everything submitted before */
-    p->barriers = 1;
-    vf_vk_prof_reset(rt, &p->prof, cmd);
-    for (int k = 0; k < p->prof.n_k; k++) p->prof.k[k].barriers = 0;
-    for (int x = 0; x < n; x++) {
-        int i = order[x];
-        plan_step *ps = &p->steps[i];
-        if (x > 0 && level[i] != level[order[x - 1]] && !ps->barrier_before && vf_vk_test_drop_barriers > 0) {
-            vf_vk_test_drop_barriers--; /* test hook (scheduler.h): a hazard left unguarded */
-        } else if (x > 0 && level[i] != level[order[x - 1]]) {
-            full_barrier(rt, cmd, false);
-            p->barriers++;
-            p->prof.k[ps->kernel].barriers++;
-        }
-        VkWriteDescriptorSet w[VF_KERNEL_MAX_BINDINGS];
-        for (int j = 0; j < ps->n_bindings; j++)
-            w[j] = (VkWriteDescriptorSet){
-                .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                .dstSet = ps->set,
-                .dstBinding = (uint32_t)j,
-                .descriptorCount = 1,
-                .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                .pBufferInfo = &info[i * VF_KERNEL_MAX_BINDINGS + j],
-            };
-        vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->pipeline);
-        if (ps->n_bindings && rt->dev.push_descriptors) {
-            vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->layout->layout, 0,
-                                          (uint32_t)ps->n_bindings, w);
-        } else if (ps->n_bindings) {
-            /* The previous run has finished (vf_vk_plan_run waited) and the
-               old recording is being replaced: updating is allowed. */
-            vk->vkUpdateDescriptorSets(rt->dev.device, (uint32_t)ps->n_bindings, w, 0, NULL);
-            vk->vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->layout->layout, 0, 1,
-                                        &ps->set, 0, NULL);
-        }
-        if (ps->push_size) {
-            uint8_t pc[VF_PUSH_MAX] = {0};
-            uint32_t np = (ps->push_size + 3) & ~3u;
-            if (np > sizeof pc) np = sizeof pc;
-            memcpy(pc, ps->push, np);
-            vk->vkCmdPushConstants(cmd, ps->pipe->layout->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, np, pc);
-        }
-        vf_vk_prof_stamp(rt, &p->prof, cmd, 2 * (uint32_t)i);
-        if (ps->slot >= 0) vk->vkCmdDispatchIndirect(cmd, vf_vk_buffer_handle(p->table), args[i]);
-        else vk->vkCmdDispatch(cmd, ps->groups[0], ps->groups[1], ps->groups[2]);
-        vf_vk_prof_stamp(rt, &p->prof, cmd, 2 * (uint32_t)i + 1);
-    }
-    free(info), free(hz), free(level), free(order), free(args);
-    full_barrier(rt, cmd, true); /* before later work and host reads */
-    p->barriers++;
-    s = vf_vk_check(rt->err, vk->vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
-    if (s) return s;
-    for (int i = 0; i < p->n_binds; i++) p->recorded[i] = key_of(&binds[i]);
-    p->valid = true;
-    return VF_OK;
-}
-
-static void mark_used(vf_plan *p, const vf_plan_bind *binds, uint64_t serial)
-{
-    if (p->arena) p->arena->last_use = serial;
-    if (p->table) p->table->last_use = serial;
-    for (int i = 0; i < p->n_scratch; i++) p->scratch[i]->last_use = serial;
-    for (int i = 0; i < p->n_binds; i++)
-        if (binds[i].buf) binds[i].buf->last_use = serial;
-    for (int i = 0; i < p->n_steps; i++)
-        for (int j = 0; j < p->steps[i].n_bindings; j++)
-            if (p->steps[i].b[j].buf) p->steps[i].b[j].buf->last_use = serial;
-}
-
-vf_status vf_vk_plan_run(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds, int n_binds)
-{
-    if (n_binds != p->n_binds)
-        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "plan run with %d bindings, the plan has %d",
-                          n_binds, p->n_binds);
-    /* One recording, not SIMULTANEOUS_USE: it may be neither re-recorded
-       nor resubmitted while the previous run is pending. */
-    vf_status s = vf_vk_sched_wait(&rt->sched, p->serial);
-    if (s) return s;
-    bool same = p->valid;
-    for (int i = 0; same && i < n_binds; i++) {
-        bind_key k = key_of(&binds[i]);
-        same = k.block == p->recorded[i].block && k.at == p->recorded[i].at && k.size == p->recorded[i].size;
-    }
-    if (!same) s = record(rt, p, binds);
-    uint64_t serial = 0;
-    if (!s) s = vf_vk_sched_submit_with(&rt->sched, p->cmd, &serial);
-    if (s) return s;
-    p->serial = serial;
-    rt->last_plan = p;
-    mark_used(p, binds, serial);
-    rt->sched.dispatches += p->n_steps;
-    rt->sched.barriers += p->barriers;
-    rt->execs += p->n_kernels;
-    return rt->err->status;
 }
 
 void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p)

@@ -14,10 +14,4 @@ void vf_vk_plan_info(const vf_plan *p, vf_plan_info *out);
 /* The profile of the plan run last (rt->last_plan), after waiting for that run. */
 vf_status vf_vk_plan_profile(vf_vk_runtime *rt, vf_plan_prof *out);
 
-/* Test hook (tests/test_check.c): >= 0: the unfused exec of that index in
-   the next plans made gets a wrong kernel (an elementwise unary op's
-   kernel is generated for neg instead, neg's for abs), so that VKFUSE_CHECK
-   can be shown to name it. Never set by the library. */
-extern int vf_vk_test_wrong_exec;
-
 #endif

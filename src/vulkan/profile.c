@@ -1,5 +1,6 @@
 /* Profiling of recorded plans (profile.h). */
 #include "vulkan/profile.h"
+#include "util/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,13 +9,8 @@
 vf_status vf_vk_prof_kernel(vf_vk_runtime *rt, vf_vk_prof *pr, const char *name, int first_exec, int n_execs,
                             vf_op op, const int *nodes, int n_nodes, int *index)
 {
-    if (pr->n_k == pr->cap_k) {
-        int cap = pr->cap_k ? 2 * pr->cap_k : 16;
-        vf_plan_kernel_prof *nk = realloc(pr->k, (size_t)cap * sizeof *nk);
-        if (!nk) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-        pr->k = nk;
-        pr->cap_k = cap;
-    }
+    if (!vf_grow((void **)&pr->k, &pr->cap_k, pr->n_k + 1, sizeof *pr->k))
+        return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     vf_plan_kernel_prof *k = &pr->k[pr->n_k];
     memset(k, 0, sizeof *k);
     snprintf(k->name, sizeof k->name, "%s", name ? name : "kernel");

@@ -17,8 +17,9 @@
  *   be.iface->download(be.self, a, 0, host, bytes);  (waits)
  *   be.iface->destroy(be.self);
  *
- * All of it hangs off one vf_vk_runtime; nothing is global. Not
- * thread-safe: one runtime per thread (as one vf_context per thread). */
+ * All of it hangs off one vf_vk_runtime; nothing is global (the test
+ * hooks too: rt->dev.test, device.h). Not thread-safe: one runtime per
+ * thread (as one vf_context per thread). */
 #ifndef VF_VULKAN_RUNTIME_H
 #define VF_VULKAN_RUNTIME_H
 

@@ -1,4 +1,5 @@
 #include "vulkan/scheduler.h"
+#include "util/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,7 @@ vf_status vf_vk_sched_init(vf_vk_sched *s, vf_vk_device *dev, vf_vk_mem *mem,
     s->err = err;
     s->batch_dispatches = opt && opt->batch_dispatches ? opt->batch_dispatches : 64;
     s->profile = opt && opt->profile && dev->timestamp_valid_bits > 0;
+    vf_vk_hazards_init(&s->hz, &dev->vkd, &dev->test.drop_barriers);
     VkCommandPoolCreateInfo cpi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
         .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT |
@@ -102,13 +104,8 @@ static vf_status record_timings(vf_vk_sched *s, vf_vk_slot *sl)
         s->dev->device, sl->queries, 0, 2 * sl->n_timed, 2 * sl->n_timed * sizeof *t, t,
         sizeof *t, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
     vf_status st = vf_vk_check(s->err, r, "vkGetQueryPoolResults");
-    if (!st && s->n_timings + sl->n_timed > s->cap_timings) {
-        size_t cap = s->cap_timings ? 2 * s->cap_timings : 256;
-        while (cap < s->n_timings + sl->n_timed) cap *= 2;
-        vf_vk_timing *nt = realloc(s->timings, cap * sizeof *nt);
-        if (!nt) st = vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-        else s->timings = nt, s->cap_timings = cap;
-    }
+    if (!st && !vf_grow_size((void **)&s->timings, &s->cap_timings, s->n_timings + sl->n_timed, sizeof *s->timings))
+        st = vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     uint32_t bits = s->dev->timestamp_valid_bits;
     uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
     for (uint32_t i = 0; !st && i < sl->n_timed; i++) {
@@ -120,12 +117,6 @@ static vf_status record_timings(vf_vk_sched *s, vf_vk_slot *sl)
     free(t);
     sl->n_timed = 0;
     return st;
-}
-
-static void clear_hazards(vf_vk_sched *s)
-{
-    s->reads.n = 0;
-    s->writes.n = 0;
 }
 
 static bool queue_idle(const vf_vk_sched *s)
@@ -143,7 +134,7 @@ static vf_status slot_finished(vf_vk_sched *s, vf_vk_slot *sl)
     vf_vk_mem_collect(s->mem, s->completed);
     /* Fence wait + the end-of-batch host barrier order everything before:
        nothing earlier can race with later work any more. */
-    if (queue_idle(s)) clear_hazards(s);
+    if (queue_idle(s)) vf_vk_hazard_clear(&s->hz);
     return st;
 }
 
@@ -213,7 +204,7 @@ vf_status vf_vk_sched_submit_with(vf_vk_sched *s, VkCommandBuffer extra, uint64_
     vf_status st = submit_slot(s, extra);
     /* extra ends with a full barrier: later work is ordered after it and
        everything before it, so nothing tracked so far can race any more. */
-    if (!st) clear_hazards(s);
+    if (!st) vf_vk_hazard_clear(&s->hz);
     return st;
 }
 
@@ -286,70 +277,17 @@ void vf_vk_sched_destroy(vf_vk_sched *s)
     if (s->dev->device) s->dev->vkd.vkDeviceWaitIdle(s->dev->device);
     for (int i = 0; i < VF_VK_SLOTS; i++) slot_destroy(s, &s->slots[i]);
     if (s->cmd_pool) s->dev->vkd.vkDestroyCommandPool(s->dev->device, s->cmd_pool, NULL);
-    free(s->reads.v);
-    free(s->writes.v);
+    vf_vk_hazards_free(&s->hz);
     free(s->timings);
     memset(s, 0, sizeof *s);
 }
 
-/* ---- hazards -------------------------------------------------------------- */
-
-int vf_vk_test_drop_barriers;
-
-static bool overlaps(const vf_vk_access_set *set, const vf_vk_access *a)
+/* Puts a barrier first if any of the n accesses conflicts, then tracks
+   them (hazard.h). */
+static vf_status track(vf_vk_sched *s, VkCommandBuffer cmd, const vf_vk_access *a, int n, bool force)
 {
-    for (int i = 0; i < set->n; i++)
-        if (set->v[i].buffer == a->buffer && set->v[i].begin < a->end && a->begin < set->v[i].end)
-            return true;
-    return false;
-}
-
-static vf_status add_access(vf_vk_sched *s, vf_vk_access_set *set, const vf_vk_access *a)
-{
-    if (set->n == set->cap) {
-        int cap = set->cap ? 2 * set->cap : 64;
-        vf_vk_access *nv = realloc(set->v, (size_t)cap * sizeof *nv);
-        if (!nv) return vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-        set->v = nv;
-        set->cap = cap;
-    }
-    set->v[set->n++] = *a;
-    return VF_OK;
-}
-
-static void barrier(vf_vk_sched *s, VkCommandBuffer cmd)
-{
-    const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-    };
-    s->dev->vkd.vkCmdPipelineBarrier(cmd, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
-    s->barriers++;
-    clear_hazards(s);
-}
-
-/* Puts a barrier first if any of the n accesses conflicts, then records
-   them. */
-static vf_status track(vf_vk_sched *s, VkCommandBuffer cmd, const vf_vk_access *a,
-                       const unsigned *access, int n, bool force)
-{
-    bool need = force;
-    for (int i = 0; i < n && !need; i++)
-        need = overlaps(&s->writes, &a[i]) || ((access[i] & VF_VK_WRITE) && overlaps(&s->reads, &a[i]));
-    if (need && !force && vf_vk_test_drop_barriers > 0) {
-        vf_vk_test_drop_barriers--;
-        need = false;
-    }
-    if (need) barrier(s, cmd);
-    for (int i = 0; i < n; i++) {
-        vf_status st = VF_OK;
-        if (access[i] & VF_VK_READ) st = add_access(s, &s->reads, &a[i]);
-        if (!st && (access[i] & VF_VK_WRITE)) st = add_access(s, &s->writes, &a[i]);
-        if (st) return st;
-    }
+    if (!vf_vk_hazard_track(&s->hz, cmd, a, n, force))
+        return vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     return VF_OK;
 }
 
@@ -411,7 +349,6 @@ vf_status vf_vk_sched_dispatch(vf_vk_sched *s, const vf_vk_dispatch_info *d)
     VkDescriptorBufferInfo info[VF_VK_MAX_BINDINGS];
     VkWriteDescriptorSet w[VF_VK_MAX_BINDINGS];
     vf_vk_access acc[VF_VK_MAX_BINDINGS];
-    unsigned mode[VF_VK_MAX_BINDINGS];
     for (int i = 0; i < d->n_bindings; i++) {
         const vf_vk_bind *b = &d->bindings[i];
         VkDescriptorType type = p->layout->types[i];
@@ -456,10 +393,9 @@ vf_status vf_vk_sched_dispatch(vf_vk_sched *s, const vf_vk_dispatch_info *d)
             .descriptorType = type,
             .pBufferInfo = &info[i],
         };
-        acc[i] = (vf_vk_access){buf, off, off + range};
-        mode[i] = b->access ? b->access : (VF_VK_READ | VF_VK_WRITE);
+        acc[i] = (vf_vk_access){buf, off, off + range, b->access ? b->access : (VF_VK_READ | VF_VK_WRITE), 0};
     }
-    vf_status st = track(s, cmd, acc, mode, d->n_bindings, d->barrier_before);
+    vf_status st = track(s, cmd, acc, d->n_bindings, d->barrier_before);
     if (st) return st;
 
     const vf_vk_device_table *vk = &s->dev->vkd;
@@ -494,7 +430,7 @@ vf_status vf_vk_sched_dispatch(vf_vk_sched *s, const vf_vk_dispatch_info *d)
     }
     sl->n_dispatches++;
     sl->n_commands++;
-    s->dispatches++;
+    s->hz.dispatches++;
     return VF_OK;
 }
 
@@ -548,9 +484,8 @@ static vf_status record_copy(vf_vk_sched *s, vf_buffer *b, VkDeviceSize off, VkD
 {
     vf_vk_slot *sl = &s->slots[s->cur];
     VkBuffer dev_buf = vf_vk_buffer_handle(b);
-    vf_vk_access a = {dev_buf, b->offset + off, b->offset + off + n};
-    unsigned mode = to_device ? VF_VK_WRITE : VF_VK_READ;
-    vf_status st = track(s, sl->cmd, &a, &mode, 1, false);
+    vf_vk_access a = {dev_buf, b->offset + off, b->offset + off + n, to_device ? VF_VK_WRITE : VF_VK_READ, 0};
+    vf_status st = track(s, sl->cmd, &a, 1, false);
     if (st) return st;
     VkBufferCopy c = {
         .srcOffset = to_device ? staging_off : b->offset + off,

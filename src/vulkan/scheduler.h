@@ -7,22 +7,20 @@
  * last batch that referenced it, so uploads, downloads and frees wait for
  * exactly the work that touches the buffer.
  *
- * Barriers come from hazard tracking: the ranges read and written since
- * the last barrier are kept; a dispatch (or copy) that reads or writes a
- * range written since then, or writes a range read since then, gets one
- * global memory barrier first, which clears both sets. Independent work
- * runs without barriers. The sets survive submits (a barrier's first
- * scope covers earlier submissions on the queue) and are cleared when the
- * queue is idle. */
+ * Barriers come from the hazard tracker (hazard.h), in call order: a
+ * dispatch (or copy) that conflicts with work recorded since the last
+ * barrier gets one first. What is tracked survives submits (a barrier's
+ * first scope covers earlier submissions on the queue) and is forgotten
+ * when the queue is idle. The tracker also counts the dispatches and
+ * barriers, recorded plans' runs included (hz.dispatches, hz.barriers). */
 #ifndef VF_VULKAN_SCHEDULER_H
 #define VF_VULKAN_SCHEDULER_H
 
+#include "vulkan/hazard.h"
 #include "vulkan/memory.h"
 #include "vulkan/pipeline.h"
 
 #define VF_VK_SLOTS 3
-#define VF_VK_READ 1u
-#define VF_VK_WRITE 2u
 
 typedef struct vf_vk_bind {
     vf_buffer *buf;              /* a sub-allocated buffer; or NULL and `raw` */
@@ -43,26 +41,10 @@ typedef struct vf_vk_dispatch_info {
     const char *name;            /* for profiles; NULL: the pipeline's name */
 } vf_vk_dispatch_info;
 
-/* Test hook (tests/test_sync_validation.c): while > 0, each hazard barrier
-   the scheduler or a recorded plan would put is left out and the count
-   decremented, so that synchronization validation can be shown to catch
-   the missing barrier. Never set by the library. */
-extern int vf_vk_test_drop_barriers;
-
 typedef struct vf_vk_timing {
     char name[64];
     uint64_t ns;
 } vf_vk_timing;
-
-typedef struct vf_vk_access {
-    VkBuffer buffer;
-    VkDeviceSize begin, end;
-} vf_vk_access;
-
-typedef struct vf_vk_access_set {
-    vf_vk_access *v;
-    int n, cap;
-} vf_vk_access_set;
 
 typedef struct vf_vk_slot {
     VkCommandBuffer cmd;
@@ -93,10 +75,10 @@ typedef struct vf_vk_sched {
     uint64_t completed;          /* every batch <= this has finished */
     uint32_t batch_dispatches;
     bool profile;
-    vf_vk_access_set reads, writes;
+    vf_vk_hazards hz;            /* what may race, and the dispatch and barrier counts */
     vf_vk_timing *timings;
     size_t n_timings, cap_timings;
-    int64_t submits, dispatches, barriers, copies;
+    int64_t submits, copies;
 } vf_vk_sched;
 
 vf_status vf_vk_sched_init(vf_vk_sched *s, vf_vk_device *dev, vf_vk_mem *mem,

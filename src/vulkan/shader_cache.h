@@ -14,7 +14,7 @@
 #define VF_VULKAN_SHADER_CACHE_H
 
 #include "vulkan/device.h"
-#include "vulkan/hash.h"
+#include "util/hash.h"
 #include "util/keyset.h"
 
 #include <stddef.h>

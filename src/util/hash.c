@@ -1,4 +1,4 @@
-#include "vulkan/hash.h"
+#include "util/hash.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 /* 64-bit content hashes and a small open-addressing map keyed by them. */
-#ifndef VF_VULKAN_HASH_H
-#define VF_VULKAN_HASH_H
+#ifndef VF_UTIL_HASH_H
+#define VF_UTIL_HASH_H
 
 #include <stdbool.h>
 #include <stddef.h>
