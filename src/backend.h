@@ -229,6 +229,9 @@ typedef struct vf_vk_options {
     const char *test_limits; /* VKFUSE_TEST_LIMITS: smaller device limits (device.h); NULL: none */
     const char *dump_dir;    /* VKFUSE_DUMP: each compiled kernel's GLSL under <dir>/kernels; NULL: none */
     bool log_info;           /* VKFUSE_LOG=info|debug: every shader compile and its time on stderr */
+    double fence_timeout_s;  /* VKFUSE_FENCE_TIMEOUT: a command batch not finished after this many
+                                seconds fails with VF_ERROR_DEVICE; 0: no limit of vkfuse's own (the
+                                driver reports a hung GPU as VK_ERROR_DEVICE_LOST) */
 } vf_vk_options;
 
 /* Sets o's loader, test_caps, test_limits, dump_dir and log_info from the

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void test_defaults(void **state)
 {
@@ -161,11 +162,50 @@ static void test_device_choice(void **state)
     vf_context_destroy(ctx);
 }
 
+/* VKFUSE_FENCE_TIMEOUT: a batch running past it fails with VF_ERROR_DEVICE
+   naming the variable, and the context can still be destroyed cleanly;
+   values that are no positive number mean no limit (the default). */
+static void test_fence_timeout(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    const char *values[] = {"0.000001", "abc", "-3"};
+    for (int v = 0; v < 3; v++) {
+        setenv("VKFUSE_FENCE_TIMEOUT", values[v], 1);
+        vf_context_desc d = {.backend = VF_BACKEND_VULKAN};
+        vf_context *ctx = NULL;
+        assert_int_equal(vf_context_create(&d, &ctx), VF_OK);
+        unsetenv("VKFUSE_FENCE_TIMEOUT"); /* read at creation only */
+        int64_t shape[2] = {768, 768};
+        vf_tensor *a = vf_fill(ctx, VF_F32, 2, shape, 0.5);
+        vf_tensor *m = vf_matmul(ctx, a, a); /* ~0.9 GFLOP: far over 1 us */
+        size_t n = (size_t)768 * 768;
+        float *out = calloc(n, sizeof *out);
+        assert_non_null(out);
+        vf_status s = vf_tensor_read(m, out, n * sizeof *out);
+        if (v == 0) {
+            assert_int_equal(s, VF_ERROR_DEVICE);
+            assert_non_null(strstr(vf_error_message(ctx), "VKFUSE_FENCE_TIMEOUT=1e-06 s"));
+            /* the batch ran on: once it is done, the same read succeeds */
+            for (int tries = 0; s != VF_OK && tries < 100; tries++) {
+                usleep(200 * 1000);
+                vf_error_clear(ctx);
+                s = vf_tensor_read(m, out, n * sizeof *out);
+            }
+        }
+        assert_int_equal(s, VF_OK);
+        assert_true(out[0] == 192.0f && out[n - 1] == 192.0f); /* 768 * 0.25 */
+        free(out);
+        vf_context_destroy(ctx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults), cmocka_unit_test(test_cpu), cmocka_unit_test(test_bad_backend),
         cmocka_unit_test(test_fallback), cmocka_unit_test(test_no_loader), cmocka_unit_test(test_device_choice),
+        cmocka_unit_test(test_fence_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,6 +91,11 @@ void vf_vk_options_env(vf_vk_options *o)
     o->test_limits = getenv("VKFUSE_TEST_LIMITS");
     o->dump_dir = env_set("VKFUSE_DUMP");
     o->log_info = env_log_info();
+    /* seconds; unset, unparsable, non-positive or not finite: no limit */
+    const char *ft = env_set("VKFUSE_FENCE_TIMEOUT");
+    char *end = NULL;
+    double t = ft ? strtod(ft, &end) : 0.0;
+    o->fence_timeout_s = ft && end != ft && *end == '\0' && t > 0.0 && t < 1e9 ? t : 0.0;
 }
 
 /* No context: the environment is read here, as a context would. */

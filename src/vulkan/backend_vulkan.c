@@ -349,7 +349,8 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
         return s;
     }
     vf_vk_mem_options mopt = {.block_size = xopt->block_size, .force_staging = xopt->force_staging};
-    vf_vk_sched_options sopt = {.batch_dispatches = xopt->batch_dispatches, .profile = opt->profile};
+    vf_vk_sched_options sopt = {.batch_dispatches = xopt->batch_dispatches, .profile = opt->profile,
+                                .fence_timeout_s = opt->fence_timeout_s};
     s = vf_vk_mem_init(&rt->mem, &rt->dev, &mopt, err);
     if (!s) s = vf_vk_shaders_init(&rt->shaders, &rt->dev, opt->cache_dir, err);
     if (!s) {

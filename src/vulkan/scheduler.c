@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define VF_FENCE_TIMEOUT_NS (120ull * 1000 * 1000 * 1000)
 #define VF_STAGING_MIN ((VkDeviceSize)4 << 20)
 
 static VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
@@ -80,6 +79,8 @@ vf_status vf_vk_sched_init(vf_vk_sched *s, vf_vk_device *dev, vf_vk_mem *mem,
     s->err = err;
     s->batch_dispatches = opt && opt->batch_dispatches ? opt->batch_dispatches : 64;
     s->profile = opt && opt->profile && dev->timestamp_valid_bits > 0;
+    s->fence_timeout_ns = opt && opt->fence_timeout_s > 0 ? (uint64_t)(opt->fence_timeout_s * 1e9) : UINT64_MAX;
+    if (s->fence_timeout_ns == 0) s->fence_timeout_ns = 1;
     vf_vk_hazards_init(&s->hz, &dev->vkd, &dev->test.drop_barriers);
     VkCommandPoolCreateInfo cpi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -141,11 +142,17 @@ static vf_status slot_finished(vf_vk_sched *s, vf_vk_slot *sl)
 static vf_status slot_wait(vf_vk_sched *s, vf_vk_slot *sl)
 {
     if (!sl->in_flight) return VF_OK;
+    /* No limit of our own by default: a batch may legitimately run long (on
+       lavapipe the first run of a pipeline compiles its machine code inside
+       the submission, minutes on a busy machine), and a hung GPU is
+       reported by the driver as VK_ERROR_DEVICE_LOST. */
     VkResult r = s->dev->vkd.vkWaitForFences(s->dev->device, 1, &sl->fence, VK_TRUE,
-                                             VF_FENCE_TIMEOUT_NS);
+                                             s->fence_timeout_ns);
     if (r == VK_TIMEOUT)
-        return vf_err_set(s->err, VF_ERROR_DEVICE, "a command batch did not finish within 120 s"
-                                                   " (GPU hang?)");
+        return vf_err_set(s->err, VF_ERROR_DEVICE,
+                          "a command batch did not finish within VKFUSE_FENCE_TIMEOUT=%g s (GPU hang,"
+                          " or work longer than the limit: raise or unset VKFUSE_FENCE_TIMEOUT)",
+                          (double)s->fence_timeout_ns * 1e-9);
     vf_status st = vf_vk_check(s->err, r, "vkWaitForFences");
     if (st) return st;
     return slot_finished(s, sl);

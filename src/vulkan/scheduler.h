@@ -62,6 +62,7 @@ typedef struct vf_vk_slot {
 typedef struct vf_vk_sched_options {
     uint32_t batch_dispatches;   /* 0: 64 */
     bool profile;
+    double fence_timeout_s;      /* > 0: a batch not done after this long fails; 0: wait for the driver */
 } vf_vk_sched_options;
 
 typedef struct vf_vk_sched {
@@ -75,6 +76,7 @@ typedef struct vf_vk_sched {
     uint64_t completed;          /* every batch <= this has finished */
     uint32_t batch_dispatches;
     bool profile;
+    uint64_t fence_timeout_ns;   /* UINT64_MAX: none */
     vf_vk_hazards hz;            /* what may race, and the dispatch and barrier counts */
     vf_vk_timing *timings;
     size_t n_timings, cap_timings;
