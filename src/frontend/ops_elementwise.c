@@ -65,13 +65,14 @@ vf_tensor *vf_elementwise(vf_context *ctx, vf_op op, vf_tensor *const *in, vf_dt
         if (!in[i]) return NULL;
     for (int i = 0; i < info->arity; i++)
         if (!vf_check_input(ctx, info->name, in[i], i)) return NULL;
-    int first_data = op == VF_OP_WHERE ? 1 : 0;
-    if (op == VF_OP_WHERE && in[0]->dtype != VF_BOOL) {
-        vf_fail(ctx, VF_ERROR_DTYPE,
-                "vf_where: cond is %s but must be bool; make it with a comparison (vf_greater, ...) "
-                "or vf_cast(ctx, cond, VF_BOOL)", vf_dtype_name(in[0]->dtype));
-        return NULL;
-    }
+    int first_data = vf_op_data_input(op);
+    for (int i = 0; i < first_data; i++)
+        if (in[i]->dtype != VF_BOOL) {
+            vf_fail(ctx, VF_ERROR_DTYPE,
+                    "vf_%s: cond is %s but must be bool; make it with a comparison (vf_greater, ...) "
+                    "or vf_cast(ctx, cond, VF_BOOL)", info->name, vf_dtype_name(in[i]->dtype));
+            return NULL;
+        }
     for (int i = first_data; i < info->arity; i++) {
         if (!vf_check_dtype(ctx, op, in[i], i)) return NULL;
         if (in[i]->dtype != in[first_data]->dtype) {

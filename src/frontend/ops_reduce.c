@@ -50,7 +50,7 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
         return out;
     }
     if (reduced == 0) { /* an empty set per output */
-        if (info->combine != VF_COMBINE_SUM) {
+        if (info->empty == VF_EMPTY_UNDEFINED) {
             char sh[VF_SHAPE_STR_LEN];
             vf_fail(ctx, VF_ERROR_SHAPE, "%s: reduces an empty set (input %s); max and min of "
                     "nothing are undefined — check the shape or use vf_reduce_sum", name,
@@ -58,7 +58,7 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
             vf_tensor_release(out);
             return NULL;
         }
-        if (!vf_fill_into(ctx, out, info->divide_by_count ? NAN : 0.0)) {
+        if (!vf_fill_into(ctx, out, vf_op_empty_value(op))) {
             vf_tensor_release(out);
             return NULL;
         }
@@ -111,7 +111,7 @@ vf_tensor *vf_argmax(vf_context *ctx, vf_tensor *x, int axis)
         if (d != a) shape[rank++] = x->shape[d];
     vf_tensor *out = vf_tensor_new(ctx, "vf_argmax", VF_I32, rank, shape);
     if (!out || out->numel == 0) return out;
-    if (x->shape[a] == 0) {
+    if (x->shape[a] == 0) { /* the row: argmax of nothing is undefined */
         vf_fail(ctx, VF_ERROR_SHAPE, "vf_argmax: axis %d has size 0; argmax of nothing is undefined", axis);
         vf_tensor_release(out);
         return NULL;
@@ -175,7 +175,7 @@ vf_tensor *vf_sparse_softmax_cross_entropy(vf_context *ctx, vf_tensor *labels, v
     vf_tensor *out = vf_tensor_new(ctx, name, logits->dtype, labels->rank, labels->shape);
     if (!out || out->numel == 0) return out;
     if (logits->shape[logits->rank - 1] == 0) { /* no class can match any label */
-        if (!vf_fill_into(ctx, out, NAN)) {
+        if (!vf_fill_into(ctx, out, vf_op_empty_value(VF_OP_SPARSE_XENT))) {
             vf_tensor_release(out);
             return NULL;
         }

@@ -66,7 +66,7 @@ vf_tensor *vf_matmul_ex(vf_context *ctx, vf_tensor *a, vf_tensor *b, bool ta, bo
     vf_tensor *out = vf_tensor_new(ctx, name, a->dtype, rank, shape);
     if (!out || out->numel == 0) return out;
     if (k == 0) {
-        if (!vf_fill_into(ctx, out, 0.0)) {
+        if (!vf_fill_into(ctx, out, vf_op_empty_value(VF_OP_MATMUL))) {
             vf_tensor_release(out);
             return NULL;
         }

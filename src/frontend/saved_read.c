@@ -122,8 +122,8 @@ static bool check_attrs(vf_saved_rd *r, const vf_node *n, const vf_dtype *in_dt,
     if (n->n_in != info->arity) return vf_saved_bad(r, "node (%s) has %d inputs; the op takes %d", info->name, n->n_in, info->arity);
     int r0 = n->n_in ? in[0].rank : n->shape.rank;
     for (int i = 0; i < n->n_in; i++) {
-        bool cond = n->op == VF_OP_WHERE && i == 0;
-        bool labels = n->op == VF_OP_SPARSE_XENT && i == 0;
+        bool cond = vf_op_input_is_cond(n->op, i);
+        bool labels = vf_op_input_is_index(n->op, i);
         bool ok = cond ? in_dt[i] == VF_BOOL : labels ? (in_dt[i] == VF_I32 || in_dt[i] == VF_U32)
                                              : ((info->accepts >> in_dt[i]) & 1u) != 0;
         if (!ok) return vf_saved_bad(r, "node (%s) input %d is %s, which the op does not take", info->name, i, vf_dtype_name(in_dt[i]));

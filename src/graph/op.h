@@ -8,6 +8,7 @@
 
 #include "vkfuse.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -51,6 +52,13 @@ typedef enum { VF_RESULT_SAME, VF_RESULT_BOOL, VF_RESULT_I32, VF_RESULT_ATTR } v
 
 typedef enum { VF_COMBINE_NONE, VF_COMBINE_SUM, VF_COMBINE_MAX, VF_COMBINE_MIN } vf_combine;
 
+/* The value of an op over an empty set (a reduction whose reduced dims
+   hold no element, a matmul with k = 0, a cross-entropy with no class):
+   what the eager entry points and the interpreter store instead of running
+   a kernel (backends never see such an exec). Ops without such a set (the
+   result is empty whenever an input is) keep UNDEFINED. */
+typedef enum { VF_EMPTY_UNDEFINED, VF_EMPTY_ZERO, VF_EMPTY_NAN } vf_empty;
+
 /* Reference semantics of an elementwise op, one function per class of
    dtype. Float ops are computed in double and rounded to the storage type;
    integer ops take and return the values as int64 and the caller wraps the
@@ -79,12 +87,35 @@ typedef struct vf_op_info {
     bool square_first;       /* norm */
     bool divide_by_count;    /* mean */
     bool sqrt_after;         /* norm */
+    /* Inputs that are not data of the `accepts` dtypes: bit i set = input
+       i is a VF_BOOL condition (where's cond) / holds i32 or u32 indices
+       (sparse cross-entropy's labels). The other inputs share one dtype,
+       that of the first of them (vf_op_data_input). */
+    uint8_t cond_in, index_in;
+    vf_empty empty;          /* the value over an empty set */
     bool differentiable;
 } vf_op_info;
 
 extern const vf_op_info vf_op_table[VF_OP_COUNT];
 
 static inline const vf_op_info *vf_op_get(vf_op op) { return &vf_op_table[op]; }
+
+/* The first input that carries the op's data dtype (where: 1, sparse
+   cross-entropy: 1, the logits; otherwise 0): the dtype of the result (for
+   VF_RESULT_SAME) and of the kernel's compute type. */
+static inline int vf_op_data_input(vf_op op)
+{
+    const vf_op_info *info = &vf_op_table[op];
+    int i = 0;
+    while (i < info->arity && (((info->cond_in | info->index_in) >> i) & 1u)) i++;
+    return i;
+}
+/* Whether input i of op is a VF_BOOL condition (loaded as bool by kernels). */
+static inline bool vf_op_input_is_cond(vf_op op, int i) { return (vf_op_table[op].cond_in >> i) & 1u; }
+/* Whether input i of op holds i32 / u32 indices. */
+static inline bool vf_op_input_is_index(vf_op op, int i) { return (vf_op_table[op].index_in >> i) & 1u; }
+/* The number stored for an empty set (the row's `empty`, not UNDEFINED). */
+static inline double vf_op_empty_value(vf_op op) { return vf_op_table[op].empty == VF_EMPTY_NAN ? NAN : 0.0; }
 
 /* Attributes of one op invocation; fields unused by an op stay zero. */
 typedef struct vf_attrs {

@@ -85,10 +85,10 @@ I2(i_copy, a)
 #define CMP(op, nm, cf, ci, g) \
     [op] = {.name = nm, .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL, .result = VF_RESULT_BOOL, \
             .cpu_f = cf, .cpu_i = ci, .glsl_f = g, .glsl_i = g, .glsl_u = g}
-#define RED(op, nm, msk, comb, sq, mean, sqr) \
+#define RED(op, nm, msk, comb, sq, mean, sqr, emp) \
     [op] = {.name = nm, .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = msk, .result = VF_RESULT_SAME, \
             .combine = comb, .square_first = sq, .divide_by_count = mean, .sqrt_after = sqr, \
-            .differentiable = true}
+            .empty = emp, .differentiable = true}
 
 const vf_op_info vf_op_table[VF_OP_COUNT] = {
     BIN(VF_OP_ADD, "add", NUM, VF_RESULT_SAME, f_add, i_add, "a + b", "a + b", NULL),
@@ -108,7 +108,7 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     CMP(VF_OP_NOT_EQUAL, "not_equal", f_ne, i_ne, "a != b"),
 
     [VF_OP_WHERE] = {.name = "where", .arity = 3, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
-                     .result = VF_RESULT_SAME, .cpu_f = f_where, .cpu_i = i_where,
+                     .result = VF_RESULT_SAME, .cond_in = 1u << 0, .cpu_f = f_where, .cpu_i = i_where,
                      .glsl_f = "(a ? b : c)", .glsl_i = "(a ? b : c)", .differentiable = true},
 
     UN(VF_OP_NEG, "neg", SIGNED, f_neg, i_neg, "-a", "-a", NULL),
@@ -134,11 +134,12 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
                     .result = VF_RESULT_SAME, .cpu_f = f_copy, .cpu_i = i_copy,
                     .glsl_f = "a", .glsl_i = "a", .differentiable = true},
 
-    RED(VF_OP_REDUCE_SUM, "reduce_sum", NUM, VF_COMBINE_SUM, false, false, false),
-    RED(VF_OP_REDUCE_MEAN, "reduce_mean", FLT, VF_COMBINE_SUM, false, true, false),
-    RED(VF_OP_REDUCE_MAX, "reduce_max", NUM, VF_COMBINE_MAX, false, false, false),
-    RED(VF_OP_REDUCE_MIN, "reduce_min", NUM, VF_COMBINE_MIN, false, false, false),
-    RED(VF_OP_NORM, "norm", FLT, VF_COMBINE_SUM, true, false, true),
+    /* the empty sum is 0, its mean 0/0; max and min of nothing are undefined */
+    RED(VF_OP_REDUCE_SUM, "reduce_sum", NUM, VF_COMBINE_SUM, false, false, false, VF_EMPTY_ZERO),
+    RED(VF_OP_REDUCE_MEAN, "reduce_mean", FLT, VF_COMBINE_SUM, false, true, false, VF_EMPTY_NAN),
+    RED(VF_OP_REDUCE_MAX, "reduce_max", NUM, VF_COMBINE_MAX, false, false, false, VF_EMPTY_UNDEFINED),
+    RED(VF_OP_REDUCE_MIN, "reduce_min", NUM, VF_COMBINE_MIN, false, false, false, VF_EMPTY_UNDEFINED),
+    RED(VF_OP_NORM, "norm", FLT, VF_COMBINE_SUM, true, false, true, VF_EMPTY_ZERO),
     [VF_OP_ARGMAX] = {.name = "argmax", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = NUM,
                       .result = VF_RESULT_I32, .combine = VF_COMBINE_MAX},
 
@@ -146,10 +147,13 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
                        .result = VF_RESULT_SAME, .differentiable = true},
     [VF_OP_LOG_SOFTMAX] = {.name = "log_softmax", .arity = 1, .kind = VF_KIND_ROW, .accepts = FLT,
                            .result = VF_RESULT_SAME, .differentiable = true},
+    /* no class can match a label: NaN */
     [VF_OP_SPARSE_XENT] = {.name = "sparse_softmax_cross_entropy", .arity = 2, .kind = VF_KIND_ROW,
-                           .accepts = FLT, .result = VF_RESULT_SAME, .differentiable = true},
+                           .accepts = FLT, .result = VF_RESULT_SAME, .index_in = 1u << 0,
+                           .empty = VF_EMPTY_NAN, .differentiable = true},
+    /* k = 0: sums of nothing */
     [VF_OP_MATMUL] = {.name = "matmul", .arity = 2, .kind = VF_KIND_MATMUL, .accepts = FLT,
-                      .result = VF_RESULT_SAME, .differentiable = true},
+                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .differentiable = true},
     [VF_OP_TRANSPOSE] = {.name = "transpose", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
                          .result = VF_RESULT_SAME, .differentiable = true},
     [VF_OP_FILL] = {.name = "fill", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = ALL,

@@ -147,7 +147,7 @@ static vf_status infer_op(const vf_node *n, const vf_dtype *in_dt, const vf_shap
         }
         *dt = info->result == VF_RESULT_BOOL ? VF_BOOL
             : info->result == VF_RESULT_ATTR ? n->attrs.dtype
-            : in_dt[n->op == VF_OP_WHERE ? 1 : 0];
+            : in_dt[vf_op_data_input(n->op)];
         return VF_OK;
     }
     case VF_KIND_REDUCTION:
