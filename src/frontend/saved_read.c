@@ -116,7 +116,7 @@ typedef struct {
     const vf_shape *cap_shape;
 } gctx;
 
-static bool check_attrs(vf_saved_rd *r, const vf_node *n, const vf_dtype *in_dt, const vf_shape *in)
+static bool check_attrs(vf_saved_rd *r, vf_node *n, const vf_dtype *in_dt, const vf_shape *in)
 {
     const vf_op_info *info = vf_op_get(n->op);
     if (n->n_in != info->arity) return vf_saved_bad(r, "node (%s) has %d inputs; the op takes %d", info->name, n->n_in, info->arity);
@@ -128,11 +128,13 @@ static bool check_attrs(vf_saved_rd *r, const vf_node *n, const vf_dtype *in_dt,
                                              : ((info->accepts >> in_dt[i]) & 1u) != 0;
         if (!ok) return vf_saved_bad(r, "node (%s) input %d is %s, which the op does not take", info->name, i, vf_dtype_name(in_dt[i]));
     }
+    /* the fields the op reads are checked; the others are ignored (cleared) */
+    n->attrs = vf_attrs_read(n->op, &n->attrs);
     if (n->attrs.axes_mask >> r0) return vf_saved_bad(r, "node (%s) reduces axes 0x%x of a rank-%d input", info->name, n->attrs.axes_mask, r0);
-    int ra = n->n_in ? in[n->n_in - 1].rank : 0; /* row ops: the logits of xent */
-    if ((info->kind == VF_KIND_ROW || n->op == VF_OP_ARGMAX) && (n->attrs.axis < 0 || n->attrs.axis >= (ra ? ra : 1)))
+    int ra = n->n_in ? in[vf_op_data_input(n->op)].rank : 0; /* row ops: the logits of xent */
+    if ((info->attrs & VF_ATTR_AXIS) && (n->attrs.axis < 0 || n->attrs.axis >= (ra ? ra : 1)))
         return vf_saved_bad(r, "node (%s) axis %d is out of range for rank %d", info->name, n->attrs.axis, ra);
-    if (n->op == VF_OP_TRANSPOSE) {
+    if (info->attrs & VF_ATTR_PERM) {
         unsigned seen = 0;
         for (int d = 0; d < r0; d++) {
             int p = n->attrs.perm[d];

@@ -48,21 +48,20 @@ static void attrs_text(sbuf *b, const vf_node *n)
 {
     const vf_attrs *a = &n->attrs;
     switch (n->kind) {
-    case VF_NODE_OP: {
-        const vf_op_info *info = vf_op_get(n->op);
-        if (info->kind == VF_KIND_REDUCTION && n->op != VF_OP_ARGMAX)
-            sb_printf(b, " {axes=0x%x%s}", a->axes_mask, a->keepdims ? " keepdims" : "");
-        if (n->op == VF_OP_ARGMAX || info->kind == VF_KIND_ROW) sb_printf(b, " {axis=%d}", a->axis);
-        if (n->op == VF_OP_MATMUL && (a->trans_a || a->trans_b))
+    case VF_NODE_OP: { /* the fields the op reads (its row's mask) */
+        uint32_t m = vf_op_get(n->op)->attrs;
+        if (m & VF_ATTR_AXES) sb_printf(b, " {axes=0x%x%s}", a->axes_mask, a->keepdims ? " keepdims" : "");
+        if (m & VF_ATTR_AXIS) sb_printf(b, " {axis=%d}", a->axis);
+        if ((m & VF_ATTR_TRANS) && (a->trans_a || a->trans_b))
             sb_printf(b, " {trans_a=%d trans_b=%d}", a->trans_a, a->trans_b);
-        if (n->op == VF_OP_TRANSPOSE) {
+        if (m & VF_ATTR_PERM) {
             sb_printf(b, " {perm=");
             for (int i = 0; i < n->shape.rank; i++) sb_printf(b, "%s%d", i ? "," : "", a->perm[i]);
             sb_printf(b, "}");
         }
-        if (n->op == VF_OP_CAST) sb_printf(b, " {to=%s}", vf_dtype_name(a->dtype));
-        if (n->op == VF_OP_FILL) sb_printf(b, " {value=%g}", a->value);
-        if (n->op == VF_OP_RANDOM_NORMAL) sb_printf(b, " {seed=%llu}", (unsigned long long)a->seed);
+        if (m & VF_ATTR_DTYPE) sb_printf(b, " {to=%s}", vf_dtype_name(a->dtype));
+        if (m & VF_ATTR_VALUE) sb_printf(b, " {value=%g}", a->value);
+        if (m & VF_ATTR_SEED) sb_printf(b, " {seed=%llu}", (unsigned long long)a->seed);
         break;
     }
     case VF_NODE_PARAM: sb_printf(b, " #%d", n->index); break;

@@ -93,6 +93,7 @@ typedef struct vf_op_info {
        that of the first of them (vf_op_data_input). */
     uint8_t cond_in, index_in;
     vf_empty empty;          /* the value over an empty set */
+    uint32_t attrs;          /* VF_ATTR_* bits: the vf_attrs fields the op reads */
     bool differentiable;
 } vf_op_info;
 
@@ -117,6 +118,21 @@ static inline bool vf_op_input_is_index(vf_op op, int i) { return (vf_op_table[o
 /* The number stored for an empty set (the row's `empty`, not UNDEFINED). */
 static inline double vf_op_empty_value(vf_op op) { return vf_op_table[op].empty == VF_EMPTY_NAN ? NAN : 0.0; }
 
+/* The fields of vf_attrs, as bits of a row's `attrs` mask: the fields an
+   op reads. The mask drives the text dump (each field in its own format),
+   saving (fields the op does not read are written as 0), loading (only
+   those fields are checked; the others are cleared) and CSE (two nodes of
+   one op are equal when these fields are). */
+enum {
+    VF_ATTR_AXES = 1u << 0,  /* axes_mask and keepdims */
+    VF_ATTR_AXIS = 1u << 1,
+    VF_ATTR_PERM = 1u << 2,
+    VF_ATTR_TRANS = 1u << 3, /* trans_a and trans_b */
+    VF_ATTR_DTYPE = 1u << 4,
+    VF_ATTR_VALUE = 1u << 5,
+    VF_ATTR_SEED = 1u << 6,
+};
+
 /* Attributes of one op invocation; fields unused by an op stay zero. */
 typedef struct vf_attrs {
     uint32_t axes_mask;      /* reductions: bit a set = axis a of the input is reduced */
@@ -128,5 +144,10 @@ typedef struct vf_attrs {
     double value;            /* fill */
     uint64_t seed;           /* random_normal */
 } vf_attrs;
+
+/* a with the fields op does not read set to 0 (op_table.c). */
+vf_attrs vf_attrs_read(vf_op op, const vf_attrs *a);
+/* Whether a and b agree on every field op reads. */
+bool vf_attrs_equal(vf_op op, const vf_attrs *a, const vf_attrs *b);
 
 #endif

@@ -4,6 +4,7 @@
 #include "util/dtype.h"
 
 #include <math.h>
+#include <string.h>
 
 /* ---- reference scalar functions -------------------------------------- */
 
@@ -88,7 +89,7 @@ I2(i_copy, a)
 #define RED(op, nm, msk, comb, sq, mean, sqr, emp) \
     [op] = {.name = nm, .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = msk, .result = VF_RESULT_SAME, \
             .combine = comb, .square_first = sq, .divide_by_count = mean, .sqrt_after = sqr, \
-            .empty = emp, .differentiable = true}
+            .empty = emp, .attrs = VF_ATTR_AXES, .differentiable = true}
 
 const vf_op_info vf_op_table[VF_OP_COUNT] = {
     BIN(VF_OP_ADD, "add", NUM, VF_RESULT_SAME, f_add, i_add, "a + b", "a + b", NULL),
@@ -126,7 +127,7 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     UN(VF_OP_COS, "cos", FLT, f_cos, NULL, "vf_cos(a)", NULL, NULL),
     /* cast and copy: the conversion is done by the store (see codegen) */
     [VF_OP_CAST] = {.name = "cast", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
-                    .result = VF_RESULT_ATTR, .cpu_f = f_copy, .cpu_i = i_copy,
+                    .result = VF_RESULT_ATTR, .attrs = VF_ATTR_DTYPE, .cpu_f = f_copy, .cpu_i = i_copy,
                     .glsl_f = "a", .glsl_i = "a",
                     /* float -> float only; grad_rules.c refuses integer ends */
                     .differentiable = true},
@@ -141,23 +142,49 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     RED(VF_OP_REDUCE_MIN, "reduce_min", NUM, VF_COMBINE_MIN, false, false, false, VF_EMPTY_UNDEFINED),
     RED(VF_OP_NORM, "norm", FLT, VF_COMBINE_SUM, true, false, true, VF_EMPTY_ZERO),
     [VF_OP_ARGMAX] = {.name = "argmax", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = NUM,
-                      .result = VF_RESULT_I32, .combine = VF_COMBINE_MAX},
+                      .result = VF_RESULT_I32, .combine = VF_COMBINE_MAX, .attrs = VF_ATTR_AXIS},
 
     [VF_OP_SOFTMAX] = {.name = "softmax", .arity = 1, .kind = VF_KIND_ROW, .accepts = FLT,
-                       .result = VF_RESULT_SAME, .differentiable = true},
+                       .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS, .differentiable = true},
     [VF_OP_LOG_SOFTMAX] = {.name = "log_softmax", .arity = 1, .kind = VF_KIND_ROW, .accepts = FLT,
-                           .result = VF_RESULT_SAME, .differentiable = true},
+                           .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS, .differentiable = true},
     /* no class can match a label: NaN */
     [VF_OP_SPARSE_XENT] = {.name = "sparse_softmax_cross_entropy", .arity = 2, .kind = VF_KIND_ROW,
                            .accepts = FLT, .result = VF_RESULT_SAME, .index_in = 1u << 0,
-                           .empty = VF_EMPTY_NAN, .differentiable = true},
+                           .empty = VF_EMPTY_NAN, .attrs = VF_ATTR_AXIS, .differentiable = true},
     /* k = 0: sums of nothing */
     [VF_OP_MATMUL] = {.name = "matmul", .arity = 2, .kind = VF_KIND_MATMUL, .accepts = FLT,
-                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .differentiable = true},
+                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .attrs = VF_ATTR_TRANS,
+                      .differentiable = true},
     [VF_OP_TRANSPOSE] = {.name = "transpose", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
-                         .result = VF_RESULT_SAME, .differentiable = true},
+                         .result = VF_RESULT_SAME, .attrs = VF_ATTR_PERM, .differentiable = true},
     [VF_OP_FILL] = {.name = "fill", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = ALL,
-                    .result = VF_RESULT_ATTR},
+                    .result = VF_RESULT_ATTR, .attrs = VF_ATTR_VALUE},
     [VF_OP_RANDOM_NORMAL] = {.name = "random_normal", .arity = 0, .kind = VF_KIND_SOURCE,
-                             .accepts = FLT, .result = VF_RESULT_ATTR},
+                             .accepts = FLT, .result = VF_RESULT_ATTR, .attrs = VF_ATTR_SEED},
 };
+
+/* ---- attributes ------------------------------------------------------ */
+
+vf_attrs vf_attrs_read(vf_op op, const vf_attrs *a)
+{
+    uint32_t m = vf_op_table[op].attrs;
+    vf_attrs r = {0};
+    if (m & VF_ATTR_AXES) r.axes_mask = a->axes_mask, r.keepdims = a->keepdims;
+    if (m & VF_ATTR_AXIS) r.axis = a->axis;
+    if (m & VF_ATTR_PERM) memcpy(r.perm, a->perm, sizeof r.perm);
+    if (m & VF_ATTR_TRANS) r.trans_a = a->trans_a, r.trans_b = a->trans_b;
+    if (m & VF_ATTR_DTYPE) r.dtype = a->dtype;
+    if (m & VF_ATTR_VALUE) r.value = a->value;
+    if (m & VF_ATTR_SEED) r.seed = a->seed;
+    return r;
+}
+
+bool vf_attrs_equal(vf_op op, const vf_attrs *a, const vf_attrs *b)
+{
+    vf_attrs x = vf_attrs_read(op, a), y = vf_attrs_read(op, b);
+    /* field by field: padding is not compared, and value bit by bit (NaN == NaN, 0 != -0) */
+    return x.axes_mask == y.axes_mask && x.keepdims == y.keepdims && x.axis == y.axis &&
+           memcmp(x.perm, y.perm, sizeof x.perm) == 0 && x.trans_a == y.trans_a && x.trans_b == y.trans_b &&
+           x.dtype == y.dtype && memcmp(&x.value, &y.value, sizeof x.value) == 0 && x.seed == y.seed;
+}
