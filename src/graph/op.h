@@ -67,6 +67,11 @@ typedef enum { VF_EMPTY_UNDEFINED, VF_EMPTY_ZERO, VF_EMPTY_NAN } vf_empty;
 typedef double (*vf_scalar_f)(double a, double b, double c);
 typedef int64_t (*vf_scalar_i)(int64_t a, int64_t b, int64_t c, bool is_unsigned);
 
+/* A gradient rule. Rules are op calls (so that they trace) and live above
+   the graph layer, in src/frontend/grad_rules.c, which defines the struct
+   and one `vf_grad_<rule>` object per rule; a row points at its rule. */
+typedef struct vf_grad_rule vf_grad_rule;
+
 typedef struct vf_op_info {
     const char *name;        /* "add": used in messages, dumps, kernel names */
     int arity;               /* tensor inputs */
@@ -94,7 +99,7 @@ typedef struct vf_op_info {
     uint8_t cond_in, index_in;
     vf_empty empty;          /* the value over an empty set */
     uint32_t attrs;          /* VF_ATTR_* bits: the vf_attrs fields the op reads */
-    bool differentiable;
+    const vf_grad_rule *grad; /* NULL: not differentiable */
 } vf_op_info;
 
 extern const vf_op_info vf_op_table[VF_OP_COUNT];
