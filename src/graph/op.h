@@ -12,6 +12,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* APPEND ONLY: saved functions store these numbers (docs/FORMAT.md), so a
+   new op goes at the end, before VF_OP_COUNT, and no op is ever removed,
+   moved or renumbered; op_table.c pins every number with a static
+   assertion. */
 typedef enum vf_op {
     /* elementwise binary, result dtype = input dtype */
     VF_OP_ADD, VF_OP_SUB, VF_OP_MUL, VF_OP_DIV, VF_OP_POW, VF_OP_MAXIMUM, VF_OP_MINIMUM,

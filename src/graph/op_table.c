@@ -70,6 +70,23 @@ I2(i_abs, a < 0 ? wrap(0u - (uint64_t)a) : a)
 I2(i_relu, a < 0 ? 0 : a)
 I2(i_copy, a)
 
+/* ---- op numbers ------------------------------------------------------ */
+
+/* Saved files store op numbers (docs/FORMAT.md): the enum is append only,
+   and each number is pinned here so that an edit that moves one fails to
+   compile instead of making old files run the wrong op. */
+#define PIN(op, n) _Static_assert(VF_OP_##op == n, "VF_OP_" #op " is op " #n " in saved files");
+PIN(ADD, 0) PIN(SUB, 1) PIN(MUL, 2) PIN(DIV, 3) PIN(POW, 4) PIN(MAXIMUM, 5)
+PIN(MINIMUM, 6) PIN(GREATER, 7) PIN(GREATER_EQUAL, 8) PIN(LESS, 9)
+PIN(LESS_EQUAL, 10) PIN(EQUAL, 11) PIN(NOT_EQUAL, 12) PIN(WHERE, 13) PIN(NEG, 14)
+PIN(EXP, 15) PIN(LOG, 16) PIN(SQRT, 17) PIN(RSQRT, 18) PIN(ABS, 19) PIN(TANH, 20)
+PIN(SIGMOID, 21) PIN(RELU, 22) PIN(GELU, 23) PIN(SIN, 24) PIN(COS, 25)
+PIN(CAST, 26) PIN(COPY, 27) PIN(REDUCE_SUM, 28) PIN(REDUCE_MEAN, 29)
+PIN(REDUCE_MAX, 30) PIN(REDUCE_MIN, 31) PIN(NORM, 32) PIN(ARGMAX, 33)
+PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
+PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40)
+#undef PIN
+
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
 
 extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf_grad_pow, vf_grad_maxmin,
