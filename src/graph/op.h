@@ -1,7 +1,11 @@
 /* The op table: one enum, one row per op. This is the single place an op
- * is defined — its name, arity, kind, the dtypes it takes, its reference
- * scalar semantics (used by the CPU backend) and its GLSL expression (used
- * by codegen). Adding an elementwise op means adding a row here and tests.
+ * is defined — its name, arity, kind, the dtypes it takes and the roles of
+ * its inputs, its value over an empty set, the attributes it reads, its
+ * reference scalar semantics (used by the CPU backend), its GLSL
+ * expression (used by codegen) and its gradient rule. Adding an elementwise
+ * op means the enum entry (at the end: the numbers are stored), its row,
+ * its entry point in src/frontend/ops_elementwise.c and include/vkfuse.h,
+ * its rule in src/frontend/grad_rules.c, and tests.
  */
 #ifndef VF_GRAPH_OP_H
 #define VF_GRAPH_OP_H
