@@ -99,7 +99,7 @@ static void check_ew(fx *f, vf_op op, int n_in, const ew_in *ins, int orank, con
         if (ins[j].data) memcpy(data[j], ins[j].data, (size_t)n * vf_dtype_size(ins[j].dt));
         e.in[j] = mk(f, ins[j].dt, ins[j].rank, ins[j].shape, data[j]);
     }
-    vf_dtype data_t = op == VF_OP_WHERE ? ins[1].dt : ins[0].dt;
+    vf_dtype data_t = ins[vf_op_data_input(op)].dt;
     vf_dtype ot = is_cmp(op) ? VF_BOOL : data_t;
     e.out = mk(f, ot, orank, os, NULL);
     run(f, &e);
