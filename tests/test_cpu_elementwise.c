@@ -261,7 +261,7 @@ static void test_unary(void **state)
         }
     static const int64_t n[] = {1001};
     static const vf_op iun[] = {VF_OP_NEG, VF_OP_ABS, VF_OP_RELU};
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < COUNT(iun); k++) {
         ew_in i[1] = {{VF_I32, 1, n, NULL}};
         check_ew(*state, iun[k], 1, i, 1, n); /* includes INT32_MIN: -x wraps */
         if (iun[k] != VF_OP_NEG) {
