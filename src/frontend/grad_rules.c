@@ -145,6 +145,7 @@ UNARY_RULE(g_relu, masked(ctx, vf_greater(ctx, x, scal(ctx, x, 0.0)), g))
 UNARY_RULE(g_sin, vf_mul(ctx, g, vf_cos(ctx, x)))
 UNARY_RULE(g_cos, vf_neg(ctx, vf_mul(ctx, g, vf_sin(ctx, x))))
 UNARY_RULE(g_copy, vf_ad_unbroadcast(ctx, g, x))
+UNARY_RULE(g_square, vf_mul(ctx, g, vf_mul(ctx, scal(ctx, x, 2.0), x)))
 
 /* gelu (tanh form): with u = c(x + k x^3), t = tanh u,
    d/dx = 0.5(1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2) */
@@ -327,7 +328,7 @@ RULE(abs, g_abs) RULE(tanh, g_tanh) RULE(sigmoid, g_sigmoid) RULE(relu, g_relu) 
 RULE(sin, g_sin) RULE(cos, g_cos) RULE(cast, g_cast) RULE(copy, g_copy)
 RULE(sum, g_sum) RULE(mean, g_mean) RULE(maxred, g_maxred) RULE(norm, g_norm)
 RULE(softmax, g_softmax) RULE(log_softmax, g_log_softmax) RULE(xent, g_xent)
-RULE(matmul, g_matmul) RULE(transpose, g_transpose)
+RULE(matmul, g_matmul) RULE(transpose, g_transpose) RULE(square, g_square)
 #undef RULE
 
 vf_grad_fn vf_grad_fn_of(const vf_tape_entry *e)

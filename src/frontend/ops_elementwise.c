@@ -116,6 +116,7 @@ UNARY(vf_relu, VF_OP_RELU)
 UNARY(vf_gelu, VF_OP_GELU)
 UNARY(vf_sin, VF_OP_SIN)
 UNARY(vf_cos, VF_OP_COS)
+UNARY(vf_square, VF_OP_SQUARE)
 
 vf_tensor *vf_where(vf_context *ctx, vf_tensor *cond, vf_tensor *a, vf_tensor *b)
 {

@@ -44,6 +44,8 @@ typedef enum vf_op {
     /* sources: no inputs */
     VF_OP_FILL,          /* attrs.value */
     VF_OP_RANDOM_NORMAL, /* attrs.seed; see util/philox.h */
+    /* appended (numbers are stored): elementwise unary */
+    VF_OP_SQUARE,
     VF_OP_COUNT
 } vf_op;
 

@@ -44,6 +44,7 @@ F2(f_gelu, 0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)
 F2(f_sin, sin(a))
 F2(f_cos, cos(a))
 F2(f_copy, a)
+F2(f_square, a * a)
 
 I2(i_add, wrap((uint64_t)a + (uint64_t)b))
 I2(i_sub, wrap((uint64_t)a - (uint64_t)b))
@@ -69,6 +70,7 @@ I2(i_neg, wrap(0u - (uint64_t)a))
 I2(i_abs, a < 0 ? wrap(0u - (uint64_t)a) : a)
 I2(i_relu, a < 0 ? 0 : a)
 I2(i_copy, a)
+I2(i_square, wrap((uint64_t)a * (uint64_t)a))
 
 /* ---- op numbers ------------------------------------------------------ */
 
@@ -84,7 +86,7 @@ PIN(SIGMOID, 21) PIN(RELU, 22) PIN(GELU, 23) PIN(SIN, 24) PIN(COS, 25)
 PIN(CAST, 26) PIN(COPY, 27) PIN(REDUCE_SUM, 28) PIN(REDUCE_MEAN, 29)
 PIN(REDUCE_MAX, 30) PIN(REDUCE_MIN, 31) PIN(NORM, 32) PIN(ARGMAX, 33)
 PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
-PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40)
+PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40) PIN(SQUARE, 41)
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -93,7 +95,7 @@ extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf
     vf_grad_where, vf_grad_neg, vf_grad_exp, vf_grad_log, vf_grad_sqrt, vf_grad_rsqrt, vf_grad_abs,
     vf_grad_tanh, vf_grad_sigmoid, vf_grad_relu, vf_grad_gelu, vf_grad_sin, vf_grad_cos, vf_grad_cast,
     vf_grad_copy, vf_grad_sum, vf_grad_mean, vf_grad_maxred, vf_grad_norm, vf_grad_softmax,
-    vf_grad_log_softmax, vf_grad_xent, vf_grad_matmul, vf_grad_transpose;
+    vf_grad_log_softmax, vf_grad_xent, vf_grad_matmul, vf_grad_transpose, vf_grad_square;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -150,6 +152,7 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
        "(0.5 * a * (1.0 + vf_tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))))", NULL, NULL, gelu),
     UN(VF_OP_SIN, "sin", FLT, f_sin, NULL, "vf_sin(a)", NULL, NULL, sin),
     UN(VF_OP_COS, "cos", FLT, f_cos, NULL, "vf_cos(a)", NULL, NULL, cos),
+    UN(VF_OP_SQUARE, "square", NUM, f_square, i_square, "(a * a)", "(a * a)", NULL, square),
     /* cast and copy: the conversion is done by the store (see codegen) */
     [VF_OP_CAST] = {.name = "cast", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
                     .result = VF_RESULT_ATTR, .attrs = VF_ATTR_DTYPE, .cpu_f = f_copy, .cpu_i = i_copy,
