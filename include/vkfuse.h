@@ -194,8 +194,9 @@ VF_API vf_tensor *vf_not_equal(vf_context *ctx, vf_tensor *a, vf_tensor *b);
 VF_API vf_tensor *vf_where(vf_context *ctx, vf_tensor *cond, vf_tensor *a, vf_tensor *b);
 
 /* Unary ops. exp log sqrt rsqrt tanh sigmoid gelu sin cos need a float
-   dtype; neg abs relu also take i32 (abs/relu also u32). gelu is the tanh
-   approximation 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))). */
+   dtype; neg abs relu also take i32 (abs/relu also u32), square i32 and
+   u32 (x*x, wrapping like vf_mul). gelu is the tanh approximation
+   0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))). */
 VF_API vf_tensor *vf_neg(vf_context *ctx, vf_tensor *x);
 VF_API vf_tensor *vf_exp(vf_context *ctx, vf_tensor *x);
 VF_API vf_tensor *vf_log(vf_context *ctx, vf_tensor *x);
@@ -208,6 +209,7 @@ VF_API vf_tensor *vf_relu(vf_context *ctx, vf_tensor *x);
 VF_API vf_tensor *vf_gelu(vf_context *ctx, vf_tensor *x);
 VF_API vf_tensor *vf_sin(vf_context *ctx, vf_tensor *x);
 VF_API vf_tensor *vf_cos(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_square(vf_context *ctx, vf_tensor *x);
 /* Float to int truncates toward zero (NaN gives 0, out of range saturates);
    to bool is x != 0. */
 VF_API vf_tensor *vf_cast(vf_context *ctx, vf_tensor *x, vf_dtype to);

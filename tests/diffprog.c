@@ -8,7 +8,7 @@
 
 const char *const dp_op_name[] = {
     "neg", "abs", "relu", "tanh", "sigmoid", "sin", "cos", "gelu", "exp(tanh a)", "sqrt(a*a+0.25)",
-    "rsqrt(a*a+0.25)", "log(a*a+1)",
+    "rsqrt(a*a+0.25)", "log(a*a+1)", "square",
     "add", "sub", "mul", "a/(b*b+1)", "pow(a*a+0.5, tanh b)", "maximum", "minimum", "where(cmp(a,b),a,b)",
     "where(mask [== true | cast twice],a,b)",
     "reduce", "softmax", "log_softmax", "layer_norm(last)", "a/(norm(a)+1)", "sparse_xent(labels,a)",
@@ -95,6 +95,7 @@ static int emit(dp_prog *p, dp_instr in)
     case P_SQRTS: m = sqrt(ma * ma + 0.25), e = ea + 2 * tr * (1 + m); break;
     case P_RSQRTS: m = 2, e = 8 * ma * ea + 2 * tr * 4; break;
     case P_LOGS: m = log(ma * ma + 1), e = 2 * ma * ea + tr * (2 + m); break;
+    case P_SQUARE: m = ma * ma, e = ea * (2 * ma + ea) + eps * m; break;
     case P_ADD: case P_SUB: m = ma + mb, e = ea + eb + eps * m; break;
     case P_MUL: m = ma * mb, e = ma * eb + mb * ea + eps * m; break;
     case P_DIVS:
@@ -368,6 +369,7 @@ static dt *ref_instr(const dp_prog *p, const dp_instr *in, dt *const *v, unsigne
     case P_SQRTS: return un(DU_SQRT, sq_plus(a, 0.25));
     case P_RSQRTS: return un(DU_RSQRT, sq_plus(a, 0.25));
     case P_LOGS: return un(DU_LOG, sq_plus(a, 1));
+    case P_SQUARE: return dt_binary(DB_MUL, a, a);
     case P_ADD: return dt_binary(DB_ADD, a, b);
     case P_SUB: return dt_binary(DB_SUB, a, b);
     case P_MUL: return dt_binary(DB_MUL, a, b);
@@ -550,6 +552,7 @@ static vf_tensor *api_instr(vf_context *ctx, const dp_prog *p, const dp_instr *i
     case P_SQRTS: return vf_sqrt(ctx, sq_plus_t(ctx, a, 0.25));
     case P_RSQRTS: return vf_rsqrt(ctx, sq_plus_t(ctx, a, 0.25));
     case P_LOGS: return vf_log(ctx, sq_plus_t(ctx, a, 1));
+    case P_SQUARE: return vf_square(ctx, a);
     case P_ADD: return vf_add(ctx, a, b);
     case P_SUB: return vf_sub(ctx, a, b);
     case P_MUL: return vf_mul(ctx, a, b);

@@ -204,6 +204,7 @@ static double s_gelu(double a, double b, double c)
 }
 static double s_sin(double a, double b, double c) { (void)b, (void)c; return sin(a); }
 static double s_cos(double a, double b, double c) { (void)b, (void)c; return cos(a); }
+static double s_square(double a, double b, double c) { (void)b, (void)c; return a * a; }
 static double s_id(double a, double b, double c) { (void)b, (void)c; return a; }
 
 /* ---- the cases --------------------------------------------------------- */
@@ -238,6 +239,7 @@ MAP(relu, vf_relu(ctx, in[0]), 1, s_relu)
 MAP(gelu, vf_gelu(ctx, in[0]), 1, s_gelu)
 MAP(sin, vf_sin(ctx, in[0]), 1, s_sin)
 MAP(cos, vf_cos(ctx, in[0]), 1, s_cos)
+MAP(square, vf_square(ctx, in[0]), 1, s_square)
 MAP(cast, vf_cast(ctx, in[0], VF_F32), 1, s_id)
 MAP(add, vf_add(ctx, in[0], in[1]), 2, s_add)
 MAP(sub, vf_sub(ctx, in[0], in[1]), 2, s_sub)
@@ -359,6 +361,7 @@ const gc_case gc_cases[] = {
     C1("gelu", gelu, 2, SH(3, 4), -2, 2),
     C1("sin", sin, 2, SH(3, 4), -2, 2),
     C1("cos", cos, 2, SH(3, 4), -2, 2),
+    C1("square", square, 2, SH(3, 4), -2, 2),
     C1("cast f32->f32", cast, 1, SH(5), -2, 2),
     C1("copy (identity transpose)", copy_t, 2, SH(2, 3), -2, 2),
     C1("copy (reduce of a scalar)", copy_r, 0, SH(0), -2, 2),

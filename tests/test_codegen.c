@@ -200,7 +200,7 @@ static void test_elementwise_all(void **state)
                 e.op = (vf_op)op;
                 e.n_in = info->arity;
                 for (int i = 0; i < e.n_in; i++) {
-                    vf_dtype dt = (op == VF_OP_WHERE && i == 0) ? VF_BOOL : (vf_dtype)t;
+                    vf_dtype dt = vf_op_input_is_cond((vf_op)op, i) ? VF_BOOL : (vf_dtype)t;
                     e.in[i] = tref(dt, b->rank[i], b->in[i]);
                 }
                 e.out = tref(result_dtype(info, (vf_dtype)t), b->rank_out, b->out);

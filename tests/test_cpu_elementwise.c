@@ -37,6 +37,7 @@ static double ref_f(vf_op op, double a, double b, double c)
     case VF_OP_GELU: return 0.5 * a * (1 + tanh(sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
     case VF_OP_SIN: return sin(a);
     case VF_OP_COS: return cos(a);
+    case VF_OP_SQUARE: return a * a;
     default: fail_msg("no float reference for op %d", (int)op);
     }
     return 0;
@@ -60,6 +61,7 @@ static int64_t ref_i(vf_op op, int64_t a, int64_t b, int64_t c, vf_dtype t)
     case VF_OP_NEG: r = -a; break;
     case VF_OP_ABS: r = a < 0 ? -a : a; break;
     case VF_OP_RELU: r = a < 0 ? 0 : a; break;
+    case VF_OP_SQUARE: r = (int64_t)((uint64_t)a * (uint64_t)a); break;
     default:
         if (is_cmp(op)) return (int64_t)ref_f(op, (double)a, (double)b, 0);
         fail_msg("no integer reference for op %d", (int)op);
@@ -99,7 +101,7 @@ static void check_ew(fx *f, vf_op op, int n_in, const ew_in *ins, int orank, con
         if (ins[j].data) memcpy(data[j], ins[j].data, (size_t)n * vf_dtype_size(ins[j].dt));
         e.in[j] = mk(f, ins[j].dt, ins[j].rank, ins[j].shape, data[j]);
     }
-    vf_dtype data_t = op == VF_OP_WHERE ? ins[1].dt : ins[0].dt;
+    vf_dtype data_t = ins[vf_op_data_input(op)].dt;
     vf_dtype ot = is_cmp(op) ? VF_BOOL : data_t;
     e.out = mk(f, ot, orank, os, NULL);
     run(f, &e);
@@ -135,7 +137,7 @@ static const vf_op cmp_ops[] = {VF_OP_GREATER, VF_OP_GREATER_EQUAL, VF_OP_LESS,
                                 VF_OP_LESS_EQUAL, VF_OP_EQUAL, VF_OP_NOT_EQUAL};
 static const vf_op float_unary[] = {VF_OP_NEG, VF_OP_EXP, VF_OP_LOG, VF_OP_SQRT, VF_OP_RSQRT,
                                     VF_OP_ABS, VF_OP_TANH, VF_OP_SIGMOID, VF_OP_RELU, VF_OP_GELU,
-                                    VF_OP_SIN, VF_OP_COS};
+                                    VF_OP_SIN, VF_OP_COS, VF_OP_SQUARE};
 
 static void test_binary_sizes(void **state)
 {
@@ -260,8 +262,8 @@ static void test_unary(void **state)
             }
         }
     static const int64_t n[] = {1001};
-    static const vf_op iun[] = {VF_OP_NEG, VF_OP_ABS, VF_OP_RELU};
-    for (int k = 0; k < 3; k++) {
+    static const vf_op iun[] = {VF_OP_NEG, VF_OP_ABS, VF_OP_RELU, VF_OP_SQUARE};
+    for (int k = 0; k < COUNT(iun); k++) {
         ew_in i[1] = {{VF_I32, 1, n, NULL}};
         check_ew(*state, iun[k], 1, i, 1, n); /* includes INT32_MIN: -x wraps */
         if (iun[k] != VF_OP_NEG) {

@@ -516,7 +516,7 @@ static void test_generator(void **state)
         if (!ops[o]) fprintf(stderr, "op %s never generated\n", dp_op_name[o]);
         assert_true(ops[o] > 0);
     }
-    static const dp_op int_ops[] = {P_NEG, P_ABS, P_RELU, P_ADD, P_SUB, P_MUL, P_DIVS, P_MAX, P_MIN, P_CMP, P_MASKW,
+    static const dp_op int_ops[] = {P_NEG, P_ABS, P_RELU, P_SQUARE, P_ADD, P_SUB, P_MUL, P_DIVS, P_MAX, P_MIN, P_CMP, P_MASKW,
                                     P_RED, P_TRANSPOSE, P_RESHAPE, P_ARGMAX, P_CAST_INT, P_CAST_BOOL, P_COND, P_WHILE};
     for (size_t i = 0; i < sizeof int_ops / sizeof *int_ops; i++) assert_true(iops[int_ops[i]] > 0);
     assert_true(empty > 0 && longdim > 0 && bcast > 0);

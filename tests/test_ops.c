@@ -4,7 +4,7 @@
  * tensor over 64 MiB.
  *
  * Tolerances (|vk - cpu| <= atol + rtol*|cpu|), written per op class:
- *   exact ops (add sub mul max min neg abs relu compare where cast copy
+ *   exact ops (add sub mul max min neg abs relu square compare where cast copy
  *     transpose fill, integer arithmetic): bit-identical;
  *   div, sqrt, rsqrt: rtol 3e-7 (GLSL allows 2.5 ulp for division);
  *   exp log sin cos tanh sigmoid gelu: atol 1e-6, rtol 2e-6 on inputs in [-8, 8];
@@ -160,6 +160,7 @@ static const struct {
     {"sqrt", vf_sqrt, 0, 1, 1}, {"rsqrt", vf_rsqrt, 0, 1, 1}, {"abs", vf_abs, 1, 0, 0},
     {"tanh", vf_tanh, 0, 0, 2}, {"sigmoid", vf_sigmoid, 0, 0, 2}, {"relu", vf_relu, 1, 0, 0},
     {"gelu", vf_gelu, 0, 0, 2}, {"sin", vf_sin, 0, 2, 2}, {"cos", vf_cos, 0, 2, 2},
+    {"square", vf_square, 1, 0, 0},
 };
 
 static const double tol_atol[] = {0, 0, 1e-6, 1e-6}, tol_rtol[] = {0, 3e-7, 2e-6, 2e-5};

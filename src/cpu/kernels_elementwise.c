@@ -129,9 +129,9 @@ static vf_status setup_class(vf_cpu *cpu, const vf_exec *e, ew_ctx *c)
         c->cast_from_float = vf_dtype_is_float(e->in[0].dtype);
         return VF_OK;
     }
-    /* The data dtype picks the scalar function; for WHERE in[0] is the
-       bool condition and in[1] carries the data dtype. */
-    vf_dtype data = e->op == VF_OP_WHERE ? e->in[1].dtype : e->in[0].dtype;
+    /* The data dtype picks the scalar function (where's in[0] is the bool
+       condition: the row's data input carries it). */
+    vf_dtype data = e->in[vf_op_data_input(e->op)].dtype;
     if (vf_dtype_is_float(data)) {
         c->cls = CLASS_FLOAT;
         c->f = info->cpu_f;

@@ -155,7 +155,12 @@ bool vf_fill_into(vf_context *ctx, vf_tensor *t, double value);
 /* The common path of every elementwise op: in[0..arity-1], result dtype by
    the table's rule (VF_RESULT_ATTR: to). */
 vf_tensor *vf_elementwise(vf_context *ctx, vf_op op, vf_tensor *const *in, vf_dtype to);
-/* Checks t's dtype against the op's accepted set, with a message. */
+/* The shape-and-dtype engine (vf_infer_op) on the refs an exec will get:
+   the result's dtype and shape, or false with the engine's message
+   recorded. Entry points call it after normalising their arguments. */
+bool vf_infer_refs(vf_context *ctx, vf_op op, const vf_attrs *a, int n, const vf_tref *in, vf_dtype *dt,
+                   int *rank, int64_t *shape);
+/* Checks t's dtype as input index of op (the engine's rule), with a message. */
 bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index);
 /* Normalises a possibly negative axis for rank; false (error) if out of range. */
 bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out);

@@ -1,5 +1,6 @@
-/* Gradient rules: one function per differentiable op, indexed by the op
- * enum (vf_grad_table). Every rule is written with ordinary op calls, so
+/* Gradient rules: one function per differentiable op, reached from the op
+ * table (each row's `grad` points at its vf_grad_<rule> object, defined at
+ * the end of this file). Every rule is written with ordinary op calls, so
  * the same rule runs eagerly and, inside a traced body, is traced into the
  * graph (and then optimised and fused like the forward pass). Shapes that
  * may be symbolic (a batch dim of -1) are never baked into a fill or a
@@ -144,6 +145,7 @@ UNARY_RULE(g_relu, masked(ctx, vf_greater(ctx, x, scal(ctx, x, 0.0)), g))
 UNARY_RULE(g_sin, vf_mul(ctx, g, vf_cos(ctx, x)))
 UNARY_RULE(g_cos, vf_neg(ctx, vf_mul(ctx, g, vf_sin(ctx, x))))
 UNARY_RULE(g_copy, vf_ad_unbroadcast(ctx, g, x))
+UNARY_RULE(g_square, vf_mul(ctx, g, vf_mul(ctx, scal(ctx, x, 2.0), x)))
 
 /* gelu (tanh form): with u = c(x + k x^3), t = tanh u,
    d/dx = 0.5(1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2) */
@@ -163,7 +165,7 @@ static bool g_gelu(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_ten
 }
 
 /* float -> float casts pass the gradient through; integer and bool ends are
-   not differentiable (vf_grad_rule refuses them). */
+   not differentiable (vf_grad_fn_of refuses them). */
 static bool g_cast(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
     gin[0] = g->dtype == IN(0)->dtype ? g : vf_cast(ctx, g, IN(0)->dtype);
@@ -317,28 +319,26 @@ static bool g_reshape(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_
     return gin[0] != NULL;
 }
 
-const vf_grad_fn vf_grad_table[VF_OP_COUNT] = {
-    [VF_OP_ADD] = g_add, [VF_OP_SUB] = g_sub, [VF_OP_MUL] = g_mul, [VF_OP_DIV] = g_div,
-    [VF_OP_POW] = g_pow, [VF_OP_MAXIMUM] = g_maxmin, [VF_OP_MINIMUM] = g_maxmin,
-    [VF_OP_WHERE] = g_where,
-    [VF_OP_NEG] = g_neg, [VF_OP_EXP] = g_exp, [VF_OP_LOG] = g_log, [VF_OP_SQRT] = g_sqrt,
-    [VF_OP_RSQRT] = g_rsqrt, [VF_OP_ABS] = g_abs, [VF_OP_TANH] = g_tanh, [VF_OP_SIGMOID] = g_sigmoid,
-    [VF_OP_RELU] = g_relu, [VF_OP_GELU] = g_gelu, [VF_OP_SIN] = g_sin, [VF_OP_COS] = g_cos,
-    [VF_OP_CAST] = g_cast, [VF_OP_COPY] = g_copy,
-    [VF_OP_REDUCE_SUM] = g_sum, [VF_OP_REDUCE_MEAN] = g_mean, [VF_OP_REDUCE_MAX] = g_maxred,
-    [VF_OP_REDUCE_MIN] = g_maxred, [VF_OP_NORM] = g_norm,
-    [VF_OP_SOFTMAX] = g_softmax, [VF_OP_LOG_SOFTMAX] = g_log_softmax, [VF_OP_SPARSE_XENT] = g_xent,
-    [VF_OP_MATMUL] = g_matmul, [VF_OP_TRANSPOSE] = g_transpose,
-};
+/* The rule objects the op table's rows point at (src/graph/op_table.c
+   declares them: the graph layer names them without seeing this file). */
+#define RULE(name, fn) const vf_grad_rule vf_grad_##name = {fn};
+RULE(add, g_add) RULE(sub, g_sub) RULE(mul, g_mul) RULE(div, g_div) RULE(pow, g_pow) RULE(maxmin, g_maxmin)
+RULE(where, g_where) RULE(neg, g_neg) RULE(exp, g_exp) RULE(log, g_log) RULE(sqrt, g_sqrt) RULE(rsqrt, g_rsqrt)
+RULE(abs, g_abs) RULE(tanh, g_tanh) RULE(sigmoid, g_sigmoid) RULE(relu, g_relu) RULE(gelu, g_gelu)
+RULE(sin, g_sin) RULE(cos, g_cos) RULE(cast, g_cast) RULE(copy, g_copy)
+RULE(sum, g_sum) RULE(mean, g_mean) RULE(maxred, g_maxred) RULE(norm, g_norm)
+RULE(softmax, g_softmax) RULE(log_softmax, g_log_softmax) RULE(xent, g_xent)
+RULE(matmul, g_matmul) RULE(transpose, g_transpose) RULE(square, g_square)
+#undef RULE
 
-vf_grad_fn vf_grad_rule(const vf_tape_entry *e)
+vf_grad_fn vf_grad_fn_of(const vf_tape_entry *e)
 {
     if (e->op == VF_TAPE_RESHAPE) return g_reshape;
-    if (e->op < 0 || e->op >= VF_OP_COUNT || !vf_op_get((vf_op)e->op)->differentiable) return NULL;
+    if (e->op < 0 || e->op >= VF_OP_COUNT || !vf_op_get((vf_op)e->op)->grad) return NULL;
     /* only float values carry gradients */
     if (!vf_dtype_is_float(e->out->dtype)) return NULL;
     if (e->op == VF_OP_CAST && (!e->in[0] || !vf_dtype_is_float(e->in[0]->dtype))) return NULL;
     for (int i = 0; i < e->n_in; i++)
         if (!e->in[i]) return NULL;
-    return vf_grad_table[e->op];
+    return vf_op_get((vf_op)e->op)->grad->fn;
 }

@@ -1,4 +1,6 @@
-/* Entry points of the elementwise ops: dtype checks, broadcasting, cast. */
+/* Entry points of the elementwise ops, and the frontend's door to the
+ * shape-and-dtype engine (graph/shape.c): the entry points normalise the
+ * user's arguments and leave dtype and shape rules to the engine. */
 #include "frontend/frontend.h"
 #include "frontend/tape.h"
 #include "util/dtype.h"
@@ -6,54 +8,33 @@
 #include <stdio.h>
 #include <string.h>
 
-/* NumPy broadcasting of n shapes into out; false (error recorded) if they
-   do not broadcast. */
-static bool broadcast(vf_context *ctx, const char *op, int n, vf_tensor *const *in, int *rank,
-                      int64_t *shape)
+bool vf_infer_refs(vf_context *ctx, vf_op op, const vf_attrs *a, int n, const vf_tref *in, vf_dtype *dt,
+                   int *rank, int64_t *shape)
 {
-    int r = 0;
-    for (int i = 0; i < n; i++)
-        if (in[i]->rank > r) r = in[i]->rank;
-    for (int d = 0; d < r; d++) {
-        int64_t size = 1;
-        for (int i = 0; i < n; i++) {
-            int k = d - (r - in[i]->rank);
-            if (k < 0) continue;
-            int64_t s = in[i]->shape[k];
-            if (s == size || s == 1) continue;
-            if (size == 1) {
-                size = s;
-                continue;
-            }
-            char a[VF_SHAPE_STR_LEN], b[VF_SHAPE_STR_LEN];
-            vf_fail(ctx, VF_ERROR_SHAPE,
-                    "vf_%s: shapes %s and %s do not broadcast (dim %d: %lld vs %lld); sizes must "
-                    "be equal or 1 when aligned at the last dim — reshape one input (vf_reshape)",
-                    op, vf_shape_str(a, sizeof a, in[0]->rank, in[0]->shape),
-                    vf_shape_str(b, sizeof b, in[i]->rank, in[i]->shape), d - r, (long long)size,
-                    (long long)s);
-            return false;
-        }
-        shape[d] = size;
+    vf_dtype dts[3];
+    vf_shape sh[3], out;
+    for (int i = 0; i < n && i < 3; i++) {
+        dts[i] = in[i].dtype;
+        sh[i] = (vf_shape){.rank = in[i].rank};
+        memcpy(sh[i].dim, in[i].shape, sizeof(int64_t) * (size_t)in[i].rank);
     }
-    *rank = r;
+    vf_err err = {0};
+    if (vf_infer_op(op, a, n, dts, sh, dt, &out, &err) != VF_OK) {
+        vf_fail(ctx, err.status, "%s", err.message);
+        return false;
+    }
+    *rank = out.rank;
+    memcpy(shape, out.dim, sizeof(int64_t) * (size_t)out.rank);
     return true;
 }
 
 bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index)
 {
-    const vf_op_info *info = vf_op_get(op);
-    if (info->accepts & VF_M(t->dtype)) return true;
-    char accepted[64] = "";
-    for (int d = 0; d < VF_DTYPE_COUNT; d++)
-        if (info->accepts & VF_M(d)) {
-            strncat(accepted, accepted[0] ? ", " : "", sizeof accepted - strlen(accepted) - 1);
-            strncat(accepted, vf_dtype_name((vf_dtype)d), sizeof accepted - strlen(accepted) - 1);
-        }
-    char sh[VF_SHAPE_STR_LEN];
-    vf_fail(ctx, VF_ERROR_DTYPE, "vf_%s: input %d is %s %s but %s takes %s; convert it with vf_cast",
-            info->name, index, vf_dtype_name(t->dtype), vf_shape_str(sh, sizeof sh, t->rank, t->shape),
-            info->name, accepted);
+    vf_shape s = {.rank = t->rank};
+    memcpy(s.dim, t->shape, sizeof(int64_t) * (size_t)t->rank);
+    vf_err err = {0};
+    if (vf_check_op_dtype(op, index, t->dtype, &s, &err) == VF_OK) return true;
+    vf_fail(ctx, err.status, "%s", err.message);
     return false;
 }
 
@@ -63,45 +44,22 @@ vf_tensor *vf_elementwise(vf_context *ctx, vf_op op, vf_tensor *const *in, vf_dt
     if (!ctx) return NULL;
     for (int i = 0; i < info->arity; i++)
         if (!in[i]) return NULL;
-    for (int i = 0; i < info->arity; i++)
+    vf_exec e = {.op = op, .n_in = info->arity, .attrs.dtype = to};
+    for (int i = 0; i < info->arity; i++) {
         if (!vf_check_input(ctx, info->name, in[i], i)) return NULL;
-    int first_data = op == VF_OP_WHERE ? 1 : 0;
-    if (op == VF_OP_WHERE && in[0]->dtype != VF_BOOL) {
-        vf_fail(ctx, VF_ERROR_DTYPE,
-                "vf_where: cond is %s but must be bool; make it with a comparison (vf_greater, ...) "
-                "or vf_cast(ctx, cond, VF_BOOL)", vf_dtype_name(in[0]->dtype));
-        return NULL;
-    }
-    for (int i = first_data; i < info->arity; i++) {
-        if (!vf_check_dtype(ctx, op, in[i], i)) return NULL;
-        if (in[i]->dtype != in[first_data]->dtype) {
-            vf_fail(ctx, VF_ERROR_DTYPE,
-                    "vf_%s: inputs have different dtypes (%s and %s); vkfuse does not promote "
-                    "implicitly — cast one with vf_cast", info->name,
-                    vf_dtype_name(in[first_data]->dtype), vf_dtype_name(in[i]->dtype));
-            return NULL;
-        }
-    }
-    if (op == VF_OP_CAST && !vf_dtype_valid((int)to)) {
-        vf_fail(ctx, VF_ERROR_DTYPE, "vf_cast: target dtype %d is not a vf_dtype", (int)to);
-        return NULL;
+        e.in[i] = vf_tensor_ref(in[i]);
     }
     int rank;
     int64_t shape[VF_MAX_RANK];
-    if (!broadcast(ctx, info->name, info->arity, in, &rank, shape)) return NULL;
-    vf_dtype dt = info->result == VF_RESULT_BOOL ? VF_BOOL
-                : info->result == VF_RESULT_ATTR ? to
-                : in[first_data]->dtype;
+    if (!vf_infer_refs(ctx, op, &e.attrs, info->arity, e.in, &e.attrs.dtype, &rank, shape)) return NULL;
     char name[64];
     snprintf(name, sizeof name, "vf_%s", info->name);
-    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
+    vf_tensor *out = vf_tensor_new(ctx, name, e.attrs.dtype, rank, shape);
     if (!out) return out;
     if (out->numel == 0) { /* nothing to compute; a tape still sees the value made */
         vf_tape_record_constant(ctx, out);
         return out;
     }
-    vf_exec e = {.op = op, .n_in = info->arity, .attrs.dtype = dt};
-    for (int i = 0; i < info->arity; i++) e.in[i] = vf_tensor_ref(in[i]);
     return vf_run(ctx, &e, out);
 }
 
@@ -158,6 +116,7 @@ UNARY(vf_relu, VF_OP_RELU)
 UNARY(vf_gelu, VF_OP_GELU)
 UNARY(vf_sin, VF_OP_SIN)
 UNARY(vf_cos, VF_OP_COS)
+UNARY(vf_square, VF_OP_SQUARE)
 
 vf_tensor *vf_where(vf_context *ctx, vf_tensor *cond, vf_tensor *a, vf_tensor *b)
 {

@@ -15,6 +15,7 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
     char name[64];
     snprintf(name, sizeof name, "vf_%s", info->name);
     if (!ctx || !x) return NULL;
+    /* the dtype first (the engine checks it again): its message comes first */
     if (!vf_check_input(ctx, name, x, 0) || !vf_check_dtype(ctx, op, x, 0)) return NULL;
     if (naxes < 0 || (naxes > 0 && !axes)) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: naxes is %d with axes %s; pass naxes >= 0 axes "
@@ -32,25 +33,20 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
         }
         mask |= 1u << a;
     }
-    int rank = 0;
+    vf_exec e = {.op = op, .n_in = 1, .attrs.axes_mask = mask, .attrs.keepdims = keepdims};
+    e.in[0] = vf_tensor_ref(x);
+    vf_dtype dt;
+    int rank;
     int64_t shape[VF_MAX_RANK];
-    int64_t reduced = 1;
-    for (int d = 0; d < x->rank; d++) {
-        if (mask & (1u << d)) {
-            reduced *= x->shape[d];
-            if (keepdims) shape[rank++] = 1;
-        } else {
-            shape[rank++] = x->shape[d];
-        }
-    }
-    vf_tensor *out = vf_tensor_new(ctx, name, x->dtype, rank, shape);
+    if (!vf_infer_refs(ctx, op, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
+    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
     if (!out) return out;
     if (out->numel == 0) { /* nothing to compute; a tape still sees the value made */
         vf_tape_record_constant(ctx, out);
         return out;
     }
-    if (reduced == 0) { /* an empty set per output */
-        if (info->combine != VF_COMBINE_SUM) {
+    if (x->numel == 0) { /* an empty set per output: the row's value over it */
+        if (info->empty == VF_EMPTY_UNDEFINED) {
             char sh[VF_SHAPE_STR_LEN];
             vf_fail(ctx, VF_ERROR_SHAPE, "%s: reduces an empty set (input %s); max and min of "
                     "nothing are undefined — check the shape or use vf_reduce_sum", name,
@@ -58,7 +54,7 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
             vf_tensor_release(out);
             return NULL;
         }
-        if (!vf_fill_into(ctx, out, info->divide_by_count ? NAN : 0.0)) {
+        if (!vf_fill_into(ctx, out, vf_op_empty_value(op))) {
             vf_tensor_release(out);
             return NULL;
         }
@@ -66,9 +62,7 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
         return out;
     }
     /* nothing reduced (a scalar input): the value itself, or |x| for norm */
-    vf_exec e = {.op = mask ? op : op == VF_OP_NORM ? VF_OP_ABS : VF_OP_COPY, .n_in = 1,
-                 .attrs.axes_mask = mask, .attrs.keepdims = keepdims};
-    e.in[0] = vf_tensor_ref(x);
+    if (!mask) e.op = op == VF_OP_NORM ? VF_OP_ABS : VF_OP_COPY;
     return vf_run(ctx, &e, out);
 }
 
@@ -105,19 +99,19 @@ vf_tensor *vf_argmax(vf_context *ctx, vf_tensor *x, int axis)
     if (!vf_check_input(ctx, "vf_argmax", x, 0) || !vf_check_dtype(ctx, VF_OP_ARGMAX, x, 0)) return NULL;
     int a;
     if (!vf_norm_axis(ctx, "vf_argmax", axis, x->rank, &a)) return NULL;
+    vf_exec e = {.op = VF_OP_ARGMAX, .n_in = 1, .attrs.axis = a, .attrs.axes_mask = 1u << a};
+    e.in[0] = vf_tensor_ref(x);
+    vf_dtype dt;
+    int rank;
     int64_t shape[VF_MAX_RANK];
-    int rank = 0;
-    for (int d = 0; d < x->rank; d++)
-        if (d != a) shape[rank++] = x->shape[d];
-    vf_tensor *out = vf_tensor_new(ctx, "vf_argmax", VF_I32, rank, shape);
+    if (!vf_infer_refs(ctx, VF_OP_ARGMAX, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
+    vf_tensor *out = vf_tensor_new(ctx, "vf_argmax", dt, rank, shape);
     if (!out || out->numel == 0) return out;
-    if (x->shape[a] == 0) {
+    if (x->shape[a] == 0) { /* the row's empty value: undefined */
         vf_fail(ctx, VF_ERROR_SHAPE, "vf_argmax: axis %d has size 0; argmax of nothing is undefined", axis);
         vf_tensor_release(out);
         return NULL;
     }
-    vf_exec e = {.op = VF_OP_ARGMAX, .n_in = 1, .attrs.axis = a, .attrs.axes_mask = 1u << a};
-    e.in[0] = vf_tensor_ref(x);
     return vf_run(ctx, &e, out);
 }
 
@@ -132,10 +126,14 @@ static vf_tensor *row_op(vf_context *ctx, vf_op op, vf_tensor *x, int axis)
     }
     int a;
     if (!vf_norm_axis(ctx, name, axis, x->rank, &a)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, x->dtype, x->rank, x->shape);
-    if (!out || out->numel == 0) return out;
     vf_exec e = {.op = op, .n_in = 1, .attrs.axis = a};
     e.in[0] = vf_tensor_ref(x);
+    vf_dtype dt;
+    int rank;
+    int64_t shape[VF_MAX_RANK];
+    if (!vf_infer_refs(ctx, op, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
+    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
+    if (!out || out->numel == 0) return out;
     return vf_run(ctx, &e, out);
 }
 
@@ -156,33 +154,22 @@ vf_tensor *vf_sparse_softmax_cross_entropy(vf_context *ctx, vf_tensor *labels, v
     const char *name = "vf_sparse_softmax_cross_entropy";
     if (!ctx || !labels || !logits) return NULL;
     if (!vf_check_input(ctx, name, labels, 0) || !vf_check_input(ctx, name, logits, 1)) return NULL;
-    if (labels->dtype != VF_I32 && labels->dtype != VF_U32) {
-        vf_fail(ctx, VF_ERROR_DTYPE, "%s: labels are %s but must be i32 or u32 class indices; "
-                "cast them with vf_cast", name, vf_dtype_name(labels->dtype));
-        return NULL;
-    }
-    if (!vf_check_dtype(ctx, VF_OP_SPARSE_XENT, logits, 1)) return NULL;
-    bool ok = logits->rank == labels->rank + 1;
-    for (int d = 0; ok && d < labels->rank; d++) ok = labels->shape[d] == logits->shape[d];
-    if (!ok) {
-        char a[VF_SHAPE_STR_LEN], b[VF_SHAPE_STR_LEN];
-        vf_fail(ctx, VF_ERROR_SHAPE, "%s: labels %s and logits %s do not match; logits must be "
-                "labels' shape plus a classes dim, e.g. labels [N] with logits [N, C]", name,
-                vf_shape_str(a, sizeof a, labels->rank, labels->shape),
-                vf_shape_str(b, sizeof b, logits->rank, logits->shape));
-        return NULL;
-    }
-    vf_tensor *out = vf_tensor_new(ctx, name, logits->dtype, labels->rank, labels->shape);
+    /* along the classes dim (a scalar's 0 lets the engine say what is wrong) */
+    vf_exec e = {.op = VF_OP_SPARSE_XENT, .n_in = 2, .attrs.axis = logits->rank ? logits->rank - 1 : 0};
+    e.in[0] = vf_tensor_ref(labels);
+    e.in[1] = vf_tensor_ref(logits);
+    vf_dtype dt;
+    int rank;
+    int64_t shape[VF_MAX_RANK];
+    if (!vf_infer_refs(ctx, VF_OP_SPARSE_XENT, &e.attrs, 2, e.in, &dt, &rank, shape)) return NULL;
+    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
     if (!out || out->numel == 0) return out;
-    if (logits->shape[logits->rank - 1] == 0) { /* no class can match any label */
-        if (!vf_fill_into(ctx, out, NAN)) {
+    if (logits->shape[logits->rank - 1] == 0) { /* no class can match any label: the row's empty value */
+        if (!vf_fill_into(ctx, out, vf_op_empty_value(VF_OP_SPARSE_XENT))) {
             vf_tensor_release(out);
             return NULL;
         }
         return out;
     }
-    vf_exec e = {.op = VF_OP_SPARSE_XENT, .n_in = 2, .attrs.axis = logits->rank - 1};
-    e.in[0] = vf_tensor_ref(labels);
-    e.in[1] = vf_tensor_ref(logits);
     return vf_run(ctx, &e, out);
 }

@@ -63,16 +63,9 @@ static vf_status fill(vf_run_state *rs, const vf_rval *out, double value)
    become empty at run time (a symbolic dim of 0). */
 static vf_status empty_input(vf_run_state *rs, int id, const vf_node *n, const vf_rval *out)
 {
-    switch (n->op) {
-    case VF_OP_REDUCE_SUM:
-    case VF_OP_NORM:
-    case VF_OP_MATMUL: return fill(rs, out, 0.0);
-    case VF_OP_REDUCE_MEAN:
-    case VF_OP_SPARSE_XENT: return fill(rs, out, NAN);
-    default:
-        return node_fail(rs, id, n, VF_ERROR_SHAPE, "reduces an empty set at this call's input sizes; "
-                         "max, min and argmax of nothing are undefined");
-    }
+    if (vf_op_get(n->op)->empty != VF_EMPTY_UNDEFINED) return fill(rs, out, vf_op_empty_value(n->op));
+    return node_fail(rs, id, n, VF_ERROR_SHAPE, "reduces an empty set at this call's input sizes; "
+                     "max, min and argmax of nothing are undefined");
 }
 
 static vf_status run_op(vf_run_state *rs, int id, const vf_node *n, const vf_rval *in, vf_rval *out)

@@ -116,35 +116,6 @@ typedef struct {
     const vf_shape *cap_shape;
 } gctx;
 
-static bool check_attrs(vf_saved_rd *r, const vf_node *n, const vf_dtype *in_dt, const vf_shape *in)
-{
-    const vf_op_info *info = vf_op_get(n->op);
-    if (n->n_in != info->arity) return vf_saved_bad(r, "node (%s) has %d inputs; the op takes %d", info->name, n->n_in, info->arity);
-    int r0 = n->n_in ? in[0].rank : n->shape.rank;
-    for (int i = 0; i < n->n_in; i++) {
-        bool cond = n->op == VF_OP_WHERE && i == 0;
-        bool labels = n->op == VF_OP_SPARSE_XENT && i == 0;
-        bool ok = cond ? in_dt[i] == VF_BOOL : labels ? (in_dt[i] == VF_I32 || in_dt[i] == VF_U32)
-                                             : ((info->accepts >> in_dt[i]) & 1u) != 0;
-        if (!ok) return vf_saved_bad(r, "node (%s) input %d is %s, which the op does not take", info->name, i, vf_dtype_name(in_dt[i]));
-    }
-    if (n->attrs.axes_mask >> r0) return vf_saved_bad(r, "node (%s) reduces axes 0x%x of a rank-%d input", info->name, n->attrs.axes_mask, r0);
-    int ra = n->n_in ? in[n->n_in - 1].rank : 0; /* row ops: the logits of xent */
-    if ((info->kind == VF_KIND_ROW || n->op == VF_OP_ARGMAX) && (n->attrs.axis < 0 || n->attrs.axis >= (ra ? ra : 1)))
-        return vf_saved_bad(r, "node (%s) axis %d is out of range for rank %d", info->name, n->attrs.axis, ra);
-    if (n->op == VF_OP_TRANSPOSE) {
-        unsigned seen = 0;
-        for (int d = 0; d < r0; d++) {
-            int p = n->attrs.perm[d];
-            if (p < 0 || p >= r0 || ((seen >> p) & 1u)) return vf_saved_bad(r, "node (transpose) perm is not a permutation of %d axes", r0);
-            seen |= 1u << p;
-        }
-    }
-    if (!vf_dtype_valid((int)n->attrs.dtype)) return vf_saved_bad(r, "node (%s) attribute dtype %d is invalid", info->name, (int)n->attrs.dtype);
-    if (n->op == VF_OP_CAST && n->attrs.dtype != n->dtype) return vf_saved_bad(r, "node (cast) target and result dtypes differ");
-    return true;
-}
-
 static vf_graph *get_graph(vf_saved_rd *r, const gctx *gc, vf_graph *parent, int depth);
 
 /* Node i of g, read and checked against g's earlier nodes. */
@@ -271,7 +242,9 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
             return vf_saved_bad(r, "node %d: proj %d of a tuple of %d", i, n->index, n->n_in == 1 ? g->nodes[n->in[0]].n_out : 0);
         return true;
     case VF_NODE_OP:
-        if (!check_attrs(r, n, in_dt, ins)) return false;
+        /* the fields the op reads are checked (by vf_infer below, with the
+           input count and dtypes); the others are ignored (cleared) */
+        n->attrs = vf_attrs_read(n->op, &n->attrs);
         break;
     default: break;
     }

@@ -83,16 +83,17 @@ static void put_node(wbuf *w, const vf_node *n)
     put_shape(w, &n->shape);
     put_u32(w, (uint32_t)n->index);
     put_u8(w, n->is_var);
-    /* attrs */
-    put_u32(w, n->attrs.axes_mask);
-    put_u8(w, n->attrs.keepdims);
-    put_u32(w, (uint32_t)n->attrs.axis);
-    for (int d = 0; d < VF_MAX_RANK; d++) put_u8(w, (unsigned)n->attrs.perm[d]);
-    put_u8(w, n->attrs.trans_a);
-    put_u8(w, n->attrs.trans_b);
-    put_u8(w, (unsigned)n->attrs.dtype);
-    put_f64(w, n->attrs.value);
-    put_u64(w, n->attrs.seed);
+    /* attrs: every field, 0 where the op does not read it (the row's mask) */
+    vf_attrs a = n->kind == VF_NODE_OP ? vf_attrs_read(n->op, &n->attrs) : n->attrs;
+    put_u32(w, a.axes_mask);
+    put_u8(w, a.keepdims);
+    put_u32(w, (uint32_t)a.axis);
+    for (int d = 0; d < VF_MAX_RANK; d++) put_u8(w, (unsigned)a.perm[d]);
+    put_u8(w, a.trans_a);
+    put_u8(w, a.trans_b);
+    put_u8(w, (unsigned)a.dtype);
+    put_f64(w, a.value);
+    put_u64(w, a.seed);
     switch (n->kind) {
     case VF_NODE_RESHAPE:
         put_u8(w, (unsigned)n->target.rank);

@@ -376,7 +376,7 @@ static vf_status run_gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, v
         if (e->cf) {
             if (!vf_grad_control(ctx, e, gout, gin)) goto fail;
         } else {
-            vf_grad_fn rule = vf_grad_rule(e);
+            vf_grad_fn rule = vf_grad_fn_of(e);
             if (!rule) {
                 char a[96], b[96];
                 st = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,

@@ -81,10 +81,14 @@ typedef struct vf_tape_entry {
    Returns false with the error recorded in ctx. */
 typedef bool (*vf_grad_fn)(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin);
 
-/* The rule of an entry's op; NULL: not differentiable. */
-vf_grad_fn vf_grad_rule(const vf_tape_entry *e);
-/* The rule table, indexed by vf_op: a row per differentiable op. */
-extern const vf_grad_fn vf_grad_table[VF_OP_COUNT];
+/* What a row's `grad` points at (graph/op.h declares the type). */
+struct vf_grad_rule {
+    vf_grad_fn fn;
+};
+
+/* The rule of an entry's op (its row's, or the reshape rule); NULL: not
+   differentiable (no rule, a non-float value, an input no tensor holds). */
+vf_grad_fn vf_grad_fn_of(const vf_tape_entry *e);
 
 /* Recording hooks. vf_tape_record_exec is called by vf_run after an op ran
    or was traced (inputs are resolved from the exec's trefs);

@@ -16,21 +16,20 @@ static void attrs_text(vf_sb *b, const vf_node *n)
 {
     const vf_attrs *a = &n->attrs;
     switch (n->kind) {
-    case VF_NODE_OP: {
-        const vf_op_info *info = vf_op_get(n->op);
-        if (info->kind == VF_KIND_REDUCTION && n->op != VF_OP_ARGMAX)
-            vf_sb_add(b, " {axes=0x%x%s}", a->axes_mask, a->keepdims ? " keepdims" : "");
-        if (n->op == VF_OP_ARGMAX || info->kind == VF_KIND_ROW) vf_sb_add(b, " {axis=%d}", a->axis);
-        if (n->op == VF_OP_MATMUL && (a->trans_a || a->trans_b))
+    case VF_NODE_OP: { /* the fields the op reads (its row's mask) */
+        uint32_t m = vf_op_get(n->op)->attrs;
+        if (m & VF_ATTR_AXES) vf_sb_add(b, " {axes=0x%x%s}", a->axes_mask, a->keepdims ? " keepdims" : "");
+        if (m & VF_ATTR_AXIS) vf_sb_add(b, " {axis=%d}", a->axis);
+        if ((m & VF_ATTR_TRANS) && (a->trans_a || a->trans_b))
             vf_sb_add(b, " {trans_a=%d trans_b=%d}", a->trans_a, a->trans_b);
-        if (n->op == VF_OP_TRANSPOSE) {
+        if (m & VF_ATTR_PERM) {
             vf_sb_add(b, " {perm=");
             for (int i = 0; i < n->shape.rank; i++) vf_sb_add(b, "%s%d", i ? "," : "", a->perm[i]);
             vf_sb_add(b, "}");
         }
-        if (n->op == VF_OP_CAST) vf_sb_add(b, " {to=%s}", vf_dtype_name(a->dtype));
-        if (n->op == VF_OP_FILL) vf_sb_add(b, " {value=%g}", a->value);
-        if (n->op == VF_OP_RANDOM_NORMAL) vf_sb_add(b, " {seed=%llu}", (unsigned long long)a->seed);
+        if (m & VF_ATTR_DTYPE) vf_sb_add(b, " {to=%s}", vf_dtype_name(a->dtype));
+        if (m & VF_ATTR_VALUE) vf_sb_add(b, " {value=%g}", a->value);
+        if (m & VF_ATTR_SEED) vf_sb_add(b, " {seed=%llu}", (unsigned long long)a->seed);
         break;
     }
     case VF_NODE_PARAM: vf_sb_add(b, " #%d", n->index); break;

@@ -109,10 +109,24 @@ const char *vf_shape_fmt(char *buf, size_t len, vf_dtype dt, const vf_shape *s);
 int64_t vf_shape_numel(const vf_shape *s);
 bool vf_shape_equal(const vf_shape *a, const vf_shape *b);   /* dims and rank, not sym */
 
-/* Shape inference (graph/shape.c): the dtype and shape of node n given its
-   inputs'. Handles OP, RESHAPE, ASSIGN (checks the value against the
-   variable's shape, given as *out on entry) and PRINT. On failure returns
-   VF_ERROR_SHAPE with a message naming the op and the shapes. */
+/* The shape-and-dtype engine (graph/shape.c). vf_infer_op: op with
+   attributes a on n_in inputs: checks the input count, each input's dtype
+   against its role in the row (condition, indices, data of the accepted
+   dtypes, data inputs alike), the attributes the op reads against the
+   inputs' ranks, and gives the result's dtype and shape (symbolic dims
+   carried). Fails with VF_ERROR_DTYPE, VF_ERROR_SHAPE or
+   VF_ERROR_INVALID_ARGUMENT and a message naming the op ("vf_add: ..."),
+   the dtypes or shapes, and the fix. Source ops have no rule from inputs. */
+vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_dt, const vf_shape *in,
+                      vf_dtype *dt, vf_shape *out, vf_err *err);
+/* Input i's dtype against its role in op's row (one check of vf_infer_op). */
+vf_status vf_check_op_dtype(vf_op op, int i, vf_dtype dt, const vf_shape *s, vf_err *err);
+/* x's elements as shape t, which may hold one -1 (inferred). */
+vf_status vf_infer_reshape(const vf_shape *x, const vf_shape *t, vf_shape *out, vf_err *err);
+/* The dtype and shape of node n given its inputs': OP (vf_infer_op; a
+   source op keeps its own), RESHAPE (vf_infer_reshape of its target),
+   ASSIGN (checks the value against the variable's shape, given as *out on
+   entry) and PRINT. */
 vf_status vf_infer(const vf_node *n, const vf_dtype *in_dt, const vf_shape *in, vf_dtype *dt,
                    vf_shape *out, vf_err *err);
 /* NumPy broadcasting of n shapes (sym bits carried); false if they do not. */

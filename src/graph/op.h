@@ -1,16 +1,25 @@
 /* The op table: one enum, one row per op. This is the single place an op
- * is defined — its name, arity, kind, the dtypes it takes, its reference
- * scalar semantics (used by the CPU backend) and its GLSL expression (used
- * by codegen). Adding an elementwise op means adding a row here and tests.
+ * is defined — its name, arity, kind, the dtypes it takes and the roles of
+ * its inputs, its value over an empty set, the attributes it reads, its
+ * reference scalar semantics (used by the CPU backend), its GLSL
+ * expression (used by codegen) and its gradient rule. Adding an elementwise
+ * op means the enum entry (at the end: the numbers are stored), its row,
+ * its entry point in src/frontend/ops_elementwise.c and include/vkfuse.h,
+ * its rule in src/frontend/grad_rules.c, and tests.
  */
 #ifndef VF_GRAPH_OP_H
 #define VF_GRAPH_OP_H
 
 #include "vkfuse.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+/* APPEND ONLY: saved functions store these numbers (docs/FORMAT.md), so a
+   new op goes at the end, before VF_OP_COUNT, and no op is ever removed,
+   moved or renumbered; op_table.c pins every number with a static
+   assertion. */
 typedef enum vf_op {
     /* elementwise binary, result dtype = input dtype */
     VF_OP_ADD, VF_OP_SUB, VF_OP_MUL, VF_OP_DIV, VF_OP_POW, VF_OP_MAXIMUM, VF_OP_MINIMUM,
@@ -35,6 +44,8 @@ typedef enum vf_op {
     /* sources: no inputs */
     VF_OP_FILL,          /* attrs.value */
     VF_OP_RANDOM_NORMAL, /* attrs.seed; see util/philox.h */
+    /* appended (numbers are stored): elementwise unary */
+    VF_OP_SQUARE,
     VF_OP_COUNT
 } vf_op;
 
@@ -51,6 +62,13 @@ typedef enum { VF_RESULT_SAME, VF_RESULT_BOOL, VF_RESULT_I32, VF_RESULT_ATTR } v
 
 typedef enum { VF_COMBINE_NONE, VF_COMBINE_SUM, VF_COMBINE_MAX, VF_COMBINE_MIN } vf_combine;
 
+/* The value of an op over an empty set (a reduction whose reduced dims
+   hold no element, a matmul with k = 0, a cross-entropy with no class):
+   what the eager entry points and the interpreter store instead of running
+   a kernel (backends never see such an exec). Ops without such a set (the
+   result is empty whenever an input is) keep UNDEFINED. */
+typedef enum { VF_EMPTY_UNDEFINED, VF_EMPTY_ZERO, VF_EMPTY_NAN } vf_empty;
+
 /* Reference semantics of an elementwise op, one function per class of
    dtype. Float ops are computed in double and rounded to the storage type;
    integer ops take and return the values as int64 and the caller wraps the
@@ -58,6 +76,11 @@ typedef enum { VF_COMBINE_NONE, VF_COMBINE_SUM, VF_COMBINE_MAX, VF_COMBINE_MIN }
    they do in GLSL. For WHERE, a is the condition (0 or 1). */
 typedef double (*vf_scalar_f)(double a, double b, double c);
 typedef int64_t (*vf_scalar_i)(int64_t a, int64_t b, int64_t c, bool is_unsigned);
+
+/* A gradient rule. Rules are op calls (so that they trace) and live above
+   the graph layer, in src/frontend/grad_rules.c, which defines the struct
+   and one `vf_grad_<rule>` object per rule; a row points at its rule. */
+typedef struct vf_grad_rule vf_grad_rule;
 
 typedef struct vf_op_info {
     const char *name;        /* "add": used in messages, dumps, kernel names */
@@ -79,12 +102,51 @@ typedef struct vf_op_info {
     bool square_first;       /* norm */
     bool divide_by_count;    /* mean */
     bool sqrt_after;         /* norm */
-    bool differentiable;
+    /* Inputs that are not data of the `accepts` dtypes: bit i set = input
+       i is a VF_BOOL condition (where's cond) / holds i32 or u32 indices
+       (sparse cross-entropy's labels). The other inputs share one dtype,
+       that of the first of them (vf_op_data_input). */
+    uint8_t cond_in, index_in;
+    vf_empty empty;          /* the value over an empty set */
+    uint32_t attrs;          /* VF_ATTR_* bits: the vf_attrs fields the op reads */
+    const vf_grad_rule *grad; /* NULL: not differentiable */
 } vf_op_info;
 
 extern const vf_op_info vf_op_table[VF_OP_COUNT];
 
 static inline const vf_op_info *vf_op_get(vf_op op) { return &vf_op_table[op]; }
+
+/* The first input that carries the op's data dtype (where: 1, sparse
+   cross-entropy: 1, the logits; otherwise 0): the dtype of the result (for
+   VF_RESULT_SAME) and of the kernel's compute type. */
+static inline int vf_op_data_input(vf_op op)
+{
+    const vf_op_info *info = &vf_op_table[op];
+    int i = 0;
+    while (i < info->arity && (((info->cond_in | info->index_in) >> i) & 1u)) i++;
+    return i;
+}
+/* Whether input i of op is a VF_BOOL condition (loaded as bool by kernels). */
+static inline bool vf_op_input_is_cond(vf_op op, int i) { return (vf_op_table[op].cond_in >> i) & 1u; }
+/* Whether input i of op holds i32 / u32 indices. */
+static inline bool vf_op_input_is_index(vf_op op, int i) { return (vf_op_table[op].index_in >> i) & 1u; }
+/* The number stored for an empty set (the row's `empty`, not UNDEFINED). */
+static inline double vf_op_empty_value(vf_op op) { return vf_op_table[op].empty == VF_EMPTY_NAN ? NAN : 0.0; }
+
+/* The fields of vf_attrs, as bits of a row's `attrs` mask: the fields an
+   op reads. The mask drives the text dump (each field in its own format),
+   saving (fields the op does not read are written as 0), loading (only
+   those fields are checked; the others are cleared) and CSE (two nodes of
+   one op are equal when these fields are). */
+enum {
+    VF_ATTR_AXES = 1u << 0,  /* axes_mask and keepdims */
+    VF_ATTR_AXIS = 1u << 1,
+    VF_ATTR_PERM = 1u << 2,
+    VF_ATTR_TRANS = 1u << 3, /* trans_a and trans_b */
+    VF_ATTR_DTYPE = 1u << 4,
+    VF_ATTR_VALUE = 1u << 5,
+    VF_ATTR_SEED = 1u << 6,
+};
 
 /* Attributes of one op invocation; fields unused by an op stay zero. */
 typedef struct vf_attrs {
@@ -97,5 +159,10 @@ typedef struct vf_attrs {
     double value;            /* fill */
     uint64_t seed;           /* random_normal */
 } vf_attrs;
+
+/* a with the fields op does not read set to 0 (op_table.c). */
+vf_attrs vf_attrs_read(vf_op op, const vf_attrs *a);
+/* Whether a and b agree on every field op reads. */
+bool vf_attrs_equal(vf_op op, const vf_attrs *a, const vf_attrs *b);
 
 #endif

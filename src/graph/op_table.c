@@ -4,6 +4,7 @@
 #include "util/dtype.h"
 
 #include <math.h>
+#include <string.h>
 
 /* ---- reference scalar functions -------------------------------------- */
 
@@ -43,6 +44,7 @@ F2(f_gelu, 0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)
 F2(f_sin, sin(a))
 F2(f_cos, cos(a))
 F2(f_copy, a)
+F2(f_square, a * a)
 
 I2(i_add, wrap((uint64_t)a + (uint64_t)b))
 I2(i_sub, wrap((uint64_t)a - (uint64_t)b))
@@ -68,6 +70,32 @@ I2(i_neg, wrap(0u - (uint64_t)a))
 I2(i_abs, a < 0 ? wrap(0u - (uint64_t)a) : a)
 I2(i_relu, a < 0 ? 0 : a)
 I2(i_copy, a)
+I2(i_square, wrap((uint64_t)a * (uint64_t)a))
+
+/* ---- op numbers ------------------------------------------------------ */
+
+/* Saved files store op numbers (docs/FORMAT.md): the enum is append only,
+   and each number is pinned here so that an edit that moves one fails to
+   compile instead of making old files run the wrong op. */
+#define PIN(op, n) _Static_assert(VF_OP_##op == n, "VF_OP_" #op " is op " #n " in saved files");
+PIN(ADD, 0) PIN(SUB, 1) PIN(MUL, 2) PIN(DIV, 3) PIN(POW, 4) PIN(MAXIMUM, 5)
+PIN(MINIMUM, 6) PIN(GREATER, 7) PIN(GREATER_EQUAL, 8) PIN(LESS, 9)
+PIN(LESS_EQUAL, 10) PIN(EQUAL, 11) PIN(NOT_EQUAL, 12) PIN(WHERE, 13) PIN(NEG, 14)
+PIN(EXP, 15) PIN(LOG, 16) PIN(SQRT, 17) PIN(RSQRT, 18) PIN(ABS, 19) PIN(TANH, 20)
+PIN(SIGMOID, 21) PIN(RELU, 22) PIN(GELU, 23) PIN(SIN, 24) PIN(COS, 25)
+PIN(CAST, 26) PIN(COPY, 27) PIN(REDUCE_SUM, 28) PIN(REDUCE_MEAN, 29)
+PIN(REDUCE_MAX, 30) PIN(REDUCE_MIN, 31) PIN(NORM, 32) PIN(ARGMAX, 33)
+PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
+PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40) PIN(SQUARE, 41)
+#undef PIN
+
+/* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
+
+extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf_grad_pow, vf_grad_maxmin,
+    vf_grad_where, vf_grad_neg, vf_grad_exp, vf_grad_log, vf_grad_sqrt, vf_grad_rsqrt, vf_grad_abs,
+    vf_grad_tanh, vf_grad_sigmoid, vf_grad_relu, vf_grad_gelu, vf_grad_sin, vf_grad_cos, vf_grad_cast,
+    vf_grad_copy, vf_grad_sum, vf_grad_mean, vf_grad_maxred, vf_grad_norm, vf_grad_softmax,
+    vf_grad_log_softmax, vf_grad_xent, vf_grad_matmul, vf_grad_transpose, vf_grad_square;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -76,29 +104,29 @@ I2(i_copy, a)
 #define ALL VF_MASK_ALL
 #define SIGNED (VF_MASK_FLOAT | VF_M(VF_I32))
 
-#define BIN(op, nm, msk, res, cf, ci, gf, gi, gu) \
+#define BIN(op, nm, msk, res, cf, ci, gf, gi, gu, gr) \
     [op] = {.name = nm, .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = msk, .result = res, \
-            .cpu_f = cf, .cpu_i = ci, .glsl_f = gf, .glsl_i = gi, .glsl_u = gu, .differentiable = true}
-#define UN(op, nm, msk, cf, ci, gf, gi, gu) \
+            .cpu_f = cf, .cpu_i = ci, .glsl_f = gf, .glsl_i = gi, .glsl_u = gu, .grad = &vf_grad_##gr}
+#define UN(op, nm, msk, cf, ci, gf, gi, gu, gr) \
     [op] = {.name = nm, .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = msk, .result = VF_RESULT_SAME, \
-            .cpu_f = cf, .cpu_i = ci, .glsl_f = gf, .glsl_i = gi, .glsl_u = gu, .differentiable = true}
+            .cpu_f = cf, .cpu_i = ci, .glsl_f = gf, .glsl_i = gi, .glsl_u = gu, .grad = &vf_grad_##gr}
 #define CMP(op, nm, cf, ci, g) \
     [op] = {.name = nm, .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL, .result = VF_RESULT_BOOL, \
             .cpu_f = cf, .cpu_i = ci, .glsl_f = g, .glsl_i = g, .glsl_u = g}
-#define RED(op, nm, msk, comb, sq, mean, sqr) \
+#define RED(op, nm, msk, comb, sq, mean, sqr, emp, gr) \
     [op] = {.name = nm, .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = msk, .result = VF_RESULT_SAME, \
             .combine = comb, .square_first = sq, .divide_by_count = mean, .sqrt_after = sqr, \
-            .differentiable = true}
+            .empty = emp, .attrs = VF_ATTR_AXES, .grad = &vf_grad_##gr}
 
 const vf_op_info vf_op_table[VF_OP_COUNT] = {
-    BIN(VF_OP_ADD, "add", NUM, VF_RESULT_SAME, f_add, i_add, "a + b", "a + b", NULL),
-    BIN(VF_OP_SUB, "sub", NUM, VF_RESULT_SAME, f_sub, i_sub, "a - b", "a - b", NULL),
-    BIN(VF_OP_MUL, "mul", NUM, VF_RESULT_SAME, f_mul, i_mul, "a * b", "a * b", NULL),
+    BIN(VF_OP_ADD, "add", NUM, VF_RESULT_SAME, f_add, i_add, "a + b", "a + b", NULL, add),
+    BIN(VF_OP_SUB, "sub", NUM, VF_RESULT_SAME, f_sub, i_sub, "a - b", "a - b", NULL, sub),
+    BIN(VF_OP_MUL, "mul", NUM, VF_RESULT_SAME, f_mul, i_mul, "a * b", "a * b", NULL, mul),
     BIN(VF_OP_DIV, "div", NUM, VF_RESULT_SAME, f_div, i_div, "a / b",
-        "(b == 0 ? 0 : (b == -1 ? -a : a / b))", "(b == 0u ? 0u : a / b)"),
-    BIN(VF_OP_POW, "pow", FLT, VF_RESULT_SAME, f_pow, NULL, "vf_pow(a, b)", NULL, NULL),
-    BIN(VF_OP_MAXIMUM, "maximum", NUM, VF_RESULT_SAME, f_max, i_max, "vf_max(a, b)", "max(a, b)", NULL),
-    BIN(VF_OP_MINIMUM, "minimum", NUM, VF_RESULT_SAME, f_min, i_min, "vf_min(a, b)", "min(a, b)", NULL),
+        "(b == 0 ? 0 : (b == -1 ? -a : a / b))", "(b == 0u ? 0u : a / b)", div),
+    BIN(VF_OP_POW, "pow", FLT, VF_RESULT_SAME, f_pow, NULL, "vf_pow(a, b)", NULL, NULL, pow),
+    BIN(VF_OP_MAXIMUM, "maximum", NUM, VF_RESULT_SAME, f_max, i_max, "vf_max(a, b)", "max(a, b)", NULL, maxmin),
+    BIN(VF_OP_MINIMUM, "minimum", NUM, VF_RESULT_SAME, f_min, i_min, "vf_min(a, b)", "min(a, b)", NULL, maxmin),
 
     CMP(VF_OP_GREATER, "greater", f_gt, i_gt, "a > b"),
     CMP(VF_OP_GREATER_EQUAL, "greater_equal", f_ge, i_ge, "a >= b"),
@@ -108,52 +136,83 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     CMP(VF_OP_NOT_EQUAL, "not_equal", f_ne, i_ne, "a != b"),
 
     [VF_OP_WHERE] = {.name = "where", .arity = 3, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
-                     .result = VF_RESULT_SAME, .cpu_f = f_where, .cpu_i = i_where,
-                     .glsl_f = "(a ? b : c)", .glsl_i = "(a ? b : c)", .differentiable = true},
+                     .result = VF_RESULT_SAME, .cond_in = 1u << 0, .cpu_f = f_where, .cpu_i = i_where,
+                     .glsl_f = "(a ? b : c)", .glsl_i = "(a ? b : c)", .grad = &vf_grad_where},
 
-    UN(VF_OP_NEG, "neg", SIGNED, f_neg, i_neg, "-a", "-a", NULL),
-    UN(VF_OP_EXP, "exp", FLT, f_exp, NULL, "exp(a)", NULL, NULL),
-    UN(VF_OP_LOG, "log", FLT, f_log, NULL, "vf_log(a)", NULL, NULL),
-    UN(VF_OP_SQRT, "sqrt", FLT, f_sqrt, NULL, "vf_sqrt(a)", NULL, NULL),
-    UN(VF_OP_RSQRT, "rsqrt", FLT, f_rsqrt, NULL, "vf_rsqrt(a)", NULL, NULL),
-    UN(VF_OP_ABS, "abs", NUM, f_abs, i_abs, "abs(a)", "abs(a)", "a"),
-    UN(VF_OP_TANH, "tanh", FLT, f_tanh, NULL, "vf_tanh(a)", NULL, NULL),
-    UN(VF_OP_SIGMOID, "sigmoid", FLT, f_sigmoid, NULL, "(1.0 / (1.0 + exp(-a)))", NULL, NULL),
-    UN(VF_OP_RELU, "relu", NUM, f_relu, i_relu, "(a < 0.0 ? 0.0 : a)", "(a < 0 ? 0 : a)", "a"),
+    UN(VF_OP_NEG, "neg", SIGNED, f_neg, i_neg, "-a", "-a", NULL, neg),
+    UN(VF_OP_EXP, "exp", FLT, f_exp, NULL, "exp(a)", NULL, NULL, exp),
+    UN(VF_OP_LOG, "log", FLT, f_log, NULL, "vf_log(a)", NULL, NULL, log),
+    UN(VF_OP_SQRT, "sqrt", FLT, f_sqrt, NULL, "vf_sqrt(a)", NULL, NULL, sqrt),
+    UN(VF_OP_RSQRT, "rsqrt", FLT, f_rsqrt, NULL, "vf_rsqrt(a)", NULL, NULL, rsqrt),
+    UN(VF_OP_ABS, "abs", NUM, f_abs, i_abs, "abs(a)", "abs(a)", "a", abs),
+    UN(VF_OP_TANH, "tanh", FLT, f_tanh, NULL, "vf_tanh(a)", NULL, NULL, tanh),
+    UN(VF_OP_SIGMOID, "sigmoid", FLT, f_sigmoid, NULL, "(1.0 / (1.0 + exp(-a)))", NULL, NULL, sigmoid),
+    UN(VF_OP_RELU, "relu", NUM, f_relu, i_relu, "(a < 0.0 ? 0.0 : a)", "(a < 0 ? 0 : a)", "a", relu),
     UN(VF_OP_GELU, "gelu", FLT, f_gelu, NULL,
-       "(0.5 * a * (1.0 + vf_tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))))", NULL, NULL),
-    UN(VF_OP_SIN, "sin", FLT, f_sin, NULL, "vf_sin(a)", NULL, NULL),
-    UN(VF_OP_COS, "cos", FLT, f_cos, NULL, "vf_cos(a)", NULL, NULL),
+       "(0.5 * a * (1.0 + vf_tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))))", NULL, NULL, gelu),
+    UN(VF_OP_SIN, "sin", FLT, f_sin, NULL, "vf_sin(a)", NULL, NULL, sin),
+    UN(VF_OP_COS, "cos", FLT, f_cos, NULL, "vf_cos(a)", NULL, NULL, cos),
+    UN(VF_OP_SQUARE, "square", NUM, f_square, i_square, "(a * a)", "(a * a)", NULL, square),
     /* cast and copy: the conversion is done by the store (see codegen) */
     [VF_OP_CAST] = {.name = "cast", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
-                    .result = VF_RESULT_ATTR, .cpu_f = f_copy, .cpu_i = i_copy,
+                    .result = VF_RESULT_ATTR, .attrs = VF_ATTR_DTYPE, .cpu_f = f_copy, .cpu_i = i_copy,
                     .glsl_f = "a", .glsl_i = "a",
                     /* float -> float only; grad_rules.c refuses integer ends */
-                    .differentiable = true},
+                    .grad = &vf_grad_cast},
     [VF_OP_COPY] = {.name = "copy", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
                     .result = VF_RESULT_SAME, .cpu_f = f_copy, .cpu_i = i_copy,
-                    .glsl_f = "a", .glsl_i = "a", .differentiable = true},
+                    .glsl_f = "a", .glsl_i = "a", .grad = &vf_grad_copy},
 
-    RED(VF_OP_REDUCE_SUM, "reduce_sum", NUM, VF_COMBINE_SUM, false, false, false),
-    RED(VF_OP_REDUCE_MEAN, "reduce_mean", FLT, VF_COMBINE_SUM, false, true, false),
-    RED(VF_OP_REDUCE_MAX, "reduce_max", NUM, VF_COMBINE_MAX, false, false, false),
-    RED(VF_OP_REDUCE_MIN, "reduce_min", NUM, VF_COMBINE_MIN, false, false, false),
-    RED(VF_OP_NORM, "norm", FLT, VF_COMBINE_SUM, true, false, true),
+    /* the empty sum is 0, its mean 0/0; max and min of nothing are undefined */
+    RED(VF_OP_REDUCE_SUM, "reduce_sum", NUM, VF_COMBINE_SUM, false, false, false, VF_EMPTY_ZERO, sum),
+    RED(VF_OP_REDUCE_MEAN, "reduce_mean", FLT, VF_COMBINE_SUM, false, true, false, VF_EMPTY_NAN, mean),
+    RED(VF_OP_REDUCE_MAX, "reduce_max", NUM, VF_COMBINE_MAX, false, false, false, VF_EMPTY_UNDEFINED, maxred),
+    RED(VF_OP_REDUCE_MIN, "reduce_min", NUM, VF_COMBINE_MIN, false, false, false, VF_EMPTY_UNDEFINED, maxred),
+    RED(VF_OP_NORM, "norm", FLT, VF_COMBINE_SUM, true, false, true, VF_EMPTY_ZERO, norm),
     [VF_OP_ARGMAX] = {.name = "argmax", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = NUM,
-                      .result = VF_RESULT_I32, .combine = VF_COMBINE_MAX},
+                      .result = VF_RESULT_I32, .combine = VF_COMBINE_MAX, .attrs = VF_ATTR_AXIS},
 
     [VF_OP_SOFTMAX] = {.name = "softmax", .arity = 1, .kind = VF_KIND_ROW, .accepts = FLT,
-                       .result = VF_RESULT_SAME, .differentiable = true},
+                       .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_softmax},
     [VF_OP_LOG_SOFTMAX] = {.name = "log_softmax", .arity = 1, .kind = VF_KIND_ROW, .accepts = FLT,
-                           .result = VF_RESULT_SAME, .differentiable = true},
+                           .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_log_softmax},
+    /* no class can match a label: NaN */
     [VF_OP_SPARSE_XENT] = {.name = "sparse_softmax_cross_entropy", .arity = 2, .kind = VF_KIND_ROW,
-                           .accepts = FLT, .result = VF_RESULT_SAME, .differentiable = true},
+                           .accepts = FLT, .result = VF_RESULT_SAME, .index_in = 1u << 0,
+                           .empty = VF_EMPTY_NAN, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_xent},
+    /* k = 0: sums of nothing */
     [VF_OP_MATMUL] = {.name = "matmul", .arity = 2, .kind = VF_KIND_MATMUL, .accepts = FLT,
-                      .result = VF_RESULT_SAME, .differentiable = true},
+                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .attrs = VF_ATTR_TRANS,
+                      .grad = &vf_grad_matmul},
     [VF_OP_TRANSPOSE] = {.name = "transpose", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
-                         .result = VF_RESULT_SAME, .differentiable = true},
+                         .result = VF_RESULT_SAME, .attrs = VF_ATTR_PERM, .grad = &vf_grad_transpose},
     [VF_OP_FILL] = {.name = "fill", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = ALL,
-                    .result = VF_RESULT_ATTR},
+                    .result = VF_RESULT_ATTR, .attrs = VF_ATTR_VALUE},
     [VF_OP_RANDOM_NORMAL] = {.name = "random_normal", .arity = 0, .kind = VF_KIND_SOURCE,
-                             .accepts = FLT, .result = VF_RESULT_ATTR},
+                             .accepts = FLT, .result = VF_RESULT_ATTR, .attrs = VF_ATTR_SEED},
 };
+
+/* ---- attributes ------------------------------------------------------ */
+
+vf_attrs vf_attrs_read(vf_op op, const vf_attrs *a)
+{
+    uint32_t m = vf_op_table[op].attrs;
+    vf_attrs r = {0};
+    if (m & VF_ATTR_AXES) r.axes_mask = a->axes_mask, r.keepdims = a->keepdims;
+    if (m & VF_ATTR_AXIS) r.axis = a->axis;
+    if (m & VF_ATTR_PERM) memcpy(r.perm, a->perm, sizeof r.perm);
+    if (m & VF_ATTR_TRANS) r.trans_a = a->trans_a, r.trans_b = a->trans_b;
+    if (m & VF_ATTR_DTYPE) r.dtype = a->dtype;
+    if (m & VF_ATTR_VALUE) r.value = a->value;
+    if (m & VF_ATTR_SEED) r.seed = a->seed;
+    return r;
+}
+
+bool vf_attrs_equal(vf_op op, const vf_attrs *a, const vf_attrs *b)
+{
+    vf_attrs x = vf_attrs_read(op, a), y = vf_attrs_read(op, b);
+    /* field by field: padding is not compared, and value bit by bit (NaN == NaN, 0 != -0) */
+    return x.axes_mask == y.axes_mask && x.keepdims == y.keepdims && x.axis == y.axis &&
+           memcmp(x.perm, y.perm, sizeof x.perm) == 0 && x.trans_a == y.trans_a && x.trans_b == y.trans_b &&
+           x.dtype == y.dtype && memcmp(&x.value, &y.value, sizeof x.value) == 0 && x.seed == y.seed;
+}

@@ -4,14 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool attrs_equal(const vf_attrs *a, const vf_attrs *b)
-{
-    return a->axes_mask == b->axes_mask && a->keepdims == b->keepdims && a->axis == b->axis &&
-           memcmp(a->perm, b->perm, sizeof a->perm) == 0 && a->trans_a == b->trans_a &&
-           a->trans_b == b->trans_b && a->dtype == b->dtype &&
-           memcmp(&a->value, &b->value, sizeof a->value) == 0 && a->seed == b->seed;
-}
-
 static bool shape_same(const vf_shape *a, const vf_shape *b)
 {
     return vf_shape_equal(a, b) && a->sym == b->sym;
@@ -30,7 +22,7 @@ static bool same(const vf_node *a, const vf_node *b)
     if (a->kind != b->kind || a->dtype != b->dtype || !shape_same(&a->shape, &b->shape)) return false;
     if (a->n_in != b->n_in || (a->n_in && memcmp(a->in, b->in, sizeof(int) * (size_t)a->n_in))) return false;
     switch (a->kind) {
-    case VF_NODE_OP: return a->op == b->op && attrs_equal(&a->attrs, &b->attrs);
+    case VF_NODE_OP: return a->op == b->op && vf_attrs_equal(a->op, &a->attrs, &b->attrs);
     case VF_NODE_RESHAPE: return shape_same(&a->target, &b->target);
     case VF_NODE_CONST: return a->bytes == b->bytes && (!a->bytes || memcmp(a->data, b->data, a->bytes) == 0);
     case VF_NODE_PROJ: return a->index == b->index;

@@ -1,12 +1,16 @@
-/* Shape inference on graph nodes.
- *
- * The frontend validates user calls with concrete shapes while tracing;
- * these rules re-derive every node's shape from its inputs' when a
- * concrete function runs with other sizes for its symbolic dims. They work
- * on the normalised attributes the backend sees (axes as a mask, matmul
- * operands of rank >= 2), so they are short; what can still fail here is a
- * symbolic size that does not fit the traced program (e.g. a batch of 100
- * added to a constant of 128 rows), reported with the op and the shapes.
+/* The shape-and-dtype engine: the one place an op's input dtypes, the
+ * attributes it reads and its result's dtype and shape are checked and
+ * derived, from its op-table row. Every caller uses it: the eager entry
+ * points (src/frontend/ops_*.c, with concrete shapes, after normalising
+ * the user's arguments: negative axes, axis lists, matmul's vectors),
+ * tracing (symbolic dims carried), the interpreter (each call's sizes),
+ * plans, passes and the saved-file loader (untrusted graphs). The rules
+ * work on the normalised attributes the backend sees (axes as a mask,
+ * matmul operands of rank >= 2). Messages are the user-facing ones, naming
+ * the op, the shapes and the fix; callers add where (a traced function's
+ * node, a file's node). At run time what can still fail is a symbolic size
+ * that does not fit the traced program (a batch of 100 added to a constant
+ * of 128 rows).
  */
 #include "graph/graph.h"
 #include "util/dtype.h"
@@ -58,37 +62,141 @@ bool vf_broadcast(int n, const vf_shape *const *in, vf_shape *out, int *bad_dim)
     return true;
 }
 
-static vf_status fail_shapes(vf_err *err, const char *op, const char *what, int n, const vf_shape *in)
+/* ---- dtypes and attributes ------------------------------------------------ */
+
+static void accepted_list(uint32_t mask, char *buf, size_t len)
 {
-    char buf[4][96];
-    for (int i = 0; i < 4; i++) buf[i][0] = '\0';
-    for (int i = 0; i < n && i < 4; i++) sh(buf[i], sizeof buf[i], &in[i]);
-    return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: %s (inputs %s%s%s%s%s%s)", op, what, buf[0],
-                      n > 1 ? ", " : "", buf[1], n > 2 ? ", " : "", buf[2], "");
+    buf[0] = '\0';
+    for (int d = 0; d < VF_DTYPE_COUNT; d++)
+        if (mask & VF_M(d)) {
+            strncat(buf, buf[0] ? ", " : "", len - strlen(buf) - 1);
+            strncat(buf, vf_dtype_name((vf_dtype)d), len - strlen(buf) - 1);
+        }
 }
 
-static vf_status infer_matmul(const vf_node *n, const vf_shape *a, const vf_shape *b, vf_shape *out,
+vf_status vf_check_op_dtype(vf_op op, int i, vf_dtype dt, const vf_shape *s, vf_err *err)
+{
+    const vf_op_info *info = vf_op_get(op);
+    if (vf_op_input_is_cond(op, i)) {
+        if (dt == VF_BOOL) return VF_OK;
+        return vf_err_set(err, VF_ERROR_DTYPE, "vf_%s: cond is %s but must be bool; make it with a comparison "
+                          "(vf_greater, ...) or vf_cast(ctx, cond, VF_BOOL)", info->name, vf_dtype_name(dt));
+    }
+    if (vf_op_input_is_index(op, i)) {
+        if (dt == VF_I32 || dt == VF_U32) return VF_OK;
+        return vf_err_set(err, VF_ERROR_DTYPE, "vf_%s: labels are %s but must be i32 or u32 class indices; "
+                          "cast them with vf_cast", info->name, vf_dtype_name(dt));
+    }
+    if (info->accepts & VF_M(dt)) return VF_OK;
+    char accepted[64], b[96];
+    accepted_list(info->accepts, accepted, sizeof accepted);
+    return vf_err_set(err, VF_ERROR_DTYPE, "vf_%s: input %d is %s %s but %s takes %s; convert it with vf_cast",
+                      info->name, i, vf_dtype_name(dt), sh(b, sizeof b, s), info->name, accepted);
+}
+
+/* Every input against its role (condition, indices, data) and the data
+   inputs against each other: vkfuse never promotes. */
+static vf_status check_dtypes(vf_op op, const vf_dtype *in_dt, const vf_shape *in, vf_err *err)
+{
+    const vf_op_info *info = vf_op_get(op);
+    int data = vf_op_data_input(op);
+    for (int i = 0; i < info->arity; i++) {
+        vf_status s = vf_check_op_dtype(op, i, in_dt[i], &in[i], err);
+        if (s != VF_OK) return s;
+        if (i > data && !vf_op_input_is_cond(op, i) && !vf_op_input_is_index(op, i) && in_dt[i] != in_dt[data])
+            return vf_err_set(err, VF_ERROR_DTYPE, "vf_%s: inputs have different dtypes (%s and %s); vkfuse does "
+                              "not promote implicitly — cast one with vf_cast", info->name,
+                              vf_dtype_name(in_dt[data]), vf_dtype_name(in_dt[i]));
+    }
+    return VF_OK;
+}
+
+/* The attributes the op reads (its row's mask) against its inputs: the
+   entry points normalise user arguments before they get here, so these
+   only fail for graphs from elsewhere (a saved file). */
+static vf_status check_attrs(vf_op op, const vf_attrs *a, const vf_shape *in, vf_err *err)
+{
+    const vf_op_info *info = vf_op_get(op);
+    int r0 = info->arity ? in[0].rank : 0;
+    int rd = info->arity ? in[vf_op_data_input(op)].rank : 0;
+    if ((info->attrs & VF_ATTR_AXES) && (a->axes_mask >> r0))
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: reduces axes 0x%x of a rank-%d input", info->name,
+                          a->axes_mask, r0);
+    if ((info->attrs & VF_ATTR_AXIS) && (a->axis < 0 || a->axis >= (rd ? rd : 1)))
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: axis %d is out of range for rank %d", info->name,
+                          a->axis, rd);
+    if (info->attrs & VF_ATTR_PERM) {
+        uint32_t seen = 0;
+        for (int d = 0; d < r0; d++) {
+            int p = a->perm[d];
+            if (p < 0 || p >= r0 || ((seen >> p) & 1u))
+                return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: perm is not a permutation of %d axes",
+                                  info->name, r0);
+            seen |= 1u << p;
+        }
+    }
+    if ((info->attrs & VF_ATTR_DTYPE) && !vf_dtype_valid((int)a->dtype))
+        return vf_err_set(err, VF_ERROR_DTYPE, "vf_%s: target dtype %d is not a vf_dtype", info->name, (int)a->dtype);
+    return VF_OK;
+}
+
+/* ---- shapes ------------------------------------------------------------------ */
+
+static vf_status broadcast_fail(const char *op, int n, const vf_shape *in, int bad, vf_err *err)
+{
+    /* replay the failing dim to name the two sizes that clash */
+    int r = 0;
+    for (int i = 0; i < n; i++)
+        if (in[i].rank > r) r = in[i].rank;
+    int d = r + bad, culprit = n - 1;
+    int64_t size = 1, s = 1;
+    for (int i = 0; i < n; i++) {
+        int k = d - (r - in[i].rank);
+        if (k < 0) continue;
+        s = in[i].dim[k];
+        if (s == size || s == 1) continue;
+        if (size == 1) {
+            size = s;
+            continue;
+        }
+        culprit = i;
+        break;
+    }
+    char a[96], b[96];
+    return vf_err_set(err, VF_ERROR_SHAPE,
+                      "vf_%s: shapes %s and %s do not broadcast (dim %d: %lld vs %lld); sizes must be equal or 1 "
+                      "when aligned at the last dim — reshape one input (vf_reshape)", op, sh(a, sizeof a, &in[0]),
+                      sh(b, sizeof b, &in[culprit]), bad, (long long)size, (long long)s);
+}
+
+static vf_status infer_matmul(const vf_attrs *at, const vf_shape *a, const vf_shape *b, vf_shape *out,
                               vf_err *err)
 {
+    char sa[96], sb[96];
     if (a->rank < 2 || b->rank < 2)
-        return fail_shapes(err, "matmul", "operands need rank >= 2 here", 2, (vf_shape[]){*a, *b});
-    bool ta = n->attrs.trans_a, tb = n->attrs.trans_b;
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_matmul: operands %s and %s need rank >= 2 here",
+                          sh(sa, sizeof sa, a), sh(sb, sizeof sb, b));
+    bool ta = at->trans_a, tb = at->trans_b;
     int am = ta ? a->rank - 1 : a->rank - 2, ak = ta ? a->rank - 2 : a->rank - 1;
     int bk = tb ? b->rank - 1 : b->rank - 2, bn = tb ? b->rank - 2 : b->rank - 1;
-    if (a->dim[ak] != b->dim[bk]) {
-        char what[96];
-        snprintf(what, sizeof what, "inner dims differ (k=%lld vs %lld)", (long long)a->dim[ak],
-                 (long long)b->dim[bk]);
-        return fail_shapes(err, "matmul", what, 2, (vf_shape[]){*a, *b});
-    }
+    if (a->dim[ak] != b->dim[bk])
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_matmul: inner dims differ: a %s%s has k=%lld, b %s%s has k=%lld; "
+                          "a's last dim must equal b's second-to-last (or use the transpose flags of vf_matmul_ex)",
+                          sh(sa, sizeof sa, a), ta ? " (transposed)" : "", (long long)a->dim[ak],
+                          sh(sb, sizeof sb, b), tb ? " (transposed)" : "", (long long)b->dim[bk]);
     vf_shape ba = {.rank = a->rank - 2, .sym = a->sym}, bb = {.rank = b->rank - 2, .sym = b->sym};
     memcpy(ba.dim, a->dim, sizeof(int64_t) * (size_t)ba.rank);
     memcpy(bb.dim, b->dim, sizeof(int64_t) * (size_t)bb.rank);
     ba.sym &= (1u << ba.rank) - 1;
     bb.sym &= (1u << bb.rank) - 1;
     const vf_shape *both[2] = {&ba, &bb};
-    if (!vf_broadcast(2, both, out, NULL))
-        return fail_shapes(err, "matmul", "batch dims do not broadcast", 2, (vf_shape[]){*a, *b});
+    int bad = 0;
+    if (!vf_broadcast(2, both, out, &bad)) {
+        int ia = ba.rank + bad, ib = bb.rank + bad;
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_matmul: batch dims of a %s and b %s do not broadcast (%lld vs %lld)",
+                          sh(sa, sizeof sa, a), sh(sb, sizeof sb, b), (long long)(ia >= 0 ? ba.dim[ia] : 1),
+                          (long long)(ib >= 0 ? bb.dim[ib] : 1));
+    }
     int r = out->rank;
     out->dim[r] = a->dim[am];
     out->dim[r + 1] = b->dim[bn];
@@ -98,9 +206,8 @@ static vf_status infer_matmul(const vf_node *n, const vf_shape *a, const vf_shap
     return VF_OK;
 }
 
-static vf_status infer_reshape(const vf_node *n, const vf_shape *x, vf_shape *out, vf_err *err)
+vf_status vf_infer_reshape(const vf_shape *x, const vf_shape *t, vf_shape *out, vf_err *err)
 {
-    const vf_shape *t = &n->target;
     int64_t numel = vf_shape_numel(x), known = 1;
     int infer = -1;
     *out = (vf_shape){.rank = t->rank};
@@ -123,83 +230,94 @@ static vf_status infer_reshape(const vf_node *n, const vf_shape *x, vf_shape *ou
     if (vf_shape_numel(out) != numel) goto bad;
     return VF_OK;
 bad:;
-    char a[96], b[96], what[512];
-    snprintf(what, sizeof what, "cannot reshape %s (%lld elements) to %s; a traced reshape with a "
-             "symbolic input needs -1 for the dim that varies", sh(a, sizeof a, x), (long long)numel,
-             sh(b, sizeof b, t));
-    return vf_err_set(err, VF_ERROR_SHAPE, "vf_reshape: %s", what);
+    char a[96], b[96];
+    return vf_err_set(err, VF_ERROR_SHAPE, "vf_reshape: cannot reshape %s (%lld elements) to %s; the element count "
+                      "must stay the same (a traced reshape of a symbolic input needs -1 for the dim that varies)",
+                      sh(a, sizeof a, x), (long long)numel, sh(b, sizeof b, t));
 }
 
-static vf_status infer_op(const vf_node *n, const vf_dtype *in_dt, const vf_shape *in, vf_dtype *dt,
-                          vf_shape *out, vf_err *err)
+vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_dt, const vf_shape *in,
+                      vf_dtype *dt, vf_shape *out, vf_err *err)
 {
-    const vf_op_info *info = vf_op_get(n->op);
-    const vf_shape *x = n->n_in ? &in[0] : NULL;
+    const vf_op_info *info = vf_op_get(op);
+    if (n_in != info->arity)
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: %d inputs given; the op takes %d", info->name, n_in,
+                          info->arity);
+    vf_status st = check_dtypes(op, in_dt, in, err);
+    if (st == VF_OK) st = check_attrs(op, a, in, err);
+    if (st != VF_OK) return st;
+    const vf_shape *x = n_in ? &in[0] : NULL;
+    int data = vf_op_data_input(op);
+    *dt = info->result == VF_RESULT_BOOL ? VF_BOOL
+        : info->result == VF_RESULT_I32 ? VF_I32
+        : info->result == VF_RESULT_ATTR ? a->dtype
+        : in_dt[data < n_in ? data : 0];
     switch (info->kind) {
     case VF_KIND_ELEMENTWISE: {
-        const vf_shape *ptr[3];
-        for (int i = 0; i < n->n_in && i < 3; i++) ptr[i] = &in[i];
+        const vf_shape *ptr[3] = {NULL, NULL, NULL};
+        for (int i = 0; i < n_in && i < 3; i++) ptr[i] = &in[i];
         int bad = 0;
-        if (!vf_broadcast(n->n_in, ptr, out, &bad)) {
-            char what[64];
-            snprintf(what, sizeof what, "shapes do not broadcast at dim %d", bad);
-            return fail_shapes(err, info->name, what, n->n_in, in);
-        }
-        *dt = info->result == VF_RESULT_BOOL ? VF_BOOL
-            : info->result == VF_RESULT_ATTR ? n->attrs.dtype
-            : in_dt[n->op == VF_OP_WHERE ? 1 : 0];
+        if (!vf_broadcast(n_in, ptr, out, &bad)) return broadcast_fail(info->name, n_in, in, bad, err);
         return VF_OK;
     }
-    case VF_KIND_REDUCTION:
+    case VF_KIND_REDUCTION: {
+        bool arg = info->attrs & VF_ATTR_AXIS; /* argmax: one axis, never kept */
         *out = (vf_shape){0};
-        *dt = n->op == VF_OP_ARGMAX ? VF_I32 : in_dt[0];
         for (int d = 0; d < x->rank; d++) {
-            bool red = n->op == VF_OP_ARGMAX ? d == n->attrs.axis : ((n->attrs.axes_mask >> d) & 1u);
-            if (red && !(n->attrs.keepdims && n->op != VF_OP_ARGMAX)) continue;
+            bool red = arg ? d == a->axis : ((a->axes_mask >> d) & 1u);
+            if (red && !(a->keepdims && !arg)) continue;
             if (!red && ((x->sym >> d) & 1u)) out->sym |= 1u << out->rank;
             out->dim[out->rank++] = red ? 1 : x->dim[d];
         }
         return VF_OK;
+    }
     case VF_KIND_ROW:
-        if (n->op == VF_OP_SPARSE_XENT) {
+        if (info->index_in) { /* labels [...] and logits [..., C] -> [...] */
             const vf_shape *lab = &in[0], *lg = &in[1];
             bool ok = lg->rank == lab->rank + 1;
             for (int d = 0; ok && d < lab->rank; d++) ok = lab->dim[d] == lg->dim[d];
-            if (!ok) return fail_shapes(err, info->name, "labels and logits do not match", 2, in);
+            if (!ok) {
+                char sa[96], sb[96];
+                return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: labels %s and logits %s do not match; logits must "
+                                  "be labels' shape plus a classes dim, e.g. labels [N] with logits [N, C]",
+                                  info->name, sh(sa, sizeof sa, lab), sh(sb, sizeof sb, lg));
+            }
             *out = *lab;
-            *dt = in_dt[1];
             return VF_OK;
         }
         *out = *x;
-        *dt = in_dt[0];
         return VF_OK;
     case VF_KIND_MATMUL:
-        *dt = in_dt[0];
-        return infer_matmul(n, &in[0], &in[1], out, err);
+        return infer_matmul(a, &in[0], &in[1], out, err);
     case VF_KIND_MOVEMENT:
         *out = (vf_shape){.rank = x->rank};
         for (int d = 0; d < x->rank; d++) {
-            out->dim[d] = x->dim[n->attrs.perm[d]];
-            if ((x->sym >> n->attrs.perm[d]) & 1u) out->sym |= 1u << d;
+            out->dim[d] = x->dim[a->perm[d]];
+            if ((x->sym >> a->perm[d]) & 1u) out->sym |= 1u << d;
         }
-        *dt = in_dt[0];
         return VF_OK;
-    case VF_KIND_SOURCE:
-        *out = n->shape;
-        *dt = n->dtype;
-        return VF_OK;
+    case VF_KIND_SOURCE: break; /* the shape is given (the node's), not inferred */
     }
-    return vf_err_set(err, VF_ERROR_UNSUPPORTED, "vf_%s: no shape rule", info->name);
+    return vf_err_set(err, VF_ERROR_UNSUPPORTED, "vf_%s: no shape rule from inputs", info->name);
 }
 
 vf_status vf_infer(const vf_node *n, const vf_dtype *in_dt, const vf_shape *in, vf_dtype *dt,
                    vf_shape *out, vf_err *err)
 {
     switch (n->kind) {
-    case VF_NODE_OP: return infer_op(n, in_dt, in, dt, out, err);
+    case VF_NODE_OP:
+        if (vf_op_get(n->op)->kind == VF_KIND_SOURCE) {
+            if (n->n_in)
+                return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: %d inputs given; the op takes 0",
+                                  vf_op_get(n->op)->name, n->n_in);
+            *out = n->shape;
+            *dt = n->dtype;
+            return VF_OK;
+        }
+        return vf_infer_op(n->op, &n->attrs, n->n_in, in_dt, in, dt, out, err);
     case VF_NODE_RESHAPE:
         *dt = in_dt[0];
-        return infer_reshape(n, &in[0], out, err);
+        return vf_infer_reshape(&in[0], &n->target, out, err);
     case VF_NODE_ASSIGN: {
         /* *out is the variable's shape; the value must broadcast to it */
         const vf_shape *v = &in[0];

@@ -246,7 +246,7 @@ static double red_len(const vf_exec *e)
     double n = 1;
     if (e->op == VF_OP_MATMUL) return (double)a->shape[e->attrs.trans_a ? a->rank - 2 : a->rank - 1];
     if (info->kind == VF_KIND_ROW) {
-        const vf_tref *r = &e->in[e->op == VF_OP_SPARSE_XENT ? 1 : 0]; /* the logits */
+        const vf_tref *r = &e->in[vf_op_data_input(e->op)]; /* the logits */
         return r->rank ? (double)r->shape[r->rank - 1] : 1;
     }
     if (info->kind != VF_KIND_REDUCTION) return 1;

@@ -116,7 +116,7 @@ static int new_group(pstate *s, vf_group_kind kind, int epoch, const vf_shape *s
 static int row_input(const vf_graph *g, const vf_node *n)
 {
     if (n->kind != VF_NODE_OP || n->n_in < 1) return -1;
-    int x = n->op == VF_OP_SPARSE_XENT ? 1 : 0;
+    int x = vf_op_data_input(n->op);
     if (x >= n->n_in) return -1;
     const vf_node *in = &g->nodes[n->in[x]];
     if (in->shape.rank < 1 || !vf_dtype_is_float(in->dtype)) return -1;

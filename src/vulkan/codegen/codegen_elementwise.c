@@ -118,7 +118,7 @@ vf_status vf_codegen_elementwise(const vf_exec *e, const vf_device_caps *caps, v
     const vf_op_info *info = vf_op_get(e->op);
     int n_in = info->arity;
     bool fill = info->kind == VF_KIND_SOURCE;
-    int data = e->op == VF_OP_WHERE ? 1 : 0;   /* where(cond, a, b): a is the data */
+    int data = vf_op_data_input(e->op);   /* where(cond, a, b): a is the data */
     vf_dtype dt = n_in ? e->in[data].dtype : e->out.dtype;
     const char *expr = fill ? "" : pick_expr(info, dt);
     if (!expr)
@@ -126,7 +126,7 @@ vf_status vf_codegen_elementwise(const vf_exec *e, const vf_device_caps *caps, v
                           info->name, vf_dtype_name(dt));
     vf_ctype ct[3];
     for (int i = 0; i < n_in; i++)
-        ct[i] = (e->op == VF_OP_WHERE && i == 0) ? VF_CT_BOOL : cg_ctype_of(e->in[i].dtype);
+        ct[i] = vf_op_input_is_cond(e->op, i) ? VF_CT_BOOL : cg_ctype_of(e->in[i].dtype);
     vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
 
     ew_pattern p;

@@ -116,7 +116,7 @@ vf_status vf_fused_op_fn(vf_sb *s, const vf_graph *g, int v, vf_err *err)
     const vf_node *nd = &g->nodes[v];
     const vf_op_info *info = vf_op_get(nd->op);
     if (nd->op == VF_OP_FILL) return VF_OK;   /* a constant: no function */
-    int data = nd->op == VF_OP_WHERE ? 1 : 0;
+    int data = vf_op_data_input(nd->op);
     vf_dtype dt = g->nodes[nd->in[data]].dtype;
     const char *expr = pick_expr(info, dt);
     if (!expr)
@@ -126,7 +126,7 @@ vf_status vf_fused_op_fn(vf_sb *s, const vf_graph *g, int v, vf_err *err)
     vf_sb_add(s, "%s op_%d(", cg_ctype_name(rt), v);
     static const char *const an[3] = {"a", "b", "c"};
     for (int k = 0; k < nd->n_in; k++) {
-        vf_ctype ct = (nd->op == VF_OP_WHERE && k == 0) ? VF_CT_BOOL : cg_ctype_of(g->nodes[nd->in[k]].dtype);
+        vf_ctype ct = vf_op_input_is_cond(nd->op, k) ? VF_CT_BOOL : cg_ctype_of(g->nodes[nd->in[k]].dtype);
         vf_sb_add(s, "%s%s %s", k ? ", " : "", cg_ctype_name(ct), an[k]);
     }
     vf_sb_add(s, ") { return %s; }   // %s\n", expr, info->name);
@@ -170,7 +170,7 @@ static void emit_eval(vf_sb *s, const vf_graph *g, const vf_group *grp, const ch
             int p = nd->in[k];
             vf_dtype pdt = g->nodes[p].dtype;
             if (k) vf_sb_puts(&call, ", ");
-            if (nd->op == VF_OP_WHERE && k == 0) {
+            if (vf_op_input_is_cond(nd->op, k)) {
                 /* held as its compute type; where wants a bool */
                 vf_sb_puts(&call, "(");
                 value_ref(&call, grp, p);
@@ -180,7 +180,7 @@ static void emit_eval(vf_sb *s, const vf_graph *g, const vf_group *grp, const ch
             }
         }
         vf_sb_puts(&call, ")");
-        int data = nd->op == VF_OP_WHERE ? 1 : 0;
+        int data = vf_op_data_input(nd->op);
         vf_dtype dt = g->nodes[nd->in[data]].dtype;
         vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
         if (call.oom) s->oom = true;

@@ -172,7 +172,7 @@ static vf_status emit_decls(vf_cg *cg, mf_state *st, const cg_mm_layout *l)
         const vf_node *nd = &g->nodes[v];
         if (v == st->center || nd->op == VF_OP_FILL) continue;
         const vf_op_info *info = vf_op_get(nd->op);
-        int data = nd->op == VF_OP_WHERE ? 1 : 0;
+        int data = vf_op_data_input(nd->op);
         vf_dtype dt = g->nodes[nd->in[data]].dtype;
         const char *expr = pick_expr(info, dt);
         if (!expr)
@@ -182,7 +182,7 @@ static vf_status emit_decls(vf_cg *cg, mf_state *st, const cg_mm_layout *l)
         vf_sb_add(s, "%s op_%d(", cg_ctype_name(rt), v);
         static const char *const an[3] = {"a", "b", "c"};
         for (int k = 0; k < nd->n_in && k < 3; k++) {
-            vf_ctype ct = (nd->op == VF_OP_WHERE && k == 0) ? VF_CT_BOOL : cg_ctype_of(g->nodes[nd->in[k]].dtype);
+            vf_ctype ct = vf_op_input_is_cond(nd->op, k) ? VF_CT_BOOL : cg_ctype_of(g->nodes[nd->in[k]].dtype);
             vf_sb_add(s, "%s%s %s", k ? ", " : "", cg_ctype_name(ct), an[k]);
         }
         vf_sb_add(s, ") { return %s; }   // %s\n", expr, info->name);
@@ -264,13 +264,13 @@ static vf_status mf_emit(vf_cg *cg, const cg_mm_layout *l, void *user)
             int p = nd->in[k];
             vf_dtype pdt = g->nodes[p].dtype;
             if (k) vf_sb_puts(&call, ", ");
-            bool cond = nd->op == VF_OP_WHERE && k == 0;   /* held as its compute type */
+            bool cond = vf_op_input_is_cond(nd->op, k);   /* held as its compute type */
             if (cond) vf_sb_puts(&call, "(");
             value_ref(&call, grp, p);
             if (cond) vf_sb_puts(&call, vf_dtype_is_float(pdt) ? " != 0.0)" : pdt == VF_I32 ? " != 0)" : " != 0u)");
         }
         vf_sb_puts(&call, ")");
-        int data = nd->op == VF_OP_WHERE ? 1 : 0;
+        int data = vf_op_data_input(nd->op);
         vf_dtype dt = g->nodes[nd->in[data]].dtype;
         vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
         if (call.oom) s->oom = true;

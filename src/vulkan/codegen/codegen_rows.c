@@ -76,7 +76,7 @@ static bool is_reduction(vf_op op)
 
 static bool is_row_op(vf_op op) { return op == VF_OP_SOFTMAX || op == VF_OP_LOG_SOFTMAX || op == VF_OP_SPARSE_XENT; }
 
-static int row_in(const vf_node *nd) { return nd->op == VF_OP_SPARSE_XENT ? 1 : 0; }
+static int row_in(const vf_node *nd) { return vf_op_data_input(nd->op); }
 
 /* Classifies every member and checks what the generator relies on. */
 static vf_status classify(rg *r)
@@ -204,7 +204,7 @@ static void emit_elementwise(vf_sb *s, const rg *r, int v, bool wide, const char
         int p = nd->in[k];
         vf_dtype pdt = g->nodes[p].dtype;
         if (k) vf_sb_puts(&call, ", ");
-        if (nd->op == VF_OP_WHERE && k == 0) {
+        if (vf_op_input_is_cond(nd->op, k)) {
             vf_sb_puts(&call, "(");
             ref(&call, r, p, wide);
             vf_sb_puts(&call, vf_dtype_is_float(pdt) ? " != 0.0)" : pdt == VF_I32 ? " != 0)" : " != 0u)");
@@ -213,7 +213,7 @@ static void emit_elementwise(vf_sb *s, const rg *r, int v, bool wide, const char
         }
     }
     vf_sb_puts(&call, ")");
-    int data = nd->op == VF_OP_WHERE ? 1 : 0;
+    int data = vf_op_data_input(nd->op);
     vf_dtype dt = g->nodes[nd->in[data]].dtype;
     vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
     if (call.oom) s->oom = true;
@@ -233,7 +233,7 @@ static void emit_cone(vf_sb *s, const rg *r, bool *need, const char *ind, const 
         if (!need[m]) continue;
         const vf_node *nd = &g->nodes[grp->nodes[m]];
         for (int k = 0; k < nd->n_in; k++) {
-            if (nd->op == VF_OP_SPARSE_XENT && k == 0) continue;
+            if (vf_op_input_is_index(nd->op, k)) continue;
             if (is_cached(r, nd->in[k])) continue;
             int pm = vf_group_member_index(grp, nd->in[k]);
             if (pm >= 0 && r->cls[pm] == CL_W) need[pm] = true;
