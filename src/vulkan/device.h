@@ -62,6 +62,9 @@ typedef struct vf_vk_device {
    no Vulkan 1.2 device, no compute queue, bad VKFUSE_DEVICE naming the
    available devices, ...). On failure *d is cleaned up. */
 vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, vf_err *err);
+/* The instance alone (d zeroed; the loader opened from `loader`, NULL: the
+   standard one): device_pick.c lists devices with it. */
+vf_status vf_vk_instance_create(vf_vk_device *d, bool validation, const char *loader, vf_err *err);
 /* Waits idle and destroys everything; safe on a zeroed or failed device. */
 void vf_vk_device_destroy(vf_vk_device *d);
 
