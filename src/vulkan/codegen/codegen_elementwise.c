@@ -24,49 +24,6 @@
 #define EW_LOCAL 256u   /* wanted; clamped to the device by cg_clamp_wg */
 #define EW_PER_THREAD 4u
 
-typedef struct {
-    int ndims;
-    uint64_t size[VF_MAX_RANK];
-    unsigned bcast[VF_MAX_RANK];   /* bit k: input k broadcasts this dim */
-} ew_pattern;
-
-static void collapse(const vf_exec *e, int n_in, ew_pattern *p)
-{
-    memset(p, 0, sizeof *p);
-    int R = e->out.rank;
-    for (int d = 0; d < R; d++) {
-        int64_t n = e->out.shape[d];
-        if (n == 1) continue;
-        unsigned bits = 0;
-        for (int k = 0; k < n_in; k++) {
-            int dk = d - (R - e->in[k].rank);
-            int64_t ik = dk < 0 ? 1 : e->in[k].shape[dk];
-            if (ik == 1) bits |= 1u << k;
-        }
-        if (p->ndims > 0 && p->bcast[p->ndims - 1] == bits) {
-            p->size[p->ndims - 1] *= (uint64_t)n;
-        } else {
-            p->size[p->ndims] = (uint64_t)n;
-            p->bcast[p->ndims] = bits;
-            p->ndims++;
-        }
-    }
-    if (p->ndims == 0) {   /* a scalar output: inputs are all scalars too */
-        p->ndims = 1;
-        p->size[0] = 1;
-        p->bcast[0] = (1u << n_in) - 1;
-    }
-}
-
-static const char *pick_expr(const vf_op_info *info, vf_dtype data)
-{
-    switch (data) {
-    case VF_F32: case VF_F16: return info->glsl_f;
-    case VF_I32: return info->glsl_i;
-    default: return info->glsl_u ? info->glsl_u : info->glsl_i;   /* u32, bool as 0/1 */
-    }
-}
-
 static const char *vec_type(vf_dtype t)
 {
     return t == VF_F32 ? "vec4" : t == VF_I32 ? "ivec4" : "uvec4";
@@ -80,7 +37,7 @@ static const char *const arg_names[3] = {"a", "b", "c"};
 /* Emits the index arithmetic that turns output index `i` into the element
    index of every input (idx0..), walking the collapsed dims innermost
    first. Broadcast dims contribute nothing to that input's index. */
-static void emit_index(vf_sb *s, const ew_pattern *p, int n_in)
+static void emit_index(vf_sb *s, const cg_pattern *p, int n_in)
 {
     if (n_in == 0) return;
     if (p->ndims == 1) {
@@ -120,7 +77,7 @@ vf_status vf_codegen_elementwise(const vf_exec *e, const vf_device_caps *caps, v
     bool fill = info->kind == VF_KIND_SOURCE;
     int data = e->op == VF_OP_WHERE ? 1 : 0;   /* where(cond, a, b): a is the data */
     vf_dtype dt = n_in ? e->in[data].dtype : e->out.dtype;
-    const char *expr = fill ? "" : pick_expr(info, dt);
+    const char *expr = fill ? "" : cg_pick_expr(info, dt);
     if (!expr)
         return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL expression for dtype %s in the op table",
                           info->name, vf_dtype_name(dt));
@@ -129,8 +86,9 @@ vf_status vf_codegen_elementwise(const vf_exec *e, const vf_device_caps *caps, v
         ct[i] = (e->op == VF_OP_WHERE && i == 0) ? VF_CT_BOOL : cg_ctype_of(e->in[i].dtype);
     vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
 
-    ew_pattern p;
-    collapse(e, n_in, &p);
+    cg_pattern p;
+    const vf_tref *ins[3] = {&e->in[0], &e->in[1], &e->in[2]};
+    cg_collapse(&e->out, ins, n_in, &p);
     uint64_t numel = (uint64_t)cg_numel(&e->out);
     bool vec4 = p.ndims == 1 && numel % 4 == 0 && is4(e->out.dtype) && e->out.offset % 16 == 0;
     for (int i = 0; i < n_in; i++) {
