@@ -16,31 +16,13 @@ const char *cg_pick_expr(const vf_op_info *info, vf_dtype data)
     }
 }
 
+/* The storage conversion (cg_convert) read back as the compute type: only
+   f16 differs, its bits back to float. */
 void cg_to_ctype(vf_sb *s, vf_dtype dt, vf_ctype ct, const char *v)
 {
-    switch (dt) {
-    case VF_F32:
-        vf_sb_add(s, ct == VF_CT_BOOL ? "(%s ? 1.0 : 0.0)" : "float(%s)", v);
-        break;
-    case VF_F16:
-        vf_sb_add(s, ct == VF_CT_BOOL ? "(%s ? 1.0 : 0.0)" : "vf_h2f(vf_f2h(float(%s)))", v);
-        break;
-    case VF_I32:
-        if (ct == VF_CT_FLOAT) vf_sb_add(s, "vf_f2i(%s)", v);
-        else if (ct == VF_CT_BOOL) vf_sb_add(s, "(%s ? 1 : 0)", v);
-        else vf_sb_add(s, "int(%s)", v);
-        break;
-    case VF_U32:
-        if (ct == VF_CT_FLOAT) vf_sb_add(s, "vf_f2u(%s)", v);
-        else if (ct == VF_CT_BOOL) vf_sb_add(s, "(%s ? 1u : 0u)", v);
-        else vf_sb_add(s, "uint(%s)", v);
-        break;
-    case VF_BOOL:
-        if (ct == VF_CT_BOOL) vf_sb_add(s, "(%s ? 1u : 0u)", v);
-        else if (ct == VF_CT_FLOAT) vf_sb_add(s, "(%s != 0.0 ? 1u : 0u)", v);
-        else vf_sb_add(s, "(%s != %s ? 1u : 0u)", v, ct == VF_CT_INT ? "0" : "0u");
-        break;
-    }
+    if (dt == VF_F16) vf_sb_puts(s, "vf_h2f(");
+    cg_convert(s, dt, ct, v);
+    if (dt == VF_F16) vf_sb_puts(s, ")");
 }
 
 void cg_collapse(const vf_tref *out, const vf_tref *const *in, int n_in, cg_pattern *p)
