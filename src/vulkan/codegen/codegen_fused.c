@@ -38,10 +38,72 @@ static void value_ref(vf_sb *s, int src, void *user)
     else vf_sb_add(s, "x%d", src);
 }
 
-/* Evaluates the members in order, from the loaded inputs x0.. into tM. */
-static void emit_eval(vf_sb *s, const vf_fused_group *grp, const char *indent)
+/* FILL member e's value as stored, as the push constant of a fill: the
+   compute type's bits (bool as 0 / 1). */
+static uint32_t fill_bits(const vf_exec *e)
 {
-    for (int m = 0; m < grp->n_members; m++) cg_member_eval(s, grp, m, indent, value_ref, NULL);
+    uint8_t tmp[8] = {0};
+    uint32_t b;
+    vf_store_f64(tmp, e->out.dtype, 0, e->attrs.value);
+    memcpy(&b, tmp, 4);   /* little-endian: f16 / bool land in the low bits */
+    return e->out.dtype == VF_F16 ? b & 0xffffu : e->out.dtype == VF_BOOL ? (b & 0xffu ? 1u : 0u) : b;
+}
+
+/* Evaluates the members in order, from the loaded inputs x0.. into tM.
+   A FILL member whose value is the push constant fillM (pushed) reads it
+   there, so the GLSL does not depend on the value. A member only stored
+   (direct, see elementwise_dag) keeps its op's result type, or a FILL its
+   bits: its store converts once, as an unfused kernel does. */
+static void emit_eval(vf_sb *s, const vf_fused_group *grp, const char *indent, const bool *pushed,
+                      const bool *direct)
+{
+    static const char *const from_bits[] = {
+        [VF_F32] = "uintBitsToFloat(pc.fill%d)", [VF_F16] = "vf_h2f(pc.fill%d)", [VF_I32] = "int(pc.fill%d)",
+        [VF_U32] = "pc.fill%d", [VF_BOOL] = "pc.fill%d"};
+    for (int m = 0; m < grp->n_members; m++) {
+        const vf_exec *e = &grp->execs[m];
+        bool fill = e->op == VF_OP_FILL, raw = direct && direct[m];
+        if (raw && !fill) {
+            vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_member_result(e)), m);
+            cg_member_call(s, grp, m, value_ref, NULL);
+            vf_sb_add(s, ";   // %s\n", vf_op_get(e->op)->name);
+        } else if (raw) {
+            vf_sb_add(s, "%suint t%d = pc.fill%d;   // fill, its bits\n", indent, m, m);
+        } else if (pushed[m]) {
+            vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_ctype_of(e->out.dtype)), m);
+            vf_sb_add(s, from_bits[e->out.dtype], m);
+            vf_sb_puts(s, ";   // fill\n");
+        } else {
+            cg_member_eval(s, grp, m, indent, value_ref, NULL);
+        }
+    }
+}
+
+/* The name of a one-member kernel, as eager kernels are named: the op,
+   the dtypes, then "_v4" or which dims each input broadcasts ("_b01_10"). */
+static void single_name(char *name, size_t size, const vf_fused_group *grp, const cg_pattern *p, bool vec4)
+{
+    const vf_exec *e = &grp->execs[0];
+    int n_in = grp->n_inputs, nl = snprintf(name, size, "%s", vf_op_get(e->op)->name), max = (int)size - 1;
+    vf_dtype last = (vf_dtype)-1;
+    for (int i = 0; i < n_in && nl < max; i++) {
+        if (grp->tensors[i].dtype != last)
+            nl += snprintf(name + nl, size - (size_t)nl, "_%s", cg_dtype_tag(grp->tensors[i].dtype));
+        last = grp->tensors[i].dtype;
+    }
+    if (grp->tensors[n_in].dtype != last && nl < max)
+        nl += snprintf(name + nl, size - (size_t)nl, "_%s", cg_dtype_tag(grp->tensors[n_in].dtype));
+    bool any_b = false;
+    for (int dd = 0; dd < p->ndims; dd++) any_b |= p->bcast[dd] != 0;
+    if (vec4 && nl < max) {
+        snprintf(name + nl, size - (size_t)nl, "_v4");
+    } else if (any_b && n_in > 0) {
+        for (int i = 0; i < n_in && nl < max; i++) {
+            nl += snprintf(name + nl, size - (size_t)nl, i ? "_" : "_b");
+            for (int dd = 0; dd < p->ndims && nl < max; dd++)
+                nl += snprintf(name + nl, size - (size_t)nl, "%d", (int)((p->bcast[dd] >> i) & 1));
+        }
+    }
 }
 
 static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
@@ -71,13 +133,15 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
     if (numel == 0 || numel > UINT32_MAX)
         return vf_err_set(err, VF_ERROR_UNSUPPORTED, "fused group: %llu elements (1 .. 2^32-1 supported)",
                           (unsigned long long)numel);
+    /* vec4: every tensor but single elements moved as vec4s (4-byte
+       dtypes at 16-byte aligned offsets) */
     bool vec4 = p.ndims == 1 && numel % 4 == 0;
     for (int i = 0; i < n_in; i++) {
         bool scalar = (p.bcast[0] >> i) & 1;
-        if (!scalar && !is4(grp->tensors[i].dtype)) vec4 = false;
+        if (!scalar && (!is4(grp->tensors[i].dtype) || grp->tensors[i].offset % 16 != 0)) vec4 = false;
     }
     for (int o = 0; o < n_out; o++)
-        if (!is4(grp->tensors[n_in + o].dtype)) vec4 = false;
+        if (!is4(grp->tensors[n_in + o].dtype) || grp->tensors[n_in + o].offset % 16 != 0) vec4 = false;
 
     uint32_t local = cg_clamp_wg(caps, 256, false);   /* WG: a specialisation constant */
 
@@ -91,11 +155,15 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
     cg_workgroup(&cg, local);
 
     /* name: fused_<first ops>, then pattern tags; the comment lists all */
-    int nl = snprintf(d->name, sizeof d->name, "fused%d", grp->n_members);
-    for (int m = 0; m < grp->n_members && nl < 40; m++)
-        nl += snprintf(d->name + nl, sizeof d->name - (size_t)nl, "_%s", vf_op_get(grp->execs[m].op)->name);
-    if (nl > 40) nl = 40;
-    snprintf(d->name + nl, sizeof d->name - (size_t)nl, "%s", vec4 ? "_v4" : p.ndims > 1 ? "_bc" : "");
+    if (grp->n_members == 1) {
+        single_name(d->name, sizeof d->name, grp, &p, vec4);
+    } else {
+        int nl = snprintf(d->name, sizeof d->name, "fused%d", grp->n_members);
+        for (int m = 0; m < grp->n_members && nl < 40; m++)
+            nl += snprintf(d->name + nl, sizeof d->name - (size_t)nl, "_%s", vf_op_get(grp->execs[m].op)->name);
+        if (nl > 40) nl = 40;
+        snprintf(d->name + nl, sizeof d->name - (size_t)nl, "%s", vec4 ? "_v4" : p.ndims > 1 ? "_bc" : "");
+    }
     int cl = snprintf(cg.comment, sizeof cg.comment, "fused elementwise DAG of %d ops, %d in, %d out, %d dim(s)%s:",
                       grp->n_members, n_in, n_out, p.ndims, vec4 ? ", vec4" : "");
     for (int m = 0; m < grp->n_members && cl < (int)sizeof cg.comment - 24; m++)
@@ -119,13 +187,23 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
             snprintf(nm, sizeof nm, "d%d", dd);
             cg_push_u32(&cg, nm, (uint32_t)p.size[dd]);
         }
-    if (cg.status) {
-        cg_abort(&cg);
-        return cg.status;
-    }
     if (grp->n_members > 64) {
         cg_abort(&cg);
         return vf_err_set(err, VF_ERROR_UNSUPPORTED, "fused group: %d ops (at most 64)", grp->n_members);
+    }
+    /* fill values as push constants while there is room (one field kept
+       for a grid stride): one pipeline for every value */
+    bool pushed[64] = {false};
+    for (int m = 0; m < grp->n_members; m++)
+        if (grp->execs[m].op == VF_OP_FILL && cg.n_push + 2 <= CG_MAX_PUSH_FIELDS) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "fill%d", m);
+            cg_push_u32(&cg, nm, fill_bits(&grp->execs[m]));
+            pushed[m] = true;
+        }
+    if (cg.status) {
+        cg_abort(&cg);
+        return cg.status;
     }
     for (int i = 0; i < n_in; i++) {
         char fn[16], nm[16];
@@ -134,12 +212,32 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
         vf_dtype dt = grp->tensors[i].dtype;
         if (!vec4 || ((p.bcast[0] >> i) & 1)) cg_load_fn(&cg, fn, nm, dt, cg_ctype_of(dt));
     }
+    /* direct: a member that is stored and read by no other member skips
+       the conversion to its dtype's compute type (f16: a second rounding
+       in software); its store converts from what it holds */
+    bool direct[64] = {false};
+    for (int m = 0; m < grp->n_members && !vec4; m++) {
+        bool read = false;
+        for (int q = m + 1; q < grp->n_members; q++)
+            for (int j = 0; j < 3; j++) read |= j < grp->execs[q].n_in && grp->members[q].in[j] == VF_FUSED_MEMBER(m);
+        direct[m] = grp->members[m].out >= 0 && !read && (grp->execs[m].op != VF_OP_FILL || pushed[m]);
+    }
     for (int o = 0; o < n_out && !vec4; o++) {
         char fn[16], nm[16];
         snprintf(fn, sizeof fn, "st%d", o);
         snprintf(nm, sizeof nm, "out%d", o);
         vf_dtype dt = grp->tensors[n_in + o].dtype;
-        cg_store_fn(&cg, fn, nm, dt, cg_ctype_of(dt));
+        int m = cg_output_member(grp, o);
+        const vf_exec *e = &grp->execs[m];
+        if (!direct[m]) {
+            cg_store_fn(&cg, fn, nm, dt, cg_ctype_of(dt));
+        } else if (e->op != VF_OP_FILL) {
+            cg_store_fn(&cg, fn, nm, dt, cg_member_result(e));
+        } else {   /* a fill's bits, as stored */
+            static const char *const as[] = {[VF_F32] = "uintBitsToFloat(v)", [VF_F16] = "uint16_t(v)",
+                                             [VF_I32] = "int(v)", [VF_U32] = "v", [VF_BOOL] = "uint8_t(v)"};
+            vf_sb_add(&cg.decl, "void %s(uint i, uint v) { %s[i] = %s; }\n", fn, nm, as[dt]);
+        }
     }
     for (int m = 0; m < grp->n_members; m++) {
         vf_status st = cg_member_fn(&cg.decl, grp, m, err);
@@ -174,7 +272,7 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
                 vf_dtype dt = grp->tensors[i].dtype;
                 vf_sb_add(s, "            %s x%d = v%d[c];\n", cg_ctype_name(cg_ctype_of(dt)), i, i);
             }
-        emit_eval(s, grp, "            ");
+        emit_eval(s, grp, "            ", pushed, NULL);
         for (int o = 0; o < n_out; o++) vf_sb_add(s, "            r%d[c] = t%d;\n", o, cg_output_member(grp, o));
         vf_sb_puts(s, "        }\n");
         for (int o = 0; o < n_out; o++) vf_sb_add(s, "        out%d[i] = r%d;\n", o, o);
@@ -200,7 +298,7 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
             vf_dtype dt = grp->tensors[kk].dtype;
             vf_sb_add(s, "        %s x%d = ld%d(idx%d);\n", cg_ctype_name(cg_ctype_of(dt)), kk, kk, kk);
         }
-        emit_eval(s, grp, "        ");
+        emit_eval(s, grp, "        ", pushed, direct);
         /* every load happened above: outputs may alias same-shape inputs */
         for (int o = 0; o < n_out; o++) vf_sb_add(s, "        st%d(i, t%d);\n", o, cg_output_member(grp, o));
     }
@@ -208,6 +306,25 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
     uint64_t items = vec4 ? numel / 4 : numel;
     cg_groups_linear(&cg, (items + per_group - 1) / per_group);
     return cg_finish(&cg, NULL);
+}
+
+vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_kernel *out, vf_err *err)
+{
+    vf_exec x = *e;
+    x.n_in = vf_op_get(e->op)->arity;   /* what the op takes, as the other generators read it */
+    vf_fused_member mem = {.in = {0, 1, 2}, .out = x.n_in};
+    vf_tref tens[4];
+    for (int i = 0; i < x.n_in; i++) tens[i] = x.in[i];
+    tens[x.n_in] = x.out;
+    vf_fused_group grp = {.kind = VF_FUSED_ELEMENTWISE, .n_members = 1, .execs = &x, .members = &mem,
+                          .center = -1, .n_inputs = x.n_in, .n_outputs = 1, .tensors = tens};
+    vf_status st = vf_codegen_group(&grp, caps, out, err);
+    for (int i = 0; !st && i < out->n_steps; i++)   /* group tensor t: the exec's input t, then its output */
+        for (int j = 0; j < out->step[i].n_bindings; j++) {
+            int t = out->step[i].binding[j] - VF_BIND_GROUP;
+            out->step[i].binding[j] = t < x.n_in ? VF_BIND_IN0 + t : VF_BIND_OUT;
+        }
+    return st;
 }
 
 vf_status vf_codegen_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out, vf_err *err)

@@ -31,6 +31,12 @@
 
 vf_status vf_codegen_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out, vf_err *err);
 
+/* An eager elementwise op (or FILL) as a group of one member: the
+   ELEMENTWISE generator, so an op has the same GLSL eagerly and traced;
+   bindings are the exec's (VF_BIND_IN0.., VF_BIND_OUT), vec4 only where
+   its tensors are 16-byte aligned. The contract of vf_codegen_exec. */
+vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_kernel *out, vf_err *err);
+
 /* ---- the generators of each kind; same contract as vf_codegen_group ---- */
 vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out, vf_err *err);
 vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out,
@@ -51,6 +57,11 @@ typedef void (*cg_ref_fn)(vf_sb *s, int src, void *user);
    its op function applied to its inputs (named by ref), converted to the
    compute type of its dtype; FILL: its value as stored. */
 void cg_member_eval(vf_sb *s, const vf_fused_group *grp, int m, const char *indent, cg_ref_fn ref, void *user);
+/* Appends `op_<m>(<inputs>)` of elementwise member m (not FILL): its
+   result is of compute type cg_member_result(&grp->execs[m]), not yet
+   converted to its dtype's. */
+void cg_member_call(vf_sb *s, const vf_fused_group *grp, int m, cg_ref_fn ref, void *user);
+vf_ctype cg_member_result(const vf_exec *e);
 /* The group output o's member; -1 if none. */
 int cg_output_member(const vf_fused_group *grp, int o);
 

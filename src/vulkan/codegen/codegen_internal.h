@@ -117,7 +117,6 @@ const char *cg_dtype_tag(vf_dtype t);   /* "f32" ... */
 bool cg_dtype_supported(const vf_exec *e, const vf_device_caps *caps, vf_dtype t, vf_err *err);
 
 /* Generators, one per op kind. */
-vf_status vf_codegen_elementwise(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);

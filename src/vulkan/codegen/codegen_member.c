@@ -99,11 +99,27 @@ static void fill_literal(vf_sb *s, const vf_exec *e)
     }
 }
 
-void cg_member_eval(vf_sb *s, const vf_fused_group *grp, int m, const char *indent, cg_ref_fn ref, void *user)
+vf_ctype cg_member_result(const vf_exec *e) { return result_ctype(e); }
+
+void cg_member_call(vf_sb *s, const vf_fused_group *grp, int m, cg_ref_fn ref, void *user)
 {
     const vf_exec *e = &grp->execs[m];
     const vf_fused_member *fm = &grp->members[m];
-    const vf_op_info *info = vf_op_get(e->op);
+    vf_sb_add(s, "op_%d(", m);
+    for (int k = 0; k < e->n_in && k < 3; k++) {
+        vf_dtype pdt = e->in[k].dtype;
+        if (k) vf_sb_puts(s, ", ");
+        bool cond = e->op == VF_OP_WHERE && k == 0;   /* held as its compute type; where wants a bool */
+        if (cond) vf_sb_puts(s, "(");
+        ref(s, fm->in[k], user);
+        if (cond) vf_sb_puts(s, vf_dtype_is_float(pdt) ? " != 0.0)" : pdt == VF_I32 ? " != 0)" : " != 0u)");
+    }
+    vf_sb_puts(s, ")");
+}
+
+void cg_member_eval(vf_sb *s, const vf_fused_group *grp, int m, const char *indent, cg_ref_fn ref, void *user)
+{
+    const vf_exec *e = &grp->execs[m];
     vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_ctype_of(e->out.dtype)), m);
     if (e->op == VF_OP_FILL) {
         fill_literal(s, e);
@@ -111,20 +127,11 @@ void cg_member_eval(vf_sb *s, const vf_fused_group *grp, int m, const char *inde
         return;
     }
     vf_sb call = {0};
-    vf_sb_add(&call, "op_%d(", m);
-    for (int k = 0; k < e->n_in && k < 3; k++) {
-        vf_dtype pdt = e->in[k].dtype;
-        if (k) vf_sb_puts(&call, ", ");
-        bool cond = e->op == VF_OP_WHERE && k == 0;   /* held as its compute type; where wants a bool */
-        if (cond) vf_sb_puts(&call, "(");
-        ref(&call, fm->in[k], user);
-        if (cond) vf_sb_puts(&call, vf_dtype_is_float(pdt) ? " != 0.0)" : pdt == VF_I32 ? " != 0)" : " != 0u)");
-    }
-    vf_sb_puts(&call, ")");
+    cg_member_call(&call, grp, m, ref, user);
     if (call.oom) s->oom = true;
     cg_to_ctype(s, e->out.dtype, result_ctype(e), call.buf ? call.buf : "");
     vf_sb_free(&call);
-    vf_sb_add(s, ";   // %s\n", info->name);
+    vf_sb_add(s, ";   // %s\n", vf_op_get(e->op)->name);
 }
 
 int cg_output_member(const vf_fused_group *grp, int o)
