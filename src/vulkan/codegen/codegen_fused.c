@@ -1,5 +1,6 @@
 /* vf_codegen_group: one GLSL kernel per fused elementwise DAG
- * (codegen_fused.h).
+ * (codegen_fused.h), and vf_codegen_single: an eager elementwise op (or
+ * FILL) as a DAG of one member, so it has the same GLSL as in a plan.
  *
  * Every invocation evaluates the whole DAG for its output elements: the
  * group's inputs are loaded once (at their broadcast index), each member
