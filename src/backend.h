@@ -63,24 +63,67 @@ typedef struct vf_plan_loc {
     int index;                  /* BIND: the binding */
 } vf_plan_loc;
 
-struct vf_graph;
-struct vf_group;
-struct vf_shape;
+/* Fused groups: several execs run as one kernel, the values between
+   them never in memory. The plan's partition (plan/partition.h) forms
+   them; the backend generates their kernel (vulkan/codegen/codegen_fused.h)
+   from this description alone.
+   - ELEMENTWISE: elementwise ops (and FILL) of one output shape; group
+     inputs broadcast to it.
+   - ROWS: a row program over a row shape [..., C]: softmax / log_softmax
+     along the last axis, sparse_xent, last-axis keepdims sum / mean / max /
+     min (float) and elementwise ops of the row shape, of the per-row shape
+     [..., 1] or (after sparse_xent) [...]; group inputs are readable as
+     vf_row_input_index says. center: the first row op or reduction.
+   - MATMUL: one matmul (center; both operands group inputs of rank >= 2)
+     and elementwise consumers of its output shape. */
+typedef enum vf_fused_kind { VF_FUSED_ELEMENTWISE, VF_FUSED_ROWS, VF_FUSED_MATMUL } vf_fused_kind;
 
-/* A fused group of a plan (plan/partition.h, ELEMENTWISE_DAG): execs
-   [first_exec, first_exec + n_execs) of the plan are its members. The
-   backend may run them as one kernel (vulkan/codegen/codegen_fused.h) whose
-   tensors are the group's inputs then outputs (tensors / loc); values
-   internal to the group then never exist in memory. When it cannot, it
-   runs the member execs one by one: their internal values have arena
-   offsets in [arena_bytes, arena_bytes + spill_bytes). */
+/* A member's inputs: in[k] >= 0 is group tensor in[k] (an input: <
+   n_inputs); in[k] < 0 is the value of the earlier member -1 - in[k],
+   internal to the group. out: the group tensor (an output, >= n_inputs)
+   its value is stored to, or -1: internal, never in memory. */
+typedef struct vf_fused_member {
+    int in[3];
+    int out;
+} vf_fused_member;
+
+#define VF_FUSED_MEMBER(m) (-1 - (m))   /* vf_fused_member.in of member m's value */
+
+typedef struct vf_fused_group {
+    vf_fused_kind kind;
+    int n_members;
+    const vf_exec *execs;       /* the members in SSA order: op, attrs, the dtype and shape of every
+                                   tensor (buf / offset unused: see tensors) */
+    const vf_fused_member *members;
+    int center;                 /* ROWS, MATMUL: a member index (above); ELEMENTWISE: -1 */
+    int n_inputs, n_outputs;
+    const vf_tref *tensors;     /* the group's inputs then its outputs */
+} vf_fused_group;
+
+/* Row groups: how a tensor of shape (rank, dim) relates to the row shape
+   (row_rank, row_dim) [..., C]: row-wide (the row shape), per-row kept
+   ([..., 1]), per-row dropped ([...], sparse_xent losses) or none of
+   these. With C == 1 row-wide wins. */
+typedef enum { VF_ROW_NONE, VF_ROW_WIDE, VF_ROW_SCALAR, VF_ROW_DROPPED } vf_row_class;
+vf_row_class vf_row_classify(int rank, const int64_t *dim, int row_rank, const int64_t *row_dim);
+/* Whether an input of shape (rank, dim), broadcast against a value of
+   class `where` of a row group, can be read by the row kernel as element
+   row * row_stride + col * col_stride (strides 0 where it broadcasts): its
+   per-row part is either all of the rows or one, its last dim C or 1.
+   False for partial broadcasts ([T, C] in [B, T, C]). */
+bool vf_row_input_index(int rank, const int64_t *dim, int row_rank, const int64_t *row_dim, vf_row_class where,
+                        uint32_t *row_stride, uint32_t *col_stride);
+
+/* A fused group of a plan: execs [first_exec, first_exec + n_execs) of
+   the plan are its members (group.n_members == n_execs; group.execs is
+   NULL: the backend points it at them). The backend may run them as one
+   kernel whose tensors are group.tensors, at loc. When it cannot, it runs
+   the member execs one by one: their internal values have arena offsets
+   in [arena_bytes, arena_bytes + spill_bytes). */
 typedef struct vf_plan_fused {
-    const struct vf_graph *graph;
-    const struct vf_group *group;
-    const struct vf_shape *shapes; /* per value of graph, for codegen */
+    vf_fused_group group;
     int first_exec, n_execs;
-    const vf_tref *tensors;     /* group->n_inputs + group->n_outputs */
-    const vf_plan_loc *loc;
+    const vf_plan_loc *loc;     /* per tensor of the group */
 } vf_plan_fused;
 
 /* A guarded exec runs only when predicate `pred` (one bool, computed

@@ -23,13 +23,8 @@ declare -A allow=(
 # backend.h, the contract, sits with the backends.
 allow_backend_h="vkfuse.h util/ graph/op.h"
 
-# Known violations, each to be removed by the change named with it.
-# - the Vulkan codegen's fused groups still come as partition groups
-#   (issue 18, helper "codegen": the contract describes groups by their
-#   member execs); remove this line when that lands.
-exceptions=(
-    "src/vulkan/codegen/codegen_fused.h plan/partition.h"
-)
+# Known violations, each with the change that removes it (none today).
+exceptions=()
 
 allowed() { # file folder header
     local p

@@ -321,7 +321,7 @@ static vf_status gen_group(vf_graph *g, const vf_device_caps *caps, vf_kernel *k
         }
     assert_true(found >= 0);
     const vf_group *grp = &p.groups[found];
-    vf_status st = vf_codegen_group(g, grp, shapes, caps, k, err);
+    vf_status st = vt_codegen_group(g, grp, shapes, caps, k, err);
     if (st == VF_OK) {
         assert_int_equal(k->n_steps, 1);
         /* every group tensor bound in order; b (tensor 1) once */

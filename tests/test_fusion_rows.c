@@ -264,7 +264,7 @@ static int run_graph(rt_handle *h, vf_backend_t *cpu, const vf_graph *g, const v
         }
         fused++;
         vf_kernel k;
-        vf_status st = vf_codegen_group(g, grp, shapes, caps, &k, &err);
+        vf_status st = vt_codegen_group(g, grp, shapes, caps, &k, &err);
         if (st) fprintf(stderr, "%s: %s\n", what, err.message);
         assert_int_equal(st, VF_OK);
         assert_int_equal(k.n_steps, 1);
@@ -378,7 +378,7 @@ static void test_glsl_size_independent(void **state)
             vf_err err = {0};
             assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
             vf_kernel k;
-            assert_int_equal(vf_codegen_group(g, &p.groups[p.group_of[g->outputs[0]]], shapes, &caps, &k, &err),
+            assert_int_equal(vt_codegen_group(g, &p.groups[p.group_of[g->outputs[0]]], shapes, &caps, &k, &err),
                              VF_OK);
             src[i] = k.step[0].glsl;
             k.step[0].glsl = NULL;

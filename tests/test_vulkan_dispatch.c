@@ -1,7 +1,8 @@
 /* The Vulkan runtime's dispatch: kernels, hazard tracking and barriers,
  * upload ordering, staging copies, descriptor pools and small batches, its
  * own SPIR-V with a uniform buffer and a specialisation constant, compile
- * errors, profiling, and the iface's exec through codegen. */
+ * errors, profiling, and the iface's exec through codegen and its kernel
+ * memo. */
 #include "vk_test_common.h"
 
 /* ---- dispatch ----------------------------------------------------------- */
@@ -284,6 +285,75 @@ static void test_exec_codegen(void **state)
     assert_int_equal(st.device_bytes_in_use, 0);
     rt_done(&h);
 }
+/* The eager kernel memo (vulkan/kernel_memo.h): an exec with the same
+   pattern and sizes as an earlier one runs the kernel generated then, still
+   counted as a shader memory hit and tracked for saved functions; other
+   sizes generate again; random_normal (its seed a push constant) is never
+   memoised. */
+static void test_exec_memo(void **state)
+{
+    (void)state;
+    rt_handle h;
+    rt_make(&h, NULL, NULL);
+    const uint32_t n = 1000;
+    float *x = malloc(n * 4), *z = malloc(n * 4);
+    for (uint32_t i = 0; i < n; i++) x[i] = (float)i;
+    vf_exec e;
+    memset(&e, 0, sizeof e);
+    e.op = VF_OP_MUL;
+    e.n_in = 2;
+    vf_tref t = {.dtype = VF_F32, .rank = 1, .shape = {n}};
+    e.in[0] = e.in[1] = e.out = t;
+    e.in[0].buf = e.in[1].buf = alloc_upload(&h, x, n);
+    e.out.buf = alloc_upload(&h, NULL, n);
+    assert_int_equal(h.be.iface->exec(h.be.self, &e), VF_OK);
+    assert_int_equal(h.rt->memo.misses, 1);
+    assert_int_equal(h.rt->memo.hits, 0);
+    vf_kernel k;
+    vf_err err = {0};
+    assert_int_equal(vf_codegen_exec(&e, &h.rt->dev.caps, &k, &err), VF_OK);
+    uint64_t key = vf_vk_shader_key(&h.rt->shaders, k.step[0].glsl);
+    vf_kernel_free(&k);
+
+    vf_keyset track = {0};
+    assert_null(h.be.iface->kernels_track(h.be.self, &track));
+    int64_t mem = h.rt->shaders.memory_hits, compiles = h.rt->shaders.compiles;
+    e.in[1].buf = e.out.buf; /* other buffers, same pattern: x * (x * x) */
+    assert_int_equal(h.be.iface->exec(h.be.self, &e), VF_OK);
+    assert_int_equal(h.rt->memo.hits, 1);
+    assert_int_equal(h.rt->shaders.memory_hits, mem + 1);
+    assert_int_equal(h.rt->shaders.compiles, compiles);
+    assert_true(vf_keyset_has(&track, key));
+    assert_ptr_equal(h.be.iface->kernels_track(h.be.self, NULL), &track);
+    vf_keyset_free(&track);
+    assert_int_equal(h.be.iface->download(h.be.self, e.out.buf, 0, z, n * 4), VF_OK);
+    for (uint32_t i = 0; i < n; i++) assert_true(z[i] == x[i] * (x[i] * x[i]));
+
+    e.in[0].shape[0] = e.in[1].shape[0] = e.out.shape[0] = n - 1; /* other sizes */
+    assert_int_equal(h.be.iface->exec(h.be.self, &e), VF_OK);
+    assert_int_equal(h.rt->memo.misses, 2);
+
+    vf_exec r;
+    memset(&r, 0, sizeof r);
+    r.op = VF_OP_RANDOM_NORMAL;
+    r.out = t;
+    r.out.buf = e.out.buf;
+    float first[4];
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        r.attrs.seed = seed;
+        assert_int_equal(h.be.iface->exec(h.be.self, &r), VF_OK);
+        assert_int_equal(h.be.iface->download(h.be.self, r.out.buf, 0, z, 16), VF_OK);
+        if (seed == 1) memcpy(first, z, sizeof first);
+    }
+    assert_true(memcmp(first, z, sizeof first) != 0);
+    assert_int_equal(h.rt->memo.misses + h.rt->memo.hits, 3);
+    h.be.iface->free(h.be.self, e.in[0].buf);
+    h.be.iface->free(h.be.self, e.out.buf);
+    free(x);
+    free(z);
+    rt_done(&h);
+}
+
 int main(void)
 {
     pin_vulkan_libraries();
@@ -296,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_compile_error),
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_exec_codegen),
+        cmocka_unit_test(test_exec_memo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,8 +17,7 @@
  */
 #include "vk_test_common.h"
 
-#include "vulkan/codegen/codegen_fused.h"
-#include "plan/partition.h"
+#include "graph_build.h"
 #include "util/dtype.h"
 
 #include <math.h>
@@ -202,7 +201,7 @@ static void gen_group(const vf_graph *g, const vf_partition_t *p, int i, const v
         vf_exec e = exec_of(g, grp->nodes[0], bufs);
         st = vf_codegen_exec(&e, c, k, &err);
     } else {
-        st = vf_codegen_group(g, grp, shapes, c, k, &err);
+        st = vt_codegen_group(g, grp, shapes, c, k, &err);
     }
     if (st) fprintf(stderr, "codegen: %s\n", err.message);
     assert_int_equal(st, VF_OK);

@@ -131,51 +131,6 @@ static int row_input(const vf_graph *g, const vf_node *n)
 
 static bool row_center(const vf_graph *g, const vf_node *n) { return row_input(g, n) >= 0; }
 
-static int64_t numel_range(const vf_shape *s, int from, int to)
-{
-    int64_t n = 1;
-    for (int d = from; d < to; d++) n *= s->dim[d];
-    return n;
-}
-
-vf_row_class vf_row_classify(const vf_shape *s, const vf_shape *row)
-{
-    if (vf_shape_equal(s, row)) return VF_ROW_WIDE;
-    if (s->rank == row->rank) {
-        for (int d = 0; d + 1 < s->rank; d++)
-            if (s->dim[d] != row->dim[d]) return VF_ROW_NONE;
-        return s->dim[s->rank - 1] == 1 ? VF_ROW_SCALAR : VF_ROW_NONE;
-    }
-    if (s->rank + 1 == row->rank) {
-        for (int d = 0; d < s->rank; d++)
-            if (s->dim[d] != row->dim[d]) return VF_ROW_NONE;
-        return VF_ROW_DROPPED;
-    }
-    return VF_ROW_NONE;
-}
-
-bool vf_row_input_index(const vf_shape *in, const vf_shape *row, vf_row_class where, uint32_t *row_stride,
-                        uint32_t *col_stride)
-{
-    int R = row->rank;
-    int64_t rows = numel_range(row, 0, R - 1), cols = row->dim[R - 1];
-    int64_t n = numel_range(in, 0, in->rank);
-    *row_stride = *col_stride = 0;
-    if (where == VF_ROW_DROPPED) {   /* aligned with [rows] */
-        if (n == rows && rows != 1) *row_stride = 1;
-        return n == 1 || n == rows;
-    }
-    if (in->rank > R) return false;
-    bool colfull = in->rank >= 1 && in->dim[in->rank - 1] != 1;
-    if (colfull && (cols == 1 || in->dim[in->rank - 1] != cols)) return false;
-    int64_t outer = in->rank >= 1 ? numel_range(in, 0, in->rank - 1) : 1;
-    if (outer != 1 && outer != rows) return false;
-    if (colfull && where == VF_ROW_SCALAR) return false;
-    *col_stride = colfull ? 1u : 0u;
-    if (outer == rows && rows != 1) *row_stride = colfull ? (uint32_t)cols : 1u;
-    return true;
-}
-
 /* Counts the tensors a group made of the groups in cand[] plus node n would
    bind: external inputs plus a bound on outputs (members already read
    outside or graph outputs, plus n). */
@@ -218,7 +173,7 @@ static int members_of(pstate *s, const int *cand, int nc)
    a per-row value feeds only per-row or row-wide values. */
 static bool row_member_ok(const vf_graph *g, const vf_node *nd, int p, const vf_shape *row)
 {
-    vf_row_class c = vf_row_classify(&nd->shape, row), pc = vf_row_classify(&g->nodes[p].shape, row);
+    vf_row_class c = vf_row_classify_shape(&nd->shape, row), pc = vf_row_classify_shape(&g->nodes[p].shape, row);
     if (c == VF_ROW_NONE || pc == VF_ROW_NONE) return false;
     return pc == c || (c == VF_ROW_WIDE && pc == VF_ROW_SCALAR);
 }
@@ -234,7 +189,7 @@ static bool row_inputs_ok(pstate *s, const int *cand, int nc, int n, const vf_sh
         for (int c = 0; c < nc && !member; c++) member = r == cand[c];
         if (!member) continue;
         const vf_node *nd = &g->nodes[v];
-        vf_row_class where = row_center(g, nd) ? VF_ROW_WIDE : vf_row_classify(&nd->shape, row);
+        vf_row_class where = row_center(g, nd) ? VF_ROW_WIDE : vf_row_classify_shape(&nd->shape, row);
         if (where == VF_ROW_NONE) return false;
         for (int k = 0; k < nd->n_in; k++) {
             int p = nd->in[k];
@@ -245,7 +200,7 @@ static bool row_inputs_ok(pstate *s, const int *cand, int nc, int n, const vf_sh
             vf_row_class w = where;
             if (nd->op == VF_OP_SPARSE_XENT) w = k == 0 ? VF_ROW_DROPPED : VF_ROW_WIDE;
             uint32_t rs, cs;
-            if (!vf_row_input_index(&g->nodes[p].shape, row, w, &rs, &cs)) return false;
+            if (!vf_row_input_index_shape(&g->nodes[p].shape, row, w, &rs, &cs)) return false;
         }
     }
     return true;
@@ -296,7 +251,7 @@ static int choose(pstate *s, int n, int epoch)
     if (row)
         for (int c = 0; c < nc; c++)
             if (s->w[cand[c]].kind == VF_GROUP_ELEMENTWISE_DAG &&
-                vf_row_classify(&s->w[cand[c]].shape, row) == VF_ROW_NONE) {
+                vf_row_classify_shape(&s->w[cand[c]].shape, row) == VF_ROW_NONE) {
                 memmove(&cand[c], &cand[c + 1], sizeof cand[0] * (size_t)(nc - c - 1));
                 nc--, c--;
             }

@@ -7,8 +7,8 @@
  *   for (int i = 0; i < p.n_groups; i++) {      // a valid execution order
  *       const vf_group *grp = &p.groups[i];
  *       if (grp->kind == VF_GROUP_SINGLE) run node grp->nodes[0] as today;
- *       else vf_codegen_group(g, grp, shapes, caps, &kernel, &err) and
- *            bind grp->inputs then grp->outputs (see codegen_fused.h);
+ *       else the plan hands it to the backend as one vf_plan_fused
+ *            (backend.h), its tensors grp->inputs then grp->outputs;
  *   }
  *   vf_partition_free(&p);
  *
@@ -40,6 +40,7 @@
 #ifndef VF_FUSION_PARTITION_H
 #define VF_FUSION_PARTITION_H
 
+#include "backend.h"
 #include "graph/graph.h"
 
 #include <stdbool.h>
@@ -103,19 +104,22 @@ void vf_partition_free(vf_partition_t *p);
    (every VF_KIND_ELEMENTWISE op and FILL). */
 bool vf_fusible_elementwise(const vf_node *n);
 
-/* Row groups: how a value of shape s relates to the row shape `row`
-   [..., C]: row-wide (s == row), per-row kept ([..., 1]), per-row dropped
-   ([...], sparse_xent losses) or none of these. With C == 1 row-wide wins. */
-typedef enum { VF_ROW_NONE, VF_ROW_WIDE, VF_ROW_SCALAR, VF_ROW_DROPPED } vf_row_class;
-vf_row_class vf_row_classify(const vf_shape *s, const vf_shape *row);
-/* Whether an input of shape `in`, broadcast against a value of class
-   `where` of a row group with row shape `row`, can be read by the row
-   kernel as element row * row_stride + col * col_stride (strides 0 where
-   it broadcasts): its per-row part is either all of the rows or one, its
-   last dim C or 1. False for partial broadcasts ([T, C] in [B, T, C]). */
-bool vf_row_input_index(const vf_shape *in, const vf_shape *row, vf_row_class where, uint32_t *row_stride,
-                        uint32_t *col_stride);
+/* Row groups: the contract's row shape rules (backend.h) over graph shapes. */
+static inline vf_row_class vf_row_classify_shape(const vf_shape *s, const vf_shape *row)
+{
+    return vf_row_classify(s->rank, s->dim, row->rank, row->dim);
+}
+static inline bool vf_row_input_index_shape(const vf_shape *in, const vf_shape *row, vf_row_class where,
+                                            uint32_t *row_stride, uint32_t *col_stride)
+{
+    return vf_row_input_index(in->rank, in->dim, row->rank, row->dim, where, row_stride, col_stride);
+}
 
+/* The backend's description of group grp (backend.h vf_fused_group; plan_order.c):
+   per member (mem: grp->n_nodes of them), where each input comes from and
+   which output it is. execs and tensors are left to the caller. false:
+   grp is not a kind the backend fuses. */
+bool vf_group_describe(const vf_graph *g, const vf_group *grp, vf_fused_member *mem, vf_fused_group *out);
 const char *vf_group_kind_name(vf_group_kind k);
 /* Position of value v among the group's members / inputs, or -1. */
 int vf_group_member_index(const vf_group *grp, int v);

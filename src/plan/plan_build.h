@@ -48,7 +48,7 @@ typedef struct builder {
 typedef struct fusion {
     vf_partition_t part;
     bool have_part;
-    vf_shape *shapes;      /* per node */
+    vf_fused_member *members; /* every fused group's members, in a row */
     vf_plan_fused *fused;
     int n_fused;
     vf_tref *tens;         /* every fused group's tensors, in a row */

@@ -10,22 +10,45 @@
 void vf_pb_fusion_free(fusion *f)
 {
     if (f->have_part) vf_partition_free(&f->part);
-    free(f->shapes);
+    free(f->members);
     free(f->fused);
     free(f->tens);
     free(f->tloc);
     free(f->tinter);
 }
 
-/* The group kinds handed to the backend as one vf_plan_fused kernel. */
-static bool fusable_kind(vf_group_kind k)
+/* The group kinds handed to the backend as one vf_plan_fused kernel, and
+   their kind in the backend contract. */
+static bool fusable_kind(vf_group_kind k, vf_fused_kind *fk)
 {
     switch (k) {
-    case VF_GROUP_ELEMENTWISE_DAG: return true;
-    case VF_GROUP_ROW_EPILOGUE: return true;   /* codegen_rows.c */
-    case VF_GROUP_MATMUL_EPILOGUE: return true; /* codegen_matmul_fused.c */
+    case VF_GROUP_ELEMENTWISE_DAG: *fk = VF_FUSED_ELEMENTWISE; return true;
+    case VF_GROUP_ROW_EPILOGUE: *fk = VF_FUSED_ROWS; return true;
+    case VF_GROUP_MATMUL_EPILOGUE: *fk = VF_FUSED_MATMUL; return true;
     default: return false;
     }
+}
+
+bool vf_group_describe(const vf_graph *g, const vf_group *grp, vf_fused_member *mem, vf_fused_group *out)
+{
+    vf_fused_kind kind;
+    if (!fusable_kind(grp->kind, &kind)) return false;
+    for (int m = 0; m < grp->n_nodes; m++) {
+        const vf_node *nd = &g->nodes[grp->nodes[m]];
+        vf_fused_member *fm = &mem[m];
+        fm->in[0] = fm->in[1] = fm->in[2] = 0;
+        for (int k = 0; k < nd->n_in && k < 3; k++) {
+            int mi = vf_group_member_index(grp, nd->in[k]);
+            fm->in[k] = mi >= 0 ? VF_FUSED_MEMBER(mi) : vf_group_input_index(grp, nd->in[k]);
+        }
+        fm->out = -1;
+        for (int o = 0; o < grp->n_outputs; o++)
+            if (grp->outputs[o] == grp->nodes[m]) fm->out = grp->n_inputs + o;
+    }
+    *out = (vf_fused_group){.kind = kind, .n_members = grp->n_nodes, .members = mem,
+                            .center = grp->center >= 0 ? vf_group_member_index(grp, grp->center) : -1,
+                            .n_inputs = grp->n_inputs, .n_outputs = grp->n_outputs};
+    return true;
 }
 
 bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *ord, int *step)
@@ -40,29 +63,32 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
     if (ps == VF_ERROR_OUT_OF_MEMORY) return false;
     if (ps != VF_OK) return true; /* the unfused plan is always valid */
     f->have_part = true;
-    int n_dag = 0, n_tens = 0;
+    int n_dag = 0, n_tens = 0, n_mem = 0;
+    vf_fused_kind fk;
     for (int gi = 0; gi < f->part.n_groups; gi++)
-        if (fusable_kind(f->part.groups[gi].kind)) {
+        if (fusable_kind(f->part.groups[gi].kind, &fk)) {
             n_dag++;
             n_tens += f->part.groups[gi].n_inputs + f->part.groups[gi].n_outputs;
+            n_mem += f->part.groups[gi].n_nodes;
         }
     if (!n_dag) return true;
-    f->shapes = calloc((size_t)g->n + 1, sizeof *f->shapes);
+    f->members = calloc((size_t)n_mem, sizeof *f->members);
     f->fused = calloc((size_t)n_dag, sizeof *f->fused);
     f->tens = calloc((size_t)n_tens, sizeof *f->tens);
     f->tloc = calloc((size_t)n_tens, sizeof *f->tloc);
     f->tinter = calloc((size_t)n_tens, sizeof *f->tinter);
-    if (!f->shapes || !f->fused || !f->tens || !f->tloc || !f->tinter) return false;
-    for (int i = 0; i < g->n; i++) f->shapes[i] = vf_pb_shape_of(&v[i].ref);
-    int n = 0, steps = 0;
+    if (!f->members || !f->fused || !f->tens || !f->tloc || !f->tinter) return false;
+    int n = 0, steps = 0, n_members = 0;
     for (int gi = 0; gi < f->part.n_groups; gi++) {
         const vf_group *grp = &f->part.groups[gi];
-        bool fuse = fusable_kind(grp->kind);
+        bool fuse = fusable_kind(grp->kind, &fk);
         for (int m = 0; fuse && m < grp->n_nodes; m++) fuse = b->node_nex[grp->nodes[m]] == 1;
         if (fuse && n + grp->n_nodes <= b->n_ex) {
             vf_plan_fused *pf = &f->fused[f->n_fused++];
-            *pf = (vf_plan_fused){.graph = g, .group = grp, .shapes = f->shapes, .first_exec = n,
-                                  .n_execs = grp->n_nodes, .tensors = f->tens + f->n_tens, .loc = f->tloc + f->n_tens};
+            *pf = (vf_plan_fused){.first_exec = n, .n_execs = grp->n_nodes, .loc = f->tloc + f->n_tens};
+            vf_group_describe(g, grp, f->members + n_members, &pf->group);
+            pf->group.tensors = f->tens + f->n_tens;
+            n_members += grp->n_nodes;
             for (int t = 0; t < grp->n_inputs + grp->n_outputs; t++) {
                 int val = t < grp->n_inputs ? grp->inputs[t] : grp->outputs[t - grp->n_inputs];
                 f->tens[f->n_tens] = v[val].ref;
@@ -260,7 +286,7 @@ void vf_pb_inplace_candidates(const builder *b, const fusion *fz, const int *ste
     for (int x = 0, gi = 0; x < b->n_ex; x++) {
         const vf_plan_fused *f = gi < fz->n_fused && fz->fused[gi].first_exec == x ? &fz->fused[gi++] : NULL;
         int x1 = f ? x + f->n_execs : x + 1;
-        bool ok = f ? f->group->may_alias_input
+        bool ok = f ? fz->part.groups[fz->part.group_of[b->ex_node[x]]].may_alias_input
                     : vf_op_get(b->ex[x].op)->kind == VF_KIND_ELEMENTWISE && b->guard[x].pred < 0;
         for (int w = x; ok && w < x1; w++) {
             int o = b->ref_inter[w][3];

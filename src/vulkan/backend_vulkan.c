@@ -171,25 +171,55 @@ static vf_status bind_tensor(vf_vk_runtime *rt, const vf_dispatch *st, int slot,
     return VF_OK;
 }
 
+/* The kernel of e and its steps' pipelines: from the memo when an exec
+   with the same pattern and sizes ran before (kernel_memo.h), else
+   generated, compiled (through the caches) and memoised. *ent receives
+   the kernel when it is not memoised (then the caller frees ent->k). */
+static vf_status exec_kernel(vf_vk_runtime *rt, const vf_exec *e, vf_vk_memo_entry *ent,
+                             const vf_vk_memo_entry **out)
+{
+    ent->n_key = vf_vk_memo_key(e, ent->key);
+    const vf_vk_memo_entry *hit = ent->n_key ? vf_vk_memo_find(&rt->memo, ent->key, ent->n_key) : NULL;
+    if (hit) {
+        for (int i = 0; i < hit->k.n_steps; i++) vf_vk_shader_hit(&rt->shaders, hit->spirv[i]);
+        *out = hit;
+        return VF_OK;
+    }
+    vf_status s = vf_codegen_exec(e, &rt->dev.caps, &ent->k, rt->err);
+    for (int i = 0; !s && i < ent->k.n_steps; i++) {
+        s = vf_vk_runtime_dispatch_pipeline(rt, &ent->k.step[i], &ent->pipe[i]);
+        ent->spirv[i] = s ? 0 : vf_vk_shader_key(&rt->shaders, ent->k.step[i].glsl);
+    }
+    if (s) return s;
+    *out = ent;
+    if (!ent->n_key) return VF_OK;
+    for (int i = 0; i < ent->k.n_steps; i++) { /* compiled: the text is not needed again */
+        free(ent->k.step[i].glsl);
+        ent->k.step[i].glsl = NULL;
+    }
+    const vf_vk_memo_entry *kept = vf_vk_memo_add(&rt->memo, ent);
+    if (kept) *out = kept; /* out of memory: run it unmemoised */
+    return VF_OK;
+}
+
 static vf_status vk_exec(void *self, const vf_exec *e)
 {
     vf_vk_runtime *rt = self;
-    vf_kernel k;
-    memset(&k, 0, sizeof k);
-    vf_status s = vf_codegen_exec(e, &rt->dev.caps, &k, rt->err);
-    if (s) return s;
+    vf_vk_memo_entry *ent = calloc(1, sizeof *ent);
+    if (!ent) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    const vf_vk_memo_entry *me = NULL;
+    vf_status s = exec_kernel(rt, e, ent, &me);
+    const vf_kernel *k = me ? &me->k : NULL;
     vf_buffer *scratch = NULL;
-    if (k.scratch_bytes) s = vf_vk_mem_alloc(&rt->mem, k.scratch_bytes, 0, &scratch);
-    for (int i = 0; !s && i < k.n_steps; i++) {
-        const vf_dispatch *st = &k.step[i];
-        const vf_vk_pipeline *p = NULL;
-        s = vf_vk_runtime_dispatch_pipeline(rt, st, &p);
+    if (!s && k->scratch_bytes) s = vf_vk_mem_alloc(&rt->mem, k->scratch_bytes, 0, &scratch);
+    for (int i = 0; !s && i < k->n_steps; i++) {
+        const vf_dispatch *st = &k->step[i];
         vf_vk_bind binds[VF_KERNEL_MAX_BINDINGS];
         for (int j = 0; !s && j < st->n_bindings; j++)
-            s = bind_tensor(rt, st, j, e, scratch, k.scratch_bytes, &binds[j]);
+            s = bind_tensor(rt, st, j, e, scratch, k->scratch_bytes, &binds[j]);
         if (s) break;
         vf_vk_dispatch_info di = {
-            .pipe = p,
+            .pipe = me->pipe[i],
             .n_bindings = st->n_bindings,
             .bindings = binds,
             .push = st->push,
@@ -204,7 +234,8 @@ static vf_status vk_exec(void *self, const vf_exec *e)
         s = vf_vk_sched_dispatch(&rt->sched, &di);
     }
     if (scratch) vf_vk_mem_free(&rt->mem, scratch, rt->sched.completed);
-    vf_kernel_free(&k);
+    vf_kernel_free(&ent->k);
+    free(ent);
     rt->execs++;
     return s ? s : rt->err->status;
 }
@@ -219,6 +250,7 @@ static vf_status vk_sync(void *self)
 static void runtime_destroy(vf_vk_runtime *rt)
 {
     vf_vk_sched_destroy(&rt->sched);
+    vf_vk_memo_free(&rt->memo);
     vf_vk_pipelines_destroy(&rt->pipes); /* saves the pipeline cache */
     vf_vk_shaders_destroy(&rt->shaders);
     vf_vk_mem_destroy(&rt->mem);

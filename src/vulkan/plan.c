@@ -42,12 +42,12 @@ static vf_status check_loc(vf_vk_runtime *rt, const vf_plan *p, const vf_plan_de
 static vf_status group_binding(vf_vk_runtime *rt, const vf_plan *p, const vf_plan_desc *d, const vf_plan_fused *f,
                                const vf_dispatch *st, int which, plan_binding *b)
 {
-    int t = which - VF_BIND_GROUP, n_in = f->group->n_inputs;
-    if (t < 0 || t >= n_in + f->group->n_outputs)
+    int t = which - VF_BIND_GROUP, n_in = f->group.n_inputs;
+    if (t < 0 || t >= n_in + f->group.n_outputs)
         return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT,
                           "plan %s: fused kernel %s binds group tensor %d of %d", d->name, st->name, t,
-                          n_in + f->group->n_outputs);
-    const vf_tref *r = &f->tensors[t];
+                          n_in + f->group.n_outputs);
+    const vf_tref *r = &f->group.tensors[t];
     const vf_plan_loc *l = &f->loc[t];
     *b = (plan_binding){.kind = l->kind, .index = l->index, .buf = l->kind == VF_PLAN_FIXED ? r->buf : NULL,
                         .offset = r->offset, .bytes = tref_bytes(r), .access = t < n_in ? VF_VK_READ : VF_VK_WRITE};
@@ -99,10 +99,10 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
     const VkPhysicalDeviceLimits *L = &rt->dev.props.limits;
     int rec = -1;
     if (k->n_steps) {
-        bool known = !f && d->exec_node && d->exec_node[x] >= 0;
+        /* the graph nodes it runs: a fused group's are its execs' */
+        bool known = d->exec_node && (f || d->exec_node[x] >= 0);
         vf_status s = vf_vk_prof_kernel(rt, &p->prof, k->step[0].name, x, f ? f->n_execs : 1, d->execs[x].op,
-                                        f ? f->group->nodes : known ? &d->exec_node[x] : NULL,
-                                        f ? f->group->n_nodes : known, &rec);
+                                        known ? &d->exec_node[x] : NULL, known ? (f ? f->n_execs : 1) : 0, &rec);
         if (s) return s;
         if (d->guards && !f && d->guards[x].pred >= 0) p->prof.k[rec].pred = d->guards[x].pred;
     }
@@ -292,8 +292,13 @@ static vf_status fused_kernels(vf_vk_runtime *rt, const vf_plan_desc *d, vf_kern
             (i && f->first_exec < d->fused[i - 1].first_exec + d->fused[i - 1].n_execs))
             return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: fused group %d covers execs %d..%d",
                               d->name, i, f->first_exec, f->first_exec + f->n_execs - 1);
+        vf_fused_group grp = f->group;   /* its members: the plan's execs */
+        grp.execs = d->execs + f->first_exec;
+        if (grp.n_members != f->n_execs)
+            return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: fused group %d has %d members for %d execs",
+                              d->name, i, grp.n_members, f->n_execs);
         vf_err err = {0};
-        vf_status s = vf_codegen_group(f->graph, f->group, f->shapes, &rt->dev.caps, &kern[i], &err);
+        vf_status s = vf_codegen_group(&grp, &rt->dev.caps, &kern[i], &err);
         ok[i] = s == VF_OK;
         if (s == VF_ERROR_UNSUPPORTED) {
             vf_kernel_free(&kern[i]);

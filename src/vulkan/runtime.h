@@ -26,6 +26,7 @@
 #include "backend.h"
 #include "vulkan/codegen/kernel.h"
 #include "vulkan/device.h"
+#include "vulkan/kernel_memo.h"
 #include "vulkan/memory.h"
 #include "vulkan/pipeline.h"
 #include "vulkan/scheduler.h"
@@ -46,6 +47,7 @@ typedef struct vf_vk_runtime {
     vf_vk_shaders shaders;
     vf_vk_pipelines pipes;
     vf_vk_sched sched;
+    vf_vk_memo memo;               /* eager execs' kernels (kernel_memo.h) */
     int64_t execs;
     struct vf_plan *last_plan;     /* the plan run last, for its profile (plan.c) */
 } vf_vk_runtime;

@@ -157,6 +157,12 @@ static vf_status compile(vf_vk_shaders *c, const char *glsl, const char *name, u
     return s;
 }
 
+void vf_vk_shader_hit(vf_vk_shaders *c, uint64_t key)
+{
+    if (c->track) vf_keyset_add(c->track, key); /* a failure is the set's oom flag */
+    c->memory_hits++;
+}
+
 vf_status vf_vk_shader_get(vf_vk_shaders *c, const char *glsl, const char *name,
                            const vf_vk_spirv **out)
 {

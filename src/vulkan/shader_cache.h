@@ -55,6 +55,11 @@ void vf_vk_shaders_destroy(vf_vk_shaders *c);
 vf_status vf_vk_shader_get(vf_vk_shaders *c, const char *glsl, const char *name,
                            const vf_vk_spirv **out);
 
+/* Counts a lookup of key that a memo in front of the cache answered
+   (kernel_memo.h) as vf_vk_shader_get counts a memory hit: tracked, and
+   one more memory hit. */
+void vf_vk_shader_hit(vf_vk_shaders *c, uint64_t key);
+
 /* The entry under key in the memory cache; NULL: none. */
 const vf_vk_spirv *vf_vk_shader_find(const vf_vk_shaders *c, uint64_t key);
 /* Adds a copy of words under key to the memory cache (saved functions

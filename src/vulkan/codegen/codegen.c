@@ -1,6 +1,7 @@
 /* vf_codegen_exec: picks the generator for an op's kind, plus the shared
  * pieces every generated kernel uses (buffers, push block, typed loads and
  * stores with the cast rules, workgroup counts, final assembly). */
+#include "vulkan/codegen/codegen_fused.h"
 #include "vulkan/codegen/codegen_internal.h"
 #include "util/dtype.h"
 
@@ -49,10 +50,10 @@ vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_kerne
                           info->name, (long long)cg_numel(&e->out), UINT32_MAX);
     vf_status st;
     switch (info->kind) {
-    case VF_KIND_ELEMENTWISE: st = vf_codegen_elementwise(e, caps, out, err); break;
+    case VF_KIND_ELEMENTWISE: st = vf_codegen_single(e, caps, out, err); break;
     case VF_KIND_SOURCE:
         st = e->op == VF_OP_RANDOM_NORMAL ? vf_codegen_random(e, caps, out, err)
-                                          : vf_codegen_elementwise(e, caps, out, err);
+                                          : vf_codegen_single(e, caps, out, err);
         break;
     case VF_KIND_MOVEMENT: st = vf_codegen_transpose(e, caps, out, err); break;
     case VF_KIND_REDUCTION: st = vf_codegen_reduce(e, caps, out, err); break;

@@ -1,10 +1,11 @@
 /* vf_codegen_group: one GLSL kernel per fused elementwise DAG
- * (codegen_fused.h).
+ * (codegen_fused.h), and vf_codegen_single: an eager elementwise op (or
+ * FILL) as a DAG of one member, so it has the same GLSL as in a plan.
  *
  * Every invocation evaluates the whole DAG for its output elements: the
  * group's inputs are loaded once (at their broadcast index), each member
- * becomes one local `tN` computed by a function wrapping its op-table GLSL
- * expression (so a new op row needs nothing here), and each group output
+ * m becomes one local `tm` computed by a function wrapping its op-table GLSL
+ * expression (codegen_member.c; a new op row needs nothing here), and each group output
  * is stored once. Values between members never touch memory.
  *
  * Values are held in the compute type of their dtype (float for f32/f16,
@@ -12,7 +13,7 @@
  * to its dtype's compute type with the cast rules, and f16 results are
  * rounded to f16 after every op, as the CPU backend rounds to storage.
  *
- * Shapes are collapsed as in codegen_elementwise.c (size-1 dims dropped,
+ * Shapes are collapsed by cg_collapse, as for eager ops (size-1 dims dropped,
  * adjacent dims that every input broadcasts alike merged); the broadcast
  * bits are baked in, sizes are push constants. Without broadcasting
  * (inputs of the output's shape, or single elements) and with 4-byte
@@ -20,7 +21,6 @@
  */
 #include "vulkan/codegen/codegen_fused.h"
 #include "vulkan/codegen/codegen_internal.h"
-#include "vulkan/codegen/codegen_matmul.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -29,187 +29,85 @@
 #define FU_PER_THREAD 4u
 #define FU_MAX_TENSORS VF_KERNEL_MAX_BINDINGS
 
-typedef struct {
-    int ndims;
-    uint64_t size[VF_MAX_RANK];
-    uint32_t bcast[VF_MAX_RANK];   /* bit k: input k broadcasts this dim */
-} fu_pattern;
-
-static int64_t numel_of(const vf_shape *s)
-{
-    int64_t n = 1;
-    for (int i = 0; i < s->rank; i++) n *= s->dim[i];
-    return n;
-}
-
-static void collapse(const vf_shape *out, const vf_shape *const *in, int n_in, fu_pattern *p)
-{
-    memset(p, 0, sizeof *p);
-    int R = out->rank;
-    for (int d = 0; d < R; d++) {
-        int64_t n = out->dim[d];
-        if (n == 1) continue;
-        uint32_t bits = 0;
-        for (int k = 0; k < n_in; k++) {
-            int dk = d - (R - in[k]->rank);
-            int64_t ik = dk < 0 ? 1 : in[k]->dim[dk];
-            if (ik == 1) bits |= 1u << k;
-        }
-        if (p->ndims > 0 && p->bcast[p->ndims - 1] == bits) {
-            p->size[p->ndims - 1] *= (uint64_t)n;
-        } else {
-            p->size[p->ndims] = (uint64_t)n;
-            p->bcast[p->ndims] = bits;
-            p->ndims++;
-        }
-    }
-    if (p->ndims == 0) {
-        p->ndims = 1;
-        p->size[0] = 1;
-        p->bcast[0] = n_in >= 32 ? 0xffffffffu : (1u << n_in) - 1;
-    }
-}
-
 static bool is4(vf_dtype t) { return t == VF_F32 || t == VF_I32 || t == VF_U32; }
 
-static const char *pick_expr(const vf_op_info *info, vf_dtype data)
+/* The value names inside the evaluation: tM for members, xK for inputs. */
+static void value_ref(vf_sb *s, int src, void *user)
 {
-    switch (data) {
-    case VF_F32: case VF_F16: return info->glsl_f;
-    case VF_I32: return info->glsl_i;
-    default: return info->glsl_u ? info->glsl_u : info->glsl_i;
-    }
+    (void)user;
+    if (src < 0) vf_sb_add(s, "t%d", VF_FUSED_MEMBER(src));
+    else vf_sb_add(s, "x%d", src);
 }
 
-/* Converts expression v of compute type ct to the compute type of dt with
-   the cast rules (f16: rounded through f16 bits). */
-void vf_fused_to_ctype(vf_sb *s, vf_dtype dt, vf_ctype ct, const char *v)
-{
-    switch (dt) {
-    case VF_F32:
-        vf_sb_add(s, ct == VF_CT_BOOL ? "(%s ? 1.0 : 0.0)" : "float(%s)", v);
-        break;
-    case VF_F16:
-        vf_sb_add(s, ct == VF_CT_BOOL ? "(%s ? 1.0 : 0.0)" : "vf_h2f(vf_f2h(float(%s)))", v);
-        break;
-    case VF_I32:
-        if (ct == VF_CT_FLOAT) vf_sb_add(s, "vf_f2i(%s)", v);
-        else if (ct == VF_CT_BOOL) vf_sb_add(s, "(%s ? 1 : 0)", v);
-        else vf_sb_add(s, "int(%s)", v);
-        break;
-    case VF_U32:
-        if (ct == VF_CT_FLOAT) vf_sb_add(s, "vf_f2u(%s)", v);
-        else if (ct == VF_CT_BOOL) vf_sb_add(s, "(%s ? 1u : 0u)", v);
-        else vf_sb_add(s, "uint(%s)", v);
-        break;
-    case VF_BOOL:
-        if (ct == VF_CT_BOOL) vf_sb_add(s, "(%s ? 1u : 0u)", v);
-        else if (ct == VF_CT_FLOAT) vf_sb_add(s, "(%s != 0.0 ? 1u : 0u)", v);
-        else vf_sb_add(s, "(%s != %s ? 1u : 0u)", v, ct == VF_CT_INT ? "0" : "0u");
-        break;
-    }
-}
-
-/* The op function of member v: `RT op_<v>(CTa a, ...)`. */
-vf_status vf_fused_op_fn(vf_sb *s, const vf_graph *g, int v, vf_err *err)
-{
-    const vf_node *nd = &g->nodes[v];
-    const vf_op_info *info = vf_op_get(nd->op);
-    if (nd->op == VF_OP_FILL) return VF_OK;   /* a constant: no function */
-    int data = vf_op_data_input(nd->op);
-    vf_dtype dt = g->nodes[nd->in[data]].dtype;
-    const char *expr = pick_expr(info, dt);
-    if (!expr)
-        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL expression for dtype %s in the op table",
-                          info->name, vf_dtype_name(dt));
-    vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
-    vf_sb_add(s, "%s op_%d(", cg_ctype_name(rt), v);
-    static const char *const an[3] = {"a", "b", "c"};
-    for (int k = 0; k < nd->n_in; k++) {
-        vf_ctype ct = vf_op_input_is_cond(nd->op, k) ? VF_CT_BOOL : cg_ctype_of(g->nodes[nd->in[k]].dtype);
-        vf_sb_add(s, "%s%s %s", k ? ", " : "", cg_ctype_name(ct), an[k]);
-    }
-    vf_sb_add(s, ") { return %s; }   // %s\n", expr, info->name);
-    return VF_OK;
-}
-
-/* The per-member op functions. */
-static vf_status emit_op_fns(vf_cg *cg, const vf_graph *g, const vf_group *grp, vf_err *err)
-{
-    for (int m = 0; m < grp->n_nodes; m++) {
-        vf_status st = vf_fused_op_fn(&cg->decl, g, grp->nodes[m], err);
-        if (st) return st;
-    }
-    return VF_OK;
-}
-
-/* The value name of v inside the evaluation: tN for members, xK for inputs. */
-static void value_ref(vf_sb *s, const vf_group *grp, int v)
-{
-    if (vf_group_member_index(grp, v) >= 0) vf_sb_add(s, "t%d", v);
-    else vf_sb_add(s, "x%d", vf_group_input_index(grp, v));
-}
-
-/* Evaluates the members in order, from the loaded inputs x0.. into t<id>. */
-static void emit_eval(vf_sb *s, const vf_graph *g, const vf_group *grp, const char *indent, const uint32_t *fill_bits)
-{
-    for (int m = 0; m < grp->n_nodes; m++) {
-        int v = grp->nodes[m];
-        const vf_node *nd = &g->nodes[v];
-        const vf_op_info *info = vf_op_get(nd->op);
-        vf_ctype ct = cg_ctype_of(nd->dtype);
-        vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(ct), v);
-        if (nd->op == VF_OP_FILL) {
-            vf_fused_fill_literal(s, nd->dtype, fill_bits[m]);
-            vf_sb_add(s, ";   // fill\n");
-            continue;
-        }
-        vf_sb call = {0};
-        vf_sb_add(&call, "op_%d(", v);
-        for (int k = 0; k < nd->n_in; k++) {
-            int p = nd->in[k];
-            vf_dtype pdt = g->nodes[p].dtype;
-            if (k) vf_sb_puts(&call, ", ");
-            if (vf_op_input_is_cond(nd->op, k)) {
-                /* held as its compute type; where wants a bool */
-                vf_sb_puts(&call, "(");
-                value_ref(&call, grp, p);
-                vf_sb_puts(&call, vf_dtype_is_float(pdt) ? " != 0.0)" : pdt == VF_I32 ? " != 0)" : " != 0u)");
-            } else {
-                value_ref(&call, grp, p);
-            }
-        }
-        vf_sb_puts(&call, ")");
-        int data = vf_op_data_input(nd->op);
-        vf_dtype dt = g->nodes[nd->in[data]].dtype;
-        vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
-        if (call.oom) s->oom = true;
-        vf_fused_to_ctype(s, nd->dtype, rt, call.buf ? call.buf : "");
-        vf_sb_free(&call);
-        vf_sb_add(s, ";   // %s\n", info->name);
-    }
-}
-
-void vf_fused_fill_literal(vf_sb *s, vf_dtype dt, uint32_t b)
-{
-    /* the fill value, exactly as stored, as a compute-type literal */
-    switch (dt) {
-    case VF_F32: vf_sb_add(s, "uintBitsToFloat(0x%08xu)", b); break;
-    case VF_F16: vf_sb_add(s, "vf_h2f(0x%04xu)", b & 0xffffu); break;
-    case VF_I32: vf_sb_add(s, "int(0x%08xu)", b); break;
-    default: vf_sb_add(s, "0x%08xu", dt == VF_BOOL ? (b & 0xffu ? 1u : 0u) : b); break;
-    }
-}
-
-void vf_fused_fill_bits(const vf_node *nd, uint32_t *bits)
+/* FILL member e's value as stored, as the push constant of a fill: the
+   compute type's bits (bool as 0 / 1). */
+static uint32_t fill_bits(const vf_exec *e)
 {
     uint8_t tmp[8] = {0};
-    vf_store_f64(tmp, nd->dtype, 0, nd->attrs.value);
-    memcpy(bits, tmp, 4);
+    uint32_t b;
+    vf_store_f64(tmp, e->out.dtype, 0, e->attrs.value);
+    memcpy(&b, tmp, 4);   /* little-endian: f16 / bool land in the low bits */
+    return e->out.dtype == VF_F16 ? b & 0xffffu : e->out.dtype == VF_BOOL ? (b & 0xffu ? 1u : 0u) : b;
 }
 
-static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const vf_shape *shapes,
-                                 const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+/* Evaluates the members in order, from the loaded inputs x0.. into tM.
+   A FILL member whose value is the push constant fillM (pushed) reads it
+   there, so the GLSL does not depend on the value. A member only stored
+   (direct, see elementwise_dag) keeps its op's result type, or a FILL its
+   bits: its store converts once, as an unfused kernel does. */
+static void emit_eval(vf_sb *s, const vf_fused_group *grp, const char *indent, const bool *pushed,
+                      const bool *direct)
+{
+    static const char *const from_bits[] = {
+        [VF_F32] = "uintBitsToFloat(pc.fill%d)", [VF_F16] = "vf_h2f(pc.fill%d)", [VF_I32] = "int(pc.fill%d)",
+        [VF_U32] = "pc.fill%d", [VF_BOOL] = "pc.fill%d"};
+    for (int m = 0; m < grp->n_members; m++) {
+        const vf_exec *e = &grp->execs[m];
+        bool fill = e->op == VF_OP_FILL, raw = direct && direct[m];
+        if (raw && !fill) {
+            vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_member_result(e)), m);
+            cg_member_call(s, grp, m, value_ref, NULL);
+            vf_sb_add(s, ";   // %s\n", vf_op_get(e->op)->name);
+        } else if (raw) {
+            vf_sb_add(s, "%suint t%d = pc.fill%d;   // fill, its bits\n", indent, m, m);
+        } else if (pushed[m]) {
+            vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_ctype_of(e->out.dtype)), m);
+            vf_sb_add(s, from_bits[e->out.dtype], m);
+            vf_sb_puts(s, ";   // fill\n");
+        } else {
+            cg_member_eval(s, grp, m, indent, value_ref, NULL);
+        }
+    }
+}
+
+/* The name of a one-member kernel, as eager kernels are named: the op,
+   the dtypes, then "_v4" or which dims each input broadcasts ("_b01_10"). */
+static void single_name(char *name, size_t size, const vf_fused_group *grp, const cg_pattern *p, bool vec4)
+{
+    const vf_exec *e = &grp->execs[0];
+    int n_in = grp->n_inputs, nl = snprintf(name, size, "%s", vf_op_get(e->op)->name), max = (int)size - 1;
+    vf_dtype last = (vf_dtype)-1;
+    for (int i = 0; i < n_in && nl < max; i++) {
+        if (grp->tensors[i].dtype != last)
+            nl += snprintf(name + nl, size - (size_t)nl, "_%s", cg_dtype_tag(grp->tensors[i].dtype));
+        last = grp->tensors[i].dtype;
+    }
+    if (grp->tensors[n_in].dtype != last && nl < max)
+        nl += snprintf(name + nl, size - (size_t)nl, "_%s", cg_dtype_tag(grp->tensors[n_in].dtype));
+    bool any_b = false;
+    for (int dd = 0; dd < p->ndims; dd++) any_b |= p->bcast[dd] != 0;
+    if (vec4 && nl < max) {
+        snprintf(name + nl, size - (size_t)nl, "_v4");
+    } else if (any_b && n_in > 0) {
+        for (int i = 0; i < n_in && nl < max; i++) {
+            nl += snprintf(name + nl, size - (size_t)nl, i ? "_" : "_b");
+            for (int dd = 0; dd < p->ndims && nl < max; dd++)
+                nl += snprintf(name + nl, size - (size_t)nl, "%d", (int)((p->bcast[dd] >> i) & 1));
+        }
+    }
+}
+
+static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
 {
     int n_in = grp->n_inputs, n_out = grp->n_outputs;
     if (n_in + n_out > FU_MAX_TENSORS)
@@ -219,35 +117,38 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
         k->n_steps = 0;
         return VF_OK;
     }
-    for (int m = 0; m < grp->n_nodes; m++)
-        if (!vf_fusible_elementwise(&g->nodes[grp->nodes[m]]))
-            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "fused group: node %d (%s) is not elementwise",
-                              grp->nodes[m], vf_node_name(&g->nodes[grp->nodes[m]]));
-    const vf_shape *oshape = &shapes[grp->outputs[0]];
-    for (int m = 0; m < grp->n_nodes; m++)
-        if (!vf_shape_equal(&shapes[grp->nodes[m]], oshape))
+    const vf_tref *oshape = &grp->tensors[n_in];
+    for (int m = 0; m < grp->n_members; m++) {
+        const vf_exec *e = &grp->execs[m];
+        if (!cg_member_op(e->op))
+            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "fused group: member %d (%s) is not elementwise", m,
+                              vf_op_get(e->op)->name);
+        if (e->out.rank != oshape->rank || memcmp(e->out.shape, oshape->shape, sizeof(int64_t) * (size_t)oshape->rank))
             return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "fused group: members of different shapes");
-    const vf_shape *ins[FU_MAX_TENSORS];
-    for (int i = 0; i < n_in; i++) ins[i] = &shapes[grp->inputs[i]];
-    fu_pattern p;
-    collapse(oshape, ins, n_in, &p);
-    uint64_t numel = (uint64_t)numel_of(oshape);
+    }
+    const vf_tref *ins[FU_MAX_TENSORS];
+    for (int i = 0; i < n_in; i++) ins[i] = &grp->tensors[i];
+    cg_pattern p;
+    cg_collapse(oshape, ins, n_in, &p);
+    uint64_t numel = (uint64_t)cg_numel(oshape);
     if (numel == 0 || numel > UINT32_MAX)
         return vf_err_set(err, VF_ERROR_UNSUPPORTED, "fused group: %llu elements (1 .. 2^32-1 supported)",
                           (unsigned long long)numel);
+    /* vec4: every tensor but single elements moved as vec4s (4-byte
+       dtypes at 16-byte aligned offsets) */
     bool vec4 = p.ndims == 1 && numel % 4 == 0;
     for (int i = 0; i < n_in; i++) {
         bool scalar = (p.bcast[0] >> i) & 1;
-        if (!scalar && !is4(g->nodes[grp->inputs[i]].dtype)) vec4 = false;
+        if (!scalar && (!is4(grp->tensors[i].dtype) || grp->tensors[i].offset % 16 != 0)) vec4 = false;
     }
     for (int o = 0; o < n_out; o++)
-        if (!is4(g->nodes[grp->outputs[o]].dtype)) vec4 = false;
+        if (!is4(grp->tensors[n_in + o].dtype) || grp->tensors[n_in + o].offset % 16 != 0) vec4 = false;
 
     uint32_t local = cg_clamp_wg(caps, 256, false);   /* WG: a specialisation constant */
 
     vf_exec fake;   /* cg_* name the op in messages */
     memset(&fake, 0, sizeof fake);
-    fake.op = g->nodes[grp->nodes[0]].op;
+    fake.op = grp->execs[0].op;
     k->n_steps = 1;
     vf_cg cg;
     cg_begin(&cg, &fake, caps, err, &k->step[0]);
@@ -255,26 +156,30 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
     cg_workgroup(&cg, local);
 
     /* name: fused_<first ops>, then pattern tags; the comment lists all */
-    int nl = snprintf(d->name, sizeof d->name, "fused%d", grp->n_nodes);
-    for (int m = 0; m < grp->n_nodes && nl < 40; m++)
-        nl += snprintf(d->name + nl, sizeof d->name - (size_t)nl, "_%s", vf_node_name(&g->nodes[grp->nodes[m]]));
-    if (nl > 40) nl = 40;
-    snprintf(d->name + nl, sizeof d->name - (size_t)nl, "%s", vec4 ? "_v4" : p.ndims > 1 ? "_bc" : "");
+    if (grp->n_members == 1) {
+        single_name(d->name, sizeof d->name, grp, &p, vec4);
+    } else {
+        int nl = snprintf(d->name, sizeof d->name, "fused%d", grp->n_members);
+        for (int m = 0; m < grp->n_members && nl < 40; m++)
+            nl += snprintf(d->name + nl, sizeof d->name - (size_t)nl, "_%s", vf_op_get(grp->execs[m].op)->name);
+        if (nl > 40) nl = 40;
+        snprintf(d->name + nl, sizeof d->name - (size_t)nl, "%s", vec4 ? "_v4" : p.ndims > 1 ? "_bc" : "");
+    }
     int cl = snprintf(cg.comment, sizeof cg.comment, "fused elementwise DAG of %d ops, %d in, %d out, %d dim(s)%s:",
-                      grp->n_nodes, n_in, n_out, p.ndims, vec4 ? ", vec4" : "");
-    for (int m = 0; m < grp->n_nodes && cl < (int)sizeof cg.comment - 24; m++)
-        cl += snprintf(cg.comment + cl, sizeof cg.comment - (size_t)cl, " %s", vf_node_name(&g->nodes[grp->nodes[m]]));
+                      grp->n_members, n_in, n_out, p.ndims, vec4 ? ", vec4" : "");
+    for (int m = 0; m < grp->n_members && cl < (int)sizeof cg.comment - 24; m++)
+        cl += snprintf(cg.comment + cl, sizeof cg.comment - (size_t)cl, " %s", vf_op_get(grp->execs[m].op)->name);
 
     for (int i = 0; i < n_in; i++) {
         char nm[16];
         snprintf(nm, sizeof nm, "in%d", i);
         bool scalar = (p.bcast[0] >> i) & 1 && p.ndims == 1;
-        cg_bind(&cg, VF_BIND_GROUP + i, g->nodes[grp->inputs[i]].dtype, nm, true, vec4 && !scalar);
+        cg_bind(&cg, VF_BIND_GROUP + i, grp->tensors[i].dtype, nm, true, vec4 && !scalar);
     }
     for (int o = 0; o < n_out; o++) {
         char nm[16];
         snprintf(nm, sizeof nm, "out%d", o);
-        cg_bind(&cg, VF_BIND_GROUP + n_in + o, g->nodes[grp->outputs[o]].dtype, nm, false, vec4);
+        cg_bind(&cg, VF_BIND_GROUP + n_in + o, grp->tensors[n_in + o].dtype, nm, false, vec4);
     }
     cg_push_u32(&cg, "numel", (uint32_t)(vec4 ? numel / 4 : numel));
     if (p.ndims > 1)
@@ -283,35 +188,64 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
             snprintf(nm, sizeof nm, "d%d", dd);
             cg_push_u32(&cg, nm, (uint32_t)p.size[dd]);
         }
+    if (grp->n_members > 64) {
+        cg_abort(&cg);
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "fused group: %d ops (at most 64)", grp->n_members);
+    }
+    /* fill values as push constants while there is room (one field kept
+       for a grid stride): one pipeline for every value */
+    bool pushed[64] = {false};
+    for (int m = 0; m < grp->n_members; m++)
+        if (grp->execs[m].op == VF_OP_FILL && cg.n_push + 2 <= CG_MAX_PUSH_FIELDS) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "fill%d", m);
+            cg_push_u32(&cg, nm, fill_bits(&grp->execs[m]));
+            pushed[m] = true;
+        }
     if (cg.status) {
         cg_abort(&cg);
         return cg.status;
-    }
-    uint32_t fills[64] = {0};
-    for (int m = 0; m < grp->n_nodes && m < 64; m++)
-        if (g->nodes[grp->nodes[m]].op == VF_OP_FILL) vf_fused_fill_bits(&g->nodes[grp->nodes[m]], &fills[m]);
-    if (grp->n_nodes > 64) {
-        cg_abort(&cg);
-        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "fused group: %d ops (at most 64)", grp->n_nodes);
     }
     for (int i = 0; i < n_in; i++) {
         char fn[16], nm[16];
         snprintf(fn, sizeof fn, "ld%d", i);
         snprintf(nm, sizeof nm, "in%d", i);
-        vf_dtype dt = g->nodes[grp->inputs[i]].dtype;
+        vf_dtype dt = grp->tensors[i].dtype;
         if (!vec4 || ((p.bcast[0] >> i) & 1)) cg_load_fn(&cg, fn, nm, dt, cg_ctype_of(dt));
+    }
+    /* direct: a member that is stored and read by no other member skips
+       the conversion to its dtype's compute type (f16: a second rounding
+       in software); its store converts from what it holds */
+    bool direct[64] = {false};
+    for (int m = 0; m < grp->n_members && !vec4; m++) {
+        bool read = false;
+        for (int q = m + 1; q < grp->n_members; q++)
+            for (int j = 0; j < 3; j++) read |= j < grp->execs[q].n_in && grp->members[q].in[j] == VF_FUSED_MEMBER(m);
+        direct[m] = grp->members[m].out >= 0 && !read && (grp->execs[m].op != VF_OP_FILL || pushed[m]);
     }
     for (int o = 0; o < n_out && !vec4; o++) {
         char fn[16], nm[16];
         snprintf(fn, sizeof fn, "st%d", o);
         snprintf(nm, sizeof nm, "out%d", o);
-        vf_dtype dt = g->nodes[grp->outputs[o]].dtype;
-        cg_store_fn(&cg, fn, nm, dt, cg_ctype_of(dt));
+        vf_dtype dt = grp->tensors[n_in + o].dtype;
+        int m = cg_output_member(grp, o);
+        const vf_exec *e = &grp->execs[m];
+        if (!direct[m]) {
+            cg_store_fn(&cg, fn, nm, dt, cg_ctype_of(dt));
+        } else if (e->op != VF_OP_FILL) {
+            cg_store_fn(&cg, fn, nm, dt, cg_member_result(e));
+        } else {   /* a fill's bits, as stored */
+            static const char *const as[] = {[VF_F32] = "uintBitsToFloat(v)", [VF_F16] = "uint16_t(v)",
+                                             [VF_I32] = "int(v)", [VF_U32] = "v", [VF_BOOL] = "uint8_t(v)"};
+            vf_sb_add(&cg.decl, "void %s(uint i, uint v) { %s[i] = %s; }\n", fn, nm, as[dt]);
+        }
     }
-    vf_status st = emit_op_fns(&cg, g, grp, err);
-    if (st) {
-        cg_abort(&cg);
-        return st;
+    for (int m = 0; m < grp->n_members; m++) {
+        vf_status st = cg_member_fn(&cg.decl, grp, m, err);
+        if (st) {
+            cg_abort(&cg);
+            return st;
+        }
     }
 
     vf_sb *s = &cg.body;
@@ -321,7 +255,7 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
     if (vec4)
         for (int i = 0; i < n_in; i++)
             if ((p.bcast[0] >> i) & 1) {
-                vf_dtype dt = g->nodes[grp->inputs[i]].dtype;
+                vf_dtype dt = grp->tensors[i].dtype;
                 vf_sb_add(s, "    %s x%d = ld%d(0u);   // a single element\n", cg_ctype_name(cg_ctype_of(dt)), i, i);
             }
     vf_sb_add(s, "    [[unroll]] for (uint j = 0u; j < %uu; j++) {\n        uint i = base + j * WG;\n"
@@ -330,17 +264,17 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
         static const char *const vt[] = {"vec4", "ivec4", "uvec4", "bvec4"};
         for (int i = 0; i < n_in; i++)
             if (!((p.bcast[0] >> i) & 1))
-                vf_sb_add(s, "        %s v%d = in%d[i];\n", vt[cg_ctype_of(g->nodes[grp->inputs[i]].dtype)], i, i);
+                vf_sb_add(s, "        %s v%d = in%d[i];\n", vt[cg_ctype_of(grp->tensors[i].dtype)], i, i);
         for (int o = 0; o < n_out; o++)
-            vf_sb_add(s, "        %s r%d;\n", vt[cg_ctype_of(g->nodes[grp->outputs[o]].dtype)], o);
+            vf_sb_add(s, "        %s r%d;\n", vt[cg_ctype_of(grp->tensors[n_in + o].dtype)], o);
         vf_sb_puts(s, "        [[unroll]] for (int c = 0; c < 4; c++) {\n");
         for (int i = 0; i < n_in; i++)
             if (!((p.bcast[0] >> i) & 1)) {
-                vf_dtype dt = g->nodes[grp->inputs[i]].dtype;
+                vf_dtype dt = grp->tensors[i].dtype;
                 vf_sb_add(s, "            %s x%d = v%d[c];\n", cg_ctype_name(cg_ctype_of(dt)), i, i);
             }
-        emit_eval(s, g, grp, "            ", fills);
-        for (int o = 0; o < n_out; o++) vf_sb_add(s, "            r%d[c] = t%d;\n", o, grp->outputs[o]);
+        emit_eval(s, grp, "            ", pushed, NULL);
+        for (int o = 0; o < n_out; o++) vf_sb_add(s, "            r%d[c] = t%d;\n", o, cg_output_member(grp, o));
         vf_sb_puts(s, "        }\n");
         for (int o = 0; o < n_out; o++) vf_sb_add(s, "        out%d[i] = r%d;\n", o, o);
     } else {
@@ -362,12 +296,12 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
             vf_sb_puts(s, "        }\n");
         }
         for (int kk = 0; kk < n_in; kk++) {
-            vf_dtype dt = g->nodes[grp->inputs[kk]].dtype;
+            vf_dtype dt = grp->tensors[kk].dtype;
             vf_sb_add(s, "        %s x%d = ld%d(idx%d);\n", cg_ctype_name(cg_ctype_of(dt)), kk, kk, kk);
         }
-        emit_eval(s, g, grp, "        ", fills);
+        emit_eval(s, grp, "        ", pushed, direct);
         /* every load happened above: outputs may alias same-shape inputs */
-        for (int o = 0; o < n_out; o++) vf_sb_add(s, "        st%d(i, t%d);\n", o, grp->outputs[o]);
+        for (int o = 0; o < n_out; o++) vf_sb_add(s, "        st%d(i, t%d);\n", o, cg_output_member(grp, o));
     }
     vf_sb_puts(s, "    }\n}\n");
     uint64_t items = vec4 ? numel / 4 : numel;
@@ -375,20 +309,38 @@ static vf_status elementwise_dag(const vf_graph *g, const vf_group *grp, const v
     return cg_finish(&cg, NULL);
 }
 
-vf_status vf_codegen_group(const vf_graph *g, const vf_group *grp, const vf_shape *shapes,
-                           const vf_device_caps *caps, vf_kernel *out, vf_err *err)
+vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_kernel *out, vf_err *err)
+{
+    vf_exec x = *e;
+    x.n_in = vf_op_get(e->op)->arity;   /* what the op takes, as the other generators read it */
+    vf_fused_member mem = {.in = {0, 1, 2}, .out = x.n_in};
+    vf_tref tens[4];
+    for (int i = 0; i < x.n_in; i++) tens[i] = x.in[i];
+    tens[x.n_in] = x.out;
+    vf_fused_group grp = {.kind = VF_FUSED_ELEMENTWISE, .n_members = 1, .execs = &x, .members = &mem,
+                          .center = -1, .n_inputs = x.n_in, .n_outputs = 1, .tensors = tens};
+    vf_status st = vf_codegen_group(&grp, caps, out, err);
+    for (int i = 0; !st && i < out->n_steps; i++)   /* group tensor t: the exec's input t, then its output */
+        for (int j = 0; j < out->step[i].n_bindings; j++) {
+            int t = out->step[i].binding[j] - VF_BIND_GROUP;
+            out->step[i].binding[j] = t < x.n_in ? VF_BIND_IN0 + t : VF_BIND_OUT;
+        }
+    return st;
+}
+
+vf_status vf_codegen_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out, vf_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (!g || !grp || !shapes || !caps || grp->n_nodes < 1)
+    if (!grp || !grp->execs || !grp->members || !grp->tensors || !caps || grp->n_members < 1)
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "codegen: invalid group");
     vf_status st;
     switch (grp->kind) {
-    case VF_GROUP_ELEMENTWISE_DAG: st = elementwise_dag(g, grp, shapes, caps, out, err); break;
-    case VF_GROUP_ROW_EPILOGUE: st = vf_codegen_row_group(g, grp, shapes, caps, out, err); break;
-    case VF_GROUP_MATMUL_EPILOGUE: st = vf_codegen_matmul_group(g, grp, shapes, caps, out, err); break;
+    case VF_FUSED_ELEMENTWISE: st = elementwise_dag(grp, caps, out, err); break;
+    case VF_FUSED_ROWS: st = vf_codegen_row_group(grp, caps, out, err); break;
+    case VF_FUSED_MATMUL: st = vf_codegen_matmul_group(grp, caps, out, err); break;
     default:
-        st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "codegen: no fused generator for %s groups yet; run its nodes "
-                        "one by one", vf_group_kind_name(grp->kind));
+        st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "codegen: no fused generator for group kind %d; run its execs "
+                        "one by one", (int)grp->kind);
     }
     if (st != VF_OK) vf_kernel_free(out);
     return st;

@@ -1,50 +1,68 @@
-/* GLSL for fused groups (partition.h).
+/* GLSL for fused groups (backend.h vf_fused_group).
  *
- * vf_codegen_group(g, grp, shapes, caps, &k, &err) generates the kernel of
- * one group for the concrete shapes of this run:
- *   - shapes[v] for every value v of g (at least every member, input and
- *     output of grp) — the shapes graph/shape.c inferred from the concrete
- *     inputs; dtypes come from g->nodes[v].dtype;
- *   - k.step[i].binding[slot] == VF_BIND_GROUP + t: bind tensor t of the
- *     group, t < grp->n_inputs: value grp->inputs[t], else value
- *     grp->outputs[t - grp->n_inputs]; every tensor packed row-major at a
- *     16-byte aligned offset (kernels named "..._v4" load vec4);
- *   - sizes are push constants: the GLSL text depends only on the group's
- *     pattern (ops, dtypes, which dims broadcast), so one pipeline serves
- *     every batch size; the runtime's content-hash cache finds it.
- * Supported: VF_GROUP_ELEMENTWISE_DAG (here), VF_GROUP_ROW_EPILOGUE
+ * vf_codegen_group(grp, caps, &k, &err) generates the kernel of one group
+ * for the concrete shapes of this run, from its description alone:
+ *   - grp->execs[m] is member m (op, attrs, every tensor's dtype and
+ *     shape), grp->members[m] where its inputs come from and whether its
+ *     value is a group output;
+ *   - k.step[i].binding[slot] == VF_BIND_GROUP + t: bind group tensor t
+ *     (grp->tensors[t]: the inputs, then the outputs), every tensor packed
+ *     row-major at a 16-byte aligned offset (kernels named "..._v4" load
+ *     vec4);
+ *   - sizes are push constants and locals are named by member index: the
+ *     GLSL text depends only on the group's pattern (ops, dtypes, which
+ *     dims broadcast), so one pipeline serves every batch size; the
+ *     runtime's content-hash cache finds it.
+ * Kinds: VF_FUSED_ELEMENTWISE (codegen_fused.c), VF_FUSED_ROWS
  * (codegen_rows.c: one workgroup per row, docs/FUSION.md) and
- * VF_GROUP_MATMUL_EPILOGUE (codegen_matmul_fused.c). Other kinds, and groups the device
- * cannot run (f16 without 16-bit storage, ...), fail with
- * VF_ERROR_UNSUPPORTED and a message: run the group's nodes one by one.
+ * VF_FUSED_MATMUL (codegen_matmul_fused.c). Groups the device cannot run
+ * (f16 without 16-bit storage, ...) fail with VF_ERROR_UNSUPPORTED and a
+ * message: run the group's execs one by one.
  * A group without outputs (dead values) gives k.n_steps == 0: nothing to run.
  * No tensor may be empty (the frontend handles those, as for ops).
  * Outputs may share a buffer with a same-shape input (in place): every
  * invocation loads all its input elements before it stores.
  */
-#ifndef VF_FUSION_CODEGEN_FUSED_H
-#define VF_FUSION_CODEGEN_FUSED_H
+#ifndef VF_CODEGEN_FUSED_H
+#define VF_CODEGEN_FUSED_H
 
 #include "vulkan/codegen/codegen_internal.h"
 #include "vulkan/codegen/kernel.h"
-#include "plan/partition.h"
 
-vf_status vf_codegen_group(const vf_graph *g, const vf_group *grp, const vf_shape *shapes,
-                           const vf_device_caps *caps, vf_kernel *out, vf_err *err);
+vf_status vf_codegen_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out, vf_err *err);
 
-/* ---- shared by the fused generators (codegen_fused.c, codegen_rows.c) ---- */
+/* An eager elementwise op (or FILL) as a group of one member: the
+   ELEMENTWISE generator, so an op has the same GLSL eagerly and traced;
+   bindings are the exec's (VF_BIND_IN0.., VF_BIND_OUT), vec4 only where
+   its tensors are 16-byte aligned. The contract of vf_codegen_exec. */
+vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_kernel *out, vf_err *err);
 
-/* Row groups (codegen_rows.c); same contract as vf_codegen_group. */
-vf_status vf_codegen_row_group(const vf_graph *g, const vf_group *grp, const vf_shape *shapes,
-                               const vf_device_caps *caps, vf_kernel *out, vf_err *err);
-/* Appends the conversion of expression v (compute type ct) to the compute
-   type of dt with the cast rules (f16 rounded through f16 bits). */
-void vf_fused_to_ctype(vf_sb *s, vf_dtype dt, vf_ctype ct, const char *v);
-/* Appends `RT op_<v>(CTa a, ...) { return <op-table GLSL>; }` for
-   elementwise node v (nothing for FILL); UNSUPPORTED without an expression. */
-vf_status vf_fused_op_fn(vf_sb *s, const vf_graph *g, int v, vf_err *err);
-/* FILL node nd's value as stored (bits) and as a compute-type literal. */
-void vf_fused_fill_bits(const vf_node *nd, uint32_t *bits);
-void vf_fused_fill_literal(vf_sb *s, vf_dtype dt, uint32_t bits);
+/* ---- the generators of each kind; same contract as vf_codegen_group ---- */
+vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out, vf_err *err);
+vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out,
+                                  vf_err *err);
+
+/* ---- members, shared by the generators (codegen_member.c) ---- */
+
+/* Whether op may be a non-center member: elementwise ops and FILL. */
+bool cg_member_op(vf_op op);
+/* Appends `RT op_<m>(CTa a, ...) { return <op-table GLSL>; }` for
+   elementwise member m (nothing for FILL); UNSUPPORTED without an
+   expression for its dtype. */
+vf_status cg_member_fn(vf_sb *s, const vf_fused_group *grp, int m, vf_err *err);
+/* Appends the value of a member input (vf_fused_member.in encoding: a
+   group input t >= 0, or VF_FUSED_MEMBER(m)) as the generator names it. */
+typedef void (*cg_ref_fn)(vf_sb *s, int src, void *user);
+/* Appends `<indent>CT t<m> = <value>;   // <op>` for elementwise member m:
+   its op function applied to its inputs (named by ref), converted to the
+   compute type of its dtype; FILL: its value as stored. */
+void cg_member_eval(vf_sb *s, const vf_fused_group *grp, int m, const char *indent, cg_ref_fn ref, void *user);
+/* Appends `op_<m>(<inputs>)` of elementwise member m (not FILL): its
+   result is of compute type cg_member_result(&grp->execs[m]), not yet
+   converted to its dtype's. */
+void cg_member_call(vf_sb *s, const vf_fused_group *grp, int m, cg_ref_fn ref, void *user);
+vf_ctype cg_member_result(const vf_exec *e);
+/* The group output o's member; -1 if none. */
+int cg_output_member(const vf_fused_group *grp, int o);
 
 #endif

@@ -63,6 +63,24 @@ void cg_load_fn(vf_cg *g, const char *fn, const char *buf, vf_dtype dt, vf_ctype
 void cg_store_fn(vf_cg *g, const char *fn, const char *buf, vf_dtype dt, vf_ctype ct);
 /* The conversion expression (32-bit storage-compatible) of value v. */
 void cg_convert(vf_sb *sb, vf_dtype dt, vf_ctype ct, const char *v);
+/* Converts expression v of compute type ct to the compute type of dt with
+   the cast rules (f16: rounded through f16 bits). (codegen_member.c) */
+void cg_to_ctype(vf_sb *s, vf_dtype dt, vf_ctype ct, const char *v);
+/* The op-table GLSL expression of op `info` for data of dtype `data`
+   (f32 / f16: glsl_f, i32: glsl_i, u32 and bool: glsl_u or else glsl_i);
+   NULL: none. */
+const char *cg_pick_expr(const vf_op_info *info, vf_dtype data);
+
+/* An elementwise pattern: the output's dims without size-1 dims, adjacent
+   dims that every input broadcasts alike merged. (codegen_member.c) */
+typedef struct cg_pattern {
+    int ndims;
+    uint64_t size[VF_MAX_RANK];
+    uint32_t bcast[VF_MAX_RANK];   /* bit k: input k broadcasts this dim */
+} cg_pattern;
+/* in[k] (aligned at the trailing dims) broadcast to out; a scalar output
+   gives one dim of size 1 that every input broadcasts. */
+void cg_collapse(const vf_tref *out, const vf_tref *const *in, int n_in, cg_pattern *p);
 /* Groups for `total` linear workgroups: x, then y, then z as each
    dimension's maxComputeWorkGroupCount runs out. The shader recovers the
    index with vf_group_id() (prelude) and must ignore indices >= total (the
@@ -99,7 +117,6 @@ const char *cg_dtype_tag(vf_dtype t);   /* "f32" ... */
 bool cg_dtype_supported(const vf_exec *e, const vf_device_caps *caps, vf_dtype t, vf_err *err);
 
 /* Generators, one per op kind. */
-vf_status vf_codegen_elementwise(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);

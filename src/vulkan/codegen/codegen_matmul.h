@@ -36,11 +36,4 @@ typedef struct cg_mm_epilogue {
 vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_epilogue *epi, vf_kernel *k,
                     vf_err *err);
 
-/* The kernel of a VF_GROUP_MATMUL_EPILOGUE group (codegen_fused.h). */
-struct vf_graph;
-struct vf_group;
-struct vf_shape;
-vf_status vf_codegen_matmul_group(const struct vf_graph *g, const struct vf_group *grp, const struct vf_shape *shapes,
-                                  const vf_device_caps *caps, vf_kernel *k, vf_err *err);
-
 #endif

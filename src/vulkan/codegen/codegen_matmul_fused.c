@@ -1,5 +1,5 @@
-/* vf_codegen_matmul_group: one kernel for a VF_GROUP_MATMUL_EPILOGUE
- * group (partition.h): the matmul tile kernel of codegen_matmul.c with the
+/* vf_codegen_matmul_group: one kernel for a VF_FUSED_MATMUL group
+ * (backend.h): the matmul tile kernel of codegen_matmul.c with the
  * group's elementwise members applied to every output element before the
  * store (bias add, activation, scale, ...).
  *
@@ -8,7 +8,7 @@
  * the unfused kernel stores it), the other members are evaluated in SSA
  * order as locals with their op table GLSL expressions (one function per
  * member; results converted to the compute type of their dtype with the
- * cast rules, as codegen_fused.c does), and every group output is stored
+ * cast rules: codegen_member.c, as for the other kinds), and every group output is stored
  * once — the matmul value too, when it is read outside the group.
  *
  * Extra inputs (not the operands) are read at their broadcast index,
@@ -40,56 +40,36 @@ typedef struct mf_input {
 } mf_input;
 
 typedef struct mf_state {
-    const vf_graph *g;
-    const vf_group *grp;
-    const vf_shape *shapes;
-    int center;
+    const vf_fused_group *grp;
+    int center;               /* the matmul's member index */
     int a_in, b_in;           /* group input index of the operands */
     int n_ob;                 /* non-1 output batch dims */
     uint64_t ob[MF_MAX_BATCH];
-    mf_input in[VF_GROUP_MAX_TENSORS];
+    mf_input in[VF_KERNEL_MAX_BINDINGS];
     vf_err *err;
 } mf_state;
 
-static const char *pick_expr(const vf_op_info *info, vf_dtype data)
-{
-    switch (data) {
-    case VF_F32: case VF_F16: return info->glsl_f;
-    case VF_I32: return info->glsl_i;
-    default: return info->glsl_u ? info->glsl_u : info->glsl_i;
-    }
-}
-
-/* Expression v of compute type ct converted to the compute type of dt
-   with the cast rules (the storage conversion; f16 read back as float). */
-static void to_ct(vf_sb *s, vf_dtype dt, vf_ctype ct, const char *v)
-{
-    if (dt == VF_F16) vf_sb_puts(s, "vf_h2f(");
-    cg_convert(s, dt, ct, v);
-    if (dt == VF_F16) vf_sb_puts(s, ")");
-}
-
 /* Broadcast class of group input t against the output [batch..., M, N]. */
-static void classify(mf_state *st, int t, const vf_shape *out)
+static void classify(mf_state *st, int t, const vf_tref *out)
 {
-    const vf_shape *s = &st->shapes[st->grp->inputs[t]];
+    const vf_tref *s = &st->grp->tensors[t];
     mf_input *in = &st->in[t];
     int R = out->rank, Ri = s->rank;
-    in->row = Ri >= 2 && s->dim[Ri - 2] != 1;
-    in->col = Ri >= 1 && s->dim[Ri - 1] != 1;
-    uint64_t inner = (in->row ? (uint64_t)out->dim[R - 2] : 1) * (in->col ? (uint64_t)out->dim[R - 1] : 1);
+    in->row = Ri >= 2 && s->shape[Ri - 2] != 1;
+    in->col = Ri >= 1 && s->shape[Ri - 1] != 1;
+    uint64_t inner = (in->row ? (uint64_t)out->shape[R - 2] : 1) * (in->col ? (uint64_t)out->shape[R - 1] : 1);
     bool any = false, full = true;
     int od = 0;
     for (int d = 0; d < R - 2; d++) {
         int j = d - (R - Ri);
-        int64_t n = j >= 0 ? s->dim[j] : 1;
+        int64_t n = j >= 0 ? s->shape[j] : 1;
         if (n != 1) any = true;
-        if (n != out->dim[d]) full = false;
-        if (out->dim[d] == 1) continue;
+        if (n != out->shape[d]) full = false;
+        if (out->shape[d] == 1) continue;
         uint64_t stride = 0;
         if (n != 1) {
             stride = inner;
-            for (int q = j + 1; q < Ri - 2; q++) stride *= (uint64_t)s->dim[q];
+            for (int q = j + 1; q < Ri - 2; q++) stride *= (uint64_t)s->shape[q];
         }
         in->stride[od++] = stride;
     }
@@ -99,11 +79,10 @@ static void classify(mf_state *st, int t, const vf_shape *out)
 static vf_status mf_bind(vf_cg *cg, const cg_mm_layout *l, void *user)
 {
     mf_state *st = user;
-    const vf_graph *g = st->g;
-    const vf_group *grp = st->grp;
+    const vf_fused_group *grp = st->grp;
     bool strided = false;
     for (int t = 0; t < grp->n_inputs; t++) {
-        vf_dtype dt = g->nodes[grp->inputs[t]].dtype;
+        vf_dtype dt = grp->tensors[t].dtype;
         char nm[32];
         if (t == st->a_in) cg_bind(cg, VF_BIND_GROUP + t, dt, l->vec_a ? "A4" : "A", true, l->vec_a);
         if (t == st->b_in) cg_bind(cg, VF_BIND_GROUP + t, dt, l->vec_b ? "B4" : "B", true, l->vec_b);
@@ -127,28 +106,28 @@ static vf_status mf_bind(vf_cg *cg, const cg_mm_layout *l, void *user)
     for (int o = 0; o < grp->n_outputs; o++) {
         char nm[32];
         snprintf(nm, sizeof nm, "y%d", o);
-        cg_bind(cg, VF_BIND_GROUP + grp->n_inputs + o, g->nodes[grp->outputs[o]].dtype, nm, false, false);
+        cg_bind(cg, VF_BIND_GROUP + grp->n_inputs + o, grp->tensors[grp->n_inputs + o].dtype, nm, false, false);
     }
     return cg->status;
 }
 
-/* The value name of v inside epi(): tN for members, xK for inputs. */
-static void value_ref(vf_sb *s, const vf_group *grp, int v)
+/* The value name inside epi(): tM for members, xK for inputs. */
+static void value_ref(vf_sb *s, int src, void *user)
 {
-    if (vf_group_member_index(grp, v) >= 0) vf_sb_add(s, "t%d", v);
-    else vf_sb_add(s, "x%d", vf_group_input_index(grp, v));
+    (void)user;
+    if (src < 0) vf_sb_add(s, "t%d", VF_FUSED_MEMBER(src));
+    else vf_sb_add(s, "x%d", src);
 }
 
 /* The loads of the inputs the epilogue reads, and the per-member op
    functions, into decl. */
 static vf_status emit_decls(vf_cg *cg, mf_state *st, const cg_mm_layout *l)
 {
-    const vf_graph *g = st->g;
-    const vf_group *grp = st->grp;
+    const vf_fused_group *grp = st->grp;
     vf_sb *s = &cg->decl;
     for (int t = 0; t < grp->n_inputs; t++) {
         if (!st->in[t].epi) continue;
-        vf_dtype dt = g->nodes[grp->inputs[t]].dtype;
+        vf_dtype dt = grp->tensors[t].dtype;
         vf_ctype ct = cg_ctype_of(dt);
         char fn[32], nm[32];
         snprintf(fn, sizeof fn, "ldx%d", t);
@@ -164,28 +143,13 @@ static vf_status emit_decls(vf_cg *cg, mf_state *st, const cg_mm_layout *l)
         char fn[32], nm[32];
         snprintf(fn, sizeof fn, "sty%d", o);
         snprintf(nm, sizeof nm, "y%d", o);
-        vf_dtype dt = g->nodes[grp->outputs[o]].dtype;
+        vf_dtype dt = grp->tensors[grp->n_inputs + o].dtype;
         cg_store_fn(cg, fn, nm, dt, cg_ctype_of(dt));
     }
-    for (int m = 0; m < grp->n_nodes; m++) {
-        int v = grp->nodes[m];
-        const vf_node *nd = &g->nodes[v];
-        if (v == st->center || nd->op == VF_OP_FILL) continue;
-        const vf_op_info *info = vf_op_get(nd->op);
-        int data = vf_op_data_input(nd->op);
-        vf_dtype dt = g->nodes[nd->in[data]].dtype;
-        const char *expr = pick_expr(info, dt);
-        if (!expr)
-            return vf_err_set(st->err, VF_ERROR_UNSUPPORTED, "%s: no GLSL expression for dtype %s in the op table",
-                              info->name, vf_dtype_name(dt));
-        vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
-        vf_sb_add(s, "%s op_%d(", cg_ctype_name(rt), v);
-        static const char *const an[3] = {"a", "b", "c"};
-        for (int k = 0; k < nd->n_in && k < 3; k++) {
-            vf_ctype ct = vf_op_input_is_cond(nd->op, k) ? VF_CT_BOOL : cg_ctype_of(g->nodes[nd->in[k]].dtype);
-            vf_sb_add(s, "%s%s %s", k ? ", " : "", cg_ctype_name(ct), an[k]);
-        }
-        vf_sb_add(s, ") { return %s; }   // %s\n", expr, info->name);
+    for (int m = 0; m < grp->n_members; m++) {
+        if (m == st->center) continue;
+        vf_status rc = cg_member_fn(s, grp, m, st->err);
+        if (rc) return rc;
     }
     return VF_OK;
 }
@@ -211,8 +175,7 @@ static void index_expr(vf_sb *s, const mf_state *st, int t)
 static vf_status mf_emit(vf_cg *cg, const cg_mm_layout *l, void *user)
 {
     mf_state *st = user;
-    const vf_graph *g = st->g;
-    const vf_group *grp = st->grp;
+    const vf_fused_group *grp = st->grp;
     vf_status rc = emit_decls(cg, st, l);
     if (rc) return rc;
     vf_sb *s = &cg->decl;
@@ -229,134 +192,85 @@ static vf_status mf_emit(vf_cg *cg, const cg_mm_layout *l, void *user)
     }
     for (int t = 0; t < grp->n_inputs; t++) {
         if (!st->in[t].epi) continue;
-        vf_dtype dt = g->nodes[grp->inputs[t]].dtype;
+        vf_dtype dt = grp->tensors[t].dtype;
         vf_sb_add(s, "    %s x%d = ldx%d(", cg_ctype_name(cg_ctype_of(dt)), t, t);
         index_expr(s, st, t);
         vf_sb_puts(s, ");\n");
     }
-    for (int m = 0; m < grp->n_nodes; m++) {
-        int v = grp->nodes[m];
-        const vf_node *nd = &g->nodes[v];
-        vf_sb_add(s, "    %s t%d = ", cg_ctype_name(cg_ctype_of(nd->dtype)), v);
-        if (v == st->center) {
-            to_ct(s, nd->dtype, VF_CT_FLOAT, "acc");
-            vf_sb_puts(s, ";   // matmul\n");
+    for (int m = 0; m < grp->n_members; m++) {
+        if (m != st->center) {
+            cg_member_eval(s, grp, m, "    ", value_ref, NULL);
             continue;
         }
-        if (nd->op == VF_OP_FILL) {   /* the fill value exactly as stored */
-            uint8_t tmp[8] = {0};
-            uint32_t b;
-            vf_store_f64(tmp, nd->dtype, 0, nd->attrs.value);
-            memcpy(&b, tmp, 4);
-            switch (nd->dtype) {
-            case VF_F32: vf_sb_add(s, "uintBitsToFloat(0x%08xu)", b); break;
-            case VF_F16: vf_sb_add(s, "vf_h2f(0x%04xu)", b & 0xffffu); break;
-            case VF_I32: vf_sb_add(s, "int(0x%08xu)", b); break;
-            default: vf_sb_add(s, "0x%08xu", nd->dtype == VF_BOOL ? (b & 0xffu ? 1u : 0u) : b); break;
-            }
-            vf_sb_puts(s, ";   // fill\n");
-            continue;
-        }
-        const vf_op_info *info = vf_op_get(nd->op);
-        vf_sb call = {0};
-        vf_sb_add(&call, "op_%d(", v);
-        for (int k = 0; k < nd->n_in; k++) {
-            int p = nd->in[k];
-            vf_dtype pdt = g->nodes[p].dtype;
-            if (k) vf_sb_puts(&call, ", ");
-            bool cond = vf_op_input_is_cond(nd->op, k);   /* held as its compute type */
-            if (cond) vf_sb_puts(&call, "(");
-            value_ref(&call, grp, p);
-            if (cond) vf_sb_puts(&call, vf_dtype_is_float(pdt) ? " != 0.0)" : pdt == VF_I32 ? " != 0)" : " != 0u)");
-        }
-        vf_sb_puts(&call, ")");
-        int data = vf_op_data_input(nd->op);
-        vf_dtype dt = g->nodes[nd->in[data]].dtype;
-        vf_ctype rt = info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(dt);
-        if (call.oom) s->oom = true;
-        to_ct(s, nd->dtype, rt, call.buf ? call.buf : "");
-        vf_sb_free(&call);
-        vf_sb_add(s, ";   // %s\n", info->name);
+        /* the accumulator rounded to the matmul's dtype, as the unfused kernel stores it */
+        vf_dtype dt = grp->execs[m].out.dtype;
+        vf_sb_add(s, "    %s t%d = ", cg_ctype_name(cg_ctype_of(dt)), m);
+        cg_to_ctype(s, dt, VF_CT_FLOAT, "acc");
+        vf_sb_puts(s, ";   // matmul\n");
     }
-    for (int o = 0; o < grp->n_outputs; o++) vf_sb_add(s, "    sty%d(i, t%d);\n", o, grp->outputs[o]);
+    for (int o = 0; o < grp->n_outputs; o++) vf_sb_add(s, "    sty%d(i, t%d);\n", o, cg_output_member(grp, o));
     vf_sb_puts(s, "}\n");
     return VF_OK;
 }
 
-static void tref_of(vf_tref *r, const vf_node *nd, const vf_shape *s)
-{
-    memset(r, 0, sizeof *r);
-    r->dtype = nd->dtype;
-    r->rank = s->rank;
-    memcpy(r->shape, s->dim, sizeof r->shape);
-}
-
-vf_status vf_codegen_matmul_group(const vf_graph *g, const vf_group *grp, const vf_shape *shapes,
-                                  const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
 {
     memset(k, 0, sizeof *k);
     int center = grp->center;
-    if (grp->kind != VF_GROUP_MATMUL_EPILOGUE || center < 0 || center >= g->n ||
-        g->nodes[center].kind != VF_NODE_OP || g->nodes[center].op != VF_OP_MATMUL ||
-        vf_group_member_index(grp, center) < 0)
+    if (grp->kind != VF_FUSED_MATMUL || center < 0 || center >= grp->n_members ||
+        grp->execs[center].op != VF_OP_MATMUL)
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul group: no matmul at its center");
     if (grp->n_outputs == 0) return VF_OK;   /* dead: nothing runs */
-    if (grp->n_nodes > MF_MAX_NODES || grp->n_inputs > VF_GROUP_MAX_TENSORS)
+    if (grp->n_members > MF_MAX_NODES || grp->n_inputs > VF_KERNEL_MAX_BINDINGS - 1)
         return vf_err_set(err, VF_ERROR_UNSUPPORTED, "matmul group: %d members and %d inputs (at most %d and %d)",
-                          grp->n_nodes, grp->n_inputs, MF_MAX_NODES, VF_GROUP_MAX_TENSORS);
-    const vf_node *mm = &g->nodes[center];
-    const vf_shape *out = &shapes[center];
-    if (shapes[mm->in[0]].rank < 2 || shapes[mm->in[1]].rank < 2)
+                          grp->n_members, grp->n_inputs, MF_MAX_NODES, VF_KERNEL_MAX_BINDINGS - 1);
+    const vf_exec *mm = &grp->execs[center];
+    const vf_tref *out = &mm->out;
+    mf_state st = {.grp = grp, .center = center, .err = err};
+    st.a_in = grp->members[center].in[0];
+    st.b_in = grp->members[center].in[1];
+    if (st.a_in < 0 || st.b_in < 0)
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul group: an operand is computed inside the group");
+    if (mm->in[0].rank < 2 || mm->in[1].rank < 2)
         return vf_err_set(err, VF_ERROR_UNSUPPORTED,
                           "matmul group: a vector operand (rank 1, its dim dropped from the result) is not "
                           "fused yet; its nodes run one by one");
     if (out->rank < 2 || out->rank - 2 > MF_MAX_BATCH)
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul group: result of rank %d", out->rank);
-    mf_state st = {.g = g, .grp = grp, .shapes = shapes, .center = center, .err = err};
-    st.a_in = vf_group_input_index(grp, mm->in[0]);
-    st.b_in = vf_group_input_index(grp, mm->in[1]);
-    if (st.a_in < 0 || st.b_in < 0)
-        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul group: an operand is computed inside the group");
     int n_bind = grp->n_inputs + grp->n_outputs + (st.a_in == st.b_in ? 1 : 0);
     if (n_bind > VF_KERNEL_MAX_BINDINGS)
         return vf_err_set(err, VF_ERROR_UNSUPPORTED, "matmul group: %d tensors exceed the %d bindings of a kernel",
                           n_bind, VF_KERNEL_MAX_BINDINGS);
-    for (int m = 0; m < grp->n_nodes; m++) {
-        int v = grp->nodes[m];
-        const vf_node *nd = &g->nodes[v];
-        if (v == center) continue;
-        if (!vf_fusible_elementwise(nd))
-            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul group: member %d (%s) is not elementwise", v,
-                              vf_node_name(nd));
-        if (!vf_shape_equal(&shapes[v], out))
+    for (int m = 0; m < grp->n_members; m++) {
+        const vf_exec *e = &grp->execs[m];
+        if (m == center) continue;
+        if (!cg_member_op(e->op))
+            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul group: member %d (%s) is not elementwise", m,
+                              vf_op_get(e->op)->name);
+        if (e->out.rank != out->rank || memcmp(e->out.shape, out->shape, sizeof(int64_t) * (size_t)out->rank))
             return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT,
-                              "matmul group: member %d (%s) does not have the matmul's output shape", v,
-                              vf_node_name(nd));
-        for (int q = 0; q < nd->n_in; q++) {
-            int t = vf_group_input_index(grp, nd->in[q]);
+                              "matmul group: member %d (%s) does not have the matmul's output shape", m,
+                              vf_op_get(e->op)->name);
+        for (int q = 0; q < e->n_in; q++) {
+            int t = grp->members[m].in[q];
             if (t >= 0) st.in[t].epi = true;
         }
     }
     for (int d = 0; d < out->rank - 2; d++)
-        if (out->dim[d] != 1) st.ob[st.n_ob++] = (uint64_t)out->dim[d];
+        if (out->shape[d] != 1) st.ob[st.n_ob++] = (uint64_t)out->shape[d];
     for (int t = 0; t < grp->n_inputs; t++)
         if (st.in[t].epi) classify(&st, t, out);
 
-    vf_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = VF_OP_MATMUL;
-    e.attrs = mm->attrs;
-    e.n_in = 2;
-    tref_of(&e.in[0], &g->nodes[mm->in[0]], &shapes[mm->in[0]]);
-    tref_of(&e.in[1], &g->nodes[mm->in[1]], &shapes[mm->in[1]]);
-    tref_of(&e.out, mm, out);
+    /* the matmul as an op of its own: the tile kernel sees only dtypes and shapes */
+    vf_exec e = *mm;
+    e.in[0].buf = e.in[1].buf = e.out.buf = NULL;
+    e.in[0].offset = e.in[1].offset = e.out.offset = 0;
 
     char tag[16], what[160];
-    snprintf(tag, sizeof tag, "mmfused%d", grp->n_nodes);
-    int wl = snprintf(what, sizeof what, "an epilogue of %d op(s):", grp->n_nodes - 1);
-    for (int m = 0; m < grp->n_nodes && wl < (int)sizeof what - 24; m++)
-        if (grp->nodes[m] != center)
-            wl += snprintf(what + wl, sizeof what - (size_t)wl, " %s", vf_node_name(&g->nodes[grp->nodes[m]]));
+    snprintf(tag, sizeof tag, "mmfused%d", grp->n_members);
+    int wl = snprintf(what, sizeof what, "an epilogue of %d op(s):", grp->n_members - 1);
+    for (int m = 0; m < grp->n_members && wl < (int)sizeof what - 24; m++)
+        if (m != center) wl += snprintf(what + wl, sizeof what - (size_t)wl, " %s", vf_op_get(grp->execs[m].op)->name);
     cg_mm_epilogue epi = {.bind = mf_bind, .emit = mf_emit, .user = &st, .tag = tag, .what = what};
     vf_status s = cg_matmul(&e, caps, &epi, k, err);
     if (s != VF_OK) vf_kernel_free(k);

@@ -1,8 +1,8 @@
 /* A generated compute kernel: the contract between codegen (src/vulkan/codegen)
  * and the Vulkan runtime (src/vulkan).
  *
- * Codegen turns one vf_exec (today: one op; after fusion: a fused group)
- * into a short sequence of dispatches. Each dispatch is GLSL source plus
+ * Codegen turns one vf_exec, or a fused group (codegen_fused.h), into a
+ * short sequence of dispatches. Each dispatch is GLSL source plus
  * what the runtime needs to run it: which tensors go to which storage
  * buffer binding, the push-constant bytes and the workgroup counts. The
  * runtime compiles the GLSL (cached by content hash), binds, pushes,
@@ -67,8 +67,8 @@ typedef struct vf_device_caps {
 /* A binding refers to a tensor of the vf_exec or to the scratch buffer. */
 enum { VF_BIND_IN0 = 0, VF_BIND_IN1 = 1, VF_BIND_IN2 = 2, VF_BIND_OUT = 3, VF_BIND_SCRATCH = 4 };
 /* Kernels of fused groups (vulkan/codegen/codegen_fused.h): binding value
-   VF_BIND_GROUP + k is tensor k of the group, its inputs then its outputs
-   (k < n_inputs: grp->inputs[k], else grp->outputs[k - n_inputs]). */
+   VF_BIND_GROUP + k is tensor k of the group, grp->tensors[k] (backend.h
+   vf_fused_group: its inputs, then its outputs). */
 enum { VF_BIND_GROUP = 8 };
 
 typedef struct vf_dispatch {

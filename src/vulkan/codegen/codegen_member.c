@@ -1,0 +1,140 @@
+/* What the elementwise and fused generators share (codegen_internal.h,
+ * codegen_fused.h): the op-table expression for a dtype, the conversion
+ * to a compute type, the collapse of a broadcast pattern, and the
+ * emission of one elementwise member of a fused group. One copy each. */
+#include "vulkan/codegen/codegen_fused.h"
+#include "util/dtype.h"
+
+#include <string.h>
+
+const char *cg_pick_expr(const vf_op_info *info, vf_dtype data)
+{
+    switch (data) {
+    case VF_F32: case VF_F16: return info->glsl_f;
+    case VF_I32: return info->glsl_i;
+    default: return info->glsl_u ? info->glsl_u : info->glsl_i;   /* u32, bool as 0/1 */
+    }
+}
+
+/* The storage conversion (cg_convert) read back as the compute type: only
+   f16 differs, its bits back to float. */
+void cg_to_ctype(vf_sb *s, vf_dtype dt, vf_ctype ct, const char *v)
+{
+    if (dt == VF_F16) vf_sb_puts(s, "vf_h2f(");
+    cg_convert(s, dt, ct, v);
+    if (dt == VF_F16) vf_sb_puts(s, ")");
+}
+
+void cg_collapse(const vf_tref *out, const vf_tref *const *in, int n_in, cg_pattern *p)
+{
+    memset(p, 0, sizeof *p);
+    int R = out->rank;
+    for (int d = 0; d < R; d++) {
+        int64_t n = out->shape[d];
+        if (n == 1) continue;
+        uint32_t bits = 0;
+        for (int k = 0; k < n_in; k++) {
+            int dk = d - (R - in[k]->rank);
+            int64_t ik = dk < 0 ? 1 : in[k]->shape[dk];
+            if (ik == 1) bits |= 1u << k;
+        }
+        if (p->ndims > 0 && p->bcast[p->ndims - 1] == bits) {
+            p->size[p->ndims - 1] *= (uint64_t)n;
+        } else {
+            p->size[p->ndims] = (uint64_t)n;
+            p->bcast[p->ndims] = bits;
+            p->ndims++;
+        }
+    }
+    if (p->ndims == 0) {   /* a scalar output: inputs are all scalars too */
+        p->ndims = 1;
+        p->size[0] = 1;
+        p->bcast[0] = n_in >= 32 ? 0xffffffffu : (1u << n_in) - 1;
+    }
+}
+
+bool cg_member_op(vf_op op) { return vf_op_get(op)->kind == VF_KIND_ELEMENTWISE || op == VF_OP_FILL; }
+
+/* The input whose dtype picks the expression: where(cond, a, b) picks a's. */
+static vf_ctype result_ctype(const vf_exec *e)
+{
+    const vf_op_info *info = vf_op_get(e->op);
+    return info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(e->in[vf_op_data_input(e->op)].dtype);
+}
+
+vf_status cg_member_fn(vf_sb *s, const vf_fused_group *grp, int m, vf_err *err)
+{
+    const vf_exec *e = &grp->execs[m];
+    const vf_op_info *info = vf_op_get(e->op);
+    if (e->op == VF_OP_FILL) return VF_OK;   /* a constant: no function */
+    vf_dtype dt = e->in[vf_op_data_input(e->op)].dtype;
+    const char *expr = cg_pick_expr(info, dt);
+    if (!expr)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL expression for dtype %s in the op table",
+                          info->name, vf_dtype_name(dt));
+    vf_sb_add(s, "%s op_%d(", cg_ctype_name(result_ctype(e)), m);
+    static const char *const an[3] = {"a", "b", "c"};
+    for (int k = 0; k < e->n_in && k < 3; k++) {
+        vf_ctype ct = vf_op_input_is_cond(e->op, k) ? VF_CT_BOOL : cg_ctype_of(e->in[k].dtype);
+        vf_sb_add(s, "%s%s %s", k ? ", " : "", cg_ctype_name(ct), an[k]);
+    }
+    vf_sb_add(s, ") { return %s; }   // %s\n", expr, info->name);
+    return VF_OK;
+}
+
+/* FILL member e's value exactly as stored, as a compute-type literal. */
+static void fill_literal(vf_sb *s, const vf_exec *e)
+{
+    uint8_t tmp[8] = {0};
+    uint32_t b;
+    vf_store_f64(tmp, e->out.dtype, 0, e->attrs.value);
+    memcpy(&b, tmp, 4);   /* little-endian: f16 / bool land in the low bits */
+    switch (e->out.dtype) {
+    case VF_F32: vf_sb_add(s, "uintBitsToFloat(0x%08xu)", b); break;
+    case VF_F16: vf_sb_add(s, "vf_h2f(0x%04xu)", b & 0xffffu); break;
+    case VF_I32: vf_sb_add(s, "int(0x%08xu)", b); break;
+    default: vf_sb_add(s, "0x%08xu", e->out.dtype == VF_BOOL ? (b & 0xffu ? 1u : 0u) : b); break;
+    }
+}
+
+vf_ctype cg_member_result(const vf_exec *e) { return result_ctype(e); }
+
+void cg_member_call(vf_sb *s, const vf_fused_group *grp, int m, cg_ref_fn ref, void *user)
+{
+    const vf_exec *e = &grp->execs[m];
+    const vf_fused_member *fm = &grp->members[m];
+    vf_sb_add(s, "op_%d(", m);
+    for (int k = 0; k < e->n_in && k < 3; k++) {
+        vf_dtype pdt = e->in[k].dtype;
+        if (k) vf_sb_puts(s, ", ");
+        bool cond = vf_op_input_is_cond(e->op, k);   /* held as its compute type; where wants a bool */
+        if (cond) vf_sb_puts(s, "(");
+        ref(s, fm->in[k], user);
+        if (cond) vf_sb_puts(s, vf_dtype_is_float(pdt) ? " != 0.0)" : pdt == VF_I32 ? " != 0)" : " != 0u)");
+    }
+    vf_sb_puts(s, ")");
+}
+
+void cg_member_eval(vf_sb *s, const vf_fused_group *grp, int m, const char *indent, cg_ref_fn ref, void *user)
+{
+    const vf_exec *e = &grp->execs[m];
+    vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_ctype_of(e->out.dtype)), m);
+    if (e->op == VF_OP_FILL) {
+        fill_literal(s, e);
+        vf_sb_puts(s, ";   // fill\n");
+        return;
+    }
+    vf_sb call = {0};
+    cg_member_call(&call, grp, m, ref, user);
+    if (call.oom) s->oom = true;
+    cg_to_ctype(s, e->out.dtype, result_ctype(e), call.buf ? call.buf : "");
+    vf_sb_free(&call);
+    vf_sb_add(s, ";   // %s\n", vf_op_get(e->op)->name);
+}
+
+int cg_output_member(const vf_fused_group *grp, int o)
+{
+    for (int m = 0; m < grp->n_members; m++)
+        if (grp->members[m].out == grp->n_inputs + o) return m;
+    return -1;
+}
