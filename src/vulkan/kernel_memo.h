@@ -19,7 +19,7 @@
 #define VF_VULKAN_KERNEL_MEMO_H
 
 #include "vulkan/codegen/kernel.h"
-#include "vulkan/hash.h"
+#include "util/hash.h"
 
 #define VF_VK_MEMO_WORDS 64
 #define VF_VK_MEMO_MAX 1024
