@@ -87,6 +87,8 @@ void vt_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t seed)
     for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)((double)next(&s) / 9007199254740992.0);
 }
 
+double vt_matmul_atol(int64_t k) { return 1.6e-4 * sqrt((double)k) + 1e-6; }
+
 void vt_fill_int(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed)
 {
     uint64_t s = seed * 2654435761u + 7;

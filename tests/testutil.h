@@ -47,6 +47,9 @@ void vt_fill_int(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed);
 void vt_assert_close_f32(const float *got, const float *want, size_t n, double atol, double rtol,
                          const char *what);
 void vt_assert_equal_bytes(const void *got, const void *want, size_t n, const char *what);
+/* The absolute tolerance of an f32 matmul with inner size k against a
+   double (or OpenBLAS) reference: rounding grows like sqrt(k). */
+double vt_matmul_atol(int64_t k);
 
 /* Reads t into a malloc'd buffer (caller frees); fails the test on error. */
 void *vt_read(vf_tensor *t);
