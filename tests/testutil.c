@@ -201,3 +201,20 @@ int vt_run_group(const char *name, const struct CMUnitTest *tests, size_t n)
     free(pick);
     return r;
 }
+
+vf_tensor *vt_scalar(vf_context *ctx, double v) { return vf_fill(ctx, VF_F32, 0, NULL, v); }
+vf_tensor *vt_sum(vf_context *ctx, vf_tensor *x) { return vf_reduce_sum(ctx, x, 0, NULL, false); }
+
+vf_status vt_branch_mul(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_mul(ctx, in[0], in[1]);
+    return VF_OK;
+}
+
+vf_status vt_branch_square(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_mul(ctx, in[0], in[0]);
+    return VF_OK;
+}
