@@ -1,7 +1,8 @@
 /* Random tensor programs for the differential harness (test_differential.c):
- * one seeded generator, two interpreters — the public API (on any context,
+ * one seeded generator with a forward error bound per value (diffprog.c),
+ * two interpreters (diffprog_eval.c) — the public API (on any context,
  * eager or inside a traced body, with or without tapes) and the double
- * reference of refops.c — and a forward error bound per value.
+ * reference of refops.c.
  *
  * A program has a dtype (f32, f16 or i32; bools appear as masks,
  * comparisons and casts) and a base shape of rank 1..3 whose dims may be 0.
@@ -79,6 +80,8 @@ typedef enum dp_kind {
 } dp_kind;
 
 void dp_generate(dp_prog *p, uint64_t seed, vf_dtype dtype, dp_kind kind);
+/* Whether p computes in a float dtype (f32, f16) rather than i32. */
+static inline bool dp_is_float(const dp_prog *p) { return p->dt != VF_I32; }
 void dp_print(const dp_prog *p);
 /* The shape of value v (its mask applied to the base shape). */
 int dp_shape(const dp_prog *p, int v, int64_t *shape);

@@ -1,74 +1,20 @@
-/* Recorded plans of traced functions: the liveness offset planner (no GPU),
- * one submit per call on Vulkan with no compiles or pipeline creations
- * after the first, results equal to eager and to the CPU backend,
- * variables assigned inside a plan, symbolic dims (one plan per size set)
- * and the memory figures. */
+/* Recorded plans of traced functions: one submit per call on Vulkan with
+ * no compiles or pipeline creations after the first, results equal to
+ * eager and to the CPU backend, variables assigned inside a plan, symbolic
+ * dims (one plan per size set), the memory figures, vf_cond as guarded
+ * branches decided on the device, the unfused option, barrier batching and
+ * in-place writes in one level. The offset planner: test_memplan.c; the
+ * backend plan API with descriptor sets: test_vulkan_plan.c. */
 #include "testutil.h"
 #include "vk_test_common.h"
 
 #include "frontend/frontend.h"
-#include "plan/memplan.h"
 #include "vulkan/runtime.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- the offset planner --------------------------------------------------- */
-
-static size_t al(size_t v) { return (v + 255) & ~(size_t)255; }
-
-static void check_plan(const vf_mem_interval *iv, int n, const char *what)
-{
-    size_t off[64], total = 0;
-    assert_true(n <= 64);
-    assert_true(vf_memplan(iv, n, 256, off, &total));
-    for (int i = 0; i < n; i++) {
-        assert_int_equal(off[i] % 256, 0);
-        assert_true(off[i] + al(iv[i].size) <= total);
-        for (int j = 0; j < i; j++) {
-            bool live = iv[i].first <= iv[j].last && iv[j].first <= iv[i].last;
-            bool apart = off[i] + al(iv[i].size) <= off[j] || off[j] + al(iv[j].size) <= off[i];
-            if (live && !apart) fail_msg("%s: buffers %d and %d live together and overlap", what, i, j);
-        }
-    }
-    size_t lb = vf_memplan_lower_bound(iv, n, 256);
-    if ((double)total > 1.10 * (double)lb) fail_msg("%s: arena %zu > 1.10 x lower bound %zu", what, total, lb);
-}
-
-static void test_memplan(void **state)
-{
-    (void)state;
-    /* a chain that grows and shrinks (an encoder-decoder): each value read
-       by the next step only. (Greedy by size is not optimal everywhere: on
-       a chain alternating 1000/2000/3000 bytes it needs 6144 bytes where
-       5120 would do, 1.2x.) */
-    static const size_t sizes[9] = {1000, 2000, 4000, 8000, 16000, 8000, 4000, 2000, 1000};
-    vf_mem_interval chain[9];
-    for (int i = 0; i < 9; i++) chain[i] = (vf_mem_interval){sizes[i], i, i + 1};
-    check_plan(chain, 9, "chain");
-    /* a diamond and a long-lived value beside short ones */
-    vf_mem_interval diamond[] = {{4096, 0, 3}, {1024, 1, 2}, {1024, 1, 3}, {2048, 2, 4}, {512, 4, 5},
-                                 {8192, 5, 6}, {8192, 6, 7}, {256, 0, 7}};
-    check_plan(diamond, 8, "diamond");
-    /* same sizes, staggered lifetimes (a pipeline of width 3) */
-    vf_mem_interval stagger[12];
-    for (int i = 0; i < 12; i++) stagger[i] = (vf_mem_interval){65536, i, i + 2};
-    check_plan(stagger, 12, "stagger");
-    /* all live at once: nothing may share */
-    vf_mem_interval all[5] = {{100, 0, 9}, {300, 0, 9}, {200, 0, 9}, {700, 0, 9}, {50, 0, 9}};
-    check_plan(all, 5, "all live");
-    size_t off[5], total;
-    assert_true(vf_memplan(all, 5, 256, off, &total));
-    assert_int_equal(total, al(100) + al(300) + al(200) + al(700) + al(50));
-    /* disjoint lifetimes share everything */
-    vf_mem_interval seq[4] = {{5000, 0, 0}, {5000, 1, 1}, {3000, 2, 2}, {5000, 3, 3}};
-    assert_true(vf_memplan(seq, 4, 256, off, &total));
-    assert_int_equal(total, al(5000));
-    assert_true(vf_memplan(NULL, 0, 256, off, &total));
-    assert_int_equal(total, 0);
-}
 
 /* ---- functions --------------------------------------------------------------- */
 
@@ -330,122 +276,6 @@ static void test_memory_figures(void **state)
     vt_context_done(ctx);
 }
 
-/* ---- the backend plan API with descriptor sets (no push descriptors) ------------ */
-
-static vf_tref ref1(vf_buffer *b, size_t off, int64_t n)
-{
-    return (vf_tref){.buf = b, .offset = off, .dtype = VF_F32, .rank = 1, .shape = {n}};
-}
-
-static void test_backend_plan_sets(void **state)
-{
-    (void)state;
-    if (!vt_have_vulkan()) skip();
-    rt_handle h;
-    vf_vk_extra_options x = {.no_push_descriptors = true};
-    rt_make(&h, NULL, &x);
-    assert_false(h.rt->dev.push_descriptors);
-    enum { N = 1000 };
-    float a[N], c[N];
-    for (int i = 0; i < N; i++) a[i] = (float)i, c[i] = 1.0f;
-    vf_buffer *cb = alloc_upload(&h, c, N), *in[2] = {alloc_upload(&h, a, N), alloc_upload(&h, c, N)};
-    vf_buffer *out[2] = {alloc_upload(&h, NULL, N), alloc_upload(&h, NULL, N)};
-    /* t = in + c (arena); out = t * t */
-    vf_exec ex[2] = {
-        {.op = VF_OP_ADD, .n_in = 2, .in = {ref1(NULL, 0, N), ref1(cb, 0, N)}, .out = ref1(NULL, 0, N)},
-        {.op = VF_OP_MUL, .n_in = 2, .in = {ref1(NULL, 0, N), ref1(NULL, 0, N)}, .out = ref1(NULL, 0, N)},
-    };
-    const vf_plan_loc loc[2][4] = {
-        {{VF_PLAN_BIND, 0}, {VF_PLAN_FIXED, 0}, {VF_PLAN_FIXED, 0}, {VF_PLAN_ARENA, 0}},
-        {{VF_PLAN_ARENA, 0}, {VF_PLAN_ARENA, 0}, {VF_PLAN_FIXED, 0}, {VF_PLAN_BIND, 1}},
-    };
-    vf_plan_desc d = {.execs = ex, .loc = loc, .n_execs = 2, .arena_bytes = N * 4, .n_binds = 2, .name = "t"};
-    vf_plan *p = NULL;
-    assert_int_equal(h.be.iface->plan_create(h.be.self, &d, &p), VF_OK);
-    vf_plan_info info;
-    h.be.iface->plan_info(h.be.self, p, &info);
-    assert_int_equal(info.kernels, 2);
-    for (int run = 0; run < 4; run++) {
-        int k = run / 2; /* two runs with the same bindings, then others: re-recorded once */
-        vf_plan_bind b[2] = {{in[k], 0, N * 4}, {out[k], 0, N * 4}};
-        int64_t submits = h.rt->sched.submits;
-        assert_int_equal(h.be.iface->plan_run(h.be.self, p, b, 2), VF_OK);
-        assert_int_equal(h.rt->sched.submits, submits + 1);
-        float got[N];
-        assert_int_equal(h.be.iface->download(h.be.self, out[k], 0, got, sizeof got), VF_OK);
-        for (int i = 0; i < N; i++) {
-            float t = (k ? c[i] : a[i]) + 1.0f;
-            if (got[i] != t * t) fail_msg("run %d [%d]: %g, want %g", run, i, got[i], t * t);
-        }
-    }
-    h.be.iface->plan_destroy(h.be.self, p);
-    for (int i = 0; i < 2; i++) h.be.iface->free(h.be.self, in[i]), h.be.iface->free(h.be.self, out[i]);
-    h.be.iface->free(h.be.self, cb);
-    rt_done(&h);
-}
-
-/* A binding whose vf_buffer is a new allocation at another place but
-   whose host address is that of a freed one (malloc hands freed blocks
-   back first) must still be re-recorded: the plan compares where a
-   binding lands, not the vf_buffer pointer. With glibc the address is
-   reused in about two runs of three here (lavapipe's threads move the
-   heap); under ASan (quarantine) never. Either way the run is checked. */
-static void test_backend_plan_rebind(void **state)
-{
-    (void)state;
-    if (!vt_have_vulkan()) skip();
-    rt_handle h;
-    rt_make(&h, NULL, NULL);
-    enum { N = 1024, ROUNDS = 16 };
-    static float a[N], d[2 * N], got[N];
-    /* out = in * in */
-    vf_exec ex = {.op = VF_OP_MUL, .n_in = 2, .in = {ref1(NULL, 0, N), ref1(NULL, 0, N)}, .out = ref1(NULL, 0, N)};
-    const vf_plan_loc loc[1][4] = {{{VF_PLAN_BIND, 0}, {VF_PLAN_BIND, 0}, {VF_PLAN_FIXED, 0}, {VF_PLAN_BIND, 1}}};
-    vf_plan_desc desc = {.execs = &ex, .loc = loc, .n_execs = 1, .n_binds = 2, .name = "square"};
-    vf_plan *p = NULL;
-    assert_int_equal(h.be.iface->plan_create(h.be.self, &desc, &p), VF_OK);
-    int reused = 0;
-    for (int round = 0; round < ROUNDS; round++) {
-        for (int i = 0; i < N; i++) a[i] = (float)(i + round);
-        for (int i = 0; i < 2 * N; i++) d[i] = -3.0f - (float)(i + round);
-        vf_buffer *in = alloc_upload(&h, a, N), *spacer = alloc_upload(&h, NULL, N);
-        vf_buffer *big = alloc_upload(&h, NULL, 2 * N), *out = alloc_upload(&h, NULL, N);
-        vf_plan_bind b[2] = {{in, 0, N * 4}, {out, 0, N * 4}};
-        assert_int_equal(h.be.iface->plan_run(h.be.self, p, b, 2), VF_OK);
-        assert_int_equal(h.be.iface->download(h.be.self, out, 0, got, sizeof got), VF_OK);
-        for (int i = 0; i < N; i++)
-            if (got[i] != a[i] * a[i]) fail_msg("round %d, first run [%d]: %g, want %g", round, i, got[i], a[i] * a[i]);
-        /* Free big, then in: the next allocation of 2N floats often gets
-           in's vf_buffer address and big's range (in's is too small; the
-           spacer keeps the two from coalescing). After a sync both frees
-           are immediate, not deferred behind the run. glibc's calloc skips
-           the per-thread cache, so eight small buffers are freed first to
-           fill it and the two frees below reach the bins calloc takes
-           from. */
-        vf_buffer *small[8];
-        for (int i = 0; i < 8; i++) small[i] = alloc_upload(&h, NULL, 4);
-        assert_int_equal(h.be.iface->sync(h.be.self), VF_OK);
-        for (int i = 0; i < 8; i++) h.be.iface->free(h.be.self, small[i]);
-        h.be.iface->free(h.be.self, big);
-        uintptr_t old = (uintptr_t)in;
-        h.be.iface->free(h.be.self, in);
-        vf_buffer *fresh = alloc_upload(&h, d, 2 * N);
-        reused += (uintptr_t)fresh == old;
-        b[0] = (vf_plan_bind){fresh, 0, N * 4};
-        assert_int_equal(h.be.iface->plan_run(h.be.self, p, b, 2), VF_OK);
-        assert_int_equal(h.be.iface->download(h.be.self, out, 0, got, sizeof got), VF_OK);
-        for (int i = 0; i < N; i++)
-            if (got[i] != d[i] * d[i])
-                fail_msg("round %d, rebound run [%d]: %g, want %g (a stale recording?)", round, i, got[i], d[i] * d[i]);
-        h.be.iface->free(h.be.self, fresh);
-        h.be.iface->free(h.be.self, spacer);
-        h.be.iface->free(h.be.self, out);
-    }
-    print_message("vf_buffer addresses reused in %d of %d rounds\n", reused, ROUNDS);
-    h.be.iface->plan_destroy(h.be.self, p);
-    rt_done(&h);
-}
-
 /* ---- vf_cond in a plan: guarded branches, decided on the device ------------- */
 
 /* then: 40 rounds of x = tanh(x) + 0.25 (too big for a select), counter += 1 */
@@ -661,13 +491,10 @@ static void test_inplace_same_level(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_memplan),
         cmocka_unit_test(test_one_submit),
         cmocka_unit_test(test_variables),
         cmocka_unit_test(test_symbolic),
         cmocka_unit_test(test_memory_figures),
-        cmocka_unit_test(test_backend_plan_sets),
-        cmocka_unit_test(test_backend_plan_rebind),
         cmocka_unit_test(test_guarded_cond),
         cmocka_unit_test(test_unfused_option),
         cmocka_unit_test(test_barrier_batching),

@@ -5,22 +5,17 @@
  * group that are also graph outputs or read outside it (then stored too),
  * transposed operands, broadcast batch dims (strided and full), f16 and a
  * symbolic batch dim. Every result is compared with the CPU backend (node
- * by node, OpenBLAS sgemm) and with the unfused plan. The generated GLSL
- * also compiles for the GPU profile (shared-memory tiles) and, run on
- * lavapipe with the GPU profile forced, gives the right numbers; groups a
- * device cannot run fail with VF_ERROR_UNSUPPORTED and a message. */
+ * by node, OpenBLAS sgemm) and with the unfused plan. The generated GLSL of
+ * matmul groups, for both device profiles, is tested in
+ * test_fusion_matmul_glsl.c. */
 #include "testutil.h"
-#include "graph_build.h"
 #include "vk_test_common.h"
 
-#include "vulkan/codegen/codegen_fused.h"
-#include "plan/partition.h"
-
 #include <math.h>
-#include <shaderc/shaderc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 
 #define MAX_IO 4
 
@@ -137,8 +132,6 @@ static void free_case(fn_case *fc)
     for (int i = 0; i < fc->n_in; i++) free(fc->in[i].data);
 }
 
-static double mm_atol(int64_t k) { return 1.6e-4 * sqrt((double)k) + 1e-6; }
-
 /* ---- bodies -------------------------------------------------------------- */
 
 /* relu(a @ w + bias) */
@@ -240,266 +233,6 @@ static vf_status batched(vf_context *ctx, vf_tensor *const *in, vf_tensor **out,
 }
 
 
-/* ---- the GLSL of matmul groups, for both device profiles ---------------- */
-
-static const vf_device_caps caps_cpu = {
-    .is_cpu = true, .subgroup_size = 8, .subgroup_arithmetic = true, .subgroup_shuffle = true,
-    .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 1024},
-    .max_workgroup_count = {65535, 65535, 65535}, .shared_memory_bytes = 32768, .max_push_constants = 128,
-    .max_storage_buffer_range = 1u << 27, .min_storage_buffer_offset_alignment = 16, .storage16 = true,
-    .storage8 = true, .shader_float16 = true, .shader_int8 = true};
-static const vf_device_caps caps_gpu = {
-    .vendor_id = 0x10de, .is_cpu = false, .subgroup_size = 32, .subgroup_arithmetic = true,
-    .subgroup_shuffle = true, .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 64},
-    .max_workgroup_count = {2147483647u, 65535, 65535}, .shared_memory_bytes = 49152,
-    .max_push_constants = 256, .max_storage_buffer_range = 1ull << 32,
-    .min_storage_buffer_offset_alignment = 16, .storage16 = true, .storage8 = true};
-
-static int node(vf_graph *g, vf_node_kind k, vf_op o, int n_in, const int *in, vf_dtype dt, vf_shape s)
-{
-    int id = vf_graph_add(g, k, n_in, in);
-    assert_true(id >= 0);
-    g->nodes[id].op = o;
-    g->nodes[id].attrs.dtype = dt;
-    g->nodes[id].dtype = dt;
-    g->nodes[id].shape = s;
-    if (k == VF_NODE_PARAM) {
-        g->nodes[id].index = g->n_params++;
-        g->n_explicit = g->n_params;
-    }
-    return id;
-}
-
-/* [2,3,m,k] @ [3,k,n] (b transposed: [3,n,k]) + bias [3,1,n]; where(z > 0,
-   z, z * k) with k a scalar param; a bool output (z > 0) and a cast to i32:
-   every dtype path of the epilogue and the strided batch index. */
-static vf_graph *epilogue_graph(vf_dtype dt, int64_t m, int64_t k, int64_t n)
-{
-    vf_graph *g = vf_graph_new(NULL);
-    vf_shape o = vt_shape(4, (int64_t[]){2, 3, m, n});
-    int a = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, vt_shape(4, (int64_t[]){2, 3, m, k}));
-    int b = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, vt_shape(3, (int64_t[]){3, n, k}));
-    int bias = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, vt_shape(3, (int64_t[]){3, 1, n}));
-    int kk = node(g, VF_NODE_PARAM, 0, 0, NULL, dt, vt_shape(0, NULL));
-    int mm = node(g, VF_NODE_OP, VF_OP_MATMUL, 2, (int[]){a, b}, dt, o);
-    g->nodes[mm].attrs.trans_b = true;
-    int z = node(g, VF_NODE_OP, VF_OP_ADD, 2, (int[]){mm, bias}, dt, o);
-    int zero = node(g, VF_NODE_OP, VF_OP_FILL, 0, NULL, dt, o);
-    int pos = node(g, VF_NODE_OP, VF_OP_GREATER, 2, (int[]){z, zero}, VF_BOOL, o);
-    int sc = node(g, VF_NODE_OP, VF_OP_MUL, 2, (int[]){z, kk}, dt, o);
-    int y = node(g, VF_NODE_OP, VF_OP_WHERE, 3, (int[]){pos, z, sc}, dt, o);
-    int yi = node(g, VF_NODE_OP, VF_OP_CAST, 1, &y, VF_I32, o);
-    assert_true(vf_graph_set_outputs(g, 3, (int[]){y, pos, yi}));
-    return g;
-}
-
-static void compile_ok(shaderc_compiler_t cc, shaderc_compile_options_t opt, const vf_dispatch *d)
-{
-    shaderc_compilation_result_t r = shaderc_compile_into_spv(cc, d->glsl, strlen(d->glsl), shaderc_compute_shader,
-                                                              d->name, "main", opt);
-    bool ok = shaderc_result_get_compilation_status(r) == shaderc_compilation_status_success;
-    if (!ok)
-        fprintf(stderr, "---- %s failed to compile:\n%s\n---- source:\n%s\n", d->name,
-                shaderc_result_get_error_message(r), d->glsl);
-    shaderc_result_release(r);
-    assert_true(ok);
-}
-
-/* The one matmul group of g: generated for caps, st its status. */
-static vf_status gen_group(vf_graph *g, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
-{
-    vf_shape *shapes = malloc(sizeof *shapes * (size_t)g->n);
-    assert_non_null(shapes);
-    for (int i = 0; i < g->n; i++) shapes[i] = g->nodes[i].shape;
-    vf_partition_t p;
-    assert_int_equal(vf_partition(g, NULL, &p, err), VF_OK);
-    int found = -1;
-    for (int i = 0; i < p.n_groups; i++)
-        if (p.groups[i].kind == VF_GROUP_MATMUL_EPILOGUE) {
-            assert_int_equal(found, -1);
-            found = i;
-        }
-    assert_true(found >= 0);
-    const vf_group *grp = &p.groups[found];
-    vf_status st = vt_codegen_group(g, grp, shapes, caps, k, err);
-    if (st == VF_OK) {
-        assert_int_equal(k->n_steps, 1);
-        /* every group tensor bound in order; b (tensor 1) once */
-        assert_int_equal(k->step[0].n_bindings, grp->n_inputs + grp->n_outputs);
-        for (int j = 0; j < k->step[0].n_bindings; j++) assert_int_equal(k->step[0].binding[j], VF_BIND_GROUP + j);
-    }
-    vf_partition_free(&p);
-    free(shapes);
-    return st;
-}
-
-static void test_glsl_both_profiles(void **state)
-{
-    (void)state;
-    shaderc_compiler_t cc = shaderc_compiler_initialize();
-    shaderc_compile_options_t opt = shaderc_compile_options_initialize();
-    assert_true(cc && opt);
-    shaderc_compile_options_set_target_env(opt, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
-    const vf_device_caps *caps[2] = {&caps_cpu, &caps_gpu};
-    const vf_dtype dts[2] = {VF_F32, VF_F16};
-    for (int d = 0; d < 2; d++)
-        for (int c = 0; c < 2; c++) {
-            vf_graph *g = epilogue_graph(dts[d], 9, 16, 12);
-            vf_kernel k;
-            vf_err err = {0};
-            vf_status st = gen_group(g, caps[c], &k, &err);
-            if (st) fprintf(stderr, "%s\n", err.message);
-            assert_int_equal(st, VF_OK);
-            assert_non_null(strstr(k.step[0].glsl, "void epi("));
-            assert_non_null(strstr(k.step[0].name, "mmfused"));
-            compile_ok(cc, opt, &k.step[0]);
-            vf_kernel_free(&k);
-            vf_graph_free(g);
-        }
-    shaderc_compile_options_release(opt);
-    shaderc_compiler_release(cc);
-}
-
-/* f16 on a device without 16-bit storage: UNSUPPORTED with a message (the
-   plan then runs the members one by one). */
-static void test_unsupported(void **state)
-{
-    (void)state;
-    vf_device_caps no16 = caps_cpu;
-    no16.storage16 = false;
-    vf_graph *g = epilogue_graph(VF_F16, 4, 4, 4);
-    vf_kernel k;
-    vf_err err = {0};
-    assert_int_equal(gen_group(g, &no16, &k, &err), VF_ERROR_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "16-bit storage"));
-    vf_graph_free(g);
-    /* a matmul node with a vector operand (its dim dropped from the result) */
-    g = vf_graph_new(NULL);
-    int v = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(1, (int64_t[]){6}));
-    int w = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(2, (int64_t[]){6, 5}));
-    int mm = node(g, VF_NODE_OP, VF_OP_MATMUL, 2, (int[]){v, w}, VF_F32, vt_shape(1, (int64_t[]){5}));
-    int y = node(g, VF_NODE_OP, VF_OP_RELU, 1, &mm, VF_F32, vt_shape(1, (int64_t[]){5}));
-    assert_true(vf_graph_set_outputs(g, 1, &y));
-    memset(&err, 0, sizeof err);
-    assert_int_equal(gen_group(g, &caps_cpu, &k, &err), VF_ERROR_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "vector operand"));
-    vf_graph_free(g);
-}
-
-/* The GPU profile's kernels (shared-memory tiles, barriers) are valid
-   Vulkan, only slow on lavapipe: run them there with the device's caps
-   but is_cpu off, plain and fused, and check against double references.
-   a [2,70,29] @ b [29,67] (2x2 tiles of 64, broadcast batch), + bias [67],
-   relu. */
-static void dispatch_on(rt_handle *h, const vf_dispatch *d, vf_buffer *const *by_bind, const size_t *bytes,
-                        const unsigned *access)
-{
-    const vf_vk_pipeline *p = NULL;
-    vf_status s = vf_vk_runtime_dispatch_pipeline(h->rt, d, &p);
-    if (s) fprintf(stderr, "%s\n", h->err.message);
-    assert_int_equal(s, VF_OK);
-    vf_vk_bind binds[VF_KERNEL_MAX_BINDINGS];
-    for (int j = 0; j < d->n_bindings; j++) {
-        int id = d->binding[j];
-        assert_true(id >= 0 && id < VF_BIND_GROUP + 4 && by_bind[id]);
-        binds[j] = (vf_vk_bind){.buf = by_bind[id], .range = bytes[id], .access = access[id]};
-    }
-    vf_vk_dispatch_info di = {.pipe = p, .n_bindings = d->n_bindings, .bindings = binds, .push = d->push,
-                              .push_size = d->push_size, .groups = {d->groups[0], d->groups[1], d->groups[2]},
-                              .name = d->name};
-    s = vf_vk_sched_dispatch(&h->rt->sched, &di);
-    if (s) fprintf(stderr, "%s\n", h->err.message);
-    assert_int_equal(s, VF_OK);
-}
-
-static void test_gpu_profile_on_lavapipe(void **state)
-{
-    (void)state;
-    if (!vt_have_vulkan()) skip();
-    enum { BT = 2, M = 70, K = 29, N = 67 };
-    rt_handle h;
-    rt_make(&h, NULL, NULL);
-    vf_device_caps caps = h.rt->dev.caps;
-    caps.is_cpu = false;
-    float *a = malloc(sizeof(float) * BT * M * K), *b = malloc(sizeof(float) * K * N), bias[N];
-    float *got = malloc(sizeof(float) * BT * M * N);
-    double *mm = malloc(sizeof(double) * BT * M * N);
-    assert_true(a && b && got && mm);
-    vt_fill_uniform(a, BT * M * K, -1, 1, 40);
-    vt_fill_uniform(b, K * N, -1, 1, 41);
-    vt_fill_uniform(bias, N, -1, 1, 42);
-    for (int q = 0; q < BT; q++)
-        for (int r = 0; r < M; r++)
-            for (int c = 0; c < N; c++) {
-                double acc = 0;
-                for (int x = 0; x < K; x++) acc += (double)a[(q * M + r) * K + x] * b[x * N + c];
-                mm[(q * M + r) * N + c] = acc;
-            }
-    vf_buffer *ba = alloc_upload(&h, a, BT * M * K), *bb = alloc_upload(&h, b, K * N);
-    vf_buffer *bbias = alloc_upload(&h, bias, N);
-    vf_buffer *by = alloc_upload(&h, NULL, BT * M * N);
-
-    /* the plain matmul op */
-    vf_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = VF_OP_MATMUL;
-    e.n_in = 2;
-    e.in[0] = (vf_tref){.dtype = VF_F32, .rank = 3, .shape = {BT, M, K}};
-    e.in[1] = (vf_tref){.dtype = VF_F32, .rank = 2, .shape = {K, N}};
-    e.out = (vf_tref){.dtype = VF_F32, .rank = 3, .shape = {BT, M, N}};
-    vf_kernel k;
-    vf_err err = {0};
-    assert_int_equal(vf_codegen_exec(&e, &caps, &k, &err), VF_OK);
-    assert_non_null(strstr(k.step[0].name, "tile"));
-    vf_buffer *map[VF_BIND_GROUP + 4] = {0};
-    size_t bytes[VF_BIND_GROUP + 4] = {0};
-    unsigned acc[VF_BIND_GROUP + 4] = {0};
-    map[VF_BIND_IN0] = ba, bytes[VF_BIND_IN0] = sizeof(float) * BT * M * K, acc[VF_BIND_IN0] = VF_VK_READ;
-    map[VF_BIND_IN1] = bb, bytes[VF_BIND_IN1] = sizeof(float) * K * N, acc[VF_BIND_IN1] = VF_VK_READ;
-    map[VF_BIND_OUT] = by, bytes[VF_BIND_OUT] = sizeof(float) * BT * M * N, acc[VF_BIND_OUT] = VF_VK_WRITE;
-    dispatch_on(&h, &k.step[0], map, bytes, acc);
-    vf_kernel_free(&k);
-    assert_int_equal(h.be.iface->download(h.be.self, by, 0, got, sizeof(float) * BT * M * N), VF_OK);
-    for (int i = 0; i < BT * M * N; i++) {
-        if (fabs(got[i] - mm[i]) > mm_atol(K)) fprintf(stderr, "tiled matmul [%d]: %g vs %g\n", i, got[i], mm[i]);
-        assert_true(fabs(got[i] - mm[i]) <= mm_atol(K));
-    }
-
-    /* the fused group: relu(a @ b + bias) */
-    vf_graph *g = vf_graph_new(NULL);
-    vf_shape o = vt_shape(3, (int64_t[]){BT, M, N});
-    int pa = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(3, (int64_t[]){BT, M, K}));
-    int pb = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(2, (int64_t[]){K, N}));
-    int pbias = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(1, (int64_t[]){N}));
-    int nmm = node(g, VF_NODE_OP, VF_OP_MATMUL, 2, (int[]){pa, pb}, VF_F32, o);
-    int z = node(g, VF_NODE_OP, VF_OP_ADD, 2, (int[]){nmm, pbias}, VF_F32, o);
-    int y = node(g, VF_NODE_OP, VF_OP_RELU, 1, &z, VF_F32, o);
-    assert_true(vf_graph_set_outputs(g, 1, &y));
-    assert_int_equal(gen_group(g, &caps, &k, &err), VF_OK);
-    assert_non_null(strstr(k.step[0].name, "mmfused3_f32_nn_tile"));
-    memset(map, 0, sizeof map);
-    map[VF_BIND_GROUP + 0] = ba, bytes[VF_BIND_GROUP + 0] = bytes[VF_BIND_IN0], acc[VF_BIND_GROUP + 0] = VF_VK_READ;
-    map[VF_BIND_GROUP + 1] = bb, bytes[VF_BIND_GROUP + 1] = bytes[VF_BIND_IN1], acc[VF_BIND_GROUP + 1] = VF_VK_READ;
-    map[VF_BIND_GROUP + 2] = bbias, bytes[VF_BIND_GROUP + 2] = sizeof bias, acc[VF_BIND_GROUP + 2] = VF_VK_READ;
-    map[VF_BIND_GROUP + 3] = by, bytes[VF_BIND_GROUP + 3] = bytes[VF_BIND_OUT], acc[VF_BIND_GROUP + 3] = VF_VK_WRITE;
-    dispatch_on(&h, &k.step[0], map, bytes, acc);
-    vf_kernel_free(&k);
-    vf_graph_free(g);
-    assert_int_equal(h.be.iface->download(h.be.self, by, 0, got, sizeof(float) * BT * M * N), VF_OK);
-    for (int i = 0; i < BT * M * N; i++) {
-        double want = mm[i] + bias[i % N];
-        want = want < 0 ? 0 : want;
-        if (fabs(got[i] - want) > mm_atol(K)) fprintf(stderr, "tiled fused [%d]: %g vs %g\n", i, got[i], want);
-        assert_true(fabs(got[i] - want) <= mm_atol(K));
-    }
-    h.be.iface->free(h.be.self, ba);
-    h.be.iface->free(h.be.self, bb);
-    h.be.iface->free(h.be.self, bbias);
-    h.be.iface->free(h.be.self, by);
-    free(a), free(b), free(got), free(mm);
-    rt_done(&h);
-}
-
 /* ---- traced functions on Vulkan ------------------------------------------ */
 
 static void mlp_case(int64_t m, int64_t k, int64_t n, bool bias_2d)
@@ -508,7 +241,7 @@ static void mlp_case(int64_t m, int64_t k, int64_t n, bool bias_2d)
     snprintf(what, sizeof what, "relu(a@w+b) %lldx%lldx%lld bias %s", (long long)m, (long long)k, (long long)n,
              bias_2d ? "[1,N]" : "[N]");
     fn_case fc = {.what = what, .body = mlp, .n_in = 3, .n_out = 1, .fused_kernels = 1, .unfused_kernels = 3,
-                  .atol = mm_atol(k), .rtol = 1e-5};
+                  .atol = vt_matmul_atol(k), .rtol = 1e-5};
     new_input(&fc.in[0], 2, (int64_t[]){m, k}, 1);
     new_input(&fc.in[1], 2, (int64_t[]){k, n}, 2);
     if (bias_2d) new_input(&fc.in[2], 2, (int64_t[]){1, n}, 3);
@@ -536,7 +269,7 @@ static void test_column_bias(void **state)
     (void)state;
     if (!vt_have_vulkan()) skip();
     fn_case fc = {.what = "relu(a@w+b), b [M,1]", .body = mlp, .n_in = 3, .n_out = 1, .fused_kernels = 1,
-                  .unfused_kernels = 3, .atol = mm_atol(27), .rtol = 1e-5};
+                  .unfused_kernels = 3, .atol = vt_matmul_atol(27), .rtol = 1e-5};
     new_input(&fc.in[0], 2, (int64_t[]){21, 27}, 36);
     new_input(&fc.in[1], 2, (int64_t[]){27, 18}, 37);
     new_input(&fc.in[2], 2, (int64_t[]){21, 1}, 38);
@@ -550,7 +283,7 @@ static void test_nan_inf(void **state)
     (void)state;
     if (!vt_have_vulkan()) skip();
     fn_case fc = {.what = "relu(a@w+b) NaN/Inf bias", .body = mlp, .n_in = 3, .n_out = 1, .fused_kernels = 1,
-                  .unfused_kernels = 3, .atol = mm_atol(16), .rtol = 1e-5};
+                  .unfused_kernels = 3, .atol = vt_matmul_atol(16), .rtol = 1e-5};
     new_input(&fc.in[0], 2, (int64_t[]){9, 16}, 4);
     new_input(&fc.in[1], 2, (int64_t[]){16, 12}, 5);
     new_input(&fc.in[2], 1, (int64_t[]){12}, 6);
@@ -567,7 +300,7 @@ static void test_several_ops(void **state)
     (void)state;
     if (!vt_have_vulkan()) skip();
     fn_case fc = {.what = "gelu(tanh(sigmoid(a@w*k+r)))", .body = several, .n_in = 3, .n_out = 1,
-                  .fused_kernels = 1, .unfused_kernels = 6, .atol = mm_atol(33), .rtol = 2e-5};
+                  .fused_kernels = 1, .unfused_kernels = 6, .atol = vt_matmul_atol(33), .rtol = 2e-5};
     new_input(&fc.in[0], 2, (int64_t[]){37, 33}, 7);
     new_input(&fc.in[1], 2, (int64_t[]){33, 45}, 8);
     new_input(&fc.in[2], 2, (int64_t[]){37, 45}, 9);
@@ -581,7 +314,7 @@ static void test_group_values_as_outputs(void **state)
     if (!vt_have_vulkan()) skip();
     /* r+r, matmul, add, relu, mul: one group with three outputs */
     fn_case fc = {.what = "epilogue values as graph outputs", .body = shared_outputs, .n_in = 3, .n_out = 3,
-                  .fused_kernels = 1, .unfused_kernels = 5, .atol = mm_atol(20), .rtol = 1e-5};
+                  .fused_kernels = 1, .unfused_kernels = 5, .atol = vt_matmul_atol(20), .rtol = 1e-5};
     new_input(&fc.in[0], 2, (int64_t[]){19, 20}, 10);
     new_input(&fc.in[1], 2, (int64_t[]){20, 24}, 11);
     new_input(&fc.in[2], 2, (int64_t[]){19, 24}, 12);
@@ -595,7 +328,7 @@ static void test_matmul_read_outside(void **state)
     if (!vt_have_vulkan()) skip();
     /* the group (matmul value stored too) and the reduction */
     fn_case fc = {.what = "matmul value read outside", .body = read_outside, .n_in = 3, .n_out = 2,
-                  .fused_kernels = 2, .unfused_kernels = 4, .atol = mm_atol(31) * 8, .rtol = 1e-5};
+                  .fused_kernels = 2, .unfused_kernels = 4, .atol = vt_matmul_atol(31) * 8, .rtol = 1e-5};
     new_input(&fc.in[0], 2, (int64_t[]){17, 31}, 13);
     new_input(&fc.in[1], 2, (int64_t[]){31, 23}, 14);
     new_input(&fc.in[2], 1, (int64_t[]){23}, 15);
@@ -608,7 +341,7 @@ static void test_transposed(void **state)
     (void)state;
     if (!vt_have_vulkan()) skip();
     fn_case fc = {.what = "leaky_relu(a^T@w^T+b)", .body = transposed, .n_in = 3, .n_out = 1, .fused_kernels = 1,
-                  .unfused_kernels = 4, .atol = mm_atol(29), .rtol = 1e-5};
+                  .unfused_kernels = 4, .atol = vt_matmul_atol(29), .rtol = 1e-5};
     new_input(&fc.in[0], 2, (int64_t[]){29, 13}, 16);   /* a^T: [13, 29] */
     new_input(&fc.in[1], 2, (int64_t[]){21, 29}, 17);   /* w^T: [29, 21] */
     new_input(&fc.in[2], 1, (int64_t[]){21}, 18);
@@ -624,7 +357,7 @@ static void test_operand_in_epilogue(void **state)
         char what[64];
         snprintf(what, sizeof what, "relu(x@x+x) %lldx%lld", (long long)n, (long long)n);
         fn_case fc = {.what = what, .body = self_mm, .n_in = 1, .n_out = 1, .fused_kernels = 1,
-                      .unfused_kernels = 3, .atol = mm_atol(n), .rtol = 1e-5};
+                      .unfused_kernels = 3, .atol = vt_matmul_atol(n), .rtol = 1e-5};
         new_input(&fc.in[0], 2, (int64_t[]){n, n}, 32);
         check(&fc);
         free_case(&fc);
@@ -642,7 +375,7 @@ static void test_vector_operand(void **state)
     new_input(&in[0], 1, (int64_t[]){20}, 33);
     new_input(&in[1], 2, (int64_t[]){20, 9}, 34);
     new_input(&in[2], 1, (int64_t[]){9}, 35);
-    fn_case fc = {.what = "relu(v@w+b), v a vector", .body = vec_mm, .n_in = 3, .n_out = 1, .atol = mm_atol(20),
+    fn_case fc = {.what = "relu(v@w+b), v a vector", .body = vec_mm, .n_in = 3, .n_out = 1, .atol = vt_matmul_atol(20),
                   .rtol = 1e-5};
     memcpy(fc.in, in, sizeof in);
     result f = {0}, c = {0};
@@ -662,7 +395,7 @@ static void test_where_bool_cast(void **state)
     (void)state;
     if (!vt_have_vulkan()) skip();
     fn_case fc = {.what = "where(z > k, z, z*k), cast(z > k)", .body = selects, .n_in = 3, .n_out = 2,
-                  .fused_kernels = 1, .unfused_kernels = 6, .atol = mm_atol(24), .rtol = 1e-5};
+                  .fused_kernels = 1, .unfused_kernels = 6, .atol = vt_matmul_atol(24), .rtol = 1e-5};
     new_input(&fc.in[0], 2, (int64_t[]){15, 24}, 29);
     new_input(&fc.in[1], 2, (int64_t[]){24, 16}, 30);
     new_input(&fc.in[2], 2, (int64_t[]){1, 16}, 31);
@@ -676,7 +409,7 @@ static void test_f16(void **state)
     if (!vt_have_vulkan()) skip();
     /* three casts, then one group: matmul add relu cast */
     fn_case fc = {.what = "f16 relu(a@w+b)", .body = half, .n_in = 3, .n_out = 1, .fused_kernels = 4,
-                  .unfused_kernels = 7, .atol = mm_atol(40) + 4e-3, .rtol = 2e-3};
+                  .unfused_kernels = 7, .atol = vt_matmul_atol(40) + 4e-3, .rtol = 2e-3};
     new_input(&fc.in[0], 2, (int64_t[]){35, 40}, 19);
     new_input(&fc.in[1], 2, (int64_t[]){40, 28}, 20);
     new_input(&fc.in[2], 1, (int64_t[]){28}, 21);
@@ -689,7 +422,7 @@ static void test_batch_broadcast(void **state)
     (void)state;
     if (!vt_have_vulkan()) skip();
     fn_case fc = {.what = "tanh(a@w+b+r) batched", .body = batched, .n_in = 4, .n_out = 1, .fused_kernels = 1,
-                  .unfused_kernels = 4, .atol = mm_atol(14), .rtol = 2e-5};
+                  .unfused_kernels = 4, .atol = vt_matmul_atol(14), .rtol = 2e-5};
     new_input(&fc.in[0], 4, (int64_t[]){2, 3, 11, 14}, 22);
     new_input(&fc.in[1], 3, (int64_t[]){3, 14, 10}, 23);
     new_input(&fc.in[2], 3, (int64_t[]){3, 1, 10}, 24);
@@ -712,7 +445,7 @@ static void test_symbolic_batch(void **state)
         char what[64];
         snprintf(what, sizeof what, "relu(a@w+b) symbolic batch %lld", (long long)bsz);
         fn_case fc = {.what = what, .body = mlp, .n_in = 3, .n_out = 1, .signature = sig, .fused_kernels = 1,
-                      .unfused_kernels = 3, .atol = mm_atol(18), .rtol = 1e-5};
+                      .unfused_kernels = 3, .atol = vt_matmul_atol(18), .rtol = 1e-5};
         new_input(&fc.in[0], 3, (int64_t[]){bsz, 12, 18}, 26);
         new_input(&fc.in[1], 2, (int64_t[]){18, 20}, 27);
         new_input(&fc.in[2], 1, (int64_t[]){20}, 28);
@@ -758,8 +491,6 @@ int main(void)
         cmocka_unit_test(test_where_bool_cast), cmocka_unit_test(test_f16),
         cmocka_unit_test(test_batch_broadcast),
         cmocka_unit_test(test_symbolic_batch),
-        cmocka_unit_test(test_glsl_both_profiles), cmocka_unit_test(test_unsupported),
-        cmocka_unit_test(test_gpu_profile_on_lavapipe),
     };
     return VT_RUN_GROUP(tests); /* ctest runs it in shards (tests/CMakeLists.txt) */
 }

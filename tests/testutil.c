@@ -87,6 +87,8 @@ void vt_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t seed)
     for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)((double)next(&s) / 9007199254740992.0);
 }
 
+double vt_matmul_atol(int64_t k) { return 1.6e-4 * sqrt((double)k) + 1e-6; }
+
 void vt_fill_int(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed)
 {
     uint64_t s = seed * 2654435761u + 7;
@@ -198,4 +200,21 @@ int vt_run_group(const char *name, const struct CMUnitTest *tests, size_t n)
     int r = _cmocka_run_group_tests(name, pick, m, NULL, NULL);
     free(pick);
     return r;
+}
+
+vf_tensor *vt_scalar(vf_context *ctx, double v) { return vf_fill(ctx, VF_F32, 0, NULL, v); }
+vf_tensor *vt_sum(vf_context *ctx, vf_tensor *x) { return vf_reduce_sum(ctx, x, 0, NULL, false); }
+
+vf_status vt_branch_mul(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_mul(ctx, in[0], in[1]);
+    return VF_OK;
+}
+
+vf_status vt_branch_square(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_mul(ctx, in[0], in[0]);
+    return VF_OK;
 }

@@ -47,11 +47,21 @@ void vt_fill_int(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed);
 void vt_assert_close_f32(const float *got, const float *want, size_t n, double atol, double rtol,
                          const char *what);
 void vt_assert_equal_bytes(const void *got, const void *want, size_t n, const char *what);
+/* The absolute tolerance of an f32 matmul with inner size k against a
+   double (or OpenBLAS) reference: rounding grows like sqrt(k). */
+double vt_matmul_atol(int64_t k);
 
 /* Reads t into a malloc'd buffer (caller frees); fails the test on error. */
 void *vt_read(vf_tensor *t);
 /* The one f32 element of t (a scalar or a size-1 tensor). */
 float vt_read1(vf_tensor *t);
+/* An f32 scalar holding v, and the sum of all of x's elements (a scalar). */
+vf_tensor *vt_scalar(vf_context *ctx, double v);
+vf_tensor *vt_sum(vf_context *ctx, vf_tensor *x);
+/* vf_cond branches of two inputs (the gradient tests'): out = in[0] * in[1]
+   and out = in[0] * in[0]. */
+vf_status vt_branch_mul(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user);
+vf_status vt_branch_square(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user);
 
 /* Central difference of f along one coordinate *x (f reads it through
    its user pointer): (f(x + h) - f(x - h)) / 2h with h = rel * max(1,
