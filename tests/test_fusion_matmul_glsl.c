@@ -136,6 +136,54 @@ static void test_glsl_both_profiles(void **state)
     shaderc_compiler_release(cc);
 }
 
+/* [m,k] @ [k,n] then a chain of unary ops: n_heavy of them call branchy
+   prelude helpers (pow, tanh, sqrt), then an add. */
+static vf_graph *chain_graph(int n_heavy, int64_t m, int64_t k, int64_t n)
+{
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape o = vt_shape(2, (int64_t[]){m, n});
+    int a = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(2, (int64_t[]){m, k}));
+    int b = node(g, VF_NODE_PARAM, 0, 0, NULL, VF_F32, vt_shape(2, (int64_t[]){k, n}));
+    int v = node(g, VF_NODE_OP, VF_OP_MATMUL, 2, (int[]){a, b}, VF_F32, o);
+    static const vf_op heavy[3] = {VF_OP_TANH, VF_OP_SQRT, VF_OP_TANH};
+    for (int i = 0; i < n_heavy; i++) {
+        if (i == 1) v = node(g, VF_NODE_OP, VF_OP_POW, 2, (int[]){v, v}, VF_F32, o);
+        else v = node(g, VF_NODE_OP, heavy[i % 3], 1, &v, VF_F32, o);
+    }
+    v = node(g, VF_NODE_OP, VF_OP_ADD, 2, (int[]){v, a}, VF_F32, o);
+    assert_true(vf_graph_set_outputs(g, 1, &v));
+    return g;
+}
+
+/* The CPU profile repeats the epilogue once per element of its unrolled
+   RM x 4*CV register block: an epilogue of several branchy helpers (pow,
+   tanh, sqrt) repeated 256 times took lavapipe minutes to compile (the
+   differential test's seed 66, test_fusion_random's seed 99), so such an
+   epilogue gets a smaller block; a cheap one (add, add + tanh) keeps 16 x 16. */
+static void test_heavy_epilogue_smaller_block(void **state)
+{
+    (void)state;
+    struct { int heavy; const char *rm, *cv; } cases[] = {
+        {0, "#define RM 16u", "#define CV 4u"},
+        {1, "#define RM 16u", "#define CV 4u"},
+        {3, "#define RM 4u", "#define CV 4u"},
+        {6, "#define RM 4u", "#define CV 2u"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        vf_graph *g = chain_graph(cases[i].heavy, 64, 16, 64);
+        vf_kernel k;
+        vf_err err = {0};
+        vf_status st = gen_group(g, &caps_cpu, &k, &err);
+        if (st) fprintf(stderr, "%s\n", err.message);
+        assert_int_equal(st, VF_OK);
+        if (!strstr(k.step[0].glsl, cases[i].rm) || !strstr(k.step[0].glsl, cases[i].cv))
+            fail_msg("%d heavy epilogue ops: want '%s', '%s' in the lane kernel", cases[i].heavy, cases[i].rm,
+                     cases[i].cv);
+        vf_kernel_free(&k);
+        vf_graph_free(g);
+    }
+}
+
 /* f16 on a device without 16-bit storage: UNSUPPORTED with a message (the
    plan then runs the members one by one). */
 static void test_unsupported(void **state)
@@ -282,6 +330,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_glsl_both_profiles),
         cmocka_unit_test(test_unsupported),
+        cmocka_unit_test(test_heavy_epilogue_smaller_block),
         cmocka_unit_test(test_gpu_profile_on_lavapipe),
     };
     return VT_RUN_GROUP(tests);

@@ -399,12 +399,10 @@ static void test_random_graphs(void **state)
     (void)state;
     if (!vt_have_vulkan()) skip();
     vt_seeds seeds;
-    /* At most 98 cases by default: seed 99 runs correctly but takes about
-       60 s on lavapipe (dev build, warm caches; 87 s under ASan), which a
-       warm cache reaches within the budget and ctest's 120 s limit does
-       not survive. An open finding (docs/TESTING.md), not a pass:
-       VKFUSE_RANDOM_SEED=99 VKFUSE_RANDOM_CASES=1 reproduces it. */
-    vt_seeds_init(&seeds, 98, 3, 20);
+    /* Seed 99 took 60 s (its matmul epilogue of branchy helpers, unrolled
+       256 times, compiled that long on lavapipe; now a smaller register
+       block: 6 s, test_fusion_matmul_glsl checks the block size). */
+    vt_seeds_init(&seeds, 300, 3, 20);
     uint64_t seed0 = seeds.seed0, seed;
     vf_context *vk = vt_context(VF_BACKEND_VULKAN), *cpu = vt_context(VF_BACKEND_CPU);
     totals t = {0};

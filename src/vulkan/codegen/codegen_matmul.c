@@ -39,6 +39,14 @@
 #define MM_LANE_ROWS 16u
 #define MM_LANE_ROWS_SMALL 4u
 #define MM_LANE_VEC4S 4u
+/* The lane kernel stores its block fully unrolled, so the epilogue's code
+   is repeated RM * 4 * CV times (256 at 16 x 16). An epilogue of branchy
+   helpers (pow, tanh, sqrt, ...) repeated 256 times took lavapipe minutes
+   to compile (a matmul + pow + tanh + sqrt + 6 cheap ops: 3.4 minutes;
+   with a 4 x 16 block 9 s, with 4 x 4 about 1 s). So the block shrinks
+   until cost * RM * 4 * CV stays within this (an add + gelu epilogue, cost
+   9, keeps 16 x 16). */
+#define MM_LANE_EPILOGUE_BUDGET 2560u
 
 typedef struct {
     int nd;
@@ -213,6 +221,11 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
     uint32_t lanes = cg_clamp_wg(caps, caps->subgroup_size ? caps->subgroup_size : 8, false);
     bool lane_kernel = caps->is_cpu;
     uint32_t rm = M >= MM_LANE_ROWS ? MM_LANE_ROWS : MM_LANE_ROWS_SMALL, cv = MM_LANE_VEC4S;
+    if (lane_kernel && epi)
+        while (epi->cost * rm * 4u * cv > MM_LANE_EPILOGUE_BUDGET && (rm > MM_LANE_ROWS_SMALL || cv > 1u)) {
+            if (rm > MM_LANE_ROWS_SMALL) rm = MM_LANE_ROWS_SMALL;
+            else cv /= 2u;
+        }
     bool f32 = A->dtype == VF_F32 && B->dtype == VF_F32 && e->out.dtype == VF_F32;
     bool vec_a = lane_kernel && f32 && !ta && K % 4 == 0 && A->offset % 16 == 0;
     bool vec_b = lane_kernel && f32 && !tb && N % 4 == 0 && B->offset % 16 == 0;
