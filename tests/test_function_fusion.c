@@ -69,12 +69,10 @@ static void run(vf_backend b, bool fuse, vf_body body, void *user, int n_in, int
     vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){R, C}, x),
                         n_in > 1 ? vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){C}, y) : NULL};
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "fused", .body = body, .user = user, .n_inputs = n_in,
-                                                                  .n_outputs = n_out});
+                                                                  .n_outputs = n_out, .unfused = !fuse});
     assert_non_null(fn);
-    if (!fuse) setenv("VKFUSE_FUSION", "0", 1); /* read when the plan is built */
     vf_tensor *out[2] = {NULL, NULL};
     vf_status s = vf_function_call(fn, in, out);
-    unsetenv("VKFUSE_FUSION");
     assert_int_equal(s, VF_OK);
     assert_int_equal(vf_function_call(fn, in, out), VF_OK);
     for (int i = 0; i < n_out; i++) r->out[i] = vt_read(out[i]);
@@ -170,6 +168,40 @@ static void test_chain_memory(void **state)
     free(x);
 }
 
+/* VKFUSE_FUSION=0 is read when the context is created, as every knob:
+   set before, every plan of that context is unfused; set after, it
+   changes nothing (it was read at each plan build, so a variable set
+   between calls changed an existing context). */
+static int chain_kernels(bool env_before, bool env_after)
+{
+    if (env_before) setenv("VKFUSE_FUSION", "0", 1);
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    unsetenv("VKFUSE_FUSION");
+    if (env_after) setenv("VKFUSE_FUSION", "0", 1);
+    make_consts(ctx);
+    float x[R * C];
+    vt_fill_uniform(x, R * C, -2, 2, 11);
+    vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){R, C}, x), *out = NULL;
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "env", .body = chain8, .n_inputs = 1,
+                                                                  .n_outputs = 1});
+    assert_int_equal(vf_function_call(fn, &in, &out), VF_OK);
+    unsetenv("VKFUSE_FUSION");
+    vf_function_stats fs;
+    assert_int_equal(vf_function_stats_get(fn, &fs), VF_OK);
+    assert_true(fs.planned);
+    vt_context_done(ctx);
+    return fs.kernels;
+}
+
+static void test_fusion_env_read_at_creation(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    assert_int_equal(chain_kernels(false, false), 1);
+    assert_int_equal(chain_kernels(true, false), 8);
+    assert_int_equal(chain_kernels(false, true), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +209,7 @@ int main(void)
         cmocka_unit_test(test_diamond),
         cmocka_unit_test(test_reduction_in_the_middle),
         cmocka_unit_test(test_chain_memory),
+        cmocka_unit_test(test_fusion_env_read_at_creation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

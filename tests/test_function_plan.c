@@ -248,12 +248,9 @@ static void test_memory_figures(void **state)
     vt_fill_uniform(xs, 256 * 256, -1, 1, 3);
     vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){256, 256}, xs), *y;
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "long_chain", .body = long_chain,
-                                                                 .n_inputs = 1, .n_outputs = 1});
-    /* the unfused figures (the plan reads VKFUSE_FUSION when it is built);
-       tests/test_function_fusion.c checks the fused ones */
-    setenv("VKFUSE_FUSION", "0", 1);
+                                                                 .n_inputs = 1, .n_outputs = 1, .unfused = true});
+    /* the unfused figures; tests/test_function_fusion.c checks the fused ones */
     vf_status st = vf_function_call(fn, &x, &y);
-    unsetenv("VKFUSE_FUSION");
     assert_int_equal(st, VF_OK);
     vf_function_stats fs;
     assert_int_equal(vf_function_stats_get(fn, &fs), VF_OK);

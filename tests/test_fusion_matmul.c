@@ -72,12 +72,11 @@ static void run(vf_backend b, bool fuse, const fn_case *fc, result *r)
         in[i] = vf_tensor_from_host(ctx, VF_F32, fc->in[i].rank, fc->in[i].shape, fc->in[i].data);
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "mm", .body = fc->body, .n_inputs = fc->n_in,
                                                                   .n_outputs = fc->n_out,
-                                                                  .input_signature = fc->signature});
+                                                                  .input_signature = fc->signature,
+                                                                  .unfused = !fuse});
     assert_non_null(fn);
-    if (!fuse) setenv("VKFUSE_FUSION", "0", 1); /* read when the plan is built */
     vf_tensor *out[MAX_IO] = {0};
     vf_status s = vf_function_call(fn, in, out);
-    unsetenv("VKFUSE_FUSION");
     if (s) fprintf(stderr, "%s: %s\n", fc->what, vf_error_message(ctx));
     assert_int_equal(s, VF_OK);
     assert_int_equal(vf_function_call(fn, in, out), VF_OK);

@@ -3,7 +3,7 @@
  * first-axis and all-axes reductions, softmax, matmuls, reshape and
  * transpose round trips, one to three outputs, shapes with size-1 and odd
  * dims) traced as vf_functions and run on Vulkan fused, on Vulkan unfused
- * (VKFUSE_FUSION=0, read when a plan is built) and on the CPU backend.
+ * (vf_function_desc.unfused, what VKFUSE_FUSION=0 gives) and on the CPU backend.
  * Every output must match the CPU backend within a tolerance derived from
  * the ops on its path, and every recorded plan's arena must be within
  * 1.10x of the liveness lower bound of its intervals.
@@ -287,12 +287,11 @@ static void run_program(vf_context *ctx, const program *p, const float *const x[
                         vf_tensor_from_host(ctx, VF_F32, 2, s1, x[1]),
                         vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){p->C, p->C}, x[2])};
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "random", .body = body, .user = &env,
-                                                                  .n_inputs = 3, .n_outputs = p->n_out});
+                                                                  .n_inputs = 3, .n_outputs = p->n_out,
+                                                                  .unfused = !fuse});
     assert_non_null(fn);
     vf_tensor *out[MAX_OUT] = {NULL};
-    if (!fuse) setenv("VKFUSE_FUSION", "0", 1);
     vf_status s = vf_function_call(fn, in, out);
-    unsetenv("VKFUSE_FUSION");
     if (s == VF_OK) s = vf_function_call(fn, in, out);
     if (s != VF_OK) {
         print_program(p);

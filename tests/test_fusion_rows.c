@@ -431,7 +431,8 @@ static float *run_batches(vf_backend b, bool fuse, vf_body body, int n_in, vf_fu
     eps_t = vf_tensor_from_host(ctx, VF_F32, 0, NULL, &e);
     vf_tensor_spec sig[3] = {{VF_F32, 2, {-1, TC}}, {VF_F32, 1, {TC}}, {VF_F32, 1, {TC}}};
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "rows", .body = body, .n_inputs = n_in,
-                                                                  .n_outputs = 1, .input_signature = sig});
+                                                                  .n_outputs = 1, .input_signature = sig,
+                                                                  .unfused = !fuse});
     assert_non_null(fn);
     float *all = malloc(sizeof *all * 50 * TC), gb[2][TC];
     assert_non_null(all);
@@ -446,10 +447,8 @@ static float *run_batches(vf_backend b, bool fuse, vf_body body, int n_in, vf_fu
         vf_tensor *in[3] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){batches[i], TC}, x),
                             vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){TC}, gb[0]),
                             vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){TC}, gb[1])};
-        if (!fuse) setenv("VKFUSE_FUSION", "0", 1);
         vf_tensor *out = NULL;
         vf_status s = vf_function_call(fn, in, &out);
-        unsetenv("VKFUSE_FUSION");
         assert_int_equal(s, VF_OK);
         float *r = vt_read(out);
         memcpy(all + at, r, sizeof *r * n);
@@ -529,12 +528,10 @@ static float *run_xent(vf_backend b, bool fuse, vf_function_stats *fs)
     vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){XR, XC}, x),
                         vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){XR}, lab)};
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "xent", .body = xent_fn, .n_inputs = 2,
-                                                                  .n_outputs = 1});
+                                                                  .n_outputs = 1, .unfused = !fuse});
     assert_non_null(fn);
-    if (!fuse) setenv("VKFUSE_FUSION", "0", 1);
     vf_tensor *out = NULL;
     vf_status s = vf_function_call(fn, in, &out);
-    unsetenv("VKFUSE_FUSION");
     assert_int_equal(s, VF_OK);
     assert_int_equal(vf_tensor_rank(out), 1);
     assert_int_equal(vf_tensor_dim(out, 0), XR);

@@ -364,17 +364,15 @@ static void run_case(vf_context *ctx, tcase *c, int be)
     vf_tensor *out[3];
     assert_int_equal(grad_body(ctx, &x, out, c), VF_OK);
     check_out(c, out, "eager", be);
-    /* traced: fused, then unfused (VKFUSE_FUSION=0 is read when a plan is made) */
+    /* traced: fused, then unfused */
     for (int fused = 1; fused >= 0; fused--) {
-        if (!fused) setenv("VKFUSE_FUSION", "0", 1);
         vf_tensor_spec sig = {VF_F32, 1, {N}};
         vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "grads", .body = grad_body,
-            .user = c, .n_inputs = 1, .n_outputs = 3, .input_signature = &sig});
+            .user = c, .n_inputs = 1, .n_outputs = 3, .input_signature = &sig, .unfused = !fused});
         vf_status s = vf_function_call(fn, &x, out);
         if (s != VF_OK) fail_msg("%s traced: %s", c->name, vf_error_message(ctx));
         check_out(c, out, fused ? "traced" : "traced unfused", be);
         vf_function_destroy(fn);
-        unsetenv("VKFUSE_FUSION");
     }
     vf_scope_end(ctx);
 }

@@ -73,15 +73,11 @@ static void read_options(vf_options *o)
     o->eager = env_true("VKFUSE_EAGER");
     o->log_info = env_log_info();
     o->no_plan = getenv("VKFUSE_NO_PLAN") != NULL;
+    const char *fusion = getenv("VKFUSE_FUSION");
+    o->fusion_off = fusion && strcmp(fusion, "0") == 0;
     o->check = check && *check && strcmp(check, "0") != 0;
     snprintf(o->dump_dir, sizeof o->dump_dir, "%s", dump ? dump : "");
     snprintf(o->check_root, sizeof o->check_root, "%s", dump ? dump : tmp ? tmp : "/tmp");
-}
-
-bool vf_env_fusion_off(void)
-{
-    const char *env = getenv("VKFUSE_FUSION");
-    return env && strcmp(env, "0") == 0;
 }
 
 void vf_vk_options_env(vf_vk_options *o)

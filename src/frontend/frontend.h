@@ -45,23 +45,17 @@ typedef struct vf_trace vf_trace;
 /* The environment as the frontend uses it, read once when the context is
    created (context.c: the only place the library calls getenv) and passed
    down from here. The Vulkan backend gets its part as vf_vk_options at
-   creation. One knob is read later on purpose: VKFUSE_FUSION, each time a
-   plan is built (vf_env_fusion_off). */
+   creation. */
 typedef struct vf_options {
     bool eager;            /* VKFUSE_EAGER: vf_function bodies run eagerly */
     bool log_info;         /* VKFUSE_LOG=info|debug: retraces and their reasons */
     bool no_plan;          /* VKFUSE_NO_PLAN: traced functions run node by node */
+    bool fusion_off;       /* VKFUSE_FUSION=0: every plan unfused (per function:
+                              vf_function_desc.unfused) */
     bool check;            /* VKFUSE_CHECK: plans are checked on the host backend (plan/check.h) */
     char dump_dir[4096];   /* VKFUSE_DUMP: graphs and kernels are written there; "": none */
     char check_root[4096]; /* where a checked plan's GLSL goes: VKFUSE_DUMP, else TMPDIR, else /tmp */
 } vf_options;
-
-/* VKFUSE_FUSION=0, read when called: the one knob read after the context
-   is made. Plans read it each time one is built, so that it can be
-   switched between calls on one context (the unfused baseline of a
-   benchmark, tests/test_function_fusion.c and others); per function it is
-   vf_function_desc.unfused. */
-bool vf_env_fusion_off(void);
 
 typedef struct vf_scope {
     vf_tensor **items;

@@ -36,7 +36,7 @@ static vf_plan_env plan_env(vf_run_state *rs)
 {
     vf_context *ctx = rs->ctx;
     return (vf_plan_env){.be = &ctx->be, .err = &ctx->err, .be_err = &ctx->be_err, .name = rs->fn,
-                         .const_ref = const_ref, .user = rs, .unfused = rs->unfused || vf_env_fusion_off()};
+                         .const_ref = const_ref, .user = rs, .unfused = rs->unfused || ctx->opt.fusion_off};
 }
 
 vf_status vf_run_plan_build(vf_run_state *rs, const vf_graph *g, const vf_plan_value *params, vf_fplan **out)

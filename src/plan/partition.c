@@ -30,7 +30,7 @@
 void vf_fusion_options_default(vf_fusion_options *opt)
 {
     memset(opt, 0, sizeof *opt);
-    opt->enabled = true; /* off: VKFUSE_FUSION=0, which the caller reads (frontend/run_plan.c) */
+    opt->enabled = true; /* off: VKFUSE_FUSION=0 or vf_function_desc.unfused (the caller's plan env) */
     /* Row groups: codegen_rows.c; matmul groups: codegen_matmul_fused.c. */
     opt->fuse_rows = true;
     opt->fuse_matmul = true;
