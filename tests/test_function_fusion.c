@@ -189,6 +189,7 @@ static int chain_kernels(bool env_before, bool env_after)
     vf_function_stats fs;
     assert_int_equal(vf_function_stats_get(fn, &fs), VF_OK);
     assert_true(fs.planned);
+    vf_function_destroy(fn);
     vt_context_done(ctx);
     return fs.kernels;
 }
