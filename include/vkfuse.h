@@ -117,6 +117,11 @@ typedef struct {
     int64_t barriers;           /* pipeline barriers recorded (eager batches and plan runs) */
     int64_t device_bytes_in_use;
     double shader_compile_ms;   /* wall time spent compiling GLSL (VKFUSE_LOG=info logs each) */
+    int64_t pipelines_created;  /* Vulkan compute pipelines created (0 on the CPU backend) */
+    /* wall time in vkCreateComputePipelines (VKFUSE_LOG=info logs each). Drivers
+       that compile lazily (lavapipe: at a kernel's first dispatch) spend
+       their compile time in the first run instead. */
+    double pipeline_create_ms;
 } vf_context_stats;
 VF_API vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out);
 

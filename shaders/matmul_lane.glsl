@@ -49,6 +49,17 @@ void main()
             [[unroll]] for (uint i = 0u; i < RM; i++) acc[i * CV + j] += a[i] * bv;
         }
     }
+#ifdef MM_STORE_LOOP
+    // An epilogue (or scalar stores) repeated RM * CV times unrolled is most
+    // of the kernel's code, and llvmpipe's compile time grows faster than
+    // the code: the block is copied out and stored by a loop instead, so
+    // the epilogue's code is there once. acc itself stays indexed by
+    // constants only (in registers); res is indexed by the loop.
+    vec4 res[RM * CV];
+    [[unroll]] for (uint i = 0u; i < RM * CV; i++) res[i] = acc[i];
+    [[dont_unroll]] for (uint i = 0u; i < RM * CV; i++) st4(b, r0 + i / CV, c0 + 4u * (i % CV), res[i]);
+#else
     [[unroll]] for (uint i = 0u; i < RM; i++)
         [[unroll]] for (uint j = 0u; j < CV; j++) st4(b, r0 + i, c0 + 4u * j, acc[i * CV + j]);
+#endif
 }

@@ -259,6 +259,9 @@ static void test_bias_relu_sizes(void **state)
     mlp_case(127, 129, 65, false);
     mlp_case(127, 129, 65, true);
     mlp_case(256, 256, 256, false);
+    /* past 4M multiply-adds: the 16 x 16 register block (smaller products
+       get 4 x 4), odd sizes clamp its rows and columns */
+    mlp_case(127, 257, 131, false);
     mlp_case(64, 784, 512, true);   /* an MLP layer (vec4 loads and stores) */
 }
 

@@ -268,6 +268,8 @@ static void vk_stats(void *self, vf_context_stats *out)
     vf_vk_runtime *rt = self;
     out->shader_compiles = rt->shaders.compiles;
     out->shader_compile_ms = (double)rt->shaders.compile_ns / 1e6;
+    out->pipelines_created = rt->pipes.created;
+    out->pipeline_create_ms = (double)rt->pipes.create_ns / 1e6;
     out->shader_memory_hits = rt->shaders.memory_hits;
     out->shader_disk_hits = rt->shaders.disk_hits;
     out->submits = rt->sched.submits;
@@ -390,6 +392,7 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
         rt->shaders.log_info = opt->log_info;
     }
     if (!s) s = vf_vk_pipelines_init(&rt->pipes, &rt->dev, rt->shaders.dir, err);
+    if (!s) rt->pipes.log_info = opt->log_info;
     if (!s) s = vf_vk_sched_init(&rt->sched, &rt->dev, &rt->mem, &sopt, err);
     if (s) {
         runtime_destroy(rt);

@@ -1,4 +1,5 @@
 #include "vulkan/pipeline.h"
+#include "util/clock.h"
 #include "vulkan/disk_cache.h"
 #include "vulkan/codegen/kernel.h"
 
@@ -241,7 +242,13 @@ vf_status vf_vk_pipeline_get(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc
         .layout = layout->layout,
     };
     VkPipeline pipe = VK_NULL_HANDLE;
+    int64_t t0 = vf_now_ns();
     r = vk->vkCreateComputePipelines(d, p->cache, 1, &cci, NULL, &pipe);
+    int64_t dt = vf_now_ns() - t0;
+    p->create_ns += dt;
+    if (p->log_info)
+        fprintf(stderr, "vkfuse: created pipeline %s in %.2f ms%s\n", name, (double)dt / 1e6,
+                r == VK_SUCCESS ? "" : ": FAILED");
     vk->vkDestroyShaderModule(d, mod, NULL);
     if (r != VK_SUCCESS)
         return vf_err_set(p->err, r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY

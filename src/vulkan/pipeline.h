@@ -53,6 +53,8 @@ typedef struct vf_vk_pipelines {
     vf_hmap pipelines;               /* key -> vf_vk_pipeline* */
     vf_hmap layouts;                 /* key -> vf_vk_layout* */
     int64_t created;
+    int64_t create_ns;               /* wall time in vkCreateComputePipelines */
+    bool log_info;                   /* VKFUSE_LOG=info: one line per pipeline created */
 } vf_vk_pipelines;
 
 vf_status vf_vk_pipelines_init(vf_vk_pipelines *p, vf_vk_device *dev, const char *cache_dir,

@@ -1,4 +1,5 @@
 #include "vulkan/shader_cache.h"
+#include "util/clock.h"
 #include "vulkan/disk_cache.h"
 
 #include <shaderc/shaderc.h>
@@ -83,12 +84,6 @@ static vf_status remember(vf_vk_shaders *c, uint64_t key, uint32_t *words, size_
     return VF_OK;
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* VKFUSE_DUMP: the kernel's GLSL, once per key and process (a failure to
    write is a warning: dumps are for people, not for the run). */
@@ -127,11 +122,11 @@ static vf_status compile(vf_vk_shaders *c, const char *glsl, const char *name, u
     shaderc_compile_options_set_optimization_level(o, shaderc_optimization_level_performance);
     shaderc_compile_options_set_target_env(o, shaderc_target_env_vulkan, c->target_env_version);
     shaderc_compile_options_set_source_language(o, shaderc_source_language_glsl);
-    int64_t t0 = now_ns();
+    int64_t t0 = vf_now_ns();
     shaderc_compilation_result_t r = shaderc_compile_into_spv(
         c->compiler, glsl, strlen(glsl), shaderc_compute_shader, name, "main", o);
     shaderc_compile_options_release(o);
-    int64_t dt = now_ns() - t0;
+    int64_t dt = vf_now_ns() - t0;
     c->compiles++;
     c->compile_ns += dt;
     vf_status s = VF_OK;

@@ -39,14 +39,15 @@
 #define MM_LANE_ROWS 16u
 #define MM_LANE_ROWS_SMALL 4u
 #define MM_LANE_VEC4S 4u
-/* The lane kernel stores its block fully unrolled, so the epilogue's code
-   is repeated RM * 4 * CV times (256 at 16 x 16). An epilogue of branchy
-   helpers (pow, tanh, sqrt, ...) repeated 256 times took lavapipe minutes
-   to compile (a matmul + pow + tanh + sqrt + 6 cheap ops: 3.4 minutes;
-   with a 4 x 16 block 9 s, with 4 x 4 about 1 s). So the block shrinks
-   until cost * RM * 4 * CV stays within this (an add + gelu epilogue, cost
-   9, keeps 16 x 16). */
-#define MM_LANE_EPILOGUE_BUDGET 2560u
+/* A product of at most this many multiply-adds (all batches) gets the
+   smallest block, 4 x 4: llvmpipe compiles the lane kernel at its first
+   dispatch, and its time grows much faster than the block (the seed's
+   train_step, 128x784x10 and its 784x128x10 gradient: 16 x 16 took 4-5 s
+   of LLVM per kernel, 4 x 4 about 0.1 s), while such a product runs in
+   well under a millisecond with any block. 16x784x512 (6.4M) keeps the
+   16 x 16 block and its speed (docs/BENCHMARKS.md, "Time to first
+   result"). */
+#define MM_LANE_SMALL_WORK (4u << 20)
 
 typedef struct {
     int nd;
@@ -221,11 +222,7 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
     uint32_t lanes = cg_clamp_wg(caps, caps->subgroup_size ? caps->subgroup_size : 8, false);
     bool lane_kernel = caps->is_cpu;
     uint32_t rm = M >= MM_LANE_ROWS ? MM_LANE_ROWS : MM_LANE_ROWS_SMALL, cv = MM_LANE_VEC4S;
-    if (lane_kernel && epi)
-        while (epi->cost * rm * 4u * cv > MM_LANE_EPILOGUE_BUDGET && (rm > MM_LANE_ROWS_SMALL || cv > 1u)) {
-            if (rm > MM_LANE_ROWS_SMALL) rm = MM_LANE_ROWS_SMALL;
-            else cv /= 2u;
-        }
+    if (lane_kernel && M * N * K * bp.count <= MM_LANE_SMALL_WORK) rm = MM_LANE_ROWS_SMALL, cv = 1u;
     bool f32 = A->dtype == VF_F32 && B->dtype == VF_F32 && e->out.dtype == VF_F32;
     bool vec_a = lane_kernel && f32 && !ta && K % 4 == 0 && A->offset % 16 == 0;
     bool vec_b = lane_kernel && f32 && !tb && N % 4 == 0 && B->offset % 16 == 0;
@@ -334,6 +331,9 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
               tb ? "c * pc.K + k" : "k * pc.N + c");
     if (lane_kernel) {
         vf_sb_add(s, "#define RM %uu\n#define CV %uu\n", rm, cv);
+        /* stores that are not one vec4 each (an epilogue, an odd N, f16)
+           run in a loop: their code once, not RM * CV times */
+        if (!vec_c) vf_sb_puts(s, "#define MM_STORE_LOOP 1\n");
         if (vec_a)
             vf_sb_puts(s, "vec4 lda4(uint base, uint r, uint k) { return A4[(base + min(r, pc.M - 1u) * pc.K + k) >> 2]; }\n");
         else

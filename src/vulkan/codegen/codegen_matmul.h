@@ -31,8 +31,6 @@ typedef struct cg_mm_epilogue {
     void *user;
     const char *tag;          /* kernel name prefix, e.g. "mmfused3" */
     const char *what;         /* for the header comment, e.g. "epilogue add relu" */
-    unsigned cost;            /* code size of the epilogue per output element (cg_matmul
-                                 shrinks the CPU profile's register block when it is large) */
 } cg_mm_epilogue;
 
 vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_epilogue *epi, vf_kernel *k,
