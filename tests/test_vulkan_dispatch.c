@@ -20,6 +20,10 @@ static void test_dispatch(void **state)
     assert_true(st.submits >= 1);
     assert_int_equal(st.shader_compiles, 1);
     assert_int_equal(st.shader_memory_hits, 1);
+    /* one pipeline, timed (the second kernel found it in the memory cache) */
+    assert_int_equal(st.pipelines_created, 1);
+    assert_true(st.pipeline_create_ms > 0.0);
+    assert_true(st.shader_compile_ms > 0.0);
     rt_done(&h);
 }
 
