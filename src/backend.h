@@ -275,9 +275,12 @@ typedef struct vf_vk_options {
     double fence_timeout_s;  /* VKFUSE_FENCE_TIMEOUT: a command batch not finished after this many
                                 seconds fails with VF_ERROR_DEVICE; 0: no limit of vkfuse's own (the
                                 driver reports a hung GPU as VK_ERROR_DEVICE_LOST) */
+    int compile_threads;     /* VKFUSE_COMPILE_THREADS: threads compiling a plan's shaders; 0: the
+                                online CPUs (at most 16), 1: none */
 } vf_vk_options;
 
-/* Sets o's loader, test_caps, test_limits, dump_dir and log_info from the
+/* Sets o's loader, test_caps, test_limits, dump_dir, log_info,
+   fence_timeout_s and compile_threads from the
    environment (context.c; the pointers are the environment's). */
 void vf_vk_options_env(vf_vk_options *o);
 

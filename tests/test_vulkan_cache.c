@@ -265,6 +265,58 @@ static void test_dump_and_compile_time(void **state)
     remove_tree(dir);
 }
 
+/* Compiling ahead on threads (shader_prepare.c): duplicates and shaders
+   already on hand are skipped, nothing is counted until vf_vk_shader_get
+   takes a result, and then the counts, the error of a shader that does not
+   compile and the disk cache read as if it compiled each one itself. */
+static void test_compile_ahead(void **state)
+{
+    (void)state;
+    char dir[256];
+    make_tmpdir(dir, sizeof dir);
+    char *variant = malloc(strlen(AXPY) + 64);
+    assert_non_null(variant);
+    sprintf(variant, "%s// another kernel\n", AXPY);
+    const char *bad = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { undefined_thing = 1; }\n";
+    const char *glsl[4] = {AXPY, variant, AXPY, bad};
+    const char *names[4] = {"axpy_a", "axpy_b", "axpy_a", "broken"};
+    for (int threads = 1; threads <= 2; threads++) {
+        rt_handle h;
+        rt_make(&h, dir, NULL);
+        vf_vk_shaders *c = &h.rt->shaders;
+        c->compile_threads = threads;
+        assert_int_equal(vf_vk_shaders_prepare(c, 4, glsl, names), VF_OK);
+        assert_int_equal(c->n_ahead, threads == 1 ? 0 : 3);   /* AXPY once */
+        assert_int_equal(c->compiles, 0);
+        const vf_vk_spirv *spv = NULL;
+        for (int i = 0; i < 3; i++) assert_int_equal(vf_vk_shader_get(c, glsl[i], names[i], &spv), VF_OK);
+        assert_int_equal(vf_vk_shader_get(c, bad, "broken", &spv), VF_ERROR_COMPILE);
+        assert_non_null(strstr(h.err.message, "broken failed to compile"));
+        assert_non_null(strstr(h.err.message, "undefined_thing"));
+        h.err = (vf_err){0};
+        assert_int_equal(c->compiles, 3);
+        assert_int_equal(c->memory_hits, 1);
+        assert_true(c->compile_ns > 0);
+        vf_vk_shaders_drop_ahead(c);
+        /* on hand now (memory): nothing to compile ahead */
+        assert_int_equal(vf_vk_shaders_prepare(c, 3, glsl, names), VF_OK);
+        assert_int_equal(c->n_ahead, 0);
+        run_axpy_check(&h, 64);   /* the SPIR-V compiled ahead runs */
+        rt_done(&h);
+        assert_int_equal(count_files(dir, ".spv"), 2);
+        /* a second runtime finds both on disk: only the broken one is compiled ahead */
+        rt_make(&h, dir, NULL);
+        h.rt->shaders.compile_threads = 2;
+        assert_int_equal(vf_vk_shaders_prepare(&h.rt->shaders, 4, glsl, names), VF_OK);
+        assert_int_equal(h.rt->shaders.n_ahead, 0);   /* one job: not worth a thread */
+        rt_done(&h);
+        remove_tree(dir);
+        assert_int_equal(mkdir(dir, 0700), 0);
+    }
+    remove_tree(dir);
+    free(variant);
+}
+
 int main(int argc, char **argv)
 {
     pin_vulkan_libraries();
@@ -274,6 +326,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cache_second_process),
         cmocka_unit_test(test_cache_corrupt_and_stale),
         cmocka_unit_test(test_dump_and_compile_time),
+        cmocka_unit_test(test_compile_ahead),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

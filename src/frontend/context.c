@@ -92,6 +92,10 @@ void vf_vk_options_env(vf_vk_options *o)
     char *end = NULL;
     double t = ft ? strtod(ft, &end) : 0.0;
     o->fence_timeout_s = ft && end != ft && *end == '\0' && t > 0.0 && t < 1e9 ? t : 0.0;
+    /* a count from 1 to 64; anything else: the default */
+    const char *ct = env_set("VKFUSE_COMPILE_THREADS");
+    long n = ct ? strtol(ct, &end, 10) : 0;
+    o->compile_threads = ct && end != ct && *end == '\0' && n >= 1 && n <= 64 ? (int)n : 0;
 }
 
 /* No context: the environment is read here, as a context would. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static vf_status vk_alloc(void *self, size_t bytes, vf_buffer **out)
 {
@@ -390,6 +391,9 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
     if (!s) {
         snprintf(rt->shaders.dump_dir, sizeof rt->shaders.dump_dir, "%s", opt->dump_dir ? opt->dump_dir : "");
         rt->shaders.log_info = opt->log_info;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        rt->shaders.compile_threads = opt->compile_threads ? opt->compile_threads
+                                    : (int)(cpus < 1 ? 1 : cpus > 16 ? 16 : cpus);
     }
     if (!s) s = vf_vk_pipelines_init(&rt->pipes, &rt->dev, rt->shaders.dir, err);
     if (!s) rt->pipes.log_info = opt->log_info;

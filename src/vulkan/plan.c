@@ -350,6 +350,28 @@ static void write_glsl(const vf_plan_desc *d, int x, const vf_kernel *k)
     fclose(f);
 }
 
+/* Every step's shader of the plan's kernels (fused ones that compiled,
+   kx[x] for the execs that run alone), compiled ahead in parallel. */
+static vf_status prepare_shaders(vf_vk_runtime *rt, const vf_plan_desc *d, const vf_kernel *kern, const bool *ok,
+                                 const vf_kernel *kx)
+{
+    int n = 0, cap = (d->n_fused + d->n_execs) * VF_KERNEL_MAX_STEPS;
+    const char **glsl = calloc((size_t)cap + 1, sizeof *glsl), **names = calloc((size_t)cap + 1, sizeof *names);
+    if (!glsl || !names) {
+        free(glsl);
+        free(names);
+        return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    for (int i = 0; i < d->n_fused; i++)
+        for (int j = 0; ok[i] && j < kern[i].n_steps; j++) glsl[n] = kern[i].step[j].glsl, names[n++] = kern[i].step[j].name;
+    for (int x = 0; x < d->n_execs; x++)
+        for (int j = 0; j < kx[x].n_steps; j++) glsl[n] = kx[x].step[j].glsl, names[n++] = kx[x].step[j].name;
+    vf_status s = vf_vk_shaders_prepare(&rt->shaders, n, glsl, names);
+    free(glsl);
+    free(names);
+    return s;
+}
+
 vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **out)
 {
     *out = NULL;
@@ -366,6 +388,21 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
     vf_status s = p->steps && p->scratch && p->recorded && kern && ok
                 ? VF_OK : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (!s) s = fused_kernels(rt, d, kern, ok, &spill);
+    /* The kernels of the execs that run alone, then every kernel's shader
+       compiled ahead, in parallel (shader_prepare.c), then the steps. */
+    vf_kernel *kx = calloc((size_t)d->n_execs + 1, sizeof *kx);
+    if (!s && !kx) s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (int x = 0, g = 0; !s && x < d->n_execs; x++) {
+        if (g < d->n_fused && d->fused[g].first_exec == x && ok[g++]) {
+            x += d->fused[g - 1].n_execs - 1;
+            continue;
+        }
+        vf_exec e = d->execs[x];
+        if (x == rt->dev.test.wrong_exec && vf_op_get(e.op)->kind == VF_KIND_ELEMENTWISE && e.n_in == 1)
+            e.op = e.op == VF_OP_NEG ? VF_OP_ABS : VF_OP_NEG; /* test hook (plan.h) */
+        s = vf_codegen_exec(&e, &rt->dev.caps, &kx[x], rt->err);
+    }
+    if (!s) s = prepare_shaders(rt, d, kern, ok, kx);
     /* The values internal to a group get memory only when the group runs
        unfused. */
     p->arena_size = d->arena_bytes + (spill ? d->spill_bytes : 0);
@@ -380,16 +417,12 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
                 continue;
             }
         }
-        vf_kernel k;
-        memset(&k, 0, sizeof k);
-        vf_exec e = d->execs[x];
-        if (x == rt->dev.test.wrong_exec && vf_op_get(e.op)->kind == VF_KIND_ELEMENTWISE && e.n_in == 1)
-            e.op = e.op == VF_OP_NEG ? VF_OP_ABS : VF_OP_NEG; /* test hook (plan.h) */
-        s = vf_codegen_exec(&e, &rt->dev.caps, &k, rt->err);
-        if (!s) write_glsl(d, x, &k);
-        if (!s) s = add_kernel(rt, p, d, x, NULL, &k);
-        vf_kernel_free(&k);
+        write_glsl(d, x, &kx[x]);
+        s = add_kernel(rt, p, d, x, NULL, &kx[x]);
     }
+    for (int x = 0; kx && x < d->n_execs; x++) vf_kernel_free(&kx[x]);
+    free(kx);
+    vf_vk_shaders_drop_ahead(&rt->shaders);
     for (int i = 0; kern && i < d->n_fused; i++) vf_kernel_free(&kern[i]);
     free(kern);
     free(ok);

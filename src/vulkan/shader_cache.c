@@ -55,6 +55,7 @@ void vf_vk_shaders_destroy(vf_vk_shaders *c)
             free(s);
         }
     vf_hmap_free(&c->map);
+    vf_vk_shaders_drop_ahead(c);
     if (c->compiler) shaderc_compiler_release(c->compiler);
     c->compiler = NULL;
 }
@@ -109,47 +110,63 @@ static void dump_glsl(const vf_vk_shaders *c, const char *glsl, const char *name
     if (!ok) fprintf(stderr, "vkfuse: warning: VKFUSE_DUMP: could not write %s\n", path);
 }
 
-static vf_status compile(vf_vk_shaders *c, const char *glsl, const char *name, uint32_t **words,
-                         size_t *n_words)
+vf_status vf_vk_shader_compile_raw(void *compiler, uint32_t target_env_version, const char *glsl,
+                                   const char *name, vf_vk_compiled *out)
 {
-    if (!c->compiler) {
-        c->compiler = shaderc_compiler_initialize();
-        if (!c->compiler)
-            return vf_err_set(c->err, VF_ERROR_COMPILE, "shaderc_compiler_initialize failed");
-    }
+    memset(out, 0, sizeof *out);
     shaderc_compile_options_t o = shaderc_compile_options_initialize();
-    if (!o) return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "shaderc options: out of memory");
+    if (!o) {
+        snprintf(out->message, sizeof out->message, "shaderc options: out of memory");
+        return out->status = VF_ERROR_OUT_OF_MEMORY;
+    }
     shaderc_compile_options_set_optimization_level(o, shaderc_optimization_level_performance);
-    shaderc_compile_options_set_target_env(o, shaderc_target_env_vulkan, c->target_env_version);
+    shaderc_compile_options_set_target_env(o, shaderc_target_env_vulkan, target_env_version);
     shaderc_compile_options_set_source_language(o, shaderc_source_language_glsl);
     int64_t t0 = vf_now_ns();
-    shaderc_compilation_result_t r = shaderc_compile_into_spv(
-        c->compiler, glsl, strlen(glsl), shaderc_compute_shader, name, "main", o);
+    shaderc_compilation_result_t r = shaderc_compile_into_spv(compiler, glsl, strlen(glsl), shaderc_compute_shader,
+                                                              name, "main", o);
     shaderc_compile_options_release(o);
-    int64_t dt = vf_now_ns() - t0;
-    c->compiles++;
-    c->compile_ns += dt;
-    vf_status s = VF_OK;
+    out->ns = vf_now_ns() - t0;
     if (!r) {
-        s = vf_err_set(c->err, VF_ERROR_COMPILE, "kernel %s: shaderc returned no result", name);
+        snprintf(out->message, sizeof out->message, "kernel %s: shaderc returned no result", name);
+        out->status = VF_ERROR_COMPILE;
     } else if (shaderc_result_get_compilation_status(r) != shaderc_compilation_status_success) {
         const char *msg = shaderc_result_get_error_message(r);
-        s = vf_err_set(c->err, VF_ERROR_COMPILE, "kernel %s failed to compile: %s", name,
-                       msg && *msg ? msg : "(no message)");
+        snprintf(out->message, sizeof out->message, "kernel %s failed to compile: %s", name,
+                 msg && *msg ? msg : "(no message)");
+        out->status = VF_ERROR_COMPILE;
     } else {
         size_t bytes = shaderc_result_get_length(r);
-        *words = malloc(bytes ? bytes : 4);
-        if (!*words) s = vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-        else {
-            memcpy(*words, shaderc_result_get_bytes(r), bytes);
-            *n_words = bytes / 4;
+        out->words = malloc(bytes ? bytes : 4);
+        if (!out->words) {
+            snprintf(out->message, sizeof out->message, "out of host memory");
+            out->status = VF_ERROR_OUT_OF_MEMORY;
+        } else {
+            memcpy(out->words, shaderc_result_get_bytes(r), bytes);
+            out->n_words = bytes / 4;
         }
     }
-    if (c->log_info)
-        fprintf(stderr, "vkfuse: compiled kernel %s (%zu bytes of GLSL -> %zu of SPIR-V) in %.2f ms%s\n", name,
-                strlen(glsl), s ? (size_t)0 : *n_words * 4, (double)dt / 1e6, s ? ": FAILED" : "");
     if (r) shaderc_result_release(r);
-    return s;
+    return out->status;
+}
+
+vf_status vf_vk_shaders_compiler(vf_vk_shaders *c)
+{
+    if (!c->compiler) c->compiler = shaderc_compiler_initialize();
+    return c->compiler ? VF_OK : vf_err_set(c->err, VF_ERROR_COMPILE, "shaderc_compiler_initialize failed");
+}
+
+/* Counts, logs and reports a compile done here or ahead (shader_prepare.c);
+   on success words are the caller's. */
+static vf_status compiled(vf_vk_shaders *c, const char *glsl, const char *name, const vf_vk_compiled *r)
+{
+    c->compiles++;
+    c->compile_ns += r->ns;
+    if (c->log_info)
+        fprintf(stderr, "vkfuse: compiled kernel %s (%zu bytes of GLSL -> %zu of SPIR-V) in %.2f ms%s%s\n", name,
+                strlen(glsl), r->status ? (size_t)0 : r->n_words * 4, (double)r->ns / 1e6,
+                r->ahead ? " (ahead, in parallel)" : "", r->status ? ": FAILED" : "");
+    return r->status ? vf_err_set(c->err, r->status, "%s", r->message) : VF_OK;
 }
 
 void vf_vk_shader_hit(vf_vk_shaders *c, uint64_t key)
@@ -189,13 +206,27 @@ vf_status vf_vk_shader_get(vf_vk_shaders *c, const char *glsl, const char *name,
         }
         if (dr != VF_DISK_MISSING) c->disk_rejects++;
     }
-    uint32_t *words = NULL;
-    size_t n_words = 0;
-    vf_status s = compile(c, glsl, name, &words, &n_words);
-    if (s) return s;
-    if (disk && !vf_disk_write(c->dev, path, VF_DISK_MAGIC_SPIRV, key, words, n_words * 4))
+    vf_vk_compiled r;
+    vf_vk_compiled *ahead = NULL;
+    for (int i = 0; i < c->n_ahead && !ahead; i++)
+        if (c->ahead[i].key == key && !c->ahead[i].taken) ahead = &c->ahead[i];
+    if (ahead) {   /* compiled by vf_vk_shaders_prepare: counted here, as if compiled now */
+        r = *ahead;
+        ahead->taken = true;
+        ahead->words = NULL;
+    } else {
+        vf_status s = vf_vk_shaders_compiler(c);
+        if (s) return s;
+        vf_vk_shader_compile_raw(c->compiler, c->target_env_version, glsl, name, &r);
+    }
+    vf_status s = compiled(c, glsl, name, &r);
+    if (s) {
+        free(r.words);
+        return s;
+    }
+    if (disk && !vf_disk_write(c->dev, path, VF_DISK_MAGIC_SPIRV, key, r.words, r.n_words * 4))
         c->disk_write_failures++;
-    return remember(c, key, words, n_words, out);
+    return remember(c, key, r.words, r.n_words, out);
 }
 
 const vf_vk_spirv *vf_vk_shader_find(const vf_vk_shaders *c, uint64_t key)

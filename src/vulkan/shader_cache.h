@@ -26,6 +26,17 @@ typedef struct vf_vk_spirv {
     size_t n_words;
 } vf_vk_spirv;
 
+/* One compile's result: SPIR-V words (malloc'ed) or a status and message. */
+typedef struct vf_vk_compiled {
+    uint64_t key;
+    uint32_t *words;
+    size_t n_words;
+    int64_t ns;                  /* wall time in shaderc */
+    vf_status status;
+    bool ahead, taken;           /* compiled by vf_vk_shaders_prepare; taken by vf_vk_shader_get */
+    char message[1024];
+} vf_vk_compiled;
+
 typedef struct vf_vk_shaders {
     const vf_vk_device *dev;
     vf_err *err;
@@ -40,6 +51,9 @@ typedef struct vf_vk_shaders {
     vf_keyset *track;            /* set: every key vf_vk_shader_get returns is added */
     char dump_dir[4096];         /* VKFUSE_DUMP (set by the runtime's creator): GLSL under <dir>/kernels; "": none */
     bool log_info;               /* VKFUSE_LOG=info: every compile and its time on stderr */
+    int compile_threads;         /* vf_vk_shaders_prepare's threads; <= 1: none (VKFUSE_COMPILE_THREADS) */
+    vf_vk_compiled *ahead;       /* compiled by vf_vk_shaders_prepare, not yet asked for */
+    int n_ahead;
 } vf_vk_shaders;
 
 /* cache_dir NULL or "": memory only. The directory is created; failing to
@@ -68,6 +82,24 @@ const vf_vk_spirv *vf_vk_shader_find(const vf_vk_shaders *c, uint64_t key);
    VF_ERROR_FORMAT with its message, and never reaches the driver. A key
    already cached keeps its entry. */
 vf_status vf_vk_shader_insert(vf_vk_shaders *c, uint64_t key, const uint32_t *words, size_t n_words);
+
+/* Compiles ahead, on up to compile_threads threads at once, the shaders
+   among glsl[0..n) that neither the memory nor the disk cache holds
+   (shader_prepare.c): a plan's kernels are independent, and shaderc's
+   compiler may be used from several threads. Nothing is counted, logged,
+   reported or cached here: the next vf_vk_shader_get of each one takes its
+   result as if it compiled it then (so statistics, errors, the disk cache
+   and VKFUSE_LOG read the same with or without threads). Only an out of
+   host memory before compiling is an error. */
+vf_status vf_vk_shaders_prepare(vf_vk_shaders *c, int n, const char *const *glsl, const char *const *names);
+/* Frees what was compiled ahead and not asked for. */
+void vf_vk_shaders_drop_ahead(vf_vk_shaders *c);
+
+/* For shader_prepare.c: shaderc's compiler, created on first use, and one
+   compile with it (thread-safe; fills out, returns out->status). */
+vf_status vf_vk_shaders_compiler(vf_vk_shaders *c);
+vf_status vf_vk_shader_compile_raw(void *compiler, uint32_t target_env_version, const char *glsl,
+                                   const char *name, vf_vk_compiled *out);
 
 /* The key vf_vk_shader_get would use, and the disk path for it. */
 uint64_t vf_vk_shader_key(const vf_vk_shaders *c, const char *glsl);
