@@ -584,10 +584,19 @@ static void test_one_pipeline_per_pattern(void **state)
 
     a.op = b.op = VF_OP_MATMUL;
     a.n_in = b.n_in = 2;
-    a.in[0] = a.in[1] = a.out = tref(VF_F32, 2, (int64_t[]){64, 64});
+    /* sizes are push constants within a block class: products past 4M
+       multiply-adds share one kernel (those up to 4M share the 4 x 4 one) */
+    a.in[0] = tref(VF_F32, 2, (int64_t[]){64, 1040});
+    a.in[1] = tref(VF_F32, 2, (int64_t[]){1040, 64});
+    a.out = tref(VF_F32, 2, (int64_t[]){64, 64});
     b.in[0] = tref(VF_F32, 2, (int64_t[]){128, 512});
     b.in[1] = tref(VF_F32, 2, (int64_t[]){512, 256});
     b.out = tref(VF_F32, 2, (int64_t[]){128, 256});
+    same_glsl(&a, &b);
+    a.in[0] = a.in[1] = a.out = tref(VF_F32, 2, (int64_t[]){64, 64});
+    b.in[0] = tref(VF_F32, 2, (int64_t[]){16, 1024});
+    b.in[1] = tref(VF_F32, 2, (int64_t[]){1024, 128});
+    b.out = tref(VF_F32, 2, (int64_t[]){16, 128});
     same_glsl(&a, &b);
 }
 
