@@ -41,6 +41,7 @@ void main()
                 [[unroll]] for (uint i = 0u; i < RM; i++) acc[i * CV + j] += a[i][kk] * bv;
             }
     }
+#ifndef MM_K4   // K (and so every chunk of it) a multiple of 4: no tail, no code for it
     for (uint k = K4; k < k1; k++) {   // k tail
         float a[RM];
         [[unroll]] for (uint i = 0u; i < RM; i++) a[i] = lda(oa, min(r0 + i, pc.M - 1u), k);
@@ -49,6 +50,7 @@ void main()
             [[unroll]] for (uint i = 0u; i < RM; i++) acc[i * CV + j] += a[i] * bv;
         }
     }
+#endif
 #ifdef MM_STORE_LOOP
     // An epilogue (or scalar stores) repeated RM * CV times unrolled is most
     // of the kernel's code, and llvmpipe's compile time grows faster than

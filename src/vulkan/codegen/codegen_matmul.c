@@ -334,6 +334,9 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
         /* stores that are not one vec4 each (an epilogue, an odd N, f16)
            run in a loop: their code once, not RM * CV times */
         if (!vec_c) vf_sb_puts(s, "#define MM_STORE_LOOP 1\n");
+        /* vec4 loads of A need K % 4 == 0, and a K split's chunks are
+           multiples of 4: the k tail loop never runs, so it is left out */
+        if (vec_a) vf_sb_puts(s, "#define MM_K4 1\n");
         if (vec_a)
             vf_sb_puts(s, "vec4 lda4(uint base, uint r, uint k) { return A4[(base + min(r, pc.M - 1u) * pc.K + k) >> 2]; }\n");
         else
