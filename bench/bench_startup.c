@@ -319,8 +319,11 @@ static vf_status chain256(vf_context *ctx, vf_tensor *const *in, vf_tensor **out
 
 /* Median and best µs per op of the chain, eager (fn NULL: the body called
    op by op) or traced, over reps runs after one warm-up; each run ends
-   with a read of the result. */
-static bool time_chain(vf_context *ctx, bool traced, int reps, double *med, double *best, vf_function_stats *fs)
+   with a read of the result. *host (when not NULL): the median µs per op
+   until the last op returned, before the read: the calling thread's part
+   (on lavapipe the rest is the driver running the queued dispatches). */
+static bool time_chain(vf_context *ctx, bool traced, int reps, double *med, double *best, double *host,
+                       vf_function_stats *fs)
 {
     static float hx[64 * 64], ha[64 * 64], hc[64 * 64], out[64 * 64];
     for (int i = 0; i < 64 * 64; i++) hx[i] = (float)(i % 17) * 0.1f, ha[i] = (float)(i % 5) * 0.2f, hc[i] = 0.5f;
@@ -331,7 +334,7 @@ static bool time_chain(vf_context *ctx, bool traced, int reps, double *med, doub
     vf_function *fn = traced ? vf_function_create(ctx, &(vf_function_desc){.name = "chain256", .body = chain256,
                                                                             .n_inputs = 3, .n_outputs = 1})
                              : NULL;
-    double t[MAX_RUNS * 4];
+    double t[MAX_RUNS * 4], th[MAX_RUNS * 4];
     if (reps > MAX_RUNS * 4) reps = MAX_RUNS * 4;
     vf_status s = vf_context_sync(ctx);
     for (int i = 0; i <= reps && s == VF_OK; i++) {
@@ -339,8 +342,9 @@ static bool time_chain(vf_context *ctx, bool traced, int reps, double *med, doub
         vf_tensor *y = NULL;
         double t0 = vb_now();
         s = fn ? vf_function_call(fn, in, &y) : chain256(ctx, in, &y, NULL);
+        double t1 = vb_now();
         if (s == VF_OK) s = vf_tensor_read(y, out, sizeof out);
-        if (i) t[i - 1] = (vb_now() - t0) * 1e6 / CHAIN_OPS;
+        if (i) t[i - 1] = (vb_now() - t0) * 1e6 / CHAIN_OPS, th[i - 1] = (t1 - t0) * 1e6 / CHAIN_OPS;
         vf_scope_end(ctx);
     }
     if (s != VF_OK) fprintf(stderr, "bench_startup: chain: %s\n", vf_error_message(ctx)), vf_error_clear(ctx);
@@ -350,6 +354,7 @@ static bool time_chain(vf_context *ctx, bool traced, int reps, double *med, doub
     if (s != VF_OK) return false;
     *med = median(t, reps);
     *best = t[0];
+    if (host) *host = median(th, reps);
     return true;
 }
 
@@ -419,19 +424,21 @@ static void steady(int reps, int64_t n8)
     printf("\n%d-op chain of small elementwise ops (add, mul, sub, neg) on [64,64] f32, queued, one read at the "
            "end;\nmedian and best of %d chains after a warm-up, in µs per op\n", CHAIN_OPS, reps);
     printf("%-30s %9s %9s %8s %11s   %s\n", "run", "median", "best", "kernels", "dispatches", "target (median)");
-    double med, best;
+    double med, best, host;
     vf_function_stats fs = {0};
     /* Vulkan first: OpenBLAS's spinning threads would slow lavapipe down */
-    if (time_chain(vk, false, reps, &med, &best, NULL))
+    if (time_chain(vk, false, reps, &med, &best, &host, NULL)) {
         printf("%-30s %9.2f %9.2f %8s %11s   <= 25\n", "vulkan (lavapipe) eager", med, best, "-", "-");
-    if (time_chain(vk, true, reps, &med, &best, &fs))
+        printf("%-30s %9.2f %9s %8s %11s   -\n", "  of which host (ops queued)", host, "-", "-", "-");
+    }
+    if (time_chain(vk, true, reps, &med, &best, NULL, &fs))
         printf("%-30s %9.2f %9.2f %8d %11d   <= 3.5\n", "vulkan (lavapipe) traced", med, best, fs.kernels,
                fs.dispatches_per_call);
     chain8_figures f[3] = {time_chain8(vk, n8, true, false, reps), time_chain8(vk, n8, false, false, reps),
                            time_chain8(vk, n8, true, true, reps)};
-    if (time_chain(cpu, false, reps, &med, &best, NULL))
+    if (time_chain(cpu, false, reps, &med, &best, NULL, NULL))
         printf("%-30s %9.2f %9.2f %8s %11s   <= 6\n", "cpu eager", med, best, "-", "-");
-    if (time_chain(cpu, true, reps, &med, &best, &fs))
+    if (time_chain(cpu, true, reps, &med, &best, NULL, &fs))
         printf("%-30s %9.2f %9.2f %8d %11s   -\n", "cpu traced", med, best, fs.kernels, "-");
 
     printf("\n8-op elementwise chain (x*1.5+0.5, relu, *0.9, sigmoid, *2, -1, abs) over %lld f32 on lavapipe, "

@@ -38,7 +38,9 @@ bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index)
     return false;
 }
 
-vf_tensor *vf_elementwise(vf_context *ctx, vf_op op, vf_tensor *const *in, vf_dtype to)
+/* api: the entry point's name for messages ("vf_add"); the macros below
+   pass it as a literal, so no name is built per call. */
+static vf_tensor *elementwise(vf_context *ctx, const char *api, vf_op op, vf_tensor *const *in, vf_dtype to)
 {
     const vf_op_info *info = vf_op_get(op);
     if (!ctx) return NULL;
@@ -52,15 +54,20 @@ vf_tensor *vf_elementwise(vf_context *ctx, vf_op op, vf_tensor *const *in, vf_dt
     int rank;
     int64_t shape[VF_MAX_RANK];
     if (!vf_infer_refs(ctx, op, &e.attrs, info->arity, e.in, &e.attrs.dtype, &rank, shape)) return NULL;
-    char name[64];
-    snprintf(name, sizeof name, "vf_%s", info->name);
-    vf_tensor *out = vf_tensor_new(ctx, name, e.attrs.dtype, rank, shape);
+    vf_tensor *out = vf_tensor_new(ctx, api, e.attrs.dtype, rank, shape);
     if (!out) return out;
     if (out->numel == 0) { /* nothing to compute; a tape still sees the value made */
         vf_tape_record_constant(ctx, out);
         return out;
     }
     return vf_run(ctx, &e, out);
+}
+
+vf_tensor *vf_elementwise(vf_context *ctx, vf_op op, vf_tensor *const *in, vf_dtype to)
+{
+    char name[64];
+    snprintf(name, sizeof name, "vf_%s", vf_op_get(op)->name);
+    return elementwise(ctx, name, op, in, to);
 }
 
 bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out)
@@ -81,14 +88,14 @@ bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out)
     { \
         VF_LOCKED(ctx); \
         vf_tensor *in[2] = {a, b}; \
-        return vf_elementwise(ctx, OP, in, VF_F32); \
+        return elementwise(ctx, #fn, OP, in, VF_F32); \
     }
 #define UNARY(fn, OP) \
     vf_tensor *fn(vf_context *ctx, vf_tensor *x) \
     { \
         VF_LOCKED(ctx); \
         vf_tensor *in[1] = {x}; \
-        return vf_elementwise(ctx, OP, in, VF_F32); \
+        return elementwise(ctx, #fn, OP, in, VF_F32); \
     }
 
 BINARY(vf_add, VF_OP_ADD)
@@ -122,12 +129,12 @@ vf_tensor *vf_where(vf_context *ctx, vf_tensor *cond, vf_tensor *a, vf_tensor *b
 {
     VF_LOCKED(ctx);
     vf_tensor *in[3] = {cond, a, b};
-    return vf_elementwise(ctx, VF_OP_WHERE, in, VF_F32);
+    return elementwise(ctx, "vf_where", VF_OP_WHERE, in, VF_F32);
 }
 
 vf_tensor *vf_cast(vf_context *ctx, vf_tensor *x, vf_dtype to)
 {
     VF_LOCKED(ctx);
     vf_tensor *in[1] = {x};
-    return vf_elementwise(ctx, VF_OP_CAST, in, to);
+    return elementwise(ctx, "vf_cast", VF_OP_CAST, in, to);
 }

@@ -172,20 +172,13 @@ static vf_status bind_tensor(vf_vk_runtime *rt, const vf_dispatch *st, int slot,
     return VF_OK;
 }
 
-/* The kernel of e and its steps' pipelines: from the memo when an exec
-   with the same pattern and sizes ran before (kernel_memo.h), else
-   generated, compiled (through the caches) and memoised. *ent receives
-   the kernel when it is not memoised (then the caller frees ent->k). */
-static vf_status exec_kernel(vf_vk_runtime *rt, const vf_exec *e, vf_vk_memo_entry *ent,
-                             const vf_vk_memo_entry **out)
+/* The kernel of e and its steps' pipelines, generated, compiled (through
+   the caches) and memoised: an exec whose pattern and sizes missed the
+   memo (kernel_memo.h). *ent holds e's key; it receives the kernel when it
+   cannot be memoised (then the caller frees ent->k). */
+static vf_status new_kernel(vf_vk_runtime *rt, const vf_exec *e, vf_vk_memo_entry *ent,
+                            const vf_vk_memo_entry **out)
 {
-    ent->n_key = vf_vk_memo_key(e, ent->key);
-    const vf_vk_memo_entry *hit = ent->n_key ? vf_vk_memo_find(&rt->memo, ent->key, ent->n_key) : NULL;
-    if (hit) {
-        for (int i = 0; i < hit->k.n_steps; i++) vf_vk_shader_hit(&rt->shaders, hit->spirv[i]);
-        *out = hit;
-        return VF_OK;
-    }
     vf_status s = vf_codegen_exec(e, &rt->dev.caps, &ent->k, rt->err);
     for (int i = 0; !s && i < ent->k.n_steps; i++) {
         s = vf_vk_runtime_dispatch_pipeline(rt, &ent->k.step[i], &ent->pipe[i]);
@@ -206,10 +199,22 @@ static vf_status exec_kernel(vf_vk_runtime *rt, const vf_exec *e, vf_vk_memo_ent
 static vf_status vk_exec(void *self, const vf_exec *e)
 {
     vf_vk_runtime *rt = self;
-    vf_vk_memo_entry *ent = calloc(1, sizeof *ent);
-    if (!ent) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-    const vf_vk_memo_entry *me = NULL;
-    vf_status s = exec_kernel(rt, e, ent, &me);
+    /* A memo hit (the common case of an eager op) allocates nothing: the
+       key lives on the stack, an entry is made only for a new kernel. */
+    uint64_t key[VF_VK_MEMO_WORDS];
+    int n_key = vf_vk_memo_key(e, key);
+    const vf_vk_memo_entry *me = n_key ? vf_vk_memo_find(&rt->memo, key, n_key) : NULL;
+    vf_vk_memo_entry *ent = NULL;
+    vf_status s = VF_OK;
+    if (me) {
+        for (int i = 0; i < me->k.n_steps; i++) vf_vk_shader_hit(&rt->shaders, me->spirv[i]);
+    } else {
+        ent = calloc(1, sizeof *ent);
+        if (!ent) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        ent->n_key = n_key;
+        memcpy(ent->key, key, sizeof *key * (size_t)n_key);
+        s = new_kernel(rt, e, ent, &me);
+    }
     const vf_kernel *k = me ? &me->k : NULL;
     vf_buffer *scratch = NULL;
     if (!s && k->scratch_bytes) s = vf_vk_mem_alloc(&rt->mem, k->scratch_bytes, 0, &scratch);
@@ -235,8 +240,10 @@ static vf_status vk_exec(void *self, const vf_exec *e)
         s = vf_vk_sched_dispatch(&rt->sched, &di);
     }
     if (scratch) vf_vk_mem_free(&rt->mem, scratch, rt->sched.completed);
-    vf_kernel_free(&ent->k);
-    free(ent);
+    if (ent) {
+        vf_kernel_free(&ent->k);
+        free(ent);
+    }
     rt->execs++;
     return s ? s : rt->err->status;
 }

@@ -29,7 +29,18 @@ int vf_vk_memo_key(const vf_exec *e, uint64_t *w)
     return put_tref(w, n, &e->out);
 }
 
-static uint64_t hash_of(const uint64_t *key, int n) { return vf_hash64(key, sizeof *key * (size_t)n, 0x6d656d6fu); }
+/* Word by word (vf_hash64 goes byte by byte: about a thousand instructions
+   for a binary op's key, at every eager op); the memo lives in memory
+   only, so its hash may differ from the disk caches'. Keys are compared in
+   full, so a weaker mix costs at most a miss. */
+static uint64_t hash_of(const uint64_t *key, int n)
+{
+    uint64_t h = 0x6d656d6full ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) h = (h ^ key[i]) * 0x9e3779b97f4a7c15ull + (h >> 29);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return (h ^ (h >> 29)) | 1; /* the map's keys are non-zero */
+}
 
 const vf_vk_memo_entry *vf_vk_memo_find(vf_vk_memo *m, const uint64_t *key, int n)
 {
