@@ -44,11 +44,11 @@ static int red(vf_graph *g, vf_op o, int x)
     return id;
 }
 
-typedef enum { P_SOFTMAX, P_LAYERNORM, P_SOFTMAX_OP, P_LOG_SOFTMAX_OP, P_XENT, P_COUNT } pattern;
+typedef enum { P_SOFTMAX, P_LAYERNORM, P_SOFTMAX_OP, P_LOG_SOFTMAX_OP, P_XENT, P_HEAVY, P_COUNT } pattern;
 static const char *const pattern_name[P_COUNT] = {"composed softmax", "layer norm", "softmax op",
-                                                  "log_softmax op", "sparse_xent"};
+                                                  "log_softmax op", "sparse_xent", "heavy"};
 /* ops of each pattern: the kernel count with fusion off */
-static const int pattern_ops[P_COUNT] = {5, 9, 3, 3, 3};
+static const int pattern_ops[P_COUNT] = {5, 9, 3, 3, 3, 9};
 
 /* Builds a pattern over x [rows, C]; params: x first, then the others. */
 static vf_graph *build(pattern pt, int64_t rows, int64_t C)
@@ -82,6 +82,15 @@ static vf_graph *build(pattern pt, int64_t rows, int64_t C)
         int sm = op1(g, pt == P_SOFTMAX_OP ? VF_OP_SOFTMAX : VF_OP_LOG_SOFTMAX, op2(g, VF_OP_MUL, x, k, s), s);
         g->nodes[sm].attrs.axis = 1;
         outs[no++] = op2(g, VF_OP_ADD, sm, bias, s);
+        break;
+    }
+    case P_HEAVY: {   /* helper-calling ops around two reductions: too much code to unroll 128 times */
+        int m = red(g, VF_OP_REDUCE_MAX, x);
+        int d = op2(g, VF_OP_SUB, x, m, s);
+        int t = op1(g, VF_OP_TANH, d, s);
+        int r = op1(g, VF_OP_SQRT, op1(g, VF_OP_EXP, d, s), s);
+        int y = op2(g, VF_OP_DIV, t, red(g, VF_OP_REDUCE_SUM, r), s);
+        outs[no++] = op2(g, VF_OP_MAXIMUM, op1(g, VF_OP_TANH, y, s), t, s);
         break;
     }
     default: {   /* xent(labels, x * k) * k */
@@ -486,6 +495,47 @@ static void check_fn(const char *what, vf_body body, int n_in, int unfused_kerne
     free(co);
 }
 
+/* Row-group loops over the cache are unrolled unless the group's code is
+   large (codegen_rows.c RG_UNROLL_BUDGET): unrolled 128 times on lavapipe,
+   a heavy group took LLVM minutes at its first dispatch. The values of the
+   rolled form are checked with the other patterns (test_patterns_on_device). */
+static void test_heavy_rolled(void **state)
+{
+    (void)state;
+    vf_device_caps cpu = {.is_cpu = true, .subgroup_size = 8, .subgroup_arithmetic = true,
+                          .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 64},
+                          .max_workgroup_count = {65535, 65535, 65535}, .max_push_constants = 128,
+                          .shared_memory_bytes = 32768, .storage16 = true, .storage8 = true};
+    vf_device_caps gpu = cpu;
+    gpu.is_cpu = false;
+    gpu.subgroup_size = 32;
+    struct { pattern pt; const vf_device_caps *caps; bool unrolled; } cases[] = {
+        {P_SOFTMAX, &cpu, true}, {P_LAYERNORM, &cpu, true}, {P_HEAVY, &cpu, false}, {P_HEAVY, &gpu, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        vf_graph *g = build(cases[i].pt, 4, 1000);
+        vf_shape *shapes = malloc(sizeof *shapes * (size_t)g->n);
+        assert_non_null(shapes);
+        for (int v = 0; v < g->n; v++) shapes[v] = g->nodes[v].shape;
+        vf_partition_t p;
+        vf_err err = {0};
+        assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
+        vf_kernel k;
+        assert_int_equal(vt_codegen_group(g, &p.groups[p.group_of[g->outputs[0]]], shapes, cases[i].caps, &k, &err),
+                         VF_OK);
+        const char *glsl = k.step[0].glsl;
+        assert_non_null(strstr(glsl, "RG_CACHE"));
+        if ((strstr(glsl, "[[unroll]]") != NULL) != cases[i].unrolled)
+            fail_msg("%s on the %s profile: cached loops %s, want %s", pattern_name[cases[i].pt],
+                     cases[i].caps->is_cpu ? "CPU" : "GPU", cases[i].unrolled ? "rolled" : "unrolled",
+                     cases[i].unrolled ? "unrolled" : "rolled");
+        vf_kernel_free(&k);
+        vf_partition_free(&p);
+        free(shapes);
+        vf_graph_free(g);
+    }
+}
+
 static void test_traced_softmax(void **state)
 {
     (void)state;
@@ -596,6 +646,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partition),
         cmocka_unit_test(test_glsl_size_independent),
+        cmocka_unit_test(test_heavy_rolled),
         cmocka_unit_test(test_patterns_on_device),
         cmocka_unit_test(test_traced_softmax),
         cmocka_unit_test(test_traced_layer_norm),

@@ -46,6 +46,11 @@ vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_cap
 
 /* Whether op may be a non-center member: elementwise ops and FILL. */
 bool cg_member_op(vf_op op);
+/* A rough size of member m's code per element, for generators that
+   repeat a member's code (unrolled loops): an op whose GLSL calls a
+   prelude helper (vf_pow, vf_tanh, ...: branches and loops) counts 8, any
+   other 1; an f16 result 2 more (its rounding). */
+unsigned cg_member_cost(const vf_fused_group *grp, int m);
 /* Appends `RT op_<m>(CTa a, ...) { return <op-table GLSL>; }` for
    elementwise member m (nothing for FILL); UNSUPPORTED without an
    expression for its dtype. */

@@ -271,8 +271,6 @@ vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_cap
     int wl = snprintf(what, sizeof what, "an epilogue of %d op(s):", grp->n_members - 1);
     for (int m = 0; m < grp->n_members && wl < (int)sizeof what - 24; m++)
         if (m != center) wl += snprintf(what + wl, sizeof what - (size_t)wl, " %s", vf_op_get(grp->execs[m].op)->name);
-    /* code size per element: an op whose GLSL calls a prelude helper
-       (vf_pow, vf_tanh, ...: branches and loops) counts 8, any other 1 */
     cg_mm_epilogue epi = {.bind = mf_bind, .emit = mf_emit, .user = &st, .tag = tag, .what = what};
     vf_status s = cg_matmul(&e, caps, &epi, k, err);
     if (s != VF_OK) vf_kernel_free(k);

@@ -55,6 +55,14 @@ void cg_collapse(const vf_tref *out, const vf_tref *const *in, int n_in, cg_patt
 
 bool cg_member_op(vf_op op) { return vf_op_get(op)->kind == VF_KIND_ELEMENTWISE || op == VF_OP_FILL; }
 
+unsigned cg_member_cost(const vf_fused_group *grp, int m)
+{
+    const vf_exec *e = &grp->execs[m];
+    const vf_op_info *info = vf_op_get(e->op);
+    unsigned cost = info->glsl_f && strstr(info->glsl_f, "vf_") ? 8u : 1u;
+    return cost + (e->out.dtype == VF_F16 ? 2u : 0u);
+}
+
 /* The input whose dtype picks the expression: where(cond, a, b) picks a's. */
 static vf_ctype result_ctype(const vf_exec *e)
 {

@@ -62,12 +62,32 @@ typedef struct {
        in cv<m>[RG_CACHE] (member m) or cvx<t>[RG_CACHE] (input t), column
        lid + jj * WG, for the later passes */
     bool cached_mode, use_cache;
+    bool unroll;                 /* the cached loops carry [[unroll]] (rg_unroll) */
     bool cached[RG_MAX_MEMBERS + VF_KERNEL_MAX_BINDINGS];   /* members, then inputs */
     int n_cache;
     int n_loops;                 /* loops over the row in the uncached body */
 } rg;
 
 #define RG_MAX_CACHES 3
+
+/* The cached loops run RG_CACHE times (up to 128 on lavapipe); unrolled,
+   the caches are registers, but the body is repeated RG_CACHE times and
+   llvmpipe compiles it at the first dispatch: a row group of 16 f16 ops
+   with tanh, gelu and log unrolled 128 times took LLVM minutes and 3 GB
+   (test_differential_limits, f16 seed 51, a CI timeout). So a group whose
+   code size (cg_member_cost; a reduction or softmax member 4) times the
+   cache length exceeds this keeps its loops rolled: the caches are then
+   a local array indexed per lane, the same values. Composed softmax (11)
+   and layer norm (about 22) at 128 stay unrolled. */
+#define RG_UNROLL_BUDGET 4096u
+
+static bool rg_unroll(const vf_fused_group *grp, uint32_t cache_len)
+{
+    unsigned cost = 0;
+    for (int m = 0; m < grp->n_members; m++)
+        cost += cg_member_op(grp->execs[m].op) ? cg_member_cost(grp, m) : 4u;
+    return (uint64_t)cost * cache_len <= RG_UNROLL_BUDGET;
+}
 
 /* Values are named as vf_fused_member.in names them: a group input t >= 0,
    or VF_FUSED_MEMBER(m). */
@@ -272,8 +292,8 @@ static void emit_cone(vf_sb *s, const rg *r, bool *need, const char *ind)
 static void loop_begin(vf_sb *s, rg *r)
 {
     if (r->cached_mode)
-        vf_sb_puts(s, "    [[unroll]] for (uint jj = 0u; jj < RG_CACHE; jj++) {\n        uint j = lid + jj * WG;\n"
-                     "        if (j >= pc.cols) continue;\n");
+        vf_sb_add(s, "    %sfor (uint jj = 0u; jj < RG_CACHE; jj++) {\n        uint j = lid + jj * WG;\n"
+                     "        if (j >= pc.cols) continue;\n", r->unroll ? "[[unroll]] " : "");
     else {
         vf_sb_puts(s, "    for (uint j = lid; j < pc.cols; j += WG) {\n");
         r->n_loops++;
@@ -489,6 +509,9 @@ vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *
     uint32_t wg = cg_clamp_wg(caps, caps->is_cpu && subgroup ? sg : 256, !subgroup);
     if (subgroup && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
     uint32_t cache_len = caps->is_cpu ? 128u : 4u;
+    /* unrolled or not at the longest cache, so the GLSL stays the same
+       for every row length (one pipeline per pattern) */
+    bool unroll = rg_unroll(grp, cache_len);
     /* A row that fits gets just the cache it needs: the cached loops are
        unrolled to RG_CACHE iterations once the constant is applied (the
        caches become registers, not memory indexed per lane). */
@@ -569,6 +592,7 @@ vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *
         }
     vf_sb_puts(s, "    if (pc.cols <= WG * RG_CACHE) {   // the row fits in the invocations' caches\n");
     r.cached_mode = r.use_cache = true;
+    r.unroll = unroll;
     emit_body(s, &r);
     vf_sb_puts(s, "    } else {\n");
     r.cached_mode = false;
