@@ -16,10 +16,6 @@ typedef struct vf_evaluator {
     void *self;
 } vf_evaluator;
 
-/* Results larger than this stay computed at run time: a constant is
-   stored in the function (and in its saved form) and kept on the device. */
-#define VF_FOLD_MAX_ELEMS 4096
-
 /* Constant folding: an op whose inputs are all constants (CONST nodes or
    fills) and whose result is small is evaluated by ev and becomes a
    CONST. Reshapes of constants fold too. Variables never fold. ev NULL:
@@ -45,7 +41,7 @@ int vf_pass_splat(vf_graph *g, vf_err *err);
    elementwise reader of a FILL gets a FILL of its own right before it (a
    literal of its fusion group); the FILL's other uses (outputs,
    non-elementwise readers) read one value, a CONST when it has at most
-   VF_FOLD_MAX_ELEMS elements (made once, kept). */
+   VF_FOLD_MAX_ELEMS elements (graph.h; made once, kept). */
 int vf_pass_fills(vf_graph *g, vf_err *err);
 /* A vf_cond whose branches are small and side-effect free becomes both
    branches inline plus a `where` per output: no host round trip. */
