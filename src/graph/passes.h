@@ -40,8 +40,9 @@ int vf_pass_splat(vf_graph *g, vf_err *err);
 /* Run once after the others (CSE would merge what it makes): every
    elementwise reader of a FILL gets a FILL of its own right before it (a
    literal of its fusion group); the FILL's other uses (outputs,
-   non-elementwise readers) read one value, a CONST when it has at most
-   VF_FOLD_MAX_ELEMS elements (graph.h; made once, kept). */
+   non-elementwise readers) read one value, a CONST when it is not an
+   output and has at most VF_FOLD_MAX_ELEMS elements (graph.h; made once,
+   kept). */
 int vf_pass_fills(vf_graph *g, vf_err *err);
 /* A vf_cond whose branches are small and side-effect free becomes both
    branches inline plus a `where` per output: no host round trip. */

@@ -12,8 +12,9 @@
  * before it, which the partition (plan/partition.c) lets join the reader's
  * fusion group and codegen emits as a literal. The other uses (graph
  * outputs, reductions, matmuls, control flow, assigns, prints, reshapes)
- * read one materialised value: a CONST when it is small (made once per
- * concrete function and kept, like any constant), else the FILL. */
+ * read one materialised value: the FILL when it is an output or large, a
+ * CONST when it is small (made once per concrete function and kept, like
+ * any constant). */
 #include "graph/passes.h"
 #include "util/dtype.h"
 
@@ -123,9 +124,10 @@ int vf_pass_fills(vf_graph *g, vf_err *err)
     size_t cnt = (size_t)(n ? n : 1);
     bool *kept = calloc(cnt, sizeof *kept);   /* a FILL with uses other than splat readers */
     bool *any = calloc(cnt, sizeof *any);     /* a FILL read at all */
+    bool *out = calloc(cnt, sizeof *out);     /* a graph output */
     int *map = malloc(cnt * sizeof *map);
-    if (!kept || !any || !map) {
-        free(kept), free(any), free(map);
+    if (!kept || !any || !out || !map) {
+        free(kept), free(any), free(out), free(map);
         return fills_fail(err);
     }
     for (int i = 0; i < n; i++) {
@@ -140,18 +142,20 @@ int vf_pass_fills(vf_graph *g, vf_err *err)
             if (splat_reader(nd) && first) copies++;
         }
     }
-    for (int j = 0; j < g->n_outputs; j++) kept[g->outputs[j]] = any[g->outputs[j]] = true;
+    /* An output stays a FILL: a plan writes it into the output with one
+       kernel, where an output that is a CONST makes the whole graph run
+       node by node (plan/plan.c). Its other readers read it there. */
+    for (int j = 0; j < g->n_outputs; j++) kept[g->outputs[j]] = any[g->outputs[j]] = out[g->outputs[j]] = true;
     /* Nothing to do: no FILL is read by a splat reader, and none is small and kept. */
     bool work = copies > 0;
-    for (int i = 0; i < n && !work; i++)
-        work = kept[i] && is_fill(&g->nodes[i]) && vf_shape_numel(&g->nodes[i].shape) <= VF_FOLD_MAX_ELEMS;
+    for (int i = 0; i < n && !work; i++) work = kept[i] && !out[i] && is_fill(&g->nodes[i]) && vf_node_kept_fill(&g->nodes[i]);
     if (!work) {
-        free(kept), free(any), free(map);
+        free(kept), free(any), free(out), free(map);
         return changed;
     }
     vf_node *nodes = calloc((size_t)(n + copies) + 1, sizeof *nodes);
     if (!nodes) {
-        free(kept), free(any), free(map);
+        free(kept), free(any), free(out), free(map);
         return fills_fail(err);
     }
     int m = 0;
@@ -174,7 +178,7 @@ int vf_pass_fills(vf_graph *g, vf_err *err)
                 changed++;
             }
         for (int j = 0; j < nd->n_in; j++) nd->in[j] = nd->in[j] <= -2 ? -2 - nd->in[j] : map[nd->in[j]];
-        if (is_fill(nd) && kept[i] && vf_shape_numel(&nd->shape) <= VF_FOLD_MAX_ELEMS && !nd->shape.sym) {
+        if (is_fill(nd) && kept[i] && !out[i] && vf_node_kept_fill(nd)) {
             ok = ok && materialise(nd);
             changed++;
         }
@@ -185,6 +189,6 @@ int vf_pass_fills(vf_graph *g, vf_err *err)
     free(g->nodes);
     g->nodes = nodes;
     g->n = g->cap = m;
-    free(kept), free(any), free(map);
+    free(kept), free(any), free(out), free(map);
     return ok ? changed : fills_fail(err);
 }
