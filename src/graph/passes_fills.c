@@ -123,53 +123,69 @@ int vf_pass_fills(vf_graph *g, vf_err *err)
     int n = g->n, copies = 0;
     size_t cnt = (size_t)(n ? n : 1);
     bool *kept = calloc(cnt, sizeof *kept);   /* a FILL with uses other than splat readers */
-    bool *any = calloc(cnt, sizeof *any);     /* a FILL read at all */
     bool *out = calloc(cnt, sizeof *out);     /* a graph output */
-    int *map = malloc(cnt * sizeof *map);
-    if (!kept || !any || !out || !map) {
-        free(kept), free(any), free(out), free(map);
+    bool *own = calloc(cnt, sizeof *own);     /* a FILL read by one splat reader, right after it: left as is */
+    int *readers = calloc(cnt, sizeof *readers), *map = malloc(cnt * sizeof *map);
+    if (!kept || !out || !own || !readers || !map) {
+        free(kept), free(out), free(own), free(readers), free(map);
         return fills_fail(err);
     }
     for (int i = 0; i < n; i++) {
         const vf_node *nd = &g->nodes[i];
         for (int j = 0; j < nd->n_in; j++) {
             int p = nd->in[j];
-            if (!is_fill(&g->nodes[p])) continue;
-            any[p] = true;
-            if (!splat_reader(nd)) kept[p] = true;
             bool first = true;   /* one copy per reader, however many inputs it reads it as */
             for (int q = 0; q < j; q++) first = first && nd->in[q] != p;
-            if (splat_reader(nd) && first) copies++;
+            if (!is_fill(&g->nodes[p]) || !first) continue;
+            readers[p]++;
+            if (!splat_reader(nd)) kept[p] = true;
         }
     }
     /* An output stays a FILL: a plan writes it into the output with one
        kernel, where an output that is a CONST makes the whole graph run
        node by node (plan/plan.c). Its other readers read it there. */
-    for (int j = 0; j < g->n_outputs; j++) kept[g->outputs[j]] = any[g->outputs[j]] = out[g->outputs[j]] = true;
-    /* Nothing to do: no FILL is read by a splat reader, and none is small and kept. */
+    for (int j = 0; j < g->n_outputs; j++) kept[g->outputs[j]] = out[g->outputs[j]] = true;
+    /* A FILL whose one reader is a splat reader with only FILLs between
+       them (what this pass makes) keeps its place: the pass is idempotent. */
+    for (int i = 0, r = 0; i < n; i++) {
+        if (!is_fill(&g->nodes[i]) || kept[i] || readers[i] != 1) continue;
+        if (r <= i)
+            for (r = i + 1; r < n && is_fill(&g->nodes[r]);) r++;
+        for (int j = 0; r < n && splat_reader(&g->nodes[r]) && j < g->nodes[r].n_in; j++) own[i] |= g->nodes[r].in[j] == i;
+    }
+    for (int i = 0; i < n; i++) {
+        const vf_node *nd = &g->nodes[i];
+        for (int j = 0; splat_reader(nd) && j < nd->n_in; j++) {
+            int p = nd->in[j];
+            bool first = true;
+            for (int q = 0; q < j; q++) first = first && nd->in[q] != p;
+            if (first && is_fill(&g->nodes[p]) && !own[p]) copies++;
+        }
+    }
+    /* Nothing to do: every FILL read by a splat reader is its own, and none is small and kept. */
     bool work = copies > 0;
     for (int i = 0; i < n && !work; i++) work = kept[i] && !out[i] && is_fill(&g->nodes[i]) && vf_node_kept_fill(&g->nodes[i]);
     if (!work) {
-        free(kept), free(any), free(out), free(map);
+        free(kept), free(out), free(own), free(readers), free(map);
         return changed;
     }
     vf_node *nodes = calloc((size_t)(n + copies) + 1, sizeof *nodes);
     if (!nodes) {
-        free(kept), free(any), free(out), free(map);
+        free(kept), free(out), free(own), free(readers), free(map);
         return fills_fail(err);
     }
     int m = 0;
     bool ok = true;
     for (int i = 0; i < n; i++) {
         vf_node *nd = &g->nodes[i];
-        if (is_fill(nd) && any[i] && !kept[i]) {   /* every reader has its own copy */
+        if (is_fill(nd) && readers[i] > 0 && !kept[i] && !own[i]) {   /* every reader has its own copy */
             map[i] = -1;
             continue;
         }
         if (splat_reader(nd))
             for (int j = 0; j < nd->n_in; j++) {
-                int p = nd->in[j];
-                if (p < 0 || !is_fill(&g->nodes[p])) continue;   /* p < 0: a copy made for an earlier input */
+                int p = nd->in[j];   /* p < 0: a copy made for an earlier input */
+                if (p < 0 || !is_fill(&g->nodes[p]) || own[p]) continue;
                 int copy = m++;
                 nodes[copy] = (vf_node){.kind = VF_NODE_OP, .op = VF_OP_FILL, .attrs = g->nodes[p].attrs,
                                         .dtype = g->nodes[p].dtype, .shape = g->nodes[p].shape};
@@ -178,17 +194,18 @@ int vf_pass_fills(vf_graph *g, vf_err *err)
                 changed++;
             }
         for (int j = 0; j < nd->n_in; j++) nd->in[j] = nd->in[j] <= -2 ? -2 - nd->in[j] : map[nd->in[j]];
+        map[i] = m;
+        nodes[m] = *nd;   /* g->nodes[i] stays a FILL for the copies of later readers */
         if (is_fill(nd) && kept[i] && !out[i] && vf_node_kept_fill(nd)) {
-            ok = ok && materialise(nd);
+            ok = ok && materialise(&nodes[m]);
             changed++;
         }
-        map[i] = m;
-        nodes[m++] = *nd;
+        m++;
     }
     for (int j = 0; j < g->n_outputs; j++) g->outputs[j] = map[g->outputs[j]];
     free(g->nodes);
     g->nodes = nodes;
     g->n = g->cap = m;
-    free(kept), free(any), free(out), free(map);
+    free(kept), free(out), free(own), free(readers), free(map);
     return ok ? changed : fills_fail(err);
 }
