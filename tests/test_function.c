@@ -592,7 +592,7 @@ static void test_dump_and_nesting(void **state)
     assert_int_equal(stat(path, &sb), 0);
     snprintf(path, sizeof path, "%s/outer.trace1.01-cond_to_select.dot", dir);
     assert_int_equal(stat(path, &sb), 0);
-    snprintf(path, sizeof path, "%s/outer.trace1.05-dce.txt", dir);
+    snprintf(path, sizeof path, "%s/outer.trace1.06-dce.txt", dir);
     assert_int_equal(stat(path, &sb), 0);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

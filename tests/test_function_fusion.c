@@ -13,9 +13,8 @@
 
 enum { R = 96, C = 80 };
 
-/* The constants are captured scalar tensors: a scalar vf_fill inside the
-   body would be a kernel of its own (a fill of another shape than its
-   consumer's does not fuse yet, docs/FUSION.md). */
+/* The constants are captured scalar tensors (made by vf_fill in the body
+   they are literals: tests/test_function_fills.c). */
 static const float consts[5] = {1.5f, 0.5f, 0.9f, 2.0f, 1.0f};
 static vf_tensor *cst[5];
 

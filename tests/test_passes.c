@@ -4,6 +4,7 @@
 
 #include "graph/passes.h"
 #include "plan/host.h"
+#include "util/dtype.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -124,6 +125,115 @@ static void test_fold_symbolic_and_big(void **state)
     int c = op(g, VF_OP_NEG, 1, &a, VF_F32, sym), d = op(g, VF_OP_NEG, 1, &b, VF_F32, big);
     outputs(g, 2, (int[]){c, d});
     assert_int_equal(vf_pass_fold(g, &fold_ev, &err), 0);
+    vf_graph_free(g);
+}
+
+/* vf_pass_splat: a small CONST of one value, bit for bit, becomes a FILL
+   of that value (-0, inf, a quiet NaN's payload kept); mixed +0 / -0, a
+   signalling NaN (quietened by the trip through double), a large CONST
+   and one of several values stay; a reshape or transpose of a
+   FILL becomes a FILL of its shape. */
+static void test_splat(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s23 = shp(2, (int64_t[]){2, 3}, 0), s32 = shp(2, (int64_t[]){3, 2}, 0);
+    float payload, snan;   /* a quiet NaN with a payload survives double; a signalling one is quietened */
+    memcpy(&payload, &(uint32_t){0x7fc00123u}, 4);
+    memcpy(&snan, &(uint32_t){0x7f800001u}, 4);
+    int a = constant(g, 3, (float[]){-0.0f, -0.0f, -0.0f});
+    int b = constant(g, 3, (float[]){0.0f, -0.0f, 0.0f});
+    int c = constant(g, 3, (float[]){snan, snan, snan});
+    int q = constant(g, 3, (float[]){payload, payload, payload});
+    int d = constant(g, 3, (float[]){1, 2, 3});
+    int e = constant(g, 3, (float[]){INFINITY, INFINITY, INFINITY});
+    float *big = malloc(sizeof *big * 5000);
+    for (int i = 0; i < 5000; i++) big[i] = 7;
+    int f = constant(g, 5000, big);
+    free(big);
+    int h = fill(g, VF_F32, s23, 2.5);
+    int r = add(g, VF_NODE_RESHAPE, 1, &h, VF_F32, s32);
+    g->nodes[r].target = s32;
+    int t = op(g, VF_OP_TRANSPOSE, 1, &h, VF_F32, s32);
+    g->nodes[t].attrs.perm[0] = 1;
+    outputs(g, 8, (int[]){a, b, c, d, e, f, r, q});
+    assert_int_equal(vf_pass_splat(g, &err), 5);   /* a, e, q, r, t */
+    assert_true(vf_node_is_splat(g, a, 0.0) && g->nodes[a].kind == VF_NODE_OP && g->nodes[a].op == VF_OP_FILL);
+    assert_true(signbit(g->nodes[a].attrs.value));
+    assert_int_equal(g->nodes[a].attrs.dtype, VF_F32);
+    assert_int_equal(g->nodes[e].op, VF_OP_FILL);
+    assert_true(isinf(g->nodes[e].attrs.value) && g->nodes[e].attrs.value > 0);
+    uint32_t back = 0;
+    vf_store_f64(&back, VF_F32, 0, g->nodes[q].attrs.value);   /* what codegen and the fill kernel store */
+    assert_int_equal(back, 0x7fc00123u);
+    const int stay[4] = {b, c, d, f};
+    for (int k = 0; k < 4; k++) assert_int_equal(g->nodes[stay[k]].kind, VF_NODE_CONST);
+    for (int k = 0; k < 2; k++) {
+        const vf_node *n = &g->nodes[k ? t : r];
+        assert_true(n->kind == VF_NODE_OP && n->op == VF_OP_FILL && n->n_in == 0 && n->attrs.value == 2.5);
+        assert_true(vf_shape_equal(&n->shape, &s32));
+    }
+    assert_int_equal(vf_pass_splat(g, &err), 0);
+    vf_graph_free(g);
+}
+
+/* vf_pass_fills: every elementwise reader gets a FILL of its own right
+   before it (one for both inputs of k * k); a small FILL
+   read by a matmul becomes a CONST of its value; one that is an output,
+   and a large one read by a reduction, stay FILLs; a FILL read only by
+   elementwise ops is gone. Subgraphs too. */
+static void test_fills(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(2, (int64_t[]){4, 4}, 0), sc = shp(0, NULL, 0), big = shp(1, (int64_t[]){5000}, 0);
+    int x = param(g, VF_F32, s);
+    int k = fill(g, VF_I32, sc, -2147483648.0);             /* read by three elementwise ops */
+    int kx = op(g, VF_OP_CAST, 1, &x, VF_I32, s);
+    int a = op(g, VF_OP_ADD, 2, (int[]){kx, k}, VF_I32, s);
+    int b = op(g, VF_OP_MUL, 2, (int[]){k, k}, VF_I32, sc);
+    int c = op(g, VF_OP_MAXIMUM, 2, (int[]){a, k}, VF_I32, s);
+    int w = fill(g, VF_F32, s, 0.5);                        /* matmul and add: a CONST and a copy */
+    int m = op(g, VF_OP_MATMUL, 2, (int[]){x, w}, VF_F32, s);
+    int m2 = op(g, VF_OP_ADD, 2, (int[]){m, w}, VF_F32, s);
+    int o = fill(g, VF_F16, sc, 1.0 / 3.0);                 /* an output, and read by neg */
+    int on = op(g, VF_OP_NEG, 1, &o, VF_F16, sc);
+    int l = fill(g, VF_F32, big, 1.0);                      /* large, read by a reduction */
+    int ls = op(g, VF_OP_REDUCE_SUM, 1, &l, VF_F32, sc);
+    g->nodes[ls].attrs.axes_mask = 1;
+    outputs(g, 6, (int[]){c, b, m2, o, on, ls});
+    int before = g->n;
+    assert_true(vf_pass_fills(g, &err) > 0);
+    /* k: gone, 3 copies; w: a CONST and one copy; o: stays, one copy; l: stays */
+    assert_int_equal(g->n, before - 1 + 3 + 1 + 1);
+    assert_int_equal(count_kind(g, VF_NODE_CONST, -1), 1);
+    for (int i = 0; i < g->n; i++) {
+        const vf_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_in; j++) assert_true(n->in[j] < i);   /* still SSA */
+        if (n->kind != VF_NODE_OP || vf_op_get(n->op)->kind != VF_KIND_ELEMENTWISE) continue;
+        for (int j = 0; j < n->n_in; j++) {
+            const vf_node *p = &g->nodes[n->in[j]];
+            if (p->kind != VF_NODE_OP || p->op != VF_OP_FILL) continue;
+            assert_int_equal(n->in[j], i - 1);   /* its own copy, right before it */
+            int readers = 0;
+            for (int q = 0; q < g->n; q++)
+                for (int r = 0; r < g->nodes[q].n_in; r++)
+                    readers += g->nodes[q].in[r] == n->in[j] && (r == 0 || g->nodes[q].in[r - 1] != n->in[j]);
+            assert_int_equal(readers, 1);
+        }
+    }
+    /* the outputs: c, b, m2 and on read copies; o and ls keep their FILL and reduction */
+    const vf_node *oo = &g->nodes[g->outputs[3]], *ol = &g->nodes[g->nodes[g->outputs[5]].in[0]];
+    assert_true(oo->kind == VF_NODE_OP && oo->op == VF_OP_FILL && oo->dtype == VF_F16);
+    assert_true(ol->kind == VF_NODE_OP && ol->op == VF_OP_FILL && ol->shape.dim[0] == 5000);
+    const vf_node *mm = &g->nodes[g->nodes[g->outputs[2]].in[0]], *wc = &g->nodes[mm->in[1]];
+    assert_int_equal(mm->op, VF_OP_MATMUL);
+    assert_int_equal(wc->kind, VF_NODE_CONST);
+    assert_int_equal(wc->bytes, 16 * sizeof(float));
+    for (int i = 0; i < 16; i++) assert_true(((const float *)wc->data)[i] == 0.5f);
+    assert_int_equal(vf_pass_fills(g, &err), 0);   /* nothing left to give */
     vf_graph_free(g);
 }
 
@@ -463,6 +573,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fold),          cmocka_unit_test(test_fold_symbolic_and_big),
+        cmocka_unit_test(test_splat),         cmocka_unit_test(test_fills),
         cmocka_unit_test(test_dce_keeps_effects), cmocka_unit_test(test_cse),
         cmocka_unit_test(test_simplify),      cmocka_unit_test(test_simplify_keeps_variable_reads),
         cmocka_unit_test(test_cond_to_select), cmocka_unit_test(test_cond_with_effect_stays),

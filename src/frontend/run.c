@@ -68,8 +68,11 @@ static vf_status empty_input(vf_run_state *rs, int id, const vf_node *n, const v
                      "max, min and argmax of nothing are undefined");
 }
 
+static vf_status const_value(vf_run_state *rs, const vf_node *n, vf_rval *out);
+
 static vf_status run_op(vf_run_state *rs, int id, const vf_node *n, const vf_rval *in, vf_rval *out)
 {
+    if (vf_node_kept_fill(n)) return const_value(rs, n, out);
     vf_dtype dts[3];
     vf_shape sh[3];
     for (int j = 0; j < n->n_in && j < 3; j++) {
@@ -100,6 +103,9 @@ static vf_status copy_value(vf_run_state *rs, const vf_rval *v, const vf_shape *
     return exec(rs, &e);
 }
 
+/* The value of CONST n, or of a kept FILL (vf_node_kept_fill), made on first
+   use and kept by the concrete function: node by node (a while body, the
+   CPU backend) a constant made in the body costs nothing per call. */
 static vf_status const_value(vf_run_state *rs, const vf_node *n, vf_rval *out)
 {
     vf_const_cache *c = rs->consts;
@@ -119,7 +125,8 @@ static vf_status const_value(vf_run_state *rs, const vf_node *n, vf_rval *out)
     }
     /* made in a scope of its own and kept by the cache alone */
     vf_scope_begin(rs->ctx);
-    vf_tensor *t = vf_tensor_from_host(rs->ctx, n->dtype, n->shape.rank, n->shape.dim, n->data);
+    vf_tensor *t = n->kind == VF_NODE_CONST ? vf_tensor_from_host(rs->ctx, n->dtype, n->shape.rank, n->shape.dim, n->data)
+                                            : vf_fill(rs->ctx, n->dtype, n->shape.rank, n->shape.dim, n->attrs.value);
     vf_tensor_retain(t);
     vf_scope_end(rs->ctx);
     if (!t) return rs->ctx->err.status;

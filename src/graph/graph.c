@@ -78,13 +78,19 @@ bool vf_graph_has_effects(const vf_graph *g)
     return false;
 }
 
+bool vf_node_kept_fill(const vf_node *n)
+{
+    int64_t numel = vf_shape_numel(&n->shape);
+    return n->kind == VF_NODE_OP && n->op == VF_OP_FILL && !n->shape.sym && numel > 0 && numel <= VF_FOLD_MAX_ELEMS;
+}
+
 int vf_graph_kernels(const vf_graph *g)
 {
     int k = 0;
     if (!g) return 0;
     for (int i = 0; i < g->n; i++) {
         const vf_node *n = &g->nodes[i];
-        if (n->kind == VF_NODE_OP || n->kind == VF_NODE_ASSIGN) k++;
+        if ((n->kind == VF_NODE_OP && !vf_node_kept_fill(n)) || n->kind == VF_NODE_ASSIGN) k++;
         if (n->kind == VF_NODE_COND || n->kind == VF_NODE_WHILE)
             k += vf_graph_kernels(n->sub[0]) + vf_graph_kernels(n->sub[1]);
     }

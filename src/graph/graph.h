@@ -89,10 +89,22 @@ void vf_graph_free(vf_graph *g);
 int vf_graph_add(vf_graph *g, vf_node_kind kind, int n_in, const int *in);
 bool vf_graph_set_outputs(vf_graph *g, int n, const int *ids);
 
+/* Constants of at most this many elements are values made once and kept
+   by the concrete function (on the device, and in its saved form):
+   folding's results (graph/passes_fold.c), small FILLs that are not
+   literals of a fused kernel (passes_fills.c, frontend/run.c). Larger
+   ones are computed at run time. */
+#define VF_FOLD_MAX_ELEMS 4096
+
+/* Whether n is a FILL that node-by-node runs make once and keep (static
+   shape, 1 .. VF_FOLD_MAX_ELEMS elements): no kernel per call. */
+bool vf_node_kept_fill(const vf_node *n);
+
 /* A node whose removal or reordering changes what the program does. */
 bool vf_node_has_effect(const vf_node *n);
 bool vf_graph_has_effects(const vf_graph *g);
-/* The number of nodes of g and its subgraphs that run a kernel. */
+/* The number of nodes of g and its subgraphs that run a kernel at every
+   node-by-node run (kept fills do not). */
 int vf_graph_kernels(const vf_graph *g);
 
 /* Rewrites every use (inputs and outputs) of value i to repl[i] (repl[i] ==

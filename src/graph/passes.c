@@ -14,6 +14,7 @@ static const struct {
     {"cond_to_select", vf_pass_cond_to_select},
     {"simplify", vf_pass_simplify},
     {"fold", NULL},
+    {"splat", vf_pass_splat},
     {"cse", vf_pass_cse},
     {"dce", vf_pass_dce},
 };
@@ -44,7 +45,10 @@ int vf_optimize(vf_graph *g, const vf_evaluator *ev, const char *dump_dir, const
         total += changed;
         if (!changed) break;
     }
-    return total;
+    int c = vf_pass_fills(g, err);
+    if (c < 0) return -1;
+    if (dump_dir) dump(g, dump_dir, name, step++, "fills");
+    return total + c;
 }
 
 bool vf_node_is_const(const vf_graph *g, int id)

@@ -33,14 +33,25 @@ int vf_pass_cse(vf_graph *g, vf_err *err);
    same-shape copies -> x; transpose of transpose -> one (or x); reshape of
    reshape -> one reshape; a reshape that keeps the shape -> x. */
 int vf_pass_simplify(vf_graph *g, vf_err *err);
+/* Constants as splats (passes_fills.c): a small CONST whose elements are
+   all one value becomes a FILL, and a reshape or transpose of a FILL a
+   FILL of its shape. */
+int vf_pass_splat(vf_graph *g, vf_err *err);
+/* Run once after the others (CSE would merge what it makes): every
+   elementwise reader of a FILL gets a FILL of its own right before it (a
+   literal of its fusion group); the FILL's other uses (outputs,
+   non-elementwise readers) read one value, a CONST when it is not an
+   output and has at most VF_FOLD_MAX_ELEMS elements (graph.h; made once,
+   kept). */
+int vf_pass_fills(vf_graph *g, vf_err *err);
 /* A vf_cond whose branches are small and side-effect free becomes both
    branches inline plus a `where` per output: no host round trip. */
 int vf_pass_cond_to_select(vf_graph *g, vf_err *err);
 
 /* Runs the passes until nothing changes (at most 4 rounds), folding with
-   ev. With dump_dir set, writes <dir>/<name>.NN-<pass>.txt and .dot after
-   every pass, and .00-traced before the first. Returns the total of
-   changes or -1. */
+   ev, then vf_pass_fills. With dump_dir set, writes
+   <dir>/<name>.NN-<pass>.txt and .dot after every pass, and .00-traced
+   before the first. Returns the total of changes or -1. */
 int vf_optimize(vf_graph *g, const vf_evaluator *ev, const char *dump_dir, const char *name, vf_err *err);
 
 /* Helpers shared by the passes (passes.c). */

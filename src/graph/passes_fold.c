@@ -7,10 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Results larger than this stay computed at run time: a constant is
-   stored in the function and uploaded on every call. */
-#define VF_FOLD_MAX_ELEMS 4096
-
 static bool foldable(const vf_graph *g, const vf_node *n, const vf_evaluator *ev)
 {
     if (n->shape.sym) return false;

@@ -83,6 +83,7 @@ typedef struct {
     int n_w;
     int *gid;          /* node -> working group (not yet resolved) */
     bool *is_out;      /* graph outputs */
+    int *readers;      /* nodes reading each value */
     int *mark;         /* scratch per node for set counting */
     int stamp;
 } pstate;
@@ -167,6 +168,23 @@ static int members_of(pstate *s, const int *cand, int nc)
     return m;
 }
 
+/* Whether working group r is one FILL read only by node n and not a graph
+   output: a splat (a literal broadcast to whatever reads it), which may
+   join n's group whatever its shape. graph/passes_fills.c gives every
+   elementwise reader a FILL of its own. */
+static bool splat_for(pstate *s, int r, int n)
+{
+    if (s->w[r].kind != VF_GROUP_ELEMENTWISE_DAG || s->w[r].n_members != 1) return false;
+    const vf_node *nd = &s->g->nodes[n];
+    for (int k = 0; k < nd->n_in; k++) {
+        int p = nd->in[k];
+        const vf_node *f = &s->g->nodes[p];
+        if (find(s, s->gid[p]) == r)
+            return f->kind == VF_NODE_OP && f->op == VF_OP_FILL && s->readers[p] == 1 && !s->is_out[p];
+    }
+    return false;
+}
+
 /* Whether elementwise node nd may be a member of a row group of row shape
    `row` when it reads member value p: its shape is the row's, the kept
    per-row shape [..., 1] or the dropped one [...] (sparse_xent losses), and
@@ -189,6 +207,7 @@ static bool row_inputs_ok(pstate *s, const int *cand, int nc, int n, const vf_sh
         for (int c = 0; c < nc && !member; c++) member = r == cand[c];
         if (!member) continue;
         const vf_node *nd = &g->nodes[v];
+        if (nd->kind == VF_NODE_OP && nd->op == VF_OP_FILL) continue;   /* a literal: no input, any shape */
         vf_row_class where = row_center(g, nd) ? VF_ROW_WIDE : vf_row_classify_shape(&nd->shape, row);
         if (where == VF_ROW_NONE) return false;
         for (int k = 0; k < nd->n_in; k++) {
@@ -223,7 +242,9 @@ static int choose(pstate *s, int n, int epoch)
         wgroup *w = &s->w[r];
         if (!w->open || w->epoch != epoch) continue;
         bool ok;
-        if (w->kind == VF_GROUP_ELEMENTWISE_DAG) {
+        if (rx < 0 && vf_fusible_elementwise(nd) && splat_for(s, r, n)) {
+            ok = true;
+        } else if (w->kind == VF_GROUP_ELEMENTWISE_DAG) {
             ok = vf_shape_equal(&w->shape, &nd->shape) && vf_fusible_elementwise(nd);
             /* a row op's prologue: elementwise producers of the row input */
             if (rx >= 0) ok = k == rx && vf_shape_equal(&w->shape, &g->nodes[p].shape);
@@ -250,7 +271,7 @@ static int choose(pstate *s, int n, int epoch)
     /* an elementwise group merged into a row group must be over its rows */
     if (row)
         for (int c = 0; c < nc; c++)
-            if (s->w[cand[c]].kind == VF_GROUP_ELEMENTWISE_DAG &&
+            if (s->w[cand[c]].kind == VF_GROUP_ELEMENTWISE_DAG && !(rx < 0 && splat_for(s, cand[c], n)) &&
                 vf_row_classify_shape(&s->w[cand[c]].shape, row) == VF_ROW_NONE) {
                 memmove(&cand[c], &cand[c + 1], sizeof cand[0] * (size_t)(nc - c - 1));
                 nc--, c--;
@@ -278,6 +299,9 @@ static int choose(pstate *s, int n, int epoch)
         s->w[root].n_members += s->w[cand[c]].n_members;
         s->w[cand[c]].parent = root;
     }
+    /* the root may be a splat of another shape: the group has n's (a row
+       prologue gets its row shape from the caller) */
+    if (s->w[root].kind == VF_GROUP_ELEMENTWISE_DAG && rx < 0) s->w[root].shape = nd->shape;
     return root;
 }
 
@@ -299,13 +323,22 @@ vf_status vf_partition(const vf_graph *g, const vf_fusion_options *opt, vf_parti
     s.gid = calloc(cnt, sizeof *s.gid);
     s.is_out = calloc(cnt, sizeof *s.is_out);
     s.mark = calloc(cnt, sizeof *s.mark);
+    s.readers = calloc(cnt, sizeof *s.readers);
     vf_status st = VF_OK;
-    if (!s.w || !s.gid || !s.is_out || !s.mark) {
+    if (!s.w || !s.gid || !s.is_out || !s.mark || !s.readers) {
         st = vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "partition: out of memory (%d nodes)", n);
         goto done;
     }
     for (int i = 0; i < g->n_outputs; i++)
         if (g->outputs[i] >= 0 && g->outputs[i] < n) s.is_out[g->outputs[i]] = true;
+    for (int v = 0; v < n; v++) {   /* distinct readers (checked against SSA order below) */
+        const vf_node *nd = &g->nodes[v];
+        for (int k = 0; k < nd->n_in; k++) {
+            bool first = nd->in[k] >= 0 && nd->in[k] < n;
+            for (int q = 0; q < k && first; q++) first = nd->in[q] != nd->in[k];
+            if (first) s.readers[nd->in[k]]++;
+        }
+    }
 
     int epoch = 0;
     for (int v = 0; v < n; v++) {
@@ -353,6 +386,7 @@ done:
     free(s.gid);
     free(s.is_out);
     free(s.mark);
+    free(s.readers);
     if (st) vf_partition_free(out);
     return st;
 }

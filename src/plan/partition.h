@@ -23,6 +23,11 @@
  * other nodes reading or writing state: no group contains nodes on both
  * sides of a side-effect node.
  *
+ * Splats: a FILL read by one node only and not a graph output joins the
+ * group of its elementwise reader whatever its shape (a literal broadcast
+ * to the reader's; graph/passes_fills.c gives every elementwise reader a
+ * FILL of its own), so constants made in a body cost no kernel.
+ *
  * Values: a value id is a node id (graph.h). A group's `inputs` are the
  * values its members read that are produced outside it, in order of first
  * use, without duplicates; its `outputs` are the member values used by

@@ -123,7 +123,9 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
         if (!cg_member_op(e->op))
             return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "fused group: member %d (%s) is not elementwise", m,
                               vf_op_get(e->op)->name);
-        if (e->out.rank != oshape->rank || memcmp(e->out.shape, oshape->shape, sizeof(int64_t) * (size_t)oshape->rank))
+        bool splat = e->op == VF_OP_FILL && grp->members[m].out < 0;   /* a literal: any shape */
+        if (!splat &&
+            (e->out.rank != oshape->rank || memcmp(e->out.shape, oshape->shape, sizeof(int64_t) * (size_t)oshape->rank)))
             return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "fused group: members of different shapes");
     }
     const vf_tref *ins[FU_MAX_TENSORS];

@@ -247,7 +247,8 @@ vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_cap
         if (!cg_member_op(e->op))
             return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "matmul group: member %d (%s) is not elementwise", m,
                               vf_op_get(e->op)->name);
-        if (e->out.rank != out->rank || memcmp(e->out.shape, out->shape, sizeof(int64_t) * (size_t)out->rank))
+        bool splat = e->op == VF_OP_FILL && grp->members[m].out < 0;   /* a literal: any shape */
+        if (!splat && (e->out.rank != out->rank || memcmp(e->out.shape, out->shape, sizeof(int64_t) * (size_t)out->rank)))
             return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT,
                               "matmul group: member %d (%s) does not have the matmul's output shape", m,
                               vf_op_get(e->op)->name);

@@ -142,6 +142,8 @@ static vf_status classify(rg *r)
             if (e->op == VF_OP_SPARSE_XENT && e->in[0].dtype != VF_I32 && e->in[0].dtype != VF_U32)
                 return vf_err_set(r->err, VF_ERROR_UNSUPPORTED, "row group: sparse_xent labels must be i32 / u32");
             c = is_reduction(e->op) ? CL_S : e->op == VF_OP_SPARSE_XENT ? CL_D : CL_W;
+        } else if (e->op == VF_OP_FILL && fm->out < 0) {
+            c = CL_S;   /* a literal read by other members: one value for every row, of any shape */
         } else if (cg_member_op(e->op)) {
             bool any_w = false, any_d = false;
             for (int k = 0; k < e->n_in; k++) {
