@@ -344,6 +344,18 @@ static void test_out_of_memory(void **state)
     assert_int_equal(m->bytes_reserved, 3 << 20);
     vf_err_clear(&h.err);
 
+    /* room for the tensor but not for its size class (1920 KiB): a block of
+       exactly its size */
+    const size_t K = 1024;
+    vf_buffer *e = NULL;
+    assert_int_equal(vf_vk_mem_size_class(m, 1900 * K), 1920 * K);
+    h.rt->dev.test.memory_limit = (int64_t)((3072 + 1910) * K);
+    assert_int_equal(vf_vk_mem_alloc(m, 1900 * K, 0, &e), VF_OK);
+    assert_int_equal(h.err.status, VF_OK);
+    assert_int_equal(e->block->size, 1900 * K);
+    vf_vk_mem_free(m, e, h.rt->sched.completed);
+    assert_int_equal(vf_vk_mem_trim(m), 1900 * K);
+
     /* a range freed while a batch uses it: waited for, then given back */
     const uint32_t n = (3 << 20) / 4;
     vf_buffer *in = NULL;

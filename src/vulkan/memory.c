@@ -224,8 +224,10 @@ int64_t vf_vk_mem_trim(vf_vk_mem *m)
 /* A new block; when the driver is out of memory, the cache goes back to
    it first (and, if freed ranges wait for in-flight batches, those batches
    are waited for so that their blocks can go back too), then the
-   allocation is tried again: PyTorch's free-and-retry. */
-static vf_status block_new(vf_vk_mem *m, VkDeviceSize size, bool dedicated, vf_vk_block **out)
+   allocation is tried again: PyTorch's free-and-retry. Last, a block of
+   exactly `need` bytes is tried when size (a size class) is more. */
+static vf_status block_new(vf_vk_mem *m, VkDeviceSize size, VkDeviceSize need, bool dedicated,
+                           vf_vk_block **out)
 {
     VkResult r;
     vf_status s = block_create(m, size, dedicated, out, &r);
@@ -244,6 +246,7 @@ static vf_status block_new(vf_vk_mem *m, VkDeviceSize size, bool dedicated, vf_v
         s = block_create(m, size, dedicated, out, &r);
     }
     if (retried) m->retries++;
+    if (r != VK_SUCCESS && need < size) s = block_create(m, need, dedicated, out, &r);
     if (r == VK_SUCCESS) return s;
     return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY,
                       "vkAllocateMemory of %llu bytes failed: %s (%lld bytes of device memory in use by"
@@ -338,10 +341,10 @@ static vf_status mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, bool 
     if (size > m->block_size / 2) {
         /* Big tensors: a block of their own, no fragmentation of the pool. */
         b = take_cached(m, size);
-        if (!b) s = block_new(m, vf_vk_mem_size_class(m, size), true, &b);
+        if (!b) s = block_new(m, vf_vk_mem_size_class(m, size), size, true, &b);
         if (!s) fi = 0;
     } else if (!find_fit(m, size, align, &b, &fi)) {
-        s = block_new(m, m->block_size, false, &b);
+        s = block_new(m, m->block_size, m->block_size, false, &b);
         if (!s) fi = 0;
     }
     if (s) {
