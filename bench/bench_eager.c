@@ -49,9 +49,12 @@ static double time_op(vf_context *ctx, op_fn fn, int rank, const int64_t *sa, co
    next begins: the loop a user writes. The results are all alive until the
    scope ends, so each chain needs len fresh tensors of the size of a: what
    the device memory cache (docs/RUNTIME.md, Memory) has to serve. One
-   warm-up chain first; each chain synced once, at its end. */
-static double time_chain(vf_context *ctx, int64_t n, int len, int iters)
+   warm-up chain first; each chain synced once, at its end. *allocs
+   receives the device memory blocks allocated per timed chain
+   (vf_context_stats.device_allocations): 0 when the cache serves them all. */
+static double time_chain(vf_context *ctx, int64_t n, int len, int iters, double *allocs)
 {
+    vf_context_stats st0 = {0}, st1 = {0};
     vf_scope_begin(ctx);
     vf_tensor *a = vf_random_normal(ctx, VF_F32, 1, &n, 1);
     vf_tensor *b = vf_random_normal(ctx, VF_F32, 1, &n, 2);
@@ -70,7 +73,10 @@ static double time_chain(vf_context *ctx, int64_t n, int len, int iters)
         }
         if (i > 0 && t < best) best = t;
         vf_scope_end(ctx);
+        if (i == 0) vf_context_stats_get(ctx, &st0);
     }
+    vf_context_stats_get(ctx, &st1);
+    *allocs = iters > 0 ? (double)(st1.device_allocations - st0.device_allocations) / iters : 0.0;
     vf_scope_end(ctx);
     return best;
 }
@@ -102,11 +108,13 @@ int main(int argc, char **argv)
     printf("%-26s %9.2f GB/s %9.2f GB/s %9.2fx\n", "add 16M f32", bytes / tv * 1e-9, bytes / tc * 1e-9, tc / tv);
 
     enum { CHAIN = 20 };
-    tv = time_chain(vk, n16[0], CHAIN, iters);
-    tc = time_chain(cpu, n16[0], CHAIN, iters);
+    double av = 0, ac = 0;
+    tv = time_chain(vk, n16[0], CHAIN, iters, &av);
+    tc = time_chain(cpu, n16[0], CHAIN, iters, &ac);
     bytes = CHAIN * 3.0 * 4 * (double)n16[0];
     printf("%-26s %9.2f GB/s %9.2f GB/s %9.2fx\n", "20 adds 16M f32 in a scope", bytes / tv * 1e-9, bytes / tc * 1e-9,
            tc / tv);
+    printf("%-26s %9.1f       %9.1f\n", "  allocations per chain", av, ac);
 
     int64_t sm[2] = {2048, 1024};
     tv = time_op(vk, op_softmax, 2, sm, sm, iters);
