@@ -1,4 +1,5 @@
-/* Eager benchmarks: elementwise add over 16M f32, softmax over [2048,1024]
+/* Eager benchmarks: elementwise add over 16M f32, a chain of 20 such adds
+ * in one scope (repeated, as a user's loop is), softmax over [2048,1024]
  * and a 1024^3 f32 matmul, on Vulkan and on the CPU backend (OpenBLAS),
  * measured side by side in one run. Prints GB/s, GFLOP/s and the ratios.
  * Usage: bench_eager [--iters N] [--quick]   (not a test: nothing asserted) */
@@ -43,6 +44,43 @@ static double time_op(vf_context *ctx, op_fn fn, int rank, const int64_t *sa, co
     return best;
 }
 
+/* Best seconds per chain of `len` adds y = y + b over a and b, each chain
+   in a scope of its own that ends (freeing its len results) before the
+   next begins: the loop a user writes. The results are all alive until the
+   scope ends, so each chain needs len fresh tensors of the size of a: what
+   the device memory cache (docs/RUNTIME.md, Memory) has to serve. One
+   warm-up chain first; each chain synced once, at its end. *allocs
+   receives the device memory blocks allocated per timed chain
+   (vf_context_stats.device_allocations): 0 when the cache serves them all. */
+static double time_chain(vf_context *ctx, int64_t n, int len, int iters, double *allocs)
+{
+    vf_context_stats st0 = {0}, st1 = {0};
+    vf_scope_begin(ctx);
+    vf_tensor *a = vf_random_normal(ctx, VF_F32, 1, &n, 1);
+    vf_tensor *b = vf_random_normal(ctx, VF_F32, 1, &n, 2);
+    vf_context_sync(ctx);
+    double best = INFINITY;
+    for (int i = 0; i <= iters; i++) {
+        vf_scope_begin(ctx);
+        double t0 = vb_now();
+        vf_tensor *y = a;
+        for (int k = 0; k < len && y; k++) y = vf_add(ctx, y, b);
+        vf_context_sync(ctx);
+        double t = vb_now() - t0;
+        if (!y) {
+            fprintf(stderr, "bench: %s\n", vf_error_message(ctx));
+            exit(1);
+        }
+        if (i > 0 && t < best) best = t;
+        vf_scope_end(ctx);
+        if (i == 0) vf_context_stats_get(ctx, &st0);
+    }
+    vf_context_stats_get(ctx, &st1);
+    *allocs = iters > 0 ? (double)(st1.device_allocations - st0.device_allocations) / iters : 0.0;
+    vf_scope_end(ctx);
+    return best;
+}
+
 int main(int argc, char **argv)
 {
     int iters = 10;
@@ -68,6 +106,15 @@ int main(int argc, char **argv)
     double tv = time_op(vk, op_add, 1, n16, n16, iters), tc = time_op(cpu, op_add, 1, n16, n16, iters);
     double bytes = 3.0 * 4 * (double)n16[0];
     printf("%-26s %9.2f GB/s %9.2f GB/s %9.2fx\n", "add 16M f32", bytes / tv * 1e-9, bytes / tc * 1e-9, tc / tv);
+
+    enum { CHAIN = 20 };
+    double av = 0, ac = 0;
+    tv = time_chain(vk, n16[0], CHAIN, iters, &av);
+    tc = time_chain(cpu, n16[0], CHAIN, iters, &ac);
+    bytes = CHAIN * 3.0 * 4 * (double)n16[0];
+    printf("%-26s %9.2f GB/s %9.2f GB/s %9.2fx\n", "20 adds 16M f32 in a scope", bytes / tv * 1e-9, bytes / tc * 1e-9,
+           tc / tv);
+    printf("%-26s %9.1f       %9.1f\n", "  allocations per chain", av, ac);
 
     int64_t sm[2] = {2048, 1024};
     tv = time_op(vk, op_softmax, 2, sm, sm, iters);

@@ -122,8 +122,32 @@ typedef struct {
        that compile lazily (lavapipe: at a kernel's first dispatch) spend
        their compile time in the first run instead. */
     double pipeline_create_ms;
+    /* Device memory (docs/RUNTIME.md, "Memory"). Memory a freed tensor
+       used is cached: kept for the next tensor of its size class, since a
+       fresh allocation costs the driver's work and a page fault at every
+       first touch. The cache is sized by VKFUSE_MEMORY_CACHE (default: the
+       device heap's size); all of it goes back to the driver when an
+       allocation fails for want of memory (then retried) and on
+       vf_context_trim. The CPU backend caches nothing: cached and retries
+       stay 0 there, reserved equals in use. */
+    int64_t device_bytes_cached;   /* freed memory kept for reuse */
+    int64_t device_bytes_reserved; /* all device memory vkfuse holds: in use, cached, freed but still
+                                      used by queued work, and the free space of shared blocks */
+    int64_t device_bytes_peak;     /* the highest device_bytes_in_use so far */
+    int64_t device_allocations;    /* memory blocks allocated from the driver (vkAllocateMemory; on
+                                      the CPU backend every buffer): in a steady loop it stops
+                                      growing when the cache serves every tensor */
+    int64_t device_alloc_retries;  /* allocations the driver refused for want of memory and that
+                                      were tried again after the cache was given back */
 } vf_context_stats;
 VF_API vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out);
+/* Gives the context's cached device memory back to the driver (see
+   vf_context_stats.device_bytes_cached), after waiting for queued work so
+   that memory freed while that work still used it goes too; tensors keep
+   theirs. Call it before handing the device to someone else, or after a
+   phase that used much more memory than what follows. A no-op on the CPU
+   backend. Returns the context's status, as vf_context_sync. */
+VF_API vf_status vf_context_trim(vf_context *ctx);
 
 /* Devices, for tools: fills up to max entries and returns how many Vulkan
    devices there are (0 if no loader). `chosen` marks the one

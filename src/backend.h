@@ -222,6 +222,10 @@ typedef struct vf_backend_iface {
     void (*destroy)(void *self);
     /* Counters for vf_context_stats (may be NULL). */
     void (*stats)(void *self, vf_context_stats *out);
+    /* Gives cached device memory back (vf_context_trim), after waiting for
+       queued work so that memory it still used goes too. NULL: the backend
+       caches nothing. */
+    vf_status (*trim)(void *self);
     /* Plans (may be NULL: the frontend then runs graphs exec by exec).
        plan_create generates and compiles every kernel once, allocates the
        arena and records what it can; plan_run runs the whole plan with
@@ -280,10 +284,13 @@ typedef struct vf_vk_options {
                                 driver reports a hung GPU as VK_ERROR_DEVICE_LOST) */
     int compile_threads;     /* VKFUSE_COMPILE_THREADS: threads compiling a plan's shaders; 0: the
                                 online CPUs (at most 16), 1: none */
+    const char *memory_cache;/* VKFUSE_MEMORY_CACHE: most bytes of freed device memory kept for
+                                reuse ("512M", "2G", "0": none); NULL or "": the device heap's size.
+                                Not a size: VF_ERROR_INVALID_ARGUMENT (memory.h) */
 } vf_vk_options;
 
 /* Sets o's loader, test_caps, test_limits, dump_dir, log_info,
-   fence_timeout_s and compile_threads from the
+   fence_timeout_s, compile_threads and memory_cache from the
    environment (context.c; the pointers are the environment's). */
 void vf_vk_options_env(vf_vk_options *o);
 

@@ -42,6 +42,7 @@ static const char *const env_vars[][2] = {
     {"VKFUSE_DUMP=<dir>", "write traced graphs after every pass and every kernel's GLSL"},
     {"VKFUSE_LOG=info", "log retraces and shader compiles"},
     {"VKFUSE_COMPILE_THREADS=<n>", "threads compiling a traced function's kernels (default: the CPUs)"},
+    {"VKFUSE_MEMORY_CACHE=<size>", "freed device memory kept for reuse, e.g. 512M, 2G; 0: none (default: the heap)"},
     {"VKFUSE_FENCE_TIMEOUT=<seconds>", "fail a GPU batch that runs longer (default: no limit)"},
     {"VKFUSE_NO_PLAN=1", "run traced functions node by node, without recorded plans"},
     {"VKFUSE_TEST_LIMITS=...", "test only: smaller device limits, so that split dispatches run"},

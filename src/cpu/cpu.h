@@ -25,6 +25,8 @@ struct vf_buffer {
 typedef struct vf_cpu {
     vf_err *err;            /* the context's sticky error */
     int64_t bytes_in_use;   /* sum of live buffer sizes, for stats */
+    int64_t bytes_peak;     /* the most bytes_in_use has been */
+    int64_t allocations;    /* buffers allocated */
 } vf_cpu;
 
 /* Elements processed per chunk by the generic (converting) loops: small

@@ -29,6 +29,8 @@ static vf_status cpu_alloc(void *self, size_t bytes, vf_buffer **out)
     b->data = data;
     b->size = bytes;
     cpu->bytes_in_use += (int64_t)bytes;
+    if (cpu->bytes_in_use > cpu->bytes_peak) cpu->bytes_peak = cpu->bytes_in_use;
+    cpu->allocations++;
     *out = b;
     return VF_OK;
 }
@@ -140,6 +142,9 @@ static void cpu_stats(void *self, vf_context_stats *out)
 {
     vf_cpu *cpu = self;
     out->device_bytes_in_use = cpu->bytes_in_use;
+    out->device_bytes_reserved = cpu->bytes_in_use; /* nothing cached: freed memory goes back at once */
+    out->device_bytes_peak = cpu->bytes_peak;
+    out->device_allocations = cpu->allocations;
 }
 
 static const vf_backend_iface cpu_iface = {

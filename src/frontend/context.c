@@ -96,6 +96,7 @@ void vf_vk_options_env(vf_vk_options *o)
     const char *ct = env_set("VKFUSE_COMPILE_THREADS");
     long n = ct ? strtol(ct, &end, 10) : 0;
     o->compile_threads = ct && end != ct && *end == '\0' && n >= 1 && n <= 64 ? (int)n : 0;
+    o->memory_cache = env_set("VKFUSE_MEMORY_CACHE"); /* parsed (and refused) by the backend */
 }
 
 /* No context: the environment is read here, as a context would. */
@@ -307,6 +308,17 @@ vf_status vf_context_sync(vf_context *ctx)
     if (ctx->be.iface) {
         vf_status s = ctx->be.iface->sync(ctx->be.self);
         if (s != VF_OK) vf_backend_failed(ctx, s, "vf_context_sync");
+    }
+    return vf_status_get(ctx);
+}
+
+vf_status vf_context_trim(vf_context *ctx)
+{
+    if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
+    VF_LOCKED(ctx);
+    if (ctx->be.iface && ctx->be.iface->trim) {
+        vf_status s = ctx->be.iface->trim(ctx->be.self);
+        if (s != VF_OK) vf_backend_failed(ctx, s, "vf_context_trim");
     }
     return vf_status_get(ctx);
 }

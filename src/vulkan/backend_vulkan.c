@@ -284,6 +284,27 @@ static void vk_stats(void *self, vf_context_stats *out)
     out->dispatches = rt->sched.hz.dispatches;
     out->barriers = rt->sched.hz.barriers;
     out->device_bytes_in_use = rt->mem.bytes_in_use;
+    out->device_bytes_cached = rt->mem.cached_bytes;
+    out->device_bytes_reserved = rt->mem.bytes_reserved;
+    out->device_bytes_peak = rt->mem.bytes_peak;
+    out->device_allocations = rt->mem.allocations;
+    out->device_alloc_retries = rt->mem.retries;
+}
+
+static vf_status vk_trim(void *self)
+{
+    vf_vk_runtime *rt = self;
+    /* Ranges freed while queued work used them are released once it is
+       done: wait for it, so that their blocks are cached and go too. */
+    vf_status s = vf_vk_sched_sync(&rt->sched);
+    vf_vk_mem_trim(&rt->mem);
+    return s ? s : rt->err->status;
+}
+
+static vf_status wait_all(void *arg)
+{
+    vf_vk_runtime *rt = arg;
+    return vf_vk_sched_sync(&rt->sched);
 }
 
 static vf_status vk_plan_create(void *self, const vf_plan_desc *d, vf_plan **out)
@@ -340,6 +361,7 @@ static const vf_backend_iface vk_iface = {
     .sync = vk_sync,
     .destroy = vk_destroy,
     .stats = vk_stats,
+    .trim = vk_trim,
     .plan_create = vk_plan_create,
     .plan_run = vk_plan_run,
     .plan_destroy = vk_plan_destroy,
@@ -363,6 +385,38 @@ const vf_vk_timing *vf_vk_runtime_timings(vf_vk_runtime *rt, size_t *n)
 
 void vf_vk_runtime_timings_clear(vf_vk_runtime *rt) { rt->sched.n_timings = 0; }
 
+/* VKFUSE_MEMORY_CACHE: bytes, or a number with K, M or G (binary: KiB,
+   MiB, GiB; a trailing "B" or "iB" is allowed). "0": no cache (-1 here);
+   unset: the default (0 here). A typo must not silently become the
+   default: anything else is refused. */
+static vf_status parse_cache_size(const char *v, int64_t *out, vf_err *err)
+{
+    *out = 0;
+    if (!v || !*v) return VF_OK;
+    const char *p = v;
+    uint64_t n = 0;
+    bool digits = false;
+    while (*p >= '0' && *p <= '9') {
+        if (n > (UINT64_MAX - 9) / 10) break;
+        n = n * 10 + (uint64_t)(*p++ - '0');
+        digits = true;
+    }
+    unsigned shift = 0;
+    switch (*p) {
+    case 'k': case 'K': shift = 10; p++; break;
+    case 'm': case 'M': shift = 20; p++; break;
+    case 'g': case 'G': shift = 30; p++; break;
+    default: break;
+    }
+    if (shift && (strcmp(p, "iB") == 0 || strcmp(p, "B") == 0)) p += strlen(p);
+    if (!digits || *p || n > ((uint64_t)INT64_MAX >> shift))
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT,
+                          "VKFUSE_MEMORY_CACHE=%s is not a size: give bytes, or a number with K, M or G"
+                          " (KiB, MiB, GiB), e.g. 512M or 2G; 0 keeps no freed device memory", v);
+    *out = n == 0 ? -1 : (int64_t)(n << shift);
+    return VF_OK;
+}
+
 vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
                                   const vf_vk_extra_options *xopt, vf_backend_t *out,
                                   char *device_name, size_t device_name_len)
@@ -373,6 +427,10 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
     if (!opt) opt = &defaults;
     out->iface = NULL;
     out->self = NULL;
+    int64_t cache_cap = 0;
+    vf_status s = parse_cache_size(opt->memory_cache, &cache_cap, err);
+    if (s) return s;
+    if (xopt->cache_cap) cache_cap = xopt->cache_cap;
     vf_vk_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
     rt->err = err;
@@ -385,12 +443,13 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
         .test_caps = opt->test_caps,
         .test_limits = opt->test_limits,
     };
-    vf_status s = vf_vk_device_create(&rt->dev, &dopt, err);
+    s = vf_vk_device_create(&rt->dev, &dopt, err);
     if (s) {
         free(rt);
         return s;
     }
-    vf_vk_mem_options mopt = {.block_size = xopt->block_size, .force_staging = xopt->force_staging};
+    vf_vk_mem_options mopt = {.block_size = xopt->block_size, .cache_cap = cache_cap,
+                              .force_staging = xopt->force_staging};
     vf_vk_sched_options sopt = {.batch_dispatches = xopt->batch_dispatches, .profile = opt->profile,
                                 .fence_timeout_s = opt->fence_timeout_s};
     s = vf_vk_mem_init(&rt->mem, &rt->dev, &mopt, err);
@@ -405,6 +464,10 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
     if (!s) s = vf_vk_pipelines_init(&rt->pipes, &rt->dev, rt->shaders.dir, err);
     if (!s) rt->pipes.log_info = opt->log_info;
     if (!s) s = vf_vk_sched_init(&rt->sched, &rt->dev, &rt->mem, &sopt, err);
+    if (!s) {
+        rt->mem.wait_all = wait_all;
+        rt->mem.wait_arg = rt;
+    }
     if (s) {
         runtime_destroy(rt);
         return s;

@@ -30,6 +30,10 @@ typedef struct vf_vk_test_hooks {
                                 gets a wrong kernel (an elementwise unary op's kernel is made
                                 for neg instead, neg's for abs), so that VKFUSE_CHECK can be
                                 shown to name it (tests/test_check.c); -1 (the default): none */
+    int64_t memory_limit;    /* > 0: a memory block that would take the bytes of all blocks
+                                (vf_vk_mem.bytes_reserved) past this fails as the driver's
+                                VK_ERROR_OUT_OF_DEVICE_MEMORY, without calling it: a device that
+                                runs out of memory (tests/test_vulkan_memory.c) */
 } vf_vk_test_hooks;
 
 typedef struct vf_vk_device {

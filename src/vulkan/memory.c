@@ -55,7 +55,13 @@ vf_status vf_vk_mem_init(vf_vk_mem *m, vf_vk_device *dev, const vf_vk_mem_option
     if (m->host_visible && !m->coherent && m->atom > m->align) m->align = m->atom;
     m->max_range = L->maxStorageBufferRange;
     m->block_size = opt && opt->block_size ? align_up(opt->block_size, m->align) : 64 * VF_MIB;
-    m->idle_cap = opt && opt->idle_cap ? (int64_t)opt->idle_cap : 4 * (int64_t)m->block_size;
+    /* By default the cache may hold as much as the heap: like PyTorch's,
+       it gives memory back when the driver runs short (block_new), not
+       before; VKFUSE_MEMORY_CACHE sizes it for users who share the device. */
+    const VkPhysicalDeviceMemoryProperties *mp = &dev->mem_props;
+    VkDeviceSize heap = mp->memoryTypeCount ? mp->memoryHeaps[mp->memoryTypes[m->mem_type].heapIndex].size : 0;
+    int64_t cap = opt ? opt->cache_cap : 0;
+    m->cache_cap = cap < 0 ? 0 : cap > 0 ? cap : heap ? (int64_t)heap : 4 * (int64_t)m->block_size;
     m->usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
                VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
                VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT; /* guarded plan steps (plan.c) */
@@ -73,8 +79,14 @@ static void block_destroy(vf_vk_mem *m, vf_vk_block *b)
     free(b);
 }
 
-static vf_status block_create(vf_vk_mem *m, VkDeviceSize size, bool dedicated, vf_vk_block **out)
+/* A new block. When the driver (or the test hook device.h's memory_limit)
+   has no memory for it, *alloc_result is that VkResult and the status
+   VF_ERROR_OUT_OF_MEMORY with no message yet: block_new releases the cache
+   and tries again before it reports. Other failures set the message. */
+static vf_status block_create(vf_vk_mem *m, VkDeviceSize size, bool dedicated, vf_vk_block **out,
+                              VkResult *alloc_result)
 {
+    *alloc_result = VK_SUCCESS;
     const vf_vk_device_table *vk = &m->dev->vkd;
     VkDevice dev = m->dev->device;
     if (!vf_grow((void **)&m->blocks, &m->cap_blocks, m->n_blocks + 1, sizeof *m->blocks))
@@ -105,14 +117,16 @@ static vf_status block_create(vf_vk_mem *m, VkDeviceSize size, bool dedicated, v
             .allocationSize = req.size,
             .memoryTypeIndex = m->mem_type,
         };
-        VkResult r = vk->vkAllocateMemory(dev, &mai, NULL, &b->memory);
-        m->allocations++;
-        if (r != VK_SUCCESS) {
+        int64_t limit = m->dev->test.memory_limit;
+        VkResult r = limit > 0 && m->bytes_reserved > limit
+                         ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                         : vk->vkAllocateMemory(dev, &mai, NULL, &b->memory);
+        if (r == VK_SUCCESS) {
+            m->allocations++;
+        } else {
             b->memory = VK_NULL_HANDLE;
-            s = vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY,
-                           "vkAllocateMemory of %llu bytes failed: %s (%lld bytes of device memory"
-                           " already in use)", (unsigned long long)req.size, vf_vk_result_name(r),
-                           (long long)m->bytes_in_use);
+            *alloc_result = r;
+            s = VF_ERROR_OUT_OF_MEMORY;
         }
     }
     if (!s) s = vf_vk_check(m->err, vk->vkBindBufferMemory(dev, b->buffer, b->memory, 0),
@@ -150,38 +164,96 @@ static void block_remove(vf_vk_mem *m, vf_vk_block *b)
     block_destroy(m, b);
 }
 
+VkDeviceSize vf_vk_mem_size_class(const vf_vk_mem *m, VkDeviceSize size)
+{
+    VkDeviceSize top = 1;
+    while (top <= size / 2) top *= 2;
+    VkDeviceSize step = top / 8 < m->align ? m->align : align_up(top / 8, m->align);
+    return align_up(size, step);
+}
+
+static void uncache(vf_vk_mem *m, vf_vk_block *b)
+{
+    if (!b->cached) return;
+    b->cached = false;
+    m->cached_bytes -= (int64_t)b->size;
+}
+
 /* Big tensors come and go in loops (a traced call's outputs, the
    intermediates of eager ops), and a fresh VkDeviceMemory costs more than
    the call: the driver maps new pages and every first touch faults (on
    lavapipe a 64 MiB output costs as much again as the kernel writing it).
-   So an idle dedicated block is kept, up to idle_cap bytes, oldest
-   destroyed first, and given to the next big allocation it fits without
-   wasting more than an eighth. The block keeps its id: a recorded plan
-   that bound it needs no re-recording. */
-static vf_vk_block *take_idle(vf_vk_mem *m, VkDeviceSize size)
+   So the next big allocation takes the smallest cached dedicated block
+   that holds it without wasting more than an eighth: its own size class,
+   or the next one up. The block keeps its id: a recorded plan that bound
+   it needs no re-recording. */
+static vf_vk_block *take_cached(vf_vk_mem *m, VkDeviceSize size)
 {
     vf_vk_block *best = NULL;
     for (int i = 0; i < m->n_blocks; i++) {
         vf_vk_block *b = m->blocks[i];
-        if (!b->dedicated || b->live || b->size < size || b->size - size > size / 8) continue;
+        if (!b->dedicated || !b->cached || b->size < size || b->size - size > size / 8) continue;
         if (!best || b->size < best->size) best = b;
     }
-    if (best) m->idle_bytes -= (int64_t)best->size;
+    if (best) uncache(m, best);
     return best;
 }
 
-static void trim_idle(vf_vk_mem *m, int64_t cap)
+/* Destroys cached blocks, oldest first, until at most cap bytes are. */
+static void release_cached(vf_vk_mem *m, int64_t cap)
 {
-    while (m->idle_bytes > cap) {
+    while (m->cached_bytes > cap) {
         vf_vk_block *old = NULL;
         for (int i = 0; i < m->n_blocks; i++) {
             vf_vk_block *b = m->blocks[i];
-            if (b->dedicated && !b->live && (!old || b->idle_since < old->idle_since)) old = b;
+            if (b->cached && (!old || b->idle_since < old->idle_since)) old = b;
         }
         if (!old) break;
-        m->idle_bytes -= (int64_t)old->size;
+        uncache(m, old);
         block_remove(m, old);
     }
+}
+
+int64_t vf_vk_mem_trim(vf_vk_mem *m)
+{
+    int64_t before = m->cached_bytes;
+    release_cached(m, 0);
+    return before;
+}
+
+/* A new block; when the driver is out of memory, the cache goes back to
+   it first (and, if freed ranges wait for in-flight batches, those batches
+   are waited for so that their blocks can go back too), then the
+   allocation is tried again: PyTorch's free-and-retry. Last, a block of
+   exactly `need` bytes is tried when size (a size class) is more. */
+static vf_status block_new(vf_vk_mem *m, VkDeviceSize size, VkDeviceSize need, bool dedicated,
+                           vf_vk_block **out)
+{
+    VkResult r;
+    vf_status s = block_create(m, size, dedicated, out, &r);
+    if (r == VK_SUCCESS) return s; /* made, or failed for another reason (message set) */
+    int64_t released = 0;
+    bool retried = false;
+    for (int round = 0; round < 2 && r != VK_SUCCESS; round++) {
+        if (round == 1) {
+            if (!m->n_pending || !m->wait_all) break;
+            s = m->wait_all(m->wait_arg); /* collects the pending frees into the cache */
+            if (s) return s;
+        }
+        if (m->cached_bytes == 0) continue;
+        released += vf_vk_mem_trim(m);
+        retried = true;
+        s = block_create(m, size, dedicated, out, &r);
+    }
+    if (retried) m->retries++;
+    if (r != VK_SUCCESS && need < size) s = block_create(m, need, dedicated, out, &r);
+    if (r == VK_SUCCESS) return s;
+    return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY,
+                      "vkAllocateMemory of %llu bytes failed: %s (%lld bytes of device memory in use by"
+                      " live tensors, %lld more held; %lld cached bytes were given back to the driver"
+                      " and the allocation tried again); free tensors (end scopes) or use smaller ones",
+                      (unsigned long long)size, vf_vk_result_name(r), (long long)m->bytes_in_use,
+                      (long long)(m->bytes_reserved - m->bytes_in_use), (long long)released);
 }
 
 /* Best fit: the smallest free range that holds `size` at `align`. */
@@ -268,24 +340,18 @@ static vf_status mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, bool 
     vf_status s = VF_OK;
     if (size > m->block_size / 2) {
         /* Big tensors: a block of their own, no fragmentation of the pool. */
-        b = take_idle(m, size);
-        if (!b) {
-            s = block_create(m, size, true, &b);
-            if (s == VF_ERROR_OUT_OF_MEMORY && m->idle_bytes > 0) { /* what is kept, back first */
-                vf_err_clear(m->err);
-                trim_idle(m, 0);
-                s = block_create(m, size, true, &b);
-            }
-        }
+        b = take_cached(m, size);
+        if (!b) s = block_new(m, vf_vk_mem_size_class(m, size), size, true, &b);
         if (!s) fi = 0;
     } else if (!find_fit(m, size, align, &b, &fi)) {
-        s = block_create(m, m->block_size, false, &b);
+        s = block_new(m, m->block_size, m->block_size, false, &b);
         if (!s) fi = 0;
     }
     if (s) {
         free(buf);
         return s;
     }
+    uncache(m, b); /* an empty pool block find_fit chose */
     VkDeviceSize a = align_up(b->free[fi].offset, align);
     if (!carve(b, fi, a, size)) {
         free(buf);
@@ -298,6 +364,7 @@ static vf_status mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, bool 
     buf->size = size;
     buf->bytes = bytes;
     m->bytes_in_use += (int64_t)size;
+    if (m->bytes_in_use > m->bytes_peak) m->bytes_peak = m->bytes_in_use;
     buf->next = m->live;
     if (m->live) m->live->prev = buf;
     m->live = buf;
@@ -314,24 +381,14 @@ static void release(vf_vk_mem *m, vf_buffer *buf)
     b->used -= r.size;
     b->live--;
     if (b->live == 0) {
-        /* Idle dedicated blocks are kept up to idle_cap (take_idle); of the
-           pool keep one empty block as a spare so a loop that frees and
-           allocates does not thrash. */
-        bool spare = false;
-        for (int i = 0; i < m->n_blocks; i++)
-            if (m->blocks[i] != b && !m->blocks[i]->dedicated && m->blocks[i]->live == 0)
-                spare = true;
-        if (!b->dedicated && spare) {
-            block_remove(m, b);
-            return;
-        }
+        /* Nothing in it, and no queued work touches it (pending frees come
+           here only once their batch completed): cached, up to cache_cap. */
         b->n_free = 1;
         b->free[0] = (vf_vk_range){0, b->size};
-        if (b->dedicated) {
-            b->idle_since = ++m->tick;
-            m->idle_bytes += (int64_t)b->size;
-            trim_idle(m, m->idle_cap);
-        }
+        b->cached = true;
+        b->idle_since = ++m->tick;
+        m->cached_bytes += (int64_t)b->size;
+        release_cached(m, m->cache_cap);
         return;
     }
     int i = 0;

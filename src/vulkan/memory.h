@@ -1,13 +1,24 @@
-/* Device memory: a sub-allocator over large blocks.
+/* Device memory: a sub-allocator over large blocks, and a cache of the
+ * blocks nothing uses (PyTorch's caching allocator, for Vulkan).
  *
  * Tensors are ranges of a few big VkDeviceMemory blocks, each bound to one
  * VkBuffer over the whole block, so an allocation is (VkBuffer, offset)
- * and costs no Vulkan call. Big tensors get a dedicated block of their
- * own, kept when idle for the next big tensor it fits (see take_idle in
- * memory.c). Free ranges of a block are a sorted array searched best-fit and
- * coalesced with their neighbours on free. A range freed while a batch
- * that used it is still in flight goes to a pending list and only returns
- * to the free list once that batch's serial has completed. */
+ * and costs no Vulkan call. Small tensors share 64 MiB pool blocks; free
+ * ranges of a block are a sorted array searched best-fit and coalesced
+ * with their neighbours on free. Big tensors get a dedicated block of
+ * their own, its size rounded up to a size class (eight per power of two).
+ * A block nothing uses any more is not destroyed but cached: the next
+ * tensor of its size class (or, a pool block, any small tensor) takes it
+ * without a Vulkan call and without the page faults of fresh memory.
+ * Cached blocks are destroyed, oldest first, when they exceed the cache's
+ * capacity (VKFUSE_MEMORY_CACHE), by vf_vk_mem_trim (vf_context_trim), and
+ * all of them when the driver runs out of memory, before the allocation
+ * is tried again.
+ *
+ * A range freed while a batch that used it is still in flight goes to a
+ * pending list and only returns to its block once that batch's serial has
+ * completed: a block is cached, and so handed out again, only when no
+ * queued or running work can touch it. */
 #ifndef VF_VULKAN_MEMORY_H
 #define VF_VULKAN_MEMORY_H
 
@@ -29,9 +40,9 @@ typedef struct vf_vk_block {
     uint8_t *map;                /* persistent mapping; NULL when not host-visible */
     VkDeviceSize size;
     VkDeviceSize used;           /* reserved bytes of live + pending allocations */
-    bool dedicated;              /* one allocation at a time; idle ones are kept for reuse
-                                    (see vf_vk_mem.idle_bytes) */
-    uint64_t idle_since;         /* dedicated and idle: when it went idle (vf_vk_mem.tick) */
+    bool dedicated;              /* one allocation at a time (a big tensor, an arena) */
+    bool cached;                 /* no allocation in it: counted in vf_vk_mem.cached_bytes */
+    uint64_t idle_since;         /* cached: when it became so (vf_vk_mem.tick), oldest go first */
     int live;                    /* allocations not yet returned to the free list */
     vf_vk_range *free;           /* sorted by offset, never adjacent (coalesced) */
     int n_free, cap_free;
@@ -50,8 +61,9 @@ struct vf_buffer {
 
 typedef struct vf_vk_mem_options {
     VkDeviceSize block_size;     /* 0: 64 MiB */
-    VkDeviceSize idle_cap;       /* idle dedicated blocks kept for reuse; 0: 4 blocks' worth
-                                    (256 MiB by default) */
+    int64_t cache_cap;           /* most bytes of cached blocks kept; 0: the size of the memory
+                                    heap tensors live in; < 0: none (a block nothing uses is
+                                    destroyed at once) */
     bool force_staging;          /* testing: pretend device memory is not host-visible */
 } vf_vk_mem_options;
 
@@ -68,10 +80,17 @@ typedef struct vf_vk_mem {
     vf_buffer **pending;
     int n_pending, cap_pending;
     int64_t bytes_in_use;        /* live allocations (reserved sizes) */
+    int64_t bytes_peak;          /* the most bytes_in_use has been */
     int64_t bytes_reserved;      /* all blocks */
-    int64_t allocations;         /* vkAllocateMemory calls, for tests */
-    int64_t idle_bytes;          /* dedicated blocks with no allocation, kept for reuse */
-    int64_t idle_cap;            /* at most this many idle bytes (oldest go first) */
+    int64_t allocations;         /* blocks allocated (successful vkAllocateMemory calls) */
+    int64_t retries;             /* allocations retried after the driver ran out of memory */
+    int64_t cached_bytes;        /* blocks with no allocation in them, kept for reuse */
+    int64_t cache_cap;           /* at most this many cached bytes (oldest go first); 0: none */
+    /* Waits for all queued work (the runtime's scheduler sync), so that
+       pending frees are collected; called when the driver is out of
+       memory and ranges wait for in-flight batches. NULL: never. */
+    vf_status (*wait_all)(void *arg);
+    void *wait_arg;
     uint64_t tick;
     uint64_t next_block_id;
     vf_buffer *live;             /* allocated, not yet freed */
@@ -94,6 +113,15 @@ vf_status vf_vk_mem_alloc_arena(vf_vk_mem *m, size_t bytes, VkDeviceSize align, 
 void vf_vk_mem_free(vf_vk_mem *m, vf_buffer *buf, uint64_t completed);
 /* Reclaims pending frees whose batch serial is <= completed. */
 void vf_vk_mem_collect(vf_vk_mem *m, uint64_t completed);
+/* Destroys every cached block; returns the bytes given back to the driver.
+   Pending frees stay pending (wait for their batches and collect first to
+   release them too). */
+int64_t vf_vk_mem_trim(vf_vk_mem *m);
+/* The size of the dedicated block a big allocation of `size` bytes gets:
+   size rounded up to a multiple of an eighth of its highest power of two
+   (and of the alignment), so that tensors of nearly equal sizes share
+   cached blocks and no block wastes more than an eighth. */
+VkDeviceSize vf_vk_mem_size_class(const vf_vk_mem *m, VkDeviceSize size);
 
 /* Host-visible blocks only: make host writes visible to the device /
    device writes visible to the host (no-ops on coherent memory). */

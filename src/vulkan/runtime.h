@@ -35,6 +35,7 @@
 /* Knobs beyond vf_vk_options, mostly for tests. All-zero: defaults. */
 typedef struct vf_vk_extra_options {
     VkDeviceSize block_size;       /* memory block size (0: 64 MiB) */
+    int64_t cache_cap;             /* != 0: vf_vk_mem_options.cache_cap, over VKFUSE_MEMORY_CACHE */
     uint32_t batch_dispatches;     /* dispatches per submit (0: 64) */
     bool force_staging;            /* copy through staging buffers even if memory is mappable */
     bool no_push_descriptors;      /* descriptor pools even with VK_KHR_push_descriptor */
