@@ -95,15 +95,20 @@ static am_status make_pipeline(am_exec *x, am_script *s, int pi, const am_exec_o
     am_shader *sh = &s->shader[si];
     uint32_t dev_minor = (x->dev.api_version >> 12) & 0x3ff;
     if (!x->module[si]) {
-        if (am_compile_vk_minor(sh->target_env, dev_minor) > dev_minor) {
+        uint32_t env = sh->target_env ? sh->target_env : am_default_env(s);
+        bool ext14 = false;
+        for (int i = 0; i < s->n_dev_ext; i++) ext14 |= !strcmp(s->dev_ext[i], "VK_KHR_spirv_1_4");
+        if (am_env_min_vk_minor(env, ext14) > dev_minor) {
+            char name[32];
+            am_env_name(env, name, sizeof name);
             res->status = AM_SKIP;
-            snprintf(res->msg, sizeof res->msg, "shader '%s' targets a newer Vulkan than the device's 1.%u", sh->name,
-                     dev_minor);
+            snprintf(res->msg, sizeof res->msg, "shader '%s' targets %s, newer than the device's Vulkan 1.%u",
+                     sh->name, name, dev_minor);
             return AM_SKIP;
         }
         am_spirv spv;
         char msg[900];
-        if (!am_compile(sh, dev_minor, &spv, msg, sizeof msg))
+        if (!am_compile(sh, env, &spv, msg, sizeof msg))
             return am_fail_at(res, sh->pos, "shader '%s' (source from line %d): %s", sh->name, sh->source_line, msg);
         VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                         .codeSize = spv.n_words * 4, .pCode = spv.words};

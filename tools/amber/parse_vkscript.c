@@ -428,6 +428,20 @@ static am_status finish_shader(vk_parser *p, const char *src, size_t start, size
     return AM_PASS;
 }
 
+/* Does the line src[i..e) end in a line continuation: a '\' word right
+   before the newline (or "\r\n"), as Amber's tokenizer takes it? A '\'
+   inside a comment is not one: the comment runs to the end of the line. */
+static bool continued(const char *src, size_t i, size_t e)
+{
+    size_t b = e;
+    if (b > i && src[b - 1] == '\r') b--;
+    if (b == i || src[b - 1] != '\\') return false;
+    if (b - 1 > i && src[b - 2] != ' ' && src[b - 2] != '\t') return false; /* part of a word */
+    for (size_t k = i; k < b - 1; k++)
+        if (src[k] == '#' && (k == i || src[k - 1] == ' ' || src[k - 1] == '\t')) return false;
+    return true;
+}
+
 static am_status parse_lines(vk_parser *p, const char *src, size_t len)
 {
     section sec = SEC_NONE;
@@ -461,6 +475,14 @@ static am_status parse_lines(vk_parser *p, const char *src, size_t len)
             }
         } else if (sec != SEC_SHADER && sec != SEC_COMMENT && a < b && src[a] != '#') {
             if (sec == SEC_NONE) return fail(p, at, "expected a [section] header%s", "");
+            /* Continued lines are one command; the lexer skips each
+               "\ newline" and counts the lines, so positions stay right. */
+            int joined = 0;
+            for (size_t seg = i; e < len && continued(src, seg, e); joined++) {
+                seg = e + 1;
+                e = seg;
+                while (e < len && src[e] != '\n') e++;
+            }
             am_lex_init(&p->lx, src + i, e - i);
             p->lx.line = line;
             am_lex_next(&p->lx, &p->t);
@@ -468,6 +490,7 @@ static am_status parse_lines(vk_parser *p, const char *src, size_t len)
                 if (p->t.too_long) return fail(p, p->t.pos, "word too long%s", "");
                 TRY(sec == SEC_REQUIRE ? require_line(p) : test_line(p));
             }
+            line += joined;
         }
         line++;
         i = e + 1;
