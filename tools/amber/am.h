@@ -27,7 +27,8 @@
 #define AM_MAX_SET 31
 #define AM_MAX_BINDING 4095
 #define AM_MAX_BUFFER_BYTES (1ull << 30) /* before the device limit is known */
-#define AM_MAX_SOURCE (16u << 20)       /* input files, shader files */
+#define AM_MAX_SOURCE (16u << 20)       /* input files, shader files, BUFFER FILE TEXT */
+#define AM_MAX_DATA_FILE (256u << 20)   /* BUFFER FILE BINARY */
 
 typedef enum { AM_PASS, AM_FAIL, AM_SKIP, AM_ERROR } am_status;
 
@@ -129,6 +130,11 @@ typedef struct am_buffer {
     uint8_t *data;               /* DATA: elements * stride bytes */
     size_t data_len;
     am_pos pos;
+    /* FILE TEXT|BINARY path: loaded by the runner (relative to the test),
+       not by the parser, which never touches the file system. */
+    char file[256];              /* "" unless FILE */
+    bool file_binary;
+    am_pos file_pos;             /* the path token */
 } am_buffer;
 
 /* Bytes the buffer needs (elements * stride, at least min_bytes). */
@@ -236,6 +242,10 @@ am_status am_parse(const char *src, size_t len, am_script *s, am_result *res);
 am_status am_parse_amber(const char *src, size_t len, am_script *s, am_result *res);
 am_status am_parse_vkscript(const char *src, size_t len, am_script *s, am_result *res);
 void am_script_free(am_script *s);
+/* BUFFER ... FILE TEXT: parses the file's text (len bytes) as DATA values
+   for b, up to the end of the file (or an END). Errors point into the file
+   (res->pos); the caller says which file. */
+am_status am_buffer_parse_text(am_buffer *b, const char *text, size_t len, am_result *res);
 
 /* Appends a zeroed command; NULL when AM_MAX_COMMANDS is reached. */
 am_cmd *am_script_add_cmd(am_script *s);

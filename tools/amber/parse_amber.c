@@ -201,7 +201,9 @@ am_status ap_value(ap_parser *p, am_scalar sc, uint64_t *bits, am_num *num)
     return AM_PASS;
 }
 
-static am_status buffer_data(ap_parser *p, am_buffer *b)
+/* DATA values up to END; from a FILE TEXT (to_eof) the end of the file
+   ends them too, as in Amber. */
+static am_status buffer_data(ap_parser *p, am_buffer *b, bool to_eof)
 {
     /* Values up to END, over as many lines as needed. Growth is bounded
        by the input: each value is at least one character. */
@@ -211,7 +213,10 @@ static am_status buffer_data(ap_parser *p, am_buffer *b)
     for (;;) {
         NEXT(p);
         if (p->t.kind == AM_TOK_EOL) continue;
-        if (p->t.kind == AM_TOK_EOF) return am_fail_at(p->res, b->pos, "BUFFER DATA without END");
+        if (p->t.kind == AM_TOK_EOF) {
+            if (to_eof) break;
+            return am_fail_at(p->res, b->pos, "BUFFER DATA without END");
+        }
         if (!strcmp(p->t.text, "END")) break;
         uint64_t bits;
         TRY(ap_value(p, b->fmt.scalar, &bits, NULL));
@@ -238,6 +243,42 @@ static am_status buffer_data(ap_parser *p, am_buffer *b)
                               b->fmt.n_comp == 1 ? "ones" : "groups");
     b->elements = elems;
     b->data_len = n;
+    b->init = AM_INIT_DATA;
+    return to_eof ? AM_PASS : ap_eol(p);
+}
+
+am_status am_buffer_parse_text(am_buffer *b, const char *text, size_t len, am_result *res)
+{
+    ap_parser *p = calloc(1, sizeof *p);
+    if (!p) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
+    am_lex_init(&p->lx, text, len);
+    p->res = res;
+    free(b->data);
+    b->data = NULL;
+    b->data_len = 0;
+    am_status st = buffer_data(p, b, true);
+    free(p);
+    return st;
+}
+
+/* FILE [TEXT|BINARY|PNG] path: recorded here, read by the runner. */
+static am_status buffer_file(ap_parser *p, am_buffer *b)
+{
+    TRY(ap_word(p, "TEXT, BINARY or a file path"));
+    bool binary = false;
+    if (!strcmp(p->t.text, "TEXT") || !strcmp(p->t.text, "BINARY")) {
+        binary = p->t.text[0] == 'B';
+        TRY(ap_word(p, "a file path"));
+    } else if (!strcmp(p->t.text, "PNG")) {
+        return ap_skip(p, &p->t, "images not supported (BUFFER FILE PNG)");
+    } else {
+        /* Amber reads a FILE without a kind as a PNG image. */
+        return ap_skip(p, &p->t, "images not supported (BUFFER FILE without TEXT or BINARY is a PNG)");
+    }
+    if (strlen(p->t.text) >= sizeof b->file) return ap_err(p, &p->t, "path too long%s", "");
+    strcpy(b->file, p->t.text);
+    b->file_binary = binary;
+    b->file_pos = p->t.pos;
     b->init = AM_INIT_DATA;
     return ap_eol(p);
 }
@@ -277,6 +318,12 @@ static am_status cmd_buffer(ap_parser *p)
             return ap_err(p, &p->t, "unknown format '%s'", p->t.text);
         }
         b->fmt.layout = AM_PACKED;
+        if (ap_peek_word(p, "FILE")) {
+            am_fmt_finish(&b->fmt);
+            b->has_fmt = true;
+            NEXT(p);
+            return buffer_file(p, b);
+        }
         if (!ap_peek_word(p, "SIZE") && !ap_peek_word(p, "DATA")) {
             /* A bare FORMAT buffer is an image or attachment. */
             return ap_skip(p, &p->t, "images not supported");
@@ -288,12 +335,16 @@ static am_status cmd_buffer(ap_parser *p)
     b->has_fmt = true;
     TRY(ap_word(p, "SIZE or DATA"));
     if (!strcmp(p->t.text, "DATA")) {
-        TRY(buffer_data(p, b)); /* values may start on the DATA line */
+        TRY(buffer_data(p, b, false)); /* values may start on the DATA line */
     } else if (!strcmp(p->t.text, "SIZE")) {
         uint64_t n;
         TRY(ap_uint_tok(p, "SIZE", AM_MAX_BUFFER_BYTES / b->fmt.stride, &n));
         b->elements = n;
-        TRY(ap_word(p, "FILL or SERIES_FROM"));
+        TRY(ap_word(p, "FILL, SERIES_FROM or FILE"));
+        if (!strcmp(p->t.text, "FILE")) {
+            b->elements = 0; /* the file's contents give the size, as in Amber */
+            return buffer_file(p, b);
+        }
         if (!strcmp(p->t.text, "FILL")) {
             TRY(ap_word(p, "a fill value"));
             uint64_t bits;
@@ -310,7 +361,7 @@ static am_status cmd_buffer(ap_parser *p)
         } else if (!strcmp(p->t.text, "WIDTH") || !strcmp(p->t.text, "HEIGHT")) {
             return ap_skip(p, &p->t, "images not supported");
         } else {
-            return ap_err(p, &p->t, "expected FILL or SERIES_FROM, got '%s'", p->t.text);
+            return ap_err(p, &p->t, "expected FILL, SERIES_FROM or FILE, got '%s'", p->t.text);
         }
         TRY(ap_eol(p));
     } else if (!strcmp(p->t.text, "WIDTH") || !strcmp(p->t.text, "MIP_LEVELS") ||
