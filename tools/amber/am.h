@@ -82,13 +82,18 @@ typedef struct am_num {
     bool neg;
     bool hex;
     uint64_t mag;                /* integers: magnitude; hex: the raw bits */
+    bool sat;                    /* more than 64 bits: mag is UINT64_MAX (strtoull's answer) */
     double f;
 } am_num;
 
 /* Parses a numeric token; false if it is not a number. */
 bool am_num_parse(const char *tok, am_num *out);
 /* Encodes n as scalar s into raw bits (little-endian, in the low bytes).
-   False with a reason when it does not fit (out of range, float for int). */
+   Integers wrap as Amber's do: the 64-bit two's complement of the literal
+   (strtoull's value: past 64 bits it saturates), cut to the type's width,
+   for signed and unsigned types alike. False with a reason (to follow the
+   token as written) for a float literal for an integer type, or a hex
+   literal wider than a float type. */
 bool am_num_encode(const am_num *n, am_scalar s, uint64_t *bits, char *why, size_t why_len);
 /* Raw bits of a scalar (as read from a buffer) to double / int64 / uint64. */
 double am_bits_to_double(uint64_t bits, am_scalar s);

@@ -196,7 +196,11 @@ am_status ap_value(ap_parser *p, am_scalar sc, uint64_t *bits, am_num *num)
     char why[160];
     am_num n;
     if (!am_num_parse(p->t.text, &n)) return ap_err(p, &p->t, "'%s' is not a number", p->t.text);
-    if (!am_num_encode(&n, sc, bits, why, sizeof why)) return ap_err(p, &p->t, "%s", why);
+    if (!am_num_encode(&n, sc, bits, why, sizeof why)) {
+        char m[AM_TOK_MAX + 200];
+        snprintf(m, sizeof m, "'%s' %s", p->t.text, why);
+        return am_fail_at(p->res, p->t.pos, "%s", m);
+    }
     if (num) *num = n;
     return AM_PASS;
 }
@@ -283,6 +287,28 @@ static am_status buffer_file(ap_parser *p, am_buffer *b)
     return ap_eol(p);
 }
 
+/* A FILL, SERIES_FROM or INC_BY value. Amber takes a float literal there
+   for an integer buffer and uses its (absent) integer value, 0: 0.0 is
+   accepted as 0; any other float literal would silently become 0 in Amber,
+   so it is an ERROR that says so. */
+static am_status fill_value(ap_parser *p, am_buffer *b, am_num *out)
+{
+    am_num n;
+    if (!am_scalar_is_float(b->fmt.scalar) && am_num_parse(p->t.text, &n) && n.is_float) {
+        if (n.f != 0.0) {
+            char m[AM_TOK_MAX * 2 + 200];
+            snprintf(m, sizeof m,
+                     "'%s' is a float literal for an integer buffer: Amber reads it as 0 here; write an integer",
+                     p->t.text);
+            return am_fail_at(p->res, p->t.pos, "%s", m);
+        }
+        memset(out, 0, sizeof *out); /* integer 0 */
+        return AM_PASS;
+    }
+    uint64_t bits;
+    return ap_value(p, b->fmt.scalar, &bits, out);
+}
+
 static am_status cmd_buffer(ap_parser *p)
 {
     am_tok at = p->t;
@@ -347,16 +373,14 @@ static am_status cmd_buffer(ap_parser *p)
         }
         if (!strcmp(p->t.text, "FILL")) {
             TRY(ap_word(p, "a fill value"));
-            uint64_t bits;
-            TRY(ap_value(p, b->fmt.scalar, &bits, &b->fill));
+            TRY(fill_value(p, b, &b->fill));
             b->init = AM_INIT_FILL;
         } else if (!strcmp(p->t.text, "SERIES_FROM")) {
-            uint64_t bits;
             TRY(ap_word(p, "a start value"));
-            TRY(ap_value(p, b->fmt.scalar, &bits, &b->fill));
+            TRY(fill_value(p, b, &b->fill));
             TRY(ap_keyword(p, "INC_BY"));
             TRY(ap_word(p, "an increment"));
-            TRY(ap_value(p, b->fmt.scalar, &bits, &b->inc));
+            TRY(fill_value(p, b, &b->inc));
             b->init = AM_INIT_SERIES;
         } else if (!strcmp(p->t.text, "WIDTH") || !strcmp(p->t.text, "HEIGHT")) {
             return ap_skip(p, &p->t, "images not supported");

@@ -139,8 +139,11 @@ static am_status values(vk_parser *p, am_cmd *c, am_pos at)
         am_num n;
         char why[160];
         if (!am_num_parse(p->t.text, &n)) return fail(p, p->t.pos, "'%s' is not a number", p->t.text);
-        if (!am_num_encode(&n, c->fmt.scalar, &c->values[c->n_values], why, sizeof why))
-            return fail(p, p->t.pos, "%s", why);
+        if (!am_num_encode(&n, c->fmt.scalar, &c->values[c->n_values], why, sizeof why)) {
+            char m[AM_TOK_MAX + 200];
+            snprintf(m, sizeof m, "'%s' %s", p->t.text, why);
+            return fail(p, p->t.pos, "%s", m);
+        }
         c->n_values++;
     }
     if (!c->n_values) return fail(p, at, "no values given%s", "");

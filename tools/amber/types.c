@@ -101,8 +101,9 @@ bool am_num_parse(const char *tok, am_num *out)
         for (const char *q = p + 2; *q; q++) {
             int d = isdigit((unsigned char)*q) ? *q - '0'
                     : isxdigit((unsigned char)*q) ? (tolower((unsigned char)*q) - 'a' + 10) : -1;
-            if (d < 0 || v >> 60) return false;
-            v = v << 4 | (uint64_t)d;
+            if (d < 0) return false;
+            if (v >> 60) out->sat = true; /* strtoull(16) saturates too */
+            v = out->sat ? UINT64_MAX : v << 4 | (uint64_t)d;
         }
         out->hex = true;
         out->mag = v;
@@ -116,7 +117,9 @@ bool am_num_parse(const char *tok, am_num *out)
         errno = 0;
         char *end;
         unsigned long long v = strtoull(p, &end, 10);
-        if (errno || *end) return false;
+        if (*end) return false;
+        if (errno == ERANGE) out->sat = true; /* v is ULLONG_MAX, as Amber keeps it */
+        else if (errno) return false;
         out->mag = v;
         out->f = out->neg ? -(double)v : (double)v;
         return true;
@@ -182,10 +185,10 @@ bool am_num_encode(const am_num *n, am_scalar s, uint64_t *bits, char *why, size
 {
     int size = am_scalar_size(s);
     uint64_t mask = size == 8 ? UINT64_MAX : ((uint64_t)1 << (size * 8)) - 1;
-    if (n->hex) {
-        /* A hex literal is the raw bit pattern, also for floating types. */
+    if (n->hex && am_scalar_is_float(s)) {
+        /* A hex literal is the raw bit pattern for floating types. */
         if (n->mag & ~mask) {
-            snprintf(why, why_len, "0x%" PRIx64 " does not fit in %s", n->mag, am_scalar_name(s));
+            snprintf(why, why_len, "does not fit in %s", am_scalar_name(s));
             return false;
         }
         *bits = n->mag;
@@ -205,29 +208,13 @@ bool am_num_encode(const am_num *n, am_scalar s, uint64_t *bits, char *why, size
         return true;
     }
     if (n->is_float) {
-        snprintf(why, why_len, "%g is not an integer (%s)", n->f, am_scalar_name(s));
+        snprintf(why, why_len, "is not an integer (%s)", am_scalar_name(s));
         return false;
     }
-    if (is_signed(s)) {
-        uint64_t limit = (uint64_t)1 << (size * 8 - 1); /* |min| */
-        if ((!n->neg && n->mag >= limit) || (n->neg && n->mag > limit)) {
-            snprintf(why, why_len, "%s%" PRIu64 " is out of range for %s", n->neg ? "-" : "",
-                     n->mag, am_scalar_name(s));
-            return false;
-        }
-        uint64_t v = n->neg ? (uint64_t)0 - n->mag : n->mag;
-        *bits = v & mask;
-        return true;
-    }
-    if (n->neg && n->mag) {
-        snprintf(why, why_len, "-%" PRIu64 " is negative for %s", n->mag, am_scalar_name(s));
-        return false;
-    }
-    if (n->mag & ~mask) {
-        snprintf(why, why_len, "%" PRIu64 " is out of range for %s", n->mag, am_scalar_name(s));
-        return false;
-    }
-    *bits = n->mag;
+    /* Amber keeps every integer literal as strtoull's uint64 (a negative
+       one as its two's complement) and stores its low bytes. */
+    uint64_t v = n->sat ? UINT64_MAX : n->neg ? (uint64_t)0 - n->mag : n->mag;
+    *bits = v & mask;
     return true;
 }
 
