@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #define AM_NAME_MAX 64
+#define AM_REQ_NAME_MAX 256       /* feature, property and extension names: any word */
 #define AM_MAX_SHADERS 64
 #define AM_MAX_BUFFERS 256
 #define AM_MAX_PIPELINES 64
@@ -226,11 +227,13 @@ typedef struct am_script {
     am_cmd *cmd;
     int n_cmds, cap_cmds;
     int n_expects;
-    char feature[AM_MAX_FEATURES][AM_NAME_MAX];        /* DEVICE_FEATURE */
+    char feature[AM_MAX_FEATURES][AM_REQ_NAME_MAX];    /* DEVICE_FEATURE */
     int n_features;
-    char dev_ext[AM_MAX_FEATURES][AM_NAME_MAX];
+    char property[AM_MAX_FEATURES][AM_REQ_NAME_MAX];   /* DEVICE_PROPERTY */
+    int n_properties;
+    char dev_ext[AM_MAX_FEATURES][AM_REQ_NAME_MAX];
     int n_dev_ext;
-    char inst_ext[AM_MAX_FEATURES][AM_NAME_MAX];
+    char inst_ext[AM_MAX_FEATURES][AM_REQ_NAME_MAX];
     int n_inst_ext;
     uint32_t fence_timeout_ms;   /* 0: the runner's --timeout */
     uint32_t min_api;            /* VkScript "vulkan 1.x.y"; 0: any */

@@ -9,6 +9,7 @@
  * statement loop. Pipelines are in parse_amber_pipeline.c, RUN / COPY /
  * CLEAR / EXPECT in parse_amber_cmds.c; parse_amber.h is what they share. */
 #include "parse_amber.h"
+#include "feature_table.h"
 #include "parse_util.h"
 
 #include <stdio.h>
@@ -438,11 +439,15 @@ static am_status requirement(ap_parser *p)
 {
     am_script *s = p->s;
     am_tok at = p->t;
-    char (*list)[AM_NAME_MAX];
+    char (*list)[AM_REQ_NAME_MAX];
     int *n;
-    if (!strcmp(at.text, "DEVICE_FEATURE")) {
+    bool feature = !strcmp(at.text, "DEVICE_FEATURE"), property = !strcmp(at.text, "DEVICE_PROPERTY");
+    if (feature) {
         list = s->feature;
         n = &s->n_features;
+    } else if (property) {
+        list = s->property;
+        n = &s->n_properties;
     } else if (!strcmp(at.text, "DEVICE_EXTENSION")) {
         list = s->dev_ext;
         n = &s->n_dev_ext;
@@ -450,10 +455,16 @@ static am_status requirement(ap_parser *p)
         list = s->inst_ext;
         n = &s->n_inst_ext;
     }
-    TRY(ap_word(p, "a name"));
-    if (strlen(p->t.text) >= AM_NAME_MAX) return ap_err(p, &p->t, "name too long%s", "");
-    if (at.text[0] == 'D' && at.text[7] == 'F' && !am_feature_known(p->t.text))
+    TRY(ap_word(p, "a name")); /* any length a word may have (AM_TOK_MAX) */
+    int st;
+    size_t off;
+    /* A struct the headers lack is checked when run (SKIP: the device
+       cannot be asked); an unknown member of a known struct is a typo. */
+    if (feature && am_feature_find(p->t.text, &st, &off) == AM_FEAT_UNKNOWN)
         return ap_err(p, &p->t, "unknown device feature '%s'", p->t.text);
+    if (property && !am_property_lookup(p->t.text, &st, &off))
+        return ap_err(p, &p->t, "unknown device property '%s' (known: FloatControlsProperties.<VkBool32 member>)",
+                      p->t.text);
     for (int i = 0; i < *n; i++)
         if (!strcmp(list[i], p->t.text)) return ap_eol(p); /* repeated: harmless */
     if (*n >= AM_MAX_FEATURES) return ap_err(p, &p->t, "too many %s", at.text);
@@ -518,7 +529,8 @@ static am_status statement(ap_parser *p, bool in_repeat)
     if (!strcmp(w, "DERIVE_PIPELINE")) return ap_cmd_pipeline(p, true);
     if (!strcmp(w, "REPEAT")) return cmd_repeat(p);
     if (!strcmp(w, "VIRTUAL_FILE")) return cmd_virtual_file(p);
-    if (!strcmp(w, "DEVICE_FEATURE") || !strcmp(w, "DEVICE_EXTENSION") || !strcmp(w, "INSTANCE_EXTENSION"))
+    if (!strcmp(w, "DEVICE_FEATURE") || !strcmp(w, "DEVICE_PROPERTY") || !strcmp(w, "DEVICE_EXTENSION") ||
+        !strcmp(w, "INSTANCE_EXTENSION"))
         return requirement(p);
     if (!strcmp(w, "SET")) return cmd_set(p);
     if (!strcmp(w, "IMAGE") || !strcmp(w, "SAMPLER")) return ap_skip(p, &p->t, "images not supported");

@@ -376,13 +376,13 @@ static am_status require_line(vk_parser *p)
     if (!strcmp(t.text, "framebuffer") || !strcmp(t.text, "depthstencil") || !strcmp(t.text, "fbsize"))
         return AM_PASS; /* graphics-only: irrelevant to compute */
     if (!strncmp(t.text, "VK_", 3)) {
-        if (strlen(t.text) >= AM_NAME_MAX || s->n_dev_ext >= AM_MAX_FEATURES)
+        if (strlen(t.text) >= AM_REQ_NAME_MAX || s->n_dev_ext >= AM_MAX_FEATURES)
             return fail(p, t.pos, "too many or too long extension names%s", "");
         strcpy(s->dev_ext[s->n_dev_ext++], t.text);
         return end_of_line(p);
     }
-    char canon[AM_NAME_MAX * 2];
-    if (!am_feature_canonical(t.text, canon, sizeof canon) || strlen(canon) >= AM_NAME_MAX)
+    char canon[AM_REQ_NAME_MAX * 2];
+    if (!am_feature_canonical(t.text, canon, sizeof canon) || strlen(canon) >= AM_REQ_NAME_MAX)
         return fail(p, t.pos, "unknown requirement '%s'", t.text);
     if (s->n_features >= AM_MAX_FEATURES) return fail(p, t.pos, "too many features%s", "");
     strcpy(s->feature[s->n_features++], canon);
