@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #define AM_NAME_MAX 64
+#define AM_MAX_OPT_FLAGS 16       /* SHADER_OPTIMIZATION flags per pipeline */
+#define AM_OPT_FLAG_MAX 96
 #define AM_REQ_NAME_MAX 256       /* feature, property and extension names: any word */
 #define AM_MAX_SHADERS 64
 #define AM_MAX_BUFFERS 256
@@ -175,6 +177,9 @@ typedef struct am_pipeline {
     am_binding bind[AM_MAX_BINDINGS];
     int n_bind;
     int push_buf;                /* -1: none */
+    /* SHADER_OPTIMIZATION: spirv-opt pass flags for the attached shader */
+    char opt[AM_MAX_OPT_FLAGS][AM_OPT_FLAG_MAX];
+    int n_opt;
     /* SUBGROUP block */
     bool sg_full, sg_varying;
     uint32_t sg_required;        /* 0: none; AM_SG_MIN / AM_SG_MAX */
