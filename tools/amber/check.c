@@ -239,7 +239,8 @@ void am_buffer_init(const am_buffer *b, uint8_t *dst, uint64_t bytes)
     const am_fmt *f = &b->fmt;
     if (!b->has_fmt) return;
     if (b->init == AM_INIT_DATA) {
-        memcpy(dst, b->data, b->data_len < bytes ? b->data_len : bytes);
+        /* No data: an empty FILE TEXT, or a FILE not loaded (parse only). */
+        if (b->data) memcpy(dst, b->data, b->data_len < bytes ? b->data_len : bytes);
         return;
     }
     if (b->init != AM_INIT_FILL && b->init != AM_INIT_SERIES) return;

@@ -119,7 +119,10 @@ static am_status type_word(vk_parser *p, am_layout layout, am_fmt *f)
     TRY(word(p, "a type"));
     if (!am_parse_glsl_type(p->t.text, f)) return fail(p, p->t.pos, "unknown type '%s'", p->t.text);
     f->layout = layout;
-    f->array = true; /* consecutive values fill consecutive array elements */
+    /* Consecutive values fill consecutive elements at the element's own
+       size, as Amber lays them out: no std140 array rounding, so a float
+       after a float is 4 bytes on even in a std140 ubo. */
+    f->array = false;
     am_fmt_finish(f);
     return AM_PASS;
 }
