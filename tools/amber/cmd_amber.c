@@ -7,6 +7,7 @@
  * through a pipe; the parent prints verdicts in the order files were
  * given, then the summary line, and writes JUnit XML if asked. */
 #include "../cli.h"
+#include "compile.h"
 #include "exec.h"
 #include "feature_table.h"
 #include "report.h"
@@ -223,6 +224,8 @@ int cmd_amber(int argc, char **argv)
     }
     am_report rep;
     am_report_begin(&rep, tap, n_files);
+    /* Each child would otherwise rebuild glslang's tables (see compile.c). */
+    if (n_files > 1) am_compile_warm();
     int next = 0, running = 0, printed = 0;
     /* The child's own fence timeout fires first; the kill is the backstop. */
     double kill_after = timeout + 30;

@@ -19,6 +19,9 @@ bool am_compile(const am_shader *sh, uint32_t env, am_spirv *out, char *msg, siz
 uint32_t am_default_env(const am_script *s);
 /* The lowest Vulkan 1.x that runs modules for env. */
 uint32_t am_env_min_vk_minor(uint32_t env, bool has_spirv_1_4_ext);
+/* Builds glslang's built-in tables in this process (call before forking
+   the per-file children, which then inherit them). */
+void am_compile_warm(void);
 /* "spv1.3", "vulkan1.1spv1.4", ... */
 void am_env_name(uint32_t env, char *buf, size_t len);
 
