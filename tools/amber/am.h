@@ -95,8 +95,8 @@ bool am_num_parse(const char *tok, am_num *out);
    Integers wrap as Amber's do: the 64-bit two's complement of the literal
    (strtoull's value: past 64 bits it saturates), cut to the type's width,
    for signed and unsigned types alike. False with a reason (to follow the
-   token as written) for a float literal for an integer type, or a hex
-   literal wider than a float type. */
+   token as written) for a float literal for an integer type. A hex
+   literal is a number for float types too (0x10 is 16.0), as in Amber. */
 bool am_num_encode(const am_num *n, am_scalar s, uint64_t *bits, char *why, size_t why_len);
 /* Raw bits of a scalar (as read from a buffer) to double / int64 / uint64. */
 double am_bits_to_double(uint64_t bits, am_scalar s);

@@ -249,7 +249,7 @@ void am_buffer_init(const am_buffer *b, uint8_t *dst, uint64_t bytes)
     am_num_encode(&b->fill, f->scalar, &start, why, sizeof why); /* validated by the parser */
     if (b->init == AM_INIT_SERIES) am_num_encode(&b->inc, f->scalar, &inc, why, sizeof why);
     bool fl = am_scalar_is_float(f->scalar);
-    double fs = b->fill.f, fi = b->inc.f;
+    double fs = b->fill.hex ? (double)b->fill.mag : b->fill.f, fi = b->inc.hex ? (double)b->inc.mag : b->inc.f;
     uint64_t i = 0;
     for (uint64_t e = 0; e < b->elements; e++)
         for (uint32_t k = 0; k < f->n_comp; k++, i++) {
@@ -257,7 +257,7 @@ void am_buffer_init(const am_buffer *b, uint8_t *dst, uint64_t bytes)
             if (off + (uint64_t)am_scalar_size(f->scalar) > bytes) return;
             uint64_t bits = start;
             if (b->init == AM_INIT_SERIES) {
-                if (fl && !b->fill.hex && !b->inc.hex) {
+                if (fl) {
                     am_num n = {.is_float = true, .f = fs + fi * (double)i};
                     am_num_encode(&n, f->scalar, &bits, why, sizeof why);
                 } else {

@@ -167,25 +167,19 @@ bool am_num_encode(const am_num *n, am_scalar s, uint64_t *bits, char *why, size
 {
     int size = am_scalar_size(s);
     uint64_t mask = size == 8 ? UINT64_MAX : ((uint64_t)1 << (size * 8)) - 1;
-    if (n->hex && am_scalar_is_float(s)) {
-        /* A hex literal is the raw bit pattern for floating types. */
-        if (n->mag & ~mask) {
-            snprintf(why, why_len, "does not fit in %s", am_scalar_name(s));
-            return false;
-        }
-        *bits = n->mag;
-        return true;
-    }
     if (am_scalar_is_float(s)) {
+        /* A hex literal is a number here too, as Amber converts it (0x10
+           is 16.0), not a bit pattern. */
+        double d = n->hex ? (double)n->mag : n->f;
         if (s == AM_F64) {
-            memcpy(bits, &n->f, 8);
+            memcpy(bits, &d, 8);
         } else if (s == AM_F32) {
-            float f = (float)n->f;
+            float f = (float)d;
             uint32_t u;
             memcpy(&u, &f, 4);
             *bits = u;
         } else {
-            *bits = am_f32_to_f16((float)n->f);
+            *bits = am_f32_to_f16((float)d);
         }
         return true;
     }
