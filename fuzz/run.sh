@@ -23,7 +23,11 @@ cc=$(command -v clang || command -v clang-14 || true)
 parsers="lex types script parse_amber parse_amber_pipeline parse_amber_cmds parse_vkscript parse_util feature_table check"
 srcs=""
 for p in $parsers; do srcs="$srcs $src/tools/amber/$p.c"; done
-flags="-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -iquote $src/tools/amber"
+mkdir -p "$work"
+# feature_table.c includes the feature table generated from the Vulkan headers.
+cmake -DHEADER=/usr/include/vulkan/vulkan_core.h -DOUT="$work/amber_features.inc" \
+      -P "$src/cmake/amber_features.cmake" || exit 1
+flags="-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -iquote $src/tools/amber -iquote $work"
 status=0
 kinds="amber vkscript"
 [ "$which" = saved ] || [ "$which" = api ] && kinds=""

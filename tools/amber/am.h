@@ -15,6 +15,9 @@
 #include <stdint.h>
 
 #define AM_NAME_MAX 64
+#define AM_MAX_OPT_FLAGS 16       /* SHADER_OPTIMIZATION flags per pipeline */
+#define AM_OPT_FLAG_MAX 96
+#define AM_REQ_NAME_MAX 256       /* feature, property and extension names: any word */
 #define AM_MAX_SHADERS 64
 #define AM_MAX_BUFFERS 256
 #define AM_MAX_PIPELINES 64
@@ -27,7 +30,8 @@
 #define AM_MAX_SET 31
 #define AM_MAX_BINDING 4095
 #define AM_MAX_BUFFER_BYTES (1ull << 30) /* before the device limit is known */
-#define AM_MAX_SOURCE (16u << 20)       /* input files, shader files */
+#define AM_MAX_SOURCE (16u << 20)       /* input files, shader files, BUFFER FILE TEXT */
+#define AM_MAX_DATA_FILE (256u << 20)   /* BUFFER FILE BINARY */
 
 typedef enum { AM_PASS, AM_FAIL, AM_SKIP, AM_ERROR } am_status;
 
@@ -81,13 +85,18 @@ typedef struct am_num {
     bool neg;
     bool hex;
     uint64_t mag;                /* integers: magnitude; hex: the raw bits */
+    bool sat;                    /* more than 64 bits: mag is UINT64_MAX (strtoull's answer) */
     double f;
 } am_num;
 
 /* Parses a numeric token; false if it is not a number. */
 bool am_num_parse(const char *tok, am_num *out);
 /* Encodes n as scalar s into raw bits (little-endian, in the low bytes).
-   False with a reason when it does not fit (out of range, float for int). */
+   Integers wrap as Amber's do: the 64-bit two's complement of the literal
+   (strtoull's value: past 64 bits it saturates), cut to the type's width,
+   for signed and unsigned types alike. False with a reason (to follow the
+   token as written) for a float literal for an integer type. A hex
+   literal is a number for float types too (0x10 is 16.0), as in Amber. */
 bool am_num_encode(const am_num *n, am_scalar s, uint64_t *bits, char *why, size_t why_len);
 /* Raw bits of a scalar (as read from a buffer) to double / int64 / uint64. */
 double am_bits_to_double(uint64_t bits, am_scalar s);
@@ -129,6 +138,11 @@ typedef struct am_buffer {
     uint8_t *data;               /* DATA: elements * stride bytes */
     size_t data_len;
     am_pos pos;
+    /* FILE TEXT|BINARY path: loaded by the runner (relative to the test),
+       not by the parser, which never touches the file system. */
+    char file[256];              /* "" unless FILE */
+    bool file_binary;
+    am_pos file_pos;             /* the path token */
 } am_buffer;
 
 /* Bytes the buffer needs (elements * stride, at least min_bytes). */
@@ -163,6 +177,9 @@ typedef struct am_pipeline {
     am_binding bind[AM_MAX_BINDINGS];
     int n_bind;
     int push_buf;                /* -1: none */
+    /* SHADER_OPTIMIZATION: spirv-opt pass flags for the attached shader */
+    char opt[AM_MAX_OPT_FLAGS][AM_OPT_FLAG_MAX];
+    int n_opt;
     /* SUBGROUP block */
     bool sg_full, sg_varying;
     uint32_t sg_required;        /* 0: none; AM_SG_MIN / AM_SG_MAX */
@@ -215,11 +232,13 @@ typedef struct am_script {
     am_cmd *cmd;
     int n_cmds, cap_cmds;
     int n_expects;
-    char feature[AM_MAX_FEATURES][AM_NAME_MAX];        /* DEVICE_FEATURE */
+    char feature[AM_MAX_FEATURES][AM_REQ_NAME_MAX];    /* DEVICE_FEATURE */
     int n_features;
-    char dev_ext[AM_MAX_FEATURES][AM_NAME_MAX];
+    char property[AM_MAX_FEATURES][AM_REQ_NAME_MAX];   /* DEVICE_PROPERTY */
+    int n_properties;
+    char dev_ext[AM_MAX_FEATURES][AM_REQ_NAME_MAX];
     int n_dev_ext;
-    char inst_ext[AM_MAX_FEATURES][AM_NAME_MAX];
+    char inst_ext[AM_MAX_FEATURES][AM_REQ_NAME_MAX];
     int n_inst_ext;
     uint32_t fence_timeout_ms;   /* 0: the runner's --timeout */
     uint32_t min_api;            /* VkScript "vulkan 1.x.y"; 0: any */
@@ -236,6 +255,10 @@ am_status am_parse(const char *src, size_t len, am_script *s, am_result *res);
 am_status am_parse_amber(const char *src, size_t len, am_script *s, am_result *res);
 am_status am_parse_vkscript(const char *src, size_t len, am_script *s, am_result *res);
 void am_script_free(am_script *s);
+/* BUFFER ... FILE TEXT: parses the file's text (len bytes) as DATA values
+   for b, up to the end of the file (or an END). Errors point into the file
+   (res->pos); the caller says which file. */
+am_status am_buffer_parse_text(am_buffer *b, const char *text, size_t len, am_result *res);
 
 /* Appends a zeroed command; NULL when AM_MAX_COMMANDS is reached. */
 am_cmd *am_script_add_cmd(am_script *s);

@@ -27,46 +27,66 @@ static bool is_signed_int(am_scalar s)
     return s == AM_I8 || s == AM_I16 || s == AM_I32 || s == AM_I64;
 }
 
-/* Three-way order of got vs want in the scalar's own arithmetic. */
-static int order(uint64_t got, uint64_t want, am_scalar s)
+/* EQ_BUFFER: equal numbers (NaN equal to NaN), integers bit for bit. */
+static bool same_value(uint64_t x, uint64_t y, am_scalar s)
+{
+    if (!am_scalar_is_float(s)) return x == y;
+    double a = am_bits_to_double(x, s), b = am_bits_to_double(y, s);
+    return a == b || (a != a && b != b);
+}
+
+/* Amber's float equality (its verifier): the difference must not exceed
+   tol, or tol percent of |want|. A NaN difference never exceeds anything,
+   so in Amber a NaN matches every value, and every value a NaN. */
+static bool amber_close(double g, double w, double tol, bool pct)
+{
+    double d = fabs(g - w);
+    return pct ? !(d > (tol / 100.0) * fabs(w)) : !(d > tol);
+}
+
+/* Ordered comparisons fail, as in Amber, only when the opposite holds in
+   the scalar's own arithmetic (so a NaN passes them all). */
+static bool ordered(am_cmp cmp, uint64_t got, uint64_t want, am_scalar s)
 {
     if (am_scalar_is_float(s)) {
         double g = am_bits_to_double(got, s), w = am_bits_to_double(want, s);
-        if (g != g || w != w) return (g != g && w != w) ? 0 : 2; /* NaN: equal only to NaN */
-        return g < w ? -1 : g > w ? 1 : 0;
+        switch (cmp) {
+        case AM_CMP_LT: return !(g >= w);
+        case AM_CMP_LE: return !(g > w);
+        case AM_CMP_GT: return !(g <= w);
+        default: return !(g < w);
+        }
     }
+    int o;
     if (is_signed_int(s)) {
         int64_t g = am_bits_to_i64(got, s), w = am_bits_to_i64(want, s);
-        return g < w ? -1 : g > w ? 1 : 0;
+        o = g < w ? -1 : g > w ? 1 : 0;
+    } else {
+        o = got < want ? -1 : got > want ? 1 : 0;
     }
-    return got < want ? -1 : got > want ? 1 : 0;
-}
-
-static bool within(uint64_t got, uint64_t want, am_scalar s, double tol, bool pct)
-{
-    double g = am_bits_to_double(got, s), w = am_bits_to_double(want, s);
-    if (g != g || w != w) return g != g && w != w;
-    double limit = pct ? fabs(w) * tol / 100.0 : tol;
-    return fabs(g - w) <= limit;
+    switch (cmp) {
+    case AM_CMP_LT: return o < 0;
+    case AM_CMP_LE: return o <= 0;
+    case AM_CMP_GT: return o > 0;
+    default: return o >= 0;
+    }
 }
 
 static bool compare(const am_cmd *c, uint32_t comp, uint64_t got, uint64_t want)
 {
     am_scalar s = c->fmt.scalar;
+    bool fl = am_scalar_is_float(s);
+    double g = fl ? am_bits_to_double(got, s) : 0, w = fl ? am_bits_to_double(want, s) : 0;
     if (c->n_tol && (c->cmp == AM_CMP_EQ || c->cmp == AM_CMP_APPROX)) {
         int k = comp < (uint32_t)c->n_tol ? (int)comp : 0;
-        return within(got, want, s, c->tol[k], c->tol_pct[k]);
+        return amber_close(am_bits_to_double(got, s), am_bits_to_double(want, s), c->tol[k], c->tol_pct[k]);
     }
-    int o = order(got, want, s);
     switch (c->cmp) {
-    case AM_CMP_EQ: case AM_CMP_APPROX: return o == 0;
-    case AM_CMP_NE: return o != 0;
-    case AM_CMP_LT: return o == -1;
-    case AM_CMP_LE: return o == -1 || o == 0;
-    case AM_CMP_GT: return o == 1;
-    case AM_CMP_GE: return o == 1 || o == 0;
+    /* Float EQ / NE without TOLERANCE: Amber's relative 1e-6 percent. */
+    case AM_CMP_EQ: case AM_CMP_APPROX: return fl ? amber_close(g, w, 0.000001, true) : got == want;
+    case AM_CMP_NE: return fl ? !amber_close(g, w, 0.000001, true) : got != want;
+    default: return ordered(c->cmp, got, want, s);
     }
-    return false;
 }
 
 static am_status check_values(const am_script *s, const am_cmd *c, const uint8_t *data, uint64_t size,
@@ -156,7 +176,7 @@ static am_status check_buffers(const am_script *s, const am_cmd *c, const uint8_
             if (off + (uint64_t)sz > na) continue;
             uint64_t x = am_load_bits(a + off, f->scalar), y = am_load_bits(b + off, f->scalar);
             if (c->kind == AM_CMD_EXPECT_EQ_BUFFER) {
-                if (order(x, y, f->scalar) != 0) {
+                if (!same_value(x, y, f->scalar)) {
                     char xs[64], ys[64];
                     am_bits_format(x, f->scalar, xs, sizeof xs);
                     am_bits_format(y, f->scalar, ys, sizeof ys);
@@ -219,7 +239,8 @@ void am_buffer_init(const am_buffer *b, uint8_t *dst, uint64_t bytes)
     const am_fmt *f = &b->fmt;
     if (!b->has_fmt) return;
     if (b->init == AM_INIT_DATA) {
-        memcpy(dst, b->data, b->data_len < bytes ? b->data_len : bytes);
+        /* No data: an empty FILE TEXT, or a FILE not loaded (parse only). */
+        if (b->data) memcpy(dst, b->data, b->data_len < bytes ? b->data_len : bytes);
         return;
     }
     if (b->init != AM_INIT_FILL && b->init != AM_INIT_SERIES) return;
@@ -228,7 +249,7 @@ void am_buffer_init(const am_buffer *b, uint8_t *dst, uint64_t bytes)
     am_num_encode(&b->fill, f->scalar, &start, why, sizeof why); /* validated by the parser */
     if (b->init == AM_INIT_SERIES) am_num_encode(&b->inc, f->scalar, &inc, why, sizeof why);
     bool fl = am_scalar_is_float(f->scalar);
-    double fs = b->fill.f, fi = b->inc.f;
+    double fs = b->fill.hex ? (double)b->fill.mag : b->fill.f, fi = b->inc.hex ? (double)b->inc.mag : b->inc.f;
     uint64_t i = 0;
     for (uint64_t e = 0; e < b->elements; e++)
         for (uint32_t k = 0; k < f->n_comp; k++, i++) {
@@ -236,7 +257,7 @@ void am_buffer_init(const am_buffer *b, uint8_t *dst, uint64_t bytes)
             if (off + (uint64_t)am_scalar_size(f->scalar) > bytes) return;
             uint64_t bits = start;
             if (b->init == AM_INIT_SERIES) {
-                if (fl && !b->fill.hex && !b->inc.hex) {
+                if (fl) {
                     am_num n = {.is_float = true, .f = fs + fi * (double)i};
                     am_num_encode(&n, f->scalar, &bits, why, sizeof why);
                 } else {

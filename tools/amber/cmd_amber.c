@@ -7,7 +7,9 @@
  * through a pipe; the parent prints verdicts in the order files were
  * given, then the summary line, and writes JUnit XML if asked. */
 #include "../cli.h"
+#include "compile.h"
 #include "exec.h"
+#include "feature_table.h"
 #include "report.h"
 
 #include <errno.h>
@@ -48,7 +50,8 @@ static void usage(FILE *f)
             "  --device D      device index or name substring (default: VKFUSE_DEVICE, else the best)\n"
             "  --timeout S     seconds per file, also the fence timeout (default 60)\n"
             "  --validation    Khronos validation layer on (also VKFUSE_VALIDATION=1); any message fails\n"
-            "  -v              print buffer contents on failure, timings of TIMED_EXECUTION\n\n"
+            "  -v              print buffer contents on failure, timings of TIMED_EXECUTION\n"
+            "  --list-features print every Struct.member DEVICE_FEATURE name known (from the Vulkan headers)\n\n"
             "Each file is PASS, FAIL, SKIP or ERROR; the last line is\n"
             "'N passed, N failed, N skipped, N errors'. Exit status 0 only if nothing failed or errored.\n");
 }
@@ -155,6 +158,16 @@ int cmd_amber(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
+        if (!strcmp(a, "--list-features")) {
+            /* The generated table, for users and for the test that checks
+               it against vulkan_core.h (tests/amber/feature_table_test.sh). */
+            for (int k = 0; k < am_feat_struct_count(); k++) {
+                const am_feat_struct *fs = am_feat_struct_get(k);
+                for (int m = 0; m < fs->count; m++) printf("%s.%s\n", fs->name, am_feat_member_get(fs->first + m)->name);
+            }
+            free(files);
+            return 0;
+        }
         if (!strcmp(a, "--tap")) {
             tap = true;
         } else if (!strcmp(a, "-v")) {
@@ -211,6 +224,8 @@ int cmd_amber(int argc, char **argv)
     }
     am_report rep;
     am_report_begin(&rep, tap, n_files);
+    /* Each child would otherwise rebuild glslang's tables (see compile.c). */
+    if (n_files > 1) am_compile_warm();
     int next = 0, running = 0, printed = 0;
     /* The child's own fence timeout fires first; the kill is the backstop. */
     double kill_after = timeout + 30;

@@ -13,26 +13,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* (vulkan minor, spir-v minor) for a TARGET_ENV, given the device's
-   Vulkan minor for the default. */
-static void env_for(uint32_t target_env, uint32_t dev_minor, uint32_t *vk_minor, uint32_t *spv_minor)
+/* The name Amber and SPIRV-Tools give a target ("spv1.3", "vulkan1.1spv1.4"). */
+void am_env_name(uint32_t env, char *buf, size_t len)
+{
+    if (env & AM_ENV_VULKAN)
+        snprintf(buf, len, "vulkan1.%u%s", env & 0xf, (env & 0x1000) ? "spv1.4" : "");
+    else
+        snprintf(buf, len, "spv1.%u", env & 0xf);
+}
+
+/* (vulkan minor, spir-v minor) glslang targets for an environment, as
+   Amber maps them (its ParseSpvEnv): spvX.Y names the lowest Vulkan that
+   accepts SPIR-V 1.Y without an extension (1.4 -> Vulkan 1.2, as Amber),
+   vulkanX.Y that Vulkan's own SPIR-V version. */
+static void env_for(uint32_t env, uint32_t *vk_minor, uint32_t *spv_minor)
 {
     static const uint32_t spv_of_vk[] = {0, 3, 5, 6};
-    if (dev_minor > 3) dev_minor = 3;
-    if (target_env == 0) {
-        /* Default: the device's Vulkan, at most 1.2. glslang's SPIR-V 1.6
-           output for Vulkan 1.3 uses LocalSizeId, which needs the
-           maintenance4 feature a test would have to ask for. */
-        if (dev_minor > 2) dev_minor = 2;
-        *vk_minor = dev_minor;
-        *spv_minor = spv_of_vk[dev_minor];
-    } else if (target_env & AM_ENV_VULKAN) {
-        *vk_minor = target_env & 0xf;
-        *spv_minor = (target_env & 0x1000) ? 4 : spv_of_vk[*vk_minor];
+    static const uint32_t vk_of_spv[] = {0, 1, 1, 1, 2, 2, 3};
+    if (env & AM_ENV_VULKAN) {
+        *vk_minor = env & 0xf;
+        *spv_minor = (env & 0x1000) ? 4 : spv_of_vk[*vk_minor];
     } else {
-        *spv_minor = target_env & 0xf;
-        *vk_minor = *spv_minor <= 0 ? 0 : *spv_minor <= 4 ? 1 : *spv_minor == 5 ? 2 : 3;
+        *spv_minor = env & 0xf;
+        *vk_minor = vk_of_spv[*spv_minor];
     }
+}
+
+uint32_t am_default_env(const am_script *s)
+{
+    for (int i = 0; i < s->n_dev_ext; i++)
+        if (!strcmp(s->dev_ext[i], "VK_KHR_spirv_1_4")) return AM_ENV_SPV | 4;
+    return AM_ENV_SPV | 0;
+}
+
+uint32_t am_env_min_vk_minor(uint32_t env, bool has_spirv_1_4_ext)
+{
+    uint32_t vk, spv;
+    env_for(env, &vk, &spv);
+    if (env & AM_ENV_VULKAN) return vk;
+    /* SPIR-V 1.4 runs on Vulkan 1.1 with VK_KHR_spirv_1_4. */
+    if (spv == 4 && has_spirv_1_4_ext) return 1;
+    return vk;
 }
 
 static bool compile_glsl(const am_shader *sh, uint32_t vk_minor, uint32_t spv_minor, am_spirv *out,
@@ -75,14 +96,21 @@ static bool compile_glsl(const am_shader *sh, uint32_t vk_minor, uint32_t spv_mi
     return ok;
 }
 
-static bool assemble(const am_shader *sh, uint32_t vk_minor, uint32_t spv_minor, am_spirv *out, char *msg,
-                     size_t msg_len)
+/* The SPIRV-Tools environment of a target: Amber hands the target's name
+   to spvParseTargetEnv, so spvX.Y is the universal SPIR-V 1.Y environment
+   (no Vulkan rules) and vulkanX.Y the Vulkan one. */
+static spv_target_env tools_env(uint32_t env)
 {
-    spv_target_env env = vk_minor == 0   ? SPV_ENV_VULKAN_1_0
-                         : vk_minor == 1 ? (spv_minor == 4 ? SPV_ENV_VULKAN_1_1_SPIRV_1_4 : SPV_ENV_VULKAN_1_1)
-                         : vk_minor == 2 ? SPV_ENV_VULKAN_1_2
-                                         : SPV_ENV_VULKAN_1_3;
-    spv_context ctx = spvContextCreate(env);
+    char name[32];
+    am_env_name(env, name, sizeof name);
+    spv_target_env e = SPV_ENV_UNIVERSAL_1_0;
+    if (!spvParseTargetEnv(name, &e)) e = SPV_ENV_UNIVERSAL_1_0; /* every name we parse is known */
+    return e;
+}
+
+static bool assemble(const am_shader *sh, uint32_t env, am_spirv *out, char *msg, size_t msg_len)
+{
+    spv_context ctx = spvContextCreate(tools_env(env));
     if (!ctx) {
         snprintf(msg, msg_len, "cannot start the SPIR-V assembler");
         return false;
@@ -150,22 +178,99 @@ static bool decode_hex(const am_shader *sh, am_spirv *out, char *msg, size_t msg
     return true;
 }
 
-bool am_compile(const am_shader *sh, uint32_t dev_vk_minor, am_spirv *out, char *msg, size_t msg_len)
+/* The validator's message spans lines (the offending instruction
+   follows): one line for the verdict, "; " between the parts. */
+static void one_line(char *m, size_t len)
+{
+    char *t = malloc(len);
+    if (!t) return;
+    size_t o = 0;
+    for (size_t i = 0; m[i] && o + 3 < len; i++) {
+        if (m[i] != '\n') {
+            t[o++] = m[i];
+            continue;
+        }
+        while (o && t[o - 1] == ' ') o--;
+        while (m[i + 1] == ' ' || m[i + 1] == '\n') i++;
+        if (m[i + 1]) {
+            t[o++] = ';';
+            t[o++] = ' ';
+        }
+    }
+    while (o && t[o - 1] == ' ') o--;
+    t[o] = '\0';
+    memcpy(m, t, o + 1);
+    free(t);
+}
+
+/* Runs the SPIR-V validator for the target over a module, as Amber does
+   before it creates a pipeline: a module the driver would reject (or
+   worse, accept and miscompile) is an ERROR that says why. */
+static bool validate(uint32_t env, const am_spirv *m, char *msg, size_t msg_len)
+{
+    spv_context ctx = spvContextCreate(tools_env(env));
+    if (!ctx) {
+        snprintf(msg, msg_len, "cannot start the SPIR-V validator");
+        return false;
+    }
+    spv_const_binary_t bin = {.code = m->words, .wordCount = m->n_words};
+    spv_diagnostic diag = NULL;
+    spv_result_t r = spvValidate(ctx, &bin, &diag);
+    if (r != SPV_SUCCESS) {
+        char name[32];
+        am_env_name(env, name, sizeof name);
+        uint32_t ver = m->n_words > 1 ? m->words[1] : 0;
+        snprintf(msg, msg_len, "invalid SPIR-V %u.%u module for target %s: %s", (ver >> 16) & 0xff, (ver >> 8) & 0xff,
+                 name, diag && diag->error ? diag->error : "the validator failed");
+        one_line(msg, msg_len);
+    }
+    spvDiagnosticDestroy(diag);
+    spvContextDestroy(ctx);
+    return r == SPV_SUCCESS;
+}
+
+bool am_compile(const am_shader *sh, uint32_t env, am_spirv *out, char *msg, size_t msg_len)
 {
     memset(out, 0, sizeof *out);
     uint32_t vk, spv;
-    env_for(sh->target_env, dev_vk_minor, &vk, &spv);
+    env_for(env, &vk, &spv);
+    bool ok = false;
     switch (sh->kind) {
-    case AM_SRC_GLSL: return compile_glsl(sh, vk, spv, out, msg, msg_len);
-    case AM_SRC_SPIRV_ASM: return assemble(sh, vk, spv, out, msg, msg_len);
-    case AM_SRC_SPIRV_HEX: return decode_hex(sh, out, msg, msg_len);
+    case AM_SRC_GLSL: ok = compile_glsl(sh, vk, spv, out, msg, msg_len); break;
+    case AM_SRC_SPIRV_ASM: ok = assemble(sh, env, out, msg, msg_len); break;
+    case AM_SRC_SPIRV_HEX: ok = decode_hex(sh, out, msg, msg_len); break;
     }
-    return false;
+    if (ok && !validate(env, out, msg, msg_len)) {
+        free(out->words);
+        memset(out, 0, sizeof *out);
+        ok = false;
+    }
+    return ok;
 }
 
-uint32_t am_compile_vk_minor(uint32_t target_env, uint32_t dev_vk_minor)
+/* glslang builds its built-in symbol tables on the first compile for a
+   GLSL version in a process (about 0.15 s of CPU), and every test file runs
+   in a child forked from the runner. Compiling a trivial shader for the
+   common versions once in the runner, before any fork, leaves those tables
+   in the children's copy of memory. The compiler stays alive so glslang
+   keeps them; nothing else (no Vulkan) is touched. */
+void am_compile_warm(void)
 {
-    uint32_t vk, spv;
-    env_for(target_env, dev_vk_minor, &vk, &spv);
-    return vk;
+    static shaderc_compiler_t keep;
+    if (keep) return;
+    keep = shaderc_compiler_initialize();
+    shaderc_compile_options_t o = shaderc_compile_options_initialize();
+    if (!keep || !o) {
+        if (o) shaderc_compile_options_release(o);
+        return;
+    }
+    static const char *src[] = {"#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n",
+                                "#version 460\nlayout(local_size_x = 1) in;\nvoid main() {}\n"};
+    shaderc_compile_options_set_target_env(o, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_0);
+    for (size_t i = 0; i < sizeof src / sizeof *src; i++) {
+        shaderc_compilation_result_t r =
+            shaderc_compile_into_spv(keep, src[i], strlen(src[i]), shaderc_glsl_compute_shader, "warm", "main", o);
+        if (r) shaderc_result_release(r);
+    }
+    shaderc_compile_options_release(o);
 }

@@ -7,6 +7,7 @@
  * buffer never leaves a stale descriptor behind. */
 #include "exec.h"
 #include "compile.h"
+#include "optimize.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -94,20 +95,40 @@ static am_status make_pipeline(am_exec *x, am_script *s, int pi, const am_exec_o
     int si = pl->shader;
     am_shader *sh = &s->shader[si];
     uint32_t dev_minor = (x->dev.api_version >> 12) & 0x3ff;
-    if (!x->module[si]) {
-        if (am_compile_vk_minor(sh->target_env, dev_minor) > dev_minor) {
+    /* A pipeline with SHADER_OPTIMIZATION gets its own module (Amber keys
+       compiled shaders by pipeline and shader); the others share one. */
+    VkShaderModule *mod = pl->n_opt ? &x->opt_module[pi] : &x->module[si];
+    if (!*mod) {
+        uint32_t env = sh->target_env ? sh->target_env : am_default_env(s);
+        bool ext14 = false;
+        for (int i = 0; i < s->n_dev_ext; i++) ext14 |= !strcmp(s->dev_ext[i], "VK_KHR_spirv_1_4");
+        if (am_env_min_vk_minor(env, ext14) > dev_minor) {
+            char name[32];
+            am_env_name(env, name, sizeof name);
             res->status = AM_SKIP;
-            snprintf(res->msg, sizeof res->msg, "shader '%s' targets a newer Vulkan than the device's 1.%u", sh->name,
-                     dev_minor);
+            snprintf(res->msg, sizeof res->msg, "shader '%s' targets %s, newer than the device's Vulkan 1.%u",
+                     sh->name, name, dev_minor);
             return AM_SKIP;
         }
         am_spirv spv;
         char msg[900];
-        if (!am_compile(sh, dev_minor, &spv, msg, sizeof msg))
+        if (!am_compile(sh, env, &spv, msg, sizeof msg))
             return am_fail_at(res, sh->pos, "shader '%s' (source from line %d): %s", sh->name, sh->source_line, msg);
+        if (pl->n_opt) {
+            am_opt_result o_r = am_optimize(env, pl, &spv, msg, sizeof msg);
+            if (o_r != AM_OPT_OK) {
+                free(spv.words);
+                if (o_r == AM_OPT_FAILED)
+                    return am_fail_at(res, pl->pos, "pipeline '%s', SHADER_OPTIMIZATION of '%s': %s", pl->name,
+                                      sh->name, msg);
+                res->status = AM_SKIP;
+                snprintf(res->msg, sizeof res->msg, "%s", msg);
+                return AM_SKIP;
+            }
+        }
         VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                         .codeSize = spv.n_words * 4, .pCode = spv.words};
-        VkResult r = VK->vkCreateShaderModule(DEV, &mci, NULL, &x->module[si]);
+        VkResult r = VK->vkCreateShaderModule(DEV, &mci, NULL, mod);
         free(spv.words);
         if (r != VK_SUCCESS) return vkfail(res, sh->pos, "vkCreateShaderModule", r);
     }
@@ -180,7 +201,7 @@ static am_status make_pipeline(am_exec *x, am_script *s, int pi, const am_exec_o
                   .pNext = rs.requiredSubgroupSize ? &rs : NULL,
                   .flags = flags,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                  .module = x->module[si],
+                  .module = *mod,
                   .pName = pl->entry,
                   .pSpecializationInfo = pl->n_spec ? &spec : NULL},
         .layout = x->layout[pi],
@@ -475,6 +496,8 @@ void am_exec_destroy(am_exec *x)
         }
         for (int i = 0; i < AM_MAX_SHADERS; i++)
             if (x->module[i]) VK->vkDestroyShaderModule(DEV, x->module[i], NULL);
+        for (int i = 0; i < AM_MAX_PIPELINES; i++)
+            if (x->opt_module[i]) VK->vkDestroyShaderModule(DEV, x->opt_module[i], NULL);
         for (int i = 0; i < AM_MAX_BUFFERS; i++)
             if (x->buf[i].buffer) vf_vk_raw_destroy(&x->dev, &x->buf[i]);
         if (x->fence) VK->vkDestroyFence(DEV, x->fence, NULL);

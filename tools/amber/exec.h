@@ -31,6 +31,7 @@ typedef struct am_exec {
     VkDescriptorSetLayout set_layout[AM_MAX_PIPELINES][AM_MAX_SET + 1];
     uint32_t n_sets[AM_MAX_PIPELINES];
     VkShaderModule module[AM_MAX_SHADERS];
+    VkShaderModule opt_module[AM_MAX_PIPELINES]; /* a pipeline's SHADER_OPTIMIZATION result */
 } am_exec;
 
 /* Creates the device for s, or says why it cannot: SKIP naming the

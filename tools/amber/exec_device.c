@@ -16,14 +16,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_STRUCT 16
-#define STRUCT_BYTES 128
+/* A features (or properties) query / enable chain: the structs a test
+   names, each once, in the order first named. */
+#define MAX_STRUCT (AM_MAX_FEATURES + 4)
 
 typedef struct chain {
     VkPhysicalDeviceFeatures2 f2;
-    _Alignas(16) unsigned char st[MAX_STRUCT][STRUCT_BYTES];
-    bool used[MAX_STRUCT];
+    int idx[MAX_STRUCT];         /* struct table index */
+    VkBaseOutStructure *st[MAX_STRUCT];
+    int n;
 } chain;
+
+static void chain_free(chain *c)
+{
+    if (!c) return;
+    for (int i = 0; i < c->n; i++) free(c->st[i]);
+    free(c);
+}
+
+/* The chained copy of struct i (from tab), added zeroed on first use;
+   NULL when out of memory or room. */
+static unsigned char *chain_get(chain *c, const am_feat_struct *tab_i, int i)
+{
+    for (int k = 0; k < c->n; k++)
+        if (c->idx[k] == i) return (unsigned char *)c->st[k];
+    if (c->n >= MAX_STRUCT) return NULL;
+    VkBaseOutStructure *b = calloc(1, tab_i->size);
+    if (!b) return NULL;
+    b->sType = tab_i->stype;
+    c->idx[c->n] = i;
+    c->st[c->n++] = b;
+    return (unsigned char *)b;
+}
+
+/* Links the chain's structs behind *head. */
+static void link_chain(chain *c, void **head)
+{
+    void **next = head;
+    *next = NULL;
+    for (int k = 0; k < c->n; k++) {
+        c->st[k]->pNext = NULL;
+        *next = c->st[k];
+        next = (void **)&c->st[k]->pNext;
+    }
+}
 
 static am_status skip(am_result *res, const char *fmt, const char *a, const char *b)
 {
@@ -40,48 +76,88 @@ static bool has_ext(const VkExtensionProperties *e, uint32_t n, const char *name
     return false;
 }
 
-/* Links the used structs behind f2 (each struct once). */
-static void link_chain(chain *c)
-{
-    c->f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-    void **next = &c->f2.pNext;
-    *next = NULL;
-    for (int i = 0; i < am_feat_struct_count() && i < MAX_STRUCT; i++) {
-        if (!c->used[i]) continue;
-        VkBaseOutStructure *b = (VkBaseOutStructure *)c->st[i];
-        b->sType = am_feat_struct_get(i)->stype;
-        b->pNext = NULL;
-        *next = b;
-        next = (void **)&b->pNext;
-    }
-}
-
+/* Sets feature `name` in want; false when out of memory or room. */
 static bool request(chain *want, const char *name)
 {
     int st;
     size_t off;
-    if (!am_feature_lookup(name, &st, &off)) return false;
+    if (!am_feature_lookup(name, &st, &off)) return true; /* unknown: refused before */
     VkBool32 t = VK_TRUE;
     if (st == AM_FEAT_CORE) {
         memcpy((unsigned char *)&want->f2.features + off, &t, sizeof t);
-    } else {
-        want->used[st] = true;
-        memcpy(want->st[st] + off, &t, sizeof t);
+        return true;
     }
+    unsigned char *p = chain_get(want, am_feat_struct_get(st), st);
+    if (!p) return false;
+    memcpy(p + off, &t, sizeof t);
     return true;
 }
 
-static bool granted(const chain *have, const char *name)
+static bool granted(chain *have, const char *name)
 {
     int st;
     size_t off;
     VkBool32 v = VK_FALSE;
     if (!am_feature_lookup(name, &st, &off)) return false;
-    if (st == AM_FEAT_CORE)
+    if (st == AM_FEAT_CORE) {
         memcpy(&v, (const unsigned char *)&have->f2.features + off, sizeof v);
-    else if (have->used[st])
-        memcpy(&v, have->st[st] + off, sizeof v);
+    } else {
+        for (int k = 0; k < have->n; k++)
+            if (have->idx[k] == st) memcpy(&v, (unsigned char *)have->st[k] + off, sizeof v);
+    }
     return v == VK_TRUE;
+}
+
+/* Is struct fs (core in fs->core, else by fs->ext) available on the
+   device? Adds its extension to names when it is needed. */
+static bool struct_available(const am_feat_struct *fs, uint32_t api, const VkExtensionProperties *ext, uint32_t n_ext,
+                             const char **names, uint32_t *n_names, bool enable)
+{
+    if (fs->core != UINT32_MAX && api >= fs->core) return true;
+    if (!fs->ext || !has_ext(ext, n_ext, fs->ext)) return false;
+    if (enable) {
+        bool dup = false;
+        for (uint32_t k = 0; k < *n_names; k++) dup |= !strcmp(names[k], fs->ext);
+        if (!dup) names[(*n_names)++] = fs->ext;
+    }
+    return true;
+}
+
+/* DEVICE_PROPERTY: each named VkBool32 property must be true. */
+static am_status check_properties(am_exec *x, const am_script *s, const VkExtensionProperties *ext, uint32_t n_ext,
+                                  am_result *res)
+{
+    if (!s->n_properties) return AM_PASS;
+    vf_vk_device *d = &x->dev;
+    chain *c = calloc(1, sizeof *c);
+    if (!c) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
+    am_status st = AM_PASS;
+    for (int i = 0; i < s->n_properties && st == AM_PASS; i++) {
+        int si;
+        size_t off;
+        if (!am_property_lookup(s->property[i], &si, &off)) continue; /* refused by the parser */
+        const am_feat_struct *ps = am_prop_struct_get(si);
+        if (!struct_available(ps, d->api_version, ext, n_ext, NULL, NULL, false))
+            st = skip(res, "device lacks %s (needs Vulkan 1.2 or %s)", ps->name, ps->ext);
+        else if (!chain_get(c, ps, si))
+            st = am_fail_at(res, (am_pos){0, 0}, "out of memory");
+    }
+    if (st == AM_PASS) {
+        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+        link_chain(c, &p2.pNext);
+        d->vki.vkGetPhysicalDeviceProperties2(d->phys, &p2);
+        for (int i = 0; i < s->n_properties && st == AM_PASS; i++) {
+            int si;
+            size_t off;
+            if (!am_property_lookup(s->property[i], &si, &off)) continue;
+            VkBool32 v = VK_FALSE;
+            for (int k = 0; k < c->n; k++)
+                if (c->idx[k] == si) memcpy(&v, (unsigned char *)c->st[k] + off, sizeof v);
+            if (v != VK_TRUE) st = skip(res, "device lacks property %s%s", s->property[i], "");
+        }
+    }
+    chain_free(c);
+    return st;
 }
 
 static am_status check_instance_exts(am_exec *x, const am_script *s, am_result *res)
@@ -133,39 +209,62 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
     if (!ext) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
     d->vki.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, ext);
 
+    /* A feature of a struct the headers do not have cannot be asked for:
+       the device is taken to lack it. */
+    for (int i = 0; i < s->n_features; i++) {
+        int fst;
+        size_t off;
+        if (am_feature_find(s->feature[i], &fst, &off) == AM_FEAT_UNKNOWN_STRUCT) {
+            free(ext);
+            return skip(res, "device lacks feature %s: its struct is not in the Vulkan headers this runner was built "
+                             "with, so the device cannot be asked for it%s", s->feature[i], "");
+        }
+    }
+    st = check_properties(x, s, ext, n_ext, res);
+    if (st != AM_PASS) {
+        free(ext);
+        return st;
+    }
+
     chain *want = calloc(1, sizeof *want), *have = calloc(1, sizeof *have);
-    const char **names = calloc(AM_MAX_FEATURES * 2 + 4, sizeof *names);
+    const char **names = calloc(MAX_STRUCT + AM_MAX_FEATURES + 2, sizeof *names);
     st = AM_PASS;
     if (!want || !have || !names) {
         st = am_fail_at(res, (am_pos){0, 0}, "out of memory");
         goto out;
     }
-    for (int i = 0; i < s->n_features; i++) request(want, s->feature[i]);
+    bool ok = true;
+    for (int i = 0; i < s->n_features; i++) ok &= request(want, s->feature[i]);
     /* SUBGROUP blocks need the subgroup size control features. */
     bool need_sg = s->subgroup_size != 0;
     for (int i = 0; i < s->n_pipelines; i++) {
         const am_pipeline *pl = &s->pipeline[i];
-        if (pl->sg_varying || pl->sg_required) request(want, "SubgroupSizeControl.subgroupSizeControl");
-        if (pl->sg_full) request(want, "SubgroupSizeControl.computeFullSubgroups");
+        if (pl->sg_varying || pl->sg_required) ok &= request(want, "SubgroupSizeControl.subgroupSizeControl");
+        if (pl->sg_full) ok &= request(want, "SubgroupSizeControl.computeFullSubgroups");
         need_sg |= pl->sg_required != 0;
     }
-    if (s->subgroup_size) request(want, "SubgroupSizeControl.subgroupSizeControl");
+    if (s->subgroup_size) ok &= request(want, "SubgroupSizeControl.subgroupSizeControl");
+    if (!ok) {
+        st = am_fail_at(res, (am_pos){0, 0}, "out of memory");
+        goto out;
+    }
 
     /* Query only structs the device knows (core in its version or by
        extension): chaining an unknown one is invalid usage. */
     uint32_t n_names = 0;
-    for (int i = 0; i < am_feat_struct_count() && i < MAX_STRUCT; i++) {
-        if (!want->used[i]) continue;
-        const am_feat_struct *fs = am_feat_struct_get(i);
-        bool core = d->api_version >= fs->core;
-        if (!core && !has_ext(ext, n_ext, fs->ext)) {
-            st = skip(res, "device lacks %s (%s)", fs->name, fs->ext);
+    for (int k = 0; k < want->n; k++) {
+        const am_feat_struct *fs = am_feat_struct_get(want->idx[k]);
+        if (!struct_available(fs, d->api_version, ext, n_ext, names, &n_names, true)) {
+            st = skip(res, "device lacks %s (%s)", fs->name, fs->ext ? fs->ext : "a newer Vulkan");
             goto out;
         }
-        if (!core) names[n_names++] = fs->ext;
-        have->used[i] = true;
+        if (!chain_get(have, fs, want->idx[k])) {
+            st = am_fail_at(res, (am_pos){0, 0}, "out of memory");
+            goto out;
+        }
     }
-    link_chain(have);
+    have->f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    link_chain(have, &have->f2.pNext);
     d->vki.vkGetPhysicalDeviceFeatures2(d->phys, &have->f2);
     for (int i = 0; i < s->n_features; i++)
         if (!granted(have, s->feature[i])) {
@@ -214,7 +313,8 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
     d->vkd.vkDestroyDevice(d->device, NULL);
     d->device = VK_NULL_HANDLE;
     d->push_descriptors = false;
-    link_chain(want);
+    want->f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    link_chain(want, &want->f2.pNext);
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                    .queueFamilyIndex = d->queue_family,
@@ -239,8 +339,8 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
     d->vkd.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
 out:
     free(ext);
-    free(want);
-    free(have);
+    chain_free(want);
+    chain_free(have);
     free(names);
     return st;
 }

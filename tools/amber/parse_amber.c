@@ -9,6 +9,7 @@
  * statement loop. Pipelines are in parse_amber_pipeline.c, RUN / COPY /
  * CLEAR / EXPECT in parse_amber_cmds.c; parse_amber.h is what they share. */
 #include "parse_amber.h"
+#include "feature_table.h"
 #include "parse_util.h"
 
 #include <stdio.h>
@@ -196,12 +197,18 @@ am_status ap_value(ap_parser *p, am_scalar sc, uint64_t *bits, am_num *num)
     char why[160];
     am_num n;
     if (!am_num_parse(p->t.text, &n)) return ap_err(p, &p->t, "'%s' is not a number", p->t.text);
-    if (!am_num_encode(&n, sc, bits, why, sizeof why)) return ap_err(p, &p->t, "%s", why);
+    if (!am_num_encode(&n, sc, bits, why, sizeof why)) {
+        char m[AM_TOK_MAX + 200];
+        snprintf(m, sizeof m, "'%s' %s", p->t.text, why);
+        return am_fail_at(p->res, p->t.pos, "%s", m);
+    }
     if (num) *num = n;
     return AM_PASS;
 }
 
-static am_status buffer_data(ap_parser *p, am_buffer *b)
+/* DATA values up to END; from a FILE TEXT (to_eof) the end of the file
+   ends them too, as in Amber. */
+static am_status buffer_data(ap_parser *p, am_buffer *b, bool to_eof)
 {
     /* Values up to END, over as many lines as needed. Growth is bounded
        by the input: each value is at least one character. */
@@ -211,7 +218,10 @@ static am_status buffer_data(ap_parser *p, am_buffer *b)
     for (;;) {
         NEXT(p);
         if (p->t.kind == AM_TOK_EOL) continue;
-        if (p->t.kind == AM_TOK_EOF) return am_fail_at(p->res, b->pos, "BUFFER DATA without END");
+        if (p->t.kind == AM_TOK_EOF) {
+            if (to_eof) break;
+            return am_fail_at(p->res, b->pos, "BUFFER DATA without END");
+        }
         if (!strcmp(p->t.text, "END")) break;
         uint64_t bits;
         TRY(ap_value(p, b->fmt.scalar, &bits, NULL));
@@ -239,7 +249,65 @@ static am_status buffer_data(ap_parser *p, am_buffer *b)
     b->elements = elems;
     b->data_len = n;
     b->init = AM_INIT_DATA;
+    return to_eof ? AM_PASS : ap_eol(p);
+}
+
+am_status am_buffer_parse_text(am_buffer *b, const char *text, size_t len, am_result *res)
+{
+    ap_parser *p = calloc(1, sizeof *p);
+    if (!p) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
+    am_lex_init(&p->lx, text, len);
+    p->res = res;
+    free(b->data);
+    b->data = NULL;
+    b->data_len = 0;
+    am_status st = buffer_data(p, b, true);
+    free(p);
+    return st;
+}
+
+/* FILE [TEXT|BINARY|PNG] path: recorded here, read by the runner. */
+static am_status buffer_file(ap_parser *p, am_buffer *b)
+{
+    TRY(ap_word(p, "TEXT, BINARY or a file path"));
+    bool binary = false;
+    if (!strcmp(p->t.text, "TEXT") || !strcmp(p->t.text, "BINARY")) {
+        binary = p->t.text[0] == 'B';
+        TRY(ap_word(p, "a file path"));
+    } else if (!strcmp(p->t.text, "PNG")) {
+        return ap_skip(p, &p->t, "images not supported (BUFFER FILE PNG)");
+    } else {
+        /* Amber reads a FILE without a kind as a PNG image. */
+        return ap_skip(p, &p->t, "images not supported (BUFFER FILE without TEXT or BINARY is a PNG)");
+    }
+    if (strlen(p->t.text) >= sizeof b->file) return ap_err(p, &p->t, "path too long%s", "");
+    strcpy(b->file, p->t.text);
+    b->file_binary = binary;
+    b->file_pos = p->t.pos;
+    b->init = AM_INIT_DATA;
     return ap_eol(p);
+}
+
+/* A FILL, SERIES_FROM or INC_BY value. Amber takes a float literal there
+   for an integer buffer and uses its (absent) integer value, 0: 0.0 is
+   accepted as 0; any other float literal would silently become 0 in Amber,
+   so it is an ERROR that says so. */
+static am_status fill_value(ap_parser *p, am_buffer *b, am_num *out)
+{
+    am_num n;
+    if (!am_scalar_is_float(b->fmt.scalar) && am_num_parse(p->t.text, &n) && n.is_float) {
+        if (n.f != 0.0) {
+            char m[AM_TOK_MAX * 2 + 200];
+            snprintf(m, sizeof m,
+                     "'%s' is a float literal for an integer buffer: Amber reads it as 0 here; write an integer",
+                     p->t.text);
+            return am_fail_at(p->res, p->t.pos, "%s", m);
+        }
+        memset(out, 0, sizeof *out); /* integer 0 */
+        return AM_PASS;
+    }
+    uint64_t bits;
+    return ap_value(p, b->fmt.scalar, &bits, out);
 }
 
 static am_status cmd_buffer(ap_parser *p)
@@ -277,6 +345,12 @@ static am_status cmd_buffer(ap_parser *p)
             return ap_err(p, &p->t, "unknown format '%s'", p->t.text);
         }
         b->fmt.layout = AM_PACKED;
+        if (ap_peek_word(p, "FILE")) {
+            am_fmt_finish(&b->fmt);
+            b->has_fmt = true;
+            NEXT(p);
+            return buffer_file(p, b);
+        }
         if (!ap_peek_word(p, "SIZE") && !ap_peek_word(p, "DATA")) {
             /* A bare FORMAT buffer is an image or attachment. */
             return ap_skip(p, &p->t, "images not supported");
@@ -288,29 +362,31 @@ static am_status cmd_buffer(ap_parser *p)
     b->has_fmt = true;
     TRY(ap_word(p, "SIZE or DATA"));
     if (!strcmp(p->t.text, "DATA")) {
-        TRY(buffer_data(p, b)); /* values may start on the DATA line */
+        TRY(buffer_data(p, b, false)); /* values may start on the DATA line */
     } else if (!strcmp(p->t.text, "SIZE")) {
         uint64_t n;
         TRY(ap_uint_tok(p, "SIZE", AM_MAX_BUFFER_BYTES / b->fmt.stride, &n));
         b->elements = n;
-        TRY(ap_word(p, "FILL or SERIES_FROM"));
+        TRY(ap_word(p, "FILL, SERIES_FROM or FILE"));
+        if (!strcmp(p->t.text, "FILE")) {
+            b->elements = 0; /* the file's contents give the size, as in Amber */
+            return buffer_file(p, b);
+        }
         if (!strcmp(p->t.text, "FILL")) {
             TRY(ap_word(p, "a fill value"));
-            uint64_t bits;
-            TRY(ap_value(p, b->fmt.scalar, &bits, &b->fill));
+            TRY(fill_value(p, b, &b->fill));
             b->init = AM_INIT_FILL;
         } else if (!strcmp(p->t.text, "SERIES_FROM")) {
-            uint64_t bits;
             TRY(ap_word(p, "a start value"));
-            TRY(ap_value(p, b->fmt.scalar, &bits, &b->fill));
+            TRY(fill_value(p, b, &b->fill));
             TRY(ap_keyword(p, "INC_BY"));
             TRY(ap_word(p, "an increment"));
-            TRY(ap_value(p, b->fmt.scalar, &bits, &b->inc));
+            TRY(fill_value(p, b, &b->inc));
             b->init = AM_INIT_SERIES;
         } else if (!strcmp(p->t.text, "WIDTH") || !strcmp(p->t.text, "HEIGHT")) {
             return ap_skip(p, &p->t, "images not supported");
         } else {
-            return ap_err(p, &p->t, "expected FILL or SERIES_FROM, got '%s'", p->t.text);
+            return ap_err(p, &p->t, "expected FILL, SERIES_FROM or FILE, got '%s'", p->t.text);
         }
         TRY(ap_eol(p));
     } else if (!strcmp(p->t.text, "WIDTH") || !strcmp(p->t.text, "MIP_LEVELS") ||
@@ -363,11 +439,15 @@ static am_status requirement(ap_parser *p)
 {
     am_script *s = p->s;
     am_tok at = p->t;
-    char (*list)[AM_NAME_MAX];
+    char (*list)[AM_REQ_NAME_MAX];
     int *n;
-    if (!strcmp(at.text, "DEVICE_FEATURE")) {
+    bool feature = !strcmp(at.text, "DEVICE_FEATURE"), property = !strcmp(at.text, "DEVICE_PROPERTY");
+    if (feature) {
         list = s->feature;
         n = &s->n_features;
+    } else if (property) {
+        list = s->property;
+        n = &s->n_properties;
     } else if (!strcmp(at.text, "DEVICE_EXTENSION")) {
         list = s->dev_ext;
         n = &s->n_dev_ext;
@@ -375,10 +455,16 @@ static am_status requirement(ap_parser *p)
         list = s->inst_ext;
         n = &s->n_inst_ext;
     }
-    TRY(ap_word(p, "a name"));
-    if (strlen(p->t.text) >= AM_NAME_MAX) return ap_err(p, &p->t, "name too long%s", "");
-    if (at.text[0] == 'D' && at.text[7] == 'F' && !am_feature_known(p->t.text))
+    TRY(ap_word(p, "a name")); /* any length a word may have (AM_TOK_MAX) */
+    int st;
+    size_t off;
+    /* A struct the headers lack is checked when run (SKIP: the device
+       cannot be asked); an unknown member of a known struct is a typo. */
+    if (feature && am_feature_find(p->t.text, &st, &off) == AM_FEAT_UNKNOWN)
         return ap_err(p, &p->t, "unknown device feature '%s'", p->t.text);
+    if (property && !am_property_lookup(p->t.text, &st, &off))
+        return ap_err(p, &p->t, "unknown device property '%s' (known: FloatControlsProperties.<VkBool32 member>)",
+                      p->t.text);
     for (int i = 0; i < *n; i++)
         if (!strcmp(list[i], p->t.text)) return ap_eol(p); /* repeated: harmless */
     if (*n >= AM_MAX_FEATURES) return ap_err(p, &p->t, "too many %s", at.text);
@@ -443,7 +529,8 @@ static am_status statement(ap_parser *p, bool in_repeat)
     if (!strcmp(w, "DERIVE_PIPELINE")) return ap_cmd_pipeline(p, true);
     if (!strcmp(w, "REPEAT")) return cmd_repeat(p);
     if (!strcmp(w, "VIRTUAL_FILE")) return cmd_virtual_file(p);
-    if (!strcmp(w, "DEVICE_FEATURE") || !strcmp(w, "DEVICE_EXTENSION") || !strcmp(w, "INSTANCE_EXTENSION"))
+    if (!strcmp(w, "DEVICE_FEATURE") || !strcmp(w, "DEVICE_PROPERTY") || !strcmp(w, "DEVICE_EXTENSION") ||
+        !strcmp(w, "INSTANCE_EXTENSION"))
         return requirement(p);
     if (!strcmp(w, "SET")) return cmd_set(p);
     if (!strcmp(w, "IMAGE") || !strcmp(w, "SAMPLER")) return ap_skip(p, &p->t, "images not supported");

@@ -199,14 +199,45 @@ static am_status subgroup(ap_parser *p, am_pipeline *pl)
     }
 }
 
-/* SHADER_OPTIMIZATION passes change nothing a test may observe: we run the
-   shader as written. */
-static am_status ignore_block(ap_parser *p, am_tok at)
+/* A pass flag as spirv-opt takes it ("--graphics-robust-access",
+   "--scalar-replacement=100"): '--', then letters, digits and '-', and an
+   optional '=' value without blanks or path separators. The flags become
+   arguments of spirv-opt, so nothing that could name a file (-o, -Oconfig)
+   gets through. */
+static bool pass_flag_ok(const char *f)
 {
+    if (strncmp(f, "--", 2) || !f[2]) return false;
+    const char *q = f + 2;
+    for (; *q && *q != '='; q++)
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '-')) return false;
+    if (*q == '=')
+        for (q++; *q; q++)
+            if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
+                  *q == '-' || *q == '_' || *q == ',' || *q == ':' || *q == '.'))
+                return false;
+    return true;
+}
+
+/* SHADER_OPTIMIZATION shader NL flag... END: the spirv-opt passes Amber
+   runs on that shader for this pipeline. */
+static am_status shader_optimization(ap_parser *p, am_pipeline *pl)
+{
+    am_tok at = p->t;
+    int sh;
+    TRY(ap_find_shader(p, &sh));
+    if (sh != pl->shader) /* as in Amber: the shader must be attached first */
+        return ap_err(p, &p->t, "SHADER_OPTIMIZATION for '%s', which is not the attached shader", p->t.text);
+    TRY(ap_eol(p));
+    pl->n_opt = 0;
     for (;;) {
         NEXT(p);
-        if (p->t.kind == AM_TOK_EOF) return am_fail_at(p->res, at.pos, "%s without END", at.text);
-        if (p->t.kind == AM_TOK_WORD && !strcmp(p->t.text, "END")) return ap_eol(p);
+        if (p->t.kind == AM_TOK_EOL) continue;
+        if (p->t.kind == AM_TOK_EOF) return am_fail_at(p->res, at.pos, "SHADER_OPTIMIZATION without END");
+        if (!strcmp(p->t.text, "END")) return ap_eol(p);
+        if (!pass_flag_ok(p->t.text) || strlen(p->t.text) >= AM_OPT_FLAG_MAX)
+            return ap_err(p, &p->t, "'%s' is not a spirv-opt pass flag", p->t.text);
+        if (pl->n_opt >= AM_MAX_OPT_FLAGS) return ap_err(p, &p->t, "more than %s optimization flags", "16");
+        strcpy(pl->opt[pl->n_opt++], p->t.text);
     }
 }
 
@@ -254,7 +285,7 @@ am_status ap_cmd_pipeline(ap_parser *p, bool derive)
         else if (!strcmp(w, "SUBGROUP"))
             TRY(subgroup(p, pl));
         else if (!strcmp(w, "SHADER_OPTIMIZATION"))
-            TRY(ignore_block(p, p->t));
+            TRY(shader_optimization(p, pl));
         else if (!strcmp(w, "COMPILE_OPTIONS"))
             return ap_skip(p, &p->t, "OpenCL C compile options not supported");
         else if (!strcmp(w, "SET"))

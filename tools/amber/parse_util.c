@@ -8,7 +8,7 @@
 bool am_parse_uint(const char *s, uint64_t max, uint64_t *out)
 {
     am_num n;
-    if (!am_num_parse(s, &n) || n.is_float || (n.neg && n.mag) || n.mag > max) return false;
+    if (!am_num_parse(s, &n) || n.is_float || n.sat || (n.neg && n.mag) || n.mag > max) return false;
     *out = n.mag;
     return true;
 }

@@ -119,7 +119,10 @@ static am_status type_word(vk_parser *p, am_layout layout, am_fmt *f)
     TRY(word(p, "a type"));
     if (!am_parse_glsl_type(p->t.text, f)) return fail(p, p->t.pos, "unknown type '%s'", p->t.text);
     f->layout = layout;
-    f->array = true; /* consecutive values fill consecutive array elements */
+    /* Consecutive values fill consecutive elements at the element's own
+       size, as Amber lays them out: no std140 array rounding, so a float
+       after a float is 4 bytes on even in a std140 ubo. */
+    f->array = false;
     am_fmt_finish(f);
     return AM_PASS;
 }
@@ -139,8 +142,11 @@ static am_status values(vk_parser *p, am_cmd *c, am_pos at)
         am_num n;
         char why[160];
         if (!am_num_parse(p->t.text, &n)) return fail(p, p->t.pos, "'%s' is not a number", p->t.text);
-        if (!am_num_encode(&n, c->fmt.scalar, &c->values[c->n_values], why, sizeof why))
-            return fail(p, p->t.pos, "%s", why);
+        if (!am_num_encode(&n, c->fmt.scalar, &c->values[c->n_values], why, sizeof why)) {
+            char m[AM_TOK_MAX + 200];
+            snprintf(m, sizeof m, "'%s' %s", p->t.text, why);
+            return fail(p, p->t.pos, "%s", m);
+        }
         c->n_values++;
     }
     if (!c->n_values) return fail(p, at, "no values given%s", "");
@@ -373,13 +379,13 @@ static am_status require_line(vk_parser *p)
     if (!strcmp(t.text, "framebuffer") || !strcmp(t.text, "depthstencil") || !strcmp(t.text, "fbsize"))
         return AM_PASS; /* graphics-only: irrelevant to compute */
     if (!strncmp(t.text, "VK_", 3)) {
-        if (strlen(t.text) >= AM_NAME_MAX || s->n_dev_ext >= AM_MAX_FEATURES)
+        if (strlen(t.text) >= AM_REQ_NAME_MAX || s->n_dev_ext >= AM_MAX_FEATURES)
             return fail(p, t.pos, "too many or too long extension names%s", "");
         strcpy(s->dev_ext[s->n_dev_ext++], t.text);
         return end_of_line(p);
     }
-    char canon[AM_NAME_MAX * 2];
-    if (!am_feature_canonical(t.text, canon, sizeof canon) || strlen(canon) >= AM_NAME_MAX)
+    char canon[AM_REQ_NAME_MAX * 2];
+    if (!am_feature_canonical(t.text, canon, sizeof canon) || strlen(canon) >= AM_REQ_NAME_MAX)
         return fail(p, t.pos, "unknown requirement '%s'", t.text);
     if (s->n_features >= AM_MAX_FEATURES) return fail(p, t.pos, "too many features%s", "");
     strcpy(s->feature[s->n_features++], canon);
@@ -428,6 +434,20 @@ static am_status finish_shader(vk_parser *p, const char *src, size_t start, size
     return AM_PASS;
 }
 
+/* Does the line src[i..e) end in a line continuation: a '\' word right
+   before the newline (or "\r\n"), as Amber's tokenizer takes it? A '\'
+   inside a comment is not one: the comment runs to the end of the line. */
+static bool continued(const char *src, size_t i, size_t e)
+{
+    size_t b = e;
+    if (b > i && src[b - 1] == '\r') b--;
+    if (b == i || src[b - 1] != '\\') return false;
+    if (b - 1 > i && src[b - 2] != ' ' && src[b - 2] != '\t') return false; /* part of a word */
+    for (size_t k = i; k < b - 1; k++)
+        if (src[k] == '#' && (k == i || src[k - 1] == ' ' || src[k - 1] == '\t')) return false;
+    return true;
+}
+
 static am_status parse_lines(vk_parser *p, const char *src, size_t len)
 {
     section sec = SEC_NONE;
@@ -461,6 +481,14 @@ static am_status parse_lines(vk_parser *p, const char *src, size_t len)
             }
         } else if (sec != SEC_SHADER && sec != SEC_COMMENT && a < b && src[a] != '#') {
             if (sec == SEC_NONE) return fail(p, at, "expected a [section] header%s", "");
+            /* Continued lines are one command; the lexer skips each
+               "\ newline" and counts the lines, so positions stay right. */
+            int joined = 0;
+            for (size_t seg = i; e < len && continued(src, seg, e); joined++) {
+                seg = e + 1;
+                e = seg;
+                while (e < len && src[e] != '\n') e++;
+            }
             am_lex_init(&p->lx, src + i, e - i);
             p->lx.line = line;
             am_lex_next(&p->lx, &p->t);
@@ -468,6 +496,7 @@ static am_status parse_lines(vk_parser *p, const char *src, size_t len)
                 if (p->t.too_long) return fail(p, p->t.pos, "word too long%s", "");
                 TRY(sec == SEC_REQUIRE ? require_line(p) : test_line(p));
             }
+            line += joined;
         }
         line++;
         i = e + 1;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads at most AM_MAX_SOURCE bytes; NULL with a message otherwise. */
-static char *read_file(const char *path, size_t *len, char *why, size_t why_len)
+/* Reads at most max bytes; NULL with a message otherwise. */
+static char *read_file(const char *path, size_t max, size_t *len, char *why, size_t why_len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -18,13 +18,16 @@ static char *read_file(const char *path, size_t *len, char *why, size_t why_len)
     char *buf = malloc(cap + 1);
     while (buf) {
         if (n == cap) {
-            if (cap >= AM_MAX_SOURCE) {
-                snprintf(why, why_len, "larger than %u bytes", AM_MAX_SOURCE);
+            if (cap >= max) {
+                /* One more byte tells a file of exactly max bytes apart. */
+                char extra;
+                if (fread(&extra, 1, 1, f) == 0 && !ferror(f)) break;
+                snprintf(why, why_len, "larger than %zu bytes", max);
                 free(buf);
                 buf = NULL;
                 break;
             }
-            cap *= 2;
+            cap = cap * 2 > max ? max : cap * 2;
             char *nb = realloc(buf, cap + 1);
             if (!nb) {
                 free(buf);
@@ -64,11 +67,45 @@ static am_status load_shader_files(am_script *s, const char *dir, am_result *res
             snprintf(path, sizeof path, "%s/%s", dir, sh->file);
         char why[256] = "";
         size_t len;
-        sh->source = read_file(path, &len, why, sizeof why);
+        sh->source = read_file(path, AM_MAX_SOURCE, &len, why, sizeof why);
         if (!sh->source) return am_fail_at(res, sh->pos, "SHADER FILE %s: %s", sh->file, why);
         for (size_t k = 0; k < len; k++)
             if (!sh->source[k]) sh->source[k] = ' ';
         sh->source_line = 1;
+    }
+    return AM_PASS;
+}
+
+/* BUFFER ... FILE TEXT|BINARY: TEXT is parsed like DATA values, BINARY
+   is the buffer's bytes (elements: whole strides of them), as in Amber. */
+static am_status load_buffer_files(am_script *s, const char *dir, am_result *res)
+{
+    for (int i = 0; i < s->n_buffers; i++) {
+        am_buffer *b = &s->buffer[i];
+        if (!b->file[0]) continue;
+        char path[4096];
+        if (b->file[0] == '/')
+            snprintf(path, sizeof path, "%s", b->file);
+        else
+            snprintf(path, sizeof path, "%s/%s", dir, b->file);
+        char why[256] = "";
+        size_t len;
+        char *data = read_file(path, b->file_binary ? AM_MAX_DATA_FILE : AM_MAX_SOURCE, &len, why, sizeof why);
+        if (!data) return am_fail_at(res, b->file_pos, "BUFFER %s FILE %s: %s", b->name, b->file, why);
+        if (b->file_binary) {
+            free(b->data);
+            b->data = (uint8_t *)data;
+            b->data_len = len;
+            b->elements = len / b->fmt.stride;
+            b->min_bytes = len;
+            continue;
+        }
+        am_result r = {0};
+        am_status st = am_buffer_parse_text(b, data, len, &r);
+        free(data);
+        if (st != AM_PASS)
+            return am_fail_at(res, b->file_pos, "BUFFER %s FILE %s:%d:%d: %s", b->name, b->file, r.pos.line,
+                              r.pos.col, r.msg);
     }
     return AM_PASS;
 }
@@ -78,7 +115,7 @@ void am_run_file(const char *path, const am_exec_opts *o, am_result *res)
     memset(res, 0, sizeof *res);
     char why[256] = "";
     size_t len = 0;
-    char *src = read_file(path, &len, why, sizeof why);
+    char *src = read_file(path, AM_MAX_SOURCE, &len, why, sizeof why);
     if (!src) {
         am_fail_at(res, (am_pos){0, 0}, "%s", why);
         return;
@@ -100,6 +137,7 @@ void am_run_file(const char *path, const am_exec_opts *o, am_result *res)
         else
             strcpy(dir, ".");
         st = load_shader_files(s, o->dir ? o->dir : dir, res);
+        if (st == AM_PASS) st = load_buffer_files(s, o->dir ? o->dir : dir, res);
     }
     if (st == AM_PASS) {
         am_exec *x = calloc(1, sizeof *x);

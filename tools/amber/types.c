@@ -101,8 +101,9 @@ bool am_num_parse(const char *tok, am_num *out)
         for (const char *q = p + 2; *q; q++) {
             int d = isdigit((unsigned char)*q) ? *q - '0'
                     : isxdigit((unsigned char)*q) ? (tolower((unsigned char)*q) - 'a' + 10) : -1;
-            if (d < 0 || v >> 60) return false;
-            v = v << 4 | (uint64_t)d;
+            if (d < 0) return false;
+            if (v >> 60) out->sat = true; /* strtoull(16) saturates too */
+            v = out->sat ? UINT64_MAX : v << 4 | (uint64_t)d;
         }
         out->hex = true;
         out->mag = v;
@@ -116,7 +117,9 @@ bool am_num_parse(const char *tok, am_num *out)
         errno = 0;
         char *end;
         unsigned long long v = strtoull(p, &end, 10);
-        if (errno || *end) return false;
+        if (*end) return false;
+        if (errno == ERANGE) out->sat = true; /* v is ULLONG_MAX, as Amber keeps it */
+        else if (errno) return false;
         out->mag = v;
         out->f = out->neg ? -(double)v : (double)v;
         return true;
@@ -131,48 +134,30 @@ bool am_num_parse(const char *tok, am_num *out)
     return true;
 }
 
+/* float -> float16 as Amber converts buffer data (its float16_helper):
+   the sign, the float's exponent rebiased by 112 and kept to 5 bits
+   (values outside float16's range wrap, as in a release build of Amber),
+   the mantissa truncated to 10 bits; a zero or denormal float exponent,
+   or a result exponent of 0, gives a zero mantissa. No rounding, no
+   infinity: the CTS's expected values encode exactly this conversion. */
 uint16_t am_f32_to_f16(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    int32_t exp = (int32_t)((x >> 23) & 0xff);
-    uint32_t man = x & 0x7fffffu;
-    if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
-    int32_t e = exp - 127 + 15;
-    if (e >= 0x1f) return (uint16_t)(sign | 0x7c00u);
-    if (e <= 0) {
-        if (e < -10) return (uint16_t)sign;
-        man |= 0x800000u;
-        uint32_t shift = (uint32_t)(14 - e);
-        uint32_t h = man >> shift;
-        uint32_t rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((uint32_t)e << 10) | (man >> 13);
-    uint32_t rem = man & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* may carry into the exponent: right */
-    return (uint16_t)(sign | h);
+    uint32_t sign = x >> 31, exp_bits = (x >> 23) & 0xffu;
+    uint32_t exp = exp_bits == 0 ? 0 : (exp_bits - 112u) & 0x1fu;
+    uint32_t man = exp == 0 ? 0 : x & 0x7fffffu;
+    return (uint16_t)(sign << 15 | exp << 10 | man >> 13);
 }
 
+/* float16 -> float as Amber reads float16 data: a zero exponent is zero
+   (denormals flushed, sign kept), any other exponent is rebiased by 112,
+   so 0x7c00 reads as 65536, not infinity. */
 float am_f16_to_f32(uint16_t h)
 {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
-    uint32_t x;
-    if (exp == 0x1f) {
-        x = sign | 0x7f800000u | (man << 13);
-    } else if (exp == 0) {
-        if (!man) {
-            x = sign;
-        } else {
-            float f = ldexpf((float)man, -24);
-            return sign ? -f : f;
-        }
-    } else {
-        x = sign | ((exp + 112) << 23) | (man << 13);
-    }
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp_bits = (h >> 10) & 0x1fu;
+    uint32_t x = sign;
+    if (exp_bits) x |= (exp_bits + 112u) << 23 | (uint32_t)(h & 0x3ffu) << 13;
     float f;
     memcpy(&f, &x, 4);
     return f;
@@ -182,52 +167,30 @@ bool am_num_encode(const am_num *n, am_scalar s, uint64_t *bits, char *why, size
 {
     int size = am_scalar_size(s);
     uint64_t mask = size == 8 ? UINT64_MAX : ((uint64_t)1 << (size * 8)) - 1;
-    if (n->hex) {
-        /* A hex literal is the raw bit pattern, also for floating types. */
-        if (n->mag & ~mask) {
-            snprintf(why, why_len, "0x%" PRIx64 " does not fit in %s", n->mag, am_scalar_name(s));
-            return false;
-        }
-        *bits = n->mag;
-        return true;
-    }
     if (am_scalar_is_float(s)) {
+        /* A hex literal is a number here too, as Amber converts it (0x10
+           is 16.0), not a bit pattern. */
+        double d = n->hex ? (double)n->mag : n->f;
         if (s == AM_F64) {
-            memcpy(bits, &n->f, 8);
+            memcpy(bits, &d, 8);
         } else if (s == AM_F32) {
-            float f = (float)n->f;
+            float f = (float)d;
             uint32_t u;
             memcpy(&u, &f, 4);
             *bits = u;
         } else {
-            *bits = am_f32_to_f16((float)n->f);
+            *bits = am_f32_to_f16((float)d);
         }
         return true;
     }
     if (n->is_float) {
-        snprintf(why, why_len, "%g is not an integer (%s)", n->f, am_scalar_name(s));
+        snprintf(why, why_len, "is not an integer (%s)", am_scalar_name(s));
         return false;
     }
-    if (is_signed(s)) {
-        uint64_t limit = (uint64_t)1 << (size * 8 - 1); /* |min| */
-        if ((!n->neg && n->mag >= limit) || (n->neg && n->mag > limit)) {
-            snprintf(why, why_len, "%s%" PRIu64 " is out of range for %s", n->neg ? "-" : "",
-                     n->mag, am_scalar_name(s));
-            return false;
-        }
-        uint64_t v = n->neg ? (uint64_t)0 - n->mag : n->mag;
-        *bits = v & mask;
-        return true;
-    }
-    if (n->neg && n->mag) {
-        snprintf(why, why_len, "-%" PRIu64 " is negative for %s", n->mag, am_scalar_name(s));
-        return false;
-    }
-    if (n->mag & ~mask) {
-        snprintf(why, why_len, "%" PRIu64 " is out of range for %s", n->mag, am_scalar_name(s));
-        return false;
-    }
-    *bits = n->mag;
+    /* Amber keeps every integer literal as strtoull's uint64 (a negative
+       one as its two's complement) and stores its low bytes. */
+    uint64_t v = n->sat ? UINT64_MAX : n->neg ? (uint64_t)0 - n->mag : n->mag;
+    *bits = v & mask;
     return true;
 }
 
