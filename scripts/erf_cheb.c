@@ -48,6 +48,8 @@ int main(void)
         if (x > 0 && rr > maxr) maxr = rr;
     }
     printf("max abs %.3e at %g, max rel %.3e\n", maxe, at, maxr);
-    for (int k = 0; k < na; k++) printf("%.9e, ", a[k]); printf("\n");
-    for (int k = 0; k < nb; k++) printf("%.9e, ", b[k]); printf("\n");
+    for (int k = 0; k < na; k++) printf("%.9e, ", a[k]);
+    printf("\n");
+    for (int k = 0; k < nb; k++) printf("%.9e, ", b[k]);
+    printf("\n");
 }

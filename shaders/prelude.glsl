@@ -370,58 +370,105 @@ float vf_erf(float x)
     return x < 0.0 ? -r : r;
 }
 
-// log1p: near 0, 2 atanh(s) with s = x / (2 + x) as a series (|s| <= 1/5
-// for |x| < 1/3: 8 terms reach 2^-24 with no cancellation); elsewhere
-// log(1 + x) corrected for the rounding of 1 + x. log(1 + x) alone loses
-// every digit of a small x.
+// log and exp done here rather than with the built-ins, whose error
+// (a few ulps on lavapipe, growing with |x| for exp) the subtractions of
+// log1p / expm1 would magnify. ln 2 in two parts: n * VF_LN2_HI is exact
+// for |n| < 2^8.
+const float VF_LN2_HI = 0.693145751953125;
+const float VF_LN2_LO = 1.428606765330187e-06;
+// 2 atanh(s) = log((1 + s) / (1 - s)) for |s| <= 1/5: 8 terms reach 2^-24.
+float vf_log_series(float s)
+{
+    float s2 = s * s;
+    float p = 1.0 / 15.0;
+    p = 1.0 / 13.0 + s2 * p;
+    p = 1.0 / 11.0 + s2 * p;
+    p = 1.0 / 9.0 + s2 * p;
+    p = 1.0 / 7.0 + s2 * p;
+    p = 1.0 / 5.0 + s2 * p;
+    p = 1.0 / 3.0 + s2 * p;
+    return 2.0 * s + 2.0 * s * s2 * p;
+}
+// e^r - 1 for |r| <= 1/2 by its Taylor series (10 terms: 2^-24).
+float vf_expm1_series(float x)
+{
+    float p = 1.0 / 3628800.0;
+    p = 1.0 / 362880.0 + x * p;
+    p = 1.0 / 40320.0 + x * p;
+    p = 1.0 / 5040.0 + x * p;
+    p = 1.0 / 720.0 + x * p;
+    p = 1.0 / 120.0 + x * p;
+    p = 1.0 / 24.0 + x * p;
+    p = 1.0 / 6.0 + x * p;
+    p = 0.5 + x * p;
+    return x + x * x * p;
+}
+// log1p: near 0 the series on s = x / (2 + x); elsewhere 1 + x = m 2^e
+// (m in [sqrt(1/2), sqrt(2)), m - 1 exact), log(m) by the series, plus
+// the rounding of 1 + x, (x - (u - 1)) / u.
 float vf_log1p(float x)
 {
     if (isnan(x) || x < -1.0) return vf_nan();
     if (x == -1.0) return -vf_inf();
     if (isinf(x)) return x;
-    if (abs(x) < 0.33333334) {
-        if (x == 0.0) return x;   // keeps -0.0
-        float s = x / (2.0 + x), s2 = s * s;
-        float p = 1.0 / 15.0;
-        p = 1.0 / 13.0 + s2 * p;
-        p = 1.0 / 11.0 + s2 * p;
-        p = 1.0 / 9.0 + s2 * p;
-        p = 1.0 / 7.0 + s2 * p;
-        p = 1.0 / 5.0 + s2 * p;
-        p = 1.0 / 3.0 + s2 * p;
-        return 2.0 * s + 2.0 * s * s2 * p;
+    if (x == 0.0) return x;   // keeps -0.0
+    if (abs(x) < 0.33333334) return vf_log_series(x / (2.0 + x));
+    precise float u = 1.0 + x;
+    precise float c = u < 16777216.0 ? (x - (u - 1.0)) / u : 0.0;   // the rounding of 1 + x
+    int e;
+    float m = frexp(u, e);
+    if (m < 0.70710678) {
+        m *= 2.0;
+        e -= 1;
     }
-    float u = 1.0 + x;
-    float c = u < 16777216.0 ? (x - (u - 1.0)) / u : 0.0;
-    return vf_log(u) + c;
+    precise float f = m - 1.0, fe = float(e);
+    precise float lo = fe * VF_LN2_LO + c;
+    precise float hi = fe * VF_LN2_HI;
+    return hi + (lo + vf_log_series(f / (2.0 + f)));
 }
-// expm1: a Taylor series for |x| < 1/2 (exp(x) - 1 cancels there), else
-// exp(x) - 1.
+// e^x = 2^n e^r with r = x - n ln 2 in [-0.35, 0.35]; returns e^r - 1 in
+// p and n (x finite, |x| < 104).
+float vf_exp_reduce(float x, out int n)
+{
+    // `precise`: the split only works if the compiler neither fuses nor
+    // reassociates these (llvmpipe did: 3e-6 errors at x = -60)
+    precise float fn = floor(x * 1.4426950408889634 + 0.5);
+    n = int(fn);
+    precise float hi = fn * VF_LN2_HI;
+    precise float lo = fn * VF_LN2_LO;
+    precise float r = (x - hi) - lo;
+    return vf_expm1_series(r);
+}
+// 2^n (1 + p) in two steps: 2^n alone may not be a float.
+float vf_scale2(float v, int n) { return ldexp(ldexp(v, n / 2), n - n / 2); }
+// e^x to about an ulp, also for large |x| (the built-in's error grows).
+// Past ln(FLT_MAX) the scaling overflows to Inf; results below the
+// normal range are 0 (llvmpipe flushes denormals anyway).
+float vf_exp(float x)
+{
+    if (isnan(x)) return x;
+    if (x > 89.0) return vf_inf();
+    if (x < -87.33) return 0.0;
+    int n;
+    float p = vf_exp_reduce(x, n);
+    return vf_scale2(1.0 + p, n);
+}
+// expm1: the series for |x| < 1/2, else 2^n (1 + p) - 1.
 float vf_expm1(float x)
 {
     if (isnan(x)) return x;
-    if (abs(x) < 0.5) {
-        if (x == 0.0) return x;   // keeps -0.0
-        float p = 1.0 / 3628800.0;
-        p = 1.0 / 362880.0 + x * p;
-        p = 1.0 / 40320.0 + x * p;
-        p = 1.0 / 5040.0 + x * p;
-        p = 1.0 / 720.0 + x * p;
-        p = 1.0 / 120.0 + x * p;
-        p = 1.0 / 24.0 + x * p;
-        p = 1.0 / 6.0 + x * p;
-        p = 0.5 + x * p;
-        return x + x * x * p;
-    }
-    if (x > 88.8) return vf_inf();
+    if (x == 0.0) return x;   // keeps -0.0
+    if (abs(x) < 0.5) return vf_expm1_series(x);
+    if (x > 89.0) return vf_inf();
     if (x < -17.5) return -1.0;   // e^x below half an ulp of 1
-    return exp(x) - 1.0;
+    int n;
+    float p = vf_exp_reduce(x, n);
+    return vf_scale2(1.0 + p, n) - 1.0;
 }
 // softplus = max(x, 0) + log1p(exp(-|x|)): no overflow, and exp(x) for a
 // very negative x rather than 0.
 float vf_softplus(float x)
 {
     if (isnan(x)) return x;
-    float e = exp(-abs(x));
-    return max(x, 0.0) + vf_log1p(e);
+    return max(x, 0.0) + vf_log1p(vf_exp(-abs(x)));
 }

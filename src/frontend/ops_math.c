@@ -1,9 +1,11 @@
 /* Entry points of the math ops of issue 13: rounding, floor mod, logical
  * ops, the special functions, leaky_relu, clip and stop_gradient. Each is
  * one op-table row run through vf_elementwise; leaky_relu's alpha and
- * clip's bounds become scalar fills of x's dtype, so the row stays a plain
- * elementwise op (fused, with the fills as literals) and its kernel does
- * not depend on the numbers. */
+ * clip's bounds become scalar tensors of x's dtype made from host values
+ * (in a trace: constants, which a fused group loads once; a vf_fill would
+ * be a FILL node, a kernel of its own since a scalar FILL does not join a
+ * larger group, docs/FUSION.md), so the row stays a plain elementwise op
+ * and its kernel does not depend on the numbers. */
 #include "frontend/frontend.h"
 #include "util/dtype.h"
 
@@ -42,13 +44,16 @@ static bool check_x(vf_context *ctx, vf_op op, vf_tensor *x)
     return ctx && x && vf_check_input(ctx, vf_op_get(op)->name, x, 0) && vf_check_dtype(ctx, op, x, 0);
 }
 
-/* Runs op on x and scalar fills of x's dtype holding v[0..n). */
+/* Runs op on x and scalars of x's dtype holding v[0..n). */
 static vf_tensor *with_scalars(vf_context *ctx, vf_op op, vf_tensor *x, int n, const double *v)
 {
     vf_tensor *in[3] = {x, NULL, NULL};
     vf_tensor *out = NULL;
-    for (int i = 0; i < n; i++)
-        if (!(in[i + 1] = vf_fill(ctx, x->dtype, 0, NULL, v[i]))) goto done;
+    for (int i = 0; i < n; i++) {
+        uint8_t bytes[8] = {0};
+        vf_store_f64(bytes, x->dtype, 0, v[i]);
+        if (!(in[i + 1] = vf_tensor_from_host(ctx, x->dtype, 0, NULL, bytes))) goto done;
+    }
     out = vf_elementwise(ctx, op, in, VF_F32);
 done:
     /* the tape and the trace hold what they need: these are ours */
