@@ -288,7 +288,7 @@ UNARY_RULE(g_erf, vf_mul(ctx, g, vf_mul(ctx, scal(ctx, x, 1.1283791670955126),
 UNARY_RULE(g_log1p, vf_div(ctx, g, vf_add(ctx, x, scal(ctx, x, 1.0))))
 UNARY_RULE(g_expm1, vf_mul(ctx, g, vf_add(ctx, y, scal(ctx, y, 1.0))))
 UNARY_RULE(g_softplus, vf_mul(ctx, g, vf_sigmoid(ctx, x)))
-/* alpha (a fill made by vf_leaky_relu) gets none */
+/* alpha (a scalar made by vf_leaky_relu) gets none */
 static bool g_leaky_relu(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
     vf_tensor *x = IN(0);
@@ -296,7 +296,7 @@ static bool g_leaky_relu(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, 
     return gin[0] != NULL;
 }
 /* passes where lo <= x <= hi (TF's clip_by_value: zero only where x is
-   outside); the bounds (fills) get none */
+   outside); the bounds (scalars made by vf_clip) get none */
 static bool g_clip(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
     vf_tensor *x = IN(0);
