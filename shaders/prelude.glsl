@@ -1,6 +1,7 @@
 // ---- vkfuse prelude: helpers with the C reference semantics ----------------
 // Every generated kernel includes this. The op table's GLSL expressions call
-// vf_pow / vf_max / vf_min / vf_tanh / vf_log / vf_sqrt / vf_rsqrt; GLSL's
+// vf_pow / vf_max / vf_min / vf_tanh / vf_log / vf_sqrt / vf_rsqrt (and the
+// math ops' helpers at the end: rounding, modulo, erf, log1p...); GLSL's
 // built-ins leave their edge cases undefined (log(0), sqrt(-1), pow(-2, 2),
 // tanh overflow, NaN in max), so these spell them out as C does.
 

@@ -4,7 +4,7 @@
  * reference scalar semantics (used by the CPU backend), its GLSL
  * expression (used by codegen) and its gradient rule. Adding an elementwise
  * op means the enum entry (at the end: the numbers are stored), its row,
- * its entry point in src/frontend/ops_elementwise.c and include/vkfuse.h,
+ * its entry point in src/frontend/ops_*.c and include/vkfuse.h,
  * its rule in src/frontend/grad_rules.c, and tests.
  */
 #ifndef VF_GRAPH_OP_H
@@ -105,7 +105,9 @@ typedef struct vf_op_info {
     /* GLSL expressions over a, b, c (the loaded inputs, already of the
        compute type: float for f32/f16, int for i32, uint for u32, bool for
        VF_BOOL). May call the helpers of shaders/prelude.glsl (vf_pow,
-       vf_max, vf_min, vf_tanh, vf_log, vf_sqrt, vf_rsqrt, vf_sin, vf_cos).
+       vf_max, vf_min, vf_tanh, vf_log, vf_sqrt, vf_rsqrt, vf_sin, vf_cos,
+       vf_floor, vf_ceil, vf_round, vf_mod, vf_imod, vf_erf, vf_log1p,
+       vf_expm1, vf_softplus).
        glsl_u NULL: same as glsl_i. */
     const char *glsl_f, *glsl_i, *glsl_u;
     /* reductions only */
