@@ -71,6 +71,13 @@ static float *run_chain(vf_backend b, int mode, const float *x, const float *y, 
         vf_function_stats fs;
         assert_int_equal(vf_function_stats_get(fn, &fs), VF_OK);
         *kernels = fs.kernels;
+        /* stop_gradient is an identity the passes remove (the tape acted at trace time) */
+        char *g = vf_function_graph_text(fn);
+        assert_non_null(g);
+        assert_null(strstr(g, "stop_gradient"));
+        assert_non_null(strstr(g, "mod("));
+        free(g);
+        vf_function_destroy(fn);
     }
     float *r = vt_read(out);
     vf_scope_end(ctx);
@@ -215,6 +222,20 @@ static void edges(vf_backend b)
     int32_t *gsg = vt_read(vf_stop_gradient(ctx, host(ctx, VF_I32, 1, (int64_t[]){9}, ia)));
     vt_assert_equal_bytes(gsg, ia, sizeof ia, "stop_gradient i32");
     free(gsg);
+
+    /* empty inputs: empty results of the broadcast shape */
+    float none[3] = {0, 0, 0};
+    vf_tensor *e0 = host(ctx, VF_F32, 2, (int64_t[]){0, 3}, none), *e1 = host(ctx, VF_F32, 1, (int64_t[]){3}, none);
+    vf_tensor *ei0 = host(ctx, VF_I32, 2, (int64_t[]){0, 3}, none);
+    vf_tensor *eb0 = host(ctx, VF_BOOL, 2, (int64_t[]){0, 3}, none);
+    vf_tensor *empties[] = {vf_erf(ctx, e0), vf_softplus(ctx, e0), vf_round(ctx, e0), vf_mod(ctx, e0, e1),
+                            vf_clip(ctx, ei0, -1, 1), vf_leaky_relu(ctx, e0, 0.5), vf_logical_and(ctx, eb0, eb0),
+                            vf_logical_not(ctx, eb0), vf_sign(ctx, ei0), vf_stop_gradient(ctx, eb0)};
+    for (size_t k = 0; k < sizeof empties / sizeof *empties; k++) {
+        assert_non_null(empties[k]);
+        assert_int_equal(vf_tensor_numel(empties[k]), 0);
+        assert_int_equal(vf_tensor_dim(empties[k], 1), 3);
+    }
 
     /* the special functions at their edges (tolerance: see the top) */
     enum { NS = 7 };
@@ -448,20 +469,30 @@ static void check_red(vf_context *ctx, const red_case *c, const float *x, const 
     double *xd = malloc(sizeof(double) * (size_t)(n + 1)), *want = malloc(sizeof(double) * (size_t)nout);
     void *buf = malloc((size_t)(n + 1) * 4);
     for (int64_t i = 0; i < n; i++) {
-        if (c->dt == VF_F32) xd[i] = x[i], ((float *)buf)[i] = x[i];
+        if (c->dt == VF_F32 || c->dt == VF_F16) xd[i] = x[i], ((float *)buf)[i] = x[i];
         else if (c->dt == VF_I32) xd[i] = (int32_t)x[i], ((int32_t *)buf)[i] = (int32_t)x[i];
         else xd[i] = x[i] > 0, ((uint8_t *)buf)[i] = x[i] > 0;
     }
-    dref(c->k, xd, c->rank, c->sh, mask, want, nout);
     vf_scope_begin(ctx);
-    vf_tensor *t = call_red(ctx, c->k, host(ctx, c->dt, c->rank, c->sh, buf), c->naxes, c->axes, c->keep);
+    vf_tensor *in;
+    if (c->dt == VF_F16) { /* x rounded to f16 on the backend; the reference takes the rounded values */
+        in = vf_cast(ctx, host(ctx, VF_F32, c->rank, c->sh, buf), VF_F16);
+        float *r = vt_read(vf_cast(ctx, in, VF_F32));
+        for (int64_t i = 0; i < n; i++) xd[i] = r[i];
+        free(r);
+    } else {
+        in = host(ctx, c->dt, c->rank, c->sh, buf);
+    }
+    dref(c->k, xd, c->rank, c->sh, mask, want, nout);
+    vf_tensor *t = call_red(ctx, c->k, in, c->naxes, c->axes, c->keep);
+    if (t && c->dt == VF_F16) t = vf_cast(ctx, t, VF_F32);
     if (!t) fail_msg("%s on %s: %s", what, vf_device_name(ctx), vf_error_message(ctx));
     assert_int_equal(vf_tensor_numel(t), nout);
     assert_int_equal(vf_tensor_rank(t), c->keep ? c->rank : c->rank - __builtin_popcount(mask));
     void *got = vt_read(t);
     char label[160];
     snprintf(label, sizeof label, "%s on %s", what, vf_device_name(ctx));
-    if (c->dt == VF_F32) {
+    if (c->dt == VF_F32 || c->dt == VF_F16) {
         float *w = malloc(sizeof(float) * (size_t)nout);
         for (int64_t o = 0; o < nout; o++) w[o] = (float)want[o];
         double r = (double)n / (double)nout; /* elements per output */
@@ -469,6 +500,7 @@ static void check_red(vf_context *ctx, const red_case *c, const float *x, const 
            near 1 are correlated (an f32 emulation of the kernel's order
            reproduces its -4.6e-4 over 70000 values), so the bound is linear */
         double rtol = c->k == K_PROD ? 1e-6 + 6e-8 * r : 2e-7, atol = c->k == K_LSE ? 1e-6 + 2.4e-7 * sqrt(r) : 0;
+        if (c->dt == VF_F16) rtol += 1e-3, atol *= 1e3; /* f32 arithmetic, one f16 rounding of the result */
         vt_assert_close_f32(got, w, (size_t)nout, atol, rtol, label);
         free(w);
     } else {
@@ -518,6 +550,8 @@ static void reductions(vf_backend b)
         {K_ALL, VF_BOOL, 2, {6, 40}, 1, {1}, false, -1, 40},
         {K_ALL, VF_BOOL, 3, {3, 4, 50}, 0, {0}, false, -1, 400},
         {K_ANY, VF_BOOL, 1, {100000}, 0, {0}, false, -100000, 1},
+        {K_PROD, VF_F16, 2, {6, 40}, 1, {1}, false, 0.9f, 1.1f},
+        {K_LSE, VF_F16, 2, {40, 6}, 1, {0}, true, -8, 8},
     };
     char what[96];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -613,6 +647,7 @@ static float *run_body(vf_backend b, vf_body body, int mode, const float *x, int
         vf_function_stats fs;
         assert_int_equal(vf_function_stats_get(fn, &fs), VF_OK);
         *kernels = fs.kernels;
+        vf_function_destroy(fn);
     }
     float *r = vt_read(out);
     vf_scope_end(ctx);
@@ -657,6 +692,20 @@ static void test_row_groups(void **state)
 
 /* ---- gradients the finite differences cannot check --------------------- */
 
+/* the gradient of sum(x sg(x) + sg(x)) taken inside a traced body: the
+   passes drop stop_gradient from the graph after the tape has acted */
+static vf_status sg_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0];
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *sg = vf_stop_gradient(ctx, x);
+    vf_status st = vf_tape_gradient(tp, vf_reduce_sum(ctx, vf_add(ctx, vf_mul(ctx, x, sg), sg), 0, NULL, false), 1,
+                                    &in[0], out);
+    vf_tape_end(tp);
+    return st;
+}
+
 static void grads(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
@@ -686,6 +735,15 @@ static void grads(vf_backend b)
     float *gsg = vt_read(gs);
     vt_assert_equal_bytes(gsg, s, sizeof s, "stop_gradient");
     free(gsg);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "sg", .body = sg_body, .n_inputs = 1,
+                                                                  .n_outputs = 1});
+    vf_tensor *gt = NULL;
+    assert_int_equal(vf_function_call(fn, &ts, &gt), VF_OK);
+    assert_int_equal(vf_function_call(fn, &ts, &gt), VF_OK);
+    float *gtr = vt_read(gt);
+    vt_assert_equal_bytes(gtr, s, sizeof s, "stop_gradient in a traced tape");
+    free(gtr);
+    vf_function_destroy(fn);
 
     /* floor, ceil, round, sign: zeros, not an error; a source only
        reached through stop_gradient: zeros */

@@ -3,7 +3,8 @@
  *
  * A row group is a small program over a row shape [..., C] seen as
  * [rows, C]: elementwise members, last-axis keepdims reductions (sum, mean,
- * max, min), softmax / log_softmax along the last axis and sparse_xent.
+ * max, min, prod, and logsumexp, which takes softmax's two passes),
+ * softmax / log_softmax along the last axis and sparse_xent.
  * One workgroup owns one row. Every member value is one of
  *   - row-wide (W): one value per column; never stored unless it is a group
  *     output, recomputed from the group's inputs in every pass that needs it;
