@@ -7,8 +7,9 @@
  *    INT_MIN), and Vulkan against the CPU backend on random data, f32,
  *    f16 and i32 where the op takes it;
  *  - erf's error on Vulkan against C's double erf over a dense sweep;
- *  - traced against eager on both backends, and on Vulkan fused (one
- *    kernel for the whole elementwise chain) against unfused;
+ *  - traced against eager on both backends, saved and loaded against
+ *    traced, and on Vulkan fused (one kernel for the whole elementwise
+ *    chain) against unfused;
  *  - stop_gradient's gradient, eager and in a traced tape, and the zero
  *    gradients of floor / ceil / round / sign;
  *  - bad arguments: a status and a message naming the problem.
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef vf_tensor *(*unop)(vf_context *, vf_tensor *);
 
@@ -60,7 +62,7 @@ static float *run_chain(vf_backend b, int mode, const float *x, const float *y, 
     vf_tensor *out = NULL;
     if (mode == 0) { /* eager */
         assert_int_equal(chain(ctx, in, &out, NULL), VF_OK);
-    } else {         /* traced, 1 fused, 2 unfused */
+    } else {         /* traced, 1 fused, 2 unfused, 3 fused then saved and loaded */
         vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "math", .body = chain, .n_inputs = 2,
                                                                       .n_outputs = 1, .unfused = mode == 2});
         assert_int_equal(vf_function_call(fn, in, &out), VF_OK);
@@ -74,6 +76,18 @@ static float *run_chain(vf_backend b, int mode, const float *x, const float *y, 
         assert_null(strstr(g, "stop_gradient"));
         assert_non_null(strstr(g, "mod("));
         free(g);
+        if (mode == 3) { /* saved, loaded, called: op numbers and constants survive the file */
+            char path[] = "/tmp/vf_math_XXXXXX";
+            int fd = mkstemp(path);
+            assert_true(fd >= 0);
+            close(fd);
+            assert_int_equal(vf_function_save(fn, path), VF_OK);
+            vf_function_destroy(fn);
+            fn = NULL;
+            assert_int_equal(vf_function_load(ctx, path, &fn), VF_OK);
+            unlink(path);
+            assert_int_equal(vf_function_call(fn, in, &out), VF_OK);
+        }
         vf_function_destroy(fn);
     }
     float *r = vt_read(out);
@@ -91,13 +105,16 @@ static void test_chain_traced_fused(void **state)
     x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = -0.0f, x[4] = 2.5f, x[5] = -0.5f;
     int k = 0, kf = 0, ku = 0;
     float *want = run_chain(VF_BACKEND_CPU, 0, x, y, &k);
-    float *ct = run_chain(VF_BACKEND_CPU, 1, x, y, &k);
+    float *ct = run_chain(VF_BACKEND_CPU, 1, x, y, &k), *cl = run_chain(VF_BACKEND_CPU, 3, x, y, &k);
     vt_assert_equal_bytes(ct, want, sizeof x, "CPU traced vs eager");
-    free(ct);
+    vt_assert_equal_bytes(cl, want, sizeof x, "CPU saved and loaded vs eager");
+    free(ct), free(cl);
     if (vt_have_vulkan()) {
         float *ve = run_chain(VF_BACKEND_VULKAN, 0, x, y, &k);
         float *vf = run_chain(VF_BACKEND_VULKAN, 1, x, y, &kf);
-        float *vu = run_chain(VF_BACKEND_VULKAN, 2, x, y, &ku);
+        float *vu = run_chain(VF_BACKEND_VULKAN, 2, x, y, &ku), *vl = run_chain(VF_BACKEND_VULKAN, 3, x, y, &k);
+        vt_assert_equal_bytes(vl, vf, sizeof x, "Vulkan saved and loaded vs traced");
+        free(vl);
         printf("chain: %d kernels fused, %d unfused\n", kf, ku);
         vt_assert_close_f32(ve, want, R * C, 1e-5, 1e-5, "Vulkan eager vs CPU");
         vt_assert_equal_bytes(vf, vu, sizeof x, "Vulkan fused vs unfused");
