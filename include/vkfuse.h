@@ -239,6 +239,42 @@ VF_API vf_tensor *vf_gelu(vf_context *ctx, vf_tensor *x);
 VF_API vf_tensor *vf_sin(vf_context *ctx, vf_tensor *x);
 VF_API vf_tensor *vf_cos(vf_context *ctx, vf_tensor *x);
 VF_API vf_tensor *vf_square(vf_context *ctx, vf_tensor *x);
+/* Math ops (issue 13), all elementwise (they fuse):
+   - sign: -1, 0 or 1 (float, i32, u32); NaN and +-0 pass through.
+   - floor, ceil, round (float): round is half to even (as TF and NumPy);
+     NaN, Inf and the sign of a zero pass through. Their gradient is 0.
+   - mod(a, b): floor modulo (tf.math.floormod, Python's %): the result has
+     b's sign, a zero one included; float and integer. Float x mod 0 and
+     Inf mod y are NaN, x mod +-Inf is x or +-Inf (Python's); integer
+     x mod 0 is 0 (as NumPy), INT_MIN mod -1 is 0. Gradients: d/da = 1,
+     d/db = -floor(a/b).
+   - logical_and, logical_or, logical_not: VF_BOOL in and out.
+   - erf (|error| < 1e-7 in f32), log1p, expm1 (accurate near 0),
+     softplus = log(1 + e^x) computed as max(x, 0) + log1p(e^-|x|), so it
+     neither overflows nor loses a very negative x: float only.
+   - leaky_relu(x, alpha) = x > 0 ? x : alpha x, alpha finite; float only.
+   - clip(x, lo, hi) = min(max(x, lo), hi), NaN passes through; float,
+     i32, u32. lo <= hi, either may be infinite (NaN or lo > hi:
+     VF_ERROR_INVALID_ARGUMENT); the bounds are converted to x's dtype
+     (integers: the integers inside [lo, hi], an error if there are none).
+     The gradient passes where lo <= x <= hi, else 0.
+   - stop_gradient: x itself, any dtype; a tape sends no gradient through
+     it (tf.stop_gradient). */
+VF_API vf_tensor *vf_sign(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_floor(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_ceil(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_round(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_mod(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_logical_and(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_logical_or(vf_context *ctx, vf_tensor *a, vf_tensor *b);
+VF_API vf_tensor *vf_logical_not(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_erf(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_log1p(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_expm1(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_softplus(vf_context *ctx, vf_tensor *x);
+VF_API vf_tensor *vf_leaky_relu(vf_context *ctx, vf_tensor *x, double alpha);
+VF_API vf_tensor *vf_clip(vf_context *ctx, vf_tensor *x, double lo, double hi);
+VF_API vf_tensor *vf_stop_gradient(vf_context *ctx, vf_tensor *x);
 /* Float to int truncates toward zero (NaN gives 0, out of range saturates);
    to bool is x != 0. */
 VF_API vf_tensor *vf_cast(vf_context *ctx, vf_tensor *x, vf_dtype to);
@@ -250,6 +286,17 @@ VF_API vf_tensor *vf_reduce_sum(vf_context *ctx, vf_tensor *x, int naxes, const 
 VF_API vf_tensor *vf_reduce_mean(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims);
 VF_API vf_tensor *vf_reduce_max(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims);
 VF_API vf_tensor *vf_reduce_min(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims);
+/* Issue 13's reductions, same axes and keepdims rules:
+   - reduce_prod (float, i32, u32; integers wrap): the empty product is 1.
+     Its gradient is exact with zeros in the row (no division by x).
+   - reduce_any / reduce_all: VF_BOOL in and out; of nothing, false / true.
+   - logsumexp (float): log(sum(exp(x))) shifted by the max, so it neither
+     overflows nor underflows; a row of -Inf (or an empty one) gives -Inf,
+     any +Inf gives +Inf, NaN propagates. Its gradient is the softmax. */
+VF_API vf_tensor *vf_reduce_prod(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims);
+VF_API vf_tensor *vf_reduce_any(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims);
+VF_API vf_tensor *vf_reduce_all(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims);
+VF_API vf_tensor *vf_logsumexp(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims);
 /* Index of the first maximum along axis, VF_I32; a NaN counts as the maximum. */
 VF_API vf_tensor *vf_argmax(vf_context *ctx, vf_tensor *x, int axis);
 

@@ -9,7 +9,7 @@
 
 const char *const dp_op_name[] = {
     "neg", "abs", "relu", "tanh", "sigmoid", "sin", "cos", "gelu", "exp(tanh a)", "sqrt(a*a+0.25)",
-    "rsqrt(a*a+0.25)", "log(a*a+1)", "square",
+    "rsqrt(a*a+0.25)", "log(a*a+1)", "square", "softplus", "erf",
     "add", "sub", "mul", "a/(b*b+1)", "pow(a*a+0.5, tanh b)", "maximum", "minimum", "where(cmp(a,b),a,b)",
     "where(mask [== true | cast twice],a,b)",
     "reduce", "softmax", "log_softmax", "layer_norm(last)", "a/(norm(a)+1)", "sparse_xent(labels,a)",
@@ -95,6 +95,8 @@ static int emit(dp_prog *p, dp_instr in)
     case P_RSQRTS: m = 2, e = 8 * ma * ea + 2 * tr * 4; break;
     case P_LOGS: m = log(ma * ma + 1), e = 2 * ma * ea + tr * (2 + m); break;
     case P_SQUARE: m = ma * ma, e = ea * (2 * ma + ea) + eps * m; break;
+    case P_SOFTPLUS: m = ma + 0.7, e = ea + tr * (1 + m); break;   /* Lipschitz 1 */
+    case P_ERF: m = ma < 1 ? ma : 1, e = 1.13 * ea + tr; break;    /* Lipschitz 2/sqrt(pi) */
     case P_ADD: case P_SUB: m = ma + mb, e = ea + eb + eps * m; break;
     case P_MUL: m = ma * mb, e = ma * eb + mb * ea + eps * m; break;
     case P_DIVS:
@@ -165,7 +167,7 @@ static bool op_allowed(const dp_prog *p, dp_op o, dp_kind kind)
     bool fl = dp_is_float(p);
     switch (o) {
     case P_TANH: case P_SIGMOID: case P_SIN: case P_COS: case P_GELU: case P_EXPT: case P_SQRTS: case P_RSQRTS:
-    case P_LOGS: case P_POWS: case P_SOFTMAX: case P_LOGSOFTMAX: case P_LNORM: case P_NORM: case P_XENT:
+    case P_LOGS: case P_SOFTPLUS: case P_ERF: case P_POWS: case P_SOFTMAX: case P_LOGSOFTMAX: case P_LNORM: case P_NORM: case P_XENT:
     case P_MATMUL: case P_EPI:
         return fl;
     case P_ABS: case P_RELU: case P_MAX: case P_MIN: case P_CMP:

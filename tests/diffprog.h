@@ -30,7 +30,7 @@ enum {
 typedef enum dp_op {
     /* unary */
     P_NEG, P_ABS, P_RELU, P_TANH, P_SIGMOID, P_SIN, P_COS, P_GELU, P_EXPT, P_SQRTS, P_RSQRTS, P_LOGS,
-    P_SQUARE,
+    P_SQUARE, P_SOFTPLUS, P_ERF,
     /* binary (broadcasting) */
     P_ADD, P_SUB, P_MUL, P_DIVS, P_POWS, P_MAX, P_MIN, P_CMP, P_MASKW,
     /* reductions and rows */

@@ -62,6 +62,8 @@ static dt *ref_instr(const dp_prog *p, const dp_instr *in, dt *const *v, unsigne
     case P_RSQRTS: return un(DU_RSQRT, sq_plus(a, 0.25));
     case P_LOGS: return un(DU_LOG, sq_plus(a, 1));
     case P_SQUARE: return dt_binary(DB_MUL, a, a);
+    case P_SOFTPLUS: return dt_unary(DU_SOFTPLUS, a);
+    case P_ERF: return dt_unary(DU_ERF, a);
     case P_ADD: return dt_binary(DB_ADD, a, b);
     case P_SUB: return dt_binary(DB_SUB, a, b);
     case P_MUL: return dt_binary(DB_MUL, a, b);
@@ -245,6 +247,8 @@ static vf_tensor *api_instr(vf_context *ctx, const dp_prog *p, const dp_instr *i
     case P_RSQRTS: return vf_rsqrt(ctx, sq_plus_t(ctx, a, 0.25));
     case P_LOGS: return vf_log(ctx, sq_plus_t(ctx, a, 1));
     case P_SQUARE: return vf_square(ctx, a);
+    case P_SOFTPLUS: return vf_softplus(ctx, a);
+    case P_ERF: return vf_erf(ctx, a);
     case P_ADD: return vf_add(ctx, a, b);
     case P_SUB: return vf_sub(ctx, a, b);
     case P_MUL: return vf_mul(ctx, a, b);

@@ -64,7 +64,7 @@ static void dmap(int n, const gc_dt *const *x, f3 f, gc_dt *out)
     }
 }
 
-enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_NORM };
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_NORM, R_PROD, R_LSE };
 
 /* Reduction over the axes in mask (0: all). */
 static void dreduce(const gc_dt *x, int kind, uint32_t mask, bool keep, gc_dt *out)
@@ -75,7 +75,8 @@ static void dreduce(const gc_dt *x, int kind, uint32_t mask, bool keep, gc_dt *o
     gc_dt full = {.rank = x->rank};
     memcpy(full.sh, osh, sizeof osh);
     int64_t no = gc_dnumel(&full), cnt[GC_MAXE] = {0};
-    for (int64_t k = 0; k < no; k++) full.v[k] = kind == R_MAX ? -INFINITY : kind == R_MIN ? INFINITY : 0;
+    for (int64_t k = 0; k < no; k++)
+        full.v[k] = kind == R_MAX ? -INFINITY : kind == R_MIN ? INFINITY : kind == R_PROD ? 1 : 0;
     int64_t idx[4];
     for (int64_t k = 0; k < gc_dnumel(x); k++) {
         unflat(k, x->rank, x->sh, idx);
@@ -83,12 +84,14 @@ static void dreduce(const gc_dt *x, int kind, uint32_t mask, bool keep, gc_dt *o
         double v = x->v[k];
         if (kind == R_MAX) full.v[o] = fmax(full.v[o], v);
         else if (kind == R_MIN) full.v[o] = fmin(full.v[o], v);
-        else full.v[o] += kind == R_NORM ? v * v : v;
+        else if (kind == R_PROD) full.v[o] *= v;
+        else full.v[o] += kind == R_NORM ? v * v : kind == R_LSE ? exp(v) : v; /* |v| <= 2: no shift needed */
         cnt[o]++;
     }
     for (int64_t k = 0; k < no; k++) {
         if (kind == R_MEAN) full.v[k] /= (double)cnt[k];
         if (kind == R_NORM) full.v[k] = sqrt(full.v[k]);
+        if (kind == R_LSE) full.v[k] = log(full.v[k]);
     }
     *out = full;
     if (!keep) {
@@ -206,6 +209,19 @@ static double s_sin(double a, double b, double c) { (void)b, (void)c; return sin
 static double s_cos(double a, double b, double c) { (void)b, (void)c; return cos(a); }
 static double s_square(double a, double b, double c) { (void)b, (void)c; return a * a; }
 static double s_id(double a, double b, double c) { (void)b, (void)c; return a; }
+/* issue 13's math ops; the piecewise-constant ones times x, so that the
+   checks see a gradient (x's) besides their own zero */
+static double s_xfloor(double a, double b, double c) { (void)b, (void)c; return a * floor(a); }
+static double s_xceil(double a, double b, double c) { (void)b, (void)c; return a * ceil(a); }
+static double s_xround(double a, double b, double c) { (void)b, (void)c; return a * nearbyint(a); }
+static double s_xsign(double a, double b, double c) { (void)b, (void)c; return a * (a > 0 ? 1 : -1); }
+static double s_mod(double a, double b, double c) { (void)c; return a - b * floor(a / b); }
+static double s_erf(double a, double b, double c) { (void)b, (void)c; return erf(a); }
+static double s_log1p(double a, double b, double c) { (void)b, (void)c; return log(1 + a); }
+static double s_expm1(double a, double b, double c) { (void)b, (void)c; return exp(a) - 1; }
+static double s_softplus(double a, double b, double c) { (void)b, (void)c; return log(1 + exp(a)); }
+static double s_leaky(double a, double b, double c) { (void)b, (void)c; return a > 0 ? a : 0.2 * a; }
+static double s_clip(double a, double b, double c) { (void)b, (void)c; return fmin(fmax(a, -1.0), 1.5); }
 
 /* ---- the cases --------------------------------------------------------- */
 
@@ -250,6 +266,17 @@ MAP(maximum, vf_maximum(ctx, in[0], in[1]), 2, s_max)
 MAP(minimum, vf_minimum(ctx, in[0], in[1]), 2, s_min)
 MAP(where, vf_where(ctx, vf_greater(ctx, in[0], in[1]), in[0], vf_mul(ctx, in[1], in[1])), 2, s_where)
 MAP(where3, vf_where(ctx, vf_greater(ctx, in[2], vf_fill(ctx, VF_F32, 0, NULL, 0.0)), in[0], in[1]), 3, s_where3)
+MAP(xfloor, vf_mul(ctx, in[0], vf_floor(ctx, in[0])), 1, s_xfloor)
+MAP(xceil, vf_mul(ctx, in[0], vf_ceil(ctx, in[0])), 1, s_xceil)
+MAP(xround, vf_mul(ctx, in[0], vf_round(ctx, in[0])), 1, s_xround)
+MAP(xsign, vf_mul(ctx, in[0], vf_sign(ctx, in[0])), 1, s_xsign)
+MAP(mod, vf_mod(ctx, in[0], in[1]), 2, s_mod)
+MAP(erf, vf_erf(ctx, in[0]), 1, s_erf)
+MAP(log1p, vf_log1p(ctx, in[0]), 1, s_log1p)
+MAP(expm1, vf_expm1(ctx, in[0]), 1, s_expm1)
+MAP(softplus, vf_softplus(ctx, in[0]), 1, s_softplus)
+MAP(leaky, vf_leaky_relu(ctx, in[0], 0.2), 1, s_leaky)
+MAP(clip, vf_clip(ctx, in[0], -1.0, 1.5), 1, s_clip)
 /* identity transpose and a reduction of a scalar run as COPY */
 MAP(copy_t, vf_transpose(ctx, in[0], (int[]){0, 1}), 1, s_id)
 MAP(copy_r, vf_reduce_sum(ctx, in[0], 0, NULL, false), 1, s_id)
@@ -267,6 +294,10 @@ RED(max01k, vf_reduce_max(ctx, in[0], 2, (int[]){0, 1}, true), R_MAX, 3, true)
 RED(minall, vf_reduce_min(ctx, in[0], 0, NULL, false), R_MIN, 0, false)
 RED(min0, vf_reduce_min(ctx, in[0], 1, (int[]){0}, false), R_MIN, 1, false)
 RED(norm, vf_norm(ctx, in[0]), R_NORM, 0, false)
+RED(prod1, vf_reduce_prod(ctx, in[0], 1, (int[]){1}, false), R_PROD, 2, false)
+RED(prod02k, vf_reduce_prod(ctx, in[0], 2, (int[]){0, -1}, true), R_PROD, 5, true)
+RED(lse1, vf_logsumexp(ctx, in[0], 1, (int[]){-1}, false), R_LSE, 2, false)
+RED(lse01k, vf_logsumexp(ctx, in[0], 2, (int[]){0, 1}, true), R_LSE, 3, true)
 
 static vf_tensor *f_softmax(vf_context *ctx, vf_tensor **in) { return vf_softmax(ctx, in[0], -1); }
 static void r_softmax(const gc_dt *in, gc_dt *out) { dsoftmax(&in[0], in[0].rank - 1, false, out); }
@@ -397,6 +428,24 @@ const gc_case gc_cases[] = {
     C1("reduce_min all", minall, 2, SH(3, 4), -2, 2),
     C1("reduce_min axis 0", min0, 2, SH(3, 4), -2, 2),
     C1("norm", norm, 2, SH(3, 4), -2, 2),
+    /* issue 13's math ops: ranges away from the kinks (floor and ceil:
+       none in [2.1, 2.9], round: none in [2.6, 3.4]) */
+    C1("x * floor(x)", xfloor, 2, SH(3, 4), 2.1f, 2.9f),
+    C1("x * ceil(x)", xceil, 2, SH(3, 4), 2.1f, 2.9f),
+    C1("x * round(x)", xround, 2, SH(3, 4), 2.6f, 3.4f),
+    C1("x * sign(x)", xsign, 2, SH(3, 4), -2, 2),
+    C2("mod", mod, 2, SH(3, 4), 2, SH(3, 4), 0.5f, 2),
+    C2("mod rank-1 b", mod, 2, SH(3, 4), 1, SH(4), 0.5f, 2),
+    C1("erf", erf, 2, SH(3, 4), -2, 2),
+    C1("log1p", log1p, 2, SH(3, 4), -0.5f, 2),
+    C1("expm1", expm1, 2, SH(3, 4), -2, 2),
+    C1("softplus", softplus, 2, SH(3, 4), -2, 2),
+    C1("leaky_relu", leaky, 2, SH(3, 4), -2, 2),
+    C1("clip", clip, 2, SH(3, 4), -2, 2),
+    C1("reduce_prod axis 1", prod1, 2, SH(3, 4), 0.5f, 1.5f),
+    C1("reduce_prod axes 0,-1 keepdims", prod02k, 3, SH(2, 3, 2), 0.5f, 1.5f),
+    C1("logsumexp axis -1", lse1, 2, SH(3, 4), -2, 2),
+    C1("logsumexp axes 0,1 keepdims", lse01k, 3, SH(2, 3, 4), -2, 2),
     C1("softmax axis -1", softmax, 2, SH(3, 4), -2, 2),
     C1("softmax axis 0", softmax0, 3, SH(3, 2, 2), -2, 2),
     C1("log_softmax axis -1", lsm, 2, SH(3, 4), -2, 2),

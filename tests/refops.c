@@ -78,6 +78,8 @@ static double unary1(du_op o, double x)
     case DU_SQRT: return sqrt(x);
     case DU_RSQRT: return 1 / sqrt(x);
     case DU_GELU: return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case DU_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+    case DU_ERF: return erf(x);
     case DU_ROUND_F16: return round_f16(x);
     case DU_TRUNC_I32: return trunc_i32(x);
     case DU_NONZERO: return x != 0;

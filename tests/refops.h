@@ -21,6 +21,7 @@ typedef struct dt {
 
 typedef enum {
     DU_NEG, DU_ABS, DU_RELU, DU_TANH, DU_SIGMOID, DU_SIN, DU_COS, DU_EXP, DU_LOG, DU_SQRT, DU_RSQRT, DU_GELU,
+    DU_SOFTPLUS, DU_ERF,
     DU_ROUND_F16,   /* storage in f16 and back (round to nearest even, overflow to inf) */
     DU_TRUNC_I32,   /* cast to i32: toward zero, NaN 0, saturating */
     DU_NONZERO,     /* cast to bool: x != 0 */

@@ -38,6 +38,25 @@ static double ref_f(vf_op op, double a, double b, double c)
     case VF_OP_SIN: return sin(a);
     case VF_OP_COS: return cos(a);
     case VF_OP_SQUARE: return a * a;
+    /* issue 13's math ops, written differently from the op table's */
+    case VF_OP_SIGN: return isnan(a) ? a : a == 0 ? a : copysign(1.0, a);
+    case VF_OP_FLOOR: return floorl(a);
+    case VF_OP_CEIL: return ceill(a);
+    case VF_OP_ROUND: return nearbyint(a); /* the default rounding mode: half to even */
+    case VF_OP_MOD: {                      /* remainder() is exact; then onto b's side */
+        if (isnan(a) || isnan(b) || isinf(a) || b == 0) return NAN;
+        if (isinf(b)) return a == 0 || (a < 0) == (b < 0) ? (a == 0 ? copysign(0.0, b) : a) : b;
+        double r = remainder(a, b);
+        if (r != 0 && (r < 0) != (b < 0)) r += b;
+        return r == 0 ? copysign(0.0, b) : r;
+    }
+    case VF_OP_ERF: return erf(a);
+    case VF_OP_LOG1P: return (double)log1pl(a);
+    case VF_OP_EXPM1: return (double)expm1l(a);
+    case VF_OP_SOFTPLUS: return a > 30 ? a : (double)logl(1.0L + expl((long double)a));
+    case VF_OP_LEAKY_RELU: return a > 0 ? a : a * b;
+    case VF_OP_CLIP: return isnan(a) ? a : fmin(fmax(a, b), c);
+    case VF_OP_STOP_GRADIENT: return a;
     default: fail_msg("no float reference for op %d", (int)op);
     }
     return 0;
@@ -62,6 +81,15 @@ static int64_t ref_i(vf_op op, int64_t a, int64_t b, int64_t c, vf_dtype t)
     case VF_OP_ABS: r = a < 0 ? -a : a; break;
     case VF_OP_RELU: r = a < 0 ? 0 : a; break;
     case VF_OP_SQUARE: r = (int64_t)((uint64_t)a * (uint64_t)a); break;
+    case VF_OP_SIGN: r = (a > 0) - (a < 0); break;
+    case VF_OP_MOD: /* a - b * floor(a / b), exact in long double */
+        r = b == 0 ? 0 : a - b * (int64_t)floorl((long double)a / (long double)b);
+        break;
+    case VF_OP_LOGICAL_AND: r = a && b; break;
+    case VF_OP_LOGICAL_OR: r = a || b; break;
+    case VF_OP_LOGICAL_NOT: r = !a; break;
+    case VF_OP_CLIP: r = a < b ? b : a > c ? c : a; break;
+    case VF_OP_STOP_GRADIENT: r = a; break;
     default:
         if (is_cmp(op)) return (int64_t)ref_f(op, (double)a, (double)b, 0);
         fail_msg("no integer reference for op %d", (int)op);
@@ -78,6 +106,7 @@ static double op_tol(vf_op op, vf_dtype out)
     switch (op) {
     case VF_OP_POW: case VF_OP_EXP: case VF_OP_LOG: case VF_OP_SQRT: case VF_OP_RSQRT:
     case VF_OP_TANH: case VF_OP_SIGMOID: case VF_OP_GELU: case VF_OP_SIN: case VF_OP_COS:
+    case VF_OP_ERF: case VF_OP_LOG1P: case VF_OP_EXPM1: case VF_OP_SOFTPLUS:
         return TOL_F32_MATH;
     default: return TOL_EXACT;
     }
@@ -137,7 +166,9 @@ static const vf_op cmp_ops[] = {VF_OP_GREATER, VF_OP_GREATER_EQUAL, VF_OP_LESS,
                                 VF_OP_LESS_EQUAL, VF_OP_EQUAL, VF_OP_NOT_EQUAL};
 static const vf_op float_unary[] = {VF_OP_NEG, VF_OP_EXP, VF_OP_LOG, VF_OP_SQRT, VF_OP_RSQRT,
                                     VF_OP_ABS, VF_OP_TANH, VF_OP_SIGMOID, VF_OP_RELU, VF_OP_GELU,
-                                    VF_OP_SIN, VF_OP_COS, VF_OP_SQUARE};
+                                    VF_OP_SIN, VF_OP_COS, VF_OP_SQUARE,
+                                    VF_OP_SIGN, VF_OP_FLOOR, VF_OP_CEIL, VF_OP_ROUND, VF_OP_ERF,
+                                    VF_OP_LOG1P, VF_OP_EXPM1, VF_OP_SOFTPLUS, VF_OP_STOP_GRADIENT};
 
 static void test_binary_sizes(void **state)
 {
@@ -262,7 +293,7 @@ static void test_unary(void **state)
             }
         }
     static const int64_t n[] = {1001};
-    static const vf_op iun[] = {VF_OP_NEG, VF_OP_ABS, VF_OP_RELU, VF_OP_SQUARE};
+    static const vf_op iun[] = {VF_OP_NEG, VF_OP_ABS, VF_OP_RELU, VF_OP_SQUARE, VF_OP_SIGN, VF_OP_STOP_GRADIENT};
     for (int k = 0; k < COUNT(iun); k++) {
         ew_in i[1] = {{VF_I32, 1, n, NULL}};
         check_ew(*state, iun[k], 1, i, 1, n); /* includes INT32_MIN: -x wraps */
@@ -271,6 +302,49 @@ static void test_unary(void **state)
             check_ew(*state, iun[k], 1, u, 1, n);
         }
     }
+}
+
+/* Issue 13's ops with more than one input, and the logical ops: mod on
+   every numeric dtype (random and chosen operands: halves, signs, zeros,
+   Inf, ratios past 2^24), leaky_relu and clip with scalar parameters,
+   and / or / not on bools. */
+static void test_math_ops(void **state)
+{
+    static const int64_t n7[] = {7}, n12[] = {12}, big[] = {1001}, o[] = {3, 4, 5}, a3[] = {3, 1, 5}, b2[] = {4, 1};
+    static const vf_dtype num[] = {VF_F32, VF_F16, VF_I32, VF_U32};
+    for (int t = 0; t < 4; t++) {
+        ew_in in[2] = {{num[t], 3, a3, NULL}, {num[t], 2, b2, NULL}};
+        check_ew(*state, VF_OP_MOD, 2, in, 3, o);
+        ew_in r[2] = {{num[t], 1, big, NULL}, {num[t], 1, big, NULL}};
+        check_ew(*state, VF_OP_MOD, 2, r, 1, big); /* i32: INT_MIN, INT_MAX, 0 (x mod 0) */
+    }
+    static const float ma[] = {5.5f, -5.5f, 5.5f, -5.5f, 4, -4, 1e10f, -1e10f, 0.1f, INFINITY, 3, -0.0f};
+    static const float mb[] = {2, 2, -2, -2, 2, 2, 3, 3e-5f, 0, 2, -INFINITY, 5};
+    ew_in m[2] = {{VF_F32, 1, n12, ma}, {VF_F32, 1, n12, mb}};
+    check_ew(*state, VF_OP_MOD, 2, m, 1, n12);
+    static const int32_t ia[] = {7, -7, 7, -7, INT32_MIN, INT32_MIN, 0}, ib[] = {3, 3, -3, -3, -1, 7, -5};
+    ew_in mi[2] = {{VF_I32, 1, n7, ia}, {VF_I32, 1, n7, ib}};
+    check_ew(*state, VF_OP_MOD, 2, mi, 1, n7);
+
+    static const float alpha = 0.2f, lo = -1.5f, hi = 2.25f;
+    for (int t = 0; t < 2; t++) {
+        ew_in l[2] = {{num[t], 1, big, NULL}, {num[t], 0, NULL, NULL}};
+        if (t == 0) l[1].data = &alpha;
+        check_ew(*state, VF_OP_LEAKY_RELU, 2, l, 1, big);
+    }
+    ew_in c[3] = {{VF_F32, 1, big, NULL}, {VF_F32, 0, NULL, &lo}, {VF_F32, 0, NULL, &hi}};
+    check_ew(*state, VF_OP_CLIP, 3, c, 1, big);
+    static const int32_t ilo = -3, ihi = 9;
+    ew_in ci[3] = {{VF_I32, 1, big, NULL}, {VF_I32, 0, NULL, &ilo}, {VF_I32, 0, NULL, &ihi}};
+    check_ew(*state, VF_OP_CLIP, 3, ci, 1, big);
+    static const uint32_t ulo = 3, uhi = 30;
+    ew_in cu[3] = {{VF_U32, 1, big, NULL}, {VF_U32, 0, NULL, &ulo}, {VF_U32, 0, NULL, &uhi}};
+    check_ew(*state, VF_OP_CLIP, 3, cu, 1, big);
+
+    ew_in and2[2] = {{VF_BOOL, 3, a3, NULL}, {VF_BOOL, 2, b2, NULL}};
+    check_ew(*state, VF_OP_LOGICAL_AND, 2, and2, 3, o);
+    check_ew(*state, VF_OP_LOGICAL_OR, 2, and2, 3, o);
+    check_ew(*state, VF_OP_LOGICAL_NOT, 1, and2, 3, a3);
 }
 
 static void test_in_place(void **state)
@@ -386,6 +460,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_comparisons, setup, teardown),
         cmocka_unit_test_setup_teardown(test_where, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unary, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_math_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cast, setup, teardown),
         cmocka_unit_test_setup_teardown(test_copy_broadcast, setup, teardown),

@@ -1,24 +1,44 @@
-/* Reductions (sum, mean, max, min, norm over any set of axes) and argmax.
+/* Reductions (sum, mean, max, min, norm, prod, any, all, logsumexp over
+ * any set of axes) and argmax.
  *
  * The input's dims are classed kept/reduced, size-1 dims dropped and
  * neighbours of one class merged. If the innermost remaining dim is kept,
  * a chunk of adjacent outputs ("lanes") is accumulated at once so every
  * load is contiguous; otherwise each output reduces contiguous runs. Float
  * values (and integer max/min, exact in double) accumulate in double;
- * integer sums accumulate in uint64 and wrap to 32 bits on store, as the
- * GPU's 32-bit adds do.
+ * integer sums and products accumulate in uint64 and wrap to 32 bits on
+ * store, as the GPU's 32-bit adds and multiplies do. logsumexp keeps a
+ * running max m and the sum s of exp(x - m), rescaled when m grows (one
+ * pass; s lives VF_CPU_CHUNK doubles after m in the accumulator array).
  */
 #include "cpu/cpu.h"
 #include "graph/op.h"
 
 #include <math.h>
 
-typedef enum { ACC_SUM, ACC_SUMSQ, ACC_MAX, ACC_MIN } acc_kind;
+typedef enum { ACC_SUM, ACC_SUMSQ, ACC_MAX, ACC_MIN, ACC_PROD, ACC_LSE } acc_kind;
 
 static double acc_init(acc_kind k)
 {
-    return k == ACC_MAX ? -INFINITY : k == ACC_MIN ? INFINITY : 0.0;
+    return k == ACC_MAX || k == ACC_LSE ? -INFINITY : k == ACC_MIN ? INFINITY : k == ACC_PROD ? 1.0 : 0.0;
 }
+
+/* One element into logsumexp's (m, s). NaN sticks in m; -Inf adds
+   nothing; once m is +Inf the result is +Inf whatever s is. */
+static inline void lse_step(double *m, double *s, double x)
+{
+    if (isnan(*m) || x == -INFINITY || *m == INFINITY) return;
+    if (isnan(x)) {
+        *m = x;
+    } else if (x > *m) {
+        *s = (*m == -INFINITY ? 0.0 : *s * exp(*m - x)) + 1.0;
+        *m = x;
+    } else {
+        *s += exp(x - *m);
+    }
+}
+
+static inline double lse_final(double m, double s) { return isnan(m) || isinf(m) ? m : m + log(s); }
 
 /* acc[i] op= x[i] (lanes) */
 static void combine_lanes(acc_kind k, double *acc, const double *x, int64_t n)
@@ -34,6 +54,8 @@ static void combine_lanes(acc_kind k, double *acc, const double *x, int64_t n)
         for (int64_t i = 0; i < n; i++)
             if (x[i] < acc[i] || isnan(x[i])) acc[i] = x[i];
         break;
+    case ACC_PROD: for (int64_t i = 0; i < n; i++) acc[i] *= x[i]; break;
+    case ACC_LSE: for (int64_t i = 0; i < n; i++) lse_step(&acc[i], &acc[VF_CPU_CHUNK + i], x[i]); break;
     }
 }
 
@@ -52,13 +74,15 @@ static void combine_run(acc_kind k, double *acc, const double *x, int64_t n)
         for (int64_t i = 0; i < n; i++)
             if (x[i] < a || isnan(x[i])) a = x[i];
         break;
+    case ACC_PROD: for (int64_t i = 0; i < n; i++) a *= x[i]; break;
+    case ACC_LSE: for (int64_t i = 0; i < n; i++) lse_step(&a, &acc[VF_CPU_CHUNK], x[i]); break;
     }
     *acc = a;
 }
 
 typedef struct red {
     acc_kind kind;
-    bool int_sum;      /* integer sum: uint64 accumulators */
+    bool int_sum;      /* integer sum or product: uint64 accumulators */
     bool sqrt_after;
     double count;      /* divide by this when > 0 (mean) */
     vf_dtype in_t, out_t;
@@ -72,10 +96,13 @@ static void fold(const red *r, int64_t off, int64_t n, bool lanes, double *acc, 
     if (r->int_sum) {
         int64_t buf[VF_CPU_CHUNK];
         vf_cpu_load_i64(r->in, r->in_t, off, 1, n, buf);
-        if (lanes)
+        if (r->kind == ACC_PROD) {
+            for (int64_t i = 0; i < n; i++) iacc[lanes ? i : 0] *= (uint64_t)buf[i];
+        } else if (lanes) {
             for (int64_t i = 0; i < n; i++) iacc[i] += (uint64_t)buf[i];
-        else
+        } else {
             for (int64_t i = 0; i < n; i++) iacc[0] += (uint64_t)buf[i];
+        }
     } else {
         double buf[VF_CPU_CHUNK];
         vf_cpu_load_f64(r->in, r->in_t, off, 1, n, buf);
@@ -93,6 +120,7 @@ static void finish(const red *r, int64_t off, int64_t n, double *acc, const uint
         return;
     }
     for (int64_t i = 0; i < n; i++) {
+        if (r->kind == ACC_LSE) acc[i] = lse_final(acc[i], acc[VF_CPU_CHUNK + i]);
         if (r->count > 0) acc[i] /= r->count;
         if (r->sqrt_after) acc[i] = sqrt(acc[i]);
     }
@@ -103,7 +131,8 @@ static void init_acc(const red *r, int64_t n, double *acc, uint64_t *iacc)
 {
     for (int64_t i = 0; i < n; i++) {
         acc[i] = acc_init(r->kind);
-        iacc[i] = 0;
+        acc[VF_CPU_CHUNK + i] = 0.0; /* logsumexp's s */
+        iacc[i] = r->kind == ACC_PROD ? 1 : 0;
     }
 }
 
@@ -122,11 +151,13 @@ vf_status vf_cpu_reduce(vf_cpu *cpu, const vf_exec *e)
     case VF_COMBINE_SUM: r.kind = info->square_first ? ACC_SUMSQ : ACC_SUM; break;
     case VF_COMBINE_MAX: r.kind = ACC_MAX; break;
     case VF_COMBINE_MIN: r.kind = ACC_MIN; break;
+    case VF_COMBINE_PROD: r.kind = ACC_PROD; break;
+    case VF_COMBINE_LSE: r.kind = ACC_LSE; break;
     default:
         return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: %s is not a reduction",
                           info->name);
     }
-    r.int_sum = r.kind == ACC_SUM && !vf_dtype_is_float(in->dtype);
+    r.int_sum = (r.kind == ACC_SUM || r.kind == ACC_PROD) && !vf_dtype_is_float(in->dtype);
 
     /* Class, drop and merge the input's dims. */
     int64_t in_st[VF_MAX_RANK];
@@ -168,7 +199,7 @@ vf_status vf_cpu_reduce(vf_cpu *cpu, const vf_exec *e)
     }
     vf_cpu_contig_strides(kept.rank, kept.dim, kept.st[1]);
 
-    double acc[VF_CPU_CHUNK];
+    double acc[2 * VF_CPU_CHUNK]; /* the second half: logsumexp's sums */
     uint64_t iacc[VF_CPU_CHUNK];
     vf_cpu_cursor kc, rc;
     vf_cpu_cursor_init(&kc, 2);

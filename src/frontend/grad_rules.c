@@ -265,6 +265,79 @@ static bool g_xent(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_ten
     return gin[1] != NULL;
 }
 
+/* ---- issue 13's math ops -------------------------------------------------- */
+
+/* floor, ceil, round, sign (piecewise constant) and stop_gradient: no
+   gradient reaches the input (the tape gives a source without one zeros). */
+static bool g_zero(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    (void)ctx, (void)e, (void)g, (void)gin;
+    return true;
+}
+/* a mod b = a - floor(a/b) b: d/da = 1, d/db = -floor(a/b) */
+static bool g_mod(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_ad_unbroadcast(ctx, g, IN(0));
+    vf_tensor *q = vf_floor(ctx, vf_div(ctx, IN(0), IN(1)));
+    gin[1] = vf_ad_unbroadcast(ctx, vf_neg(ctx, vf_mul(ctx, g, q)), IN(1));
+    return gin[0] && gin[1];
+}
+/* d erf = 2/sqrt(pi) e^(-x^2) */
+UNARY_RULE(g_erf, vf_mul(ctx, g, vf_mul(ctx, scal(ctx, x, 1.1283791670955126),
+                                         vf_exp(ctx, vf_neg(ctx, vf_mul(ctx, x, x))))))
+UNARY_RULE(g_log1p, vf_div(ctx, g, vf_add(ctx, x, scal(ctx, x, 1.0))))
+UNARY_RULE(g_expm1, vf_mul(ctx, g, vf_add(ctx, y, scal(ctx, y, 1.0))))
+UNARY_RULE(g_softplus, vf_mul(ctx, g, vf_sigmoid(ctx, x)))
+/* alpha (a scalar made by vf_leaky_relu) gets none */
+static bool g_leaky_relu(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *x = IN(0);
+    gin[0] = vf_where(ctx, vf_greater(ctx, x, scal(ctx, x, 0.0)), g, vf_mul(ctx, g, IN(1)));
+    return gin[0] != NULL;
+}
+/* passes where lo <= x <= hi (TF's clip_by_value: zero only where x is
+   outside); the bounds (scalars made by vf_clip) get none */
+static bool g_clip(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *x = IN(0);
+    vf_tensor *out = vf_logical_or(ctx, vf_less(ctx, x, IN(1)), vf_greater(ctx, x, IN(2)));
+    gin[0] = vf_where(ctx, out, scal(ctx, g, 0.0), g);
+    return gin[0] != NULL;
+}
+/* d prod / d x_i = the product of the others, computed without dividing by
+   x_i where that is 0: with z zeros in the row and p the product of its
+   nonzero elements, it is p / x_i when z = 0, p at the zero when z = 1,
+   and 0 otherwise. The zero count and the masks are piecewise constant:
+   not recorded for a higher-order tape (as g_maxred's mask). */
+static bool g_prod(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *x = IN(0);
+    int axes[VF_MAX_RANK], n = 0;
+    for (int d = 0; d < x->rank; d++)
+        if ((e->attrs.axes_mask >> d) & 1) axes[n++] = d;
+    vf_tensor *zero = scal(ctx, x, 0.0), *one = scal(ctx, x, 1.0);
+    ctx->tape_mute++;
+    vf_tensor *isz = vf_equal(ctx, x, zero);
+    vf_tensor *z = vf_reduce_sum(ctx, vf_where(ctx, isz, one, zero), n, axes, true);
+    vf_tensor *z0 = vf_equal(ctx, z, zero), *z1 = vf_equal(ctx, z, one);
+    ctx->tape_mute--;
+    vf_tensor *safe = vf_where(ctx, isz, one, x);
+    vf_tensor *p = vf_reduce_prod(ctx, safe, n, axes, true);
+    vf_tensor *at_zero = vf_where(ctx, z1, p, zero);
+    vf_tensor *at_other = vf_where(ctx, z0, vf_div(ctx, p, safe), zero);
+    vf_tensor *d = vf_where(ctx, isz, at_zero, at_other);
+    gin[0] = vf_mul(ctx, vf_ad_broadcast(ctx, keepdims_of(ctx, e, g), x), d);
+    return gin[0] != NULL;
+}
+/* the softmax over the reduced axes: exp(x - logsumexp) */
+static bool g_logsumexp(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *x = IN(0);
+    vf_tensor *sm = vf_exp(ctx, vf_sub(ctx, x, keepdims_of(ctx, e, OUT)));
+    gin[0] = vf_mul(ctx, keepdims_of(ctx, e, g), sm);
+    return gin[0] != NULL;
+}
+
 /* ---- matmul and movement ------------------------------------------------- */
 
 /* C = op(A) op(B) with op a transpose where flagged:
@@ -329,6 +402,10 @@ RULE(sin, g_sin) RULE(cos, g_cos) RULE(cast, g_cast) RULE(copy, g_copy)
 RULE(sum, g_sum) RULE(mean, g_mean) RULE(maxred, g_maxred) RULE(norm, g_norm)
 RULE(softmax, g_softmax) RULE(log_softmax, g_log_softmax) RULE(xent, g_xent)
 RULE(matmul, g_matmul) RULE(transpose, g_transpose) RULE(square, g_square)
+/* issue 13's math ops */
+RULE(zero, g_zero) RULE(mod, g_mod) RULE(erf, g_erf) RULE(log1p, g_log1p) RULE(expm1, g_expm1)
+RULE(softplus, g_softplus) RULE(leaky_relu, g_leaky_relu) RULE(clip, g_clip) RULE(prod, g_prod)
+RULE(logsumexp, g_logsumexp)
 #undef RULE
 
 vf_grad_fn vf_grad_fn_of(const vf_tape_entry *e)

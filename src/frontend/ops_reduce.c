@@ -86,6 +86,27 @@ vf_tensor *vf_reduce_min(vf_context *ctx, vf_tensor *x, int naxes, const int *ax
     VF_LOCKED(ctx);
     return reduce(ctx, VF_OP_REDUCE_MIN, x, naxes, axes, keepdims);
 }
+/* issue 13's reductions */
+vf_tensor *vf_reduce_prod(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    VF_LOCKED(ctx);
+    return reduce(ctx, VF_OP_REDUCE_PROD, x, naxes, axes, keepdims);
+}
+vf_tensor *vf_reduce_any(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    VF_LOCKED(ctx);
+    return reduce(ctx, VF_OP_REDUCE_ANY, x, naxes, axes, keepdims);
+}
+vf_tensor *vf_reduce_all(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    VF_LOCKED(ctx);
+    return reduce(ctx, VF_OP_REDUCE_ALL, x, naxes, axes, keepdims);
+}
+vf_tensor *vf_logsumexp(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    VF_LOCKED(ctx);
+    return reduce(ctx, VF_OP_LOGSUMEXP, x, naxes, axes, keepdims);
+}
 vf_tensor *vf_norm(vf_context *ctx, vf_tensor *x)
 {
     VF_LOCKED(ctx);

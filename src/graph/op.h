@@ -4,7 +4,7 @@
  * reference scalar semantics (used by the CPU backend), its GLSL
  * expression (used by codegen) and its gradient rule. Adding an elementwise
  * op means the enum entry (at the end: the numbers are stored), its row,
- * its entry point in src/frontend/ops_elementwise.c and include/vkfuse.h,
+ * its entry point in src/frontend/ops_*.c and include/vkfuse.h,
  * its rule in src/frontend/grad_rules.c, and tests.
  */
 #ifndef VF_GRAPH_OP_H
@@ -46,6 +46,15 @@ typedef enum vf_op {
     VF_OP_RANDOM_NORMAL, /* attrs.seed; see util/philox.h */
     /* appended (numbers are stored): elementwise unary */
     VF_OP_SQUARE,
+    /* appended: the math ops of issue 13, kept together */
+    VF_OP_SIGN, VF_OP_FLOOR, VF_OP_CEIL, VF_OP_ROUND,
+    VF_OP_MOD,                                             /* floor mod: sign of the divisor */
+    VF_OP_LOGICAL_AND, VF_OP_LOGICAL_OR, VF_OP_LOGICAL_NOT, /* VF_BOOL */
+    VF_OP_ERF, VF_OP_LOG1P, VF_OP_EXPM1, VF_OP_SOFTPLUS,
+    VF_OP_LEAKY_RELU,     /* in[1]: alpha, a scalar of x's dtype */
+    VF_OP_CLIP,           /* in[1], in[2]: the bounds, scalars of x's dtype */
+    VF_OP_STOP_GRADIENT,  /* identity; no gradient flows through */
+    VF_OP_REDUCE_PROD, VF_OP_REDUCE_ANY, VF_OP_REDUCE_ALL, VF_OP_LOGSUMEXP,
     VF_OP_COUNT
 } vf_op;
 
@@ -60,14 +69,16 @@ typedef enum {
 
 typedef enum { VF_RESULT_SAME, VF_RESULT_BOOL, VF_RESULT_I32, VF_RESULT_ATTR } vf_result_rule;
 
-typedef enum { VF_COMBINE_NONE, VF_COMBINE_SUM, VF_COMBINE_MAX, VF_COMBINE_MIN } vf_combine;
+/* PROD: products; LSE: log-sum-exp, shifted by the running max. */
+typedef enum { VF_COMBINE_NONE, VF_COMBINE_SUM, VF_COMBINE_MAX, VF_COMBINE_MIN, VF_COMBINE_PROD,
+               VF_COMBINE_LSE } vf_combine;
 
 /* The value of an op over an empty set (a reduction whose reduced dims
    hold no element, a matmul with k = 0, a cross-entropy with no class):
    what the eager entry points and the interpreter store instead of running
    a kernel (backends never see such an exec). Ops without such a set (the
    result is empty whenever an input is) keep UNDEFINED. */
-typedef enum { VF_EMPTY_UNDEFINED, VF_EMPTY_ZERO, VF_EMPTY_NAN } vf_empty;
+typedef enum { VF_EMPTY_UNDEFINED, VF_EMPTY_ZERO, VF_EMPTY_NAN, VF_EMPTY_ONE, VF_EMPTY_NEG_INF } vf_empty;
 
 /* Reference semantics of an elementwise op, one function per class of
    dtype. Float ops are computed in double and rounded to the storage type;
@@ -94,7 +105,9 @@ typedef struct vf_op_info {
     /* GLSL expressions over a, b, c (the loaded inputs, already of the
        compute type: float for f32/f16, int for i32, uint for u32, bool for
        VF_BOOL). May call the helpers of shaders/prelude.glsl (vf_pow,
-       vf_max, vf_min, vf_tanh, vf_log, vf_sqrt, vf_rsqrt, vf_sin, vf_cos).
+       vf_max, vf_min, vf_tanh, vf_log, vf_sqrt, vf_rsqrt, vf_sin, vf_cos,
+       vf_floor, vf_ceil, vf_round, vf_mod, vf_imod, vf_erf, vf_log1p,
+       vf_expm1, vf_softplus).
        glsl_u NULL: same as glsl_i. */
     const char *glsl_f, *glsl_i, *glsl_u;
     /* reductions only */
@@ -131,7 +144,15 @@ static inline bool vf_op_input_is_cond(vf_op op, int i) { return (vf_op_table[op
 /* Whether input i of op holds i32 / u32 indices. */
 static inline bool vf_op_input_is_index(vf_op op, int i) { return (vf_op_table[op].index_in >> i) & 1u; }
 /* The number stored for an empty set (the row's `empty`, not UNDEFINED). */
-static inline double vf_op_empty_value(vf_op op) { return vf_op_table[op].empty == VF_EMPTY_NAN ? NAN : 0.0; }
+static inline double vf_op_empty_value(vf_op op)
+{
+    switch (vf_op_table[op].empty) {
+    case VF_EMPTY_NAN: return NAN;
+    case VF_EMPTY_ONE: return 1.0;
+    case VF_EMPTY_NEG_INF: return -INFINITY;
+    default: return 0.0;
+    }
+}
 
 /* The fields of vf_attrs, as bits of a row's `attrs` mask: the fields an
    op reads. The mask drives the text dump (each field in its own format),

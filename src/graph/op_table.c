@@ -45,6 +45,33 @@ F2(f_sin, sin(a))
 F2(f_cos, cos(a))
 F2(f_copy, a)
 F2(f_square, a * a)
+/* ---- issue 13's math ops ---- */
+F2(f_sign, a > 0.0 ? 1.0 : a < 0.0 ? -1.0 : a) /* NaN and +-0 pass through */
+F2(f_floor, floor(a))
+F2(f_ceil, ceil(a))
+/* half to even, independent of the host's rounding mode (rint's) */
+static double f_round(double a, double b, double c)
+{
+    (void)b, (void)c;
+    double r = floor(a), d = a - r;
+    if (d > 0.5 || (d == 0.5 && fmod(r, 2.0) != 0.0)) r += 1.0;
+    return r == 0.0 ? copysign(0.0, a) : r;
+}
+/* floor mod: the sign of b, a zero result included; x mod 0 is NaN */
+static double f_mod(double a, double b, double c)
+{
+    (void)c;
+    double r = fmod(a, b);
+    if (isnan(r)) return r;
+    if (r == 0.0) return copysign(0.0, b);
+    return (r < 0.0) != (b < 0.0) ? r + b : r;
+}
+F2(f_erf, erf(a))
+F2(f_log1p, log1p(a))
+F2(f_expm1, expm1(a))
+F2(f_softplus, (a > 0.0 ? a : 0.0) + log1p(exp(-fabs(a)))) /* NaN: log1p(NaN) */
+static double f_leaky_relu(double a, double b, double c) { (void)c; return a > 0.0 ? a : a * b; }
+static double f_clip(double a, double b, double c) { return a < b ? b : a > c ? c : a; } /* NaN passes */
 
 I2(i_add, wrap((uint64_t)a + (uint64_t)b))
 I2(i_sub, wrap((uint64_t)a - (uint64_t)b))
@@ -71,6 +98,20 @@ I2(i_abs, a < 0 ? wrap(0u - (uint64_t)a) : a)
 I2(i_relu, a < 0 ? 0 : a)
 I2(i_copy, a)
 I2(i_square, wrap((uint64_t)a * (uint64_t)a))
+I2(i_sign, a > 0 ? 1 : a < 0 ? -1 : 0)
+/* floor mod: the sign of b; x mod 0 is 0 (as NumPy); in int64, so
+   INT_MIN mod -1 is 0 instead of C's trap */
+static int64_t i_mod(int64_t a, int64_t b, int64_t c, bool u)
+{
+    (void)c, (void)u;
+    if (b == 0) return 0;
+    int64_t r = a % b;
+    return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+I2(i_logical_and, a != 0 && b != 0)
+I2(i_logical_or, a != 0 || b != 0)
+I2(i_logical_not, a == 0)
+static int64_t i_clip(int64_t a, int64_t b, int64_t c, bool u) { (void)u; return a < b ? b : a > c ? c : a; }
 
 /* ---- op numbers ------------------------------------------------------ */
 
@@ -87,6 +128,10 @@ PIN(CAST, 26) PIN(COPY, 27) PIN(REDUCE_SUM, 28) PIN(REDUCE_MEAN, 29)
 PIN(REDUCE_MAX, 30) PIN(REDUCE_MIN, 31) PIN(NORM, 32) PIN(ARGMAX, 33)
 PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
 PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40) PIN(SQUARE, 41)
+PIN(SIGN, 42) PIN(FLOOR, 43) PIN(CEIL, 44) PIN(ROUND, 45) PIN(MOD, 46) PIN(LOGICAL_AND, 47)
+PIN(LOGICAL_OR, 48) PIN(LOGICAL_NOT, 49) PIN(ERF, 50) PIN(LOG1P, 51) PIN(EXPM1, 52) PIN(SOFTPLUS, 53)
+PIN(LEAKY_RELU, 54) PIN(CLIP, 55) PIN(STOP_GRADIENT, 56) PIN(REDUCE_PROD, 57) PIN(REDUCE_ANY, 58)
+PIN(REDUCE_ALL, 59) PIN(LOGSUMEXP, 60)
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -96,10 +141,14 @@ extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf
     vf_grad_tanh, vf_grad_sigmoid, vf_grad_relu, vf_grad_gelu, vf_grad_sin, vf_grad_cos, vf_grad_cast,
     vf_grad_copy, vf_grad_sum, vf_grad_mean, vf_grad_maxred, vf_grad_norm, vf_grad_softmax,
     vf_grad_log_softmax, vf_grad_xent, vf_grad_matmul, vf_grad_transpose, vf_grad_square;
+/* issue 13's math ops */
+extern const vf_grad_rule vf_grad_zero, vf_grad_mod, vf_grad_erf, vf_grad_log1p, vf_grad_expm1,
+    vf_grad_softplus, vf_grad_leaky_relu, vf_grad_clip, vf_grad_prod, vf_grad_logsumexp;
 
 /* ---- the table ------------------------------------------------------- */
 
 #define NUM VF_MASK_NUM
+#define BOOL VF_M(VF_BOOL)
 #define FLT VF_MASK_FLOAT
 #define ALL VF_MASK_ALL
 #define SIGNED (VF_MASK_FLOAT | VF_M(VF_I32))
@@ -153,6 +202,33 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     UN(VF_OP_SIN, "sin", FLT, f_sin, NULL, "vf_sin(a)", NULL, NULL, sin),
     UN(VF_OP_COS, "cos", FLT, f_cos, NULL, "vf_cos(a)", NULL, NULL, cos),
     UN(VF_OP_SQUARE, "square", NUM, f_square, i_square, "(a * a)", "(a * a)", NULL, square),
+    /* ---- issue 13's math ops (rows kept together) ---- */
+    /* floor, ceil, round, sign: piecewise constant, a zero gradient (rule `zero`) */
+    UN(VF_OP_SIGN, "sign", NUM, f_sign, i_sign, "(a > 0.0 ? 1.0 : (a < 0.0 ? -1.0 : a))",
+       "(a > 0 ? 1 : (a < 0 ? -1 : 0))", "(a > 0u ? 1u : 0u)", zero),
+    UN(VF_OP_FLOOR, "floor", FLT, f_floor, NULL, "vf_floor(a)", NULL, NULL, zero),
+    UN(VF_OP_CEIL, "ceil", FLT, f_ceil, NULL, "vf_ceil(a)", NULL, NULL, zero),
+    UN(VF_OP_ROUND, "round", FLT, f_round, NULL, "vf_round(a)", NULL, NULL, zero),
+    BIN(VF_OP_MOD, "mod", NUM, VF_RESULT_SAME, f_mod, i_mod, "vf_mod(a, b)", "vf_imod(a, b)",
+        "(b == 0u ? 0u : a % b)", mod),
+    [VF_OP_LOGICAL_AND] = {.name = "logical_and", .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = BOOL,
+                           .result = VF_RESULT_BOOL, .cpu_i = i_logical_and, .glsl_i = "(a != 0u && b != 0u)"},
+    [VF_OP_LOGICAL_OR] = {.name = "logical_or", .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = BOOL,
+                          .result = VF_RESULT_BOOL, .cpu_i = i_logical_or, .glsl_i = "(a != 0u || b != 0u)"},
+    [VF_OP_LOGICAL_NOT] = {.name = "logical_not", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = BOOL,
+                           .result = VF_RESULT_BOOL, .cpu_i = i_logical_not, .glsl_i = "(a == 0u)"},
+    UN(VF_OP_ERF, "erf", FLT, f_erf, NULL, "vf_erf(a)", NULL, NULL, erf),
+    UN(VF_OP_LOG1P, "log1p", FLT, f_log1p, NULL, "vf_log1p(a)", NULL, NULL, log1p),
+    UN(VF_OP_EXPM1, "expm1", FLT, f_expm1, NULL, "vf_expm1(a)", NULL, NULL, expm1),
+    UN(VF_OP_SOFTPLUS, "softplus", FLT, f_softplus, NULL, "vf_softplus(a)", NULL, NULL, softplus),
+    BIN(VF_OP_LEAKY_RELU, "leaky_relu", FLT, VF_RESULT_SAME, f_leaky_relu, NULL, "(a > 0.0 ? a : a * b)", NULL,
+        NULL, leaky_relu),
+    /* NaN fails both comparisons and passes through */
+    [VF_OP_CLIP] = {.name = "clip", .arity = 3, .kind = VF_KIND_ELEMENTWISE, .accepts = NUM,
+                    .result = VF_RESULT_SAME, .cpu_f = f_clip, .cpu_i = i_clip,
+                    .glsl_f = "(a < b ? b : (a > c ? c : a))", .glsl_i = "(a < b ? b : (a > c ? c : a))",
+                    .grad = &vf_grad_clip},
+    UN(VF_OP_STOP_GRADIENT, "stop_gradient", ALL, f_copy, i_copy, "a", "a", NULL, zero),
     /* cast and copy: the conversion is done by the store (see codegen) */
     [VF_OP_CAST] = {.name = "cast", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
                     .result = VF_RESULT_ATTR, .attrs = VF_ATTR_DTYPE, .cpu_f = f_copy, .cpu_i = i_copy,
@@ -169,6 +245,16 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     RED(VF_OP_REDUCE_MAX, "reduce_max", NUM, VF_COMBINE_MAX, false, false, false, VF_EMPTY_UNDEFINED, maxred),
     RED(VF_OP_REDUCE_MIN, "reduce_min", NUM, VF_COMBINE_MIN, false, false, false, VF_EMPTY_UNDEFINED, maxred),
     RED(VF_OP_NORM, "norm", FLT, VF_COMBINE_SUM, true, false, true, VF_EMPTY_ZERO, norm),
+    /* ---- issue 13's reductions (rows kept together): the empty product
+       is 1, any of nothing false, all of nothing true, logsumexp -inf ---- */
+    RED(VF_OP_REDUCE_PROD, "reduce_prod", NUM, VF_COMBINE_PROD, false, false, false, VF_EMPTY_ONE, prod),
+    [VF_OP_REDUCE_ANY] = {.name = "reduce_any", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = BOOL,
+                          .result = VF_RESULT_SAME, .combine = VF_COMBINE_MAX, .empty = VF_EMPTY_ZERO,
+                          .attrs = VF_ATTR_AXES},
+    [VF_OP_REDUCE_ALL] = {.name = "reduce_all", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = BOOL,
+                          .result = VF_RESULT_SAME, .combine = VF_COMBINE_MIN, .empty = VF_EMPTY_ONE,
+                          .attrs = VF_ATTR_AXES},
+    RED(VF_OP_LOGSUMEXP, "logsumexp", FLT, VF_COMBINE_LSE, false, false, false, VF_EMPTY_NEG_INF, logsumexp),
     [VF_OP_ARGMAX] = {.name = "argmax", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = NUM,
                       .result = VF_RESULT_I32, .combine = VF_COMBINE_MAX, .attrs = VF_ATTR_AXIS},
 

@@ -39,6 +39,7 @@ static int identity_of(const vf_graph *g, const vf_node *n)
         return vf_node_is_splat(g, b, 1.0) && same_type(&g->nodes[a], n) ? a : -1;
     case VF_OP_CAST:
     case VF_OP_COPY:
+    case VF_OP_STOP_GRADIENT: /* tapes act while tracing: the graph needs no marker */
         return same_type(&g->nodes[a], n) ? a : -1;
     default: return -1;
     }

@@ -112,7 +112,7 @@ static int new_group(pstate *s, vf_group_kind kind, int epoch, const vf_shape *s
 }
 
 /* Row nodes ("centers"): softmax / log_softmax along the last axis,
-   sparse_xent, and sum / mean / max / min over the last axis only with
+   sparse_xent, and sum / mean / max / min / prod / logsumexp over the last axis only with
    keepdims, all of a float dtype. Returns the index of the row input or -1. */
 static int row_input(const vf_graph *g, const vf_node *n)
 {
@@ -125,6 +125,7 @@ static int row_input(const vf_graph *g, const vf_node *n)
     case VF_OP_SPARSE_XENT: return 1;
     case VF_OP_SOFTMAX: case VF_OP_LOG_SOFTMAX: return n->attrs.axis == n->shape.rank - 1 ? 0 : -1;
     case VF_OP_REDUCE_SUM: case VF_OP_REDUCE_MEAN: case VF_OP_REDUCE_MAX: case VF_OP_REDUCE_MIN:
+    case VF_OP_REDUCE_PROD: case VF_OP_LOGSUMEXP:
         return n->attrs.keepdims && n->attrs.axes_mask == 1u << (in->shape.rank - 1) ? 0 : -1;
     default: return -1;
     }

@@ -1,4 +1,5 @@
-/* Reductions (sum, mean, max, min, norm over attrs.axes_mask) and ARGMAX
+/* Reductions (sum, mean, max, min, norm, prod, any, all, logsumexp over
+ * attrs.axes_mask) and ARGMAX
  * (along attrs.axis), instantiating shaders/reduce.glsl.
  *
  * The input is collapsed into alternating kept / reduced dim groups (size-1
@@ -20,7 +21,9 @@
  * max / min / argmax reduce order-preserving uint keys (prelude vf_key_*),
  * so NaN propagates (and is argmax's maximum) and one code path serves
  * every dtype; argmax keeps (key, index) and resolves ties to the lowest
- * index. Integer sums wrap.
+ * index. Integer sums and products wrap; any / all are max / min of the
+ * bool values. logsumexp accumulates (max m, sum of exp(x - m)) pairs,
+ * rescaled to the larger max when two combine: one pass, no overflow.
  *
  * Float sum tolerance: each invocation adds about R / WG elements in order,
  * then partials combine as a tree, so the error is bounded by roughly
@@ -96,7 +99,7 @@ static void emit_offset_fn(vf_sb *s, const char *name, const red_pattern *p, boo
     vf_sb_puts(s, "    return off;\n}\n");
 }
 
-typedef enum { ACC_FSUM, ACC_ISUM, ACC_KEY, ACC_ARG, ACC_NORM } acc_kind;
+typedef enum { ACC_FSUM, ACC_ISUM, ACC_KEY, ACC_ARG, ACC_NORM, ACC_PROD, ACC_LSE } acc_kind;
 
 /* norm: a sum of squares in f32 overflows for |x| above ~1.8e19 and
    underflows below ~1e-19 (and on lavapipe anything under 2^-126 is
@@ -133,6 +136,22 @@ static const char norm_glsl[] =
     "        return hi * sqrt(1.0 + (lo / hi) * (lo / hi));\n    }\n"
     "    return sqrt(s.y);\n}\n";
 
+/* logsumexp's (m, s) pairs: m NaN sticks, m = -Inf holds nothing (its s
+   is ignored), m = +Inf gives +Inf; the subgroup's max goes through the
+   order-preserving keys, whose NaN wins. */
+static const char lse_glsl[] =
+    "float vf_lse_w(vec2 a, float m) { return a.x == -vf_inf() ? 0.0 : a.y * exp(a.x - m); }\n"
+    "vec2 acc_combine(vec2 a, vec2 b)\n{\n"
+    "    if (isnan(a.x) || isnan(b.x)) return vec2(vf_nan(), 1.0);\n"
+    "    float m = max(a.x, b.x);\n"
+    "    if (isinf(m)) return vec2(m, 1.0);\n"
+    "    return vec2(m, vf_lse_w(a, m) + vf_lse_w(b, m));\n}\n";
+static const char lse_subgroup_glsl[] =
+    "vec2 acc_subgroup(vec2 v)\n{\n"
+    "    float m = vf_unkey_f(subgroupMax(vf_key_f(v.x, true)));\n"
+    "    if (isnan(m) || isinf(m)) return vec2(m, 1.0);   // uniform: m is the subgroup's\n"
+    "    return vec2(m, subgroupAdd(vf_lse_w(v, m)));\n}\n";
+
 typedef struct {
     acc_kind kind;
     const char *type, *identity;
@@ -155,6 +174,14 @@ static void emit_acc_ops(vf_sb *s, const acc_info *a, vf_combine comb, bool subg
         if (subgroup) vf_sb_add(s, "ACC_T acc_subgroup(ACC_T v) { return subgroup%s(v); }\n", f);
         break;
     }
+    case ACC_PROD:
+        vf_sb_puts(s, "ACC_T acc_combine(ACC_T a, ACC_T b) { return a * b; }\n");
+        if (subgroup) vf_sb_puts(s, "ACC_T acc_subgroup(ACC_T v) { return subgroupMul(v); }\n");
+        break;
+    case ACC_LSE:
+        vf_sb_puts(s, lse_glsl);
+        if (subgroup) vf_sb_puts(s, lse_subgroup_glsl);
+        break;
     case ACC_ARG:
         /* (key, index): larger key wins, ties go to the lower index */
         vf_sb_puts(s, "ACC_T acc_combine(ACC_T a, ACC_T b)\n{\n"
@@ -171,7 +198,8 @@ static void emit_to_acc(vf_sb *s, const acc_info *a, const vf_op_info *info, vf_
 {
     vf_sb_add(s, "ACC_T to_acc(%s v, uint r)\n{\n", cg_ctype_name(ct));
     switch (a->kind) {
-    case ACC_FSUM: vf_sb_puts(s, "    return v;\n"); break;
+    case ACC_FSUM: case ACC_PROD: vf_sb_puts(s, "    return v;\n"); break;
+    case ACC_LSE: vf_sb_puts(s, "    return vec2(v, 1.0);\n"); break;
     case ACC_NORM: vf_sb_puts(s, "    return vf_norm_acc(v);\n"); break;
     case ACC_ISUM: vf_sb_puts(s, "    return v;\n"); break;
     case ACC_KEY: case ACC_ARG: {
@@ -196,7 +224,8 @@ static void emit_final_store(vf_sb *s, const acc_info *a, const vf_op_info *info
         vf_sb_puts(s, "    st(o, v);\n");
         break;
     case ACC_NORM: vf_sb_puts(s, "    st(o, vf_norm_final(v));\n"); break;
-    case ACC_ISUM: vf_sb_puts(s, "    st(o, v);\n"); break;
+    case ACC_ISUM: case ACC_PROD: vf_sb_puts(s, "    st(o, v);\n"); break;
+    case ACC_LSE: vf_sb_puts(s, "    st(o, isnan(v.x) || isinf(v.x) ? v.x : v.x + vf_log(v.y));\n"); break;
     case ACC_KEY:
         vf_sb_add(s, "    st(o, %s);\n", ct == VF_CT_FLOAT ? "vf_unkey_f(v)" : ct == VF_CT_INT ? "vf_unkey_i(v)" : "v");
         break;
@@ -210,7 +239,10 @@ static void emit_scratch_store(vf_sb *s, const acc_info *a)
 {
     vf_sb_puts(s, "void acc_store(uint o, ACC_T v)\n{\n");
     if (a->kind == ACC_ARG) vf_sb_puts(s, "    scratch[2u * o] = v.x;\n    scratch[2u * o + 1u] = v.y;\n");
-    else if (a->kind == ACC_FSUM) vf_sb_puts(s, "    scratch[o] = floatBitsToUint(v);\n");
+    else if (a->kind == ACC_LSE)
+        vf_sb_puts(s, "    scratch[2u * o] = floatBitsToUint(v.x);\n    scratch[2u * o + 1u] = floatBitsToUint(v.y);\n");
+    else if (a->kind == ACC_FSUM || (a->kind == ACC_PROD && !strcmp(a->type, "float")))
+        vf_sb_puts(s, "    scratch[o] = floatBitsToUint(v);\n");
     else if (a->kind == ACC_NORM)
         vf_sb_puts(s, "    scratch[3u * o] = floatBitsToUint(v.x);\n    scratch[3u * o + 1u] = floatBitsToUint(v.y);\n"
                       "    scratch[3u * o + 2u] = floatBitsToUint(v.z);\n");
@@ -226,7 +258,9 @@ static void emit_scratch_load(vf_sb *s, const acc_info *a, bool row)
     vf_sb_add(s, "ACC_T acc_elem(uint o, uint t)\n{\n    uint i = %s;\n",
               row ? "o * pc.parts + t" : "t * pc.n_out + o");
     if (a->kind == ACC_ARG) vf_sb_puts(s, "    return uvec2(scratch[2u * i], scratch[2u * i + 1u]);\n");
-    else if (a->kind == ACC_FSUM) vf_sb_puts(s, "    return uintBitsToFloat(scratch[i]);\n");
+    else if (a->kind == ACC_LSE) vf_sb_puts(s, "    return uintBitsToFloat(uvec2(scratch[2u * i], scratch[2u * i + 1u]));\n");
+    else if (a->kind == ACC_FSUM || (a->kind == ACC_PROD && !strcmp(a->type, "float")))
+        vf_sb_puts(s, "    return uintBitsToFloat(scratch[i]);\n");
     else if (a->kind == ACC_NORM)
         vf_sb_puts(s, "    return uintBitsToFloat(uvec3(scratch[3u * i], scratch[3u * i + 1u], scratch[3u * i + 2u]));\n");
     else vf_sb_add(s, "    return ACC_T(scratch[i]);\n");
@@ -350,6 +384,11 @@ vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_ker
     else if (info->combine == VF_COMBINE_SUM)
         a = ct == VF_CT_FLOAT ? (acc_info){ACC_FSUM, "float", "0.0", 1}
           : ct == VF_CT_INT ? (acc_info){ACC_ISUM, "int", "0", 1} : (acc_info){ACC_ISUM, "uint", "0u", 1};
+    else if (info->combine == VF_COMBINE_PROD)
+        a = ct == VF_CT_FLOAT ? (acc_info){ACC_PROD, "float", "1.0", 1}
+          : ct == VF_CT_INT ? (acc_info){ACC_PROD, "int", "1", 1} : (acc_info){ACC_PROD, "uint", "1u", 1};
+    else if (info->combine == VF_COMBINE_LSE)
+        a = (acc_info){ACC_LSE, "vec2", "vec2(-vf_inf(), 1.0)", 2};
     else
         a = (acc_info){ACC_KEY, "uint", info->combine == VF_COMBINE_MAX ? "0u" : "0xffffffffu", 1};
 

@@ -3,7 +3,8 @@
  *
  * A row group is a small program over a row shape [..., C] seen as
  * [rows, C]: elementwise members, last-axis keepdims reductions (sum, mean,
- * max, min), softmax / log_softmax along the last axis and sparse_xent.
+ * max, min, prod, and logsumexp, which takes softmax's two passes),
+ * softmax / log_softmax along the last axis and sparse_xent.
  * One workgroup owns one row. Every member value is one of
  *   - row-wide (W): one value per column; never stored unless it is a group
  *     output, recomputed from the group's inputs in every pass that needs it;
@@ -96,7 +97,8 @@ static int input_of(int v) { return v >= 0 ? v : -1; }
 
 static bool is_reduction(vf_op op)
 {
-    return op == VF_OP_REDUCE_SUM || op == VF_OP_REDUCE_MEAN || op == VF_OP_REDUCE_MAX || op == VF_OP_REDUCE_MIN;
+    return op == VF_OP_REDUCE_SUM || op == VF_OP_REDUCE_MEAN || op == VF_OP_REDUCE_MAX || op == VF_OP_REDUCE_MIN ||
+           op == VF_OP_REDUCE_PROD || op == VF_OP_LOGSUMEXP;
 }
 
 static bool is_row_op(vf_op op) { return op == VF_OP_SOFTMAX || op == VF_OP_LOG_SOFTMAX || op == VF_OP_SPARSE_XENT; }
@@ -397,7 +399,17 @@ static void emit_body(vf_sb *s, rg *r)
         const vf_exec *e = &grp->execs[v];
         const vf_fused_member *fm = &grp->members[v];
         vf_sb_add(s, "    // member %d: %s [%c]\n", v, op_name(r, v), r->cls[v]);
-        if (is_reduction(e->op)) {
+        if (e->op == VF_OP_LOGSUMEXP) {
+            /* softmax's max and sum; a row of -Inf, any +Inf or a NaN is its max */
+            emit_max_sum(s, r, v);
+            vf_sb ex = {0};
+            vf_sb_add(&ex, "(isnan(m%d) || isinf(m%d) ? m%d : m%d + log(sum%d))", v, v, v, v, v);
+            vf_sb_add(s, "    float t%d = ", v);
+            if (ex.oom) s->oom = true;
+            cg_to_ctype(s, e->out.dtype, VF_CT_FLOAT, ex.buf ? ex.buf : "");
+            vf_sb_free(&ex);
+            vf_sb_puts(s, ";\n");
+        } else if (is_reduction(e->op)) {
             bool key = e->op == VF_OP_REDUCE_MAX || e->op == VF_OP_REDUCE_MIN;
             bool mx = e->op == VF_OP_REDUCE_MAX;
             char acc[32], upd[64];
@@ -405,6 +417,9 @@ static void emit_body(vf_sb *s, rg *r)
             if (key) {
                 vf_sb_add(s, "    uint a%d = %s;\n", v, mx ? "0u" : "0xffffffffu");
                 snprintf(upd, sizeof upd, "%s(a%d, vf_key_f(%%s, %s))", mx ? "max" : "min", v, mx ? "true" : "false");
+            } else if (e->op == VF_OP_REDUCE_PROD) {
+                vf_sb_add(s, "    float a%d = 1.0;\n", v);
+                snprintf(upd, sizeof upd, "a%d * %%s", v);
             } else {
                 vf_sb_add(s, "    float a%d = 0.0;\n", v);
                 snprintf(upd, sizeof upd, "a%d + %%s", v);
@@ -413,6 +428,7 @@ static void emit_body(vf_sb *s, rg *r)
             vf_sb ex = {0};
             if (key) vf_sb_add(&ex, "vf_unkey_f(vf_wg_u%s(a%d))", mx ? "max" : "min", v);
             else if (e->op == VF_OP_REDUCE_MEAN) vf_sb_add(&ex, "(vf_wg_fsum(a%d) / float(pc.cols))", v);
+            else if (e->op == VF_OP_REDUCE_PROD) vf_sb_add(&ex, "vf_wg_fmul(a%d)", v);
             else vf_sb_add(&ex, "vf_wg_fsum(a%d)", v);
             vf_sb_add(s, "    float t%d = ", v);
             if (ex.oom) s->oom = true;
@@ -581,6 +597,9 @@ vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *
     emit_wg_fn(s, "float", "vf_wg_fsum", "vf_fpart", "subgroupAdd", "%s + %s%s", "0.0", subgroup);
     emit_wg_fn(s, "uint", "vf_wg_umax", "vf_upart", "subgroupMax", "max(%s, %s%s)", "0u", subgroup);
     emit_wg_fn(s, "uint", "vf_wg_umin", "vf_upart", "subgroupMin", "min(%s, %s%s)", "0xffffffffu", subgroup);
+    bool prod = false;   /* only then: the other groups' GLSL stays as it was */
+    for (int m = 0; m < grp->n_members; m++) prod = prod || grp->execs[m].op == VF_OP_REDUCE_PROD;
+    if (prod) emit_wg_fn(s, "float", "vf_wg_fmul", "vf_fpart", "subgroupMul", "%s * %s%s", "1.0", subgroup);
     if (subgroup) cg.ext |= CG_EXT_SUBGROUP;
 
     vf_sb_puts(s, "\nvoid main()\n{\n    uint row = vf_group_id();\n    if (row >= pc.n_rows) return;   // uniform\n"
