@@ -159,6 +159,13 @@ bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index);
 /* Normalises a possibly negative axis for rank; false (error) if out of range. */
 bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out);
 
+/* PAD with a step (step - 1 value elements between neighbours; NULL: 1):
+   the gradient of a strided slice (ops_movement.c; x checked by the caller). */
+vf_tensor *vf_pad_window(vf_context *ctx, vf_tensor *x, const int64_t *lo, const int64_t *hi, const int64_t *step,
+                         double value);
+/* Symbolic dims (bit d) of t while tracing, 0 for a concrete tensor (trace.c). */
+uint32_t vf_trace_sym_dims(vf_context *ctx, vf_tensor *t, const char *op);
+
 /* Tracing hooks (trace.c), called by the op entry points while ctx->trace
    is set: they record graph nodes instead of running the op. */
 vf_tensor *vf_trace_exec(vf_context *ctx, const vf_exec *e, vf_tensor *out);

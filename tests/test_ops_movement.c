@@ -1,0 +1,250 @@
+/* The movement ops (vf_slice, vf_concat, vf_stack, vf_split, vf_pad,
+ * vf_tile, vf_broadcast_to, vf_expand_dims, vf_squeeze) on both backends
+ * against host references written here independently of the library
+ * (element loops over index lists, Python's slice rules spelled out), in
+ * every dtype as bits; their edge cases and error messages; the eager
+ * view of a contiguous slice; traced against eager on both backends with
+ * symbolic dims (forward and gradients); the device's dispatch limits.
+ * Gradients against finite differences are gc_cases in grad_cases.c
+ * (test_tape). */
+#include "limits_common.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BIG INT64_MAX
+
+/* ---- host references ------------------------------------------------------ */
+
+/* Python's slice.indices(n) as CPython writes it (PySlice_AdjustIndices),
+   then the index list walked one by one. */
+static int ref_indices(int64_t n, int64_t b, int64_t e, int64_t s, int64_t *idx)
+{
+    bool bnone = b == BIG && s < 0, enone = e == BIG;
+    int64_t lo = s < 0 ? -1 : 0, hi = s < 0 ? n - 1 : n;
+    int64_t start, stop;
+    if (bnone) start = hi;
+    else if (b < 0) start = b + n < lo ? lo : b + n;
+    else start = b > hi ? hi : b;
+    if (enone) stop = s < 0 ? -1 : n;
+    else if (e < 0) stop = e + n < lo ? lo : e + n;
+    else stop = e > hi ? hi : e;
+    int m = 0;
+    for (int64_t i = start; s > 0 ? i < stop : i > stop; i += s) idx[m++] = i;
+    return m;
+}
+
+/* Elements of x (rank r, shape sh, es bytes each) at the cartesian product
+   of per-dim index lists (-1: the fill value) into out, row-major. */
+static void gather(const uint8_t *x, int r, const int64_t *sh, size_t es, int64_t *const *idx, const int *m,
+                   const uint8_t *fill, uint8_t *out)
+{
+    int64_t total = 1, c[8] = {0};
+    for (int d = 0; d < r; d++) total *= m[d];
+    for (int64_t k = 0; k < total; k++) {
+        int64_t lin = 0;
+        bool hole = false;
+        for (int d = 0; d < r; d++) {
+            int64_t i = idx[d][c[d]];
+            hole = hole || i < 0;
+            lin = lin * sh[d] + (i < 0 ? 0 : i);
+        }
+        memcpy(out + (size_t)k * es, hole ? fill : x + (size_t)lin * es, es);
+        for (int d = r - 1; d >= 0; d--) {
+            if (++c[d] < m[d]) break;
+            c[d] = 0;
+        }
+    }
+}
+
+static int64_t numel_of(int r, const int64_t *sh)
+{
+    int64_t n = 1;
+    for (int d = 0; d < r; d++) n *= sh[d];
+    return n;
+}
+
+static uint64_t rng_state;
+static uint64_t rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return rng_state >> 33;
+}
+static int64_t rnd_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+
+/* i32 data 1, 2, 3, ... (bits distinct per element). */
+static int32_t *iota32(int64_t n)
+{
+    int32_t *v = malloc((size_t)(n ? n : 1) * 4);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++) v[i] = (int32_t)(i + 1);
+    return v;
+}
+
+static void expect_shape(vf_tensor *t, int r, const int64_t *sh, const char *what)
+{
+    if (!t) fail_msg("%s: NULL", what);
+    if (vf_tensor_rank(t) != r) fail_msg("%s: rank %d, want %d", what, vf_tensor_rank(t), r);
+    for (int d = 0; d < r; d++)
+        if (vf_tensor_dim(t, d) != sh[d])
+            fail_msg("%s: dim %d is %lld, want %lld", what, d, (long long)vf_tensor_dim(t, d), (long long)sh[d]);
+}
+
+/* t's bytes against want's (n elements of es bytes). */
+static void expect_bytes(vf_tensor *t, const void *want, int64_t n, size_t es, const char *what)
+{
+    if (n == 0) {
+        assert_int_equal(vf_tensor_numel(t), 0);
+        return;
+    }
+    void *got = vt_read(t);
+    vt_assert_equal_bytes(got, want, (size_t)n * es, what);
+    free(got);
+}
+
+/* ---- slice ------------------------------------------------------------------ */
+
+/* One slice of x (rank r, shape sh, i32 iota) against the reference. */
+static void check_slice(vf_context *ctx, int r, const int64_t *sh, const int64_t *b, const int64_t *e,
+                        const int64_t *s, const char *what)
+{
+    vf_scope_begin(ctx);
+    int64_t n = numel_of(r, sh);
+    int32_t *x = iota32(n);
+    vf_tensor *t = vf_tensor_from_host(ctx, VF_I32, r, sh, x);
+    vf_tensor *y = vf_slice(ctx, t, b, e, s);
+    if (!y) fail_msg("%s: %s", what, vf_error_message(ctx));
+    int64_t store[8][64], *idx[8], osh[8];
+    int m[8];
+    for (int d = 0; d < r; d++) {
+        idx[d] = store[d];
+        m[d] = ref_indices(sh[d], b ? b[d] : (s && s[d] < 0 ? BIG : 0), e ? e[d] : BIG, s ? s[d] : 1, idx[d]);
+        osh[d] = m[d];
+    }
+    expect_shape(y, r, osh, what);
+    int64_t on = numel_of(r, osh);
+    int32_t *want = malloc((size_t)(on ? on : 1) * 4);
+    gather((const uint8_t *)x, r, sh, 4, idx, m, NULL, (uint8_t *)want);
+    expect_bytes(y, want, on, 4, what);
+    free(want);
+    free(x);
+    vf_scope_end(ctx);
+}
+
+/* Random slices: ranks 0-4, dims 0-6, begin / end in -9..9 or the ends,
+   steps -3..3 (not 0): clamping, negative indices and steps, empty
+   results, and every view/copy decision. */
+static void slice_random(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    rng_state = 12345;
+    int cases = be == VF_BACKEND_CPU ? 400 : 80;
+    for (int c = 0; c < cases; c++) {
+        int r = (int)rnd_in(0, 4);
+        int64_t sh[8], b[8], e[8], s[8];
+        for (int d = 0; d < r; d++) {
+            sh[d] = rnd_in(0, 6);
+            int kind = (int)rnd_in(0, 9);
+            b[d] = kind == 0 ? BIG : kind == 1 ? INT64_MIN : rnd_in(-9, 9);
+            kind = (int)rnd_in(0, 9);
+            e[d] = kind < 2 ? BIG : kind == 2 ? INT64_MIN : rnd_in(-9, 9);
+            do s[d] = rnd_in(-3, 3);
+            while (s[d] == 0);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "random slice case %d (rank %d)", c, r);
+        check_slice(ctx, r, sh, b, e, s, what);
+    }
+    vt_context_done(ctx);
+}
+
+static void slice_fixed(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    int64_t sh[2] = {5, 7};
+    check_slice(ctx, 2, sh, NULL, NULL, NULL, "x[:, :]");
+    check_slice(ctx, 2, sh, NULL, NULL, (int64_t[]){-1, -1}, "x[::-1, ::-1]");
+    check_slice(ctx, 2, sh, (int64_t[]){-3, 1}, (int64_t[]){BIG, -1}, NULL, "x[-3:, 1:-1]");
+    check_slice(ctx, 2, sh, (int64_t[]){2, 100}, (int64_t[]){100, 200}, NULL, "x[2:100, 100:200] (empty)");
+    check_slice(ctx, 2, sh, (int64_t[]){-100, 0}, (int64_t[]){100, 7}, (int64_t[]){2, 3}, "x[-100:100:2, 0:7:3]");
+    check_slice(ctx, 2, sh, (int64_t[]){4, 6}, (int64_t[]){-100, 0}, (int64_t[]){-2, -4}, "x[4:-100:-2, 6:0:-4]");
+    vt_context_done(ctx);
+}
+
+/* Every dtype moves as bits: f16 (with a NaN payload), bool, f32 -0. */
+static void slice_dtypes(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_scope_begin(ctx);
+    uint16_t h[6] = {0x3c00, 0x7e01, 0x8000, 0xc000, 0x0001, 0x7bff};
+    uint8_t bo[6] = {1, 0, 0, 1, 1, 0};
+    float f[6] = {-0.0f, 1.5f, NAN, -INFINITY, 3.0f, 1e-40f};
+    int64_t sh = 6, b = 4, e = BIG, s = -2; /* x[4::-2]: elements 4, 2, 0 */
+    vf_tensor *th = vf_slice(ctx, vf_tensor_from_host(ctx, VF_F16, 1, &sh, h), &b, &e, &s);
+    vf_tensor *tb = vf_slice(ctx, vf_tensor_from_host(ctx, VF_BOOL, 1, &sh, bo), &b, &e, &s);
+    vf_tensor *tf = vf_slice(ctx, vf_tensor_from_host(ctx, VF_F32, 1, &sh, f), &b, &e, &s);
+    uint16_t wh[3] = {h[4], h[2], h[0]};
+    uint8_t wb[3] = {bo[4], bo[2], bo[0]};
+    float wf[3] = {f[4], f[2], f[0]};
+    expect_bytes(th, wh, 3, 2, "f16 slice");
+    expect_bytes(tb, wb, 3, 1, "bool slice");
+    expect_bytes(tf, wf, 3, 4, "f32 slice");
+    vf_scope_end(ctx);
+    vt_context_done(ctx);
+}
+
+/* Leading rows of a matrix whose rows are 256-byte multiples: a view (no
+   dispatch); the same slice of a variable, or at an unaligned row, a copy;
+   the values equal either way. */
+static void slice_view(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_scope_begin(ctx);
+    int64_t sh[2] = {8, 64};
+    int32_t *x = iota32(512);
+    vf_tensor *t = vf_tensor_from_host(ctx, VF_I32, 2, sh, x);
+    vf_tensor *v = vf_variable(ctx, t);
+    assert_int_equal(vf_context_sync(ctx), VF_OK);
+    vf_context_stats s0, s1, s2;
+    vf_context_stats_get(ctx, &s0);
+    vf_tensor *a = vf_slice(ctx, t, (int64_t[]){2, 0}, (int64_t[]){5, BIG}, NULL);
+    assert_int_equal(vf_context_sync(ctx), VF_OK);
+    vf_context_stats_get(ctx, &s1);
+    assert_int_equal(s1.dispatches, s0.dispatches);   /* a view */
+    vf_tensor *bv = vf_slice(ctx, v, (int64_t[]){2, 0}, (int64_t[]){5, BIG}, NULL);
+    vf_tensor *c = vf_slice(ctx, t, (int64_t[]){1, 1}, (int64_t[]){3, BIG}, NULL);
+    assert_int_equal(vf_context_sync(ctx), VF_OK);
+    vf_context_stats_get(ctx, &s2);
+    if (be == VF_BACKEND_VULKAN) assert_int_equal(s2.dispatches, s1.dispatches + 2);
+    expect_bytes(a, x + 128, 192, 4, "rows 2:5 (view)");
+    expect_bytes(bv, x + 128, 192, 4, "rows 2:5 of a variable (copy)");
+    /* the copy keeps its value after the variable changes */
+    assert_int_equal(vf_assign(v, vf_fill(ctx, VF_I32, 2, sh, 0)), VF_OK);
+    expect_bytes(bv, x + 128, 192, 4, "rows 2:5 of a variable after an assign");
+    int32_t want[2 * 63];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 63; j++) want[i * 63 + j] = x[(1 + i) * 64 + 1 + j];
+    expect_bytes(c, want, 126, 4, "x[1:3, 1:]");
+    free(x);
+    vf_scope_end(ctx);
+    vt_context_done(ctx);
+}
+
+VT_PER_BACKEND(slice_random)
+VT_PER_BACKEND(slice_fixed)
+VT_PER_BACKEND(slice_dtypes)
+VT_PER_BACKEND(slice_view)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        VT_PER_BACKEND_TESTS(slice_random),
+        VT_PER_BACKEND_TESTS(slice_fixed),
+        VT_PER_BACKEND_TESTS(slice_dtypes),
+        VT_PER_BACKEND_TESTS(slice_view),
+    };
+    return VT_RUN_GROUP(tests);
+}
