@@ -233,10 +233,272 @@ static void slice_view(vf_backend be)
     vt_context_done(ctx);
 }
 
+/* ---- concat, stack, split ---------------------------------------------------- */
+
+/* Reference concat of n i32 parts along axis: every output element's part
+   found by walking the parts' sizes. */
+static void ref_concat(int n, int32_t *const *xs, int r, int64_t (*sh)[8], int axis, int32_t *out, int64_t *osh)
+{
+    memcpy(osh, sh[0], sizeof(int64_t) * (size_t)r);
+    osh[axis] = 0;
+    for (int i = 0; i < n; i++) osh[axis] += sh[i][axis];
+    int64_t total = numel_of(r, osh), c[8] = {0};
+    for (int64_t k = 0; k < total; k++) {
+        int p = 0;
+        int64_t at = c[axis];
+        while (at >= sh[p][axis]) at -= sh[p++][axis];
+        int64_t lin = 0;
+        for (int d = 0; d < r; d++) lin = lin * sh[p][d] + (d == axis ? at : c[d]);
+        out[k] = xs[p][lin];
+        for (int d = r - 1; d >= 0; d--) {
+            if (++c[d] < osh[d]) break;
+            c[d] = 0;
+        }
+    }
+}
+
+static void check_concat(vf_context *ctx, int n, int r, int64_t (*sh)[8], int axis, bool stack, const char *what)
+{
+    vf_scope_begin(ctx);
+    int32_t *xs[8];
+    vf_tensor *ts[8];
+    int32_t base = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t m = numel_of(r, sh[i]);
+        xs[i] = iota32(m);
+        for (int64_t k = 0; k < m; k++) xs[i][k] += base;
+        base += 1000;
+        ts[i] = vf_tensor_from_host(ctx, VF_I32, r, sh[i], xs[i]);
+    }
+    vf_tensor *y = stack ? vf_stack(ctx, n, ts, axis) : vf_concat(ctx, n, ts, axis);
+    if (!y) fail_msg("%s: %s", what, vf_error_message(ctx));
+    /* stack = concat of the parts with a size-1 dim at axis */
+    int rr = r, ax = axis < 0 ? axis + r + (stack ? 1 : 0) : axis;
+    int64_t sh2[8][8], osh[8];
+    for (int i = 0; i < n; i++) {
+        if (!stack) {
+            memcpy(sh2[i], sh[i], sizeof sh2[i]);
+            continue;
+        }
+        for (int d = 0, k = 0; d <= r; d++) sh2[i][d] = d == ax ? 1 : sh[i][k++];
+    }
+    if (stack) rr = r + 1;
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += numel_of(rr, sh2[i]);
+    int32_t *want = malloc((size_t)(total ? total : 1) * 4);
+    ref_concat(n, xs, rr, sh2, ax, want, osh);
+    expect_shape(y, rr, osh, what);
+    expect_bytes(y, want, total, 4, what);
+    free(want);
+    for (int i = 0; i < n; i++) free(xs[i]);
+    vf_scope_end(ctx);
+}
+
+static void concat_stack(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    int64_t a[8][8] = {{2, 3, 4}, {2, 5, 4}, {2, 1, 4}, {2, 0, 4}, {2, 2, 4}};
+    check_concat(ctx, 2, 3, a, 1, false, "concat 2 along 1");
+    check_concat(ctx, 5, 3, a, -2, false, "concat 5 along -2 (one part empty)");
+    int64_t b[8][8] = {{3, 4}, {1, 4}, {6, 4}};
+    check_concat(ctx, 3, 2, b, 0, false, "concat 3 along 0");
+    int64_t c[8][8] = {{0, 4}, {0, 4}};
+    check_concat(ctx, 2, 2, c, 0, false, "concat of empty parts");
+    int64_t d[8][8] = {{3, 4}};
+    check_concat(ctx, 1, 2, d, 1, false, "concat of one part");
+    int64_t e[8][8] = {{3, 4}, {3, 4}, {3, 4}, {3, 4}, {3, 4}, {3, 4}, {3, 4}};
+    check_concat(ctx, 7, 2, e, -1, false, "concat 7 along -1");
+    check_concat(ctx, 3, 2, e, 0, true, "stack 3 at 0");
+    check_concat(ctx, 4, 2, e, -1, true, "stack 4 at -1");
+    check_concat(ctx, 2, 2, e, 1, true, "stack 2 at 1");
+    int64_t f[8][8] = {{0}, {0}};
+    check_concat(ctx, 2, 0, f, 0, true, "stack of scalars");
+    vt_context_done(ctx);
+}
+
+static void split(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_scope_begin(ctx);
+    int64_t sh[3] = {2, 9, 3};
+    int32_t *x = iota32(54);
+    vf_tensor *t = vf_tensor_from_host(ctx, VF_I32, 3, sh, x);
+    vf_tensor *p[4];
+    int64_t sizes[3][4] = {{3, 3, 3}, {2, -1, 0, 4}, {9}};
+    int counts[3] = {3, 4, 1};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(vf_split(ctx, t, counts[k], k == 0 ? NULL : sizes[k], -2, p), VF_OK);
+        int64_t at = 0;
+        for (int i = 0; i < counts[k]; i++) {
+            int64_t len = sizes[k][i] == -1 ? 3 : sizes[k][i];
+            int64_t b[3] = {0, at, 0}, e[3] = {BIG, at + len, BIG}, idx_store[3][16], *idx[3] = {idx_store[0], idx_store[1], idx_store[2]};
+            int m[3];
+            for (int d = 0; d < 3; d++) m[d] = ref_indices(sh[d], b[d], e[d], 1, idx[d]);
+            int32_t want[64];
+            gather((const uint8_t *)x, 3, sh, 4, idx, m, NULL, (uint8_t *)want);
+            int64_t osh[3] = {2, len, 3};
+            char what[64];
+            snprintf(what, sizeof what, "split %d part %d", k, i);
+            expect_shape(p[i], 3, osh, what);
+            expect_bytes(p[i], want, 6 * len, 4, what);
+            at += len;
+        }
+    }
+    free(x);
+    vf_scope_end(ctx);
+    vt_context_done(ctx);
+}
+
+/* ---- pad, tile, broadcast_to, expand_dims, squeeze --------------------------- */
+
+static void check_pad(vf_context *ctx, vf_dtype dt, int r, const int64_t *sh, const int64_t *lo, const int64_t *hi,
+                      double value, const void *x, const void *fill, const char *what)
+{
+    vf_scope_begin(ctx);
+    size_t es = vf_dtype_size(dt);
+    vf_tensor *y = vf_pad(ctx, vf_tensor_from_host(ctx, dt, r, sh, x), lo, hi, value);
+    if (!y) fail_msg("%s: %s", what, vf_error_message(ctx));
+    int64_t store[8][64], *idx[8], osh[8];
+    int m[8];
+    for (int d = 0; d < r; d++) {
+        idx[d] = store[d];
+        m[d] = 0;
+        for (int64_t i = 0; i < lo[d]; i++) idx[d][m[d]++] = -1;
+        for (int64_t i = 0; i < sh[d]; i++) idx[d][m[d]++] = i;
+        for (int64_t i = 0; i < hi[d]; i++) idx[d][m[d]++] = -1;
+        osh[d] = m[d];
+    }
+    expect_shape(y, r, osh, what);
+    int64_t on = numel_of(r, osh);
+    uint8_t *want = malloc((size_t)(on ? on : 1) * es);
+    gather(x, r, sh, es, idx, m, fill, want);
+    expect_bytes(y, want, on, es, what);
+    free(want);
+    vf_scope_end(ctx);
+}
+
+static void pad(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    int32_t *x = iota32(60);
+    int32_t f7 = -7;
+    check_pad(ctx, VF_I32, 3, (int64_t[]){3, 4, 5}, (int64_t[]){1, 0, 2}, (int64_t[]){0, 3, 1}, -7, x, &f7, "i32 pad");
+    check_pad(ctx, VF_I32, 2, (int64_t[]){0, 4}, (int64_t[]){2, 1}, (int64_t[]){1, 0}, -7, x, &f7, "pad of empty");
+    check_pad(ctx, VF_I32, 2, (int64_t[]){3, 4}, (int64_t[]){0, 0}, (int64_t[]){0, 0}, -7, x, &f7, "pad of nothing");
+    check_pad(ctx, VF_I32, 0, NULL, NULL, NULL, -7, x, &f7, "pad of a scalar");
+    uint16_t h[6] = {0x3c00, 0x7e01, 0x8000, 0xc000, 0x0001, 0x7bff}, h15 = 0x3e00; /* 1.5 */
+    check_pad(ctx, VF_F16, 2, (int64_t[]){2, 3}, (int64_t[]){1, 2}, (int64_t[]){2, 0}, 1.5, h, &h15, "f16 pad");
+    uint8_t bo[6] = {1, 0, 0, 1, 1, 0}, one = 1;
+    check_pad(ctx, VF_BOOL, 1, (int64_t[]){6}, (int64_t[]){3}, (int64_t[]){2}, 1, bo, &one, "bool pad");
+    float fx[4] = {1, -0.0f, NAN, 2}, fv = -2.5f;
+    check_pad(ctx, VF_F32, 2, (int64_t[]){2, 2}, (int64_t[]){1, 1}, (int64_t[]){1, 1}, -2.5, fx, &fv, "f32 pad");
+    free(x);
+    vt_context_done(ctx);
+}
+
+static void tile_broadcast(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_scope_begin(ctx);
+    int64_t sh[3] = {2, 1, 3};
+    int32_t *x = iota32(6);
+    vf_tensor *t = vf_tensor_from_host(ctx, VF_I32, 3, sh, x);
+    /* tile: out[i] = x[i mod n] per dim */
+    int64_t reps[3] = {2, 3, 2}, osh[3] = {4, 3, 6};
+    vf_tensor *y = vf_tile(ctx, t, reps);
+    expect_shape(y, 3, osh, "tile");
+    int32_t want[72];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 6; k++) want[(i * 3 + j) * 6 + k] = x[(i % 2) * 3 + (k % 3)];
+    expect_bytes(y, want, 72, 4, "tile");
+    vf_tensor *y0 = vf_tile(ctx, t, (int64_t[]){1, 0, 1});
+    expect_shape(y0, 3, (int64_t[]){2, 0, 3}, "tile by 0");
+    vf_tensor *y1 = vf_tile(ctx, t, (int64_t[]){1, 1, 1});
+    expect_bytes(y1, x, 6, 4, "tile by 1");
+    /* broadcast_to [2, 2, 4, 3] with a -1 keeping x's 2: x[a, 0, c] at [., a, b, c] */
+    vf_tensor *b = vf_broadcast_to(ctx, t, 4, (int64_t[]){2, -1, 4, 3});
+    expect_shape(b, 4, (int64_t[]){2, 2, 4, 3}, "broadcast_to");
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 4; j++)
+                for (int k = 0; k < 3; k++) want[((l * 2 + i) * 4 + j) * 3 + k] = x[i * 3 + k];
+    expect_bytes(b, want, 48, 4, "broadcast_to");
+    /* expand_dims / squeeze: shapes; values unchanged */
+    vf_tensor *e0 = vf_expand_dims(ctx, t, 0), *e3 = vf_expand_dims(ctx, t, -1), *e2 = vf_expand_dims(ctx, t, 2);
+    expect_shape(e0, 4, (int64_t[]){1, 2, 1, 3}, "expand_dims 0");
+    expect_shape(e3, 4, (int64_t[]){2, 1, 3, 1}, "expand_dims -1");
+    expect_shape(e2, 4, (int64_t[]){2, 1, 1, 3}, "expand_dims 2");
+    vf_tensor *q = vf_squeeze(ctx, e0, 0, NULL), *q1 = vf_squeeze(ctx, e3, 1, (int[]){-1});
+    expect_shape(q, 2, (int64_t[]){2, 3}, "squeeze all");
+    expect_shape(q1, 3, (int64_t[]){2, 1, 3}, "squeeze -1");
+    expect_bytes(q, x, 6, 4, "squeeze values");
+    expect_bytes(e2, x, 6, 4, "expand_dims values");
+    free(x);
+    vf_scope_end(ctx);
+    vt_context_done(ctx);
+}
+
+/* ---- bad arguments ---------------------------------------------------------- */
+
+static void errors(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_scope_begin(ctx);
+    int64_t sh[2] = {3, 4};
+    vf_tensor *x = vf_fill(ctx, VF_F32, 2, sh, 1), *xi = vf_fill(ctx, VF_I32, 2, sh, 1);
+    vf_tensor *y = vf_fill(ctx, VF_F32, 2, (int64_t[]){3, 5}, 1);
+    assert_null(vf_slice(ctx, x, NULL, NULL, (int64_t[]){1, 0}));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_slice", "step[1] is 0", NULL);
+    assert_null(vf_pad(ctx, x, (int64_t[]){0, -1}, NULL, 0));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_pad", "dim 1", ">= 0", NULL);
+    assert_null(vf_concat(ctx, 2, (vf_tensor *[]){x, y}, 0));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_concat", "[3,5]", "[3,4]", NULL);
+    assert_null(vf_concat(ctx, 2, (vf_tensor *[]){x, xi}, 0));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_concat", "i32", "f32", NULL);
+    assert_null(vf_concat(ctx, 0, NULL, 0));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_concat", "n >= 1", NULL);
+    assert_null(vf_concat(ctx, 1, &x, 2));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_concat", "axis 2", NULL);
+    assert_null(vf_concat(ctx, 1, (vf_tensor *[]){vf_fill(ctx, VF_F32, 0, NULL, 1)}, 0));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_concat", "scalar", NULL);
+    assert_null(vf_stack(ctx, 2, (vf_tensor *[]){x, y}, 0));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_stack", "same shape", NULL);
+    vf_tensor *p[3] = {x, x, x};
+    assert_int_equal(vf_split(ctx, x, 3, NULL, 1, p), VF_ERROR_SHAPE);
+    assert_null(p[0]);
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_split", "3 equal parts", NULL);
+    assert_int_equal(vf_split(ctx, x, 2, (int64_t[]){1, 4}, 1, p), VF_ERROR_SHAPE);
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_split", "add up to 5", NULL);
+    assert_int_equal(vf_split(ctx, x, 2, (int64_t[]){-2, 4}, 1, p), VF_ERROR_INVALID_ARGUMENT);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_split", "sizes[0] is -2", NULL);
+    assert_null(vf_broadcast_to(ctx, x, 2, (int64_t[]){3, 5}));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_broadcast_to", "does not broadcast", NULL);
+    assert_null(vf_broadcast_to(ctx, x, 1, (int64_t[]){4}));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_broadcast_to", "rank 1", NULL);
+    assert_null(vf_squeeze(ctx, x, 1, (int[]){0}));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_squeeze", "not 1", NULL);
+    assert_null(vf_expand_dims(ctx, x, 4));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_expand_dims", "axis 4", NULL);
+    assert_null(vf_tile(ctx, x, (int64_t[]){1, -1}));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tile", "reps[1]", NULL);
+    /* NULL in, NULL out, no new error */
+    assert_null(vf_slice(ctx, NULL, NULL, NULL, NULL));
+    assert_null(vf_concat(ctx, 2, (vf_tensor *[]){x, NULL}, 0));
+    assert_int_equal(vf_status_get(ctx), VF_OK);
+    vf_scope_end(ctx);
+    vt_context_done(ctx);
+}
+
 VT_PER_BACKEND(slice_random)
 VT_PER_BACKEND(slice_fixed)
 VT_PER_BACKEND(slice_dtypes)
 VT_PER_BACKEND(slice_view)
+VT_PER_BACKEND(concat_stack)
+VT_PER_BACKEND(split)
+VT_PER_BACKEND(pad)
+VT_PER_BACKEND(tile_broadcast)
+VT_PER_BACKEND(errors)
 
 int main(void)
 {
@@ -245,6 +507,11 @@ int main(void)
         VT_PER_BACKEND_TESTS(slice_fixed),
         VT_PER_BACKEND_TESTS(slice_dtypes),
         VT_PER_BACKEND_TESTS(slice_view),
+        VT_PER_BACKEND_TESTS(concat_stack),
+        VT_PER_BACKEND_TESTS(split),
+        VT_PER_BACKEND_TESTS(pad),
+        VT_PER_BACKEND_TESTS(tile_broadcast),
+        VT_PER_BACKEND_TESTS(errors),
     };
     return VT_RUN_GROUP(tests);
 }
