@@ -490,6 +490,144 @@ static void errors(vf_backend be)
     vt_context_done(ctx);
 }
 
+/* ---- traced against eager, symbolic dims -------------------------------------- */
+
+#define TR_OUT 12
+
+/* x [N, 6] (N symbolic), y [3, 6]: every op, on and along the symbolic
+   dim, and a gradient through the ones whose rules follow it. */
+static vf_status traced_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0], *y = in[1], *p[2];
+    out[0] = vf_slice(ctx, x, (int64_t[]){1, 0}, (int64_t[]){BIG, BIG}, NULL);                 /* x[1:] */
+    out[1] = vf_slice(ctx, x, (int64_t[]){0, 1}, (int64_t[]){-1, BIG}, (int64_t[]){1, 2});      /* x[:-1, 1::2] */
+    out[2] = vf_slice(ctx, x, NULL, NULL, (int64_t[]){-2, 1});                                   /* x[::-2] */
+    out[3] = vf_pad(ctx, x, (int64_t[]){1, 0}, (int64_t[]){2, 1}, 3.0);
+    out[4] = vf_concat(ctx, 2, (vf_tensor *[]){x, y}, 0);
+    out[5] = vf_tile(ctx, x, (int64_t[]){2, 1});
+    out[6] = vf_broadcast_to(ctx, vf_expand_dims(ctx, x, 0), 3, (int64_t[]){2, -1, 6});
+    out[7] = vf_squeeze(ctx, vf_expand_dims(ctx, x, 1), 1, (int[]){1});
+    if (vf_split(ctx, x, 2, (int64_t[]){1, -1}, 0, p) != VF_OK) return vf_status_get(ctx);
+    out[8] = p[1];
+    out[9] = vf_stack(ctx, 2, (vf_tensor *[]){x, vf_neg(ctx, x)}, 1);
+    /* d/dx sum(w * f(x)), f through the symbolic-safe rules */
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *f = vf_concat(ctx, 2, (vf_tensor *[]){vf_slice(ctx, x, (int64_t[]){1, 0}, (int64_t[]){-1, BIG}, NULL),
+                                                     vf_pad(ctx, vf_square(ctx, y), NULL, (int64_t[]){0, 0}, 0)}, 0);
+    f = vf_add(ctx, vf_reduce_sum(ctx, vf_square(ctx, f), 0, NULL, false),
+               vf_reduce_sum(ctx, vf_mul(ctx, vf_tile(ctx, x, (int64_t[]){2, 2}), vf_tile(ctx, x, (int64_t[]){2, 2})), 0,
+                             NULL, false));
+    f = vf_add(ctx, f, vf_reduce_sum(ctx, vf_square(ctx, vf_pad(ctx, p[0], (int64_t[]){0, 2}, NULL, 1.0)), 0, NULL, false));
+    vf_tensor *g[2] = {0};
+    vf_status st = vf_tape_gradient(tp, f, 2, (vf_tensor *[]){x, y}, g);
+    vf_tape_end(tp);
+    if (st != VF_OK) return st;
+    out[10] = g[0];
+    out[11] = g[1];
+    for (int i = 0; i < TR_OUT; i++)
+        if (!out[i]) return vf_status_get(ctx);
+    return VF_OK;
+}
+
+static void traced(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_tensor_spec sig[2] = {{VF_F32, 2, {-1, 6}}, {VF_F32, 2, {3, 6}}};
+    for (int fused = 0; fused < 2; fused++) {
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "movement", .body = traced_body,
+                                                                      .n_inputs = 2, .n_outputs = TR_OUT,
+                                                                      .input_signature = sig, .unfused = !fused});
+        assert_non_null(fn);
+        int64_t sizes[3] = {5, 8, 2};
+        for (int k = 0; k < 3; k++) {
+            vf_scope_begin(ctx);
+            int64_t n = sizes[k], shx[2] = {n, 6}, shy[2] = {3, 6};
+            float *xv = malloc(sizeof(float) * (size_t)(n * 6)), yv[18];
+            vt_fill_uniform(xv, (size_t)(n * 6), -2, 2, 7 + (uint64_t)k);
+            vt_fill_uniform(yv, 18, -2, 2, 99);
+            vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, shx, xv), vf_tensor_from_host(ctx, VF_F32, 2, shy, yv)};
+            vf_tensor *want[TR_OUT] = {0}, *got[TR_OUT] = {0};
+            if (traced_body(ctx, in, want, NULL) != VF_OK) fail_msg("eager: %s", vf_error_message(ctx));
+            if (vf_function_call(fn, in, got) != VF_OK) fail_msg("traced: %s", vf_error_message(ctx));
+            for (int i = 0; i < TR_OUT; i++) {
+                char what[96];
+                snprintf(what, sizeof what, "output %d at N = %lld (%s)", i, (long long)n, fused ? "fused" : "unfused");
+                assert_int_equal(vf_tensor_rank(got[i]), vf_tensor_rank(want[i]));
+                for (int d = 0; d < vf_tensor_rank(want[i]); d++)
+                    if (vf_tensor_dim(got[i], d) != vf_tensor_dim(want[i], d))
+                        fail_msg("%s: dim %d is %lld, eager %lld", what, d, (long long)vf_tensor_dim(got[i], d),
+                                 (long long)vf_tensor_dim(want[i], d));
+                float *a = vt_read(got[i]), *b = vt_read(want[i]);
+                vt_assert_close_f32(a, b, (size_t)vf_tensor_numel(want[i]), 1e-5, 1e-5, what);
+                free(a), free(b);
+            }
+            free(xv);
+            vf_scope_end(ctx);
+        }
+        vf_function_stats st;
+        assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+        assert_int_equal(st.traces, 1);   /* one trace served every N */
+        vf_function_destroy(fn);
+    }
+    vt_context_done(ctx);
+}
+
+/* A gradient whose pad amounts would follow the symbolic size is refused
+   with a message, not computed wrong. */
+static vf_status strided_grad_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *f = vf_reduce_sum(ctx, vf_slice(ctx, in[0], NULL, NULL, (int64_t[]){2}), 0, NULL, false);
+    vf_status st = vf_tape_gradient(tp, f, 1, in, out);
+    vf_tape_end(tp);
+    return st;
+}
+
+static void traced_refused(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_tensor_spec sig = {VF_F32, 1, {-1}};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "strided", .body = strided_grad_body,
+                                                                  .n_inputs = 1, .n_outputs = 1, .input_signature = &sig});
+    vf_scope_begin(ctx);
+    vf_tensor *x = vf_fill(ctx, VF_F32, 1, (int64_t[]){5}, 1), *g = NULL;
+    assert_int_not_equal(vf_function_call(fn, &x, &g), VF_OK);
+    vt_expect_error(ctx, VF_ERROR_UNSUPPORTED, "vf_slice", "symbolic", "dim 0", "fixed size", NULL);
+    vf_scope_end(ctx);
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+
+/* ---- the device's dispatch limits (few workgroups per dispatch: the
+   kernels' grid-stride paths), eager, traced fused and unfused against
+   the CPU backend ------------------------------------------------------------ */
+
+static vf_status limits_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0], *y = in[1];
+    out[0] = vf_slice(ctx, x, (int64_t[]){1, BIG}, (int64_t[]){BIG, BIG}, (int64_t[]){2, -3});
+    out[1] = vf_pad(ctx, x, (int64_t[]){2, 1}, (int64_t[]){0, 3}, -1.0);
+    out[2] = vf_concat(ctx, 2, (vf_tensor *[]){x, y}, 1);
+    out[3] = vf_relu(ctx, vf_add(ctx, vf_slice(ctx, x, NULL, (int64_t[]){60, BIG}, NULL),
+                                  vf_slice(ctx, y, (int64_t[]){60, 0}, NULL, NULL)));
+    out[4] = vf_stack(ctx, 2, (vf_tensor *[]){x, y}, 0);
+    out[5] = vf_mul(ctx, vf_tile(ctx, vf_slice(ctx, x, NULL, (int64_t[]){BIG, 5}, NULL), (int64_t[]){1, 3}),
+                    vf_broadcast_to(ctx, vf_slice(ctx, y, NULL, (int64_t[]){1, 15}, NULL), 2, (int64_t[]){R, 15}));
+    return lim_finish(ctx, out, 6);
+}
+
+static void limits(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    program p = {"movement under limits", limits_body, 2, 6, {{VF_F32, 2, {R, C}}, {VF_F32, 2, {R, C}}}};
+    lim_check_program(&p, "max_groups=7");
+    lim_check_program(&p, "max_groups=2");
+}
+
 VT_PER_BACKEND(slice_random)
 VT_PER_BACKEND(slice_fixed)
 VT_PER_BACKEND(slice_dtypes)
@@ -499,6 +637,8 @@ VT_PER_BACKEND(split)
 VT_PER_BACKEND(pad)
 VT_PER_BACKEND(tile_broadcast)
 VT_PER_BACKEND(errors)
+VT_PER_BACKEND(traced)
+VT_PER_BACKEND(traced_refused)
 
 int main(void)
 {
@@ -512,6 +652,9 @@ int main(void)
         VT_PER_BACKEND_TESTS(pad),
         VT_PER_BACKEND_TESTS(tile_broadcast),
         VT_PER_BACKEND_TESTS(errors),
+        VT_PER_BACKEND_TESTS(traced),
+        VT_PER_BACKEND_TESTS(traced_refused),
+        cmocka_unit_test(limits),
     };
     return VT_RUN_GROUP(tests);
 }

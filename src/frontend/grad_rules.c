@@ -395,6 +395,15 @@ static bool g_concat(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_t
 
 static bool g_reshape(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
+    /* back to x's shape with the -1 where x's symbolic dim is (tile's
+       [2, N, 2, 6] -> [2N, 12] has it second); vf_ad_reshape guesses */
+    uint32_t sym = vf_trace_sym_dims(ctx, IN(0), "vf_tape_gradient");
+    if (sym && !(sym & (sym - 1))) {
+        int64_t s[VF_MAX_RANK];
+        for (int d = 0; d < IN(0)->rank; d++) s[d] = (sym >> d) & 1u ? -1 : IN(0)->shape[d];
+        gin[0] = vf_reshape(ctx, g, IN(0)->rank, s);
+        return gin[0] != NULL;
+    }
     gin[0] = vf_ad_reshape(ctx, g, IN(0)->rank, IN(0)->shape);
     return gin[0] != NULL;
 }
