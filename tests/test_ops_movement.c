@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BIG INT64_MAX
 
@@ -573,6 +574,105 @@ static void traced(vf_backend be)
     vt_context_done(ctx);
 }
 
+/* Slices, pads and concats read by elementwise consumers fuse with them
+   into one kernel (an indexed read of the group's input), on Vulkan; the
+   values equal the unfused plan's and the eager ones. */
+static vf_status fused_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0], *y = in[1];
+    vf_tensor *a = vf_slice(ctx, x, (int64_t[]){1, BIG}, NULL, (int64_t[]){1, -2});       /* x[1:, ::-2] [N-1, 3] */
+    vf_tensor *b = vf_pad(ctx, vf_slice(ctx, y, NULL, (int64_t[]){BIG, 2}, NULL), (int64_t[]){0, 1}, NULL, 0.5);
+    vf_tensor *c = vf_concat(ctx, 2, (vf_tensor *[]){vf_slice(ctx, x, (int64_t[]){1, 0}, NULL, NULL), y}, 1);
+    out[0] = vf_relu(ctx, vf_mul(ctx, vf_add(ctx, a, b), a));                                /* one kernel */
+    out[1] = vf_exp(ctx, vf_neg(ctx, c));                                                     /* one kernel */
+    return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+static void fused(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_tensor_spec sig[2] = {{VF_F32, 2, {-1, 6}}, {VF_F32, 2, {-1, 3}}};
+    int kernels[2];
+    for (int f = 0; f < 2; f++) {
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "fused", .body = fused_body,
+                                                                      .n_inputs = 2, .n_outputs = 2,
+                                                                      .input_signature = sig, .unfused = f == 0});
+        for (int64_t n = 3; n < 12; n += 7) {
+            vf_scope_begin(ctx);
+            float xv[66], yv[33];
+            vt_fill_uniform(xv, (size_t)(n * 6), -2, 2, 5);
+            vt_fill_uniform(yv, (size_t)((n - 1) * 3), -2, 2, 6);
+            vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, 6}, xv),
+                                vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n - 1, 3}, yv)};
+            vf_tensor *want[2], *got[2];
+            assert_int_equal(fused_body(ctx, in, want, NULL), VF_OK);
+            if (vf_function_call(fn, in, got) != VF_OK) fail_msg("%s", vf_error_message(ctx));
+            for (int i = 0; i < 2; i++) {
+                assert_int_equal(vf_tensor_numel(got[i]), vf_tensor_numel(want[i]));
+                float *a = vt_read(got[i]), *b = vt_read(want[i]);
+                vt_assert_close_f32(a, b, (size_t)vf_tensor_numel(want[i]), 1e-6, 1e-6, f ? "fused" : "unfused");
+                free(a), free(b);
+            }
+            vf_scope_end(ctx);
+        }
+        vf_function_stats st;
+        assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+        kernels[f] = st.kernels;
+        vf_function_destroy(fn);
+    }
+    if (be == VF_BACKEND_VULKAN) {
+        /* unfused: 5 window kernels and 5 elementwise ones; fused: one per
+           output, the slice the pad reads and the one the concat reads (a
+           window reads memory: windows of windows do not fuse) */
+        assert_int_equal(kernels[0], 10);
+        assert_int_equal(kernels[1], 4);
+    }
+    vt_context_done(ctx);
+}
+
+/* Saved and loaded (the window attrs in the file): the same values at a
+   size not traced before. */
+static void saved(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_tensor_spec sig[2] = {{VF_F32, 2, {-1, 6}}, {VF_F32, 2, {3, 6}}};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "movement", .body = traced_body,
+                                                                  .n_inputs = 2, .n_outputs = TR_OUT,
+                                                                  .input_signature = sig});
+    char path[128];
+    snprintf(path, sizeof path, "%s/vkfuse_movement_%d_%d.vfn", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid(), (int)be);
+    vf_scope_begin(ctx);
+    float xv[42], yv[18];
+    vt_fill_uniform(xv, 42, -2, 2, 3);
+    vt_fill_uniform(yv, 18, -2, 2, 4);
+    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){4, 6}, xv),
+                        vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 6}, yv)};
+    vf_tensor *o[TR_OUT];
+    assert_int_equal(vf_function_call(fn, in, o), VF_OK);
+    assert_int_equal(vf_function_save(fn, path), VF_OK);
+    vf_function *ld = NULL;
+    if (vf_function_load(ctx, path, &ld) != VF_OK) fail_msg("load: %s", vf_error_message(ctx));
+    remove(path);
+    in[0] = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){7, 6}, xv);
+    vf_tensor *want[TR_OUT], *got[TR_OUT];
+    assert_int_equal(traced_body(ctx, in, want, NULL), VF_OK);
+    if (vf_function_call(ld, in, got) != VF_OK) fail_msg("loaded: %s", vf_error_message(ctx));
+    for (int i = 0; i < TR_OUT; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "loaded function output %d", i);
+        assert_int_equal(vf_tensor_numel(got[i]), vf_tensor_numel(want[i]));
+        float *a = vt_read(got[i]), *b = vt_read(want[i]);
+        vt_assert_close_f32(a, b, (size_t)vf_tensor_numel(want[i]), 1e-5, 1e-5, what);
+        free(a), free(b);
+    }
+    vf_scope_end(ctx);
+    vf_function_destroy(ld);
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+
 /* A gradient whose pad amounts would follow the symbolic size is refused
    with a message, not computed wrong. */
 static vf_status strided_grad_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -639,6 +739,8 @@ VT_PER_BACKEND(tile_broadcast)
 VT_PER_BACKEND(errors)
 VT_PER_BACKEND(traced)
 VT_PER_BACKEND(traced_refused)
+VT_PER_BACKEND(saved)
+VT_PER_BACKEND(fused)
 
 int main(void)
 {
@@ -654,6 +756,8 @@ int main(void)
         VT_PER_BACKEND_TESTS(errors),
         VT_PER_BACKEND_TESTS(traced),
         VT_PER_BACKEND_TESTS(traced_refused),
+        VT_PER_BACKEND_TESTS(saved),
+        VT_PER_BACKEND_TESTS(fused),
         cmocka_unit_test(limits),
     };
     return VT_RUN_GROUP(tests);

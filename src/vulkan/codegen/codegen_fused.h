@@ -46,6 +46,11 @@ vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_cap
 
 /* Whether op may be a non-center member: elementwise ops and FILL. */
 bool cg_member_op(vf_op op);
+/* Window ops (slice, pad, concat): members of elementwise groups only,
+   whose sources are group inputs read at computed indices (codegen_fused.c). */
+bool cg_window_op(vf_op op);
+/* FILL (or pad) exec e's value as a literal of its dtype's compute type. */
+void cg_fill_literal(vf_sb *s, const vf_exec *e);
 /* Appends `RT op_<m>(CTa a, ...) { return <op-table GLSL>; }` for
    elementwise member m (nothing for FILL); UNSUPPORTED without an
    expression for its dtype. */

@@ -35,34 +35,69 @@ static void fill_literal(vf_sb *s, const vf_exec *e)
     else vf_sb_add(s, "uint8_t(%uu)", b & 0xffu);
 }
 
+vf_status cg_window_check(const vf_exec *e, const vf_window *w, vf_err *err)
+{
+    const char *name = vf_op_get(e->op)->name;
+    for (int q = 0; q < w->n_src; q++) {
+        if (cg_numel(&e->in[q]) > (int64_t)UINT32_MAX)
+            return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: input %d has %lld elements; kernels index with 32 "
+                              "bits", name, q, (long long)cg_numel(&e->in[q]));
+        if (vf_dtype_size(e->in[q].dtype) != vf_dtype_size(e->out.dtype))
+            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "%s: input %d is %s, output %s", name, q,
+                              vf_dtype_name(e->in[q].dtype), vf_dtype_name(e->out.dtype));
+        for (int d = 0; d < w->rank; d++)
+            if (!fits_i32(w->out[d]) || !fits_i32(w->mul[d]) || !fits_i32(w->div[d]) || !fits_i32(w->off[q][d]) ||
+                !fits_i32(w->size[q][d] * w->div[d]) || !fits_i32(w->out[d] * w->mul[d] + w->off[q][d]))
+                return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: dim %d (size %lld, offset %lld, step %lld) "
+                                  "does not fit the kernel's 32-bit index arithmetic", name, d,
+                                  (long long)w->size[q][d], (long long)w->off[q][d], (long long)w->mul[d]);
+    }
+    return VF_OK;
+}
+
+void cg_window_source(vf_sb *s, const vf_window *w, int q, const char *coord, const char *ok, const char *idx,
+                      const char *indent)
+{
+    int64_t st[VF_MAX_RANK], n = 1;
+    for (int d = w->rank - 1; d >= 0; d--) {
+        st[d] = n;
+        n *= w->size[q][d];
+    }
+    vf_sb_add(s, "%sbool %s = true;\n%suint %s = 0u;\n", indent, ok, indent, idx);
+    for (int d = 0; d < w->rank; d++) {
+        vf_sb_add(s, "%s{ int t = %s%d * %lld + %lld;", indent, coord, d, (long long)w->mul[d], (long long)w->off[q][d]);
+        if ((w->check[q] >> d) & 1u) {
+            vf_sb_add(s, " %s = %s && t >= 0 && t < %lld", ok, ok, (long long)(w->size[q][d] * w->div[d]));
+            if (w->div[d] > 1) vf_sb_add(s, " && t %% %lld == 0", (long long)w->div[d]);
+            vf_sb_puts(s, ";");
+        }
+        if (w->div[d] > 1) vf_sb_add(s, " t /= %lld;", (long long)w->div[d]);
+        vf_sb_add(s, " %s += uint(t) * %lluu; }\n", idx, (unsigned long long)st[d]);
+    }
+}
+
+void cg_coords(vf_sb *s, int rank, const int64_t *shape, const char *flat, const char *coord, const char *indent)
+{
+    int first = 0;
+    while (first < rank && shape[first] == 1) first++;
+    vf_sb_add(s, "%suint %s_r = %s;\n", indent, coord, flat);
+    for (int d = rank - 1; d >= 0; d--) {
+        if (shape[d] == 1) vf_sb_add(s, "%sint %s%d = 0;\n", indent, coord, d);
+        else if (d == first) vf_sb_add(s, "%sint %s%d = int(%s_r);\n", indent, coord, d, coord);
+        else vf_sb_add(s, "%sint %s%d = int(%s_r %% %lluu); %s_r /= %lluu;\n", indent, coord, d, coord,
+                       (unsigned long long)shape[d], coord, (unsigned long long)shape[d]);
+    }
+}
+
 vf_status vf_codegen_window(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
 {
     const char *name = vf_op_get(e->op)->name;
     vf_window w;
     if (!vf_window_of(e, &w))
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "%s: shapes do not match its attributes", name);
+    vf_status cs = cg_window_check(e, &w, err);
+    if (cs != VF_OK) return cs;
     int r = w.rank;
-    int64_t st[2][VF_MAX_RANK];
-    for (int q = 0; q < w.n_src; q++) {
-        if (cg_numel(&e->in[q]) > (int64_t)UINT32_MAX)
-            return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: input %d has %lld elements; kernels index with 32 "
-                              "bits", name, q, (long long)cg_numel(&e->in[q]));
-        vf_dtype dq = e->in[q].dtype;
-        if (vf_dtype_size(dq) != vf_dtype_size(e->out.dtype))
-            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "%s: input %d is %s, output %s", name, q,
-                              vf_dtype_name(dq), vf_dtype_name(e->out.dtype));
-        int64_t s = 1;
-        for (int d = r - 1; d >= 0; d--) {
-            st[q][d] = s;
-            s *= w.size[q][d];
-        }
-        for (int d = 0; d < r; d++)
-            if (!fits_i32(w.out[d]) || !fits_i32(w.mul[d]) || !fits_i32(w.div[d]) || !fits_i32(w.off[q][d]) ||
-                !fits_i32(w.size[q][d] * w.div[d]) || !fits_i32(w.out[d] * w.mul[d] + w.off[q][d]))
-                return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: dim %d (size %lld, offset %lld, step %lld) "
-                                  "does not fit the kernel's 32-bit index arithmetic", name, d,
-                                  (long long)w.size[q][d], (long long)w.off[q][d], (long long)w.mul[d]);
-    }
     size_t es = vf_dtype_size(e->out.dtype);
     vf_dtype bits = es == 4 ? VF_U32 : es == 2 ? VF_F16 : VF_BOOL;   /* raw bits of that width */
     if (!cg_dtype_supported(e, caps, e->out.dtype, err)) return VF_ERROR_UNSUPPORTED;
@@ -91,28 +126,13 @@ vf_status vf_codegen_window(const vf_exec *e, const vf_device_caps *caps, vf_ker
                  "    [[unroll]] for (uint j = 0u; j < %uu; j++) {\n"
                  "        uint i = base + j * WG;\n"
                  "        if (i >= pc.numel) return;\n"
-                 "        uint rest = i;\n", WN_PER_THREAD, WN_PER_THREAD);
-    /* output coordinates, innermost first; size-1 dims are 0 */
-    int first = 0;
-    while (first < r && w.out[first] == 1) first++;
-    for (int d = r - 1; d >= 0; d--) {
-        if (w.out[d] == 1) vf_sb_add(s, "        int c%d = 0;\n", d);
-        else if (d == first) vf_sb_add(s, "        int c%d = int(rest);\n", d);
-        else vf_sb_add(s, "        int c%d = int(rest %% %lluu); rest /= %lluu;\n", d, (unsigned long long)w.out[d],
-                       (unsigned long long)w.out[d]);
-    }
+                 , WN_PER_THREAD, WN_PER_THREAD);
+    cg_coords(s, r, w.out, "i", "c", "        ");
     for (int q = 0; q < w.n_src; q++) {
-        vf_sb_add(s, "        bool ok%d = true;\n        uint s%d = 0u;\n", q, q);
-        for (int d = 0; d < r; d++) {
-            vf_sb_add(s, "        { int t = c%d * %lld + %lld;", d, (long long)w.mul[d], (long long)w.off[q][d]);
-            if ((w.check[q] >> d) & 1u) {
-                vf_sb_add(s, " ok%d = ok%d && t >= 0 && t < %lld", q, q, (long long)(w.size[q][d] * w.div[d]));
-                if (w.div[d] > 1) vf_sb_add(s, " && t %% %lld == 0", (long long)w.div[d]);
-                vf_sb_puts(s, ";");
-            }
-            if (w.div[d] > 1) vf_sb_add(s, " t /= %lld;", (long long)w.div[d]);
-            vf_sb_add(s, " s%d += uint(t) * %lluu; }\n", q, (unsigned long long)st[q][d]);
-        }
+        char ok[16], idx[16];
+        snprintf(ok, sizeof ok, "ok%d", q);
+        snprintf(idx, sizeof idx, "s%d", q);
+        cg_window_source(s, &w, q, "c", ok, idx, "        ");
     }
     for (int q = 0; q < w.n_src; q++) {
         bool last = q == w.n_src - 1 && !w.has_fill;
