@@ -268,13 +268,19 @@ VF_API vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm);
    256-byte boundary (leading rows of a matrix, a split's first part...)
    shares x's storage as vf_reshape does; others are one copy kernel. In a
    traced function the slice is resolved against every call's sizes, so
-   symbolic (-1) dims may be sliced (x[1:], x[:-1], x[::2]). */
+   symbolic (-1) dims may be sliced (x[1:], x[:-1], x[::2]), gradients
+   included. In a traced function slices, pads and concats fuse with their
+   elementwise consumers (one kernel reading the input at the sliced
+   indices). */
 VF_API vf_tensor *vf_slice(vf_context *ctx, vf_tensor *x, const int64_t *begin, const int64_t *end,
                            const int64_t *step);
-/* Joins n >= 1 tensors of one dtype and rank along axis (negative: from
-   the end); every other dim must match. Empty parts contribute nothing. */
+/* Joins 1 <= n <= 64 tensors of one dtype and rank along axis (negative:
+   from the end); every other dim must match. Empty parts contribute
+   nothing. The gradient of a concat along a symbolic dim needs the size of
+   one of each two joined parts fixed (concat works as a balanced tree of
+   pairs). */
 VF_API vf_tensor *vf_concat(vf_context *ctx, int n, vf_tensor *const *xs, int axis);
-/* Joins n >= 1 tensors of one dtype and shape along a new axis (in
+/* Joins 1 <= n <= 64 tensors of one dtype and shape along a new axis (in
    -rank-1 .. rank): the result has rank + 1 dims, size n at axis. */
 VF_API vf_tensor *vf_stack(vf_context *ctx, int n, vf_tensor *const *xs, int axis);
 /* Splits x along axis into n parts, written to out[0 .. n-1] (tf.split):

@@ -59,8 +59,9 @@ typedef struct vf_exec {
    holds o gives its value; none: the fill value (has_fill: pad's value),
    and without a fill the last source holds every o the others do not.
    SLICE: one source, mul = the step, off = the first index, div 1;
-   PAD: off = -lo, div = step; CONCAT: source 1 at -(in[0]'s size) along
-   the axis. check[k] bit d: dim d needs the test for source k (a slice
+   PAD: off = -lo; CONCAT: source 1 at -(in[0]'s size) along the axis;
+   SLICE_GRAD: the slice's inverse, mul = +-1, off = -+start, div = |step|,
+   fill 0 (in[1] only gives the shape). check[k] bit d: dim d needs the test for source k (a slice
    needs none: every index is in range). */
 typedef struct vf_window {
     int rank, n_src;

@@ -39,6 +39,25 @@ bool vf_window_of(const vf_exec *e, vf_window *w)
             if (e->attrs.lo[d] || e->attrs.hi[d] || (e->attrs.step[d] > 1 && x->shape[d] > 1)) w->check[0] |= 1u << d;
         }
         return true;
+    case VF_OP_SLICE_GRAD: {
+        /* output o (an index of in[1]) holds g[t / |step|] with t = o - start
+           (t = start - o downwards) when that is a multiple of |step| in range */
+        const vf_tref *like = &e->in[1];
+        if (e->n_in != 2 || like->rank != r) return false;
+        w->n_src = 1;
+        w->has_fill = true;   /* 0 (attrs.value is 0: not read) */
+        for (int d = 0; d < r; d++) {
+            int64_t start, s = e->attrs.step[d];
+            int64_t len = vf_slice_dim(like->shape[d], e->attrs.lo[d], e->attrs.hi[d], s, &start);
+            if (len != x->shape[d] || like->shape[d] != w->out[d]) return false;
+            w->mul[d] = s > 0 ? 1 : -1;
+            w->off[0][d] = s > 0 ? -start : start;
+            w->div[d] = s > 0 ? s : -s;
+            /* every output index is a source element only for a whole-dim slice */
+            if (!(len == w->out[d] && w->div[d] == 1 && start == (s > 0 ? 0 : len - 1))) w->check[0] |= 1u << d;
+        }
+        return true;
+    }
     case VF_OP_CONCAT: {
         const vf_tref *y = &e->in[1];
         int a = e->attrs.axis;

@@ -509,11 +509,11 @@ static vf_status traced_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **
     out[5] = vf_tile(ctx, x, (int64_t[]){2, 1});
     out[6] = vf_broadcast_to(ctx, vf_expand_dims(ctx, x, 0), 3, (int64_t[]){2, -1, 6});
     out[7] = vf_squeeze(ctx, vf_expand_dims(ctx, x, 1), 1, (int[]){1});
+    out[9] = vf_stack(ctx, 2, (vf_tensor *[]){x, vf_neg(ctx, x)}, 1);
+    /* d/dx sum(w * f(x)) through the rules, whose shapes follow the symbolic dim */
+    vf_tape *tp = vf_tape_begin(ctx);
     if (vf_split(ctx, x, 2, (int64_t[]){1, -1}, 0, p) != VF_OK) return vf_status_get(ctx);
     out[8] = p[1];
-    out[9] = vf_stack(ctx, 2, (vf_tensor *[]){x, vf_neg(ctx, x)}, 1);
-    /* d/dx sum(w * f(x)), f through the symbolic-safe rules */
-    vf_tape *tp = vf_tape_begin(ctx);
     vf_tensor *f = vf_concat(ctx, 2, (vf_tensor *[]){vf_slice(ctx, x, (int64_t[]){1, 0}, (int64_t[]){-1, BIG}, NULL),
                                                      vf_pad(ctx, vf_square(ctx, y), NULL, (int64_t[]){0, 0}, 0)}, 0);
     f = vf_add(ctx, vf_reduce_sum(ctx, vf_square(ctx, f), 0, NULL, false),
@@ -540,8 +540,8 @@ static void traced(vf_backend be)
                                                                       .n_inputs = 2, .n_outputs = TR_OUT,
                                                                       .input_signature = sig, .unfused = !fused});
         assert_non_null(fn);
-        int64_t sizes[3] = {5, 8, 2};
-        for (int k = 0; k < 3; k++) {
+        int64_t sizes[4] = {5, 8, 2, 1};   /* 1: x[1:], x[:-1] and a split part are empty */
+        for (int k = 0; k < 4; k++) {
             vf_scope_begin(ctx);
             int64_t n = sizes[k], shx[2] = {n, 6}, shy[2] = {3, 6};
             float *xv = malloc(sizeof(float) * (size_t)(n * 6)), yv[18];
@@ -673,29 +673,52 @@ static void saved(vf_backend be)
     vt_context_done(ctx);
 }
 
-/* A gradient whose pad amounts would follow the symbolic size is refused
-   with a message, not computed wrong. */
-static vf_status strided_grad_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+/* Strided and reversed slices of a symbolic dim, and their gradients
+   (scattered by slice_grad, resolved per call), traced against eager at
+   sizes where the slices clamp differently or are empty. */
+static vf_status strided_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     (void)user;
+    vf_tensor *x = in[0];
     vf_tape *tp = vf_tape_begin(ctx);
-    vf_tensor *f = vf_reduce_sum(ctx, vf_slice(ctx, in[0], NULL, NULL, (int64_t[]){2}), 0, NULL, false);
-    vf_status st = vf_tape_gradient(tp, f, 1, in, out);
+    vf_tensor *a = vf_slice(ctx, x, (int64_t[]){1, 0}, (int64_t[]){BIG, BIG}, (int64_t[]){3, 1});      /* x[1::3] */
+    vf_tensor *b = vf_slice(ctx, x, (int64_t[]){-2, BIG}, (int64_t[]){BIG, BIG}, (int64_t[]){-2, -1}); /* x[-2::-2, ::-1] */
+    vf_tensor *c = vf_slice(ctx, x, (int64_t[]){-3, 0}, (int64_t[]){-1, 2}, NULL);                     /* x[-3:-1, :2] */
+    vf_tensor *f = vf_add(ctx, vf_add(ctx, vt_sum(ctx, vf_square(ctx, a)), vt_sum(ctx, vf_sin(ctx, b))),
+                          vt_sum(ctx, vf_exp(ctx, c)));
+    vf_status st = vf_tape_gradient(tp, f, 1, in, &out[1]);
     vf_tape_end(tp);
+    out[0] = f;
     return st;
 }
 
-static void traced_refused(vf_backend be)
+static void traced_strided(vf_backend be)
 {
     vf_context *ctx = vt_context(be);
-    vf_tensor_spec sig = {VF_F32, 1, {-1}};
-    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "strided", .body = strided_grad_body,
-                                                                  .n_inputs = 1, .n_outputs = 1, .input_signature = &sig});
-    vf_scope_begin(ctx);
-    vf_tensor *x = vf_fill(ctx, VF_F32, 1, (int64_t[]){5}, 1), *g = NULL;
-    assert_int_not_equal(vf_function_call(fn, &x, &g), VF_OK);
-    vt_expect_error(ctx, VF_ERROR_UNSUPPORTED, "vf_slice", "symbolic", "dim 0", "fixed size", NULL);
-    vf_scope_end(ctx);
+    vf_tensor_spec sig = {VF_F32, 2, {-1, 3}};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "strided", .body = strided_body,
+                                                                  .n_inputs = 1, .n_outputs = 2, .input_signature = &sig});
+    int64_t sizes[5] = {7, 4, 1, 2, 10};
+    for (int k = 0; k < 5; k++) {
+        vf_scope_begin(ctx);
+        float xv[30];
+        vt_fill_uniform(xv, (size_t)(sizes[k] * 3), -2, 2, 40 + (uint64_t)k);
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){sizes[k], 3}, xv), *want[2], *got[2];
+        assert_int_equal(strided_body(ctx, &x, want, NULL), VF_OK);
+        if (vf_function_call(fn, &x, got) != VF_OK) fail_msg("N = %lld: %s", (long long)sizes[k], vf_error_message(ctx));
+        for (int i = 0; i < 2; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "strided output %d at N = %lld", i, (long long)sizes[k]);
+            assert_int_equal(vf_tensor_numel(got[i]), vf_tensor_numel(want[i]));
+            float *p = vt_read(got[i]), *q = vt_read(want[i]);
+            vt_assert_close_f32(p, q, (size_t)vf_tensor_numel(want[i]), 1e-5, 1e-5, what);
+            free(p), free(q);
+        }
+        vf_scope_end(ctx);
+    }
+    vf_function_stats st;
+    assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+    assert_int_equal(st.traces, 1);
     vf_function_destroy(fn);
     vt_context_done(ctx);
 }
@@ -738,7 +761,7 @@ VT_PER_BACKEND(pad)
 VT_PER_BACKEND(tile_broadcast)
 VT_PER_BACKEND(errors)
 VT_PER_BACKEND(traced)
-VT_PER_BACKEND(traced_refused)
+VT_PER_BACKEND(traced_strided)
 VT_PER_BACKEND(saved)
 VT_PER_BACKEND(fused)
 
@@ -755,7 +778,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(tile_broadcast),
         VT_PER_BACKEND_TESTS(errors),
         VT_PER_BACKEND_TESTS(traced),
-        VT_PER_BACKEND_TESTS(traced_refused),
+        VT_PER_BACKEND_TESTS(traced_strided),
         VT_PER_BACKEND_TESTS(saved),
         VT_PER_BACKEND_TESTS(fused),
         cmocka_unit_test(limits),

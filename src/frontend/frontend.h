@@ -159,10 +159,9 @@ bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index);
 /* Normalises a possibly negative axis for rank; false (error) if out of range. */
 bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out);
 
-/* PAD with a step (step - 1 value elements between neighbours; NULL: 1):
-   the gradient of a strided slice (ops_movement.c; x checked by the caller). */
-vf_tensor *vf_pad_window(vf_context *ctx, vf_tensor *x, const int64_t *lo, const int64_t *hi, const int64_t *step,
-                         double value);
+/* g, the gradient of slice a of x, scattered into zeros of x's shape
+   (SLICE_GRAD; ops_movement.c): exact for every size of a symbolic dim. */
+vf_tensor *vf_slice_grad(vf_context *ctx, vf_tensor *g, vf_tensor *x, const vf_attrs *a);
 /* Symbolic dims (bit d) of t while tracing, 0 for a concrete tensor (trace.c). */
 uint32_t vf_trace_sym_dims(vf_context *ctx, vf_tensor *t, const char *op);
 

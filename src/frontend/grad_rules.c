@@ -313,46 +313,19 @@ static bool g_transpose(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, v
     return gin[0] != NULL;
 }
 
-/* Slice: the gradient scattered back into zeros of x's shape, a pad (with
-   step - 1 zeros between neighbours for a strided slice; a negative step
-   reverses g first). The pad's amounts come from this trace's sizes; a
-   symbolic dim keeps them right only for a slice that starts at a fixed
-   index and stops at the end or a fixed distance from it (x[1:], x[:-1]),
-   and any other slice of a symbolic dim is refused here. */
+/* Slice: g scattered into zeros of x's shape (SLICE_GRAD reads only x's
+   shape, resolved per call: right at every size of a symbolic dim). */
 static bool g_slice(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
-    vf_tensor *x = IN(0);
-    const vf_attrs *a = &e->attrs;
-    uint32_t sym = vf_trace_sym_dims(ctx, x, "vf_tape_gradient");
-    int64_t lo[VF_MAX_RANK], hi[VF_MAX_RANK], st[VF_MAX_RANK], rb[VF_MAX_RANK], re[VF_MAX_RANK], rs[VF_MAX_RANK];
-    bool reverse = false;
-    for (int d = 0; d < x->rank; d++) {
-        int64_t n = x->shape[d], start, m = vf_slice_dim(n, a->lo[d], a->hi[d], a->step[d], &start);
-        int64_t s = a->step[d] < 0 ? -a->step[d] : a->step[d];
-        int64_t low = a->step[d] < 0 ? start - (m - 1) * s : start;
-        rb[d] = a->step[d] < 0 ? INT64_MAX : 0;
-        re[d] = INT64_MAX;
-        rs[d] = a->step[d] < 0 ? -1 : 1;
-        reverse = reverse || (a->step[d] < 0 && m > 1);
-        st[d] = m > 1 ? s : 1;
-        lo[d] = m > 0 ? low : n;
-        hi[d] = m > 0 ? n - 1 - (low + (m - 1) * s) : 0;
-        if ((sym >> d) & 1u) {
-            bool whole = lo[d] == 0 && hi[d] == 0 && st[d] == 1;
-            bool fixed = a->step[d] == 1 && a->lo[d] >= 0 && (a->hi[d] == INT64_MAX || a->hi[d] < 0);
-            if (fixed) {
-                lo[d] = a->lo[d];
-                hi[d] = a->hi[d] == INT64_MAX ? 0 : -a->hi[d];
-            } else if (!whole) {
-                vf_fail(ctx, VF_ERROR_UNSUPPORTED, "vf_tape_gradient: the gradient of vf_slice along symbolic (-1) "
-                        "dim %d needs a step of 1, a begin >= 0 and an end of INT64_MAX or < 0 (x[1:], x[:-1]); give "
-                        "the dim a fixed size in the input_signature, or slice it that way", d);
-                return false;
-            }
-        }
-    }
-    if (reverse) g = vf_slice(ctx, g, rb, re, rs);
-    gin[0] = g ? vf_pad_window(ctx, g, lo, hi, st, 0.0) : NULL;
+    gin[0] = vf_slice_grad(ctx, g, IN(0), &e->attrs);
+    return gin[0] != NULL;
+}
+
+/* Slice_grad is linear in g: its gradient is the slice of its own
+   gradient; the shape input gets none. */
+static bool g_slice_grad(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_slice(ctx, g, e->attrs.lo, e->attrs.hi, e->attrs.step);
     return gin[0] != NULL;
 }
 
@@ -418,7 +391,7 @@ RULE(sin, g_sin) RULE(cos, g_cos) RULE(cast, g_cast) RULE(copy, g_copy)
 RULE(sum, g_sum) RULE(mean, g_mean) RULE(maxred, g_maxred) RULE(norm, g_norm)
 RULE(softmax, g_softmax) RULE(log_softmax, g_log_softmax) RULE(xent, g_xent)
 RULE(matmul, g_matmul) RULE(transpose, g_transpose) RULE(square, g_square)
-RULE(slice, g_slice) RULE(pad, g_pad) RULE(concat, g_concat)
+RULE(slice, g_slice) RULE(pad, g_pad) RULE(concat, g_concat) RULE(slice_grad, g_slice_grad)
 #undef RULE
 
 vf_grad_fn vf_grad_fn_of(const vf_tape_entry *e)

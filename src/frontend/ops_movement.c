@@ -184,15 +184,17 @@ vf_status vf_split(vf_context *ctx, vf_tensor *x, int n, const int64_t *sizes, i
 
 /* ---- pad ------------------------------------------------------------------ */
 
-vf_tensor *vf_pad_window(vf_context *ctx, vf_tensor *x, const int64_t *lo, const int64_t *hi, const int64_t *step,
-                         double value)
+vf_tensor *vf_pad(vf_context *ctx, vf_tensor *x, const int64_t *before, const int64_t *after, double value)
 {
+    VF_LOCKED(ctx);
     const char *name = "vf_pad";
+    if (!ctx || !x) return NULL;
+    if (!vf_check_input(ctx, name, x, 0)) return NULL;
     vf_exec e = {.op = VF_OP_PAD, .n_in = 1, .attrs.value = value};
     for (int d = 0; d < x->rank; d++) {
-        e.attrs.lo[d] = lo ? lo[d] : 0;
-        e.attrs.hi[d] = hi ? hi[d] : 0;
-        e.attrs.step[d] = step ? step[d] : 1;
+        e.attrs.lo[d] = before ? before[d] : 0;
+        e.attrs.hi[d] = after ? after[d] : 0;
+        e.attrs.step[d] = 1;
         if (e.attrs.lo[d] < 0 || e.attrs.hi[d] < 0) {
             vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: dim %d pads %lld before and %lld after; amounts must be "
                     ">= 0 (use vf_slice to cut)", name, d, (long long)e.attrs.lo[d], (long long)e.attrs.hi[d]);
@@ -212,14 +214,22 @@ vf_tensor *vf_pad_window(vf_context *ctx, vf_tensor *x, const int64_t *lo, const
     return run_window(ctx, name, &e);
 }
 
-vf_tensor *vf_pad(vf_context *ctx, vf_tensor *x, const int64_t *before, const int64_t *after, double value)
+vf_tensor *vf_slice_grad(vf_context *ctx, vf_tensor *g, vf_tensor *x, const vf_attrs *a)
 {
-    VF_LOCKED(ctx);
-    if (!ctx || !x) return NULL;
-    if (!vf_check_input(ctx, "vf_pad", x, 0)) return NULL;
-    return vf_pad_window(ctx, x, before, after, NULL, value);
+    if (!g || !x) return NULL;
+    vf_exec e = {.op = VF_OP_SLICE_GRAD, .n_in = 2};
+    memcpy(e.attrs.lo, a->lo, sizeof e.attrs.lo);
+    memcpy(e.attrs.hi, a->hi, sizeof e.attrs.hi);
+    memcpy(e.attrs.step, a->step, sizeof e.attrs.step);
+    e.in[0] = vf_tensor_ref(g);
+    e.in[1] = vf_tensor_ref(x);
+    if (g->numel == 0 && !ctx->trace) { /* an empty slice: nothing flows back */
+        vf_tensor *out = vf_fill(ctx, g->dtype, x->rank, x->shape, 0.0);
+        if (out) vf_tape_record_constant(ctx, out);
+        return out;
+    }
+    return run_window(ctx, "vf_slice_grad", &e);
 }
-
 /* ---- concat and stack ----------------------------------------------------- */
 
 static vf_tensor *concat2(vf_context *ctx, vf_tensor *a, vf_tensor *b, int axis)

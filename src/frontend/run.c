@@ -86,6 +86,7 @@ static vf_status run_op(vf_run_state *rs, int id, const vf_node *n, const vf_rva
         if (numel_of(&in[j].ref) == 0) {
             /* the window ops' own rules, as their entry points apply them */
             if (n->op == VF_OP_PAD) return fill(rs, out, n->attrs.value);
+            if (n->op == VF_OP_SLICE_GRAD) return fill(rs, out, 0.0);   /* an empty slice: no gradient */
             if (n->op == VF_OP_CONCAT) {
                 vf_exec c = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[1 - j].ref, .out = out->ref};
                 return exec(rs, &c);

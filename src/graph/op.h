@@ -51,6 +51,8 @@ typedef enum vf_op {
     VF_OP_SLICE,   /* NumPy basic slicing, lo/hi/step as the user gave them (resolved per size) */
     VF_OP_PAD,     /* lo / hi elements of attrs.value before / after, step - 1 between (>= 1) */
     VF_OP_CONCAT,  /* in[0] then in[1] along attrs.axis */
+    VF_OP_SLICE_GRAD, /* in[0] (a slice's gradient) scattered into zeros of in[1]'s shape at the
+                         positions slice lo/hi/step of in[1] takes; in[1] only gives the shape */
     VF_OP_COUNT
 } vf_op;
 
@@ -166,8 +168,7 @@ typedef struct vf_attrs {
     uint64_t seed;           /* random_normal */
     /* slice: begin, end, step per input dim as the user gave them (NumPy
        basic slicing, resolved against each call's sizes by vf_slice_dim);
-       pad: elements before (lo) and after (hi) each dim, step - 1 between
-       neighbours (1: none; only gradients of strided slices use more) */
+       pad: elements before (lo) and after (hi) each dim, step 1 */
     int64_t lo[VF_MAX_RANK], hi[VF_MAX_RANK], step[VF_MAX_RANK];
 } vf_attrs;
 

@@ -87,7 +87,7 @@ PIN(CAST, 26) PIN(COPY, 27) PIN(REDUCE_SUM, 28) PIN(REDUCE_MEAN, 29)
 PIN(REDUCE_MAX, 30) PIN(REDUCE_MIN, 31) PIN(NORM, 32) PIN(ARGMAX, 33)
 PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
 PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40) PIN(SQUARE, 41) PIN(SLICE, 42) PIN(PAD, 43)
-PIN(CONCAT, 44)
+PIN(CONCAT, 44) PIN(SLICE_GRAD, 45)
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -97,7 +97,7 @@ extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf
     vf_grad_tanh, vf_grad_sigmoid, vf_grad_relu, vf_grad_gelu, vf_grad_sin, vf_grad_cos, vf_grad_cast,
     vf_grad_copy, vf_grad_sum, vf_grad_mean, vf_grad_maxred, vf_grad_norm, vf_grad_softmax,
     vf_grad_log_softmax, vf_grad_xent, vf_grad_matmul, vf_grad_transpose, vf_grad_square, vf_grad_slice,
-    vf_grad_pad, vf_grad_concat;
+    vf_grad_pad, vf_grad_concat, vf_grad_slice_grad;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -195,6 +195,8 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
                    .result = VF_RESULT_SAME, .attrs = VF_ATTR_WINDOW | VF_ATTR_VALUE, .grad = &vf_grad_pad},
     [VF_OP_CONCAT] = {.name = "concat", .arity = 2, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
                       .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_concat},
+    [VF_OP_SLICE_GRAD] = {.name = "slice_grad", .arity = 2, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
+                          .result = VF_RESULT_SAME, .attrs = VF_ATTR_WINDOW, .grad = &vf_grad_slice_grad},
     [VF_OP_FILL] = {.name = "fill", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = ALL,
                     .result = VF_RESULT_ATTR, .attrs = VF_ATTR_VALUE},
     [VF_OP_RANDOM_NORMAL] = {.name = "random_normal", .arity = 0, .kind = VF_KIND_SOURCE,

@@ -50,7 +50,8 @@ bool vf_fusible_elementwise(const vf_node *n)
    read. */
 static bool window_reader(const vf_node *n)
 {
-    return n->kind == VF_NODE_OP && (n->op == VF_OP_SLICE || n->op == VF_OP_PAD || n->op == VF_OP_CONCAT);
+    return n->kind == VF_NODE_OP &&
+           (n->op == VF_OP_SLICE || n->op == VF_OP_PAD || n->op == VF_OP_CONCAT || n->op == VF_OP_SLICE_GRAD);
 }
 
 const char *vf_group_kind_name(vf_group_kind k)

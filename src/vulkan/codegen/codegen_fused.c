@@ -85,8 +85,11 @@ static vf_status window_members_ok(const vf_fused_group *grp, bool *win_only, bo
     for (int m = 0; m < grp->n_members; m++) {
         const vf_exec *e = &grp->execs[m];
         bool win = cg_window_op(e->op);
+        /* a window's sources are its first inputs (slice_grad's second only gives a shape) */
+        int n_src = e->op == VF_OP_CONCAT ? 2 : 1;
         for (int k = 0; k < e->n_in && k < 3; k++) {
             int src = grp->members[m].in[k];
+            if (win && k >= n_src) continue;
             if (win && src < 0)
                 return vf_err_set(err, VF_ERROR_UNSUPPORTED, "fused group: %s member %d reads a member value; "
                                   "an indexed read needs a group input", vf_op_get(e->op)->name, m);

@@ -55,7 +55,10 @@ void cg_collapse(const vf_tref *out, const vf_tref *const *in, int n_in, cg_patt
 
 bool cg_member_op(vf_op op) { return vf_op_get(op)->kind == VF_KIND_ELEMENTWISE || op == VF_OP_FILL; }
 
-bool cg_window_op(vf_op op) { return op == VF_OP_SLICE || op == VF_OP_PAD || op == VF_OP_CONCAT; }
+bool cg_window_op(vf_op op)
+{
+    return op == VF_OP_SLICE || op == VF_OP_PAD || op == VF_OP_CONCAT || op == VF_OP_SLICE_GRAD;
+}
 
 /* The input whose dtype picks the expression: where(cond, a, b) picks a's. */
 static vf_ctype result_ctype(const vf_exec *e)
