@@ -60,7 +60,7 @@ static void emit_window(vf_sb *s, const vf_fused_group *grp, int m, const char *
     vf_window w;
     vf_window_of(e, &w);   /* checked by window_members_ok */
     for (int q = 0; q < w.n_src; q++) {
-        char ok[24], idx[24];
+        char ok[32], idx[32];
         snprintf(ok, sizeof ok, "w%d_ok%d", m, q);
         snprintf(idx, sizeof idx, "w%d_s%d", m, q);
         cg_window_source(s, &w, q, "oc", ok, idx, indent);
