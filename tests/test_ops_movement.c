@@ -751,10 +751,36 @@ static void limits(void **state)
     lim_check_program(&p, "max_groups=2");
 }
 
+/* A loop over windows of one size (x[i:i+3, 1:] for every i) makes one
+   pipeline: offsets are push constants, not GLSL. */
+static void slice_offsets(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_scope_begin(ctx);
+    int64_t sh[2] = {12, 5};
+    int32_t *x = iota32(60);
+    vf_tensor *t = vf_tensor_from_host(ctx, VF_I32, 2, sh, x);
+    vf_context_stats s0, s1;
+    for (int64_t i = 0; i < 9; i++) {
+        vf_tensor *y = vf_slice(ctx, t, (int64_t[]){i, 1}, (int64_t[]){i + 3, BIG}, NULL);
+        int32_t want[12];
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < 4; c++) want[r * 4 + c] = x[(i + r) * 5 + 1 + c];
+        expect_bytes(y, want, 12, 4, "x[i:i+3, 1:]");
+        if (i == 0) vf_context_stats_get(ctx, &s0);
+    }
+    vf_context_stats_get(ctx, &s1);
+    assert_int_equal(s1.pipelines_created, s0.pipelines_created);
+    free(x);
+    vf_scope_end(ctx);
+    vt_context_done(ctx);
+}
+
 VT_PER_BACKEND(slice_random)
 VT_PER_BACKEND(slice_fixed)
 VT_PER_BACKEND(slice_dtypes)
 VT_PER_BACKEND(slice_view)
+VT_PER_BACKEND(slice_offsets)
 VT_PER_BACKEND(concat_stack)
 VT_PER_BACKEND(split)
 VT_PER_BACKEND(pad)
@@ -772,6 +798,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(slice_fixed),
         VT_PER_BACKEND_TESTS(slice_dtypes),
         VT_PER_BACKEND_TESTS(slice_view),
+        VT_PER_BACKEND_TESTS(slice_offsets),
         VT_PER_BACKEND_TESTS(concat_stack),
         VT_PER_BACKEND_TESTS(split),
         VT_PER_BACKEND_TESTS(pad),

@@ -54,7 +54,7 @@ static uint32_t fill_bits(const vf_exec *e)
    at the indices vf_window gives for the output coordinates oc0.. (see
    elementwise_dag): the indexed read of codegen_window.c, with the value
    in the compute type instead of raw bits. */
-static void emit_window(vf_sb *s, const vf_fused_group *grp, int m, const char *indent)
+static void emit_window(vf_sb *s, const vf_fused_group *grp, int m, const bool *wpush, const char *indent)
 {
     const vf_exec *e = &grp->execs[m];
     vf_window w;
@@ -63,7 +63,9 @@ static void emit_window(vf_sb *s, const vf_fused_group *grp, int m, const char *
         char ok[32], idx[32];
         snprintf(ok, sizeof ok, "w%d_ok%d", m, q);
         snprintf(idx, sizeof idx, "w%d_s%d", m, q);
-        cg_window_source(s, &w, q, "oc", ok, idx, indent);
+        char push[24];
+        snprintf(push, sizeof push, "w%do%d_", m, q);
+        cg_window_source(s, &w, q, "oc", ok, idx, wpush[2 * m + q] ? push : NULL, indent);
     }
     vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_ctype_of(e->out.dtype)), m);
     for (int q = 0; q < w.n_src; q++) {
@@ -117,7 +119,7 @@ static vf_status window_members_ok(const vf_fused_group *grp, bool *win_only, bo
    (direct, see elementwise_dag) keeps its op's result type, or a FILL its
    bits: its store converts once, as an unfused kernel does. */
 static void emit_eval(vf_sb *s, const vf_fused_group *grp, const char *indent, const bool *pushed,
-                      const bool *direct)
+                      const bool *direct, const bool *wpush)
 {
     static const char *const from_bits[] = {
         [VF_F32] = "uintBitsToFloat(pc.fill%d)", [VF_F16] = "vf_h2f(pc.fill%d)", [VF_I32] = "int(pc.fill%d)",
@@ -126,7 +128,7 @@ static void emit_eval(vf_sb *s, const vf_fused_group *grp, const char *indent, c
         const vf_exec *e = &grp->execs[m];
         bool fill = e->op == VF_OP_FILL, raw = direct && direct[m];
         if (cg_window_op(e->op)) {
-            emit_window(s, grp, m, indent);
+            emit_window(s, grp, m, wpush, indent);
             continue;
         }
         if (raw && !fill) {
@@ -273,6 +275,19 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
             cg_push_u32(&cg, nm, fill_bits(&grp->execs[m]));
             pushed[m] = true;
         }
+    /* window members' offsets likewise, while there is room */
+    bool wpush[128] = {false};
+    for (int m = 0; m < grp->n_members; m++) {
+        vf_window w;
+        if (!cg_window_op(grp->execs[m].op) || !vf_window_of(&grp->execs[m], &w)) continue;
+        for (int q = 0; q < w.n_src; q++)
+            if (cg.n_push + w.rank + 1 <= CG_MAX_PUSH_FIELDS) {
+                char nm[24];
+                snprintf(nm, sizeof nm, "w%do%d_", m, q);
+                cg_window_push(&cg, &w, q, nm);
+                wpush[2 * m + q] = true;
+            }
+    }
     if (cg.status) {
         cg_abort(&cg);
         return cg.status;
@@ -345,7 +360,7 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
                 vf_dtype dt = grp->tensors[i].dtype;
                 vf_sb_add(s, "            %s x%d = v%d[c];\n", cg_ctype_name(cg_ctype_of(dt)), i, i);
             }
-        emit_eval(s, grp, "            ", pushed, NULL);
+        emit_eval(s, grp, "            ", pushed, NULL, wpush);
         for (int o = 0; o < n_out; o++) vf_sb_add(s, "            r%d[c] = t%d;\n", o, cg_output_member(grp, o));
         vf_sb_puts(s, "        }\n");
         for (int o = 0; o < n_out; o++) vf_sb_add(s, "        out%d[i] = r%d;\n", o, o);
@@ -373,7 +388,7 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
                 vf_sb_add(s, "        %s x%d = ld%d(idx%d);\n", cg_ctype_name(cg_ctype_of(dt)), kk, kk, kk);
         }
         if (any_win) cg_coords(s, oshape->rank, oshape->shape, "i", "oc", "        ");
-        emit_eval(s, grp, "        ", pushed, direct);
+        emit_eval(s, grp, "        ", pushed, direct, wpush);
         /* every load happened above: outputs may alias same-shape inputs */
         for (int o = 0; o < n_out; o++) vf_sb_add(s, "        st%d(i, t%d);\n", o, cg_output_member(grp, o));
     }

@@ -55,8 +55,17 @@ vf_status cg_window_check(const vf_exec *e, const vf_window *w, vf_err *err)
     return VF_OK;
 }
 
+void cg_window_push(vf_cg *g, const vf_window *w, int q, const char *name)
+{
+    for (int d = 0; d < w->rank; d++) {
+        char nm[24];
+        snprintf(nm, sizeof nm, "%.16s%d", name, d);
+        cg_push_i32(g, nm, (int32_t)w->off[q][d]);
+    }
+}
+
 void cg_window_source(vf_sb *s, const vf_window *w, int q, const char *coord, const char *ok, const char *idx,
-                      const char *indent)
+                      const char *push, const char *indent)
 {
     int64_t st[VF_MAX_RANK], n = 1;
     for (int d = w->rank - 1; d >= 0; d--) {
@@ -65,7 +74,9 @@ void cg_window_source(vf_sb *s, const vf_window *w, int q, const char *coord, co
     }
     vf_sb_add(s, "%sbool %s = true;\n%suint %s = 0u;\n", indent, ok, indent, idx);
     for (int d = 0; d < w->rank; d++) {
-        vf_sb_add(s, "%s{ int t = %s%d * %lld + %lld;", indent, coord, d, (long long)w->mul[d], (long long)w->off[q][d]);
+        vf_sb_add(s, "%s{ int t = %s%d * %lld + ", indent, coord, d, (long long)w->mul[d]);
+        if (push) vf_sb_add(s, "pc.%s%d;", push, d);
+        else vf_sb_add(s, "%lld;", (long long)w->off[q][d]);
         if ((w->check[q] >> d) & 1u) {
             vf_sb_add(s, " %s = %s && t >= 0 && t < %lld", ok, ok, (long long)(w->size[q][d] * w->div[d]));
             if (w->div[d] > 1) vf_sb_add(s, " && t %% %lld == 0", (long long)w->div[d]);
@@ -117,6 +128,8 @@ vf_status vf_codegen_window(const vf_exec *e, const vf_device_caps *caps, vf_ker
     cg_bind(&g, VF_BIND_OUT, bits, "outv", false, false);
     uint64_t numel = (uint64_t)cg_numel(&e->out);
     cg_push_u32(&g, "numel", (uint32_t)numel);
+    /* offsets as push constants (at most 2 x 8 of the 32 fields) */
+    for (int q = 0; q < w.n_src; q++) cg_window_push(&g, &w, q, q ? "offb" : "offa");
 
     vf_sb *s = &g.body;
     cg_workgroup(&g, cg_clamp_wg(caps, WN_LOCAL, false));
@@ -132,7 +145,7 @@ vf_status vf_codegen_window(const vf_exec *e, const vf_device_caps *caps, vf_ker
         char ok[16], idx[16];
         snprintf(ok, sizeof ok, "ok%d", q);
         snprintf(idx, sizeof idx, "s%d", q);
-        cg_window_source(s, &w, q, "c", ok, idx, "        ");
+        cg_window_source(s, &w, q, "c", ok, idx, q ? "offb" : "offa", "        ");
     }
     for (int q = 0; q < w.n_src; q++) {
         bool last = q == w.n_src - 1 && !w.has_fill;
