@@ -1,20 +1,18 @@
 /* The movement ops (vf_slice, vf_concat, vf_stack, vf_split, vf_pad,
- * vf_tile, vf_broadcast_to, vf_expand_dims, vf_squeeze) on both backends
- * against host references written here independently of the library
- * (element loops over index lists, Python's slice rules spelled out), in
- * every dtype as bits; their edge cases and error messages; the eager
- * view of a contiguous slice; traced against eager on both backends with
- * symbolic dims (forward and gradients); the device's dispatch limits.
- * Gradients against finite differences are gc_cases in grad_cases.c
- * (test_tape). */
-#include "limits_common.h"
+ * vf_tile, vf_broadcast_to, vf_expand_dims, vf_squeeze) eagerly on both
+ * backends against host references written here independently of the
+ * library (element loops over index lists, Python's slice rules spelled
+ * out), in every dtype as bits; their edge cases and error messages; the
+ * eager view of a contiguous slice and the kernel shared by every offset.
+ * Traced, fused, saved and under the device's limits:
+ * test_ops_movement_traced.c. Gradients against finite differences are
+ * gc_cases in grad_cases.c (test_tape). */
 #include "testutil.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define BIG INT64_MAX
 
@@ -491,266 +489,6 @@ static void errors(vf_backend be)
     vt_context_done(ctx);
 }
 
-/* ---- traced against eager, symbolic dims -------------------------------------- */
-
-#define TR_OUT 12
-
-/* x [N, 6] (N symbolic), y [3, 6]: every op, on and along the symbolic
-   dim, and a gradient through the ones whose rules follow it. */
-static vf_status traced_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    vf_tensor *x = in[0], *y = in[1], *p[2];
-    out[0] = vf_slice(ctx, x, (int64_t[]){1, 0}, (int64_t[]){BIG, BIG}, NULL);                 /* x[1:] */
-    out[1] = vf_slice(ctx, x, (int64_t[]){0, 1}, (int64_t[]){-1, BIG}, (int64_t[]){1, 2});      /* x[:-1, 1::2] */
-    out[2] = vf_slice(ctx, x, NULL, NULL, (int64_t[]){-2, 1});                                   /* x[::-2] */
-    out[3] = vf_pad(ctx, x, (int64_t[]){1, 0}, (int64_t[]){2, 1}, 3.0);
-    out[4] = vf_concat(ctx, 2, (vf_tensor *[]){x, y}, 0);
-    out[5] = vf_tile(ctx, x, (int64_t[]){2, 1});
-    out[6] = vf_broadcast_to(ctx, vf_expand_dims(ctx, x, 0), 3, (int64_t[]){2, -1, 6});
-    out[7] = vf_squeeze(ctx, vf_expand_dims(ctx, x, 1), 1, (int[]){1});
-    out[9] = vf_stack(ctx, 2, (vf_tensor *[]){x, vf_neg(ctx, x)}, 1);
-    /* d/dx sum(w * f(x)) through the rules, whose shapes follow the symbolic dim */
-    vf_tape *tp = vf_tape_begin(ctx);
-    if (vf_split(ctx, x, 2, (int64_t[]){1, -1}, 0, p) != VF_OK) return vf_status_get(ctx);
-    out[8] = p[1];
-    vf_tensor *f = vf_concat(ctx, 2, (vf_tensor *[]){vf_slice(ctx, x, (int64_t[]){1, 0}, (int64_t[]){-1, BIG}, NULL),
-                                                     vf_pad(ctx, vf_square(ctx, y), NULL, (int64_t[]){0, 0}, 0)}, 0);
-    f = vf_add(ctx, vf_reduce_sum(ctx, vf_square(ctx, f), 0, NULL, false),
-               vf_reduce_sum(ctx, vf_mul(ctx, vf_tile(ctx, x, (int64_t[]){2, 2}), vf_tile(ctx, x, (int64_t[]){2, 2})), 0,
-                             NULL, false));
-    f = vf_add(ctx, f, vf_reduce_sum(ctx, vf_square(ctx, vf_pad(ctx, p[0], (int64_t[]){0, 2}, NULL, 1.0)), 0, NULL, false));
-    vf_tensor *g[2] = {0};
-    vf_status st = vf_tape_gradient(tp, f, 2, (vf_tensor *[]){x, y}, g);
-    vf_tape_end(tp);
-    if (st != VF_OK) return st;
-    out[10] = g[0];
-    out[11] = g[1];
-    for (int i = 0; i < TR_OUT; i++)
-        if (!out[i]) return vf_status_get(ctx);
-    return VF_OK;
-}
-
-static void traced(vf_backend be)
-{
-    vf_context *ctx = vt_context(be);
-    vf_tensor_spec sig[2] = {{VF_F32, 2, {-1, 6}}, {VF_F32, 2, {3, 6}}};
-    for (int fused = 0; fused < 2; fused++) {
-        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "movement", .body = traced_body,
-                                                                      .n_inputs = 2, .n_outputs = TR_OUT,
-                                                                      .input_signature = sig, .unfused = !fused});
-        assert_non_null(fn);
-        int64_t sizes[4] = {5, 8, 2, 1};   /* 1: x[1:], x[:-1] and a split part are empty */
-        for (int k = 0; k < 4; k++) {
-            vf_scope_begin(ctx);
-            int64_t n = sizes[k], shx[2] = {n, 6}, shy[2] = {3, 6};
-            float *xv = malloc(sizeof(float) * (size_t)(n * 6)), yv[18];
-            vt_fill_uniform(xv, (size_t)(n * 6), -2, 2, 7 + (uint64_t)k);
-            vt_fill_uniform(yv, 18, -2, 2, 99);
-            vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, shx, xv), vf_tensor_from_host(ctx, VF_F32, 2, shy, yv)};
-            vf_tensor *want[TR_OUT] = {0}, *got[TR_OUT] = {0};
-            if (traced_body(ctx, in, want, NULL) != VF_OK) fail_msg("eager: %s", vf_error_message(ctx));
-            if (vf_function_call(fn, in, got) != VF_OK) fail_msg("traced: %s", vf_error_message(ctx));
-            for (int i = 0; i < TR_OUT; i++) {
-                char what[96];
-                snprintf(what, sizeof what, "output %d at N = %lld (%s)", i, (long long)n, fused ? "fused" : "unfused");
-                assert_int_equal(vf_tensor_rank(got[i]), vf_tensor_rank(want[i]));
-                for (int d = 0; d < vf_tensor_rank(want[i]); d++)
-                    if (vf_tensor_dim(got[i], d) != vf_tensor_dim(want[i], d))
-                        fail_msg("%s: dim %d is %lld, eager %lld", what, d, (long long)vf_tensor_dim(got[i], d),
-                                 (long long)vf_tensor_dim(want[i], d));
-                float *a = vt_read(got[i]), *b = vt_read(want[i]);
-                vt_assert_close_f32(a, b, (size_t)vf_tensor_numel(want[i]), 1e-5, 1e-5, what);
-                free(a), free(b);
-            }
-            free(xv);
-            vf_scope_end(ctx);
-        }
-        vf_function_stats st;
-        assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
-        assert_int_equal(st.traces, 1);   /* one trace served every N */
-        vf_function_destroy(fn);
-    }
-    vt_context_done(ctx);
-}
-
-/* Slices, pads and concats read by elementwise consumers fuse with them
-   into one kernel (an indexed read of the group's input), on Vulkan; the
-   values equal the unfused plan's and the eager ones. */
-static vf_status fused_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    vf_tensor *x = in[0], *y = in[1];
-    vf_tensor *a = vf_slice(ctx, x, (int64_t[]){1, BIG}, NULL, (int64_t[]){1, -2});       /* x[1:, ::-2] [N-1, 3] */
-    vf_tensor *b = vf_pad(ctx, vf_slice(ctx, y, NULL, (int64_t[]){BIG, 2}, NULL), (int64_t[]){0, 1}, NULL, 0.5);
-    vf_tensor *c = vf_concat(ctx, 2, (vf_tensor *[]){vf_slice(ctx, x, (int64_t[]){1, 0}, NULL, NULL), y}, 1);
-    out[0] = vf_relu(ctx, vf_mul(ctx, vf_add(ctx, a, b), a));                                /* one kernel */
-    out[1] = vf_exp(ctx, vf_neg(ctx, c));                                                     /* one kernel */
-    return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
-}
-
-static void fused(vf_backend be)
-{
-    vf_context *ctx = vt_context(be);
-    vf_tensor_spec sig[2] = {{VF_F32, 2, {-1, 6}}, {VF_F32, 2, {-1, 3}}};
-    int kernels[2];
-    for (int f = 0; f < 2; f++) {
-        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "fused", .body = fused_body,
-                                                                      .n_inputs = 2, .n_outputs = 2,
-                                                                      .input_signature = sig, .unfused = f == 0});
-        for (int64_t n = 3; n < 12; n += 7) {
-            vf_scope_begin(ctx);
-            float xv[66], yv[33];
-            vt_fill_uniform(xv, (size_t)(n * 6), -2, 2, 5);
-            vt_fill_uniform(yv, (size_t)((n - 1) * 3), -2, 2, 6);
-            vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, 6}, xv),
-                                vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n - 1, 3}, yv)};
-            vf_tensor *want[2], *got[2];
-            assert_int_equal(fused_body(ctx, in, want, NULL), VF_OK);
-            if (vf_function_call(fn, in, got) != VF_OK) fail_msg("%s", vf_error_message(ctx));
-            for (int i = 0; i < 2; i++) {
-                assert_int_equal(vf_tensor_numel(got[i]), vf_tensor_numel(want[i]));
-                float *a = vt_read(got[i]), *b = vt_read(want[i]);
-                vt_assert_close_f32(a, b, (size_t)vf_tensor_numel(want[i]), 1e-6, 1e-6, f ? "fused" : "unfused");
-                free(a), free(b);
-            }
-            vf_scope_end(ctx);
-        }
-        vf_function_stats st;
-        assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
-        kernels[f] = st.kernels;
-        vf_function_destroy(fn);
-    }
-    if (be == VF_BACKEND_VULKAN) {
-        /* unfused: 5 window kernels and 5 elementwise ones; fused: one per
-           output, the slice the pad reads and the one the concat reads (a
-           window reads memory: windows of windows do not fuse) */
-        assert_int_equal(kernels[0], 10);
-        assert_int_equal(kernels[1], 4);
-    }
-    vt_context_done(ctx);
-}
-
-/* Saved and loaded (the window attrs in the file): the same values at a
-   size not traced before. */
-static void saved(vf_backend be)
-{
-    vf_context *ctx = vt_context(be);
-    vf_tensor_spec sig[2] = {{VF_F32, 2, {-1, 6}}, {VF_F32, 2, {3, 6}}};
-    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "movement", .body = traced_body,
-                                                                  .n_inputs = 2, .n_outputs = TR_OUT,
-                                                                  .input_signature = sig});
-    char path[128];
-    snprintf(path, sizeof path, "%s/vkfuse_movement_%d_%d.vfn", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-             (int)getpid(), (int)be);
-    vf_scope_begin(ctx);
-    float xv[42], yv[18];
-    vt_fill_uniform(xv, 42, -2, 2, 3);
-    vt_fill_uniform(yv, 18, -2, 2, 4);
-    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){4, 6}, xv),
-                        vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 6}, yv)};
-    vf_tensor *o[TR_OUT];
-    assert_int_equal(vf_function_call(fn, in, o), VF_OK);
-    assert_int_equal(vf_function_save(fn, path), VF_OK);
-    vf_function *ld = NULL;
-    if (vf_function_load(ctx, path, &ld) != VF_OK) fail_msg("load: %s", vf_error_message(ctx));
-    remove(path);
-    in[0] = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){7, 6}, xv);
-    vf_tensor *want[TR_OUT], *got[TR_OUT];
-    assert_int_equal(traced_body(ctx, in, want, NULL), VF_OK);
-    if (vf_function_call(ld, in, got) != VF_OK) fail_msg("loaded: %s", vf_error_message(ctx));
-    for (int i = 0; i < TR_OUT; i++) {
-        char what[64];
-        snprintf(what, sizeof what, "loaded function output %d", i);
-        assert_int_equal(vf_tensor_numel(got[i]), vf_tensor_numel(want[i]));
-        float *a = vt_read(got[i]), *b = vt_read(want[i]);
-        vt_assert_close_f32(a, b, (size_t)vf_tensor_numel(want[i]), 1e-5, 1e-5, what);
-        free(a), free(b);
-    }
-    vf_scope_end(ctx);
-    vf_function_destroy(ld);
-    vf_function_destroy(fn);
-    vt_context_done(ctx);
-}
-
-/* Strided and reversed slices of a symbolic dim, and their gradients
-   (scattered by slice_grad, resolved per call), traced against eager at
-   sizes where the slices clamp differently or are empty. */
-static vf_status strided_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    vf_tensor *x = in[0];
-    vf_tape *tp = vf_tape_begin(ctx);
-    vf_tensor *a = vf_slice(ctx, x, (int64_t[]){1, 0}, (int64_t[]){BIG, BIG}, (int64_t[]){3, 1});      /* x[1::3] */
-    vf_tensor *b = vf_slice(ctx, x, (int64_t[]){-2, BIG}, (int64_t[]){BIG, BIG}, (int64_t[]){-2, -1}); /* x[-2::-2, ::-1] */
-    vf_tensor *c = vf_slice(ctx, x, (int64_t[]){-3, 0}, (int64_t[]){-1, 2}, NULL);                     /* x[-3:-1, :2] */
-    vf_tensor *f = vf_add(ctx, vf_add(ctx, vt_sum(ctx, vf_square(ctx, a)), vt_sum(ctx, vf_sin(ctx, b))),
-                          vt_sum(ctx, vf_exp(ctx, c)));
-    vf_status st = vf_tape_gradient(tp, f, 1, in, &out[1]);
-    vf_tape_end(tp);
-    out[0] = f;
-    return st;
-}
-
-static void traced_strided(vf_backend be)
-{
-    vf_context *ctx = vt_context(be);
-    vf_tensor_spec sig = {VF_F32, 2, {-1, 3}};
-    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "strided", .body = strided_body,
-                                                                  .n_inputs = 1, .n_outputs = 2, .input_signature = &sig});
-    int64_t sizes[5] = {7, 4, 1, 2, 10};
-    for (int k = 0; k < 5; k++) {
-        vf_scope_begin(ctx);
-        float xv[30];
-        vt_fill_uniform(xv, (size_t)(sizes[k] * 3), -2, 2, 40 + (uint64_t)k);
-        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){sizes[k], 3}, xv), *want[2], *got[2];
-        assert_int_equal(strided_body(ctx, &x, want, NULL), VF_OK);
-        if (vf_function_call(fn, &x, got) != VF_OK) fail_msg("N = %lld: %s", (long long)sizes[k], vf_error_message(ctx));
-        for (int i = 0; i < 2; i++) {
-            char what[64];
-            snprintf(what, sizeof what, "strided output %d at N = %lld", i, (long long)sizes[k]);
-            assert_int_equal(vf_tensor_numel(got[i]), vf_tensor_numel(want[i]));
-            float *p = vt_read(got[i]), *q = vt_read(want[i]);
-            vt_assert_close_f32(p, q, (size_t)vf_tensor_numel(want[i]), 1e-5, 1e-5, what);
-            free(p), free(q);
-        }
-        vf_scope_end(ctx);
-    }
-    vf_function_stats st;
-    assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
-    assert_int_equal(st.traces, 1);
-    vf_function_destroy(fn);
-    vt_context_done(ctx);
-}
-
-/* ---- the device's dispatch limits (few workgroups per dispatch: the
-   kernels' grid-stride paths), eager, traced fused and unfused against
-   the CPU backend ------------------------------------------------------------ */
-
-static vf_status limits_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    vf_tensor *x = in[0], *y = in[1];
-    out[0] = vf_slice(ctx, x, (int64_t[]){1, BIG}, (int64_t[]){BIG, BIG}, (int64_t[]){2, -3});
-    out[1] = vf_pad(ctx, x, (int64_t[]){2, 1}, (int64_t[]){0, 3}, -1.0);
-    out[2] = vf_concat(ctx, 2, (vf_tensor *[]){x, y}, 1);
-    out[3] = vf_relu(ctx, vf_add(ctx, vf_slice(ctx, x, NULL, (int64_t[]){60, BIG}, NULL),
-                                  vf_slice(ctx, y, (int64_t[]){60, 0}, NULL, NULL)));
-    out[4] = vf_stack(ctx, 2, (vf_tensor *[]){x, y}, 0);
-    out[5] = vf_mul(ctx, vf_tile(ctx, vf_slice(ctx, x, NULL, (int64_t[]){BIG, 5}, NULL), (int64_t[]){1, 3}),
-                    vf_broadcast_to(ctx, vf_slice(ctx, y, NULL, (int64_t[]){1, 15}, NULL), 2, (int64_t[]){R, 15}));
-    return lim_finish(ctx, out, 6);
-}
-
-static void limits(void **state)
-{
-    (void)state;
-    if (!vt_have_vulkan()) return;
-    program p = {"movement under limits", limits_body, 2, 6, {{VF_F32, 2, {R, C}}, {VF_F32, 2, {R, C}}}};
-    lim_check_program(&p, "max_groups=7");
-    lim_check_program(&p, "max_groups=2");
-}
-
 /* A loop over windows of one size (x[i:i+3, 1:] for every i) makes one
    pipeline: offsets are push constants, not GLSL. */
 static void slice_offsets(vf_backend be)
@@ -786,10 +524,6 @@ VT_PER_BACKEND(split)
 VT_PER_BACKEND(pad)
 VT_PER_BACKEND(tile_broadcast)
 VT_PER_BACKEND(errors)
-VT_PER_BACKEND(traced)
-VT_PER_BACKEND(traced_strided)
-VT_PER_BACKEND(saved)
-VT_PER_BACKEND(fused)
 
 int main(void)
 {
@@ -804,11 +538,6 @@ int main(void)
         VT_PER_BACKEND_TESTS(pad),
         VT_PER_BACKEND_TESTS(tile_broadcast),
         VT_PER_BACKEND_TESTS(errors),
-        VT_PER_BACKEND_TESTS(traced),
-        VT_PER_BACKEND_TESTS(traced_strided),
-        VT_PER_BACKEND_TESTS(saved),
-        VT_PER_BACKEND_TESTS(fused),
-        cmocka_unit_test(limits),
     };
     return VT_RUN_GROUP(tests);
 }
