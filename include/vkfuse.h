@@ -301,7 +301,9 @@ VF_API vf_tensor *vf_tile(vf_context *ctx, vf_tensor *x, const int64_t *reps);
 VF_API vf_tensor *vf_broadcast_to(vf_context *ctx, vf_tensor *x, int rank, const int64_t *shape);
 /* A size-1 dim inserted at axis (-rank-1 .. rank) / the listed size-1 dims
    removed (naxes 0: every size-1 dim; a listed dim that is not 1 is an
-   error). Both share x's storage as vf_reshape does. */
+   error). Both share x's storage as vf_reshape does. While tracing, these
+   two and vf_tile are reshapes: an x with more than one symbolic (-1) dim
+   fails with VF_ERROR_UNSUPPORTED (a traced reshape follows one). */
 VF_API vf_tensor *vf_expand_dims(vf_context *ctx, vf_tensor *x, int axis);
 VF_API vf_tensor *vf_squeeze(vf_context *ctx, vf_tensor *x, int naxes, const int *axes);
 
