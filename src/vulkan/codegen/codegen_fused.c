@@ -64,7 +64,7 @@ static void emit_window(vf_sb *s, const vf_fused_group *grp, int m, const bool *
         snprintf(ok, sizeof ok, "w%d_ok%d", m, q);
         snprintf(idx, sizeof idx, "w%d_s%d", m, q);
         char push[24];
-        snprintf(push, sizeof push, "w%do%d_", m, q);
+        snprintf(push, sizeof push, "w%do%d_", m & 63, q & 1);
         cg_window_source(s, &w, q, "oc", ok, idx, wpush[2 * m + q] ? push : NULL, indent);
     }
     vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_ctype_of(e->out.dtype)), m);
@@ -283,7 +283,7 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
         for (int q = 0; q < w.n_src; q++)
             if (cg.n_push + w.rank + 1 <= CG_MAX_PUSH_FIELDS) {
                 char nm[24];
-                snprintf(nm, sizeof nm, "w%do%d_", m, q);
+                snprintf(nm, sizeof nm, "w%do%d_", m & 63, q & 1);
                 cg_window_push(&cg, &w, q, nm);
                 wpush[2 * m + q] = true;
             }

@@ -59,7 +59,7 @@ void cg_window_push(vf_cg *g, const vf_window *w, int q, const char *name)
 {
     for (int d = 0; d < w->rank; d++) {
         char nm[24];
-        snprintf(nm, sizeof nm, "%.16s%d", name, d);
+        snprintf(nm, sizeof nm, "%.16s%d", name, d & 7);
         cg_push_i32(g, nm, (int32_t)w->off[q][d]);
     }
 }
