@@ -277,6 +277,111 @@ static void limits(void **state)
     lim_check_program(&p, "max_groups=2");
 }
 
+/* ---- random programs ------------------------------------------------------- */
+
+/* A program from a seed: a pool of rank-2 f32 values (the two inputs
+   first); each step adds a slice (random bounds, steps, clamping), a pad,
+   a concat of two values that fit, an elementwise op of one or two
+   same-shaped values, or a tile; the last three values are the outputs. The
+   same code runs eagerly and traced, so both see one program. */
+#define RP_STEPS 10
+static uint64_t rp_state;
+static int64_t rp(int64_t lo, int64_t hi)
+{
+    rp_state = rp_state * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (int64_t)((rp_state >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+static vf_status random_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    rp_state = *(const uint64_t *)user;
+    vf_tensor *v[2 + RP_STEPS] = {in[0], in[1]};
+    int n = 2;
+    for (int step = 0; step < RP_STEPS; step++) {
+        vf_tensor *a = v[rp(0, n - 1)], *b = v[rp(0, n - 1)], *r = NULL;
+        switch (rp(0, 5)) {
+        case 0:
+        case 1: {
+            int64_t bg[2], en[2], st[2];
+            for (int d = 0; d < 2; d++) {
+                st[d] = rp(0, 3) ? rp(1, 2) : -rp(1, 2);
+                bg[d] = rp(0, 4) ? rp(-4, 4) : BIG;
+                en[d] = rp(0, 2) ? BIG : rp(-6, 6);
+            }
+            r = vf_slice(ctx, a, bg, en, st);
+            break;
+        }
+        case 2: r = vf_pad(ctx, a, (int64_t[]){rp(0, 2), rp(0, 2)}, (int64_t[]){rp(0, 2), rp(0, 2)}, 0.25); break;
+        case 3:
+            if (vf_tensor_dim(a, 1) == vf_tensor_dim(b, 1)) r = vf_concat(ctx, 2, (vf_tensor *[]){a, b}, 0);
+            else if (vf_tensor_dim(a, 0) == vf_tensor_dim(b, 0)) r = vf_concat(ctx, 2, (vf_tensor *[]){a, b}, 1);
+            else r = vf_tanh(ctx, a);
+            break;
+        case 4:
+            if (vf_tensor_dim(a, 0) == vf_tensor_dim(b, 0) && vf_tensor_dim(a, 1) == vf_tensor_dim(b, 1))
+                r = vf_add(ctx, vf_mul(ctx, a, b), a);
+            else r = vf_sin(ctx, a);
+            break;
+        default: r = vf_tensor_numel(a) < 200 ? vf_tile(ctx, a, (int64_t[]){rp(1, 2), 1}) : vf_neg(ctx, a); break;
+        }
+        if (!r) return vf_status_get(ctx);
+        v[n++] = r;
+    }
+    for (int i = 0; i < 3; i++) out[i] = v[n - 3 + i];
+    return VF_OK;
+}
+
+static void random_programs(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    vf_context *cpu = vt_context(VF_BACKEND_CPU), *vk = vt_context(VF_BACKEND_VULKAN);
+    int kernels[2] = {0, 0}, empty = 0;
+    for (uint64_t seed = 1; seed <= 24; seed++) {
+        float xv[7 * 5], yv[5 * 7];
+        vt_fill_uniform(xv, 35, -1, 1, seed);
+        vt_fill_uniform(yv, 35, -1, 1, seed + 100);
+        float *want[3];
+        int64_t wn[3];
+        vf_scope_begin(cpu);
+        vf_tensor *ci[2] = {vf_tensor_from_host(cpu, VF_F32, 2, (int64_t[]){7, 5}, xv),
+                            vf_tensor_from_host(cpu, VF_F32, 2, (int64_t[]){5, 7}, yv)}, *co[3];
+        if (random_body(cpu, ci, co, &seed) != VF_OK) fail_msg("seed %llu: %s", (unsigned long long)seed, vf_error_message(cpu));
+        for (int i = 0; i < 3; i++) want[i] = vt_read(co[i]), wn[i] = vf_tensor_numel(co[i]);
+        vf_scope_end(cpu);
+        for (int f = 0; f < 2; f++) {
+            vf_function *fn = vf_function_create(vk, &(vf_function_desc){.name = "random", .body = random_body,
+                                                                         .user = &seed, .n_inputs = 2, .n_outputs = 3,
+                                                                         .unfused = f == 0});
+            vf_scope_begin(vk);
+            vf_tensor *vi[2] = {vf_tensor_from_host(vk, VF_F32, 2, (int64_t[]){7, 5}, xv),
+                                vf_tensor_from_host(vk, VF_F32, 2, (int64_t[]){5, 7}, yv)}, *vo[3];
+            if (vf_function_call(fn, vi, vo) != VF_OK)
+                fail_msg("seed %llu: %s", (unsigned long long)seed, vf_error_message(vk));
+            for (int i = 0; i < 3; i++) {
+                char what[64];
+                snprintf(what, sizeof what, "seed %llu output %d (%s)", (unsigned long long)seed, i, f ? "fused" : "unfused");
+                assert_int_equal(vf_tensor_numel(vo[i]), wn[i]);
+                float *got = vt_read(vo[i]);
+                vt_assert_close_f32(got, want[i], (size_t)wn[i], 1e-5, 1e-5, what);
+                free(got);
+            }
+            vf_scope_end(vk);
+            vf_function_stats st;
+            assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+            kernels[f] += st.kernels;
+            vf_function_destroy(fn);
+        }
+        for (int i = 0; i < 3; i++) empty += wn[i] == 0, free(want[i]);
+    }
+    /* the programs did fuse windows with their consumers, and some outputs were empty */
+    printf("random movement programs: %d kernels unfused, %d fused, %d empty outputs\n", kernels[0], kernels[1], empty);
+    assert_true(kernels[1] < kernels[0]);
+    assert_true(empty > 0);
+    vt_context_done(cpu);
+    vt_context_done(vk);
+}
+
 VT_PER_BACKEND(traced)
 VT_PER_BACKEND(traced_strided)
 VT_PER_BACKEND(saved)
@@ -290,6 +395,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(saved),
         VT_PER_BACKEND_TESTS(fused),
         cmocka_unit_test(limits),
+        cmocka_unit_test(random_programs),
     };
     return VT_RUN_GROUP(tests);
 }
