@@ -287,7 +287,9 @@ VF_API vf_tensor *vf_stack(vf_context *ctx, int n, vf_tensor *const *xs, int axi
    sizes NULL: n equal parts (x's dim must divide by n); else sizes[i] is
    part i's size, one of them may be -1 (the rest), and they must add up
    to the dim. Parts are slices (views where vf_slice gives one). On error
-   out[] is all NULL. */
+   out[] is all NULL. Splitting a symbolic (-1) dim of a traced function
+   needs sizes with a -1: that part takes what varies, the parts after it
+   are cut from the end (equal parts fail with VF_ERROR_UNSUPPORTED). */
 VF_API vf_status vf_split(vf_context *ctx, vf_tensor *x, int n, const int64_t *sizes, int axis, vf_tensor **out);
 /* before[d] / after[d] >= 0 elements of value (converted to x's dtype with
    the cast rules) around dim d; NULL: 0. Constant padding (tf.pad). */

@@ -277,6 +277,59 @@ static void limits(void **state)
     lim_check_program(&p, "max_groups=2");
 }
 
+/* A split of a symbolic dim: the -1 part takes what varies, the parts
+   after it are cut from the end; equal parts are refused. */
+static vf_status split_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    return vf_split(ctx, in[0], 4, (int64_t[]){1, -1, 2, 0}, 0, out);
+}
+
+static vf_status split_equal_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    return vf_split(ctx, in[0], 2, NULL, 0, out);
+}
+
+static void split_symbolic(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_tensor_spec sig = {VF_F32, 2, {-1, 2}};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "split", .body = split_body, .n_inputs = 1,
+                                                                  .n_outputs = 4, .input_signature = &sig});
+    int64_t sizes[3] = {6, 3, 9};
+    for (int k = 0; k < 3; k++) {
+        vf_scope_begin(ctx);
+        float xv[18];
+        vt_fill_uniform(xv, 18, -2, 2, 70 + (uint64_t)k);
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){sizes[k], 2}, xv), *got[4];
+        if (vf_function_call(fn, &x, got) != VF_OK) fail_msg("%s", vf_error_message(ctx));
+        int64_t len[4] = {1, sizes[k] - 3, 2, 0}, at = 0;
+        for (int i = 0; i < 4; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "split part %d at N = %lld", i, (long long)sizes[k]);
+            assert_int_equal(vf_tensor_dim(got[i], 0), len[i]);
+            if (len[i]) {
+                float *g = vt_read(got[i]);
+                vt_assert_close_f32(g, xv + 2 * at, (size_t)(2 * len[i]), 0, 0, what);
+                free(g);
+            }
+            at += len[i];
+        }
+        vf_scope_end(ctx);
+    }
+    vf_function_destroy(fn);
+    fn = vf_function_create(ctx, &(vf_function_desc){.name = "split_equal", .body = split_equal_body, .n_inputs = 1,
+                                                     .n_outputs = 2, .input_signature = &sig});
+    vf_scope_begin(ctx);
+    vf_tensor *x = vf_fill(ctx, VF_F32, 2, (int64_t[]){4, 2}, 1), *o[2];
+    assert_int_not_equal(vf_function_call(fn, &x, o), VF_OK);
+    vt_expect_error(ctx, VF_ERROR_UNSUPPORTED, "vf_split", "symbolic", "equal parts", "-1", NULL);
+    vf_scope_end(ctx);
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+
 /* ---- random programs ------------------------------------------------------- */
 
 /* A program from a seed: a pool of rank-2 f32 values (the two inputs
@@ -386,6 +439,7 @@ VT_PER_BACKEND(traced)
 VT_PER_BACKEND(traced_strided)
 VT_PER_BACKEND(saved)
 VT_PER_BACKEND(fused)
+VT_PER_BACKEND(split_symbolic)
 
 int main(void)
 {
@@ -394,6 +448,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(traced_strided),
         VT_PER_BACKEND_TESTS(saved),
         VT_PER_BACKEND_TESTS(fused),
+        VT_PER_BACKEND_TESTS(split_symbolic),
         cmocka_unit_test(limits),
         cmocka_unit_test(random_programs),
     };

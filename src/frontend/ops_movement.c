@@ -164,11 +164,29 @@ vf_status vf_split(vf_context *ctx, vf_tensor *x, int n, const int64_t *sizes, i
     }
     int64_t b[VF_MAX_RANK], e[VF_MAX_RANK], at = 0;
     for (int d = 0; d < x->rank; d++) b[d] = 0, e[d] = INT64_MAX;
-    /* a symbolic dim: the last part runs to the end (its size follows the call's) */
+    /* A symbolic dim varies from call to call: the part given as -1 takes
+       what varies, the parts after it are placed from the end (negative
+       bounds), so that every call splits right. Equal parts or sizes
+       without a -1 cannot follow it. */
     bool sym = (vf_trace_sym_dims(ctx, x, name) >> ax) & 1u;
+    int var = -1;
+    for (int i = 0; sizes && i < n && var < 0; i++)
+        if (sizes[i] == -1) var = i;
+    if (sym && n > 1 && var < 0)
+        return vf_fail(ctx, VF_ERROR_UNSUPPORTED, "%s: dim %d is symbolic (-1) in the input_signature, so %s cannot "
+                       "split it at every size; give the sizes with -1 for the part that varies", name, ax,
+                       sizes ? "sizes without a -1" : "equal parts");
+    int64_t after_var = 0;   /* elements after the varying part */
+    for (int i = var + 1; sym && var >= 0 && i < n; i++) after_var += p[i];
     for (int i = 0; i < n; i++) {
         b[ax] = at;
-        e[ax] = sym && i == n - 1 ? INT64_MAX : at + p[i];
+        e[ax] = at + p[i];
+        if (sym && var >= 0 && i >= var) { /* from the end: -after_var .. */
+            int64_t rest = after_var;   /* elements after part i */
+            for (int j = var + 1; j <= i; j++) rest -= p[j];
+            b[ax] = i == var ? at : rest + p[i] ? -(rest + p[i]) : INT64_MAX;   /* MAX: empty at the end */
+            e[ax] = rest ? -rest : INT64_MAX;
+        }
         at += p[i];
         out[i] = vf_slice(ctx, x, b, e, NULL);
         if (!out[i]) {
