@@ -39,7 +39,7 @@ typedef struct vf_tref {
      [..., k, n] (or [..., n, k] with trans_b), rank >= 2 both (the frontend
      reshapes vectors), batch dims broadcast to out [..., m, n];
    - TRANSPOSE: out dim i = in dim attrs.perm[i];
-   - SLICE, PAD, CONCAT (window ops): see vf_window below;
+   - SLICE, PAD, CONCAT, SLICE_GRAD (window ops): see vf_window below;
    - FILL / RANDOM_NORMAL: no inputs.
    No tensor is empty: the frontend handles empty inputs and outputs.
    out never overlaps an input, except that an elementwise op may be given

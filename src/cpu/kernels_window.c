@@ -1,4 +1,4 @@
-/* The window ops on the CPU (slice, pad, concat): one walk of the output
+/* The window ops on the CPU (slice, pad, concat, slice_grad): one walk of the output
  * over the vf_window description (backend.h) that the GLSL generator reads
  * too. Elements are moved as bytes (1, 2 or 4), so every dtype works and
  * NaN payloads survive; pad's value is stored once with the cast rules.

@@ -49,7 +49,7 @@ typedef enum vf_op {
     /* appended: movement ops with a window (attrs.lo / hi / step; see
        vf_window in backend.h for what each reads) */
     VF_OP_SLICE,   /* NumPy basic slicing, lo/hi/step as the user gave them (resolved per size) */
-    VF_OP_PAD,     /* lo / hi elements of attrs.value before / after, step - 1 between (>= 1) */
+    VF_OP_PAD,     /* lo / hi elements of attrs.value before / after each dim (step 1) */
     VF_OP_CONCAT,  /* in[0] then in[1] along attrs.axis */
     VF_OP_SLICE_GRAD, /* in[0] (a slice's gradient) scattered into zeros of in[1]'s shape at the
                          positions slice lo/hi/step of in[1] takes; in[1] only gives the shape */

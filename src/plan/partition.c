@@ -44,7 +44,7 @@ bool vf_fusible_elementwise(const vf_node *n)
     return info->kind == VF_KIND_ELEMENTWISE || n->op == VF_OP_FILL;
 }
 
-/* Window ops (slice, pad, concat) read their inputs at computed indices:
+/* Window ops (slice, pad, concat, slice_grad) read their inputs at computed indices:
    in an elementwise group they start it (their inputs are group inputs,
    in memory) and their consumers join; row and matmul groups have no such
    read. */
@@ -84,7 +84,7 @@ typedef struct {
     bool open;
     int n_members;
     vf_shape shape;    /* output shape of the elementwise members */
-    bool window;       /* has a window member (slice, pad, concat): elementwise groups only */
+    bool window;       /* has a window member (slice, pad, concat, slice_grad) */
 } wgroup;
 
 typedef struct {

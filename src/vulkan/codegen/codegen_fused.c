@@ -50,8 +50,8 @@ static uint32_t fill_bits(const vf_exec *e)
     return e->out.dtype == VF_F16 ? b & 0xffffu : e->out.dtype == VF_BOOL ? (b & 0xffu ? 1u : 0u) : b;
 }
 
-/* A window member (slice, pad, concat) reads its sources, group inputs,
-   at the indices vf_window gives for the output coordinates oc0.. (see
+/* A window member (slice, pad, concat, slice_grad) reads its sources
+   (group inputs) at the indices vf_window gives for the output coordinates oc0.. (see
    elementwise_dag): the indexed read of codegen_window.c, with the value
    in the compute type instead of raw bits. */
 static void emit_window(vf_sb *s, const vf_fused_group *grp, int m, const bool *wpush, const char *indent)

@@ -1,16 +1,19 @@
-/* SLICE, PAD and CONCAT: one generator for the window ops, walking the
- * vf_window description (backend.h) that the CPU kernel walks too.
+/* SLICE, PAD, CONCAT and SLICE_GRAD: one generator for the window ops,
+ * walking the vf_window description (backend.h) that the CPU kernel walks
+ * too; its index code also serves fused groups that read through a window
+ * (codegen_fused.c).
  *
  * Each invocation writes 4 output elements (workgroup-strided): it splits
  * the element's index into output coordinates, maps them to each source's
  * coordinates (t = o * mul + off, then / div), tests only the dims where a
  * source may not hold the element (none for a slice), and copies the bits
  * (uint / uint16_t / uint8_t: every dtype, NaN payloads kept) or stores
- * pad's value. The window's sizes, offsets and steps are baked into the
- * GLSL as constants: a slice of other bounds is another kernel (memoised
- * and disk-cached like every kernel), in exchange for index arithmetic on
- * literals that the compiler folds (a copy of a contiguous block is one
- * add). Dims of output size 1 cost nothing. */
+ * pad's value (or a slice gradient's 0). The window's sizes and steps are
+ * literals in the GLSL (index arithmetic the compiler folds: divisions by
+ * constants), so a window of other sizes is another kernel, memoised and
+ * disk-cached like every kernel; its offsets (a slice's begin) are push
+ * constants, so a loop over x[i:i+k] runs one pipeline. Dims of output
+ * size 1 cost nothing. */
 #include "vulkan/codegen/codegen_internal.h"
 #include "util/dtype.h"
 
