@@ -323,6 +323,63 @@ VF_API vf_tensor *vf_reshape(vf_context *ctx, vf_tensor *x, int rank, const int6
 /* perm NULL: reverse the dims. */
 VF_API vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm);
 
+/* ---- Movement -------------------------------------------------------------
+   Every dtype. Arrays of int64_t are one entry per dim of x (rank-length).
+   Gradients flow through all of them (float dtypes).
+
+   vf_slice: NumPy basic slicing x[begin:end:step] per dim. Negative begin
+   / end count from the end; both are clamped to the dim (out of range is
+   no error: x[5:100] of 10 elements is x[5:10], x[20:] is empty);
+   end = INT64_MAX runs to the end in the step's direction (NumPy's omitted
+   stop, also for negative steps: x[::-1] is begin INT64_MAX, end INT64_MAX,
+   step -1). begin NULL: from the first element in the step's direction;
+   end NULL: to the end; step NULL: 1 everywhere; a step of 0 is an error.
+   The result has x's rank (no dim is dropped; vf_squeeze drops them).
+   Eagerly, a slice that is one contiguous block of x starting at a
+   256-byte boundary (leading rows of a matrix, a split's first part...)
+   shares x's storage as vf_reshape does; others are one copy kernel. In a
+   traced function the slice is resolved against every call's sizes, so
+   symbolic (-1) dims may be sliced (x[1:], x[:-1], x[::2]), gradients
+   included. In a traced function slices, pads and concats fuse with their
+   elementwise consumers (one kernel reading the input at the sliced
+   indices). */
+VF_API vf_tensor *vf_slice(vf_context *ctx, vf_tensor *x, const int64_t *begin, const int64_t *end,
+                           const int64_t *step);
+/* Joins 1 <= n <= 64 tensors of one dtype and rank along axis (negative:
+   from the end); every other dim must match. Empty parts contribute
+   nothing. The gradient of a concat along a symbolic dim needs the size of
+   one of each two joined parts fixed (concat works as a balanced tree of
+   pairs). */
+VF_API vf_tensor *vf_concat(vf_context *ctx, int n, vf_tensor *const *xs, int axis);
+/* Joins 1 <= n <= 64 tensors of one dtype and shape along a new axis (in
+   -rank-1 .. rank): the result has rank + 1 dims, size n at axis. */
+VF_API vf_tensor *vf_stack(vf_context *ctx, int n, vf_tensor *const *xs, int axis);
+/* Splits x along axis into n parts, written to out[0 .. n-1] (tf.split):
+   sizes NULL: n equal parts (x's dim must divide by n); else sizes[i] is
+   part i's size, one of them may be -1 (the rest), and they must add up
+   to the dim. Parts are slices (views where vf_slice gives one). On error
+   out[] is all NULL. Splitting a symbolic (-1) dim of a traced function
+   needs sizes with a -1: that part takes what varies, the parts after it
+   are cut from the end (equal parts fail with VF_ERROR_UNSUPPORTED). */
+VF_API vf_status vf_split(vf_context *ctx, vf_tensor *x, int n, const int64_t *sizes, int axis, vf_tensor **out);
+/* before[d] / after[d] >= 0 elements of value (converted to x's dtype with
+   the cast rules) around dim d; NULL: 0. Constant padding (tf.pad). */
+VF_API vf_tensor *vf_pad(vf_context *ctx, vf_tensor *x, const int64_t *before, const int64_t *after, double value);
+/* reps[d] >= 1 (or 0: an empty dim) copies of x along dim d (np.tile with
+   len(reps) == rank). */
+VF_API vf_tensor *vf_tile(vf_context *ctx, vf_tensor *x, const int64_t *reps);
+/* x broadcast to shape (NumPy rules: x's dims align with the last ones and
+   must equal them or be 1). shape[d] == -1 keeps x's size there (a
+   symbolic dim of a traced function: give -1 for it). */
+VF_API vf_tensor *vf_broadcast_to(vf_context *ctx, vf_tensor *x, int rank, const int64_t *shape);
+/* A size-1 dim inserted at axis (-rank-1 .. rank) / the listed size-1 dims
+   removed (naxes 0: every size-1 dim; a listed dim that is not 1 is an
+   error). Both share x's storage as vf_reshape does. While tracing, these
+   two and vf_tile are reshapes: an x with more than one symbolic (-1) dim
+   fails with VF_ERROR_UNSUPPORTED (a traced reshape follows one). */
+VF_API vf_tensor *vf_expand_dims(vf_context *ctx, vf_tensor *x, int axis);
+VF_API vf_tensor *vf_squeeze(vf_context *ctx, vf_tensor *x, int naxes, const int *axes);
+
 /* ---- Variables ----------------------------------------------------------
    Persistent and mutable: a variable keeps its dtype and shape; assigning
    changes its value for every later reader. Ops that read a variable see

@@ -39,6 +39,7 @@ typedef struct vf_tref {
      [..., k, n] (or [..., n, k] with trans_b), rank >= 2 both (the frontend
      reshapes vectors), batch dims broadcast to out [..., m, n];
    - TRANSPOSE: out dim i = in dim attrs.perm[i];
+   - SLICE, PAD, CONCAT, SLICE_GRAD (window ops): see vf_window below;
    - FILL / RANDOM_NORMAL: no inputs.
    No tensor is empty: the frontend handles empty inputs and outputs.
    out never overlaps an input, except that an elementwise op may be given
@@ -50,6 +51,29 @@ typedef struct vf_exec {
     vf_tref in[3];
     vf_tref out;
 } vf_exec;
+
+/* Window ops, as both backends run them: output element o (coordinates
+   o_d) is element (t_kd / div_d) of source k (input k), where
+   t_kd = o_d * mul_d + off_kd, when for every dim t_kd >= 0,
+   t_kd % div_d == 0 and t_kd / div_d < size_kd. The first source that
+   holds o gives its value; none: the fill value (has_fill: pad's value),
+   and without a fill the last source holds every o the others do not.
+   SLICE: one source, mul = the step, off = the first index, div 1;
+   PAD: off = -lo; CONCAT: source 1 at -(in[0]'s size) along the axis;
+   SLICE_GRAD: the slice's inverse, mul = +-1, off = -+start, div = |step|,
+   fill 0 (in[1] only gives the shape). check[k] bit d: dim d needs the test for source k (a slice
+   needs none: every index is in range). */
+typedef struct vf_window {
+    int rank, n_src;
+    bool has_fill;
+    int64_t out[VF_MAX_RANK], mul[VF_MAX_RANK], div[VF_MAX_RANK];
+    int64_t off[2][VF_MAX_RANK], size[2][VF_MAX_RANK];
+    uint32_t check[2];
+} vf_window;
+
+/* The window of a SLICE, PAD or CONCAT exec (backend_movement.c); false
+   for another op or shapes that do not match its attrs. */
+bool vf_window_of(const vf_exec *e, vf_window *w);
 
 /* Plans (optional, see plan_create below): where a tensor of a planned
    exec lives. FIXED: the tref's buf/offset as given (captures, constants,

@@ -376,6 +376,134 @@ static void r_fanout(const gc_dt *in, gc_dt *out)
     dmap(2, w, s_add, out);
 }
 
+/* ---- movement: index lists per dim (-1: a padded value), squared after so
+   that second order sees the rule's own ops ---------------------------------- */
+
+/* out[i0, i1, ...] = x[idx0[i0], idx1[i1], ...] (value where an index is -1). */
+static void dgather(const gc_dt *x, int64_t (*idx)[16], const int *m, double value, gc_dt *out)
+{
+    out->rank = x->rank;
+    for (int d = 0; d < x->rank; d++) out->sh[d] = m[d];
+    int64_t c[4];
+    for (int64_t k = 0; k < gc_dnumel(out); k++) {
+        unflat(k, out->rank, out->sh, c);
+        int64_t lin = 0;
+        bool hole = false;
+        for (int d = 0; d < x->rank; d++) {
+            int64_t i = idx[d][c[d]];
+            hole = hole || i < 0;
+            lin = lin * x->sh[d] + (i < 0 ? 0 : i);
+        }
+        out->v[k] = hole ? value : x->v[lin];
+    }
+}
+static void dsquare(gc_dt *y)
+{
+    for (int64_t k = 0; k < gc_dnumel(y); k++) y->v[k] *= y->v[k];
+}
+/* a range start, start + step, ... of m indices */
+static int rng(int64_t *idx, int64_t start, int64_t step, int m)
+{
+    for (int i = 0; i < m; i++) idx[i] = start + i * step;
+    return m;
+}
+
+#define BIG INT64_MAX
+/* x[4, 5]: x[-2::-1, 3:0:-2] (rows 2, 1, 0; cols 3, 1) */
+static vf_tensor *f_slice_neg(vf_context *ctx, vf_tensor **in)
+{
+    return vf_square(ctx, vf_slice(ctx, in[0], (int64_t[]){-2, 3}, (int64_t[]){BIG, 0}, (int64_t[]){-1, -2}));
+}
+static void r_slice_neg(const gc_dt *in, gc_dt *out)
+{
+    int64_t idx[2][16];
+    int m[2] = {rng(idx[0], 2, -1, 3), rng(idx[1], 3, -2, 2)};
+    dgather(&in[0], idx, m, 0, out);
+    dsquare(out);
+}
+/* x[2, 7, 3]: x[:, 1::3, -100:2] (cols 1, 4; last 0, 1) */
+static vf_tensor *f_slice_step(vf_context *ctx, vf_tensor **in)
+{
+    return vf_square(ctx, vf_slice(ctx, in[0], (int64_t[]){0, 1, -100}, (int64_t[]){BIG, BIG, 2}, (int64_t[]){1, 3, 1}));
+}
+static void r_slice_step(const gc_dt *in, gc_dt *out)
+{
+    int64_t idx[3][16];
+    int m[3] = {rng(idx[0], 0, 1, 2), rng(idx[1], 1, 3, 2), rng(idx[2], 0, 1, 2)};
+    dgather(&in[0], idx, m, 0, out);
+    dsquare(out);
+}
+/* x[3, 4] padded by (1, 2) rows and (0, 1) cols of 0.5 */
+static vf_tensor *f_pad(vf_context *ctx, vf_tensor **in)
+{
+    return vf_square(ctx, vf_pad(ctx, in[0], (int64_t[]){1, 0}, (int64_t[]){2, 1}, 0.5));
+}
+static void r_pad(const gc_dt *in, gc_dt *out)
+{
+    int64_t idx[2][16] = {{-1, 0, 1, 2, -1, -1}, {0, 1, 2, 3, -1}};
+    dgather(&in[0], idx, (int[]){6, 5}, 0.5, out);
+    dsquare(out);
+}
+/* concat of three along 0 (a tree of two binary concats) */
+static vf_tensor *f_concat3(vf_context *ctx, vf_tensor **in) { return vf_square(ctx, vf_concat(ctx, 3, in, 0)); }
+static void r_concat3(const gc_dt *in, gc_dt *out)
+{
+    out->rank = 2;
+    out->sh[0] = in[0].sh[0] + in[1].sh[0] + in[2].sh[0];
+    out->sh[1] = in[0].sh[1];
+    int64_t k = 0;
+    for (int i = 0; i < 3; i++)
+        for (int64_t j = 0; j < gc_dnumel(&in[i]); j++) out->v[k++] = in[i].v[j];
+    dsquare(out);
+}
+/* stack of two [3, 2] at axis 1 -> [3, 2, 2] */
+static vf_tensor *f_stack(vf_context *ctx, vf_tensor **in) { return vf_square(ctx, vf_stack(ctx, 2, in, 1)); }
+static void r_stack(const gc_dt *in, gc_dt *out)
+{
+    out->rank = 3;
+    out->sh[0] = 3, out->sh[1] = 2, out->sh[2] = 2;
+    for (int i = 0; i < 3; i++)
+        for (int p = 0; p < 2; p++)
+            for (int j = 0; j < 2; j++) out->v[(i * 2 + p) * 2 + j] = in[p].v[i * 2 + j];
+    dsquare(out);
+}
+/* tile [2, 3] by (2, 2): each element used four times */
+static vf_tensor *f_tile(vf_context *ctx, vf_tensor **in) { return vf_square(ctx, vf_tile(ctx, in[0], (int64_t[]){2, 2})); }
+static void r_tile(const gc_dt *in, gc_dt *out)
+{
+    int64_t idx[2][16] = {{0, 1, 0, 1}, {0, 1, 2, 0, 1, 2}};
+    dgather(&in[0], idx, (int[]){4, 6}, 0, out);
+    dsquare(out);
+}
+/* broadcast_to [3, 1] -> [2, 3, 4], then the split parts' product */
+static vf_tensor *f_bcast(vf_context *ctx, vf_tensor **in)
+{
+    return vf_square(ctx, vf_broadcast_to(ctx, in[0], 3, (int64_t[]){2, 3, 4}));
+}
+static void r_bcast(const gc_dt *in, gc_dt *out)
+{
+    out->rank = 3;
+    out->sh[0] = 2, out->sh[1] = 3, out->sh[2] = 4;
+    for (int64_t k = 0; k < 24; k++) out->v[k] = in[0].v[(k / 4) % 3];
+    dsquare(out);
+}
+/* split [5, 2] into 2 and 3 rows, the first padded to 3: parts multiplied;
+   squeeze / expand_dims around it */
+static vf_tensor *f_split(vf_context *ctx, vf_tensor **in)
+{
+    vf_tensor *p[2];
+    if (vf_split(ctx, in[0], 2, (int64_t[]){2, -1}, 0, p) != VF_OK) return NULL;
+    vf_tensor *a = vf_pad(ctx, p[0], (int64_t[]){1, 0}, NULL, 0.0);
+    return vf_squeeze(ctx, vf_expand_dims(ctx, vf_mul(ctx, a, p[1]), 0), 0, NULL);
+}
+static void r_split(const gc_dt *in, gc_dt *out)
+{
+    out->rank = 2;
+    out->sh[0] = 3, out->sh[1] = 2;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) out->v[i * 2 + j] = (i == 0 ? 0.0 : in[0].v[(i - 1) * 2 + j]) * in[0].v[(2 + i) * 2 + j];
+}
+
 #define C1(nm, f, r0, s0, lo, hi) {nm, f_##f, r_##f, 1, {r0}, {s0}, lo, hi}
 #define C2(nm, f, r0, s0, r1, s1, lo, hi) {nm, f_##f, r_##f, 2, {r0, r1}, {s0, s1}, lo, hi}
 #define SH(...) {__VA_ARGS__}
@@ -466,6 +594,14 @@ const gc_case gc_cases[] = {
     C1("transpose", transpose, 3, SH(2, 3, 4), -2, 2),
     C2("chain", chain, 2, SH(4, 4), 2, SH(4, 4), -1, 1),
     C2("fan-out", fanout, 2, SH(3, 4), 1, SH(4), -1, 1),
+    C1("slice negative steps", slice_neg, 2, SH(4, 5), -2, 2),
+    C1("slice strided, clamped", slice_step, 3, SH(2, 7, 3), -2, 2),
+    C1("pad", pad, 2, SH(3, 4), -2, 2),
+    {"concat of three", f_concat3, r_concat3, 3, {2, 2, 2}, {SH(2, 3), SH(1, 3), SH(3, 3)}, -2, 2},
+    C2("stack", stack, 2, SH(3, 2), 2, SH(3, 2), -2, 2),
+    C1("tile", tile, 2, SH(2, 3), -2, 2),
+    C1("broadcast_to", bcast, 2, SH(3, 1), -2, 2),
+    C1("split, expand_dims, squeeze", split, 2, SH(5, 2), -2, 2),
 };
 const int gc_n_cases = (int)(sizeof gc_cases / sizeof gc_cases[0]);
 

@@ -29,7 +29,7 @@ static void test_rows(void **state)
         assert_int_equal((r->cond_in | r->index_in) >> r->arity, 0);
         assert_int_equal(r->cond_in & r->index_in, 0);
         if (r->arity) assert_true(vf_op_data_input((vf_op)o) < r->arity);
-        assert_int_equal(r->attrs & ~(uint32_t)(VF_ATTR_SEED * 2 - 1), 0);
+        assert_int_equal(r->attrs & ~(uint32_t)(VF_ATTR_WINDOW * 2 - 1), 0);
         assert_int_not_equal(r->accepts, 0);
         assert_int_equal(r->accepts & ~(uint32_t)VF_MASK_ALL, 0);
         if (r->kind == VF_KIND_SOURCE) assert_int_equal(r->arity, 0);
@@ -127,6 +127,29 @@ static void test_attrs_read(void **state)
     r = vf_attrs_read(VF_OP_FILL, &all);
     assert_true(r.value == 2.5);
     assert_int_equal(r.dtype, VF_F32);
+    /* the window fields: read by slice and pad (pad also the value), not by others */
+    vf_attrs sl = all;
+    sl.lo[1] = 2, sl.hi[0] = -1, sl.step[1] = -3;
+    r = vf_attrs_read(VF_OP_SLICE, &sl);
+    assert_true(r.lo[1] == 2 && r.hi[0] == -1 && r.step[1] == -3 && r.value == 0.0 && r.axis == 0);
+    r = vf_attrs_read(VF_OP_PAD, &sl);
+    assert_true(r.lo[1] == 2 && r.value == 2.5);
+    r = vf_attrs_read(VF_OP_CONCAT, &sl);
+    assert_true(r.lo[1] == 0 && r.step[1] == 0 && r.axis == 1);
+    assert_false(vf_attrs_equal(VF_OP_SLICE, &sl, &all));
+    assert_true(vf_attrs_equal(VF_OP_ADD, &sl, &all));
+    /* NumPy's rules for one dim */
+    int64_t start;
+    assert_int_equal(vf_slice_dim(10, -3, INT64_MAX, 1, &start), 3);
+    assert_int_equal(start, 7);
+    assert_int_equal(vf_slice_dim(10, INT64_MAX, INT64_MAX, -1, &start), 10);
+    assert_int_equal(start, 9);
+    assert_int_equal(vf_slice_dim(10, 5, 100, 2, &start), 3);
+    assert_int_equal(vf_slice_dim(10, -100, 3, -1, &start), 0);
+    assert_int_equal(vf_slice_dim(0, 0, INT64_MAX, -2, &start), 0);
+    assert_int_equal(vf_slice_dim(10, INT64_MIN, INT64_MIN, 1, &start), 0);
+    assert_int_equal(vf_pad_dim(3, 1, 2, 3), 1 + 2 + 3 + 2 * 2);
+    assert_int_equal(vf_pad_dim(0, 1, 2, 3), 3);
 }
 
 /* ---- saved files with fields an op does not read --------------------------- */

@@ -121,6 +121,8 @@ vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_matmul(vf_cpu *cpu, const vf_exec *e);
 /* Strided byte copy: TRANSPOSE, and COPY / same-dtype CAST with broadcast. */
 vf_status vf_cpu_transpose(vf_cpu *cpu, const vf_exec *e);
+/* slice, pad, concat (kernels_window.c) */
+vf_status vf_cpu_window(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_broadcast_copy(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_fill(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_random_normal(vf_cpu *cpu, const vf_exec *e);

@@ -159,6 +159,12 @@ bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index);
 /* Normalises a possibly negative axis for rank; false (error) if out of range. */
 bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out);
 
+/* g, the gradient of slice a of x, scattered into zeros of x's shape
+   (SLICE_GRAD; ops_movement.c): exact for every size of a symbolic dim. */
+vf_tensor *vf_slice_grad(vf_context *ctx, vf_tensor *g, vf_tensor *x, const vf_attrs *a);
+/* Symbolic dims (bit d) of t while tracing, 0 for a concrete tensor (trace.c). */
+uint32_t vf_trace_sym_dims(vf_context *ctx, vf_tensor *t, const char *op);
+
 /* Tracing hooks (trace.c), called by the op entry points while ctx->trace
    is set: they record graph nodes instead of running the op. */
 vf_tensor *vf_trace_exec(vf_context *ctx, const vf_exec *e, vf_tensor *out);

@@ -386,8 +386,70 @@ static bool g_transpose(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, v
     return gin[0] != NULL;
 }
 
+/* Slice: g scattered into zeros of x's shape (SLICE_GRAD reads only x's
+   shape, resolved per call: right at every size of a symbolic dim). */
+static bool g_slice(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_slice_grad(ctx, g, IN(0), &e->attrs);
+    return gin[0] != NULL;
+}
+
+/* Slice_grad is linear in g: its gradient is the slice of its own
+   gradient; the shape input gets none. */
+static bool g_slice_grad(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_slice(ctx, g, e->attrs.lo, e->attrs.hi, e->attrs.step);
+    return gin[0] != NULL;
+}
+
+/* Pad: the slice of g where x went (its end counted from the end, so that
+   a symbolic dim stays right). */
+static bool g_pad(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    int64_t b[VF_MAX_RANK], en[VF_MAX_RANK];
+    for (int d = 0; d < IN(0)->rank; d++) {
+        b[d] = e->attrs.lo[d];
+        en[d] = e->attrs.hi[d] ? -e->attrs.hi[d] : INT64_MAX;
+    }
+    gin[0] = vf_slice(ctx, g, b, en, e->attrs.step);
+    return gin[0] != NULL;
+}
+
+/* Concat: g's two parts. A symbolic part's size is not known here: its
+   slice is bounded by the other part's (fixed) size instead. */
+static bool g_concat(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *x = IN(0), *y = IN(1);
+    int ax = e->attrs.axis;
+    bool sx = (vf_trace_sym_dims(ctx, x, "vf_tape_gradient") >> ax) & 1u;
+    bool sy = (vf_trace_sym_dims(ctx, y, "vf_tape_gradient") >> ax) & 1u;
+    if (sx && sy) {
+        vf_fail(ctx, VF_ERROR_UNSUPPORTED, "vf_tape_gradient: the gradient of vf_concat of two parts that are both "
+                "symbolic (-1) along axis %d; give one of them a fixed size in the input_signature", ax);
+        return false;
+    }
+    int64_t b[VF_MAX_RANK], en[VF_MAX_RANK];
+    for (int d = 0; d < g->rank; d++) b[d] = 0, en[d] = INT64_MAX;
+    int64_t cut = !sx ? x->shape[ax] : y->shape[ax] ? -y->shape[ax] : INT64_MAX;
+    en[ax] = cut;
+    gin[0] = vf_slice(ctx, g, b, en, NULL);
+    b[ax] = cut;
+    en[ax] = INT64_MAX;
+    gin[1] = vf_slice(ctx, g, b, en, NULL);
+    return gin[0] && gin[1];
+}
+
 static bool g_reshape(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
+    /* back to x's shape with the -1 where x's symbolic dim is (tile's
+       [2, N, 2, 6] -> [2N, 12] has it second); vf_ad_reshape guesses */
+    uint32_t sym = vf_trace_sym_dims(ctx, IN(0), "vf_tape_gradient");
+    if (sym && !(sym & (sym - 1))) {
+        int64_t s[VF_MAX_RANK];
+        for (int d = 0; d < IN(0)->rank; d++) s[d] = (sym >> d) & 1u ? -1 : IN(0)->shape[d];
+        gin[0] = vf_reshape(ctx, g, IN(0)->rank, s);
+        return gin[0] != NULL;
+    }
     gin[0] = vf_ad_reshape(ctx, g, IN(0)->rank, IN(0)->shape);
     return gin[0] != NULL;
 }
@@ -406,6 +468,7 @@ RULE(matmul, g_matmul) RULE(transpose, g_transpose) RULE(square, g_square)
 RULE(zero, g_zero) RULE(mod, g_mod) RULE(erf, g_erf) RULE(log1p, g_log1p) RULE(expm1, g_expm1)
 RULE(softplus, g_softplus) RULE(leaky_relu, g_leaky_relu) RULE(clip, g_clip) RULE(prod, g_prod)
 RULE(logsumexp, g_logsumexp)
+RULE(slice, g_slice) RULE(pad, g_pad) RULE(concat, g_concat) RULE(slice_grad, g_slice_grad)
 #undef RULE
 
 vf_grad_fn vf_grad_fn_of(const vf_tape_entry *e)

@@ -86,7 +86,16 @@ static vf_status run_op(vf_run_state *rs, int id, const vf_node *n, const vf_rva
     vf_status s = new_value(rs, "vf_function_call", dt, &os, out);
     if (s != VF_OK || vf_shape_numel(&os) == 0) return s;
     for (int j = 0; j < n->n_in; j++)
-        if (numel_of(&in[j].ref) == 0) return empty_input(rs, id, n, out);
+        if (numel_of(&in[j].ref) == 0) {
+            /* the window ops' own rules, as their entry points apply them */
+            if (n->op == VF_OP_PAD) return fill(rs, out, n->attrs.value);
+            if (n->op == VF_OP_SLICE_GRAD) return fill(rs, out, 0.0);   /* an empty slice: no gradient */
+            if (n->op == VF_OP_CONCAT) {
+                vf_exec c = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[1 - j].ref, .out = out->ref};
+                return exec(rs, &c);
+            }
+            return empty_input(rs, id, n, out);
+        }
     vf_exec e = {.op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = out->ref};
     for (int j = 0; j < n->n_in; j++) e.in[j] = in[j].ref;
     return exec(rs, &e);

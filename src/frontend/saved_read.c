@@ -159,6 +159,12 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
     uint64_t bits = U64("attrs.value");
     memcpy(&n->attrs.value, &bits, sizeof bits);
     n->attrs.seed = U64("attrs.seed");
+    if (n->kind == VF_NODE_OP && (vf_op_get(n->op)->attrs & VF_ATTR_WINDOW))
+        for (int d = 0; d < VF_MAX_RANK; d++) {
+            n->attrs.lo[d] = (int64_t)U64("attrs.lo");
+            n->attrs.hi[d] = (int64_t)U64("attrs.hi");
+            n->attrs.step[d] = (int64_t)U64("attrs.step");
+        }
     if (r->bad) return false;
     vf_dtype in_dt[16];
     vf_shape ins[16];

@@ -94,6 +94,13 @@ static void put_node(wbuf *w, const vf_node *n)
     put_u8(w, (unsigned)a.dtype);
     put_f64(w, a.value);
     put_u64(w, a.seed);
+    /* only ops that read them (appended ops: files without them stay readable) */
+    if (n->kind == VF_NODE_OP && (vf_op_get(n->op)->attrs & VF_ATTR_WINDOW))
+        for (int d = 0; d < VF_MAX_RANK; d++) {
+            put_u64(w, (uint64_t)a.lo[d]);
+            put_u64(w, (uint64_t)a.hi[d]);
+            put_u64(w, (uint64_t)a.step[d]);
+        }
     switch (n->kind) {
     case VF_NODE_RESHAPE:
         put_u8(w, (unsigned)n->target.rank);

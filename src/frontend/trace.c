@@ -513,3 +513,10 @@ vf_status vf_trace_print(vf_context *ctx, const char *label, vf_tensor *t)
     vf_trace_graph(ctx)->nodes[id].label = l;
     return VF_OK;
 }
+
+uint32_t vf_trace_sym_dims(vf_context *ctx, vf_tensor *t, const char *op)
+{
+    if (!ctx->trace || !t->sym_gen || t->sym_gen != ctx->trace->gen) return 0;
+    int v = vf_trace_value(ctx, t, op);
+    return v < 0 ? 0 : vf_trace_shape_of(ctx, v).sym;
+}

@@ -30,6 +30,13 @@ static void attrs_text(vf_sb *b, const vf_node *n)
         if (m & VF_ATTR_DTYPE) vf_sb_add(b, " {to=%s}", vf_dtype_name(a->dtype));
         if (m & VF_ATTR_VALUE) vf_sb_add(b, " {value=%g}", a->value);
         if (m & VF_ATTR_SEED) vf_sb_add(b, " {seed=%llu}", (unsigned long long)a->seed);
+        if (m & VF_ATTR_WINDOW) { /* lo:hi:step per dim, as NumPy writes a slice */
+            vf_sb_add(b, " {%s=", n->op == VF_OP_PAD ? "pad" : "slice");
+            for (int i = 0; i < n->shape.rank; i++)
+                vf_sb_add(b, "%s%lld:%lld:%lld", i ? "," : "", (long long)a->lo[i], (long long)a->hi[i],
+                          (long long)a->step[i]);
+            vf_sb_add(b, "}");
+        }
         break;
     }
     case VF_NODE_PARAM: vf_sb_add(b, " #%d", n->index); break;

@@ -55,6 +55,13 @@ typedef enum vf_op {
     VF_OP_CLIP,           /* in[1], in[2]: the bounds, scalars of x's dtype */
     VF_OP_STOP_GRADIENT,  /* identity; no gradient flows through */
     VF_OP_REDUCE_PROD, VF_OP_REDUCE_ANY, VF_OP_REDUCE_ALL, VF_OP_LOGSUMEXP,
+    /* appended: movement ops with a window (attrs.lo / hi / step; see
+       vf_window in backend.h for what each reads) */
+    VF_OP_SLICE,   /* NumPy basic slicing, lo/hi/step as the user gave them (resolved per size) */
+    VF_OP_PAD,     /* lo / hi elements of attrs.value before / after each dim (step 1) */
+    VF_OP_CONCAT,  /* in[0] then in[1] along attrs.axis */
+    VF_OP_SLICE_GRAD, /* in[0] (a slice's gradient) scattered into zeros of in[1]'s shape at the
+                         positions slice lo/hi/step of in[1] takes; in[1] only gives the shape */
     VF_OP_COUNT
 } vf_op;
 
@@ -167,6 +174,7 @@ enum {
     VF_ATTR_DTYPE = 1u << 4,
     VF_ATTR_VALUE = 1u << 5,
     VF_ATTR_SEED = 1u << 6,
+    VF_ATTR_WINDOW = 1u << 7, /* lo, hi and step */
 };
 
 /* Attributes of one op invocation; fields unused by an op stay zero. */
@@ -179,7 +187,19 @@ typedef struct vf_attrs {
     vf_dtype dtype;          /* cast target */
     double value;            /* fill */
     uint64_t seed;           /* random_normal */
+    /* slice: begin, end, step per input dim as the user gave them (NumPy
+       basic slicing, resolved against each call's sizes by vf_slice_dim);
+       pad: elements before (lo) and after (hi) each dim, step 1 */
+    int64_t lo[VF_MAX_RANK], hi[VF_MAX_RANK], step[VF_MAX_RANK];
 } vf_attrs;
+
+/* NumPy basic slicing of one dim of size n: begin and end count from the
+   end when negative and are clamped to the dim (INT64_MAX / INT64_MIN: to
+   the end / the start in the step's direction), step != 0. Returns the
+   result's size and sets *start to the index of its first element. */
+int64_t vf_slice_dim(int64_t n, int64_t begin, int64_t end, int64_t step, int64_t *start);
+/* The size of a padded dim of n elements (pad: lo, hi, step). */
+int64_t vf_pad_dim(int64_t n, int64_t lo, int64_t hi, int64_t step);
 
 /* a with the fields op does not read set to 0 (op_table.c). */
 vf_attrs vf_attrs_read(vf_op op, const vf_attrs *a);

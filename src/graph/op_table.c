@@ -132,6 +132,7 @@ PIN(SIGN, 42) PIN(FLOOR, 43) PIN(CEIL, 44) PIN(ROUND, 45) PIN(MOD, 46) PIN(LOGIC
 PIN(LOGICAL_OR, 48) PIN(LOGICAL_NOT, 49) PIN(ERF, 50) PIN(LOG1P, 51) PIN(EXPM1, 52) PIN(SOFTPLUS, 53)
 PIN(LEAKY_RELU, 54) PIN(CLIP, 55) PIN(STOP_GRADIENT, 56) PIN(REDUCE_PROD, 57) PIN(REDUCE_ANY, 58)
 PIN(REDUCE_ALL, 59) PIN(LOGSUMEXP, 60)
+PIN(SLICE, 61) PIN(PAD, 62) PIN(CONCAT, 63) PIN(SLICE_GRAD, 64)
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -144,6 +145,8 @@ extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf
 /* issue 13's math ops */
 extern const vf_grad_rule vf_grad_zero, vf_grad_mod, vf_grad_erf, vf_grad_log1p, vf_grad_expm1,
     vf_grad_softplus, vf_grad_leaky_relu, vf_grad_clip, vf_grad_prod, vf_grad_logsumexp;
+/* movement ops */
+extern const vf_grad_rule vf_grad_slice, vf_grad_pad, vf_grad_concat, vf_grad_slice_grad;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -272,6 +275,15 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
                       .grad = &vf_grad_matmul},
     [VF_OP_TRANSPOSE] = {.name = "transpose", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
                          .result = VF_RESULT_SAME, .attrs = VF_ATTR_PERM, .grad = &vf_grad_transpose},
+    /* window ops: one kernel each (backend.h vf_window), elements moved as bits */
+    [VF_OP_SLICE] = {.name = "slice", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
+                     .result = VF_RESULT_SAME, .attrs = VF_ATTR_WINDOW, .grad = &vf_grad_slice},
+    [VF_OP_PAD] = {.name = "pad", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
+                   .result = VF_RESULT_SAME, .attrs = VF_ATTR_WINDOW | VF_ATTR_VALUE, .grad = &vf_grad_pad},
+    [VF_OP_CONCAT] = {.name = "concat", .arity = 2, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
+                      .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_concat},
+    [VF_OP_SLICE_GRAD] = {.name = "slice_grad", .arity = 2, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
+                          .result = VF_RESULT_SAME, .attrs = VF_ATTR_WINDOW, .grad = &vf_grad_slice_grad},
     [VF_OP_FILL] = {.name = "fill", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = ALL,
                     .result = VF_RESULT_ATTR, .attrs = VF_ATTR_VALUE},
     [VF_OP_RANDOM_NORMAL] = {.name = "random_normal", .arity = 0, .kind = VF_KIND_SOURCE,
@@ -291,6 +303,11 @@ vf_attrs vf_attrs_read(vf_op op, const vf_attrs *a)
     if (m & VF_ATTR_DTYPE) r.dtype = a->dtype;
     if (m & VF_ATTR_VALUE) r.value = a->value;
     if (m & VF_ATTR_SEED) r.seed = a->seed;
+    if (m & VF_ATTR_WINDOW) {
+        memcpy(r.lo, a->lo, sizeof r.lo);
+        memcpy(r.hi, a->hi, sizeof r.hi);
+        memcpy(r.step, a->step, sizeof r.step);
+    }
     return r;
 }
 
@@ -300,5 +317,35 @@ bool vf_attrs_equal(vf_op op, const vf_attrs *a, const vf_attrs *b)
     /* field by field: padding is not compared, and value bit by bit (NaN == NaN, 0 != -0) */
     return x.axes_mask == y.axes_mask && x.keepdims == y.keepdims && x.axis == y.axis &&
            memcmp(x.perm, y.perm, sizeof x.perm) == 0 && x.trans_a == y.trans_a && x.trans_b == y.trans_b &&
-           x.dtype == y.dtype && memcmp(&x.value, &y.value, sizeof x.value) == 0 && x.seed == y.seed;
+           x.dtype == y.dtype && memcmp(&x.value, &y.value, sizeof x.value) == 0 && x.seed == y.seed &&
+           memcmp(x.lo, y.lo, sizeof x.lo) == 0 && memcmp(x.hi, y.hi, sizeof x.hi) == 0 &&
+           memcmp(x.step, y.step, sizeof x.step) == 0;
+}
+
+/* ---- window arithmetic ------------------------------------------------- */
+
+/* Python's slice.indices, without overflow for any int64 begin / end. */
+int64_t vf_slice_dim(int64_t n, int64_t begin, int64_t end, int64_t step, int64_t *start)
+{
+    if (step > 0) {
+        int64_t b = begin < 0 ? (begin < -n ? 0 : begin + n) : (begin > n ? n : begin);
+        int64_t e = end < 0 ? (end < -n ? 0 : end + n) : (end > n ? n : end);
+        *start = b;
+        return e > b ? (e - b - 1) / step + 1 : 0;
+    }
+    if (step == 0) {
+        *start = 0;
+        return 0;
+    }
+    /* downwards: -1 stands for "before index 0"; INT64_MAX as end is the
+       omitted stop (through index 0), as NumPy's x[::-1] */
+    int64_t b = begin < 0 ? (begin < -n ? -1 : begin + n) : (begin > n - 1 ? n - 1 : begin);
+    int64_t e = end == INT64_MAX ? -1 : end < 0 ? (end < -n ? -1 : end + n) : (end > n - 1 ? n - 1 : end);
+    *start = b;
+    return b > e ? (b - e - 1) / (-step) + 1 : 0;
+}
+
+int64_t vf_pad_dim(int64_t n, int64_t lo, int64_t hi, int64_t step)
+{
+    return lo + hi + (n > 0 ? n + (n - 1) * (step - 1) : 0);
 }

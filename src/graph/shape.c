@@ -135,6 +135,19 @@ static vf_status check_attrs(vf_op op, const vf_attrs *a, const vf_shape *in, vf
             seen |= 1u << p;
         }
     }
+    /* window attrs: a slice's begin / end are any int64 (clamped), its step
+       non-zero; a pad's amounts are bounded so that sizes stay in int64 */
+    for (int d = 0; (info->attrs & VF_ATTR_WINDOW) && d < r0; d++) {
+        if ((op == VF_OP_SLICE || op == VF_OP_SLICE_GRAD) && (a->step[d] == 0 || a->step[d] == INT64_MIN))
+            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: step[%d] is %lld; a step must be non-zero "
+                              "(and above INT64_MIN)", info->name, d, (long long)a->step[d]);
+        const int64_t big = (int64_t)1 << 40;
+        if (op == VF_OP_PAD && (a->lo[d] < 0 || a->hi[d] < 0 || a->lo[d] > big || a->hi[d] > big ||
+                                a->step[d] != 1))
+            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_pad: dim %d pads %lld before and %lld after (step "
+                              "%lld); amounts must be 0 .. 2^40 and the step 1", d, (long long)a->lo[d],
+                              (long long)a->hi[d], (long long)a->step[d]);
+    }
     if ((info->attrs & VF_ATTR_DTYPE) && !vf_dtype_valid((int)a->dtype))
         return vf_err_set(err, VF_ERROR_DTYPE, "vf_%s: target dtype %d is not a vf_dtype", info->name, (int)a->dtype);
     return VF_OK;
@@ -290,6 +303,46 @@ vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_
     case VF_KIND_MATMUL:
         return infer_matmul(a, &in[0], &in[1], out, err);
     case VF_KIND_MOVEMENT:
+        if (op == VF_OP_SLICE || op == VF_OP_PAD) {
+            /* a symbolic dim stays symbolic: the result's size follows it */
+            *out = *x;
+            for (int d = 0; d < x->rank; d++) {
+                int64_t start;
+                out->dim[d] = op == VF_OP_SLICE ? vf_slice_dim(x->dim[d], a->lo[d], a->hi[d], a->step[d], &start)
+                                                : vf_pad_dim(x->dim[d], a->lo[d], a->hi[d], a->step[d]);
+            }
+            return VF_OK;
+        }
+        if (op == VF_OP_SLICE_GRAD) { /* the shape of in[1], of which in[0] is a slice */
+            const vf_shape *like = &in[1];
+            bool ok = like->rank == x->rank;
+            for (int d = 0; ok && d < x->rank; d++) {
+                int64_t start;
+                ok = vf_slice_dim(like->dim[d], a->lo[d], a->hi[d], a->step[d], &start) == x->dim[d];
+            }
+            if (!ok) {
+                char sa[96], sb[96];
+                return vf_err_set(err, VF_ERROR_SHAPE, "vf_slice_grad: %s is not the shape of the slice of %s",
+                                  sh(sa, sizeof sa, x), sh(sb, sizeof sb, like));
+            }
+            *out = *like;
+            return VF_OK;
+        }
+        if (op == VF_OP_CONCAT) {
+            const vf_shape *y = &in[1];
+            bool ok = x->rank == y->rank && a->axis < x->rank;
+            for (int d = 0; ok && d < x->rank; d++) ok = d == a->axis || x->dim[d] == y->dim[d];
+            if (!ok) {
+                char sa[96], sb[96];
+                return vf_err_set(err, VF_ERROR_SHAPE, "vf_concat: shapes %s and %s differ outside axis %d; every "
+                                  "input must have the same rank and the same size in every other dim",
+                                  sh(sa, sizeof sa, x), sh(sb, sizeof sb, y), a->axis);
+            }
+            *out = *x;
+            out->sym |= y->sym;
+            out->dim[a->axis] = x->dim[a->axis] + y->dim[a->axis];
+            return VF_OK;
+        }
         *out = (vf_shape){.rank = x->rank};
         for (int d = 0; d < x->rank; d++) {
             out->dim[d] = x->dim[a->perm[d]];

@@ -44,6 +44,16 @@ bool vf_fusible_elementwise(const vf_node *n)
     return info->kind == VF_KIND_ELEMENTWISE || n->op == VF_OP_FILL;
 }
 
+/* Window ops (slice, pad, concat, slice_grad) read their inputs at computed indices:
+   in an elementwise group they start it (their inputs are group inputs,
+   in memory) and their consumers join; row and matmul groups have no such
+   read. */
+static bool window_reader(const vf_node *n)
+{
+    return n->kind == VF_NODE_OP &&
+           (n->op == VF_OP_SLICE || n->op == VF_OP_PAD || n->op == VF_OP_CONCAT || n->op == VF_OP_SLICE_GRAD);
+}
+
 const char *vf_group_kind_name(vf_group_kind k)
 {
     static const char *const names[] = {"single", "elementwise_dag", "row_epilogue", "matmul_epilogue"};
@@ -74,6 +84,7 @@ typedef struct {
     bool open;
     int n_members;
     vf_shape shape;    /* output shape of the elementwise members */
+    bool window;       /* has a window member (slice, pad, concat, slice_grad) */
 } wgroup;
 
 typedef struct {
@@ -269,6 +280,13 @@ static int choose(pstate *s, int n, int epoch)
         for (int c = 0; c < nc; c++) dup |= cand[c] == r;
         if (!dup && nc < (int)(sizeof cand / sizeof cand[0])) cand[nc++] = r;
     }
+    /* a group with a window member stays elementwise */
+    if (row || special >= 0)
+        for (int c = 0; c < nc; c++)
+            if (s->w[cand[c]].window) {
+                memmove(&cand[c], &cand[c + 1], sizeof cand[0] * (size_t)(nc - c - 1));
+                nc--, c--;
+            }
     /* an elementwise group merged into a row group must be over its rows */
     if (row)
         for (int c = 0; c < nc; c++)
@@ -298,6 +316,7 @@ static int choose(pstate *s, int n, int epoch)
     for (int c = 0; c < nc; c++) {
         if (cand[c] == root) continue;
         s->w[root].n_members += s->w[cand[c]].n_members;
+        s->w[root].window = s->w[root].window || s->w[cand[c]].window;
         s->w[cand[c]].parent = root;
     }
     /* the root may be a splat of another shape: the group has n's (a row
@@ -355,7 +374,14 @@ vf_status vf_partition(const vf_graph *g, const vf_fusion_options *opt, vf_parti
             bool ew = vf_fusible_elementwise(nd);
             bool row = !ew && opt->fuse_rows && row_center(g, nd);
             bool mm = !ew && opt->fuse_matmul && nd->kind == VF_NODE_OP && nd->op == VF_OP_MATMUL;
-            if (ew || row) grp = choose(&s, v, epoch);
+            if (window_reader(nd)) { /* starts a group that its consumers may join */
+                grp = new_group(&s, VF_GROUP_ELEMENTWISE_DAG, epoch, &nd->shape);
+                s.w[grp].n_members = 0;
+                s.w[grp].window = true;
+                ew = true;
+            } else if (ew || row) {
+                grp = choose(&s, v, epoch);
+            }
             if (grp >= 0) {
                 s.w[grp].n_members++;
                 if (row && s.w[grp].kind != VF_GROUP_ROW_EPILOGUE) {   /* a prologue becomes a row group */

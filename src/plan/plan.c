@@ -221,6 +221,10 @@ static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, con
             for (int j = 0; j < n->n_in; j++) dts[j] = in[j].ref.dtype, sh[j] = vf_pb_shape_of(&in[j].ref);
             vf_err err = {0};
             if (vf_infer(n, dts, sh, &dt, &os, &err) != VF_OK || vf_shape_numel(&os) == 0) return false;
+            /* an empty input of a non-empty result (a pad or concat of a
+               symbolic dim that is 0 this call): the interpreter's rules */
+            for (int j = 0; j < n->n_in; j++)
+                if (vf_shape_numel(&sh[j]) == 0) return false;
             v[i] = inter_val(b, dt, &os);
             vf_exec e = {.op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = v[i].ref};
             for (int j = 0; j < n->n_in; j++) e.in[j] = in[j].ref;

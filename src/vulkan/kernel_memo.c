@@ -25,6 +25,12 @@ int vf_vk_memo_key(const vf_exec *e, uint64_t *w)
     memcpy(&bits, &a->value, sizeof bits);
     w[n++] = bits;
     w[n++] = a->seed;
+    if (vf_op_get(e->op)->attrs & VF_ATTR_WINDOW)
+        for (int d = 0; d < VF_MAX_RANK; d++) {
+            w[n++] = (uint64_t)a->lo[d];
+            w[n++] = (uint64_t)a->hi[d];
+            w[n++] = (uint64_t)a->step[d];
+        }
     for (int i = 0; i < e->n_in; i++) n = put_tref(w, n, &e->in[i]);
     return put_tref(w, n, &e->out);
 }

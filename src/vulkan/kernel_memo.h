@@ -21,7 +21,7 @@
 #include "vulkan/codegen/kernel.h"
 #include "util/hash.h"
 
-#define VF_VK_MEMO_WORDS 64
+#define VF_VK_MEMO_WORDS 96
 #define VF_VK_MEMO_MAX 1024
 
 struct vf_vk_pipeline;

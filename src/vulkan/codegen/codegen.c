@@ -55,7 +55,9 @@ vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_kerne
         st = e->op == VF_OP_RANDOM_NORMAL ? vf_codegen_random(e, caps, out, err)
                                           : vf_codegen_single(e, caps, out, err);
         break;
-    case VF_KIND_MOVEMENT: st = vf_codegen_transpose(e, caps, out, err); break;
+    case VF_KIND_MOVEMENT:
+        st = e->op == VF_OP_TRANSPOSE ? vf_codegen_transpose(e, caps, out, err) : vf_codegen_window(e, caps, out, err);
+        break;
     case VF_KIND_REDUCTION: st = vf_codegen_reduce(e, caps, out, err); break;
     case VF_KIND_ROW: st = vf_codegen_row(e, caps, out, err); break;
     case VF_KIND_MATMUL: st = vf_codegen_matmul(e, caps, out, err); break;

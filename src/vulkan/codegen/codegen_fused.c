@@ -50,13 +50,76 @@ static uint32_t fill_bits(const vf_exec *e)
     return e->out.dtype == VF_F16 ? b & 0xffffu : e->out.dtype == VF_BOOL ? (b & 0xffu ? 1u : 0u) : b;
 }
 
+/* A window member (slice, pad, concat, slice_grad) reads its sources
+   (group inputs) at the indices vf_window gives for the output coordinates oc0.. (see
+   elementwise_dag): the indexed read of codegen_window.c, with the value
+   in the compute type instead of raw bits. */
+static void emit_window(vf_sb *s, const vf_fused_group *grp, int m, const bool *wpush, const char *indent)
+{
+    const vf_exec *e = &grp->execs[m];
+    vf_window w;
+    vf_window_of(e, &w);   /* checked by window_members_ok */
+    for (int q = 0; q < w.n_src; q++) {
+        char ok[32], idx[32];
+        snprintf(ok, sizeof ok, "w%d_ok%d", m, q);
+        snprintf(idx, sizeof idx, "w%d_s%d", m, q);
+        char push[24];
+        snprintf(push, sizeof push, "w%do%d_", m & 63, q & 1);
+        cg_window_source(s, &w, q, "oc", ok, idx, wpush[2 * m + q] ? push : NULL, indent);
+    }
+    vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_ctype_of(e->out.dtype)), m);
+    for (int q = 0; q < w.n_src; q++) {
+        bool last = q == w.n_src - 1 && !w.has_fill;
+        if (!last) vf_sb_add(s, "w%d_ok%d ? ", m, q);
+        vf_sb_add(s, "ld%d(w%d_s%d)%s", grp->members[m].in[q], m, q, last ? "" : " : ");
+    }
+    if (w.has_fill) cg_fill_literal(s, e);
+    vf_sb_add(s, ";   // %s, an indexed read\n", vf_op_get(e->op)->name);
+}
+
+/* Whether every window member reads group inputs (not member values: an
+   indexed read needs memory) through a window that fits the kernel's
+   32-bit index arithmetic; marks the inputs that only they read. */
+static vf_status window_members_ok(const vf_fused_group *grp, bool *win_only, bool *any, vf_err *err)
+{
+    bool direct_read[FU_MAX_TENSORS] = {false};
+    *any = false;
+    for (int m = 0; m < grp->n_members; m++) {
+        const vf_exec *e = &grp->execs[m];
+        bool win = cg_window_op(e->op);
+        /* a window's sources are its first inputs (slice_grad's second only gives a shape) */
+        int n_src = e->op == VF_OP_CONCAT ? 2 : 1;
+        for (int k = 0; k < e->n_in && k < 3; k++) {
+            int src = grp->members[m].in[k];
+            if (win && k >= n_src) continue;
+            if (win && src < 0)
+                return vf_err_set(err, VF_ERROR_UNSUPPORTED, "fused group: %s member %d reads a member value; "
+                                  "an indexed read needs a group input", vf_op_get(e->op)->name, m);
+            if (src >= 0 && src < FU_MAX_TENSORS) {
+                if (win) win_only[src] = true;
+                else direct_read[src] = true;
+            }
+        }
+        if (!win) continue;
+        *any = true;
+        vf_window w;
+        if (!vf_window_of(e, &w))
+            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "fused group: %s member %d: shapes do not match its "
+                              "attributes", vf_op_get(e->op)->name, m);
+        vf_status st = cg_window_check(e, &w, err);
+        if (st != VF_OK) return st;
+    }
+    for (int k = 0; k < grp->n_inputs && k < FU_MAX_TENSORS; k++) win_only[k] = win_only[k] && !direct_read[k];
+    return VF_OK;
+}
+
 /* Evaluates the members in order, from the loaded inputs x0.. into tM.
    A FILL member whose value is the push constant fillM (pushed) reads it
    there, so the GLSL does not depend on the value. A member only stored
    (direct, see elementwise_dag) keeps its op's result type, or a FILL its
    bits: its store converts once, as an unfused kernel does. */
 static void emit_eval(vf_sb *s, const vf_fused_group *grp, const char *indent, const bool *pushed,
-                      const bool *direct)
+                      const bool *direct, const bool *wpush)
 {
     static const char *const from_bits[] = {
         [VF_F32] = "uintBitsToFloat(pc.fill%d)", [VF_F16] = "vf_h2f(pc.fill%d)", [VF_I32] = "int(pc.fill%d)",
@@ -64,6 +127,10 @@ static void emit_eval(vf_sb *s, const vf_fused_group *grp, const char *indent, c
     for (int m = 0; m < grp->n_members; m++) {
         const vf_exec *e = &grp->execs[m];
         bool fill = e->op == VF_OP_FILL, raw = direct && direct[m];
+        if (cg_window_op(e->op)) {
+            emit_window(s, grp, m, wpush, indent);
+            continue;
+        }
         if (raw && !fill) {
             vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_member_result(e)), m);
             cg_member_call(s, grp, m, value_ref, NULL);
@@ -120,7 +187,7 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
     const vf_tref *oshape = &grp->tensors[n_in];
     for (int m = 0; m < grp->n_members; m++) {
         const vf_exec *e = &grp->execs[m];
-        if (!cg_member_op(e->op))
+        if (!cg_member_op(e->op) && !cg_window_op(e->op))
             return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "fused group: member %d (%s) is not elementwise", m,
                               vf_op_get(e->op)->name);
         bool splat = e->op == VF_OP_FILL && grp->members[m].out < 0;   /* a literal: any shape */
@@ -128,8 +195,14 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
             (e->out.rank != oshape->rank || memcmp(e->out.shape, oshape->shape, sizeof(int64_t) * (size_t)oshape->rank)))
             return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "fused group: members of different shapes");
     }
+    bool win_only[FU_MAX_TENSORS] = {false}, any_win;
+    vf_status wst = window_members_ok(grp, win_only, &any_win, err);
+    if (wst != VF_OK) return wst;
+    /* inputs only window members read are indexed by them: out of the
+       broadcast pattern (a single element to it) */
     const vf_tref *ins[FU_MAX_TENSORS];
-    for (int i = 0; i < n_in; i++) ins[i] = &grp->tensors[i];
+    vf_tref one = {.rank = 0};
+    for (int i = 0; i < n_in; i++) ins[i] = win_only[i] ? &one : &grp->tensors[i];
     cg_pattern p;
     cg_collapse(oshape, ins, n_in, &p);
     uint64_t numel = (uint64_t)cg_numel(oshape);
@@ -138,7 +211,7 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
                           (unsigned long long)numel);
     /* vec4: every tensor but single elements moved as vec4s (4-byte
        dtypes at 16-byte aligned offsets) */
-    bool vec4 = p.ndims == 1 && numel % 4 == 0;
+    bool vec4 = p.ndims == 1 && numel % 4 == 0 && !any_win;
     for (int i = 0; i < n_in; i++) {
         bool scalar = (p.bcast[0] >> i) & 1;
         if (!scalar && (!is4(grp->tensors[i].dtype) || grp->tensors[i].offset % 16 != 0)) vec4 = false;
@@ -204,6 +277,19 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
             cg_push_u32(&cg, nm, fill_bits(&grp->execs[m]));
             pushed[m] = true;
         }
+    /* window members' offsets likewise, while there is room */
+    bool wpush[128] = {false};
+    for (int m = 0; m < grp->n_members; m++) {
+        vf_window w;
+        if (!cg_window_op(grp->execs[m].op) || !vf_window_of(&grp->execs[m], &w)) continue;
+        for (int q = 0; q < w.n_src; q++)
+            if (cg.n_push + w.rank + 1 <= CG_MAX_PUSH_FIELDS) {
+                char nm[24];
+                snprintf(nm, sizeof nm, "w%do%d_", m & 63, q & 1);
+                cg_window_push(&cg, &w, q, nm);
+                wpush[2 * m + q] = true;
+            }
+    }
     if (cg.status) {
         cg_abort(&cg);
         return cg.status;
@@ -223,7 +309,8 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
         bool read = false;
         for (int q = m + 1; q < grp->n_members; q++)
             for (int j = 0; j < 3; j++) read |= j < grp->execs[q].n_in && grp->members[q].in[j] == VF_FUSED_MEMBER(m);
-        direct[m] = grp->members[m].out >= 0 && !read && (grp->execs[m].op != VF_OP_FILL || pushed[m]);
+        direct[m] = grp->members[m].out >= 0 && !read && (grp->execs[m].op != VF_OP_FILL || pushed[m]) &&
+                    !cg_window_op(grp->execs[m].op);
     }
     for (int o = 0; o < n_out && !vec4; o++) {
         char fn[16], nm[16];
@@ -275,7 +362,7 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
                 vf_dtype dt = grp->tensors[i].dtype;
                 vf_sb_add(s, "            %s x%d = v%d[c];\n", cg_ctype_name(cg_ctype_of(dt)), i, i);
             }
-        emit_eval(s, grp, "            ", pushed, NULL);
+        emit_eval(s, grp, "            ", pushed, NULL, wpush);
         for (int o = 0; o < n_out; o++) vf_sb_add(s, "            r%d[c] = t%d;\n", o, cg_output_member(grp, o));
         vf_sb_puts(s, "        }\n");
         for (int o = 0; o < n_out; o++) vf_sb_add(s, "        out%d[i] = r%d;\n", o, o);
@@ -299,9 +386,11 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
         }
         for (int kk = 0; kk < n_in; kk++) {
             vf_dtype dt = grp->tensors[kk].dtype;
-            vf_sb_add(s, "        %s x%d = ld%d(idx%d);\n", cg_ctype_name(cg_ctype_of(dt)), kk, kk, kk);
+            if (!win_only[kk])
+                vf_sb_add(s, "        %s x%d = ld%d(idx%d);\n", cg_ctype_name(cg_ctype_of(dt)), kk, kk, kk);
         }
-        emit_eval(s, grp, "        ", pushed, direct);
+        if (any_win) cg_coords(s, oshape->rank, oshape->shape, "i", "oc", "        ");
+        emit_eval(s, grp, "        ", pushed, direct, wpush);
         /* every load happened above: outputs may alias same-shape inputs */
         for (int o = 0; o < n_out; o++) vf_sb_add(s, "        st%d(i, t%d);\n", o, cg_output_member(grp, o));
     }

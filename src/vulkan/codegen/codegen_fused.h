@@ -51,6 +51,11 @@ bool cg_member_op(vf_op op);
    prelude helper (vf_pow, vf_tanh, ...: branches and loops) counts 8, any
    other 1; an f16 result 2 more (its rounding). */
 unsigned cg_member_cost(const vf_fused_group *grp, int m);
+/* Window ops (slice, pad, concat): members of elementwise groups only,
+   whose sources are group inputs read at computed indices (codegen_fused.c). */
+bool cg_window_op(vf_op op);
+/* FILL (or pad) exec e's value as a literal of its dtype's compute type. */
+void cg_fill_literal(vf_sb *s, const vf_exec *e);
 /* Appends `RT op_<m>(CTa a, ...) { return <op-table GLSL>; }` for
    elementwise member m (nothing for FILL); UNSUPPORTED without an
    expression for its dtype. */

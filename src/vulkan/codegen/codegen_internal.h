@@ -119,6 +119,18 @@ bool cg_dtype_supported(const vf_exec *e, const vf_device_caps *caps, vf_dtype t
 /* Generators, one per op kind. */
 vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_window(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+/* The window ops' index arithmetic (codegen_window.c), shared with the
+   fused groups that read through one: whether window w of e fits 32-bit
+   index arithmetic; `bool OK = ...; uint IDX = ...;` for source q from int
+   coordinates COORD0.., and those coordinates of flat index FLAT in shape. */
+vf_status cg_window_check(const vf_exec *e, const vf_window *w, vf_err *err);
+void cg_window_source(vf_sb *s, const vf_window *w, int q, const char *coord, const char *ok, const char *idx,
+                      const char *push, const char *indent);
+/* Pushes source q's offsets as int fields <name>0.. (what `push` names in
+   cg_window_source): one kernel serves every offset (a slice's begin). */
+void cg_window_push(vf_cg *g, const vf_window *w, int q, const char *name);
+void cg_coords(vf_sb *s, int rank, const int64_t *shape, const char *flat, const char *coord, const char *indent);
 vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);

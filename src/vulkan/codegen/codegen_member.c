@@ -63,6 +63,11 @@ unsigned cg_member_cost(const vf_fused_group *grp, int m)
     return cost + (e->out.dtype == VF_F16 ? 2u : 0u);
 }
 
+bool cg_window_op(vf_op op)
+{
+    return op == VF_OP_SLICE || op == VF_OP_PAD || op == VF_OP_CONCAT || op == VF_OP_SLICE_GRAD;
+}
+
 /* The input whose dtype picks the expression: where(cond, a, b) picks a's. */
 static vf_ctype result_ctype(const vf_exec *e)
 {
@@ -74,7 +79,7 @@ vf_status cg_member_fn(vf_sb *s, const vf_fused_group *grp, int m, vf_err *err)
 {
     const vf_exec *e = &grp->execs[m];
     const vf_op_info *info = vf_op_get(e->op);
-    if (e->op == VF_OP_FILL) return VF_OK;   /* a constant: no function */
+    if (e->op == VF_OP_FILL || cg_window_op(e->op)) return VF_OK;   /* a constant, an indexed read: no function */
     vf_dtype dt = e->in[vf_op_data_input(e->op)].dtype;
     const char *expr = cg_pick_expr(info, dt);
     if (!expr)
@@ -91,7 +96,7 @@ vf_status cg_member_fn(vf_sb *s, const vf_fused_group *grp, int m, vf_err *err)
 }
 
 /* FILL member e's value exactly as stored, as a compute-type literal. */
-static void fill_literal(vf_sb *s, const vf_exec *e)
+void cg_fill_literal(vf_sb *s, const vf_exec *e)
 {
     uint8_t tmp[8] = {0};
     uint32_t b;
@@ -128,7 +133,7 @@ void cg_member_eval(vf_sb *s, const vf_fused_group *grp, int m, const char *inde
     const vf_exec *e = &grp->execs[m];
     vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_ctype_of(e->out.dtype)), m);
     if (e->op == VF_OP_FILL) {
-        fill_literal(s, e);
+        cg_fill_literal(s, e);
         vf_sb_puts(s, ";   // fill\n");
         return;
     }
