@@ -252,6 +252,26 @@ VF_API vf_tensor *vf_reshape(vf_context *ctx, vf_tensor *x, int rank, const int6
 /* perm NULL: reverse the dims. */
 VF_API vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm);
 
+/* ---- Indexing ------------------------------------------------------------
+   Indices are i32 (u32 is taken too); axes may be negative. */
+/* tf.gather: the slices of x at indices along axis; the result has shape
+   x.shape[:axis] + indices.shape + x.shape[axis+1:], any dtype. An index
+   outside [0, x.shape[axis]) (negative ones included) is an error on the
+   CPU backend (VF_ERROR_INVALID_ARGUMENT naming the index and its
+   position); on Vulkan, which cannot report it, its slice reads as zeros.
+   Gradient: scatter_add of the output gradient into zeros shaped like x. */
+VF_API vf_tensor *vf_gather(vf_context *ctx, vf_tensor *x, vf_tensor *indices, int axis);
+/* x with updates added at indices along axis: the adjoint of vf_gather,
+   updates shaped like vf_gather(x, indices, axis)'s result; duplicate
+   indices accumulate. x and updates one numeric dtype (not bool). Out of
+   range indices: an error on the CPU backend, dropped on Vulkan. On
+   Vulkan the sums are deterministic (each output element adds its updates
+   in index order, no atomics) at a cost of O(numel(x) * numel(indices))
+   comparisons; a device with a loop limit (lavapipe) takes at most 4 times
+   that limit of indices per call. Gradients: the identity for x,
+   vf_gather of the output gradient for updates. */
+VF_API vf_tensor *vf_scatter_add(vf_context *ctx, vf_tensor *x, vf_tensor *indices, vf_tensor *updates, int axis);
+
 /* ---- Variables ----------------------------------------------------------
    Persistent and mutable: a variable keeps its dtype and shape; assigning
    changes its value for every later reader. Ops that read a variable see

@@ -207,6 +207,63 @@ static double s_cos(double a, double b, double c) { (void)b, (void)c; return cos
 static double s_square(double a, double b, double c) { (void)b, (void)c; return a * a; }
 static double s_id(double a, double b, double c) { (void)b, (void)c; return a; }
 
+
+/* ---- indexing (issue 13): gather / scatter_add, squared so that the
+   second-order check runs both rules (gather's is scatter_add, and back) */
+static const int32_t gi0[4] = {3, 0, 3, 4};            /* x [5, 3], axis 0: a duplicate */
+static const int32_t gi1[6] = {1, 3, 1, 0, 2, 3};      /* x [2, 4], indices [2, 3], axis -1 */
+static const int32_t si1[5] = {2, 0, 2, 3, 2};         /* x [3, 4], updates [3, 5], axis 1 */
+
+/* y[o, j, c] = x[o, idx[j], c] with x as [outer, n, inner] */
+static void dgather(const gc_dt *x, const int32_t *idx, int64_t J, int axis, gc_dt *y)
+{
+    int64_t outer = 1, inner = 1, n = x->sh[axis];
+    for (int d = 0; d < axis; d++) outer *= x->sh[d];
+    for (int d = axis + 1; d < x->rank; d++) inner *= x->sh[d];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < J; j++)
+            for (int64_t c = 0; c < inner; c++) y->v[(o * J + j) * inner + c] = x->v[(o * n + idx[j]) * inner + c];
+}
+static void dsquare_all(gc_dt *y)
+{
+    for (int64_t k = 0; k < gc_dnumel(y); k++) y->v[k] *= y->v[k];
+}
+static vf_tensor *gidx(vf_context *ctx, const int32_t *v, int rank, const int64_t *sh)
+{
+    return vf_tensor_from_host(ctx, VF_I32, rank, sh, v);
+}
+static vf_tensor *f_gather0(vf_context *ctx, vf_tensor **in)
+{
+    return vf_square(ctx, vf_gather(ctx, in[0], gidx(ctx, gi0, 1, (int64_t[]){4}), 0));
+}
+static void r_gather0(const gc_dt *in, gc_dt *out)
+{
+    out->rank = 2, out->sh[0] = 4, out->sh[1] = 3;
+    dgather(&in[0], gi0, 4, 0, out);
+    dsquare_all(out);
+}
+static vf_tensor *f_gather1(vf_context *ctx, vf_tensor **in)
+{
+    return vf_square(ctx, vf_gather(ctx, in[0], gidx(ctx, gi1, 2, (int64_t[]){2, 3}), -1));
+}
+static void r_gather1(const gc_dt *in, gc_dt *out)
+{
+    out->rank = 3, out->sh[0] = 2, out->sh[1] = 2, out->sh[2] = 3;
+    dgather(&in[0], gi1, 6, 1, out);
+    dsquare_all(out);
+}
+static vf_tensor *f_scatter1(vf_context *ctx, vf_tensor **in)
+{
+    return vf_square(ctx, vf_scatter_add(ctx, in[0], gidx(ctx, si1, 1, (int64_t[]){5}), in[1], 1));
+}
+static void r_scatter1(const gc_dt *in, gc_dt *out)
+{
+    *out = in[0];
+    for (int64_t o = 0; o < 3; o++)
+        for (int64_t j = 0; j < 5; j++) out->v[o * 4 + si1[j]] += in[1].v[o * 5 + j];
+    dsquare_all(out);
+}
+
 /* ---- the cases --------------------------------------------------------- */
 
 
@@ -417,6 +474,10 @@ const gc_case gc_cases[] = {
     C1("transpose", transpose, 3, SH(2, 3, 4), -2, 2),
     C2("chain", chain, 2, SH(4, 4), 2, SH(4, 4), -1, 1),
     C2("fan-out", fanout, 2, SH(3, 4), 1, SH(4), -1, 1),
+    /* indexing (issue 13) */
+    C1("gather axis 0, duplicate index", gather0, 2, SH(5, 3), -2, 2),
+    C1("gather axis -1, 2-d indices", gather1, 2, SH(2, 4), -2, 2),
+    C2("scatter_add axis 1, duplicates", scatter1, 2, SH(3, 4), 2, SH(3, 5), -2, 2),
 };
 const int gc_n_cases = (int)(sizeof gc_cases / sizeof gc_cases[0]);
 

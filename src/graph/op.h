@@ -46,6 +46,10 @@ typedef enum vf_op {
     VF_OP_RANDOM_NORMAL, /* attrs.seed; see util/philox.h */
     /* appended (numbers are stored): elementwise unary */
     VF_OP_SQUARE,
+    /* appended: indexing (issue 13; kind VF_KIND_INDEX, backend.h says what
+       each exec holds) */
+    VF_OP_GATHER,       /* in[0] x, in[1] i32 indices; attrs.axis */
+    VF_OP_SCATTER_ADD,  /* in[0] x, in[1] i32 indices, in[2] updates; attrs.axis */
     VF_OP_COUNT
 } vf_op;
 
@@ -56,6 +60,8 @@ typedef enum {
     VF_KIND_MATMUL,
     VF_KIND_MOVEMENT,
     VF_KIND_SOURCE,
+    VF_KIND_INDEX,      /* gather-like: data-dependent addressing, an own kernel, never fused
+                           (shape rules in graph/shape_index.c) */
 } vf_op_kind;
 
 typedef enum { VF_RESULT_SAME, VF_RESULT_BOOL, VF_RESULT_I32, VF_RESULT_ATTR } vf_result_rule;

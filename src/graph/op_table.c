@@ -87,6 +87,8 @@ PIN(CAST, 26) PIN(COPY, 27) PIN(REDUCE_SUM, 28) PIN(REDUCE_MEAN, 29)
 PIN(REDUCE_MAX, 30) PIN(REDUCE_MIN, 31) PIN(NORM, 32) PIN(ARGMAX, 33)
 PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
 PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40) PIN(SQUARE, 41)
+/* indexing (issue 13) */
+PIN(GATHER, 42) PIN(SCATTER_ADD, 43)
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -96,6 +98,8 @@ extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf
     vf_grad_tanh, vf_grad_sigmoid, vf_grad_relu, vf_grad_gelu, vf_grad_sin, vf_grad_cos, vf_grad_cast,
     vf_grad_copy, vf_grad_sum, vf_grad_mean, vf_grad_maxred, vf_grad_norm, vf_grad_softmax,
     vf_grad_log_softmax, vf_grad_xent, vf_grad_matmul, vf_grad_transpose, vf_grad_square;
+/* indexing (issue 13) */
+extern const vf_grad_rule vf_grad_gather, vf_grad_scatter_add;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -190,6 +194,16 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
                     .result = VF_RESULT_ATTR, .attrs = VF_ATTR_VALUE},
     [VF_OP_RANDOM_NORMAL] = {.name = "random_normal", .arity = 0, .kind = VF_KIND_SOURCE,
                              .accepts = FLT, .result = VF_RESULT_ATTR, .attrs = VF_ATTR_SEED},
+
+    /* ---- indexing (issue 13) ---- */
+    /* x[..., indices[j], ...] along attrs.axis; x of any dtype, moved as bits */
+    [VF_OP_GATHER] = {.name = "gather", .arity = 2, .kind = VF_KIND_INDEX, .accepts = ALL,
+                      .result = VF_RESULT_SAME, .index_in = 1u << 1, .attrs = VF_ATTR_AXIS,
+                      .grad = &vf_grad_gather},
+    /* x with updates added at indices along attrs.axis (duplicates accumulate) */
+    [VF_OP_SCATTER_ADD] = {.name = "scatter_add", .arity = 3, .kind = VF_KIND_INDEX, .accepts = NUM,
+                           .result = VF_RESULT_SAME, .index_in = 1u << 1, .attrs = VF_ATTR_AXIS,
+                           .grad = &vf_grad_scatter_add},
 };
 
 /* ---- attributes ------------------------------------------------------ */

@@ -1,0 +1,183 @@
+/* Kernels of the indexing ops (VF_KIND_INDEX): gather and scatter_add.
+ *
+ * Both see x as [outer, n, inner] around attrs.axis and the indices as J
+ * flat positions (gather's result and scatter_add's updates are
+ * [outer, J, inner]); sizes are push constants, so one pipeline serves
+ * every size of a dtype.
+ *
+ * gather: one invocation per output element (4 per invocation,
+ * workgroup-strided), elements moved as raw bits (any dtype, NaN payloads
+ * kept); an index outside [0, n) reads as zero bits, i.e. 0 / 0.0 / false.
+ *
+ * scatter_add is deterministic: one invocation per output element starts
+ * from x and loops over the J indices in order, adding the updates of those
+ * that hit its row, so duplicates accumulate in index order and the result
+ * never depends on scheduling (no atomics). It costs O(numel(x) * J)
+ * comparisons, fine for gradients of embedding lookups of moderate batch
+ * size; where J is longer than one invocation may loop (llvmpipe's loop
+ * limit, cg_loop_budget) the loop is split over up to 4 steps, each adding
+ * its share of the indices to the output of the one before. An index
+ * outside [0, n) matches no row: its update is dropped. */
+#include "vulkan/codegen/codegen_internal.h"
+#include "util/dtype.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define IX_LOCAL 256u
+#define IX_PER_THREAD 4u
+
+typedef struct {
+    uint64_t outer, n, inner, J;
+} ix_split;
+
+static ix_split split_at(const vf_tref *x, const vf_tref *idx, int axis)
+{
+    ix_split s = {1, (uint64_t)x->shape[axis], 1, (uint64_t)cg_numel(idx)};
+    for (int d = 0; d < axis; d++) s.outer *= (uint64_t)x->shape[d];
+    for (int d = axis + 1; d < x->rank; d++) s.inner *= (uint64_t)x->shape[d];
+    return s;
+}
+
+/* Linear workgroups each invocation runs when `total` exceed the device's
+   grid (cg_groups_linear strides over them): its loops run that often. */
+static uint64_t grid_rounds(const vf_device_caps *caps, uint64_t total)
+{
+    uint64_t grid = 1;
+    for (int i = 0; i < 3; i++) grid *= caps->max_workgroup_count[i] ? caps->max_workgroup_count[i] : 65535;
+    return total <= grid ? 1 : (total + grid - 1) / grid;
+}
+
+static vf_status too_big(const vf_exec *e, const vf_tref *t, const char *what, vf_err *err)
+{
+    return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: %s has %lld elements; kernels index with 32 bits (at most %u)",
+                      vf_op_get(e->op)->name, what, (long long)cg_numel(t), UINT32_MAX);
+}
+
+static vf_status gen_gather(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+{
+    const vf_tref *x = &e->in[0], *idx = &e->in[1];
+    ix_split s = split_at(x, idx, e->attrs.axis);
+    size_t esz = vf_dtype_size(x->dtype);
+    vf_dtype st = esz == 4 ? VF_U32 : esz == 2 ? VF_F16 : VF_BOOL;   /* raw bits of that width */
+    const char *zero = esz == 4 ? "0u" : esz == 2 ? "uint16_t(0u)" : "uint8_t(0u)";
+    if (!cg_dtype_supported(e, caps, x->dtype, err)) return VF_ERROR_UNSUPPORTED;
+    k->n_steps = 1;
+    vf_cg g;
+    cg_begin(&g, e, caps, err, &k->step[0]);
+    snprintf(g.d->name, sizeof g.d->name, "gather_%zub_%s", esz * 8, cg_dtype_tag(idx->dtype));
+    snprintf(g.comment, sizeof g.comment,
+             "op gather: %s (%zu-byte elements moved as bits) along axis %d; x as [outer, n, inner], out "
+             "[outer, J, inner]; an index outside [0, n) gives zero bits", vf_dtype_name(x->dtype), esz,
+             e->attrs.axis);
+    cg_bind(&g, VF_BIND_IN0, st, "xv", true, false);
+    cg_bind(&g, VF_BIND_IN1, idx->dtype, "iv", true, false);
+    cg_bind(&g, VF_BIND_OUT, st, "outv", false, false);
+    uint64_t numel = (uint64_t)cg_numel(&e->out);
+    cg_push_u32(&g, "numel", (uint32_t)numel);
+    cg_push_u32(&g, "n", (uint32_t)s.n);
+    cg_push_u32(&g, "inner", (uint32_t)s.inner);
+    cg_push_u32(&g, "J", (uint32_t)s.J);
+    cg_workgroup(&g, cg_clamp_wg(caps, IX_LOCAL, false));
+    uint32_t per_group = cg_wg(&g) * IX_PER_THREAD;
+    /* uint(i32) of a negative index is >= 2^31 > n: one comparison checks both ends */
+    vf_sb_add(&g.body,
+              "void main()\n{\n"
+              "    uint base = vf_group_id() * (WG * %uu) + gl_LocalInvocationID.x;\n"
+              "    [[unroll]] for (uint t = 0u; t < %uu; t++) {\n"
+              "        uint i = base + t * WG;\n"
+              "        if (i >= pc.numel) return;\n"
+              "        uint c = i %% pc.inner, r = i / pc.inner;\n"
+              "        uint j = r %% pc.J, o = r / pc.J;\n"
+              "        uint k = uint(iv[j]);\n"
+              "        outv[i] = k < pc.n ? xv[(o * pc.n + k) * pc.inner + c] : %s;\n"
+              "    }\n}\n", IX_PER_THREAD, IX_PER_THREAD, zero);
+    cg_groups_linear(&g, (numel + per_group - 1) / per_group);
+    return cg_finish(&g, NULL);
+}
+
+/* One step of scatter_add over indices [j0, j1): the first starts from x,
+   the others from the output of the step before. */
+static vf_status scatter_step(const vf_exec *e, const vf_device_caps *caps, vf_err *err, vf_dispatch *d,
+                              const ix_split *s, uint64_t j0, uint64_t j1, bool first)
+{
+    const vf_tref *idx = &e->in[1];
+    vf_dtype dt = e->out.dtype;
+    vf_ctype ct = cg_ctype_of(dt);
+    const char *cn = cg_ctype_name(ct);
+    vf_cg g;
+    cg_begin(&g, e, caps, err, d);
+    snprintf(g.d->name, sizeof g.d->name, "scatter_add_%s_%s%s", cg_dtype_tag(dt), cg_dtype_tag(idx->dtype),
+             first ? "" : "_more");
+    snprintf(g.comment, sizeof g.comment,
+             "op scatter_add: %s along axis %d; x as [outer, n, inner], updates [outer, J, inner]; each output "
+             "element adds, in index order, the updates whose index is its row (indices [pc.j0, pc.j1) %s)",
+             vf_dtype_name(dt), e->attrs.axis, first ? "onto x" : "onto the output so far");
+    if (first) cg_bind(&g, VF_BIND_IN0, dt, "xv", true, false);
+    cg_bind(&g, VF_BIND_IN1, idx->dtype, "iv", true, false);
+    cg_bind(&g, VF_BIND_IN2, dt, "uv", true, false);
+    cg_bind(&g, VF_BIND_OUT, dt, "outv", false, false);
+    cg_load_fn(&g, "ld_u", "uv", dt, ct);
+    cg_load_fn(&g, "ld_o", first ? "xv" : "outv", dt, ct);
+    cg_store_fn(&g, "st_o", "outv", dt, ct);
+    uint64_t numel = (uint64_t)cg_numel(&e->out);
+    cg_push_u32(&g, "numel", (uint32_t)numel);
+    cg_push_u32(&g, "n", (uint32_t)s->n);
+    cg_push_u32(&g, "inner", (uint32_t)s->inner);
+    cg_push_u32(&g, "J", (uint32_t)s->J);
+    cg_push_u32(&g, "j0", (uint32_t)j0);
+    cg_push_u32(&g, "j1", (uint32_t)j1);
+    cg_workgroup(&g, cg_clamp_wg(caps, IX_LOCAL, false));
+    vf_sb_add(&g.body,
+              "void main()\n{\n"
+              "    uint i = vf_group_id() * WG + gl_LocalInvocationID.x;\n"
+              "    if (i >= pc.numel) return;\n"
+              "    uint c = i %% pc.inner, q = i / pc.inner;\n"
+              "    uint r = q %% pc.n, o = q / pc.n;\n"
+              "    %s acc = ld_o(i);\n"
+              "    uint ub = o * pc.J * pc.inner + c;\n"
+              "    for (uint j = pc.j0; j < pc.j1; j++)\n"
+              "        if (uint(iv[j]) == r) acc += ld_u(ub + j * pc.inner);\n"
+              "    st_o(i, acc);\n"
+              "}\n", cn);
+    cg_groups_linear(&g, (numel + cg_wg(&g) - 1) / cg_wg(&g));
+    return cg_finish(&g, NULL);
+}
+
+static vf_status gen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+{
+    if (!cg_dtype_supported(e, caps, e->out.dtype, err)) return VF_ERROR_UNSUPPORTED;
+    if (cg_numel(&e->in[2]) > (int64_t)UINT32_MAX) return too_big(e, &e->in[2], "updates", err);
+    ix_split s = split_at(&e->in[0], &e->in[1], e->attrs.axis);
+    uint32_t wg = cg_clamp_wg(caps, IX_LOCAL, false);
+    uint64_t groups = ((uint64_t)cg_numel(&e->out) + wg - 1) / wg;
+    uint64_t chunk = cg_loop_budget(caps) / grid_rounds(caps, groups);
+    if (chunk == 0) chunk = 1;
+    uint64_t steps = (s.J + chunk - 1) / chunk;
+    if (steps == 0) steps = 1;
+    if (steps > VF_KERNEL_MAX_STEPS)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "scatter_add: %llu indices need %llu loop iterations per invocation; this device ends "
+                          "loops after %u, so at most %llu indices per call: split the indices and add the "
+                          "results", (unsigned long long)s.J, (unsigned long long)s.J, caps->max_loop_iterations,
+                          (unsigned long long)(chunk * VF_KERNEL_MAX_STEPS));
+    chunk = (s.J + steps - 1) / steps;
+    k->n_steps = (int)steps;
+    for (uint64_t t = 0; t < steps; t++) {
+        uint64_t j0 = t * chunk, j1 = j0 + chunk < s.J ? j0 + chunk : s.J;
+        vf_status st = scatter_step(e, caps, err, &k->step[t], &s, j0, j1, t == 0);
+        if (st != VF_OK) return st;
+    }
+    return VF_OK;
+}
+
+vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+{
+    if (cg_numel(&e->in[0]) > (int64_t)UINT32_MAX) return too_big(e, &e->in[0], "x", err);
+    switch (e->op) {
+    case VF_OP_GATHER: return gen_gather(e, caps, k, err);
+    case VF_OP_SCATTER_ADD: return gen_scatter(e, caps, k, err);
+    default: break;
+    }
+    return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL generator", vf_op_get(e->op)->name);
+}

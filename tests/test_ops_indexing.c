@@ -1,0 +1,388 @@
+/* The indexing ops (issue 13): vf_gather and vf_scatter_add on both
+ * backends against host references written here from the definitions
+ * (gather moves values exactly; scatter_add sums in double), their
+ * documented out-of-range behaviour (an error naming the index on the CPU
+ * backend, zeros / dropped updates on Vulkan), empty cases, eager vs
+ * traced (fused and unfused, a symbolic batch dim, gradients inside the
+ * trace), and the split paths under tiny device limits. The gradient
+ * rules are checked against finite differences in tests/grad_cases.c
+ * (run by test_tape). */
+#include "limits_common.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- host references --------------------------------------------------- */
+
+typedef struct {
+    int64_t outer, n, inner;
+} split3;
+
+static split3 split_at(int rank, const int64_t *shape, int axis)
+{
+    split3 s = {1, shape[axis], 1};
+    for (int d = 0; d < axis; d++) s.outer *= shape[d];
+    for (int d = axis + 1; d < rank; d++) s.inner *= shape[d];
+    return s;
+}
+
+/* gather of es-byte elements; an index outside [0, n) gives zero bytes
+   (the Vulkan backend's documented behaviour) */
+static void ref_gather(const void *x, size_t es, int rank, const int64_t *shape, const int32_t *idx, int64_t J,
+                       int axis, void *out)
+{
+    split3 s = split_at(rank, shape, axis);
+    for (int64_t o = 0; o < s.outer; o++)
+        for (int64_t j = 0; j < J; j++) {
+            char *dst = (char *)out + (size_t)((o * J + j) * s.inner) * es;
+            if (idx[j] < 0 || idx[j] >= s.n) memset(dst, 0, (size_t)s.inner * es);
+            else memcpy(dst, (const char *)x + (size_t)((o * s.n + idx[j]) * s.inner) * es, (size_t)s.inner * es);
+        }
+}
+
+/* scatter_add in double; indices outside [0, n) dropped */
+static void ref_scatter(const double *x, int rank, const int64_t *shape, const int32_t *idx, int64_t J,
+                        const double *upd, int axis, double *out)
+{
+    split3 s = split_at(rank, shape, axis);
+    memcpy(out, x, sizeof(double) * (size_t)(s.outer * s.n * s.inner));
+    for (int64_t o = 0; o < s.outer; o++)
+        for (int64_t j = 0; j < J; j++)
+            if (idx[j] >= 0 && idx[j] < s.n)
+                for (int64_t c = 0; c < s.inner; c++)
+                    out[(o * s.n + idx[j]) * s.inner + c] += upd[(o * J + j) * s.inner + c];
+}
+
+static int64_t numel(int rank, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++) n *= shape[d];
+    return n;
+}
+
+static void check_shape(vf_tensor *t, int rank, const int64_t *shape, const char *what)
+{
+    if (!t) fail_msg("%s: no result", what);
+    assert_int_equal(vf_tensor_rank(t), rank);
+    for (int d = 0; d < rank; d++)
+        if (vf_tensor_dim(t, d) != shape[d])
+            fail_msg("%s: dim %d is %lld, want %lld", what, d, (long long)vf_tensor_dim(t, d), (long long)shape[d]);
+}
+
+/* ---- gather ------------------------------------------------------------- */
+
+static void gather_values(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const int64_t xs[3] = {4, 5, 3};
+    float x[60];
+    vt_fill_uniform(x, 60, -3, 3, 11);
+    vf_tensor *tx = vf_tensor_from_host(ctx, VF_F32, 3, xs, x);
+    for (int axis = -1; axis < 3; axis++) {
+        int a = axis < 0 ? axis + 3 : axis;
+        int32_t idx[6];
+        vt_fill_int(idx, 6, 0, (int32_t)xs[a] - 1, 20 + (uint64_t)a);
+        idx[5] = idx[0]; /* a duplicate */
+        const int64_t is[2] = {2, 3};
+        vf_tensor *ti = vf_tensor_from_host(ctx, VF_I32, 2, is, idx);
+        int64_t os[4], r = 0;
+        for (int d = 0; d < a; d++) os[r++] = xs[d];
+        os[r++] = 2, os[r++] = 3;
+        for (int d = a + 1; d < 3; d++) os[r++] = xs[d];
+        vf_tensor *y = vf_gather(ctx, tx, ti, axis);
+        char what[64];
+        snprintf(what, sizeof what, "gather axis %d", axis);
+        check_shape(y, 4, os, what);
+        float want[120];
+        ref_gather(x, 4, 3, xs, idx, 6, a, want);
+        float *got = vt_read(y);
+        vt_assert_equal_bytes(got, want, sizeof(float) * (size_t)numel(4, os), what);
+        free(got);
+    }
+    /* a scalar index drops the axis */
+    int32_t two = 2;
+    vf_tensor *y = vf_gather(ctx, tx, vf_tensor_from_host(ctx, VF_I32, 0, NULL, &two), 1);
+    check_shape(y, 2, (int64_t[]){4, 3}, "gather scalar index");
+    float *got = vt_read(y);
+    for (int o = 0; o < 4; o++)
+        for (int c = 0; c < 3; c++) assert_true(got[o * 3 + c] == x[(o * 5 + 2) * 3 + c]);
+    free(got);
+    /* every dtype, moved as bits: f16 halves, i32, bool */
+    const int64_t s2[2] = {6, 2};
+    int32_t idx[4] = {5, 0, 5, 2};
+    vf_tensor *ti = vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){4}, idx);
+    uint16_t h[12];
+    int32_t iv[12];
+    uint8_t bv[12];
+    for (int k = 0; k < 12; k++) h[k] = (uint16_t)(0x3c00 + 97 * k), iv[k] = k * 1000 - 7000, bv[k] = (uint8_t)(k % 3 == 0);
+    const void *src[3] = {h, iv, bv};
+    const vf_dtype dts[3] = {VF_F16, VF_I32, VF_BOOL};
+    const size_t es[3] = {2, 4, 1};
+    for (int t = 0; t < 3; t++) {
+        vf_tensor *yt = vf_gather(ctx, vf_tensor_from_host(ctx, dts[t], 2, s2, src[t]), ti, 0);
+        check_shape(yt, 2, (int64_t[]){4, 2}, "gather dtypes");
+        unsigned char want[32];
+        ref_gather(src[t], es[t], 2, s2, idx, 4, 0, want);
+        void *g = vt_read(yt);
+        vt_assert_equal_bytes(g, want, es[t] * 8, "gather f16 / i32 / bool");
+        free(g);
+    }
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(gather_values)
+
+/* An index outside [0, n) (7 past the end, -1 negative): the CPU backend
+   fails naming it and its position; Vulkan gives zeros for its slice. */
+static void gather_out_of_range(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    float x[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    vf_tensor *tx = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){5, 2}, x);
+    const int32_t bad[2][4] = {{1, 7, 0, 2}, {1, 0, 2, -1}};
+    const char *pos[2] = {"indices[0,1] = 7", "indices[1,1] = -1"};
+    for (int k = 0; k < 2; k++) {
+        vf_tensor *ti = vf_tensor_from_host(ctx, VF_I32, 2, (int64_t[]){2, 2}, bad[k]);
+        vf_tensor *y = vf_gather(ctx, tx, ti, 0);
+        if (b == VF_BACKEND_CPU) {
+            assert_null(y);
+            vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_gather", pos[k], "axis 0", "[5,2]", NULL);
+            continue;
+        }
+        float want[8], *got = vt_read(y);
+        ref_gather(x, 4, 2, (int64_t[]){5, 2}, bad[k], 4, 0, want);
+        vt_assert_equal_bytes(got, want, sizeof want, "gather out of range on Vulkan: zeros");
+        free(got);
+    }
+    /* bad arguments: float indices, an axis out of range, a scalar x */
+    float f = 1;
+    assert_null(vf_gather(ctx, tx, vf_tensor_from_host(ctx, VF_F32, 0, NULL, &f), 0));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_gather", "indices", "i32", NULL);
+    int32_t one = 1;
+    vf_tensor *ione = vf_tensor_from_host(ctx, VF_I32, 0, NULL, &one);
+    assert_null(vf_gather(ctx, tx, ione, 2));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_gather", "axis 2", NULL);
+    assert_null(vf_gather(ctx, vf_tensor_from_host(ctx, VF_F32, 0, NULL, &f), ione, 0));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_gather", "scalar", NULL);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(gather_out_of_range)
+
+/* ---- scatter_add -------------------------------------------------------- */
+
+static void scatter_values(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const int64_t xs[3] = {3, 4, 2}, us[4] = {3, 2, 3, 2};
+    const int32_t idx[6] = {3, 0, 3, 3, 1, 0}; /* duplicates: 3 three times, 0 twice */
+    float x[24], u[36];
+    vt_fill_uniform(x, 24, -2, 2, 5);
+    vt_fill_uniform(u, 36, -2, 2, 6);
+    double dx[24], du[36], want[24];
+    for (int k = 0; k < 24; k++) dx[k] = x[k];
+    for (int k = 0; k < 36; k++) du[k] = u[k];
+    ref_scatter(dx, 3, xs, idx, 6, du, 1, want);
+    vf_tensor *ti = vf_tensor_from_host(ctx, VF_I32, 2, (int64_t[]){2, 3}, idx);
+    vf_tensor *tx = vf_tensor_from_host(ctx, VF_F32, 3, xs, x), *tu = vf_tensor_from_host(ctx, VF_F32, 4, us, u);
+    vf_tensor *y = vf_scatter_add(ctx, tx, ti, tu, -2);
+    check_shape(y, 3, xs, "scatter_add f32");
+    float *got = vt_read(y), wf[24];
+    for (int k = 0; k < 24; k++) wf[k] = (float)want[k];
+    /* at most 4 terms in f32 against the double sum rounded once */
+    vt_assert_close_f32(got, wf, 24, 1e-6, 1e-6, "scatter_add f32");
+    free(got);
+    /* f16 storage: summed in f32, rounded to f16 once */
+    vf_tensor *yh = vf_cast(ctx, vf_scatter_add(ctx, vf_cast(ctx, tx, VF_F16), ti, vf_cast(ctx, tu, VF_F16), 1),
+                            VF_F32);
+    got = vt_read(yh);
+    vt_assert_close_f32(got, wf, 24, 1e-2, 2e-3, "scatter_add f16");
+    free(got);
+    /* i32: exact, wrapping */
+    int32_t xi[24], ui[36], wi[24];
+    for (int k = 0; k < 24; k++) xi[k] = k * 3 - 40;
+    for (int k = 0; k < 36; k++) ui[k] = k == 7 ? INT32_MAX : k - 17;
+    double dxi[24], dui[36], wd[24];
+    for (int k = 0; k < 24; k++) dxi[k] = xi[k];
+    for (int k = 0; k < 36; k++) dui[k] = ui[k];
+    ref_scatter(dxi, 3, xs, idx, 6, dui, 1, wd);
+    for (int k = 0; k < 24; k++) wi[k] = (int32_t)(uint32_t)(int64_t)wd[k];
+    vf_tensor *yi = vf_scatter_add(ctx, vf_tensor_from_host(ctx, VF_I32, 3, xs, xi), ti,
+                                   vf_tensor_from_host(ctx, VF_I32, 4, us, ui), 1);
+    int32_t *gi = vt_read(yi);
+    vt_assert_equal_bytes(gi, wi, sizeof wi, "scatter_add i32");
+    free(gi);
+    /* out of range: an error on the CPU backend, dropped on Vulkan */
+    const int32_t bad[6] = {3, 0, 4, 3, -1, 0};
+    vf_tensor *y2 = vf_scatter_add(ctx, tx, vf_tensor_from_host(ctx, VF_I32, 2, (int64_t[]){2, 3}, bad), tu, 1);
+    if (b == VF_BACKEND_CPU) {
+        assert_null(y2);
+        vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_scatter_add", "indices[0,2] = 4", "axis 1", NULL);
+    } else {
+        ref_scatter(dx, 3, xs, bad, 6, du, 1, want);
+        for (int k = 0; k < 24; k++) wf[k] = (float)want[k];
+        got = vt_read(y2);
+        vt_assert_close_f32(got, wf, 24, 1e-6, 1e-6, "scatter_add out of range on Vulkan: dropped");
+        free(got);
+    }
+    /* updates of the wrong shape, bool data */
+    assert_null(vf_scatter_add(ctx, tx, ti, tx, 1));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_scatter_add", "updates [3,4,2]", "[3,2,3,2]", NULL);
+    uint8_t bb[24] = {0};
+    vf_tensor *tb = vf_tensor_from_host(ctx, VF_BOOL, 3, xs, bb);
+    assert_null(vf_scatter_add(ctx, tb, ti, tb, 1));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_scatter_add", "bool", NULL);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(scatter_values)
+
+/* Empty indices give an empty gather and scatter_add's x unchanged;
+   indices into an empty axis are all out of range. */
+static void index_empty(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    float x[6] = {1, 2, 3, 4, 5, 6};
+    vf_tensor *tx = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 2}, x);
+    vf_tensor *none = vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){0}, NULL);
+    vf_tensor *y = vf_gather(ctx, tx, none, 0);
+    check_shape(y, 2, (int64_t[]){0, 2}, "gather of no index");
+    vf_tensor *u = vf_fill(ctx, VF_F32, 2, (int64_t[]){3, 0}, 1.0);
+    vf_tensor *s = vf_scatter_add(ctx, tx, none, u, 1);
+    float *got = vt_read(s);
+    vt_assert_equal_bytes(got, x, sizeof x, "scatter_add of nothing");
+    free(got);
+    int32_t zero = 0;
+    vf_tensor *e = vf_fill(ctx, VF_F32, 2, (int64_t[]){0, 2}, 1.0);
+    assert_null(vf_gather(ctx, e, vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){1}, &zero), 0));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_gather", "size 0", NULL);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(index_empty)
+
+/* ---- traced vs eager ------------------------------------------------------ */
+
+enum { V = 7, D = 3 };
+
+/* An embedding lookup, a scatter_add and the table's gradient:
+   out[0] = gather(table, ids), out[1] = scatter_add(table, ids, rows * 2),
+   out[2] = d sum(w * gather(table, ids)) / d table, w = out[0]. */
+static vf_status embed_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *table = in[0], *ids = in[1], *rows = in[2];
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *e = vf_gather(ctx, table, ids, 0);
+    vf_tensor *loss = vf_reduce_sum(ctx, vf_mul(ctx, e, vf_add(ctx, rows, rows)), 0, NULL, false);
+    vf_tensor *g = NULL;
+    vf_status st = loss ? vf_tape_gradient(tp, loss, 1, &table, &g) : vf_status_get(ctx);
+    vf_tape_end(tp);
+    out[0] = e;
+    out[1] = vf_scatter_add(ctx, table, ids, vf_add(ctx, rows, rows), 0);
+    out[2] = g;
+    return st != VF_OK ? st : out[0] && out[1] && out[2] ? VF_OK : vf_status_get(ctx);
+}
+
+static void traced_vs_eager(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const vf_tensor_spec sig[3] = {{VF_F32, 2, {V, D}}, {VF_I32, 1, {-1}}, {VF_F32, 2, {-1, D}}};
+    float table[V * D];
+    vt_fill_uniform(table, V * D, -1, 1, 3);
+    vf_tensor *tt = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){V, D}, table);
+    for (int fuse = 0; fuse < 2; fuse++) {
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "embed", .body = embed_body,
+                                                                     .n_inputs = 3, .n_outputs = 3,
+                                                                     .input_signature = sig, .unfused = !fuse});
+        assert_non_null(fn);
+        for (int64_t n = 3; n <= 9; n += 6) {
+            int32_t ids[9];
+            float rows[9 * D];
+            vt_fill_int(ids, (size_t)n, 0, V - 1, 40 + (uint64_t)n);
+            ids[n - 1] = ids[0];
+            vt_fill_uniform(rows, (size_t)(n * D), -1, 1, 50 + (uint64_t)n);
+            vf_tensor *in[3] = {tt, vf_tensor_from_host(ctx, VF_I32, 1, &n, ids),
+                                vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, D}, rows)};
+            vf_tensor *tr[3] = {0}, *ea[3] = {0};
+            assert_int_equal(vf_function_call(fn, in, tr), VF_OK);
+            assert_int_equal(embed_body(ctx, in, ea, NULL), VF_OK);
+            for (int k = 0; k < 3; k++) {
+                char what[64];
+                snprintf(what, sizeof what, "embed %s n=%lld out %d: traced vs eager", fuse ? "fused" : "unfused",
+                         (long long)n, k);
+                float *gt = vt_read(tr[k]), *ge = vt_read(ea[k]);
+                vt_assert_close_f32(gt, ge, (size_t)vf_tensor_numel(ea[k]), 1e-6, 1e-6, what);
+                free(gt), free(ge);
+            }
+            /* the gradient against its definition: row r gets 2 * rows[j] for every j with ids[j] == r */
+            float *g = vt_read(ea[2]);
+            for (int r = 0; r < V; r++)
+                for (int c = 0; c < D; c++) {
+                    double w = 0;
+                    for (int64_t j = 0; j < n; j++)
+                        if (ids[j] == r) w += 2.0 * rows[j * D + c];
+                    if (fabs(g[r * D + c] - w) > 1e-5) fail_msg("embed grad [%d,%d]: %g, want %g", r, c, g[r * D + c], w);
+                }
+            free(g);
+        }
+        vf_function_stats st;
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1); /* the symbolic batch dim: one trace for both sizes */
+        vf_function_destroy(fn);
+    }
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(traced_vs_eager)
+
+/* ---- device limits --------------------------------------------------------- */
+
+/* Under LIMITS (8 workgroups per dispatch, 64 loop iterations per
+   invocation) gather strides over more workgroups than a dispatch has and
+   scatter_add splits its index loop over steps: both equal the CPU
+   backend; past 4 steps' worth of indices scatter_add says so. */
+static void test_limits(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    vf_context *cpu = vt_context(VF_BACKEND_CPU), *vk = lim_context(LIMITS);
+    enum { N = 50, W = 40, J = 300, JS = 100 };
+    float *x = malloc(sizeof(float) * N * W), *u = malloc(sizeof(float) * JS * W);
+    int32_t *idx = malloc(sizeof(int32_t) * J);
+    vt_fill_uniform(x, N * W, -1, 1, 8);
+    vt_fill_uniform(u, JS * W, -1, 1, 9);
+    vt_fill_int(idx, J, 0, N - 1, 10);
+    float *res[2][2];
+    vf_context *cs[2] = {cpu, vk};
+    for (int k = 0; k < 2; k++) {
+        vf_context *c = cs[k];
+        vf_tensor *tx = vf_tensor_from_host(c, VF_F32, 2, (int64_t[]){N, W}, x);
+        vf_tensor *g = vf_gather(c, tx, vf_tensor_from_host(c, VF_I32, 1, (int64_t[]){J}, idx), 0);
+        vf_tensor *s = vf_scatter_add(c, tx, vf_tensor_from_host(c, VF_I32, 1, (int64_t[]){JS}, idx),
+                                      vf_tensor_from_host(c, VF_F32, 2, (int64_t[]){JS, W}, u), 0);
+        res[k][0] = vt_read(g);
+        res[k][1] = vt_read(s);
+    }
+    vt_assert_equal_bytes(res[1][0], res[0][0], sizeof(float) * J * W, "gather past the workgroup limit");
+    vt_assert_close_f32(res[1][1], res[0][1], N * W, 1e-5, 1e-5, "scatter_add in steps");
+    for (int k = 0; k < 2; k++) free(res[k][0]), free(res[k][1]);
+    /* 300 indices need 300 iterations: more than 4 steps of this device's loop limit */
+    float *u3 = calloc((size_t)J * W, sizeof(float));
+    vf_tensor *s = vf_scatter_add(vk, vf_tensor_from_host(vk, VF_F32, 2, (int64_t[]){N, W}, x),
+                                  vf_tensor_from_host(vk, VF_I32, 1, (int64_t[]){J}, idx),
+                                  vf_tensor_from_host(vk, VF_F32, 2, (int64_t[]){J, W}, u3), 0);
+    assert_null(s);
+    vt_expect_error(vk, VF_ERROR_UNSUPPORTED, "scatter_add", "300 indices", "split the indices", NULL);
+    free(u3), free(x), free(u), free(idx);
+    vt_context_done(cpu);
+    vt_context_done(vk);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        VT_PER_BACKEND_TESTS(gather_values), VT_PER_BACKEND_TESTS(gather_out_of_range),
+        VT_PER_BACKEND_TESTS(scatter_values), VT_PER_BACKEND_TESTS(index_empty),
+        VT_PER_BACKEND_TESTS(traced_vs_eager), cmocka_unit_test(test_limits),
+    };
+    return VT_RUN_GROUP(tests);
+}
