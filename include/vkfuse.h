@@ -271,6 +271,18 @@ VF_API vf_tensor *vf_gather(vf_context *ctx, vf_tensor *x, vf_tensor *indices, i
    that limit of indices per call. Gradients: the identity for x,
    vf_gather of the output gradient for updates. */
 VF_API vf_tensor *vf_scatter_add(vf_context *ctx, vf_tensor *x, vf_tensor *indices, vf_tensor *updates, int axis);
+/* tf.one_hot: indices [...] (i32 or u32) -> [..., depth] of dtype (any),
+   1 where the last index equals the index, else 0; a negative or >= depth
+   index gives an all-zero row. Made of an equal and a cast, so it fuses
+   with its consumers in a traced function. No gradient. */
+VF_API vf_tensor *vf_one_hot(vf_context *ctx, vf_tensor *indices, int64_t depth, vf_dtype dtype);
+/* tf.range: [start, limit) by delta, length max(0, ceil((limit - start) /
+   delta)), of dtype f32, f16, i32 or u32. Element i is start + i * delta,
+   computed in f32 for float dtypes (f16: then rounded), in the integer
+   dtype otherwise (start and delta must then be integers of it). delta 0,
+   a non-finite argument or more than 2^31 - 1 elements is
+   VF_ERROR_INVALID_ARGUMENT. No gradient. */
+VF_API vf_tensor *vf_range(vf_context *ctx, vf_dtype dtype, double start, double limit, double delta);
 
 /* ---- Variables ----------------------------------------------------------
    Persistent and mutable: a variable keeps its dtype and shape; assigning

@@ -4,7 +4,8 @@
  * documented out-of-range behaviour (an error naming the index on the CPU
  * backend, zeros / dropped updates on Vulkan), empty cases, eager vs
  * traced (fused and unfused, a symbolic batch dim, gradients inside the
- * trace), and the split paths under tiny device limits. The gradient
+ * trace), and the split paths under tiny device limits; vf_one_hot and
+ * vf_range against their definitions, eager and traced. The gradient
  * rules are checked against finite differences in tests/grad_cases.c
  * (run by test_tape). */
 #include "limits_common.h"
@@ -260,6 +261,97 @@ static void index_empty(vf_backend b)
 }
 VT_PER_BACKEND(index_empty)
 
+/* ---- one_hot and range ---------------------------------------------------- */
+
+static void one_hot_values(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const int32_t idx[6] = {0, 3, -1, 4, 2, 9}; /* -1 and 9 (>= depth 5): zero rows */
+    vf_tensor *ti = vf_tensor_from_host(ctx, VF_I32, 2, (int64_t[]){2, 3}, idx);
+    float want[30];
+    for (int j = 0; j < 6; j++)
+        for (int c = 0; c < 5; c++) want[j * 5 + c] = idx[j] == c ? 1.0f : 0.0f;
+    const vf_dtype dts[4] = {VF_F32, VF_F16, VF_I32, VF_BOOL};
+    for (int t = 0; t < 4; t++) {
+        vf_tensor *h = vf_one_hot(ctx, ti, 5, dts[t]);
+        check_shape(h, 3, (int64_t[]){2, 3, 5}, "one_hot");
+        assert_int_equal(vf_tensor_dtype(h), dts[t]);
+        float *got = vt_read(vf_cast(ctx, h, VF_F32));
+        vt_assert_equal_bytes(got, want, sizeof want, "one_hot f32 / f16 / i32 / bool");
+        free(got);
+    }
+    /* u32 indices: 4294967295 is out of range too */
+    const uint32_t uidx[3] = {4, UINT32_MAX, 1};
+    float *got = vt_read(vf_one_hot(ctx, vf_tensor_from_host(ctx, VF_U32, 1, (int64_t[]){3}, uidx), 5, VF_F32));
+    float wu[15] = {0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};
+    vt_assert_equal_bytes(got, wu, sizeof wu, "one_hot u32");
+    free(got);
+    /* empty: depth 0, no indices */
+    check_shape(vf_one_hot(ctx, ti, 0, VF_F32), 3, (int64_t[]){2, 3, 0}, "one_hot depth 0");
+    check_shape(vf_one_hot(ctx, vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){0}, NULL), 4, VF_F32), 2,
+                (int64_t[]){0, 4}, "one_hot of no index");
+    float f = 1;
+    assert_null(vf_one_hot(ctx, vf_tensor_from_host(ctx, VF_F32, 0, NULL, &f), 3, VF_F32));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_one_hot", "i32", NULL);
+    assert_null(vf_one_hot(ctx, ti, -2, VF_F32));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_one_hot", "depth -2", NULL);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(one_hot_values)
+
+/* vf_range against start + i * delta in double (f32: within an ulp of the
+   largest term, computed in f32; integers exact) */
+static void check_range(vf_context *ctx, vf_dtype dt, double start, double limit, double delta, int64_t n)
+{
+    char what[96];
+    snprintf(what, sizeof what, "range(%s, %g, %g, %g)", dt == VF_F32 ? "f32" : dt == VF_I32 ? "i32" : "u32", start,
+             limit, delta);
+    vf_tensor *r = vf_range(ctx, dt, start, limit, delta);
+    check_shape(r, 1, &n, what);
+    if (n == 0) return;
+    void *got = vt_read(r);
+    for (int64_t i = 0; i < n; i++) {
+        double want = start + (double)i * delta;
+        if (dt == VF_F32) {
+            double tol = 2.4e-7 * (fabs(start) + fabs((double)i * delta));
+            if (fabs(((float *)got)[i] - want) > tol) fail_msg("%s[%lld]: %.9g, want %.9g", what, (long long)i, ((float *)got)[i], want);
+        } else if (dt == VF_I32) {
+            if (((int32_t *)got)[i] != (int32_t)want) fail_msg("%s[%lld]: %d, want %g", what, (long long)i, ((int32_t *)got)[i], want);
+        } else if (((uint32_t *)got)[i] != (uint32_t)want) {
+            fail_msg("%s[%lld]: %u, want %g", what, (long long)i, ((uint32_t *)got)[i], want);
+        }
+    }
+    free(got);
+}
+
+static void range_values(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    check_range(ctx, VF_F32, 0, 10, 1, 10);
+    check_range(ctx, VF_F32, 1, -2, -0.7, 5);   /* ceil(3 / 0.7) */
+    check_range(ctx, VF_F32, -3.25, 100.5, 0.1, 1038);
+    check_range(ctx, VF_F32, 0, 5, -1, 0);      /* the wrong way: empty */
+    check_range(ctx, VF_I32, -5, 7, 3, 4);
+    check_range(ctx, VF_I32, 7, -5, -3, 4);
+    check_range(ctx, VF_U32, 10, 2, -2, 4);
+    check_range(ctx, VF_U32, 4000000000.0, 4000000010.0, 4, 3);
+    vf_tensor *h = vf_range(ctx, VF_F16, 0, 3, 0.5);
+    assert_int_equal(vf_tensor_dtype(h), VF_F16);
+    float *got = vt_read(vf_cast(ctx, h, VF_F32));
+    vt_assert_equal_bytes(got, (float[]){0, 0.5f, 1, 1.5f, 2, 2.5f}, 6 * sizeof(float), "range f16");
+    free(got);
+    assert_null(vf_range(ctx, VF_F32, 0, 1, 0));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "delta", NULL);
+    assert_null(vf_range(ctx, VF_I32, 0.5, 3, 1));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "integers", NULL);
+    assert_null(vf_range(ctx, VF_BOOL, 0, 3, 1));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_range", NULL);
+    assert_null(vf_range(ctx, VF_F32, 0, 1e12, 1));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "elements", NULL);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(range_values)
+
 /* ---- traced vs eager ------------------------------------------------------ */
 
 enum { V = 7, D = 3 };
@@ -334,6 +426,48 @@ static void traced_vs_eager(vf_backend b)
 }
 VT_PER_BACKEND(traced_vs_eager)
 
+/* one_hot and range in a traced body with a symbolic batch: out[0] =
+   one_hot(ids, 6) * range(0.5, 6.5), out[1] = one_hot(ids, 6, i32) */
+static vf_status hot_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_mul(ctx, vf_one_hot(ctx, in[0], 6, VF_F32), vf_range(ctx, VF_F32, 0.5, 6.5, 1));
+    out[1] = vf_one_hot(ctx, in[0], 6, VF_I32);
+    return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+static void one_hot_traced(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const vf_tensor_spec sig[1] = {{VF_I32, 2, {-1, 2}}};
+    for (int fuse = 0; fuse < 2; fuse++) {
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "hot", .body = hot_body, .n_inputs = 1,
+                                                                     .n_outputs = 2, .input_signature = sig,
+                                                                     .unfused = !fuse});
+        for (int64_t n = 2; n <= 5; n += 3) {
+            int32_t ids[10];
+            vt_fill_int(ids, (size_t)(2 * n), -2, 7, 70 + (uint64_t)n);
+            vf_tensor *in = vf_tensor_from_host(ctx, VF_I32, 2, (int64_t[]){n, 2}, ids), *tr[2] = {0}, *ea[2] = {0};
+            assert_int_equal(vf_function_call(fn, &in, tr), VF_OK);
+            assert_int_equal(hot_body(ctx, &in, ea, NULL), VF_OK);
+            float *gt = vt_read(tr[0]), *ge = vt_read(ea[0]);
+            for (int64_t j = 0; j < 2 * n; j++)
+                for (int c = 0; c < 6; c++) assert_true(ge[j * 6 + c] == (ids[j] == c ? (float)c + 0.5f : 0.0f));
+            vt_assert_equal_bytes(gt, ge, sizeof(float) * (size_t)(12 * n), "one_hot * range traced vs eager");
+            free(gt), free(ge);
+            gt = vt_read(tr[1]), ge = vt_read(ea[1]);
+            vt_assert_equal_bytes(gt, ge, sizeof(int32_t) * (size_t)(12 * n), "one_hot i32 traced vs eager");
+            free(gt), free(ge);
+        }
+        vf_function_stats st;
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        vf_function_destroy(fn);
+    }
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(one_hot_traced)
+
 /* ---- device limits --------------------------------------------------------- */
 
 /* Under LIMITS (8 workgroups per dispatch, 64 loop iterations per
@@ -373,6 +507,11 @@ static void test_limits(void **state)
     assert_null(s);
     vt_expect_error(vk, VF_ERROR_UNSUPPORTED, "scatter_add", "300 indices", "split the indices", NULL);
     free(u3), free(x), free(u), free(idx);
+    /* iota past the workgroup limit (16000 elements, computed in f32 under the 64 KiB binding limit: 16 groups of 1024 on a grid of 8) */
+    void *rh[2];
+    for (int k = 0; k < 2; k++) rh[k] = vt_read(vf_range(cs[k], VF_F16, 0, 16000, 1));
+    vt_assert_equal_bytes(rh[1], rh[0], 2 * 16000, "range f16 past the workgroup limit");
+    free(rh[0]), free(rh[1]);
     vt_context_done(cpu);
     vt_context_done(vk);
 }
@@ -382,7 +521,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(gather_values), VT_PER_BACKEND_TESTS(gather_out_of_range),
         VT_PER_BACKEND_TESTS(scatter_values), VT_PER_BACKEND_TESTS(index_empty),
-        VT_PER_BACKEND_TESTS(traced_vs_eager), cmocka_unit_test(test_limits),
+        VT_PER_BACKEND_TESTS(traced_vs_eager), VT_PER_BACKEND_TESTS(one_hot_values),
+        VT_PER_BACKEND_TESTS(range_values), VT_PER_BACKEND_TESTS(one_hot_traced), cmocka_unit_test(test_limits),
     };
     return VT_RUN_GROUP(tests);
 }

@@ -1,4 +1,5 @@
-/* Indexing ops on the CPU (VF_KIND_INDEX): gather and scatter_add.
+/* Indexing ops on the CPU (VF_KIND_INDEX): gather and scatter_add; and
+ * the IOTA source under vf_range and vf_one_hot.
  *
  * Both see x as [outer, n, inner] around attrs.axis and the indices as J
  * flat positions, so gather's result is [outer, J, inner] and
@@ -111,9 +112,22 @@ static vf_status scatter_add(vf_cpu *cpu, const vf_exec *e)
     return VF_OK;
 }
 
+/* 0, 1, 2, ... converted with the cast rules (f16 past 2048 rounds) */
+static vf_status iota(const vf_exec *e)
+{
+    int64_t N = vf_cpu_numel(&e->out), v[VF_CPU_CHUNK];
+    for (int64_t b = 0; b < N; b += VF_CPU_CHUNK) {
+        int64_t m = N - b < VF_CPU_CHUNK ? N - b : VF_CPU_CHUNK;
+        for (int64_t k = 0; k < m; k++) v[k] = b + k;
+        vf_cpu_store_i64(vf_cpu_ptr(&e->out), e->out.dtype, b, m, v);
+    }
+    return VF_OK;
+}
+
 vf_status vf_cpu_index(vf_cpu *cpu, const vf_exec *e)
 {
     switch (e->op) {
+    case VF_OP_IOTA: return iota(e);
     case VF_OP_GATHER: return gather(cpu, e);
     case VF_OP_SCATTER_ADD: return scatter_add(cpu, e);
     default: break;

@@ -1,9 +1,13 @@
-/* Entry points of the indexing ops (issue 13): gather and scatter_add.
+/* Entry points of the indexing ops (issue 13): gather, scatter_add, and
+ * range and one_hot, built from the IOTA source and elementwise ops (so
+ * that they fuse with what uses them).
  * Argument checks and normalisation (negative axes), the empty cases the
  * backends never see, then one vf_exec (vf_run: eager, traced, taped). */
 #include "frontend/frontend.h"
+#include "frontend/tape.h"
 #include "util/dtype.h"
 
+#include <math.h>
 #include <string.h>
 
 /* x and indices usable, the indices i32 or u32, the axis normalised. */
@@ -69,4 +73,88 @@ vf_tensor *vf_scatter_add(vf_context *ctx, vf_tensor *x, vf_tensor *indices, vf_
         return vf_run(ctx, &c, out);
     }
     return vf_run(ctx, &e, out);
+}
+
+/* 0, 1, ..., n - 1 (the IOTA source) of dtype dt, shape [n]. */
+static vf_tensor *iota(vf_context *ctx, const char *name, vf_dtype dt, int64_t n)
+{
+    vf_tensor *out = vf_tensor_new(ctx, name, dt, 1, &n);
+    if (!out || out->numel == 0) return out;
+    vf_exec e = {.op = VF_OP_IOTA};
+    return vf_run(ctx, &e, out);
+}
+
+vf_tensor *vf_range(vf_context *ctx, vf_dtype dtype, double start, double limit, double delta)
+{
+    VF_LOCKED(ctx);
+    const char *name = "vf_range";
+    if (!ctx) return NULL;
+    if (!vf_dtype_valid((int)dtype) || dtype == VF_BOOL) {
+        vf_fail(ctx, VF_ERROR_DTYPE, "%s: dtype %s; a range is f32, f16, i32 or u32", name,
+                vf_dtype_valid((int)dtype) ? vf_dtype_name(dtype) : "(invalid)");
+        return NULL;
+    }
+    if (!isfinite(start) || !isfinite(limit) || !isfinite(delta) || delta == 0) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: start %g, limit %g, delta %g; all must be finite and delta "
+                "non-zero", name, start, limit, delta);
+        return NULL;
+    }
+    double len = ceil((limit - start) / delta);
+    if (len > (double)INT32_MAX) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: [%g, %g) by %g has %.0f elements; at most %d", name, start,
+                limit, delta, len, INT32_MAX);
+        return NULL;
+    }
+    int64_t n = len > 0 ? (int64_t)len : 0;
+    bool flt = vf_dtype_is_float(dtype);
+    if (!flt) {
+        double lo = dtype == VF_I32 ? (double)INT32_MIN : 0.0, hi = dtype == VF_I32 ? (double)INT32_MAX : (double)UINT32_MAX;
+        if (start != floor(start) || delta != floor(delta) || start < lo || start > hi || fabs(delta) > hi) {
+            vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: start %g and delta %g must be integers of %s", name, start,
+                    delta, vf_dtype_name(dtype));
+            return NULL;
+        }
+    }
+    /* start + i * delta: in f32 for floats (then rounded to f16), wrapping in the integer dtype */
+    vf_dtype ct = flt ? VF_F32 : dtype;
+    vf_tensor *i = iota(ctx, name, ct, n);
+    if (!i || n == 0) return dtype == ct || !i ? i : vf_cast(ctx, i, dtype);
+    /* as start -/+ i * |delta|: a negative fill would saturate to 0 in u32 */
+    vf_tensor *v = i;
+    if (fabs(delta) != 1) v = vf_mul(ctx, v, vf_fill(ctx, ct, 0, NULL, fabs(delta)));
+    if (delta < 0) v = vf_sub(ctx, vf_fill(ctx, ct, 0, NULL, start), v);
+    else if (start != 0) v = vf_add(ctx, v, vf_fill(ctx, ct, 0, NULL, start));
+    return dtype == ct ? v : vf_cast(ctx, v, dtype);
+}
+
+vf_tensor *vf_one_hot(vf_context *ctx, vf_tensor *indices, int64_t depth, vf_dtype dtype)
+{
+    VF_LOCKED(ctx);
+    const char *name = "vf_one_hot";
+    if (!ctx || !indices) return NULL;
+    if (!vf_check_input(ctx, name, indices, 0)) return NULL;
+    if (indices->dtype != VF_I32 && indices->dtype != VF_U32) {
+        vf_fail(ctx, VF_ERROR_DTYPE, "%s: indices are %s but must be i32 or u32; cast them with vf_cast", name,
+                vf_dtype_name(indices->dtype));
+        return NULL;
+    }
+    if (!vf_dtype_valid((int)dtype)) {
+        vf_fail(ctx, VF_ERROR_DTYPE, "%s: dtype %d is not a vf_dtype", name, (int)dtype);
+        return NULL;
+    }
+    if (depth < 0 || depth > INT32_MAX || indices->rank >= VF_MAX_RANK) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: depth %lld with rank-%d indices; depth must be in [0, 2^31) "
+                "and the indices' rank below %d", name, (long long)depth, indices->rank, VF_MAX_RANK);
+        return NULL;
+    }
+    int r = indices->rank;
+    int64_t s[VF_MAX_RANK];
+    memcpy(s, indices->shape, sizeof(int64_t) * (size_t)r);
+    s[r] = depth;
+    if (indices->numel == 0 || depth == 0) return vf_fill(ctx, dtype, r + 1, s, 0.0);
+    /* indices[..., None] == [0, depth): a negative or too large index matches nothing (a zero row) */
+    s[r] = 1;
+    vf_tensor *col = vf_ad_reshape(ctx, indices, r + 1, s);
+    vf_tensor *hot = vf_equal(ctx, col, iota(ctx, name, indices->dtype, depth));
+    return dtype == VF_BOOL ? hot : vf_cast(ctx, hot, dtype);
 }

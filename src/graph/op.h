@@ -50,6 +50,7 @@ typedef enum vf_op {
        each exec holds) */
     VF_OP_GATHER,       /* in[0] x, in[1] i32 indices; attrs.axis */
     VF_OP_SCATTER_ADD,  /* in[0] x, in[1] i32 indices, in[2] updates; attrs.axis */
+    VF_OP_IOTA,         /* source: element i (row-major) is i; vf_range and vf_one_hot build on it */
     VF_OP_COUNT
 } vf_op;
 

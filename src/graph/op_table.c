@@ -88,7 +88,7 @@ PIN(REDUCE_MAX, 30) PIN(REDUCE_MIN, 31) PIN(NORM, 32) PIN(ARGMAX, 33)
 PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
 PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40) PIN(SQUARE, 41)
 /* indexing (issue 13) */
-PIN(GATHER, 42) PIN(SCATTER_ADD, 43)
+PIN(GATHER, 42) PIN(SCATTER_ADD, 43) PIN(IOTA, 44)
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -204,6 +204,10 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     [VF_OP_SCATTER_ADD] = {.name = "scatter_add", .arity = 3, .kind = VF_KIND_INDEX, .accepts = NUM,
                            .result = VF_RESULT_SAME, .index_in = 1u << 1, .attrs = VF_ATTR_AXIS,
                            .grad = &vf_grad_scatter_add},
+    /* 0, 1, 2, ...: the values of vf_range (times delta plus start) and
+       what vf_one_hot compares indices with */
+    [VF_OP_IOTA] = {.name = "iota", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = NUM,
+                    .result = VF_RESULT_ATTR},
 };
 
 /* ---- attributes ------------------------------------------------------ */

@@ -1,4 +1,5 @@
-/* Kernels of the indexing ops (VF_KIND_INDEX): gather and scatter_add.
+/* Kernels of the indexing ops (VF_KIND_INDEX): gather and scatter_add; and
+ * the IOTA source under vf_range and vf_one_hot.
  *
  * Both see x as [outer, n, inner] around attrs.axis and the indices as J
  * flat positions (gather's result and scatter_add's updates are
@@ -171,8 +172,37 @@ static vf_status gen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_ke
     return VF_OK;
 }
 
+/* IOTA: element i is i, converted with the cast rules of the store */
+static vf_status gen_iota(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+{
+    vf_dtype dt = e->out.dtype;
+    if (!cg_dtype_supported(e, caps, dt, err)) return VF_ERROR_UNSUPPORTED;
+    k->n_steps = 1;
+    vf_cg g;
+    cg_begin(&g, e, caps, err, &k->step[0]);
+    snprintf(g.d->name, sizeof g.d->name, "iota_%s", cg_dtype_tag(dt));
+    snprintf(g.comment, sizeof g.comment, "op iota: %s, element i is i", vf_dtype_name(dt));
+    cg_bind(&g, VF_BIND_OUT, dt, "outv", false, false);
+    cg_store_fn(&g, "st_o", "outv", dt, VF_CT_UINT);
+    uint64_t numel = (uint64_t)cg_numel(&e->out);
+    cg_push_u32(&g, "numel", (uint32_t)numel);
+    cg_workgroup(&g, cg_clamp_wg(caps, IX_LOCAL, false));
+    uint32_t per_group = cg_wg(&g) * IX_PER_THREAD;
+    vf_sb_add(&g.body,
+              "void main()\n{\n"
+              "    uint base = vf_group_id() * (WG * %uu) + gl_LocalInvocationID.x;\n"
+              "    [[unroll]] for (uint t = 0u; t < %uu; t++) {\n"
+              "        uint i = base + t * WG;\n"
+              "        if (i >= pc.numel) return;\n"
+              "        st_o(i, i);\n"
+              "    }\n}\n", IX_PER_THREAD, IX_PER_THREAD);
+    cg_groups_linear(&g, (numel + per_group - 1) / per_group);
+    return cg_finish(&g, NULL);
+}
+
 vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
 {
+    if (e->op == VF_OP_IOTA) return gen_iota(e, caps, k, err);
     if (cg_numel(&e->in[0]) > (int64_t)UINT32_MAX) return too_big(e, &e->in[0], "x", err);
     switch (e->op) {
     case VF_OP_GATHER: return gen_gather(e, caps, k, err);
