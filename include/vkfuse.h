@@ -283,6 +283,14 @@ VF_API vf_tensor *vf_one_hot(vf_context *ctx, vf_tensor *indices, int64_t depth,
    a non-finite argument or more than 2^31 - 1 elements is
    VF_ERROR_INVALID_ARGUMENT. No gradient. */
 VF_API vf_tensor *vf_range(vf_context *ctx, vf_dtype dtype, double start, double limit, double delta);
+/* tf.cumsum: running sums along axis (x numeric, not bool; rank >= 1);
+   exclusive: each output leaves out its own element (the first is 0);
+   reverse: sums run from the end. Integers wrap. On Vulkan a row of up
+   to 256 elements is scanned by one invocation; longer rows in three
+   passes over blocks (scan each block, scan the block totals, add them):
+   O(n) work either way, floats summed in f32 in scan order. Gradient: the
+   cumsum of the output gradient with reverse flipped. */
+VF_API vf_tensor *vf_cumsum(vf_context *ctx, vf_tensor *x, int axis, bool exclusive, bool reverse);
 
 /* ---- Variables ----------------------------------------------------------
    Persistent and mutable: a variable keeps its dtype and shape; assigning

@@ -264,6 +264,38 @@ static void r_scatter1(const gc_dt *in, gc_dt *out)
     dsquare_all(out);
 }
 
+/* cumsum along axis of [outer, n, inner] in double */
+static void dcumsum(const gc_dt *x, int axis, bool excl, bool rev, gc_dt *y)
+{
+    *y = *x;
+    int64_t outer = 1, n = x->sh[axis], inner = 1;
+    for (int d = 0; d < axis; d++) outer *= x->sh[d];
+    for (int d = axis + 1; d < x->rank; d++) inner *= x->sh[d];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t c = 0; c < inner; c++) {
+            double acc = 0;
+            for (int64_t p = 0; p < n; p++) {
+                int64_t at = (o * n + (rev ? n - 1 - p : p)) * inner + c;
+                double v = x->v[at];
+                if (!excl) acc += v;
+                y->v[at] = acc;
+                if (excl) acc += v;
+            }
+        }
+}
+static vf_tensor *f_cumsum1(vf_context *ctx, vf_tensor **in) { return vf_square(ctx, vf_cumsum(ctx, in[0], 1, false, false)); }
+static void r_cumsum1(const gc_dt *in, gc_dt *out)
+{
+    dcumsum(&in[0], 1, false, false, out);
+    dsquare_all(out);
+}
+static vf_tensor *f_cumsum0er(vf_context *ctx, vf_tensor **in) { return vf_square(ctx, vf_cumsum(ctx, in[0], -3, true, true)); }
+static void r_cumsum0er(const gc_dt *in, gc_dt *out)
+{
+    dcumsum(&in[0], 0, true, true, out);
+    dsquare_all(out);
+}
+
 /* ---- the cases --------------------------------------------------------- */
 
 
@@ -478,6 +510,8 @@ const gc_case gc_cases[] = {
     C1("gather axis 0, duplicate index", gather0, 2, SH(5, 3), -2, 2),
     C1("gather axis -1, 2-d indices", gather1, 2, SH(2, 4), -2, 2),
     C2("scatter_add axis 1, duplicates", scatter1, 2, SH(3, 4), 2, SH(3, 5), -2, 2),
+    C1("cumsum axis 1", cumsum1, 2, SH(3, 4), -2, 2),
+    C1("cumsum axis 0 exclusive reverse", cumsum0er, 3, SH(3, 2, 2), -2, 2),
 };
 const int gc_n_cases = (int)(sizeof gc_cases / sizeof gc_cases[0]);
 

@@ -5,7 +5,9 @@
  * backend, zeros / dropped updates on Vulkan), empty cases, eager vs
  * traced (fused and unfused, a symbolic batch dim, gradients inside the
  * trace), and the split paths under tiny device limits; vf_one_hot and
- * vf_range against their definitions, eager and traced. The gradient
+ * vf_range against their definitions, eager and traced; vf_cumsum
+ * against double sums (every axis and flag, long rows through the
+ * multi-pass path), traced with its gradient. The gradient
  * rules are checked against finite differences in tests/grad_cases.c
  * (run by test_tape). */
 #include "limits_common.h"
@@ -352,6 +354,109 @@ static void range_values(vf_backend b)
 }
 VT_PER_BACKEND(range_values)
 
+/* ---- cumsum ------------------------------------------------------------------ */
+
+static void ref_cumsum(const double *x, int rank, const int64_t *shape, int axis, bool excl, bool rev, double *y)
+{
+    split3 s = split_at(rank, shape, axis);
+    for (int64_t o = 0; o < s.outer; o++)
+        for (int64_t c = 0; c < s.inner; c++) {
+            double acc = 0;
+            for (int64_t p = 0; p < s.n; p++) {
+                int64_t at = (o * s.n + (rev ? s.n - 1 - p : p)) * s.inner + c;
+                if (!excl) acc += x[at];
+                double v = x[at];
+                y[at] = acc;
+                if (excl) acc += v;
+            }
+        }
+}
+
+/* every axis and flag combination against double sums: random floats
+   (f32 rounding per step: atol 1e-5), and integer-valued floats and i32
+   (exact), f16 within its rounding */
+static void cumsum_values(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const int64_t xs[3] = {3, 5, 4};
+    float x[60], xi[60], want[60];
+    int32_t ii[60];
+    vt_fill_uniform(x, 60, -2, 2, 12);
+    vt_fill_int(ii, 60, -9, 9, 13);
+    double dx[60], di[60], y[60];
+    for (int k = 0; k < 60; k++) dx[k] = x[k], di[k] = ii[k], xi[k] = (float)ii[k];
+    vf_tensor *tx = vf_tensor_from_host(ctx, VF_F32, 3, xs, x), *ti = vf_tensor_from_host(ctx, VF_I32, 3, xs, ii);
+    for (int axis = -1; axis < 3; axis++)
+        for (int fl = 0; fl < 4; fl++) {
+            bool excl = fl & 1, rev = fl & 2;
+            int a = axis < 0 ? axis + 3 : axis;
+            char what[96];
+            snprintf(what, sizeof what, "cumsum axis %d%s%s", axis, excl ? " exclusive" : "", rev ? " reverse" : "");
+            ref_cumsum(dx, 3, xs, a, excl, rev, y);
+            for (int k = 0; k < 60; k++) want[k] = (float)y[k];
+            float *got = vt_read(vf_cumsum(ctx, tx, axis, excl, rev));
+            vt_assert_close_f32(got, want, 60, 1e-5, 1e-6, what);
+            free(got);
+            got = vt_read(vf_cast(ctx, vf_cumsum(ctx, vf_cast(ctx, tx, VF_F16), axis, excl, rev), VF_F32));
+            vt_assert_close_f32(got, want, 60, 2e-2, 4e-3, what);
+            free(got);
+            ref_cumsum(di, 3, xs, a, excl, rev, y);
+            int32_t wi[60];
+            for (int k = 0; k < 60; k++) wi[k] = (int32_t)y[k];
+            int32_t *gi = vt_read(vf_cumsum(ctx, ti, axis, excl, rev));
+            vt_assert_equal_bytes(gi, wi, sizeof wi, what);
+            free(gi);
+        }
+    (void)xi;
+    /* empty, scalar, bool */
+    check_shape(vf_cumsum(ctx, vf_fill(ctx, VF_F32, 2, (int64_t[]){0, 3}, 1), 0, false, false), 2, (int64_t[]){0, 3},
+                "cumsum of nothing");
+    float one = 1;
+    assert_null(vf_cumsum(ctx, vf_tensor_from_host(ctx, VF_F32, 0, NULL, &one), 0, false, false));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_cumsum", "scalar", NULL);
+    assert_null(vf_cumsum(ctx, vf_fill(ctx, VF_BOOL, 1, (int64_t[]){3}, 1), 0, false, false));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_cumsum", "bool", NULL);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(cumsum_values)
+
+/* Rows far past one invocation's block (5000 and 70000: the three-pass
+   path on Vulkan), integer-valued floats so that every partial sum is
+   exact in f32 and the results must be equal; i32 wrapping */
+static void cumsum_long(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const int64_t shapes[2][2] = {{3, 5000}, {1, 70000}};
+    for (int t = 0; t < 2; t++) {
+        int64_t n = shapes[t][0] * shapes[t][1];
+        int32_t *ii = malloc(sizeof(int32_t) * (size_t)n);
+        float *xf = malloc(sizeof(float) * (size_t)n), *want = malloc(sizeof(float) * (size_t)n);
+        double *dx = malloc(sizeof(double) * (size_t)n), *y = malloc(sizeof(double) * (size_t)n);
+        vt_fill_int(ii, (size_t)n, -8, 9, 30 + (uint64_t)t);
+        for (int64_t k = 0; k < n; k++) xf[k] = (float)ii[k], dx[k] = ii[k];
+        for (int fl = 0; fl < 4; fl += 3) { /* plain, and exclusive reverse */
+            bool excl = fl & 1, rev = fl & 2;
+            ref_cumsum(dx, 2, shapes[t], 1, excl, rev, y);
+            for (int64_t k = 0; k < n; k++) want[k] = (float)y[k];
+            float *got = vt_read(vf_cumsum(ctx, vf_tensor_from_host(ctx, VF_F32, 2, shapes[t], xf), 1, excl, rev));
+            vt_assert_equal_bytes(got, want, sizeof(float) * (size_t)n, "cumsum of a long row");
+            free(got);
+        }
+        free(ii), free(xf), free(want), free(dx), free(y);
+    }
+    int32_t big[600];
+    for (int k = 0; k < 600; k++) big[k] = INT32_MAX / 7;
+    int32_t *gi = vt_read(vf_cumsum(ctx, vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){600}, big), 0, false, false));
+    uint32_t acc = 0;
+    for (int k = 0; k < 600; k++) {
+        acc += (uint32_t)big[k];
+        if (gi[k] != (int32_t)acc) fail_msg("i32 cumsum [%d]: %d, want %d (wrapping)", k, gi[k], (int32_t)acc);
+    }
+    free(gi);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(cumsum_long)
+
 /* ---- traced vs eager ------------------------------------------------------ */
 
 enum { V = 7, D = 3 };
@@ -468,6 +573,69 @@ static void one_hot_traced(vf_backend b)
 }
 VT_PER_BACKEND(one_hot_traced)
 
+/* cumsum along the symbolic axis and its gradient, traced vs eager:
+   out[0] = cumsum(x, 0, exclusive), out[1] = d sum(w * cumsum(x, 0, reverse)) / dx */
+static vf_status scan_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0];
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *c = vf_cumsum(ctx, x, 0, false, true);
+    vf_tensor *loss = vf_reduce_sum(ctx, vf_mul(ctx, c, vf_add(ctx, x, x)), 0, NULL, false);
+    vf_tensor *g = NULL;
+    vf_status st = loss ? vf_tape_gradient(tp, loss, 1, &x, &g) : vf_status_get(ctx);
+    vf_tape_end(tp);
+    out[0] = vf_cumsum(ctx, x, 0, true, false);
+    out[1] = g;
+    return st != VF_OK ? st : out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+static void cumsum_traced(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const vf_tensor_spec sig[1] = {{VF_F32, 2, {-1, 3}}};
+    for (int fuse = 0; fuse < 2; fuse++) {
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "scan", .body = scan_body, .n_inputs = 1,
+                                                                     .n_outputs = 2, .input_signature = sig,
+                                                                     .unfused = !fuse});
+        for (int64_t n = 4; n <= 300; n += 296) {
+            float *x = malloc(sizeof(float) * (size_t)(3 * n));
+            vt_fill_uniform(x, (size_t)(3 * n), -1, 1, 90 + (uint64_t)n);
+            vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, 3}, x), *tr[2] = {0}, *ea[2] = {0};
+            assert_int_equal(vf_function_call(fn, &in, tr), VF_OK);
+            assert_int_equal(scan_body(ctx, &in, ea, NULL), VF_OK);
+            for (int k = 0; k < 2; k++) {
+                float *gt = vt_read(tr[k]), *ge = vt_read(ea[k]);
+                vt_assert_close_f32(gt, ge, (size_t)(3 * n), 1e-5, 1e-5, k ? "cumsum grad traced vs eager"
+                                                                           : "cumsum traced vs eager");
+                free(gt), free(ge);
+            }
+            /* the gradient's definition: d/dx[k] of sum_j w_j c_j (c = reverse cumsum, w = 2x)
+               = sum_{j <= k} w_j + 2 c_k */
+            float *g = vt_read(ea[1]);
+            for (int cc = 0; cc < 3; cc++) {
+                double pre = 0, suf = 0;
+                double *cs = malloc(sizeof(double) * (size_t)n);
+                for (int64_t j = n - 1; j >= 0; j--) suf += x[j * 3 + cc], cs[j] = suf;
+                for (int64_t k = 0; k < n; k++) {
+                    pre += 2.0 * x[k * 3 + cc];
+                    double want = pre + 2.0 * cs[k];
+                    if (fabs(g[k * 3 + cc] - want) > 1e-4 * (1 + fabs(want)))
+                        fail_msg("cumsum grad [%lld,%d]: %g, want %g", (long long)k, cc, g[k * 3 + cc], want);
+                }
+                free(cs);
+            }
+            free(g), free(x);
+        }
+        vf_function_stats st;
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        vf_function_destroy(fn);
+    }
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(cumsum_traced)
+
 /* ---- device limits --------------------------------------------------------- */
 
 /* Under LIMITS (8 workgroups per dispatch, 64 loop iterations per
@@ -507,6 +675,18 @@ static void test_limits(void **state)
     assert_null(s);
     vt_expect_error(vk, VF_ERROR_UNSUPPORTED, "scatter_add", "300 indices", "split the indices", NULL);
     free(u3), free(x), free(u), free(idx);
+    /* cumsum in blocks of the loop budget over a grid-strided dispatch: 4 x 900 rows (i32, exact) */
+    int32_t *ci = malloc(sizeof(int32_t) * 3600);
+    vt_fill_int(ci, 3600, -50, 50, 14);
+    for (int fl = 0; fl < 4; fl++) {
+        int32_t *cr[2];
+        for (int k = 0; k < 2; k++)
+            cr[k] = vt_read(vf_cumsum(cs[k], vf_tensor_from_host(cs[k], VF_I32, 2, (int64_t[]){4, 900}, ci), -1,
+                                      fl & 1, fl & 2));
+        vt_assert_equal_bytes(cr[1], cr[0], sizeof(int32_t) * 3600, "cumsum in blocks under the limits");
+        free(cr[0]), free(cr[1]);
+    }
+    free(ci);
     /* iota past the workgroup limit (16000 elements, computed in f32 under the 64 KiB binding limit: 16 groups of 1024 on a grid of 8) */
     void *rh[2];
     for (int k = 0; k < 2; k++) rh[k] = vt_read(vf_range(cs[k], VF_F16, 0, 16000, 1));
@@ -522,7 +702,8 @@ int main(void)
         VT_PER_BACKEND_TESTS(gather_values), VT_PER_BACKEND_TESTS(gather_out_of_range),
         VT_PER_BACKEND_TESTS(scatter_values), VT_PER_BACKEND_TESTS(index_empty),
         VT_PER_BACKEND_TESTS(traced_vs_eager), VT_PER_BACKEND_TESTS(one_hot_values),
-        VT_PER_BACKEND_TESTS(range_values), VT_PER_BACKEND_TESTS(one_hot_traced), cmocka_unit_test(test_limits),
+        VT_PER_BACKEND_TESTS(range_values), VT_PER_BACKEND_TESTS(one_hot_traced), VT_PER_BACKEND_TESTS(cumsum_values),
+        VT_PER_BACKEND_TESTS(cumsum_long), VT_PER_BACKEND_TESTS(cumsum_traced), cmocka_unit_test(test_limits),
     };
     return VT_RUN_GROUP(tests);
 }

@@ -124,9 +124,54 @@ static vf_status iota(const vf_exec *e)
     return VF_OK;
 }
 
+/* Running sums along the axis in double (integers in int64, wrapped on
+   store), each output rounded once; trans_a: exclusive, trans_b: reverse. */
+static vf_status cumsum(vf_cpu *cpu, const vf_exec *e)
+{
+    const vf_tref *x = &e->in[0];
+    int axis = e->attrs.axis;
+    bool excl = e->attrs.trans_a, rev = e->attrs.trans_b, flt = vf_dtype_is_float(x->dtype);
+    int64_t outer = 1, n = x->shape[axis], inner = 1;
+    for (int d = 0; d < axis; d++) outer *= x->shape[d];
+    for (int d = axis + 1; d < x->rank; d++) inner *= x->shape[d];
+    double *fv = flt ? malloc(sizeof *fv * (size_t)n) : NULL;
+    int64_t *iv = flt ? NULL : malloc(sizeof *iv * (size_t)n);
+    if (!fv && !iv) return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "vf_cumsum: out of host memory");
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t c = 0; c < inner; c++) {
+            int64_t base = o * n * inner + c;
+            if (flt) vf_cpu_load_f64(vf_cpu_ptr(x), x->dtype, base, inner, n, fv);
+            else vf_cpu_load_i64(vf_cpu_ptr(x), x->dtype, base, inner, n, iv);
+            double fa = 0;
+            uint64_t ia = 0;
+            for (int64_t p = 0; p < n; p++) {
+                int64_t k = rev ? n - 1 - p : p;
+                if (flt) {
+                    double v = fv[k];
+                    if (!excl) fa += v;
+                    fv[k] = fa;
+                    if (excl) fa += v;
+                } else {
+                    uint64_t v = (uint64_t)iv[k];
+                    if (!excl) ia += v;
+                    iv[k] = (int64_t)ia;
+                    if (excl) ia += v;
+                }
+            }
+            /* strided store, one element at a time (the store helpers are contiguous) */
+            for (int64_t k = 0; k < n; k++) {
+                if (flt) vf_cpu_store_f64(vf_cpu_ptr(&e->out), e->out.dtype, base + k * inner, 1, &fv[k]);
+                else vf_cpu_store_i64(vf_cpu_ptr(&e->out), e->out.dtype, base + k * inner, 1, &iv[k]);
+            }
+        }
+    free(fv), free(iv);
+    return VF_OK;
+}
+
 vf_status vf_cpu_index(vf_cpu *cpu, const vf_exec *e)
 {
     switch (e->op) {
+    case VF_OP_CUMSUM: return cumsum(cpu, e);
     case VF_OP_IOTA: return iota(e);
     case VF_OP_GATHER: return gather(cpu, e);
     case VF_OP_SCATTER_ADD: return scatter_add(cpu, e);

@@ -21,5 +21,15 @@ static bool g_scatter_add(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g,
     return gin[2] != NULL;
 }
 
+/* y = cumsum(x): each x[k] feeds the outputs after it (or, exclusive,
+   strictly after it) in scan order, so dx is the same scan of g the other
+   way round */
+static bool g_cumsum(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_cumsum(ctx, g, e->attrs.axis, e->attrs.trans_a, !e->attrs.trans_b);
+    return gin[0] != NULL;
+}
+
 const vf_grad_rule vf_grad_gather = {g_gather};
+const vf_grad_rule vf_grad_cumsum = {g_cumsum};
 const vf_grad_rule vf_grad_scatter_add = {g_scatter_add};

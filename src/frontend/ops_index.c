@@ -158,3 +158,26 @@ vf_tensor *vf_one_hot(vf_context *ctx, vf_tensor *indices, int64_t depth, vf_dty
     vf_tensor *hot = vf_equal(ctx, col, iota(ctx, name, indices->dtype, depth));
     return dtype == VF_BOOL ? hot : vf_cast(ctx, hot, dtype);
 }
+
+vf_tensor *vf_cumsum(vf_context *ctx, vf_tensor *x, int axis, bool exclusive, bool reverse)
+{
+    VF_LOCKED(ctx);
+    const char *name = "vf_cumsum";
+    if (!ctx || !x) return NULL;
+    if (!vf_check_input(ctx, name, x, 0) || !vf_check_dtype(ctx, VF_OP_CUMSUM, x, 0)) return NULL;
+    if (x->rank == 0) {
+        vf_fail(ctx, VF_ERROR_SHAPE, "%s: x is a scalar; it needs rank >= 1 (reshape it to [1])", name);
+        return NULL;
+    }
+    int a;
+    if (!vf_norm_axis(ctx, name, axis, x->rank, &a)) return NULL;
+    vf_exec e = {.op = VF_OP_CUMSUM, .n_in = 1, .attrs.axis = a, .attrs.trans_a = exclusive, .attrs.trans_b = reverse};
+    e.in[0] = vf_tensor_ref(x);
+    vf_dtype dt;
+    int rank;
+    int64_t shape[VF_MAX_RANK];
+    if (!vf_infer_refs(ctx, VF_OP_CUMSUM, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
+    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
+    if (!out || out->numel == 0) return out;
+    return vf_run(ctx, &e, out);
+}

@@ -51,6 +51,8 @@ typedef enum vf_op {
     VF_OP_GATHER,       /* in[0] x, in[1] i32 indices; attrs.axis */
     VF_OP_SCATTER_ADD,  /* in[0] x, in[1] i32 indices, in[2] updates; attrs.axis */
     VF_OP_IOTA,         /* source: element i (row-major) is i; vf_range and vf_one_hot build on it */
+    VF_OP_CUMSUM,       /* along attrs.axis; trans_a: exclusive, trans_b: reverse (fields reused so
+                           that saved files keep their layout) */
     VF_OP_COUNT
 } vf_op;
 
@@ -61,8 +63,9 @@ typedef enum {
     VF_KIND_MATMUL,
     VF_KIND_MOVEMENT,
     VF_KIND_SOURCE,
-    VF_KIND_INDEX,      /* gather-like: data-dependent addressing, an own kernel, never fused
-                           (shape rules in graph/shape_index.c) */
+    VF_KIND_INDEX,      /* gather-like (data-dependent addressing) and scans along an axis
+                           (cumsum): an own kernel, never fused (shape rules in
+                           graph/shape_index.c) */
 } vf_op_kind;
 
 typedef enum { VF_RESULT_SAME, VF_RESULT_BOOL, VF_RESULT_I32, VF_RESULT_ATTR } vf_result_rule;

@@ -88,7 +88,7 @@ PIN(REDUCE_MAX, 30) PIN(REDUCE_MIN, 31) PIN(NORM, 32) PIN(ARGMAX, 33)
 PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
 PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40) PIN(SQUARE, 41)
 /* indexing (issue 13) */
-PIN(GATHER, 42) PIN(SCATTER_ADD, 43) PIN(IOTA, 44)
+PIN(GATHER, 42) PIN(SCATTER_ADD, 43) PIN(IOTA, 44) PIN(CUMSUM, 45)
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -99,7 +99,7 @@ extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf
     vf_grad_copy, vf_grad_sum, vf_grad_mean, vf_grad_maxred, vf_grad_norm, vf_grad_softmax,
     vf_grad_log_softmax, vf_grad_xent, vf_grad_matmul, vf_grad_transpose, vf_grad_square;
 /* indexing (issue 13) */
-extern const vf_grad_rule vf_grad_gather, vf_grad_scatter_add;
+extern const vf_grad_rule vf_grad_gather, vf_grad_scatter_add, vf_grad_cumsum;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -208,6 +208,9 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
        what vf_one_hot compares indices with */
     [VF_OP_IOTA] = {.name = "iota", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = NUM,
                     .result = VF_RESULT_ATTR},
+    /* running sums along attrs.axis; trans_a = exclusive, trans_b = reverse */
+    [VF_OP_CUMSUM] = {.name = "cumsum", .arity = 1, .kind = VF_KIND_INDEX, .accepts = NUM,
+                      .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS | VF_ATTR_TRANS, .grad = &vf_grad_cumsum},
 };
 
 /* ---- attributes ------------------------------------------------------ */

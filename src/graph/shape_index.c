@@ -59,6 +59,11 @@ vf_status vf_infer_index(vf_op op, const vf_attrs *a, const vf_shape *in, vf_sha
         *out = in[0];
         return VF_OK;
     }
+    case VF_OP_CUMSUM:
+        if (in[0].rank == 0)
+            return vf_err_set(err, VF_ERROR_SHAPE, "vf_cumsum: x is a scalar; it needs rank >= 1 (reshape to [1])");
+        *out = in[0];
+        return VF_OK;
     default: break;
     }
     return vf_err_set(err, VF_ERROR_UNSUPPORTED, "vf_%s: no shape rule", name);
