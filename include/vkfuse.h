@@ -291,6 +291,16 @@ VF_API vf_tensor *vf_range(vf_context *ctx, vf_dtype dtype, double start, double
    O(n) work either way, floats summed in f32 in scan order. Gradient: the
    cumsum of the output gradient with reverse flipped. */
 VF_API vf_tensor *vf_cumsum(vf_context *ctx, vf_tensor *x, int axis, bool exclusive, bool reverse);
+/* tf.math.top_k: the k largest elements along the last axis, sorted
+   descending ([..., n] -> [..., k]); *indices (when indices is not NULL)
+   receives their positions, VF_I32. Ties go to the lower index first; a
+   NaN counts as larger than every number (NaNs first, by index). k must
+   be in [0, n] (else VF_ERROR_INVALID_ARGUMENT); x numeric, not bool. On
+   Vulkan each element finds its rank by comparing with its whole row
+   (O(n^2) per row, deterministic); a device with a loop limit (lavapipe)
+   takes rows of at most 4 times that limit. Gradient (values): the output
+   gradient scattered back to the positions taken, zero elsewhere. */
+VF_API vf_tensor *vf_top_k(vf_context *ctx, vf_tensor *x, int k, vf_tensor **indices);
 
 /* ---- Variables ----------------------------------------------------------
    Persistent and mutable: a variable keeps its dtype and shape; assigning

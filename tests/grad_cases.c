@@ -296,6 +296,23 @@ static void r_cumsum0er(const gc_dt *in, gc_dt *out)
     dsquare_all(out);
 }
 
+/* top 2 of each row of [3, 4] by selection (the seeded inputs have no ties) */
+static vf_tensor *f_topk(vf_context *ctx, vf_tensor **in) { return vf_square(ctx, vf_top_k(ctx, in[0], 2, NULL)); }
+static void r_topk(const gc_dt *in, gc_dt *out)
+{
+    out->rank = 2, out->sh[0] = 3, out->sh[1] = 2;
+    for (int r = 0; r < 3; r++) {
+        int taken = -1;
+        for (int j = 0; j < 2; j++) {
+            int best = -1;
+            for (int i = 0; i < 4; i++)
+                if (i != taken && (best < 0 || in[0].v[r * 4 + i] > in[0].v[r * 4 + best])) best = i;
+            out->v[r * 2 + j] = in[0].v[r * 4 + best] * in[0].v[r * 4 + best];
+            taken = best;
+        }
+    }
+}
+
 /* ---- the cases --------------------------------------------------------- */
 
 
@@ -512,6 +529,7 @@ const gc_case gc_cases[] = {
     C2("scatter_add axis 1, duplicates", scatter1, 2, SH(3, 4), 2, SH(3, 5), -2, 2),
     C1("cumsum axis 1", cumsum1, 2, SH(3, 4), -2, 2),
     C1("cumsum axis 0 exclusive reverse", cumsum0er, 3, SH(3, 2, 2), -2, 2),
+    C1("top_k k=2", topk, 2, SH(3, 4), -2, 2),
 };
 const int gc_n_cases = (int)(sizeof gc_cases / sizeof gc_cases[0]);
 

@@ -7,7 +7,9 @@
  * trace), and the split paths under tiny device limits; vf_one_hot and
  * vf_range against their definitions, eager and traced; vf_cumsum
  * against double sums (every axis and flag, long rows through the
- * multi-pass path), traced with its gradient. The gradient
+ * multi-pass path), traced with its gradient; vf_top_k against a
+ * selection reference (ties, NaN, infinities, every numeric dtype, k = 0
+ * and k = n), traced with its gradient, its step split under tiny limits. The gradient
  * rules are checked against finite differences in tests/grad_cases.c
  * (run by test_tape). */
 #include "limits_common.h"
@@ -457,6 +459,167 @@ static void cumsum_long(vf_backend b)
 }
 VT_PER_BACKEND(cumsum_long)
 
+/* ---- top_k ------------------------------------------------------------------ */
+
+/* a comes before b (values va, vb at positions ia, ib): larger first, NaN
+   above numbers, ties by lower index */
+static bool tk_before(double va, int64_t ia, double vb, int64_t ib)
+{
+    if (isnan(va) || isnan(vb)) return isnan(va) && (!isnan(vb) || ia < ib);
+    return va > vb || (va == vb && ia < ib);
+}
+
+/* selection: the k first of each row of n in that order */
+static void ref_top_k(const double *x, int64_t rows, int64_t n, int64_t k, double *val, int32_t *idx)
+{
+    bool *used = calloc((size_t)n, 1);
+    for (int64_t r = 0; r < rows; r++) {
+        memset(used, 0, (size_t)n);
+        for (int64_t j = 0; j < k; j++) {
+            int64_t best = -1;
+            for (int64_t i = 0; i < n; i++)
+                if (!used[i] && (best < 0 || tk_before(x[r * n + i], i, x[r * n + best], best))) best = i;
+            used[best] = true;
+            val[r * k + j] = x[r * n + best];
+            idx[r * k + j] = (int32_t)best;
+        }
+    }
+    free(used);
+}
+
+static void check_top_k(vf_context *ctx, vf_tensor *t, const double *x, int64_t rows, int64_t n, int64_t k,
+                        const char *what)
+{
+    vf_tensor *ti = NULL;
+    vf_tensor *tv = vf_top_k(ctx, t, (int)k, &ti);
+    if (!tv || !ti) fail_msg("%s: %s", what, vf_error_message(ctx));
+    assert_int_equal(vf_tensor_dim(tv, vf_tensor_rank(tv) - 1), k);
+    assert_int_equal(vf_tensor_dtype(ti), VF_I32);
+    double *wv = malloc(sizeof(double) * (size_t)(rows * k + 1));
+    int32_t *wi = malloc(sizeof(int32_t) * (size_t)(rows * k + 1));
+    ref_top_k(x, rows, n, k, wv, wi);
+    if (rows * k > 0) {
+        float *gv = vt_read(vf_cast(ctx, tv, VF_F32));
+        int32_t *gi = vt_read(ti);
+        vt_assert_equal_bytes(gi, wi, sizeof(int32_t) * (size_t)(rows * k), what);
+        for (int64_t j = 0; j < rows * k; j++)
+            if (!(gv[j] == (float)wv[j] || (isnan(gv[j]) && isnan(wv[j]))))
+                fail_msg("%s: value %lld: %g, want %g", what, (long long)j, gv[j], wv[j]);
+        free(gv), free(gi);
+    }
+    free(wv), free(wi);
+}
+
+static void top_k_values(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    /* ties, NaNs, infinities and signed zeros */
+    const float x[21] = {1, 3, 3, -1, NAN, 2, 3,   -INFINITY, 0.0f, -0.0f, 5, INFINITY, NAN, 5,
+                         4, 4, 4, 4, 4, 4, -2};
+    double dx[21];
+    for (int k = 0; k < 21; k++) dx[k] = x[k];
+    vf_tensor *t = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 7}, x);
+    const int ks[4] = {0, 1, 3, 7};
+    for (int q = 0; q < 4; q++) check_top_k(ctx, t, dx, 3, 7, ks[q], "top_k f32 with ties and NaN");
+    /* f16 (the NaN and infinities survive the cast), rank 3 */
+    check_top_k(ctx, vf_reshape(ctx, vf_cast(ctx, t, VF_F16), 3, (int64_t[]){3, 1, 7}), dx, 3, 7, 4, "top_k f16");
+    /* integers */
+    int32_t xi[40];
+    double di[40];
+    vt_fill_int(xi, 40, -5, 5, 77);
+    xi[3] = INT32_MIN, xi[9] = INT32_MAX;
+    for (int k = 0; k < 40; k++) di[k] = xi[k];
+    check_top_k(ctx, vf_tensor_from_host(ctx, VF_I32, 3, (int64_t[]){2, 2, 10}, xi), di, 4, 10, 6, "top_k i32");
+    uint32_t xu[8] = {7, UINT32_MAX, 0, 7, 2147483648u, 1, 7, 3};
+    double du[8];
+    for (int k = 0; k < 8; k++) du[k] = xu[k];
+    check_top_k(ctx, vf_tensor_from_host(ctx, VF_U32, 1, (int64_t[]){8}, xu), du, 1, 8, 5, "top_k u32");
+    /* a long row (one step on lavapipe's loop budget) */
+    enum { N = 3000 };
+    float *xl = malloc(sizeof(float) * N);
+    double *dl = malloc(sizeof(double) * N);
+    vt_fill_uniform(xl, N, -1, 1, 78);
+    for (int k = 0; k < N; k += 97) xl[k] = 0.25f; /* ties */
+    for (int k = 0; k < N; k++) dl[k] = xl[k];
+    check_top_k(ctx, vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){N}, xl), dl, 1, N, 50, "top_k of 3000");
+    free(xl), free(dl);
+    /* errors */
+    assert_null(vf_top_k(ctx, t, 8, NULL));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_top_k", "k = 8", "[3,7]", NULL);
+    assert_null(vf_top_k(ctx, t, -1, NULL));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_top_k", "k = -1", NULL);
+    float one = 1;
+    assert_null(vf_top_k(ctx, vf_tensor_from_host(ctx, VF_F32, 0, NULL, &one), 1, NULL));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_top_k", "scalar", NULL);
+    assert_null(vf_top_k(ctx, vf_fill(ctx, VF_BOOL, 1, (int64_t[]){3}, 1), 1, NULL));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_top_k", "bool", NULL);
+    /* empty rows: k = 0 of nothing */
+    vf_tensor *ei = NULL;
+    check_shape(vf_top_k(ctx, vf_fill(ctx, VF_F32, 2, (int64_t[]){4, 0}, 1), 0, &ei), 2, (int64_t[]){4, 0}, "top_k empty");
+    check_shape(ei, 2, (int64_t[]){4, 0}, "top_k empty indices");
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(top_k_values)
+
+/* top_k in a traced body with a symbolic number of rows, and its gradient:
+   out[0] values, out[1] indices, out[2] = d sum(w * top_k(x, 3)) / dx */
+static vf_status topk_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0];
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *idx = NULL;
+    vf_tensor *v = vf_top_k(ctx, x, 3, &idx);
+    vf_tensor *loss = vf_reduce_sum(ctx, vf_mul(ctx, v, vf_range(ctx, VF_F32, 1, 4, 1)), 0, NULL, false);
+    vf_tensor *g = NULL;
+    vf_status st = loss ? vf_tape_gradient(tp, loss, 1, &x, &g) : vf_status_get(ctx);
+    vf_tape_end(tp);
+    out[0] = v, out[1] = idx, out[2] = g;
+    return st != VF_OK ? st : v && idx && g ? VF_OK : vf_status_get(ctx);
+}
+
+static void top_k_traced(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const vf_tensor_spec sig[1] = {{VF_F32, 2, {-1, 6}}};
+    for (int fuse = 0; fuse < 2; fuse++) {
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "topk", .body = topk_body, .n_inputs = 1,
+                                                                     .n_outputs = 3, .input_signature = sig,
+                                                                     .unfused = !fuse});
+        for (int64_t n = 2; n <= 5; n += 3) {
+            float x[30];
+            vt_fill_uniform(x, (size_t)(6 * n), -1, 1, 60 + (uint64_t)n);
+            vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, 6}, x), *tr[3] = {0}, *ea[3] = {0};
+            assert_int_equal(vf_function_call(fn, &in, tr), VF_OK);
+            assert_int_equal(topk_body(ctx, &in, ea, NULL), VF_OK);
+            const size_t bytes[3] = {sizeof(float) * (size_t)(3 * n), sizeof(int32_t) * (size_t)(3 * n),
+                                     sizeof(float) * (size_t)(6 * n)};
+            for (int k = 0; k < 3; k++) {
+                void *gt = vt_read(tr[k]), *ge = vt_read(ea[k]);
+                vt_assert_equal_bytes(gt, ge, bytes[k], "top_k traced vs eager");
+                free(gt), free(ge);
+            }
+            /* the gradient: 1, 2, 3 at the positions of the largest, second, third */
+            int32_t *id = vt_read(ea[1]);
+            float *g = vt_read(ea[2]);
+            for (int64_t r = 0; r < n; r++)
+                for (int i = 0; i < 6; i++) {
+                    float want = 0;
+                    for (int j = 0; j < 3; j++)
+                        if (id[r * 3 + j] == i) want = (float)(j + 1);
+                    assert_true(g[r * 6 + i] == want);
+                }
+            free(id), free(g);
+        }
+        vf_function_stats st;
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        vf_function_destroy(fn);
+    }
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(top_k_traced)
+
 /* ---- traced vs eager ------------------------------------------------------ */
 
 enum { V = 7, D = 3 };
@@ -687,6 +850,24 @@ static void test_limits(void **state)
         free(cr[0]), free(cr[1]);
     }
     free(ci);
+    /* top_k with its rank count split over steps, past the workgroup limit: 150 rows of 20 are 3000
+       invocations, 47 workgroups on a grid of 8 (6 rounds), so 5 of the 33 loop iterations per
+       round: 4 steps; rows of 200 would need 40 and are refused */
+    float *tx = malloc(sizeof(float) * 3000);
+    vt_fill_uniform(tx, 3000, -1, 1, 15);
+    for (int k = 0; k < 3000; k += 7) tx[k] = 0.5f;
+    void *tk[2][2];
+    for (int k = 0; k < 2; k++) {
+        vf_tensor *ti = NULL;
+        tk[k][0] = vt_read(vf_top_k(cs[k], vf_tensor_from_host(cs[k], VF_F32, 2, (int64_t[]){150, 20}, tx), 9, &ti));
+        tk[k][1] = vt_read(ti);
+    }
+    vt_assert_equal_bytes(tk[1][0], tk[0][0], sizeof(float) * 1350, "top_k values in steps");
+    vt_assert_equal_bytes(tk[1][1], tk[0][1], sizeof(int32_t) * 1350, "top_k indices in steps");
+    for (int k = 0; k < 2; k++) free(tk[k][0]), free(tk[k][1]);
+    assert_null(vf_top_k(vk, vf_tensor_from_host(vk, VF_F32, 2, (int64_t[]){15, 200}, tx), 2, NULL));
+    vt_expect_error(vk, VF_ERROR_UNSUPPORTED, "top_k", "rows of 200", NULL);
+    free(tx);
     /* iota past the workgroup limit (16000 elements, computed in f32 under the 64 KiB binding limit: 16 groups of 1024 on a grid of 8) */
     void *rh[2];
     for (int k = 0; k < 2; k++) rh[k] = vt_read(vf_range(cs[k], VF_F16, 0, 16000, 1));
@@ -703,7 +884,8 @@ int main(void)
         VT_PER_BACKEND_TESTS(scatter_values), VT_PER_BACKEND_TESTS(index_empty),
         VT_PER_BACKEND_TESTS(traced_vs_eager), VT_PER_BACKEND_TESTS(one_hot_values),
         VT_PER_BACKEND_TESTS(range_values), VT_PER_BACKEND_TESTS(one_hot_traced), VT_PER_BACKEND_TESTS(cumsum_values),
-        VT_PER_BACKEND_TESTS(cumsum_long), VT_PER_BACKEND_TESTS(cumsum_traced), cmocka_unit_test(test_limits),
+        VT_PER_BACKEND_TESTS(cumsum_long), VT_PER_BACKEND_TESTS(cumsum_traced), VT_PER_BACKEND_TESTS(top_k_values),
+        VT_PER_BACKEND_TESTS(top_k_traced), cmocka_unit_test(test_limits),
     };
     return VT_RUN_GROUP(tests);
 }

@@ -8,6 +8,7 @@
  * kernels document what they do instead (include/vkfuse.h). */
 #include "cpu/cpu.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,9 +169,51 @@ static vf_status cumsum(vf_cpu *cpu, const vf_exec *e)
     return VF_OK;
 }
 
+/* top_k order: descending, NaN above every number, ties (and NaNs) by
+   lower index first: a total order, so qsort's instability does not show */
+typedef struct {
+    double v;
+    int64_t i;
+} tk_item;
+
+static int tk_cmp(const void *pa, const void *pb)
+{
+    const tk_item *a = pa, *b = pb;
+    bool na = isnan(a->v), nb = isnan(b->v);
+    if (na != nb) return na ? -1 : 1;
+    if (!na && a->v != b->v) return a->v > b->v ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static vf_status top_k(vf_cpu *cpu, const vf_exec *e)
+{
+    const vf_tref *x = &e->in[0];
+    int64_t n = x->shape[x->rank - 1], k = (int64_t)e->attrs.value, rows = vf_cpu_numel(x) / n;
+    tk_item *it = malloc(sizeof *it * (size_t)n);
+    double *row = malloc(sizeof *row * (size_t)n), *val = malloc(sizeof *val * (size_t)k);
+    int64_t *idx = malloc(sizeof *idx * (size_t)k);
+    if (!it || !row || !val || !idx) {
+        free(it), free(row), free(val), free(idx);
+        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "vf_top_k: out of host memory");
+    }
+    bool want_idx = e->op == VF_OP_TOP_K_INDICES;
+    for (int64_t r = 0; r < rows; r++) {
+        vf_cpu_load_f64(vf_cpu_ptr(x), x->dtype, r * n, 1, n, row);   /* exact for every numeric dtype */
+        for (int64_t i = 0; i < n; i++) it[i] = (tk_item){row[i], i};
+        qsort(it, (size_t)n, sizeof *it, tk_cmp);
+        for (int64_t j = 0; j < k; j++) val[j] = it[j].v, idx[j] = it[j].i;
+        if (want_idx) vf_cpu_store_i64(vf_cpu_ptr(&e->out), VF_I32, r * k, k, idx);
+        else vf_cpu_store_f64(vf_cpu_ptr(&e->out), e->out.dtype, r * k, k, val);
+    }
+    free(it), free(row), free(val), free(idx);
+    return VF_OK;
+}
+
 vf_status vf_cpu_index(vf_cpu *cpu, const vf_exec *e)
 {
     switch (e->op) {
+    case VF_OP_TOP_K:
+    case VF_OP_TOP_K_INDICES: return top_k(cpu, e);
     case VF_OP_CUMSUM: return cumsum(cpu, e);
     case VF_OP_IOTA: return iota(e);
     case VF_OP_GATHER: return gather(cpu, e);

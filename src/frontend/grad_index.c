@@ -30,6 +30,28 @@ static bool g_cumsum(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_t
     return gin[0] != NULL;
 }
 
+/* v = top_k(x): each value's gradient goes back to the position it came
+   from, sum_j one_hot(idx[..., j], n) * g[..., j] (k x n per row: the
+   positions are distinct within a row, so nothing collides) */
+static bool g_top_k(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    vf_tensor *x = IN(0);
+    int r = x->rank, k = (int)e->attrs.value;
+    vf_tensor *idx = vf_top_k_indices(ctx, x, k);
+    if (!idx) return false;
+    int64_t s[VF_MAX_RANK];
+    for (int d = 0; d < r; d++) s[d] = g->shape[d];
+    s[r] = 1;
+    /* a bool mask in where() (not a cast times g): the mask depends on x
+       but carries no gradient, so higher orders see no cast of a bool */
+    vf_tensor *hot = vf_one_hot(ctx, idx, x->shape[r - 1], VF_BOOL);    /* [..., k, n] */
+    vf_tensor *gk = vf_ad_reshape(ctx, g, r + 1, s);                    /* [..., k, 1] */
+    int ax = -2;
+    gin[0] = vf_reduce_sum(ctx, vf_where(ctx, hot, gk, vf_ad_scalar(ctx, g->dtype, 0.0)), 1, &ax, false);
+    return gin[0] != NULL;
+}
+
 const vf_grad_rule vf_grad_gather = {g_gather};
+const vf_grad_rule vf_grad_top_k = {g_top_k};
 const vf_grad_rule vf_grad_cumsum = {g_cumsum};
 const vf_grad_rule vf_grad_scatter_add = {g_scatter_add};

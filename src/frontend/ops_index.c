@@ -181,3 +181,47 @@ vf_tensor *vf_cumsum(vf_context *ctx, vf_tensor *x, int axis, bool exclusive, bo
     if (!out || out->numel == 0) return out;
     return vf_run(ctx, &e, out);
 }
+
+/* One of top_k's two ops (values or indices) on x with k checked. */
+static vf_tensor *top_k_op(vf_context *ctx, vf_op op, vf_tensor *x, int k)
+{
+    vf_exec e = {.op = op, .n_in = 1, .attrs.value = k};
+    e.in[0] = vf_tensor_ref(x);
+    vf_dtype dt;
+    int rank;
+    int64_t shape[VF_MAX_RANK];
+    if (!vf_infer_refs(ctx, op, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
+    vf_tensor *out = vf_tensor_new(ctx, "vf_top_k", dt, rank, shape);
+    if (!out || out->numel == 0) return out;
+    return vf_run(ctx, &e, out);
+}
+
+static bool top_k_args(vf_context *ctx, vf_tensor *x)
+{
+    const char *name = "vf_top_k";
+    if (!vf_check_input(ctx, name, x, 0) || !vf_check_dtype(ctx, VF_OP_TOP_K, x, 0)) return false;
+    if (x->rank == 0) {
+        vf_fail(ctx, VF_ERROR_SHAPE, "%s: x is a scalar; it needs rank >= 1 (reshape it to [1])", name);
+        return false;
+    }
+    return true;   /* k against the last dim: the shape engine's message */
+}
+
+vf_tensor *vf_top_k(vf_context *ctx, vf_tensor *x, int k, vf_tensor **indices)
+{
+    VF_LOCKED(ctx);
+    if (indices) *indices = NULL;
+    if (!ctx || !x || !top_k_args(ctx, x)) return NULL;
+    vf_tensor *v = top_k_op(ctx, VF_OP_TOP_K, x, k);
+    if (v && indices) {
+        *indices = top_k_op(ctx, VF_OP_TOP_K_INDICES, x, k);
+        if (!*indices) return NULL;   /* v stays in its scope */
+    }
+    return v;
+}
+
+vf_tensor *vf_top_k_indices(vf_context *ctx, vf_tensor *x, int k)
+{
+    if (!ctx || !x || !top_k_args(ctx, x)) return NULL;
+    return top_k_op(ctx, VF_OP_TOP_K_INDICES, x, k);
+}

@@ -53,6 +53,8 @@ typedef enum vf_op {
     VF_OP_IOTA,         /* source: element i (row-major) is i; vf_range and vf_one_hot build on it */
     VF_OP_CUMSUM,       /* along attrs.axis; trans_a: exclusive, trans_b: reverse (fields reused so
                            that saved files keep their layout) */
+    VF_OP_TOP_K,        /* the k largest along the last axis, sorted; k in attrs.value */
+    VF_OP_TOP_K_INDICES,/* their indices (I32), the same order */
     VF_OP_COUNT
 } vf_op;
 

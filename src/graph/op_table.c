@@ -89,6 +89,7 @@ PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
 PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40) PIN(SQUARE, 41)
 /* indexing (issue 13) */
 PIN(GATHER, 42) PIN(SCATTER_ADD, 43) PIN(IOTA, 44) PIN(CUMSUM, 45)
+PIN(TOP_K, 46) PIN(TOP_K_INDICES, 47)
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -99,7 +100,7 @@ extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf
     vf_grad_copy, vf_grad_sum, vf_grad_mean, vf_grad_maxred, vf_grad_norm, vf_grad_softmax,
     vf_grad_log_softmax, vf_grad_xent, vf_grad_matmul, vf_grad_transpose, vf_grad_square;
 /* indexing (issue 13) */
-extern const vf_grad_rule vf_grad_gather, vf_grad_scatter_add, vf_grad_cumsum;
+extern const vf_grad_rule vf_grad_gather, vf_grad_scatter_add, vf_grad_cumsum, vf_grad_top_k;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -211,6 +212,12 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     /* running sums along attrs.axis; trans_a = exclusive, trans_b = reverse */
     [VF_OP_CUMSUM] = {.name = "cumsum", .arity = 1, .kind = VF_KIND_INDEX, .accepts = NUM,
                       .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS | VF_ATTR_TRANS, .grad = &vf_grad_cumsum},
+    /* descending along the last axis, ties by lower index, NaN above everything;
+       k = attrs.value (an integer, exact in a double) */
+    [VF_OP_TOP_K] = {.name = "top_k", .arity = 1, .kind = VF_KIND_INDEX, .accepts = NUM,
+                     .result = VF_RESULT_SAME, .attrs = VF_ATTR_VALUE, .grad = &vf_grad_top_k},
+    [VF_OP_TOP_K_INDICES] = {.name = "top_k_indices", .arity = 1, .kind = VF_KIND_INDEX, .accepts = NUM,
+                             .result = VF_RESULT_I32, .attrs = VF_ATTR_VALUE},
 };
 
 /* ---- attributes ------------------------------------------------------ */

@@ -64,6 +64,23 @@ vf_status vf_infer_index(vf_op op, const vf_attrs *a, const vf_shape *in, vf_sha
             return vf_err_set(err, VF_ERROR_SHAPE, "vf_cumsum: x is a scalar; it needs rank >= 1 (reshape to [1])");
         *out = in[0];
         return VF_OK;
+    case VF_OP_TOP_K:
+    case VF_OP_TOP_K_INDICES: {
+        const vf_shape *x = &in[0];
+        char xs[96];
+        if (x->rank == 0)
+            return vf_err_set(err, VF_ERROR_SHAPE, "vf_top_k: x is a scalar; it needs rank >= 1 (reshape to [1])");
+        int64_t n = x->dim[x->rank - 1];
+        double k = a->value;
+        if (!(k >= 0 && k <= (double)n && k == (double)(int64_t)k))
+            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_top_k: k = %g but x %s has %lld elements along its "
+                              "last axis; k must be in [0, %lld]", k, sh(xs, sizeof xs, x), (long long)n,
+                              (long long)n);
+        *out = *x;
+        out->dim[x->rank - 1] = (int64_t)k;
+        out->sym &= ~(1u << (x->rank - 1));
+        return VF_OK;
+    }
     default: break;
     }
     return vf_err_set(err, VF_ERROR_UNSUPPORTED, "vf_%s: no shape rule", name);

@@ -1,5 +1,5 @@
-/* Kernels of the indexing ops (VF_KIND_INDEX): gather, scatter_add and
- * cumsum (see its section); and
+/* Kernels of the indexing ops (VF_KIND_INDEX): gather, scatter_add,
+ * cumsum and top_k (see their sections); and
  * the IOTA source under vf_range and vf_one_hot.
  *
  * Both see x as [outer, n, inner] around attrs.axis and the indices as J
@@ -353,6 +353,93 @@ static vf_status gen_cumsum(const vf_exec *e, const vf_device_caps *caps, vf_ker
     return VF_OK;
 }
 
+/* ---- top_k ------------------------------------------------------------------
+   One invocation per input element finds its rank in its row (how many
+   elements come before it: larger, NaN above numbers, ties by lower index)
+   and, when the rank is below k, writes its value (TOP_K) or index
+   (TOP_K_INDICES) there: the ranks are a permutation, so every output is
+   written once and the result is sorted and deterministic. O(n) per
+   element, O(n^2) per row: meant for rows up to a few thousand. Where n
+   is longer than one invocation may loop, the count is split over up to 4
+   steps that carry partial counts in scratch. */
+static vf_status tk_step(const vf_exec *e, const vf_device_caps *caps, vf_err *err, vf_dispatch *d, uint64_t n,
+                         uint64_t rows, uint64_t kk, uint64_t j0, uint64_t j1, bool first, bool last)
+{
+    const vf_tref *x = &e->in[0];
+    vf_ctype ct = cg_ctype_of(x->dtype);
+    const char *cn = cg_ctype_name(ct);
+    bool want_idx = e->op == VF_OP_TOP_K_INDICES;
+    vf_cg g;
+    cg_begin(&g, e, caps, err, d);
+    snprintf(g.d->name, sizeof g.d->name, "%s_%s%s%s", want_idx ? "top_k_idx" : "top_k", cg_dtype_tag(x->dtype),
+             first ? "" : "_more", last ? "" : "_part");
+    snprintf(g.comment, sizeof g.comment,
+             "op %s: %s rows of n along the last axis; each element counts the elements before it "
+             "(larger; NaN above numbers; ties by lower index) over [pc.j0, pc.j1)%s%s",
+             vf_op_get(e->op)->name, vf_dtype_name(x->dtype), first ? "" : ", adding the count so far",
+             last ? ", and writes itself at that rank when it is below k" : ", the count to scratch");
+    cg_bind(&g, VF_BIND_IN0, x->dtype, "xv", true, false);
+    if (last) cg_bind(&g, VF_BIND_OUT, e->out.dtype, "outv", false, false);
+    if (!(first && last)) cg_bind(&g, VF_BIND_SCRATCH, -1, "sc", false, false);
+    cg_load_fn(&g, "ld_x", "xv", x->dtype, ct);
+    if (last) cg_store_fn(&g, "st_o", "outv", e->out.dtype, want_idx ? VF_CT_UINT : ct);
+    if (ct == VF_CT_FLOAT)
+        vf_sb_puts(&g.decl, "bool before(float a, uint ia, float b, uint ib)\n"
+                            "{\n    bool na = isnan(a), nb = isnan(b);\n"
+                            "    if (na || nb) return na && (!nb || ia < ib);\n"
+                            "    return a > b || (a == b && ia < ib);\n}\n");
+    else
+        vf_sb_add(&g.decl, "bool before(%s a, uint ia, %s b, uint ib) { return a > b || (a == b && ia < ib); }\n", cn,
+                  cn);
+    cg_push_u32(&g, "n", (uint32_t)n);
+    cg_push_u32(&g, "numel", (uint32_t)(n * rows));
+    cg_push_u32(&g, "k", (uint32_t)kk);
+    cg_push_u32(&g, "j0", (uint32_t)j0);
+    cg_push_u32(&g, "j1", (uint32_t)j1);
+    cg_workgroup(&g, cg_clamp_wg(caps, 64, false));
+    vf_sb_add(&g.body,
+              "void main()\n{\n"
+              "    uint t = vf_group_id() * WG + gl_LocalInvocationID.x;\n"
+              "    if (t >= pc.numel) return;\n"
+              "    uint i = t %% pc.n, base = t - i;\n"
+              "    %s v = ld_x(t);\n"
+              "    uint rank = %s;\n"
+              "    for (uint j = pc.j0; j < pc.j1; j++)\n"
+              "        if (before(ld_x(base + j), j, v, i)) rank++;\n",
+              cn, first ? "0u" : "sc[t]");
+    if (!last) vf_sb_puts(&g.body, "    sc[t] = rank;\n}\n");
+    else
+        vf_sb_add(&g.body, "    if (rank < pc.k) st_o((base / pc.n) * pc.k + rank, %s);\n}\n", want_idx ? "i" : "v");
+    cg_groups_linear(&g, (n * rows + cg_wg(&g) - 1) / cg_wg(&g));
+    return cg_finish(&g, NULL);
+}
+
+static vf_status gen_top_k(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+{
+    const vf_tref *x = &e->in[0];
+    if (!cg_dtype_supported(e, caps, x->dtype, err)) return VF_ERROR_UNSUPPORTED;
+    uint64_t n = (uint64_t)x->shape[x->rank - 1], rows = (uint64_t)cg_numel(x) / n, kk = (uint64_t)e->attrs.value;
+    uint32_t wg = cg_clamp_wg(caps, 64, false);
+    uint64_t chunk = cg_loop_budget(caps) / grid_rounds(caps, (n * rows + wg - 1) / wg);
+    if (chunk == 0) chunk = 1;
+    uint64_t steps = (n + chunk - 1) / chunk;
+    if (steps > VF_KERNEL_MAX_STEPS)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "top_k: rows of %llu elements need %llu loop iterations per invocation; this device ends "
+                          "loops after %u (at most %llu elements per row here): reshape the row into parts, take "
+                          "top_k of each and then of the winners", (unsigned long long)n, (unsigned long long)n,
+                          caps->max_loop_iterations, (unsigned long long)(chunk * VF_KERNEL_MAX_STEPS));
+    chunk = (n + steps - 1) / steps;
+    k->n_steps = (int)steps;
+    if (steps > 1) k->scratch_bytes = (size_t)(n * rows * 4);
+    for (uint64_t t = 0; t < steps; t++) {
+        uint64_t j0 = t * chunk, j1 = j0 + chunk < n ? j0 + chunk : n;
+        vf_status st = tk_step(e, caps, err, &k->step[t], n, rows, kk, j0, j1, t == 0, t + 1 == steps);
+        if (st != VF_OK) return st;
+    }
+    return VF_OK;
+}
+
 vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
 {
     if (e->op == VF_OP_IOTA) return gen_iota(e, caps, k, err);
@@ -361,6 +448,8 @@ vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_kern
     case VF_OP_GATHER: return gen_gather(e, caps, k, err);
     case VF_OP_SCATTER_ADD: return gen_scatter(e, caps, k, err);
     case VF_OP_CUMSUM: return gen_cumsum(e, caps, k, err);
+    case VF_OP_TOP_K:
+    case VF_OP_TOP_K_INDICES: return gen_top_k(e, caps, k, err);
     default: break;
     }
     return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL generator", vf_op_get(e->op)->name);
