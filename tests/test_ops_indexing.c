@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- host references --------------------------------------------------- */
 
@@ -799,6 +800,52 @@ static void cumsum_traced(vf_backend b)
 }
 VT_PER_BACKEND(cumsum_traced)
 
+/* Every indexing op in one saved function: its attributes (axis, the
+   cumsum flags in trans_a / trans_b, top_k's k in value) survive
+   vf_function_save / vf_function_load, and the loaded function gives the
+   same values. */
+static vf_status all_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0], *ids = in[1];
+    vf_tensor *g = vf_gather(ctx, x, ids, 0);
+    out[0] = vf_top_k(ctx, vf_cumsum(ctx, g, 1, true, true), 2, &out[1]);
+    out[2] = vf_scatter_add(ctx, x, ids, g, -2);
+    out[3] = vf_mul(ctx, vf_one_hot(ctx, ids, 5, VF_F32), vf_range(ctx, VF_F32, 5, 0, -1));
+    return out[0] && out[1] && out[2] && out[3] ? VF_OK : vf_status_get(ctx);
+}
+
+static void saved_round_trip(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const vf_tensor_spec sig[2] = {{VF_F32, 2, {5, 4}}, {VF_I32, 1, {-1}}};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "all", .body = all_body, .n_inputs = 2,
+                                                                 .n_outputs = 4, .input_signature = sig});
+    float x[20];
+    vt_fill_uniform(x, 20, -1, 1, 81);
+    const int32_t ids[6] = {4, 0, 4, 2, 1, 3};
+    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){5, 4}, x),
+                        vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){6}, ids)};
+    vf_tensor *a[4] = {0}, *c[4] = {0};
+    assert_int_equal(vf_function_call(fn, in, a), VF_OK);
+    char path[96];
+    snprintf(path, sizeof path, "/tmp/vkfuse_indexing_%d_%d.vkf", (int)getpid(), (int)b);
+    assert_int_equal(vf_function_save(fn, path), VF_OK);
+    vf_function *back = NULL;
+    if (vf_function_load(ctx, path, &back) != VF_OK) fail_msg("load: %s", vf_error_message(ctx));
+    assert_int_equal(vf_function_call(back, in, c), VF_OK);
+    for (int k = 0; k < 4; k++) {
+        void *ga = vt_read(a[k]), *gc = vt_read(c[k]);
+        vt_assert_equal_bytes(gc, ga, vf_tensor_bytes(a[k]), "saved and loaded vs the original");
+        free(ga), free(gc);
+    }
+    remove(path);
+    vf_function_destroy(back);
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(saved_round_trip)
+
 /* ---- device limits --------------------------------------------------------- */
 
 /* Under LIMITS (8 workgroups per dispatch, 64 loop iterations per
@@ -885,7 +932,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(traced_vs_eager), VT_PER_BACKEND_TESTS(one_hot_values),
         VT_PER_BACKEND_TESTS(range_values), VT_PER_BACKEND_TESTS(one_hot_traced), VT_PER_BACKEND_TESTS(cumsum_values),
         VT_PER_BACKEND_TESTS(cumsum_long), VT_PER_BACKEND_TESTS(cumsum_traced), VT_PER_BACKEND_TESTS(top_k_values),
-        VT_PER_BACKEND_TESTS(top_k_traced), cmocka_unit_test(test_limits),
+        VT_PER_BACKEND_TESTS(top_k_traced), VT_PER_BACKEND_TESTS(saved_round_trip), cmocka_unit_test(test_limits),
     };
     return VT_RUN_GROUP(tests);
 }
