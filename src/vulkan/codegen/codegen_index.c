@@ -389,8 +389,10 @@ static vf_status gen_cumsum(const vf_exec *e, const vf_device_caps *caps, vf_ker
    elements come before it: larger, NaN above numbers, ties by lower index)
    and, when the rank is below k, writes its value (TOP_K) or index
    (TOP_K_INDICES) there: the ranks are a permutation, so every output is
-   written once and the result is sorted and deterministic. O(n) per
-   element, O(n^2) per row: meant for rows up to a few thousand. Where n
+   written once and the result is sorted and deterministic. An element
+   stops counting once k elements come before it (it is not taken), so a
+   row costs about k n log(n / k) comparisons on shuffled data and n^2 at
+   worst (a sorted ascending row). Where n
    is longer than one invocation may loop, the count is split over up to 4
    steps that carry partial counts in scratch. */
 static vf_status tk_step(const vf_exec *e, const vf_device_caps *caps, vf_err *err, vf_dispatch *d, uint64_t n,
@@ -435,7 +437,7 @@ static vf_status tk_step(const vf_exec *e, const vf_device_caps *caps, vf_err *e
               "    uint i = t %% pc.n, base = t - i;\n"
               "    %s v = ld_x(t);\n"
               "    uint rank = %s;\n"
-              "    for (uint j = pc.j0; j < pc.j1; j++)\n"
+              "    for (uint j = pc.j0; j < pc.j1 && rank < pc.k; j++)   // past k it is not taken: stop\n"
               "        if (before(ld_x(base + j), j, v, i)) rank++;\n",
               cn, first ? "0u" : "sc[t]");
     if (!last) vf_sb_puts(&g.body, "    sc[t] = rank;\n}\n");
