@@ -258,7 +258,9 @@ VF_API vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm);
    x.shape[:axis] + indices.shape + x.shape[axis+1:], any dtype. An index
    outside [0, x.shape[axis]) (negative ones included) is an error on the
    CPU backend (VF_ERROR_INVALID_ARGUMENT naming the index and its
-   position); on Vulkan, which cannot report it, its slice reads as zeros.
+   position); on Vulkan, which cannot report it, its slice reads as zeros
+   (VKFUSE_CHECK=1 replays traced plans on the CPU backend and so reports
+   it there too).
    Gradient: scatter_add of the output gradient into zeros shaped like x. */
 VF_API vf_tensor *vf_gather(vf_context *ctx, vf_tensor *x, vf_tensor *indices, int axis);
 /* x with updates added at indices along axis: the adjoint of vf_gather,

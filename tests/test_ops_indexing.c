@@ -176,6 +176,35 @@ static void gather_out_of_range(vf_backend b)
 }
 VT_PER_BACKEND(gather_out_of_range)
 
+/* What Vulkan cannot report, VKFUSE_CHECK=1 does: its replay of a traced
+   plan on the CPU backend names the out-of-range index. */
+static vf_status gather_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_gather(ctx, in[0], in[1], 0);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static void test_out_of_range_check(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    setenv("VKFUSE_CHECK", "1", 1);
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    unsetenv("VKFUSE_CHECK");
+    float x[6] = {1, 2, 3, 4, 5, 6};
+    const int32_t idx[3] = {2, 7, 0};
+    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 2}, x),
+                        vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){3}, idx)};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "g", .body = gather_body, .n_inputs = 2,
+                                                                  .n_outputs = 1});
+    vf_tensor *y = NULL;
+    assert_int_not_equal(vf_function_call(fn, in, &y), VF_OK);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "VKFUSE_CHECK", "gather", "indices[1] = 7", NULL);
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+
 /* ---- scatter_add -------------------------------------------------------- */
 
 static void scatter_values(vf_backend b)
@@ -929,6 +958,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(gather_values), VT_PER_BACKEND_TESTS(gather_out_of_range),
+        cmocka_unit_test(test_out_of_range_check),
         VT_PER_BACKEND_TESTS(scatter_values), VT_PER_BACKEND_TESTS(index_empty),
         VT_PER_BACKEND_TESTS(traced_vs_eager), VT_PER_BACKEND_TESTS(one_hot_values),
         VT_PER_BACKEND_TESTS(range_values), VT_PER_BACKEND_TESTS(one_hot_traced), VT_PER_BACKEND_TESTS(cumsum_values),
