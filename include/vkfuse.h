@@ -379,6 +379,58 @@ VF_API vf_tensor *vf_broadcast_to(vf_context *ctx, vf_tensor *x, int rank, const
    fails with VF_ERROR_UNSUPPORTED (a traced reshape follows one). */
 VF_API vf_tensor *vf_expand_dims(vf_context *ctx, vf_tensor *x, int axis);
 VF_API vf_tensor *vf_squeeze(vf_context *ctx, vf_tensor *x, int naxes, const int *axes);
+/* ---- Indexing ------------------------------------------------------------
+   Indices are i32 (u32 is taken too); axes may be negative. */
+/* tf.gather: the slices of x at indices along axis; the result has shape
+   x.shape[:axis] + indices.shape + x.shape[axis+1:], any dtype. An index
+   outside [0, x.shape[axis]) (negative ones included) is an error on the
+   CPU backend (VF_ERROR_INVALID_ARGUMENT naming the index and its
+   position); on Vulkan, which cannot report it, its slice reads as zeros
+   (VKFUSE_CHECK=1 replays traced plans on the CPU backend and so reports
+   it there too).
+   Gradient: scatter_add of the output gradient into zeros shaped like x. */
+VF_API vf_tensor *vf_gather(vf_context *ctx, vf_tensor *x, vf_tensor *indices, int axis);
+/* x with updates added at indices along axis: the adjoint of vf_gather,
+   updates shaped like vf_gather(x, indices, axis)'s result; duplicate
+   indices accumulate. x and updates one numeric dtype (not bool). Out of
+   range indices: an error on the CPU backend, dropped on Vulkan. On
+   Vulkan the sums are deterministic (each output element adds its updates
+   in index order, no atomics): the kernel first lists each row's indices,
+   (x.shape[axis] + numel(indices)) x numel(indices) comparisons, then
+   adds every update once; a device with a loop limit (lavapipe: 65535)
+   takes at most that many indices per call. Gradients: the identity for
+   x, vf_gather of the output gradient for updates. */
+VF_API vf_tensor *vf_scatter_add(vf_context *ctx, vf_tensor *x, vf_tensor *indices, vf_tensor *updates, int axis);
+/* tf.one_hot: indices [...] (i32 or u32) -> [..., depth] of dtype (any),
+   1 where the last index equals the index, else 0; a negative or >= depth
+   index gives an all-zero row. Made of an equal and a cast, so it fuses
+   with its consumers in a traced function. No gradient. */
+VF_API vf_tensor *vf_one_hot(vf_context *ctx, vf_tensor *indices, int64_t depth, vf_dtype dtype);
+/* tf.range: [start, limit) by delta, length max(0, ceil((limit - start) /
+   delta)), of dtype f32, f16, i32 or u32. Element i is start + i * delta,
+   computed in f32 for float dtypes (f16: then rounded), in the integer
+   dtype otherwise (start and delta must then be integers of it). delta 0,
+   a non-finite argument or more than 2^31 - 1 elements is
+   VF_ERROR_INVALID_ARGUMENT. No gradient. */
+VF_API vf_tensor *vf_range(vf_context *ctx, vf_dtype dtype, double start, double limit, double delta);
+/* tf.cumsum: running sums along axis (x numeric, not bool; rank >= 1);
+   exclusive: each output leaves out its own element (the first is 0);
+   reverse: sums run from the end. Integers wrap. On Vulkan a row of up
+   to 256 elements is scanned by one invocation; longer rows in three
+   passes over blocks (scan each block, scan the block totals, add them):
+   O(n) work either way, floats summed in f32 in scan order. Gradient: the
+   cumsum of the output gradient with reverse flipped. */
+VF_API vf_tensor *vf_cumsum(vf_context *ctx, vf_tensor *x, int axis, bool exclusive, bool reverse);
+/* tf.math.top_k: the k largest elements along the last axis, sorted
+   descending ([..., n] -> [..., k]); *indices (when indices is not NULL)
+   receives their positions, VF_I32. Ties go to the lower index first; a
+   NaN counts as larger than every number (NaNs first, by index). k must
+   be in [0, n] (else VF_ERROR_INVALID_ARGUMENT); x numeric, not bool. On
+   Vulkan each element finds its rank by comparing with its whole row
+   (O(n^2) per row, deterministic); a device with a loop limit (lavapipe)
+   takes rows of at most 4 times that limit. Gradient (values): the output
+   gradient scattered back to the positions taken, zero elsewhere. */
+VF_API vf_tensor *vf_top_k(vf_context *ctx, vf_tensor *x, int k, vf_tensor **indices);
 
 /* ---- Variables ----------------------------------------------------------
    Persistent and mutable: a variable keeps its dtype and shape; assigning

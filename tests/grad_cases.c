@@ -223,6 +223,112 @@ static double s_softplus(double a, double b, double c) { (void)b, (void)c; retur
 static double s_leaky(double a, double b, double c) { (void)b, (void)c; return a > 0 ? a : 0.2 * a; }
 static double s_clip(double a, double b, double c) { (void)b, (void)c; return fmin(fmax(a, -1.0), 1.5); }
 
+
+/* ---- indexing (issue 13): gather / scatter_add, squared so that the
+   second-order check runs both rules (gather's is scatter_add, and back) */
+static const int32_t gi0[4] = {3, 0, 3, 4};            /* x [5, 3], axis 0: a duplicate */
+static const int32_t gi1[6] = {1, 3, 1, 0, 2, 3};      /* x [2, 4], indices [2, 3], axis -1 */
+static const int32_t si1[5] = {2, 0, 2, 3, 2};         /* x [3, 4], updates [3, 5], axis 1 */
+
+/* y[o, j, c] = x[o, idx[j], c] with x as [outer, n, inner] */
+static void dgather(const gc_dt *x, const int32_t *idx, int64_t J, int axis, gc_dt *y)
+{
+    int64_t outer = 1, inner = 1, n = x->sh[axis];
+    for (int d = 0; d < axis; d++) outer *= x->sh[d];
+    for (int d = axis + 1; d < x->rank; d++) inner *= x->sh[d];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < J; j++)
+            for (int64_t c = 0; c < inner; c++) y->v[(o * J + j) * inner + c] = x->v[(o * n + idx[j]) * inner + c];
+}
+static void dsquare_all(gc_dt *y)
+{
+    for (int64_t k = 0; k < gc_dnumel(y); k++) y->v[k] *= y->v[k];
+}
+static vf_tensor *gidx(vf_context *ctx, const int32_t *v, int rank, const int64_t *sh)
+{
+    return vf_tensor_from_host(ctx, VF_I32, rank, sh, v);
+}
+static vf_tensor *f_gather0(vf_context *ctx, vf_tensor **in)
+{
+    return vf_square(ctx, vf_gather(ctx, in[0], gidx(ctx, gi0, 1, (int64_t[]){4}), 0));
+}
+static void r_gather0(const gc_dt *in, gc_dt *out)
+{
+    out->rank = 2, out->sh[0] = 4, out->sh[1] = 3;
+    dgather(&in[0], gi0, 4, 0, out);
+    dsquare_all(out);
+}
+static vf_tensor *f_gather1(vf_context *ctx, vf_tensor **in)
+{
+    return vf_square(ctx, vf_gather(ctx, in[0], gidx(ctx, gi1, 2, (int64_t[]){2, 3}), -1));
+}
+static void r_gather1(const gc_dt *in, gc_dt *out)
+{
+    out->rank = 3, out->sh[0] = 2, out->sh[1] = 2, out->sh[2] = 3;
+    dgather(&in[0], gi1, 6, 1, out);
+    dsquare_all(out);
+}
+static vf_tensor *f_scatter1(vf_context *ctx, vf_tensor **in)
+{
+    return vf_square(ctx, vf_scatter_add(ctx, in[0], gidx(ctx, si1, 1, (int64_t[]){5}), in[1], 1));
+}
+static void r_scatter1(const gc_dt *in, gc_dt *out)
+{
+    *out = in[0];
+    for (int64_t o = 0; o < 3; o++)
+        for (int64_t j = 0; j < 5; j++) out->v[o * 4 + si1[j]] += in[1].v[o * 5 + j];
+    dsquare_all(out);
+}
+
+/* cumsum along axis of [outer, n, inner] in double */
+static void dcumsum(const gc_dt *x, int axis, bool excl, bool rev, gc_dt *y)
+{
+    *y = *x;
+    int64_t outer = 1, n = x->sh[axis], inner = 1;
+    for (int d = 0; d < axis; d++) outer *= x->sh[d];
+    for (int d = axis + 1; d < x->rank; d++) inner *= x->sh[d];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t c = 0; c < inner; c++) {
+            double acc = 0;
+            for (int64_t p = 0; p < n; p++) {
+                int64_t at = (o * n + (rev ? n - 1 - p : p)) * inner + c;
+                double v = x->v[at];
+                if (!excl) acc += v;
+                y->v[at] = acc;
+                if (excl) acc += v;
+            }
+        }
+}
+static vf_tensor *f_cumsum1(vf_context *ctx, vf_tensor **in) { return vf_square(ctx, vf_cumsum(ctx, in[0], 1, false, false)); }
+static void r_cumsum1(const gc_dt *in, gc_dt *out)
+{
+    dcumsum(&in[0], 1, false, false, out);
+    dsquare_all(out);
+}
+static vf_tensor *f_cumsum0er(vf_context *ctx, vf_tensor **in) { return vf_square(ctx, vf_cumsum(ctx, in[0], -3, true, true)); }
+static void r_cumsum0er(const gc_dt *in, gc_dt *out)
+{
+    dcumsum(&in[0], 0, true, true, out);
+    dsquare_all(out);
+}
+
+/* top 2 of each row of [3, 4] by selection (the seeded inputs have no ties) */
+static vf_tensor *f_topk(vf_context *ctx, vf_tensor **in) { return vf_square(ctx, vf_top_k(ctx, in[0], 2, NULL)); }
+static void r_topk(const gc_dt *in, gc_dt *out)
+{
+    out->rank = 2, out->sh[0] = 3, out->sh[1] = 2;
+    for (int r = 0; r < 3; r++) {
+        int taken = -1;
+        for (int j = 0; j < 2; j++) {
+            int best = -1;
+            for (int i = 0; i < 4; i++)
+                if (i != taken && (best < 0 || in[0].v[r * 4 + i] > in[0].v[r * 4 + best])) best = i;
+            out->v[r * 2 + j] = in[0].v[r * 4 + best] * in[0].v[r * 4 + best];
+            taken = best;
+        }
+    }
+}
+
 /* ---- the cases --------------------------------------------------------- */
 
 
@@ -380,7 +486,7 @@ static void r_fanout(const gc_dt *in, gc_dt *out)
    that second order sees the rule's own ops ---------------------------------- */
 
 /* out[i0, i1, ...] = x[idx0[i0], idx1[i1], ...] (value where an index is -1). */
-static void dgather(const gc_dt *x, int64_t (*idx)[16], const int *m, double value, gc_dt *out)
+static void dwindow(const gc_dt *x, int64_t (*idx)[16], const int *m, double value, gc_dt *out)
 {
     out->rank = x->rank;
     for (int d = 0; d < x->rank; d++) out->sh[d] = m[d];
@@ -418,7 +524,7 @@ static void r_slice_neg(const gc_dt *in, gc_dt *out)
 {
     int64_t idx[2][16];
     int m[2] = {rng(idx[0], 2, -1, 3), rng(idx[1], 3, -2, 2)};
-    dgather(&in[0], idx, m, 0, out);
+    dwindow(&in[0], idx, m, 0, out);
     dsquare(out);
 }
 /* x[2, 7, 3]: x[:, 1::3, -100:2] (cols 1, 4; last 0, 1) */
@@ -430,7 +536,7 @@ static void r_slice_step(const gc_dt *in, gc_dt *out)
 {
     int64_t idx[3][16];
     int m[3] = {rng(idx[0], 0, 1, 2), rng(idx[1], 1, 3, 2), rng(idx[2], 0, 1, 2)};
-    dgather(&in[0], idx, m, 0, out);
+    dwindow(&in[0], idx, m, 0, out);
     dsquare(out);
 }
 /* x[3, 4] padded by (1, 2) rows and (0, 1) cols of 0.5 */
@@ -441,7 +547,7 @@ static vf_tensor *f_pad(vf_context *ctx, vf_tensor **in)
 static void r_pad(const gc_dt *in, gc_dt *out)
 {
     int64_t idx[2][16] = {{-1, 0, 1, 2, -1, -1}, {0, 1, 2, 3, -1}};
-    dgather(&in[0], idx, (int[]){6, 5}, 0.5, out);
+    dwindow(&in[0], idx, (int[]){6, 5}, 0.5, out);
     dsquare(out);
 }
 /* concat of three along 0 (a tree of two binary concats) */
@@ -472,7 +578,7 @@ static vf_tensor *f_tile(vf_context *ctx, vf_tensor **in) { return vf_square(ctx
 static void r_tile(const gc_dt *in, gc_dt *out)
 {
     int64_t idx[2][16] = {{0, 1, 0, 1}, {0, 1, 2, 0, 1, 2}};
-    dgather(&in[0], idx, (int[]){4, 6}, 0, out);
+    dwindow(&in[0], idx, (int[]){4, 6}, 0, out);
     dsquare(out);
 }
 /* broadcast_to [3, 1] -> [2, 3, 4], then the split parts' product */
@@ -602,6 +708,13 @@ const gc_case gc_cases[] = {
     C1("tile", tile, 2, SH(2, 3), -2, 2),
     C1("broadcast_to", bcast, 2, SH(3, 1), -2, 2),
     C1("split, expand_dims, squeeze", split, 2, SH(5, 2), -2, 2),
+    /* indexing (issue 13) */
+    C1("gather axis 0, duplicate index", gather0, 2, SH(5, 3), -2, 2),
+    C1("gather axis -1, 2-d indices", gather1, 2, SH(2, 4), -2, 2),
+    C2("scatter_add axis 1, duplicates", scatter1, 2, SH(3, 4), 2, SH(3, 5), -2, 2),
+    C1("cumsum axis 1", cumsum1, 2, SH(3, 4), -2, 2),
+    C1("cumsum axis 0 exclusive reverse", cumsum0er, 3, SH(3, 2, 2), -2, 2),
+    C1("top_k k=2", topk, 2, SH(3, 4), -2, 2),
 };
 const int gc_n_cases = (int)(sizeof gc_cases / sizeof gc_cases[0]);
 

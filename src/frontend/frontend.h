@@ -156,6 +156,8 @@ bool vf_infer_refs(vf_context *ctx, vf_op op, const vf_attrs *a, int n, const vf
                    int *rank, int64_t *shape);
 /* Checks t's dtype as input index of op (the engine's rule), with a message. */
 bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index);
+/* The indices half of vf_top_k alone (ops_index.c; top_k's gradient rule). */
+vf_tensor *vf_top_k_indices(vf_context *ctx, vf_tensor *x, int k);
 /* Normalises a possibly negative axis for rank; false (error) if out of range. */
 bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out);
 

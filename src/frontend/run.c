@@ -61,9 +61,16 @@ static vf_status fill(vf_run_state *rs, const vf_rval *out, double value)
 
 /* What the eager entry points do with empty inputs, for sizes that only
    become empty at run time (a symbolic dim of 0). */
-static vf_status empty_input(vf_run_state *rs, int id, const vf_node *n, const vf_rval *out)
+static vf_status empty_input(vf_run_state *rs, int id, const vf_node *n, const vf_rval *in, const vf_rval *out)
 {
     if (vf_op_get(n->op)->empty != VF_EMPTY_UNDEFINED) return fill(rs, out, vf_op_empty_value(n->op));
+    if (n->op == VF_OP_SCATTER_ADD) { /* no updates: x itself */
+        vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[0].ref, .out = out->ref};
+        return exec(rs, &e);
+    }
+    if (n->op == VF_OP_GATHER)
+        return node_fail(rs, id, n, VF_ERROR_INVALID_ARGUMENT, "gathers along an axis of size 0 at this call's "
+                         "input sizes: every index is out of range");
     return node_fail(rs, id, n, VF_ERROR_SHAPE, "reduces an empty set at this call's input sizes; "
                      "max, min and argmax of nothing are undefined");
 }
@@ -94,7 +101,7 @@ static vf_status run_op(vf_run_state *rs, int id, const vf_node *n, const vf_rva
                 vf_exec c = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[1 - j].ref, .out = out->ref};
                 return exec(rs, &c);
             }
-            return empty_input(rs, id, n, out);
+            return empty_input(rs, id, n, in, out);
         }
     vf_exec e = {.op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = out->ref};
     for (int j = 0; j < n->n_in; j++) e.in[j] = in[j].ref;

@@ -98,7 +98,7 @@ void vf_tape_record_entry(vf_context *ctx, const vf_tape_entry *en) { record_all
 void vf_tape_record_exec(vf_context *ctx, const vf_exec *e, vf_tensor *out)
 {
     if (!ctx->tapes || !out || !vf_tape_recording(ctx)) return;
-    if (e->op == VF_OP_FILL || e->op == VF_OP_RANDOM_NORMAL) return; /* no inputs: constants */
+    if (vf_op_get(e->op)->kind == VF_KIND_SOURCE) return; /* no inputs: constants */
     vf_tape_entry en = {.op = (int)e->op, .attrs = e->attrs, .n_in = e->n_in, .out = out};
     for (int i = 0; i < e->n_in; i++) {
         en.in_key[i] = e->in[i];

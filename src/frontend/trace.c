@@ -381,7 +381,7 @@ static int record(vf_context *ctx, const vf_exec *e, const char *op)
     vf_node *n = &vf_trace_graph(ctx)->nodes[id];
     n->op = e->op;
     n->attrs = e->attrs;
-    if (e->op == VF_OP_FILL || e->op == VF_OP_RANDOM_NORMAL) n->attrs.dtype = e->out.dtype;
+    if (vf_op_get(e->op)->kind == VF_KIND_SOURCE) n->attrs.dtype = e->out.dtype;
     vf_err err = {0};
     vf_dtype dt;
     vf_shape inferred;

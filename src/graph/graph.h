@@ -131,6 +131,9 @@ bool vf_shape_equal(const vf_shape *a, const vf_shape *b);   /* dims and rank, n
    the dtypes or shapes, and the fix. Source ops have no rule from inputs. */
 vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_dt, const vf_shape *in,
                       vf_dtype *dt, vf_shape *out, vf_err *err);
+/* The shape rules of VF_KIND_INDEX ops (graph/shape_index.c), called by
+   vf_infer_op after the dtype and attribute checks. */
+vf_status vf_infer_index(vf_op op, const vf_attrs *a, const vf_shape *in, vf_shape *out, vf_err *err);
 /* Input i's dtype against its role in op's row (one check of vf_infer_op). */
 vf_status vf_check_op_dtype(vf_op op, int i, vf_dtype dt, const vf_shape *s, vf_err *err);
 /* x's elements as shape t, which may hold one -1 (inferred). */

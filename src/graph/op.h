@@ -62,6 +62,15 @@ typedef enum vf_op {
     VF_OP_CONCAT,  /* in[0] then in[1] along attrs.axis */
     VF_OP_SLICE_GRAD, /* in[0] (a slice's gradient) scattered into zeros of in[1]'s shape at the
                          positions slice lo/hi/step of in[1] takes; in[1] only gives the shape */
+    /* appended: indexing (issue 13; kind VF_KIND_INDEX, backend.h says what
+       each exec holds) */
+    VF_OP_GATHER,       /* in[0] x, in[1] i32 indices; attrs.axis */
+    VF_OP_SCATTER_ADD,  /* in[0] x, in[1] i32 indices, in[2] updates; attrs.axis */
+    VF_OP_IOTA,         /* source: element i (row-major) is i; vf_range and vf_one_hot build on it */
+    VF_OP_CUMSUM,       /* along attrs.axis; trans_a: exclusive, trans_b: reverse (fields reused so
+                           that saved files keep their layout) */
+    VF_OP_TOP_K,        /* the k largest along the last axis, sorted; k in attrs.value */
+    VF_OP_TOP_K_INDICES,/* their indices (I32), the same order */
     VF_OP_COUNT
 } vf_op;
 
@@ -72,6 +81,9 @@ typedef enum {
     VF_KIND_MATMUL,
     VF_KIND_MOVEMENT,
     VF_KIND_SOURCE,
+    VF_KIND_INDEX,      /* gather-like (data-dependent addressing) and scans along an axis
+                           (cumsum): an own kernel, never fused (shape rules in
+                           graph/shape_index.c) */
 } vf_op_kind;
 
 typedef enum { VF_RESULT_SAME, VF_RESULT_BOOL, VF_RESULT_I32, VF_RESULT_ATTR } vf_result_rule;

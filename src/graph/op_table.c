@@ -133,6 +133,9 @@ PIN(LOGICAL_OR, 48) PIN(LOGICAL_NOT, 49) PIN(ERF, 50) PIN(LOG1P, 51) PIN(EXPM1, 
 PIN(LEAKY_RELU, 54) PIN(CLIP, 55) PIN(STOP_GRADIENT, 56) PIN(REDUCE_PROD, 57) PIN(REDUCE_ANY, 58)
 PIN(REDUCE_ALL, 59) PIN(LOGSUMEXP, 60)
 PIN(SLICE, 61) PIN(PAD, 62) PIN(CONCAT, 63) PIN(SLICE_GRAD, 64)
+/* indexing (issue 13) */
+PIN(GATHER, 65) PIN(SCATTER_ADD, 66) PIN(IOTA, 67) PIN(CUMSUM, 68)
+PIN(TOP_K, 69) PIN(TOP_K_INDICES, 70)
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -147,6 +150,8 @@ extern const vf_grad_rule vf_grad_zero, vf_grad_mod, vf_grad_erf, vf_grad_log1p,
     vf_grad_softplus, vf_grad_leaky_relu, vf_grad_clip, vf_grad_prod, vf_grad_logsumexp;
 /* movement ops */
 extern const vf_grad_rule vf_grad_slice, vf_grad_pad, vf_grad_concat, vf_grad_slice_grad;
+/* indexing (issue 13) */
+extern const vf_grad_rule vf_grad_gather, vf_grad_scatter_add, vf_grad_cumsum, vf_grad_top_k;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -288,6 +293,29 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
                     .result = VF_RESULT_ATTR, .attrs = VF_ATTR_VALUE},
     [VF_OP_RANDOM_NORMAL] = {.name = "random_normal", .arity = 0, .kind = VF_KIND_SOURCE,
                              .accepts = FLT, .result = VF_RESULT_ATTR, .attrs = VF_ATTR_SEED},
+
+    /* ---- indexing (issue 13) ---- */
+    /* x[..., indices[j], ...] along attrs.axis; x of any dtype, moved as bits */
+    [VF_OP_GATHER] = {.name = "gather", .arity = 2, .kind = VF_KIND_INDEX, .accepts = ALL,
+                      .result = VF_RESULT_SAME, .index_in = 1u << 1, .attrs = VF_ATTR_AXIS,
+                      .grad = &vf_grad_gather},
+    /* x with updates added at indices along attrs.axis (duplicates accumulate) */
+    [VF_OP_SCATTER_ADD] = {.name = "scatter_add", .arity = 3, .kind = VF_KIND_INDEX, .accepts = NUM,
+                           .result = VF_RESULT_SAME, .index_in = 1u << 1, .attrs = VF_ATTR_AXIS,
+                           .grad = &vf_grad_scatter_add},
+    /* 0, 1, 2, ...: the values of vf_range (times delta plus start) and
+       what vf_one_hot compares indices with */
+    [VF_OP_IOTA] = {.name = "iota", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = NUM,
+                    .result = VF_RESULT_ATTR},
+    /* running sums along attrs.axis; trans_a = exclusive, trans_b = reverse */
+    [VF_OP_CUMSUM] = {.name = "cumsum", .arity = 1, .kind = VF_KIND_INDEX, .accepts = NUM,
+                      .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS | VF_ATTR_TRANS, .grad = &vf_grad_cumsum},
+    /* descending along the last axis, ties by lower index, NaN above everything;
+       k = attrs.value (an integer, exact in a double) */
+    [VF_OP_TOP_K] = {.name = "top_k", .arity = 1, .kind = VF_KIND_INDEX, .accepts = NUM,
+                     .result = VF_RESULT_SAME, .attrs = VF_ATTR_VALUE, .grad = &vf_grad_top_k},
+    [VF_OP_TOP_K_INDICES] = {.name = "top_k_indices", .arity = 1, .kind = VF_KIND_INDEX, .accepts = NUM,
+                             .result = VF_RESULT_I32, .attrs = VF_ATTR_VALUE},
 };
 
 /* ---- attributes ------------------------------------------------------ */

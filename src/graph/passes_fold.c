@@ -14,6 +14,9 @@ static bool foldable(const vf_graph *g, const vf_node *n, const vf_evaluator *ev
     if (numel <= 0 || numel > VF_FOLD_MAX_ELEMS) return false;
     if (n->kind == VF_NODE_RESHAPE) return g->nodes[n->in[0]].kind == VF_NODE_CONST;
     if (!ev || n->kind != VF_NODE_OP || vf_op_get(n->op)->kind == VF_KIND_SOURCE) return false;
+    /* out-of-range indices are the device's to handle (an error on the CPU
+       backend, zeros on Vulkan): folding on the host would decide for it */
+    if (n->op == VF_OP_GATHER || n->op == VF_OP_SCATTER_ADD) return false;
     for (int j = 0; j < n->n_in; j++) {
         const vf_node *x = &g->nodes[n->in[j]];
         if (!vf_node_is_const(g, n->in[j]) || vf_shape_numel(&x->shape) <= 0) return false;

@@ -84,8 +84,9 @@ vf_status vf_check_op_dtype(vf_op op, int i, vf_dtype dt, const vf_shape *s, vf_
     }
     if (vf_op_input_is_index(op, i)) {
         if (dt == VF_I32 || dt == VF_U32) return VF_OK;
-        return vf_err_set(err, VF_ERROR_DTYPE, "vf_%s: labels are %s but must be i32 or u32 class indices; "
-                          "cast them with vf_cast", info->name, vf_dtype_name(dt));
+        return vf_err_set(err, VF_ERROR_DTYPE, "vf_%s: %s are %s but must be i32 or u32 %sindices; "
+                          "cast them with vf_cast", info->name, op == VF_OP_SPARSE_XENT ? "labels" : "indices",
+                          vf_dtype_name(dt), op == VF_OP_SPARSE_XENT ? "class " : "");
     }
     if (info->accepts & VF_M(dt)) return VF_OK;
     char accepted[64], b[96];
@@ -350,6 +351,7 @@ vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_
         }
         return VF_OK;
     case VF_KIND_SOURCE: break; /* the shape is given (the node's), not inferred */
+    case VF_KIND_INDEX: return vf_infer_index(op, a, in, out, err);
     }
     return vf_err_set(err, VF_ERROR_UNSUPPORTED, "vf_%s: no shape rule from inputs", info->name);
 }

@@ -52,6 +52,10 @@ vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_kerne
     switch (info->kind) {
     case VF_KIND_ELEMENTWISE: st = vf_codegen_single(e, caps, out, err); break;
     case VF_KIND_SOURCE:
+        if (e->op == VF_OP_IOTA) {
+            st = vf_codegen_index(e, caps, out, err);
+            break;
+        }
         st = e->op == VF_OP_RANDOM_NORMAL ? vf_codegen_random(e, caps, out, err)
                                           : vf_codegen_single(e, caps, out, err);
         break;
@@ -61,6 +65,7 @@ vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_kerne
     case VF_KIND_REDUCTION: st = vf_codegen_reduce(e, caps, out, err); break;
     case VF_KIND_ROW: st = vf_codegen_row(e, caps, out, err); break;
     case VF_KIND_MATMUL: st = vf_codegen_matmul(e, caps, out, err); break;
+    case VF_KIND_INDEX: st = vf_codegen_index(e, caps, out, err); break;
     default: st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL generator for this op kind", info->name);
     }
     if (st != VF_OK) vf_kernel_free(out);

@@ -134,6 +134,8 @@ void cg_coords(vf_sb *s, int rank, const int64_t *shape, const char *flat, const
 vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+/* indexing ops (codegen_index.c) */
+vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 
 int64_t cg_numel(const vf_tref *t);
 

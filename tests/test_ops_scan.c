@@ -1,0 +1,416 @@
+/* The scan and sort ops of issue 13 (the indexing ops' other half; gather,
+ * scatter_add, one_hot and range: tests/test_ops_indexing.c): vf_cumsum
+ * against double sums (every axis and flag, long rows through the
+ * multi-pass path, exact with integer-valued floats), traced with a
+ * symbolic scan axis and its gradient; vf_top_k against a selection
+ * reference (ties, NaN, infinities, every numeric dtype, k = 0 and k = n),
+ * traced with its gradient; both split paths under tiny device limits.
+ * The gradient rules are also cases of tests/grad_cases.c (test_tape). */
+#include "limits_common.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int64_t outer, n, inner;
+} split3;
+
+static split3 split_at(int rank, const int64_t *shape, int axis)
+{
+    split3 s = {1, shape[axis], 1};
+    for (int d = 0; d < axis; d++) s.outer *= shape[d];
+    for (int d = axis + 1; d < rank; d++) s.inner *= shape[d];
+    return s;
+}
+
+static void check_shape(vf_tensor *t, int rank, const int64_t *shape, const char *what)
+{
+    if (!t) fail_msg("%s: no result", what);
+    assert_int_equal(vf_tensor_rank(t), rank);
+    for (int d = 0; d < rank; d++)
+        if (vf_tensor_dim(t, d) != shape[d])
+            fail_msg("%s: dim %d is %lld, want %lld", what, d, (long long)vf_tensor_dim(t, d), (long long)shape[d]);
+}
+
+/* ---- cumsum ------------------------------------------------------------------ */
+
+static void ref_cumsum(const double *x, int rank, const int64_t *shape, int axis, bool excl, bool rev, double *y)
+{
+    split3 s = split_at(rank, shape, axis);
+    for (int64_t o = 0; o < s.outer; o++)
+        for (int64_t c = 0; c < s.inner; c++) {
+            double acc = 0;
+            for (int64_t p = 0; p < s.n; p++) {
+                int64_t at = (o * s.n + (rev ? s.n - 1 - p : p)) * s.inner + c;
+                if (!excl) acc += x[at];
+                double v = x[at];
+                y[at] = acc;
+                if (excl) acc += v;
+            }
+        }
+}
+
+/* every axis and flag combination against double sums: random floats
+   (f32 rounding per step: atol 1e-5), f16 within its rounding, i32 exact */
+static void cumsum_values(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const int64_t xs[3] = {3, 5, 4};
+    float x[60], want[60];
+    int32_t ii[60];
+    vt_fill_uniform(x, 60, -2, 2, 12);
+    vt_fill_int(ii, 60, -9, 9, 13);
+    double dx[60], di[60], y[60];
+    for (int k = 0; k < 60; k++) dx[k] = x[k], di[k] = ii[k];
+    vf_tensor *tx = vf_tensor_from_host(ctx, VF_F32, 3, xs, x), *ti = vf_tensor_from_host(ctx, VF_I32, 3, xs, ii);
+    for (int axis = -1; axis < 3; axis++)
+        for (int fl = 0; fl < 4; fl++) {
+            bool excl = fl & 1, rev = fl & 2;
+            int a = axis < 0 ? axis + 3 : axis;
+            char what[96];
+            snprintf(what, sizeof what, "cumsum axis %d%s%s", axis, excl ? " exclusive" : "", rev ? " reverse" : "");
+            ref_cumsum(dx, 3, xs, a, excl, rev, y);
+            for (int k = 0; k < 60; k++) want[k] = (float)y[k];
+            float *got = vt_read(vf_cumsum(ctx, tx, axis, excl, rev));
+            vt_assert_close_f32(got, want, 60, 1e-5, 1e-6, what);
+            free(got);
+            got = vt_read(vf_cast(ctx, vf_cumsum(ctx, vf_cast(ctx, tx, VF_F16), axis, excl, rev), VF_F32));
+            vt_assert_close_f32(got, want, 60, 2e-2, 4e-3, what);
+            free(got);
+            ref_cumsum(di, 3, xs, a, excl, rev, y);
+            int32_t wi[60];
+            for (int k = 0; k < 60; k++) wi[k] = (int32_t)y[k];
+            int32_t *gi = vt_read(vf_cumsum(ctx, ti, axis, excl, rev));
+            vt_assert_equal_bytes(gi, wi, sizeof wi, what);
+            free(gi);
+        }
+    /* empty, scalar, bool */
+    check_shape(vf_cumsum(ctx, vf_fill(ctx, VF_F32, 2, (int64_t[]){0, 3}, 1), 0, false, false), 2, (int64_t[]){0, 3},
+                "cumsum of nothing");
+    float one = 1;
+    assert_null(vf_cumsum(ctx, vf_tensor_from_host(ctx, VF_F32, 0, NULL, &one), 0, false, false));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_cumsum", "scalar", NULL);
+    assert_null(vf_cumsum(ctx, vf_fill(ctx, VF_BOOL, 1, (int64_t[]){3}, 1), 0, false, false));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_cumsum", "bool", NULL);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(cumsum_values)
+
+/* Rows far past one invocation's block (5000 and 70000: the three-pass
+   path on Vulkan), integer-valued floats so that every partial sum is
+   exact in f32 and the results must be equal; i32 wrapping */
+static void cumsum_long(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const int64_t shapes[2][2] = {{3, 5000}, {1, 70000}};
+    for (int t = 0; t < 2; t++) {
+        int64_t n = shapes[t][0] * shapes[t][1];
+        int32_t *ii = malloc(sizeof(int32_t) * (size_t)n);
+        float *xf = malloc(sizeof(float) * (size_t)n), *want = malloc(sizeof(float) * (size_t)n);
+        double *dx = malloc(sizeof(double) * (size_t)n), *y = malloc(sizeof(double) * (size_t)n);
+        vt_fill_int(ii, (size_t)n, -8, 9, 30 + (uint64_t)t);
+        for (int64_t k = 0; k < n; k++) xf[k] = (float)ii[k], dx[k] = ii[k];
+        for (int fl = 0; fl < 4; fl += 3) { /* plain, and exclusive reverse */
+            bool excl = fl & 1, rev = fl & 2;
+            ref_cumsum(dx, 2, shapes[t], 1, excl, rev, y);
+            for (int64_t k = 0; k < n; k++) want[k] = (float)y[k];
+            float *got = vt_read(vf_cumsum(ctx, vf_tensor_from_host(ctx, VF_F32, 2, shapes[t], xf), 1, excl, rev));
+            vt_assert_equal_bytes(got, want, sizeof(float) * (size_t)n, "cumsum of a long row");
+            free(got);
+        }
+        free(ii), free(xf), free(want), free(dx), free(y);
+    }
+    int32_t big[600];
+    for (int k = 0; k < 600; k++) big[k] = INT32_MAX / 7;
+    int32_t *gi = vt_read(vf_cumsum(ctx, vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){600}, big), 0, false, false));
+    uint32_t acc = 0;
+    for (int k = 0; k < 600; k++) {
+        acc += (uint32_t)big[k];
+        if (gi[k] != (int32_t)acc) fail_msg("i32 cumsum [%d]: %d, want %d (wrapping)", k, gi[k], (int32_t)acc);
+    }
+    free(gi);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(cumsum_long)
+
+/* ---- top_k ------------------------------------------------------------------ */
+
+/* a comes before b (values va, vb at positions ia, ib): larger first, NaN
+   above numbers, ties by lower index */
+static bool tk_before(double va, int64_t ia, double vb, int64_t ib)
+{
+    if (isnan(va) || isnan(vb)) return isnan(va) && (!isnan(vb) || ia < ib);
+    return va > vb || (va == vb && ia < ib);
+}
+
+/* selection: the k first of each row of n in that order */
+static void ref_top_k(const double *x, int64_t rows, int64_t n, int64_t k, double *val, int32_t *idx)
+{
+    bool *used = calloc((size_t)n, 1);
+    for (int64_t r = 0; r < rows; r++) {
+        memset(used, 0, (size_t)n);
+        for (int64_t j = 0; j < k; j++) {
+            int64_t best = -1;
+            for (int64_t i = 0; i < n; i++)
+                if (!used[i] && (best < 0 || tk_before(x[r * n + i], i, x[r * n + best], best))) best = i;
+            used[best] = true;
+            val[r * k + j] = x[r * n + best];
+            idx[r * k + j] = (int32_t)best;
+        }
+    }
+    free(used);
+}
+
+static void check_top_k(vf_context *ctx, vf_tensor *t, const double *x, int64_t rows, int64_t n, int64_t k,
+                        const char *what)
+{
+    vf_tensor *ti = NULL;
+    vf_tensor *tv = vf_top_k(ctx, t, (int)k, &ti);
+    if (!tv || !ti) fail_msg("%s: %s", what, vf_error_message(ctx));
+    assert_int_equal(vf_tensor_dim(tv, vf_tensor_rank(tv) - 1), k);
+    assert_int_equal(vf_tensor_dtype(ti), VF_I32);
+    double *wv = malloc(sizeof(double) * (size_t)(rows * k + 1));
+    int32_t *wi = malloc(sizeof(int32_t) * (size_t)(rows * k + 1));
+    ref_top_k(x, rows, n, k, wv, wi);
+    if (rows * k > 0) {
+        float *gv = vt_read(vf_cast(ctx, tv, VF_F32));
+        int32_t *gi = vt_read(ti);
+        vt_assert_equal_bytes(gi, wi, sizeof(int32_t) * (size_t)(rows * k), what);
+        for (int64_t j = 0; j < rows * k; j++)
+            if (!(gv[j] == (float)wv[j] || (isnan(gv[j]) && isnan(wv[j]))))
+                fail_msg("%s: value %lld: %g, want %g", what, (long long)j, gv[j], wv[j]);
+        free(gv), free(gi);
+    }
+    free(wv), free(wi);
+}
+
+static void top_k_values(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    /* ties, NaNs, infinities and signed zeros */
+    const float x[21] = {1, 3, 3, -1, NAN, 2, 3,   -INFINITY, 0.0f, -0.0f, 5, INFINITY, NAN, 5,
+                         4, 4, 4, 4, 4, 4, -2};
+    double dx[21];
+    for (int k = 0; k < 21; k++) dx[k] = x[k];
+    vf_tensor *t = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 7}, x);
+    const int ks[4] = {0, 1, 3, 7};
+    for (int q = 0; q < 4; q++) check_top_k(ctx, t, dx, 3, 7, ks[q], "top_k f32 with ties and NaN");
+    /* f16 (the NaN and infinities survive the cast), rank 3 */
+    check_top_k(ctx, vf_reshape(ctx, vf_cast(ctx, t, VF_F16), 3, (int64_t[]){3, 1, 7}), dx, 3, 7, 4, "top_k f16");
+    /* integers */
+    int32_t xi[40];
+    double di[40];
+    vt_fill_int(xi, 40, -5, 5, 77);
+    xi[3] = INT32_MIN, xi[9] = INT32_MAX;
+    for (int k = 0; k < 40; k++) di[k] = xi[k];
+    check_top_k(ctx, vf_tensor_from_host(ctx, VF_I32, 3, (int64_t[]){2, 2, 10}, xi), di, 4, 10, 6, "top_k i32");
+    uint32_t xu[8] = {7, UINT32_MAX, 0, 7, 2147483648u, 1, 7, 3};
+    double du[8];
+    for (int k = 0; k < 8; k++) du[k] = xu[k];
+    check_top_k(ctx, vf_tensor_from_host(ctx, VF_U32, 1, (int64_t[]){8}, xu), du, 1, 8, 5, "top_k u32");
+    /* a long row (one step on lavapipe's loop budget) */
+    enum { N = 3000 };
+    float *xl = malloc(sizeof(float) * N);
+    double *dl = malloc(sizeof(double) * N);
+    vt_fill_uniform(xl, N, -1, 1, 78);
+    for (int k = 0; k < N; k += 97) xl[k] = 0.25f; /* ties */
+    for (int k = 0; k < N; k++) dl[k] = xl[k];
+    check_top_k(ctx, vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){N}, xl), dl, 1, N, 50, "top_k of 3000");
+    free(xl), free(dl);
+    /* errors */
+    assert_null(vf_top_k(ctx, t, 8, NULL));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_top_k", "k = 8", "[3,7]", NULL);
+    assert_null(vf_top_k(ctx, t, -1, NULL));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_top_k", "k = -1", NULL);
+    float one = 1;
+    assert_null(vf_top_k(ctx, vf_tensor_from_host(ctx, VF_F32, 0, NULL, &one), 1, NULL));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_top_k", "scalar", NULL);
+    assert_null(vf_top_k(ctx, vf_fill(ctx, VF_BOOL, 1, (int64_t[]){3}, 1), 1, NULL));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_top_k", "bool", NULL);
+    /* empty rows: k = 0 of nothing */
+    vf_tensor *ei = NULL;
+    check_shape(vf_top_k(ctx, vf_fill(ctx, VF_F32, 2, (int64_t[]){4, 0}, 1), 0, &ei), 2, (int64_t[]){4, 0}, "top_k empty");
+    check_shape(ei, 2, (int64_t[]){4, 0}, "top_k empty indices");
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(top_k_values)
+
+/* top_k in a traced body with a symbolic number of rows, and its gradient:
+   out[0] values, out[1] indices, out[2] = d sum(w * top_k(x, 3)) / dx */
+static vf_status topk_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0];
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *idx = NULL;
+    vf_tensor *v = vf_top_k(ctx, x, 3, &idx);
+    vf_tensor *loss = vf_reduce_sum(ctx, vf_mul(ctx, v, vf_range(ctx, VF_F32, 1, 4, 1)), 0, NULL, false);
+    vf_tensor *g = NULL;
+    vf_status st = loss ? vf_tape_gradient(tp, loss, 1, &x, &g) : vf_status_get(ctx);
+    vf_tape_end(tp);
+    out[0] = v, out[1] = idx, out[2] = g;
+    return st != VF_OK ? st : v && idx && g ? VF_OK : vf_status_get(ctx);
+}
+
+static void top_k_traced(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const vf_tensor_spec sig[1] = {{VF_F32, 2, {-1, 6}}};
+    for (int fuse = 0; fuse < 2; fuse++) {
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "topk", .body = topk_body, .n_inputs = 1,
+                                                                     .n_outputs = 3, .input_signature = sig,
+                                                                     .unfused = !fuse});
+        for (int64_t n = 2; n <= 5; n += 3) {
+            float x[30];
+            vt_fill_uniform(x, (size_t)(6 * n), -1, 1, 60 + (uint64_t)n);
+            vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, 6}, x), *tr[3] = {0}, *ea[3] = {0};
+            assert_int_equal(vf_function_call(fn, &in, tr), VF_OK);
+            assert_int_equal(topk_body(ctx, &in, ea, NULL), VF_OK);
+            const size_t bytes[3] = {sizeof(float) * (size_t)(3 * n), sizeof(int32_t) * (size_t)(3 * n),
+                                     sizeof(float) * (size_t)(6 * n)};
+            for (int k = 0; k < 3; k++) {
+                void *gt = vt_read(tr[k]), *ge = vt_read(ea[k]);
+                vt_assert_equal_bytes(gt, ge, bytes[k], "top_k traced vs eager");
+                free(gt), free(ge);
+            }
+            /* the gradient: 1, 2, 3 at the positions of the largest, second, third */
+            int32_t *id = vt_read(ea[1]);
+            float *g = vt_read(ea[2]);
+            for (int64_t r = 0; r < n; r++)
+                for (int i = 0; i < 6; i++) {
+                    float want = 0;
+                    for (int j = 0; j < 3; j++)
+                        if (id[r * 3 + j] == i) want = (float)(j + 1);
+                    assert_true(g[r * 6 + i] == want);
+                }
+            free(id), free(g);
+        }
+        vf_function_stats st;
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        vf_function_destroy(fn);
+    }
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(top_k_traced)
+
+/* cumsum along the symbolic axis and its gradient, traced vs eager:
+   out[0] = cumsum(x, 0, exclusive), out[1] = d sum(w * cumsum(x, 0, reverse)) / dx */
+static vf_status scan_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0];
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *c = vf_cumsum(ctx, x, 0, false, true);
+    vf_tensor *loss = vf_reduce_sum(ctx, vf_mul(ctx, c, vf_add(ctx, x, x)), 0, NULL, false);
+    vf_tensor *g = NULL;
+    vf_status st = loss ? vf_tape_gradient(tp, loss, 1, &x, &g) : vf_status_get(ctx);
+    vf_tape_end(tp);
+    out[0] = vf_cumsum(ctx, x, 0, true, false);
+    out[1] = g;
+    return st != VF_OK ? st : out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+static void cumsum_traced(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const vf_tensor_spec sig[1] = {{VF_F32, 2, {-1, 3}}};
+    for (int fuse = 0; fuse < 2; fuse++) {
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "scan", .body = scan_body, .n_inputs = 1,
+                                                                     .n_outputs = 2, .input_signature = sig,
+                                                                     .unfused = !fuse});
+        for (int64_t n = 4; n <= 300; n += 296) {
+            float *x = malloc(sizeof(float) * (size_t)(3 * n));
+            vt_fill_uniform(x, (size_t)(3 * n), -1, 1, 90 + (uint64_t)n);
+            vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, 3}, x), *tr[2] = {0}, *ea[2] = {0};
+            assert_int_equal(vf_function_call(fn, &in, tr), VF_OK);
+            assert_int_equal(scan_body(ctx, &in, ea, NULL), VF_OK);
+            for (int k = 0; k < 2; k++) {
+                float *gt = vt_read(tr[k]), *ge = vt_read(ea[k]);
+                vt_assert_close_f32(gt, ge, (size_t)(3 * n), 1e-5, 1e-5, k ? "cumsum grad traced vs eager"
+                                                                           : "cumsum traced vs eager");
+                free(gt), free(ge);
+            }
+            /* the gradient's definition: d/dx[k] of sum_j w_j c_j (c = reverse cumsum, w = 2x)
+               = sum_{j <= k} w_j + 2 c_k */
+            float *g = vt_read(ea[1]);
+            for (int cc = 0; cc < 3; cc++) {
+                double pre = 0, suf = 0;
+                double *cs = malloc(sizeof(double) * (size_t)n);
+                for (int64_t j = n - 1; j >= 0; j--) suf += x[j * 3 + cc], cs[j] = suf;
+                for (int64_t k = 0; k < n; k++) {
+                    pre += 2.0 * x[k * 3 + cc];
+                    double want = pre + 2.0 * cs[k];
+                    if (fabs(g[k * 3 + cc] - want) > 1e-4 * (1 + fabs(want)))
+                        fail_msg("cumsum grad [%lld,%d]: %g, want %g", (long long)k, cc, g[k * 3 + cc], want);
+                }
+                free(cs);
+            }
+            free(g), free(x);
+        }
+        vf_function_stats st;
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        vf_function_destroy(fn);
+    }
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(cumsum_traced)
+
+
+/* ---- device limits --------------------------------------------------------- */
+
+/* Under LIMITS (8 workgroups per dispatch, 64 loop iterations per
+   invocation, a budget of 33): cumsum in blocks, top_k's count in steps,
+   both past the workgroup limit, equal to the CPU backend. */
+static void test_limits(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    vf_context *cpu = vt_context(VF_BACKEND_CPU), *vk = lim_context(LIMITS);
+    vf_context *cs[2] = {cpu, vk};
+    /* cumsum in blocks of the loop budget over a grid-strided dispatch: 4 x 900 rows (i32, exact) */
+    int32_t *ci = malloc(sizeof(int32_t) * 3600);
+    vt_fill_int(ci, 3600, -50, 50, 14);
+    for (int fl = 0; fl < 4; fl++) {
+        int32_t *cr[2];
+        for (int k = 0; k < 2; k++)
+            cr[k] = vt_read(vf_cumsum(cs[k], vf_tensor_from_host(cs[k], VF_I32, 2, (int64_t[]){4, 900}, ci), -1,
+                                      fl & 1, fl & 2));
+        vt_assert_equal_bytes(cr[1], cr[0], sizeof(int32_t) * 3600, "cumsum in blocks under the limits");
+        free(cr[0]), free(cr[1]);
+    }
+    free(ci);
+    /* top_k with its rank count split over steps, past the workgroup limit: 150 rows of 20 are 3000
+       invocations, 47 workgroups on a grid of 8 (6 rounds), so 5 of the 33 loop iterations per
+       round: 4 steps; rows of 200 would need 40 and are refused */
+    float *tx = malloc(sizeof(float) * 3000);
+    vt_fill_uniform(tx, 3000, -1, 1, 15);
+    for (int k = 0; k < 3000; k += 7) tx[k] = 0.5f;
+    void *tk[2][2];
+    for (int k = 0; k < 2; k++) {
+        vf_tensor *ti = NULL;
+        tk[k][0] = vt_read(vf_top_k(cs[k], vf_tensor_from_host(cs[k], VF_F32, 2, (int64_t[]){150, 20}, tx), 9, &ti));
+        tk[k][1] = vt_read(ti);
+    }
+    vt_assert_equal_bytes(tk[1][0], tk[0][0], sizeof(float) * 1350, "top_k values in steps");
+    vt_assert_equal_bytes(tk[1][1], tk[0][1], sizeof(int32_t) * 1350, "top_k indices in steps");
+    for (int k = 0; k < 2; k++) free(tk[k][0]), free(tk[k][1]);
+    assert_null(vf_top_k(vk, vf_tensor_from_host(vk, VF_F32, 2, (int64_t[]){15, 200}, tx), 2, NULL));
+    vt_expect_error(vk, VF_ERROR_UNSUPPORTED, "top_k", "rows of 200", NULL);
+    free(tx);
+    vt_context_done(cpu);
+    vt_context_done(vk);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        VT_PER_BACKEND_TESTS(cumsum_values), VT_PER_BACKEND_TESTS(cumsum_long), VT_PER_BACKEND_TESTS(cumsum_traced),
+        VT_PER_BACKEND_TESTS(top_k_values), VT_PER_BACKEND_TESTS(top_k_traced), cmocka_unit_test(test_limits),
+    };
+    return VT_RUN_GROUP(tests);
+}
