@@ -179,6 +179,7 @@ int vf_pass_fills(vf_graph *g, vf_err *err)
     for (int i = 0; i < n; i++) {
         vf_node *nd = &g->nodes[i];
         if (is_fill(nd) && readers[i] > 0 && !kept[i] && !own[i]) {   /* every reader has its own copy */
+            free(nd->in);   /* a FILL owns nothing else */
             map[i] = -1;
             continue;
         }
