@@ -21,7 +21,6 @@
 #include "util/sb.h"
 #include "util/dtype.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +72,6 @@ typedef struct {
     int center;
     int epoch;
     bool open;
-    bool unsafe;       /* holds a splat that cannot be a literal (literal_safe) */
     int n_members;
     vf_shape shape;    /* output shape of the elementwise members */
 } wgroup;
@@ -170,39 +168,21 @@ static int members_of(pstate *s, const int *cand, int nc)
     return m;
 }
 
-/* The FILL that working group r is when it is one FILL read only by node
-   n and not a graph output, else -1: a splat (a literal broadcast to
-   whatever reads it), which may join n's group whatever its shape.
-   graph/passes_fills.c gives every elementwise reader a FILL of its own. */
-static int splat_of(pstate *s, int r, int n)
+/* Whether working group r is one FILL read only by node n and not a graph
+   output: a splat (a value broadcast to whatever reads it), which may join
+   n's group whatever its shape. graph/passes_fills.c gives every
+   elementwise reader a FILL of its own. */
+static bool splat_for(pstate *s, int r, int n)
 {
-    if (s->w[r].kind != VF_GROUP_ELEMENTWISE_DAG || s->w[r].n_members != 1) return -1;
+    if (s->w[r].kind != VF_GROUP_ELEMENTWISE_DAG || s->w[r].n_members != 1) return false;
     const vf_node *nd = &s->g->nodes[n];
     for (int k = 0; k < nd->n_in; k++) {
         int p = nd->in[k];
         const vf_node *f = &s->g->nodes[p];
         if (find(s, s->gid[p]) == r)
-            return f->kind == VF_NODE_OP && f->op == VF_OP_FILL && s->readers[p] == 1 && !s->is_out[p] ? p : -1;
+            return f->kind == VF_NODE_OP && f->op == VF_OP_FILL && s->readers[p] == 1 && !s->is_out[p];
     }
-    return -1;
-}
-
-static bool splat_for(pstate *s, int r, int n) { return splat_of(s, r, n) >= 0; }
-
-/* Whether a splat's value may be a literal of a row or matmul kernel,
-   which have no push constants for fills: the driver folds literals into
-   the ops reading them, and Vulkan lets it do so inexactly for zeros,
-   infinities and NaN (x * -0 to -0, x + 0 to x) unless a shader asks for
-   float controls (measured: x * -0 differed from the CPU backend).
-   Integers and bools fold exactly. Elementwise kernels push their fills'
-   values: exact for every value. */
-static bool literal_safe(const vf_node *f)
-{
-    if (!vf_dtype_is_float(f->dtype)) return true;
-    unsigned char tmp[8] = {0};
-    vf_store_f64(tmp, f->dtype, 0, f->attrs.value);   /* the value as stored: a tiny f32 may be 0 in f16 */
-    double v = vf_load_f64(tmp, f->dtype, 0);
-    return isfinite(v) && v != 0.0;
+    return false;
 }
 
 /* Whether elementwise node nd may be a member of a row group of row shape
@@ -288,12 +268,6 @@ static int choose(pstate *s, int n, int epoch)
         for (int c = 0; c < nc; c++) dup |= cand[c] == r;
         if (!dup && nc < (int)(sizeof cand / sizeof cand[0])) cand[nc++] = r;
     }
-    /* a splat that cannot be a literal stays out of row and matmul groups */
-    for (int c = 0; c < nc && (special >= 0 || row || rx >= 0); c++)
-        if (s->w[cand[c]].unsafe) {
-            memmove(&cand[c], &cand[c + 1], sizeof cand[0] * (size_t)(nc - c - 1));
-            nc--, c--;
-        }
     /* an elementwise group merged into a row group must be over its rows */
     if (row)
         for (int c = 0; c < nc; c++)
@@ -323,7 +297,6 @@ static int choose(pstate *s, int n, int epoch)
     for (int c = 0; c < nc; c++) {
         if (cand[c] == root) continue;
         s->w[root].n_members += s->w[cand[c]].n_members;
-        s->w[root].unsafe |= s->w[cand[c]].unsafe;
         s->w[cand[c]].parent = root;
     }
     /* the root may be a splat of another shape: the group has n's (a row
@@ -351,9 +324,8 @@ vf_status vf_partition(const vf_graph *g, const vf_fusion_options *opt, vf_parti
     s.is_out = calloc(cnt, sizeof *s.is_out);
     s.mark = calloc(cnt, sizeof *s.mark);
     s.readers = calloc(cnt, sizeof *s.readers);
-    int *reader = calloc(cnt, sizeof *reader);   /* the last reader of each value */
     vf_status st = VF_OK;
-    if (!s.w || !s.gid || !s.is_out || !s.mark || !s.readers || !reader) {
+    if (!s.w || !s.gid || !s.is_out || !s.mark || !s.readers) {
         st = vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "partition: out of memory (%d nodes)", n);
         goto done;
     }
@@ -364,7 +336,7 @@ vf_status vf_partition(const vf_graph *g, const vf_fusion_options *opt, vf_parti
         for (int k = 0; k < nd->n_in; k++) {
             bool first = nd->in[k] >= 0 && nd->in[k] < n;
             for (int q = 0; q < k && first; q++) first = nd->in[q] != nd->in[k];
-            if (first) s.readers[nd->in[k]]++, reader[nd->in[k]] = v;
+            if (first) s.readers[nd->in[k]]++;
         }
     }
 
@@ -395,9 +367,6 @@ vf_status vf_partition(const vf_graph *g, const vf_fusion_options *opt, vf_parti
                                                                          : VF_GROUP_MATMUL_EPILOGUE;
                 grp = new_group(&s, kind, epoch, row ? &g->nodes[nd->in[row_input(g, nd)]].shape : &nd->shape);
                 s.w[grp].n_members = 1;
-                /* a FILL read by one node of another shape: a splat to be */
-                s.w[grp].unsafe = nd->kind == VF_NODE_OP && nd->op == VF_OP_FILL && !literal_safe(nd) &&
-                                  s.readers[v] == 1 && !s.is_out[v] && !vf_shape_equal(&nd->shape, &g->nodes[reader[v]].shape);
                 if (!ew) s.w[grp].center = v;
             }
         }
@@ -418,7 +387,6 @@ done:
     free(s.is_out);
     free(s.mark);
     free(s.readers);
-    free(reader);
     if (st) vf_partition_free(out);
     return st;
 }
