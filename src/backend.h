@@ -101,8 +101,8 @@ typedef struct vf_plan_loc {
    - MATMUL: one matmul (center; both operands group inputs of rank >= 2)
      and elementwise consumers of its output shape.
    In every kind a FILL member that is not a group output is a splat: a
-   literal read by the members, whatever its shape (it broadcasts to its
-   reader's; graph/passes_fills.c, plan/partition.c). */
+   value (a push constant) read by the members, whatever its shape (it
+   broadcasts to its reader's; graph/passes_fills.c, plan/partition.c). */
 typedef enum vf_fused_kind { VF_FUSED_ELEMENTWISE, VF_FUSED_ROWS, VF_FUSED_MATMUL } vf_fused_kind;
 
 /* A member's inputs: in[k] >= 0 is group tensor in[k] (an input: <

@@ -39,7 +39,7 @@ int vf_pass_simplify(vf_graph *g, vf_err *err);
 int vf_pass_splat(vf_graph *g, vf_err *err);
 /* Run once after the others (CSE would merge what it makes): every
    elementwise reader of a FILL gets a FILL of its own right before it (a
-   literal of its fusion group); the FILL's other uses (outputs,
+   value of its fusion group); the FILL's other uses (outputs,
    non-elementwise readers) read one value, a CONST when it is not an
    output and has at most VF_FOLD_MAX_ELEMS elements (graph.h; made once,
    kept). */

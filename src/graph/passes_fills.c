@@ -1,5 +1,5 @@
 /* Constants made in a traced body as splats: a FILL (a shape and one
- * value, no data input) costs nothing when it is a literal of the kernel
+ * value, no data input) costs nothing when it is a value of the kernel
  * that reads it, and a kernel per call when it is a value of its own.
  *
  * vf_pass_splat runs with the other passes until nothing changes: a CONST
@@ -10,7 +10,7 @@
  * vf_pass_fills runs once after them (CSE would merge its copies again):
  * every elementwise reader of a FILL gets a FILL of its own, placed right
  * before it, which the partition (plan/partition.c) lets join the reader's
- * fusion group and codegen emits as a literal. The other uses (graph
+ * fusion group and codegen pushes as a constant. The other uses (graph
  * outputs, reductions, matmuls, control flow, assigns, prints, reshapes)
  * read one materialised value: the FILL when it is an output or large, a
  * CONST when it is small (made once per concrete function and kept, like
@@ -83,7 +83,7 @@ int vf_pass_splat(vf_graph *g, vf_err *err)
 }
 
 /* Whether node n reads its inputs where a fusion group can hold them as
-   literals: an elementwise op. */
+   values of its kernel: an elementwise op. */
 static bool splat_reader(const vf_node *n)
 {
     return n->kind == VF_NODE_OP && vf_op_get(n->op)->kind == VF_KIND_ELEMENTWISE;
@@ -179,6 +179,7 @@ int vf_pass_fills(vf_graph *g, vf_err *err)
     for (int i = 0; i < n; i++) {
         vf_node *nd = &g->nodes[i];
         if (is_fill(nd) && readers[i] > 0 && !kept[i] && !own[i]) {   /* every reader has its own copy */
+            free(nd->in);   /* a FILL owns nothing else */
             map[i] = -1;
             continue;
         }

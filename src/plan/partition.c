@@ -181,8 +181,8 @@ static int members_of(pstate *s, const int *cand, int nc)
 }
 
 /* Whether working group r is one FILL read only by node n and not a graph
-   output: a splat (a literal broadcast to whatever reads it), which may
-   join n's group whatever its shape. graph/passes_fills.c gives every
+   output: a splat (a value broadcast to whatever reads it), which may join
+   n's group whatever its shape. graph/passes_fills.c gives every
    elementwise reader a FILL of its own. */
 static bool splat_for(pstate *s, int r, int n)
 {

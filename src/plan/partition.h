@@ -24,7 +24,7 @@
  * sides of a side-effect node.
  *
  * Splats: a FILL read by one node only and not a graph output joins the
- * group of its elementwise reader whatever its shape (a literal broadcast
+ * group of its elementwise reader whatever its shape (a value broadcast
  * to the reader's; graph/passes_fills.c gives every elementwise reader a
  * FILL of its own), so constants made in a body cost no kernel.
  *

@@ -39,17 +39,6 @@ static void value_ref(vf_sb *s, int src, void *user)
     else vf_sb_add(s, "x%d", src);
 }
 
-/* FILL member e's value as stored, as the push constant of a fill: the
-   compute type's bits (bool as 0 / 1). */
-static uint32_t fill_bits(const vf_exec *e)
-{
-    uint8_t tmp[8] = {0};
-    uint32_t b;
-    vf_store_f64(tmp, e->out.dtype, 0, e->attrs.value);
-    memcpy(&b, tmp, 4);   /* little-endian: f16 / bool land in the low bits */
-    return e->out.dtype == VF_F16 ? b & 0xffffu : e->out.dtype == VF_BOOL ? (b & 0xffu ? 1u : 0u) : b;
-}
-
 /* A window member (slice, pad, concat, slice_grad) reads its sources
    (group inputs) at the indices vf_window gives for the output coordinates oc0.. (see
    elementwise_dag): the indexed read of codegen_window.c, with the value
@@ -121,9 +110,6 @@ static vf_status window_members_ok(const vf_fused_group *grp, bool *win_only, bo
 static void emit_eval(vf_sb *s, const vf_fused_group *grp, const char *indent, const bool *pushed,
                       const bool *direct, const bool *wpush)
 {
-    static const char *const from_bits[] = {
-        [VF_F32] = "uintBitsToFloat(pc.fill%d)", [VF_F16] = "vf_h2f(pc.fill%d)", [VF_I32] = "int(pc.fill%d)",
-        [VF_U32] = "pc.fill%d", [VF_BOOL] = "pc.fill%d"};
     for (int m = 0; m < grp->n_members; m++) {
         const vf_exec *e = &grp->execs[m];
         bool fill = e->op == VF_OP_FILL, raw = direct && direct[m];
@@ -138,11 +124,9 @@ static void emit_eval(vf_sb *s, const vf_fused_group *grp, const char *indent, c
         } else if (raw) {
             vf_sb_add(s, "%suint t%d = pc.fill%d;   // fill, its bits\n", indent, m, m);
         } else if (pushed[m]) {
-            vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_ctype_of(e->out.dtype)), m);
-            vf_sb_add(s, from_bits[e->out.dtype], m);
-            vf_sb_puts(s, ";   // fill\n");
+            cg_member_eval(s, grp, m, indent, value_ref, NULL, pushed);
         } else {
-            cg_member_eval(s, grp, m, indent, value_ref, NULL);
+            cg_member_eval(s, grp, m, indent, value_ref, NULL, NULL);
         }
     }
 }
@@ -267,16 +251,9 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
         cg_abort(&cg);
         return vf_err_set(err, VF_ERROR_UNSUPPORTED, "fused group: %d ops (at most 64)", grp->n_members);
     }
-    /* fill values as push constants while there is room (one field kept
-       for a grid stride): one pipeline for every value */
-    bool pushed[64] = {false};
-    for (int m = 0; m < grp->n_members; m++)
-        if (grp->execs[m].op == VF_OP_FILL && cg.n_push + 2 <= CG_MAX_PUSH_FIELDS) {
-            char nm[16];
-            snprintf(nm, sizeof nm, "fill%d", m);
-            cg_push_u32(&cg, nm, fill_bits(&grp->execs[m]));
-            pushed[m] = true;
-        }
+    /* fill values as push constants while there is room (cg_push_fills) */
+    bool pushed[CG_MAX_MEMBERS] = {false};
+    cg_push_fills(&cg, grp, pushed);
     /* window members' offsets likewise, while there is room */
     bool wpush[128] = {false};
     for (int m = 0; m < grp->n_members; m++) {

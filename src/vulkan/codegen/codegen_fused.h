@@ -65,8 +65,24 @@ vf_status cg_member_fn(vf_sb *s, const vf_fused_group *grp, int m, vf_err *err);
 typedef void (*cg_ref_fn)(vf_sb *s, int src, void *user);
 /* Appends `<indent>CT t<m> = <value>;   // <op>` for elementwise member m:
    its op function applied to its inputs (named by ref), converted to the
-   compute type of its dtype; FILL: its value as stored. */
-void cg_member_eval(vf_sb *s, const vf_fused_group *grp, int m, const char *indent, cg_ref_fn ref, void *user);
+   compute type of its dtype; FILL: its value as stored, read from push
+   constant fill<m> when pushed[m] (pushed may be NULL), else a literal. */
+void cg_member_eval(vf_sb *s, const vf_fused_group *grp, int m, const char *indent, cg_ref_fn ref, void *user,
+                    const bool *pushed);
+/* Most members a generator pushes fills for. */
+#define CG_MAX_MEMBERS 64
+/* FILL member e's value as stored, as the bits of a push constant (bool
+   as 0 / 1, f16 in the low half). */
+uint32_t cg_fill_bits(const vf_exec *e);
+/* Pushes the value of every FILL member as push constant fill<m> while the
+   block has room (two fields left for the generator's own, e.g. a grid
+   stride) and marks pushed[m] (CG_MAX_MEMBERS entries). A push constant
+   is exact: the compilers cannot fold it, where a literal may be folded
+   inexactly (Vulkan allows x * -0.0 -> -0.0 without float controls, and
+   lavapipe does it), and one pipeline serves every value. */
+void cg_push_fills(vf_cg *g, const vf_fused_group *grp, bool *pushed);
+/* Appends pushed fill m read as the compute type of dt. */
+void cg_fill_pushed(vf_sb *s, vf_dtype dt, int m);
 /* Appends `op_<m>(<inputs>)` of elementwise member m (not FILL): its
    result is of compute type cg_member_result(&grp->execs[m]), not yet
    converted to its dtype's. */

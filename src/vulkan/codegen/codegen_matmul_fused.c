@@ -47,6 +47,7 @@ typedef struct mf_state {
     uint64_t ob[MF_MAX_BATCH];
     mf_input in[VF_KERNEL_MAX_BINDINGS];
     vf_err *err;
+    bool pushed[CG_MAX_MEMBERS]; /* fills read from push constants (cg_push_fills) */
 } mf_state;
 
 /* Broadcast class of group input t against the output [batch..., M, N]. */
@@ -176,6 +177,7 @@ static vf_status mf_emit(vf_cg *cg, const cg_mm_layout *l, void *user)
 {
     mf_state *st = user;
     const vf_fused_group *grp = st->grp;
+    cg_push_fills(cg, grp, st->pushed);   /* after the matmul's own fields */
     vf_status rc = emit_decls(cg, st, l);
     if (rc) return rc;
     vf_sb *s = &cg->decl;
@@ -199,7 +201,7 @@ static vf_status mf_emit(vf_cg *cg, const cg_mm_layout *l, void *user)
     }
     for (int m = 0; m < grp->n_members; m++) {
         if (m != st->center) {
-            cg_member_eval(s, grp, m, "    ", value_ref, NULL);
+            cg_member_eval(s, grp, m, "    ", value_ref, NULL, st->pushed);
             continue;
         }
         /* the accumulator rounded to the matmul's dtype, as the unfused kernel stores it */

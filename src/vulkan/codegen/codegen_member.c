@@ -5,6 +5,7 @@
 #include "vulkan/codegen/codegen_fused.h"
 #include "util/dtype.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const char *cg_pick_expr(const vf_op_info *info, vf_dtype data)
@@ -112,6 +113,34 @@ void cg_fill_literal(vf_sb *s, const vf_exec *e)
 
 vf_ctype cg_member_result(const vf_exec *e) { return result_ctype(e); }
 
+uint32_t cg_fill_bits(const vf_exec *e)
+{
+    uint8_t tmp[8] = {0};
+    uint32_t b;
+    vf_store_f64(tmp, e->out.dtype, 0, e->attrs.value);
+    memcpy(&b, tmp, 4);   /* little-endian: f16 / bool land in the low bits */
+    return e->out.dtype == VF_F16 ? b & 0xffffu : e->out.dtype == VF_BOOL ? (b & 0xffu ? 1u : 0u) : b;
+}
+
+void cg_push_fills(vf_cg *g, const vf_fused_group *grp, bool *pushed)
+{
+    for (int m = 0; m < grp->n_members && m < CG_MAX_MEMBERS; m++)
+        if (grp->execs[m].op == VF_OP_FILL && g->n_push + 2 <= CG_MAX_PUSH_FIELDS) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "fill%d", m);
+            cg_push_u32(g, nm, cg_fill_bits(&grp->execs[m]));
+            pushed[m] = true;
+        }
+}
+
+void cg_fill_pushed(vf_sb *s, vf_dtype dt, int m)
+{
+    static const char *const from_bits[] = {
+        [VF_F32] = "uintBitsToFloat(pc.fill%d)", [VF_F16] = "vf_h2f(pc.fill%d)", [VF_I32] = "int(pc.fill%d)",
+        [VF_U32] = "pc.fill%d", [VF_BOOL] = "pc.fill%d"};
+    vf_sb_add(s, from_bits[dt], m);
+}
+
 void cg_member_call(vf_sb *s, const vf_fused_group *grp, int m, cg_ref_fn ref, void *user)
 {
     const vf_exec *e = &grp->execs[m];
@@ -128,10 +157,16 @@ void cg_member_call(vf_sb *s, const vf_fused_group *grp, int m, cg_ref_fn ref, v
     vf_sb_puts(s, ")");
 }
 
-void cg_member_eval(vf_sb *s, const vf_fused_group *grp, int m, const char *indent, cg_ref_fn ref, void *user)
+void cg_member_eval(vf_sb *s, const vf_fused_group *grp, int m, const char *indent, cg_ref_fn ref, void *user,
+                    const bool *pushed)
 {
     const vf_exec *e = &grp->execs[m];
     vf_sb_add(s, "%s%s t%d = ", indent, cg_ctype_name(cg_ctype_of(e->out.dtype)), m);
+    if (e->op == VF_OP_FILL && pushed && pushed[m]) {
+        cg_fill_pushed(s, e->out.dtype, m);
+        vf_sb_puts(s, ";   // fill\n");
+        return;
+    }
     if (e->op == VF_OP_FILL) {
         cg_fill_literal(s, e);
         vf_sb_puts(s, ";   // fill\n");

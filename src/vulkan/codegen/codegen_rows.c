@@ -67,6 +67,7 @@ typedef struct {
     bool cached[RG_MAX_MEMBERS + VF_KERNEL_MAX_BINDINGS];   /* members, then inputs */
     int n_cache;
     int n_loops;                 /* loops over the row in the uncached body */
+    bool pushed[CG_MAX_MEMBERS]; /* fills read from push constants (cg_push_fills) */
 } rg;
 
 #define RG_MAX_CACHES 3
@@ -244,7 +245,7 @@ static void ref_cb(vf_sb *s, int v, void *user)
 static void emit_elementwise(vf_sb *s, const rg *r, int m, bool wide, const char *ind)
 {
     ref_ctx c = {r, wide};
-    cg_member_eval(s, r->grp, m, ind, ref_cb, &c);
+    cg_member_eval(s, r->grp, m, ind, ref_cb, &c, r->pushed);
 }
 
 /* Evaluates, at column j, the row-wide members that `need` asks for (and
@@ -563,6 +564,7 @@ vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *
     }
     cg_push_u32(&cg, "n_rows", (uint32_t)rows);
     cg_push_u32(&cg, "cols", (uint32_t)cols);
+    cg_push_fills(&cg, grp, r.pushed);
     if (cg.status) {
         cg_abort(&cg);
         return cg.status;
