@@ -116,7 +116,7 @@ static void check_slice(vf_context *ctx, int r, const int64_t *sh, const int64_t
     vf_tensor *t = vf_tensor_from_host(ctx, VF_I32, r, sh, x);
     vf_tensor *y = vf_slice(ctx, t, b, e, s);
     if (!y) fail_msg("%s: %s", what, vf_error_message(ctx));
-    int64_t store[8][64], *idx[8], osh[8];
+    int64_t store[8][64], *idx[8], osh[8] = {0};
     int m[8];
     for (int d = 0; d < r; d++) {
         idx[d] = store[d];
