@@ -276,6 +276,31 @@ VF_API vf_tensor *vf_reshape(vf_context *ctx, vf_tensor *x, int rank, const int6
 /* perm NULL: reverse the dims. */
 VF_API vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm);
 
+/* ---- Convolution and pooling (NHWC) --------------------------------------
+   A vf_conv2d_desc whose every field is 0 (or a NULL desc) is the default:
+   strides 1, dilations 1, VALID padding, one group. */
+typedef enum {
+    VF_PADDING_VALID = 0,    /* no padding: windows lie inside the input */
+    VF_PADDING_SAME = 1,     /* out = ceil(in / stride); the extra pad goes at the bottom/right, as in TF */
+    VF_PADDING_EXPLICIT = 2, /* desc.pads */
+} vf_padding;
+
+typedef struct vf_conv2d_desc {
+    int strides[2];    /* height, width; 0 = 1 */
+    int dilations[2];  /* height, width; 0 = 1 (TF's dilation_rate) */
+    vf_padding padding;
+    int pads[4];       /* VF_PADDING_EXPLICIT: top, bottom, left, right (>= 0); otherwise must be 0 */
+    int groups;        /* 0 = 1; must divide channels and out channels; groups = channels: depthwise */
+} vf_conv2d_desc;
+
+/* 2-D convolution (cross-correlation, as tf.nn.conv2d): x NHWC [N, H, W, C],
+   w HWIO [KH, KW, C / groups, O] -> [N, OH, OW, O] with
+   OH = (H + pad_top + pad_bottom - dilation_h * (KH - 1) - 1) / stride_h + 1.
+   Output channel o sees input channels of group o / (O / groups). f32 only
+   (VF_ERROR_DTYPE otherwise: cast first). A batch of 0 gives an empty result;
+   C = 0 gives zeros. Not differentiable yet (issue 13). */
+VF_API vf_tensor *vf_conv2d(vf_context *ctx, vf_tensor *x, vf_tensor *w, const vf_conv2d_desc *desc);
+
 /* ---- Variables ----------------------------------------------------------
    Persistent and mutable: a variable keeps its dtype and shape; assigning
    changes its value for every later reader. Ops that read a variable see

@@ -159,6 +159,11 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
     uint64_t bits = U64("attrs.value");
     memcpy(&n->attrs.value, &bits, sizeof bits);
     n->attrs.seed = U64("attrs.seed");
+    /* window ops add their geometry (files before them hold none) */
+    if (n->kind == VF_NODE_OP && (vf_op_get(n->op)->attrs & VF_ATTR_CONV)) {
+        int32_t *f = &n->attrs.conv.stride[0];
+        for (int k = 0; k < 9; k++) f[k] = (int32_t)U32("attrs.conv");
+    }
     if (r->bad) return false;
     vf_dtype in_dt[16];
     vf_shape ins[16];

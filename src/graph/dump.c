@@ -30,6 +30,10 @@ static void attrs_text(vf_sb *b, const vf_node *n)
         if (m & VF_ATTR_DTYPE) vf_sb_add(b, " {to=%s}", vf_dtype_name(a->dtype));
         if (m & VF_ATTR_VALUE) vf_sb_add(b, " {value=%g}", a->value);
         if (m & VF_ATTR_SEED) vf_sb_add(b, " {seed=%llu}", (unsigned long long)a->seed);
+        if (m & VF_ATTR_CONV)
+            vf_sb_add(b, " {strides=%d,%d dilations=%d,%d pads=%d,%d,%d,%d groups=%d}", a->conv.stride[0],
+                      a->conv.stride[1], a->conv.dilation[0], a->conv.dilation[1], a->conv.pad[0], a->conv.pad[1],
+                      a->conv.pad[2], a->conv.pad[3], a->conv.groups);
         break;
     }
     case VF_NODE_PARAM: vf_sb_add(b, " #%d", n->index); break;

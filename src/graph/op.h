@@ -46,6 +46,8 @@ typedef enum vf_op {
     VF_OP_RANDOM_NORMAL, /* attrs.seed; see util/philox.h */
     /* appended (numbers are stored): elementwise unary */
     VF_OP_SQUARE,
+    /* appended (numbers are stored): convolution and pooling (issue 13) */
+    VF_OP_CONV2D, /* in[0] x [N, H, W, C], in[1] w [KH, KW, C/groups, O]; attrs.conv */
     VF_OP_COUNT
 } vf_op;
 
@@ -56,6 +58,7 @@ typedef enum {
     VF_KIND_MATMUL,
     VF_KIND_MOVEMENT,
     VF_KIND_SOURCE,
+    VF_KIND_WINDOW,     /* conv2d (pooling): a window slid over H and W of NHWC */
 } vf_op_kind;
 
 typedef enum { VF_RESULT_SAME, VF_RESULT_BOOL, VF_RESULT_I32, VF_RESULT_ATTR } vf_result_rule;
@@ -146,7 +149,18 @@ enum {
     VF_ATTR_DTYPE = 1u << 4,
     VF_ATTR_VALUE = 1u << 5,
     VF_ATTR_SEED = 1u << 6,
+    VF_ATTR_CONV = 1u << 7,  /* conv: the window geometry */
 };
+
+/* The geometry of a window op (conv2d), resolved by the entry point: every
+   field explicit and valid (SAME padding already turned into pads), so the
+   backends and the saved form see one meaning. */
+typedef struct vf_conv_attrs {
+    int32_t stride[2];    /* H, W; >= 1 */
+    int32_t dilation[2];  /* H, W; >= 1 */
+    int32_t pad[4];       /* top, bottom, left, right; >= 0 */
+    int32_t groups;       /* >= 1; divides C and O */
+} vf_conv_attrs;
 
 /* Attributes of one op invocation; fields unused by an op stay zero. */
 typedef struct vf_attrs {
@@ -158,6 +172,7 @@ typedef struct vf_attrs {
     vf_dtype dtype;          /* cast target */
     double value;            /* fill */
     uint64_t seed;           /* random_normal */
+    vf_conv_attrs conv;      /* conv2d */
 } vf_attrs;
 
 /* a with the fields op does not read set to 0 (op_table.c). */

@@ -87,6 +87,8 @@ PIN(CAST, 26) PIN(COPY, 27) PIN(REDUCE_SUM, 28) PIN(REDUCE_MEAN, 29)
 PIN(REDUCE_MAX, 30) PIN(REDUCE_MIN, 31) PIN(NORM, 32) PIN(ARGMAX, 33)
 PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
 PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40) PIN(SQUARE, 41)
+/* convolution and pooling (issue 13) */
+PIN(CONV2D, 42)
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -190,6 +192,11 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
                     .result = VF_RESULT_ATTR, .attrs = VF_ATTR_VALUE},
     [VF_OP_RANDOM_NORMAL] = {.name = "random_normal", .arity = 0, .kind = VF_KIND_SOURCE,
                              .accepts = FLT, .result = VF_RESULT_ATTR, .attrs = VF_ATTR_SEED},
+
+    /* ---- convolution and pooling (issue 13) ---- */
+    /* f32 only: the CPU kernel is OpenBLAS sgemm; C/groups = 0 sums nothing */
+    [VF_OP_CONV2D] = {.name = "conv2d", .arity = 2, .kind = VF_KIND_WINDOW, .accepts = VF_M(VF_F32),
+                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .attrs = VF_ATTR_CONV},
 };
 
 /* ---- attributes ------------------------------------------------------ */
@@ -205,6 +212,7 @@ vf_attrs vf_attrs_read(vf_op op, const vf_attrs *a)
     if (m & VF_ATTR_DTYPE) r.dtype = a->dtype;
     if (m & VF_ATTR_VALUE) r.value = a->value;
     if (m & VF_ATTR_SEED) r.seed = a->seed;
+    if (m & VF_ATTR_CONV) r.conv = a->conv;
     return r;
 }
 
@@ -214,5 +222,6 @@ bool vf_attrs_equal(vf_op op, const vf_attrs *a, const vf_attrs *b)
     /* field by field: padding is not compared, and value bit by bit (NaN == NaN, 0 != -0) */
     return x.axes_mask == y.axes_mask && x.keepdims == y.keepdims && x.axis == y.axis &&
            memcmp(x.perm, y.perm, sizeof x.perm) == 0 && x.trans_a == y.trans_a && x.trans_b == y.trans_b &&
-           x.dtype == y.dtype && memcmp(&x.value, &y.value, sizeof x.value) == 0 && x.seed == y.seed;
+           x.dtype == y.dtype && memcmp(&x.value, &y.value, sizeof x.value) == 0 && x.seed == y.seed &&
+           memcmp(&x.conv, &y.conv, sizeof x.conv) == 0; /* int32 fields only: no padding */
 }

@@ -135,6 +135,18 @@ static vf_status check_attrs(vf_op op, const vf_attrs *a, const vf_shape *in, vf
             seen |= 1u << p;
         }
     }
+    if (info->attrs & VF_ATTR_CONV) {
+        const vf_conv_attrs *c = &a->conv;
+        for (int d = 0; d < 2; d++)
+            if (c->stride[d] < 1 || c->dilation[d] < 1)
+                return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: stride %d and dilation %d must be >= 1",
+                                  info->name, c->stride[d], c->dilation[d]);
+        for (int d = 0; d < 4; d++)
+            if (c->pad[d] < 0)
+                return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: pad %d is negative", info->name, c->pad[d]);
+        if (c->groups < 1)
+            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: groups %d must be >= 1", info->name, c->groups);
+    }
     if ((info->attrs & VF_ATTR_DTYPE) && !vf_dtype_valid((int)a->dtype))
         return vf_err_set(err, VF_ERROR_DTYPE, "vf_%s: target dtype %d is not a vf_dtype", info->name, (int)a->dtype);
     return VF_OK;
@@ -203,6 +215,49 @@ static vf_status infer_matmul(const vf_attrs *at, const vf_shape *a, const vf_sh
     if ((a->sym >> am) & 1u) out->sym |= 1u << r;
     if ((b->sym >> bn) & 1u) out->sym |= 1u << (r + 1);
     out->rank = r + 2;
+    return VF_OK;
+}
+
+/* conv2d: x [N, H, W, C], w [KH, KW, C/groups, O] -> [N, OH, OW, O] with
+   OH = (H + pad_top + pad_bottom - dilation_h * (KH - 1) - 1) / stride_h + 1
+   (and so for W). The entry point has resolved SAME padding into pads. */
+static vf_status infer_conv(const vf_conv_attrs *c, const vf_shape *x, const vf_shape *w, vf_shape *out,
+                            vf_err *err)
+{
+    char sa[96], sb[96];
+    if (x->rank != 4 || w->rank != 4)
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_conv2d: input %s and filter %s must both be rank 4: the input "
+                          "NHWC [batch, height, width, channels], the filter HWIO [kh, kw, channels/groups, out]",
+                          sh(sa, sizeof sa, x), sh(sb, sizeof sb, w));
+    if ((x->sym | w->sym) & ~1u)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "vf_conv2d: only the batch dim of the input may be symbolic "
+                          "(-1 in an input_signature); give height, width, channels and the filter fixed sizes");
+    int64_t C = x->dim[3], O = w->dim[3], g = c->groups;
+    if (C % g != 0 || O % g != 0)
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_conv2d: groups = %lld must divide the input channels (%lld) and "
+                          "the filter's output channels (%lld); pick a groups that divides both", (long long)g,
+                          (long long)C, (long long)O);
+    if (w->dim[2] * g != C)
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_conv2d: the filter %s has %lld input channels but the input %s "
+                          "has %lld channels in %lld group(s); the filter's dim 2 must be channels / groups = %lld",
+                          sh(sb, sizeof sb, w), (long long)w->dim[2], sh(sa, sizeof sa, x), (long long)C,
+                          (long long)g, (long long)(C / g));
+    if (w->dim[0] < 1 || w->dim[1] < 1)
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_conv2d: the filter %s has an empty window; kh and kw must be >= 1",
+                          sh(sb, sizeof sb, w));
+    *out = (vf_shape){.rank = 4, .sym = x->sym & 1u};
+    out->dim[0] = x->dim[0];
+    for (int d = 0; d < 2; d++) {
+        int64_t span = (int64_t)c->dilation[d] * (w->dim[d] - 1) + 1;
+        int64_t padded = x->dim[1 + d] + c->pad[2 * d] + c->pad[2 * d + 1];
+        if (padded < span)
+            return vf_err_set(err, VF_ERROR_SHAPE, "vf_conv2d: the input's %s (%lld, %lld with padding) is smaller "
+                              "than the dilated filter window (%lld); pad more (e.g. VF_PADDING_SAME) or use a "
+                              "smaller filter or dilation", d ? "width" : "height", (long long)x->dim[1 + d],
+                              (long long)padded, (long long)span);
+        out->dim[1 + d] = (padded - span) / c->stride[d] + 1;
+    }
+    out->dim[3] = O;
     return VF_OK;
 }
 
@@ -296,6 +351,8 @@ vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_
             if ((x->sym >> a->perm[d]) & 1u) out->sym |= 1u << d;
         }
         return VF_OK;
+    case VF_KIND_WINDOW:
+        return infer_conv(&a->conv, &in[0], &in[1], out, err);
     case VF_KIND_SOURCE: break; /* the shape is given (the node's), not inferred */
     }
     return vf_err_set(err, VF_ERROR_UNSUPPORTED, "vf_%s: no shape rule from inputs", info->name);

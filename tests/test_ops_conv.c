@@ -1,0 +1,255 @@
+/* vf_conv2d (issue 13): against a double-precision direct convolution
+ * written here (TF's conv2d semantics: NHWC, HWIO, SAME padding with the
+ * odd pad after), eager and traced, on both backends; odd sizes, strides,
+ * dilations, explicit padding, groups and depthwise, an empty batch, no
+ * input channel; bad arguments give a status and a message that says what
+ * and how to fix; the saved form keeps the geometry. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    int64_t n, h, w, c, kh, kw, o;
+    vf_conv2d_desc d;
+} conv_case;
+
+/* the reference's own reading of a desc: out size and leading pads */
+static void ref_geometry(const conv_case *k, int64_t out[2], int64_t lead[2])
+{
+    int64_t in[2] = {k->h, k->w}, kk[2] = {k->kh, k->kw};
+    for (int i = 0; i < 2; i++) {
+        int64_t s = k->d.strides[i] ? k->d.strides[i] : 1, dl = k->d.dilations[i] ? k->d.dilations[i] : 1;
+        int64_t span = dl * (kk[i] - 1) + 1;
+        if (k->d.padding == VF_PADDING_SAME) {
+            out[i] = (in[i] + s - 1) / s;
+            int64_t total = (out[i] - 1) * s + span - in[i];
+            lead[i] = total > 0 ? total / 2 : 0;
+        } else {
+            int64_t p0 = k->d.padding == VF_PADDING_EXPLICIT ? k->d.pads[2 * i] : 0;
+            int64_t p1 = k->d.padding == VF_PADDING_EXPLICIT ? k->d.pads[2 * i + 1] : 0;
+            out[i] = (in[i] + p0 + p1 - span) / s + 1;
+            lead[i] = p0;
+        }
+    }
+}
+
+/* y[n, oh, ow, o] = sum over kh, kw, c of x[n, oh*s + kh*d - pad, ..., g*Cg + c] * w[kh, kw, c, o] */
+static double *ref_conv(const conv_case *k, const float *x, const float *w, int64_t out[2])
+{
+    int64_t lead[2];
+    ref_geometry(k, out, lead);
+    int64_t G = k->d.groups ? k->d.groups : 1, Cg = k->c / G, Og = k->o / G;
+    int64_t sh = k->d.strides[0] ? k->d.strides[0] : 1, sw = k->d.strides[1] ? k->d.strides[1] : 1;
+    int64_t dh = k->d.dilations[0] ? k->d.dilations[0] : 1, dw = k->d.dilations[1] ? k->d.dilations[1] : 1;
+    size_t total = (size_t)(k->n * out[0] * out[1] * k->o);
+    double *y = calloc(total ? total : 1, sizeof *y);
+    assert_non_null(y);
+    for (int64_t n = 0; n < k->n; n++)
+        for (int64_t oh = 0; oh < out[0]; oh++)
+            for (int64_t ow = 0; ow < out[1]; ow++)
+                for (int64_t o = 0; o < k->o; o++) {
+                    double acc = 0;
+                    int64_t g = o / Og;
+                    for (int64_t i = 0; i < k->kh; i++)
+                        for (int64_t j = 0; j < k->kw; j++) {
+                            int64_t ih = oh * sh + i * dh - lead[0], iw = ow * sw + j * dw - lead[1];
+                            if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                            for (int64_t c = 0; c < Cg; c++)
+                                acc += (double)x[((n * k->h + ih) * k->w + iw) * k->c + g * Cg + c] *
+                                       (double)w[((i * k->kw + j) * Cg + c) * k->o + o];
+                        }
+                    y[((n * out[0] + oh) * out[1] + ow) * k->o + o] = acc;
+                }
+    return y;
+}
+
+static const conv_case cases[] = {
+    {1, 5, 5, 1, 3, 3, 1, {.groups = 0}},                                              /* all defaults */
+    {2, 7, 6, 3, 3, 2, 5, {.strides = {2, 1}}},                              /* odd, strided */
+    {1, 9, 8, 2, 3, 3, 4, {.dilations = {2, 3}}},                            /* dilated */
+    {2, 7, 5, 3, 3, 3, 2, {.padding = VF_PADDING_SAME}},                     /* SAME */
+    {1, 8, 9, 2, 4, 3, 3, {.strides = {3, 2}, .padding = VF_PADDING_SAME}},  /* SAME, odd total pad */
+    {1, 6, 5, 2, 3, 2, 3, {.padding = VF_PADDING_EXPLICIT, .pads = {2, 0, 1, 3}, .strides = {2, 2}}},
+    {2, 6, 7, 4, 3, 3, 6, {.groups = 2, .padding = VF_PADDING_SAME}},        /* grouped */
+    {1, 7, 7, 5, 3, 3, 10, {.groups = 5, .strides = {2, 2}, .padding = VF_PADDING_SAME}}, /* depthwise x2 */
+    {3, 4, 5, 6, 1, 1, 7, {.groups = 0}},                                              /* 1x1 */
+    {1, 5, 9, 3, 2, 4, 2, {.dilations = {2, 2}, .strides = {1, 3}, .padding = VF_PADDING_SAME}},
+    {0, 5, 5, 2, 3, 3, 4, {.groups = 0}},                                              /* empty batch */
+    {1, 4, 4, 0, 2, 2, 3, {.groups = 0}},                                              /* no input channel: zeros */
+};
+
+static vf_status body_conv(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    out[0] = vf_conv2d(ctx, in[0], in[1], user);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static void check_case(vf_context *ctx, const conv_case *k, int idx)
+{
+    int64_t xs[4] = {k->n, k->h, k->w, k->c}, ws[4] = {k->kh, k->kw, k->c / (k->d.groups ? k->d.groups : 1), k->o};
+    size_t nx = (size_t)(xs[0] * xs[1] * xs[2] * xs[3]), nw = (size_t)(ws[0] * ws[1] * ws[2] * ws[3]);
+    float *x = malloc(sizeof *x * (nx + 1)), *w = malloc(sizeof *w * (nw + 1));
+    assert_non_null(x);
+    assert_non_null(w);
+    vt_fill_uniform(x, nx, -1, 1, 100 + (uint64_t)idx);
+    vt_fill_uniform(w, nw, -1, 1, 200 + (uint64_t)idx);
+    int64_t out[2];
+    double *want = ref_conv(k, x, w, out);
+    size_t ny = (size_t)(k->n * out[0] * out[1] * k->o);
+    float *wantf = malloc(sizeof *wantf * (ny + 1));
+    assert_non_null(wantf);
+    for (size_t i = 0; i < ny; i++) wantf[i] = (float)want[i];
+    double atol = vt_matmul_atol(k->kh * k->kw * ws[2]);
+    char what[64];
+
+    vf_tensor *tx = vf_tensor_from_host(ctx, VF_F32, 4, xs, x), *tw = vf_tensor_from_host(ctx, VF_F32, 4, ws, w);
+    assert_non_null(tx);
+    assert_non_null(tw);
+    /* eager */
+    vf_tensor *y = vf_conv2d(ctx, tx, tw, &k->d);
+    assert_non_null(y);
+    int64_t yshape[4] = {k->n, out[0], out[1], k->o};
+    for (int d = 0; d < 4; d++) assert_int_equal(vf_tensor_dim(y, d), yshape[d]);
+    if (ny) {
+        float *got = vt_read(y);
+        snprintf(what, sizeof what, "conv case %d eager", idx);
+        vt_assert_close_f32(got, wantf, ny, atol, 1e-5, what);
+        free(got);
+    }
+    /* traced */
+    vf_function_desc fd = {.name = "conv", .body = body_conv, .user = (void *)&k->d, .n_inputs = 2, .n_outputs = 1};
+    vf_function *fn = vf_function_create(ctx, &fd);
+    assert_non_null(fn);
+    vf_tensor *in[2] = {tx, tw}, *ty = NULL;
+    assert_int_equal(vf_function_call(fn, in, &ty), VF_OK);
+    for (int d = 0; d < 4; d++) assert_int_equal(vf_tensor_dim(ty, d), yshape[d]);
+    if (ny) {
+        float *got = vt_read(ty);
+        snprintf(what, sizeof what, "conv case %d traced", idx);
+        vt_assert_close_f32(got, wantf, ny, atol, 1e-5, what);
+        free(got);
+    }
+    vf_function_destroy(fn);
+    vf_tensor_release(ty);
+    vf_tensor_release(y);
+    vf_tensor_release(tx);
+    vf_tensor_release(tw);
+    free(x);
+    free(w);
+    free(want);
+    free(wantf);
+}
+
+static void conv_matches_reference(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(ctx, &cases[i], (int)i);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(conv_matches_reference)
+
+/* Bad arguments: a status and a message naming what is wrong and the fix. */
+static void conv_bad_arguments(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    int64_t xs[4] = {1, 5, 5, 4}, ws[4] = {3, 3, 3, 6}, ws2[4] = {3, 3, 2, 6}, ws3[4] = {3, 3, 2, 5};
+    int64_t x3[3] = {5, 5, 4}, big[4] = {7, 7, 4, 2};
+    vf_tensor *x = vf_fill(ctx, VF_F32, 4, xs, 1), *w = vf_fill(ctx, VF_F32, 4, ws, 1);
+    vf_tensor *w2 = vf_fill(ctx, VF_F32, 4, ws2, 1), *w3 = vf_fill(ctx, VF_F32, 4, ws3, 1);
+    vf_tensor *xr3 = vf_fill(ctx, VF_F32, 3, x3, 1), *wbig = vf_fill(ctx, VF_F32, 4, big, 1);
+    vf_tensor *xi = vf_fill(ctx, VF_I32, 4, xs, 1);
+    assert_null(vf_conv2d(ctx, x, w, NULL)); /* filter has 3 input channels, x 4 */
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_conv2d", "3 input channels", "channels / groups = 4", NULL);
+    vf_conv2d_desc d = {.groups = 3};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "groups = 3 must divide", "input channels (4)", NULL);
+    d = (vf_conv2d_desc){.groups = 2};
+    assert_null(vf_conv2d(ctx, x, w3, &d)); /* 5 out channels in 2 groups */
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "groups = 2 must divide", "output channels (5)", NULL);
+    d = (vf_conv2d_desc){.strides = {1, -2}};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "strides[1]", "-2", ">= 1", NULL);
+    d = (vf_conv2d_desc){.dilations = {-1, 1}};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "dilations[0]", ">= 1", NULL);
+    d = (vf_conv2d_desc){.groups = -1};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "groups is -1", NULL);
+    d = (vf_conv2d_desc){.pads = {1, 1, 1, 1}};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "pads[0]", "VF_PADDING_EXPLICIT", NULL);
+    d = (vf_conv2d_desc){.padding = VF_PADDING_EXPLICIT, .pads = {0, 0, -1, 0}};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "pads[2]", ">= 0", NULL);
+    d = (vf_conv2d_desc){.padding = (vf_padding)7};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "padding is 7", "VF_PADDING_SAME", NULL);
+    d = (vf_conv2d_desc){.groups = 2};
+    assert_null(vf_conv2d(ctx, xr3, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "rank 4", "NHWC", NULL);
+    assert_null(vf_conv2d(ctx, x, wbig, NULL)); /* 7x7 window on a 5x5 image, VALID */
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "smaller than the dilated filter window", "VF_PADDING_SAME", NULL);
+    d = (vf_conv2d_desc){.groups = 2};
+    assert_null(vf_conv2d(ctx, xi, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "conv2d", "i32", NULL);
+    /* the same argument with SAME works: the error was the window */
+    d = (vf_conv2d_desc){.padding = VF_PADDING_SAME};
+    vf_tensor *y = vf_conv2d(ctx, x, wbig, &d);
+    assert_non_null(y);
+    assert_int_equal(vf_tensor_dim(y, 1), 5);
+    vf_tensor *all[] = {x, w, w2, w3, xr3, wbig, xi, y};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vf_tensor_release(all[i]);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(conv_bad_arguments)
+
+/* The traced graph shows the resolved geometry; a saved and loaded
+   function keeps it (the window attrs of docs/FORMAT.md). */
+static void conv_saved_keeps_geometry(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const conv_case *k = &cases[5]; /* explicit asymmetric pads, strides 2 */
+    int64_t xs[4] = {k->n, k->h, k->w, k->c}, ws[4] = {k->kh, k->kw, k->c, k->o};
+    vf_tensor *x = vf_random_normal(ctx, VF_F32, 4, xs, 1), *w = vf_random_normal(ctx, VF_F32, 4, ws, 2);
+    vf_function_desc fd = {.name = "conv", .body = body_conv, .user = (void *)&k->d, .n_inputs = 2, .n_outputs = 1};
+    vf_function *fn = vf_function_create(ctx, &fd);
+    vf_tensor *in[2] = {x, w}, *y0 = NULL, *y1 = NULL;
+    assert_int_equal(vf_function_call(fn, in, &y0), VF_OK);
+    char *text = vf_function_graph_text(fn);
+    assert_non_null(text);
+    if (!strstr(text, "strides=2,2 dilations=1,1 pads=2,0,1,3 groups=1"))
+        fail_msg("graph text lacks the geometry:\n%s", text);
+    free(text);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/vkfuse_conv_%d_%d.vfn", (int)b, (int)getpid());
+    assert_int_equal(vf_function_save(fn, path), VF_OK);
+    vf_function *loaded = NULL;
+    assert_int_equal(vf_function_load(ctx, path, &loaded), VF_OK);
+    remove(path);
+    assert_int_equal(vf_function_call(loaded, in, &y1), VF_OK);
+    size_t n = (size_t)vf_tensor_numel(y0);
+    float *a = vt_read(y0), *c = vt_read(y1);
+    vt_assert_close_f32(c, a, n, 0, 0, "conv saved vs traced");
+    free(a);
+    free(c);
+    vf_function_destroy(loaded);
+    vf_function_destroy(fn);
+    vf_tensor *all[] = {x, w, y0, y1};
+    for (size_t i = 0; i < 4; i++) vf_tensor_release(all[i]);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(conv_saved_keeps_geometry)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        VT_PER_BACKEND_TESTS(conv_matches_reference),
+        VT_PER_BACKEND_TESTS(conv_bad_arguments),
+        VT_PER_BACKEND_TESTS(conv_saved_keeps_geometry),
+    };
+    return VT_RUN_GROUP(tests);
+}
