@@ -298,7 +298,9 @@ typedef struct vf_conv2d_desc {
    OH = (H + pad_top + pad_bottom - dilation_h * (KH - 1) - 1) / stride_h + 1.
    Output channel o sees input channels of group o / (O / groups). f32 only
    (VF_ERROR_DTYPE otherwise: cast first). A batch of 0 gives an empty result;
-   C = 0 gives zeros. Not differentiable yet (issue 13). */
+   C = 0 gives zeros. Differentiable in x and w (to any order: the
+   gradients are ops of their own, conv2d_backprop_input / _filter, which
+   show in graph dumps and profiles). */
 VF_API vf_tensor *vf_conv2d(vf_context *ctx, vf_tensor *x, vf_tensor *w, const vf_conv2d_desc *desc);
 
 /* ---- Variables ----------------------------------------------------------

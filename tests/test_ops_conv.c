@@ -1,6 +1,7 @@
-/* vf_conv2d (issue 13): against a double-precision direct convolution
- * written here (TF's conv2d semantics: NHWC, HWIO, SAME padding with the
- * odd pad after), eager and traced, on both backends; odd sizes, strides,
+/* vf_conv2d (issue 13): it and the tape's gradients of both operands
+ * against a double-precision direct convolution written here (TF's conv2d
+ * semantics: NHWC, HWIO, SAME padding with the odd pad after) and its
+ * exact adjoints, eager and traced, on both backends; odd sizes, strides,
  * dilations, explicit padding, groups and depthwise, an empty batch, no
  * input channel; bad arguments give a status and a message that says what
  * and how to fix; the saved form keeps the geometry. */
@@ -38,13 +39,16 @@ static void ref_geometry(const conv_case *k, int64_t out[2], int64_t lead[2])
 }
 
 /* y[n, oh, ow, o] = sum over kh, kw, c of x[n, oh*s + kh*d - pad, ..., g*Cg + c] * w[kh, kw, c, o] */
-static double *ref_conv(const conv_case *k, const float *x, const float *w, int64_t out[2])
+/* With wt (weights of y): also dx and dw of sum(wt * y), accumulated from
+   the same loops (each product's partials), so they are the exact adjoints. */
+static double *ref_conv(const conv_case *k, const float *x, const float *w, int64_t out[2], const float *wt,
+                        double *dx, double *dw)
 {
     int64_t lead[2];
     ref_geometry(k, out, lead);
     int64_t G = k->d.groups ? k->d.groups : 1, Cg = k->c / G, Og = k->o / G;
     int64_t sh = k->d.strides[0] ? k->d.strides[0] : 1, sw = k->d.strides[1] ? k->d.strides[1] : 1;
-    int64_t dh = k->d.dilations[0] ? k->d.dilations[0] : 1, dw = k->d.dilations[1] ? k->d.dilations[1] : 1;
+    int64_t dh = k->d.dilations[0] ? k->d.dilations[0] : 1, dlw = k->d.dilations[1] ? k->d.dilations[1] : 1;
     size_t total = (size_t)(k->n * out[0] * out[1] * k->o);
     double *y = calloc(total ? total : 1, sizeof *y);
     assert_non_null(y);
@@ -56,11 +60,17 @@ static double *ref_conv(const conv_case *k, const float *x, const float *w, int6
                     int64_t g = o / Og;
                     for (int64_t i = 0; i < k->kh; i++)
                         for (int64_t j = 0; j < k->kw; j++) {
-                            int64_t ih = oh * sh + i * dh - lead[0], iw = ow * sw + j * dw - lead[1];
+                            int64_t ih = oh * sh + i * dh - lead[0], iw = ow * sw + j * dlw - lead[1];
                             if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
-                            for (int64_t c = 0; c < Cg; c++)
-                                acc += (double)x[((n * k->h + ih) * k->w + iw) * k->c + g * Cg + c] *
-                                       (double)w[((i * k->kw + j) * Cg + c) * k->o + o];
+                            for (int64_t c = 0; c < Cg; c++) {
+                                int64_t xi = ((n * k->h + ih) * k->w + iw) * k->c + g * Cg + c;
+                                int64_t wi = ((i * k->kw + j) * Cg + c) * k->o + o;
+                                acc += (double)x[xi] * (double)w[wi];
+                                if (!wt) continue;
+                                double gy = wt[((n * out[0] + oh) * out[1] + ow) * k->o + o];
+                                dx[xi] += gy * w[wi];
+                                dw[wi] += gy * x[xi];
+                            }
                         }
                     y[((n * out[0] + oh) * out[1] + ow) * k->o + o] = acc;
                 }
@@ -88,60 +98,74 @@ static vf_status body_conv(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
+/* y = conv2d(x, w) and the tape's gradients of sum(wt * y): in = {x, w, wt},
+   out = {y, dx, dw}; run eagerly or traced alike. */
+static vf_status body_conv_grad(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    out[0] = vf_conv2d(ctx, in[0], in[1], user);
+    vf_status st = vf_tape_gradient(tp, vf_mul(ctx, out[0], in[2]), 2, in, out + 1);
+    vf_tape_end(tp);
+    return out[0] ? st : vf_status_get(ctx);
+}
+
+static void expect(vf_tensor *t, int rank, const int64_t *shape, const double *want, double atol, const char *what)
+{
+    assert_int_equal(vf_tensor_rank(t), rank);
+    size_t n = 1;
+    for (int d = 0; d < rank; d++) assert_int_equal(vf_tensor_dim(t, d), shape[d]), n *= (size_t)shape[d];
+    if (!n) return;
+    float *got = vt_read(t), *wf = malloc(sizeof *wf * n);
+    assert_non_null(wf);
+    for (size_t i = 0; i < n; i++) wf[i] = (float)want[i];
+    vt_assert_close_f32(got, wf, n, atol, 1e-5, what);
+    free(got);
+    free(wf);
+}
+
 static void check_case(vf_context *ctx, const conv_case *k, int idx)
 {
-    int64_t xs[4] = {k->n, k->h, k->w, k->c}, ws[4] = {k->kh, k->kw, k->c / (k->d.groups ? k->d.groups : 1), k->o};
+    int64_t G = k->d.groups ? k->d.groups : 1;
+    int64_t xs[4] = {k->n, k->h, k->w, k->c}, ws[4] = {k->kh, k->kw, k->c / G, k->o}, out[2], lead[2];
+    ref_geometry(k, out, lead);
+    int64_t ys[4] = {k->n, out[0], out[1], k->o};
     size_t nx = (size_t)(xs[0] * xs[1] * xs[2] * xs[3]), nw = (size_t)(ws[0] * ws[1] * ws[2] * ws[3]);
-    float *x = malloc(sizeof *x * (nx + 1)), *w = malloc(sizeof *w * (nw + 1));
-    assert_non_null(x);
-    assert_non_null(w);
+    size_t ny = (size_t)(ys[0] * ys[1] * ys[2] * ys[3]);
+    float *x = malloc(sizeof *x * (nx + 1)), *w = malloc(sizeof *w * (nw + 1)), *wt = malloc(sizeof *wt * (ny + 1));
+    double *dx = calloc(nx + 1, sizeof *dx), *dw = calloc(nw + 1, sizeof *dw);
+    assert_true(x && w && wt && dx && dw);
     vt_fill_uniform(x, nx, -1, 1, 100 + (uint64_t)idx);
     vt_fill_uniform(w, nw, -1, 1, 200 + (uint64_t)idx);
-    int64_t out[2];
-    double *want = ref_conv(k, x, w, out);
-    size_t ny = (size_t)(k->n * out[0] * out[1] * k->o);
-    float *wantf = malloc(sizeof *wantf * (ny + 1));
-    assert_non_null(wantf);
-    for (size_t i = 0; i < ny; i++) wantf[i] = (float)want[i];
-    double atol = vt_matmul_atol(k->kh * k->kw * ws[2]);
-    char what[64];
+    vt_fill_uniform(wt, ny, -1, 1, 300 + (uint64_t)idx);
+    double *want = ref_conv(k, x, w, out, wt, dx, dw);
+    /* sums of K products (y), of about KH*KW*O/groups (dx) and of N*OH*OW (dw) */
+    double atol_y = vt_matmul_atol(k->kh * k->kw * ws[2]), atol_dx = vt_matmul_atol(k->kh * k->kw * k->o);
+    double atol_dw = vt_matmul_atol(k->n * out[0] * out[1]);
 
-    vf_tensor *tx = vf_tensor_from_host(ctx, VF_F32, 4, xs, x), *tw = vf_tensor_from_host(ctx, VF_F32, 4, ws, w);
-    assert_non_null(tx);
-    assert_non_null(tw);
-    /* eager */
-    vf_tensor *y = vf_conv2d(ctx, tx, tw, &k->d);
-    assert_non_null(y);
-    int64_t yshape[4] = {k->n, out[0], out[1], k->o};
-    for (int d = 0; d < 4; d++) assert_int_equal(vf_tensor_dim(y, d), yshape[d]);
-    if (ny) {
-        float *got = vt_read(y);
-        snprintf(what, sizeof what, "conv case %d eager", idx);
-        vt_assert_close_f32(got, wantf, ny, atol, 1e-5, what);
-        free(got);
-    }
-    /* traced */
-    vf_function_desc fd = {.name = "conv", .body = body_conv, .user = (void *)&k->d, .n_inputs = 2, .n_outputs = 1};
+    vf_tensor *in[3] = {vf_tensor_from_host(ctx, VF_F32, 4, xs, x), vf_tensor_from_host(ctx, VF_F32, 4, ws, w),
+                        vf_tensor_from_host(ctx, VF_F32, 4, ys, wt)};
+    assert_true(in[0] && in[1] && in[2]);
+    vf_function_desc fd = {.name = "conv_grad", .body = body_conv_grad, .user = (void *)&k->d, .n_inputs = 3,
+                           .n_outputs = 3};
     vf_function *fn = vf_function_create(ctx, &fd);
     assert_non_null(fn);
-    vf_tensor *in[2] = {tx, tw}, *ty = NULL;
-    assert_int_equal(vf_function_call(fn, in, &ty), VF_OK);
-    for (int d = 0; d < 4; d++) assert_int_equal(vf_tensor_dim(ty, d), yshape[d]);
-    if (ny) {
-        float *got = vt_read(ty);
-        snprintf(what, sizeof what, "conv case %d traced", idx);
-        vt_assert_close_f32(got, wantf, ny, atol, 1e-5, what);
-        free(got);
+    for (int traced = 0; traced < 2; traced++) {
+        vf_tensor *r[3] = {0};
+        if (traced) assert_int_equal(vf_function_call(fn, in, r), VF_OK);
+        else assert_int_equal(body_conv_grad(ctx, in, r, (void *)&k->d), VF_OK);
+        char what[64];
+        const char *mode = traced ? "traced" : "eager";
+        snprintf(what, sizeof what, "conv case %d %s: y", idx, mode);
+        expect(r[0], 4, ys, want, atol_y, what);
+        snprintf(what, sizeof what, "conv case %d %s: dx", idx, mode);
+        expect(r[1], 4, xs, dx, atol_dx, what);
+        snprintf(what, sizeof what, "conv case %d %s: dw", idx, mode);
+        expect(r[2], 4, ws, dw, atol_dw, what);
+        for (int i = 0; i < 3; i++) vf_tensor_release(r[i]);
     }
     vf_function_destroy(fn);
-    vf_tensor_release(ty);
-    vf_tensor_release(y);
-    vf_tensor_release(tx);
-    vf_tensor_release(tw);
-    free(x);
-    free(w);
-    free(want);
-    free(wantf);
+    for (int i = 0; i < 3; i++) vf_tensor_release(in[i]);
+    free(x), free(w), free(wt), free(dx), free(dw), free(want);
 }
 
 static void conv_matches_reference(vf_backend b)

@@ -72,6 +72,35 @@ static bool resolve_conv(vf_context *ctx, const char *name, const vf_conv2d_desc
     return true;
 }
 
+vf_tensor *vf_window_op(vf_context *ctx, vf_op op, vf_tensor *a, vf_tensor *b, const vf_conv_attrs *c)
+{
+    VF_ASSERT_LOCKED(ctx);
+    const char *name = op == VF_OP_CONV2D ? "vf_conv2d" : vf_op_get(op)->name;
+    if (!vf_check_input(ctx, name, a, 0) || !vf_check_input(ctx, name, b, 1)) return NULL;
+    if (!vf_check_dtype(ctx, op, a, 0) || !vf_check_dtype(ctx, op, b, 1)) return NULL;
+    vf_exec e = {.op = op, .n_in = 2};
+    e.attrs.conv = *c;
+    e.in[0] = vf_tensor_ref(a);
+    e.in[1] = vf_tensor_ref(b);
+    vf_dtype dt;
+    int rank;
+    int64_t shape[VF_MAX_RANK];
+    if (!vf_infer_refs(ctx, op, &e.attrs, 2, e.in, &dt, &rank, shape)) return NULL;
+    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
+    if (!out || out->numel == 0) return out;
+    if (a->numel == 0 || b->numel == 0) {
+        /* no channel (conv2d, backprop_filter), no output channel
+           (backprop_input) or no image (backprop_filter): the sums are of
+           nothing, the row's value over an empty set */
+        if (!vf_fill_into(ctx, out, vf_op_empty_value(op))) {
+            vf_tensor_release(out);
+            return NULL;
+        }
+        return out;
+    }
+    return vf_run(ctx, &e, out);
+}
+
 vf_tensor *vf_conv2d(vf_context *ctx, vf_tensor *x, vf_tensor *w, const vf_conv2d_desc *desc)
 {
     VF_LOCKED(ctx);
@@ -79,22 +108,7 @@ vf_tensor *vf_conv2d(vf_context *ctx, vf_tensor *x, vf_tensor *w, const vf_conv2
     if (!ctx || !x || !w) return NULL;
     if (!vf_check_input(ctx, name, x, 0) || !vf_check_input(ctx, name, w, 1)) return NULL;
     if (!vf_check_dtype(ctx, VF_OP_CONV2D, x, 0) || !vf_check_dtype(ctx, VF_OP_CONV2D, w, 1)) return NULL;
-    vf_exec e = {.op = VF_OP_CONV2D, .n_in = 2};
-    if (!resolve_conv(ctx, name, desc, x, w, &e.attrs.conv)) return NULL;
-    e.in[0] = vf_tensor_ref(x);
-    e.in[1] = vf_tensor_ref(w);
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, VF_OP_CONV2D, &e.attrs, 2, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
-    if (!out || out->numel == 0) return out;
-    if (w->shape[2] == 0) { /* no input channel: the row's value over an empty set */
-        if (!vf_fill_into(ctx, out, vf_op_empty_value(VF_OP_CONV2D))) {
-            vf_tensor_release(out);
-            return NULL;
-        }
-        return out;
-    }
-    return vf_run(ctx, &e, out);
+    vf_conv_attrs c;
+    if (!resolve_conv(ctx, name, desc, x, w, &c)) return NULL;
+    return vf_window_op(ctx, VF_OP_CONV2D, x, w, &c);
 }

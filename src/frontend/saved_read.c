@@ -162,7 +162,7 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
     /* window ops add their geometry (files before them hold none) */
     if (n->kind == VF_NODE_OP && (vf_op_get(n->op)->attrs & VF_ATTR_CONV)) {
         int32_t *f = &n->attrs.conv.stride[0];
-        for (int k = 0; k < 9; k++) f[k] = (int32_t)U32("attrs.conv");
+        for (int k = 0; k < VF_CONV_ATTR_FIELDS; k++) f[k] = (int32_t)U32("attrs.conv");
     }
     if (r->bad) return false;
     vf_dtype in_dt[16];

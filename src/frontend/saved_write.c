@@ -95,8 +95,8 @@ static void put_node(wbuf *w, const vf_node *n)
     put_f64(w, a.value);
     put_u64(w, a.seed);
     if (n->kind == VF_NODE_OP && (vf_op_get(n->op)->attrs & VF_ATTR_CONV)) {
-        const int32_t *f = &a.conv.stride[0]; /* 9 int32 fields in order: no padding */
-        for (int k = 0; k < 9; k++) put_u32(w, (uint32_t)f[k]);
+        const int32_t *f = &a.conv.stride[0]; /* its int32 fields in order */
+        for (int k = 0; k < VF_CONV_ATTR_FIELDS; k++) put_u32(w, (uint32_t)f[k]);
     }
     switch (n->kind) {
     case VF_NODE_RESHAPE:

@@ -48,6 +48,10 @@ typedef enum vf_op {
     VF_OP_SQUARE,
     /* appended (numbers are stored): convolution and pooling (issue 13) */
     VF_OP_CONV2D, /* in[0] x [N, H, W, C], in[1] w [KH, KW, C/groups, O]; attrs.conv */
+    /* conv2d's gradients (their own ops: strided windows have no cheap
+       expression as a conv2d); attrs.conv is the forward's geometry */
+    VF_OP_CONV2D_BACKPROP_INPUT,  /* in[0] dy, in[1] w -> dx [N, size, C] */
+    VF_OP_CONV2D_BACKPROP_FILTER, /* in[0] x, in[1] dy -> dw [size, C/groups, O] */
     VF_OP_COUNT
 } vf_op;
 
@@ -160,7 +164,11 @@ typedef struct vf_conv_attrs {
     int32_t dilation[2];  /* H, W; >= 1 */
     int32_t pad[4];       /* top, bottom, left, right; >= 0 */
     int32_t groups;       /* >= 1; divides C and O */
+    int32_t size[2];      /* backprop ops: the result's spatial size (the input's H, W or the
+                             filter's KH, KW), which dy does not determine; conv2d: 0 */
 } vf_conv_attrs;
+/* vf_conv_attrs as saved: its int32 fields in order (no padding). */
+#define VF_CONV_ATTR_FIELDS 11
 
 /* Attributes of one op invocation; fields unused by an op stay zero. */
 typedef struct vf_attrs {

@@ -88,7 +88,8 @@ PIN(REDUCE_MAX, 30) PIN(REDUCE_MIN, 31) PIN(NORM, 32) PIN(ARGMAX, 33)
 PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
 PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40) PIN(SQUARE, 41)
 /* convolution and pooling (issue 13) */
-PIN(CONV2D, 42)
+PIN(CONV2D, 42) PIN(CONV2D_BACKPROP_INPUT, 43) PIN(CONV2D_BACKPROP_FILTER, 44)
+_Static_assert(sizeof(vf_conv_attrs) == VF_CONV_ATTR_FIELDS * sizeof(int32_t), "vf_conv_attrs is saved field by field");
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -98,6 +99,8 @@ extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf
     vf_grad_tanh, vf_grad_sigmoid, vf_grad_relu, vf_grad_gelu, vf_grad_sin, vf_grad_cos, vf_grad_cast,
     vf_grad_copy, vf_grad_sum, vf_grad_mean, vf_grad_maxred, vf_grad_norm, vf_grad_softmax,
     vf_grad_log_softmax, vf_grad_xent, vf_grad_matmul, vf_grad_transpose, vf_grad_square;
+/* convolution (src/frontend/grad_conv.c) */
+extern const vf_grad_rule vf_grad_conv2d, vf_grad_conv2d_bpi, vf_grad_conv2d_bpf;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -196,7 +199,14 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     /* ---- convolution and pooling (issue 13) ---- */
     /* f32 only: the CPU kernel is OpenBLAS sgemm; C/groups = 0 sums nothing */
     [VF_OP_CONV2D] = {.name = "conv2d", .arity = 2, .kind = VF_KIND_WINDOW, .accepts = VF_M(VF_F32),
-                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .attrs = VF_ATTR_CONV},
+                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .attrs = VF_ATTR_CONV,
+                      .grad = &vf_grad_conv2d},
+    [VF_OP_CONV2D_BACKPROP_INPUT] = {.name = "conv2d_backprop_input", .arity = 2, .kind = VF_KIND_WINDOW,
+                                     .accepts = VF_M(VF_F32), .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO,
+                                     .attrs = VF_ATTR_CONV, .grad = &vf_grad_conv2d_bpi},
+    [VF_OP_CONV2D_BACKPROP_FILTER] = {.name = "conv2d_backprop_filter", .arity = 2, .kind = VF_KIND_WINDOW,
+                                      .accepts = VF_M(VF_F32), .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO,
+                                      .attrs = VF_ATTR_CONV, .grad = &vf_grad_conv2d_bpf},
 };
 
 /* ---- attributes ------------------------------------------------------ */
