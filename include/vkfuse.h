@@ -303,6 +303,21 @@ typedef struct vf_conv2d_desc {
    show in graph dumps and profiles). */
 VF_API vf_tensor *vf_conv2d(vf_context *ctx, vf_tensor *x, vf_tensor *w, const vf_conv2d_desc *desc);
 
+typedef struct vf_pool2d_desc {
+    int window[2];     /* height, width; >= 1 (required) */
+    int strides[2];    /* 0 = the window (non-overlapping, as Keras) */
+    vf_padding padding; /* VF_PADDING_VALID or VF_PADDING_SAME */
+} vf_pool2d_desc;
+
+/* Max / mean over each window of each channel of x NHWC -> [N, OH, OW, C]
+   (OH as for vf_conv2d). Padded positions never count: a max ignores them
+   and a mean divides by the window's positions inside the input (TF's
+   avg_pool). f32 only. Gradients: max pool's goes to the window's first
+   maximum (ties to the first in row-major window order) and is not
+   differentiable again; avg pool's to every position it averaged. */
+VF_API vf_tensor *vf_max_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
+VF_API vf_tensor *vf_avg_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
+
 /* ---- Variables ----------------------------------------------------------
    Persistent and mutable: a variable keeps its dtype and shape; assigning
    changes its value for every later reader. Ops that read a variable see

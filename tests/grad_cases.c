@@ -392,6 +392,32 @@ static void r_conv_sdg(const gc_dt *in, gc_dt *out)
     dconv(&in[0], &in[1], (int[]){2, 1}, (int[]){1, 2}, (int[]){1, 0, 0, 1}, 2, out);
 }
 
+/* avg pool, 3 x 3 window, strides 2, SAME on 5 x 5 (pads 1 all round):
+   the mean of the window's positions inside the input */
+static vf_tensor *f_avg_pool(vf_context *ctx, vf_tensor **in)
+{
+    return vf_avg_pool2d(ctx, in[0], &(vf_pool2d_desc){.window = {3, 3}, .strides = {2, 2},
+                                                        .padding = VF_PADDING_SAME});
+}
+static void r_avg_pool(const gc_dt *in, gc_dt *out)
+{
+    const gc_dt *x = &in[0];
+    int64_t N = x->sh[0], H = x->sh[1], W = x->sh[2], C = x->sh[3], OH = (H + 1) / 2, OW = (W + 1) / 2;
+    *out = (gc_dt){.rank = 4, .sh = {N, OH, OW, C}};
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++)
+                for (int64_t c = 0; c < C; c++) {
+                    double sum = 0;
+                    int count = 0;
+                    for (int64_t ih = oh * 2 - 1; ih < oh * 2 + 2; ih++)
+                        for (int64_t iw = ow * 2 - 1; iw < ow * 2 + 2; iw++)
+                            if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                sum += x->v[((n * H + ih) * W + iw) * C + c], count++;
+                    out->v[((n * OH + oh) * OW + ow) * C + c] = sum / count;
+                }
+}
+
 #define C1(nm, f, r0, s0, lo, hi) {nm, f_##f, r_##f, 1, {r0}, {s0}, lo, hi}
 #define C2(nm, f, r0, s0, r1, s1, lo, hi) {nm, f_##f, r_##f, 2, {r0, r1}, {s0, s1}, lo, hi}
 #define SH(...) {__VA_ARGS__}
@@ -467,6 +493,7 @@ const gc_case gc_cases[] = {
     /* convolution (issue 13) */
     C2("conv2d SAME", conv_same, 4, SH(1, 4, 5, 2), 4, SH(3, 3, 2, 2), -1, 1),
     C2("conv2d strided dilated grouped", conv_sdg, 4, SH(2, 5, 5, 2), 4, SH(2, 2, 1, 4), -1, 1),
+    C1("avg_pool2d SAME strided", avg_pool, 4, SH(2, 5, 5, 2), -1, 1),
 };
 const int gc_n_cases = (int)(sizeof gc_cases / sizeof gc_cases[0]);
 

@@ -268,12 +268,174 @@ static void conv_saved_keeps_geometry(vf_backend b)
 }
 VT_PER_BACKEND(conv_saved_keeps_geometry)
 
+/* ---- pooling ---------------------------------------------------------- */
+
+typedef struct {
+    int64_t n, h, w, c;
+    bool is_max;
+    vf_pool2d_desc d;
+} pool_case;
+
+/* y and, for weights wt, dx of sum(wt * y): max to the first maximum of
+   each window (padding never counts), avg spread over the positions inside */
+static double *ref_pool(const pool_case *k, const float *x, const float *wt, double *dx, int64_t out[2])
+{
+    int64_t in[2] = {k->h, k->w}, lead[2], s[2];
+    for (int i = 0; i < 2; i++) {
+        s[i] = k->d.strides[i] ? k->d.strides[i] : k->d.window[i];
+        if (k->d.padding == VF_PADDING_SAME) {
+            out[i] = (in[i] + s[i] - 1) / s[i];
+            int64_t total = (out[i] - 1) * s[i] + k->d.window[i] - in[i];
+            lead[i] = total > 0 ? total / 2 : 0;
+        } else {
+            out[i] = (in[i] - k->d.window[i]) / s[i] + 1;
+            lead[i] = 0;
+        }
+    }
+    size_t ny = (size_t)(k->n * out[0] * out[1] * k->c);
+    double *y = calloc(ny + 1, sizeof *y);
+    assert_non_null(y);
+    for (int64_t n = 0; n < k->n; n++)
+        for (int64_t oh = 0; oh < out[0]; oh++)
+            for (int64_t ow = 0; ow < out[1]; ow++)
+                for (int64_t c = 0; c < k->c; c++) {
+                    int64_t yi = ((n * out[0] + oh) * out[1] + ow) * k->c + c, best = -1, count = 0;
+                    double sum = 0;
+                    for (int64_t i = 0; i < k->d.window[0]; i++)
+                        for (int64_t j = 0; j < k->d.window[1]; j++) {
+                            int64_t ih = oh * s[0] + i - lead[0], iw = ow * s[1] + j - lead[1];
+                            if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                            int64_t xi = ((n * k->h + ih) * k->w + iw) * k->c + c;
+                            count++;
+                            sum += x[xi];
+                            if (best < 0 || x[xi] > x[best]) best = xi;
+                        }
+                    y[yi] = k->is_max ? x[best] : sum / (double)count;
+                    if (!wt) continue;
+                    if (k->is_max) {
+                        dx[best] += wt[yi];
+                        continue;
+                    }
+                    for (int64_t i = 0; i < k->d.window[0]; i++)
+                        for (int64_t j = 0; j < k->d.window[1]; j++) {
+                            int64_t ih = oh * s[0] + i - lead[0], iw = ow * s[1] + j - lead[1];
+                            if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                            dx[((n * k->h + ih) * k->w + iw) * k->c + c] += wt[yi] / (double)count;
+                        }
+                }
+    return y;
+}
+
+static const pool_case pool_cases[] = {
+    {1, 4, 4, 1, true, {.window = {2, 2}}},                                          /* strides = window */
+    {2, 7, 6, 3, true, {.window = {3, 2}, .strides = {2, 1}}},                       /* overlapping */
+    {1, 7, 5, 2, true, {.window = {3, 3}, .strides = {2, 2}, .padding = VF_PADDING_SAME}},
+    {2, 5, 8, 3, true, {.window = {2, 4}, .strides = {1, 3}, .padding = VF_PADDING_SAME}},
+    {1, 4, 4, 1, false, {.window = {2, 2}}},
+    {2, 7, 6, 3, false, {.window = {3, 2}, .strides = {2, 1}}},
+    {1, 7, 5, 2, false, {.window = {3, 3}, .strides = {2, 2}, .padding = VF_PADDING_SAME}}, /* padding excluded */
+    {2, 5, 8, 3, false, {.window = {2, 4}, .strides = {1, 3}, .padding = VF_PADDING_SAME}},
+    {0, 5, 5, 2, true, {.window = {2, 2}}},                                          /* empty batch */
+};
+
+static vf_status body_pool_grad(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    const pool_case *k = user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    out[0] = k->is_max ? vf_max_pool2d(ctx, in[0], &k->d) : vf_avg_pool2d(ctx, in[0], &k->d);
+    vf_status st = vf_tape_gradient(tp, vf_mul(ctx, out[0], in[1]), 1, in, out + 1);
+    vf_tape_end(tp);
+    return out[0] ? st : vf_status_get(ctx);
+}
+
+static void check_pool(vf_context *ctx, const pool_case *k, int idx, bool ties)
+{
+    int64_t xs[4] = {k->n, k->h, k->w, k->c}, out[2];
+    size_t nx = (size_t)(k->n * k->h * k->w * k->c);
+    float *x = malloc(sizeof *x * (nx + 1));
+    assert_non_null(x);
+    vt_fill_uniform(x, nx, -1, 1, 400 + (uint64_t)idx);
+    if (ties) /* a few values repeated: maxima tie, the gradient goes to the first */
+        for (size_t i = 0; i < nx; i++) x[i] = (float)((int)(x[i] * 2.0f)) * 0.5f;
+    double *dx = calloc(nx + 1, sizeof *dx);
+    double *want0 = ref_pool(k, x, NULL, dx, out); /* y only: sizes */
+    int64_t ys[4] = {k->n, out[0], out[1], k->c};
+    size_t ny = (size_t)(ys[0] * ys[1] * ys[2] * ys[3]);
+    float *wt = malloc(sizeof *wt * (ny + 1));
+    assert_true(dx && wt);
+    vt_fill_uniform(wt, ny, -1, 1, 500 + (uint64_t)idx);
+    memset(dx, 0, sizeof *dx * (nx + 1));
+    free(want0);
+    double *want = ref_pool(k, x, wt, dx, out);
+    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 4, xs, x), vf_tensor_from_host(ctx, VF_F32, 4, ys, wt)};
+    vf_function_desc fd = {.name = "pool_grad", .body = body_pool_grad, .user = (void *)k, .n_inputs = 2,
+                           .n_outputs = 2};
+    vf_function *fn = vf_function_create(ctx, &fd);
+    assert_non_null(fn);
+    for (int traced = 0; traced < 2; traced++) {
+        vf_tensor *r[2] = {0};
+        if (traced) assert_int_equal(vf_function_call(fn, in, r), VF_OK);
+        else assert_int_equal(body_pool_grad(ctx, in, r, (void *)k), VF_OK);
+        char what[80];
+        snprintf(what, sizeof what, "pool case %d%s %s: y", idx, ties ? " (ties)" : "", traced ? "traced" : "eager");
+        expect(r[0], 4, ys, want, 1e-6, what);
+        snprintf(what, sizeof what, "pool case %d%s %s: dx", idx, ties ? " (ties)" : "", traced ? "traced" : "eager");
+        expect(r[1], 4, xs, dx, 1e-5, what);
+        vf_tensor_release(r[0]);
+        vf_tensor_release(r[1]);
+    }
+    vf_function_destroy(fn);
+    vf_tensor_release(in[0]);
+    vf_tensor_release(in[1]);
+    free(x), free(dx), free(wt), free(want);
+}
+
+static void pool_matches_reference(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
+        check_pool(ctx, &pool_cases[i], (int)i, false);
+        if (pool_cases[i].is_max) check_pool(ctx, &pool_cases[i], (int)i, true);
+    }
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(pool_matches_reference)
+
+static void pool_bad_arguments(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    int64_t xs[4] = {1, 3, 3, 2}, x3[3] = {3, 3, 2};
+    vf_tensor *x = vf_fill(ctx, VF_F32, 4, xs, 1), *xr3 = vf_fill(ctx, VF_F32, 3, x3, 1);
+    vf_tensor *xi = vf_fill(ctx, VF_I32, 4, xs, 1);
+    assert_null(vf_max_pool2d(ctx, x, NULL));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_max_pool2d", "desc is NULL", NULL);
+    assert_null(vf_avg_pool2d(ctx, x, &(vf_pool2d_desc){.window = {0, 2}}));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_avg_pool2d", "window[0]", ">= 1", NULL);
+    assert_null(vf_max_pool2d(ctx, x, &(vf_pool2d_desc){.window = {2, 2}, .strides = {1, -1}}));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "strides[1] is -1", NULL);
+    assert_null(vf_max_pool2d(ctx, x, &(vf_pool2d_desc){.window = {2, 2}, .padding = VF_PADDING_EXPLICIT}));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "VF_PADDING_VALID or VF_PADDING_SAME", NULL);
+    assert_null(vf_max_pool2d(ctx, x, &(vf_pool2d_desc){.window = {4, 2}}));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "max_pool2d", "smaller than", "VF_PADDING_SAME", NULL);
+    assert_null(vf_avg_pool2d(ctx, xr3, &(vf_pool2d_desc){.window = {2, 2}}));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "rank 4", NULL);
+    assert_null(vf_avg_pool2d(ctx, xi, &(vf_pool2d_desc){.window = {2, 2}}));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "avg_pool2d", "i32", NULL);
+    vf_tensor_release(x);
+    vf_tensor_release(xr3);
+    vf_tensor_release(xi);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(pool_bad_arguments)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(conv_matches_reference),
         VT_PER_BACKEND_TESTS(conv_bad_arguments),
         VT_PER_BACKEND_TESTS(conv_saved_keeps_geometry),
+        VT_PER_BACKEND_TESTS(pool_matches_reference),
+        VT_PER_BACKEND_TESTS(pool_bad_arguments),
     };
     return VT_RUN_GROUP(tests);
 }

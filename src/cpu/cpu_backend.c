@@ -122,7 +122,7 @@ static vf_status cpu_exec(void *self, const vf_exec *e)
     case VF_KIND_REDUCTION: return e->op == VF_OP_ARGMAX ? vf_cpu_argmax(cpu, e) : vf_cpu_reduce(cpu, e);
     case VF_KIND_ROW: return e->op == VF_OP_SPARSE_XENT ? vf_cpu_sparse_xent(cpu, e) : vf_cpu_softmax(cpu, e);
     case VF_KIND_MATMUL: return vf_cpu_matmul(cpu, e);
-    case VF_KIND_WINDOW: return vf_cpu_window(cpu, e);
+    case VF_KIND_WINDOW: return e->op >= VF_OP_MAX_POOL2D ? vf_cpu_pool(cpu, e) : vf_cpu_window(cpu, e);
     case VF_KIND_MOVEMENT: return vf_cpu_transpose(cpu, e);
     case VF_KIND_SOURCE:
         return e->op == VF_OP_RANDOM_NORMAL ? vf_cpu_random_normal(cpu, e) : vf_cpu_fill(cpu, e);

@@ -56,7 +56,32 @@ static bool g_bpf(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tens
     return gin[0] && gin[1];
 }
 
+/* pools: dx from x (max: the argmax; avg: the shape) and dy */
+static bool g_max_pool(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_window_op(ctx, VF_OP_MAX_POOL2D_GRAD, e->in[0], g, &e->attrs.conv);
+    return gin[0] != NULL;
+}
+
+static bool g_avg_pool(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = vf_window_op(ctx, VF_OP_AVG_POOL2D_GRAD, e->in[0], g, &e->attrs.conv);
+    return gin[0] != NULL;
+}
+
+/* avg_pool2d_grad is linear in dy, its adjoint the pool itself; x gives
+   only the shape (no gradient) */
+static bool g_avg_pool_grad(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
+{
+    gin[0] = NULL;
+    gin[1] = vf_window_op(ctx, VF_OP_AVG_POOL2D, g, NULL, &e->attrs.conv);
+    return gin[1] != NULL;
+}
+
 /* The rule objects the op table's rows point at (src/graph/op_table.c). */
 const vf_grad_rule vf_grad_conv2d = {g_conv2d};
 const vf_grad_rule vf_grad_conv2d_bpi = {g_bpi};
 const vf_grad_rule vf_grad_conv2d_bpf = {g_bpf};
+const vf_grad_rule vf_grad_max_pool = {g_max_pool};
+const vf_grad_rule vf_grad_avg_pool = {g_avg_pool};
+const vf_grad_rule vf_grad_avg_pool_grad = {g_avg_pool_grad};

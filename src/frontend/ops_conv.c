@@ -75,20 +75,22 @@ static bool resolve_conv(vf_context *ctx, const char *name, const vf_conv2d_desc
 vf_tensor *vf_window_op(vf_context *ctx, vf_op op, vf_tensor *a, vf_tensor *b, const vf_conv_attrs *c)
 {
     VF_ASSERT_LOCKED(ctx);
-    const char *name = op == VF_OP_CONV2D ? "vf_conv2d" : vf_op_get(op)->name;
-    if (!vf_check_input(ctx, name, a, 0) || !vf_check_input(ctx, name, b, 1)) return NULL;
-    if (!vf_check_dtype(ctx, op, a, 0) || !vf_check_dtype(ctx, op, b, 1)) return NULL;
-    vf_exec e = {.op = op, .n_in = 2};
+    const char *name = op == VF_OP_CONV2D ? "vf_conv2d" : op == VF_OP_MAX_POOL2D ? "vf_max_pool2d"
+                     : op == VF_OP_AVG_POOL2D ? "vf_avg_pool2d" : vf_op_get(op)->name;
+    int n = vf_op_get(op)->arity;
+    if (!vf_check_input(ctx, name, a, 0) || !vf_check_dtype(ctx, op, a, 0)) return NULL;
+    if (n == 2 && (!vf_check_input(ctx, name, b, 1) || !vf_check_dtype(ctx, op, b, 1))) return NULL;
+    vf_exec e = {.op = op, .n_in = n};
     e.attrs.conv = *c;
     e.in[0] = vf_tensor_ref(a);
-    e.in[1] = vf_tensor_ref(b);
+    if (n == 2) e.in[1] = vf_tensor_ref(b);
     vf_dtype dt;
     int rank;
     int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, op, &e.attrs, 2, e.in, &dt, &rank, shape)) return NULL;
+    if (!vf_infer_refs(ctx, op, &e.attrs, n, e.in, &dt, &rank, shape)) return NULL;
     vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
     if (!out || out->numel == 0) return out;
-    if (a->numel == 0 || b->numel == 0) {
+    if (a->numel == 0 || (n == 2 && b->numel == 0)) {
         /* no channel (conv2d, backprop_filter), no output channel
            (backprop_input) or no image (backprop_filter): the sums are of
            nothing, the row's value over an empty set */
@@ -111,4 +113,63 @@ vf_tensor *vf_conv2d(vf_context *ctx, vf_tensor *x, vf_tensor *w, const vf_conv2
     vf_conv_attrs c;
     if (!resolve_conv(ctx, name, desc, x, w, &c)) return NULL;
     return vf_window_op(ctx, VF_OP_CONV2D, x, w, &c);
+}
+
+/* pool desc into c: window into size, strides (0: the window), SAME pads */
+static bool resolve_pool(vf_context *ctx, const char *name, const vf_pool2d_desc *d, const vf_tensor *x,
+                         vf_conv_attrs *c)
+{
+    static const char *const dim[2] = {"height", "width"};
+    memset(c, 0, sizeof *c);
+    c->groups = 1;
+    if (!d) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: desc is NULL; give at least its window", name);
+        return false;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (d->window[i] < 1 || d->strides[i] < 0) {
+            vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: desc window[%d] (%s) is %d and strides[%d] is %d; the "
+                    "window must be >= 1 and strides >= 1 (0 means the window)", name, i, dim[i], d->window[i], i,
+                    d->strides[i]);
+            return false;
+        }
+        c->size[i] = d->window[i];
+        c->stride[i] = d->strides[i] ? d->strides[i] : d->window[i];
+        c->dilation[i] = 1;
+    }
+    if (d->padding != VF_PADDING_VALID && d->padding != VF_PADDING_SAME) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: desc padding is %d; pooling takes VF_PADDING_VALID or "
+                "VF_PADDING_SAME", name, (int)d->padding);
+        return false;
+    }
+    if (d->padding == VF_PADDING_SAME && x->rank == 4)
+        for (int i = 0; i < 2; i++) {
+            int64_t in = x->shape[1 + i], s = c->stride[i], out = (in + s - 1) / s;
+            int64_t total = (out - 1) * s + c->size[i] - in;
+            if (total < 0) total = 0;
+            c->pad[2 * i] = (int32_t)(total / 2);
+            c->pad[2 * i + 1] = (int32_t)(total - total / 2);
+        }
+    return true;
+}
+
+static vf_tensor *pool(vf_context *ctx, vf_op op, const char *name, vf_tensor *x, const vf_pool2d_desc *desc)
+{
+    if (!ctx || !x) return NULL;
+    if (!vf_check_input(ctx, name, x, 0) || !vf_check_dtype(ctx, op, x, 0)) return NULL;
+    vf_conv_attrs c;
+    if (!resolve_pool(ctx, name, desc, x, &c)) return NULL;
+    return vf_window_op(ctx, op, x, NULL, &c);
+}
+
+vf_tensor *vf_max_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc)
+{
+    VF_LOCKED(ctx);
+    return pool(ctx, VF_OP_MAX_POOL2D, "vf_max_pool2d", x, desc);
+}
+
+vf_tensor *vf_avg_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc)
+{
+    VF_LOCKED(ctx);
+    return pool(ctx, VF_OP_AVG_POOL2D, "vf_avg_pool2d", x, desc);
 }

@@ -52,6 +52,11 @@ typedef enum vf_op {
        expression as a conv2d); attrs.conv is the forward's geometry */
     VF_OP_CONV2D_BACKPROP_INPUT,  /* in[0] dy, in[1] w -> dx [N, size, C] */
     VF_OP_CONV2D_BACKPROP_FILTER, /* in[0] x, in[1] dy -> dw [size, C/groups, O] */
+    /* pooling over a size[0] x size[1] window of each channel (attrs.conv:
+       strides and pads; dilations 1, groups 1); padding never counts */
+    VF_OP_MAX_POOL2D, VF_OP_AVG_POOL2D,
+    /* their gradients: in[0] x (max: the argmax; avg: the shape), in[1] dy -> dx */
+    VF_OP_MAX_POOL2D_GRAD, VF_OP_AVG_POOL2D_GRAD,
     VF_OP_COUNT
 } vf_op;
 

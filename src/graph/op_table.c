@@ -89,6 +89,7 @@ PIN(SOFTMAX, 34) PIN(LOG_SOFTMAX, 35) PIN(SPARSE_XENT, 36) PIN(MATMUL, 37)
 PIN(TRANSPOSE, 38) PIN(FILL, 39) PIN(RANDOM_NORMAL, 40) PIN(SQUARE, 41)
 /* convolution and pooling (issue 13) */
 PIN(CONV2D, 42) PIN(CONV2D_BACKPROP_INPUT, 43) PIN(CONV2D_BACKPROP_FILTER, 44)
+PIN(MAX_POOL2D, 45) PIN(AVG_POOL2D, 46) PIN(MAX_POOL2D_GRAD, 47) PIN(AVG_POOL2D_GRAD, 48)
 _Static_assert(sizeof(vf_conv_attrs) == VF_CONV_ATTR_FIELDS * sizeof(int32_t), "vf_conv_attrs is saved field by field");
 #undef PIN
 
@@ -100,7 +101,8 @@ extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf
     vf_grad_copy, vf_grad_sum, vf_grad_mean, vf_grad_maxred, vf_grad_norm, vf_grad_softmax,
     vf_grad_log_softmax, vf_grad_xent, vf_grad_matmul, vf_grad_transpose, vf_grad_square;
 /* convolution (src/frontend/grad_conv.c) */
-extern const vf_grad_rule vf_grad_conv2d, vf_grad_conv2d_bpi, vf_grad_conv2d_bpf;
+extern const vf_grad_rule vf_grad_conv2d, vf_grad_conv2d_bpi, vf_grad_conv2d_bpf, vf_grad_max_pool,
+    vf_grad_avg_pool, vf_grad_avg_pool_grad;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -207,6 +209,16 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     [VF_OP_CONV2D_BACKPROP_FILTER] = {.name = "conv2d_backprop_filter", .arity = 2, .kind = VF_KIND_WINDOW,
                                       .accepts = VF_M(VF_F32), .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO,
                                       .attrs = VF_ATTR_CONV, .grad = &vf_grad_conv2d_bpf},
+#define POOL(op, nm, ar, gr) \
+    [op] = {.name = nm, .arity = ar, .kind = VF_KIND_WINDOW, .accepts = VF_M(VF_F32), .result = VF_RESULT_SAME, \
+            .attrs = VF_ATTR_CONV, .grad = gr}
+    POOL(VF_OP_MAX_POOL2D, "max_pool2d", 1, &vf_grad_max_pool),
+    POOL(VF_OP_AVG_POOL2D, "avg_pool2d", 1, &vf_grad_avg_pool),
+    /* max_pool2d_grad is not differentiable further (its dy-gradient would
+       be one more op, a gather at the argmax) */
+    POOL(VF_OP_MAX_POOL2D_GRAD, "max_pool2d_grad", 2, NULL),
+    POOL(VF_OP_AVG_POOL2D_GRAD, "avg_pool2d_grad", 2, &vf_grad_avg_pool_grad),
+#undef POOL
 };
 
 /* ---- attributes ------------------------------------------------------ */

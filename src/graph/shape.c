@@ -147,7 +147,8 @@ static vf_status check_attrs(vf_op op, const vf_attrs *a, const vf_shape *in, vf
         if (c->groups < 1)
             return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: groups %d must be >= 1", info->name, c->groups);
         for (int d = 0; d < 2; d++)
-            if (c->size[d] < 0 || (op == VF_OP_CONV2D && c->size[d] != 0))
+            if (c->size[d] < 0 || (op == VF_OP_CONV2D && c->size[d] != 0) ||
+                (op >= VF_OP_MAX_POOL2D && c->size[d] < 1))
                 return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: size %d is invalid", info->name,
                                   c->size[d]);
     }
@@ -243,6 +244,37 @@ static vf_status conv_out_dim(const char *op, const vf_conv_attrs *c, int d, int
    backprop_input (dy [N, OH, OW, O], w) -> dx [N, size, C],
    backprop_filter (x, dy) -> dw [size, C/groups, O]. The entry point has
    resolved SAME padding into pads. */
+/* pooling: x [N, H, W, C] -> [N, OH, OW, C] over a size[0] x size[1]
+   window; its gradients take x and dy (the pool's output shape) -> dx. */
+static vf_status infer_pool(vf_op op, const vf_conv_attrs *c, int n_in, const vf_shape *in, vf_shape *out,
+                            vf_err *err)
+{
+    const char *name = vf_op_get(op)->name;
+    char sa[96], sb[96];
+    const vf_shape *x = &in[0];
+    if (x->rank != 4)
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the input %s must be rank 4, NHWC [batch, height, width, "
+                          "channels]", name, sh(sa, sizeof sa, x));
+    if (x->sym & ~1u)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "vf_%s: only the batch dim of the input may be symbolic", name);
+    if (c->size[0] < 1 || c->size[1] < 1 || c->groups != 1 || c->dilation[0] != 1 || c->dilation[1] != 1)
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: window %d x %d must be >= 1 (groups and "
+                          "dilations 1)", name, c->size[0], c->size[1]);
+    int64_t OH, OW;
+    vf_status st = conv_out_dim(name, c, 0, x->dim[1], c->size[0], &OH, err);
+    if (st == VF_OK) st = conv_out_dim(name, c, 1, x->dim[2], c->size[1], &OW, err);
+    if (st != VF_OK) return st;
+    *out = (vf_shape){.rank = 4, .sym = x->sym & 1u, .dim = {x->dim[0], OH, OW, x->dim[3]}};
+    if (n_in == 2) {
+        const vf_shape *dy = &in[1];
+        if (!vf_shape_equal(dy, out))
+            return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the output gradient %s is not the pool's output %s",
+                              name, sh(sa, sizeof sa, dy), sh(sb, sizeof sb, out));
+        *out = *x;
+    }
+    return VF_OK;
+}
+
 static vf_status infer_conv(vf_op op, const vf_conv_attrs *c, const vf_shape *in0, const vf_shape *in1,
                             vf_shape *out, vf_err *err)
 {
@@ -391,6 +423,7 @@ vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_
         }
         return VF_OK;
     case VF_KIND_WINDOW:
+        if (op >= VF_OP_MAX_POOL2D && op <= VF_OP_AVG_POOL2D_GRAD) return infer_pool(op, &a->conv, n_in, in, out, err);
         return infer_conv(op, &a->conv, &in[0], &in[1], out, err);
     case VF_KIND_SOURCE: break; /* the shape is given (the node's), not inferred */
     }

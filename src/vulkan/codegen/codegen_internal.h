@@ -120,6 +120,7 @@ bool cg_dtype_supported(const vf_exec *e, const vf_device_caps *caps, vf_dtype t
 vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_pool(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
