@@ -123,7 +123,8 @@ static void expect(vf_tensor *t, int rank, const int64_t *shape, const double *w
     free(wf);
 }
 
-static void check_case(vf_context *ctx, const conv_case *k, int idx)
+/* fn_in: a function of body_conv_grad to call (NULL: one made here). */
+static void check_case(vf_context *ctx, const conv_case *k, int idx, vf_function *fn_in)
 {
     int64_t G = k->d.groups ? k->d.groups : 1;
     int64_t xs[4] = {k->n, k->h, k->w, k->c}, ws[4] = {k->kh, k->kw, k->c / G, k->o}, out[2], lead[2];
@@ -147,7 +148,7 @@ static void check_case(vf_context *ctx, const conv_case *k, int idx)
     assert_true(in[0] && in[1] && in[2]);
     vf_function_desc fd = {.name = "conv_grad", .body = body_conv_grad, .user = (void *)&k->d, .n_inputs = 3,
                            .n_outputs = 3};
-    vf_function *fn = vf_function_create(ctx, &fd);
+    vf_function *fn = fn_in ? fn_in : vf_function_create(ctx, &fd);
     assert_non_null(fn);
     for (int traced = 0; traced < 2; traced++) {
         vf_tensor *r[3] = {0};
@@ -163,7 +164,7 @@ static void check_case(vf_context *ctx, const conv_case *k, int idx)
         expect(r[2], 4, ws, dw, atol_dw, what);
         for (int i = 0; i < 3; i++) vf_tensor_release(r[i]);
     }
-    vf_function_destroy(fn);
+    if (!fn_in) vf_function_destroy(fn);
     for (int i = 0; i < 3; i++) vf_tensor_release(in[i]);
     free(x), free(w), free(wt), free(dx), free(dw), free(want);
 }
@@ -171,10 +172,35 @@ static void check_case(vf_context *ctx, const conv_case *k, int idx)
 static void conv_matches_reference(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(ctx, &cases[i], (int)i);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(ctx, &cases[i], (int)i, NULL);
     vt_context_done(ctx);
 }
 VT_PER_BACKEND(conv_matches_reference)
+
+/* A symbolic batch (input_signature -1): one trace serves batches 2, 3
+   and 1, forward and both gradients, each against the reference. */
+static void conv_symbolic_batch(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    conv_case k = cases[6]; /* groups 2, SAME */
+    vf_tensor_spec sig[3] = {{VF_F32, 4, {-1, k.h, k.w, k.c}}, {VF_F32, 4, {k.kh, k.kw, k.c / 2, k.o}},
+                             {VF_F32, 4, {-1, k.h, k.w, k.o}}};
+    vf_function_desc fd = {.name = "conv_sym", .body = body_conv_grad, .user = (void *)&k.d, .n_inputs = 3,
+                           .n_outputs = 3, .input_signature = sig};
+    vf_function *fn = vf_function_create(ctx, &fd);
+    assert_non_null(fn);
+    int64_t batches[3] = {2, 3, 1};
+    for (int i = 0; i < 3; i++) {
+        k.n = batches[i];
+        check_case(ctx, &k, 20 + i, fn);
+    }
+    vf_function_stats st;
+    assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+    assert_int_equal(st.traces, 1);
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(conv_symbolic_batch)
 
 /* Bad arguments: a status and a message naming what is wrong and the fix. */
 static void conv_bad_arguments(vf_backend b)
@@ -432,6 +458,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(conv_matches_reference),
+        VT_PER_BACKEND_TESTS(conv_symbolic_batch),
         VT_PER_BACKEND_TESTS(conv_bad_arguments),
         VT_PER_BACKEND_TESTS(conv_saved_keeps_geometry),
         VT_PER_BACKEND_TESTS(pool_matches_reference),
