@@ -300,7 +300,11 @@ typedef struct vf_conv2d_desc {
    (VF_ERROR_DTYPE otherwise: cast first). A batch of 0 gives an empty result;
    C = 0 gives zeros. Differentiable in x and w (to any order: the
    gradients are ops of their own, conv2d_backprop_input / _filter, which
-   show in graph dumps and profiles). */
+   show in graph dumps and profiles). On Vulkan each result element is one
+   invocation's sum: KH*KW*C/groups terms (forward), KH*KW*O/groups (input
+   gradient), N*OH*OW (filter gradient); past the device's loop budget
+   (65471 on lavapipe) the op fails with VF_ERROR_UNSUPPORTED saying so
+   (split the batch, or use the CPU backend). */
 VF_API vf_tensor *vf_conv2d(vf_context *ctx, vf_tensor *x, vf_tensor *w, const vf_conv2d_desc *desc);
 
 typedef struct vf_pool2d_desc {
