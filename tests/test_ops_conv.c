@@ -454,6 +454,33 @@ static void pool_bad_arguments(vf_backend b)
 }
 VT_PER_BACKEND(pool_bad_arguments)
 
+/* Past the device's loop budget (a small one set by VKFUSE_TEST_LIMITS) a
+   Vulkan conv or pool fails with a status saying so; nothing is left
+   broken: a small one runs next. */
+static void window_past_loop_budget(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    setenv("VKFUSE_TEST_LIMITS", "max_loop=100", 1); /* a budget of 51 iterations */
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    unsetenv("VKFUSE_TEST_LIMITS");
+    int64_t xs[4] = {1, 9, 9, 8}, ws[4] = {3, 3, 8, 2}, ws1[4] = {1, 1, 8, 2};
+    vf_tensor *x = vf_fill(ctx, VF_F32, 4, xs, 1), *w = vf_fill(ctx, VF_F32, 4, ws, 1);
+    vf_tensor *w1 = vf_fill(ctx, VF_F32, 4, ws1, 1);
+    assert_null(vf_conv2d(ctx, x, w, NULL)); /* 72 terms per output */
+    vt_expect_error(ctx, VF_ERROR_UNSUPPORTED, "conv2d", "loop budget", "CPU backend", NULL);
+    assert_null(vf_max_pool2d(ctx, x, &(vf_pool2d_desc){.window = {8, 8}}));
+    vt_expect_error(ctx, VF_ERROR_UNSUPPORTED, "max_pool2d", "loop budget", NULL);
+    vf_tensor *y1 = vf_conv2d(ctx, x, w1, NULL); /* 8 terms */
+    assert_non_null(y1);
+    float *v = vt_read(y1);
+    assert_true(v[0] == 8.0f);
+    free(v);
+    vf_tensor *all[] = {x, w, w1, y1};
+    for (int k = 0; k < 4; k++) vf_tensor_release(all[k]);
+    vt_context_done(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +490,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(conv_saved_keeps_geometry),
         VT_PER_BACKEND_TESTS(pool_matches_reference),
         VT_PER_BACKEND_TESTS(pool_bad_arguments),
+        cmocka_unit_test(window_past_loop_budget),
     };
     return VT_RUN_GROUP(tests);
 }
