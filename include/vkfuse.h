@@ -431,6 +431,51 @@ VF_API vf_tensor *vf_cumsum(vf_context *ctx, vf_tensor *x, int axis, bool exclus
    takes rows of at most 4 times that limit. Gradient (values): the output
    gradient scattered back to the positions taken, zero elsewhere. */
 VF_API vf_tensor *vf_top_k(vf_context *ctx, vf_tensor *x, int k, vf_tensor **indices);
+/* ---- Convolution and pooling (NHWC) --------------------------------------
+   A vf_conv2d_desc whose every field is 0 (or a NULL desc) is the default:
+   strides 1, dilations 1, VALID padding, one group. */
+typedef enum {
+    VF_PADDING_VALID = 0,    /* no padding: windows lie inside the input */
+    VF_PADDING_SAME = 1,     /* out = ceil(in / stride); the extra pad goes at the bottom/right, as in TF */
+    VF_PADDING_EXPLICIT = 2, /* desc.pads */
+} vf_padding;
+
+typedef struct vf_conv2d_desc {
+    int strides[2];    /* height, width; 0 = 1 */
+    int dilations[2];  /* height, width; 0 = 1 (TF's dilation_rate) */
+    vf_padding padding;
+    int pads[4];       /* VF_PADDING_EXPLICIT: top, bottom, left, right (>= 0); otherwise must be 0 */
+    int groups;        /* 0 = 1; must divide channels and out channels; groups = channels: depthwise */
+} vf_conv2d_desc;
+
+/* 2-D convolution (cross-correlation, as tf.nn.conv2d): x NHWC [N, H, W, C],
+   w HWIO [KH, KW, C / groups, O] -> [N, OH, OW, O] with
+   OH = (H + pad_top + pad_bottom - dilation_h * (KH - 1) - 1) / stride_h + 1.
+   Output channel o sees input channels of group o / (O / groups). f32 only
+   (VF_ERROR_DTYPE otherwise: cast first). A batch of 0 gives an empty result;
+   C = 0 gives zeros. Differentiable in x and w (to any order: the
+   gradients are ops of their own, conv2d_backprop_input / _filter, which
+   show in graph dumps and profiles). On Vulkan each result element is one
+   invocation's sum: KH*KW*C/groups terms (forward), KH*KW*O/groups (input
+   gradient), N*OH*OW (filter gradient); past the device's loop budget
+   (65471 on lavapipe) the op fails with VF_ERROR_UNSUPPORTED saying so
+   (split the batch, or use the CPU backend). */
+VF_API vf_tensor *vf_conv2d(vf_context *ctx, vf_tensor *x, vf_tensor *w, const vf_conv2d_desc *desc);
+
+typedef struct vf_pool2d_desc {
+    int window[2];     /* height, width; >= 1 (required) */
+    int strides[2];    /* 0 = the window (non-overlapping, as Keras) */
+    vf_padding padding; /* VF_PADDING_VALID or VF_PADDING_SAME */
+} vf_pool2d_desc;
+
+/* Max / mean over each window of each channel of x NHWC -> [N, OH, OW, C]
+   (OH as for vf_conv2d). Padded positions never count: a max ignores them
+   and a mean divides by the window's positions inside the input (TF's
+   avg_pool). f32 only. Gradients: max pool's goes to the window's first
+   maximum (ties to the first in row-major window order) and is not
+   differentiable again; avg pool's to every position it averaged. */
+VF_API vf_tensor *vf_max_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
+VF_API vf_tensor *vf_avg_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 
 /* ---- Variables ----------------------------------------------------------
    Persistent and mutable: a variable keeps its dtype and shape; assigning

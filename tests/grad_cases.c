@@ -610,6 +610,79 @@ static void r_split(const gc_dt *in, gc_dt *out)
         for (int j = 0; j < 2; j++) out->v[i * 2 + j] = (i == 0 ? 0.0 : in[0].v[(i - 1) * 2 + j]) * in[0].v[(2 + i) * 2 + j];
 }
 
+/* conv2d (NHWC x HWIO) with explicit geometry: strides s, dilations dl,
+   pads p (top, bottom, left, right), groups g */
+static void dconv(const gc_dt *x, const gc_dt *w, const int s[2], const int dl[2], const int p[4], int g,
+                  gc_dt *out)
+{
+    int64_t N = x->sh[0], H = x->sh[1], W = x->sh[2], C = x->sh[3];
+    int64_t KH = w->sh[0], KW = w->sh[1], Cg = w->sh[2], O = w->sh[3], Og = O / g;
+    int64_t OH = (H + p[0] + p[1] - dl[0] * (KH - 1) - 1) / s[0] + 1;
+    int64_t OW = (W + p[2] + p[3] - dl[1] * (KW - 1) - 1) / s[1] + 1;
+    *out = (gc_dt){.rank = 4, .sh = {N, OH, OW, O}};
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++)
+                for (int64_t o = 0; o < O; o++) {
+                    double acc = 0;
+                    for (int64_t i = 0; i < KH; i++)
+                        for (int64_t j = 0; j < KW; j++) {
+                            int64_t ih = oh * s[0] + i * dl[0] - p[0], iw = ow * s[1] + j * dl[1] - p[2];
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                            for (int64_t c = 0; c < Cg; c++)
+                                acc += x->v[((n * H + ih) * W + iw) * C + (o / Og) * Cg + c] *
+                                       w->v[((i * KW + j) * Cg + c) * O + o];
+                        }
+                    out->v[((n * OH + oh) * OW + ow) * O + o] = acc;
+                }
+}
+/* SAME on a 4 x 5 image with a 3 x 3 filter: pads 1 all round */
+static vf_tensor *f_conv_same(vf_context *ctx, vf_tensor **in)
+{
+    return vf_conv2d(ctx, in[0], in[1], &(vf_conv2d_desc){.padding = VF_PADDING_SAME});
+}
+static void r_conv_same(const gc_dt *in, gc_dt *out)
+{
+    dconv(&in[0], &in[1], (int[]){1, 1}, (int[]){1, 1}, (int[]){1, 1, 1, 1}, 1, out);
+}
+/* strides 2,1, dilations 1,2, asymmetric pads, two groups, batch 2 */
+static vf_tensor *f_conv_sdg(vf_context *ctx, vf_tensor **in)
+{
+    vf_conv2d_desc d = {.strides = {2, 1}, .dilations = {1, 2}, .padding = VF_PADDING_EXPLICIT,
+                        .pads = {1, 0, 0, 1}, .groups = 2};
+    return vf_conv2d(ctx, in[0], in[1], &d);
+}
+static void r_conv_sdg(const gc_dt *in, gc_dt *out)
+{
+    dconv(&in[0], &in[1], (int[]){2, 1}, (int[]){1, 2}, (int[]){1, 0, 0, 1}, 2, out);
+}
+
+/* avg pool, 3 x 3 window, strides 2, SAME on 5 x 5 (pads 1 all round):
+   the mean of the window's positions inside the input */
+static vf_tensor *f_avg_pool(vf_context *ctx, vf_tensor **in)
+{
+    return vf_avg_pool2d(ctx, in[0], &(vf_pool2d_desc){.window = {3, 3}, .strides = {2, 2},
+                                                        .padding = VF_PADDING_SAME});
+}
+static void r_avg_pool(const gc_dt *in, gc_dt *out)
+{
+    const gc_dt *x = &in[0];
+    int64_t N = x->sh[0], H = x->sh[1], W = x->sh[2], C = x->sh[3], OH = (H + 1) / 2, OW = (W + 1) / 2;
+    *out = (gc_dt){.rank = 4, .sh = {N, OH, OW, C}};
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++)
+                for (int64_t c = 0; c < C; c++) {
+                    double sum = 0;
+                    int count = 0;
+                    for (int64_t ih = oh * 2 - 1; ih < oh * 2 + 2; ih++)
+                        for (int64_t iw = ow * 2 - 1; iw < ow * 2 + 2; iw++)
+                            if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                sum += x->v[((n * H + ih) * W + iw) * C + c], count++;
+                    out->v[((n * OH + oh) * OW + ow) * C + c] = sum / count;
+                }
+}
+
 #define C1(nm, f, r0, s0, lo, hi) {nm, f_##f, r_##f, 1, {r0}, {s0}, lo, hi}
 #define C2(nm, f, r0, s0, r1, s1, lo, hi) {nm, f_##f, r_##f, 2, {r0, r1}, {s0, s1}, lo, hi}
 #define SH(...) {__VA_ARGS__}
@@ -715,6 +788,10 @@ const gc_case gc_cases[] = {
     C1("cumsum axis 1", cumsum1, 2, SH(3, 4), -2, 2),
     C1("cumsum axis 0 exclusive reverse", cumsum0er, 3, SH(3, 2, 2), -2, 2),
     C1("top_k k=2", topk, 2, SH(3, 4), -2, 2),
+    /* convolution (issue 13) */
+    C2("conv2d SAME", conv_same, 4, SH(1, 4, 5, 2), 4, SH(3, 3, 2, 2), -1, 1),
+    C2("conv2d strided dilated grouped", conv_sdg, 4, SH(2, 5, 5, 2), 4, SH(2, 2, 1, 4), -1, 1),
+    C1("avg_pool2d SAME strided", avg_pool, 4, SH(2, 5, 5, 2), -1, 1),
 };
 const int gc_n_cases = (int)(sizeof gc_cases / sizeof gc_cases[0]);
 

@@ -29,7 +29,9 @@ static void test_rows(void **state)
         assert_int_equal((r->cond_in | r->index_in) >> r->arity, 0);
         assert_int_equal(r->cond_in & r->index_in, 0);
         if (r->arity) assert_true(vf_op_data_input((vf_op)o) < r->arity);
-        assert_int_equal(r->attrs & ~(uint32_t)(VF_ATTR_WINDOW * 2 - 1), 0);
+        assert_int_equal(r->attrs & ~(uint32_t)(VF_ATTR_CONV * 2 - 1), 0);
+        /* a convolution op reads its geometry */
+        if (r->kind == VF_KIND_CONV) assert_true(r->attrs & VF_ATTR_CONV);
         assert_int_not_equal(r->accepts, 0);
         assert_int_equal(r->accepts & ~(uint32_t)VF_MASK_ALL, 0);
         if (r->kind == VF_KIND_SOURCE) assert_int_equal(r->arity, 0);
@@ -150,6 +152,15 @@ static void test_attrs_read(void **state)
     assert_int_equal(vf_slice_dim(10, INT64_MIN, INT64_MIN, 1, &start), 0);
     assert_int_equal(vf_pad_dim(3, 1, 2, 3), 1 + 2 + 3 + 2 * 2);
     assert_int_equal(vf_pad_dim(0, 1, 2, 3), 3);
+    /* conv2d reads its geometry and nothing else; two geometries are two values */
+    vf_attrs c1 = all, c2 = all;
+    c1.conv = (vf_conv_attrs){.stride = {2, 1}, .dilation = {1, 1}, .pad = {0, 1, 0, 1}, .groups = 1};
+    c2.conv = c1.conv;
+    c2.conv.pad[3] = 0;
+    r = vf_attrs_read(VF_OP_CONV2D, &c1);
+    assert_true(r.conv.stride[0] == 2 && r.conv.pad[3] == 1 && r.seed == 0 && !r.trans_a);
+    assert_false(vf_attrs_equal(VF_OP_CONV2D, &c1, &c2));
+    assert_true(vf_attrs_equal(VF_OP_MATMUL, &c1, &c2));
 }
 
 /* ---- saved files with fields an op does not read --------------------------- */

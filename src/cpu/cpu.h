@@ -119,6 +119,8 @@ vf_status vf_cpu_argmax(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_matmul(vf_cpu *cpu, const vf_exec *e);
+vf_status vf_cpu_conv(vf_cpu *cpu, const vf_exec *e);     /* conv2d and its backprop ops: kernels_conv.c */
+vf_status vf_cpu_pool(vf_cpu *cpu, const vf_exec *e);     /* pools and their gradients: kernels_pool.c */
 /* Strided byte copy: TRANSPOSE, and COPY / same-dtype CAST with broadcast. */
 vf_status vf_cpu_transpose(vf_cpu *cpu, const vf_exec *e);
 /* slice, pad, concat (kernels_window.c) */

@@ -123,6 +123,7 @@ static vf_status cpu_exec(void *self, const vf_exec *e)
     case VF_KIND_ROW: return e->op == VF_OP_SPARSE_XENT ? vf_cpu_sparse_xent(cpu, e) : vf_cpu_softmax(cpu, e);
     case VF_KIND_MATMUL: return vf_cpu_matmul(cpu, e);
     case VF_KIND_MOVEMENT: return e->op == VF_OP_TRANSPOSE ? vf_cpu_transpose(cpu, e) : vf_cpu_window(cpu, e);
+    case VF_KIND_CONV: return e->op >= VF_OP_MAX_POOL2D ? vf_cpu_pool(cpu, e) : vf_cpu_conv(cpu, e);
     case VF_KIND_SOURCE:
         if (e->op == VF_OP_IOTA) return vf_cpu_index(cpu, e);
         return e->op == VF_OP_RANDOM_NORMAL ? vf_cpu_random_normal(cpu, e) : vf_cpu_fill(cpu, e);

@@ -149,6 +149,9 @@ bool vf_fill_into(vf_context *ctx, vf_tensor *t, double value);
 /* The common path of every elementwise op: in[0..arity-1], result dtype by
    the table's rule (VF_RESULT_ATTR: to). */
 vf_tensor *vf_elementwise(vf_context *ctx, vf_op op, vf_tensor *const *in, vf_dtype to);
+/* A window op (conv2d or its backprop ops, ops_conv.c) with its geometry
+   already resolved: what vf_conv2d and the gradient rules call. */
+vf_tensor *vf_window_op(vf_context *ctx, vf_op op, vf_tensor *a, vf_tensor *b, const vf_conv_attrs *c);
 /* The shape-and-dtype engine (vf_infer_op) on the refs an exec will get:
    the result's dtype and shape, or false with the engine's message
    recorded. Entry points call it after normalising their arguments. */

@@ -165,6 +165,11 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
             n->attrs.hi[d] = (int64_t)U64("attrs.hi");
             n->attrs.step[d] = (int64_t)U64("attrs.step");
         }
+    /* window ops add their geometry (files before them hold none) */
+    if (n->kind == VF_NODE_OP && (vf_op_get(n->op)->attrs & VF_ATTR_CONV)) {
+        int32_t *f = &n->attrs.conv.stride[0];
+        for (int k = 0; k < VF_CONV_ATTR_FIELDS; k++) f[k] = (int32_t)U32("attrs.conv");
+    }
     if (r->bad) return false;
     vf_dtype in_dt[16];
     vf_shape ins[16];

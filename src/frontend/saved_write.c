@@ -101,6 +101,10 @@ static void put_node(wbuf *w, const vf_node *n)
             put_u64(w, (uint64_t)a.hi[d]);
             put_u64(w, (uint64_t)a.step[d]);
         }
+    if (n->kind == VF_NODE_OP && (vf_op_get(n->op)->attrs & VF_ATTR_CONV)) {
+        const int32_t *f = &a.conv.stride[0]; /* its int32 fields in order */
+        for (int k = 0; k < VF_CONV_ATTR_FIELDS; k++) put_u32(w, (uint32_t)f[k]);
+    }
     switch (n->kind) {
     case VF_NODE_RESHAPE:
         put_u8(w, (unsigned)n->target.rank);

@@ -37,6 +37,12 @@ static void attrs_text(vf_sb *b, const vf_node *n)
                           (long long)a->step[i]);
             vf_sb_add(b, "}");
         }
+        if (m & VF_ATTR_CONV)
+            vf_sb_add(b, " {strides=%d,%d dilations=%d,%d pads=%d,%d,%d,%d groups=%d}", a->conv.stride[0],
+                      a->conv.stride[1], a->conv.dilation[0], a->conv.dilation[1], a->conv.pad[0], a->conv.pad[1],
+                      a->conv.pad[2], a->conv.pad[3], a->conv.groups);
+        if ((m & VF_ATTR_CONV) && (a->conv.size[0] || a->conv.size[1]))
+            vf_sb_add(b, " {size=%d,%d}", a->conv.size[0], a->conv.size[1]);
         break;
     }
     case VF_NODE_PARAM: vf_sb_add(b, " #%d", n->index); break;

@@ -71,6 +71,17 @@ typedef enum vf_op {
                            that saved files keep their layout) */
     VF_OP_TOP_K,        /* the k largest along the last axis, sorted; k in attrs.value */
     VF_OP_TOP_K_INDICES,/* their indices (I32), the same order */
+    /* appended (numbers are stored): convolution and pooling (issue 13) */
+    VF_OP_CONV2D, /* in[0] x [N, H, W, C], in[1] w [KH, KW, C/groups, O]; attrs.conv */
+    /* conv2d's gradients (their own ops: strided windows have no cheap
+       expression as a conv2d); attrs.conv is the forward's geometry */
+    VF_OP_CONV2D_BACKPROP_INPUT,  /* in[0] dy, in[1] w -> dx [N, size, C] */
+    VF_OP_CONV2D_BACKPROP_FILTER, /* in[0] x, in[1] dy -> dw [size, C/groups, O] */
+    /* pooling over a size[0] x size[1] window of each channel (attrs.conv:
+       strides and pads; dilations 1, groups 1); padding never counts */
+    VF_OP_MAX_POOL2D, VF_OP_AVG_POOL2D,
+    /* their gradients: in[0] x (max: the argmax; avg: the shape), in[1] dy -> dx */
+    VF_OP_MAX_POOL2D_GRAD, VF_OP_AVG_POOL2D_GRAD,
     VF_OP_COUNT
 } vf_op;
 
@@ -84,6 +95,7 @@ typedef enum {
     VF_KIND_INDEX,      /* gather-like (data-dependent addressing) and scans along an axis
                            (cumsum): an own kernel, never fused (shape rules in
                            graph/shape_index.c) */
+    VF_KIND_CONV,     /* conv2d (pooling): a window slid over H and W of NHWC */
 } vf_op_kind;
 
 typedef enum { VF_RESULT_SAME, VF_RESULT_BOOL, VF_RESULT_I32, VF_RESULT_ATTR } vf_result_rule;
@@ -187,7 +199,22 @@ enum {
     VF_ATTR_VALUE = 1u << 5,
     VF_ATTR_SEED = 1u << 6,
     VF_ATTR_WINDOW = 1u << 7, /* lo, hi and step */
+    VF_ATTR_CONV = 1u << 8,  /* conv: the window geometry */
 };
+
+/* The geometry of a convolution or pooling op, resolved by the entry point: every
+   field explicit and valid (SAME padding already turned into pads), so the
+   backends and the saved form see one meaning. */
+typedef struct vf_conv_attrs {
+    int32_t stride[2];    /* H, W; >= 1 */
+    int32_t dilation[2];  /* H, W; >= 1 */
+    int32_t pad[4];       /* top, bottom, left, right; >= 0 */
+    int32_t groups;       /* >= 1; divides C and O */
+    int32_t size[2];      /* backprop ops: the result's spatial size (the input's H, W or the
+                             filter's KH, KW), which dy does not determine; conv2d: 0 */
+} vf_conv_attrs;
+/* vf_conv_attrs as saved: its int32 fields in order (no padding). */
+#define VF_CONV_ATTR_FIELDS 11
 
 /* Attributes of one op invocation; fields unused by an op stay zero. */
 typedef struct vf_attrs {
@@ -203,6 +230,7 @@ typedef struct vf_attrs {
        basic slicing, resolved against each call's sizes by vf_slice_dim);
        pad: elements before (lo) and after (hi) each dim, step 1 */
     int64_t lo[VF_MAX_RANK], hi[VF_MAX_RANK], step[VF_MAX_RANK];
+    vf_conv_attrs conv;      /* conv2d */
 } vf_attrs;
 
 /* NumPy basic slicing of one dim of size n: begin and end count from the

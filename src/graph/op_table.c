@@ -136,6 +136,10 @@ PIN(SLICE, 61) PIN(PAD, 62) PIN(CONCAT, 63) PIN(SLICE_GRAD, 64)
 /* indexing (issue 13) */
 PIN(GATHER, 65) PIN(SCATTER_ADD, 66) PIN(IOTA, 67) PIN(CUMSUM, 68)
 PIN(TOP_K, 69) PIN(TOP_K_INDICES, 70)
+/* convolution and pooling (issue 13) */
+PIN(CONV2D, 71) PIN(CONV2D_BACKPROP_INPUT, 72) PIN(CONV2D_BACKPROP_FILTER, 73)
+PIN(MAX_POOL2D, 74) PIN(AVG_POOL2D, 75) PIN(MAX_POOL2D_GRAD, 76) PIN(AVG_POOL2D_GRAD, 77)
+_Static_assert(sizeof(vf_conv_attrs) == VF_CONV_ATTR_FIELDS * sizeof(int32_t), "vf_conv_attrs is saved field by field");
 #undef PIN
 
 /* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
@@ -152,6 +156,9 @@ extern const vf_grad_rule vf_grad_zero, vf_grad_mod, vf_grad_erf, vf_grad_log1p,
 extern const vf_grad_rule vf_grad_slice, vf_grad_pad, vf_grad_concat, vf_grad_slice_grad;
 /* indexing (issue 13) */
 extern const vf_grad_rule vf_grad_gather, vf_grad_scatter_add, vf_grad_cumsum, vf_grad_top_k;
+/* convolution (src/frontend/grad_conv.c) */
+extern const vf_grad_rule vf_grad_conv2d, vf_grad_conv2d_bpi, vf_grad_conv2d_bpf, vf_grad_max_pool,
+    vf_grad_avg_pool, vf_grad_avg_pool_grad;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -316,6 +323,27 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
                      .result = VF_RESULT_SAME, .attrs = VF_ATTR_VALUE, .grad = &vf_grad_top_k},
     [VF_OP_TOP_K_INDICES] = {.name = "top_k_indices", .arity = 1, .kind = VF_KIND_INDEX, .accepts = NUM,
                              .result = VF_RESULT_I32, .attrs = VF_ATTR_VALUE},
+    /* ---- convolution and pooling (issue 13) ---- */
+    /* f32 only: the CPU kernel is OpenBLAS sgemm; C/groups = 0 sums nothing */
+    [VF_OP_CONV2D] = {.name = "conv2d", .arity = 2, .kind = VF_KIND_CONV, .accepts = VF_M(VF_F32),
+                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .attrs = VF_ATTR_CONV,
+                      .grad = &vf_grad_conv2d},
+    [VF_OP_CONV2D_BACKPROP_INPUT] = {.name = "conv2d_backprop_input", .arity = 2, .kind = VF_KIND_CONV,
+                                     .accepts = VF_M(VF_F32), .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO,
+                                     .attrs = VF_ATTR_CONV, .grad = &vf_grad_conv2d_bpi},
+    [VF_OP_CONV2D_BACKPROP_FILTER] = {.name = "conv2d_backprop_filter", .arity = 2, .kind = VF_KIND_CONV,
+                                      .accepts = VF_M(VF_F32), .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO,
+                                      .attrs = VF_ATTR_CONV, .grad = &vf_grad_conv2d_bpf},
+#define POOL(op, nm, ar, gr) \
+    [op] = {.name = nm, .arity = ar, .kind = VF_KIND_CONV, .accepts = VF_M(VF_F32), .result = VF_RESULT_SAME, \
+            .attrs = VF_ATTR_CONV, .grad = gr}
+    POOL(VF_OP_MAX_POOL2D, "max_pool2d", 1, &vf_grad_max_pool),
+    POOL(VF_OP_AVG_POOL2D, "avg_pool2d", 1, &vf_grad_avg_pool),
+    /* max_pool2d_grad is not differentiable further (its dy-gradient would
+       be one more op, a gather at the argmax) */
+    POOL(VF_OP_MAX_POOL2D_GRAD, "max_pool2d_grad", 2, NULL),
+    POOL(VF_OP_AVG_POOL2D_GRAD, "avg_pool2d_grad", 2, &vf_grad_avg_pool_grad),
+#undef POOL
 };
 
 /* ---- attributes ------------------------------------------------------ */
@@ -336,6 +364,7 @@ vf_attrs vf_attrs_read(vf_op op, const vf_attrs *a)
         memcpy(r.hi, a->hi, sizeof r.hi);
         memcpy(r.step, a->step, sizeof r.step);
     }
+    if (m & VF_ATTR_CONV) r.conv = a->conv;
     return r;
 }
 
@@ -347,7 +376,8 @@ bool vf_attrs_equal(vf_op op, const vf_attrs *a, const vf_attrs *b)
            memcmp(x.perm, y.perm, sizeof x.perm) == 0 && x.trans_a == y.trans_a && x.trans_b == y.trans_b &&
            x.dtype == y.dtype && memcmp(&x.value, &y.value, sizeof x.value) == 0 && x.seed == y.seed &&
            memcmp(x.lo, y.lo, sizeof x.lo) == 0 && memcmp(x.hi, y.hi, sizeof x.hi) == 0 &&
-           memcmp(x.step, y.step, sizeof x.step) == 0;
+           memcmp(x.step, y.step, sizeof x.step) == 0 &&
+           memcmp(&x.conv, &y.conv, sizeof x.conv) == 0; /* int32 fields only: no padding */
 }
 
 /* ---- window arithmetic ------------------------------------------------- */

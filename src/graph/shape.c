@@ -149,6 +149,23 @@ static vf_status check_attrs(vf_op op, const vf_attrs *a, const vf_shape *in, vf
                               "%lld); amounts must be 0 .. 2^40 and the step 1", d, (long long)a->lo[d],
                               (long long)a->hi[d], (long long)a->step[d]);
     }
+    if (info->attrs & VF_ATTR_CONV) {
+        const vf_conv_attrs *c = &a->conv;
+        for (int d = 0; d < 2; d++)
+            if (c->stride[d] < 1 || c->dilation[d] < 1)
+                return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: stride %d and dilation %d must be >= 1",
+                                  info->name, c->stride[d], c->dilation[d]);
+        for (int d = 0; d < 4; d++)
+            if (c->pad[d] < 0)
+                return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: pad %d is negative", info->name, c->pad[d]);
+        if (c->groups < 1)
+            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: groups %d must be >= 1", info->name, c->groups);
+        for (int d = 0; d < 2; d++)
+            if (c->size[d] < 0 || (op == VF_OP_CONV2D && c->size[d] != 0) ||
+                (op >= VF_OP_MAX_POOL2D && c->size[d] < 1))
+                return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: size %d is invalid", info->name,
+                                  c->size[d]);
+    }
     if ((info->attrs & VF_ATTR_DTYPE) && !vf_dtype_valid((int)a->dtype))
         return vf_err_set(err, VF_ERROR_DTYPE, "vf_%s: target dtype %d is not a vf_dtype", info->name, (int)a->dtype);
     return VF_OK;
@@ -217,6 +234,115 @@ static vf_status infer_matmul(const vf_attrs *at, const vf_shape *a, const vf_sh
     if ((a->sym >> am) & 1u) out->sym |= 1u << r;
     if ((b->sym >> bn) & 1u) out->sym |= 1u << (r + 1);
     out->rank = r + 2;
+    return VF_OK;
+}
+
+/* The output size along spatial dim d (0: height, 1: width) of a window of
+   k taps over in elements: (in + pads - dilation * (k - 1) - 1) / stride + 1. */
+static vf_status conv_out_dim(const char *op, const vf_conv_attrs *c, int d, int64_t in, int64_t k, int64_t *out,
+                              vf_err *err)
+{
+    int64_t span = (int64_t)c->dilation[d] * (k - 1) + 1;
+    int64_t padded = in + c->pad[2 * d] + c->pad[2 * d + 1];
+    if (padded < span)
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the input's %s (%lld, %lld with padding) is smaller "
+                          "than the dilated filter window (%lld); pad more (e.g. VF_PADDING_SAME) or use a "
+                          "smaller filter or dilation", op, d ? "width" : "height", (long long)in,
+                          (long long)padded, (long long)span);
+    *out = (padded - span) / c->stride[d] + 1;
+    return VF_OK;
+}
+
+/* conv2d: x [N, H, W, C], w [KH, KW, C/groups, O] -> [N, OH, OW, O]. Its
+   backprop ops check their operands against the forward they undo:
+   backprop_input (dy [N, OH, OW, O], w) -> dx [N, size, C],
+   backprop_filter (x, dy) -> dw [size, C/groups, O]. The entry point has
+   resolved SAME padding into pads. */
+/* pooling: x [N, H, W, C] -> [N, OH, OW, C] over a size[0] x size[1]
+   window; its gradients take x and dy (the pool's output shape) -> dx. */
+static vf_status infer_pool(vf_op op, const vf_conv_attrs *c, int n_in, const vf_shape *in, vf_shape *out,
+                            vf_err *err)
+{
+    const char *name = vf_op_get(op)->name;
+    char sa[96], sb[96];
+    const vf_shape *x = &in[0];
+    if (x->rank != 4)
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the input %s must be rank 4, NHWC [batch, height, width, "
+                          "channels]", name, sh(sa, sizeof sa, x));
+    if (x->sym & ~1u)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "vf_%s: only the batch dim of the input may be symbolic", name);
+    if (c->size[0] < 1 || c->size[1] < 1 || c->groups != 1 || c->dilation[0] != 1 || c->dilation[1] != 1)
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: window %d x %d must be >= 1 (groups and "
+                          "dilations 1)", name, c->size[0], c->size[1]);
+    int64_t OH, OW;
+    vf_status st = conv_out_dim(name, c, 0, x->dim[1], c->size[0], &OH, err);
+    if (st == VF_OK) st = conv_out_dim(name, c, 1, x->dim[2], c->size[1], &OW, err);
+    if (st != VF_OK) return st;
+    *out = (vf_shape){.rank = 4, .sym = x->sym & 1u, .dim = {x->dim[0], OH, OW, x->dim[3]}};
+    if (n_in == 2) {
+        const vf_shape *dy = &in[1];
+        if (!vf_shape_equal(dy, out))
+            return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the output gradient %s is not the pool's output %s",
+                              name, sh(sa, sizeof sa, dy), sh(sb, sizeof sb, out));
+        *out = *x;
+    }
+    return VF_OK;
+}
+
+static vf_status infer_conv(vf_op op, const vf_conv_attrs *c, const vf_shape *in0, const vf_shape *in1,
+                            vf_shape *out, vf_err *err)
+{
+    const char *name = vf_op_get(op)->name;
+    char sa[96], sb[96];
+    if (in0->rank != 4 || in1->rank != 4)
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: operands %s and %s must both be rank 4: the input "
+                          "NHWC [batch, height, width, channels], the filter HWIO [kh, kw, channels/groups, out]",
+                          name, sh(sa, sizeof sa, in0), sh(sb, sizeof sb, in1));
+    if ((in0->sym | in1->sym) & ~1u)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "vf_%s: only the batch dim of the input may be symbolic "
+                          "(-1 in an input_signature); give height, width, channels and the filter fixed sizes",
+                          name);
+    int64_t g = c->groups;
+    /* the forward's operands, as far as this op knows them */
+    int64_t N, H, W, C, KH, KW, Cg, O;
+    const vf_shape *dy = NULL;
+    if (op == VF_OP_CONV2D) {
+        N = in0->dim[0], H = in0->dim[1], W = in0->dim[2], C = in0->dim[3];
+        KH = in1->dim[0], KW = in1->dim[1], Cg = in1->dim[2], O = in1->dim[3];
+    } else if (op == VF_OP_CONV2D_BACKPROP_INPUT) {
+        dy = in0;
+        N = dy->dim[0], H = c->size[0], W = c->size[1];
+        KH = in1->dim[0], KW = in1->dim[1], Cg = in1->dim[2], O = in1->dim[3], C = Cg * g;
+    } else {
+        dy = in1;
+        N = in0->dim[0], H = in0->dim[1], W = in0->dim[2], C = in0->dim[3];
+        KH = c->size[0], KW = c->size[1], O = dy->dim[3], Cg = C / g;
+    }
+    if (C % g != 0 || O % g != 0)
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: groups = %lld must divide the input channels (%lld) and "
+                          "the filter's output channels (%lld); pick a groups that divides both", name,
+                          (long long)g, (long long)C, (long long)O);
+    if (Cg * g != C)
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the filter %s has %lld input channels but the input %s "
+                          "has %lld channels in %lld group(s); the filter's dim 2 must be channels / groups = %lld",
+                          name, sh(sb, sizeof sb, in1), (long long)Cg, sh(sa, sizeof sa, in0), (long long)C,
+                          (long long)g, (long long)(C / g));
+    if (KH < 1 || KW < 1)
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the filter has an empty window (%lld x %lld); kh and kw "
+                          "must be >= 1", name, (long long)KH, (long long)KW);
+    int64_t OH, OW;
+    vf_status st = conv_out_dim(name, c, 0, H, KH, &OH, err);
+    if (st == VF_OK) st = conv_out_dim(name, c, 1, W, KW, &OW, err);
+    if (st != VF_OK) return st;
+    if (dy && (dy->dim[0] != N || dy->dim[1] != OH || dy->dim[2] != OW || dy->dim[3] != O))
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the output gradient %s is not the forward's output "
+                          "[%lld, %lld, %lld, %lld]", name, sh(sa, sizeof sa, dy), (long long)N, (long long)OH,
+                          (long long)OW, (long long)O);
+    *out = (vf_shape){.rank = 4};
+    int64_t r[3][4] = {{N, OH, OW, O}, {N, H, W, C}, {KH, KW, Cg, O}};
+    int which = op == VF_OP_CONV2D ? 0 : op == VF_OP_CONV2D_BACKPROP_INPUT ? 1 : 2;
+    for (int d = 0; d < 4; d++) out->dim[d] = r[which][d];
+    if (which < 2) out->sym = (dy ? dy->sym : in0->sym) & 1u; /* the batch */
     return VF_OK;
 }
 
@@ -350,6 +476,9 @@ vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_
             if ((x->sym >> a->perm[d]) & 1u) out->sym |= 1u << d;
         }
         return VF_OK;
+    case VF_KIND_CONV:
+        if (op >= VF_OP_MAX_POOL2D && op <= VF_OP_AVG_POOL2D_GRAD) return infer_pool(op, &a->conv, n_in, in, out, err);
+        return infer_conv(op, &a->conv, &in[0], &in[1], out, err);
     case VF_KIND_SOURCE: break; /* the shape is given (the node's), not inferred */
     case VF_KIND_INDEX: return vf_infer_index(op, a, in, out, err);
     }

@@ -66,6 +66,9 @@ vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_kerne
     case VF_KIND_ROW: st = vf_codegen_row(e, caps, out, err); break;
     case VF_KIND_MATMUL: st = vf_codegen_matmul(e, caps, out, err); break;
     case VF_KIND_INDEX: st = vf_codegen_index(e, caps, out, err); break;
+    case VF_KIND_CONV:
+        st = e->op >= VF_OP_MAX_POOL2D ? vf_codegen_pool(e, caps, out, err) : vf_codegen_conv2d(e, caps, out, err);
+        break;
     default: st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL generator for this op kind", info->name);
     }
     if (st != VF_OK) vf_kernel_free(out);

@@ -131,6 +131,8 @@ void cg_window_source(vf_sb *s, const vf_window *w, int q, const char *coord, co
    cg_window_source): one kernel serves every offset (a slice's begin). */
 void cg_window_push(vf_cg *g, const vf_window *w, int q, const char *name);
 void cg_coords(vf_sb *s, int rank, const int64_t *shape, const char *flat, const char *coord, const char *indent);
+vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_pool(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
 vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);

@@ -1,0 +1,496 @@
+/* vf_conv2d (issue 13): it and the tape's gradients of both operands
+ * against a double-precision direct convolution written here (TF's conv2d
+ * semantics: NHWC, HWIO, SAME padding with the odd pad after) and its
+ * exact adjoints, eager and traced, on both backends; odd sizes, strides,
+ * dilations, explicit padding, groups and depthwise, an empty batch, no
+ * input channel; bad arguments give a status and a message that says what
+ * and how to fix; the saved form keeps the geometry. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    int64_t n, h, w, c, kh, kw, o;
+    vf_conv2d_desc d;
+} conv_case;
+
+/* the reference's own reading of a desc: out size and leading pads */
+static void ref_geometry(const conv_case *k, int64_t out[2], int64_t lead[2])
+{
+    int64_t in[2] = {k->h, k->w}, kk[2] = {k->kh, k->kw};
+    for (int i = 0; i < 2; i++) {
+        int64_t s = k->d.strides[i] ? k->d.strides[i] : 1, dl = k->d.dilations[i] ? k->d.dilations[i] : 1;
+        int64_t span = dl * (kk[i] - 1) + 1;
+        if (k->d.padding == VF_PADDING_SAME) {
+            out[i] = (in[i] + s - 1) / s;
+            int64_t total = (out[i] - 1) * s + span - in[i];
+            lead[i] = total > 0 ? total / 2 : 0;
+        } else {
+            int64_t p0 = k->d.padding == VF_PADDING_EXPLICIT ? k->d.pads[2 * i] : 0;
+            int64_t p1 = k->d.padding == VF_PADDING_EXPLICIT ? k->d.pads[2 * i + 1] : 0;
+            out[i] = (in[i] + p0 + p1 - span) / s + 1;
+            lead[i] = p0;
+        }
+    }
+}
+
+/* y[n, oh, ow, o] = sum over kh, kw, c of x[n, oh*s + kh*d - pad, ..., g*Cg + c] * w[kh, kw, c, o] */
+/* With wt (weights of y): also dx and dw of sum(wt * y), accumulated from
+   the same loops (each product's partials), so they are the exact adjoints. */
+static double *ref_conv(const conv_case *k, const float *x, const float *w, int64_t out[2], const float *wt,
+                        double *dx, double *dw)
+{
+    int64_t lead[2];
+    ref_geometry(k, out, lead);
+    int64_t G = k->d.groups ? k->d.groups : 1, Cg = k->c / G, Og = k->o / G;
+    int64_t sh = k->d.strides[0] ? k->d.strides[0] : 1, sw = k->d.strides[1] ? k->d.strides[1] : 1;
+    int64_t dh = k->d.dilations[0] ? k->d.dilations[0] : 1, dlw = k->d.dilations[1] ? k->d.dilations[1] : 1;
+    size_t total = (size_t)(k->n * out[0] * out[1] * k->o);
+    double *y = calloc(total ? total : 1, sizeof *y);
+    assert_non_null(y);
+    for (int64_t n = 0; n < k->n; n++)
+        for (int64_t oh = 0; oh < out[0]; oh++)
+            for (int64_t ow = 0; ow < out[1]; ow++)
+                for (int64_t o = 0; o < k->o; o++) {
+                    double acc = 0;
+                    int64_t g = o / Og;
+                    for (int64_t i = 0; i < k->kh; i++)
+                        for (int64_t j = 0; j < k->kw; j++) {
+                            int64_t ih = oh * sh + i * dh - lead[0], iw = ow * sw + j * dlw - lead[1];
+                            if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                            for (int64_t c = 0; c < Cg; c++) {
+                                int64_t xi = ((n * k->h + ih) * k->w + iw) * k->c + g * Cg + c;
+                                int64_t wi = ((i * k->kw + j) * Cg + c) * k->o + o;
+                                acc += (double)x[xi] * (double)w[wi];
+                                if (!wt) continue;
+                                double gy = wt[((n * out[0] + oh) * out[1] + ow) * k->o + o];
+                                dx[xi] += gy * w[wi];
+                                dw[wi] += gy * x[xi];
+                            }
+                        }
+                    y[((n * out[0] + oh) * out[1] + ow) * k->o + o] = acc;
+                }
+    return y;
+}
+
+static const conv_case cases[] = {
+    {1, 5, 5, 1, 3, 3, 1, {.groups = 0}},                                              /* all defaults */
+    {2, 7, 6, 3, 3, 2, 5, {.strides = {2, 1}}},                              /* odd, strided */
+    {1, 9, 8, 2, 3, 3, 4, {.dilations = {2, 3}}},                            /* dilated */
+    {2, 7, 5, 3, 3, 3, 2, {.padding = VF_PADDING_SAME}},                     /* SAME */
+    {1, 8, 9, 2, 4, 3, 3, {.strides = {3, 2}, .padding = VF_PADDING_SAME}},  /* SAME, odd total pad */
+    {1, 6, 5, 2, 3, 2, 3, {.padding = VF_PADDING_EXPLICIT, .pads = {2, 0, 1, 3}, .strides = {2, 2}}},
+    {2, 6, 7, 4, 3, 3, 6, {.groups = 2, .padding = VF_PADDING_SAME}},        /* grouped */
+    {1, 7, 7, 5, 3, 3, 10, {.groups = 5, .strides = {2, 2}, .padding = VF_PADDING_SAME}}, /* depthwise x2 */
+    {3, 4, 5, 6, 1, 1, 7, {.groups = 0}},                                              /* 1x1 */
+    {1, 5, 9, 3, 2, 4, 2, {.dilations = {2, 2}, .strides = {1, 3}, .padding = VF_PADDING_SAME}},
+    {0, 5, 5, 2, 3, 3, 4, {.groups = 0}},                                              /* empty batch */
+    {1, 4, 4, 0, 2, 2, 3, {.groups = 0}},                                              /* no input channel: zeros */
+};
+
+static vf_status body_conv(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    out[0] = vf_conv2d(ctx, in[0], in[1], user);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* y = conv2d(x, w) and the tape's gradients of sum(wt * y): in = {x, w, wt},
+   out = {y, dx, dw}; run eagerly or traced alike. */
+static vf_status body_conv_grad(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    out[0] = vf_conv2d(ctx, in[0], in[1], user);
+    vf_status st = vf_tape_gradient(tp, vf_mul(ctx, out[0], in[2]), 2, in, out + 1);
+    vf_tape_end(tp);
+    return out[0] ? st : vf_status_get(ctx);
+}
+
+static void expect(vf_tensor *t, int rank, const int64_t *shape, const double *want, double atol, const char *what)
+{
+    assert_int_equal(vf_tensor_rank(t), rank);
+    size_t n = 1;
+    for (int d = 0; d < rank; d++) assert_int_equal(vf_tensor_dim(t, d), shape[d]), n *= (size_t)shape[d];
+    if (!n) return;
+    float *got = vt_read(t), *wf = malloc(sizeof *wf * n);
+    assert_non_null(wf);
+    for (size_t i = 0; i < n; i++) wf[i] = (float)want[i];
+    vt_assert_close_f32(got, wf, n, atol, 1e-5, what);
+    free(got);
+    free(wf);
+}
+
+/* fn_in: a function of body_conv_grad to call (NULL: one made here). */
+static void check_case(vf_context *ctx, const conv_case *k, int idx, vf_function *fn_in)
+{
+    int64_t G = k->d.groups ? k->d.groups : 1;
+    int64_t xs[4] = {k->n, k->h, k->w, k->c}, ws[4] = {k->kh, k->kw, k->c / G, k->o}, out[2], lead[2];
+    ref_geometry(k, out, lead);
+    int64_t ys[4] = {k->n, out[0], out[1], k->o};
+    size_t nx = (size_t)(xs[0] * xs[1] * xs[2] * xs[3]), nw = (size_t)(ws[0] * ws[1] * ws[2] * ws[3]);
+    size_t ny = (size_t)(ys[0] * ys[1] * ys[2] * ys[3]);
+    float *x = malloc(sizeof *x * (nx + 1)), *w = malloc(sizeof *w * (nw + 1)), *wt = malloc(sizeof *wt * (ny + 1));
+    double *dx = calloc(nx + 1, sizeof *dx), *dw = calloc(nw + 1, sizeof *dw);
+    assert_true(x && w && wt && dx && dw);
+    vt_fill_uniform(x, nx, -1, 1, 100 + (uint64_t)idx);
+    vt_fill_uniform(w, nw, -1, 1, 200 + (uint64_t)idx);
+    vt_fill_uniform(wt, ny, -1, 1, 300 + (uint64_t)idx);
+    double *want = ref_conv(k, x, w, out, wt, dx, dw);
+    /* sums of K products (y), of about KH*KW*O/groups (dx) and of N*OH*OW (dw) */
+    double atol_y = vt_matmul_atol(k->kh * k->kw * ws[2]), atol_dx = vt_matmul_atol(k->kh * k->kw * k->o);
+    double atol_dw = vt_matmul_atol(k->n * out[0] * out[1]);
+
+    vf_tensor *in[3] = {vf_tensor_from_host(ctx, VF_F32, 4, xs, x), vf_tensor_from_host(ctx, VF_F32, 4, ws, w),
+                        vf_tensor_from_host(ctx, VF_F32, 4, ys, wt)};
+    assert_true(in[0] && in[1] && in[2]);
+    vf_function_desc fd = {.name = "conv_grad", .body = body_conv_grad, .user = (void *)&k->d, .n_inputs = 3,
+                           .n_outputs = 3};
+    vf_function *fn = fn_in ? fn_in : vf_function_create(ctx, &fd);
+    assert_non_null(fn);
+    for (int traced = 0; traced < 2; traced++) {
+        vf_tensor *r[3] = {0};
+        if (traced) assert_int_equal(vf_function_call(fn, in, r), VF_OK);
+        else assert_int_equal(body_conv_grad(ctx, in, r, (void *)&k->d), VF_OK);
+        char what[64];
+        const char *mode = traced ? "traced" : "eager";
+        snprintf(what, sizeof what, "conv case %d %s: y", idx, mode);
+        expect(r[0], 4, ys, want, atol_y, what);
+        snprintf(what, sizeof what, "conv case %d %s: dx", idx, mode);
+        expect(r[1], 4, xs, dx, atol_dx, what);
+        snprintf(what, sizeof what, "conv case %d %s: dw", idx, mode);
+        expect(r[2], 4, ws, dw, atol_dw, what);
+        for (int i = 0; i < 3; i++) vf_tensor_release(r[i]);
+    }
+    if (!fn_in) vf_function_destroy(fn);
+    for (int i = 0; i < 3; i++) vf_tensor_release(in[i]);
+    free(x), free(w), free(wt), free(dx), free(dw), free(want);
+}
+
+static void conv_matches_reference(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(ctx, &cases[i], (int)i, NULL);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(conv_matches_reference)
+
+/* A symbolic batch (input_signature -1): one trace serves batches 2, 3
+   and 1, forward and both gradients, each against the reference. */
+static void conv_symbolic_batch(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    conv_case k = cases[6]; /* groups 2, SAME */
+    vf_tensor_spec sig[3] = {{VF_F32, 4, {-1, k.h, k.w, k.c}}, {VF_F32, 4, {k.kh, k.kw, k.c / 2, k.o}},
+                             {VF_F32, 4, {-1, k.h, k.w, k.o}}};
+    vf_function_desc fd = {.name = "conv_sym", .body = body_conv_grad, .user = (void *)&k.d, .n_inputs = 3,
+                           .n_outputs = 3, .input_signature = sig};
+    vf_function *fn = vf_function_create(ctx, &fd);
+    assert_non_null(fn);
+    int64_t batches[3] = {2, 3, 1};
+    for (int i = 0; i < 3; i++) {
+        k.n = batches[i];
+        check_case(ctx, &k, 20 + i, fn);
+    }
+    vf_function_stats st;
+    assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+    assert_int_equal(st.traces, 1);
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(conv_symbolic_batch)
+
+/* Bad arguments: a status and a message naming what is wrong and the fix. */
+static void conv_bad_arguments(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    int64_t xs[4] = {1, 5, 5, 4}, ws[4] = {3, 3, 3, 6}, ws2[4] = {3, 3, 2, 6}, ws3[4] = {3, 3, 2, 5};
+    int64_t x3[3] = {5, 5, 4}, big[4] = {7, 7, 4, 2};
+    vf_tensor *x = vf_fill(ctx, VF_F32, 4, xs, 1), *w = vf_fill(ctx, VF_F32, 4, ws, 1);
+    vf_tensor *w2 = vf_fill(ctx, VF_F32, 4, ws2, 1), *w3 = vf_fill(ctx, VF_F32, 4, ws3, 1);
+    vf_tensor *xr3 = vf_fill(ctx, VF_F32, 3, x3, 1), *wbig = vf_fill(ctx, VF_F32, 4, big, 1);
+    vf_tensor *xi = vf_fill(ctx, VF_I32, 4, xs, 1);
+    assert_null(vf_conv2d(ctx, x, w, NULL)); /* filter has 3 input channels, x 4 */
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "vf_conv2d", "3 input channels", "channels / groups = 4", NULL);
+    vf_conv2d_desc d = {.groups = 3};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "groups = 3 must divide", "input channels (4)", NULL);
+    d = (vf_conv2d_desc){.groups = 2};
+    assert_null(vf_conv2d(ctx, x, w3, &d)); /* 5 out channels in 2 groups */
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "groups = 2 must divide", "output channels (5)", NULL);
+    d = (vf_conv2d_desc){.strides = {1, -2}};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "strides[1]", "-2", ">= 1", NULL);
+    d = (vf_conv2d_desc){.dilations = {-1, 1}};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "dilations[0]", ">= 1", NULL);
+    d = (vf_conv2d_desc){.groups = -1};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "groups is -1", NULL);
+    d = (vf_conv2d_desc){.pads = {1, 1, 1, 1}};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "pads[0]", "VF_PADDING_EXPLICIT", NULL);
+    d = (vf_conv2d_desc){.padding = VF_PADDING_EXPLICIT, .pads = {0, 0, -1, 0}};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "pads[2]", ">= 0", NULL);
+    d = (vf_conv2d_desc){.padding = (vf_padding)7};
+    assert_null(vf_conv2d(ctx, x, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "padding is 7", "VF_PADDING_SAME", NULL);
+    d = (vf_conv2d_desc){.groups = 2};
+    assert_null(vf_conv2d(ctx, xr3, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "rank 4", "NHWC", NULL);
+    assert_null(vf_conv2d(ctx, x, wbig, NULL)); /* 7x7 window on a 5x5 image, VALID */
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "smaller than the dilated filter window", "VF_PADDING_SAME", NULL);
+    d = (vf_conv2d_desc){.groups = 2};
+    assert_null(vf_conv2d(ctx, xi, w2, &d));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "conv2d", "i32", NULL);
+    /* the same argument with SAME works: the error was the window */
+    d = (vf_conv2d_desc){.padding = VF_PADDING_SAME};
+    vf_tensor *y = vf_conv2d(ctx, x, wbig, &d);
+    assert_non_null(y);
+    assert_int_equal(vf_tensor_dim(y, 1), 5);
+    vf_tensor *all[] = {x, w, w2, w3, xr3, wbig, xi, y};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vf_tensor_release(all[i]);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(conv_bad_arguments)
+
+/* The traced graph shows the resolved geometry; a saved and loaded
+   function keeps it (the window attrs of docs/FORMAT.md). */
+static void conv_saved_keeps_geometry(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    const conv_case *k = &cases[5]; /* explicit asymmetric pads, strides 2 */
+    int64_t xs[4] = {k->n, k->h, k->w, k->c}, ws[4] = {k->kh, k->kw, k->c, k->o};
+    vf_tensor *x = vf_random_normal(ctx, VF_F32, 4, xs, 1), *w = vf_random_normal(ctx, VF_F32, 4, ws, 2);
+    vf_function_desc fd = {.name = "conv", .body = body_conv, .user = (void *)&k->d, .n_inputs = 2, .n_outputs = 1};
+    vf_function *fn = vf_function_create(ctx, &fd);
+    vf_tensor *in[2] = {x, w}, *y0 = NULL, *y1 = NULL;
+    assert_int_equal(vf_function_call(fn, in, &y0), VF_OK);
+    char *text = vf_function_graph_text(fn);
+    assert_non_null(text);
+    if (!strstr(text, "strides=2,2 dilations=1,1 pads=2,0,1,3 groups=1"))
+        fail_msg("graph text lacks the geometry:\n%s", text);
+    free(text);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/vkfuse_conv_%d_%d.vfn", (int)b, (int)getpid());
+    assert_int_equal(vf_function_save(fn, path), VF_OK);
+    vf_function *loaded = NULL;
+    assert_int_equal(vf_function_load(ctx, path, &loaded), VF_OK);
+    remove(path);
+    assert_int_equal(vf_function_call(loaded, in, &y1), VF_OK);
+    size_t n = (size_t)vf_tensor_numel(y0);
+    float *a = vt_read(y0), *c = vt_read(y1);
+    vt_assert_close_f32(c, a, n, 0, 0, "conv saved vs traced");
+    free(a);
+    free(c);
+    vf_function_destroy(loaded);
+    vf_function_destroy(fn);
+    vf_tensor *all[] = {x, w, y0, y1};
+    for (size_t i = 0; i < 4; i++) vf_tensor_release(all[i]);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(conv_saved_keeps_geometry)
+
+/* ---- pooling ---------------------------------------------------------- */
+
+typedef struct {
+    int64_t n, h, w, c;
+    bool is_max;
+    vf_pool2d_desc d;
+} pool_case;
+
+/* y and, for weights wt, dx of sum(wt * y): max to the first maximum of
+   each window (padding never counts), avg spread over the positions inside */
+static double *ref_pool(const pool_case *k, const float *x, const float *wt, double *dx, int64_t out[2])
+{
+    int64_t in[2] = {k->h, k->w}, lead[2], s[2];
+    for (int i = 0; i < 2; i++) {
+        s[i] = k->d.strides[i] ? k->d.strides[i] : k->d.window[i];
+        if (k->d.padding == VF_PADDING_SAME) {
+            out[i] = (in[i] + s[i] - 1) / s[i];
+            int64_t total = (out[i] - 1) * s[i] + k->d.window[i] - in[i];
+            lead[i] = total > 0 ? total / 2 : 0;
+        } else {
+            out[i] = (in[i] - k->d.window[i]) / s[i] + 1;
+            lead[i] = 0;
+        }
+    }
+    size_t ny = (size_t)(k->n * out[0] * out[1] * k->c);
+    double *y = calloc(ny + 1, sizeof *y);
+    assert_non_null(y);
+    for (int64_t n = 0; n < k->n; n++)
+        for (int64_t oh = 0; oh < out[0]; oh++)
+            for (int64_t ow = 0; ow < out[1]; ow++)
+                for (int64_t c = 0; c < k->c; c++) {
+                    int64_t yi = ((n * out[0] + oh) * out[1] + ow) * k->c + c, best = -1, count = 0;
+                    double sum = 0;
+                    for (int64_t i = 0; i < k->d.window[0]; i++)
+                        for (int64_t j = 0; j < k->d.window[1]; j++) {
+                            int64_t ih = oh * s[0] + i - lead[0], iw = ow * s[1] + j - lead[1];
+                            if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                            int64_t xi = ((n * k->h + ih) * k->w + iw) * k->c + c;
+                            count++;
+                            sum += x[xi];
+                            if (best < 0 || x[xi] > x[best]) best = xi;
+                        }
+                    y[yi] = k->is_max ? x[best] : sum / (double)count;
+                    if (!wt) continue;
+                    if (k->is_max) {
+                        dx[best] += wt[yi];
+                        continue;
+                    }
+                    for (int64_t i = 0; i < k->d.window[0]; i++)
+                        for (int64_t j = 0; j < k->d.window[1]; j++) {
+                            int64_t ih = oh * s[0] + i - lead[0], iw = ow * s[1] + j - lead[1];
+                            if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                            dx[((n * k->h + ih) * k->w + iw) * k->c + c] += wt[yi] / (double)count;
+                        }
+                }
+    return y;
+}
+
+static const pool_case pool_cases[] = {
+    {1, 4, 4, 1, true, {.window = {2, 2}}},                                          /* strides = window */
+    {2, 7, 6, 3, true, {.window = {3, 2}, .strides = {2, 1}}},                       /* overlapping */
+    {1, 7, 5, 2, true, {.window = {3, 3}, .strides = {2, 2}, .padding = VF_PADDING_SAME}},
+    {2, 5, 8, 3, true, {.window = {2, 4}, .strides = {1, 3}, .padding = VF_PADDING_SAME}},
+    {1, 4, 4, 1, false, {.window = {2, 2}}},
+    {2, 7, 6, 3, false, {.window = {3, 2}, .strides = {2, 1}}},
+    {1, 7, 5, 2, false, {.window = {3, 3}, .strides = {2, 2}, .padding = VF_PADDING_SAME}}, /* padding excluded */
+    {2, 5, 8, 3, false, {.window = {2, 4}, .strides = {1, 3}, .padding = VF_PADDING_SAME}},
+    {0, 5, 5, 2, true, {.window = {2, 2}}},                                          /* empty batch */
+};
+
+static vf_status body_pool_grad(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    const pool_case *k = user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    out[0] = k->is_max ? vf_max_pool2d(ctx, in[0], &k->d) : vf_avg_pool2d(ctx, in[0], &k->d);
+    vf_status st = vf_tape_gradient(tp, vf_mul(ctx, out[0], in[1]), 1, in, out + 1);
+    vf_tape_end(tp);
+    return out[0] ? st : vf_status_get(ctx);
+}
+
+static void check_pool(vf_context *ctx, const pool_case *k, int idx, bool ties)
+{
+    int64_t xs[4] = {k->n, k->h, k->w, k->c}, out[2];
+    size_t nx = (size_t)(k->n * k->h * k->w * k->c);
+    float *x = malloc(sizeof *x * (nx + 1));
+    assert_non_null(x);
+    vt_fill_uniform(x, nx, -1, 1, 400 + (uint64_t)idx);
+    if (ties) /* a few values repeated: maxima tie, the gradient goes to the first */
+        for (size_t i = 0; i < nx; i++) x[i] = (float)((int)(x[i] * 2.0f)) * 0.5f;
+    double *dx = calloc(nx + 1, sizeof *dx);
+    double *want0 = ref_pool(k, x, NULL, dx, out); /* y only: sizes */
+    int64_t ys[4] = {k->n, out[0], out[1], k->c};
+    size_t ny = (size_t)(ys[0] * ys[1] * ys[2] * ys[3]);
+    float *wt = malloc(sizeof *wt * (ny + 1));
+    assert_true(dx && wt);
+    vt_fill_uniform(wt, ny, -1, 1, 500 + (uint64_t)idx);
+    memset(dx, 0, sizeof *dx * (nx + 1));
+    free(want0);
+    double *want = ref_pool(k, x, wt, dx, out);
+    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 4, xs, x), vf_tensor_from_host(ctx, VF_F32, 4, ys, wt)};
+    vf_function_desc fd = {.name = "pool_grad", .body = body_pool_grad, .user = (void *)k, .n_inputs = 2,
+                           .n_outputs = 2};
+    vf_function *fn = vf_function_create(ctx, &fd);
+    assert_non_null(fn);
+    for (int traced = 0; traced < 2; traced++) {
+        vf_tensor *r[2] = {0};
+        if (traced) assert_int_equal(vf_function_call(fn, in, r), VF_OK);
+        else assert_int_equal(body_pool_grad(ctx, in, r, (void *)k), VF_OK);
+        char what[80];
+        snprintf(what, sizeof what, "pool case %d%s %s: y", idx, ties ? " (ties)" : "", traced ? "traced" : "eager");
+        expect(r[0], 4, ys, want, 1e-6, what);
+        snprintf(what, sizeof what, "pool case %d%s %s: dx", idx, ties ? " (ties)" : "", traced ? "traced" : "eager");
+        expect(r[1], 4, xs, dx, 1e-5, what);
+        vf_tensor_release(r[0]);
+        vf_tensor_release(r[1]);
+    }
+    vf_function_destroy(fn);
+    vf_tensor_release(in[0]);
+    vf_tensor_release(in[1]);
+    free(x), free(dx), free(wt), free(want);
+}
+
+static void pool_matches_reference(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
+        check_pool(ctx, &pool_cases[i], (int)i, false);
+        if (pool_cases[i].is_max) check_pool(ctx, &pool_cases[i], (int)i, true);
+    }
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(pool_matches_reference)
+
+static void pool_bad_arguments(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    int64_t xs[4] = {1, 3, 3, 2}, x3[3] = {3, 3, 2};
+    vf_tensor *x = vf_fill(ctx, VF_F32, 4, xs, 1), *xr3 = vf_fill(ctx, VF_F32, 3, x3, 1);
+    vf_tensor *xi = vf_fill(ctx, VF_I32, 4, xs, 1);
+    assert_null(vf_max_pool2d(ctx, x, NULL));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_max_pool2d", "desc is NULL", NULL);
+    assert_null(vf_avg_pool2d(ctx, x, &(vf_pool2d_desc){.window = {0, 2}}));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_avg_pool2d", "window[0]", ">= 1", NULL);
+    assert_null(vf_max_pool2d(ctx, x, &(vf_pool2d_desc){.window = {2, 2}, .strides = {1, -1}}));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "strides[1] is -1", NULL);
+    assert_null(vf_max_pool2d(ctx, x, &(vf_pool2d_desc){.window = {2, 2}, .padding = VF_PADDING_EXPLICIT}));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "VF_PADDING_VALID or VF_PADDING_SAME", NULL);
+    assert_null(vf_max_pool2d(ctx, x, &(vf_pool2d_desc){.window = {4, 2}}));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "max_pool2d", "smaller than", "VF_PADDING_SAME", NULL);
+    assert_null(vf_avg_pool2d(ctx, xr3, &(vf_pool2d_desc){.window = {2, 2}}));
+    vt_expect_error(ctx, VF_ERROR_SHAPE, "rank 4", NULL);
+    assert_null(vf_avg_pool2d(ctx, xi, &(vf_pool2d_desc){.window = {2, 2}}));
+    vt_expect_error(ctx, VF_ERROR_DTYPE, "avg_pool2d", "i32", NULL);
+    vf_tensor_release(x);
+    vf_tensor_release(xr3);
+    vf_tensor_release(xi);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(pool_bad_arguments)
+
+/* Past the device's loop budget (a small one set by VKFUSE_TEST_LIMITS) a
+   Vulkan conv or pool fails with a status saying so; nothing is left
+   broken: a small one runs next. */
+static void window_past_loop_budget(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    setenv("VKFUSE_TEST_LIMITS", "max_loop=100", 1); /* a budget of 51 iterations */
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    unsetenv("VKFUSE_TEST_LIMITS");
+    int64_t xs[4] = {1, 9, 9, 8}, ws[4] = {3, 3, 8, 2}, ws1[4] = {1, 1, 8, 2};
+    vf_tensor *x = vf_fill(ctx, VF_F32, 4, xs, 1), *w = vf_fill(ctx, VF_F32, 4, ws, 1);
+    vf_tensor *w1 = vf_fill(ctx, VF_F32, 4, ws1, 1);
+    assert_null(vf_conv2d(ctx, x, w, NULL)); /* 72 terms per output */
+    vt_expect_error(ctx, VF_ERROR_UNSUPPORTED, "conv2d", "loop budget", "CPU backend", NULL);
+    assert_null(vf_max_pool2d(ctx, x, &(vf_pool2d_desc){.window = {8, 8}}));
+    vt_expect_error(ctx, VF_ERROR_UNSUPPORTED, "max_pool2d", "loop budget", NULL);
+    vf_tensor *y1 = vf_conv2d(ctx, x, w1, NULL); /* 8 terms */
+    assert_non_null(y1);
+    float *v = vt_read(y1);
+    assert_true(v[0] == 8.0f);
+    free(v);
+    vf_tensor *all[] = {x, w, w1, y1};
+    for (int k = 0; k < 4; k++) vf_tensor_release(all[k]);
+    vt_context_done(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        VT_PER_BACKEND_TESTS(conv_matches_reference),
+        VT_PER_BACKEND_TESTS(conv_symbolic_batch),
+        VT_PER_BACKEND_TESTS(conv_bad_arguments),
+        VT_PER_BACKEND_TESTS(conv_saved_keeps_geometry),
+        VT_PER_BACKEND_TESTS(pool_matches_reference),
+        VT_PER_BACKEND_TESTS(pool_bad_arguments),
+        cmocka_unit_test(window_past_loop_budget),
+    };
+    return VT_RUN_GROUP(tests);
+}
