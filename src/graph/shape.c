@@ -274,7 +274,7 @@ static vf_status infer_pool(vf_op op, const vf_conv_attrs *c, int n_in, const vf
     if (c->size[0] < 1 || c->size[1] < 1 || c->groups != 1 || c->dilation[0] != 1 || c->dilation[1] != 1)
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: window %d x %d must be >= 1 (groups and "
                           "dilations 1)", name, c->size[0], c->size[1]);
-    int64_t OH, OW;
+    int64_t OH = 0, OW = 0;   /* (set by conv_out_dim; -O2 cannot tell) */
     vf_status st = conv_out_dim(name, c, 0, x->dim[1], c->size[0], &OH, err);
     if (st == VF_OK) st = conv_out_dim(name, c, 1, x->dim[2], c->size[1], &OW, err);
     if (st != VF_OK) return st;
@@ -330,7 +330,7 @@ static vf_status infer_conv(vf_op op, const vf_conv_attrs *c, const vf_shape *in
     if (KH < 1 || KW < 1)
         return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the filter has an empty window (%lld x %lld); kh and kw "
                           "must be >= 1", name, (long long)KH, (long long)KW);
-    int64_t OH, OW;
+    int64_t OH = 0, OW = 0;   /* (set by conv_out_dim; -O2 cannot tell) */
     vf_status st = conv_out_dim(name, c, 0, H, KH, &OH, err);
     if (st == VF_OK) st = conv_out_dim(name, c, 1, W, KW, &OW, err);
     if (st != VF_OK) return st;
