@@ -22,7 +22,7 @@
  * Time-budgeted (tests/testutil.h vt_seeds): each random test runs seeds
  * 1, 2, ... until its budget (VKFUSE_RANDOM_BUDGET=<s> for every test) or
  * exactly VKFUSE_RANDOM_CASES=<n>, and all of them together stop after
- * VKFUSE_DIFF_TOTAL seconds (default 60; each its minimum of cases);
+ * VKFUSE_DIFF_TOTAL seconds (default 60, 30 in the sanitizer build; each its minimum of cases);
  * VKFUSE_RANDOM_SEED=<s> starts at s. A failure prints the program, the
  * seed, the mode and the element, and the command line that reruns it
  * alone (VKFUSE_DIFF_TEST=<test> runs only that random test). ctest runs
@@ -411,10 +411,13 @@ static void run_random(const char *name, vf_dtype dtype, dp_kind kind, long max_
     test_name = name;
     const char *only = getenv("VKFUSE_DIFF_TEST");
     if (only && *only && strcmp(only, name) != 0) return;
-    /* the whole binary stays within VKFUSE_DIFF_TOTAL seconds (default 60):
+    /* the whole binary stays within VKFUSE_DIFF_TOTAL seconds (default 60, halved in the sanitizer build):
        a test whose turn comes late gets what is left, and its minimum */
     static double deadline;
-    if (!deadline) deadline = vt_now() + (double)vt_env_long("VKFUSE_DIFF_TOTAL", 60);
+    if (!deadline) {
+        long total = vt_env_long("VKFUSE_DIFF_TOTAL", -1);
+        deadline = vt_now() + (total >= 0 ? (double)total : vt_budget_default(60));
+    }
     vt_seeds seeds;
     vt_seeds_init(&seeds, max_cases, min_cases, budget_s);
     if (!seeds.fixed && seeds.budget_s > deadline - vt_now()) {

@@ -157,6 +157,15 @@ long vt_env_long(const char *name, long dflt)
     return v && *v ? strtol(v, NULL, 10) : dflt;
 }
 
+double vt_budget_default(double budget_s)
+{
+#ifdef VKFUSE_SANITIZE_BUILD
+    return budget_s / 2;
+#else
+    return budget_s;
+#endif
+}
+
 void vt_seeds_init(vt_seeds *s, long max_cases, long min_cases, double budget_s)
 {
     memset(s, 0, sizeof *s);
@@ -165,7 +174,8 @@ void vt_seeds_init(vt_seeds *s, long max_cases, long min_cases, double budget_s)
     s->fixed = n >= 0;
     s->max_cases = s->fixed ? n : max_cases;
     s->min_cases = s->fixed ? n : min_cases;
-    s->budget_s = (double)vt_env_long("VKFUSE_RANDOM_BUDGET", (long)budget_s);
+    s->budget_s = (double)vt_env_long("VKFUSE_RANDOM_BUDGET", -1);
+    if (s->budget_s < 0) s->budget_s = vt_budget_default(budget_s);
     s->t0 = vt_now();
 }
 

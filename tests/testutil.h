@@ -88,6 +88,11 @@ typedef struct vt_seeds {
     bool fixed; /* VKFUSE_RANDOM_CASES was given */
 } vt_seeds;
 void vt_seeds_init(vt_seeds *s, long max_cases, long min_cases, double budget_s);
+/* Default time budgets are halved in the sanitizer build (it runs the
+   same cases 2-5x slower, and its job is memory errors, which the first
+   cases find as well as the last); a budget given by the environment is
+   taken as it is. */
+double vt_budget_default(double budget_s);
 /* The next seed into *seed; false when the count or the budget is spent. */
 bool vt_seeds_next(vt_seeds *s, uint64_t *seed);
 /* "n cases from seed s in t s (budget b s)" for the test's summary line. */
