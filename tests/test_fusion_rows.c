@@ -367,14 +367,17 @@ static void test_patterns_on_device(void **state)
     rt_done(&h);
 }
 
+/* A lavapipe-like profile for the GLSL-only tests (no device needed). */
+static const vf_device_caps caps_lavapipe = {
+    .is_cpu = true, .subgroup_size = 8, .subgroup_arithmetic = true, .max_workgroup_invocations = 1024,
+    .max_workgroup_size = {1024, 1024, 64}, .max_workgroup_count = {65535, 65535, 65535},
+    .max_push_constants = 128, .shared_memory_bytes = 32768, .storage16 = true, .storage8 = true};
+
 /* The GLSL depends on the pattern, not the sizes: one pipeline per batch. */
 static void test_glsl_size_independent(void **state)
 {
     (void)state;
-    vf_device_caps caps = {.is_cpu = true, .subgroup_size = 8, .subgroup_arithmetic = true,
-                           .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 64},
-                           .max_workgroup_count = {65535, 65535, 65535}, .max_push_constants = 128,
-                           .shared_memory_bytes = 32768, .storage16 = true, .storage8 = true};
+    vf_device_caps caps = caps_lavapipe;
     for (int pt = 0; pt < P_COUNT; pt++) {
         char *src[3] = {NULL, NULL, NULL};
         static const int64_t rows[3] = {3, 64, 3}, cols[3] = {1000, 1000, 37};
@@ -502,10 +505,7 @@ static void check_fn(const char *what, vf_body body, int n_in, int unfused_kerne
 static void test_heavy_rolled(void **state)
 {
     (void)state;
-    vf_device_caps cpu = {.is_cpu = true, .subgroup_size = 8, .subgroup_arithmetic = true,
-                          .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 64},
-                          .max_workgroup_count = {65535, 65535, 65535}, .max_push_constants = 128,
-                          .shared_memory_bytes = 32768, .storage16 = true, .storage8 = true};
+    vf_device_caps cpu = caps_lavapipe;
     vf_device_caps gpu = cpu;
     gpu.is_cpu = false;
     gpu.subgroup_size = 32;
