@@ -18,8 +18,11 @@
  *   draw), f16; its gradient mask * dy / (1 - rate) exactly, eager and
  *   traced.
  * - save / load: a loaded function continues the saved state.
+ * - limits: under 8 workgroups per dispatch the kernels stride over more
+ *   workgroups (eager and traced) and still give the reference.
  * - errors: rates, dtypes, NULL / destroyed / foreign generators, creation
  *   while tracing; empty draws advance the state. */
+#include "limits_common.h"
 #include "testutil.h"
 #include "util/dtype.h"
 #include "util/philox.h"
@@ -467,6 +470,39 @@ static void errors(vf_backend b)
 }
 VT_PER_BACKEND(errors)
 
+/* ---- device limits ------------------------------------------------------------ */
+
+static vf_status big_draws(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)in;
+    out[0] = vf_generator_uniform(ctx, user, VF_F32, 1, (int64_t[]){10001});
+    out[1] = vf_generator_normal(ctx, user, VF_F16, 1, (int64_t[]){5003});
+    return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+/* Under LIMITS (8 workgroups of at most 256 per dispatch) 10001 uniforms
+   are 2501 blocks, 5003 normals 2502: both kernels loop over their
+   workgroups (grid stride), eager and traced. */
+static void test_limits(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    vf_context *vk = lim_context(LIMITS);
+    vf_generator *g = vf_generator_create(vk, 77);
+    vf_tensor *t[2] = {0};
+    assert_int_equal(big_draws(vk, NULL, t, g), VF_OK);
+    check_draw(t[0], 77, 0, true, "eager uniform past the workgroup limit");
+    check_draw(t[1], 77, 1, false, "eager normal past the workgroup limit");
+    vf_function *fn = vf_function_create(vk, &(vf_function_desc){.name = "big", .body = big_draws, .user = g,
+                                                                .n_outputs = 2});
+    assert_int_equal(vf_function_call(fn, NULL, t), VF_OK);
+    check_draw(t[0], 77, 2, true, "traced uniform past the workgroup limit");
+    check_draw(t[1], 77, 3, false, "traced normal past the workgroup limit");
+    vf_function_destroy(fn);
+    vf_generator_destroy(g);
+    vt_context_done(vk);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -474,6 +510,7 @@ int main(void)
         cmocka_unit_test(test_backends_agree),  VT_PER_BACKEND_TESTS(statistics),
         VT_PER_BACKEND_TESTS(dropout_values),   VT_PER_BACKEND_TESTS(dropout_gradient),
         VT_PER_BACKEND_TESTS(saved),            VT_PER_BACKEND_TESTS(errors),
+        cmocka_unit_test(test_limits),
     };
     return VT_RUN_GROUP(tests);
 }
