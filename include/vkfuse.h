@@ -189,12 +189,12 @@ VF_API vf_tensor *vf_fill(vf_context *ctx, vf_dtype dtype, int rank, const int64
                           double value);
 /* Standard normal samples from a Philox-4x32-10 counter-based generator
    with Box-Muller: the same seed gives the same numbers on every backend
-   (to within a few ulps of libm's log/cos/sin). */
+   (to within a few ulps of libm's log/cos/sin). The seed is a host value:
+   a traced function draws the same numbers at every call; for numbers
+   that change at every call (dropout in a traced train step) use a
+   vf_generator. */
 VF_API vf_tensor *vf_random_normal(vf_context *ctx, vf_dtype dtype, int rank,
                                    const int64_t *shape, uint64_t seed);
-   /* vf_random_normal's seed is a host value: a traced function draws the
-      same numbers at every call. For numbers that change at every call
-      (dropout in a traced train step) use a vf_generator. */
 
 /* Generators (tf.random.Generator): a random stream whose state lives on
    the device, like a variable, and advances by one at every draw, eager or

@@ -18,6 +18,8 @@
  *   draw), f16; its gradient mask * dy / (1 - rate) exactly, eager and
  *   traced.
  * - save / load: a loaded function continues the saved state.
+ * - control flow: a draw in a vf_cond branch advances the state only when
+ *   the branch is taken (traced).
  * - limits: under 8 workgroups per dispatch the kernels stride over more
  *   workgroups (eager and traced) and still give the reference.
  * - errors: rates, dtypes, NULL / destroyed / foreign generators, creation
@@ -470,6 +472,55 @@ static void errors(vf_backend b)
 }
 VT_PER_BACKEND(errors)
 
+/* ---- control flow ------------------------------------------------------------- */
+
+static vf_status draw_branch(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    out[0] = vf_add(ctx, in[0], vf_generator_uniform(ctx, user, VF_F32, 1, (int64_t[]){6}));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static vf_status no_draw(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_neg(ctx, in[0]);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* vf_cond(pred, draw, no draw); then a draw after it */
+static vf_status cond_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor *z = vf_fill(ctx, VF_F32, 1, (int64_t[]){6}, 0.0);
+    vf_status s = vf_cond(ctx, in[0], draw_branch, no_draw, 1, &z, 1, &out[0], user);
+    out[1] = vf_generator_uniform(ctx, user, VF_F32, 1, (int64_t[]){6});
+    return s != VF_OK ? s : out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+/* A draw inside a vf_cond branch advances the state only when the branch
+   is taken, traced as eagerly: calls with pred true, false, true draw
+   (0, 1), (-, 2), (3, 4). */
+static void control_flow(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    vf_generator *g = vf_generator_create(ctx, 12);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "cond", .body = cond_body, .user = g,
+                                                                 .n_inputs = 1, .n_outputs = 2});
+    const bool preds[3] = {true, false, true};
+    uint64_t d = 0;
+    for (int i = 0; i < 3; i++) {
+        vf_tensor *p = vf_tensor_from_host(ctx, VF_BOOL, 0, NULL, &preds[i]), *o[2] = {0};
+        assert_int_equal(vf_function_call(fn, &p, o), VF_OK);
+        if (preds[i]) check_draw(o[0], 12, d++, true, "drawn in the branch taken");
+        else assert_true(fabsf(vt_read1(vf_reduce_sum(ctx, vf_abs(ctx, o[0]), 0, NULL, false))) == 0);
+        check_draw(o[1], 12, d++, true, "drawn after the cond");
+        vf_tensor_release(p);
+    }
+    vf_function_destroy(fn);
+    vf_generator_destroy(g);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(control_flow)
+
 /* ---- device limits ------------------------------------------------------------ */
 
 static vf_status big_draws(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -510,7 +561,7 @@ int main(void)
         cmocka_unit_test(test_backends_agree),  VT_PER_BACKEND_TESTS(statistics),
         VT_PER_BACKEND_TESTS(dropout_values),   VT_PER_BACKEND_TESTS(dropout_gradient),
         VT_PER_BACKEND_TESTS(saved),            VT_PER_BACKEND_TESTS(errors),
-        cmocka_unit_test(test_limits),
+        VT_PER_BACKEND_TESTS(control_flow),     cmocka_unit_test(test_limits),
     };
     return VT_RUN_GROUP(tests);
 }
