@@ -18,12 +18,16 @@
  *   draw), f16; its gradient mask * dy / (1 - rate) exactly, eager and
  *   traced.
  * - save / load: a loaded function continues the saved state.
+ * - the 64-bit draw number: RNG_ADVANCE carries into the high word and a
+ *   draw reads it (the backends' kernels run directly on a state past
+ *   2^32, which no test could reach by drawing).
  * - control flow: a draw in a vf_cond branch advances the state only when
  *   the branch is taken (traced).
  * - limits: under 8 workgroups per dispatch the kernels stride over more
  *   workgroups (eager and traced) and still give the reference.
  * - errors: rates, dtypes, NULL / destroyed / foreign generators, creation
  *   while tracing; empty draws advance the state. */
+#include "frontend/frontend.h"
 #include "limits_common.h"
 #include "testutil.h"
 #include "util/dtype.h"
@@ -472,6 +476,47 @@ static void errors(vf_backend b)
 }
 VT_PER_BACKEND(errors)
 
+/* ---- the draw number's high word ----------------------------------------------- */
+
+/* state [lo, hi] through the backend's RNG_ADVANCE, in place as the
+   generator runs it */
+static void advance_case(vf_context *ctx, uint32_t lo, uint32_t hi, uint32_t want_lo, uint32_t want_hi)
+{
+    const uint32_t s0[2] = {lo, hi};
+    vf_tensor *s = vf_tensor_from_host(ctx, VF_U32, 1, (int64_t[]){2}, s0);
+    vf_exec e = {.op = VF_OP_RNG_ADVANCE, .n_in = 1, .in[0] = vf_tensor_ref(s), .out = vf_tensor_ref(s)};
+    assert_int_equal(ctx->be.iface->exec(ctx->be.self, &e), VF_OK);
+    uint32_t got[2];
+    assert_int_equal(vf_tensor_read(s, got, sizeof got), VF_OK);
+    if (got[0] != want_lo || got[1] != want_hi)
+        fail_msg("advance of [%#x, %#x]: [%#x, %#x], want [%#x, %#x]", lo, hi, got[0], got[1], want_lo, want_hi);
+    vf_tensor_release(s);
+}
+
+static void high_word(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    advance_case(ctx, 0xffffffffu, 5, 0, 6);
+    advance_case(ctx, 7, 0xffffffffu, 8, 0xffffffffu);
+    advance_case(ctx, 0xffffffffu, 0xffffffffu, 0, 0);
+    /* draw d = 2^32 + 3 of a uniform and a normal */
+    const uint32_t s0[2] = {3, 1};
+    vf_tensor *s = vf_tensor_from_host(ctx, VF_U32, 1, (int64_t[]){2}, s0);
+    for (int k = 0; k < 2; k++) {
+        vf_tensor *like = vf_fill(ctx, VF_BOOL, 1, (int64_t[]){21}, 0);
+        vf_tensor *out = vf_fill(ctx, VF_F32, 1, (int64_t[]){21}, 0);
+        vf_exec e = {.op = k ? VF_OP_RNG_NORMAL : VF_OP_RNG_UNIFORM, .n_in = 2, .attrs.seed = SEED,
+                     .attrs.dtype = VF_F32, .in[0] = vf_tensor_ref(s), .in[1] = vf_tensor_ref(like),
+                     .out = vf_tensor_ref(out)};
+        assert_int_equal(ctx->be.iface->exec(ctx->be.self, &e), VF_OK);
+        check_draw(out, SEED, ((uint64_t)1 << 32) + 3, k == 0, "a draw past 2^32");
+        vf_tensor_release(out), vf_tensor_release(like);
+    }
+    vf_tensor_release(s);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(high_word)
+
 /* ---- control flow ------------------------------------------------------------- */
 
 static vf_status draw_branch(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -561,7 +606,8 @@ int main(void)
         cmocka_unit_test(test_backends_agree),  VT_PER_BACKEND_TESTS(statistics),
         VT_PER_BACKEND_TESTS(dropout_values),   VT_PER_BACKEND_TESTS(dropout_gradient),
         VT_PER_BACKEND_TESTS(saved),            VT_PER_BACKEND_TESTS(errors),
-        VT_PER_BACKEND_TESTS(control_flow),     cmocka_unit_test(test_limits),
+        VT_PER_BACKEND_TESTS(control_flow),     VT_PER_BACKEND_TESTS(high_word),
+        cmocka_unit_test(test_limits),
     };
     return VT_RUN_GROUP(tests);
 }
