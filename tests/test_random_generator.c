@@ -435,6 +435,10 @@ static void errors(vf_backend b)
     vf_tensor *xi = vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){1}, &iv);
     assert_null(vf_dropout(ctx, g, xi, 0.5));
     vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_dropout", "f32 or f16", NULL);
+    vf_tensor *xh = vf_cast(ctx, x, VF_F16);
+    assert_null(vf_dropout(ctx, g, xh, 0.99999)); /* scale 100000: not an f16 */
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_dropout", "65504", NULL);
+    vf_tensor_release(vf_dropout(ctx, g, xh, 0.999)); /* scale 1000: fine (and draws: draw 0) */
     assert_null(vf_generator_uniform(ctx, g, VF_I32, 1, (int64_t[]){4}));
     vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_generator_uniform", "f32 or f16", NULL);
     assert_null(vf_generator_normal(ctx, g, VF_F32, 1, (int64_t[]){-2}));
@@ -462,7 +466,7 @@ static void errors(vf_backend b)
     vf_tensor *ed = vf_dropout(ctx, g, ex, 0.5);
     assert_non_null(ed);
     assert_int_equal(vf_tensor_dim(ed, 0), 0);
-    check_draw(vf_generator_uniform(ctx, g, VF_F32, 1, (int64_t[]){8}), 3, 2, true, "after two empty draws");
+    check_draw(vf_generator_uniform(ctx, g, VF_F32, 1, (int64_t[]){8}), 3, 3, true, "after two empty draws");
     /* destroyed: an error, not a crash, for draws and a second destroy */
     vf_generator_destroy(g);
     assert_null(vf_generator_uniform(ctx, g, VF_F32, 0, NULL));

@@ -191,6 +191,11 @@ vf_tensor *vf_dropout(vf_context *ctx, vf_generator *gen, vf_tensor *x, double r
                 "element is dropped (0: keep all, e.g. at inference)", name, rate);
         return NULL;
     }
+    if (x->dtype == VF_F16 && 1.0 / (1.0 - rate) > 65504.0) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: rate %.9g scales kept f16 elements by 1 / (1 - rate) = %g, "
+                "above f16's largest value 65504; use a smaller rate or an f32 x", name, rate, 1.0 / (1.0 - rate));
+        return NULL;
+    }
     if (rate == 0.0) return vf_reshape(ctx, x, x->rank, x->shape); /* x itself, as a view: no draw */
     vf_tensor *u = draw(ctx, name, gen, VF_OP_RNG_UNIFORM, VF_F32, x);
     vf_tensor *r = vf_fill(ctx, VF_F32, 0, NULL, rate);
