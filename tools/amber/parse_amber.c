@@ -275,10 +275,10 @@ static am_status buffer_file(ap_parser *p, am_buffer *b)
         binary = p->t.text[0] == 'B';
         TRY(ap_word(p, "a file path"));
     } else if (!strcmp(p->t.text, "PNG")) {
-        return ap_skip(p, &p->t, "images not supported (BUFFER FILE PNG)");
+        return ap_skip(p, &p->t, "PNG image files not supported (BUFFER FILE PNG)");
     } else {
         /* Amber reads a FILE without a kind as a PNG image. */
-        return ap_skip(p, &p->t, "images not supported (BUFFER FILE without TEXT or BINARY is a PNG)");
+        return ap_skip(p, &p->t, "PNG image files not supported (BUFFER FILE without TEXT or BINARY is a PNG)");
     }
     if (strlen(p->t.text) >= sizeof b->file) return ap_err(p, &p->t, "path too long%s", "");
     strcpy(b->file, p->t.text);
@@ -342,7 +342,7 @@ static am_status cmd_buffer(ap_parser *p)
         int r = am_parse_type(p->t.text, &b->fmt);
         if (r != 2) {
             if (r < 0 || !strncmp(p->t.text, "D", 1) || !strncmp(p->t.text, "S8", 2))
-                return ap_skip(p, &p->t, "images not supported (packed, depth or stencil format)");
+                return ap_skip(p, &p->t, "packed, depth and stencil formats not supported");
             return ap_err(p, &p->t, "unknown format '%s'", p->t.text);
         }
         am_set_format(b, p->t.text);

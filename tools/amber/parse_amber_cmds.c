@@ -144,7 +144,7 @@ am_status ap_cmd_expect(ap_parser *p)
     am_tok idx = p->t;
     uint64_t dummy;
     if (ap_peek_is_word(p) && am_parse_uint(am_lex_peek(&p->lx)->text, UINT32_MAX, &dummy))
-        return ap_skip(p, am_lex_peek(&p->lx), "images not supported (EXPECT x y)");
+        return ap_skip(p, am_lex_peek(&p->lx), "image probes (EXPECT b IDX x y SIZE w h, EQ_RGB[A]) not supported");
     uint32_t in_elem = (uint32_t)(c->offset % c->fmt.stride);
     bool on_comp = false;
     for (uint32_t i = 0; i < c->fmt.n_comp; i++) on_comp |= c->fmt.comp_off[i] == in_elem;
@@ -166,7 +166,7 @@ am_status ap_cmd_expect(ap_parser *p)
         if (!strcmp(p->t.text, ops[i])) op = i;
     if (op < 0) {
         if (!strcmp(p->t.text, "EQ_RGB") || !strcmp(p->t.text, "EQ_RGBA"))
-            return ap_skip(p, &p->t, "images not supported (EQ_RGB)");
+            return ap_skip(p, &p->t, "image probes (EQ_RGB[A]) not supported");
         return ap_err(p, &p->t, "unknown comparison '%s'", p->t.text);
     }
     c->cmp = (am_cmp)op;

@@ -138,9 +138,9 @@ am_status ap_cmd_image(ap_parser *p)
         }
     }
     /* Amber's checks, in its order. */
-    if (b->dim == 3 && !d_set) return ap_err(p, &p->t, "expected IMAGE %s", "DEPTH");
-    if ((b->dim == 2 || b->dim == 3) && !h_set) return ap_err(p, &p->t, "expected IMAGE %s", "HEIGHT");
-    if (!w_set) return ap_err(p, &p->t, "expected IMAGE %s", "WIDTH");
+    if (b->dim == 3 && !d_set) return ap_err(p, &at, "expected IMAGE %s", "DEPTH");
+    if ((b->dim == 2 || b->dim == 3) && !h_set) return ap_err(p, &at, "expected IMAGE %s", "HEIGHT");
+    if (!w_set) return ap_err(p, &at, "expected IMAGE %s", "WIDTH");
     if (!b->has_fmt) return ap_err(p, &at, "IMAGE '%s' needs a DATA_TYPE or FORMAT", b->name);
     TRY(set_elements(p, b));
     uint64_t want = b->elements;
