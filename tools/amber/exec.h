@@ -88,6 +88,13 @@ void am_img_record_readback(am_exec *x, const am_script *s);
 void am_img_finish(am_exec *x, const am_script *s);
 void am_img_destroy(am_exec *x);
 
+/* In the parent, before forking the workers: creates and destroys a
+   Vulkan instance (with the validation layer when o asks for it) and keeps
+   every shared object it loaded (loader, drivers, LLVM, layer) loaded, so
+   a worker's instance does not dlopen and relocate them again: that was
+   most of a small test's cost. False when it could not, or when it left a
+   thread behind (its drivers' libraries stay loaded all the same). */
+bool am_exec_preload(const am_exec_opts *o);
 /* Creates the device for s, or says why it cannot: SKIP naming the
    missing feature / extension / version, ERROR when there is no device. */
 am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, am_result *res);
