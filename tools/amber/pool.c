@@ -87,7 +87,7 @@ static void work(int cmd, int res, char *const *files, const am_exec_opts *o)
     exit(0);
 }
 
-static bool spawn(worker *w, worker *all, int n_all, char *const *files, const am_exec_opts *o)
+static bool spawn(worker *w, worker *all, int n_all, bool *done, char *const *files, const am_exec_opts *o)
 {
     int c[2], r[2];
     if (pipe(c) != 0) return false;
@@ -107,6 +107,10 @@ static bool spawn(worker *w, worker *all, int n_all, char *const *files, const a
            keep a sibling's command pipe open (it would never see EOF). */
         for (int i = 0; i < n_all; i++)
             if (all[i].pid) close(all[i].cmd), close(all[i].res);
+        /* The parent's bookkeeping is not the worker's (and would show as
+           a leak when the worker exits). */
+        free(all);
+        free(done);
         close(c[1]);
         close(r[0]);
         work(c[0], r[1], files, o);
@@ -194,7 +198,7 @@ void am_pool_run(char *const *files, int n_files, int jobs, const am_exec_opts *
     while (printed < n_files) {
         bool any_worker = false;
         for (int i = 0; i < jobs; i++) {
-            if (!w[i].pid && next < n_files && !spawn(&w[i], w, jobs, files, o)) spawn_errno = errno;
+            if (!w[i].pid && next < n_files && !spawn(&w[i], w, jobs, done, files, o)) spawn_errno = errno;
             if (w[i].pid && w[i].file < 0 && next < n_files) {
                 uint32_t idx = (uint32_t)next;
                 if (full_io(w[i].cmd, &idx, sizeof idx, true)) {
