@@ -232,7 +232,8 @@ typedef enum {
 
 typedef enum {
     AM_CMD_RUN, AM_CMD_REPEAT, AM_CMD_COPY, AM_CMD_EXPECT, AM_CMD_EXPECT_EQ_BUFFER,
-    AM_CMD_EXPECT_RMSE, AM_CMD_EXPECT_EMD, AM_CMD_WRITE
+    AM_CMD_EXPECT_RMSE, AM_CMD_EXPECT_EMD, AM_CMD_WRITE,
+    AM_CMD_EXPECT_PROBE          /* EXPECT b IDX x y SIZE w h EQ_RGB[A] r g b [a] [TOLERANCE t...] */
 } am_cmd_kind;
 
 typedef struct am_cmd {
@@ -256,6 +257,9 @@ typedef struct am_cmd {
     double tolerance;            /* RMSE / EMD */
     uint8_t *bytes;              /* WRITE */
     size_t n_bytes;
+    uint32_t probe[4];           /* PROBE: x, y, width, height in texels */
+    double rgba[4];              /* PROBE: expected components, value / 255 as Amber keeps them */
+    bool probe_rgba;             /* EQ_RGBA (else EQ_RGB: alpha not compared) */
 } am_cmd;
 
 typedef struct am_script {
@@ -313,6 +317,9 @@ am_status am_fail_at(am_result *res, am_pos pos, const char *fmt, ...)
    first differing element, or leaves it alone on success. */
 am_status am_check(const am_script *s, const am_cmd *c, const uint8_t *data, uint64_t size,
                    const uint8_t *data2, uint64_t size2, am_result *res);
+/* EXPECT b IDX x y SIZE w h EQ_RGB[A] on b's texels (check_probe.c), as
+   Amber's Verifier::Probe. */
+am_status am_check_probe(const am_script *s, const am_cmd *c, const uint8_t *data, uint64_t size, am_result *res);
 /* Materialises a buffer's initial contents into dst (am_buffer_bytes). */
 void am_buffer_init(const am_buffer *b, uint8_t *dst, uint64_t bytes);
 /* Appends a hex/values dump of a buffer to buf (for -v). */
