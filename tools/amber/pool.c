@@ -113,6 +113,10 @@ static bool spawn(worker *w, worker *all, int n_all, bool *done, char *const *fi
         free(done);
         close(c[1]);
         close(r[0]);
+        /* Not inherited by spirv-opt (optimize.c runs it). */
+        fcntl(c[0], F_SETFD, FD_CLOEXEC);
+        fcntl(r[1], F_SETFD, FD_CLOEXEC);
+        signal(SIGPIPE, SIG_DFL);
         work(c[0], r[1], files, o);
     }
     close(c[0]);
@@ -191,6 +195,9 @@ void am_pool_run(char *const *files, int n_files, int jobs, const am_exec_opts *
         free(done);
         return;
     }
+    /* Handing a file to a worker that has just died must be an EPIPE (the
+       worker is then buried), not a SIGPIPE that ends the run. */
+    void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
     int next = 0, printed = 0;
     /* A worker that cannot be started leaves its files to the others; with
        none at all, each remaining file says why. */
@@ -252,4 +259,5 @@ void am_pool_run(char *const *files, int n_files, int jobs, const am_exec_opts *
         }
     free(w);
     free(done);
+    signal(SIGPIPE, old_pipe);
 }
