@@ -12,8 +12,9 @@
  *   body are ordered.
  * - backends: the same traced + eager sequence with dropout on the CPU
  *   backend and on Vulkan: uniforms and dropout bit for bit.
- * - statistics: 2^20 uniforms in [0, 1) (f16: below 1 too) and normals,
- *   mean and variance within 6 standard errors.
+ * - statistics: 2^18 uniforms in [0, 1) (f16: below 1 too) and normals
+ *   (VKFUSE_GENERATOR_DRAWS=<n> for more), mean and variance within 6
+ *   standard errors.
  * - dropout: kept fraction, the scale, the expectation, rate 0 (x, no
  *   draw), f16; its gradient mask * dy / (1 - rate) exactly, eager and
  *   traced.
@@ -235,7 +236,7 @@ static void statistics(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
     vf_generator *g = vf_generator_create(ctx, 2026);
-    const int64_t n = 1 << 20;
+    const int64_t n = vt_env_long("VKFUSE_GENERATOR_DRAWS", 1 << 18); /* more: tighter bounds, slower */
     for (int k = 0; k < 3; k++) {
         vf_dtype dt = k == 1 ? VF_F16 : VF_F32;
         bool uni = k < 2;
