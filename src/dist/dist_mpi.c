@@ -15,13 +15,15 @@
 
 typedef struct {
     int32_t rank;
-    int32_t left; /* 1: vf_dist_destroy, 0: failed */
+    int32_t left; /* 1: vf_dist_destroy, 0: failed, 2: timed out (the roll call) */
     uint64_t done; /* calls completed before it failed or left */
     char text[496];
 } notice;
 
 struct vf_dist_mpi {
     MPI_Comm comm;
+    bool *heard;            /* [size]: a notice came from this rank (the roll call) */
+    bool roll;              /* another rank gave up: answer its roll call */
     bool told;              /* sent its notice: one per rank, later failures are consequences */
     notice in;
 };
@@ -54,16 +56,20 @@ static const char *mpi_err(int rc, char *buf)
     return buf;
 }
 
+/* A roll call found a silent rank: it may be dead, and Open MPI's
+   MPI_Finalize then waits for it forever. */
+static bool peer_silent;
+
 static void at_exit_finalize(void)
 {
     int fin = 1;
     MPI_Finalized(&fin);
-    if (!fin) MPI_Finalize();
+    if (!fin && !peer_silent) MPI_Finalize();
 }
 
 /* Takes any notices that arrived; fails if one names a rank that will not
    take part in the current call. */
-static vf_status poll_notices(vf_dist *d)
+static vf_status poll_notices(vf_dist *d, bool quiet)
 {
     struct vf_dist_mpi *m = d->mpi;
     for (;;) {
@@ -74,17 +80,59 @@ static vf_status poll_notices(vf_dist *d)
             break;
         m->in.text[sizeof m->in.text - 1] = 0;
         int r = st.MPI_SOURCE;
-        d->left_after[r] = m->in.done;
-        if (m->in.done < d->calls)
+        m->heard[r] = true;
+        if (m->in.left != 2) d->left_after[r] = m->in.done; /* a roll call is no goodbye */
+        if (m->in.left == 2 && m->in.done < d->calls) m->roll = true;
+        else if (m->in.done < d->calls && !quiet)
             return vf_dist_fail(d, VF_ERROR_DEVICE, true, "%s (call %llu): rank %d %s: %s", d->what,
                                 (unsigned long long)d->calls, r,
-                                m->in.left ? "left (vf_dist_destroy) before this call" : "failed", m->in.text);
+                                m->in.left == 1 ? "left (vf_dist_destroy) before this call"
+                                : m->in.left == 2 ? "gave up"
+                                                  : "failed",
+                                m->in.text);
     }
+    if (quiet) return VF_OK;
     for (int r = 0; r < d->size; r++)
         if (d->left_after[r] < d->calls)
             return vf_dist_fail(d, VF_ERROR_DEVICE, true, "%s (call %llu): rank %d left or failed after call %llu",
                                 d->what, (unsigned long long)d->calls, r, (unsigned long long)d->left_after[r]);
     return VF_OK;
+}
+
+static void send_notice(vf_dist *d, int left, uint64_t done, const char *msg);
+
+/* The deadline passed. MPI cannot say which peer is missing, so ask: tell
+   every rank this one gives up, and listen for a while; live ranks stuck in
+   the same call give up about as late and answer. The silent ones are named. */
+static vf_status roll_call(vf_dist *d, const char *op)
+{
+    struct vf_dist_mpi *m = d->mpi;
+    char msg[128];
+    snprintf(msg, sizeof msg, "its %s in call %llu timed out after %.3g s", op, (unsigned long long)d->calls,
+             d->timeout_s);
+    send_notice(d, 2, d->calls - 1, msg);
+    double until = now() + (d->timeout_s < 2 ? d->timeout_s : 2);
+    for (int polls = 0; now() < until; polls++) {
+        poll_notices(d, true);
+        int missing = 0;
+        for (int r = 0; r < d->size; r++) missing += r != d->rank && !m->heard[r];
+        if (!missing) break;
+        nap(polls + 500);
+    }
+    char silent[200] = "";
+    int k = 0, n = 0;
+    for (int r = 0; r < d->size && k < (int)sizeof silent - 12; r++)
+        if (r != d->rank && !m->heard[r]) k += snprintf(silent + k, sizeof silent - (size_t)k, "%s%d", n++ ? ", " : "", r);
+    if (n) peer_silent = true;
+    if (n)
+        return vf_dist_fail(d, VF_ERROR_DEVICE, true,
+                            "%s (call %llu): %s did not complete within %.3g s; rank%s %s did not answer: died, exited, "
+                            "or stopped making the same calls (set vf_dist_desc.timeout_s to wait longer)",
+                            d->what, (unsigned long long)d->calls, op, d->timeout_s, n > 1 ? "s" : "", silent);
+    return vf_dist_fail(d, VF_ERROR_DEVICE, true,
+                        "%s (call %llu): %s did not complete within %.3g s, though every rank answered: the ranks "
+                        "do not make the same calls",
+                        d->what, (unsigned long long)d->calls, op, d->timeout_s);
 }
 
 /* Waits for rq: VF_OK when done; VF_ERROR_DEVICE on an MPI error, a
@@ -100,13 +148,9 @@ static vf_status wait_for(vf_dist *d, MPI_Request *rq, const char *op)
             return vf_dist_fail(d, VF_ERROR_DEVICE, true, "%s (call %llu): %s failed: %s", d->what,
                                 (unsigned long long)d->calls, op, mpi_err(rc, eb));
         if (done) return VF_OK;
-        vf_status s = poll_notices(d);
+        vf_status s = poll_notices(d, false);
         if (s != VF_OK) return s;
-        if (now() > deadline)
-            return vf_dist_fail(d, VF_ERROR_DEVICE, true,
-                                "%s (call %llu): %s did not complete within %.3g s: another rank died, exited or "
-                                "stopped making the same calls (set vf_dist_desc.timeout_s to wait longer)",
-                                d->what, (unsigned long long)d->calls, op, d->timeout_s);
+        if (now() > deadline || d->mpi->roll) return roll_call(d, op);
         nap(polls);
     }
 }
@@ -123,12 +167,16 @@ vf_status vf_dist_mpi_open(vf_dist *d, const vf_dist_desc *desc)
         if (rc != MPI_SUCCESS) return vf_dist_fail(d, VF_ERROR_DEVICE, true, "vf_dist_create: MPI_Init failed: %s", mpi_err(rc, eb));
         atexit(at_exit_finalize);
     }
-    d->mpi = calloc(1, sizeof *d->mpi);
-    if (!d->mpi) return vf_dist_fail(d, VF_ERROR_OUT_OF_MEMORY, true, "vf_dist_create: out of host memory");
     MPI_Comm base = desc->comm == (MPI_Comm)0 ? MPI_COMM_WORLD : desc->comm;
-    d->mpi->comm = MPI_COMM_NULL;
     if (base == MPI_COMM_NULL)
         return vf_dist_fail(d, VF_ERROR_INVALID_ARGUMENT, true, "vf_dist_create: desc.comm is MPI_COMM_NULL");
+    int n = 0;
+    MPI_Comm_size(base, &n);
+    d->mpi = calloc(1, sizeof *d->mpi);
+    if (d->mpi) d->mpi->heard = calloc(n > 0 ? (size_t)n : 1, sizeof *d->mpi->heard);
+    if (d->mpi && !d->mpi->heard) free(d->mpi), d->mpi = NULL;
+    if (!d->mpi) return vf_dist_fail(d, VF_ERROR_OUT_OF_MEMORY, true, "vf_dist_create: out of host memory");
+    d->mpi->comm = MPI_COMM_NULL;
     MPI_Comm_rank(base, &d->rank);
     MPI_Comm_size(base, &d->size);
     MPI_Request rq;
@@ -154,7 +202,7 @@ vf_status vf_dist_mpi_check(vf_dist *d, uint64_t sig, int *first_bad)
     uint64_t v[2] = {sig, ~sig}, r[2];
     MPI_Request rq;
     char eb[MPI_MAX_ERROR_STRING];
-    vf_status s = poll_notices(d);
+    vf_status s = poll_notices(d, false);
     if (s != VF_OK) return s;
     int rc = MPI_Iallreduce(v, r, 2, MPI_UINT64_T, MPI_MAX, d->mpi->comm, &rq);
     if (rc != MPI_SUCCESS) return vf_dist_fail(d, VF_ERROR_DEVICE, true, "%s: MPI_Iallreduce failed: %s", d->what, mpi_err(rc, eb));
@@ -253,6 +301,7 @@ void vf_dist_mpi_close(vf_dist *d)
         /* a broken communicator may have collectives that never end: keep it */
         if (!d->broken) MPI_Comm_free(&m->comm);
     }
+    free(m->heard);
     free(m);
     d->mpi = NULL;
 }

@@ -281,9 +281,9 @@ static void test_rank_left_and_timeout(void **state)
             double waited = now() - t0;
             assert_int_equal(st, VF_ERROR_DEVICE);
             const char *m = vf_dist_error_message(d);
-            if (left ? !strstr(m, "rank 1 left") : !strstr(m, "did not complete within 1 s"))
+            if (left ? !strstr(m, "rank 1 left") : !strstr(m, "did not complete within 1 s") || !strstr(m, "rank 1 did not answer"))
                 fail_msg("message: %s", m);
-            assert_true(left ? waited < 10 : waited >= 1.0 && waited < 10);
+            assert_true(left ? waited < 10 : waited >= 1.0 && waited < 12);
         }
         vf_scope_end(ctx);
         if (left || rank_ != 1) vf_dist_destroy(d);
