@@ -119,7 +119,7 @@ static vf_status local_fail(vf_dist *d, vf_status st, const char *fmt, ...)
 }
 
 /* Starts a call: refuses a broken vf_dist, counts the call. */
-static vf_status begin(vf_dist *d, const char *what)
+vf_status vf_dist_begin(vf_dist *d, const char *what)
 {
     if (d->broken) return VF_ERROR_DEVICE;
     d->what = what;
@@ -166,17 +166,22 @@ static vf_status inspect(vf_dist *d, int n, vf_tensor *const *ts, tinfo *ti, uin
 
 /* The cheap check that every rank called with the same tensors: one
    16-byte collective, before any data moves. */
-static vf_status check_sig(vf_dist *d, uint64_t sig, int n, const tinfo *ti)
+vf_status vf_dist_check(vf_dist *d, uint64_t sig, const char *desc)
 {
     int bad = -1;
     vf_status s = d->local ? vf_dist_local_check(d, sig, &bad) : vf_dist_mpi_check(d, sig, &bad);
     if (s != VF_OK || bad < 0) return s;
-    char desc[256];
-    describe(desc, sizeof desc, n, ti);
     return vf_dist_fail(d, VF_ERROR_SHAPE, true,
                         "%s: the ranks called it with different tensors: rank %d's differ from rank 0's "
                         "(this rank has %s); every rank must pass the same dtypes and shapes in the same order",
                         d->what, bad, desc);
+}
+
+static vf_status check_sig(vf_dist *d, uint64_t sig, int n, const tinfo *ti)
+{
+    char desc[256];
+    describe(desc, sizeof desc, n, ti);
+    return vf_dist_check(d, sig, desc);
 }
 
 /* Grows the packed buffer to hold count[] (regions one after another). */
@@ -228,7 +233,7 @@ static vf_tensor *make_tensor(vf_dist *d, const tinfo *x, const void *src)
 static vf_status common_args(vf_dist *d, int n, const void *ts, const char *what)
 {
     if (!d) return VF_ERROR_INVALID_ARGUMENT;
-    vf_status s = begin(d, what);
+    vf_status s = vf_dist_begin(d, what);
     if (s != VF_OK) return s;
     if (n < 0 || (n > 0 && !ts))
         return local_fail(d, VF_ERROR_INVALID_ARGUMENT, "n is %d and the tensor array is %s: need n >= 0 and an array of n tensors",
@@ -253,6 +258,12 @@ vf_status vf_dist_allreduce(vf_dist *d, int n, vf_tensor *const *in, vf_dist_op 
             s = local_fail(d, VF_ERROR_DTYPE, "tensor %d is bool: VF_DIST_MEAN needs a number (VF_DIST_SUM of bool is the logical or)", i);
             goto done;
         }
+    if (vf_context_tracing(d->ctx)) {
+        char desc[256];
+        describe(desc, sizeof desc, n, ti);
+        s = vf_dist_traced_allreduce(d, n, in, op, out, desc, sig);
+        goto done;
+    }
     if ((s = pack_space(d, count, region)) != VF_OK) goto done;
     for (int i = 0; i < n; i++) {
         char *dst = (char *)d->buf + region[ti[i].cls] + ti[i].off * vf_dist_class_size(ti[i].cls);
@@ -382,6 +393,7 @@ const char *vf_dist_error_message(const vf_dist *d) { return d ? d->err : "vf_di
 void vf_dist_destroy(vf_dist *d)
 {
     if (!d) return;
+    vf_dist_traced_free(d);
     if (d->local) vf_dist_local_close(d);
     else if (d->mpi) vf_dist_mpi_close(d);
     free(d->left_after);

@@ -26,6 +26,7 @@ struct vf_dist {
     size_t cap;
     uint64_t *left_after;   /* [size]: calls a rank said it completed before it failed
                                or left; UINT64_MAX: still in */
+    struct vf_dist_node *nodes;  /* the graph nodes of traced calls (dist_traced.c) */
     struct vf_dist_mpi *mpi;     /* one of the two transports */
     vf_dist_local *local;
 };
@@ -48,6 +49,17 @@ void vf_dist_local_close(vf_dist *d);
 /* d->err = "vf_dist rank R: <fmt>", d->broken when fatal; returns st. */
 vf_status vf_dist_fail(vf_dist *d, vf_status st, bool fatal, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Starts a call (refused when broken; counts it). */
+vf_status vf_dist_begin(vf_dist *d, const char *what);
+/* The signature check of a call: VF_ERROR_SHAPE naming the rank when the
+   ranks' sigs differ; desc is this rank's tensors, for the message. */
+vf_status vf_dist_check(vf_dist *d, uint64_t sig, const char *desc);
+/* vf_dist_allreduce while tracing (dist_traced.c): in[] were inspected
+   (sig, desc); out[] set to the symbolic results. */
+vf_status vf_dist_traced_allreduce(vf_dist *d, int n, vf_tensor *const *in, vf_dist_op op, vf_tensor **out,
+                                   const char *desc, uint64_t sig);
+void vf_dist_traced_free(vf_dist *d);
 
 /* Bytes per element of a class in the packed buffer. */
 size_t vf_dist_class_size(vf_dist_class c);

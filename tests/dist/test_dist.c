@@ -293,6 +293,66 @@ static void test_rank_left_and_timeout(void **state)
     }
 }
 
+/* In a traced function: kernels before the allreduce, the node, a kernel
+   after it; three f32 tensors are one packed host node (one MPI call), an
+   f16 and an i32 tensor one node each; results as eager's formulas. */
+static vf_status traced_body(vf_context *c, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor *x = in[0];
+    vf_tensor *ts[5] = {vf_mul(c, x, vf_fill(c, VF_F32, 0, NULL, 2.0)), vf_reduce_sum(c, x, 0, NULL, false),
+                        vf_reshape(c, x, 1, (int64_t[]){20}), vf_cast(c, x, VF_F16), vf_cast(c, x, VF_I32)};
+    vf_tensor *r[5] = {0};
+    vf_status st = vf_dist_allreduce(user, 5, ts, VF_DIST_SUM, r);
+    if (st != VF_OK) return st;
+    out[0] = vf_add(c, r[0], vf_fill(c, VF_F32, 0, NULL, 1.0));
+    for (int i = 1; i < 5; i++) out[i] = r[i];
+    return VF_OK;
+}
+
+static void test_allreduce_traced(void **state)
+{
+    (void)state;
+    const int64_t shape[2] = {4, 5};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "traced_allreduce", .body = traced_body,
+                                                                    .user = world, .n_inputs = 1, .n_outputs = 5});
+    assert_non_null(fn);
+    for (int call = 0; call < 2; call++) {
+        vf_scope_begin(ctx);
+        vf_tensor *x = make(VF_F32, 2, shape, rank_, call), *o[5] = {0};
+        if (vf_function_call(fn, &x, o) != VF_OK) fail_msg("%s", vf_error_message(ctx));
+        float a[20], b, c[20];
+        uint16_t h[20];
+        int32_t i32[20];
+        assert_int_equal(vf_tensor_read(o[0], a, sizeof a), VF_OK);
+        assert_int_equal(vf_tensor_read(o[1], &b, sizeof b), VF_OK);
+        assert_int_equal(vf_tensor_read(o[2], c, sizeof c), VF_OK);
+        assert_int_equal(vf_tensor_read(o[3], h, sizeof h), VF_OK);
+        assert_int_equal(vf_tensor_read(o[4], i32, sizeof i32), VF_OK);
+        double total = 0;
+        for (int k = 0; k < 20; k++) {
+            double e = expect(VF_F32, k, call, VF_DIST_SUM), ei = 0;
+            for (int r = 0; r < size_; r++) ei += trunc(val(r, k, call));
+            total += e;
+            assert_float_equal(a[k], 2 * e + 1, 1e-5);
+            assert_float_equal(c[k], e, 1e-5);
+            assert_float_equal(as_double(VF_F16, h, k), e, 1e-5);
+            assert_int_equal(i32[k], (int32_t)ei);
+        }
+        assert_float_equal(b, total, 1e-4);
+        vf_scope_end(ctx);
+    }
+    vf_function_stats st = {0};
+    vf_function_stats_get(fn, &st);
+    assert_int_equal(st.traces, 1);
+    char *text = vf_function_graph_text(fn);
+    assert_non_null(text);
+    int nodes = 0;
+    for (const char *p = text; (p = strstr(p, "\"vf_dist_allreduce\"")); p++) nodes++;
+    if (nodes != 2) fail_msg("%d host nodes (want 2: f32 with f16 as f32, i32):\n%s", nodes, text);
+    free(text);
+    vf_function_destroy(fn);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
@@ -324,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_allreduce_mixed_empty),
         cmocka_unit_test(test_allreduce_large),
         cmocka_unit_test(test_broadcast),
+        cmocka_unit_test(test_allreduce_traced),
         cmocka_unit_test(test_rank_error_named),
         cmocka_unit_test(test_shape_mismatch),
         cmocka_unit_test(test_rank_left_and_timeout),
