@@ -4,10 +4,10 @@
  *   - every rank makes the model from its own seed, then vf_dist_broadcast
  *     sets all of them to rank 0's values;
  *   - each step every rank takes its shard (BATCH / ranks rows) of the
- *     global batch, computes its loss and gradients in a traced function,
- *     and one vf_dist_allreduce(VF_DIST_MEAN) averages the loss and the six
- *     gradients (one packed buffer, one MPI_Allreduce);
- *   - a second traced function applies the averaged gradients.
+ *     global batch; one traced function computes its loss and gradients,
+ *     averages the loss and the six gradients with one
+ *     vf_dist_allreduce(VF_DIST_MEAN) (a graph node: one packed buffer, one
+ *     MPI_Allreduce per call) and applies them.
  *
  * Synchronous averaging computes the same steps as one process with the
  * whole batch: rank 0 also trains a single-process copy of the model on the
@@ -70,6 +70,24 @@ static vf_status apply(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, v
         if (s != VF_OK) return s;
     }
     return VF_OK;
+}
+
+typedef struct {
+    model *m;
+    vf_dist *d;
+} dp;
+
+/* The data-parallel step: this rank's gradients, averaged over the ranks,
+   applied. out: the mean loss over the whole batch. */
+static vf_status dp_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    dp *p = user;
+    vf_tensor *g[7] = {0}, *avg[7] = {0};
+    vf_status s = grads(ctx, in, g, p->m);
+    if (s == VF_OK) s = vf_dist_allreduce(p->d, 7, g, VF_DIST_MEAN, avg);
+    if (s == VF_OK) s = apply(ctx, avg + 1, NULL, p->m);
+    out[0] = avg[0];
+    return s;
 }
 
 static uint64_t rng = 88172645463325252ull;
@@ -160,8 +178,10 @@ int main(void)
     }
     const vf_tensor_spec xy[2] = {{.dtype = VF_F32, .rank = 2, .shape = {-1, FEAT}},
                                   {.dtype = VF_I32, .rank = 1, .shape = {-1}}};
-    vf_function *g_fn = make_fn(ctx, "mlp_grads", grads, &m, 2, 7, xy);
-    vf_function *a_fn = make_fn(ctx, "mlp_apply", apply, &m, 6, 0, NULL);
+    dp p = {&m, d};
+    vf_function *step_fn = vf_function_create(ctx, &(vf_function_desc){.name = "mlp_dp_step", .body = dp_step,
+                                                                         .user = &p, .n_inputs = 2, .n_outputs = 1,
+                                                                         .input_signature = xy});
     vf_function *rg_fn = NULL, *ra_fn = NULL;
     if (rank == 0) { /* the single-process reference: whole batches */
         ref = make_model(ctx, 42);
@@ -175,10 +195,9 @@ int main(void)
         vf_scope_begin(ctx);
         vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){shard, FEAT}, x + mine * FEAT),
                             vf_tensor_from_host(ctx, VF_I32, 1, &shard, y + mine)};
-        vf_tensor *g[7] = {0}, *avg[7] = {0};
+        vf_tensor *lt = NULL;
         float loss = NAN;
-        if (vf_function_call(g_fn, in, g) != VF_OK || vf_dist_allreduce(d, 7, g, VF_DIST_MEAN, avg) != VF_OK ||
-            vf_function_call(a_fn, avg + 1, NULL) != VF_OK || vf_tensor_read(avg[0], &loss, 4) != VF_OK) {
+        if (vf_function_call(step_fn, in, &lt) != VF_OK || vf_tensor_read(lt, &loss, 4) != VF_OK) {
             fprintf(stderr, "rank %d step %d: %s%s\n", rank, step, vf_error_message(ctx), vf_dist_error_message(d));
             rc = 1;
         }
@@ -215,7 +234,7 @@ int main(void)
         printf("%d ranks, %lld rows each: first loss %.4f, last %.4f; largest relative difference from one "
                "process %.2g; weights identical on every rank: %s\n",
                size, (long long)shard, first, last, worst, same == 1 ? "yes" : "no");
-    vf_function_destroy(g_fn), vf_function_destroy(a_fn), vf_function_destroy(rg_fn), vf_function_destroy(ra_fn);
+    vf_function_destroy(step_fn), vf_function_destroy(rg_fn), vf_function_destroy(ra_fn);
     free(x), free(centre), free(y);
     if (vf_status_get(ctx) != VF_OK) fprintf(stderr, "%s\n", vf_error_message(ctx)), rc = 1;
     vf_dist_destroy(d);
