@@ -241,6 +241,11 @@ VF_API int64_t vf_tensor_dim(const vf_tensor *t, int axis);   /* negative axes a
 VF_API int64_t vf_tensor_numel(const vf_tensor *t);
 VF_API size_t vf_tensor_bytes(const vf_tensor *t);
 VF_API vf_context *vf_tensor_context(const vf_tensor *t);
+/* A new tensor of dst holding t's value (t of any context: another device,
+   or another context on the same one), owned by dst's innermost scope;
+   through the host (t's value is waited for). NULL on error, recorded in
+   dst (a failed read also in t's context). Not while dst traces a body. */
+VF_API vf_tensor *vf_tensor_copy_to(vf_context *dst, vf_tensor *t);
 
 /* ---- Ops ----------------------------------------------------------------
    Binary ops broadcast (NumPy rules) and need both inputs of one dtype

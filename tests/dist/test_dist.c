@@ -373,7 +373,7 @@ int main(void)
         fprintf(stderr, "context: %s\n", vf_error_message(ctx));
         return 1;
     }
-    if (vf_dist_create(ctx, &(vf_dist_desc){.timeout_s = 60}, &world) != VF_OK) {
+    if (vf_dist_create(ctx, &(vf_dist_desc){.timeout_s = 20}, &world) != VF_OK) {
         fprintf(stderr, "vf_dist_create: %s\n", vf_dist_create_error());
         return 1;
     }
