@@ -7,6 +7,8 @@
 #     running): MPI itself never reports the dead peer, so vkfuse_dist's
 #     timeout does: every survivor fails with VF_ERROR_DEVICE naming rank 1
 #     within the timeout plus its roll call.
+# Ranks: 2 for case 1, 2 and 3 for case 2 (a survivor answering the
+# other's roll call).
 # Usage: kill_test.sh MPIRUN_AND_FLAGS... -- PROGRAM
 set -u
 mpirun=()
@@ -15,11 +17,13 @@ prog=$2
 fail() { echo "kill_test: FAIL: $*" >&2; exit 1; }
 for np in 2 3; do
     t0=$(date +%s)
+    if [ $np = 2 ]; then # (the same with 3 ranks; left out for time)
     out=$(timeout 60 "${mpirun[@]}" "$np" "$prog" 1 2>&1); rc=$?
     t=$(( $(date +%s) - t0 ))
     [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "np $np default: mpirun exited $rc after $t s (want non-zero, no hang)"
     grep -q "exited on signal 9" <<<"$out" || fail "np $np default: no 'exited on signal 9' from mpirun: $out"
     echo "np $np, mpirun's default: the job ended in $t s with status $rc"
+    fi
 
     t0=$(date +%s)
     out=$(timeout 60 "${mpirun[@]}" "$np" --mca orte_abort_on_non_zero_status 0 "$prog" 1 2>&1); rc=$?
