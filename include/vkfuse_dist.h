@@ -89,7 +89,10 @@ VF_API vf_status vf_dist_broadcast(vf_dist *d, int n, vf_tensor *const *tensors,
    or; MEAN is VF_ERROR_DTYPE. Ranks add in an order fixed by the MPI
    library, so results are identical on every rank but a float sum may
    differ in the last bits from one left-to-right sum. out may alias in
-   (the inputs are then replaced, not released). Empty tensors are allowed. */
+   (the inputs are then replaced, not released). Empty tensors are allowed.
+   Inside a vf_function body it records a graph node per dtype class that
+   reduces at every call (docs/DISTRIBUTED.md); such a function refers to
+   d: destroy it before d. Its shapes must be static there. */
 VF_API vf_status vf_dist_allreduce(vf_dist *d, int n, vf_tensor *const *in, vf_dist_op op, vf_tensor **out);
 
 /* What the last failed call on d was about ("" if none). */
