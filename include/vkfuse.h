@@ -243,6 +243,11 @@ VF_API int64_t vf_tensor_dim(const vf_tensor *t, int axis);   /* negative axes a
 VF_API int64_t vf_tensor_numel(const vf_tensor *t);
 VF_API size_t vf_tensor_bytes(const vf_tensor *t);
 VF_API vf_context *vf_tensor_context(const vf_tensor *t);
+/* A new tensor of dst holding t's value (t of any context: another device,
+   or another context on the same one), owned by dst's innermost scope;
+   through the host (t's value is waited for). NULL on error, recorded in
+   dst (a failed read also in t's context). Not while dst traces a body. */
+VF_API vf_tensor *vf_tensor_copy_to(vf_context *dst, vf_tensor *t);
 
 /* ---- Ops ----------------------------------------------------------------
    Binary ops broadcast (NumPy rules) and need both inputs of one dtype
@@ -666,6 +671,26 @@ VF_API vf_status vf_while_loop(vf_context *ctx, vf_body cond_fn, vf_body body_fn
 /* tf.print: prints "label: [values]" to stdout (at most 64 values) when it
    runs: at once eagerly, at every call in a traced function. */
 VF_API vf_status vf_print(vf_context *ctx, const char *label, vf_tensor *t);
+
+/* A host callback (tf.numpy_function's in-place cousin): returns a new
+   tensor of x's dtype and shape whose values are x's after fn changed them
+   on the host: fn gets x's packed elements in data (numel of them) and
+   rewrites them in place; returning non-VF_OK (with a message in msg) makes
+   the call fail with that status. Eagerly fn runs at once. In a traced
+   function it is a graph node that calls fn at every call: an effect, never
+   removed, merged, folded or reordered; the kernels it depends on are
+   submitted and waited for before it, the ones after it in a later submit
+   (a function holding one runs node by node, not as one recorded plan: see
+   docs/FUNCTIONS.md). No gradient flows through it (vf_stop_gradient's),
+   and vf_function_save of a function holding one fails with
+   VF_ERROR_UNSUPPORTED. fn runs holding ctx's lock: it must not call vkfuse
+   on ctx. name labels it in dumps and messages (NULL: "host"). vkfuse_dist
+   uses it for the allreduce inside traced steps. */
+typedef vf_status (*vf_host_fn)(void *user, vf_dtype dtype, int64_t numel, void *data, char *msg, size_t msg_len);
+VF_API vf_tensor *vf_host_map(vf_context *ctx, vf_tensor *x, vf_host_fn fn, void *user, const char *name);
+/* Whether a vf_function body is being traced on ctx (by this thread): ops
+   record graph nodes, tensors have no values. */
+VF_API bool vf_context_tracing(vf_context *ctx);
 
 /* ---- Gradients (tf.GradientTape), eager and traced alike ------------------
    vf_tape_begin starts recording every op of ctx (on every active tape, so

@@ -19,7 +19,9 @@ declare -A allow=(
     [frontend]="vkfuse.h util/ graph/ plan/ backend.h"
     [cpu]="vkfuse.h util/ graph/op.h backend.h"
     [vulkan]="vkfuse.h util/ graph/op.h backend.h"
+    [dist]="vkfuse.h vkfuse_dist.h"
 )
+# src/dist/ is the separate vkfuse_dist library: the public API only.
 # backend.h, the contract, sits with the backends.
 allow_backend_h="vkfuse.h util/ graph/op.h"
 

@@ -181,6 +181,10 @@ vf_tensor *vf_trace_view(vf_tensor *src, vf_tensor *view);
 vf_tensor *vf_trace_const(vf_tensor *t, const void *data);
 vf_status vf_trace_assign(vf_context *ctx, const vf_exec *e, const char *op);
 vf_status vf_trace_print(vf_context *ctx, const char *label, vf_tensor *t);
+/* fn of vf_host_map on host data; its failure recorded in ctx with name. */
+vf_status vf_host_call(vf_context *ctx, const char *name, vf_host_fn fn, void *user, vf_dtype dt, int64_t n, void *data);
+/* vf_host_map while tracing: a HOST node on t's value; its symbolic result. */
+vf_tensor *vf_trace_host(vf_context *ctx, vf_tensor *t, vf_host_fn fn, void *user, const char *name);
 void vf_trace_ref(const vf_tensor *t, vf_tref *r);
 /* VF_OK unless t is a symbolic tensor of a trace that has ended. */
 vf_status vf_trace_check(vf_context *ctx, const vf_tensor *t, const char *op, int index);

@@ -38,6 +38,8 @@ typedef enum vf_node_kind {
     VF_NODE_COND,     /* in[0] pred, in[1..]: then/else params; sub[0] then, sub[1] else */
     VF_NODE_WHILE,    /* in: loop vars then captures; sub[0] cond, sub[1] body */
     VF_NODE_PROJ,     /* index: element of the tuple of in[0] (a COND or WHILE) */
+    VF_NODE_HOST,     /* label; host_fn(host_user) maps in[0]'s values on the host at run time
+                         (vf_host_map): an effect, never removed, merged or moved */
     VF_NODE_KIND_COUNT
 } vf_node_kind;
 
@@ -62,7 +64,9 @@ typedef struct vf_node {
     vf_shape target;  /* RESHAPE: the requested shape, -1 = inferred */
     void *data;       /* CONST: packed elements */
     size_t bytes;
-    char *label;      /* PRINT */
+    char *label;      /* PRINT, HOST */
+    vf_host_fn host_fn; /* HOST */
+    void *host_user;
     vf_graph *sub[2]; /* COND, WHILE */
     int n_out;        /* COND, WHILE: tuple size */
     int split;        /* COND: params of sub[0] among in[1..]; WHILE: params of sub[0] after the vars */
