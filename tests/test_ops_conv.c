@@ -481,6 +481,55 @@ static void window_past_loop_budget(void **state)
     vt_context_done(ctx);
 }
 
+/* The filter gradient sums N*OH*OW terms per dw element: past the loop
+   budget (a small one from VKFUSE_TEST_LIMITS) Vulkan splits the sum into
+   chunks and adds them in a second step. y, dx and dw, eager and traced,
+   against the double reference: padding, strides, groups, and chunks that
+   cross image and row boundaries. */
+static void conv_filter_grad_split(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    setenv("VKFUSE_TEST_LIMITS", "max_loop=100", 1); /* a budget of 51 iterations */
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    unsetenv("VKFUSE_TEST_LIMITS");
+    static const conv_case split[] = {
+        {3, 6, 7, 2, 3, 3, 3, {.padding = VF_PADDING_SAME}},                      /* 126 terms: 3 chunks */
+        {5, 7, 6, 4, 3, 2, 4, {.groups = 2, .strides = {2, 1}, .padding = VF_PADDING_SAME}}, /* 120 */
+        {2, 9, 9, 1, 3, 3, 2, {.dilations = {2, 1}, .padding = VF_PADDING_EXPLICIT, .pads = {1, 2, 0, 1}}},
+    };
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) check_case(ctx, &split[i], 40 + (int)i, NULL);
+    vt_context_done(ctx);
+}
+
+/* dw of a batch of 128 28x28 images (100352 terms per element, past
+   lavapipe's real loop budget) on Vulkan equals the CPU backend's. */
+static void conv_filter_grad_large_batch(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    int64_t xs[4] = {128, 28, 28, 1}, ws[4] = {3, 3, 1, 4}, ys[4] = {128, 28, 28, 4};
+    size_t nx = 128 * 28 * 28, ny = nx * 4;
+    float *x = malloc(nx * sizeof *x), *dy = malloc(ny * sizeof *dy), *dw[2];
+    assert_true(x && dy);
+    vt_fill_uniform(x, nx, -1, 1, 7);
+    vt_fill_uniform(dy, ny, -1, 1, 8);
+    vf_conv2d_desc d = {.padding = VF_PADDING_SAME};
+    vf_backend bk[2] = {VF_BACKEND_CPU, VF_BACKEND_VULKAN};
+    for (int b = 0; b < 2; b++) {
+        vf_context *ctx = vt_context(bk[b]);
+        vf_tensor *in[3] = {vf_tensor_from_host(ctx, VF_F32, 4, xs, x), vf_fill(ctx, VF_F32, 4, ws, 0.5),
+                            vf_tensor_from_host(ctx, VF_F32, 4, ys, dy)};
+        vf_tensor *r[3] = {0};
+        assert_int_equal(body_conv_grad(ctx, in, r, &d), VF_OK);
+        dw[b] = vt_read(r[2]);
+        for (int i = 0; i < 3; i++) vf_tensor_release(in[i]), vf_tensor_release(r[i]);
+        vt_context_done(ctx);
+    }
+    vt_assert_close_f32(dw[1], dw[0], 36, vt_matmul_atol(128 * 28 * 28), 1e-4, "dw, batch 128 at 28x28");
+    free(x), free(dy), free(dw[0]), free(dw[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +540,8 @@ int main(void)
         VT_PER_BACKEND_TESTS(pool_matches_reference),
         VT_PER_BACKEND_TESTS(pool_bad_arguments),
         cmocka_unit_test(window_past_loop_budget),
+        cmocka_unit_test(conv_filter_grad_split),
+        cmocka_unit_test(conv_filter_grad_large_batch),
     };
     return VT_RUN_GROUP(tests);
 }

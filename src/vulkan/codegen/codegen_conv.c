@@ -8,8 +8,16 @@
  * window's taps, skips those that fall in the padding, and sums the group's
  * channels in float. The geometry is push constants, so one pipeline
  * serves every shape. Taps per invocation (KH * KW * C/groups) are bounded
- * by the device's loop budget. */
-#include "vulkan/codegen/codegen_internal.h"
+ * by the device's loop budget.
+ *
+ * The forward kernel takes an epilogue (codegen_conv.h: fused conv groups,
+ * codegen_conv_fused.c). The filter gradient sums over N * OH * OW terms,
+ * which grows with the batch: past the loop budget, or when dw has too few
+ * elements to keep the device busy, it is two steps (a split reduction):
+ * step 1 sums chunks of the (n, oh, ow) range into scratch, one invocation
+ * per (chunk, dw element), step 2 adds each element's chunks in order, so
+ * any batch runs and the result does not depend on scheduling. */
+#include "vulkan/codegen/codegen_conv.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -77,7 +85,116 @@ static const char *const bpf_main =
     "            }\n"
     "        }\n";
 
-vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+/* Step 1 of the split filter gradient: invocation i = part * numel + e
+   sums dw element e over output pixels [part * chunk, + chunk) of the flat
+   (n, oh, ow) range (one loop, its counters stepped, not divided). */
+static const char *const bpf_part_main =
+    "    uint part = i / pc.numel; i %= pc.numel;\n"
+    "    uint o = i % pc.O, r = i / pc.O;\n"
+    "    uint cc = r % pc.Cg; r /= pc.Cg;\n"
+    "    uint kw = r % pc.KW, kh = r / pc.KW;\n"
+    "    uint c = (o / pc.Og) * pc.Cg + cc;\n"
+    "    uint j0 = part * pc.chunk, j1 = min(j0 + pc.chunk, pc.N * pc.OH * pc.OW);\n"
+    "    uint ow = j0 % pc.OW, oh = (j0 / pc.OW) % pc.OH, n = j0 / (pc.OW * pc.OH);\n"
+    "    float acc = 0.0;\n"
+    "    for (uint j = j0; j < j1; j++) {\n"
+    "        int ih = int(oh) * pc.sh + int(kh) * pc.dh - pc.pt;\n"
+    "        int iw = int(ow) * pc.sw + int(kw) * pc.dw - pc.pl;\n"
+    "        if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W))\n"
+    "            acc += in0[((n * pc.H + uint(ih)) * pc.W + uint(iw)) * pc.C + c] * in1[j * pc.O + o];\n"
+    "        if (++ow == pc.OW) { ow = 0u; if (++oh == pc.OH) { oh = 0u; n++; } }\n"
+    "    }\n"
+    "    scratch[part * pc.numel + i] = floatBitsToUint(acc);\n";
+
+/* Step 2: each dw element's chunks, added in chunk order. */
+static const char *const bpf_sum_main =
+    "    float acc = 0.0;\n"
+    "    for (uint p = 0u; p < pc.parts; p++) acc += uintBitsToFloat(scratch[p * pc.numel + i]);\n"
+    "    outv[i] = acc;\n";
+
+/* The geometry every conv kernel reads: x, w, y the forward's tensors. */
+static void push_geometry(vf_cg *g, const vf_tref *x, const vf_tref *w, const vf_tref *y, const vf_conv_attrs *at,
+                          uint32_t numel)
+{
+    cg_push_u32(g, "numel", numel);
+    cg_push_u32(g, "N", (uint32_t)x->shape[0]);
+    cg_push_u32(g, "H", (uint32_t)x->shape[1]);
+    cg_push_u32(g, "W", (uint32_t)x->shape[2]);
+    cg_push_u32(g, "C", (uint32_t)x->shape[3]);
+    cg_push_u32(g, "OH", (uint32_t)y->shape[1]);
+    cg_push_u32(g, "OW", (uint32_t)y->shape[2]);
+    cg_push_u32(g, "O", (uint32_t)w->shape[3]);
+    cg_push_u32(g, "KH", (uint32_t)w->shape[0]);
+    cg_push_u32(g, "KW", (uint32_t)w->shape[1]);
+    cg_push_u32(g, "Cg", (uint32_t)w->shape[2]);
+    cg_push_u32(g, "Og", (uint32_t)(w->shape[3] / at->groups));
+    cg_push_i32(g, "sh", at->stride[0]);
+    cg_push_i32(g, "sw", at->stride[1]);
+    cg_push_i32(g, "dh", at->dilation[0]);
+    cg_push_i32(g, "dw", at->dilation[1]);
+    cg_push_i32(g, "pt", at->pad[0]);
+    cg_push_i32(g, "pl", at->pad[2]);
+}
+
+enum { STEP_ONE, STEP_PART, STEP_SUM };
+
+/* One dispatch of e: `invocations` of body, which leaves acc (STEP_ONE:
+   stored, or handed to the epilogue) or stores itself. */
+static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *err, vf_dispatch *d, int step,
+                          const char *body, const vf_tref *x, const vf_tref *w, const vf_tref *y, uint64_t invocations,
+                          uint32_t parts, uint32_t chunk, const cg_conv_epilogue *epi)
+{
+    const char *name = vf_op_get(e->op)->name;
+    vf_cg g;
+    cg_begin(&g, e, caps, err, d);
+    const char *suffix = step == STEP_PART ? "_part" : step == STEP_SUM ? "_sum" : "";
+    if (epi) snprintf(g.d->name, sizeof g.d->name, "%s_%s_f32", epi->tag, name);
+    else snprintf(g.d->name, sizeof g.d->name, "%s_f32%s", name, suffix);
+    snprintf(g.comment, sizeof g.comment,
+             "op %s: f32 NHWC input, HWIO filter; %s (geometry in push constants)%s%s", name,
+             step == STEP_PART ? "step 1 of 2: one invocation per (chunk of N*OH*OW, dw element), partial sums "
+                                 "-> scratch"
+             : step == STEP_SUM ? "step 2 of 2: one invocation per dw element, its chunks (scratch) added in order"
+                                : "one invocation per result element, a direct sum",
+             epi ? "; " : "", epi ? epi->what : "");
+    if (epi) {
+        vf_status st = epi->bind(&g, epi->user);
+        if (st) {
+            cg_abort(&g);
+            return st;
+        }
+    } else {
+        if (step != STEP_SUM) {
+            cg_bind(&g, VF_BIND_IN0, VF_F32, "in0", true, false);
+            cg_bind(&g, VF_BIND_IN1, VF_F32, "in1", true, false);
+        }
+        if (step != STEP_ONE) cg_bind(&g, VF_BIND_SCRATCH, -1, "scratch", step == STEP_SUM, false);
+        if (step != STEP_PART) cg_bind(&g, VF_BIND_OUT, VF_F32, "outv", false, false);
+    }
+    push_geometry(&g, x, w, y, &e->attrs.conv, (uint32_t)cg_numel(&e->out));
+    if (step == STEP_PART) cg_push_u32(&g, "chunk", chunk);
+    if (step != STEP_ONE) cg_push_u32(&g, "parts", parts);
+    if (epi) {
+        vf_status st = epi->emit(&g, epi->user);
+        if (st) {
+            cg_abort(&g);
+            return st;
+        }
+    }
+    vf_sb *s = &g.body;
+    cg_workgroup(&g, cg_clamp_wg(caps, CONV_LOCAL, false));
+    vf_sb_add(s, "void main()\n{\n"
+                 "    uint i = vf_group_id() * WG + gl_LocalInvocationID.x;\n"
+                 "    if (i >= %s) return;\n", step == STEP_PART ? "pc.numel * pc.parts" : "pc.numel");
+    vf_sb_puts(s, body);
+    if (step == STEP_ONE) vf_sb_puts(s, epi ? "    epi(i, n, uint(oh), uint(ow), o, acc);\n}\n" : "    outv[i] = acc;\n}\n");
+    else vf_sb_puts(s, "}\n");
+    cg_groups_linear(&g, (invocations + cg_wg(&g) - 1) / cg_wg(&g));
+    return cg_finish(&g, NULL);
+}
+
+vf_status cg_conv2d(const vf_exec *e, const vf_device_caps *caps, const cg_conv_epilogue *epi, vf_kernel *k,
+                    vf_err *err)
 {
     const char *name = vf_op_get(e->op)->name;
     const vf_tref *a = &e->in[0], *b = &e->in[1], *out = &e->out;
@@ -85,6 +202,8 @@ vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_ker
         b->dtype != VF_F32 || out->dtype != VF_F32)
         return vf_err_set(err, VF_ERROR_UNSUPPORTED,
                           "%s: takes f32 NHWC input, HWIO filter and output (cast to f32 first)", name);
+    if (epi && e->op != VF_OP_CONV2D)
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "%s: only conv2d takes an epilogue", name);
     /* the forward's x, w and y, whichever op this is */
     const vf_tref *x = a, *w = b, *y = out;
     const char *body = conv_main;
@@ -98,53 +217,49 @@ vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_ker
         return vf_err_set(err, VF_ERROR_UNSUPPORTED,
                           "%s: an operand has more than %u elements; kernels index with 32 bits (split the batch)",
                           name, UINT32_MAX);
-    /* the sum each invocation runs */
-    uint64_t taps = e->op == VF_OP_CONV2D ? (uint64_t)(KH * KW * Cg)
-                  : e->op == VF_OP_CONV2D_BACKPROP_INPUT ? (uint64_t)(KH * KW * (O / at->groups))
-                  : (uint64_t)(y->shape[0] * y->shape[1] * y->shape[2]);
-    if (taps > cg_loop_budget(caps))
-        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
-                          "%s: %llu terms per result element exceed this device's loop budget (%u); use "
-                          "smaller filters, groups or batches, or the CPU backend", name, (unsigned long long)taps,
-                          cg_loop_budget(caps));
-
+    uint64_t budget = cg_loop_budget(caps), numel = (uint64_t)cg_numel(out);
+    if (e->op == VF_OP_CONV2D_BACKPROP_FILTER) {
+        /* N * OH * OW terms per dw element: split into chunks when they
+           exceed the loop budget, or when dw alone is too few invocations
+           to fill the device (a small filter, a big batch) */
+        uint64_t total = (uint64_t)(y->shape[0] * y->shape[1] * y->shape[2]);
+        uint64_t target = caps->is_cpu ? 1024 : 16384, min_chunk = 64;
+        uint64_t parts = (total + budget - 1) / budget;
+        if (numel && numel < target && total >= 2 * min_chunk) {
+            uint64_t fill = (target + numel - 1) / numel, most = total / min_chunk;
+            if (fill > most) fill = most;
+            if (parts < fill) parts = fill;
+        }
+        if (parts >= 2 && numel) {
+            uint64_t chunk = (total + parts - 1) / parts;
+            parts = (total + chunk - 1) / chunk;
+            if (parts > budget || numel * parts > UINT32_MAX)
+                return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                                  "%s: %llu terms per filter element need %llu chunks; this device ends loops "
+                                  "after %u iterations (split the batch, or use the CPU backend)", name,
+                                  (unsigned long long)total, (unsigned long long)parts, (unsigned)budget);
+            k->n_steps = 2;
+            k->scratch_bytes = (size_t)(numel * parts * 4);
+            vf_status st = gen_step(e, caps, err, &k->step[0], STEP_PART, bpf_part_main, x, w, y, numel * parts,
+                                    (uint32_t)parts, (uint32_t)chunk, NULL);
+            if (st) return st;
+            return gen_step(e, caps, err, &k->step[1], STEP_SUM, bpf_sum_main, x, w, y, numel, (uint32_t)parts, 0,
+                            NULL);
+        }
+    } else {
+        /* the sum each invocation runs */
+        uint64_t taps = e->op == VF_OP_CONV2D ? (uint64_t)(KH * KW * Cg) : (uint64_t)(KH * KW * (O / at->groups));
+        if (taps > budget)
+            return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                              "%s: %llu terms per result element exceed this device's loop budget (%u); use "
+                              "smaller filters or groups, or the CPU backend", name, (unsigned long long)taps,
+                              (unsigned)budget);
+    }
     k->n_steps = 1;
-    vf_cg g;
-    cg_begin(&g, e, caps, err, &k->step[0]);
-    snprintf(g.d->name, sizeof g.d->name, "%s_f32", name);
-    snprintf(g.comment, sizeof g.comment,
-             "op %s: f32 NHWC input, HWIO filter; one invocation per result element, a direct sum "
-             "(geometry in push constants)", name);
-    cg_bind(&g, VF_BIND_IN0, VF_F32, "in0", true, false);
-    cg_bind(&g, VF_BIND_IN1, VF_F32, "in1", true, false);
-    cg_bind(&g, VF_BIND_OUT, VF_F32, "outv", false, false);
-    uint64_t numel = (uint64_t)cg_numel(out);
-    cg_push_u32(&g, "numel", (uint32_t)numel);
-    cg_push_u32(&g, "N", (uint32_t)x->shape[0]);
-    cg_push_u32(&g, "H", (uint32_t)x->shape[1]);
-    cg_push_u32(&g, "W", (uint32_t)x->shape[2]);
-    cg_push_u32(&g, "C", (uint32_t)C);
-    cg_push_u32(&g, "OH", (uint32_t)y->shape[1]);
-    cg_push_u32(&g, "OW", (uint32_t)y->shape[2]);
-    cg_push_u32(&g, "O", (uint32_t)O);
-    cg_push_u32(&g, "KH", (uint32_t)KH);
-    cg_push_u32(&g, "KW", (uint32_t)KW);
-    cg_push_u32(&g, "Cg", (uint32_t)Cg);
-    cg_push_u32(&g, "Og", (uint32_t)(O / at->groups));
-    cg_push_i32(&g, "sh", at->stride[0]);
-    cg_push_i32(&g, "sw", at->stride[1]);
-    cg_push_i32(&g, "dh", at->dilation[0]);
-    cg_push_i32(&g, "dw", at->dilation[1]);
-    cg_push_i32(&g, "pt", at->pad[0]);
-    cg_push_i32(&g, "pl", at->pad[2]);
+    return gen_step(e, caps, err, &k->step[0], STEP_ONE, body, x, w, y, numel, 1, 0, epi);
+}
 
-    vf_sb *s = &g.body;
-    cg_workgroup(&g, cg_clamp_wg(caps, CONV_LOCAL, false));
-    vf_sb_puts(s, "void main()\n{\n"
-                  "    uint i = vf_group_id() * WG + gl_LocalInvocationID.x;\n"
-                  "    if (i >= pc.numel) return;\n");
-    vf_sb_puts(s, body);
-    vf_sb_puts(s, "    outv[i] = acc;\n}\n");
-    cg_groups_linear(&g, (numel + cg_wg(&g) - 1) / cg_wg(&g));
-    return cg_finish(&g, NULL);
+vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+{
+    return cg_conv2d(e, caps, NULL, k, err);
 }
