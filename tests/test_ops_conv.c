@@ -90,6 +90,8 @@ static const conv_case cases[] = {
     {1, 5, 9, 3, 2, 4, 2, {.dilations = {2, 2}, .strides = {1, 3}, .padding = VF_PADDING_SAME}},
     {0, 5, 5, 2, 3, 3, 4, {.groups = 0}},                                              /* empty batch */
     {1, 4, 4, 0, 2, 2, 3, {.groups = 0}},                                              /* no input channel: zeros */
+    /* output channels in fours per group: Vulkan's blocked kernel (4 channels x 4 pixels), a row tail */
+    {2, 7, 9, 4, 3, 3, 8, {.groups = 2, .strides = {1, 2}, .padding = VF_PADDING_SAME}},
 };
 
 static vf_status body_conv(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)

@@ -44,6 +44,51 @@ static const char *const conv_main =
     "        }\n"
     "    }\n";
 
+/* The forward kernel blocked when a group's output channels come in
+   fours: one invocation per 4 channels x 4 pixels along a row (16 sums).
+   Per input channel it loads 4 inputs and 4 filter values for 16
+   multiply-adds instead of 2 loads per multiply-add: on llvmpipe each
+   load is a scalar loop over the lanes and dominates (docs/BENCHMARKS.md).
+   A pixel past the row's end or a tap in the padding adds nothing (its
+   load reads a valid element that is not used). */
+static const char *const conv4_main =
+    "    uint o0 = (i % pc.Ob) * 4u, r = i / pc.Ob;\n"
+    "    uint owb = r % pc.OWb; r /= pc.OWb;\n"
+    "    int oh = int(r % pc.OH);\n"
+    "    uint n = r / pc.OH;\n"
+    "    int ow0 = int(owb * 4u);\n"
+    "    uint c0 = (o0 / pc.Og) * pc.Cg;   // the group's first input channel\n"
+    "    vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);\n"
+    "    for (uint kh = 0u; kh < pc.KH; kh++) {\n"
+    "        int ih = oh * pc.sh + int(kh) * pc.dh - pc.pt;\n"
+    "        if (ih < 0 || ih >= int(pc.H)) continue;   // padding reads 0\n"
+    "        uint rowb = (n * pc.H + uint(ih)) * pc.W;\n"
+    "        for (uint kw = 0u; kw < pc.KW; kw++) {\n"
+    "            int iw = ow0 * pc.sw + int(kw) * pc.dw - pc.pl;\n"
+    "            bvec4 ok;\n"
+    "            uvec4 xb;\n"
+    "            for (int p = 0; p < 4; p++) {\n"
+    "                int q = iw + p * pc.sw;\n"
+    "                ok[p] = q >= 0 && q < int(pc.W) && ow0 + p < int(pc.OW);\n"
+    "                xb[p] = ok[p] ? (rowb + uint(q)) * pc.C + c0 : c0;\n"
+    "            }\n"
+    "            uint wb = ((kh * pc.KW + kw) * pc.Cg) * pc.O + o0;\n"
+    "            for (uint c = 0u; c < pc.Cg; c++) {\n"
+    "                uint wi = wb + c * pc.O;\n"
+    "                vec4 wv = vec4(in1[wi], in1[wi + 1u], in1[wi + 2u], in1[wi + 3u]);\n"
+    "                a0 += ok.x ? in0[xb.x + c] * wv : vec4(0.0);\n"
+    "                a1 += ok.y ? in0[xb.y + c] * wv : vec4(0.0);\n"
+    "                a2 += ok.z ? in0[xb.z + c] * wv : vec4(0.0);\n"
+    "                a3 += ok.w ? in0[xb.w + c] * wv : vec4(0.0);\n"
+    "            }\n"
+    "        }\n"
+    "    }\n"
+    "    vec4 acc4[4] = vec4[4](a0, a1, a2, a3);\n"
+    "    for (uint p = 0u; p < 4u; p++) {\n"
+    "        uint ow = uint(ow0) + p;\n"
+    "        if (ow >= pc.OW) break;\n"
+    "        uint yi = ((n * pc.OH + uint(oh)) * pc.OW + ow) * pc.O + o0;\n";
+
 /* dx[n, ih, iw, c]: the outputs whose window tap (kh, kw) lands on (ih, iw):
    oh * stride = ih + pad - kh * dilation, when that divides. */
 static const char *const bpi_main =
@@ -142,19 +187,20 @@ enum { STEP_ONE, STEP_PART, STEP_SUM };
    stored, or handed to the epilogue) or stores itself. */
 static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *err, vf_dispatch *d, int step,
                           const char *body, const vf_tref *x, const vf_tref *w, const vf_tref *y, uint64_t invocations,
-                          uint32_t parts, uint32_t chunk, const cg_conv_epilogue *epi)
+                          uint32_t parts, uint32_t chunk, const cg_conv_epilogue *epi, bool blocked)
 {
     const char *name = vf_op_get(e->op)->name;
     vf_cg g;
     cg_begin(&g, e, caps, err, d);
     const char *suffix = step == STEP_PART ? "_part" : step == STEP_SUM ? "_sum" : "";
-    if (epi) snprintf(g.d->name, sizeof g.d->name, "%s_%s_f32", epi->tag, name);
-    else snprintf(g.d->name, sizeof g.d->name, "%s_f32%s", name, suffix);
+    if (epi) snprintf(g.d->name, sizeof g.d->name, "%s_%s_f32%s", epi->tag, name, blocked ? "_b4x4" : "");
+    else snprintf(g.d->name, sizeof g.d->name, "%s_f32%s%s", name, suffix, blocked ? "_b4x4" : "");
     snprintf(g.comment, sizeof g.comment,
              "op %s: f32 NHWC input, HWIO filter; %s (geometry in push constants)%s%s", name,
              step == STEP_PART ? "step 1 of 2: one invocation per (chunk of N*OH*OW, dw element), partial sums "
                                  "-> scratch"
              : step == STEP_SUM ? "step 2 of 2: one invocation per dw element, its chunks (scratch) added in order"
+                : blocked ? "one invocation per 4 output channels x 4 pixels of a row, direct sums"
                                 : "one invocation per result element, a direct sum",
              epi ? "; " : "", epi ? epi->what : "");
     if (epi) {
@@ -174,6 +220,11 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
     push_geometry(&g, x, w, y, &e->attrs.conv, (uint32_t)cg_numel(&e->out));
     if (step == STEP_PART) cg_push_u32(&g, "chunk", chunk);
     if (step != STEP_ONE) cg_push_u32(&g, "parts", parts);
+    if (blocked) {
+        cg_push_u32(&g, "Ob", (uint32_t)(w->shape[3] / 4));
+        cg_push_u32(&g, "OWb", (uint32_t)((y->shape[2] + 3) / 4));
+        cg_push_u32(&g, "nblk", (uint32_t)invocations);
+    }
     if (epi) {
         vf_status st = epi->emit(&g, epi->user);
         if (st) {
@@ -185,9 +236,15 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
     cg_workgroup(&g, cg_clamp_wg(caps, CONV_LOCAL, false));
     vf_sb_add(s, "void main()\n{\n"
                  "    uint i = vf_group_id() * WG + gl_LocalInvocationID.x;\n"
-                 "    if (i >= %s) return;\n", step == STEP_PART ? "pc.numel * pc.parts" : "pc.numel");
+                 "    if (i >= %s) return;\n",
+              step == STEP_PART ? "pc.numel * pc.parts" : blocked ? "pc.nblk" : "pc.numel");
     vf_sb_puts(s, body);
-    if (step == STEP_ONE) vf_sb_puts(s, epi ? "    epi(i, n, uint(oh), uint(ow), o, acc);\n}\n" : "    outv[i] = acc;\n}\n");
+    if (blocked)   /* the body ends inside the loop over its valid pixels */
+        vf_sb_puts(s, epi ? "        for (uint q = 0u; q < 4u; q++) epi(yi + q, n, uint(oh), ow, o0 + q, acc4[p][q]);\n"
+                            "    }\n}\n"
+                          : "        for (uint q = 0u; q < 4u; q++) outv[yi + q] = acc4[p][q];\n    }\n}\n");
+    else if (step == STEP_ONE)
+        vf_sb_puts(s, epi ? "    epi(i, n, uint(oh), uint(ow), o, acc);\n}\n" : "    outv[i] = acc;\n}\n");
     else vf_sb_puts(s, "}\n");
     cg_groups_linear(&g, (invocations + cg_wg(&g) - 1) / cg_wg(&g));
     return cg_finish(&g, NULL);
@@ -241,10 +298,10 @@ vf_status cg_conv2d(const vf_exec *e, const vf_device_caps *caps, const cg_conv_
             k->n_steps = 2;
             k->scratch_bytes = (size_t)(numel * parts * 4);
             vf_status st = gen_step(e, caps, err, &k->step[0], STEP_PART, bpf_part_main, x, w, y, numel * parts,
-                                    (uint32_t)parts, (uint32_t)chunk, NULL);
+                                    (uint32_t)parts, (uint32_t)chunk, NULL, false);
             if (st) return st;
             return gen_step(e, caps, err, &k->step[1], STEP_SUM, bpf_sum_main, x, w, y, numel, (uint32_t)parts, 0,
-                            NULL);
+                            NULL, false);
         }
     } else {
         /* the sum each invocation runs */
@@ -256,7 +313,11 @@ vf_status cg_conv2d(const vf_exec *e, const vf_device_caps *caps, const cg_conv_
                               (unsigned)budget);
     }
     k->n_steps = 1;
-    return gen_step(e, caps, err, &k->step[0], STEP_ONE, body, x, w, y, numel, 1, 0, epi);
+    if (e->op == VF_OP_CONV2D && (O / at->groups) % 4 == 0) {
+        uint64_t blocks = (uint64_t)(y->shape[0] * y->shape[1] * ((y->shape[2] + 3) / 4) * (O / 4));
+        return gen_step(e, caps, err, &k->step[0], STEP_ONE, conv4_main, x, w, y, blocks, 1, 0, epi, true);
+    }
+    return gen_step(e, caps, err, &k->step[0], STEP_ONE, body, x, w, y, numel, 1, 0, epi, false);
 }
 
 vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
