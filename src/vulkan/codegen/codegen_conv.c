@@ -8,7 +8,9 @@
  * window's taps, skips those that fall in the padding, and sums the group's
  * channels in float. The geometry is push constants, so one pipeline
  * serves every shape. Taps per invocation (KH * KW * C/groups) are bounded
- * by the device's loop budget.
+ * by the device's loop budget. When a group's output channels come in
+ * fours the forward kernel is blocked instead (conv4_main: 4 channels x 4
+ * pixels per invocation).
  *
  * The forward kernel takes an epilogue (codegen_conv.h: fused conv groups,
  * codegen_conv_fused.c). The filter gradient sums over N * OH * OW terms,
