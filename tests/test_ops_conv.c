@@ -90,8 +90,9 @@ static const conv_case cases[] = {
     {1, 5, 9, 3, 2, 4, 2, {.dilations = {2, 2}, .strides = {1, 3}, .padding = VF_PADDING_SAME}},
     {0, 5, 5, 2, 3, 3, 4, {.groups = 0}},                                              /* empty batch */
     {1, 4, 4, 0, 2, 2, 3, {.groups = 0}},                                              /* no input channel: zeros */
-    /* output channels in fours per group: Vulkan's blocked kernel (4 channels x 4 pixels), a row tail */
-    {2, 7, 9, 4, 3, 3, 8, {.groups = 2, .strides = {1, 2}, .padding = VF_PADDING_SAME}},
+    /* input and output channels in fours per group: Vulkan's blocked kernels (forward: 4 channels x 4
+       pixels, a row tail; filter gradient: 4 x 4 channels) */
+    {2, 7, 9, 8, 3, 3, 8, {.groups = 2, .strides = {1, 2}, .padding = VF_PADDING_SAME}},
 };
 
 static vf_status body_conv(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -499,6 +500,7 @@ static void conv_filter_grad_split(void **state)
         {3, 6, 7, 2, 3, 3, 3, {.padding = VF_PADDING_SAME}},                      /* 126 terms: 3 chunks */
         {5, 7, 6, 4, 3, 2, 4, {.groups = 2, .strides = {2, 1}, .padding = VF_PADDING_SAME}}, /* 120 */
         {2, 9, 9, 1, 3, 3, 2, {.dilations = {2, 1}, .padding = VF_PADDING_EXPLICIT, .pads = {1, 2, 0, 1}}},
+        {4, 5, 6, 4, 3, 3, 4, {.padding = VF_PADDING_SAME}}, /* blocked 4x4 partial sums: 120 terms */
     };
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) check_case(ctx, &split[i], 40 + (int)i, NULL);
     vt_context_done(ctx);
