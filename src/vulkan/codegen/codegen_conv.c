@@ -10,7 +10,9 @@
  * serves every shape. Taps per invocation (KH * KW * C/groups) are bounded
  * by the device's loop budget. When a group's output channels come in
  * fours the forward kernel is blocked instead (conv4_main: 4 channels x 4
- * pixels per invocation).
+ * pixels per invocation), and so are the input gradient (4 channels x 4
+ * pixels of dx) and the filter gradient (4 x 4 channels of dw) when their
+ * channels allow.
  *
  * The forward kernel takes an epilogue (codegen_conv.h: fused conv groups,
  * codegen_conv_fused.c). The filter gradient sums over N * OH * OW terms,
@@ -110,6 +112,49 @@ static const char *const bpi_main =
     "            uint wb = ((kh * pc.KW + kw) * pc.Cg + cc) * pc.O + o0;\n"
     "            for (uint k = 0u; k < pc.Og; k++) acc += in0[yb + k] * in1[wb + k];\n"
     "        }\n"
+    "    }\n";
+
+/* The input gradient blocked when a group's input channels come in fours:
+   one invocation per 4 channels x 4 pixels of a row of dx, 8 loads per 16
+   multiply-adds (as conv4_main). A pixel past the row's end, or one that
+   no output reads through this tap, adds nothing. */
+static const char *const bpi4_main =
+    "    uint c0 = (i % pc.Cq) * 4u, r = i / pc.Cq;\n"
+    "    uint iwb = r % pc.Wb; r /= pc.Wb;\n"
+    "    int ih = int(r % pc.H);\n"
+    "    uint n = r / pc.H;\n"
+    "    int iw0 = int(iwb * 4u);\n"
+    "    uint cc0 = c0 % pc.Cg, o0 = (c0 / pc.Cg) * pc.Og;\n"
+    "    vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);\n"
+    "    for (uint kh = 0u; kh < pc.KH; kh++) {\n"
+    "        int th = ih + pc.pt - int(kh) * pc.dh;\n"
+    "        if (th < 0 || th % pc.sh != 0 || th / pc.sh >= int(pc.OH)) continue;\n"
+    "        uint rowb = (n * pc.OH + uint(th / pc.sh)) * pc.OW;\n"
+    "        for (uint kw = 0u; kw < pc.KW; kw++) {\n"
+    "            bvec4 ok;\n"
+    "            uvec4 yb;\n"
+    "            for (int p = 0; p < 4; p++) {\n"
+    "                int tw = iw0 + p + pc.pl - int(kw) * pc.dw;\n"
+    "                ok[p] = tw >= 0 && iw0 + p < int(pc.W) && tw % pc.sw == 0 && tw / pc.sw < int(pc.OW);\n"
+    "                yb[p] = ok[p] ? (rowb + uint(tw / pc.sw)) * pc.O + o0 : o0;\n"
+    "            }\n"
+    "            uint wb = ((kh * pc.KW + kw) * pc.Cg + cc0) * pc.O + o0;\n"
+    "            for (uint k = 0u; k < pc.Og; k++) {\n"
+    "                uint wi = wb + k;\n"
+    "                vec4 wv = vec4(in1[wi], in1[wi + pc.O], in1[wi + 2u * pc.O], in1[wi + 3u * pc.O]);\n"
+    "                a0 += ok.x ? in0[yb.x + k] * wv : vec4(0.0);\n"
+    "                a1 += ok.y ? in0[yb.y + k] * wv : vec4(0.0);\n"
+    "                a2 += ok.z ? in0[yb.z + k] * wv : vec4(0.0);\n"
+    "                a3 += ok.w ? in0[yb.w + k] * wv : vec4(0.0);\n"
+    "            }\n"
+    "        }\n"
+    "    }\n"
+    "    vec4 acc4[4] = vec4[4](a0, a1, a2, a3);\n"
+    "    for (uint p = 0u; p < 4u; p++) {\n"
+    "        uint iw = uint(iw0) + p;\n"
+    "        if (iw >= pc.W) break;\n"
+    "        uint xi = ((n * pc.H + uint(ih)) * pc.W + iw) * pc.C + c0;\n"
+    "        for (uint q = 0u; q < 4u; q++) outv[xi + q] = acc4[p][q];\n"
     "    }\n";
 
 /* dw[kh, kw, cc, o]: every image's output pixels against the input pixel
@@ -235,7 +280,7 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
                                           : "step 1 of 2: one invocation per (chunk of N*OH*OW, dw element), "
                                             "partial sums -> scratch")
              : step == STEP_SUM ? "step 2 of 2: one invocation per dw element, its chunks (scratch) added in order"
-                : blocked ? "one invocation per 4 output channels x 4 pixels of a row, direct sums"
+                : blocked ? "one invocation per 4 channels x 4 pixels of a row, direct sums"
                                 : "one invocation per result element, a direct sum",
              epi ? "; " : "", epi ? epi->what : "");
     if (epi) {
@@ -255,7 +300,11 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
     push_geometry(&g, x, w, y, &e->attrs.conv, (uint32_t)cg_numel(&e->out));
     if (step == STEP_PART) cg_push_u32(&g, "chunk", chunk);
     if (step != STEP_ONE) cg_push_u32(&g, "parts", parts);
-    if (blocked && step == STEP_ONE) {
+    if (blocked && e->op == VF_OP_CONV2D_BACKPROP_INPUT) {
+        cg_push_u32(&g, "Cq", (uint32_t)(x->shape[3] / 4));
+        cg_push_u32(&g, "Wb", (uint32_t)((x->shape[2] + 3) / 4));
+        cg_push_u32(&g, "nblk", (uint32_t)invocations);
+    } else if (blocked && step == STEP_ONE) {
         cg_push_u32(&g, "Ob", (uint32_t)(w->shape[3] / 4));
         cg_push_u32(&g, "OWb", (uint32_t)((y->shape[2] + 3) / 4));
         cg_push_u32(&g, "nblk", (uint32_t)invocations);
@@ -279,7 +328,8 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
               step == STEP_PART ? (blocked ? "pc.nb * pc.parts" : "pc.numel * pc.parts")
               : blocked ? "pc.nblk" : "pc.numel");
     vf_sb_puts(s, body);
-    if (blocked && step == STEP_ONE)   /* the body ends inside the loop over its valid pixels */
+    if (blocked && e->op == VF_OP_CONV2D_BACKPROP_INPUT) vf_sb_puts(s, "}\n");   /* it stores itself */
+    else if (blocked && step == STEP_ONE)   /* the body ends inside the loop over its valid pixels */
         vf_sb_puts(s, epi ? "        for (uint q = 0u; q < 4u; q++) epi(yi + q, n, uint(oh), ow, o0 + q, acc4[p][q]);\n"
                             "    }\n}\n"
                           : "        for (uint q = 0u; q < 4u; q++) outv[yi + q] = acc4[p][q];\n    }\n}\n");
@@ -360,6 +410,10 @@ vf_status cg_conv2d(const vf_exec *e, const vf_device_caps *caps, const cg_conv_
     if (e->op == VF_OP_CONV2D && (O / at->groups) % 4 == 0) {
         uint64_t blocks = (uint64_t)(y->shape[0] * y->shape[1] * ((y->shape[2] + 3) / 4) * (O / 4));
         return gen_step(e, caps, err, &k->step[0], STEP_ONE, conv4_main, x, w, y, blocks, 1, 0, epi, true);
+    }
+    if (e->op == VF_OP_CONV2D_BACKPROP_INPUT && Cg % 4 == 0) {
+        uint64_t blocks = (uint64_t)(x->shape[0] * x->shape[1] * ((x->shape[2] + 3) / 4) * (C / 4));
+        return gen_step(e, caps, err, &k->step[0], STEP_ONE, bpi4_main, x, w, y, blocks, 1, 0, NULL, true);
     }
     return gen_step(e, caps, err, &k->step[0], STEP_ONE, body, x, w, y, numel, 1, 0, epi, false);
 }
