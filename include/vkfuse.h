@@ -505,9 +505,12 @@ typedef struct vf_conv2d_desc {
    gradients are ops of their own, conv2d_backprop_input / _filter, which
    show in graph dumps and profiles). On Vulkan each result element is one
    invocation's sum: KH*KW*C/groups terms (forward), KH*KW*O/groups (input
-   gradient), N*OH*OW (filter gradient); past the device's loop budget
-   (65471 on lavapipe) the op fails with VF_ERROR_UNSUPPORTED saying so
-   (split the batch, or use the CPU backend). */
+   gradient); past the device's loop budget (65471 on lavapipe) the op fails
+   with VF_ERROR_UNSUPPORTED saying so (use the CPU backend). The filter
+   gradient's N*OH*OW terms are summed in chunks and the chunks added in a
+   second step, so any batch runs (up to the budget squared). In a traced
+   function a conv2d followed by elementwise ops of its output shape (bias
+   add, activation) runs as one kernel (docs/FUSION.md). */
 VF_API vf_tensor *vf_conv2d(vf_context *ctx, vf_tensor *x, vf_tensor *w, const vf_conv2d_desc *desc);
 
 typedef struct vf_pool2d_desc {
