@@ -9,7 +9,9 @@
  * The model: token + position embeddings (vf_gather), BLOCKS pre-layer-norm
  * blocks of multi-head causal self-attention (the mask built with
  * vf_range / vf_greater_equal and applied with vf_where) and a GELU MLP,
- * a final layer norm and a projection to the vocabulary; sparse softmax
+ * dropout (vf_dropout from a vf_generator made once; new masks at every
+ * call of the traced step, none when predicting) on the attention and MLP
+ * outputs, a final layer norm and a projection to the vocabulary; sparse softmax
  * cross-entropy; Adam with bias correction written with the library's own
  * ops. The whole train step (forward, vf_tape gradients, Adam updates of
  * every variable) is one traced vf_function. Layer norm is composed: the
@@ -17,8 +19,9 @@
  *
  * Checks (non-zero exit otherwise):
  *  - for the first EAGER_STEPS steps the same step also runs eagerly on a
- *    second copy of the model made from the same seeds: the losses must
- *    agree, and so must every parameter afterwards;
+ *    second copy of the model made from the same seeds (its own generator
+ *    of the same seed, so the same dropout masks): the losses must agree,
+ *    and so must every parameter afterwards;
  *  - the loss falls well below its start;
  *  - on held-out sequences, decoded greedily one token at a time (each
  *    prediction fed back as the next input), the token accuracy is far
@@ -45,6 +48,7 @@
 #define STEPS 60
 #define EAGER_STEPS 3
 #define TEST 256          /* held-out sequences */
+#define DROPOUT 0.1       /* in training; none when predicting */
 
 /* The variables of one block, in the order params() lists them. */
 enum { LN1_G, LN1_B, WQKV, WO, LN2_G, LN2_B, W1, B1, W2, B2, PER_BLOCK };
@@ -52,6 +56,7 @@ enum { LN1_G, LN1_B, WQKV, WO, LN2_G, LN2_B, W1, B1, W2, B2, PER_BLOCK };
 
 typedef struct {
     vf_tensor *p[NPARAM];     /* parameters (variables) */
+    vf_generator *gen;        /* dropout's random stream */
     vf_tensor *m[NPARAM], *v[NPARAM]; /* Adam's moments (variables) */
     vf_tensor *t;             /* step count, f32 scalar variable */
 } model;
@@ -98,18 +103,20 @@ static vf_tensor *attention(vf_context *ctx, vf_tensor *const *p, vf_tensor *h, 
     return vf_matmul(ctx, o, p[WO]);
 }
 
-/* Logits [B, T, VOCAB] of the token ids [B, T]. */
-static vf_tensor *forward(vf_context *ctx, const model *m, vf_tensor *ids)
+/* Logits [B, T, VOCAB] of the token ids [B, T]; dropout at rate on each
+   block's attention and MLP outputs (rate 0: none, nothing drawn). */
+static vf_tensor *forward(vf_context *ctx, const model *m, vf_tensor *ids, double rate)
 {
     int64_t nb = vf_tensor_dim(ids, 0);
     vf_tensor *x = vf_add(ctx, vf_gather(ctx, m->p[TOK], ids, 0),
                           vf_gather(ctx, m->p[POS], vf_range(ctx, VF_I32, 0, T, 1), 0));
     for (int b = 0; b < BLOCKS; b++) {
         vf_tensor *const *p = &m->p[BLK(b, 0)];
-        x = vf_add(ctx, x, attention(ctx, p, layer_norm(ctx, x, p[LN1_G], p[LN1_B]), nb));
+        vf_tensor *a = attention(ctx, p, layer_norm(ctx, x, p[LN1_G], p[LN1_B]), nb);
+        x = vf_add(ctx, x, vf_dropout(ctx, m->gen, a, rate));
         vf_tensor *h = layer_norm(ctx, x, p[LN2_G], p[LN2_B]);
         h = vf_gelu(ctx, vf_add(ctx, vf_matmul(ctx, h, p[W1]), p[B1]));
-        x = vf_add(ctx, x, vf_add(ctx, vf_matmul(ctx, h, p[W2]), p[B2]));
+        x = vf_add(ctx, x, vf_dropout(ctx, m->gen, vf_add(ctx, vf_matmul(ctx, h, p[W2]), p[B2]), rate));
     }
     return vf_matmul(ctx, layer_norm(ctx, x, m->p[LNF_G], m->p[LNF_B]), m->p[WOUT]);
 }
@@ -119,7 +126,7 @@ static vf_status train_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
 {
     model *m = user;
     vf_tape *tape = vf_tape_begin(ctx);
-    vf_tensor *logits = forward(ctx, m, in[0]);
+    vf_tensor *logits = forward(ctx, m, in[0], DROPOUT);
     /* position L+j holds SEP (j = 0) or y[j-1] and predicts y[j] */
     vf_tensor *ans = vf_slice(ctx, logits, (int64_t[]){0, L, 0}, NULL, NULL);
     vf_tensor *loss = vf_reduce_mean(ctx, vf_sparse_softmax_cross_entropy(ctx, in[1], ans), 0, NULL, false);
@@ -162,10 +169,10 @@ static vf_tensor *param(vf_context *ctx, int rank, const int64_t *dims, double s
     return var;
 }
 
-/* The same seed gives the same model. */
+/* The same seed gives the same model, and the same dropout masks. */
 static model make_model(vf_context *ctx, uint64_t seed)
 {
-    model m = {0};
+    model m = {.gen = vf_generator_create(ctx, seed + 1000)};
     const double s_in = 1.0 / sqrt(D), s_out = s_in / sqrt(2.0 * BLOCKS); /* residual branches scaled down */
     m.p[TOK] = param(ctx, 2, (int64_t[]){VOCAB, D}, 0.5, 0, seed++);
     m.p[POS] = param(ctx, 2, (int64_t[]){T, D}, 0.5, 0, seed++);
@@ -218,7 +225,7 @@ static void make_batch(int n, int32_t *ids, int32_t *y)
 /* The predicted next token at every position: argmax of the logits [B, T]. */
 static vf_status predict(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
-    out[0] = vf_argmax(ctx, forward(ctx, user, in[0]), -1);
+    out[0] = vf_argmax(ctx, forward(ctx, user, in[0], 0.0), -1);
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
@@ -329,6 +336,7 @@ int main(void)
     if (rc == 0 && !(acc >= 0.9)) fprintf(stderr, "the held-out accuracy is too low\n"), rc = 1;
     if (rc == 0 && st.traces != 1) fprintf(stderr, "retraced: %s\n", vf_function_retrace_reason(fn)), rc = 1;
     vf_function_destroy(fn);
+    vf_generator_destroy(traced.gen), vf_generator_destroy(eager.gen);
     if (vf_status_get(ctx) != VF_OK) fprintf(stderr, "%s\n", vf_error_message(ctx)), rc = 1;
     vf_context_destroy(ctx);
     return rc;
