@@ -26,7 +26,8 @@
  *  - on held-out sequences, decoded greedily one token at a time (each
  *    prediction fed back as the next input), the token accuracy is far
  *    above chance (1 / DIGITS);
- *  - the train step was traced once. */
+ *  - the train step was traced once, and so was the predict function,
+ *    whose input signature has a symbolic batch (-1), for two batch sizes. */
 #include <vkfuse.h>
 
 #include <math.h>
@@ -79,19 +80,20 @@ static vf_tensor *layer_norm(vf_context *ctx, vf_tensor *x, vf_tensor *g, vf_ten
     return vf_add(ctx, vf_mul(ctx, n, g), b);
 }
 
-/* [B, T, D] -> [B, HEADS, T, HD] */
-static vf_tensor *heads(vf_context *ctx, vf_tensor *x, int64_t nb)
+/* [B, T, D] -> [B, HEADS, T, HD]; B is -1, so that a symbolic batch of a
+   traced function (the predict function's) stays symbolic. */
+static vf_tensor *heads(vf_context *ctx, vf_tensor *x)
 {
-    vf_tensor *r = vf_reshape(ctx, x, 4, (int64_t[]){nb, T, HEADS, HD});
+    vf_tensor *r = vf_reshape(ctx, x, 4, (int64_t[]){-1, T, HEADS, HD});
     return vf_transpose(ctx, r, (int[]){0, 2, 1, 3});
 }
 
 /* Multi-head causal self-attention of h [B, T, D]. */
-static vf_tensor *attention(vf_context *ctx, vf_tensor *const *p, vf_tensor *h, int64_t nb)
+static vf_tensor *attention(vf_context *ctx, vf_tensor *const *p, vf_tensor *h)
 {
     vf_tensor *qkv[3] = {NULL, NULL, NULL};
     if (vf_split(ctx, vf_matmul(ctx, h, p[WQKV]), 3, NULL, -1, qkv) != VF_OK) return NULL;
-    vf_tensor *q = heads(ctx, qkv[0], nb), *k = heads(ctx, qkv[1], nb), *v = heads(ctx, qkv[2], nb);
+    vf_tensor *q = heads(ctx, qkv[0]), *k = heads(ctx, qkv[1]), *v = heads(ctx, qkv[2]);
     vf_tensor *s = vf_mul(ctx, vf_matmul_ex(ctx, q, k, false, true), scalar(ctx, 1.0 / sqrt(HD)));
     /* position i sees positions j <= i: the mask is [T, T], broadcast over batch and heads */
     vf_tensor *pos = vf_range(ctx, VF_I32, 0, T, 1);
@@ -99,7 +101,7 @@ static vf_tensor *attention(vf_context *ctx, vf_tensor *const *p, vf_tensor *h, 
                                          vf_reshape(ctx, pos, 2, (int64_t[]){1, T}));
     s = vf_where(ctx, causal, s, scalar(ctx, -INFINITY));
     vf_tensor *o = vf_matmul(ctx, vf_softmax(ctx, s, -1), v);                 /* [B, H, T, HD] */
-    o = vf_reshape(ctx, vf_transpose(ctx, o, (int[]){0, 2, 1, 3}), 3, (int64_t[]){nb, T, D});
+    o = vf_reshape(ctx, vf_transpose(ctx, o, (int[]){0, 2, 1, 3}), 3, (int64_t[]){-1, T, D});
     return vf_matmul(ctx, o, p[WO]);
 }
 
@@ -107,12 +109,11 @@ static vf_tensor *attention(vf_context *ctx, vf_tensor *const *p, vf_tensor *h, 
    block's attention and MLP outputs (rate 0: none, nothing drawn). */
 static vf_tensor *forward(vf_context *ctx, const model *m, vf_tensor *ids, double rate)
 {
-    int64_t nb = vf_tensor_dim(ids, 0);
     vf_tensor *x = vf_add(ctx, vf_gather(ctx, m->p[TOK], ids, 0),
                           vf_gather(ctx, m->p[POS], vf_range(ctx, VF_I32, 0, T, 1), 0));
     for (int b = 0; b < BLOCKS; b++) {
         vf_tensor *const *p = &m->p[BLK(b, 0)];
-        vf_tensor *a = attention(ctx, p, layer_norm(ctx, x, p[LN1_G], p[LN1_B]), nb);
+        vf_tensor *a = attention(ctx, p, layer_norm(ctx, x, p[LN1_G], p[LN1_B]));
         x = vf_add(ctx, x, vf_dropout(ctx, m->gen, a, rate));
         vf_tensor *h = layer_norm(ctx, x, p[LN2_G], p[LN2_B]);
         h = vf_gelu(ctx, vf_add(ctx, vf_matmul(ctx, h, p[W1]), p[B1]));
@@ -326,8 +327,17 @@ int main(void)
     rng = 0x9e3779b97f4a7c15ull; /* held out: another stream than the training batches */
     make_batch(TEST, tids, ty);
     vf_function *pred_fn = vf_function_create(ctx, &(vf_function_desc){.name = "lm_predict", .body = predict,
-        .user = &traced, .n_inputs = 1, .n_outputs = 1});
-    double seq = NAN, acc = rc == 0 && pred_fn ? decode_accuracy(ctx, pred_fn, tids, ty, TEST, &seq) : NAN;
+        .user = &traced, .n_inputs = 1, .n_outputs = 1,
+        .input_signature = (vf_tensor_spec[]){{.dtype = VF_I32, .rank = 2, .shape = {-1, T}}}});
+    /* two batch sizes, one trace of the predict function (its batch is symbolic) */
+    double seq = NAN, seq2 = NAN, acc = NAN, acc2 = NAN;
+    vf_function_stats ps = {0};
+    if (rc == 0 && pred_fn) {
+        acc = decode_accuracy(ctx, pred_fn, tids, ty, TEST - 56, &seq);
+        acc2 = decode_accuracy(ctx, pred_fn, tids + (TEST - 56) * T, ty + (TEST - 56) * L, 56, &seq2);
+        acc = (acc * (TEST - 56) + acc2 * 56) / TEST, seq = (seq * (TEST - 56) + seq2 * 56) / TEST;
+        vf_function_stats_get(pred_fn, &ps);
+    }
     vf_function_destroy(pred_fn);
     printf("first loss %.4f, last %.4f; held-out token accuracy %.4f (chance %.4f), whole sequences %.4f; "
            "traces %d, %d kernels and %d dispatches per step\n",
@@ -335,6 +345,7 @@ int main(void)
     if (rc == 0 && !(avg < 0.25 * first)) fprintf(stderr, "the loss did not fall well below its start\n"), rc = 1;
     if (rc == 0 && !(acc >= 0.9)) fprintf(stderr, "the held-out accuracy is too low\n"), rc = 1;
     if (rc == 0 && st.traces != 1) fprintf(stderr, "retraced: %s\n", vf_function_retrace_reason(fn)), rc = 1;
+    if (rc == 0 && ps.traces != 1) fprintf(stderr, "the predict function traced %d times\n", ps.traces), rc = 1;
     vf_function_destroy(fn);
     vf_generator_destroy(traced.gen), vf_generator_destroy(eager.gen);
     if (vf_status_get(ctx) != VF_OK) fprintf(stderr, "%s\n", vf_error_message(ctx)), rc = 1;
