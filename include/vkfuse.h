@@ -189,12 +189,12 @@ VF_API vf_tensor *vf_fill(vf_context *ctx, vf_dtype dtype, int rank, const int64
                           double value);
 /* Standard normal samples from a Philox-4x32-10 counter-based generator
    with Box-Muller: the same seed gives the same numbers on every backend
-   (to within a few ulps of libm's log/cos/sin). */
+   (to within a few ulps of libm's log/cos/sin). The seed is a host value:
+   a traced function draws the same numbers at every call; for numbers
+   that change at every call (dropout in a traced train step) use a
+   vf_generator. */
 VF_API vf_tensor *vf_random_normal(vf_context *ctx, vf_dtype dtype, int rank,
                                    const int64_t *shape, uint64_t seed);
-   /* vf_random_normal's seed is a host value: a traced function draws the
-      same numbers at every call. For numbers that change at every call
-      (dropout in a traced train step) use a vf_generator. */
 
 /* Generators (tf.random.Generator): a random stream whose state lives on
    the device, like a variable, and advances by one at every draw, eager or
@@ -231,7 +231,9 @@ VF_API vf_tensor *vf_generator_normal(vf_context *ctx, vf_generator *gen, vf_dty
    gradient flows through the mask: dx = mask * dy / (1 - rate). rate 0
    returns x unchanged (a view) and does not draw; rate must be in [0, 1)
    (1, above, negative or NaN: VF_ERROR_INVALID_ARGUMENT). In f16 the
-   scale 1 / (1 - rate) is rounded to f16. Pass rate 0 at inference. */
+   scale 1 / (1 - rate) is rounded to f16, and a rate whose scale passes
+   f16's largest value (65504) is VF_ERROR_INVALID_ARGUMENT. Pass rate 0
+   at inference. */
 VF_API vf_tensor *vf_dropout(vf_context *ctx, vf_generator *gen, vf_tensor *x, double rate);
 /* Waits for the value. bytes smaller than the tensor: VF_ERROR_INVALID_ARGUMENT. */
 VF_API vf_status vf_tensor_read(vf_tensor *t, void *dst, size_t bytes);

@@ -12,14 +12,24 @@
  *   body are ordered.
  * - backends: the same traced + eager sequence with dropout on the CPU
  *   backend and on Vulkan: uniforms and dropout bit for bit.
- * - statistics: 2^20 uniforms in [0, 1) (f16: below 1 too) and normals,
- *   mean and variance within 6 standard errors.
+ * - statistics: 2^18 uniforms in [0, 1) (f16: below 1 too) and normals
+ *   (VKFUSE_GENERATOR_DRAWS=<n> for more), mean and variance within 6
+ *   standard errors.
  * - dropout: kept fraction, the scale, the expectation, rate 0 (x, no
  *   draw), f16; its gradient mask * dy / (1 - rate) exactly, eager and
  *   traced.
  * - save / load: a loaded function continues the saved state.
+ * - the 64-bit draw number: RNG_ADVANCE carries into the high word and a
+ *   draw reads it (the backends' kernels run directly on a state past
+ *   2^32, which no test could reach by drawing).
+ * - control flow: a draw in a vf_cond branch advances the state only when
+ *   the branch is taken (traced).
+ * - limits: under 8 workgroups per dispatch the kernels stride over more
+ *   workgroups (eager and traced) and still give the reference.
  * - errors: rates, dtypes, NULL / destroyed / foreign generators, creation
  *   while tracing; empty draws advance the state. */
+#include "frontend/frontend.h"
+#include "limits_common.h"
 #include "testutil.h"
 #include "util/dtype.h"
 #include "util/philox.h"
@@ -226,7 +236,7 @@ static void statistics(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
     vf_generator *g = vf_generator_create(ctx, 2026);
-    const int64_t n = 1 << 20;
+    const int64_t n = vt_env_long("VKFUSE_GENERATOR_DRAWS", 1 << 18); /* more: tighter bounds, slower */
     for (int k = 0; k < 3; k++) {
         vf_dtype dt = k == 1 ? VF_F16 : VF_F32;
         bool uni = k < 2;
@@ -426,6 +436,10 @@ static void errors(vf_backend b)
     vf_tensor *xi = vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){1}, &iv);
     assert_null(vf_dropout(ctx, g, xi, 0.5));
     vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_dropout", "f32 or f16", NULL);
+    vf_tensor *xh = vf_cast(ctx, x, VF_F16);
+    assert_null(vf_dropout(ctx, g, xh, 0.99999)); /* scale 100000: not an f16 */
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_dropout", "65504", NULL);
+    vf_tensor_release(vf_dropout(ctx, g, xh, 0.999)); /* scale 1000: fine (and draws: draw 0) */
     assert_null(vf_generator_uniform(ctx, g, VF_I32, 1, (int64_t[]){4}));
     vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_generator_uniform", "f32 or f16", NULL);
     assert_null(vf_generator_normal(ctx, g, VF_F32, 1, (int64_t[]){-2}));
@@ -453,7 +467,7 @@ static void errors(vf_backend b)
     vf_tensor *ed = vf_dropout(ctx, g, ex, 0.5);
     assert_non_null(ed);
     assert_int_equal(vf_tensor_dim(ed, 0), 0);
-    check_draw(vf_generator_uniform(ctx, g, VF_F32, 1, (int64_t[]){8}), 3, 2, true, "after two empty draws");
+    check_draw(vf_generator_uniform(ctx, g, VF_F32, 1, (int64_t[]){8}), 3, 3, true, "after two empty draws");
     /* destroyed: an error, not a crash, for draws and a second destroy */
     vf_generator_destroy(g);
     assert_null(vf_generator_uniform(ctx, g, VF_F32, 0, NULL));
@@ -467,6 +481,129 @@ static void errors(vf_backend b)
 }
 VT_PER_BACKEND(errors)
 
+/* ---- the draw number's high word ----------------------------------------------- */
+
+/* state [lo, hi] through the backend's RNG_ADVANCE, in place as the
+   generator runs it */
+static void advance_case(vf_context *ctx, uint32_t lo, uint32_t hi, uint32_t want_lo, uint32_t want_hi)
+{
+    const uint32_t s0[2] = {lo, hi};
+    vf_tensor *s = vf_tensor_from_host(ctx, VF_U32, 1, (int64_t[]){2}, s0);
+    vf_exec e = {.op = VF_OP_RNG_ADVANCE, .n_in = 1, .in[0] = vf_tensor_ref(s), .out = vf_tensor_ref(s)};
+    assert_int_equal(ctx->be.iface->exec(ctx->be.self, &e), VF_OK);
+    uint32_t got[2];
+    assert_int_equal(vf_tensor_read(s, got, sizeof got), VF_OK);
+    if (got[0] != want_lo || got[1] != want_hi)
+        fail_msg("advance of [%#x, %#x]: [%#x, %#x], want [%#x, %#x]", lo, hi, got[0], got[1], want_lo, want_hi);
+    vf_tensor_release(s);
+}
+
+static void high_word(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    advance_case(ctx, 0xffffffffu, 5, 0, 6);
+    advance_case(ctx, 7, 0xffffffffu, 8, 0xffffffffu);
+    advance_case(ctx, 0xffffffffu, 0xffffffffu, 0, 0);
+    /* draw d = 2^32 + 3 of a uniform and a normal */
+    const uint32_t s0[2] = {3, 1};
+    vf_tensor *s = vf_tensor_from_host(ctx, VF_U32, 1, (int64_t[]){2}, s0);
+    for (int k = 0; k < 2; k++) {
+        vf_tensor *like = vf_fill(ctx, VF_BOOL, 1, (int64_t[]){21}, 0);
+        vf_tensor *out = vf_fill(ctx, VF_F32, 1, (int64_t[]){21}, 0);
+        vf_exec e = {.op = k ? VF_OP_RNG_NORMAL : VF_OP_RNG_UNIFORM, .n_in = 2, .attrs.seed = SEED,
+                     .attrs.dtype = VF_F32, .in[0] = vf_tensor_ref(s), .in[1] = vf_tensor_ref(like),
+                     .out = vf_tensor_ref(out)};
+        assert_int_equal(ctx->be.iface->exec(ctx->be.self, &e), VF_OK);
+        check_draw(out, SEED, ((uint64_t)1 << 32) + 3, k == 0, "a draw past 2^32");
+        vf_tensor_release(out), vf_tensor_release(like);
+    }
+    vf_tensor_release(s);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(high_word)
+
+/* ---- control flow ------------------------------------------------------------- */
+
+static vf_status draw_branch(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    out[0] = vf_add(ctx, in[0], vf_generator_uniform(ctx, user, VF_F32, 1, (int64_t[]){6}));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static vf_status no_draw(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_neg(ctx, in[0]);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* vf_cond(pred, draw, no draw); then a draw after it */
+static vf_status cond_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor *z = vf_fill(ctx, VF_F32, 1, (int64_t[]){6}, 0.0);
+    vf_status s = vf_cond(ctx, in[0], draw_branch, no_draw, 1, &z, 1, &out[0], user);
+    out[1] = vf_generator_uniform(ctx, user, VF_F32, 1, (int64_t[]){6});
+    return s != VF_OK ? s : out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+/* A draw inside a vf_cond branch advances the state only when the branch
+   is taken, traced as eagerly: calls with pred true, false, true draw
+   (0, 1), (-, 2), (3, 4). */
+static void control_flow(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    vf_generator *g = vf_generator_create(ctx, 12);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "cond", .body = cond_body, .user = g,
+                                                                 .n_inputs = 1, .n_outputs = 2});
+    const bool preds[3] = {true, false, true};
+    uint64_t d = 0;
+    for (int i = 0; i < 3; i++) {
+        vf_tensor *p = vf_tensor_from_host(ctx, VF_BOOL, 0, NULL, &preds[i]), *o[2] = {0};
+        assert_int_equal(vf_function_call(fn, &p, o), VF_OK);
+        if (preds[i]) check_draw(o[0], 12, d++, true, "drawn in the branch taken");
+        else assert_true(fabsf(vt_read1(vf_reduce_sum(ctx, vf_abs(ctx, o[0]), 0, NULL, false))) == 0);
+        check_draw(o[1], 12, d++, true, "drawn after the cond");
+        vf_tensor_release(p);
+    }
+    vf_function_destroy(fn);
+    vf_generator_destroy(g);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(control_flow)
+
+/* ---- device limits ------------------------------------------------------------ */
+
+static vf_status big_draws(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)in;
+    out[0] = vf_generator_uniform(ctx, user, VF_F32, 1, (int64_t[]){10001});
+    out[1] = vf_generator_normal(ctx, user, VF_F16, 1, (int64_t[]){5003});
+    return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+/* Under LIMITS (8 workgroups of at most 256 per dispatch) 10001 uniforms
+   are 2501 blocks, 5003 normals 2502: both kernels loop over their
+   workgroups (grid stride), eager and traced. */
+static void test_limits(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    vf_context *vk = lim_context(LIMITS);
+    vf_generator *g = vf_generator_create(vk, 77);
+    vf_tensor *t[2] = {0};
+    assert_int_equal(big_draws(vk, NULL, t, g), VF_OK);
+    check_draw(t[0], 77, 0, true, "eager uniform past the workgroup limit");
+    check_draw(t[1], 77, 1, false, "eager normal past the workgroup limit");
+    vf_function *fn = vf_function_create(vk, &(vf_function_desc){.name = "big", .body = big_draws, .user = g,
+                                                                .n_outputs = 2});
+    assert_int_equal(vf_function_call(fn, NULL, t), VF_OK);
+    check_draw(t[0], 77, 2, true, "traced uniform past the workgroup limit");
+    check_draw(t[1], 77, 3, false, "traced normal past the workgroup limit");
+    vf_function_destroy(fn);
+    vf_generator_destroy(g);
+    vt_context_done(vk);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -474,6 +611,8 @@ int main(void)
         cmocka_unit_test(test_backends_agree),  VT_PER_BACKEND_TESTS(statistics),
         VT_PER_BACKEND_TESTS(dropout_values),   VT_PER_BACKEND_TESTS(dropout_gradient),
         VT_PER_BACKEND_TESTS(saved),            VT_PER_BACKEND_TESTS(errors),
+        VT_PER_BACKEND_TESTS(control_flow),     VT_PER_BACKEND_TESTS(high_word),
+        cmocka_unit_test(test_limits),
     };
     return VT_RUN_GROUP(tests);
 }

@@ -1,7 +1,7 @@
-/* Generator draws on the CPU (RNG_UNIFORM, RNG_NORMAL): the reference for
- * the Vulkan kernels (codegen_random.c), both following util/philox.h. The
- * state (the draw number d) is read from the two u32 scalar inputs; in[2]
- * gives the shape only. Normal values go through libm (the GPU's log, cos,
+/* Generators on the CPU (RNG_UNIFORM, RNG_NORMAL, RNG_ADVANCE): the
+ * reference for the Vulkan kernels (codegen_random.c), both following
+ * util/philox.h. The state (the draw number d) is the u32 [2] input;
+ * in[1] of a draw gives the shape only. Normal values go through libm (the GPU's log, cos,
  * sin may differ in the last bits); uniform values are exact on both. */
 #include "cpu/cpu.h"
 #include "util/dtype.h"
@@ -17,12 +17,19 @@ static void put(const vf_tref *o, int64_t i, float v)
 
 vf_status vf_cpu_rng(vf_cpu *cpu, const vf_exec *e)
 {
+    const uint32_t *state = vf_cpu_ptr(&e->in[0]);
+    if (e->op == VF_OP_RNG_ADVANCE) { /* may be in place: both words read first */
+        uint32_t lo = state[0] + 1u, hi = state[1] + (lo == 0u);
+        uint32_t *o = vf_cpu_ptr(&e->out);
+        o[0] = lo;
+        o[1] = hi;
+        return VF_OK;
+    }
     const vf_tref *o = &e->out;
     if (o->dtype != VF_F32 && o->dtype != VF_F16)
         return vf_err_set(cpu->err, VF_ERROR_DTYPE, "cpu backend: %s of dtype %s (f32 or f16 only)",
                           vf_op_get(e->op)->name, vf_dtype_name(o->dtype));
-    uint64_t d = (uint64_t)*(const uint32_t *)vf_cpu_ptr(&e->in[0]) |
-                 (uint64_t)*(const uint32_t *)vf_cpu_ptr(&e->in[1]) << 32;
+    uint64_t d = (uint64_t)state[0] | (uint64_t)state[1] << 32;
     int64_t n = vf_cpu_numel(o);
     int per = e->op == VF_OP_RNG_UNIFORM ? 4 : 2; /* elements per Philox block */
     int bits = o->dtype == VF_F32 ? 24 : 11;

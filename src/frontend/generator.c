@@ -1,13 +1,15 @@
 /* Generators (tf.random.Generator): random streams whose state lives on
  * the device and advances at every draw, eager or traced.
  *
- * The state is the draw number d, two u32 scalar variables (d_lo, d_hi;
- * there is no 64-bit dtype). A draw is the op RNG_UNIFORM / RNG_NORMAL of
- * (d_lo, d_hi, shape donor): counter-based Philox keyed by the seed with d
- * in the upper counter words (util/philox.h), so the draw is a pure
- * function of the state and the shape, and the advance is d += 1 made of
- * variable assigns (d_lo += 1, then d_hi += (d_lo == 0)). Because the
- * state is made of variables, everything else comes from them: a traced
+ * The state is the draw number d, a u32 [2] variable (d_lo, d_hi; there
+ * is no 64-bit dtype). A draw is the op RNG_UNIFORM / RNG_NORMAL of
+ * (state, shape donor): counter-based Philox keyed by the seed with d in
+ * the upper counter words (util/philox.h), so the draw is a pure function
+ * of the state and the shape; the advance is the op RNG_ADVANCE (d + 1,
+ * carry included) assigned to the state in place, as vf_assign_add is:
+ * one small kernel (the same with u32 adds, a compare and a cast took
+ * three to five dispatches per draw). Because the state is a variable,
+ * everything else comes from it: a traced
  * function captures them by reference and its plan orders the draw's read
  * before the assigns (side effects, kept in order like assign_sub), so
  * each call draws new numbers; eager and traced draws share one sequence;
@@ -28,8 +30,7 @@
 struct vf_generator {
     vf_context *ctx;
     uint64_t seed;
-    vf_tensor *lo, *hi;    /* the state: u32 scalar variables */
-    vf_tensor *one, *zero; /* u32 scalar constants of the advance */
+    vf_tensor *state;      /* u32 [2] variable: the draw number (lo, hi) */
 };
 
 void vf_generator_slots_init(vf_context *ctx)
@@ -37,13 +38,6 @@ void vf_generator_slots_init(vf_context *ctx)
     vf_handles_init(&ctx->generator_slots, VF_HANDLE_GENERATOR, sizeof(vf_generator));
 }
 
-static void drop(vf_generator *g)
-{
-    vf_tensor_release(g->lo);
-    vf_tensor_release(g->hi);
-    vf_tensor_release(g->one);
-    vf_tensor_release(g->zero);
-}
 
 vf_generator *vf_generator_create(vf_context *ctx, uint64_t seed)
 {
@@ -62,17 +56,13 @@ vf_generator *vf_generator_create(vf_context *ctx, uint64_t seed)
     }
     g->ctx = ctx;
     g->seed = seed;
-    uint32_t zero = 0, one = 1;
-    g->zero = vf_tensor_from_host(ctx, VF_U32, 0, NULL, &zero);
-    g->one = vf_tensor_from_host(ctx, VF_U32, 0, NULL, &one);
-    /* the scope the caller is in owns one reference of each until it
-       ends; the generator holds its own */
-    g->lo = vf_tensor_retain(vf_variable(ctx, g->zero));
-    g->hi = vf_tensor_retain(vf_variable(ctx, g->zero));
-    vf_tensor_retain(g->zero);
-    vf_tensor_retain(g->one);
-    if (!g->lo || !g->hi || !g->zero || !g->one) {
-        drop(g);
+    const uint32_t zero[2] = {0, 0};
+    vf_tensor *init = vf_tensor_from_host(ctx, VF_U32, 1, (int64_t[]){2}, zero);
+    /* the scope the caller is in owns one reference until it ends; the
+       generator holds its own */
+    g->state = vf_tensor_retain(vf_variable(ctx, init));
+    vf_tensor_release(init);
+    if (!g->state) {
         vf_handle_kill(g, VF_DEATH_INTERNAL, false);
         return NULL;
     }
@@ -110,21 +100,21 @@ void vf_generator_destroy(vf_generator *gen)
     if (!ctx) return; /* NULL, or no generator: there is no context to tell */
     VF_LOCKED(ctx);
     if (!gen_ok(ctx, "vf_generator_destroy", gen)) return;
-    drop(gen);
+    vf_tensor_release(gen->state);
     vf_handle_kill(gen, VF_DEATH_DESTROY, false);
 }
 
-/* d += 1: d_lo += 1, then d_hi += 1 where the new d_lo wrapped to 0. In a
-   trace these are side-effect nodes in call order, and reads of d_lo after
-   the first assign see its new value (trace.c). */
+/* state = RNG_ADVANCE(state), in place like vf_assign_add: in a trace an
+   op node and an assign (a side effect kept in call order; later reads of
+   the state see the new value, trace.c). */
 static bool advance(vf_context *ctx, vf_generator *g)
 {
-    if (vf_assign_add(g->lo, g->one) != VF_OK) return false;
-    vf_tensor *wrapped = vf_equal(ctx, g->lo, g->zero);
-    vf_tensor *carry = vf_cast(ctx, wrapped, VF_U32);
-    vf_status s = carry ? vf_assign_add(g->hi, carry) : VF_ERROR_INVALID_ARGUMENT;
-    vf_tensor_release(carry);
-    vf_tensor_release(wrapped);
+    vf_exec e = {.op = VF_OP_RNG_ADVANCE, .n_in = 1};
+    e.in[0] = vf_tensor_ref(g->state);
+    e.out = vf_tensor_ref(g->state);
+    if (ctx->trace) return vf_trace_assign(ctx, &e, "vf_generator (state update)") == VF_OK;
+    vf_status s = ctx->be.iface->exec(ctx->be.self, &e);
+    if (s != VF_OK) vf_backend_failed(ctx, s, "vf_generator state update (%s backend)", ctx->be.iface->name);
     return s == VF_OK;
 }
 
@@ -133,14 +123,13 @@ static bool advance(vf_context *ctx, vf_generator *g)
 static vf_tensor *draw(vf_context *ctx, const char *name, vf_generator *g, vf_op op, vf_dtype dt,
                        vf_tensor *like)
 {
-    vf_exec e = {.op = op, .n_in = 3, .attrs.seed = g->seed, .attrs.dtype = dt};
-    e.in[0] = vf_tensor_ref(g->lo);
-    e.in[1] = vf_tensor_ref(g->hi);
-    e.in[2] = vf_tensor_ref(like);
+    vf_exec e = {.op = op, .n_in = 2, .attrs.seed = g->seed, .attrs.dtype = dt};
+    e.in[0] = vf_tensor_ref(g->state);
+    e.in[1] = vf_tensor_ref(like);
     vf_dtype rdt;
     int rank;
     int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, op, &e.attrs, 3, e.in, &rdt, &rank, shape)) return NULL;
+    if (!vf_infer_refs(ctx, op, &e.attrs, 2, e.in, &rdt, &rank, shape)) return NULL;
     vf_tensor *out = vf_tensor_new(ctx, name, rdt, rank, shape);
     if (!out) return NULL;
     if (out->numel > 0) {
@@ -200,6 +189,11 @@ vf_tensor *vf_dropout(vf_context *ctx, vf_generator *gen, vf_tensor *x, double r
     if (!(rate >= 0.0 && rate < 1.0)) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: rate %g is outside [0, 1); rate is the probability that an "
                 "element is dropped (0: keep all, e.g. at inference)", name, rate);
+        return NULL;
+    }
+    if (x->dtype == VF_F16 && 1.0 / (1.0 - rate) > 65504.0) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: rate %.9g scales kept f16 elements by 1 / (1 - rate) = %g, "
+                "above f16's largest value 65504; use a smaller rate or an f32 x", name, rate, 1.0 / (1.0 - rate));
         return NULL;
     }
     if (rate == 0.0) return vf_reshape(ctx, x, x->rank, x->shape); /* x itself, as a view: no draw */

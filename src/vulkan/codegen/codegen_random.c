@@ -51,12 +51,34 @@ vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_ker
     return cg_finish(&g, NULL);
 }
 
+/* RNG_ADVANCE: one invocation adds one to the state (d_lo, d_hi), carry
+   included; in place when the generator assigns it (both words are read
+   before either is written). */
+static vf_status gen_advance(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+{
+    k->n_steps = 1;
+    vf_cg g;
+    cg_begin(&g, e, caps, err, &k->step[0]);
+    snprintf(g.d->name, sizeof g.d->name, "rng_advance");
+    snprintf(g.comment, sizeof g.comment, "op rng_advance: the u32 [2] draw number (lo, hi) plus 1");
+    cg_bind(&g, VF_BIND_IN0, VF_U32, "sv", true, false);
+    cg_bind(&g, VF_BIND_OUT, VF_U32, "outv", false, false);
+    cg_workgroup(&g, 1);
+    vf_sb_puts(&g.body, "void main()\n{\n"
+                        "    uint lo = sv[0] + 1u, hi = sv[1] + (lo == 0u ? 1u : 0u);\n"
+                        "    outv[0] = lo;\n"
+                        "    outv[1] = hi;\n}\n");
+    cg_groups_linear(&g, 1);
+    return cg_finish(&g, NULL);
+}
+
 /* RNG_UNIFORM / RNG_NORMAL (generator draws): invocation k computes Philox
-   block k of draw d (read from the two state buffers, so one pipeline
-   serves every draw of a generator) and writes its 4 (uniform) or 2
-   (normal) elements. in[2] gives only the shape: it is not bound. */
+   block k of draw d (read from the state buffer, so one pipeline serves
+   every draw of a generator) and writes its 4 (uniform) or 2 (normal)
+   elements. in[1] gives only the shape: it is not bound. */
 vf_status vf_codegen_rng(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
 {
+    if (e->op == VF_OP_RNG_ADVANCE) return gen_advance(e, caps, k, err);
     bool uni = e->op == VF_OP_RNG_UNIFORM;
     vf_dtype dt = e->out.dtype;
     if (dt != VF_F32 && dt != VF_F16)
@@ -74,11 +96,8 @@ vf_status vf_codegen_rng(const vf_exec *e, const vf_device_caps *caps, vf_kernel
     snprintf(g.comment, sizeof g.comment,
              "op %s -> %s: Philox-4x32-10 block k of draw d (state buffers) = elements %s (util/philox.h)",
              uni ? "rng_uniform" : "rng_normal", cg_dtype_tag(dt), uni ? "4k..4k+3" : "2k, 2k+1");
-    cg_bind(&g, VF_BIND_IN0, VF_U32, "dlo", true, false);
-    cg_bind(&g, VF_BIND_IN1, VF_U32, "dhi", true, false);
+    cg_bind(&g, VF_BIND_IN0, VF_U32, "sv", true, false);
     cg_bind(&g, VF_BIND_OUT, dt, "outv", false, false);
-    cg_load_fn(&g, "ld_lo", "dlo", VF_U32, VF_CT_UINT);
-    cg_load_fn(&g, "ld_hi", "dhi", VF_U32, VF_CT_UINT);
     cg_store_fn(&g, "st", "outv", dt, VF_CT_FLOAT);
     cg_push_u32(&g, "numel", (uint32_t)numel);
     cg_push_u32(&g, "seed_lo", (uint32_t)e->attrs.seed);
@@ -96,7 +115,7 @@ vf_status vf_codegen_rng(const vf_exec *e, const vf_device_caps *caps, vf_kernel
               "    uint k = vf_group_id() * WG + gl_LocalInvocationID.x;\n"
               "    uint i = %uu * k;\n"
               "    if (i >= pc.numel) return;\n"
-              "    uvec4 r = vf_philox_block(uvec2(pc.seed_lo, pc.seed_hi), k, ld_lo(0u), ld_hi(0u));\n",
+              "    uvec4 r = vf_philox_block(uvec2(pc.seed_lo, pc.seed_hi), k, sv[0], sv[1]);\n",
               per);
     if (uni) /* f32: 24 bits, f16: 11 bits (util/philox.h) */
         vf_sb_add(&g.body,
