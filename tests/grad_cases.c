@@ -788,6 +788,7 @@ const gc_case gc_cases[] = {
     C2("matmul trans_b", mm_tb, 2, SH(3, 4), 2, SH(5, 4), -1, 1),
     C2("matmul trans_ab", mm_tt, 2, SH(4, 3), 2, SH(5, 4), -1, 1),
     C2("matmul batch a", mm, 3, SH(2, 3, 4), 2, SH(4, 5), -1, 1),
+    C2("matmul batch a rank 4 trans_b", mm_tb, 4, SH(2, 2, 3, 4), 2, SH(5, 4), -1, 1),
     C2("matmul batch b", mm, 2, SH(3, 4), 3, SH(2, 4, 5), -1, 1),
     C2("matmul batch broadcast both", mm_tb, 4, SH(2, 1, 3, 4), 3, SH(2, 5, 4), -1, 1),
     C2("matmul batch trans_a", mm_ta, 3, SH(2, 4, 3), 3, SH(2, 4, 5), -1, 1),
