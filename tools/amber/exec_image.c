@@ -327,7 +327,7 @@ am_status am_img_prepare(am_exec *x, const am_script *s, const am_pipeline *pl, 
                 VkResult r = IMG->vkCreateBufferView(DEV, &ci, NULL, &x->run.view[j][k]);
                 if (r != VK_SUCCESS) return am_fail_at(res, pos, "vkCreateBufferView failed: %s", vf_vk_result_name(r));
             } else if (am_bind_is_image(b->kind)) {
-                am_run_image *im;
+                am_run_image *im = NULL;
                 am_status st = get_image(x, s, b->buf[k], b, pos, &im, res);
                 if (st != AM_PASS) return st;
                 x->run.ii[j][k] = (VkDescriptorImageInfo){
