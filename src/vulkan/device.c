@@ -93,8 +93,11 @@ vf_status vf_vk_instance_create(vf_vk_device *d, bool validation, const char *lo
     vf_status s = vf_vk_loader_open(&d->loader, loader, err);
     if (s) return s;
     uint32_t loader_version = VK_API_VERSION_1_0;
-    if (d->loader.vk.vkEnumerateInstanceVersion)
-        VF_VKG(d, vkEnumerateInstanceVersion, &loader_version);
+    if (d->loader.vk.vkEnumerateInstanceVersion) {
+        VkResult r = VF_VKG(d, vkEnumerateInstanceVersion, &loader_version);
+        if (r != VK_SUCCESS)
+            return vf_err_set(err, VF_ERROR_DEVICE, "vkEnumerateInstanceVersion failed: %s", vf_vk_result_name(r));
+    }
     if (loader_version < VK_API_VERSION_1_2)
         return vf_err_set(err, VF_ERROR_DEVICE,
                           "Vulkan loader %s supports Vulkan %u.%u; vkfuse needs 1.2",
@@ -427,4 +430,11 @@ vf_status vf_vk_lost(vf_vk_device *d, vf_err *err, const char *where)
     return vf_err_set(err, VF_ERROR_DEVICE,
                       "%s: the device was lost during %s (earlier; VK_ERROR_DEVICE_LOST or a wait that timed out);"
                       " nothing more runs on it: create a new context", where, d->lost_during);
+}
+
+void vf_vk_lost_idle(vf_vk_device *d)
+{
+    if (!d->lost || d->lost_idled || !d->device) return;
+    d->lost_idled = true;
+    d->vkd.vkDeviceWaitIdle(d->device);
 }

@@ -221,9 +221,11 @@ vf_status vf_vk_pipeline_get(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc
     };
     VkShaderModule mod = VK_NULL_HANDLE;
     VkResult r = VF_VKD(p->dev, vkCreateShaderModule, d, &mci, NULL, &mod);
-    if (r != VK_SUCCESS)
-        return vf_err_set(p->err, VF_ERROR_DEVICE, "kernel %s: vkCreateShaderModule failed: %s",
-                          name, vf_vk_result_name(r));
+    char what[160];
+    if (r != VK_SUCCESS) {
+        snprintf(what, sizeof what, "kernel %s: vkCreateShaderModule", name);
+        return vf_vk_check(p->err, r, what);
+    }
     VkSpecializationInfo spec = {
         .mapEntryCount = desc->n_spec,
         .pMapEntries = desc->spec_map,
@@ -250,11 +252,10 @@ vf_status vf_vk_pipeline_get(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc
         fprintf(stderr, "vkfuse: created pipeline %s in %.2f ms%s\n", name, (double)dt / 1e6,
                 r == VK_SUCCESS ? "" : ": FAILED");
     vk->vkDestroyShaderModule(d, mod, NULL);
-    if (r != VK_SUCCESS)
-        return vf_err_set(p->err, r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY
-                                      ? VF_ERROR_OUT_OF_MEMORY : VF_ERROR_DEVICE,
-                          "kernel %s: vkCreateComputePipelines failed: %s", name,
-                          vf_vk_result_name(r));
+    if (r != VK_SUCCESS) {
+        snprintf(what, sizeof what, "kernel %s: vkCreateComputePipelines", name);
+        return vf_vk_check(p->err, r, what);
+    }
     vf_vk_pipeline *pl = vf_calloc(1, sizeof *pl);
     if (!pl || !vf_hmap_put(&p->pipelines, key, pl)) {
         free(pl);
