@@ -247,7 +247,12 @@ static am_status submit_wait(am_exec *x, const am_cmd *c, const am_exec_opts *o,
         x->hung = true;
         return am_fail_at(res, c->pos, "RUN did not finish within %u ms (fence timeout)", timeout_ms);
     }
-    if (r != VK_SUCCESS) return vkfail(res, c->pos, "vkWaitForFences", r);
+    if (r != VK_SUCCESS) {
+        /* the batch may still run (an injected failure, VKFUSE_FAULT): its
+           objects must outlive it; prompt on a really lost device */
+        x->dev.vkd.vkDeviceWaitIdle(DEV);
+        return vkfail(res, c->pos, "vkWaitForFences", r);
+    }
     VF_VKD(&x->dev, vkResetFences, DEV, 1, &x->fence);
     (void)o;
     return AM_PASS;
@@ -505,4 +510,5 @@ void am_exec_destroy(am_exec *x)
     }
     vf_vk_device_destroy(&x->dev);
     x->have_dev = false;
+    vf_fault_report(); /* VKFUSE_FAULT_COUNT, as at a context's destroy */
 }
