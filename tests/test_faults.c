@@ -13,7 +13,7 @@
  * The faults are set in-process through the test hook vf_fault_set
  * (util/fault.h). Which N run: each site's first and last call and a few
  * evenly spaced between, within a time budget (VKFUSE_FAULT_BUDGET=<s>,
- * default 20 s, 10 s under ASan); VKFUSE_FAULT_SWEEP=full runs every N of
+ * default 15 s, 6 s under ASan); VKFUSE_FAULT_SWEEP=full runs every N of
  * every site without a budget (docs/TESTING.md). */
 #include "child.h"
 #include "testutil.h"
@@ -337,9 +337,9 @@ static double budget_s(void)
     const char *v = getenv("VKFUSE_FAULT_BUDGET");
     if (v && *v) return atof(v);
 #if defined(__SANITIZE_ADDRESS__)
-    return 10.0;
+    return 6.0;
 #else
-    return 20.0;
+    return 15.0;
 #endif
 }
 
