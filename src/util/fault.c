@@ -144,7 +144,17 @@ static vf_status parse(const char *spec, fault_rule *out, int *n_out, vf_err *er
     }
 }
 
+static atomic_bool hooked; /* vf_fault_set was called: the environment is not read */
+
+static vf_status set_rules(const char *spec, bool count, vf_err *err);
+
 vf_status vf_fault_set(const char *spec, bool count, vf_err *err)
+{
+    atomic_store(&hooked, true);
+    return set_rules(spec, count, err);
+}
+
+static vf_status set_rules(const char *spec, bool count, vf_err *err)
 {
     fault_rule r[VF_FAULT_MAX_RULES];
     int n = 0;
@@ -166,7 +176,7 @@ static void setup_from_env(void)
 {
     const char *count = getenv("VKFUSE_FAULT_COUNT");
     bool c = count && *count && strcmp(count, "0") != 0;
-    vf_fault_set(getenv("VKFUSE_FAULT"), c, &setup_err);
+    if (!atomic_load(&hooked)) set_rules(getenv("VKFUSE_FAULT"), c, &setup_err);
 }
 
 vf_status vf_fault_setup(vf_err *err)

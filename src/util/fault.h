@@ -82,7 +82,8 @@ vf_fault_kind vf_fault_hit(vf_fault_site site);
 vf_status vf_fault_setup(vf_err *err);
 
 /* Test hook: replaces the spec (NULL or "": none) and the counting flag,
-   and zeroes every counter, as if the process had started with them. */
+   and zeroes every counter, as if the process had started with them;
+   once called, the environment is no longer read. */
 vf_status vf_fault_set(const char *spec, bool count, vf_err *err);
 
 /* With VKFUSE_FAULT_COUNT: one line per site called so far, to stderr
