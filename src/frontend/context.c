@@ -235,7 +235,7 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     *out = ctx;
     vf_ctx_lock(ctx); /* no other thread knows ctx yet; the internal helpers check the lock is held */
     /* VKFUSE_FAULT / VKFUSE_FAULT_COUNT (util/fault.h), read once per process */
-    vf_status s = vf_fault_setup(&ctx->err);
+    vf_status s = vf_fault_setup(getenv("VKFUSE_FAULT"), getenv("VKFUSE_FAULT_COUNT"), &ctx->err);
     if (s == VF_OK) s = create_backend(ctx, d);
     vf_ctx_unlock(ctx);
     return s;

@@ -171,17 +171,22 @@ static vf_status set_rules(const char *spec, bool count, vf_err *err)
 
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static vf_err setup_err;
+static const char *setup_spec, *setup_count;
 
 static void setup_from_env(void)
 {
-    const char *count = getenv("VKFUSE_FAULT_COUNT");
-    bool c = count && *count && strcmp(count, "0") != 0;
-    if (!atomic_load(&hooked)) set_rules(getenv("VKFUSE_FAULT"), c, &setup_err);
+    bool c = setup_count && *setup_count && strcmp(setup_count, "0") != 0;
+    if (!atomic_load(&hooked)) set_rules(setup_spec, c, &setup_err);
 }
 
-vf_status vf_fault_setup(vf_err *err)
+vf_status vf_fault_setup(const char *spec, const char *count, vf_err *err)
 {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu); /* the values the once-function reads */
+    setup_spec = spec;
+    setup_count = count;
     pthread_once(&setup_once, setup_from_env);
+    pthread_mutex_unlock(&mu);
     if (setup_err.status) return vf_err_set(err, setup_err.status, "%s", setup_err.message);
     return VF_OK;
 }

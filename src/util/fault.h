@@ -76,10 +76,11 @@ static inline bool vf_fault_armed(void)
    VF_FAULT_KIND_NONE. Only called when armed. */
 vf_fault_kind vf_fault_hit(vf_fault_site site);
 
-/* Reads VKFUSE_FAULT and VKFUSE_FAULT_COUNT, once per process (later calls
-   return the first one's status and message). A malformed spec:
+/* Takes the values of VKFUSE_FAULT and VKFUSE_FAULT_COUNT (read by
+   frontend/context.c, or a tool), once per process: later calls return the
+   first one's status and message. A malformed spec:
    VF_ERROR_INVALID_ARGUMENT saying what is wrong and the accepted form. */
-vf_status vf_fault_setup(vf_err *err);
+vf_status vf_fault_setup(const char *spec, const char *count, vf_err *err);
 
 /* Test hook: replaces the spec (NULL or "": none) and the counting flag,
    and zeroes every counter, as if the process had started with them;

@@ -377,10 +377,7 @@ vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, 
     memset(d, 0, sizeof *d);
     d->test.wrong_exec = -1; /* off (device.h) */
     d->err = err;
-    /* VKFUSE_FAULT (util/fault.h) for the runtime's other users too (the
-       AmberScript runner); once per process, so a no-op after a context */
-    vf_status s = vf_fault_setup(err);
-    if (!s) s = vf_vk_instance_create(d, opt->validation, opt->loader, err);
+    vf_status s = vf_vk_instance_create(d, opt->validation, opt->loader, err);
     vf_vk_phys p[VF_VK_MAX_PHYS];
     int n = 0, idx = -1;
     if (!s) {

@@ -191,6 +191,9 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
     vf_vk_device_options vo = {.device_index = o->device_index, .device_env = o->device_env,
                                .validation = o->validation, .loader = env.loader, .test_caps = env.test_caps,
                                .test_limits = env.test_limits};
+    /* VKFUSE_FAULT / VKFUSE_FAULT_COUNT (src/util/fault.h), as a context reads them */
+    if (vf_fault_setup(getenv("VKFUSE_FAULT"), getenv("VKFUSE_FAULT_COUNT"), &x->err) != VF_OK)
+        return am_fail_at(res, (am_pos){0, 0}, "%s", x->err.message);
     if (vf_vk_device_create(&x->dev, &vo, &x->err) != VF_OK)
         return am_fail_at(res, (am_pos){0, 0}, "no Vulkan device: %s", x->err.message);
     x->have_dev = true;
