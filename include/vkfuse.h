@@ -198,9 +198,52 @@ VF_API vf_tensor *vf_fill(vf_context *ctx, vf_dtype dtype, int rank, const int64
                           double value);
 /* Standard normal samples from a Philox-4x32-10 counter-based generator
    with Box-Muller: the same seed gives the same numbers on every backend
-   (to within a few ulps of libm's log/cos/sin). */
+   (to within a few ulps of libm's log/cos/sin). The seed is a host value:
+   a traced function draws the same numbers at every call; for numbers
+   that change at every call (dropout in a traced train step) use a
+   vf_generator. */
 VF_API vf_tensor *vf_random_normal(vf_context *ctx, vf_dtype dtype, int rank,
                                    const int64_t *shape, uint64_t seed);
+
+/* Generators (tf.random.Generator): a random stream whose state lives on
+   the device, like a variable, and advances by one at every draw, eager or
+   traced. A vf_function that draws from a generator captures its state by
+   reference, so each call draws new numbers and the state moves on for
+   eager draws after it; eager and traced draws continue one sequence.
+   A seed and a sequence of draws give the same numbers on every backend:
+   uniforms bit for bit, normals to within a few ulps (libm's vs the
+   GPU's log/cos/sin). The state is saved with a function that draws
+   from it (vf_function_save), and a loaded function continues from there
+   (with its own copy: it no longer moves the generator it was traced
+   with). Draw d of seed s is counter-based Philox-4x32-10 with key s and
+   the draw number in the upper counter words, so draws never overlap.
+   Create a generator outside function bodies (as a variable); it belongs
+   to its context. Draws are f32 or f16: uniforms in [0, 1) with 24 bits
+   (f32) or 11 bits (f16), normals by Box-Muller (draw 0 of a fresh
+   generator's normals equals vf_random_normal with the same seed).
+   Empty shapes give empty tensors and still advance the state. */
+typedef struct vf_generator vf_generator;
+VF_API vf_generator *vf_generator_create(vf_context *ctx, uint64_t seed);
+/* Frees the generator; a function that captured its state keeps its own
+   reference. Using a destroyed generator is an error, never a crash. NULL
+   is a no-op. */
+VF_API void vf_generator_destroy(vf_generator *gen);
+/* A new tensor of uniform [0, 1) or standard normal numbers. */
+VF_API vf_tensor *vf_generator_uniform(vf_context *ctx, vf_generator *gen, vf_dtype dtype, int rank,
+                                       const int64_t *shape);
+VF_API vf_tensor *vf_generator_normal(vf_context *ctx, vf_generator *gen, vf_dtype dtype, int rank,
+                                      const int64_t *shape);
+/* Inverted dropout (tf.nn.dropout): each element of x (f32 or f16) is
+   kept with probability 1 - rate and scaled by 1 / (1 - rate), else 0,
+   so the expectation is x. The mask is an f32 uniform draw of x's shape
+   (u >= rate keeps), so it follows x's symbolic dims in a trace. The
+   gradient flows through the mask: dx = mask * dy / (1 - rate). rate 0
+   returns x unchanged (a view) and does not draw; rate must be in [0, 1)
+   (1, above, negative or NaN: VF_ERROR_INVALID_ARGUMENT). In f16 the
+   scale 1 / (1 - rate) is rounded to f16, and a rate whose scale passes
+   f16's largest value (65504) is VF_ERROR_INVALID_ARGUMENT. Pass rate 0
+   at inference. */
+VF_API vf_tensor *vf_dropout(vf_context *ctx, vf_generator *gen, vf_tensor *x, double rate);
 /* Waits for the value. bytes smaller than the tensor: VF_ERROR_INVALID_ARGUMENT. */
 VF_API vf_status vf_tensor_read(vf_tensor *t, void *dst, size_t bytes);
 VF_API vf_dtype vf_tensor_dtype(const vf_tensor *t);

@@ -128,7 +128,8 @@ static vf_status cpu_exec(void *self, const vf_exec *e)
     case VF_KIND_SOURCE:
         if (e->op == VF_OP_IOTA) return vf_cpu_index(cpu, e);
         return e->op == VF_OP_RANDOM_NORMAL ? vf_cpu_random_normal(cpu, e) : vf_cpu_fill(cpu, e);
-    case VF_KIND_INDEX: return vf_cpu_index(cpu, e);
+    case VF_KIND_INDEX:
+        return e->op >= VF_OP_RNG_UNIFORM && e->op <= VF_OP_RNG_ADVANCE ? vf_cpu_rng(cpu, e) : vf_cpu_index(cpu, e);
     }
     return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: op %s has no kernel", info->name);
 }

@@ -81,7 +81,7 @@ struct vf_context {
     vf_ctx_mutex lock;     /* taken by every public entry point (lock.h) */
     /* Lifetime (handles.h, function.c): tensors and tapes live in slots that
        are never reused, so a stale handle is an error, not a crash. */
-    vf_handles tensor_slots, tape_slots;
+    vf_handles tensor_slots, tape_slots, generator_slots;
     struct vf_function *functions; /* every function of ctx (destroyed ones too), orphaned at destroy */
     vf_host host;          /* the host (CPU) backend of constant folding and VKFUSE_CHECK, made on first use */
     vf_options opt;        /* the environment, read at creation */
@@ -139,6 +139,8 @@ void vf_tensor_free_all(vf_context *ctx);
    and its context (function.c); active tapes drop what they hold (tape.c). */
 void vf_functions_orphan_all(vf_context *ctx);
 void vf_tape_slots_init(vf_context *ctx);
+/* The generators' slots (generator.c). */
+void vf_generator_slots_init(vf_context *ctx);
 void vf_tapes_free_all(vf_context *ctx);
 
 /* Runs an op on the backend; releases out and returns NULL on failure. */
