@@ -82,6 +82,9 @@ typedef struct {
     const char *cache_dir;  /* NULL: VKFUSE_CACHE_DIR, else $XDG_CACHE_HOME/vkfuse,
                                else ~/.cache/vkfuse; "" disables the disk cache */
     bool pick_device;       /* true: use device_index as given */
+    int64_t device_memory_limit; /* > 0: behave as if the device had this many bytes of memory (a
+                               small GPU): past it, after cached memory is given back, an op fails
+                               with VF_ERROR_OUT_OF_MEMORY; over VKFUSE_DEVICE_MEMORY_LIMIT */
 } vf_context_desc;
 
 /* Threads: a context may be shared by threads; each call holds the
@@ -94,6 +97,12 @@ typedef struct {
 VF_API vf_status vf_context_create(const vf_context_desc *desc, vf_context **out);
 VF_API void vf_context_destroy(vf_context *ctx);
 VF_API vf_status vf_status_get(vf_context *ctx);        /* first error since last clear */
+/* Whether ctx's device was lost: a Vulkan call returned VK_ERROR_DEVICE_LOST
+   or a wait for the device passed VKFUSE_TIMEOUT_MS. Every later call that
+   needs the device fails at once with VF_ERROR_DEVICE ("the device was lost
+   during ...; create a new context"); vf_context_destroy still frees
+   everything, and a new context works. false on the CPU backend. */
+VF_API bool vf_context_lost(vf_context *ctx);
 /* Says what, where, with shapes; "" if none. A copy private to the calling
    thread, valid until its fourth next vf_error_message call. */
 VF_API const char *vf_error_message(vf_context *ctx);

@@ -252,6 +252,9 @@ typedef struct vf_backend_iface {
        queued work so that memory it still used goes too. NULL: the backend
        caches nothing. */
     vf_status (*trim)(void *self);
+    /* Whether the device was lost (a call returned VK_ERROR_DEVICE_LOST, or
+       a wait timed out): every later call fails at once. NULL: never. */
+    bool (*lost)(void *self);
     /* Plans (may be NULL: the frontend then runs graphs exec by exec).
        plan_create generates and compiles every kernel once, allocates the
        arena and records what it can; plan_run runs the whole plan with
@@ -305,9 +308,13 @@ typedef struct vf_vk_options {
     const char *test_limits; /* VKFUSE_TEST_LIMITS: smaller device limits (device.h); NULL: none */
     const char *dump_dir;    /* VKFUSE_DUMP: each compiled kernel's GLSL under <dir>/kernels; NULL: none */
     bool log_info;           /* VKFUSE_LOG=info|debug: every shader compile and its time on stderr */
-    double fence_timeout_s;  /* VKFUSE_FENCE_TIMEOUT: a command batch not finished after this many
-                                seconds fails with VF_ERROR_DEVICE; 0: no limit of vkfuse's own (the
-                                driver reports a hung GPU as VK_ERROR_DEVICE_LOST) */
+    const char *timeout_ms;  /* VKFUSE_TIMEOUT_MS: a wait for the device longer than this many
+                                milliseconds fails with VF_ERROR_DEVICE and the device is then
+                                treated as lost; NULL or "": VF_VK_DEFAULT_TIMEOUT_MS. Not a
+                                positive number: VF_ERROR_INVALID_ARGUMENT */
+    const char *memory_limit;/* VKFUSE_DEVICE_MEMORY_LIMIT: behave as if the device had this much
+                                memory (a size as memory_cache); NULL or "": the device's own */
+    int64_t memory_limit_bytes; /* vf_context_desc.device_memory_limit: the same, over the env (> 0) */
     int compile_threads;     /* VKFUSE_COMPILE_THREADS: threads compiling a plan's shaders; 0: the
                                 online CPUs (at most 16), 1: none */
     const char *memory_cache;/* VKFUSE_MEMORY_CACHE: most bytes of freed device memory kept for
@@ -316,7 +323,7 @@ typedef struct vf_vk_options {
 } vf_vk_options;
 
 /* Sets o's loader, test_caps, test_limits, dump_dir, log_info,
-   fence_timeout_s, compile_threads and memory_cache from the
+   timeout_ms, compile_threads, memory_cache and memory_limit from the
    environment (context.c; the pointers are the environment's). */
 void vf_vk_options_env(vf_vk_options *o);
 

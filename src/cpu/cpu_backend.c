@@ -2,6 +2,7 @@
  * its reference kernel. Every exec is checked against the buffers it names
  * (a bad offset from a planner bug becomes an error, not a wild write). */
 #include "cpu/cpu.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +18,14 @@ static vf_status cpu_alloc(void *self, size_t bytes, vf_buffer **out)
     if (bytes > SIZE_MAX - VF_CPU_ALIGN)
         return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
                           "cpu backend: cannot allocate %zu bytes", bytes);
-    vf_buffer *b = malloc(sizeof *b);
+    vf_buffer *b = vf_malloc(sizeof *b);
     /* aligned_alloc wants a multiple of the alignment */
     size_t rounded = (bytes + VF_CPU_ALIGN - 1) / VF_CPU_ALIGN * VF_CPU_ALIGN;
     void *data = b ? aligned_alloc(VF_CPU_ALIGN, rounded) : NULL;
     if (!data) {
         free(b);
         return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
-                          "cpu backend: out of host memory allocating a buffer of %zu bytes", bytes);
+                          "cpu backend: out of host memory (malloc failed) allocating a buffer of %zu bytes", bytes);
     }
     b->data = data;
     b->size = bytes;
@@ -167,7 +168,7 @@ vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out)
 {
     out->iface = NULL;
     out->self = NULL;
-    vf_cpu *cpu = calloc(1, sizeof *cpu);
+    vf_cpu *cpu = vf_calloc(1, sizeof *cpu);
     if (!cpu)
         return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cpu backend: no memory for the backend");
     cpu->err = err;

@@ -10,6 +10,7 @@
  * output (leading dim O). So no filter or output is ever rearranged; the
  * only scratch is one image-group's unrolled matrix. */
 #include "cpu/cpu.h"
+#include "util/fault.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -100,10 +101,10 @@ vf_status vf_cpu_conv(vf_cpu *cpu, const vf_exec *e)
                           "cpu backend: %s of %lld output pixels by %lld filter taps exceeds the 32-bit "
                           "sizes of sgemm; split the batch or the image", vf_op_get(e->op)->name,
                           (long long)d.M, (long long)d.K);
-    float *col = malloc(sizeof *col * (size_t)(d.M * d.K));
+    float *col = vf_malloc(sizeof *col * (size_t)(d.M * d.K));
     if (!col)
         return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
-                          "cpu backend: %s: out of host memory for the %lld x %lld unrolled image",
+                          "cpu backend: %s: out of host memory (malloc failed) for the %lld x %lld unrolled image",
                           vf_op_get(e->op)->name, (long long)d.M, (long long)d.K);
     const float *A = vf_cpu_ptr(&e->in[0]), *B = vf_cpu_ptr(&e->in[1]);
     int64_t img = d.H * d.W * d.C, M = d.M, K = d.K, O = d.O, Og = d.Og, Cg = d.Cg;

@@ -7,6 +7,7 @@
  * (the reference backend says which index and where it is); the Vulkan
  * kernels document what they do instead (include/vkfuse.h). */
 #include "cpu/cpu.h"
+#include "util/fault.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -31,9 +32,9 @@ static int64_t *load_indices(vf_cpu *cpu, const char *op, const vf_tref *idx, in
                              const vf_tref *x, vf_status *st)
 {
     int64_t J = vf_cpu_numel(idx);
-    int64_t *v = malloc(sizeof *v * (size_t)J);
+    int64_t *v = vf_malloc(sizeof *v * (size_t)J);
     if (!v) {
-        *st = vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "vf_%s: out of host memory for %lld indices", op, (long long)J);
+        *st = vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "vf_%s: out of host memory (malloc failed) for %lld indices", op, (long long)J);
         return NULL;
     }
     vf_cpu_load_i64(vf_cpu_ptr(idx), idx->dtype, 0, 1, J, v);
@@ -86,13 +87,13 @@ static vf_status scatter_add(vf_cpu *cpu, const vf_exec *e)
     if (!iv) return st;
     int64_t N = vf_cpu_numel(x);
     bool flt = vf_dtype_is_float(x->dtype);
-    double *fa = flt ? malloc(sizeof *fa * (size_t)N) : NULL;
-    int64_t *ia = flt ? NULL : malloc(sizeof *ia * (size_t)N);
-    double *fu = flt ? malloc(sizeof *fu * (size_t)s.inner) : NULL;
-    int64_t *iu = flt ? NULL : malloc(sizeof *iu * (size_t)s.inner);
+    double *fa = flt ? vf_malloc(sizeof *fa * (size_t)N) : NULL;
+    int64_t *ia = flt ? NULL : vf_malloc(sizeof *ia * (size_t)N);
+    double *fu = flt ? vf_malloc(sizeof *fu * (size_t)s.inner) : NULL;
+    int64_t *iu = flt ? NULL : vf_malloc(sizeof *iu * (size_t)s.inner);
     if ((flt && (!fa || !fu)) || (!flt && (!ia || !iu))) {
         free(iv), free(fa), free(ia), free(fu), free(iu);
-        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "vf_scatter_add: out of host memory");
+        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "vf_scatter_add: out of host memory (malloc failed)");
     }
     if (flt) vf_cpu_load_f64(vf_cpu_ptr(x), x->dtype, 0, 1, N, fa);
     else vf_cpu_load_i64(vf_cpu_ptr(x), x->dtype, 0, 1, N, ia);
@@ -135,9 +136,9 @@ static vf_status cumsum(vf_cpu *cpu, const vf_exec *e)
     int64_t outer = 1, n = x->shape[axis], inner = 1;
     for (int d = 0; d < axis; d++) outer *= x->shape[d];
     for (int d = axis + 1; d < x->rank; d++) inner *= x->shape[d];
-    double *fv = flt ? malloc(sizeof *fv * (size_t)n) : NULL;
-    int64_t *iv = flt ? NULL : malloc(sizeof *iv * (size_t)n);
-    if (!fv && !iv) return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "vf_cumsum: out of host memory");
+    double *fv = flt ? vf_malloc(sizeof *fv * (size_t)n) : NULL;
+    int64_t *iv = flt ? NULL : vf_malloc(sizeof *iv * (size_t)n);
+    if (!fv && !iv) return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "vf_cumsum: out of host memory (malloc failed)");
     for (int64_t o = 0; o < outer; o++)
         for (int64_t c = 0; c < inner; c++) {
             int64_t base = o * n * inner + c;
@@ -189,12 +190,12 @@ static vf_status top_k(vf_cpu *cpu, const vf_exec *e)
 {
     const vf_tref *x = &e->in[0];
     int64_t n = x->shape[x->rank - 1], k = (int64_t)e->attrs.value, rows = vf_cpu_numel(x) / n;
-    tk_item *it = malloc(sizeof *it * (size_t)n);
-    double *row = malloc(sizeof *row * (size_t)n), *val = malloc(sizeof *val * (size_t)k);
-    int64_t *idx = malloc(sizeof *idx * (size_t)k);
+    tk_item *it = vf_malloc(sizeof *it * (size_t)n);
+    double *row = vf_malloc(sizeof *row * (size_t)n), *val = vf_malloc(sizeof *val * (size_t)k);
+    int64_t *idx = vf_malloc(sizeof *idx * (size_t)k);
     if (!it || !row || !val || !idx) {
         free(it), free(row), free(val), free(idx);
-        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "vf_top_k: out of host memory");
+        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "vf_top_k: out of host memory (malloc failed)");
     }
     bool want_idx = e->op == VF_OP_TOP_K_INDICES;
     for (int64_t r = 0; r < rows; r++) {

@@ -6,6 +6,7 @@
  * matrices, the batch folds into m: one big sgemm instead of many small.
  */
 #include "cpu/cpu.h"
+#include "util/fault.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -18,7 +19,7 @@ typedef struct mm_dims {
 
 static float *widen_f16(const vf_tref *t, int64_t n)
 {
-    float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
+    float *f = vf_malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
     if (!f) return NULL;
     const uint16_t *h = vf_cpu_ptr(t);
     for (int64_t i = 0; i < n; i++) f[i] = vf_f16_to_f32(h[i]);
@@ -103,7 +104,7 @@ vf_status vf_cpu_matmul(vf_cpu *cpu, const vf_exec *e)
     }
     float *A = widen_f16(a, vf_cpu_numel(a));
     float *B = widen_f16(b, vf_cpu_numel(b));
-    float *C = malloc((size_t)out_n * sizeof *C);
+    float *C = vf_malloc((size_t)out_n * sizeof *C);
     vf_status s = VF_OK;
     if (!A || !B || !C) {
         s = vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,

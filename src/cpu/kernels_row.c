@@ -8,6 +8,7 @@
  * back; the buffer is sized so one block stays modest even for long rows.
  */
 #include "cpu/cpu.h"
+#include "util/fault.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -52,7 +53,7 @@ vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e)
     int64_t c = ROW_BLOCK_ELEMS / n;
     if (c < 1) c = 1;
     if (c > inner) c = inner;
-    double *b = malloc((size_t)(n * c) * sizeof *b);
+    double *b = vf_malloc((size_t)(n * c) * sizeof *b);
     if (!b)
         return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
                           "cpu backend: softmax: no memory for a %lld x %lld row block",
@@ -93,7 +94,7 @@ vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e)
                           "float logits [L, C]");
     int64_t rows = vf_cpu_numel(lab), classes = lg->shape[lg->rank - 1];
     if (rows == 0) return VF_OK;
-    double *b = malloc((size_t)(classes > 0 ? classes : 1) * sizeof *b);
+    double *b = vf_malloc((size_t)(classes > 0 ? classes : 1) * sizeof *b);
     if (!b)
         return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
                           "cpu backend: sparse_softmax_cross_entropy: no memory for a row of %lld",

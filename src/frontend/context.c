@@ -1,6 +1,7 @@
 /* The context: backend choice (the device backend and the host backend of
  * folding and VKFUSE_CHECK), the sticky error, environment knobs. */
 #include "frontend/frontend.h"
+#include "util/fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,11 +88,9 @@ void vf_vk_options_env(vf_vk_options *o)
     o->test_limits = getenv("VKFUSE_TEST_LIMITS");
     o->dump_dir = env_set("VKFUSE_DUMP");
     o->log_info = env_log_info();
-    /* seconds; unset, unparsable, non-positive or not finite: no limit */
-    const char *ft = env_set("VKFUSE_FENCE_TIMEOUT");
+    o->timeout_ms = env_set("VKFUSE_TIMEOUT_MS");             /* parsed (and refused) by the backend */
+    o->memory_limit = env_set("VKFUSE_DEVICE_MEMORY_LIMIT"); /* the same */
     char *end = NULL;
-    double t = ft ? strtod(ft, &end) : 0.0;
-    o->fence_timeout_s = ft && end != ft && *end == '\0' && t > 0.0 && t < 1e9 ? t : 0.0;
     /* a count from 1 to 64; anything else: the default */
     const char *ct = env_set("VKFUSE_COMPILE_THREADS");
     long n = ct ? strtol(ct, &end, 10) : 0;
@@ -142,6 +141,7 @@ static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d)
         .cache_dir = ctx->cache_dir,
     };
     vf_vk_options_env(&opt);
+    opt.memory_limit_bytes = d->device_memory_limit;
     vf_status s = vf_vulkan_backend_create(&ctx->be_err, &opt, &ctx->be, ctx->device_name, sizeof ctx->device_name);
     if (s == VF_OK) ctx->kind = VF_BACKEND_VULKAN;
     return s;
@@ -217,9 +217,9 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     const vf_context_desc *d = desc ? desc : &defaults;
     if (!out) return VF_ERROR_INVALID_ARGUMENT;
     *out = NULL;
-    vf_context *ctx = calloc(1, sizeof *ctx);
+    vf_context *ctx = vf_calloc(1, sizeof *ctx);
     if (!ctx) return VF_ERROR_OUT_OF_MEMORY;
-    ctx->scopes = calloc(8, sizeof *ctx->scopes);
+    ctx->scopes = vf_calloc(8, sizeof *ctx->scopes);
     if (!ctx->scopes) {
         free(ctx);
         return VF_ERROR_OUT_OF_MEMORY;
@@ -235,7 +235,9 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     read_options(&ctx->opt);
     *out = ctx;
     vf_ctx_lock(ctx); /* no other thread knows ctx yet; the internal helpers check the lock is held */
-    vf_status s = create_backend(ctx, d);
+    /* VKFUSE_FAULT / VKFUSE_FAULT_COUNT (util/fault.h), read once per process */
+    vf_status s = vf_fault_setup(getenv("VKFUSE_FAULT"), getenv("VKFUSE_FAULT_COUNT"), &ctx->err);
+    if (s == VF_OK) s = create_backend(ctx, d);
     vf_ctx_unlock(ctx);
     return s;
 }
@@ -264,6 +266,14 @@ void vf_context_destroy(vf_context *ctx)
     while (vf_ctx_lock_depth(ctx) > 0) vf_ctx_unlock(ctx);
     vf_ctx_lock_destroy(&ctx->lock);
     free(ctx);
+    vf_fault_report(); /* VKFUSE_FAULT_COUNT: the range of a sweep */
+}
+
+bool vf_context_lost(vf_context *ctx)
+{
+    if (!ctx) return false;
+    VF_LOCKED(ctx);
+    return ctx->be.iface && ctx->be.iface->lost && ctx->be.iface->lost(ctx->be.self);
 }
 
 vf_status vf_status_get(vf_context *ctx)

@@ -2,6 +2,7 @@
  * print at once) or traced (branches and bodies become subgraphs of COND
  * and WHILE nodes; prints become PRINT nodes that run at every call). */
 #include "frontend/function.h"
+#include "util/fault.h"
 #include "frontend/tape.h"
 #include "util/dtype.h"
 
@@ -57,8 +58,8 @@ vf_status vf_print(vf_context *ctx, const char *label, vf_tensor *t)
     if (!vf_check_input(ctx, "vf_print", t, 0)) return ctx->err.status;
     if (ctx->trace) return vf_trace_print(ctx, label, t);
     size_t bytes = vf_tensor_bytes(t);
-    void *data = malloc(bytes ? bytes : 1);
-    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_print: out of host memory");
+    void *data = vf_malloc(bytes ? bytes : 1);
+    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_print: out of host memory (malloc failed)");
     vf_status s = vf_tensor_read(t, data, bytes);
     if (s == VF_OK) vf_print_value(label, t->dtype, t->rank, t->shape, data);
     free(data);
@@ -150,10 +151,10 @@ static vf_status call_body(vf_context *ctx, const char *op, const char *which, v
 static vf_status close_scope(vf_context *ctx, int n, vf_tensor **out)
 {
     int depth = ctx->n_scopes - 1;
-    bool *outside = calloc((size_t)n + 1, sizeof *outside);
+    bool *outside = vf_calloc((size_t)n + 1, sizeof *outside);
     if (!outside) {
         vf_scope_end(ctx);
-        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     }
     for (int k = 0; k < n; k++) {
         bool dup = false;
@@ -206,24 +207,24 @@ static vf_graph *trace_branch(vf_context *ctx, const char *op, const char *which
     vf_graph *g = vf_graph_new(parent);
     if (!g || !vf_trace_push(ctx, g)) {
         vf_graph_free(g);
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
         return NULL;
     }
     vf_scope_begin(ctx);
-    vf_tensor **params = calloc((size_t)n_in + 1, sizeof *params);
-    vf_status s = params ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    vf_tensor **params = vf_calloc((size_t)n_in + 1, sizeof *params);
+    vf_status s = params ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
     for (int j = 0; s == VF_OK && j < n_in; j++) {
         vf_shape sh = parent->nodes[in_ids[j]].shape;
         params[j] = vf_trace_param(ctx, in[j]->dtype, &sh);
         if (!params[j]) s = ctx->err.status;
     }
     if (s == VF_OK) s = call_body(ctx, op, which, fn, params, n_out, out, user);
-    int *ids = calloc((size_t)n_out + 1, sizeof *ids);
+    int *ids = vf_calloc((size_t)n_out + 1, sizeof *ids);
     for (int k = 0; s == VF_OK && k < n_out; k++) {
         ids[k] = vf_trace_value(ctx, out[k], op);
         if (ids[k] < 0) s = ctx->err.status;
     }
-    if (s == VF_OK && !vf_graph_set_outputs(g, n_out, ids)) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if (s == VF_OK && !vf_graph_set_outputs(g, n_out, ids)) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
     free(ids);
     free(params);
     vf_scope_end(ctx);
@@ -268,7 +269,7 @@ static vf_status add_control(vf_context *ctx, const char *op, vf_node_kind kind,
     if (id < 0) {
         vf_graph_free(sub0);
         vf_graph_free(sub1);
-        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
     }
     vf_node *n = &g->nodes[id];
     n->sub[0] = sub0;
@@ -282,7 +283,7 @@ static vf_status add_control(vf_context *ctx, const char *op, vf_node_kind kind,
         vf_dtype dt = o->dtype;
         vf_shape sh = o->shape;
         int p = vf_graph_add(g, VF_NODE_PROJ, 1, &id);
-        if (p < 0) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        if (p < 0) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
         g->nodes[p].dtype = dt;
         g->nodes[p].shape = sh;
         g->nodes[p].index = k;
@@ -308,8 +309,8 @@ vf_status vf_cond(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf_body els
     if (!vf_check_input(ctx, op, pred, 0) || check_tensors(ctx, op, "inputs", n_in, in) != VF_OK) return ctx->err.status;
     if (check_pred(ctx, op, pred) != VF_OK) return ctx->err.status;
     /* in and out may be the same array: read the inputs first */
-    vf_tensor **in_copy = calloc((size_t)n_in + 1, sizeof *in_copy);
-    if (!in_copy) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    vf_tensor **in_copy = vf_calloc((size_t)n_in + 1, sizeof *in_copy);
+    if (!in_copy) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
     if (n_in) memcpy(in_copy, in, sizeof *in * (size_t)n_in);
     for (int k = 0; k < n_out; k++) out[k] = NULL;
     vf_status s = cond_impl(ctx, pred, then_fn, else_fn, n_in, in_copy, n_out, out, user);
@@ -326,17 +327,17 @@ static vf_status cond_impl(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf
         if (!read_bool(pred, &p)) return ctx->err.status;
         return vf_call_body_scoped(ctx, op, p ? then_fn : else_fn, in, n_out, out, user);
     }
-    int *in_ids = calloc((size_t)n_in + 2, sizeof *in_ids);
-    if (!in_ids) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    int *in_ids = vf_calloc((size_t)n_in + 2, sizeof *in_ids);
+    if (!in_ids) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
     in_ids[0] = vf_trace_value(ctx, pred, op);
     vf_status s = in_ids[0] < 0 ? ctx->err.status : VF_OK;
     for (int j = 0; s == VF_OK && j < n_in; j++) {
         in_ids[1 + j] = vf_trace_value(ctx, in[j], op);
         if (in_ids[1 + j] < 0) s = ctx->err.status;
     }
-    vf_tensor **tmp = calloc((size_t)n_out + 1, sizeof *tmp);
+    vf_tensor **tmp = vf_calloc((size_t)n_out + 1, sizeof *tmp);
     vf_graph *then_g = NULL, *else_g = NULL;
-    if (s == VF_OK && !tmp) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if (s == VF_OK && !tmp) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
     if (s == VF_OK) then_g = trace_branch(ctx, op, "then_fn", then_fn, n_in, in, in_ids + 1, n_out, tmp, user);
     if (s == VF_OK && !then_g) s = ctx->err.status;
     if (s == VF_OK) else_g = trace_branch(ctx, op, "else_fn", else_fn, n_in, in, in_ids + 1, n_out, tmp, user);
@@ -346,8 +347,8 @@ static vf_status cond_impl(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf
     if (s == VF_OK) {
         /* pred, the inputs, then_fn's captures, else_fn's captures */
         int total = 1 + n_in + then_g->n_outer + else_g->n_outer;
-        ins = malloc(sizeof(int) * (size_t)total);
-        if (!ins) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        ins = vf_malloc(sizeof(int) * (size_t)total);
+        if (!ins) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
         else {
             memcpy(ins, in_ids, sizeof(int) * (size_t)(1 + n_in));
             copy_ids(ins + 1 + n_in, then_g->outer, then_g->n_outer);
@@ -357,8 +358,8 @@ static vf_status cond_impl(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf
             s = add_control(ctx, op, VF_NODE_COND, total, ins, then_g, else_g, n_out, split, 0, out);
             then_g = else_g = NULL; /* owned by the node now */
             if (s == VF_OK) { /* gradient tapes: the cond as one entry (tape_control.c) */
-                vf_tensor **pin = malloc(sizeof *pin * (size_t)(n_in + 1));
-                if (!pin) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+                vf_tensor **pin = vf_malloc(sizeof *pin * (size_t)(n_in + 1));
+                if (!pin) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
                 else {
                     pin[0] = pred;
                     copy_tensors(pin + 1, in, n_in);
@@ -382,9 +383,9 @@ static vf_status while_eager(vf_context *ctx, vf_body cond_fn, vf_body body_fn, 
                              int max_it, void *user)
 {
     const char *op = "vf_while_loop";
-    vf_tensor **next = calloc((size_t)n + 1, sizeof *next);
-    bool *mine = calloc((size_t)n + 1, sizeof *mine); /* vars[k] was made by an iteration */
-    vf_status s = next && mine ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    vf_tensor **next = vf_calloc((size_t)n + 1, sizeof *next);
+    bool *mine = vf_calloc((size_t)n + 1, sizeof *mine); /* vars[k] was made by an iteration */
+    vf_status s = next && mine ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
     for (int it = 0; s == VF_OK && (max_it <= 0 || it < max_it); it++) {
         vf_tensor *pred = NULL;
         bool go = false;
@@ -434,9 +435,9 @@ vf_status vf_while_loop(vf_context *ctx, vf_body cond_fn, vf_body body_fn, int n
     if (check_tensors(ctx, op, "loop vars", n_vars, vars) != VF_OK) return ctx->err.status;
     if (!ctx->trace) return while_eager(ctx, cond_fn, body_fn, n_vars, vars, max_iterations, user);
 
-    int *init = calloc((size_t)n_vars + 1, sizeof *init);
-    vf_tensor **tmp = calloc((size_t)n_vars + 1, sizeof *tmp);
-    vf_status s = init && tmp ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    int *init = vf_calloc((size_t)n_vars + 1, sizeof *init);
+    vf_tensor **tmp = vf_calloc((size_t)n_vars + 1, sizeof *tmp);
+    vf_status s = init && tmp ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
     for (int k = 0; s == VF_OK && k < n_vars; k++) {
         init[k] = vf_trace_value(ctx, vars[k], op);
         if (init[k] < 0) s = ctx->err.status;
@@ -465,19 +466,19 @@ vf_status vf_while_loop(vf_context *ctx, vf_body cond_fn, vf_body body_fn, int n
     int *ins = NULL;
     if (s == VF_OK) {
         int total = n_vars + cg->n_outer + bg->n_outer;
-        ins = malloc(sizeof(int) * (size_t)(total + 1));
-        if (!ins) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        ins = vf_malloc(sizeof(int) * (size_t)(total + 1));
+        if (!ins) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
         else {
             copy_ids(ins, init, n_vars);
             copy_ids(ins + n_vars, cg->outer, cg->n_outer);
             copy_ids(ins + n_vars + cg->n_outer, bg->outer, bg->n_outer);
             int split = cg->n_outer;
             const vf_graph *g0 = cg, *g1 = bg;
-            vf_tensor **init_t = malloc(sizeof *init_t * (size_t)(n_vars + 1)); /* vars is overwritten */
+            vf_tensor **init_t = vf_malloc(sizeof *init_t * (size_t)(n_vars + 1)); /* vars is overwritten */
             if (init_t) copy_tensors(init_t, vars, n_vars);
             s = add_control(ctx, op, VF_NODE_WHILE, total, ins, cg, bg, n_vars, split, max_iterations, vars);
             cg = bg = NULL;
-            if (s == VF_OK && !init_t) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+            if (s == VF_OK && !init_t) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
             if (s == VF_OK) vf_tape_record_control(ctx, VF_NODE_WHILE, g0, g1, n_vars, init_t, max_iterations, n_vars, vars);
             free(init_t);
         }

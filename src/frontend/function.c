@@ -2,6 +2,7 @@
  * the call of a concrete function (signatures and retrace explanations:
  * function_sig.c). */
 #include "frontend/function_impl.h"
+#include "util/fault.h"
 #include "frontend/saved.h"
 #include "frontend/tape.h"
 #include "graph/passes.h"
@@ -33,13 +34,13 @@ vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
             return NULL;
         }
     }
-    vf_function *fn = calloc(1, sizeof *fn);
-    if (fn) fn->changes = calloc((size_t)d->n_inputs + 1, sizeof *fn->changes);
-    if (fn && d->input_signature) fn->sig = malloc(sizeof *fn->sig * (size_t)(d->n_inputs + 1));
+    vf_function *fn = vf_calloc(1, sizeof *fn);
+    if (fn) fn->changes = vf_calloc((size_t)d->n_inputs + 1, sizeof *fn->changes);
+    if (fn && d->input_signature) fn->sig = vf_malloc(sizeof *fn->sig * (size_t)(d->n_inputs + 1));
     if (!fn || !fn->changes || (d->input_signature && !fn->sig)) {
         if (fn) free(fn->changes), free(fn->sig);
         free(fn);
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_create: out of host memory");
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_create: out of host memory (malloc failed)");
         return NULL;
     }
     if (fn->sig) memcpy(fn->sig, d->input_signature, sizeof *fn->sig * (size_t)d->n_inputs);
@@ -215,17 +216,17 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
 {
     vf_context *ctx = fn->ctx;
     concrete c = {0};
-    c.dt = malloc(sizeof *c.dt * (size_t)(fn->n_in + 1));
-    c.shape = malloc(sizeof *c.shape * (size_t)(fn->n_in + 1));
-    c.var = calloc((size_t)fn->n_in + 1, sizeof *c.var);
+    c.dt = vf_malloc(sizeof *c.dt * (size_t)(fn->n_in + 1));
+    c.shape = vf_malloc(sizeof *c.shape * (size_t)(fn->n_in + 1));
+    c.var = vf_calloc((size_t)fn->n_in + 1, sizeof *c.var);
     c.n_var = c.var ? fn->n_in : 0;
-    concrete *grown = realloc(fn->cfs, sizeof *fn->cfs * (size_t)(fn->n_cf + 1));
-    vf_tensor **ins = calloc((size_t)fn->n_in + 1, sizeof *ins);
-    vf_tensor **outs = calloc((size_t)fn->n_out + 1, sizeof *outs);
-    int *ids = calloc((size_t)fn->n_out + 1, sizeof *ids);
+    concrete *grown = vf_realloc(fn->cfs, sizeof *fn->cfs * (size_t)(fn->n_cf + 1));
+    vf_tensor **ins = vf_calloc((size_t)fn->n_in + 1, sizeof *ins);
+    vf_tensor **outs = vf_calloc((size_t)fn->n_out + 1, sizeof *outs);
+    int *ids = vf_calloc((size_t)fn->n_out + 1, sizeof *ids);
     if (grown) fn->cfs = grown;
     vf_status s = c.dt && c.shape && c.var && grown && ins && outs && ids ? VF_OK
-                : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
+                : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory (malloc failed)");
     for (int i = 0; s == VF_OK && i < fn->n_in; i++) {
         c.dt[i] = in[i]->dtype;
         c.shape[i] = fn->sig ? vf_fsig_shape(&fn->sig[i]) : (vf_shape){.rank = in[i]->rank};
@@ -273,7 +274,7 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
         }
         vf_graph *root = vf_trace_graph(ctx);
         if (s == VF_OK && !vf_graph_set_outputs(root, fn->n_out, ids))
-            s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
+            s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory (malloc failed)");
         vf_scope_end(ctx);
         c.g = vf_trace_end(ctx, s == VF_OK, &c.caps, &c.n_caps);
     }
@@ -334,13 +335,13 @@ static vf_status run_concrete(vf_function *fn, concrete *c, vf_tensor *const *in
     vf_context *ctx = fn->ctx;
     vf_run_state rs = {.ctx = ctx, .fn = fn->name, .caps = c->caps, .n_caps = c->n_caps, .consts = &c->consts,
                        .unfused = fn->unfused};
-    vf_rval *params = calloc((size_t)fn->n_in + 1, sizeof *params);
-    vf_rval *outs = calloc((size_t)fn->n_out + 1, sizeof *outs);
-    vf_status s = params && outs ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
+    vf_rval *params = vf_calloc((size_t)fn->n_in + 1, sizeof *params);
+    vf_rval *outs = vf_calloc((size_t)fn->n_out + 1, sizeof *outs);
+    vf_status s = params && outs ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory (malloc failed)");
     for (int i = 0; s == VF_OK && i < fn->n_in; i++)
         params[i] = (vf_rval){.ref = vf_tensor_ref(in[i]), .t = in[i], .var = in[i]->is_variable};
     vf_plan_value *pv = s == VF_OK ? vf_plan_values(params, fn->n_in) : NULL;
-    if (s == VF_OK && !pv) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
+    if (s == VF_OK && !pv) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory (malloc failed)");
     vf_context_stats before = {0}, after = {0};
     if (ctx->be.iface->stats) ctx->be.iface->stats(ctx->be.self, &before);
     vf_scope_begin(ctx);
@@ -399,8 +400,8 @@ vf_status vf_function_call(vf_function *fn, vf_tensor *const *in_arg, vf_tensor 
     if (fn->n_in > 0 && !in_arg)
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' has %d inputs but in is NULL", fn->name, fn->n_in);
     /* in and out may be the same array (x = f(x)): read the inputs first */
-    vf_tensor *small[8] = {NULL}, **in = fn->n_in <= 8 ? small : malloc(sizeof *in * (size_t)fn->n_in);
-    if (!in) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory");
+    vf_tensor *small[8] = {NULL}, **in = fn->n_in <= 8 ? small : vf_malloc(sizeof *in * (size_t)fn->n_in);
+    if (!in) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory (malloc failed)");
     if (fn->n_in > 0) memcpy(in, in_arg, sizeof *in * (size_t)fn->n_in);
     for (int k = 0; k < fn->n_out; k++) out[k] = NULL;
     vf_status s = call(fn, in, out);
@@ -507,13 +508,13 @@ vf_keyset *vf_function_kernels(vf_function *fn) { return &fn->kernels; }
 vf_function *vf_function_new_loaded(vf_context *ctx, const char *name, int n_in, int n_out,
                                     const vf_tensor_spec *sig)
 {
-    vf_function *fn = calloc(1, sizeof *fn);
-    if (fn) fn->changes = calloc((size_t)n_in + 1, sizeof *fn->changes);
-    if (fn && sig) fn->sig = malloc(sizeof *fn->sig * (size_t)(n_in + 1));
+    vf_function *fn = vf_calloc(1, sizeof *fn);
+    if (fn) fn->changes = vf_calloc((size_t)n_in + 1, sizeof *fn->changes);
+    if (fn && sig) fn->sig = vf_malloc(sizeof *fn->sig * (size_t)(n_in + 1));
     if (!fn || !fn->changes || (sig && !fn->sig)) {
         if (fn) free(fn->changes), free(fn->sig);
         free(fn);
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory");
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)");
         return NULL;
     }
     if (sig) memcpy(fn->sig, sig, sizeof *fn->sig * (size_t)n_in);
@@ -531,10 +532,10 @@ vf_status vf_function_add_concrete(vf_function *fn, vf_dtype *dt, vf_shape *shap
                                    vf_capture *caps, int n_caps)
 {
     concrete c = {.dt = dt, .shape = shape, .g = g, .caps = caps, .n_caps = n_caps};
-    concrete *grown = realloc(fn->cfs, sizeof *fn->cfs * (size_t)(fn->n_cf + 1));
+    concrete *grown = vf_realloc(fn->cfs, sizeof *fn->cfs * (size_t)(fn->n_cf + 1));
     if (!grown) {
         concrete_free(fn->ctx, &c);
-        return vf_fail(fn->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory");
+        return vf_fail(fn->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)");
     }
     fn->cfs = grown;
     fn->cfs[fn->n_cf++] = c;

@@ -7,6 +7,7 @@
  * reshape when it can be avoided: broadcasts go through where(), and
  * reductions of broadcast dims through reduce_sum. */
 #include "frontend/tape.h"
+#include "util/fault.h"
 #include "util/dtype.h"
 
 #include <stdlib.h>
@@ -250,8 +251,8 @@ static bool g_xent(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_ten
     vf_tensor *labels = IN(0), *logits = IN(1);
     int r = logits->rank;
     int64_t classes = logits->shape[r - 1];
-    int32_t *iota = malloc((size_t)classes * sizeof *iota);
-    if (!iota) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory"), false;
+    int32_t *iota = vf_malloc((size_t)classes * sizeof *iota);
+    if (!iota) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory (malloc failed)"), false;
     for (int64_t i = 0; i < classes; i++) iota[i] = (int32_t)i;
     vf_tensor *ids = vf_tensor_from_host(ctx, labels->dtype, 1, &classes, iota);
     free(iota);

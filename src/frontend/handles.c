@@ -1,5 +1,6 @@
 /* Slabs of never-reused slots for tensors and tapes (handles.h). */
 #include "frontend/handles.h"
+#include "util/fault.h"
 #include "util/grow.h"
 
 #include <stdlib.h>
@@ -199,7 +200,7 @@ void vf_handles_free(vf_handles *h)
 size_t vf_handles_resident_bytes(const vf_handles *h)
 {
     size_t ps = page_size(), total = 0, pages = SLAB_BYTES / ps;
-    unsigned char *vec = malloc(pages);
+    unsigned char *vec = vf_malloc(pages);
     if (!vec) return 0;
     for (int i = 0; i < h->n_slabs; i++)
         if (mincore(h->slabs[i], SLAB_BYTES, vec) == 0)

@@ -7,6 +7,7 @@
  * The kernels of a traced vf_cond (its guard, its branches' ops) belong
  * to the COND node. */
 #include "frontend/profile.h"
+#include "util/fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,14 +42,14 @@ static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_gra
 {
     int nk = pp->n_kernels, total = 0;
     for (int i = 0; i < nk; i++) total += pp->kernels[i].nodes ? pp->kernels[i].n_nodes : 1;
-    p->k = calloc((size_t)nk + 1, sizeof *p->k);
-    p->names = calloc((size_t)nk + 1, sizeof *p->names);
-    p->nodes = calloc((size_t)total + 1, sizeof *p->nodes);
-    p->ops = calloc((size_t)total + 1, sizeof *p->ops);
-    bool *used = calloc((size_t)g->n + 1, sizeof *used);
+    p->k = vf_calloc((size_t)nk + 1, sizeof *p->k);
+    p->names = vf_calloc((size_t)nk + 1, sizeof *p->names);
+    p->nodes = vf_calloc((size_t)total + 1, sizeof *p->nodes);
+    p->ops = vf_calloc((size_t)total + 1, sizeof *p->ops);
+    bool *used = vf_calloc((size_t)g->n + 1, sizeof *used);
     if (!p->k || !p->names || !p->nodes || !p->ops || !used) {
         free(used);
-        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_profile: out of host memory");
+        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_profile: out of host memory (malloc failed)");
     }
     for (int i = 0; i < nk; i++)
         for (int j = 0; pp->kernels[i].nodes && j < pp->kernels[i].n_nodes; j++)
@@ -56,10 +57,10 @@ static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_gra
     /* predicate k belongs to the k-th top-level COND (plans number them in node order) */
     int n_cond = 0;
     for (int n = 0; n < g->n; n++) n_cond += g->nodes[n].kind == VF_NODE_COND;
-    int *conds = calloc((size_t)n_cond + 1, sizeof *conds);
+    int *conds = vf_calloc((size_t)n_cond + 1, sizeof *conds);
     if (!conds) {
         free(used);
-        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_profile: out of host memory");
+        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_profile: out of host memory (malloc failed)");
     }
     for (int n = 0, c = 0; n < g->n; n++)
         if (g->nodes[n].kind == VF_NODE_COND) conds[c++] = n;

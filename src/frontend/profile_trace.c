@@ -5,6 +5,7 @@
  * times, shifted so that the last kernel ends when the call does (GPU and
  * host clocks are not calibrated against each other). */
 #include "vkfuse.h"
+#include "util/fault.h"
 #include "util/sb.h"
 #include "util/grow.h"
 
@@ -45,7 +46,7 @@ static void jb_str(vf_sb *b, const char *s)
     vf_sb_add(b, "\"");
 }
 
-vf_trace_file *vf_trace_file_create(void) { return calloc(1, sizeof(vf_trace_file)); }
+vf_trace_file *vf_trace_file_create(void) { return vf_calloc(1, sizeof(vf_trace_file)); }
 
 void vf_trace_file_destroy(vf_trace_file *t)
 {
@@ -81,7 +82,7 @@ vf_status vf_trace_file_add(vf_trace_file *t, const char *track, const vf_functi
     if (!vf_grow((void **)&t->t, &t->cap, t->n + 1, sizeof *t->t)) goto oom;
     ttrack *tr = &t->t[t->n];
     memset(tr, 0, sizeof *tr);
-    tr->k = calloc((size_t)p->n_kernels + 1, sizeof *tr->k);
+    tr->k = vf_calloc((size_t)p->n_kernels + 1, sizeof *tr->k);
     if (!tr->k) goto oom;
     tr->p = *p;
     for (int j = 0; j < p->n_kernels; j++) {
@@ -107,7 +108,7 @@ vf_status vf_trace_file_add(vf_trace_file *t, const char *track, const vf_functi
     t->n++;
     return VF_OK;
 oom:
-    snprintf(t->err, sizeof t->err, "vf_trace_file_add: out of host memory");
+    snprintf(t->err, sizeof t->err, "vf_trace_file_add: out of host memory (malloc failed)");
     return VF_ERROR_OUT_OF_MEMORY;
 }
 
@@ -169,7 +170,7 @@ vf_status vf_trace_file_write(vf_trace_file *t, const char *path)
     }
     char *json = vf_trace_file_json(t);
     if (!json) {
-        snprintf(t->err, sizeof t->err, "vf_trace_file_write: out of host memory");
+        snprintf(t->err, sizeof t->err, "vf_trace_file_write: out of host memory (malloc failed)");
         return VF_ERROR_OUT_OF_MEMORY;
     }
     FILE *f = fopen(path, "wb");

@@ -10,6 +10,7 @@
  * control flow replays through vf_cond / vf_while_loop with bodies that
  * replay the nested subgraphs. */
 #include "frontend/tape.h"
+#include "util/fault.h"
 #include "frontend/trace.h"
 #include "util/dtype.h"
 
@@ -65,9 +66,9 @@ static vf_status fail_node(vf_context *ctx, const vf_graph *g, int i, const char
 static vf_status replay(vf_context *ctx, const sub_ctx *sc, vf_tensor *const *explicit_in, vf_tensor **outs)
 {
     const vf_graph *g = sc->g;
-    vf_tensor **val = calloc((size_t)g->n + 1, sizeof *val);
-    vf_tensor ***tuple = calloc((size_t)g->n + 1, sizeof *tuple);
-    vf_status s = val && tuple ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory");
+    vf_tensor **val = vf_calloc((size_t)g->n + 1, sizeof *val);
+    vf_tensor ***tuple = vf_calloc((size_t)g->n + 1, sizeof *tuple);
+    vf_status s = val && tuple ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory (malloc failed)");
     for (int i = 0; s == VF_OK && i < g->n; i++) {
         const vf_node *n = &g->nodes[i];
         switch (n->kind) {
@@ -101,11 +102,11 @@ static vf_status replay(vf_context *ctx, const sub_ctx *sc, vf_tensor *const *ex
         case VF_NODE_WHILE: {
             bool cond = n->kind == VF_NODE_COND;
             int n_exp = n->sub[1]->n_explicit, first = cond ? 1 : 0;
-            vf_tensor **in = calloc((size_t)n->n_in + 1, sizeof *in);
-            tuple[i] = calloc((size_t)n->n_out + 1, sizeof *tuple[i]);
+            vf_tensor **in = vf_calloc((size_t)n->n_in + 1, sizeof *in);
+            tuple[i] = vf_calloc((size_t)n->n_out + 1, sizeof *tuple[i]);
             if (!in || !tuple[i]) {
                 free(in);
-                s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory");
+                s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory (malloc failed)");
                 continue;
             }
             for (int j = 0; j < n->n_in; j++) in[j] = val[n->in[j]];

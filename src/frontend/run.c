@@ -5,6 +5,7 @@
  * Vulkan the kernels of one call are queued together and submitted when a
  * value is read; COND and WHILE read their predicate back to the host. */
 #include "frontend/function.h"
+#include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"
 
@@ -132,10 +133,10 @@ static vf_status const_value(vf_run_state *rs, const vf_node *n, vf_rval *out)
         }
     if (c->n == c->cap) {
         int cap = c->cap ? c->cap * 2 : 8;
-        const vf_node **nodes = realloc(c->nodes, (size_t)cap * sizeof *nodes);
+        const vf_node **nodes = vf_realloc(c->nodes, (size_t)cap * sizeof *nodes);
         if (nodes) c->nodes = nodes;
-        vf_tensor **ts = nodes ? realloc(c->tensors, (size_t)cap * sizeof *ts) : NULL;
-        if (!ts) return vf_fail(rs->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+        vf_tensor **ts = nodes ? vf_realloc(c->tensors, (size_t)cap * sizeof *ts) : NULL;
+        if (!ts) return vf_fail(rs->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", rs->fn);
         c->tensors = ts;
         c->cap = cap;
     }
@@ -178,8 +179,8 @@ static vf_status print_value(vf_run_state *rs, const char *label, const vf_rval 
 {
     vf_context *ctx = rs->ctx;
     size_t bytes = (size_t)numel_of(&v->ref) * vf_dtype_size(v->ref.dtype);
-    void *data = malloc(bytes ? bytes : 1);
-    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_print: out of host memory");
+    void *data = vf_malloc(bytes ? bytes : 1);
+    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_print: out of host memory (malloc failed)");
     vf_status s = bytes ? ctx->be.iface->download(ctx->be.self, v->ref.buf, v->ref.offset, data, bytes) : VF_OK;
     if (s == VF_OK) vf_print_value(label, v->ref.dtype, v->ref.rank, v->ref.shape, data);
     else vf_backend_failed(ctx, s, "vf_print '%s'", label);
@@ -238,8 +239,8 @@ static vf_status run_cond(vf_run_state *rs, int id, const vf_node *n, const vf_r
     const vf_graph *b = n->sub[pred ? 0 : 1];
     int ne = n->sub[0]->n_explicit;
     const vf_rval *caps = in + 1 + ne + (pred ? 0 : n->split);
-    vf_rval *params = malloc(sizeof *params * (size_t)(b->n_params + 1));
-    if (!params) return vf_fail(rs->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_cond: out of host memory");
+    vf_rval *params = vf_malloc(sizeof *params * (size_t)(b->n_params + 1));
+    if (!params) return vf_fail(rs->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_cond: out of host memory (malloc failed)");
     sub_params(b, in + 1, caps, params);
     s = vf_graph_run(rs, b, params, tuple);
     free(params);
@@ -251,9 +252,9 @@ static vf_status run_while(vf_run_state *rs, int id, const vf_node *n, const vf_
     vf_context *ctx = rs->ctx;
     const vf_graph *cg = n->sub[0], *bg = n->sub[1];
     int nv = n->n_out;
-    vf_rval *params = malloc(sizeof *params * (size_t)(cg->n_params + bg->n_params + 1));
-    vf_rval *next = malloc(sizeof *next * (size_t)(nv + 1));
-    vf_status s = params && next ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_while_loop: out of host memory");
+    vf_rval *params = vf_malloc(sizeof *params * (size_t)(cg->n_params + bg->n_params + 1));
+    vf_rval *next = vf_malloc(sizeof *next * (size_t)(nv + 1));
+    vf_status s = params && next ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_while_loop: out of host memory (malloc failed)");
     /* the loop holds one reference per loop var (tuple = the current vars) */
     for (int k = 0; s == VF_OK && k < nv; k++) {
         tuple[k] = in[k];
@@ -306,7 +307,7 @@ static vf_status run_while(vf_run_state *rs, int id, const vf_node *n, const vf_
     for (int k = 0; k < nv; k++)
         if (tuple[k].t) {
             if (!hold(rs, tuple[k].t) && s == VF_OK)
-                s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_while_loop: out of host memory");
+                s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_while_loop: out of host memory (malloc failed)");
             vf_tensor_release(tuple[k].t);
         }
     free(params);
@@ -317,15 +318,15 @@ static vf_status run_while(vf_run_state *rs, int id, const vf_node *n, const vf_
 vf_status vf_graph_run(vf_run_state *rs, const vf_graph *g, const vf_rval *params, vf_rval *outs)
 {
     vf_context *ctx = rs->ctx;
-    vf_rval *v = calloc((size_t)(g->n ? g->n : 1), sizeof *v);
-    vf_rval **tuples = calloc((size_t)(g->n ? g->n : 1), sizeof *tuples);
+    vf_rval *v = vf_calloc((size_t)(g->n ? g->n : 1), sizeof *v);
+    vf_rval **tuples = vf_calloc((size_t)(g->n ? g->n : 1), sizeof *tuples);
     vf_rval in[16];
-    vf_status s = v && tuples ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+    vf_status s = v && tuples ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", rs->fn);
     for (int i = 0; s == VF_OK && i < g->n; i++) {
         const vf_node *n = &g->nodes[i];
-        vf_rval *args = n->n_in <= 16 ? in : malloc(sizeof *args * (size_t)n->n_in);
+        vf_rval *args = n->n_in <= 16 ? in : vf_malloc(sizeof *args * (size_t)n->n_in);
         if (!args) {
-            s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+            s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", rs->fn);
             break;
         }
         for (int j = 0; j < n->n_in; j++) args[j] = v[n->in[j]];
@@ -376,9 +377,9 @@ vf_status vf_graph_run(vf_run_state *rs, const vf_graph *g, const vf_rval *param
         case VF_NODE_HOST: s = host_value(rs, n, &args[0], &v[i]); break;
         case VF_NODE_COND:
         case VF_NODE_WHILE:
-            tuples[i] = calloc((size_t)n->n_out + 1, sizeof **tuples);
+            tuples[i] = vf_calloc((size_t)n->n_out + 1, sizeof **tuples);
             if (!tuples[i]) {
-                s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+                s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", rs->fn);
                 break;
             }
             s = n->kind == VF_NODE_COND ? run_cond(rs, i, n, args, tuples[i]) : run_while(rs, i, n, args, tuples[i]);

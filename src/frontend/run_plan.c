@@ -5,20 +5,21 @@
  * each call makes in the innermost scope, and the context's backend,
  * error records and options. */
 #include "frontend/function.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 vf_plan_value *vf_plan_values(const vf_rval *v, int n)
 {
-    vf_plan_value *pv = calloc((size_t)n + 1, sizeof *pv);
+    vf_plan_value *pv = vf_calloc((size_t)n + 1, sizeof *pv);
     for (int i = 0; pv && i < n; i++) pv[i] = (vf_plan_value){.ref = v[i].ref, .var = v[i].var};
     return pv;
 }
 
 static vf_plan_value *captures_of(const vf_capture *c, int n)
 {
-    vf_plan_value *pv = calloc((size_t)n + 1, sizeof *pv);
+    vf_plan_value *pv = vf_calloc((size_t)n + 1, sizeof *pv);
     for (int i = 0; pv && i < n; i++) pv[i] = (vf_plan_value){.ref = c[i].ref, .var = c[i].is_var};
     return pv;
 }
@@ -45,7 +46,7 @@ vf_status vf_run_plan_build(vf_run_state *rs, const vf_graph *g, const vf_plan_v
     *out = NULL;
     vf_plan_env env = plan_env(rs);
     vf_plan_value *caps = captures_of(rs->caps, rs->n_caps);
-    if (!caps) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+    if (!caps) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", rs->fn);
     env.caps = caps;
     env.check_root = ctx->opt.check_root;
     vf_status s = VF_OK;
@@ -66,9 +67,9 @@ vf_status vf_run_plan_call(vf_run_state *rs, vf_fplan *fp, const vf_plan_value *
 {
     vf_context *ctx = rs->ctx;
     int ns = vf_fplan_n_slots(fp);
-    vf_tensor **slots = calloc((size_t)ns + 1, sizeof *slots);
-    vf_tref *refs = calloc((size_t)ns + 1, sizeof *refs);
-    vf_status s = slots && refs ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+    vf_tensor **slots = vf_calloc((size_t)ns + 1, sizeof *slots);
+    vf_tref *refs = vf_calloc((size_t)ns + 1, sizeof *refs);
+    vf_status s = slots && refs ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", rs->fn);
     for (int k = 0; s == VF_OK && k < ns; k++) {
         vf_dtype dt;
         vf_shape sh;

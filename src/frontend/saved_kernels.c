@@ -11,6 +11,7 @@
  * never reaches vkCreateShaderModule. The checksum of the whole file
  * (saved_read.c) has been verified before any of this. */
 #include "frontend/saved_rd.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -84,9 +85,9 @@ bool vf_saved_read_kernels(vf_saved_rd *r, vf_function *fn)
     const vf_backend_iface *be = ctx->be.iface;
     if (!be->kernel_insert || n == 0) return true; /* no kernel binaries here: the graphs are enough */
     size_t last = r->pos;
-    uint32_t *words = malloc(sizeof *words * most);
+    uint32_t *words = vf_malloc(sizeof *words * most);
     if (!words) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (%u SPIR-V words)", most);
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed) (%u SPIR-V words)", most);
         return r->bad = true, false;
     }
     r->pos = first;
@@ -103,7 +104,7 @@ bool vf_saved_read_kernels(vf_saved_rd *r, vf_function *fn)
             vf_backend_failed(ctx, s, "vf_function_load: '%s': kernel %u", r->what, k);
             r->bad = true;
         } else if (!vf_keyset_add(ks, key)) {
-            vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory");
+            vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)");
             r->bad = true;
         }
         r->pos += (size_t)nw * 4;

@@ -8,6 +8,7 @@
  * the kernel section (version 2) is read by saved_kernels.c. Errors are
  * VF_ERROR_FORMAT with the byte offset and the field. */
 #include "frontend/saved_rd.h"
+#include "util/fault.h"
 #include "graph/graph.h"
 #include "util/dtype.h"
 
@@ -131,8 +132,8 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
         r->pos = at;
         return vf_saved_bad(r, "node %d: kind %u, op %u or dtype %u out of range", i, kind, op, dtv);
     }
-    int small[16], *in = n_in <= 16 ? small : malloc(sizeof *in * n_in);
-    if (!in) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), r->bad = true, false;
+    int small[16], *in = n_in <= 16 ? small : vf_malloc(sizeof *in * n_in);
+    if (!in) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)"), r->bad = true, false;
     for (uint32_t k = 0; k < n_in && !r->bad; k++) {
         uint32_t v = U32("node input");
         if (!r->bad && v >= (uint32_t)i) vf_saved_bad(r, "node %d input %u is value %u, not an earlier node", i, k, v);
@@ -143,7 +144,7 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
     int id = r->bad ? -1 : vf_graph_add(g, (vf_node_kind)kind, (int)n_in, in);
     if (in != small) free(in);
     if (r->bad) return false;
-    if (id < 0) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), r->bad = true, false;
+    if (id < 0) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)"), r->bad = true, false;
     vf_node *n = &g->nodes[id];
     n->op = (vf_op)op;
     n->dtype = (vf_dtype)dtv;
@@ -201,8 +202,8 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
         if (n->n_in || bytes != (uint64_t)vf_shape_numel(&n->shape) * vf_dtype_size(n->dtype) || n->shape.sym)
             return vf_saved_bad(r, "node %d: a constant of %llu bytes for %s elements", i, (unsigned long long)bytes, "its shape's");
         if (!vf_saved_need(r, (size_t)bytes, "const data")) return false;
-        n->data = malloc(bytes ? (size_t)bytes : 1);
-        if (!n->data) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), r->bad = true, false;
+        n->data = vf_malloc(bytes ? (size_t)bytes : 1);
+        if (!n->data) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)"), r->bad = true, false;
         memcpy(n->data, r->p + r->pos, (size_t)bytes);
         n->bytes = (size_t)bytes;
         r->pos += (size_t)bytes;
@@ -216,8 +217,8 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
         uint32_t len = vf_saved_count(r, VF_SAVED_MAX_NAME, 1, "print label length");
         if (r->bad) return false;
         if (n->n_in != 1) return vf_saved_bad(r, "node %d: a print has one input", i);
-        n->label = malloc((size_t)len + 1);
-        if (!n->label) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), r->bad = true, false;
+        n->label = vf_malloc((size_t)len + 1);
+        if (!n->label) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)"), r->bad = true, false;
         memcpy(n->label, r->p + r->pos, len);
         n->label[len] = '\0';
         r->pos += len;
@@ -280,11 +281,11 @@ static vf_graph *get_graph(vf_saved_rd *r, const gctx *gc, vf_graph *parent, int
     if (r->bad) return NULL;
     if (np > VF_SAVED_MAX_IO || ne > np) return vf_saved_bad(r, "params %u, explicit %u", np, ne), NULL;
     vf_graph *g = vf_graph_new(parent);
-    int *outs = malloc(sizeof *outs * ((size_t)no + 1));
+    int *outs = vf_malloc(sizeof *outs * ((size_t)no + 1));
     if (!g || !outs) {
         vf_graph_free(g);
         free(outs);
-        vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory");
+        vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)");
         r->bad = true;
         return NULL;
     }
@@ -298,7 +299,7 @@ static vf_graph *get_graph(vf_saved_rd *r, const gctx *gc, vf_graph *parent, int
             vf_saved_bad(r, "graph output %u is value %d of %d nodes (or a tuple)", k, o, g->n);
     }
     if (!r->bad && !vf_graph_set_outputs(g, (int)no, outs)) {
-        vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory");
+        vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)");
         r->bad = true;
     }
     free(outs);
@@ -327,8 +328,8 @@ static bool read_tensors(vf_saved_rd *r, tensors *ts)
     vf_context *ctx = r->ctx;
     uint32_t n = vf_saved_count(r, VF_SAVED_MAX_IO, 15, "tensor count");
     if (r->bad) return false;
-    ts->t = calloc((size_t)n + 1, sizeof *ts->t);
-    if (!ts->t) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), false;
+    ts->t = vf_calloc((size_t)n + 1, sizeof *ts->t);
+    if (!ts->t) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)"), false;
     for (uint32_t i = 0; i < n; i++) {
         bool var = U8("tensor is_variable") != 0;
         vf_dtype dt = VF_F32;
@@ -368,8 +369,8 @@ static bool read_function(vf_saved_rd *r, char *name, size_t len, int *n_in, int
     if (has > 1) return vf_saved_bad(r, "has input_signature is %u (0 or 1)", has);
     if (!has) return true;
     if ((size_t)*n_in > (r->end - r->pos) / 2) return vf_saved_bad(r, "an input_signature of %d specs", *n_in);
-    *sig = calloc((size_t)*n_in + 1, sizeof **sig);
-    if (!*sig) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory"), false;
+    *sig = vf_calloc((size_t)*n_in + 1, sizeof **sig);
+    if (!*sig) return vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)"), false;
     for (int i = 0; i < *n_in; i++) {
         vf_dtype dt = VF_F32;
         if (!get_dtype(r, &dt, "signature dtype")) return false;
@@ -390,8 +391,8 @@ static bool read_concrete(vf_saved_rd *r, vf_function *fn, int n_in, const vf_te
 {
     vf_context *ctx = r->ctx;
     if ((size_t)n_in > (r->end - r->pos) / 6) return vf_saved_bad(r, "%d inputs", n_in);
-    vf_dtype *dt = calloc((size_t)n_in + 1, sizeof *dt);
-    vf_shape *sh = calloc((size_t)n_in + 1, sizeof *sh);
+    vf_dtype *dt = vf_calloc((size_t)n_in + 1, sizeof *dt);
+    vf_shape *sh = vf_calloc((size_t)n_in + 1, sizeof *sh);
     vf_capture *caps = NULL;
     bool *cv = NULL;
     vf_dtype *cd = NULL;
@@ -408,10 +409,10 @@ static bool read_concrete(vf_saved_rd *r, vf_function *fn, int n_in, const vf_te
     }
     nc = r->bad ? 0 : vf_saved_count(r, VF_SAVED_MAX_IO, 9, "capture count");
     if (r->bad) goto fail;
-    caps = calloc((size_t)nc + 1, sizeof *caps);
-    cv = calloc((size_t)nc + 1, sizeof *cv);
-    cd = calloc((size_t)nc + 1, sizeof *cd);
-    cs = calloc((size_t)nc + 1, sizeof *cs);
+    caps = vf_calloc((size_t)nc + 1, sizeof *caps);
+    cv = vf_calloc((size_t)nc + 1, sizeof *cv);
+    cd = vf_calloc((size_t)nc + 1, sizeof *cd);
+    cs = vf_calloc((size_t)nc + 1, sizeof *cs);
     if (!caps || !cv || !cd || !cs) goto oom;
     for (uint32_t k = 0; k < nc; k++) {
         size_t at = r->pos;
@@ -454,7 +455,7 @@ static bool read_concrete(vf_saved_rd *r, vf_function *fn, int n_in, const vf_te
     free(cv), free(cd), free(cs);
     return vf_function_add_concrete(fn, dt, sh, g, caps, (int)nc) == VF_OK || (r->bad = true, false);
 oom:
-    vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory");
+    vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)");
 fail:
     r->bad = true;
     vf_graph_free(g);
@@ -583,10 +584,10 @@ vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out)
                         : vf_fail(ctx, VF_ERROR_FORMAT, "vf_function_load: '%s' has %ld bytes, more than any saved "
                                   "function may (2^34)", path, size);
     }
-    uint8_t *buf = malloc((size_t)size + 1);
+    uint8_t *buf = vf_malloc((size_t)size + 1);
     if (!buf) {
         fclose(f);
-        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory for '%s' (%ld bytes)", path, size);
+        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed) for '%s' (%ld bytes)", path, size);
     }
     bool ok = fread(buf, 1, (size_t)size, f) == (size_t)size;
     fclose(f);

@@ -4,6 +4,7 @@
  * checksummed little-endian file (docs/FORMAT.md);
  * and the variables of a function (vf_function_variable). */
 #include "frontend/saved.h"
+#include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"
 
@@ -166,11 +167,11 @@ static vf_status put_kernels(wbuf *w, vf_function *fn, const vf_saved_kernel *ex
 {
     vf_context *ctx = vf_function_context(fn);
     const vf_keyset *ks = vf_function_kernels(fn);
-    if (ks->oom) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory (kernel keys)");
+    if (ks->oom) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory (malloc failed) (kernel keys)");
     const vf_backend_iface *be = ctx->be.iface;
     size_t cap = (be->kernel_binary ? ks->n : 0) + (size_t)n_extra;
-    vf_saved_kernel *k = malloc(sizeof *k * (cap + 1));
-    if (!k) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
+    vf_saved_kernel *k = vf_malloc(sizeof *k * (cap + 1));
+    if (!k) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory (malloc failed)");
     size_t n = 0;
     for (size_t i = 0; be->kernel_binary && i < ks->n; i++) {
         const uint32_t *words;
@@ -262,8 +263,8 @@ vf_status vf_saved_write_mem(vf_function *fn, const vf_saved_kernel *extra, int 
                        "once (with every signature it must serve) before saving it", name);
     tset ts = {0};
     size_t nsec = 3 + (size_t)ncf; /* function, tensors, concrete functions, kernels */
-    uint64_t *sec_off = calloc(nsec + 1, sizeof *sec_off), *sec_size = calloc(nsec + 1, sizeof *sec_size);
-    vf_status s = sec_off && sec_size ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
+    uint64_t *sec_off = vf_calloc(nsec + 1, sizeof *sec_off), *sec_size = vf_calloc(nsec + 1, sizeof *sec_size);
+    vf_status s = sec_off && sec_size ? VF_OK : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory (malloc failed)");
     for (int c = 0; s == VF_OK && c < ncf; c++) {
         const vf_dtype *dt;
         const vf_shape *sh;
@@ -278,7 +279,7 @@ vf_status vf_saved_write_mem(vf_function *fn, const vf_saved_kernel *extra, int 
             break;
         }
         for (int k = 0; k < n_caps; k++)
-            if (tset_index(&ts, caps[k].t) < 0) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
+            if (tset_index(&ts, caps[k].t) < 0) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory (malloc failed)");
     }
     wbuf w = {0};
     /* header and section table; sizes and offsets patched below */
@@ -315,9 +316,9 @@ vf_status vf_saved_write_mem(vf_function *fn, const vf_saved_kernel *extra, int 
         vf_shape shp = {.rank = vf_tensor_rank(t)};
         for (int d = 0; d < shp.rank; d++) shp.dim[d] = vf_tensor_dim(t, d);
         size_t bytes = vf_tensor_bytes(t);
-        void *data = malloc(bytes ? bytes : 1);
+        void *data = vf_malloc(bytes ? bytes : 1);
         if (!data) {
-            s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
+            s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory (malloc failed)");
             break;
         }
         if (bytes && (s = vf_tensor_read(t, data, bytes)) != VF_OK) {
@@ -365,7 +366,7 @@ vf_status vf_saved_write_mem(vf_function *fn, const vf_saved_kernel *extra, int 
     }
     set_u64(&w, 24, w.n + VF_SAVED_TRAILER);
     if (s == VF_OK && !w.oom) put_u64(&w, vf_fnv1a64(VF_FNV_INIT, w.p, w.n));
-    if (s == VF_OK && w.oom) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
+    if (s == VF_OK && w.oom) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory (malloc failed)");
     if (s == VF_OK) {
         *out = w.p;
         *out_size = w.n;

@@ -1,6 +1,7 @@
 /* vf_tape: recording ops and reverse-mode gradients (see tape.h and
  * docs/GRADIENTS.md). */
 #include "frontend/tape.h"
+#include "util/fault.h"
 #include "frontend/trace.h"
 #include "util/dtype.h"
 #include "util/grow.h"
@@ -61,7 +62,7 @@ static void push(vf_tape *tp, const vf_tape_entry *src)
 {
     vf_context *ctx = tp->ctx;
     if (!vf_grow((void **)&tp->e, &tp->cap, tp->n + 1, sizeof *tp->e)) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape: out of host memory recording an op");
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape: out of host memory (malloc failed) recording an op");
         return;
     }
     vf_tape_entry *d = &tp->e[tp->n++];
@@ -173,7 +174,7 @@ vf_tape *vf_tape_begin(vf_context *ctx)
     if (!ctx) return NULL;
     vf_tape *tp = vf_handle_alloc(&ctx->tape_slots, ctx);
     if (!tp) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_begin: out of host memory");
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_begin: out of host memory (malloc failed)");
         return NULL;
     }
     tp->ctx = ctx;
@@ -248,11 +249,11 @@ static int gmap_add(gmap *m, const vf_tref *k)
     if (i >= 0) return i;
     if (m->n == m->cap) {
         int cap = m->cap ? m->cap * 2 : 32;
-        vf_tref *key = realloc(m->key, (size_t)cap * sizeof *key);
+        vf_tref *key = vf_realloc(m->key, (size_t)cap * sizeof *key);
         if (key) m->key = key;
-        vf_tensor **g = realloc(m->g, (size_t)cap * sizeof *g);
+        vf_tensor **g = vf_realloc(m->g, (size_t)cap * sizeof *g);
         if (g) m->g = g;
-        bool *made = realloc(m->made, (size_t)cap * sizeof *made);
+        bool *made = vf_realloc(m->made, (size_t)cap * sizeof *made);
         if (made) m->made = made;
         if (!key || !g || !made) return -1;
         m->cap = cap;
@@ -303,9 +304,9 @@ static vf_status run_gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, v
     const char *name = "vf_tape_gradient";
     gmap m = {0};
     vf_status st = VF_OK;
-    bool *dep = calloc((size_t)tp->n + 1, sizeof *dep);
+    bool *dep = vf_calloc((size_t)tp->n + 1, sizeof *dep);
     vf_tensor **gout = NULL, **gin = NULL;
-    if (!dep) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
+    if (!dep) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", name);
     /* Forward: which entries depend on a source. Only those carry
        gradients, so an op off every source's path is never asked for one. */
     for (int i = 0; i < n; i++) {
@@ -332,8 +333,8 @@ static vf_status run_gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, v
         }
         if (!fresh) dep[i] = false;
     }
-    gout = calloc((size_t)max_io, sizeof *gout);
-    gin = calloc((size_t)max_io, sizeof *gin);
+    gout = vf_calloc((size_t)max_io, sizeof *gout);
+    gin = vf_calloc((size_t)max_io, sizeof *gin);
     if (!gout || !gin) goto oom;
     /* Seeds: ones of each target's shape unless given. */
     bool any = false;
@@ -403,7 +404,7 @@ static vf_status run_gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, v
     }
     goto done;
 oom:
-    st = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
+    st = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", name);
     goto done;
 fail:
     st = ctx->err.status != VF_OK ? ctx->err.status
@@ -434,11 +435,11 @@ static vf_status empty_sources(vf_tape *tp, int n_t, vf_tensor *const *targets, 
     int ne = 0;
     for (int i = 0; i < n; i++) ne += sources[i]->numel != 0;
     if (ne == n && !all_targets_empty) return run_gradient(tp, n_t, targets, seeds, strict, n, sources, out);
-    vf_tensor **src = calloc((size_t)ne + 1, sizeof *src), **g = calloc((size_t)ne + 1, sizeof *g);
+    vf_tensor **src = vf_calloc((size_t)ne + 1, sizeof *src), **g = vf_calloc((size_t)ne + 1, sizeof *g);
     if (!src || !g) {
         free(src);
         free(g);
-        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory");
+        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory (malloc failed)");
     }
     for (int i = 0, k = 0; i < n; i++)
         if (sources[i]->numel != 0) src[k++] = sources[i];
@@ -497,9 +498,9 @@ static vf_status gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_te
     tp->busy = true;
     vf_scope_begin(ctx);
     vf_tensor *tmp[64];
-    vf_tensor **out = n <= 64 ? tmp : calloc((size_t)n, sizeof *out);
+    vf_tensor **out = n <= 64 ? tmp : vf_calloc((size_t)n, sizeof *out);
     vf_status st = out ? empty_sources(tp, n_t, targets, seeds, strict, n, sources, out)
-                       : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
+                       : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", name);
     for (int i = 0; i < n && st == VF_OK; i++) {
         /* a source itself (possible for an identity) must not be moved */
         grads[i] = out[i]->scope == ctx->n_scopes - 1 ? vf_keep(out[i]) : out[i];

@@ -22,6 +22,7 @@
  * recorded (and optimised, fused, select-lowered like the forward), and
  * their own control flow is recorded on outer tapes: higher order works. */
 #include "frontend/function.h"
+#include "util/fault.h"
 #include "frontend/tape.h"
 #include "util/dtype.h"
 #include "util/grow.h"
@@ -32,7 +33,7 @@
 
 static const char *const GRAD = "vf_tape_gradient";
 
-static vf_status oom(vf_context *ctx) { return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", GRAD); }
+static vf_status oom(vf_context *ctx) { return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", GRAD); }
 
 /* ---- recording ------------------------------------------------------------- */
 
@@ -61,7 +62,7 @@ void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *
                             int n_in, vf_tensor *const *in, int max_iterations, int n_out, vf_tensor *const *out)
 {
     if (!ctx->tapes || !vf_tape_recording(ctx)) return;
-    vf_tape_cf *cf = calloc(1, sizeof *cf);
+    vf_tape_cf *cf = vf_calloc(1, sizeof *cf);
     int cap = 0;
     if (!cf || !collect_cc(sub0, &cf->cc, &cf->n_cc, &cap) || !collect_cc(sub1, &cf->cc, &cf->n_cc, &cap)) goto oom;
     cf->kind = kind;
@@ -74,10 +75,10 @@ void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *
     cf->trace_gen = ctx->trace->gen;
     cf->n_in = n_in + sub0->n_outer + sub1->n_outer + cf->n_cc;
     cf->n_out = n_out;
-    cf->in = calloc((size_t)cf->n_in + 1, sizeof *cf->in);
-    cf->in_key = calloc((size_t)cf->n_in + 1, sizeof *cf->in_key);
-    cf->out = calloc((size_t)n_out + 1, sizeof *cf->out);
-    cf->out_key = calloc((size_t)n_out + 1, sizeof *cf->out_key);
+    cf->in = vf_calloc((size_t)cf->n_in + 1, sizeof *cf->in);
+    cf->in_key = vf_calloc((size_t)cf->n_in + 1, sizeof *cf->in_key);
+    cf->out = vf_calloc((size_t)n_out + 1, sizeof *cf->out);
+    cf->out_key = vf_calloc((size_t)n_out + 1, sizeof *cf->out_key);
     if (!cf->in || !cf->in_key || !cf->out || !cf->out_key) goto oom;
     int j = 0;
     for (int k = 0; k < n_in; k++) cf->in[j++] = vf_tensor_retain(in[k]);
@@ -139,7 +140,7 @@ void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const ch
                          const vf_graph *g, int n_in, vf_tensor *const *in, const vf_capture *caps, int n_caps, int n_out, vf_tensor *const *out)
 {
     if (!ctx->tapes || !vf_tape_recording(ctx)) return;
-    vf_tape_cf *cf = calloc(1, sizeof *cf);
+    vf_tape_cf *cf = vf_calloc(1, sizeof *cf);
     if (!cf) goto oom;
     cf->call = true;
     cf->fn = fn;
@@ -148,11 +149,11 @@ void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const ch
     cf->assigns = assigns(g);
     snprintf(cf->name, sizeof cf->name, "%s", name);
     cf->n_explicit = n_in;
-    cf->cc = calloc((size_t)n_caps + 1, sizeof *cf->cc);
-    cf->in = calloc((size_t)(n_in + n_caps) + 1, sizeof *cf->in);
-    cf->in_key = calloc((size_t)(n_in + n_caps) + 1, sizeof *cf->in_key);
-    cf->out = calloc((size_t)n_out + 1, sizeof *cf->out);
-    cf->out_key = calloc((size_t)n_out + 1, sizeof *cf->out_key);
+    cf->cc = vf_calloc((size_t)n_caps + 1, sizeof *cf->cc);
+    cf->in = vf_calloc((size_t)(n_in + n_caps) + 1, sizeof *cf->in);
+    cf->in_key = vf_calloc((size_t)(n_in + n_caps) + 1, sizeof *cf->in_key);
+    cf->out = vf_calloc((size_t)n_out + 1, sizeof *cf->out);
+    cf->out_key = vf_calloc((size_t)n_out + 1, sizeof *cf->out_key);
     if (!cf->cc || !cf->in || !cf->in_key || !cf->out || !cf->out_key) goto oom;
     for (int k = 0; k < n_in; k++) {
         cf->in[k] = vf_tensor_retain(in[k]);
@@ -210,10 +211,10 @@ static vf_status cond_grad_branch(vf_context *ctx, vf_tensor *const *in, vf_tens
     const vf_tape_cf *cf = r->cf;
     int nx = cf->n_explicit, n0 = cf->split, n1 = cf->n_outer1;
     const vf_graph *g = cf->sub[b];
-    vf_tensor **pp = calloc((size_t)(nx + n0 + n1) + 1, sizeof *pp);
-    vf_tensor **outs = calloc((size_t)cf->n_out + 1, sizeof *outs);
-    vf_tensor **targets = calloc((size_t)r->ns + 1, sizeof *targets);
-    vf_tensor **src = calloc((size_t)r->nd + 1, sizeof *src);
+    vf_tensor **pp = vf_calloc((size_t)(nx + n0 + n1) + 1, sizeof *pp);
+    vf_tensor **outs = vf_calloc((size_t)cf->n_out + 1, sizeof *outs);
+    vf_tensor **targets = vf_calloc((size_t)r->ns + 1, sizeof *targets);
+    vf_tensor **src = vf_calloc((size_t)r->nd + 1, sizeof *src);
     vf_status s = pp && outs && targets && src ? VF_OK : oom(ctx);
     vf_tape *tp = s == VF_OK ? vf_tape_begin(ctx) : NULL;
     if (s == VF_OK && !tp) s = ctx->err.status;
@@ -247,9 +248,9 @@ static vf_status cond_grad_else(vf_context *ctx, vf_tensor *const *in, vf_tensor
 static bool grad_cond(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *gout, vf_tensor **gin)
 {
     int na = cf->n_in - 1;
-    vf_tensor **args = calloc((size_t)(na + cf->n_out) + 1, sizeof *args);
-    int *out_f = calloc((size_t)cf->n_out + 1, sizeof *out_f), *d = calloc((size_t)na + 1, sizeof *d);
-    vf_tensor **res = calloc((size_t)na + 1, sizeof *res);
+    vf_tensor **args = vf_calloc((size_t)(na + cf->n_out) + 1, sizeof *args);
+    int *out_f = vf_calloc((size_t)cf->n_out + 1, sizeof *out_f), *d = vf_calloc((size_t)na + 1, sizeof *d);
+    vf_tensor **res = vf_calloc((size_t)na + 1, sizeof *res);
     vf_status s = args && out_f && d && res ? VF_OK : oom(ctx);
     int ns = 0, nd = 0;
     int first_cc = cf->n_in - cf->n_cc;
@@ -305,7 +306,7 @@ typedef struct {
 /* [M, 1, ..., 1] (rank + 1 dims) holding 0 .. M-1 */
 static vf_tensor *iota(vf_context *ctx, int m, int rank)
 {
-    int32_t *v = malloc(sizeof *v * (size_t)m);
+    int32_t *v = vf_malloc(sizeof *v * (size_t)m);
     if (!v) return oom(ctx), NULL;
     for (int i = 0; i < m; i++) v[i] = i;
     int64_t sh[VF_MAX_RANK] = {m};
@@ -345,7 +346,7 @@ static vf_status body_step(vf_context *ctx, const while_rule *r, vf_tensor *cons
 {
     const vf_tape_cf *cf = r->cf;
     int nv = cf->n_explicit;
-    vf_tensor **pp = calloc((size_t)(nv + cf->n_outer1) + 1, sizeof *pp);
+    vf_tensor **pp = vf_calloc((size_t)(nv + cf->n_outer1) + 1, sizeof *pp);
     if (!pp) return oom(ctx);
     for (int k = 0; k < nv; k++) pp[k] = vars[k];
     for (int k = 0; k < cf->n_outer1; k++) pp[nv + k] = r->o1[k];
@@ -360,7 +361,7 @@ static vf_status count_cond(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
     const while_rule *r = user;
     const vf_tape_cf *cf = r->cf;
     int nv = cf->n_explicit;
-    vf_tensor **pp = calloc((size_t)(nv + cf->split) + 1, sizeof *pp);
+    vf_tensor **pp = vf_calloc((size_t)(nv + cf->split) + 1, sizeof *pp);
     if (!pp) return oom(ctx);
     for (int k = 0; k < nv; k++) pp[k] = in[k];
     for (int k = 0; k < cf->split; k++) pp[nv + k] = r->o0[k];
@@ -417,12 +418,12 @@ static vf_status back_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
     const while_rule *r = user;
     const vf_tape_cf *cf = r->cf;
     int nv = cf->n_explicit, first_cc = cf->n_in - cf->n_cc;
-    vf_tensor **state = calloc((size_t)nv + 2, sizeof *state);
-    vf_tensor **next = calloc((size_t)nv + 1, sizeof *next);
-    vf_tensor **cc_t = calloc((size_t)cf->n_cc + 1, sizeof *cc_t);
-    vf_tensor **targets = calloc((size_t)r->nf + 1, sizeof *targets);
-    vf_tensor **src = calloc((size_t)(r->nf + r->nb) + 1, sizeof *src);
-    vf_tensor **g = calloc((size_t)(r->nf + r->nb) + 1, sizeof *g);
+    vf_tensor **state = vf_calloc((size_t)nv + 2, sizeof *state);
+    vf_tensor **next = vf_calloc((size_t)nv + 1, sizeof *next);
+    vf_tensor **cc_t = vf_calloc((size_t)cf->n_cc + 1, sizeof *cc_t);
+    vf_tensor **targets = vf_calloc((size_t)r->nf + 1, sizeof *targets);
+    vf_tensor **src = vf_calloc((size_t)(r->nf + r->nb) + 1, sizeof *src);
+    vf_tensor **g = vf_calloc((size_t)(r->nf + r->nb) + 1, sizeof *g);
     vf_status s = state && next && cc_t && targets && src && g ? VF_OK : oom(ctx);
     /* the state at the start of iteration k: row k of the stacks, or k body
        steps from the initial values */
@@ -473,9 +474,9 @@ static vf_status back_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
 static bool grad_while(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *gout, vf_tensor **gin)
 {
     int nv = cf->n_explicit, n0 = cf->split;
-    int *f = calloc((size_t)nv + 1, sizeof *f), *bcap = calloc((size_t)cf->n_in + 1, sizeof *bcap);
-    vf_tensor **count = calloc((size_t)(2 * nv) + 2, sizeof *count);
-    vf_tensor **back = calloc((size_t)(1 + nv + cf->n_in) + 1, sizeof *back);
+    int *f = vf_calloc((size_t)nv + 1, sizeof *f), *bcap = vf_calloc((size_t)cf->n_in + 1, sizeof *bcap);
+    vf_tensor **count = vf_calloc((size_t)(2 * nv) + 2, sizeof *count);
+    vf_tensor **back = vf_calloc((size_t)(1 + nv + cf->n_in) + 1, sizeof *back);
     vf_status s = f && bcap && count && back ? VF_OK : oom(ctx);
     int nf = 0, nb = 0;
     for (int k = 0; s == VF_OK && k < nv; k++)
@@ -542,12 +543,12 @@ static bool grad_call(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *g
                          : "was loaded from a file and has no body to differentiate");
         return false;
     }
-    vf_tensor **outs = calloc((size_t)cf->n_out + 1, sizeof *outs);
-    vf_tensor **targets = calloc((size_t)cf->n_out + 1, sizeof *targets);
-    vf_tensor **seeds = calloc((size_t)cf->n_out + 1, sizeof *seeds);
-    vf_tensor **src = calloc((size_t)cf->n_in + 1, sizeof *src);
-    vf_tensor **g = calloc((size_t)cf->n_in + 1, sizeof *g);
-    int *d = calloc((size_t)cf->n_in + 1, sizeof *d);
+    vf_tensor **outs = vf_calloc((size_t)cf->n_out + 1, sizeof *outs);
+    vf_tensor **targets = vf_calloc((size_t)cf->n_out + 1, sizeof *targets);
+    vf_tensor **seeds = vf_calloc((size_t)cf->n_out + 1, sizeof *seeds);
+    vf_tensor **src = vf_calloc((size_t)cf->n_in + 1, sizeof *src);
+    vf_tensor **g = vf_calloc((size_t)cf->n_in + 1, sizeof *g);
+    int *d = vf_calloc((size_t)cf->n_in + 1, sizeof *d);
     vf_status s = outs && targets && seeds && src && g && d ? VF_OK : oom(ctx);
     vf_tape *tp = s == VF_OK ? vf_tape_begin(ctx) : NULL;
     if (s == VF_OK && !tp) s = ctx->err.status;

@@ -1,5 +1,6 @@
 /* Tensors and their lifetime: scopes, references, storage, host I/O. */
 #include "frontend/frontend.h"
+#include "util/fault.h"
 #include "frontend/tape.h"
 #include "util/dtype.h"
 #include "util/grow.h"
@@ -132,7 +133,7 @@ void vf_scope_begin(vf_context *ctx)
     VF_LOCKED(ctx);
     int old = ctx->cap_scopes;
     if (!vf_grow((void **)&ctx->scopes, &ctx->cap_scopes, ctx->n_scopes + 1, sizeof *ctx->scopes)) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_scope_begin: out of host memory");
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_scope_begin: out of host memory (malloc failed)");
         return;
     }
     memset(ctx->scopes + old, 0, (size_t)(ctx->cap_scopes - old) * sizeof *ctx->scopes);
@@ -184,7 +185,7 @@ vf_tensor *vf_keep(vf_tensor *t)
     int to = t->scope - 1;
     scope_remove(ctx, t);
     if (!scope_add(ctx, to, t)) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_keep: out of host memory");
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_keep: out of host memory (malloc failed)");
         if (--t->refs == 0) tensor_destroy(t, VF_DEATH_SCOPE);
         return NULL;
     }
@@ -282,7 +283,7 @@ static vf_tensor *tensor_alloc(vf_context *ctx, const char *op, vf_dtype dtype, 
     if (!vf_check_shape(ctx, op, rank, shape, numel)) return NULL;
     vf_tensor *t = vf_handle_alloc(&ctx->tensor_slots, ctx); /* zeroed, never reused */
     if (!t) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
         return NULL;
     }
     t->ctx = ctx;
@@ -294,7 +295,7 @@ static vf_tensor *tensor_alloc(vf_context *ctx, const char *op, vf_dtype dtype, 
     t->scope = -1;
     if (!scope_add(ctx, ctx->n_scopes - 1, t)) {
         vf_handle_kill(t, VF_DEATH_INTERNAL, false);
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
         return NULL;
     }
     t->next = ctx->live;
@@ -314,10 +315,10 @@ vf_tensor *vf_tensor_new(vf_context *ctx, const char *op, vf_dtype dtype, int ra
         return t;
     }
     if (!t || numel == 0) return t;
-    vf_storage *st = calloc(1, sizeof *st);
+    vf_storage *st = vf_calloc(1, sizeof *st);
     if (!st) {
         vf_tensor_release(t);
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
         return NULL;
     }
     st->refs = 1;
@@ -410,7 +411,7 @@ vf_tensor *vf_tensor_from_host(vf_context *ctx, vf_dtype dtype, int rank, const 
        stored as 1, so every backend and kernel sees the same value. */
     void *norm = NULL;
     if (dtype == VF_BOOL && !vf_bool_normalised(data, t->numel, &norm)) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tensor_from_host: out of host memory");
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tensor_from_host: out of host memory (malloc failed)");
         vf_tensor_release(t);
         return NULL;
     }

@@ -1,5 +1,6 @@
 /* Tracing: the hooks that turn op calls into graph nodes (see trace.h). */
 #include "frontend/trace.h"
+#include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"
 
@@ -11,7 +12,7 @@
 
 static vf_status oom(vf_context *ctx, const char *op)
 {
-    return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory while tracing", op);
+    return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed) while tracing", op);
 }
 
 static vf_frame *top(vf_trace *tr) { return &tr->frames[tr->depth - 1]; }
@@ -20,7 +21,7 @@ vf_graph *vf_trace_graph(vf_context *ctx) { return top(ctx->trace)->g; }
 
 vf_trace *vf_trace_begin(vf_context *ctx, const char *name)
 {
-    vf_trace *tr = calloc(1, sizeof *tr);
+    vf_trace *tr = vf_calloc(1, sizeof *tr);
     vf_graph *root = vf_graph_new(NULL);
     if (!tr || !root) {
         free(tr);
@@ -181,7 +182,7 @@ static int capture_value(vf_context *ctx, const vf_tref *r, const char *op)
     vf_trace *tr = ctx->trace;
     vf_frame *f = top(tr);
     if (f->n_cap_val < tr->n_caps) {
-        int *cv = realloc(f->cap_val, (size_t)tr->n_caps * sizeof *cv);
+        int *cv = vf_realloc(f->cap_val, (size_t)tr->n_caps * sizeof *cv);
         if (!cv) return oom(ctx, op), -1;
         for (int i = f->n_cap_val; i < tr->n_caps; i++) cv[i] = -1;
         f->cap_val = cv;
@@ -210,7 +211,7 @@ static int lift(vf_context *ctx, int d, int v, const char *op)
                 for (int i = 0; i < g->n && found < 0; i++)
                     if (g->nodes[i].kind == VF_NODE_PARAM && g->nodes[i].index == g->n_explicit + k) found = i;
         if (found < 0) {
-            int *outer = realloc(g->outer, (size_t)(g->n_outer + 1) * sizeof *outer);
+            int *outer = vf_realloc(g->outer, (size_t)(g->n_outer + 1) * sizeof *outer);
             if (!outer) return oom(ctx, op), -1;
             g->outer = outer;
             int id = vf_graph_add(g, VF_NODE_PARAM, 0, NULL);
@@ -464,7 +465,7 @@ vf_tensor *vf_trace_const(vf_tensor *t, const void *data)
     size_t bytes = (size_t)t->numel * vf_dtype_size(t->dtype);
     vf_shape s = {.rank = t->rank};
     memcpy(s.dim, t->shape, sizeof s.dim);
-    void *copy = malloc(bytes ? bytes : 1);
+    void *copy = vf_malloc(bytes ? bytes : 1);
     int id = copy ? new_node(ctx, VF_NODE_CONST, 0, NULL, t->dtype, &s, "vf_tensor_from_host") : -1;
     if (id < 0) {
         free(copy);
@@ -508,7 +509,7 @@ vf_status vf_trace_print(vf_context *ctx, const char *label, vf_tensor *t)
     vf_shape s = x->shape;
     int id = new_node(ctx, VF_NODE_PRINT, 1, &v, x->dtype, &s, "vf_print");
     if (id < 0) return ctx->err.status;
-    char *l = strdup(label ? label : "");
+    char *l = vf_strdup(label ? label : "");
     if (!l) return oom(ctx, "vf_print");
     vf_trace_graph(ctx)->nodes[id].label = l;
     return VF_OK;

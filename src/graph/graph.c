@@ -1,5 +1,6 @@
 /* Graph IR: construction, effects, replacement and removal of nodes. */
 #include "graph/graph.h"
+#include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"
 
@@ -9,7 +10,7 @@
 
 vf_graph *vf_graph_new(vf_graph *parent)
 {
-    vf_graph *g = calloc(1, sizeof *g);
+    vf_graph *g = vf_calloc(1, sizeof *g);
     if (g) g->parent = parent;
     return g;
 }
@@ -40,7 +41,7 @@ int vf_graph_add(vf_graph *g, vf_node_kind kind, int n_in, const int *in)
     memset(n, 0, sizeof *n);
     n->kind = kind;
     if (n_in > 0) {
-        n->in = malloc((size_t)n_in * sizeof *n->in);
+        n->in = vf_malloc((size_t)n_in * sizeof *n->in);
         if (!n->in) return -1;
         memcpy(n->in, in, (size_t)n_in * sizeof *n->in);
     }
@@ -50,7 +51,7 @@ int vf_graph_add(vf_graph *g, vf_node_kind kind, int n_in, const int *in)
 
 bool vf_graph_set_outputs(vf_graph *g, int n, const int *ids)
 {
-    int *o = n ? malloc((size_t)n * sizeof *o) : NULL;
+    int *o = n ? vf_malloc((size_t)n * sizeof *o) : NULL;
     if (n && !o) return false;
     if (n) memcpy(o, ids, (size_t)n * sizeof *o);
     free(g->outputs);
@@ -115,7 +116,7 @@ void vf_graph_replace(vf_graph *g, const int *repl)
 
 bool vf_graph_remove(vf_graph *g, const bool *dead)
 {
-    int *map = malloc((size_t)(g->n ? g->n : 1) * sizeof *map);
+    int *map = vf_malloc((size_t)(g->n ? g->n : 1) * sizeof *map);
     if (!map) return false;
     int k = 0;
     for (int i = 0; i < g->n; i++) {

@@ -1,5 +1,6 @@
 /* The pass pipeline and helpers shared by the passes. */
 #include "graph/passes.h"
+#include "util/fault.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -75,7 +76,7 @@ bool vf_node_is_splat(const vf_graph *g, int id, double v)
 
 int *vf_repl_new(const vf_graph *g)
 {
-    int *r = malloc((size_t)(g->n ? g->n : 1) * sizeof *r);
+    int *r = vf_malloc((size_t)(g->n ? g->n : 1) * sizeof *r);
     if (r)
         for (int i = 0; i < g->n; i++) r[i] = i;
     return r;

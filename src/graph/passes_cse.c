@@ -1,5 +1,6 @@
 /* Common-subexpression elimination. */
 #include "graph/passes.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,11 +56,11 @@ int vf_pass_cse(vf_graph *g, vf_err *err)
                 merged += r;
             }
     int *repl = vf_repl_new(g);
-    uint64_t *h = malloc((size_t)(g->n ? g->n : 1) * sizeof *h);
-    bool *dead = calloc((size_t)(g->n ? g->n : 1), sizeof *dead);
+    uint64_t *h = vf_malloc((size_t)(g->n ? g->n : 1) * sizeof *h);
+    bool *dead = vf_calloc((size_t)(g->n ? g->n : 1), sizeof *dead);
     if (!repl || !h || !dead) {
         free(repl), free(h), free(dead);
-        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cse: out of host memory");
+        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cse: out of host memory (malloc failed)");
         return -1;
     }
     int here = 0;
@@ -84,7 +85,7 @@ int vf_pass_cse(vf_graph *g, vf_err *err)
     }
     free(repl), free(h), free(dead);
     if (!ok) {
-        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cse: out of host memory");
+        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cse: out of host memory (malloc failed)");
         return -1;
     }
     return merged + here;

@@ -1,5 +1,6 @@
 /* Dead-code elimination. */
 #include "graph/passes.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 
@@ -13,9 +14,9 @@ int vf_pass_dce(vf_graph *g, vf_err *err)
                 if (r < 0) return -1;
                 removed += r;
             }
-    bool *live = calloc((size_t)(g->n ? g->n : 1), sizeof *live);
+    bool *live = vf_calloc((size_t)(g->n ? g->n : 1), sizeof *live);
     if (!live) {
-        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "dce: out of host memory");
+        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "dce: out of host memory (malloc failed)");
         return -1;
     }
     for (int j = 0; j < g->n_outputs; j++) live[g->outputs[j]] = true;
@@ -33,7 +34,7 @@ int vf_pass_dce(vf_graph *g, vf_err *err)
     bool ok = dead == 0 || vf_graph_remove(g, live);
     free(live);
     if (!ok) {
-        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "dce: out of host memory");
+        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "dce: out of host memory (malloc failed)");
         return -1;
     }
     return removed + dead;

@@ -16,6 +16,7 @@
  * CONST when it is small (made once per concrete function and kept, like
  * any constant). */
 #include "graph/passes.h"
+#include "util/fault.h"
 #include "util/dtype.h"
 
 #include <stdlib.h>
@@ -93,7 +94,7 @@ static bool splat_reader(const vf_node *n)
 static bool materialise(vf_node *n)
 {
     size_t es = vf_dtype_size(n->dtype), numel = (size_t)vf_shape_numel(&n->shape);
-    unsigned char *d = malloc(numel * es);
+    unsigned char *d = vf_malloc(numel * es);
     if (!d) return false;
     vf_store_f64(d, n->dtype, 0, n->attrs.value);
     for (size_t i = 1; i < numel; i++) memcpy(d + i * es, d, es);
@@ -106,7 +107,7 @@ static bool materialise(vf_node *n)
 
 static int fills_fail(vf_err *err)
 {
-    vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "fills: out of host memory");
+    vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "fills: out of host memory (malloc failed)");
     return -1;
 }
 
@@ -122,10 +123,10 @@ int vf_pass_fills(vf_graph *g, vf_err *err)
             }
     int n = g->n, copies = 0;
     size_t cnt = (size_t)(n ? n : 1);
-    bool *kept = calloc(cnt, sizeof *kept);   /* a FILL with uses other than splat readers */
-    bool *out = calloc(cnt, sizeof *out);     /* a graph output */
-    bool *own = calloc(cnt, sizeof *own);     /* a FILL read by one splat reader, right after it: left as is */
-    int *readers = calloc(cnt, sizeof *readers), *map = malloc(cnt * sizeof *map);
+    bool *kept = vf_calloc(cnt, sizeof *kept);   /* a FILL with uses other than splat readers */
+    bool *out = vf_calloc(cnt, sizeof *out);     /* a graph output */
+    bool *own = vf_calloc(cnt, sizeof *own);     /* a FILL read by one splat reader, right after it: left as is */
+    int *readers = vf_calloc(cnt, sizeof *readers), *map = vf_malloc(cnt * sizeof *map);
     if (!kept || !out || !own || !readers || !map) {
         free(kept), free(out), free(own), free(readers), free(map);
         return fills_fail(err);
@@ -169,7 +170,7 @@ int vf_pass_fills(vf_graph *g, vf_err *err)
         free(kept), free(out), free(own), free(readers), free(map);
         return changed;
     }
-    vf_node *nodes = calloc((size_t)(n + copies) + 1, sizeof *nodes);
+    vf_node *nodes = vf_calloc((size_t)(n + copies) + 1, sizeof *nodes);
     if (!nodes) {
         free(kept), free(out), free(own), free(readers), free(map);
         return fills_fail(err);

@@ -2,6 +2,7 @@
  * frontend's is the context's host backend: plan/host.h), so the graph
  * layer never picks a backend. */
 #include "graph/passes.h"
+#include "util/fault.h"
 #include "util/dtype.h"
 
 #include <stdlib.h>
@@ -41,15 +42,15 @@ int vf_pass_fold(vf_graph *g, const vf_evaluator *ev, vf_err *err)
         if (n->kind == VF_NODE_RESHAPE) {
             const vf_node *x = &g->nodes[n->in[0]];
             bytes = x->bytes;
-            data = malloc(bytes);
+            data = vf_malloc(bytes);
             if (!data) {
-                vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "fold: out of host memory");
+                vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "fold: out of host memory (malloc failed)");
                 return -1;
             }
             memcpy(data, x->data, bytes);
         } else {
             bytes = (size_t)vf_shape_numel(&n->shape) * vf_dtype_size(n->dtype);
-            data = malloc(bytes);
+            data = vf_malloc(bytes);
             vf_err why = {0};
             vf_status s = data ? ev->eval(ev->self, g, n, data, bytes, &why) : VF_ERROR_OUT_OF_MEMORY;
             if (s != VF_OK) {

@@ -13,6 +13,7 @@
  * (reads are renamed to it), whatever the other branch did. PRINT stays a
  * host decision: printing is host I/O and only the taken branch may print. */
 #include "graph/passes.h"
+#include "util/fault.h"
 #include "util/grow.h"
 
 #include <stdlib.h>
@@ -80,7 +81,7 @@ static int resolve(const vf_graph *g, var_list *vl, int b, int id)
    branch b of a cond, reads of assigned variables by vl); -1: out of memory. */
 static int move_node(vf_graph *dst, vf_node *src, const int *map, var_list *vl, int b)
 {
-    int tmp[16] = {0}, *in = src->n_in <= 16 ? tmp : malloc(sizeof(int) * (size_t)src->n_in);
+    int tmp[16] = {0}, *in = src->n_in <= 16 ? tmp : vf_malloc(sizeof(int) * (size_t)src->n_in);
     if (!in) return -1;
     for (int j = 0; j < src->n_in; j++) in[j] = resolve(dst, vl, b, map[src->in[j]]);
     int id = vf_graph_add(dst, src->kind, src->n_in, in);
@@ -135,7 +136,7 @@ static bool branch_assign(vf_graph *dst, var_list *vl, int b, const vf_node *x, 
 static bool inline_branch(vf_graph *dst, vf_graph *s, const vf_node *n, int branch, const int *map, int *out,
                           var_list *vl)
 {
-    int *sub = malloc(sizeof(int) * (size_t)(s->n ? s->n : 1));
+    int *sub = vf_malloc(sizeof(int) * (size_t)(s->n ? s->n : 1));
     if (!sub) return false;
     int ne = s->n_explicit, nt = n->split;
     bool ok = true;
@@ -174,7 +175,7 @@ static int add_where(vf_graph *g, int pred, int a, int b, vf_err *err)
     if (vf_infer(&w, dts, sh, &dt, &out, err) != VF_OK) return -1;
     int id = add_node(g, VF_NODE_OP, 3, in, dt, &out);
     if (id < 0) {
-        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cond_to_select: out of host memory");
+        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cond_to_select: out of host memory (malloc failed)");
         return -1;
     }
     g->nodes[id].op = VF_OP_WHERE;
@@ -185,8 +186,8 @@ static int add_where(vf_graph *g, int pred, int a, int b, vf_err *err)
 static int rebuild(vf_graph *g, vf_err *err)
 {
     vf_graph *ng = vf_graph_new(g->parent);
-    int *map = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
-    int *base = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
+    int *map = vf_malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
+    int *base = vf_malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
     int changed = 0;
     bool ok = ng && map && base, err_set = false;
     var_list vl = {0};
@@ -211,7 +212,7 @@ static int rebuild(vf_graph *g, vf_err *err)
             ng->nodes[rid].target = scalar;
             pred = rid;
         }
-        int *t = malloc(sizeof(int) * (size_t)(2 * n->n_out + 1));
+        int *t = vf_malloc(sizeof(int) * (size_t)(2 * n->n_out + 1));
         vl.n = 0;
         ok = t && inline_branch(ng, n->sub[0], n, 0, map, t, &vl) &&
              inline_branch(ng, n->sub[1], n, 1, map, t + n->n_out, &vl);
@@ -230,7 +231,7 @@ static int rebuild(vf_graph *g, vf_err *err)
            writes; all selects first, so each reads the values from before
            the cond, then the assigns in the order the variables were first
            assigned (no other effect is in the branches to observe it). */
-        int *sel = ok && vl.n ? malloc(sizeof(int) * (size_t)vl.n) : NULL;
+        int *sel = ok && vl.n ? vf_malloc(sizeof(int) * (size_t)vl.n) : NULL;
         ok = ok && (!vl.n || sel);
         for (int v = 0; ok && v < vl.n; v++) {
             const var_state *e = &vl.v[v];
@@ -255,7 +256,7 @@ static int rebuild(vf_graph *g, vf_err *err)
     if (!ok) {
         free(map), free(base);
         vf_graph_free(ng);
-        if (!err_set) vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cond_to_select: out of host memory");
+        if (!err_set) vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cond_to_select: out of host memory (malloc failed)");
         return -1;
     }
     for (int j = 0; j < g->n_outputs; j++) g->outputs[j] = map[g->outputs[j]];

@@ -141,7 +141,7 @@ int vf_pass_simplify(vf_graph *g, vf_err *err)
             }
     int *repl = vf_repl_new(g);
     if (!repl) {
-        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "simplify: out of host memory");
+        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "simplify: out of host memory (malloc failed)");
         return -1;
     }
     for (int i = 0; i < g->n; i++) {

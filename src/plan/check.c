@@ -1,6 +1,7 @@
 /* VKFUSE_CHECK: each kernel of a recorded plan against the CPU backend
  * (check.h). */
 #include "plan/check.h"
+#include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"
 
@@ -82,7 +83,7 @@ static size_t tref_bytes(const vf_tref *r)
 
 static void *dup_mem(const void *p, size_t n)
 {
-    void *q = malloc(n ? n : 1);
+    void *q = vf_malloc(n ? n : 1);
     if (q && n) memcpy(q, p, n);
     return q;
 }
@@ -95,9 +96,9 @@ static void *dup_mem(const void *p, size_t n)
 
 vf_fcheck *vf_fcheck_create(const vf_fcheck_desc *d, vf_host *host, const vf_backend_t *dev, vf_err *err)
 {
-    vf_fcheck *c = calloc(1, sizeof *c);
+    vf_fcheck *c = vf_calloc(1, sizeof *c);
     if (!c) {
-        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", d->fn);
+        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory (malloc failed)", d->fn);
         return NULL;
     }
     c->host = host, c->dev = dev, c->err = err;
@@ -120,12 +121,12 @@ vf_fcheck *vf_fcheck_create(const vf_fcheck_desc *d, vf_host *host, const vf_bac
     c->n_ex = d->n_execs;
     c->n_inter = d->n_inter;
     c->n_preds = d->n_preds;
-    c->fixed = calloc((size_t)d->n_execs * 3 + 1, sizeof *c->fixed);
-    c->cpu = calloc((size_t)d->n_inter + 1, sizeof *c->cpu);
-    c->cpu_p = calloc((size_t)d->n_inter + 1, sizeof *c->cpu_p);
+    c->fixed = vf_calloc((size_t)d->n_execs * 3 + 1, sizeof *c->fixed);
+    c->cpu = vf_calloc((size_t)d->n_inter + 1, sizeof *c->cpu);
+    c->cpu_p = vf_calloc((size_t)d->n_inter + 1, sizeof *c->cpu_p);
     ok = ok && c->fixed && c->cpu && c->cpu_p;
     if (!ok) {
-        vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", d->fn);
+        vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory (malloc failed)", d->fn);
         vf_fcheck_free(c);
         return NULL;
     }
@@ -169,7 +170,7 @@ void vf_fcheck_free(vf_fcheck *c)
 
 static vf_status oom(const vf_fcheck *c)
 {
-    return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory", c->fn);
+    return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': VKFUSE_CHECK: out of host memory (malloc failed)", c->fn);
 }
 
 /* bytes of buf at offset into a new host copy. */
@@ -177,7 +178,7 @@ static vf_status download(const vf_fcheck *c, vf_buffer *buf, size_t offset, siz
                           host_val *out)
 {
     out->bytes = bytes;
-    out->data = malloc(bytes ? bytes : 1);
+    out->data = vf_malloc(bytes ? bytes : 1);
     if (!out->data) return oom(c);
     vf_status s = c->dev->iface->download(c->dev->self, buf, offset, out->data, bytes);
     if (s) return vf_err_set(c->err, s, "vf_function '%s': VKFUSE_CHECK: reading a value back: %s", c->fn, c->err->message);
@@ -286,7 +287,7 @@ static vf_status cpu_exec(vf_fcheck *c, int x, host_val *in, host_val *out)
 {
     const vf_exec *e = &c->ex[x];
     out->bytes = tref_bytes(&e->out);
-    out->data = malloc(out->bytes ? out->bytes : 1);
+    out->data = vf_malloc(out->bytes ? out->bytes : 1);
     if (!out->data) return oom(c);
     const void *src[3] = {in[0].data, in[1].data, in[2].data};
     vf_status s = vf_host_exec(c->host, e, src, out->data);

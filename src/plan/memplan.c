@@ -1,5 +1,6 @@
 /* Greedy offset planning (see memplan.h). */
 #include "plan/memplan.h"
+#include "util/fault.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -78,10 +79,10 @@ bool vf_memplan(const vf_mem_interval *iv, int n, size_t align, size_t *offsets,
 {
     *total = 0;
     if (n <= 0) return true;
-    int *order = malloc(sizeof *order * (size_t)n);
-    bool *done = calloc((size_t)n, sizeof *done);
-    placed *conf = malloc(sizeof *conf * (size_t)n);
-    size_t *trial = malloc(sizeof *trial * (size_t)n);
+    int *order = vf_malloc(sizeof *order * (size_t)n);
+    bool *done = vf_calloc((size_t)n, sizeof *done);
+    placed *conf = vf_malloc(sizeof *conf * (size_t)n);
+    size_t *trial = vf_malloc(sizeof *trial * (size_t)n);
     if (!order || !done || !conf || !trial) {
         free(order), free(done), free(conf), free(trial);
         return false;
@@ -150,10 +151,10 @@ bool vf_memplan_inplace(const vf_mem_interval *iv, int n, const int *alias, size
 {
     *total = *bound = 0;
     if (n <= 0) return true;
-    int *order = malloc(sizeof *order * (size_t)n), *group = malloc(sizeof *group * (size_t)n);
-    int *tail = malloc(sizeof *tail * (size_t)n);
-    vf_mem_interval *g = malloc(sizeof *g * (size_t)n);
-    size_t *goff = malloc(sizeof *goff * (size_t)n);
+    int *order = vf_malloc(sizeof *order * (size_t)n), *group = vf_malloc(sizeof *group * (size_t)n);
+    int *tail = vf_malloc(sizeof *tail * (size_t)n);
+    vf_mem_interval *g = vf_malloc(sizeof *g * (size_t)n);
+    size_t *goff = vf_malloc(sizeof *goff * (size_t)n);
     bool ok = order && group && tail && g && goff;
     int ng = 0;
     /* By first step, so that a buffer's chain is built before it is

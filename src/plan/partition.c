@@ -20,6 +20,7 @@
  * its output shape join (the epilogue: bias add, activation).
  */
 #include "plan/partition.h"
+#include "util/fault.h"
 #include "util/sb.h"
 #include "util/dtype.h"
 
@@ -344,14 +345,14 @@ vf_status vf_partition(const vf_graph *g, const vf_fusion_options *opt, vf_parti
     pstate s = {.g = g, .opt = opt};
     int n = g->n;
     size_t cnt = (size_t)(n > 0 ? n : 1);
-    s.w = calloc(cnt, sizeof *s.w);
-    s.gid = calloc(cnt, sizeof *s.gid);
-    s.is_out = calloc(cnt, sizeof *s.is_out);
-    s.mark = calloc(cnt, sizeof *s.mark);
-    s.readers = calloc(cnt, sizeof *s.readers);
+    s.w = vf_calloc(cnt, sizeof *s.w);
+    s.gid = vf_calloc(cnt, sizeof *s.gid);
+    s.is_out = vf_calloc(cnt, sizeof *s.is_out);
+    s.mark = vf_calloc(cnt, sizeof *s.mark);
+    s.readers = vf_calloc(cnt, sizeof *s.readers);
     vf_status st = VF_OK;
     if (!s.w || !s.gid || !s.is_out || !s.mark || !s.readers) {
-        st = vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "partition: out of memory (%d nodes)", n);
+        st = vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "partition: out of host memory (malloc failed; %d nodes)", n);
         goto done;
     }
     for (int i = 0; i < g->n_outputs; i++)
@@ -431,10 +432,10 @@ static vf_status build(pstate *s, vf_partition_t *out, vf_err *err)
     const vf_graph *g = s->g;
     int n = g->n;
     size_t cnt = (size_t)(n > 0 ? n : 1);
-    int *last = malloc(cnt * sizeof *last);    /* working root -> last member */
-    int *index = malloc(cnt * sizeof *index);  /* working root -> output group */
-    out->group_of = malloc(cnt * sizeof *out->group_of);
-    out->groups = calloc(cnt, sizeof *out->groups);
+    int *last = vf_malloc(cnt * sizeof *last);    /* working root -> last member */
+    int *index = vf_malloc(cnt * sizeof *index);  /* working root -> output group */
+    out->group_of = vf_malloc(cnt * sizeof *out->group_of);
+    out->groups = vf_calloc(cnt, sizeof *out->groups);
     vf_status st = VF_OK;
     if (!last || !index || !out->group_of || !out->groups) goto oom;
     for (int i = 0; i < s->n_w; i++) index[i] = -1;
@@ -455,7 +456,7 @@ static vf_status build(pstate *s, vf_partition_t *out, vf_err *err)
     }
     for (int i = 0; i < out->n_groups; i++) {
         vf_group *grp = &out->groups[i];
-        grp->nodes = malloc((size_t)grp->n_nodes * sizeof *grp->nodes);
+        grp->nodes = vf_malloc((size_t)grp->n_nodes * sizeof *grp->nodes);
         if (!grp->nodes) goto oom;
         grp->n_nodes = 0;
     }
@@ -470,8 +471,8 @@ static vf_status build(pstate *s, vf_partition_t *out, vf_err *err)
         vf_group *grp = &out->groups[i];
         int cap_in = 0;
         for (int m = 0; m < grp->n_nodes; m++) cap_in += g->nodes[grp->nodes[m]].n_in;
-        grp->inputs = malloc((size_t)(cap_in > 0 ? cap_in : 1) * sizeof *grp->inputs);
-        grp->outputs = malloc((size_t)grp->n_nodes * sizeof *grp->outputs);
+        grp->inputs = vf_malloc((size_t)(cap_in > 0 ? cap_in : 1) * sizeof *grp->inputs);
+        grp->outputs = vf_malloc((size_t)grp->n_nodes * sizeof *grp->outputs);
         if (!grp->inputs || !grp->outputs) goto oom;
         for (int m = 0; m < grp->n_nodes; m++) {
             const vf_node *nd = &g->nodes[grp->nodes[m]];
@@ -507,7 +508,7 @@ static vf_status build(pstate *s, vf_partition_t *out, vf_err *err)
     }
     goto end;
 oom:
-    st = vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "partition: out of memory (%d nodes)", n);
+    st = vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "partition: out of host memory (malloc failed; %d nodes)", n);
 end:
     free(last);
     free(index);

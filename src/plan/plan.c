@@ -18,6 +18,7 @@
  * the group unfused. VKFUSE_FUSION=0: one kernel per op. The kernel order
  * (fusion, dependency levels, in-place candidates) is plan_order.c. */
 #include "plan/plan.h"
+#include "util/fault.h"
 #include "plan/plan_build.h"
 #include "plan/check.h"
 #include "plan/partition.h"
@@ -85,15 +86,15 @@ static bool add_exec(builder *b, const vf_exec *e, const pval *in, const pval *o
 {
     if (b->n_ex == b->cap_ex) {
         int cap = b->cap_ex ? b->cap_ex * 2 : 16;
-        vf_exec *ex = realloc(b->ex, (size_t)cap * sizeof *ex);
+        vf_exec *ex = vf_realloc(b->ex, (size_t)cap * sizeof *ex);
         if (ex) b->ex = ex;
-        vf_plan_loc(*loc)[4] = ex ? realloc(b->loc, (size_t)cap * sizeof *loc) : NULL;
+        vf_plan_loc(*loc)[4] = ex ? vf_realloc(b->loc, (size_t)cap * sizeof *loc) : NULL;
         if (loc) b->loc = loc;
-        int(*ri)[4] = loc ? realloc(b->ref_inter, (size_t)cap * sizeof *ri) : NULL;
+        int(*ri)[4] = loc ? vf_realloc(b->ref_inter, (size_t)cap * sizeof *ri) : NULL;
         if (ri) b->ref_inter = ri;
-        vf_plan_guard *gd = ri ? realloc(b->guard, (size_t)cap * sizeof *gd) : NULL;
+        vf_plan_guard *gd = ri ? vf_realloc(b->guard, (size_t)cap * sizeof *gd) : NULL;
         if (gd) b->guard = gd;
-        int *en = gd ? realloc(b->ex_node, (size_t)cap * sizeof *en) : NULL;
+        int *en = gd ? vf_realloc(b->ex_node, (size_t)cap * sizeof *en) : NULL;
         if (!en) {
             b->oom = true;
             return false;
@@ -146,13 +147,13 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
     if (!vf_grow((void **)&b->preds, &b->cap_preds, b->n_preds + 1, sizeof *b->preds)) return !(b->oom = true);
     int pred = b->n_preds++;
     b->preds[pred] = pv;
-    pval *tuple = calloc((size_t)n->n_out + 1, sizeof *tuple);
+    pval *tuple = vf_calloc((size_t)n->n_out + 1, sizeof *tuple);
     if (!(b->tuple[id] = tuple)) return !(b->oom = true);
     int ne = n->sub[0]->n_explicit;
     bool ok = true;
     for (int k = 0; ok && k < 2; k++) {
         const vf_graph *sg = n->sub[k];
-        pval *sp = calloc((size_t)sg->n_params + 1, sizeof *sp), *sv = calloc((size_t)sg->n + 1, sizeof *sv);
+        pval *sp = vf_calloc((size_t)sg->n_params + 1, sizeof *sp), *sv = vf_calloc((size_t)sg->n + 1, sizeof *sv);
         ok = sp && sv;
         for (int p = 0; ok && p < sg->n_params; p++) /* the layout run_cond reads */
             sp[p] = v[n->in[p < sg->n_explicit ? 1 + p : 1 + ne + (k ? n->split : 0) + p - sg->n_explicit]];
@@ -329,11 +330,11 @@ void vf_fplan_free(const vf_backend_t *be, vf_fplan *fp)
 static bool check_slots(builder *b, const vf_graph *g, vf_fplan *fp, const fusion *fz, int **ex_kernel)
 {
     int cap = g->n_outputs + b->n_it + 1;
-    vf_dtype *dt = realloc(fp->slot_dt, sizeof *dt * (size_t)cap);
+    vf_dtype *dt = vf_realloc(fp->slot_dt, sizeof *dt * (size_t)cap);
     if (dt) fp->slot_dt = dt;
-    vf_shape *sh = realloc(fp->slot_shape, sizeof *sh * (size_t)cap);
+    vf_shape *sh = vf_realloc(fp->slot_shape, sizeof *sh * (size_t)cap);
     if (sh) fp->slot_shape = sh;
-    *ex_kernel = malloc(sizeof **ex_kernel * (size_t)(b->n_ex + 1));
+    *ex_kernel = vf_malloc(sizeof **ex_kernel * (size_t)(b->n_ex + 1));
     if (!dt || !sh || !*ex_kernel) return false;
     for (int i = 0; i < b->n_it; i++) {
         inter *it = &b->it[i];
@@ -360,9 +361,9 @@ static bool check_slots(builder *b, const vf_graph *g, vf_fplan *fp, const fusio
 static vf_status make_check(builder *b, vf_fplan *fp, const vf_plan_desc *d, const int *ex_node,
                             const int *ex_kernel, const vf_plan_pred *preds)
 {
-    bool *internal = malloc(sizeof *internal * (size_t)(b->n_it + 1));
-    int *bind = malloc(sizeof *bind * (size_t)(b->n_it + 1));
-    int *pred_inter = malloc(sizeof *pred_inter * (size_t)(b->n_preds + 1));
+    bool *internal = vf_malloc(sizeof *internal * (size_t)(b->n_it + 1));
+    int *bind = vf_malloc(sizeof *bind * (size_t)(b->n_it + 1));
+    int *pred_inter = vf_malloc(sizeof *pred_inter * (size_t)(b->n_preds + 1));
     vf_status s = VF_OK;
     if (internal && bind && pred_inter) {
         for (int i = 0; i < b->n_it; i++)
@@ -377,7 +378,7 @@ static vf_status make_check(builder *b, vf_fplan *fp, const vf_plan_desc *d, con
         fp->check = vf_fcheck_create(&cd, b->env->check, b->env->be, b->env->err);
         if (!fp->check) s = b->env->err->status;
     } else {
-        s = vf_err_set(b->env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", b->env->name);
+        s = vf_err_set(b->env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", b->env->name);
     }
     free(internal);
     free(bind);
@@ -403,10 +404,10 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         fp->out_view[k] = vf_pb_shape_of(&o->ref);
     }
     fusion fz = {0};
-    vf_mem_interval *iv = malloc(sizeof *iv * (size_t)(b->n_it + 1));
-    int *arena_id = malloc(sizeof *arena_id * (size_t)(b->n_it + 1));
-    size_t *aoff = malloc(sizeof *aoff * (size_t)(b->n_it + 1)), *off = malloc(sizeof *off * (size_t)(b->n_it + 1));
-    int *ord = malloc(sizeof *ord * (size_t)(b->n_ex + 1)), *step = malloc(sizeof *step * (size_t)(b->n_ex + 1));
+    vf_mem_interval *iv = vf_malloc(sizeof *iv * (size_t)(b->n_it + 1));
+    int *arena_id = vf_malloc(sizeof *arena_id * (size_t)(b->n_it + 1));
+    size_t *aoff = vf_malloc(sizeof *aoff * (size_t)(b->n_it + 1)), *off = vf_malloc(sizeof *off * (size_t)(b->n_it + 1));
+    int *ord = vf_malloc(sizeof *ord * (size_t)(b->n_ex + 1)), *step = vf_malloc(sizeof *step * (size_t)(b->n_ex + 1));
     int n = 0;
     size_t arena = 0, spill = 0;
     bool good = iv && arena_id && aoff && off && ord && step;
@@ -426,8 +427,8 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         arena_id[i] = n;
         iv[n++] = (vf_mem_interval){b->it[i].bytes, b->it[i].first, b->it[i].last};
     }
-    int *alias = good ? malloc(sizeof *alias * (size_t)(n + 1)) : NULL;
-    bool *taken = good ? malloc(sizeof *taken * (size_t)(n + 1)) : NULL;
+    int *alias = good ? vf_malloc(sizeof *alias * (size_t)(n + 1)) : NULL;
+    bool *taken = good ? vf_malloc(sizeof *taken * (size_t)(n + 1)) : NULL;
     good = good && alias && taken;
     if (good) vf_pb_inplace_candidates(b, &fz, step, arena_id, n, alias, taken);
     size_t bound = 0;
@@ -451,7 +452,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         }
     for (int t = 0; good && t < fz.n_tens; t++)
         if (fz.tinter[t] >= 0) place(b, fp, fz.tinter[t], off, &fz.tloc[t], &fz.tens[t]);
-    vf_plan_pred *preds = calloc((size_t)b->n_preds + 1, sizeof *preds);
+    vf_plan_pred *preds = vf_calloc((size_t)b->n_preds + 1, sizeof *preds);
     good = good && preds;
     for (int k = 0; good && k < b->n_preds; k++) {
         preds[k] = (vf_plan_pred){b->preds[k].ref, b->preds[k].loc};
@@ -467,7 +468,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         vf_pb_fusion_free(&fz);
         free(preds);
         free(ex_kernel);
-        return vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", env->name);
+        return vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", env->name);
     }
     char glsl_dir[512] = "";
     if (check) vf_fcheck_glsl_dir(env->check_root, env->name, glsl_dir, sizeof glsl_dir);
@@ -509,28 +510,28 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
 vf_status vf_fplan_build(const vf_plan_env *env, const vf_graph *g, const vf_plan_value *params, vf_fplan **out)
 {
     *out = NULL;
-    builder b = {.env = env, .node_ex = calloc((size_t)g->n + 1, sizeof(int)),
-                 .node_nex = calloc((size_t)g->n + 1, sizeof(int)), .tuple = calloc((size_t)g->n + 1, sizeof(pval *)),
+    builder b = {.env = env, .node_ex = vf_calloc((size_t)g->n + 1, sizeof(int)),
+                 .node_nex = vf_calloc((size_t)g->n + 1, sizeof(int)), .tuple = vf_calloc((size_t)g->n + 1, sizeof(pval *)),
                  .cur = {-1, false}};
-    pval *v = calloc((size_t)g->n + 1, sizeof *v);
-    vf_fplan *fp = calloc(1, sizeof *fp);
+    pval *v = vf_calloc((size_t)g->n + 1, sizeof *v);
+    vf_fplan *fp = vf_calloc(1, sizeof *fp);
     int np = g->n_params;
     if (fp) {
         fp->n_params = np;
         fp->n_outs = g->n_outputs;
-        fp->pshape = calloc((size_t)np + 1, sizeof *fp->pshape);
-        fp->slot_dt = calloc((size_t)g->n_outputs + 1, sizeof *fp->slot_dt);
-        fp->slot_shape = calloc((size_t)g->n_outputs + 1, sizeof *fp->slot_shape);
-        fp->out_slot = calloc((size_t)g->n_outputs + 1, sizeof *fp->out_slot);
-        fp->out_view = calloc((size_t)g->n_outputs + 1, sizeof *fp->out_view);
+        fp->pshape = vf_calloc((size_t)np + 1, sizeof *fp->pshape);
+        fp->slot_dt = vf_calloc((size_t)g->n_outputs + 1, sizeof *fp->slot_dt);
+        fp->slot_shape = vf_calloc((size_t)g->n_outputs + 1, sizeof *fp->slot_shape);
+        fp->out_slot = vf_calloc((size_t)g->n_outputs + 1, sizeof *fp->out_slot);
+        fp->out_view = vf_calloc((size_t)g->n_outputs + 1, sizeof *fp->out_view);
     }
     vf_status s = VF_OK;
     if (!v || !fp || !b.node_ex || !b.node_nex || !b.tuple || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
-        s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", env->name);
+        s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", env->name);
     for (int i = 0; s == VF_OK && i < np; i++) fp->pshape[i] = vf_pb_shape_of(&params[i].ref);
     bool ok = false;
     if (s == VF_OK && walk(&b, g, params, NULL, v, &s) && s == VF_OK) s = finish(&b, g, v, fp, &ok);
-    if (s == VF_OK && b.oom) s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", env->name);
+    if (s == VF_OK && b.oom) s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", env->name);
     builder_free(&b, g->n);
     free(v);
     if (s != VF_OK || !ok) {
@@ -567,8 +568,8 @@ int vf_fplan_output(const vf_fplan *fp, int k, vf_shape *view)
 vf_status vf_fplan_run(const vf_plan_env *env, vf_fplan *fp, const vf_plan_value *params, const vf_tref *slots)
 {
     int nb = fp->n_params + fp->n_slots;
-    vf_plan_bind *binds = calloc((size_t)nb + 1, sizeof *binds);
-    if (!binds) return vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", env->name);
+    vf_plan_bind *binds = vf_calloc((size_t)nb + 1, sizeof *binds);
+    if (!binds) return vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", env->name);
     for (int i = 0; i < fp->n_params; i++) {
         const vf_tref *r = &params[i].ref;
         binds[i] = (vf_plan_bind){r->buf, r->offset, (size_t)vf_shape_numel(&fp->pshape[i]) * vf_dtype_size(r->dtype)};

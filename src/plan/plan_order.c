@@ -2,6 +2,7 @@
  * groups, dependency levels, the exec permutation, and in-place reuse
  * candidates for the memory planner. */
 #include "plan/plan_build.h"
+#include "util/fault.h"
 #include "util/dtype.h"
 
 #include <stdlib.h>
@@ -73,11 +74,11 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
             n_mem += f->part.groups[gi].n_nodes;
         }
     if (!n_dag) return true;
-    f->members = calloc((size_t)n_mem, sizeof *f->members);
-    f->fused = calloc((size_t)n_dag, sizeof *f->fused);
-    f->tens = calloc((size_t)n_tens, sizeof *f->tens);
-    f->tloc = calloc((size_t)n_tens, sizeof *f->tloc);
-    f->tinter = calloc((size_t)n_tens, sizeof *f->tinter);
+    f->members = vf_calloc((size_t)n_mem, sizeof *f->members);
+    f->fused = vf_calloc((size_t)n_dag, sizeof *f->fused);
+    f->tens = vf_calloc((size_t)n_tens, sizeof *f->tens);
+    f->tloc = vf_calloc((size_t)n_tens, sizeof *f->tloc);
+    f->tinter = vf_calloc((size_t)n_tens, sizeof *f->tinter);
     if (!f->members || !f->fused || !f->tens || !f->tloc || !f->tinter) return false;
     int n = 0, steps = 0, n_members = 0;
     for (int gi = 0; gi < f->part.n_groups; gi++) {
@@ -133,10 +134,10 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
 bool vf_pb_schedule_levels(builder *b, fusion *fz, int *ord, int *step)
 {
     int n = b->n_ex, nk = n ? step[n - 1] + 1 : 0;
-    int *level = calloc((size_t)nk + 1, sizeof *level), *kfirst = malloc(sizeof(int) * ((size_t)nk + 1));
-    int *wl = malloc(sizeof(int) * ((size_t)b->n_it + 1)), *rl = malloc(sizeof(int) * ((size_t)b->n_it + 1));
-    int *nord = malloc(sizeof(int) * ((size_t)n + 1)), *nstep = malloc(sizeof(int) * ((size_t)n + 1));
-    int *kpos = malloc(sizeof(int) * ((size_t)nk + 1)), *start = calloc((size_t)n + 2, sizeof(int));
+    int *level = vf_calloc((size_t)nk + 1, sizeof *level), *kfirst = vf_malloc(sizeof(int) * ((size_t)nk + 1));
+    int *wl = vf_malloc(sizeof(int) * ((size_t)b->n_it + 1)), *rl = vf_malloc(sizeof(int) * ((size_t)b->n_it + 1));
+    int *nord = vf_malloc(sizeof(int) * ((size_t)n + 1)), *nstep = vf_malloc(sizeof(int) * ((size_t)n + 1));
+    int *kpos = vf_malloc(sizeof(int) * ((size_t)nk + 1)), *start = vf_calloc((size_t)n + 2, sizeof(int));
     bool ok = level && kfirst && wl && rl && nord && nstep && kpos && start;
     for (int i = 0; ok && i < b->n_it; i++) wl[i] = rl[i] = -1;
     int top = -1, floor = 0;
@@ -209,11 +210,11 @@ bool vf_pb_schedule_levels(builder *b, fusion *fz, int *ord, int *step)
 bool vf_pb_reorder(builder *b, const int *ord, const int *step)
 {
     int n = b->n_ex;
-    vf_exec *ex = malloc(sizeof *ex * (size_t)(n + 1));
-    vf_plan_loc(*loc)[4] = malloc(sizeof *loc * (size_t)(n + 1));
-    int(*ri)[4] = malloc(sizeof *ri * (size_t)(n + 1));
-    vf_plan_guard *gd = malloc(sizeof *gd * (size_t)(n + 1));
-    int *en = malloc(sizeof *en * (size_t)(n + 1));
+    vf_exec *ex = vf_malloc(sizeof *ex * (size_t)(n + 1));
+    vf_plan_loc(*loc)[4] = vf_malloc(sizeof *loc * (size_t)(n + 1));
+    int(*ri)[4] = vf_malloc(sizeof *ri * (size_t)(n + 1));
+    vf_plan_guard *gd = vf_malloc(sizeof *gd * (size_t)(n + 1));
+    int *en = vf_malloc(sizeof *en * (size_t)(n + 1));
     if (!ex || !loc || !ri || !gd || !en) {
         free(ex), free(loc), free(ri), free(gd), free(en);
         return false;

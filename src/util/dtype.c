@@ -1,4 +1,5 @@
 #include "util/dtype.h"
+#include "util/fault.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -106,7 +107,7 @@ bool vf_bool_normalised(const void *data, int64_t n, void **copy)
     int64_t i = 0;
     while (i < n && b[i] <= 1) i++;
     if (i == n) return true;
-    uint8_t *c = malloc((size_t)n);
+    uint8_t *c = vf_malloc((size_t)n);
     if (!c) return false;
     for (int64_t j = 0; j < n; j++) c[j] = b[j] != 0;
     *copy = c;

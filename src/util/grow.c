@@ -1,4 +1,5 @@
 #include "util/grow.h"
+#include "util/fault.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -13,7 +14,7 @@ bool vf_grow_size(void **p, size_t *cap, size_t need, size_t elem)
         c *= 2;
     }
     if (elem && c > SIZE_MAX / elem) return false;
-    void *q = realloc(*p, c * elem);
+    void *q = vf_realloc(*p, c * elem);
     if (!q) return false;
     *p = q;
     *cap = c;

@@ -1,4 +1,5 @@
 #include "util/hash.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 
@@ -28,8 +29,8 @@ bool vf_hmap_put(vf_hmap *m, uint64_t key, void *val)
     key = fix(key);
     if (2 * (m->n + 1) > m->cap) {
         size_t cap = m->cap ? 2 * m->cap : 64;
-        uint64_t *k = calloc(cap, sizeof *k);
-        void **v = calloc(cap, sizeof *v);
+        uint64_t *k = vf_calloc(cap, sizeof *k);
+        void **v = vf_calloc(cap, sizeof *v);
         if (!k || !v) {
             free(k);
             free(v);

@@ -1,5 +1,6 @@
 /* The Vulkan backend: the vf_backend_iface over the runtime pieces. */
 #include "vulkan/runtime.h"
+#include "util/fault.h"
 #include "vulkan/plan.h"
 #include "vulkan/codegen/kernel.h"
 
@@ -8,9 +9,17 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Every entry that would use the device fails at once once it is lost
+   (issue 15): nothing is queued, waited for or allocated on it again. */
+#define VF_LOST_GUARD(rt, where)                                                   \
+    do {                                                                           \
+        if ((rt)->dev.lost) return vf_vk_lost(&(rt)->dev, (rt)->err, (where));     \
+    } while (0)
+
 static vf_status vk_alloc(void *self, size_t bytes, vf_buffer **out)
 {
     vf_vk_runtime *rt = self;
+    VF_LOST_GUARD(rt, "allocating device memory");
     return vf_vk_mem_alloc(&rt->mem, bytes, 0, out);
 }
 
@@ -33,6 +42,7 @@ static vf_status check_range(vf_vk_runtime *rt, const vf_buffer *buf, size_t off
 static vf_status vk_upload(void *self, vf_buffer *buf, size_t offset, const void *src, size_t bytes)
 {
     vf_vk_runtime *rt = self;
+    VF_LOST_GUARD(rt, "upload");
     vf_status s = check_range(rt, buf, offset, bytes, "upload");
     if (s || bytes == 0) return s;
     uint8_t *map = vf_vk_buffer_map(buf);
@@ -51,6 +61,7 @@ static vf_status vk_upload(void *self, vf_buffer *buf, size_t offset, const void
 static vf_status vk_download(void *self, vf_buffer *buf, size_t offset, void *dst, size_t bytes)
 {
     vf_vk_runtime *rt = self;
+    VF_LOST_GUARD(rt, "download");
     vf_status s = check_range(rt, buf, offset, bytes, "download");
     if (s || bytes == 0) return s;
     uint8_t *map = vf_vk_buffer_map(buf);
@@ -199,6 +210,7 @@ static vf_status new_kernel(vf_vk_runtime *rt, const vf_exec *e, vf_vk_memo_entr
 static vf_status vk_exec(void *self, const vf_exec *e)
 {
     vf_vk_runtime *rt = self;
+    VF_LOST_GUARD(rt, "running an op");
     /* A memo hit (the common case of an eager op) allocates nothing: the
        key lives on the stack, an entry is made only for a new kernel. */
     uint64_t key[VF_VK_MEMO_WORDS];
@@ -209,8 +221,8 @@ static vf_status vk_exec(void *self, const vf_exec *e)
     if (me) {
         for (int i = 0; i < me->k.n_steps; i++) vf_vk_shader_hit(&rt->shaders, me->spirv[i]);
     } else {
-        ent = calloc(1, sizeof *ent);
-        if (!ent) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        ent = vf_calloc(1, sizeof *ent);
+        if (!ent) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
         ent->n_key = n_key;
         memcpy(ent->key, key, sizeof *key * (size_t)n_key);
         s = new_kernel(rt, e, ent, &me);
@@ -251,6 +263,7 @@ static vf_status vk_exec(void *self, const vf_exec *e)
 static vf_status vk_sync(void *self)
 {
     vf_vk_runtime *rt = self;
+    VF_LOST_GUARD(rt, "sync");
     vf_status s = vf_vk_sched_sync(&rt->sched);
     return s ? s : rt->err->status;
 }
@@ -296,6 +309,7 @@ static vf_status vk_trim(void *self)
     vf_vk_runtime *rt = self;
     /* Ranges freed while queued work used them are released once it is
        done: wait for it, so that their blocks are cached and go too. */
+    VF_LOST_GUARD(rt, "trim");
     vf_status s = vf_vk_sched_sync(&rt->sched);
     vf_vk_mem_trim(&rt->mem);
     return s ? s : rt->err->status;
@@ -309,13 +323,19 @@ static vf_status wait_all(void *arg)
 
 static vf_status vk_plan_create(void *self, const vf_plan_desc *d, vf_plan **out)
 {
+    vf_vk_runtime *rt = self;
+    VF_LOST_GUARD(rt, "making a plan");
     return vf_vk_plan_create(self, d, out);
 }
 
 static vf_status vk_plan_run(void *self, vf_plan *p, const vf_plan_bind *binds, int n_binds)
 {
+    vf_vk_runtime *rt = self;
+    VF_LOST_GUARD(rt, "running a plan");
     return vf_vk_plan_run(self, p, binds, n_binds);
 }
+
+static bool vk_lost(void *self) { return ((vf_vk_runtime *)self)->dev.lost; }
 
 static void vk_plan_destroy(void *self, vf_plan *p) { vf_vk_plan_destroy(self, p); }
 
@@ -325,7 +345,12 @@ static void vk_plan_info(void *self, const vf_plan *p, vf_plan_info *out)
     vf_vk_plan_info(p, out);
 }
 
-static vf_status vk_plan_profile(void *self, vf_plan_prof *out) { return vf_vk_plan_profile(self, out); }
+static vf_status vk_plan_profile(void *self, vf_plan_prof *out)
+{
+    vf_vk_runtime *rt = self;
+    VF_LOST_GUARD(rt, "a plan's profile");
+    return vf_vk_plan_profile(self, out);
+}
 
 static vf_keyset *vk_kernels_track(void *self, vf_keyset *set)
 {
@@ -362,6 +387,7 @@ static const vf_backend_iface vk_iface = {
     .destroy = vk_destroy,
     .stats = vk_stats,
     .trim = vk_trim,
+    .lost = vk_lost,
     .plan_create = vk_plan_create,
     .plan_run = vk_plan_run,
     .plan_destroy = vk_plan_destroy,
@@ -417,6 +443,23 @@ static vf_status parse_cache_size(const char *v, int64_t *out, vf_err *err)
     return VF_OK;
 }
 
+/* VKFUSE_TIMEOUT_MS: a positive whole number of milliseconds; unset: 0
+   (the default). Anything else is refused, as a typo would otherwise
+   become "wait two minutes". */
+static vf_status parse_timeout(const char *v, int64_t *out, vf_err *err)
+{
+    *out = 0;
+    if (!v || !*v) return VF_OK;
+    char *end = NULL;
+    long long n = strtoll(v, &end, 10);
+    if (end == v || *end || n <= 0 || n > 86400000LL * 365)
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT,
+                          "VKFUSE_TIMEOUT_MS=%s is not a positive whole number of milliseconds (e.g. 5000);"
+                          " unset it for the default, %d ms", v, VF_VK_DEFAULT_TIMEOUT_MS);
+    *out = n;
+    return VF_OK;
+}
+
 vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
                                   const vf_vk_extra_options *xopt, vf_backend_t *out,
                                   char *device_name, size_t device_name_len)
@@ -427,12 +470,23 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
     if (!opt) opt = &defaults;
     out->iface = NULL;
     out->self = NULL;
-    int64_t cache_cap = 0;
+    int64_t cache_cap = 0, timeout_ms = 0, limit = 0;
     vf_status s = parse_cache_size(opt->memory_cache, &cache_cap, err);
+    if (!s) s = parse_timeout(opt->timeout_ms, &timeout_ms, err);
+    if (!s && opt->memory_limit && *opt->memory_limit) {
+        s = parse_cache_size(opt->memory_limit, &limit, err);
+        if (s || limit <= 0) {
+            vf_err_clear(err);
+            return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT,
+                              "VKFUSE_DEVICE_MEMORY_LIMIT=%s is not a size: give bytes, or a number with K, M or G"
+                              " (KiB, MiB, GiB), e.g. 256M", opt->memory_limit);
+        }
+    }
     if (s) return s;
+    if (opt->memory_limit_bytes > 0) limit = opt->memory_limit_bytes;
     if (xopt->cache_cap) cache_cap = xopt->cache_cap;
-    vf_vk_runtime *rt = calloc(1, sizeof *rt);
-    if (!rt) return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    vf_vk_runtime *rt = vf_calloc(1, sizeof *rt);
+    if (!rt) return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     rt->err = err;
     vf_vk_device_options dopt = {
         .device_index = opt->device_index,
@@ -449,9 +503,9 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
         return s;
     }
     vf_vk_mem_options mopt = {.block_size = xopt->block_size, .cache_cap = cache_cap,
-                              .force_staging = xopt->force_staging};
+                              .force_staging = xopt->force_staging, .limit = limit};
     vf_vk_sched_options sopt = {.batch_dispatches = xopt->batch_dispatches, .profile = opt->profile,
-                                .fence_timeout_s = opt->fence_timeout_s};
+                                .timeout_ms = timeout_ms};
     s = vf_vk_mem_init(&rt->mem, &rt->dev, &mopt, err);
     if (!s) s = vf_vk_shaders_init(&rt->shaders, &rt->dev, opt->cache_dir, err);
     if (!s) {

@@ -3,6 +3,7 @@
  * VKFUSE_TEST_CAPS) and what is enabled. Choosing and listing physical
  * devices is device_pick.c. */
 #include "vulkan/device.h"
+#include "util/fault.h"
 #include "vulkan/device_pick.h"
 
 #include <stdio.h>
@@ -15,6 +16,10 @@
 vf_status vf_vk_check(vf_err *err, VkResult r, const char *what)
 {
     if (r == VK_SUCCESS) return VF_OK;
+    if (r == VK_ERROR_DEVICE_LOST)
+        return vf_err_set(err, VF_ERROR_DEVICE,
+                          "vulkan: the device was lost during %s (VK_ERROR_DEVICE_LOST): its work and memory"
+                          " are gone; create a new context", what);
     vf_status s = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
                       ? VF_ERROR_OUT_OF_MEMORY
                       : VF_ERROR_DEVICE;
@@ -59,14 +64,14 @@ static bool has_ext(const VkExtensionProperties *e, uint32_t n, const char *name
     return false;
 }
 
-static bool has_layer(vf_vk_loader *l, const char *name)
+static bool has_layer(vf_vk_device *d, const char *name)
 {
     uint32_t n = 0;
-    if (l->vk.vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0) return false;
-    VkLayerProperties *p = calloc(n, sizeof *p);
+    if (VF_VKG(d, vkEnumerateInstanceLayerProperties, &n, NULL) != VK_SUCCESS || n == 0) return false;
+    VkLayerProperties *p = vf_calloc(n, sizeof *p);
     if (!p) return false;
     bool found = false;
-    if (l->vk.vkEnumerateInstanceLayerProperties(&n, p) == VK_SUCCESS)
+    if (VF_VKG(d, vkEnumerateInstanceLayerProperties, &n, p) == VK_SUCCESS)
         for (uint32_t i = 0; i < n; i++)
             if (strcmp(p[i].layerName, name) == 0) found = true;
     free(p);
@@ -74,12 +79,12 @@ static bool has_layer(vf_vk_loader *l, const char *name)
 }
 
 /* Extensions of the implementation (layer NULL) or of one layer. */
-static VkExtensionProperties *instance_exts(vf_vk_loader *l, const char *layer, uint32_t *n)
+static VkExtensionProperties *instance_exts(vf_vk_device *d, const char *layer, uint32_t *n)
 {
     *n = 0;
-    if (l->vk.vkEnumerateInstanceExtensionProperties(layer, n, NULL) != VK_SUCCESS) return NULL;
-    VkExtensionProperties *e = calloc(*n ? *n : 1, sizeof *e);
-    if (e && l->vk.vkEnumerateInstanceExtensionProperties(layer, n, e) != VK_SUCCESS) *n = 0;
+    if (VF_VKG(d, vkEnumerateInstanceExtensionProperties, layer, n, NULL) != VK_SUCCESS) return NULL;
+    VkExtensionProperties *e = vf_calloc(*n ? *n : 1, sizeof *e);
+    if (e && VF_VKG(d, vkEnumerateInstanceExtensionProperties, layer, n, e) != VK_SUCCESS) *n = 0;
     return e;
 }
 
@@ -88,8 +93,11 @@ vf_status vf_vk_instance_create(vf_vk_device *d, bool validation, const char *lo
     vf_status s = vf_vk_loader_open(&d->loader, loader, err);
     if (s) return s;
     uint32_t loader_version = VK_API_VERSION_1_0;
-    if (d->loader.vk.vkEnumerateInstanceVersion)
-        d->loader.vk.vkEnumerateInstanceVersion(&loader_version);
+    if (d->loader.vk.vkEnumerateInstanceVersion) {
+        VkResult r = VF_VKG(d, vkEnumerateInstanceVersion, &loader_version);
+        if (r != VK_SUCCESS)
+            return vf_err_set(err, VF_ERROR_DEVICE, "vkEnumerateInstanceVersion failed: %s", vf_vk_result_name(r));
+    }
     if (loader_version < VK_API_VERSION_1_2)
         return vf_err_set(err, VF_ERROR_DEVICE,
                           "Vulkan loader %s supports Vulkan %u.%u; vkfuse needs 1.2",
@@ -97,7 +105,7 @@ vf_status vf_vk_instance_create(vf_vk_device *d, bool validation, const char *lo
                           VK_API_VERSION_MINOR(loader_version));
 
     uint32_t n_ext = 0, n_layer_ext = 0;
-    VkExtensionProperties *ext = instance_exts(&d->loader, NULL, &n_ext);
+    VkExtensionProperties *ext = instance_exts(d, NULL, &n_ext);
     const char *exts[4];
     uint32_t n_exts = 0;
     const char *layers[1];
@@ -110,7 +118,7 @@ vf_status vf_vk_instance_create(vf_vk_device *d, bool validation, const char *lo
     }
     bool sync_val = false;
     if (validation) {
-        if (!has_layer(&d->loader, VF_VALIDATION_LAYER)) {
+        if (!has_layer(d, VF_VALIDATION_LAYER)) {
             /* Not an error: a user's VKFUSE_VALIDATION=1 should not turn the
                GPU off. Tests check vf_vk_device.validation themselves. */
             fprintf(stderr, "vkfuse: validation requested but %s is not installed;"
@@ -118,7 +126,7 @@ vf_status vf_vk_instance_create(vf_vk_device *d, bool validation, const char *lo
             validation = false;
         } else {
             layers[n_layers++] = VF_VALIDATION_LAYER;
-            VkExtensionProperties *lext = instance_exts(&d->loader, VF_VALIDATION_LAYER, &n_layer_ext);
+            VkExtensionProperties *lext = instance_exts(d, VF_VALIDATION_LAYER, &n_layer_ext);
             bool du = (ext && has_ext(ext, n_ext, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) ||
                       (lext && has_ext(lext, n_layer_ext, VK_EXT_DEBUG_UTILS_EXTENSION_NAME));
             sync_val = lext && has_ext(lext, n_layer_ext, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
@@ -172,7 +180,7 @@ vf_status vf_vk_instance_create(vf_vk_device *d, bool validation, const char *lo
         .enabledExtensionCount = n_exts,
         .ppEnabledExtensionNames = exts,
     };
-    VkResult r = d->loader.vk.vkCreateInstance(&ici, NULL, &d->instance);
+    VkResult r = VF_VKG(d, vkCreateInstance, &ici, NULL, &d->instance);
     vf_vk_pin_loaded_libraries();
     if (r != VK_SUCCESS) {
         d->instance = VK_NULL_HANDLE;
@@ -191,7 +199,7 @@ vf_status vf_vk_instance_create(vf_vk_device *d, bool validation, const char *lo
     if (validation) {
         if (!d->vki.vkCreateDebugUtilsMessengerEXT)
             return vf_err_set(err, VF_ERROR_DEVICE, "vkCreateDebugUtilsMessengerEXT is missing");
-        s = vf_vk_check(err, d->vki.vkCreateDebugUtilsMessengerEXT(d->instance, &dbg, NULL,
+        s = vf_vk_check(err, VF_VKI(d, vkCreateDebugUtilsMessengerEXT, d->instance, &dbg, NULL,
                                                                    &d->messenger),
                         "vkCreateDebugUtilsMessengerEXT");
         if (s) return s;
@@ -316,10 +324,10 @@ static vf_status create_logical(vf_vk_device *d, const vf_vk_phys *pi, const vf_
     };
 
     uint32_t n_ext = 0;
-    d->vki.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, NULL);
-    VkExtensionProperties *ext = calloc(n_ext ? n_ext : 1, sizeof *ext);
-    if (!ext) return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-    d->vki.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, ext);
+    VF_VKI(d, vkEnumerateDeviceExtensionProperties, d->phys, NULL, &n_ext, NULL);
+    VkExtensionProperties *ext = vf_calloc(n_ext ? n_ext : 1, sizeof *ext);
+    if (!ext) return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
+    VF_VKI(d, vkEnumerateDeviceExtensionProperties, d->phys, NULL, &n_ext, ext);
     const char *exts[2];
     uint32_t n_exts = 0;
     if (!opt->no_push_descriptors && has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
@@ -343,7 +351,7 @@ static vf_status create_logical(vf_vk_device *d, const vf_vk_phys *pi, const vf_
         .enabledExtensionCount = n_exts,
         .ppEnabledExtensionNames = exts,
     };
-    VkResult r = d->vki.vkCreateDevice(d->phys, &dci, NULL, &d->device);
+    VkResult r = VF_VKI(d, vkCreateDevice, d->phys, &dci, NULL, &d->device);
     vf_vk_pin_loaded_libraries();
     if (r != VK_SUCCESS) {
         d->device = VK_NULL_HANDLE;
@@ -395,7 +403,7 @@ vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, 
 void vf_vk_device_destroy(vf_vk_device *d)
 {
     if (d->device) {
-        d->vkd.vkDeviceWaitIdle(d->device);
+        VF_VKD(d, vkDeviceWaitIdle, d->device);
         d->vkd.vkDestroyDevice(d->device, NULL);
     }
     if (d->messenger && d->vki.vkDestroyDebugUtilsMessengerEXT)
@@ -411,4 +419,19 @@ int vf_vk_find_memory_type(const vf_vk_device *d, uint32_t type_bits, VkMemoryPr
         if ((type_bits & (1u << i)) && (d->mem_props.memoryTypes[i].propertyFlags & want) == want)
             return (int)i;
     return -1;
+}
+
+vf_status vf_vk_lost(vf_vk_device *d, vf_err *err, const char *where)
+{
+    if (!d->lost) return VF_OK;
+    return vf_err_set(err, VF_ERROR_DEVICE,
+                      "%s: the device was lost during %s (earlier; VK_ERROR_DEVICE_LOST or a wait that timed out);"
+                      " nothing more runs on it: create a new context", where, d->lost_during);
+}
+
+void vf_vk_lost_idle(vf_vk_device *d)
+{
+    if (!d->lost || d->lost_idled || !d->device) return;
+    d->lost_idled = true;
+    d->vkd.vkDeviceWaitIdle(d->device);
 }

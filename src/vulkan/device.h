@@ -59,6 +59,12 @@ typedef struct vf_vk_device {
     int64_t validation_messages;      /* warnings + errors the layer reported */
     vf_err *err;                      /* where validation messages land */
     vf_vk_test_hooks test;
+    /* A call returned VK_ERROR_DEVICE_LOST (VF_VKD, loader.h) or a wait
+       timed out: the device's objects are used again only to destroy
+       them, and every entry of the runtime fails at once (vf_vk_lost). */
+    bool lost;
+    char lost_during[192];            /* the call (and what it was for) that found it */
+    bool lost_idled;                  /* vf_vk_lost_idle waited once */
     char name[256];
 } vf_vk_device;
 
@@ -80,6 +86,15 @@ void vf_vk_device_destroy(vf_vk_device *d);
    layer sees the same smaller device and its split paths run on small
    tensors. NULL or "": nothing. A bad spec: VF_ERROR_INVALID_ARGUMENT. */
 vf_status vf_vk_test_limits_apply(vf_vk_device *d, const char *spec, vf_err *err);
+
+/* Once d is lost: VF_ERROR_DEVICE "the device was lost during <call>
+   (in <where>); create a new context", recorded in err. VF_OK otherwise. */
+vf_status vf_vk_lost(vf_vk_device *d, vf_err *err, const char *where);
+
+/* Before objects the lost device's queued work may still use are
+   destroyed: one vkDeviceWaitIdle (allowed on a lost device, and prompt on
+   a really lost one; an injected loss leaves the work running). */
+void vf_vk_lost_idle(vf_vk_device *d);
 
 /* Memory type index with all `want` flags among `type_bits`, or -1. */
 int vf_vk_find_memory_type(const vf_vk_device *d, uint32_t type_bits, VkMemoryPropertyFlags want);

@@ -1,4 +1,5 @@
 #include "vulkan/device_pick.h"
+#include "util/fault.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -44,7 +45,7 @@ int vf_vk_phys_enumerate(vf_vk_device *d, vf_vk_phys *out, vf_err *err)
 {
     uint32_t n = VF_VK_MAX_PHYS;
     VkPhysicalDevice ph[VF_VK_MAX_PHYS];
-    VkResult r = d->vki.vkEnumeratePhysicalDevices(d->instance, &n, ph);
+    VkResult r = VF_VKI(d, vkEnumeratePhysicalDevices, d->instance, &n, ph);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
         vf_vk_check(err, r, "vkEnumeratePhysicalDevices");
         return -1;
@@ -157,9 +158,9 @@ static const char *vendor_name(uint32_t id, char *buf, size_t len)
 int vf_vulkan_devices(const vf_vk_options *opt, vf_device_info *out, int max, char *errbuf, size_t errlen)
 {
     vf_err err = {0};
-    vf_vk_device *d = calloc(1, sizeof *d);
+    vf_vk_device *d = vf_calloc(1, sizeof *d);
     if (!d) {
-        if (errbuf && errlen) snprintf(errbuf, errlen, "out of host memory");
+        if (errbuf && errlen) snprintf(errbuf, errlen, "out of host memory (malloc failed)");
         return 0;
     }
     int n = 0;

@@ -1,4 +1,5 @@
 #include "vulkan/disk_cache.h"
+#include "util/fault.h"
 #include "util/hash.h"
 
 #include <errno.h>
@@ -51,6 +52,8 @@ vf_disk_result vf_disk_read(const vf_vk_device *d, const char *path, const char 
 {
     *payload = NULL;
     *size = 0;
+    /* an injected read error (fault.h) reads as a damaged file */
+    if (vf_fault_armed() && vf_fault_hit(VF_FAULT_cache_read)) return VF_DISK_CORRUPT;
     FILE *f = fopen(path, "rb");
     if (!f) return VF_DISK_MISSING;
     vf_disk_header h;
@@ -69,7 +72,7 @@ vf_disk_result vf_disk_read(const vf_vk_device *d, const char *path, const char 
         res = VF_DISK_STALE;
         goto out;
     }
-    buf = malloc(h.payload_size ? h.payload_size : 1);
+    buf = vf_malloc(h.payload_size ? h.payload_size : 1);
     if (!buf || (h.payload_size && fread(buf, h.payload_size, 1, f) != 1)) goto out;
     if (vf_hash64(buf, h.payload_size, VF_CHECKSUM_SEED) != h.checksum) goto out;
     *payload = buf;
@@ -86,6 +89,7 @@ bool vf_disk_write(const vf_vk_device *d, const char *path, const char *magic, u
                    const void *payload, size_t size)
 {
     char tmp[4200];
+    if (vf_fault_armed() && vf_fault_hit(VF_FAULT_cache_write)) return false; /* injected (fault.h) */
     if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) return false;
     int fd = mkstemp(tmp);
     if (fd < 0) return false;

@@ -1,5 +1,6 @@
 /* The eager kernel memo (kernel_memo.h). */
 #include "vulkan/kernel_memo.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,7 @@ const vf_vk_memo_entry *vf_vk_memo_add(vf_vk_memo *m, vf_vk_memo_entry *ent)
     if (m->map.n >= VF_VK_MEMO_MAX) clear(m);
     uint64_t h = hash_of(ent->key, ent->n_key);
     vf_vk_memo_entry *old = vf_hmap_get(&m->map, h);   /* a hash collision: the newer wins */
-    vf_vk_memo_entry *copy = malloc(sizeof *copy);
+    vf_vk_memo_entry *copy = vf_malloc(sizeof *copy);
     if (!copy) return NULL;
     *copy = *ent;
     if (!vf_hmap_put(&m->map, h, copy)) {

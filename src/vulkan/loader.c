@@ -1,4 +1,5 @@
 #include "vulkan/loader.h"
+#include "vulkan/device.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -92,6 +93,41 @@ vf_status vf_vk_device_table_load(const vf_vk_instance_table *it, VkDevice dev,
     return VF_OK;
 }
 
+/* The injected result, per thread: the shader compile threads call Vulkan
+   too (pipeline.c). */
+static _Thread_local VkResult injected;
+
+bool vf_vk_inject(vf_fault_site site)
+{
+    vf_fault_kind k = vf_fault_hit(site);
+    switch (k) {
+    case VF_FAULT_KIND_NONE: return false;
+    case VF_FAULT_OOM_DEVICE: injected = VK_ERROR_OUT_OF_DEVICE_MEMORY; break;
+    case VF_FAULT_OOM_HOST: injected = VK_ERROR_OUT_OF_HOST_MEMORY; break;
+    case VF_FAULT_DEVICE_LOST: injected = VK_ERROR_DEVICE_LOST; break;
+    case VF_FAULT_INIT_FAILED: injected = VK_ERROR_INITIALIZATION_FAILED; break;
+    case VF_FAULT_TIMEOUT: injected = VK_TIMEOUT; break;
+    case VF_FAULT_FAIL:
+        /* the site's own failure where it has one */
+        injected = site == VF_FAULT_vkMapMemory                ? VK_ERROR_MEMORY_MAP_FAILED
+                   : site == VF_FAULT_vkAllocateDescriptorSets ? VK_ERROR_OUT_OF_POOL_MEMORY
+                                                               : VK_ERROR_UNKNOWN;
+        break;
+    }
+    return true;
+}
+
+VkResult vf_vk_injected(void) { return injected; }
+
+VkResult vf_vk_lost_note(vf_vk_device *d, const char *what, VkResult r)
+{
+    if (d && !d->lost) {
+        d->lost = true;
+        snprintf(d->lost_during, sizeof d->lost_during, "%s", what);
+    }
+    return r;
+}
+
 const char *vf_vk_result_name(VkResult r)
 {
     switch (r) {
@@ -114,6 +150,7 @@ const char *vf_vk_result_name(VkResult r)
     VF_CASE(VK_ERROR_FRAGMENTED_POOL)
     VF_CASE(VK_ERROR_OUT_OF_POOL_MEMORY)
     VF_CASE(VK_ERROR_INVALID_SHADER_NV)
+    VF_CASE(VK_ERROR_UNKNOWN)
 #undef VF_CASE
     default: return "VK_ERROR_UNKNOWN";
     }

@@ -9,6 +9,7 @@
 #define VF_VULKAN_LOADER_H
 
 #include "util/err.h"
+#include "util/fault.h"
 
 #include <vulkan/vulkan.h>
 
@@ -132,6 +133,39 @@ vf_status vf_vk_instance_table_load(const vf_vk_loader *l, VkInstance inst,
                                     vf_vk_instance_table *t, vf_err *err);
 vf_status vf_vk_device_table_load(const vf_vk_instance_table *it, VkDevice dev,
                                   vf_vk_device_table *t, vf_err *err);
+
+/* ---- calls ----------------------------------------------------------------
+ * Every Vulkan call that returns a VkResult is written
+ *
+ *     VF_VKD(dev, vkQueueSubmit, queue, 1, &si, fence)
+ *
+ * (VF_VKI for instance-level functions, VF_VKG for the loader's): the one
+ * wrapper of issue 15. It counts the call for fault injection (fault.h)
+ * and, when a fault is due, returns the injected result without calling
+ * the driver; and a VK_ERROR_DEVICE_LOST, real or injected, marks dev lost
+ * (vf_vk_lost_note), which every later entry of the runtime checks. dev
+ * is a vf_vk_device * (device.h). */
+typedef struct vf_vk_device vf_vk_device;
+
+/* Whether a fault is due at site (counting the call); its VkResult is then
+   vf_vk_injected()'s. */
+bool vf_vk_inject(vf_fault_site site);
+VkResult vf_vk_injected(void);
+/* Notes a DEVICE_LOST result of function `what` in d; returns r. */
+VkResult vf_vk_lost_note(vf_vk_device *d, const char *what, VkResult r);
+
+static inline VkResult vf_vk_seen(vf_vk_device *d, const char *what, VkResult r)
+{
+    return __builtin_expect(r == VK_ERROR_DEVICE_LOST, 0) ? vf_vk_lost_note(d, what, r) : r;
+}
+
+#define VF_VK_CALL(d, table, fn, ...)                                                          \
+    vf_vk_seen((d), #fn,                                                                     \
+               vf_fault_armed() && vf_vk_inject(VF_FAULT_##fn) ? vf_vk_injected()             \
+                                                               : (table).fn(__VA_ARGS__))
+#define VF_VKD(d, fn, ...) VF_VK_CALL((d), (d)->vkd, fn, __VA_ARGS__)
+#define VF_VKI(d, fn, ...) VF_VK_CALL((d), (d)->vki, fn, __VA_ARGS__)
+#define VF_VKG(d, fn, ...) VF_VK_CALL((d), (d)->loader.vk, fn, __VA_ARGS__)
 
 /* "VK_ERROR_OUT_OF_DEVICE_MEMORY", ... for messages. */
 const char *vf_vk_result_name(VkResult r);

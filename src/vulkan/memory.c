@@ -1,4 +1,5 @@
 #include "vulkan/memory.h"
+#include "util/fault.h"
 #include "util/grow.h"
 
 #include <stdlib.h>
@@ -55,6 +56,13 @@ vf_status vf_vk_mem_init(vf_vk_mem *m, vf_vk_device *dev, const vf_vk_mem_option
     if (m->host_visible && !m->coherent && m->atom > m->align) m->align = m->atom;
     m->max_range = L->maxStorageBufferRange;
     m->block_size = opt && opt->block_size ? align_up(opt->block_size, m->align) : 64 * VF_MIB;
+    m->limit = opt ? opt->limit : 0;
+    m->limit_from = "VKFUSE_DEVICE_MEMORY_LIMIT";
+    /* A small limit (a small GPU) gets pool blocks of at most a quarter of
+       it, so that small tensors are not refused for want of one 64 MiB
+       block; never below 1 MiB. */
+    if (m->limit > 0 && !(opt && opt->block_size))
+        while (m->block_size > VF_MIB && (int64_t)m->block_size > m->limit / 4) m->block_size /= 2;
     /* By default the cache may hold as much as the heap: like PyTorch's,
        it gives memory back when the driver runs short (block_new), not
        before; VKFUSE_MEMORY_CACHE sizes it for users who share the device. */
@@ -90,9 +98,9 @@ static vf_status block_create(vf_vk_mem *m, VkDeviceSize size, bool dedicated, v
     const vf_vk_device_table *vk = &m->dev->vkd;
     VkDevice dev = m->dev->device;
     if (!vf_grow((void **)&m->blocks, &m->cap_blocks, m->n_blocks + 1, sizeof *m->blocks))
-        return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-    vf_vk_block *b = calloc(1, sizeof *b);
-    if (!b) return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
+    vf_vk_block *b = vf_calloc(1, sizeof *b);
+    if (!b) return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     b->size = size;
     b->dedicated = dedicated;
     b->id = ++m->next_block_id;
@@ -103,7 +111,7 @@ static vf_status block_create(vf_vk_mem *m, VkDeviceSize size, bool dedicated, v
         .usage = m->usage,
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
-    vf_status s = vf_vk_check(m->err, vk->vkCreateBuffer(dev, &bci, NULL, &b->buffer), "vkCreateBuffer");
+    vf_status s = vf_vk_check(m->err, VF_VKD(m->dev, vkCreateBuffer, dev, &bci, NULL, &b->buffer), "vkCreateBuffer");
     VkMemoryRequirements req = {0};
     if (!s) {
         vk->vkGetBufferMemoryRequirements(dev, b->buffer, &req);
@@ -117,10 +125,10 @@ static vf_status block_create(vf_vk_mem *m, VkDeviceSize size, bool dedicated, v
             .allocationSize = req.size,
             .memoryTypeIndex = m->mem_type,
         };
-        int64_t limit = m->dev->test.memory_limit;
+        int64_t limit = m->dev->test.memory_limit > 0 ? m->dev->test.memory_limit : m->limit;
         VkResult r = limit > 0 && m->bytes_reserved > limit
                          ? VK_ERROR_OUT_OF_DEVICE_MEMORY
-                         : vk->vkAllocateMemory(dev, &mai, NULL, &b->memory);
+                         : VF_VKD(m->dev, vkAllocateMemory, dev, &mai, NULL, &b->memory);
         if (r == VK_SUCCESS) {
             m->allocations++;
         } else {
@@ -129,16 +137,16 @@ static vf_status block_create(vf_vk_mem *m, VkDeviceSize size, bool dedicated, v
             s = VF_ERROR_OUT_OF_MEMORY;
         }
     }
-    if (!s) s = vf_vk_check(m->err, vk->vkBindBufferMemory(dev, b->buffer, b->memory, 0),
+    if (!s) s = vf_vk_check(m->err, VF_VKD(m->dev, vkBindBufferMemory, dev, b->buffer, b->memory, 0),
                             "vkBindBufferMemory");
     if (!s && m->host_visible) {
         void *p = NULL;
-        s = vf_vk_check(m->err, vk->vkMapMemory(dev, b->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
+        s = vf_vk_check(m->err, VF_VKD(m->dev, vkMapMemory, dev, b->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
         b->map = p;
     }
     if (!s) {
-        b->free = malloc(4 * sizeof *b->free);
-        if (!b->free) s = vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        b->free = vf_malloc(4 * sizeof *b->free);
+        if (!b->free) s = vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
         else {
             b->cap_free = 4;
             b->n_free = 1;
@@ -248,6 +256,16 @@ static vf_status block_new(vf_vk_mem *m, VkDeviceSize size, VkDeviceSize need, b
     if (retried) m->retries++;
     if (r != VK_SUCCESS && need < size) s = block_create(m, need, dedicated, out, &r);
     if (r == VK_SUCCESS) return s;
+    /* the test hook (device.h) stands for a driver out of memory: its
+       message is the driver's */
+    if (m->limit > 0 && m->dev->test.memory_limit <= 0 && m->bytes_reserved + (int64_t)need > m->limit)
+        return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY,
+                          "a device memory block of %llu bytes would pass the limit of %lld bytes (%s): %lld bytes"
+                          " are in use by live tensors, %lld more held (%lld cached bytes were given back first);"
+                          " free tensors (end scopes), use smaller ones or raise the limit",
+                          (unsigned long long)need, (long long)m->limit, m->limit_from,
+                          (long long)m->bytes_in_use, (long long)(m->bytes_reserved - m->bytes_in_use),
+                          (long long)released);
     return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY,
                       "vkAllocateMemory of %llu bytes failed: %s (%lld bytes of device memory in use by"
                       " live tensors, %lld more held; %lld cached bytes were given back to the driver"
@@ -333,8 +351,8 @@ static vf_status mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, bool 
                           (unsigned long long)m->max_range, m->dev->name);
     if (align < m->align) align = m->align;
     VkDeviceSize size = align_up(bytes, align);
-    vf_buffer *buf = calloc(1, sizeof *buf);
-    if (!buf) return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    vf_buffer *buf = vf_calloc(1, sizeof *buf);
+    if (!buf) return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     vf_vk_block *b = NULL;
     int fi = -1;
     vf_status s = VF_OK;
@@ -355,7 +373,7 @@ static vf_status mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, bool 
     VkDeviceSize a = align_up(b->free[fi].offset, align);
     if (!carve(b, fi, a, size)) {
         free(buf);
-        return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     }
     b->used += size;
     b->live++;
@@ -476,9 +494,9 @@ static vf_status sync_range(vf_vk_mem *m, const vf_buffer *b, VkDeviceSize off, 
         .size = end - start,
     };
     VkDevice d = m->dev->device;
-    return flush ? vf_vk_check(m->err, m->dev->vkd.vkFlushMappedMemoryRanges(d, 1, &r),
+    return flush ? vf_vk_check(m->err, VF_VKD(m->dev, vkFlushMappedMemoryRanges, d, 1, &r),
                                "vkFlushMappedMemoryRanges")
-                 : vf_vk_check(m->err, m->dev->vkd.vkInvalidateMappedMemoryRanges(d, 1, &r),
+                 : vf_vk_check(m->err, VF_VKD(m->dev, vkInvalidateMappedMemoryRanges, d, 1, &r),
                                "vkInvalidateMappedMemoryRanges");
 }
 
@@ -504,7 +522,7 @@ vf_status vf_vk_raw_create(vf_vk_device *dev, VkDeviceSize size, VkBufferUsageFl
         .usage = usage,
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
-    vf_status s = vf_vk_check(err, vk->vkCreateBuffer(dev->device, &bci, NULL, &out->buffer),
+    vf_status s = vf_vk_check(err, VF_VKD(dev, vkCreateBuffer, dev->device, &bci, NULL, &out->buffer),
                               "vkCreateBuffer (staging)");
     if (s) return s;
     VkMemoryRequirements req;
@@ -525,13 +543,13 @@ vf_status vf_vk_raw_create(vf_vk_device *dev, VkDeviceSize size, VkBufferUsageFl
         .allocationSize = req.size,
         .memoryTypeIndex = (uint32_t)t,
     };
-    s = vf_vk_check(err, vk->vkAllocateMemory(dev->device, &mai, NULL, &out->memory),
+    s = vf_vk_check(err, VF_VKD(dev, vkAllocateMemory, dev->device, &mai, NULL, &out->memory),
                     "vkAllocateMemory (staging)");
     if (s) out->memory = VK_NULL_HANDLE;
-    if (!s) s = vf_vk_check(err, vk->vkBindBufferMemory(dev->device, out->buffer, out->memory, 0),
+    if (!s) s = vf_vk_check(err, VF_VKD(dev, vkBindBufferMemory, dev->device, out->buffer, out->memory, 0),
                             "vkBindBufferMemory (staging)");
     void *p = NULL;
-    if (!s) s = vf_vk_check(err, vk->vkMapMemory(dev->device, out->memory, 0, VK_WHOLE_SIZE, 0, &p),
+    if (!s) s = vf_vk_check(err, VF_VKD(dev, vkMapMemory, dev->device, out->memory, 0, VK_WHOLE_SIZE, 0, &p),
                             "vkMapMemory (staging)");
     out->map = p;
     if (s) vf_vk_raw_destroy(dev, out);

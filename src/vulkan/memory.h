@@ -65,6 +65,8 @@ typedef struct vf_vk_mem_options {
                                     heap tensors live in; < 0: none (a block nothing uses is
                                     destroyed at once) */
     bool force_staging;          /* testing: pretend device memory is not host-visible */
+    int64_t limit;               /* > 0: VKFUSE_DEVICE_MEMORY_LIMIT, the device's memory as far as
+                                    vkfuse is concerned (bytes_reserved never passes it) */
 } vf_vk_mem_options;
 
 typedef struct vf_vk_mem {
@@ -86,6 +88,10 @@ typedef struct vf_vk_mem {
     int64_t retries;             /* allocations retried after the driver ran out of memory */
     int64_t cached_bytes;        /* blocks with no allocation in them, kept for reuse */
     int64_t cache_cap;           /* at most this many cached bytes (oldest go first); 0: none */
+    int64_t limit;               /* > 0: a block that would take bytes_reserved past this is refused
+                                    as VK_ERROR_OUT_OF_DEVICE_MEMORY without calling the driver
+                                    (VKFUSE_DEVICE_MEMORY_LIMIT, or the test hook device.h's) */
+    const char *limit_from;      /* what set limit, for messages */
     /* Waits for all queued work (the runtime's scheduler sync), so that
        pending frees are collected; called when the driver is out of
        memory and ranges wait for in-flight batches. NULL: never. */

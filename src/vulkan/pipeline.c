@@ -1,4 +1,5 @@
 #include "vulkan/pipeline.h"
+#include "util/fault.h"
 #include "util/clock.h"
 #include "vulkan/disk_cache.h"
 #include "vulkan/codegen/kernel.h"
@@ -56,7 +57,7 @@ vf_status vf_vk_pipelines_init(vf_vk_pipelines *p, vf_vk_device *dev, const char
         .initialDataSize = size,
         .pInitialData = data,
     };
-    VkResult r = dev->vkd.vkCreatePipelineCache(dev->device, &ci, NULL, &p->cache);
+    VkResult r = VF_VKD(dev, vkCreatePipelineCache, dev->device, &ci, NULL, &p->cache);
     if (r != VK_SUCCESS && data) {
         /* The driver refused the data: start empty rather than fail. */
         ci.initialDataSize = 0;
@@ -64,7 +65,7 @@ vf_status vf_vk_pipelines_init(vf_vk_pipelines *p, vf_vk_device *dev, const char
         p->cache_rejected++;
         free(data);
         data = NULL;
-        r = dev->vkd.vkCreatePipelineCache(dev->device, &ci, NULL, &p->cache);
+        r = VF_VKD(dev, vkCreatePipelineCache, dev->device, &ci, NULL, &p->cache);
     }
     p->cache_loaded = data != NULL && r == VK_SUCCESS;
     free(data);
@@ -75,13 +76,12 @@ vf_status vf_vk_pipelines_init(vf_vk_pipelines *p, vf_vk_device *dev, const char
 vf_status vf_vk_pipeline_cache_save(vf_vk_pipelines *p)
 {
     if (!p->cache || !p->cache_path[0]) return VF_OK;
-    const vf_vk_device_table *vk = &p->dev->vkd;
     size_t size = 0;
-    if (vk->vkGetPipelineCacheData(p->dev->device, p->cache, &size, NULL) != VK_SUCCESS || !size)
+    if (VF_VKD(p->dev, vkGetPipelineCacheData, p->dev->device, p->cache, &size, NULL) != VK_SUCCESS || !size)
         return VF_OK;
-    void *data = malloc(size);
+    void *data = vf_malloc(size);
     if (!data) return VF_OK;
-    VkResult r = vk->vkGetPipelineCacheData(p->dev->device, p->cache, &size, data);
+    VkResult r = VF_VKD(p->dev, vkGetPipelineCacheData, p->dev->device, p->cache, &size, data);
     vf_status s = VF_OK;
     if (r == VK_SUCCESS &&
         !vf_disk_write(p->dev, p->cache_path, VF_DISK_MAGIC_PIPELINE, pipeline_cache_key(p->dev),
@@ -129,8 +129,8 @@ static vf_status get_layout(vf_vk_pipelines *p, int n, const VkDescriptorType *t
     }
     const vf_vk_device_table *vk = &p->dev->vkd;
     VkDevice d = p->dev->device;
-    l = calloc(1, sizeof *l);
-    if (!l) return vf_err_set(p->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    l = vf_calloc(1, sizeof *l);
+    if (!l) return vf_err_set(p->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     l->n_bindings = n;
     memcpy(l->types, t, (size_t)n * sizeof t[0]);
     l->push_range = push_range;
@@ -148,7 +148,7 @@ static vf_status get_layout(vf_vk_pipelines *p, int n, const VkDescriptorType *t
         .bindingCount = (uint32_t)n,
         .pBindings = b,
     };
-    vf_status s = vf_vk_check(p->err, vk->vkCreateDescriptorSetLayout(d, &dci, NULL, &l->set_layout),
+    vf_status s = vf_vk_check(p->err, VF_VKD(p->dev, vkCreateDescriptorSetLayout, d, &dci, NULL, &l->set_layout),
                               "vkCreateDescriptorSetLayout");
     VkPushConstantRange pr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = push_range};
     VkPipelineLayoutCreateInfo pci = {
@@ -158,10 +158,10 @@ static vf_status get_layout(vf_vk_pipelines *p, int n, const VkDescriptorType *t
         .pushConstantRangeCount = push_range ? 1 : 0,
         .pPushConstantRanges = &pr,
     };
-    if (!s) s = vf_vk_check(p->err, vk->vkCreatePipelineLayout(d, &pci, NULL, &l->layout),
+    if (!s) s = vf_vk_check(p->err, VF_VKD(p->dev, vkCreatePipelineLayout, d, &pci, NULL, &l->layout),
                             "vkCreatePipelineLayout");
     if (!s && !vf_hmap_put(&p->layouts, key, l))
-        s = vf_err_set(p->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        s = vf_err_set(p->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     if (s) {
         if (l->layout) vk->vkDestroyPipelineLayout(d, l->layout, NULL);
         if (l->set_layout) vk->vkDestroyDescriptorSetLayout(d, l->set_layout, NULL);
@@ -220,10 +220,12 @@ vf_status vf_vk_pipeline_get(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc
         .pCode = desc->spirv,
     };
     VkShaderModule mod = VK_NULL_HANDLE;
-    VkResult r = vk->vkCreateShaderModule(d, &mci, NULL, &mod);
-    if (r != VK_SUCCESS)
-        return vf_err_set(p->err, VF_ERROR_DEVICE, "kernel %s: vkCreateShaderModule failed: %s",
-                          name, vf_vk_result_name(r));
+    VkResult r = VF_VKD(p->dev, vkCreateShaderModule, d, &mci, NULL, &mod);
+    char what[160];
+    if (r != VK_SUCCESS) {
+        snprintf(what, sizeof what, "kernel %s: vkCreateShaderModule", name);
+        return vf_vk_check(p->err, r, what);
+    }
     VkSpecializationInfo spec = {
         .mapEntryCount = desc->n_spec,
         .pMapEntries = desc->spec_map,
@@ -243,23 +245,22 @@ vf_status vf_vk_pipeline_get(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc
     };
     VkPipeline pipe = VK_NULL_HANDLE;
     int64_t t0 = vf_now_ns();
-    r = vk->vkCreateComputePipelines(d, p->cache, 1, &cci, NULL, &pipe);
+    r = VF_VKD(p->dev, vkCreateComputePipelines, d, p->cache, 1, &cci, NULL, &pipe);
     int64_t dt = vf_now_ns() - t0;
     p->create_ns += dt;
     if (p->log_info)
         fprintf(stderr, "vkfuse: created pipeline %s in %.2f ms%s\n", name, (double)dt / 1e6,
                 r == VK_SUCCESS ? "" : ": FAILED");
     vk->vkDestroyShaderModule(d, mod, NULL);
-    if (r != VK_SUCCESS)
-        return vf_err_set(p->err, r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY
-                                      ? VF_ERROR_OUT_OF_MEMORY : VF_ERROR_DEVICE,
-                          "kernel %s: vkCreateComputePipelines failed: %s", name,
-                          vf_vk_result_name(r));
-    vf_vk_pipeline *pl = calloc(1, sizeof *pl);
+    if (r != VK_SUCCESS) {
+        snprintf(what, sizeof what, "kernel %s: vkCreateComputePipelines", name);
+        return vf_vk_check(p->err, r, what);
+    }
+    vf_vk_pipeline *pl = vf_calloc(1, sizeof *pl);
     if (!pl || !vf_hmap_put(&p->pipelines, key, pl)) {
         free(pl);
         vk->vkDestroyPipeline(d, pipe, NULL);
-        return vf_err_set(p->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return vf_err_set(p->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     }
     pl->pipeline = pipe;
     pl->layout = layout;

@@ -7,6 +7,7 @@
  * descriptors) and one command buffer, which plan_record.c records with
  * its hazard barriers and runs. */
 #include "vulkan/plan_internal.h"
+#include "util/fault.h"
 #include "vulkan/codegen/codegen_fused.h"
 
 #include <stdio.h>
@@ -167,9 +168,9 @@ static vf_status add_guards(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
     int n = 0;
     for (int i = 0; i < p->n_steps; i++) n += p->steps[i].pred >= 0;
     if (!n) return VF_OK;
-    uint32_t (*tmpl)[4] = calloc((size_t)n, sizeof *tmpl);
-    plan_step *steps = calloc((size_t)(p->n_steps + d->n_preds) + 1, sizeof *steps);
-    vf_status s = tmpl && steps ? VF_OK : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    uint32_t (*tmpl)[4] = vf_calloc((size_t)n, sizeof *tmpl);
+    plan_step *steps = vf_calloc((size_t)(p->n_steps + d->n_preds) + 1, sizeof *steps);
+    vf_status s = tmpl && steps ? VF_OK : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     if (!s) s = vf_vk_mem_alloc(&rt->mem, (size_t)n * 32, 16, &p->table);
     p->n_slots = n;
     int slot = 0, m = 0;
@@ -188,8 +189,8 @@ static vf_status add_guards(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
         }
     }
     const vf_plan_pred *pr = d->preds;
-    bool *placed = calloc((size_t)d->n_preds + 1, sizeof *placed);
-    if (!s && !placed) s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    bool *placed = vf_calloc((size_t)d->n_preds + 1, sizeof *placed);
+    if (!s && !placed) s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     for (int i = 0; !s && i < p->n_steps; i++) {
         int k = p->steps[i].pred;
         if (k >= 0 && (k >= d->n_preds || !pr)) {
@@ -246,14 +247,13 @@ static vf_status add_guards(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
 
 static vf_status create_descriptors(vf_vk_runtime *rt, vf_plan *p)
 {
-    const vf_vk_device_table *vk = &rt->dev.vkd;
     VkCommandBufferAllocateInfo cai = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
         .commandPool = rt->sched.cmd_pool,
         .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
         .commandBufferCount = 1,
     };
-    vf_status s = vf_vk_check(rt->err, vk->vkAllocateCommandBuffers(rt->dev.device, &cai, &p->cmd),
+    vf_status s = vf_vk_check(rt->err, VF_VKD(&rt->dev, vkAllocateCommandBuffers, rt->dev.device, &cai, &p->cmd),
                               "vkAllocateCommandBuffers");
     if (s || rt->dev.push_descriptors) return s;
     uint32_t n_desc = 0;
@@ -265,7 +265,7 @@ static vf_status create_descriptors(vf_vk_runtime *rt, vf_plan *p)
         .poolSizeCount = 1,
         .pPoolSizes = &size,
     };
-    s = vf_vk_check(rt->err, vk->vkCreateDescriptorPool(rt->dev.device, &pci, NULL, &p->pool),
+    s = vf_vk_check(rt->err, VF_VKD(&rt->dev, vkCreateDescriptorPool, rt->dev.device, &pci, NULL, &p->pool),
                     "vkCreateDescriptorPool");
     for (int i = 0; !s && i < p->n_steps; i++) {
         if (!p->steps[i].n_bindings) continue;
@@ -275,7 +275,7 @@ static vf_status create_descriptors(vf_vk_runtime *rt, vf_plan *p)
             .descriptorSetCount = 1,
             .pSetLayouts = &p->steps[i].pipe->layout->set_layout,
         };
-        s = vf_vk_check(rt->err, vk->vkAllocateDescriptorSets(rt->dev.device, &ai, &p->steps[i].set),
+        s = vf_vk_check(rt->err, VF_VKD(&rt->dev, vkAllocateDescriptorSets, rt->dev.device, &ai, &p->steps[i].set),
                         "vkAllocateDescriptorSets");
     }
     return s;
@@ -356,11 +356,11 @@ static vf_status prepare_shaders(vf_vk_runtime *rt, const vf_plan_desc *d, const
                                  const vf_kernel *kx)
 {
     int n = 0, cap = (d->n_fused + d->n_execs) * VF_KERNEL_MAX_STEPS;
-    const char **glsl = calloc((size_t)cap + 1, sizeof *glsl), **names = calloc((size_t)cap + 1, sizeof *names);
+    const char **glsl = vf_calloc((size_t)cap + 1, sizeof *glsl), **names = vf_calloc((size_t)cap + 1, sizeof *names);
     if (!glsl || !names) {
         free(glsl);
         free(names);
-        return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     }
     for (int i = 0; i < d->n_fused; i++)
         for (int j = 0; ok[i] && j < kern[i].n_steps; j++) glsl[n] = kern[i].step[j].glsl, names[n++] = kern[i].step[j].name;
@@ -375,23 +375,23 @@ static vf_status prepare_shaders(vf_vk_runtime *rt, const vf_plan_desc *d, const
 vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **out)
 {
     *out = NULL;
-    vf_plan *p = calloc(1, sizeof *p);
-    if (!p) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    vf_plan *p = vf_calloc(1, sizeof *p);
+    if (!p) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     p->n_execs = d->n_execs;
     p->n_binds = d->n_binds;
     /* + n_preds: add_guards parks a guard's push constants past the end */
-    p->steps = calloc((size_t)d->n_execs * VF_KERNEL_MAX_STEPS + (size_t)d->n_preds + 1, sizeof *p->steps);
-    p->scratch = calloc((size_t)d->n_execs + 1, sizeof *p->scratch);
-    p->recorded = calloc((size_t)d->n_binds + 1, sizeof *p->recorded);
-    vf_kernel *kern = calloc((size_t)d->n_fused + 1, sizeof *kern);
-    bool *ok = calloc((size_t)d->n_fused + 1, sizeof *ok), spill = false;
+    p->steps = vf_calloc((size_t)d->n_execs * VF_KERNEL_MAX_STEPS + (size_t)d->n_preds + 1, sizeof *p->steps);
+    p->scratch = vf_calloc((size_t)d->n_execs + 1, sizeof *p->scratch);
+    p->recorded = vf_calloc((size_t)d->n_binds + 1, sizeof *p->recorded);
+    vf_kernel *kern = vf_calloc((size_t)d->n_fused + 1, sizeof *kern);
+    bool *ok = vf_calloc((size_t)d->n_fused + 1, sizeof *ok), spill = false;
     vf_status s = p->steps && p->scratch && p->recorded && kern && ok
-                ? VF_OK : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+                ? VF_OK : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     if (!s) s = fused_kernels(rt, d, kern, ok, &spill);
     /* The kernels of the execs that run alone, then every kernel's shader
        compiled ahead, in parallel (shader_prepare.c), then the steps. */
-    vf_kernel *kx = calloc((size_t)d->n_execs + 1, sizeof *kx);
-    if (!s && !kx) s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    vf_kernel *kx = vf_calloc((size_t)d->n_execs + 1, sizeof *kx);
+    if (!s && !kx) s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     for (int x = 0, g = 0; !s && x < d->n_execs; x++) {
         if (g < d->n_fused && d->fused[g].first_exec == x && ok[g++]) {
             x += d->fused[g - 1].n_execs - 1;
@@ -442,6 +442,7 @@ void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p)
     if (!p) return;
     /* The command buffer and descriptor sets must outlive the last run. */
     if (p->serial) vf_vk_sched_wait(&rt->sched, p->serial);
+    vf_vk_lost_idle(&rt->dev); /* the wait refuses on a lost device */
     if (rt->last_plan == p) rt->last_plan = NULL;
     vf_vk_prof_free(rt, &p->prof);
     const vf_vk_device_table *vk = &rt->dev.vkd;

@@ -15,6 +15,7 @@
  * descriptor creation. When they are the same, the recording is
  * resubmitted as is. */
 #include "vulkan/plan_internal.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -74,11 +75,11 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
     bool reorder = n <= VF_PLAN_REORDER_MAX_STEPS;
     vf_vk_hazards hz;
     vf_vk_hazards_init(&hz, vk, &rt->dev.test.drop_barriers);
-    VkDescriptorBufferInfo *info = malloc(sizeof *info * (size_t)(n * VF_KERNEL_MAX_BINDINGS + 1));
-    int *level = malloc(sizeof *level * (size_t)(n + 1)), *order = malloc(sizeof *order * (size_t)(n + 1));
-    VkDeviceSize *args = calloc((size_t)n + 1, sizeof *args);
+    VkDescriptorBufferInfo *info = vf_malloc(sizeof *info * (size_t)(n * VF_KERNEL_MAX_BINDINGS + 1));
+    int *level = vf_malloc(sizeof *level * (size_t)(n + 1)), *order = vf_malloc(sizeof *order * (size_t)(n + 1));
+    VkDeviceSize *args = vf_calloc((size_t)n + 1, sizeof *args);
     vf_status s = info && level && order && args ? VF_OK
-                : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+                : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     /* Where every binding points in this call, and each step's level. */
     int levels = 0;
     for (int i = 0; !s && i < n; i++) {
@@ -104,19 +105,19 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
         level[i] = vf_vk_hazard_level(&hz, mine, n_mine, ps->barrier_before && i ? last + 1 : reorder ? 0 : last);
         if (!reorder && level[i] > last) vf_vk_hazard_clear(&hz);
         if (!vf_vk_hazard_add(&hz, mine, n_mine, level[i]))
-            s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+            s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
         if (level[i] + 1 > levels) levels = level[i] + 1;
     }
     /* Steps by level, plan order within a level (a counting sort). */
-    int *start = s ? NULL : calloc((size_t)levels + 2, sizeof *start);
-    if (!s && !start) s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    int *start = s ? NULL : vf_calloc((size_t)levels + 2, sizeof *start);
+    if (!s && !start) s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     for (int i = 0; !s && i < n; i++) start[level[i] + 1]++;
     for (int l = 0; !s && l < levels; l++) start[l + 1] += start[l];
     for (int i = 0; !s && i < n; i++) order[start[level[i]]++] = i;
     free(start);
-    if (!s) s = vf_vk_check(rt->err, vk->vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
+    if (!s) s = vf_vk_check(rt->err, VF_VKD(&rt->dev, vkResetCommandBuffer, cmd, 0), "vkResetCommandBuffer");
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    if (!s) s = vf_vk_check(rt->err, vk->vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+    if (!s) s = vf_vk_check(rt->err, VF_VKD(&rt->dev, vkBeginCommandBuffer, cmd, &bi), "vkBeginCommandBuffer");
     if (s) {
         free(info), free(level), free(order), free(args);
         vf_vk_hazards_free(&hz);
@@ -169,7 +170,7 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
     vf_vk_hazard_barrier(&hz, cmd, VF_VK_BARRIER_INDIRECT | VF_VK_BARRIER_HOST); /* before later work and host reads */
     p->barriers = (int)hz.barriers;
     vf_vk_hazards_free(&hz);
-    s = vf_vk_check(rt->err, vk->vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+    s = vf_vk_check(rt->err, VF_VKD(&rt->dev, vkEndCommandBuffer, cmd), "vkEndCommandBuffer");
     if (s) return s;
     for (int i = 0; i < p->n_binds; i++) p->recorded[i] = key_of(&binds[i]);
     p->valid = true;

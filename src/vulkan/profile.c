@@ -1,5 +1,6 @@
 /* Profiling of recorded plans (profile.h). */
 #include "vulkan/profile.h"
+#include "util/fault.h"
 #include "util/grow.h"
 
 #include <stdio.h>
@@ -10,7 +11,7 @@ vf_status vf_vk_prof_kernel(vf_vk_runtime *rt, vf_vk_prof *pr, const char *name,
                             vf_op op, const int *nodes, int n_nodes, int *index)
 {
     if (!vf_grow((void **)&pr->k, &pr->cap_k, pr->n_k + 1, sizeof *pr->k))
-        return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     vf_plan_kernel_prof *k = &pr->k[pr->n_k];
     memset(k, 0, sizeof *k);
     snprintf(k->name, sizeof k->name, "%s", name ? name : "kernel");
@@ -19,8 +20,8 @@ vf_status vf_vk_prof_kernel(vf_vk_runtime *rt, vf_vk_prof *pr, const char *name,
     k->op = op;
     k->pred = -1;
     if (nodes && n_nodes > 0) {
-        int *copy = malloc((size_t)n_nodes * sizeof *copy);
-        if (!copy) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        int *copy = vf_malloc((size_t)n_nodes * sizeof *copy);
+        if (!copy) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
         memcpy(copy, nodes, (size_t)n_nodes * sizeof *copy);
         k->nodes = copy;
         k->n_nodes = n_nodes;
@@ -32,19 +33,19 @@ vf_status vf_vk_prof_kernel(vf_vk_runtime *rt, vf_vk_prof *pr, const char *name,
 vf_status vf_vk_prof_finish(vf_vk_runtime *rt, vf_vk_prof *pr, int n_steps)
 {
     pr->n_steps = n_steps;
-    pr->step_kernel = calloc((size_t)n_steps + 1, sizeof *pr->step_kernel);
-    if (!pr->step_kernel) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    pr->step_kernel = vf_calloc((size_t)n_steps + 1, sizeof *pr->step_kernel);
+    if (!pr->step_kernel) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     /* The scheduler profiles only when the queue family has timestamps
        (timestampValidBits > 0 and timestampComputeAndGraphics). */
     if (!rt->sched.profile || n_steps == 0) return VF_OK;
-    pr->ticks = calloc(2 * (size_t)n_steps, sizeof *pr->ticks);
-    if (!pr->ticks) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    pr->ticks = vf_calloc(2 * (size_t)n_steps, sizeof *pr->ticks);
+    if (!pr->ticks) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     VkQueryPoolCreateInfo qci = {
         .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
         .queryType = VK_QUERY_TYPE_TIMESTAMP,
         .queryCount = 2 * (uint32_t)n_steps,
     };
-    return vf_vk_check(rt->err, rt->dev.vkd.vkCreateQueryPool(rt->dev.device, &qci, NULL, &pr->pool),
+    return vf_vk_check(rt->err, VF_VKD(&rt->dev, vkCreateQueryPool, rt->dev.device, &qci, NULL, &pr->pool),
                        "vkCreateQueryPool");
 }
 
@@ -73,7 +74,7 @@ vf_status vf_vk_prof_collect(vf_vk_runtime *rt, vf_vk_prof *pr, int barriers, vf
     out->n_kernels = pr->n_k;
     if (!pr->pool) return VF_OK;
     uint32_t n = 2 * (uint32_t)pr->n_steps;
-    VkResult r = rt->dev.vkd.vkGetQueryPoolResults(rt->dev.device, pr->pool, 0, n, n * sizeof *pr->ticks, pr->ticks,
+    VkResult r = VF_VKD(&rt->dev, vkGetQueryPoolResults, rt->dev.device, pr->pool, 0, n, n * sizeof *pr->ticks, pr->ticks,
                                                    sizeof *pr->ticks, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
     vf_status s = vf_vk_check(rt->err, r, "vkGetQueryPoolResults");
     if (s) return s;
@@ -86,8 +87,8 @@ vf_status vf_vk_prof_collect(vf_vk_runtime *rt, vf_vk_prof *pr, int barriers, vf
     for (int i = 1; i < pr->n_steps; i++)
         if (((first - (pr->ticks[2 * i] & mask)) & mask) < (mask >> 1) && (pr->ticks[2 * i] & mask) != first)
             first = pr->ticks[2 * i] & mask;
-    bool *seen = calloc((size_t)pr->n_k + 1, sizeof *seen);
-    if (!seen) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    bool *seen = vf_calloc((size_t)pr->n_k + 1, sizeof *seen);
+    if (!seen) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     for (int i = 0; i < pr->n_steps; i++) {
         vf_plan_kernel_prof *k = &pr->k[pr->step_kernel[i]];
         uint64_t a = pr->ticks[2 * i] & mask, b = pr->ticks[2 * i + 1] & mask;

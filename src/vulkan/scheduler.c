@@ -1,4 +1,5 @@
 #include "vulkan/scheduler.h"
+#include "util/fault.h"
 #include "util/grow.h"
 
 #include <stdio.h>
@@ -13,7 +14,6 @@ static VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1
 
 static vf_status slot_init(vf_vk_sched *s, vf_vk_slot *sl)
 {
-    const vf_vk_device_table *vk = &s->dev->vkd;
     VkDevice d = s->dev->device;
     VkCommandBufferAllocateInfo cai = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
@@ -21,11 +21,11 @@ static vf_status slot_init(vf_vk_sched *s, vf_vk_slot *sl)
         .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
         .commandBufferCount = 1,
     };
-    vf_status st = vf_vk_check(s->err, vk->vkAllocateCommandBuffers(d, &cai, &sl->cmd),
+    vf_status st = vf_vk_check(s->err, VF_VKD(s->dev, vkAllocateCommandBuffers, d, &cai, &sl->cmd),
                                "vkAllocateCommandBuffers");
     if (st) return st;
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    st = vf_vk_check(s->err, vk->vkCreateFence(d, &fci, NULL, &sl->fence), "vkCreateFence");
+    st = vf_vk_check(s->err, VF_VKD(s->dev, vkCreateFence, d, &fci, NULL, &sl->fence), "vkCreateFence");
     if (st) return st;
     if (!s->dev->push_descriptors) {
         /* Enough for every dispatch of a full batch at the most bindings. */
@@ -39,7 +39,7 @@ static vf_status slot_init(vf_vk_sched *s, vf_vk_slot *sl)
             .poolSizeCount = 2,
             .pPoolSizes = sizes,
         };
-        st = vf_vk_check(s->err, vk->vkCreateDescriptorPool(d, &pci, NULL, &sl->pool),
+        st = vf_vk_check(s->err, VF_VKD(s->dev, vkCreateDescriptorPool, d, &pci, NULL, &sl->pool),
                          "vkCreateDescriptorPool");
         if (st) return st;
     }
@@ -49,11 +49,11 @@ static vf_status slot_init(vf_vk_sched *s, vf_vk_slot *sl)
             .queryType = VK_QUERY_TYPE_TIMESTAMP,
             .queryCount = 2 * s->batch_dispatches,
         };
-        st = vf_vk_check(s->err, vk->vkCreateQueryPool(d, &qci, NULL, &sl->queries),
+        st = vf_vk_check(s->err, VF_VKD(s->dev, vkCreateQueryPool, d, &qci, NULL, &sl->queries),
                          "vkCreateQueryPool");
         if (st) return st;
-        sl->timed_names = calloc(s->batch_dispatches, sizeof *sl->timed_names);
-        if (!sl->timed_names) return vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        sl->timed_names = vf_calloc(s->batch_dispatches, sizeof *sl->timed_names);
+        if (!sl->timed_names) return vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     }
     return VF_OK;
 }
@@ -79,8 +79,8 @@ vf_status vf_vk_sched_init(vf_vk_sched *s, vf_vk_device *dev, vf_vk_mem *mem,
     s->err = err;
     s->batch_dispatches = opt && opt->batch_dispatches ? opt->batch_dispatches : 64;
     s->profile = opt && opt->profile && dev->timestamp_valid_bits > 0;
-    s->fence_timeout_ns = opt && opt->fence_timeout_s > 0 ? (uint64_t)(opt->fence_timeout_s * 1e9) : UINT64_MAX;
-    if (s->fence_timeout_ns == 0) s->fence_timeout_ns = 1;
+    int64_t ms = opt && opt->timeout_ms > 0 ? opt->timeout_ms : VF_VK_DEFAULT_TIMEOUT_MS;
+    s->timeout_ns = (uint64_t)ms * 1000000u;
     vf_vk_hazards_init(&s->hz, &dev->vkd, &dev->test.drop_barriers);
     VkCommandPoolCreateInfo cpi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -88,7 +88,7 @@ vf_status vf_vk_sched_init(vf_vk_sched *s, vf_vk_device *dev, vf_vk_mem *mem,
                  VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
         .queueFamilyIndex = dev->queue_family,
     };
-    vf_status st = vf_vk_check(err, dev->vkd.vkCreateCommandPool(dev->device, &cpi, NULL, &s->cmd_pool),
+    vf_status st = vf_vk_check(err, VF_VKD(dev, vkCreateCommandPool, dev->device, &cpi, NULL, &s->cmd_pool),
                                "vkCreateCommandPool");
     for (int i = 0; i < VF_VK_SLOTS && !st; i++) st = slot_init(s, &s->slots[i]);
     return st;
@@ -99,14 +99,14 @@ vf_status vf_vk_sched_init(vf_vk_sched *s, vf_vk_device *dev, vf_vk_mem *mem,
 static vf_status record_timings(vf_vk_sched *s, vf_vk_slot *sl)
 {
     if (!sl->queries || !sl->n_timed) return VF_OK;
-    uint64_t *t = malloc(2 * sl->n_timed * sizeof *t);
-    if (!t) return vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
-    VkResult r = s->dev->vkd.vkGetQueryPoolResults(
+    uint64_t *t = vf_malloc(2 * sl->n_timed * sizeof *t);
+    if (!t) return vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
+    VkResult r = VF_VKD(s->dev, vkGetQueryPoolResults, 
         s->dev->device, sl->queries, 0, 2 * sl->n_timed, 2 * sl->n_timed * sizeof *t, t,
         sizeof *t, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
     vf_status st = vf_vk_check(s->err, r, "vkGetQueryPoolResults");
     if (!st && !vf_grow_size((void **)&s->timings, &s->cap_timings, s->n_timings + sl->n_timed, sizeof *s->timings))
-        st = vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        st = vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     uint32_t bits = s->dev->timestamp_valid_bits;
     uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
     for (uint32_t i = 0; !st && i < sl->n_timed; i++) {
@@ -142,18 +142,23 @@ static vf_status slot_finished(vf_vk_sched *s, vf_vk_slot *sl)
 static vf_status slot_wait(vf_vk_sched *s, vf_vk_slot *sl)
 {
     if (!sl->in_flight) return VF_OK;
-    /* No limit of our own by default: a batch may legitimately run long (on
-       lavapipe the first run of a pipeline compiles its machine code inside
-       the submission, minutes on a busy machine), and a hung GPU is
-       reported by the driver as VK_ERROR_DEVICE_LOST. */
-    VkResult r = s->dev->vkd.vkWaitForFences(s->dev->device, 1, &sl->fence, VK_TRUE,
-                                             s->fence_timeout_ns);
-    if (r == VK_TIMEOUT)
+    vf_status st = vf_vk_lost(s->dev, s->err, "waiting for a command batch");
+    if (st) return st;
+    /* Never forever (VKFUSE_TIMEOUT_MS): a batch that does not finish (a
+       kernel that loops, a hung GPU the driver does not report) leaves the
+       device in a state nothing can be trusted of, as a lost one. */
+    VkResult r = VF_VKD(s->dev, vkWaitForFences, s->dev->device, 1, &sl->fence, VK_TRUE, s->timeout_ns);
+    if (r == VK_TIMEOUT) {
+        double ms = (double)s->timeout_ns / 1e6;
+        char what[160];
+        snprintf(what, sizeof what, "vkWaitForFences (a command batch timed out after %g ms)", ms);
+        vf_vk_lost_note(s->dev, what, r);
         return vf_err_set(s->err, VF_ERROR_DEVICE,
-                          "a command batch did not finish within VKFUSE_FENCE_TIMEOUT=%g s (GPU hang,"
-                          " or work longer than the limit: raise or unset VKFUSE_FENCE_TIMEOUT)",
-                          (double)s->fence_timeout_ns * 1e-9);
-    vf_status st = vf_vk_check(s->err, r, "vkWaitForFences");
+                          "vulkan: timed out after %g ms in vkWaitForFences: a command batch did not finish"
+                          " (a kernel that never ends, or a hung GPU); the device is treated as lost: create"
+                          " a new context (VKFUSE_TIMEOUT_MS sets the limit)", ms);
+    }
+    st = vf_vk_check(s->err, r, "vkWaitForFences");
     if (st) return st;
     return slot_finished(s, sl);
 }
@@ -164,7 +169,7 @@ static void poll(vf_vk_sched *s)
     for (int i = 0; i < VF_VK_SLOTS; i++) {
         vf_vk_slot *sl = &s->slots[(s->cur + i) % VF_VK_SLOTS];
         if (!sl->in_flight) continue;
-        if (s->dev->vkd.vkGetFenceStatus(s->dev->device, sl->fence) != VK_SUCCESS) return;
+        if (VF_VKD(s->dev, vkGetFenceStatus, s->dev->device, sl->fence) != VK_SUCCESS) return;
         slot_finished(s, sl);
     }
 }
@@ -175,18 +180,19 @@ uint64_t vf_vk_sched_open(vf_vk_sched *s)
 {
     vf_vk_slot *sl = &s->slots[s->cur];
     if (sl->recording) return sl->serial;
+    if (vf_vk_lost(s->dev, s->err, "recording a command batch")) return 0;
     /* The ring is in serial order: the slot we reuse holds the oldest batch. */
     if (slot_wait(s, sl)) return 0;
     const vf_vk_device_table *vk = &s->dev->vkd;
-    if (vf_vk_check(s->err, vk->vkResetCommandBuffer(sl->cmd, 0), "vkResetCommandBuffer")) return 0;
-    if (sl->pool && vf_vk_check(s->err, vk->vkResetDescriptorPool(s->dev->device, sl->pool, 0),
+    if (vf_vk_check(s->err, VF_VKD(s->dev, vkResetCommandBuffer, sl->cmd, 0), "vkResetCommandBuffer")) return 0;
+    if (sl->pool && vf_vk_check(s->err, VF_VKD(s->dev, vkResetDescriptorPool, s->dev->device, sl->pool, 0),
                                 "vkResetDescriptorPool"))
         return 0;
     VkCommandBufferBeginInfo bi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
         .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
     };
-    if (vf_vk_check(s->err, vk->vkBeginCommandBuffer(sl->cmd, &bi), "vkBeginCommandBuffer")) return 0;
+    if (vf_vk_check(s->err, VF_VKD(s->dev, vkBeginCommandBuffer, sl->cmd, &bi), "vkBeginCommandBuffer")) return 0;
     if (sl->queries) vk->vkCmdResetQueryPool(sl->cmd, sl->queries, 0, 2 * s->batch_dispatches);
     sl->recording = true;
     sl->serial = ++s->last_serial;
@@ -201,6 +207,8 @@ vf_status vf_vk_sched_flush(vf_vk_sched *s)
 {
     vf_vk_slot *sl = &s->slots[s->cur];
     if (!sl->recording || sl->n_commands == 0) return VF_OK;
+    vf_status st = vf_vk_lost(s->dev, s->err, "submitting a command batch");
+    if (st) return st;
     return submit_slot(s, VK_NULL_HANDLE);
 }
 
@@ -231,15 +239,15 @@ static vf_status submit_slot(vf_vk_sched *s, VkCommandBuffer extra)
     vk->vkCmdPipelineBarrier(sl->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                              VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
     sl->recording = false;
-    vf_status st = vf_vk_check(s->err, vk->vkEndCommandBuffer(sl->cmd), "vkEndCommandBuffer");
-    if (!st) st = vf_vk_check(s->err, vk->vkResetFences(s->dev->device, 1, &sl->fence), "vkResetFences");
+    vf_status st = vf_vk_check(s->err, VF_VKD(s->dev, vkEndCommandBuffer, sl->cmd), "vkEndCommandBuffer");
+    if (!st) st = vf_vk_check(s->err, VF_VKD(s->dev, vkResetFences, s->dev->device, 1, &sl->fence), "vkResetFences");
     VkCommandBuffer cmds[2] = {sl->cmd, extra};
     VkSubmitInfo si = {
         .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
         .commandBufferCount = extra ? 2 : 1,
         .pCommandBuffers = cmds,
     };
-    if (!st) st = vf_vk_check(s->err, vk->vkQueueSubmit(s->dev->queue, 1, &si, sl->fence), "vkQueueSubmit");
+    if (!st) st = vf_vk_check(s->err, VF_VKD(s->dev, vkQueueSubmit, s->dev->queue, 1, &si, sl->fence), "vkQueueSubmit");
     if (st) {
         /* The batch is lost; count it completed so nothing waits forever. */
         if (sl->serial > s->completed) s->completed = sl->serial;
@@ -280,8 +288,11 @@ vf_status vf_vk_sched_sync(vf_vk_sched *s)
 void vf_vk_sched_destroy(vf_vk_sched *s)
 {
     if (!s->dev) return;
-    vf_vk_sched_sync(s);
-    if (s->dev->device) s->dev->vkd.vkDeviceWaitIdle(s->dev->device);
+    /* a lost device runs nothing more: what is recorded is dropped, and
+       vkDeviceWaitIdle (allowed on a lost device) returns at once on a
+       really lost one */
+    if (!s->dev->lost) vf_vk_sched_sync(s);
+    if (s->dev->device) VF_VKD(s->dev, vkDeviceWaitIdle, s->dev->device);
     for (int i = 0; i < VF_VK_SLOTS; i++) slot_destroy(s, &s->slots[i]);
     if (s->cmd_pool) s->dev->vkd.vkDestroyCommandPool(s->dev->device, s->cmd_pool, NULL);
     vf_vk_hazards_free(&s->hz);
@@ -294,7 +305,7 @@ void vf_vk_sched_destroy(vf_vk_sched *s)
 static vf_status track(vf_vk_sched *s, VkCommandBuffer cmd, const vf_vk_access *a, int n, bool force)
 {
     if (!vf_vk_hazard_track(&s->hz, cmd, a, n, force))
-        return vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     return VF_OK;
 }
 
@@ -309,14 +320,14 @@ static vf_status alloc_set(vf_vk_sched *s, const vf_vk_pipeline *p, VkDescriptor
         .descriptorSetCount = 1,
         .pSetLayouts = &p->layout->set_layout,
     };
-    VkResult r = s->dev->vkd.vkAllocateDescriptorSets(s->dev->device, &ai, set);
+    VkResult r = VF_VKD(s->dev, vkAllocateDescriptorSets, s->dev->device, &ai, set);
     if (r == VK_ERROR_OUT_OF_POOL_MEMORY || r == VK_ERROR_FRAGMENTED_POOL) {
         /* This batch's pool is full: submit it and use the next slot's. */
         vf_status st = vf_vk_sched_flush(s);
         if (st) return st;
         if (!vf_vk_sched_open(s)) return s->err->status ? s->err->status : VF_ERROR_DEVICE;
         ai.descriptorPool = s->slots[s->cur].pool;
-        r = s->dev->vkd.vkAllocateDescriptorSets(s->dev->device, &ai, set);
+        r = VF_VKD(s->dev, vkAllocateDescriptorSets, s->dev->device, &ai, set);
     }
     return vf_vk_check(s->err, r, "vkAllocateDescriptorSets");
 }
@@ -480,9 +491,8 @@ static vf_status staging_sync(vf_vk_sched *s, vf_vk_raw *r, bool flush)
         .memory = r->memory,
         .size = VK_WHOLE_SIZE,
     };
-    const vf_vk_device_table *vk = &s->dev->vkd;
-    return flush ? vf_vk_check(s->err, vk->vkFlushMappedMemoryRanges(s->dev->device, 1, &mr), "flush")
-                 : vf_vk_check(s->err, vk->vkInvalidateMappedMemoryRanges(s->dev->device, 1, &mr),
+    return flush ? vf_vk_check(s->err, VF_VKD(s->dev, vkFlushMappedMemoryRanges, s->dev->device, 1, &mr), "flush")
+                 : vf_vk_check(s->err, VF_VKD(s->dev, vkInvalidateMappedMemoryRanges, s->dev->device, 1, &mr),
                                "invalidate");
 }
 

@@ -59,10 +59,16 @@ typedef struct vf_vk_slot {
     VkDeviceSize staging_used;
 } vf_vk_slot;
 
+/* VKFUSE_TIMEOUT_MS's default: two minutes, so that no wait is forever,
+   yet far above any batch vkfuse makes (on lavapipe a kernel's machine
+   code is compiled inside its first submission: seconds under load). */
+#define VF_VK_DEFAULT_TIMEOUT_MS 120000
+
 typedef struct vf_vk_sched_options {
     uint32_t batch_dispatches;   /* 0: 64 */
     bool profile;
-    double fence_timeout_s;      /* > 0: a batch not done after this long fails; 0: wait for the driver */
+    int64_t timeout_ms;          /* a batch not done after this long fails and the device is lost;
+                                    0: VF_VK_DEFAULT_TIMEOUT_MS */
 } vf_vk_sched_options;
 
 typedef struct vf_vk_sched {
@@ -76,7 +82,7 @@ typedef struct vf_vk_sched {
     uint64_t completed;          /* every batch <= this has finished */
     uint32_t batch_dispatches;
     bool profile;
-    uint64_t fence_timeout_ns;   /* UINT64_MAX: none */
+    uint64_t timeout_ns;         /* of every fence wait */
     vf_vk_hazards hz;            /* what may race, and the dispatch and barrier counts */
     vf_vk_timing *timings;
     size_t n_timings, cap_timings;

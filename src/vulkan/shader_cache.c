@@ -1,4 +1,5 @@
 #include "vulkan/shader_cache.h"
+#include "util/fault.h"
 #include "util/clock.h"
 #include "vulkan/disk_cache.h"
 
@@ -74,11 +75,11 @@ bool vf_vk_shader_path(const vf_vk_shaders *c, uint64_t key, char *buf, size_t l
 static vf_status remember(vf_vk_shaders *c, uint64_t key, uint32_t *words, size_t n_words,
                           const vf_vk_spirv **out)
 {
-    vf_vk_spirv *s = malloc(sizeof *s);
+    vf_vk_spirv *s = vf_malloc(sizeof *s);
     if (!s || !vf_hmap_put(&c->map, key, s)) {
         free(s);
         free(words);
-        return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (shader cache)");
+        return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed) (shader cache)");
     }
     *s = (vf_vk_spirv){key, words, n_words};
     *out = s;
@@ -114,9 +115,16 @@ vf_status vf_vk_shader_compile_raw(void *compiler, uint32_t target_env_version, 
                                    const char *name, vf_vk_compiled *out)
 {
     memset(out, 0, sizeof *out);
+    vf_fault_kind fault = vf_fault_armed() ? vf_fault_hit(VF_FAULT_shaderc) : VF_FAULT_KIND_NONE;
+    if (fault) { /* injected (fault.h): as shaderc would fail */
+        bool oom = fault == VF_FAULT_OOM_HOST;
+        snprintf(out->message, sizeof out->message, "kernel %s: %s (injected by VKFUSE_FAULT at site shaderc)",
+                 name, oom ? "shaderc ran out of host memory (malloc failed)" : "failed to compile");
+        return out->status = oom ? VF_ERROR_OUT_OF_MEMORY : VF_ERROR_COMPILE;
+    }
     shaderc_compile_options_t o = shaderc_compile_options_initialize();
     if (!o) {
-        snprintf(out->message, sizeof out->message, "shaderc options: out of memory");
+        snprintf(out->message, sizeof out->message, "shaderc options: out of host memory (malloc failed)");
         return out->status = VF_ERROR_OUT_OF_MEMORY;
     }
     shaderc_compile_options_set_optimization_level(o, shaderc_optimization_level_performance);
@@ -137,9 +145,9 @@ vf_status vf_vk_shader_compile_raw(void *compiler, uint32_t target_env_version, 
         out->status = VF_ERROR_COMPILE;
     } else {
         size_t bytes = shaderc_result_get_length(r);
-        out->words = malloc(bytes ? bytes : 4);
+        out->words = vf_malloc(bytes ? bytes : 4);
         if (!out->words) {
-            snprintf(out->message, sizeof out->message, "out of host memory");
+            snprintf(out->message, sizeof out->message, "out of host memory (malloc failed)");
             out->status = VF_ERROR_OUT_OF_MEMORY;
         } else {
             memcpy(out->words, shaderc_result_get_bytes(r), bytes);
@@ -241,7 +249,7 @@ vf_status vf_vk_shader_insert(vf_vk_shaders *c, uint64_t key, const uint32_t *wo
         return vf_err_set(c->err, VF_ERROR_FORMAT, "kernel %016llx: not a SPIR-V module", (unsigned long long)key);
     /* The kernels are compiled for Vulkan 1.2 (vf_vk_shaders_init). */
     spv_context sc = spvContextCreate(SPV_ENV_VULKAN_1_2);
-    if (!sc) return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (SPIR-V validator)");
+    if (!sc) return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed) (SPIR-V validator)");
     spv_diagnostic diag = NULL;
     spv_result_t r = spvValidateBinary(sc, words, n_words, &diag);
     vf_status s = VF_OK;
@@ -251,8 +259,8 @@ vf_status vf_vk_shader_insert(vf_vk_shaders *c, uint64_t key, const uint32_t *wo
     spvDiagnosticDestroy(diag);
     spvContextDestroy(sc);
     if (s) return s;
-    uint32_t *copy = malloc(sizeof *copy * n_words);
-    if (!copy) return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (shader cache)");
+    uint32_t *copy = vf_malloc(sizeof *copy * n_words);
+    if (!copy) return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed) (shader cache)");
     memcpy(copy, words, sizeof *copy * n_words);
     const vf_vk_spirv *out;
     s = remember(c, key, copy, n_words, &out);

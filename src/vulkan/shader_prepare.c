@@ -10,6 +10,7 @@
  * reported there), so what a user sees does not depend on the threads.
  * The threads live for one call: no pool to own, nothing left running. */
 #include "vulkan/shader_cache.h"
+#include "util/fault.h"
 #include "util/clock.h"
 
 #include <pthread.h>
@@ -58,12 +59,12 @@ static bool on_hand(const vf_vk_shaders *c, uint64_t key)
 vf_status vf_vk_shaders_prepare(vf_vk_shaders *c, int n, const char *const *glsl, const char *const *names)
 {
     if (c->compile_threads <= 1 || n < 2) return VF_OK;
-    int *job = malloc(sizeof *job * (size_t)n);
-    vf_vk_compiled *out = calloc((size_t)n, sizeof *out);
+    int *job = vf_malloc(sizeof *job * (size_t)n);
+    vf_vk_compiled *out = vf_calloc((size_t)n, sizeof *out);
     if (!job || !out) {
         free(job);
         free(out);
-        return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (compiling ahead)");
+        return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed) (compiling ahead)");
     }
     int n_jobs = 0;
     for (int i = 0; i < n; i++) {
@@ -104,7 +105,7 @@ vf_status vf_vk_shaders_prepare(vf_vk_shaders *c, int n, const char *const *glsl
                 n_jobs, started + 1, (double)(vf_now_ns() - t0) / 1e6, (double)sum / 1e6);
     }
 
-    vf_vk_compiled *grown = realloc(c->ahead, sizeof *grown * (size_t)(c->n_ahead + n_jobs));
+    vf_vk_compiled *grown = vf_realloc(c->ahead, sizeof *grown * (size_t)(c->n_ahead + n_jobs));
     if (!grown) {   /* nothing lost but the work: vf_vk_shader_get compiles them again */
         for (int j = 0; j < n_jobs; j++) free(out[j].words);
         free(out);

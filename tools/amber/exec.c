@@ -56,7 +56,7 @@ static void flush(am_exec *x, int i)
     if (x->buf[i].coherent || !x->buf[i].memory) return;
     VkMappedMemoryRange r = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE, .memory = x->buf[i].memory,
                              .size = VK_WHOLE_SIZE};
-    VK->vkFlushMappedMemoryRanges(DEV, 1, &r);
+    VF_VKD(&x->dev, vkFlushMappedMemoryRanges, DEV, 1, &r);
 }
 
 static void invalidate(am_exec *x, int i)
@@ -64,7 +64,7 @@ static void invalidate(am_exec *x, int i)
     if (x->buf[i].coherent || !x->buf[i].memory) return;
     VkMappedMemoryRange r = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE, .memory = x->buf[i].memory,
                              .size = VK_WHOLE_SIZE};
-    VK->vkInvalidateMappedMemoryRanges(DEV, 1, &r);
+    VF_VKD(&x->dev, vkInvalidateMappedMemoryRanges, DEV, 1, &r);
 }
 
 static VkDescriptorType desc_type(am_bind_kind k)
@@ -138,7 +138,7 @@ static am_status make_pipeline(am_exec *x, am_script *s, int pi, const am_exec_o
         }
         VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                         .codeSize = spv.n_words * 4, .pCode = spv.words};
-        VkResult r = VK->vkCreateShaderModule(DEV, &mci, NULL, mod);
+        VkResult r = VF_VKD(&x->dev, vkCreateShaderModule, DEV, &mci, NULL, mod);
         free(spv.words);
         if (r != VK_SUCCESS) return vkfail(res, sh->pos, "vkCreateShaderModule", r);
     }
@@ -162,7 +162,7 @@ static am_status make_pipeline(am_exec *x, am_script *s, int pi, const am_exec_o
         }
         VkDescriptorSetLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
                                                .bindingCount = n, .pBindings = lb};
-        VkResult r = VK->vkCreateDescriptorSetLayout(DEV, &lci, NULL, &x->set_layout[pi][set]);
+        VkResult r = VF_VKD(&x->dev, vkCreateDescriptorSetLayout, DEV, &lci, NULL, &x->set_layout[pi][set]);
         if (r != VK_SUCCESS) return vkfail(res, pl->pos, "vkCreateDescriptorSetLayout", r);
     }
     VkPushConstantRange pr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
@@ -176,7 +176,7 @@ static am_status make_pipeline(am_exec *x, am_script *s, int pi, const am_exec_o
     VkPipelineLayoutCreateInfo plci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                        .setLayoutCount = n_sets, .pSetLayouts = x->set_layout[pi],
                                        .pushConstantRangeCount = pr.size ? 1 : 0, .pPushConstantRanges = &pr};
-    VkResult r = VK->vkCreatePipelineLayout(DEV, &plci, NULL, &x->layout[pi]);
+    VkResult r = VF_VKD(&x->dev, vkCreatePipelineLayout, DEV, &plci, NULL, &x->layout[pi]);
     if (r != VK_SUCCESS) return vkfail(res, pl->pos, "vkCreatePipelineLayout", r);
 
     VkSpecializationMapEntry me[AM_MAX_SPECS];
@@ -216,7 +216,7 @@ static am_status make_pipeline(am_exec *x, am_script *s, int pi, const am_exec_o
                   .pSpecializationInfo = pl->n_spec ? &spec : NULL},
         .layout = x->layout[pi],
     };
-    r = VK->vkCreateComputePipelines(DEV, VK_NULL_HANDLE, 1, &ci, NULL, &x->pipe[pi]);
+    r = VF_VKD(&x->dev, vkCreateComputePipelines, DEV, VK_NULL_HANDLE, 1, &ci, NULL, &x->pipe[pi]);
     if (r != VK_SUCCESS) return vkfail(res, pl->pos, "vkCreateComputePipelines", r);
     (void)o;
     return AM_PASS;
@@ -252,15 +252,20 @@ static am_status check_binding(am_exec *x, const am_script *s, const am_binding 
 static am_status submit_wait(am_exec *x, const am_cmd *c, const am_exec_opts *o, uint32_t timeout_ms, am_result *res)
 {
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &x->cb};
-    VkResult r = VK->vkQueueSubmit(x->dev.queue, 1, &si, x->fence);
+    VkResult r = VF_VKD(&x->dev, vkQueueSubmit, x->dev.queue, 1, &si, x->fence);
     if (r != VK_SUCCESS) return vkfail(res, c->pos, "vkQueueSubmit", r);
-    r = VK->vkWaitForFences(DEV, 1, &x->fence, VK_TRUE, (uint64_t)timeout_ms * 1000000ull);
+    r = VF_VKD(&x->dev, vkWaitForFences, DEV, 1, &x->fence, VK_TRUE, (uint64_t)timeout_ms * 1000000ull);
     if (r == VK_TIMEOUT) {
         x->hung = true;
         return am_fail_at(res, c->pos, "RUN did not finish within %u ms (fence timeout)", timeout_ms);
     }
-    if (r != VK_SUCCESS) return vkfail(res, c->pos, "vkWaitForFences", r);
-    VK->vkResetFences(DEV, 1, &x->fence);
+    if (r != VK_SUCCESS) {
+        /* the batch may still run (an injected failure, VKFUSE_FAULT): its
+           objects must outlive it; prompt on a really lost device */
+        x->dev.vkd.vkDeviceWaitIdle(DEV);
+        return vkfail(res, c->pos, "vkWaitForFences", r);
+    }
+    VF_VKD(&x->dev, vkResetFences, DEV, 1, &x->fence);
     (void)o;
     return AM_PASS;
 }
@@ -298,12 +303,12 @@ static am_status run(am_exec *x, am_script *s, const am_cmd *c, const am_exec_op
     if (x->n_sets[pi]) {
         VkDescriptorPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                           .maxSets = x->n_sets[pi], .poolSizeCount = n_ps, .pPoolSizes = ps};
-        r = VK->vkCreateDescriptorPool(DEV, &pci, NULL, &pool);
+        r = VF_VKD(&x->dev, vkCreateDescriptorPool, DEV, &pci, NULL, &pool);
         if (r != VK_SUCCESS) return vkfail(res, c->pos, "vkCreateDescriptorPool", r);
         VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
                                           .descriptorPool = pool, .descriptorSetCount = x->n_sets[pi],
                                           .pSetLayouts = x->set_layout[pi]};
-        r = VK->vkAllocateDescriptorSets(DEV, &ai, sets);
+        r = VF_VKD(&x->dev, vkAllocateDescriptorSets, DEV, &ai, sets);
         if (r != VK_SUCCESS) {
             VK->vkDestroyDescriptorPool(DEV, pool, NULL);
             return vkfail(res, c->pos, "vkAllocateDescriptorSets", r);
@@ -344,10 +349,10 @@ static am_status run(am_exec *x, am_script *s, const am_cmd *c, const am_exec_op
     }
     if (pl->n_bind) VK->vkUpdateDescriptorSets(DEV, (uint32_t)pl->n_bind, w, 0, NULL);
 
-    VK->vkResetCommandBuffer(x->cb, 0);
+    VF_VKD(&x->dev, vkResetCommandBuffer, x->cb, 0);
     VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    VK->vkBeginCommandBuffer(x->cb, &cbi);
+    VF_VKD(&x->dev, vkBeginCommandBuffer, x->cb, &cbi);
     VkMemoryBarrier host_to_dev = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                    .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT,
                                    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
@@ -371,7 +376,7 @@ static am_status run(am_exec *x, am_script *s, const am_cmd *c, const am_exec_op
     VK->vkCmdPipelineBarrier(x->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
                              &dev_to_host, 0, NULL, 0, NULL);
     am_img_record_readback(x, s);
-    r = VK->vkEndCommandBuffer(x->cb);
+    r = VF_VKD(&x->dev, vkEndCommandBuffer, x->cb);
     am_status st = r == VK_SUCCESS ? AM_PASS : vkfail(res, c->pos, "vkEndCommandBuffer", r);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -477,15 +482,15 @@ am_status am_exec_run(am_exec *x, am_script *s, const am_exec_opts *o, am_result
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                    .queueFamilyIndex = x->dev.queue_family};
-    VkResult r = VK->vkCreateCommandPool(DEV, &pci, NULL, &x->pool);
+    VkResult r = VF_VKD(&x->dev, vkCreateCommandPool, DEV, &pci, NULL, &x->pool);
     if (r != VK_SUCCESS) return vkfail(res, (am_pos){0, 0}, "vkCreateCommandPool", r);
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                       .commandPool = x->pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                       .commandBufferCount = 1};
-    r = VK->vkAllocateCommandBuffers(DEV, &ai, &x->cb);
+    r = VF_VKD(&x->dev, vkAllocateCommandBuffers, DEV, &ai, &x->cb);
     if (r != VK_SUCCESS) return vkfail(res, (am_pos){0, 0}, "vkAllocateCommandBuffers", r);
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    r = VK->vkCreateFence(DEV, &fci, NULL, &x->fence);
+    r = VF_VKD(&x->dev, vkCreateFence, DEV, &fci, NULL, &x->fence);
     if (r != VK_SUCCESS) return vkfail(res, (am_pos){0, 0}, "vkCreateFence", r);
     am_status ist = am_img_setup(x, s, res);
     if (ist != AM_PASS) return ist;
@@ -517,7 +522,7 @@ void am_exec_destroy(am_exec *x)
 {
     if (x->hung || !x->have_dev) return;
     if (DEV) {
-        VK->vkDeviceWaitIdle(DEV);
+        VF_VKD(&x->dev, vkDeviceWaitIdle, DEV);
         for (int i = 0; i < AM_MAX_PIPELINES; i++) {
             if (x->pipe[i]) VK->vkDestroyPipeline(DEV, x->pipe[i], NULL);
             if (x->layout[i]) VK->vkDestroyPipelineLayout(DEV, x->layout[i], NULL);
@@ -537,4 +542,5 @@ void am_exec_destroy(am_exec *x)
     }
     vf_vk_device_destroy(&x->dev);
     x->have_dev = false;
+    vf_fault_report(); /* VKFUSE_FAULT_COUNT, as at a context's destroy */
 }

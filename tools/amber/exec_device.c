@@ -175,10 +175,10 @@ static am_status check_instance_exts(am_exec *x, const am_script *s, am_result *
             continue;
         if (!strcmp(e, "VK_EXT_debug_utils") && d->validation) continue;
         uint32_t n = 0;
-        d->loader.vk.vkEnumerateInstanceExtensionProperties(NULL, &n, NULL);
+        VF_VKG(d, vkEnumerateInstanceExtensionProperties, NULL, &n, NULL);
         VkExtensionProperties *p = calloc(n ? n : 1, sizeof *p);
         if (!p) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
-        d->loader.vk.vkEnumerateInstanceExtensionProperties(NULL, &n, p);
+        VF_VKG(d, vkEnumerateInstanceExtensionProperties, NULL, &n, p);
         bool have = has_ext(p, n, e);
         free(p);
         if (!have) return skip(res, "instance extension %s not available%s", e, "");
@@ -194,6 +194,9 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
     vf_vk_device_options vo = {.device_index = o->device_index, .device_env = o->device_env,
                                .validation = o->validation, .loader = env.loader, .test_caps = env.test_caps,
                                .test_limits = env.test_limits};
+    /* VKFUSE_FAULT / VKFUSE_FAULT_COUNT (src/util/fault.h), as a context reads them */
+    if (vf_fault_setup(getenv("VKFUSE_FAULT"), getenv("VKFUSE_FAULT_COUNT"), &x->err) != VF_OK)
+        return am_fail_at(res, (am_pos){0, 0}, "%s", x->err.message);
     if (vf_vk_device_create(&x->dev, &vo, &x->err) != VF_OK)
         return am_fail_at(res, (am_pos){0, 0}, "no Vulkan device: %s", x->err.message);
     x->have_dev = true;
@@ -207,10 +210,10 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
     if (st != AM_PASS) return st;
 
     uint32_t n_ext = 0;
-    d->vki.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, NULL);
+    VF_VKI(d, vkEnumerateDeviceExtensionProperties, d->phys, NULL, &n_ext, NULL);
     VkExtensionProperties *ext = calloc(n_ext ? n_ext : 1, sizeof *ext);
     if (!ext) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
-    d->vki.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, ext);
+    VF_VKI(d, vkEnumerateDeviceExtensionProperties, d->phys, NULL, &n_ext, ext);
 
     /* A feature of a struct the headers do not have cannot be asked for:
        the device is taken to lack it. */
@@ -312,7 +315,7 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
     if (has_ext(ext, n_ext, "VK_KHR_portability_subset")) names[n_names++] = "VK_KHR_portability_subset";
 
     /* Our device replaces the runtime's. */
-    d->vkd.vkDeviceWaitIdle(d->device);
+    VF_VKD(d, vkDeviceWaitIdle, d->device);
     d->vkd.vkDestroyDevice(d->device, NULL);
     d->device = VK_NULL_HANDLE;
     d->push_descriptors = false;
@@ -329,7 +332,7 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
                               .pQueueCreateInfos = &qci,
                               .enabledExtensionCount = n_names,
                               .ppEnabledExtensionNames = names};
-    VkResult r = d->vki.vkCreateDevice(d->phys, &dci, NULL, &d->device);
+    VkResult r = VF_VKI(d, vkCreateDevice, d->phys, &dci, NULL, &d->device);
     if (r != VK_SUCCESS) {
         d->device = VK_NULL_HANDLE;
         st = am_fail_at(res, (am_pos){0, 0}, "vkCreateDevice: %s", vf_vk_result_name(r));

@@ -294,7 +294,7 @@ static am_status get_image(am_exec *x, const am_script *s, int buf, const am_bin
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = mr.size,
                                .memoryTypeIndex = memory_type(x, mr.memoryTypeBits)};
     if (ai.memoryTypeIndex == UINT32_MAX) return am_fail_at(res, pos, "no memory type for image '%s'", ab->name);
-    r = VK->vkAllocateMemory(DEV, &ai, NULL, &im->memory);
+    r = VF_VKD(&x->dev, vkAllocateMemory, DEV, &ai, NULL, &im->memory);
     if (r != VK_SUCCESS) return am_fail_at(res, pos, "image '%s': vkAllocateMemory failed: %s", ab->name, vf_vk_result_name(r));
     r = IMG->vkBindImageMemory(DEV, im->image, im->memory, 0);
     if (r != VK_SUCCESS) return am_fail_at(res, pos, "vkBindImageMemory failed: %s", vf_vk_result_name(r));

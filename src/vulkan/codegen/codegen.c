@@ -410,7 +410,7 @@ vf_status cg_finish(vf_cg *g, const char *template_name)
     if (oom || !g->d->glsl) {
         free(g->d->glsl);
         g->d->glsl = NULL;
-        return vf_err_set(g->err, VF_ERROR_OUT_OF_MEMORY, "codegen: out of memory building GLSL");
+        return vf_err_set(g->err, VF_ERROR_OUT_OF_MEMORY, "codegen: out of host memory (malloc failed) building GLSL");
     }
     for (int i = 0; i < 3; i++)
         if (g->d->groups[i] == 0) g->d->groups[i] = 1;
