@@ -196,7 +196,7 @@ static vf_status host_value(vf_run_state *rs, const vf_node *n, const vf_rval *x
     vf_shape sh = shape_of(&x->ref);
     int64_t numel = vf_shape_numel(&sh);
     size_t bytes = (size_t)numel * vf_dtype_size(x->ref.dtype);
-    void *data = malloc(bytes ? bytes : 1);
+    void *data = vf_malloc(bytes ? bytes : 1);
     if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map '%s': out of host memory", n->label);
     vf_status s = bytes ? ctx->be.iface->download(ctx->be.self, x->ref.buf, x->ref.offset, data, bytes) : VF_OK;
     if (s != VF_OK) vf_backend_failed(ctx, s, "vf_host_map '%s': reading its input", n->label);

@@ -1,6 +1,7 @@
 /* vf_tensor_copy_to: a tensor of one context copied into another (another
  * device, or another context on the same one), through the host. */
 #include "frontend/frontend.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 
@@ -28,7 +29,7 @@ vf_tensor *vf_tensor_copy_to(vf_context *dst, vf_tensor *t)
     int64_t shape[VF_MAX_RANK] = {0};
     for (int a = 0; a < rank && a < VF_MAX_RANK; a++) shape[a] = vf_tensor_dim(t, a);
     size_t bytes = vf_tensor_bytes(t);
-    void *data = rank >= 0 ? malloc(bytes ? bytes : 1) : NULL;
+    void *data = rank >= 0 ? vf_malloc(bytes ? bytes : 1) : NULL;
     if (rank >= 0 && !data) return fail_dst(dst, VF_ERROR_OUT_OF_MEMORY, "vf_tensor_copy_to: %s", "out of host memory");
     if (rank < 0 || vf_tensor_read(t, data, bytes) != VF_OK) {
         free(data);

@@ -525,7 +525,7 @@ vf_tensor *vf_trace_host(vf_context *ctx, vf_tensor *t, vf_host_fn fn, void *use
     if (id < 0) return NULL;
     vf_node *n = &vf_trace_graph(ctx)->nodes[id];
     n->host_fn = fn, n->host_user = user;
-    if (!(n->label = strdup(name))) return oom(ctx, "vf_host_map"), NULL;
+    if (!(n->label = vf_strdup(name))) return oom(ctx, "vf_host_map"), NULL;
     return vf_trace_tensor_for(ctx, id);
 }
 

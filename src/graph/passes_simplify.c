@@ -3,6 +3,7 @@
  * (as XLA's and Grappler's simplifiers do; the values compare equal). */
 #include "graph/passes.h"
 #include "util/dtype.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 
@@ -81,7 +82,7 @@ static bool where_same_to_fill(const vf_graph *g, vf_node *n)
    output), so it must keep its values. */
 static bool *where_same_only(const vf_graph *g)
 {
-    bool *only = malloc((size_t)(g->n ? g->n : 1) * sizeof *only);
+    bool *only = vf_malloc((size_t)(g->n ? g->n : 1) * sizeof *only);
     if (!only) return NULL;
     for (int i = 0; i < g->n; i++) only[i] = true;
     for (int i = 0; i < g->n; i++) {
