@@ -196,7 +196,7 @@ static vf_status new_kernel(vf_vk_runtime *rt, const vf_exec *e, vf_vk_memo_entr
     return VF_OK;
 }
 
-static vf_status vk_exec(void *self, const vf_exec *e)
+vf_status vf_vk_exec(void *self, const vf_exec *e)
 {
     vf_vk_runtime *rt = self;
     /* A memo hit (the common case of an eager op) allocates nothing: the
@@ -215,7 +215,7 @@ static vf_status vk_exec(void *self, const vf_exec *e)
         memcpy(ent->key, key, sizeof *key * (size_t)n_key);
         s = new_kernel(rt, e, ent, &me);
     }
-    const vf_kernel *k = me ? &me->k : NULL;
+    const vf_gen_kernel *k = me ? &me->k : NULL;
     vf_buffer *scratch = NULL;
     if (!s && k->scratch_bytes) s = vf_vk_mem_alloc(&rt->mem, k->scratch_bytes, 0, &scratch);
     for (int i = 0; !s && i < k->n_steps; i++) {
@@ -351,13 +351,15 @@ static vf_status vk_kernel_insert(void *self, uint64_t key, const uint32_t *word
     return vf_vk_shader_insert(&rt->shaders, key, words, n_words);
 }
 
+static vf_status vk_ukernel(void *self, const vf_ukernel_exec *e) { return vf_vk_ukernel_run(self, e); }
+
 static const vf_backend_iface vk_iface = {
     .name = "vulkan",
     .alloc = vk_alloc,
     .free = vk_free,
     .upload = vk_upload,
     .download = vk_download,
-    .exec = vk_exec,
+    .exec = vf_vk_exec,
     .sync = vk_sync,
     .destroy = vk_destroy,
     .stats = vk_stats,
@@ -370,6 +372,7 @@ static const vf_backend_iface vk_iface = {
     .kernels_track = vk_kernels_track,
     .kernel_binary = vk_kernel_binary,
     .kernel_insert = vk_kernel_insert,
+    .ukernel = vk_ukernel,
 };
 
 vf_vk_runtime *vf_vk_runtime_of(const vf_backend_t *be)

@@ -77,7 +77,7 @@ static const char *const bpf_main =
     "            }\n"
     "        }\n";
 
-vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     const char *name = vf_op_get(e->op)->name;
     const vf_tref *a = &e->in[0], *b = &e->in[1], *out = &e->out;

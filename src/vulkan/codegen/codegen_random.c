@@ -11,7 +11,7 @@
 #define RN_LOCAL 256u   /* wanted; clamped to the device by cg_clamp_wg */
 
 /* RANDOM_NORMAL: invocation k writes elements 2k and 2k+1 (philox.glsl). */
-vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     k->n_steps = 1;
     vf_cg g;
