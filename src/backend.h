@@ -51,6 +51,9 @@ typedef struct vf_exec {
     int n_in;
     vf_tref in[3];
     vf_tref out;
+    /* VF_OP_USER_KERNEL only: the call resolved at the plan's sizes (its
+       in / out pointers unused: in[] and out above are the tensors) */
+    const vf_ukernel_exec *ux;
 } vf_exec;
 
 /* Window ops, as both backends run them: output element o (coordinates

@@ -307,6 +307,66 @@ static void traced_kernels_test(vf_backend b)
 }
 VT_PER_BACKEND(traced_kernels_test)
 
+/* On Vulkan the traced call is one recorded plan: the kernels in its arena,
+   barriers from hazard tracking (the validation layer's synchronisation
+   checks run in ctest), and the profile names each user kernel with its
+   bytes; the Perfetto trace too. */
+static void planned_and_profiled(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    const char *val = getenv("VKFUSE_VALIDATION");
+    vf_context_desc cd = {.backend = VF_BACKEND_VULKAN, .validation = val && !strcmp(val, "1"), .profile = true};
+    vf_context *ctx = NULL;
+    assert_int_equal(vf_context_create(&cd, &ctx), VF_OK);
+    traced_kernels tk = {make_axpb(ctx, true), make_hist(ctx)};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "planned", .body = traced_body,
+                                                                   .user = &tk, .n_inputs = 2, .n_outputs = 2});
+    enum { N = 64 };
+    float x[N];
+    int32_t v[N];
+    vt_fill_uniform(x, N, -1, 1, 3);
+    vt_fill_int(v, N, 0, 4, 4);
+    int64_t n = N;
+    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 1, &n, x), vf_tensor_from_host(ctx, VF_I32, 1, &n, v)};
+    vf_tensor *out[2];
+    for (int call = 0; call < 2; call++) assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+    uint32_t *h = vt_read(out[0]), want[5] = {0};
+    for (int i = 0; i < N; i++) want[v[i]]++;
+    vt_assert_equal_bytes(h, want, sizeof want, "planned histogram");
+    free(h);
+    vf_function_stats st;
+    assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+    assert_true(st.planned);
+    assert_int_equal(st.submits_per_call, 1);
+    vf_function_profile p;
+    assert_int_equal(vf_function_profile_get(fn, &p), VF_OK);
+    assert_true(p.planned);
+    int seen = 0;
+    for (int i = 0; i < p.n_kernels; i++) {
+        const vf_kernel_profile *k = &p.kernels[i];
+        if (!strcmp(k->name, "histogram")) {
+            seen |= 1;
+            assert_int_equal(k->dispatches, 2); /* the zeroing, then the shader */
+            assert_int_equal(k->bytes_read, N * 4);
+            assert_int_equal(k->n_nodes, 1);
+            assert_string_equal(k->node_ops[0], "histogram");
+        }
+        if (!strcmp(k->name, "axpb")) seen |= 2;
+    }
+    assert_int_equal(seen, 3);
+    vf_trace_file *tf = vf_trace_file_create();
+    assert_int_equal(vf_trace_file_add(tf, "planned", &p), VF_OK);
+    char *json = vf_trace_file_json(tf);
+    assert_non_null(strstr(json, "\"histogram\""));
+    free(json);
+    vf_trace_file_destroy(tf);
+    vf_function_destroy(fn);
+    vf_kernel_destroy(tk.axpb);
+    vf_kernel_destroy(tk.hist);
+    vt_context_done(ctx);
+}
+
 /* ---- bad input: a status and a message, never a crash ------------------- */
 
 static void bad_glsl(vf_backend b)
@@ -447,6 +507,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(bad_desc),
         VT_PER_BACKEND_TESTS(bad_call),
         VT_PER_BACKEND_TESTS(no_cpu_impl),
+        cmocka_unit_test(planned_and_profiled),
         cmocka_unit_test(outlives_context),
     };
     return VT_RUN_GROUP(tests);

@@ -101,37 +101,6 @@ static vf_status check_tref(vf_cpu *cpu, const char *op, const char *which, cons
     return VF_OK;
 }
 
-static vf_status cpu_exec(void *self, const vf_exec *e)
-{
-    vf_cpu *cpu = self;
-    if ((unsigned)e->op >= VF_OP_COUNT)
-        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "cpu backend: op %d unknown",
-                          (int)e->op);
-    const vf_op_info *info = vf_op_get(e->op);
-    if (e->n_in < 0 || e->n_in > 3)
-        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "cpu backend: %s with %d inputs",
-                          info->name, e->n_in);
-    static const char *const names[3] = {"input 0", "input 1", "input 2"};
-    vf_status s = check_tref(cpu, info->name, "output", &e->out);
-    for (int j = 0; j < e->n_in && s == VF_OK; j++) s = check_tref(cpu, info->name, names[j], &e->in[j]);
-    if (s != VF_OK) return s;
-    if (vf_cpu_numel(&e->out) == 0) return VF_OK;
-
-    switch (info->kind) {
-    case VF_KIND_ELEMENTWISE: return vf_cpu_elementwise(cpu, e);
-    case VF_KIND_REDUCTION: return e->op == VF_OP_ARGMAX ? vf_cpu_argmax(cpu, e) : vf_cpu_reduce(cpu, e);
-    case VF_KIND_ROW: return e->op == VF_OP_SPARSE_XENT ? vf_cpu_sparse_xent(cpu, e) : vf_cpu_softmax(cpu, e);
-    case VF_KIND_MATMUL: return vf_cpu_matmul(cpu, e);
-    case VF_KIND_MOVEMENT: return e->op == VF_OP_TRANSPOSE ? vf_cpu_transpose(cpu, e) : vf_cpu_window(cpu, e);
-    case VF_KIND_CONV: return e->op >= VF_OP_MAX_POOL2D ? vf_cpu_pool(cpu, e) : vf_cpu_conv(cpu, e);
-    case VF_KIND_SOURCE:
-        if (e->op == VF_OP_IOTA) return vf_cpu_index(cpu, e);
-        return e->op == VF_OP_RANDOM_NORMAL ? vf_cpu_random_normal(cpu, e) : vf_cpu_fill(cpu, e);
-    case VF_KIND_INDEX: return vf_cpu_index(cpu, e);
-    }
-    return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: op %s has no kernel", info->name);
-}
-
 /* A user kernel's C implementation on host pointers; the outputs zeroed
    first as on Vulkan (docs/KERNELS.md). */
 static vf_status cpu_ukernel(void *self, const vf_ukernel_exec *e)
@@ -163,6 +132,45 @@ static vf_status cpu_ukernel(void *self, const vf_ukernel_exec *e)
                           "kernel '%s': its C implementation (desc.cpu) returned %s", k->name,
                           vf_status_name((unsigned)s <= VF_ERROR_FORMAT ? s : VF_ERROR_INVALID_ARGUMENT));
     return VF_OK;
+}
+
+static vf_status cpu_exec(void *self, const vf_exec *e)
+{
+    vf_cpu *cpu = self;
+    if ((unsigned)e->op >= VF_OP_COUNT)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "cpu backend: op %d unknown",
+                          (int)e->op);
+    const vf_op_info *info = vf_op_get(e->op);
+    if (e->n_in < 0 || e->n_in > 3)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "cpu backend: %s with %d inputs",
+                          info->name, e->n_in);
+    static const char *const names[3] = {"input 0", "input 1", "input 2"};
+    vf_status s = check_tref(cpu, info->name, "output", &e->out);
+    for (int j = 0; j < e->n_in && s == VF_OK; j++) s = check_tref(cpu, info->name, names[j], &e->in[j]);
+    if (s != VF_OK) return s;
+    if (vf_cpu_numel(&e->out) == 0) return VF_OK;
+
+    switch (info->kind) {
+    case VF_KIND_ELEMENTWISE: return vf_cpu_elementwise(cpu, e);
+    case VF_KIND_REDUCTION: return e->op == VF_OP_ARGMAX ? vf_cpu_argmax(cpu, e) : vf_cpu_reduce(cpu, e);
+    case VF_KIND_ROW: return e->op == VF_OP_SPARSE_XENT ? vf_cpu_sparse_xent(cpu, e) : vf_cpu_softmax(cpu, e);
+    case VF_KIND_MATMUL: return vf_cpu_matmul(cpu, e);
+    case VF_KIND_MOVEMENT: return e->op == VF_OP_TRANSPOSE ? vf_cpu_transpose(cpu, e) : vf_cpu_window(cpu, e);
+    case VF_KIND_CONV: return e->op >= VF_OP_MAX_POOL2D ? vf_cpu_pool(cpu, e) : vf_cpu_conv(cpu, e);
+    case VF_KIND_SOURCE:
+        if (e->op == VF_OP_IOTA) return vf_cpu_index(cpu, e);
+        return e->op == VF_OP_RANDOM_NORMAL ? vf_cpu_random_normal(cpu, e) : vf_cpu_fill(cpu, e);
+    case VF_KIND_INDEX: return vf_cpu_index(cpu, e);
+    case VF_KIND_USER: { /* a planned call replayed by VKFUSE_CHECK: the C implementation */
+        if (!e->ux) break;
+        vf_ukernel_exec x = *e->ux;
+        vf_tref in[3] = {e->in[0], e->in[1], e->in[2]}, out = e->out;
+        x.in = in;
+        x.out = &out;
+        return cpu_ukernel(cpu, &x);
+    }
+    }
+    return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: op %s has no kernel", info->name);
 }
 
 /* exec is synchronous: nothing is ever queued. */

@@ -196,79 +196,9 @@ vf_status vf_ukernel_prepare(vf_context *ctx, const vf_ukernel *k, const vf_tref
         in_spec[i] = (vf_tensor_spec){.dtype = in[i].dtype, .rank = in[i].rank};
         memcpy(in_spec[i].shape, in[i].shape, sizeof(int64_t) * (size_t)in[i].rank);
     }
-    memcpy(out_spec, k->out_spec, sizeof(vf_tensor_spec) * (size_t)k->n_out);
-    *shapes = (vf_kernel_shapes){.n_inputs = k->n_in, .n_outputs = k->n_out, .in = in_spec, .out = out_spec,
-                                 .params = params};
-    if (k->output_shapes) {
-        vf_status s = k->output_shapes(shapes, k->user);
-        if (s != VF_OK) {
-            vf_status st = (unsigned)s <= VF_ERROR_FORMAT ? s : VF_ERROR_SHAPE;
-            return shape_fail(ctx, who, k, in_spec, st, "its output_shapes callback failed");
-        }
-    }
-    char m[160];
-    for (int j = 0; j < k->n_out; j++) {
-        out_spec[j].dtype = k->out_spec[j].dtype; /* the desc's, whatever the callback did */
-        int64_t numel;
-        vf_err e = {0};
-        bool ok = out_spec[j].rank >= 0 && out_spec[j].rank <= VF_MAX_RANK;
-        for (int d = 0; ok && d < out_spec[j].rank; d++) ok = out_spec[j].shape[d] >= 0;
-        (void)e;
-        if (!ok) {
-            snprintf(m, sizeof m, "output %d has rank %d or a negative dim (from %s)", j, out_spec[j].rank,
-                     k->output_shapes ? "its output_shapes callback" : "desc.outputs");
-            return shape_fail(ctx, who, k, in_spec, VF_ERROR_SHAPE, m);
-        }
-        numel = 1;
-        for (int d = 0; d < out_spec[j].rank; d++) {
-            numel *= out_spec[j].shape[d];
-            if (numel > UINT32_MAX) {
-                snprintf(m, sizeof m, "output %d has more than 2^32 - 1 elements", j);
-                return shape_fail(ctx, who, k, in_spec, VF_ERROR_SHAPE, m);
-            }
-        }
-    }
-    /* push constants: parameters, then the element counts */
-    uint32_t off = k->param_bytes;
-    bool empty = false;
-    if (k->param_bytes) memcpy(x->push, params, k->param_bytes);
-    for (int i = 0; i < k->n_in + k->n_out; i++) {
-        const vf_tensor_spec *t = i < k->n_in ? &in_spec[i] : &out_spec[i - k->n_in];
-        int64_t n = 1;
-        for (int d = 0; d < t->rank; d++) n *= t->shape[d];
-        if (n > UINT32_MAX) {
-            snprintf(m, sizeof m, "input %d has more than 2^32 - 1 elements", i);
-            return shape_fail(ctx, who, k, in_spec, VF_ERROR_SHAPE, m);
-        }
-        empty = empty || n == 0;
-        uint32_t u = (uint32_t)n;
-        memcpy(x->push + off, &u, 4);
-        off += 4;
-    }
-    x->push_size = off;
-    if (empty) { /* nothing runs: the callers make zeros */
-        x->groups[0] = x->groups[1] = x->groups[2] = 1;
-    } else if (k->dispatch) {
-        uint32_t g[3] = {0, 0, 0};
-        k->dispatch(shapes, k->per_group, g, k->user);
-        memcpy(x->groups, g, sizeof g);
-        if (!g[0] || !g[1] || !g[2]) {
-            snprintf(m, sizeof m, "its dispatch callback gave %u x %u x %u workgroups; each must be >= 1", g[0],
-                     g[1], g[2]);
-            return shape_fail(ctx, who, k, in_spec, VF_ERROR_INVALID_ARGUMENT, m);
-        }
-    } else if (k->groups[0]) {
-        for (int d = 0; d < 3; d++) x->groups[d] = k->groups[d] ? k->groups[d] : 1;
-    } else {
-        int64_t n = 1;
-        for (int d = 0; d < out_spec[0].rank; d++) n *= out_spec[0].shape[d];
-        int64_t g = (n + k->per_group - 1) / k->per_group;
-        x->groups[0] = (uint32_t)(g < 1 ? 1 : g);
-        x->groups[1] = x->groups[2] = 1;
-    }
-    x->k = k;
-    x->shapes = shapes;
-    return VF_OK;
+    char m[256];
+    vf_status s = vf_ukernel_resolve(k, in_spec, params, out_spec, shapes, x, m, sizeof m);
+    return s ? shape_fail(ctx, who, k, in_spec, s, m) : VF_OK;
 }
 
 static bool check_call(vf_kernel *h, int n, vf_tensor *const *in, const void *params, vf_tensor **out)
@@ -317,8 +247,7 @@ vf_status vf_kernel_call(vf_kernel *h, int n, vf_tensor *const *in, const void *
     vf_status s = vf_ukernel_prepare(ctx, k, refs, params, in_spec, out_spec, &shapes, &x, who);
     if (s) return s;
     vf_tensor *made[VF_KERNEL_MAX_OUTPUTS] = {0};
-    bool empty = false;
-    for (int i = 0; i < n; i++) empty = empty || in[i]->numel == 0;
+    bool empty = x.empty;
     for (int j = 0; j < k->n_out && !s; j++) {
         made[j] = vf_tensor_new(ctx, who, out_spec[j].dtype, out_spec[j].rank, out_spec[j].shape);
         if (!made[j]) s = ctx->err.status;

@@ -29,9 +29,11 @@ void vf_fprofile_free(vf_fprofile *p)
     memset(p, 0, sizeof *p);
 }
 
-static bool runs_op(const vf_node *n, vf_op op)
+static bool runs_op(const vf_node *n, vf_op op, const char *kernel)
 {
     if (n->kind == VF_NODE_OP) return n->op == op;
+    /* a user kernel's exec runs its KERNEL node, known by the kernel's name */
+    if (n->kind == VF_NODE_KERNEL) return op == VF_OP_USER_KERNEL && n->uk && !strcmp(n->uk->name, kernel);
     /* assigns, and reshapes of variables, are copies in a plan */
     return op == VF_OP_COPY && (n->kind == VF_NODE_ASSIGN || n->kind == VF_NODE_RESHAPE);
 }
@@ -88,7 +90,7 @@ static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_gra
                 }
         } else if (b->first_exec >= 0) {
             for (int n = 0; n < g->n; n++)
-                if (!used[n] && runs_op(&g->nodes[n], b->op)) {
+                if (!used[n] && runs_op(&g->nodes[n], b->op, b->name)) {
                     used[n] = true;
                     p->nodes[at] = n;
                     p->ops[at++] = vf_node_name(&g->nodes[n]);

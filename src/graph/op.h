@@ -82,6 +82,9 @@ typedef enum vf_op {
     VF_OP_MAX_POOL2D, VF_OP_AVG_POOL2D,
     /* their gradients: in[0] x (max: the argmax; avg: the shape), in[1] dy -> dx */
     VF_OP_MAX_POOL2D_GRAD, VF_OP_AVG_POOL2D_GRAD,
+    /* appended (issue 14): a user kernel's call inside a plan (kind
+       VF_KIND_USER; traced graphs hold VF_NODE_KERNEL nodes, never this op) */
+    VF_OP_USER_KERNEL,
     VF_OP_COUNT
 } vf_op;
 
@@ -96,6 +99,7 @@ typedef enum {
                            (cumsum): an own kernel, never fused (shape rules in
                            graph/shape_index.c) */
     VF_KIND_CONV,     /* conv2d (pooling): a window slid over H and W of NHWC */
+    VF_KIND_USER,     /* a user kernel (graph/ukernel.h): its own SPIR-V, never fused */
 } vf_op_kind;
 
 typedef enum { VF_RESULT_SAME, VF_RESULT_BOOL, VF_RESULT_I32, VF_RESULT_ATTR } vf_result_rule;

@@ -139,6 +139,7 @@ PIN(TOP_K, 69) PIN(TOP_K_INDICES, 70)
 /* convolution and pooling (issue 13) */
 PIN(CONV2D, 71) PIN(CONV2D_BACKPROP_INPUT, 72) PIN(CONV2D_BACKPROP_FILTER, 73)
 PIN(MAX_POOL2D, 74) PIN(AVG_POOL2D, 75) PIN(MAX_POOL2D_GRAD, 76) PIN(AVG_POOL2D_GRAD, 77)
+PIN(USER_KERNEL, 78)
 _Static_assert(sizeof(vf_conv_attrs) == VF_CONV_ATTR_FIELDS * sizeof(int32_t), "vf_conv_attrs is saved field by field");
 #undef PIN
 
@@ -344,6 +345,11 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     POOL(VF_OP_MAX_POOL2D_GRAD, "max_pool2d_grad", 2, NULL),
     POOL(VF_OP_AVG_POOL2D_GRAD, "avg_pool2d_grad", 2, &vf_grad_avg_pool_grad),
 #undef POOL
+    /* a user kernel's call in a plan (graph/ukernel.h; the graph holds a
+       KERNEL node): its inputs are e->in[0 .. n_in), its output e->out,
+       the rest in e->ux; never fused, no gradient of the table's */
+    [VF_OP_USER_KERNEL] = {.name = "user_kernel", .arity = 0, .kind = VF_KIND_USER, .accepts = VF_MASK_ALL,
+                           .result = VF_RESULT_ATTR},
 };
 
 /* ---- attributes ------------------------------------------------------ */

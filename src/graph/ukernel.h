@@ -49,7 +49,17 @@ typedef struct vf_ukernel_exec {
     uint8_t push[VF_UKERNEL_PUSH_MAX];
     uint32_t push_size;
     uint32_t groups[3];
+    bool empty;                         /* an input or output has no element: nothing to run */
 } vf_ukernel_exec;
+
+/* One call of k on inputs in_spec[k->n_in] with params: the outputs'
+   dtypes and shapes (callback or desc) into out_spec, the callbacks' view
+   into *shapes (pointing at in_spec, out_spec, params), and x's push,
+   push_size, groups, empty, k and shapes. A failure is a status and what
+   went wrong in msg, which the caller prefixes with where. */
+vf_status vf_ukernel_resolve(const vf_ukernel *k, const vf_tensor_spec *in_spec, const void *params,
+                             vf_tensor_spec *out_spec, vf_kernel_shapes *shapes, vf_ukernel_exec *x, char *msg,
+                             size_t len);
 
 static inline vf_ukernel *vf_ukernel_retain(vf_ukernel *k)
 {

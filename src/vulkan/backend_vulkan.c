@@ -110,6 +110,14 @@ vf_status vf_vk_runtime_dispatch_pipeline(vf_vk_runtime *rt, const vf_dispatch *
         return vf_err_set(rt->err, VF_ERROR_UNSUPPORTED,
                           "kernel %s: workgroup size %u (the device allows 1..%u invocations, %u in x)", d->name,
                           wg, L->maxComputeWorkGroupInvocations, L->maxComputeWorkGroupSize[0]);
+    if (!d->glsl) { /* a user kernel's SPIR-V (codegen_user.c) */
+        VkSpecializationMapEntry map[VF_KERNEL_MAX_SPEC];
+        for (uint32_t i = 0; i < d->n_spec; i++) map[i] = (VkSpecializationMapEntry){i, 4 * i, 4};
+        return vf_vk_pipeline_get(&rt->pipes, &(vf_vk_pipeline_desc){
+            .spirv = d->spirv, .spirv_words = d->spirv_words, .spirv_key = d->spirv_key, .name = d->name,
+            .n_bindings = d->n_bindings, .push_size = d->push_size, .n_spec = d->n_spec, .spec_map = map,
+            .spec_data = d->spec, .spec_size = 4 * d->n_spec}, out);
+    }
     return vf_vk_runtime_glsl_pipeline_spec(rt, d->glsl, d->name, d->n_bindings, d->push_size, d->n_spec, d->spec,
                                             out);
 }

@@ -345,7 +345,7 @@ static void write_glsl(const vf_plan_desc *d, int x, const vf_gen_kernel *k)
         fprintf(f, "// plan %s, exec %d, step %d of %d: %s; specialisation constants", d->name, x, i + 1,
                 k->n_steps, st->name);
         for (uint32_t c = 0; c < st->n_spec; c++) fprintf(f, " %u=%u", c, st->spec[c]);
-        fprintf(f, " (0: workgroup size)\n%s\n", st->glsl);
+        fprintf(f, " (0: workgroup size)\n%s\n", st->glsl ? st->glsl : "// a user kernel's own SPIR-V");
     }
     fclose(f);
 }
@@ -365,7 +365,8 @@ static vf_status prepare_shaders(vf_vk_runtime *rt, const vf_plan_desc *d, const
     for (int i = 0; i < d->n_fused; i++)
         for (int j = 0; ok[i] && j < kern[i].n_steps; j++) glsl[n] = kern[i].step[j].glsl, names[n++] = kern[i].step[j].name;
     for (int x = 0; x < d->n_execs; x++)
-        for (int j = 0; j < kx[x].n_steps; j++) glsl[n] = kx[x].step[j].glsl, names[n++] = kx[x].step[j].name;
+        for (int j = 0; j < kx[x].n_steps; j++)
+            if (kx[x].step[j].glsl) glsl[n] = kx[x].step[j].glsl, names[n++] = kx[x].step[j].name; /* not SPIR-V */
     vf_status s = vf_vk_shaders_prepare(&rt->shaders, n, glsl, names);
     free(glsl);
     free(names);

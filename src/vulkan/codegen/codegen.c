@@ -69,6 +69,7 @@ vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_gen_k
     case VF_KIND_CONV:
         st = e->op >= VF_OP_MAX_POOL2D ? vf_codegen_pool(e, caps, out, err) : vf_codegen_conv2d(e, caps, out, err);
         break;
+    case VF_KIND_USER: st = vf_codegen_user(e, caps, out, err); break;
     default: st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL generator for this op kind", info->name);
     }
     if (st != VF_OK) vf_kernel_free(out);

@@ -72,7 +72,12 @@ enum { VF_BIND_IN0 = 0, VF_BIND_IN1 = 1, VF_BIND_IN2 = 2, VF_BIND_OUT = 3, VF_BI
 enum { VF_BIND_GROUP = 8 };
 
 typedef struct vf_dispatch {
-    char *glsl;                      /* malloc'd, NUL-terminated */
+    char *glsl;                      /* malloc'd, NUL-terminated; NULL: spirv below */
+    /* a user kernel's step (codegen_user.c): its SPIR-V, owned by the
+       vf_ukernel, used when glsl is NULL */
+    const uint32_t *spirv;
+    size_t spirv_words;
+    uint64_t spirv_key;
     char name[64];                   /* for logs and dumps: "add_f32_b01" */
     int n_bindings;
     int binding[VF_KERNEL_MAX_BINDINGS];   /* VF_BIND_* per binding slot */
