@@ -367,6 +367,100 @@ static void planned_and_profiled(void **state)
     vt_context_done(ctx);
 }
 
+/* ---- gradients: the kernel's grad callback builds the backward from ops --- */
+
+static const char cube_glsl[] =
+    "layout(local_size_x_id = 0) in;\n"
+    "layout(binding = 0) readonly buffer X { float x[]; };\n"
+    "layout(binding = 1) writeonly buffer Y { float y[]; };\n"
+    "layout(push_constant) uniform P { uint nx; uint ny; };\n"
+    "void main() { uint i = gl_GlobalInvocationID.x; if (i < ny) y[i] = x[i] * x[i] * x[i]; }\n";
+
+static vf_status cube_cpu(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
+{
+    (void)user;
+    const float *x = in[0];
+    float *y = out[0];
+    for (int64_t i = 0; i < numel_of(&s->out[0]); i++) y[i] = x[i] * x[i] * x[i];
+    return VF_OK;
+}
+
+/* d(x^3) = 3 x^2 g */
+static vf_status cube_grad(vf_context *ctx, const vf_kernel_shapes *s, vf_tensor *const *in, vf_tensor *const *out,
+                           vf_tensor *const *gout, vf_tensor **gin, void *user)
+{
+    (void)s, (void)out, (void)user;
+    gin[0] = vf_mul(ctx, vf_mul(ctx, vf_square(ctx, in[0]), vt_scalar(ctx, 3.0)), gout[0]);
+    return gin[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static vf_kernel *make_cube(vf_context *ctx, bool with_grad)
+{
+    vf_kernel_desc d = {.name = "cube", .glsl = cube_glsl, .n_inputs = 1, .n_outputs = 1, .output_shapes = same_shape,
+                        .cpu = cube_cpu, .grad = with_grad ? cube_grad : NULL};
+    vf_kernel *k = vf_kernel_create(ctx, &d);
+    assert_non_null(k);
+    return k;
+}
+
+/* loss = sum(cube(w * x)); out[0] = loss, out[1] = d loss / d w */
+static vf_status cube_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_kernel *k = user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *wx = vf_mul(ctx, in[0], in[1]), *y = NULL;
+    vf_status s = vf_kernel_call(k, 1, &wx, NULL, &y);
+    vf_tensor *loss = s ? NULL : vt_sum(ctx, y);
+    if (loss) s = vf_tape_gradient(tp, loss, 1, &in[0], &out[1]);
+    vf_tape_end(tp);
+    out[0] = loss;
+    return loss ? s : vf_status_get(ctx);
+}
+
+static void kernel_gradient(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    vf_kernel *k = make_cube(ctx, true);
+    enum { N = 40 };
+    float w[N], x[N], want[N];
+    vt_fill_uniform(w, N, -1, 1, 11);
+    vt_fill_uniform(x, N, -1, 1, 12);
+    double loss = 0;
+    for (int i = 0; i < N; i++) {
+        double t = (double)w[i] * x[i];
+        loss += t * t * t;
+        want[i] = (float)(3.0 * t * t * x[i]);
+    }
+    int64_t n = N;
+    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 1, &n, w), vf_tensor_from_host(ctx, VF_F32, 1, &n, x)};
+    vf_tensor *out[2];
+    assert_int_equal(cube_step(ctx, in, out, k), VF_OK); /* eager */
+    float *g = vt_read(out[1]);
+    vt_assert_close_f32(g, want, N, 1e-6, 1e-5, "eager gradient");
+    free(g);
+    assert_true(fabs(vt_read1(out[0]) - loss) < 1e-5);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "cube_step", .body = cube_step, .user = k,
+                                                                   .n_inputs = 2, .n_outputs = 2});
+    assert_int_equal(vf_function_call(fn, in, out), VF_OK); /* traced */
+    g = vt_read(out[1]);
+    vt_assert_close_f32(g, want, N, 1e-6, 1e-5, "traced gradient");
+    free(g);
+    vf_function_destroy(fn);
+    /* no grad callback: the tape names the kernel */
+    vf_kernel *nog = make_cube(ctx, false);
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *y = NULL;
+    assert_int_equal(vf_kernel_call(nog, 1, &in[0], NULL, &y), VF_OK);
+    vf_tensor *gw = NULL;
+    assert_int_not_equal(vf_tape_gradient(tp, vt_sum(ctx, y), 1, &in[0], &gw), VF_OK);
+    vf_tape_end(tp);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "kernel 'cube'", "no gradient", NULL);
+    vf_kernel_destroy(nog);
+    vf_kernel_destroy(k);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(kernel_gradient)
+
 /* ---- bad input: a status and a message, never a crash ------------------- */
 
 static void bad_glsl(vf_backend b)
@@ -507,6 +601,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(bad_desc),
         VT_PER_BACKEND_TESTS(bad_call),
         VT_PER_BACKEND_TESTS(no_cpu_impl),
+        VT_PER_BACKEND_TESTS(kernel_gradient),
         cmocka_unit_test(planned_and_profiled),
         cmocka_unit_test(outlives_context),
     };
