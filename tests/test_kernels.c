@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- y = a x + b: one input, params, a fixed local size of 32 ------------ */
 
@@ -461,6 +462,71 @@ static void kernel_gradient(vf_backend b)
 }
 VT_PER_BACKEND(kernel_gradient)
 
+/* ---- save and load: the SPIR-V travels, the C callbacks cannot ---------- */
+
+static void save_load(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    traced_kernels tk = {make_axpb(ctx, true), make_hist(ctx)};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "saved_kernels", .body = traced_body,
+                                                                   .user = &tk, .n_inputs = 2, .n_outputs = 2});
+    enum { N = 50 };
+    float x[N], want[N];
+    int32_t v[N];
+    uint32_t wh[5] = {0};
+    vt_fill_uniform(x, N, -2, 2, 21);
+    vt_fill_int(v, N, 0, 6, 22);
+    for (int i = 0; i < N; i++) {
+        double t = 2.0 * x[i] + 1.0;
+        want[i] = (float)((t > 0 ? t : 0) * 2.0);
+        if (v[i] < 5) wh[v[i]]++;
+    }
+    int64_t n = N;
+    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 1, &n, x), vf_tensor_from_host(ctx, VF_I32, 1, &n, v)};
+    vf_tensor *out[2];
+    assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+    char path[256];
+    snprintf(path, sizeof path, "%s/vkfuse_test_kernels_%d_%d.vfn", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid(), (int)b);
+    assert_int_equal(vf_function_save(fn, path), VF_OK);
+    vf_function_destroy(fn);
+    vf_kernel_destroy(tk.axpb);
+    vf_kernel_destroy(tk.hist);
+    vt_context_done(ctx);
+    /* a fresh context of each backend, no kernel registered */
+    vf_backend all[2];
+    int nb = vt_backends(all);
+    for (int k = 0; k < nb; k++) {
+        vf_context *c2 = vt_context(all[k]);
+        vf_function *lf = NULL;
+        assert_int_equal(vf_function_load(c2, path, &lf), VF_OK);
+        vf_tensor *in2[2] = {vf_tensor_from_host(c2, VF_F32, 1, &n, x), vf_tensor_from_host(c2, VF_I32, 1, &n, v)};
+        vf_status s = vf_function_call(lf, in2, out);
+        if (all[k] == VF_BACKEND_CPU) {
+            /* the C implementations are not in the file */
+            assert_int_equal(s, VF_ERROR_UNSUPPORTED);
+            vt_expect_error(c2, VF_ERROR_UNSUPPORTED, "no C implementation", "loaded function", NULL);
+        } else {
+            assert_int_equal(s, VF_OK);
+            uint32_t *h = vt_read(out[0]);
+            float *y = vt_read(out[1]);
+            vt_assert_equal_bytes(h, wh, sizeof wh, "loaded histogram");
+            vt_assert_close_f32(y, want, N, 1e-6, 1e-6, "loaded axpb");
+            free(h);
+            free(y);
+            /* other sizes: the traced ones only (no shape callback after a load) */
+            int64_t m = 7;
+            vf_tensor *in3[2] = {vf_tensor_from_host(c2, VF_F32, 1, &m, x), vf_tensor_from_host(c2, VF_I32, 1, &m, v)};
+            assert_int_not_equal(vf_function_call(lf, in3, out), VF_OK);
+            vf_error_clear(c2);
+        }
+        vf_function_destroy(lf);
+        vt_context_done(c2);
+    }
+    remove(path);
+}
+VT_PER_BACKEND(save_load)
+
 /* ---- bad input: a status and a message, never a crash ------------------- */
 
 static void bad_glsl(vf_backend b)
@@ -602,6 +668,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(bad_call),
         VT_PER_BACKEND_TESTS(no_cpu_impl),
         VT_PER_BACKEND_TESTS(kernel_gradient),
+        VT_PER_BACKEND_TESTS(save_load),
         cmocka_unit_test(planned_and_profiled),
         cmocka_unit_test(outlives_context),
     };

@@ -110,10 +110,23 @@ static vf_status run_op(vf_run_state *rs, int id, const vf_node *n, const vf_rva
 
 /* A user kernel's node: its call resolved at this call's sizes (as
    vf_kernel_call does eagerly), its outputs into tuple. */
-static vf_status run_kernel(vf_run_state *rs, int id, const vf_node *n, const vf_rval *in, vf_rval *tuple)
+static vf_status run_kernel(vf_run_state *rs, const vf_graph *g, int id, const vf_node *n, const vf_rval *in,
+                            vf_rval *tuple)
 {
     vf_context *ctx = rs->ctx;
     const vf_ukernel *k = n->uk;
+    /* a loaded kernel has no callbacks: its output shapes and workgroup
+       counts are those traced, right for the traced input sizes only */
+    for (int i = 0; k->loaded && i < k->n_in; i++) {
+        vf_shape is = shape_of(&in[i].ref);
+        if (!vf_shape_equal(&is, &g->nodes[n->in[i]].shape)) {
+            char a[VF_SHAPE_STR_LEN], b[VF_SHAPE_STR_LEN];
+            return vf_fail(ctx, VF_ERROR_SHAPE, "vf_function '%s': node %%%d: loaded kernel '%s' input %d is %s; a "
+                           "loaded kernel runs at its traced sizes only (%s), having no output_shapes or dispatch "
+                           "callback", rs->fn, id, k->name, i, vf_shape_str(a, sizeof a, is.rank, is.dim),
+                           vf_shape_str(b, sizeof b, g->nodes[n->in[i]].shape.rank, g->nodes[n->in[i]].shape.dim));
+        }
+    }
     vf_tref refs[VF_KERNEL_MAX_INPUTS], outs[VF_KERNEL_MAX_OUTPUTS];
     bool empty = false;
     for (int i = 0; i < k->n_in; i++) {
@@ -403,7 +416,7 @@ vf_status vf_graph_run(vf_run_state *rs, const vf_graph *g, const vf_rval *param
             break;
         case VF_NODE_KERNEL:
             tuples[i] = calloc((size_t)n->n_out + 1, sizeof **tuples);
-            s = tuples[i] ? run_kernel(rs, i, n, args, tuples[i])
+            s = tuples[i] ? run_kernel(rs, g, i, n, args, tuples[i])
                           : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
             break;
         case VF_NODE_PROJ: v[i] = tuples[n->in[0]][n->index]; break;
