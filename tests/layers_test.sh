@@ -11,7 +11,8 @@ bad() { echo "layers_test: FAIL: $*" >&2; fail=1; }
 
 # folder -> what it may include besides itself (prefixes; vkfuse.h, the
 # public header, everywhere). util < graph < plan < frontend; the backends
-# see util, the op table (graph/op.h) and the backend contract only.
+# see util, the op table (graph/op.h), the user-kernel contract
+# (graph/ukernel.h) and the backend contract only.
 declare -A allow=(
     [util]="vkfuse.h"
     [graph]="vkfuse.h util/"
