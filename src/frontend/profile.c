@@ -38,6 +38,14 @@ static bool runs_op(const vf_node *n, vf_op op, const char *kernel)
     return op == VF_OP_COPY && (n->kind == VF_NODE_ASSIGN || n->kind == VF_NODE_RESHAPE);
 }
 
+/* A node's op name for a record: a static string (readers such as the CLI
+   keep them past the function); a user kernel's own name, which its graph
+   holds, is the record's name instead. */
+static const char *op_name(const vf_node *n)
+{
+    return n->kind == VF_NODE_KERNEL ? vf_op_get(VF_OP_USER_KERNEL)->name : vf_node_name(n);
+}
+
 /* Fills the kernel records of p from the backend's plan profile. */
 static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_graph *g, const vf_plan_prof *pp)
 {
@@ -85,7 +93,7 @@ static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_gra
             for (int j = 0; j < b->n_nodes; j++)
                 if (b->nodes[j] >= 0 && b->nodes[j] < g->n) {
                     p->nodes[at] = b->nodes[j];
-                    p->ops[at++] = vf_node_name(&g->nodes[b->nodes[j]]);
+                    p->ops[at++] = op_name(&g->nodes[b->nodes[j]]);
                     k->n_nodes++;
                 }
         } else if (b->first_exec >= 0) {
@@ -93,7 +101,7 @@ static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_gra
                 if (!used[n] && runs_op(&g->nodes[n], b->op, b->name)) {
                     used[n] = true;
                     p->nodes[at] = n;
-                    p->ops[at++] = vf_node_name(&g->nodes[n]);
+                    p->ops[at++] = op_name(&g->nodes[n]);
                     k->n_nodes = 1;
                     break;
                 }
