@@ -462,6 +462,58 @@ static void kernel_gradient(vf_backend b)
 }
 VT_PER_BACKEND(kernel_gradient)
 
+/* A kernel in a traced vf_cond branch: the gradient replays the branch,
+   kernel included (replay.c), then differentiates it. */
+static vf_kernel *g_cube; /* the branch bodies' kernel (vf_cond passes one user pointer to both) */
+
+static vf_status cube_branch(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)ctx, (void)user;
+    return vf_kernel_call(g_cube, 1, in, NULL, out);
+}
+
+static vf_status double_branch(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_mul(ctx, in[0], vt_scalar(ctx, 2.0));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static vf_status cond_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *y = NULL;
+    vf_status s = vf_cond(ctx, in[1], cube_branch, double_branch, 1, &in[0], 1, &y, NULL);
+    if (!s) s = vf_tape_gradient(tp, vt_sum(ctx, y), 1, &in[0], &out[0]);
+    vf_tape_end(tp);
+    return s;
+}
+
+static void kernel_in_cond_gradient(vf_backend b)
+{
+    vf_context *ctx = vt_context(b);
+    g_cube = make_cube(ctx, true);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "cond_step", .body = cond_step,
+                                                                   .n_inputs = 2, .n_outputs = 1});
+    float w[5] = {-2, -0.5f, 0, 1, 3};
+    int64_t n = 5;
+    for (int p = 0; p < 2; p++) {
+        bool pred = p == 0;
+        vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 1, &n, w), vf_tensor_from_host(ctx, VF_BOOL, 0, NULL, &pred)};
+        vf_tensor *g = NULL;
+        assert_int_equal(vf_function_call(fn, in, &g), VF_OK);
+        float *got = vt_read(g), want[5];
+        for (int i = 0; i < 5; i++) want[i] = pred ? 3 * w[i] * w[i] : 2;
+        vt_assert_close_f32(got, want, 5, 1e-6, 1e-6, pred ? "d cube" : "d 2x");
+        free(got);
+    }
+    vf_function_destroy(fn);
+    vf_kernel_destroy(g_cube);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(kernel_in_cond_gradient)
+
 /* ---- save and load: the SPIR-V travels, the C callbacks cannot ---------- */
 
 static void save_load(vf_backend b)
@@ -668,6 +720,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(bad_call),
         VT_PER_BACKEND_TESTS(no_cpu_impl),
         VT_PER_BACKEND_TESTS(kernel_gradient),
+        VT_PER_BACKEND_TESTS(kernel_in_cond_gradient),
         VT_PER_BACKEND_TESTS(save_load),
         cmocka_unit_test(planned_and_profiled),
         cmocka_unit_test(outlives_context),

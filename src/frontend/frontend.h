@@ -186,6 +186,10 @@ vf_status vf_trace_print(vf_context *ctx, const char *label, vf_tensor *t);
    them. The node's id, -1 with the error recorded. */
 int vf_trace_kernel(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const void *params,
                     const uint32_t groups[3], vf_tensor **out);
+/* One call of user kernel k on checked inputs (vf_kernel_call after its
+   argument checks; a gradient's replay of a KERNEL node): eager, traced
+   and taped as any op. out[k->n_out] receives tensors of the innermost scope. */
+vf_status vf_ukernel_call(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const void *params, vf_tensor **out);
 /* Resolves one call of k on inputs of these dtypes and shapes (kernels.c):
    output shapes (callback or desc), workgroup counts, push constants
    (x->push / push_size / groups; in / out / shapes left to the caller).

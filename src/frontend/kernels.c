@@ -239,7 +239,15 @@ vf_status vf_kernel_call(vf_kernel *h, int n, vf_tensor *const *in, const void *
     if (out)
         for (int j = 0; j < k->n_out; j++) out[j] = NULL;
     if (!check_call(h, n, in, params, out)) return ctx->err.status ? ctx->err.status : VF_ERROR_INVALID_ARGUMENT;
+    return vf_ukernel_call(ctx, k, in, params, out);
+}
+
+vf_status vf_ukernel_call(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const void *params, vf_tensor **out)
+{
     const char *who = "vf_kernel_call";
+    int n = k->n_in;
+    for (int i = 0; i < n; i++)
+        if (!in[i]) return ctx->err.status ? ctx->err.status : VF_ERROR_INVALID_ARGUMENT;
     vf_tref refs[VF_KERNEL_MAX_INPUTS], outs[VF_KERNEL_MAX_OUTPUTS];
     for (int i = 0; i < n; i++) refs[i] = vf_tensor_ref(in[i]);
     vf_tensor_spec in_spec[VF_KERNEL_MAX_INPUTS], out_spec[VF_KERNEL_MAX_OUTPUTS];
