@@ -20,7 +20,7 @@ which=${3:-all}
 mkdir -p "$work"
 cc=$(command -v clang || command -v clang-14 || true)
 [ -n "$cc" ] || { echo "clang not found: fuzzing skipped"; exit 77; }
-parsers="lex types script parse_amber parse_amber_pipeline parse_amber_cmds parse_vkscript parse_util feature_table check"
+parsers="lex types script parse_amber parse_amber_pipeline parse_amber_cmds parse_amber_image parse_vkscript parse_util feature_table check check_probe"
 srcs=""
 for p in $parsers; do srcs="$srcs $src/tools/amber/$p.c"; done
 mkdir -p "$work"

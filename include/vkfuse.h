@@ -189,9 +189,52 @@ VF_API vf_tensor *vf_fill(vf_context *ctx, vf_dtype dtype, int rank, const int64
                           double value);
 /* Standard normal samples from a Philox-4x32-10 counter-based generator
    with Box-Muller: the same seed gives the same numbers on every backend
-   (to within a few ulps of libm's log/cos/sin). */
+   (to within a few ulps of libm's log/cos/sin). The seed is a host value:
+   a traced function draws the same numbers at every call; for numbers
+   that change at every call (dropout in a traced train step) use a
+   vf_generator. */
 VF_API vf_tensor *vf_random_normal(vf_context *ctx, vf_dtype dtype, int rank,
                                    const int64_t *shape, uint64_t seed);
+
+/* Generators (tf.random.Generator): a random stream whose state lives on
+   the device, like a variable, and advances by one at every draw, eager or
+   traced. A vf_function that draws from a generator captures its state by
+   reference, so each call draws new numbers and the state moves on for
+   eager draws after it; eager and traced draws continue one sequence.
+   A seed and a sequence of draws give the same numbers on every backend:
+   uniforms bit for bit, normals to within a few ulps (libm's vs the
+   GPU's log/cos/sin). The state is saved with a function that draws
+   from it (vf_function_save), and a loaded function continues from there
+   (with its own copy: it no longer moves the generator it was traced
+   with). Draw d of seed s is counter-based Philox-4x32-10 with key s and
+   the draw number in the upper counter words, so draws never overlap.
+   Create a generator outside function bodies (as a variable); it belongs
+   to its context. Draws are f32 or f16: uniforms in [0, 1) with 24 bits
+   (f32) or 11 bits (f16), normals by Box-Muller (draw 0 of a fresh
+   generator's normals equals vf_random_normal with the same seed).
+   Empty shapes give empty tensors and still advance the state. */
+typedef struct vf_generator vf_generator;
+VF_API vf_generator *vf_generator_create(vf_context *ctx, uint64_t seed);
+/* Frees the generator; a function that captured its state keeps its own
+   reference. Using a destroyed generator is an error, never a crash. NULL
+   is a no-op. */
+VF_API void vf_generator_destroy(vf_generator *gen);
+/* A new tensor of uniform [0, 1) or standard normal numbers. */
+VF_API vf_tensor *vf_generator_uniform(vf_context *ctx, vf_generator *gen, vf_dtype dtype, int rank,
+                                       const int64_t *shape);
+VF_API vf_tensor *vf_generator_normal(vf_context *ctx, vf_generator *gen, vf_dtype dtype, int rank,
+                                      const int64_t *shape);
+/* Inverted dropout (tf.nn.dropout): each element of x (f32 or f16) is
+   kept with probability 1 - rate and scaled by 1 / (1 - rate), else 0,
+   so the expectation is x. The mask is an f32 uniform draw of x's shape
+   (u >= rate keeps), so it follows x's symbolic dims in a trace. The
+   gradient flows through the mask: dx = mask * dy / (1 - rate). rate 0
+   returns x unchanged (a view) and does not draw; rate must be in [0, 1)
+   (1, above, negative or NaN: VF_ERROR_INVALID_ARGUMENT). In f16 the
+   scale 1 / (1 - rate) is rounded to f16, and a rate whose scale passes
+   f16's largest value (65504) is VF_ERROR_INVALID_ARGUMENT. Pass rate 0
+   at inference. */
+VF_API vf_tensor *vf_dropout(vf_context *ctx, vf_generator *gen, vf_tensor *x, double rate);
 /* Waits for the value. bytes smaller than the tensor: VF_ERROR_INVALID_ARGUMENT. */
 VF_API vf_status vf_tensor_read(vf_tensor *t, void *dst, size_t bytes);
 VF_API vf_dtype vf_tensor_dtype(const vf_tensor *t);
@@ -200,6 +243,11 @@ VF_API int64_t vf_tensor_dim(const vf_tensor *t, int axis);   /* negative axes a
 VF_API int64_t vf_tensor_numel(const vf_tensor *t);
 VF_API size_t vf_tensor_bytes(const vf_tensor *t);
 VF_API vf_context *vf_tensor_context(const vf_tensor *t);
+/* A new tensor of dst holding t's value (t of any context: another device,
+   or another context on the same one), owned by dst's innermost scope;
+   through the host (t's value is waited for). NULL on error, recorded in
+   dst (a failed read also in t's context). Not while dst traces a body. */
+VF_API vf_tensor *vf_tensor_copy_to(vf_context *dst, vf_tensor *t);
 
 /* ---- Ops ----------------------------------------------------------------
    Binary ops broadcast (NumPy rules) and need both inputs of one dtype
@@ -457,9 +505,12 @@ typedef struct vf_conv2d_desc {
    gradients are ops of their own, conv2d_backprop_input / _filter, which
    show in graph dumps and profiles). On Vulkan each result element is one
    invocation's sum: KH*KW*C/groups terms (forward), KH*KW*O/groups (input
-   gradient), N*OH*OW (filter gradient); past the device's loop budget
-   (65471 on lavapipe) the op fails with VF_ERROR_UNSUPPORTED saying so
-   (split the batch, or use the CPU backend). */
+   gradient); past the device's loop budget (65471 on lavapipe) the op fails
+   with VF_ERROR_UNSUPPORTED saying so (use the CPU backend). The filter
+   gradient's N*OH*OW terms are summed in chunks and the chunks added in a
+   second step, so any batch runs (up to the budget squared). In a traced
+   function a conv2d followed by elementwise ops of its output shape (bias
+   add, activation) runs as one kernel (docs/FUSION.md). */
 VF_API vf_tensor *vf_conv2d(vf_context *ctx, vf_tensor *x, vf_tensor *w, const vf_conv2d_desc *desc);
 
 typedef struct vf_pool2d_desc {
@@ -623,6 +674,26 @@ VF_API vf_status vf_while_loop(vf_context *ctx, vf_body cond_fn, vf_body body_fn
 /* tf.print: prints "label: [values]" to stdout (at most 64 values) when it
    runs: at once eagerly, at every call in a traced function. */
 VF_API vf_status vf_print(vf_context *ctx, const char *label, vf_tensor *t);
+
+/* A host callback (tf.numpy_function's in-place cousin): returns a new
+   tensor of x's dtype and shape whose values are x's after fn changed them
+   on the host: fn gets x's packed elements in data (numel of them) and
+   rewrites them in place; returning non-VF_OK (with a message in msg) makes
+   the call fail with that status. Eagerly fn runs at once. In a traced
+   function it is a graph node that calls fn at every call: an effect, never
+   removed, merged, folded or reordered; the kernels it depends on are
+   submitted and waited for before it, the ones after it in a later submit
+   (a function holding one runs node by node, not as one recorded plan: see
+   docs/FUNCTIONS.md). No gradient flows through it (vf_stop_gradient's),
+   and vf_function_save of a function holding one fails with
+   VF_ERROR_UNSUPPORTED. fn runs holding ctx's lock: it must not call vkfuse
+   on ctx. name labels it in dumps and messages (NULL: "host"). vkfuse_dist
+   uses it for the allreduce inside traced steps. */
+typedef vf_status (*vf_host_fn)(void *user, vf_dtype dtype, int64_t numel, void *data, char *msg, size_t msg_len);
+VF_API vf_tensor *vf_host_map(vf_context *ctx, vf_tensor *x, vf_host_fn fn, void *user, const char *name);
+/* Whether a vf_function body is being traced on ctx (by this thread): ops
+   record graph nodes, tensors have no values. */
+VF_API bool vf_context_tracing(vf_context *ctx);
 
 /* ---- Gradients (tf.GradientTape), eager and traced alike ------------------
    vf_tape_begin starts recording every op of ctx (on every active tape, so

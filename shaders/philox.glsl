@@ -24,3 +24,18 @@ vec2 vf_normal_pair(uvec2 seed, uint k_lo, uint k_hi)
     float th = 6.28318530717958647692 * u2;
     return vec2(rad * cos(th), rad * sin(th));
 }
+
+// Block k of generator draw d (util/philox.h): counter (k, 0, d_lo, d_hi).
+uvec4 vf_philox_block(uvec2 seed, uint k, uint d_lo, uint d_hi)
+{
+    return vf_philox4x32_10(uvec4(k, 0u, d_lo, d_hi), seed);
+}
+
+vec2 vf_box_muller(uvec4 r)
+{
+    float u1 = float((r.x >> 8) + 1u) * (1.0 / 16777216.0);
+    float u2 = float(r.y >> 8) * (1.0 / 16777216.0);
+    float rad = sqrt(-2.0 * log(u1));
+    float th = 6.28318530717958647692 * u2;
+    return vec2(rad * cos(th), rad * sin(th));
+}

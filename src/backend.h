@@ -104,10 +104,12 @@ typedef struct vf_plan_loc {
      vf_row_input_index says. center: the first row op or reduction.
    - MATMUL: one matmul (center; both operands group inputs of rank >= 2)
      and elementwise consumers of its output shape.
+   - CONV: one conv2d (center; both operands group inputs) and elementwise
+     consumers of its output shape.
    In every kind a FILL member that is not a group output is a splat: a
    value (a push constant) read by the members, whatever its shape (it
    broadcasts to its reader's; graph/passes_fills.c, plan/partition.c). */
-typedef enum vf_fused_kind { VF_FUSED_ELEMENTWISE, VF_FUSED_ROWS, VF_FUSED_MATMUL } vf_fused_kind;
+typedef enum vf_fused_kind { VF_FUSED_ELEMENTWISE, VF_FUSED_ROWS, VF_FUSED_MATMUL, VF_FUSED_CONV } vf_fused_kind;
 
 /* A member's inputs: in[k] >= 0 is group tensor in[k] (an input: <
    n_inputs); in[k] < 0 is the value of the earlier member -1 - in[k],
@@ -126,7 +128,7 @@ typedef struct vf_fused_group {
     const vf_exec *execs;       /* the members in SSA order: op, attrs, the dtype and shape of every
                                    tensor (buf / offset unused: see tensors) */
     const vf_fused_member *members;
-    int center;                 /* ROWS, MATMUL: a member index (above); ELEMENTWISE: -1 */
+    int center;                 /* ROWS, MATMUL, CONV: a member index (above); ELEMENTWISE: -1 */
     int n_inputs, n_outputs;
     const vf_tref *tensors;     /* the group's inputs then its outputs */
 } vf_fused_group;

@@ -20,6 +20,7 @@ declare -A exempt=(
   [vf_backend_get]="reads a field fixed at creation"
   [vf_context_profiling]="reads a field fixed at creation"
   [vf_tensor_context]="reads the slab header (written once, before any of its handles exists)"
+  [vf_tensor_copy_to]="takes the source's and then the destination's lock through the calls it makes, never both at once (no lock-order deadlock)"
   [vf_trace_file_create]="no context: a vf_trace_file is the caller's"
   [vf_trace_file_add]="no context: a vf_trace_file is the caller's"
   [vf_trace_file_json]="no context: a vf_trace_file is the caller's"

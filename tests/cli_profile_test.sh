@@ -8,8 +8,8 @@ dir=$2
 mkdir -p "$dir"
 fail() { echo "cli_profile_test: FAIL: $*" >&2; exit 1; }
 
-"$cli" profile chain8 --iters 2 --json > "$dir/profile.json" || fail "profile --json exited $?"
-"$cli" profile chain8 --iters 2 --no-cpu --trace "$dir/trace.json" > "$dir/profile.txt" || fail "profile --trace exited $?"
+"$cli" profile chain8 --iters 2 --shrink 16 --json > "$dir/profile.json" || fail "profile --json exited $?"
+"$cli" profile chain8 --iters 2 --shrink 16 --no-cpu --trace "$dir/trace.json" > "$dir/profile.txt" || fail "profile --trace exited $?"
 grep -q "fused/unfused: kernels" "$dir/profile.txt" || fail "no ratio line in the text output"
 grep -q "trace written to" "$dir/profile.txt" || fail "no trace line in the text output"
 
@@ -17,7 +17,7 @@ python3 - "$dir/profile.json" "$dir/trace.json" <<'PY' || fail "output check"
 import json, sys
 p = json.load(open(sys.argv[1]))          # one JSON object, nothing else on stdout
 assert p["workload"] == "chain8", p["workload"]
-assert p["iters"] == 2
+assert p["iters"] == 2 and p["shrink"] == 16
 for v in ("fused", "unfused"):
     r = p[v]
     assert r is not None, v
@@ -26,7 +26,7 @@ for v in ("fused", "unfused"):
     assert r["dispatches"] == sum(k["dispatches"] for k in r["kernel_list"])
     assert abs(r["gpu_us"] - sum(k["gpu_us"] for k in r["kernel_list"])) <= 1e-3 * r["gpu_us"] + 1
     assert 0 < r["gpu_us"] <= r["wall_us"], v
-    assert r["bytes_read"] >= 4 * 16 * 2**20 and r["bytes_written"] >= 4 * 16 * 2**20
+    assert r["bytes_read"] >= 4 * 2**20 and r["bytes_written"] >= 4 * 2**20
     ops = [o for k in r["kernel_list"] for o in k["ops"]]
     assert sorted(ops) == sorted(["mul", "add", "relu", "mul", "sigmoid", "mul", "sub", "abs"]), ops
 u = p["unfused"]
@@ -57,6 +57,10 @@ grep -q "unknown workload 'nosuch'" "$dir/err.txt" || fail "no message for an un
 grep -q "unknown option '--frobnicate'" "$dir/err.txt" || fail "no message for a bad flag"
 "$cli" profile chain8 --iters 0 > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--iters 0 exited $rc, not 2"
+"$cli" profile chain8 --shrink 0 > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--shrink 0 exited $rc, not 2"
+"$cli" profile chain8 --shrink 257 > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--shrink 257 exited $rc, not 2"
 "$cli" profile --list | grep -q "^compute_loss" || fail "--list lacks compute_loss"
 # an unwritable --trace fails at once (exit 2), before any profiling
 start=$(date +%s)

@@ -2,6 +2,7 @@
  * (grad_cases.h), shared by the checks of tests/test_tape.c. */
 #include "grad_cases.h"
 #include "testutil.h"
+#include "util/philox.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -683,6 +684,30 @@ static void r_avg_pool(const gc_dt *in, gc_dt *out)
                 }
 }
 
+/* dropout (issue 13) with its mask held fixed: a fresh generator of one
+   seed per evaluation, so every evaluation draws draw 0. The reference
+   keeps element i where its f32 uniform of draw 0 (util/philox.h: word
+   i % 4 of Philox block i / 4, 24 bits) is >= rate. */
+#define DROP_SEED 4242u
+#define DROP_RATE 0.4
+static vf_tensor *f_dropout(vf_context *ctx, vf_tensor **in)
+{
+    vf_generator *g = vf_generator_create(ctx, DROP_SEED);
+    vf_tensor *y = vf_dropout(ctx, g, in[0], DROP_RATE);
+    vf_generator_destroy(g);
+    return y;
+}
+static void r_dropout(const gc_dt *in, gc_dt *out)
+{
+    *out = in[0];
+    for (int64_t i = 0; i < gc_dnumel(&in[0]); i++) {
+        uint32_t ctr[4] = {(uint32_t)(i / 4), 0, 0, 0}, key[2] = {DROP_SEED, 0}, r[4];
+        vf_philox4x32_10(ctr, key, r);
+        bool keep = (float)((r[i % 4] >> 8) / 16777216.0) >= (float)DROP_RATE;
+        out->v[i] = keep ? in[0].v[i] / (1 - DROP_RATE) : 0;
+    }
+}
+
 #define C1(nm, f, r0, s0, lo, hi) {nm, f_##f, r_##f, 1, {r0}, {s0}, lo, hi}
 #define C2(nm, f, r0, s0, r1, s1, lo, hi) {nm, f_##f, r_##f, 2, {r0, r1}, {s0, s1}, lo, hi}
 #define SH(...) {__VA_ARGS__}
@@ -763,6 +788,7 @@ const gc_case gc_cases[] = {
     C2("matmul trans_b", mm_tb, 2, SH(3, 4), 2, SH(5, 4), -1, 1),
     C2("matmul trans_ab", mm_tt, 2, SH(4, 3), 2, SH(5, 4), -1, 1),
     C2("matmul batch a", mm, 3, SH(2, 3, 4), 2, SH(4, 5), -1, 1),
+    C2("matmul batch a rank 4 trans_b", mm_tb, 4, SH(2, 2, 3, 4), 2, SH(5, 4), -1, 1),
     C2("matmul batch b", mm, 2, SH(3, 4), 3, SH(2, 4, 5), -1, 1),
     C2("matmul batch broadcast both", mm_tb, 4, SH(2, 1, 3, 4), 3, SH(2, 5, 4), -1, 1),
     C2("matmul batch trans_a", mm_ta, 3, SH(2, 4, 3), 3, SH(2, 4, 5), -1, 1),
@@ -792,6 +818,8 @@ const gc_case gc_cases[] = {
     C2("conv2d SAME", conv_same, 4, SH(1, 4, 5, 2), 4, SH(3, 3, 2, 2), -1, 1),
     C2("conv2d strided dilated grouped", conv_sdg, 4, SH(2, 5, 5, 2), 4, SH(2, 2, 1, 4), -1, 1),
     C1("avg_pool2d SAME strided", avg_pool, 4, SH(2, 5, 5, 2), -1, 1),
+    /* randomness (issue 13) */
+    C1("dropout rate 0.4, mask held fixed", dropout, 2, SH(4, 6), -2, 2),
 };
 const int gc_n_cases = (int)(sizeof gc_cases / sizeof gc_cases[0]);
 

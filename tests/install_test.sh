@@ -17,6 +17,14 @@ VKFUSE_BACKEND=cpu "$tmp/app_pc"
 cc $extra -std=c17 "$src/examples/readme.c" $(pkg-config --cflags vkfuse) "$(dirname "$libdir")/libvkfuse.a" \
    $(pkg-config --libs-only-l --libs-only-other --static vkfuse | sed 's/-lvkfuse//') -o "$tmp/app_static"
 VKFUSE_BACKEND=cpu "$tmp/app_static"
+# vkfuse_dist (when built): its pkg-config file compiles and links examples/mlp_dist.c
+if [ -f "$libdir/vkfuse_dist.pc" ]; then
+    cc $extra -std=c17 -Wall -Wextra -Werror "$src/examples/mlp_dist.c" $(pkg-config --cflags --libs vkfuse_dist) -lm \
+       -Wl,-rpath,"$(dirname "$libdir")" -o "$tmp/app_dist"
+    inc=$(pkg-config --cflags-only-I vkfuse_dist | tr ' ' '\n' | sed -n 's/^-I//p' | head -1)
+    [ -f "$inc/vkfuse_dist.h" ] ||
+        { echo "install test: vkfuse_dist.pc's first include dir has no vkfuse_dist.h: $(pkg-config --cflags vkfuse_dist)"; exit 1; }
+fi
 mkdir "$tmp/proj"
 cat > "$tmp/proj/CMakeLists.txt" <<CM
 cmake_minimum_required(VERSION 3.25)

@@ -18,9 +18,11 @@ declare -A allow=(
     [graph]="vkfuse.h util/"
     [plan]="vkfuse.h util/ graph/ backend.h"
     [frontend]="vkfuse.h util/ graph/ plan/ backend.h"
+    [dist]="vkfuse.h vkfuse_dist.h"
     [cpu]="vkfuse.h util/ graph/op.h graph/ukernel.h backend.h"
     [vulkan]="vkfuse.h util/ graph/op.h graph/ukernel.h backend.h"
 )
+# src/dist/ is the separate vkfuse_dist library: the public API only.
 # backend.h, the contract, sits with the backends.
 allow_backend_h="vkfuse.h util/ graph/op.h graph/ukernel.h"
 

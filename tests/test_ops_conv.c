@@ -90,6 +90,9 @@ static const conv_case cases[] = {
     {1, 5, 9, 3, 2, 4, 2, {.dilations = {2, 2}, .strides = {1, 3}, .padding = VF_PADDING_SAME}},
     {0, 5, 5, 2, 3, 3, 4, {.groups = 0}},                                              /* empty batch */
     {1, 4, 4, 0, 2, 2, 3, {.groups = 0}},                                              /* no input channel: zeros */
+    /* input and output channels in fours per group: Vulkan's blocked kernels (forward: 4 channels x 4
+       pixels, a row tail; filter gradient: 4 x 4 channels) */
+    {2, 7, 9, 8, 3, 3, 8, {.groups = 2, .strides = {1, 2}, .padding = VF_PADDING_SAME}},
 };
 
 static vf_status body_conv(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -481,6 +484,156 @@ static void window_past_loop_budget(void **state)
     vt_context_done(ctx);
 }
 
+/* The filter gradient sums N*OH*OW terms per dw element: past the loop
+   budget (a small one from VKFUSE_TEST_LIMITS) Vulkan splits the sum into
+   chunks and adds them in a second step. y, dx and dw, eager and traced,
+   against the double reference: padding, strides, groups, and chunks that
+   cross image and row boundaries. */
+static void conv_filter_grad_split(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    setenv("VKFUSE_TEST_LIMITS", "max_loop=100", 1); /* a budget of 51 iterations */
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    unsetenv("VKFUSE_TEST_LIMITS");
+    static const conv_case split[] = {
+        {3, 6, 7, 2, 3, 3, 3, {.padding = VF_PADDING_SAME}},                      /* 126 terms: 3 chunks */
+        {5, 7, 6, 4, 3, 2, 4, {.groups = 2, .strides = {2, 1}, .padding = VF_PADDING_SAME}}, /* 120 */
+        {2, 9, 9, 1, 3, 3, 2, {.dilations = {2, 1}, .padding = VF_PADDING_EXPLICIT, .pads = {1, 2, 0, 1}}},
+        {4, 5, 6, 4, 3, 3, 4, {.padding = VF_PADDING_SAME}}, /* blocked 4x4 partial sums: 120 terms */
+    };
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) check_case(ctx, &split[i], 40 + (int)i, NULL);
+    vt_context_done(ctx);
+}
+
+/* dw of a batch of 128 28x28 images (100352 terms per element, past
+   lavapipe's real loop budget) on Vulkan equals the CPU backend's. */
+static void conv_filter_grad_large_batch(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    int64_t xs[4] = {128, 28, 28, 1}, ws[4] = {3, 3, 1, 4}, ys[4] = {128, 28, 28, 4};
+    size_t nx = 128 * 28 * 28, ny = nx * 4;
+    float *x = malloc(nx * sizeof *x), *dy = malloc(ny * sizeof *dy), *dw[2];
+    assert_true(x && dy);
+    vt_fill_uniform(x, nx, -1, 1, 7);
+    vt_fill_uniform(dy, ny, -1, 1, 8);
+    vf_conv2d_desc d = {.padding = VF_PADDING_SAME};
+    vf_backend bk[2] = {VF_BACKEND_CPU, VF_BACKEND_VULKAN};
+    for (int b = 0; b < 2; b++) {
+        vf_context *ctx = vt_context(bk[b]);
+        vf_tensor *in[3] = {vf_tensor_from_host(ctx, VF_F32, 4, xs, x), vf_fill(ctx, VF_F32, 4, ws, 0.5),
+                            vf_tensor_from_host(ctx, VF_F32, 4, ys, dy)};
+        vf_tensor *r[3] = {0};
+        assert_int_equal(body_conv_grad(ctx, in, r, &d), VF_OK);
+        dw[b] = vt_read(r[2]);
+        for (int i = 0; i < 3; i++) vf_tensor_release(in[i]), vf_tensor_release(r[i]);
+        vt_context_done(ctx);
+    }
+    vt_assert_close_f32(dw[1], dw[0], 36, vt_matmul_atol(128 * 28 * 28), 1e-4, "dw, batch 128 at 28x28");
+    free(x), free(dy), free(dw[0]), free(dw[1]);
+}
+
+/* ---- conv epilogue fusion (traced, Vulkan) ------------------------------ */
+
+static const vf_conv2d_desc epi_desc = {.strides = {2, 1}, .padding = VF_PADDING_SAME};
+static const vf_conv2d_desc epi_same = {.padding = VF_PADDING_SAME};
+
+/* relu(conv2d(x, w) + b), b per channel [O] */
+static vf_status body_conv_bias_relu(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_relu(ctx, vf_add(ctx, vf_conv2d(ctx, in[0], in[1], &epi_desc), in[2]));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* y = conv2d(x, w) (an output too) and tanh((y + b) * 0.5) + x + r: a
+   scalar, the operand x read again (a residual, C == O) and r [1, OH, 1, O]
+   broadcast over batch and width */
+static vf_status body_conv_residual(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_conv2d(ctx, in[0], in[1], &epi_same);
+    vf_tensor *h = vf_tanh(ctx, vf_mul(ctx, vf_add(ctx, out[0], in[2]), vf_fill(ctx, VF_F32, 0, NULL, 0.5)));
+    out[1] = vf_add(ctx, vf_add(ctx, h, in[0]), in[3]);
+    return out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+typedef struct {
+    float *v[2];
+    size_t n[2];
+    vf_function_stats fs;
+} epi_result;
+
+static void epi_run(vf_backend b, bool fuse, vf_body body, int n_in, int n_out, const int64_t (*shape)[4],
+                    const int *rank, float *const *data, epi_result *r)
+{
+    vf_context *ctx = vt_context(b);
+    vf_tensor *in[4] = {0}, *out[2] = {0};
+    for (int i = 0; i < n_in; i++) in[i] = vf_tensor_from_host(ctx, VF_F32, rank[i], shape[i], data[i]);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "conv_epi", .body = body, .n_inputs = n_in,
+                                                                  .n_outputs = n_out, .unfused = !fuse});
+    assert_non_null(fn);
+    assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+    for (int o = 0; o < n_out; o++) vf_tensor_release(out[o]);
+    assert_int_equal(vf_function_call(fn, in, out), VF_OK); /* the recorded plan */
+    for (int o = 0; o < n_out; o++) {
+        r->n[o] = 1;
+        for (int d = 0; d < vf_tensor_rank(out[o]); d++) r->n[o] *= (size_t)vf_tensor_dim(out[o], d);
+        r->v[o] = vt_read(out[o]);
+        vf_tensor_release(out[o]);
+    }
+    assert_int_equal(vf_function_stats_get(fn, &r->fs), VF_OK);
+    vf_function_destroy(fn);
+    for (int i = 0; i < n_in; i++) vf_tensor_release(in[i]);
+    vt_context_done(ctx);
+}
+
+/* conv2d + per-channel bias + relu, and conv2d + bias, scalar, tanh,
+   residual and a partly broadcast input, each ONE kernel and dispatch in a
+   traced function on Vulkan (one per op unfused); values against the CPU
+   backend and the unfused plan. */
+static void conv_epilogue_fused(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    struct {
+        vf_body body;
+        int n_in, n_out, rank[4], fused, unfused;
+        int64_t shape[4][4];
+    } cs[] = {
+        {body_conv_bias_relu, 3, 1, {4, 4, 1}, 1, 3, {{2, 9, 7, 3}, {3, 3, 3, 5}, {5}}},
+        {body_conv_residual, 4, 2, {4, 4, 1, 4}, 1, 7, {{2, 6, 5, 4}, {3, 2, 4, 4}, {4}, {1, 6, 1, 4}}},
+    };
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        float *data[4];
+        for (int i = 0; i < cs[c].n_in; i++) {
+            size_t n = 1;
+            for (int d = 0; d < cs[c].rank[i]; d++) n *= (size_t)cs[c].shape[i][d];
+            data[i] = malloc(n * sizeof *data[i]);
+            assert_non_null(data[i]);
+            vt_fill_uniform(data[i], n, -1, 1, 60 + (uint64_t)(10 * c + i));
+        }
+        epi_result f = {0}, u = {0}, cpu = {0};
+        epi_run(VF_BACKEND_VULKAN, true, cs[c].body, cs[c].n_in, cs[c].n_out, cs[c].shape, cs[c].rank, data, &f);
+        epi_run(VF_BACKEND_VULKAN, false, cs[c].body, cs[c].n_in, cs[c].n_out, cs[c].shape, cs[c].rank, data, &u);
+        epi_run(VF_BACKEND_CPU, true, cs[c].body, cs[c].n_in, cs[c].n_out, cs[c].shape, cs[c].rank, data, &cpu);
+        assert_int_equal(f.fs.kernels, cs[c].fused);
+        assert_int_equal(u.fs.kernels, cs[c].unfused);
+        assert_int_equal(f.fs.dispatches_per_call, 1); /* the group ran as one kernel, not its members */
+        for (int o = 0; o < cs[c].n_out; o++) {
+            char what[64];
+            assert_int_equal(f.n[o], cpu.n[o]);
+            snprintf(what, sizeof what, "conv epilogue case %zu output %d: fused vs cpu", c, o);
+            vt_assert_close_f32(f.v[o], cpu.v[o], f.n[o], vt_matmul_atol(36), 1e-5, what);
+            snprintf(what, sizeof what, "conv epilogue case %zu output %d: fused vs unfused", c, o);
+            vt_assert_close_f32(f.v[o], u.v[o], f.n[o], 1e-6, 1e-6, what);
+            free(f.v[o]), free(u.v[o]), free(cpu.v[o]);
+        }
+        for (int i = 0; i < cs[c].n_in; i++) free(data[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +644,9 @@ int main(void)
         VT_PER_BACKEND_TESTS(pool_matches_reference),
         VT_PER_BACKEND_TESTS(pool_bad_arguments),
         cmocka_unit_test(window_past_loop_budget),
+        cmocka_unit_test(conv_filter_grad_split),
+        cmocka_unit_test(conv_filter_grad_large_batch),
+        cmocka_unit_test(conv_epilogue_fused),
     };
     return VT_RUN_GROUP(tests);
 }

@@ -330,6 +330,50 @@ static void test_simplify(void **state)
     vf_graph_free(g);
 }
 
+/* where(c, a, a), the gradient rules' broadcast of a to c's shape
+   (vf_ad_broadcast: c = x == x): a when the shapes match; a FILL of its
+   shape when a is a FILL and the shape is static; and a condition that
+   only such wheres read becomes a FILL of true (so x is no longer read).
+   A condition also read elsewhere, and symbolic shapes, stay. */
+static void test_simplify_where_same(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    vf_graph *g = vf_graph_new(NULL);
+    vf_shape s = shp(2, (int64_t[]){2, 3}, 0), col = shp(2, (int64_t[]){2, 1}, 0), sc = shp(0, NULL, 0);
+    vf_shape sy = shp(2, (int64_t[]){2, 3}, 1);
+    int x = param(g, VF_F32, s), k = param(g, VF_F32, col), l = param(g, VF_F32, sc), xs = param(g, VF_F32, sy);
+    int one = fill(g, VF_F32, sc, 1.0);
+    int c = op(g, VF_OP_EQUAL, 2, (int[]){x, x}, VF_BOOL, s);
+    int w1 = op(g, VF_OP_WHERE, 3, (int[]){c, one, one}, VF_F32, s);  /* -> fill 1 of [2,3] */
+    int w2 = op(g, VF_OP_WHERE, 3, (int[]){c, k, k}, VF_F32, s);      /* k broadcast: c -> fill true */
+    int c0 = op(g, VF_OP_EQUAL, 2, (int[]){l, l}, VF_BOOL, sc);
+    int w3 = op(g, VF_OP_WHERE, 3, (int[]){c0, one, one}, VF_F32, sc); /* -> one */
+    int c2 = op(g, VF_OP_EQUAL, 2, (int[]){x, x}, VF_BOOL, s);
+    int w4 = op(g, VF_OP_WHERE, 3, (int[]){c2, k, k}, VF_F32, s);
+    int w5 = op(g, VF_OP_WHERE, 3, (int[]){c2, x, one}, VF_F32, s);     /* c2 picks here: stays */
+    int cs = op(g, VF_OP_EQUAL, 2, (int[]){xs, xs}, VF_BOOL, sy);
+    int ws = op(g, VF_OP_WHERE, 3, (int[]){cs, k, k}, VF_F32, sy);      /* symbolic: stays */
+    outputs(g, 6, (int[]){w1, w2, w3, w4, w5, ws});
+    assert_true(vf_pass_simplify(g, &err) >= 3);
+    const vf_node *n1 = &g->nodes[w1], *nc = &g->nodes[c];
+    assert_int_equal(n1->op, VF_OP_FILL);
+    assert_int_equal(n1->n_in, 0);
+    assert_true(n1->attrs.value == 1.0 && vf_shape_equal(&n1->shape, &s));
+    assert_int_equal(nc->op, VF_OP_FILL);
+    assert_int_equal(nc->n_in, 0);
+    assert_true(nc->dtype == VF_BOOL && nc->attrs.value == 1.0);
+    assert_int_equal(g->nodes[w2].op, VF_OP_WHERE);
+    assert_int_equal(g->outputs[2], one);
+    assert_int_equal(g->nodes[c2].op, VF_OP_EQUAL);
+    assert_int_equal(g->nodes[cs].op, VF_OP_EQUAL);
+    assert_int_equal(g->nodes[ws].op, VF_OP_WHERE);
+    assert_true(vf_pass_dce(g, &err) > 0);            /* w3, c0 */
+    assert_int_equal(count_kind(g, VF_NODE_OP, VF_OP_EQUAL), 2);
+    assert_int_equal(vf_pass_simplify(g, &err), 0); /* nothing more */
+    vf_graph_free(g);
+}
+
 static void test_simplify_keeps_variable_reads(void **state)
 {
     (void)state;
@@ -576,6 +620,7 @@ int main(void)
         cmocka_unit_test(test_splat),         cmocka_unit_test(test_fills),
         cmocka_unit_test(test_dce_keeps_effects), cmocka_unit_test(test_cse),
         cmocka_unit_test(test_simplify),      cmocka_unit_test(test_simplify_keeps_variable_reads),
+        cmocka_unit_test(test_simplify_where_same),
         cmocka_unit_test(test_cond_to_select), cmocka_unit_test(test_cond_with_effect_stays),
         cmocka_unit_test(test_cond_assign_to_select),
         cmocka_unit_test(test_shape_inference), cmocka_unit_test(test_dump_text),

@@ -5,7 +5,8 @@
  * integer sources, traced branches that assign or hold a
  * non-differentiable op fail with a message and leave the tape usable;
  * targets computed from empty tensors, and the call of a function
- * destroyed before the gradient (docs/GRADIENTS.md). Gradients through
+ * destroyed before the gradient (docs/GRADIENTS.md); the weight gradient
+ * of a batched x @ W as one flattened matmul. Gradients through
  * control flow: tests/test_tape_control.c. */
 #include "testutil.h"
 
@@ -225,12 +226,115 @@ static void test_empty_and_destroyed(void **state)
     }
 }
 
+/* ---- the weight gradient of a batched x @ W ------------------------------------ */
+
+#define MK 5 /* x [..., 4, MK] @ W [MK, MN] (or W^T, W [MN, MK]) */
+#define MN 3
+
+typedef struct { vf_tensor *w; bool tb; } wmodel;
+
+/* out: d sum(y^2) / dW and / dx, y = x @ op(W) */
+static vf_status wgrad_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    wmodel *m = user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *y = vf_matmul_ex(ctx, in[0], m->w, false, m->tb);
+    vf_status s = vf_tape_gradient(tp, vt_sum(ctx, vf_mul(ctx, y, y)), 2, (vf_tensor *[]){m->w, in[0]}, out);
+    vf_tape_end(tp);
+    return s;
+}
+
+/* The gradients against a double reference: rows of x (all dims but the
+   last, flattened) times W; dW = sum over rows of x_r^T 2 y_r. */
+static void check_wgrad(const float *x, int64_t rows, const float *w, bool tb, const float *gw, const float *gx)
+{
+    double dw[MK * MN] = {0};
+    float *want_gx = malloc(sizeof(float) * (size_t)(rows * MK) + 1), want_gw[MK * MN];
+    for (int64_t r = 0; r < rows; r++) {
+        double y[MN];
+        for (int n = 0; n < MN; n++) {
+            y[n] = 0;
+            for (int k = 0; k < MK; k++) y[n] += (double)x[r * MK + k] * w[tb ? n * MK + k : k * MN + n];
+        }
+        for (int k = 0; k < MK; k++) {
+            double gxk = 0;
+            for (int n = 0; n < MN; n++) {
+                gxk += 2 * y[n] * w[tb ? n * MK + k : k * MN + n];
+                dw[tb ? n * MK + k : k * MN + n] += 2 * y[n] * x[r * MK + k];
+            }
+            want_gx[r * MK + k] = (float)gxk;
+        }
+    }
+    for (int i = 0; i < MK * MN; i++) want_gw[i] = (float)dw[i];
+    vt_assert_close_f32(gw, want_gw, MK * MN, vt_matmul_atol(rows * MN), 1e-4, "dW vs double reference");
+    vt_assert_close_f32(gx, want_gx, (size_t)(rows * MK), vt_matmul_atol(MN), 1e-4, "dx vs double reference");
+    free(want_gx);
+}
+
+/* dW of x [..., 4, 5] @ W, W a matrix, traced: one GEMM over all rows of x
+   ([rows, 5]^T [rows, 3]), no batched [..., 5, 3] product summed over the
+   batch. At two sizes of a symbolic batch from one trace, rank 4, W
+   transposed, eagerly, and with two symbolic dims (where the rows cannot be
+   flattened by a traced reshape: the batched form, still right). */
+static void test_matmul_weight_gradient(void **state)
+{
+    (void)state;
+    static const vf_tensor_spec sigs[4] = {{VF_F32, 3, {-1, 4, MK}}, {VF_F32, 4, {2, 3, 4, MK}},
+                                           {VF_F32, 3, {-1, 4, MK}}, {VF_F32, 3, {-1, -1, MK}}};
+    float x0[2 * 3 * 4 * MK], w0[MK * MN];
+    vt_fill_uniform(x0, sizeof x0 / sizeof *x0, -1, 1, 21);
+    vt_fill_uniform(w0, MK * MN, -1, 1, 22);
+    vf_backend bes[2];
+    for (int bi = 0, nbe = vt_backends(bes); bi < nbe; bi++) {
+        vf_context *ctx = vt_context(bes[bi]);
+        for (int c = 0; c < 4; c++) {
+            bool tb = c == 2;
+            wmodel m = {vf_tensor_from_host(ctx, VF_F32, 2, tb ? (int64_t[]){MN, MK} : (int64_t[]){MK, MN}, w0), tb};
+            vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "wgrad", .body = wgrad_body,
+                .user = &m, .n_inputs = 1, .n_outputs = 2, .input_signature = &sigs[c]});
+            for (int64_t nb = 3; nb >= 2; nb--) {
+                vf_tensor_spec sh = sigs[c];
+                if (sh.shape[0] < 0) sh.shape[0] = nb;
+                if (sh.shape[1] < 0) sh.shape[1] = 4;
+                int64_t rows = 1;
+                for (int d = 0; d + 1 < sh.rank; d++) rows *= sh.shape[d];
+                vf_scope_begin(ctx);
+                vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, sh.rank, sh.shape, x0), *g[2];
+                for (int traced = 0; traced < 2; traced++) {
+                    if (traced) assert_int_equal(vf_function_call(fn, &x, g), VF_OK);
+                    else assert_int_equal(wgrad_body(ctx, &x, g, &m), VF_OK);
+                    assert_int_equal(vf_tensor_rank(g[0]), 2);
+                    float *gw = vt_read(g[0]), *gx = vt_read(g[1]);
+                    check_wgrad(x0, rows, w0, tb, gw, gx);
+                    free(gw), free(gx);
+                }
+                vf_scope_end(ctx);
+            }
+            char *text = vf_function_graph_text(fn);
+            assert_non_null(text);
+            /* the flattened product: [5,3] (W^T: [3,5]) straight from a matmul (the
+               batched form is a [...,5,3] matmul and a reduce_sum over the batch) */
+            char want[64];
+            snprintf(want, sizeof want, "{trans_a=1 trans_b=0} : f32[%d,%d]", tb ? MN : MK, tb ? MK : MN);
+            if ((c < 3) != (strstr(text, want) != NULL))
+                fail_msg("case %d: dW %s one flattened matmul:\n%s", c, c < 3 ? "is not" : "cannot be", text);
+            free(text);
+            vf_function_stats st;
+            vf_function_stats_get(fn, &st);
+            assert_int_equal(st.traces, 1);
+            vf_function_destroy(fn);
+        }
+        vt_context_done(ctx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_function_call_under_tape),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_empty_and_destroyed),
+        cmocka_unit_test(test_matmul_weight_gradient),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

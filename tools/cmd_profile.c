@@ -40,6 +40,7 @@ typedef struct vstat {
 
 typedef struct opts {
     int iters;
+    int shrink;                   /* leading dimensions divided by this */
     bool json, cpu;
     const char *trace;
 } opts;
@@ -100,7 +101,7 @@ static bool run_variant(vf_context *ctx, const workload *wl, bool fuse, const op
     wl_data d;
     memset(&d, 0, sizeof d);
     vf_function *fn = NULL;
-    bool ok = wl->make(ctx, &d) == VF_OK;
+    bool ok = wl->make(ctx, &d, o->shrink) == VF_OK;
     if (ok)
         fn = vf_function_create(ctx, &(vf_function_desc){.name = wl->name, .body = wl->body, .user = d.cap,
                                                          .n_inputs = wl->n_in, .n_outputs = 1, .unfused = !fuse});
@@ -265,7 +266,7 @@ static void print_json(const result *r, const char *device, const opts *o)
     jstr(r->wl->summary);
     printf(",\"device\":");
     jstr(device);
-    printf(",\"iters\":%d,\"warmup\":%d,\"fused\":", o->iters, WARMUP);
+    printf(",\"iters\":%d,\"warmup\":%d,\"shrink\":%d,\"fused\":", o->iters, WARMUP, o->shrink);
     print_variant_json(f);
     printf(",\"unfused\":");
     print_variant_json(u);
@@ -315,6 +316,7 @@ static void print_text(const result *r, const char *device, const opts *o)
 {
     const vstat *f = &r->fu, *u = &r->un;
     printf("== vkfuse profile %s: %s\n", r->wl->name, r->wl->summary);
+    if (o->shrink > 1) printf("leading dimension divided by %d (--shrink)\n", o->shrink);
     printf("device: %s; %d timed calls after %d warm-up calls, each waited for\n", device, o->iters, WARMUP);
     print_variant_text("fused (vulkan)", f);
     print_variant_text("unfused (vulkan, one kernel per op: vf_function_desc.unfused)", u);
@@ -364,18 +366,20 @@ static void print_summary(const result *rs, int n)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vkfuse profile WORKLOAD|all [--iters N] [--json] [--trace FILE] [--no-cpu]\n"
+    fprintf(f, "usage: vkfuse profile WORKLOAD|all [--iters N] [--shrink N] [--json] [--trace FILE] [--no-cpu]\n"
                "       vkfuse profile --list\n\n"
                "Runs a built-in workload as a traced function, fused and unfused (one kernel per\n"
                "op, as VKFUSE_FUSION=0 gives) on Vulkan with profiling on, and on the CPU backend, in one run.\n"
                "Prints per kernel and in total: kernels, dispatches, barriers, bytes read and written,\n"
                "GPU time (timestamp queries), wall time per call, peak memory, and the ratios.\n\n"
                "  --iters N     timed calls per run after %d warm-up calls (default 10)\n"
+               "  --shrink N    divide the workload's leading dimension (elements, rows or batch)\n"
+               "                by N, 1 to %d (default 1: the sizes --list shows)\n"
                "  --json        print one JSON object instead of tables ({\"workloads\": [...]} for all)\n"
                "  --trace FILE  write a Chrome / Perfetto trace of the last call of each run\n"
                "                (open it in ui.perfetto.dev)\n"
                "  --no-cpu      skip the CPU backend run\n"
-               "  --list        list the workloads\n\nSee docs/PROFILING.md.\n", WARMUP);
+               "  --list        list the workloads\n\nSee docs/PROFILING.md.\n", WARMUP, WL_MAX_SHRINK);
 }
 
 /* Whether the trace file can be written: opened for appending (so an
@@ -419,14 +423,14 @@ int cmd_profile(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    opts o = {.iters = 10, .cpu = true};
+    opts o = {.iters = 10, .shrink = 1, .cpu = true};
     const char *name = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--list")) return list();
         if (!strcmp(a, "--json")) o.json = true;
         else if (!strcmp(a, "--no-cpu")) o.cpu = false;
-        else if (!strcmp(a, "--iters") || !strcmp(a, "--trace")) {
+        else if (!strcmp(a, "--iters") || !strcmp(a, "--shrink") || !strcmp(a, "--trace")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "vkfuse profile: %s needs a value (try --help)\n", a);
                 return 2;
@@ -438,6 +442,15 @@ int cmd_profile(int argc, char **argv)
             }
             char *end;
             long n = strtol(val, &end, 10);
+            if (!strcmp(a, "--shrink")) {
+                if (*end || end == val || n < 1 || n > WL_MAX_SHRINK) {
+                    fprintf(stderr, "vkfuse profile: --shrink %s: give a whole number from 1 to %d\n", val,
+                            WL_MAX_SHRINK);
+                    return 2;
+                }
+                o.shrink = (int)n;
+                continue;
+            }
             if (*end || end == val || n < 1 || n > 100000) {
                 fprintf(stderr, "vkfuse profile: --iters %s: give a whole number from 1 to 100000\n", val);
                 return 2;

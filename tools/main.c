@@ -47,6 +47,7 @@ static const char *const env_vars[][2] = {
     {"VKFUSE_NO_PLAN=1", "run traced functions node by node, without recorded plans"},
     {"VKFUSE_TEST_LIMITS=...", "test only: smaller device limits, so that split dispatches run"},
     {"VKFUSE_TEST_CAPS=gpu", "test only: generate the GPU codegen profile on any device"},
+    {"VKFUSE_TEST_AMBER_CRASH=<text>", "test only: a `vkfuse amber` worker aborts on a file whose path has <text>"},
 };
 
 static void usage(FILE *f)

@@ -24,11 +24,11 @@ static vf_status done(vf_context *ctx, const wl_data *d, int n_in, int n_cap)
 /* chain8: x*1.5 + 0.5, relu, *0.9, sigmoid, *2, -1, abs over 16M f32.
    The scalars are captures: a vf_fill in the body would be a kernel of
    its own in both runs. */
-static vf_status chain8_make(vf_context *ctx, wl_data *d)
+static vf_status chain8_make(vf_context *ctx, wl_data *d, int64_t shrink)
 {
     static const float kv[5] = {1.5f, 0.5f, 0.9f, 2.0f, 1.0f};
     for (int i = 0; i < 5; i++) d->cap[i] = scalar(ctx, kv[i]);
-    d->in[0] = vf_random_normal(ctx, VF_F32, 1, (int64_t[]){16 << 20}, 1);
+    d->in[0] = vf_random_normal(ctx, VF_F32, 1, (int64_t[]){(16 << 20) / shrink}, 1);
     return done(ctx, d, 1, 5);
 }
 
@@ -42,9 +42,9 @@ static vf_status chain8_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **
 }
 
 /* softmax over the last axis of [4096, 1024]. */
-static vf_status softmax_make(vf_context *ctx, wl_data *d)
+static vf_status softmax_make(vf_context *ctx, wl_data *d, int64_t shrink)
 {
-    d->in[0] = normal(ctx, 2, (int64_t[]){4096, 1024}, 2, 2.0f);
+    d->in[0] = normal(ctx, 2, (int64_t[]){4096 / shrink, 1024}, 2, 2.0f);
     return done(ctx, d, 1, 0);
 }
 
@@ -56,9 +56,9 @@ static vf_status softmax_body(vf_context *ctx, vf_tensor *const *in, vf_tensor *
 }
 
 /* layernorm over the last axis of [4096, 1024]: (x - mean) * rsqrt(var + eps) * gamma + beta. */
-static vf_status layernorm_make(vf_context *ctx, wl_data *d)
+static vf_status layernorm_make(vf_context *ctx, wl_data *d, int64_t shrink)
 {
-    d->in[0] = normal(ctx, 2, (int64_t[]){4096, 1024}, 3, 1.0f);
+    d->in[0] = normal(ctx, 2, (int64_t[]){4096 / shrink, 1024}, 3, 1.0f);
     d->cap[0] = vf_add(ctx, normal(ctx, 1, (int64_t[]){1024}, 4, 0.1f), scalar(ctx, 1.0f)); /* gamma */
     d->cap[1] = normal(ctx, 1, (int64_t[]){1024}, 5, 0.1f);                                   /* beta */
     d->cap[2] = scalar(ctx, 1e-5f);
@@ -76,9 +76,9 @@ static vf_status layernorm_body(vf_context *ctx, vf_tensor *const *in, vf_tensor
 }
 
 /* mlp: softmax(relu(relu(x W1 + b1) W2 + b2) W3 + b3), 784-512-512-10, batch 256. */
-static vf_status mlp_make(vf_context *ctx, wl_data *d)
+static vf_status mlp_make(vf_context *ctx, wl_data *d, int64_t shrink)
 {
-    d->in[0] = normal(ctx, 2, (int64_t[]){256, 784}, 6, 1.0f);
+    d->in[0] = normal(ctx, 2, (int64_t[]){256 / shrink, 784}, 6, 1.0f);
     d->cap[0] = normal(ctx, 2, (int64_t[]){784, 512}, 7, 0.05f);
     d->cap[1] = normal(ctx, 1, (int64_t[]){512}, 8, 0.1f);
     d->cap[2] = normal(ctx, 2, (int64_t[]){512, 512}, 9, 0.06f);
@@ -99,12 +99,13 @@ static vf_status mlp_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out
 
 /* compute_loss (the seed's): mean(sparse_softmax_cross_entropy(labels, x w + b)),
    x [256, 784], 10 classes. */
-static vf_status loss_make(vf_context *ctx, wl_data *d)
+static vf_status loss_make(vf_context *ctx, wl_data *d, int64_t shrink)
 {
     int32_t labels[256];
-    for (int i = 0; i < 256; i++) labels[i] = (i * 7 + 3) % 10;
-    d->in[0] = normal(ctx, 2, (int64_t[]){256, 784}, 13, 1.0f);
-    d->in[1] = vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){256}, labels);
+    int64_t batch = 256 / shrink;
+    for (int i = 0; i < batch; i++) labels[i] = (i * 7 + 3) % 10;
+    d->in[0] = normal(ctx, 2, (int64_t[]){batch, 784}, 13, 1.0f);
+    d->in[1] = vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){batch}, labels);
     d->cap[0] = normal(ctx, 2, (int64_t[]){784, 10}, 14, 0.05f);
     d->cap[1] = normal(ctx, 1, (int64_t[]){10}, 15, 0.1f);
     return done(ctx, d, 2, 2);
@@ -151,16 +152,17 @@ static vf_status hist_cpu(const vf_kernel_shapes *s, const void *const *in, void
     return VF_OK;
 }
 
-static vf_status hist_make(vf_context *ctx, wl_data *d)
+static vf_status hist_make(vf_context *ctx, wl_data *d, int64_t shrink)
 {
-    int32_t *v = malloc(sizeof *v * HIST_N);
+    int64_t n = HIST_N / shrink;
+    int32_t *v = malloc(sizeof *v * (size_t)n);
     if (!v) return VF_ERROR_OUT_OF_MEMORY;
     uint32_t x = 12345;
-    for (int i = 0; i < HIST_N; i++) {
+    for (int64_t i = 0; i < n; i++) {
         x = x * 1664525u + 1013904223u;
         v[i] = (int32_t)(x >> 8);
     }
-    d->in[0] = vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){HIST_N}, v);
+    d->in[0] = vf_tensor_from_host(ctx, VF_I32, 1, &n, v);
     free(v);
     return done(ctx, d, 1, 0);
 }

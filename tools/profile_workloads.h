@@ -8,6 +8,7 @@
 
 #define WL_MAX_IN 4
 #define WL_MAX_CAP 8
+#define WL_MAX_SHRINK 256 /* every leading dimension stays >= 1 */
 
 typedef struct wl_data {
     vf_tensor *in[WL_MAX_IN];
@@ -18,9 +19,10 @@ typedef struct workload {
     const char *name;
     const char *summary;
     int n_in;                     /* n_outputs is 1 for all */
-    /* Makes the inputs and captures in ctx's innermost scope; VF_OK or
-       the context's error. */
-    vf_status (*make)(vf_context *ctx, wl_data *d);
+    /* Makes the inputs and captures in ctx's innermost scope, the leading
+       dimension (elements, rows or batch) divided by shrink (1..WL_MAX_SHRINK);
+       VF_OK or the context's error. */
+    vf_status (*make)(vf_context *ctx, wl_data *d, int64_t shrink);
     vf_body body;                 /* user: the wl_data's cap array */
 } workload;
 

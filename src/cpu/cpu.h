@@ -130,5 +130,7 @@ vf_status vf_cpu_fill(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_random_normal(vf_cpu *cpu, const vf_exec *e);
 /* Indexing ops (kernels_index.c): gather, scatter_add, and the IOTA source. */
 vf_status vf_cpu_index(vf_cpu *cpu, const vf_exec *e);
+/* Generators (kernels_random.c): RNG_UNIFORM, RNG_NORMAL, RNG_ADVANCE. */
+vf_status vf_cpu_rng(vf_cpu *cpu, const vf_exec *e);
 
 #endif

@@ -160,7 +160,8 @@ static vf_status cpu_exec(void *self, const vf_exec *e)
     case VF_KIND_SOURCE:
         if (e->op == VF_OP_IOTA) return vf_cpu_index(cpu, e);
         return e->op == VF_OP_RANDOM_NORMAL ? vf_cpu_random_normal(cpu, e) : vf_cpu_fill(cpu, e);
-    case VF_KIND_INDEX: return vf_cpu_index(cpu, e);
+    case VF_KIND_INDEX:
+        return e->op >= VF_OP_RNG_UNIFORM && e->op <= VF_OP_RNG_ADVANCE ? vf_cpu_rng(cpu, e) : vf_cpu_index(cpu, e);
     case VF_KIND_USER: { /* a planned call replayed by VKFUSE_CHECK: the C implementation */
         if (!e->ux) break;
         vf_ukernel_exec x = *e->ux;

@@ -229,6 +229,7 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     ctx->n_scopes = 1; /* the root scope */
     vf_handles_init(&ctx->tensor_slots, VF_HANDLE_TENSOR, sizeof(vf_tensor));
     vf_tape_slots_init(ctx);
+    vf_generator_slots_init(ctx);
     resolve_cache_dir(d, ctx->cache_dir, sizeof ctx->cache_dir);
     ctx->profile = d->profile || env_true("VKFUSE_PROFILE");
     read_options(&ctx->opt);
@@ -260,6 +261,7 @@ void vf_context_destroy(vf_context *ctx)
     if (ctx->host.be.iface) ctx->host.be.iface->destroy(ctx->host.be.self);
     vf_handles_free(&ctx->tensor_slots);
     vf_handles_free(&ctx->tape_slots);
+    vf_handles_free(&ctx->generator_slots);
     while (vf_ctx_lock_depth(ctx) > 0) vf_ctx_unlock(ctx);
     vf_ctx_lock_destroy(&ctx->lock);
     free(ctx);

@@ -65,6 +65,44 @@ vf_status vf_print(vf_context *ctx, const char *label, vf_tensor *t)
     return s;
 }
 
+/* Runs fn on n elements of dt in data; its failure recorded in ctx. */
+vf_status vf_host_call(vf_context *ctx, const char *name, vf_host_fn fn, void *user, vf_dtype dt, int64_t n, void *data)
+{
+    char msg[512] = "";
+    vf_status s = fn(user, dt, n, data, msg, sizeof msg);
+    if (s == VF_OK) return VF_OK;
+    if ((unsigned)s > VF_ERROR_FORMAT) s = VF_ERROR_INVALID_ARGUMENT;
+    return vf_fail(ctx, s, "vf_host_map '%s': the callback failed: %s", name, msg[0] ? msg : "(no message)");
+}
+
+bool vf_context_tracing(vf_context *ctx)
+{
+    VF_LOCKED(ctx);
+    return ctx && ctx->trace;
+}
+
+vf_tensor *vf_host_map(vf_context *ctx, vf_tensor *x, vf_host_fn fn, void *user, const char *name)
+{
+    VF_LOCKED(ctx);
+    if (!ctx) return NULL;
+    if (!x) {
+        if (ctx->err.status == VF_OK) vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_host_map: tensor is NULL");
+        return NULL;
+    }
+    if (!fn) return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_host_map: fn is NULL"), NULL;
+    if (!vf_check_input(ctx, "vf_host_map", x, 0)) return NULL;
+    if (!name) name = "host";
+    if (ctx->trace) return vf_trace_host(ctx, x, fn, user, name);
+    size_t bytes = vf_tensor_bytes(x);
+    void *data = malloc(bytes ? bytes : 1);
+    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map: out of host memory"), NULL;
+    vf_tensor *t = NULL;
+    if (vf_tensor_read(x, data, bytes) == VF_OK && vf_host_call(ctx, name, fn, user, x->dtype, x->numel, data) == VF_OK)
+        t = vf_tensor_from_host(ctx, x->dtype, x->rank, x->shape, data);
+    free(data);
+    return t;
+}
+
 /* ---- shared checks ----------------------------------------------------------- */
 
 static vf_status check_tensors(vf_context *ctx, const char *op, const char *what, int n, vf_tensor *const *ts)

@@ -81,7 +81,7 @@ struct vf_context {
     vf_ctx_mutex lock;     /* taken by every public entry point (lock.h) */
     /* Lifetime (handles.h, function.c): tensors and tapes live in slots that
        are never reused, so a stale handle is an error, not a crash. */
-    vf_handles tensor_slots, tape_slots;
+    vf_handles tensor_slots, tape_slots, generator_slots;
     struct vf_function *functions; /* every function of ctx (destroyed ones too), orphaned at destroy */
     struct vf_kernel *kernels;     /* live user kernels (kernels.c), orphaned at destroy */
     vf_host host;          /* the host (CPU) backend of constant folding and VKFUSE_CHECK, made on first use */
@@ -141,6 +141,8 @@ void vf_tensor_free_all(vf_context *ctx);
 void vf_functions_orphan_all(vf_context *ctx);
 void vf_kernels_orphan_all(vf_context *ctx);
 void vf_tape_slots_init(vf_context *ctx);
+/* The generators' slots (generator.c). */
+void vf_generator_slots_init(vf_context *ctx);
 void vf_tapes_free_all(vf_context *ctx);
 
 /* Runs an op on the backend; releases out and returns NULL on failure. */
@@ -181,6 +183,10 @@ vf_tensor *vf_trace_view(vf_tensor *src, vf_tensor *view);
 vf_tensor *vf_trace_const(vf_tensor *t, const void *data);
 vf_status vf_trace_assign(vf_context *ctx, const vf_exec *e, const char *op);
 vf_status vf_trace_print(vf_context *ctx, const char *label, vf_tensor *t);
+/* fn of vf_host_map on host data; its failure recorded in ctx with name. */
+vf_status vf_host_call(vf_context *ctx, const char *name, vf_host_fn fn, void *user, vf_dtype dt, int64_t n, void *data);
+/* vf_host_map while tracing: a HOST node on t's value; its symbolic result. */
+vf_tensor *vf_trace_host(vf_context *ctx, vf_tensor *t, vf_host_fn fn, void *user, const char *name);
 /* A user kernel's call: a KERNEL node on in[k->n_in] and a PROJ per output,
    out[j] (symbolic tensors the caller made at the traced shapes) bound to
    them. The node's id, -1 with the error recorded. */

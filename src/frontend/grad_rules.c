@@ -347,6 +347,29 @@ static bool g_logsumexp(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, v
      TT: dA = B^T g^T,   dB = g^T A^T
    Vectors are matrices with a size-1 dim (as the forward op does); batch
    dims that were broadcast are summed back. */
+
+/* dB of a matrix B under a batched, untransposed A ([..., m, k] @ op(B),
+   x @ W in every sequence model): the per-batch products summed over the
+   batch are one product over A's rows flattened, A2 = [M, k] and
+   g2 = [M, n] with M = batch * m: dB = A2^T g2 (g2^T A2 when B is
+   transposed). One GEMM whose inner dim is M, instead of a batched GEMM
+   with inner dim m, its [..., k, n] result and a reduction over the batch.
+   NULL (with no error) where the flattening cannot follow the sizes: a
+   symbolic last dim, more than one symbolic dim (a traced reshape follows
+   one), or an empty last dim (-1 is then ambiguous). */
+static vf_tensor *matmul_db_flat(vf_context *ctx, vf_tensor *a, vf_tensor *b, vf_tensor *g, bool tb)
+{
+    if (b->rank != 2 || a->rank < 3 || g->rank != a->rank) return NULL;
+    int r = a->rank;
+    uint32_t sa = vf_trace_sym_dims(ctx, a, "vf_tape_gradient"), sg = vf_trace_sym_dims(ctx, g, "vf_tape_gradient");
+    if (((sa | sg) >> (r - 1)) & 1u) return NULL;
+    if ((sa & (sa - 1)) || (sg & (sg - 1))) return NULL;
+    int64_t k = a->shape[r - 1], n = g->shape[r - 1];
+    if (k <= 0 || n <= 0) return NULL;
+    vf_tensor *a2 = vf_reshape(ctx, a, 2, (int64_t[]){-1, k}), *g2 = vf_reshape(ctx, g, 2, (int64_t[]){-1, n});
+    return tb ? vf_matmul_ex(ctx, g2, a2, true, false) : vf_matmul_ex(ctx, a2, g2, true, false);
+}
+
 static bool g_matmul(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
     vf_tensor *a = IN(0), *b = IN(1);
@@ -364,10 +387,11 @@ static bool g_matmul(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_t
         else { s[r] = 1; r++; }
         g = vf_ad_reshape(ctx, g, r, s);
     }
-    vf_tensor *da, *db;
-    if (!ta && !tb) { da = vf_matmul_ex(ctx, g, b, false, true); db = vf_matmul_ex(ctx, a, g, true, false); }
+    vf_tensor *da, *db = !ta && !av && !bv ? matmul_db_flat(ctx, a, b, g, tb) : NULL;
+    bool flat = db != NULL;
+    if (!ta && !tb) { da = vf_matmul_ex(ctx, g, b, false, true); if (!flat) db = vf_matmul_ex(ctx, a, g, true, false); }
     else if (ta && !tb) { da = vf_matmul_ex(ctx, b, g, false, true); db = vf_matmul_ex(ctx, a, g, false, false); }
-    else if (!ta && tb) { da = vf_matmul_ex(ctx, g, b, false, false); db = vf_matmul_ex(ctx, g, a, true, false); }
+    else if (!ta && tb) { da = vf_matmul_ex(ctx, g, b, false, false); if (!flat) db = vf_matmul_ex(ctx, g, a, true, false); }
     else { da = vf_matmul_ex(ctx, b, g, true, true); db = vf_matmul_ex(ctx, g, a, true, true); }
     da = vf_ad_unbroadcast(ctx, da, a);
     db = vf_ad_unbroadcast(ctx, db, b);

@@ -214,6 +214,7 @@ const char *vf_death_name(vf_death d)
     case VF_DEATH_RELEASE: return "vf_tensor_release";
     case VF_DEATH_SCOPE: return "vf_scope_end";
     case VF_DEATH_TAPE_END: return "vf_tape_end";
+    case VF_DEATH_DESTROY: return "vf_generator_destroy";
     default: return "the library (an op that failed)";
     }
 }

@@ -1,4 +1,4 @@
-/* Handles that never dangle: the memory of tensors and tapes.
+/* Handles that never dangle: the memory of tensors, tapes and generators.
  *
  * A vf_tensor * (and a vf_tape *) is the address of a slot in a slab that
  * its context owns. A slot is handed out once and never reused, so an
@@ -23,7 +23,7 @@
 
 typedef struct vf_context vf_context;
 
-typedef enum { VF_HANDLE_TENSOR = 1, VF_HANDLE_TAPE = 2 } vf_handle_kind;
+typedef enum { VF_HANDLE_TENSOR = 1, VF_HANDLE_TAPE = 2, VF_HANDLE_GENERATOR = 3 } vf_handle_kind;
 
 /* How a handle died: what the messages say. */
 typedef enum {
@@ -31,6 +31,7 @@ typedef enum {
     VF_DEATH_SCOPE,       /* the scope that owned it ended */
     VF_DEATH_TAPE_END,    /* vf_tape_end */
     VF_DEATH_INTERNAL,    /* an op that failed before returning it */
+    VF_DEATH_DESTROY,     /* vf_generator_destroy */
 } vf_death;
 
 typedef struct vf_handles {

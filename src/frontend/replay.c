@@ -91,6 +91,9 @@ static vf_status replay(vf_context *ctx, const sub_ctx *sc, vf_tensor *const *ex
         case VF_NODE_ASSIGN:
             s = fail_node(ctx, g, i, "assigns a variable (replaying it would assign again)");
             continue;
+        case VF_NODE_HOST:
+            s = fail_node(ctx, g, i, "calls a host callback (replaying it would call it again)");
+            continue;
         case VF_NODE_PROJ:
             val[i] = tuple[n->in[0]] ? tuple[n->in[0]][n->index] : NULL;
             break;

@@ -239,6 +239,26 @@ static vf_status print_value(vf_run_state *rs, const char *label, const vf_rval 
     return s;
 }
 
+/* A HOST node: the input's values down to the host (waiting for the
+   kernels queued before it), the callback, the result up into a new value. */
+static vf_status host_value(vf_run_state *rs, const vf_node *n, const vf_rval *x, vf_rval *out)
+{
+    vf_context *ctx = rs->ctx;
+    vf_shape sh = shape_of(&x->ref);
+    int64_t numel = vf_shape_numel(&sh);
+    size_t bytes = (size_t)numel * vf_dtype_size(x->ref.dtype);
+    void *data = malloc(bytes ? bytes : 1);
+    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map '%s': out of host memory", n->label);
+    vf_status s = bytes ? ctx->be.iface->download(ctx->be.self, x->ref.buf, x->ref.offset, data, bytes) : VF_OK;
+    if (s != VF_OK) vf_backend_failed(ctx, s, "vf_host_map '%s': reading its input", n->label);
+    if (s == VF_OK) s = vf_host_call(ctx, n->label, n->host_fn, n->host_user, x->ref.dtype, numel, data);
+    if (s == VF_OK) s = new_value(rs, "vf_host_map", x->ref.dtype, &sh, out);
+    if (s == VF_OK && bytes && (s = ctx->be.iface->upload(ctx->be.self, out->ref.buf, out->ref.offset, data, bytes)) != VF_OK)
+        vf_backend_failed(ctx, s, "vf_host_map '%s': writing its result", n->label);
+    free(data);
+    return s;
+}
+
 static bool hold(vf_run_state *rs, vf_tensor *t)
 {
     if (!t) return true;
@@ -405,6 +425,7 @@ vf_status vf_graph_run(vf_run_state *rs, const vf_graph *g, const vf_rval *param
             break;
         }
         case VF_NODE_PRINT: s = print_value(rs, n->label, &args[0]); break;
+        case VF_NODE_HOST: s = host_value(rs, n, &args[0], &v[i]); break;
         case VF_NODE_COND:
         case VF_NODE_WHILE:
             tuples[i] = calloc((size_t)n->n_out + 1, sizeof **tuples);

@@ -126,7 +126,8 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
     uint32_t op = U32("node op");
     uint32_t n_in = vf_saved_count(r, VF_SAVED_MAX_IO, 4, "node input count");
     if (r->bad) return false;
-    if (kind >= VF_NODE_KIND_COUNT || op >= VF_OP_COUNT || !vf_dtype_valid((int)dtv)) {
+    /* HOST: never saved (its callback is a pointer of the saving process) */
+    if (kind >= VF_NODE_KIND_COUNT || kind == VF_NODE_HOST || op >= VF_OP_COUNT || !vf_dtype_valid((int)dtv)) {
         r->pos = at;
         return vf_saved_bad(r, "node %d: kind %u, op %u or dtype %u out of range", i, kind, op, dtv);
     }

@@ -250,6 +250,18 @@ vf_status vf_function_save(vf_function *fn, const char *path)
     return s;
 }
 
+/* A HOST node's callback is a pointer into this process: no file holds it. */
+static const vf_node *host_node(const vf_graph *g)
+{
+    for (int i = 0; g && i < g->n; i++) {
+        if (g->nodes[i].kind == VF_NODE_HOST) return &g->nodes[i];
+        const vf_node *h = host_node(g->nodes[i].sub[0]);
+        if (!h) h = host_node(g->nodes[i].sub[1]);
+        if (h) return h;
+    }
+    return NULL;
+}
+
 vf_status vf_saved_write_mem(vf_function *fn, const vf_saved_kernel *extra, int n_extra, uint8_t **out, size_t *out_size)
 {
     VF_LOCKED(fn ? vf_function_context(fn) : NULL);
@@ -275,6 +287,12 @@ vf_status vf_saved_write_mem(vf_function *fn, const vf_saved_kernel *extra, int 
         const vf_capture *caps;
         int n_caps;
         vf_function_concrete_get(fn, c, &dt, &sh, &g, &caps, &n_caps);
+        const vf_node *h = host_node(g);
+        if (h) {
+            s = vf_fail(ctx, VF_ERROR_UNSUPPORTED, "vf_function_save: '%s' calls the host callback '%s' "
+                        "(vf_host_map): a file cannot hold it", name, h->label);
+            break;
+        }
         for (int k = 0; k < n_caps; k++)
             if (tset_index(&ts, caps[k].t) < 0) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_save: out of host memory");
     }

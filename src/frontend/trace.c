@@ -514,6 +514,20 @@ vf_status vf_trace_print(vf_context *ctx, const char *label, vf_tensor *t)
     return VF_OK;
 }
 
+vf_tensor *vf_trace_host(vf_context *ctx, vf_tensor *t, vf_host_fn fn, void *user, const char *name)
+{
+    int v = vf_trace_value(ctx, t, "vf_host_map");
+    if (v < 0) return NULL;
+    const vf_node *x = &vf_trace_graph(ctx)->nodes[v];
+    vf_shape s = x->shape;
+    int id = new_node(ctx, VF_NODE_HOST, 1, &v, x->dtype, &s, "vf_host_map");
+    if (id < 0) return NULL;
+    vf_node *n = &vf_trace_graph(ctx)->nodes[id];
+    n->host_fn = fn, n->host_user = user;
+    if (!(n->label = strdup(name))) return oom(ctx, "vf_host_map"), NULL;
+    return vf_trace_tensor_for(ctx, id);
+}
+
 uint32_t vf_trace_sym_dims(vf_context *ctx, vf_tensor *t, const char *op)
 {
     if (!ctx->trace || !t->sym_gen || t->sym_gen != ctx->trace->gen) return 0;

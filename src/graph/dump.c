@@ -49,7 +49,8 @@ static void attrs_text(vf_sb *b, const vf_node *n)
     case VF_NODE_CAPTURE: vf_sb_add(b, " #%d%s", n->index, n->is_var ? " (by reference)" : ""); break;
     case VF_NODE_ASSIGN: vf_sb_add(b, " -> variable #%d", n->index); break;
     case VF_NODE_PROJ: vf_sb_add(b, " .%d", n->index); break;
-    case VF_NODE_PRINT: vf_sb_add(b, " \"%s\"", n->label ? n->label : ""); break;
+    case VF_NODE_PRINT:
+    case VF_NODE_HOST: vf_sb_add(b, " \"%s\"", n->label ? n->label : ""); break;
     case VF_NODE_RESHAPE:
         vf_sb_add(b, " {to=[");
         for (int i = 0; i < n->target.rank; i++) vf_sb_add(b, "%s%lld", i ? "," : "", (long long)n->target.dim[i]);

@@ -71,7 +71,8 @@ bool vf_node_has_effect(const vf_node *n)
 {
     switch (n->kind) {
     case VF_NODE_ASSIGN:
-    case VF_NODE_PRINT: return true;
+    case VF_NODE_PRINT:
+    case VF_NODE_HOST: return true;
     case VF_NODE_KERNEL: return n->uk && n->uk->side_effect;
     case VF_NODE_COND:
     case VF_NODE_WHILE: return vf_graph_has_effects(n->sub[0]) || vf_graph_has_effects(n->sub[1]);
@@ -147,7 +148,7 @@ bool vf_graph_remove(vf_graph *g, const bool *dead)
 }
 
 static const char *const kind_names[VF_NODE_KIND_COUNT] = {
-    "op", "param", "const", "capture", "reshape", "assign", "print", "cond", "while", "proj", "kernel",
+    "op", "param", "const", "capture", "reshape", "assign", "print", "cond", "while", "proj", "host", "kernel",
 };
 
 const char *vf_node_kind_name(vf_node_kind k)

@@ -40,6 +40,8 @@ typedef enum vf_node_kind {
     VF_NODE_COND,     /* in[0] pred, in[1..]: then/else params; sub[0] then, sub[1] else */
     VF_NODE_WHILE,    /* in: loop vars then captures; sub[0] cond, sub[1] body */
     VF_NODE_PROJ,     /* index: element of the tuple of in[0] (a COND, WHILE or KERNEL) */
+    VF_NODE_HOST,     /* label; host_fn(host_user) maps in[0]'s values on the host at run time
+                         (vf_host_map): an effect, never removed, merged or moved */
     /* appended (saved files store kinds): a user kernel's call (graph/ukernel.h):
        uk, in: its inputs, data / bytes: its parameters, n_out: its outputs (a
        tuple: PROJs pick them), kgroups: the workgroup counts at the traced sizes */
@@ -68,7 +70,9 @@ typedef struct vf_node {
     vf_shape target;  /* RESHAPE: the requested shape, -1 = inferred */
     void *data;       /* CONST: packed elements */
     size_t bytes;
-    char *label;      /* PRINT */
+    char *label;      /* PRINT, HOST */
+    vf_host_fn host_fn; /* HOST */
+    void *host_user;
     vf_graph *sub[2]; /* COND, WHILE */
     int n_out;        /* COND, WHILE: tuple size */
     int split;        /* COND: params of sub[0] among in[1..]; WHILE: params of sub[0] after the vars */

@@ -82,6 +82,14 @@ typedef enum vf_op {
     VF_OP_MAX_POOL2D, VF_OP_AVG_POOL2D,
     /* their gradients: in[0] x (max: the argmax; avg: the shape), in[1] dy -> dx */
     VF_OP_MAX_POOL2D_GRAD, VF_OP_AVG_POOL2D_GRAD,
+    /* appended (numbers are stored): generators (issue 13; kind
+       VF_KIND_INDEX: own kernels, never fused). The state is a u32 [2]
+       tensor (d_lo, d_hi): the draw number d. Draws: in[0] the state, in[1]
+       gives only the result's shape (its data is never read); attrs.seed:
+       the key, attrs.dtype: the result's (f32 / f16). Blocks and mappings:
+       util/philox.h. RNG_ADVANCE: the state plus 1 (with the carry into
+       d_hi), what a generator assigns to its state after each draw. */
+    VF_OP_RNG_UNIFORM, VF_OP_RNG_NORMAL, VF_OP_RNG_ADVANCE,
     /* appended (issue 14): a user kernel's call inside a plan (kind
        VF_KIND_USER; traced graphs hold VF_NODE_KERNEL nodes, never this op) */
     VF_OP_USER_KERNEL,

@@ -139,7 +139,9 @@ PIN(TOP_K, 69) PIN(TOP_K_INDICES, 70)
 /* convolution and pooling (issue 13) */
 PIN(CONV2D, 71) PIN(CONV2D_BACKPROP_INPUT, 72) PIN(CONV2D_BACKPROP_FILTER, 73)
 PIN(MAX_POOL2D, 74) PIN(AVG_POOL2D, 75) PIN(MAX_POOL2D_GRAD, 76) PIN(AVG_POOL2D_GRAD, 77)
-PIN(USER_KERNEL, 78)
+/* generator draws (issue 13) */
+PIN(RNG_UNIFORM, 78) PIN(RNG_NORMAL, 79) PIN(RNG_ADVANCE, 80)
+PIN(USER_KERNEL, 81)
 _Static_assert(sizeof(vf_conv_attrs) == VF_CONV_ATTR_FIELDS * sizeof(int32_t), "vf_conv_attrs is saved field by field");
 #undef PIN
 
@@ -345,6 +347,20 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     POOL(VF_OP_MAX_POOL2D_GRAD, "max_pool2d_grad", 2, NULL),
     POOL(VF_OP_AVG_POOL2D_GRAD, "avg_pool2d_grad", 2, &vf_grad_avg_pool_grad),
 #undef POOL
+
+    /* ---- generator draws (issue 13) ---- */
+    /* in[0]: the state (u32 [2]: the draw number's low and high words),
+       in[1]: the shape only (any dtype, never read). No gradient: the
+       numbers are constants of the draw. */
+#define RNG(op, nm) \
+    [op] = {.name = nm, .arity = 2, .kind = VF_KIND_INDEX, .accepts = ALL, .result = VF_RESULT_ATTR, \
+            .index_in = 1u, .attrs = VF_ATTR_DTYPE | VF_ATTR_SEED}
+    RNG(VF_OP_RNG_UNIFORM, "rng_uniform"),
+    RNG(VF_OP_RNG_NORMAL, "rng_normal"),
+#undef RNG
+    /* the state plus one draw */
+    [VF_OP_RNG_ADVANCE] = {.name = "rng_advance", .arity = 1, .kind = VF_KIND_INDEX, .accepts = VF_M(VF_U32),
+                           .result = VF_RESULT_SAME},
     /* a user kernel's call in a plan (graph/ukernel.h; the graph holds a
        KERNEL node): its inputs are e->in[0 .. n_in), its output e->out,
        the rest in e->ux; never fused, no gradient of the table's */

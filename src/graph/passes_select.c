@@ -26,7 +26,7 @@ static bool cheap(const vf_graph *s)
     if (!s || s->n > VF_SELECT_MAX_NODES) return false;
     for (int i = 0; i < s->n; i++) {
         const vf_node *n = &s->nodes[i];
-        if (n->kind == VF_NODE_PRINT || n->kind == VF_NODE_COND || n->kind == VF_NODE_WHILE ||
+        if (n->kind == VF_NODE_PRINT || n->kind == VF_NODE_HOST || n->kind == VF_NODE_COND || n->kind == VF_NODE_WHILE ||
             n->kind == VF_NODE_KERNEL)
             return false;
         /* the selected value is stored as is: it must already be the variable's dtype */

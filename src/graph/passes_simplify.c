@@ -37,6 +37,8 @@ static int identity_of(const vf_graph *g, const vf_node *n)
         return -1;
     case VF_OP_DIV:
         return vf_node_is_splat(g, b, 1.0) && same_type(&g->nodes[a], n) ? a : -1;
+    case VF_OP_WHERE: /* where(c, a, a) is a whatever c is */
+        return n->in[1] == n->in[2] && same_type(&g->nodes[n->in[1]], n) ? n->in[1] : -1;
     case VF_OP_CAST:
     case VF_OP_COPY:
     case VF_OP_STOP_GRADIENT: /* tapes act while tracing: the graph needs no marker */
@@ -56,6 +58,40 @@ static bool to_zero(const vf_graph *g, vf_node *n)
     n->attrs = (vf_attrs){.value = 0.0, .dtype = n->dtype};
     n->n_in = 0;
     return true;
+}
+
+/* where(c, a, a) that broadcasts a (the gradient rules' way of giving a
+   value an input's shape without baking a size into the trace:
+   grad_rules.c, vf_ad_broadcast) once every size is static: a FILL of its
+   shape when a is a FILL (a sum of ones counting a mean's elements then
+   folds to a constant). */
+static bool where_same_to_fill(const vf_graph *g, vf_node *n)
+{
+    if (n->kind != VF_NODE_OP || n->op != VF_OP_WHERE || n->in[1] != n->in[2] || n->shape.sym) return false;
+    const vf_node *a = &g->nodes[n->in[1]];
+    if (a->kind != VF_NODE_OP || a->op != VF_OP_FILL || a->dtype != n->dtype) return false;
+    n->op = VF_OP_FILL;
+    n->attrs = (vf_attrs){.value = a->attrs.value, .dtype = n->dtype};
+    n->n_in = 0;
+    return true;
+}
+
+/* Each node's readers, for the condition rewrite below: false when a node
+   is read by anything but the condition of a where(c, a, a) (or is an
+   output), so it must keep its values. */
+static bool *where_same_only(const vf_graph *g)
+{
+    bool *only = malloc((size_t)(g->n ? g->n : 1) * sizeof *only);
+    if (!only) return NULL;
+    for (int i = 0; i < g->n; i++) only[i] = true;
+    for (int i = 0; i < g->n; i++) {
+        const vf_node *n = &g->nodes[i];
+        bool same = n->kind == VF_NODE_OP && n->op == VF_OP_WHERE && n->in[1] == n->in[2];
+        for (int j = 0; j < n->n_in; j++)
+            if (!(same && j == 0)) only[n->in[j]] = false;
+    }
+    for (int i = 0; i < g->n_outputs; i++) only[g->outputs[i]] = false;
+    return only;
 }
 
 /* transpose(transpose(x, p), q) = transpose(x, p o q) */
@@ -117,7 +153,7 @@ int vf_pass_simplify(vf_graph *g, vf_err *err)
             changed++;
             continue;
         }
-        if (to_zero(g, n)) {
+        if (to_zero(g, n) || where_same_to_fill(g, n)) {
             changed++;
             continue;
         }
@@ -142,5 +178,27 @@ int vf_pass_simplify(vf_graph *g, vf_err *err)
     }
     vf_graph_replace(g, repl);
     free(repl);
+    /* A condition read only by where(c, a, a) nodes picks nothing: with a
+       static shape it becomes a FILL of true, so the where reads a alone
+       and c's inputs (where(x == x, v, v) reads all of x) may die. */
+    bool *only = where_same_only(g);
+    if (!only) {
+        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "simplify: out of host memory");
+        return -1;
+    }
+    for (int i = 0; i < g->n; i++) {
+        vf_node *n = &g->nodes[i];
+        if (!only[i] || n->kind != VF_NODE_OP || n->dtype != VF_BOOL || n->shape.sym || vf_node_is_splat(g, i, 1.0))
+            continue;
+        bool read = false; /* by a where(c, a, a) at all (a node nobody reads is DCE's) */
+        for (int j = i + 1; j < g->n && !read; j++)
+            read = g->nodes[j].kind == VF_NODE_OP && g->nodes[j].op == VF_OP_WHERE && g->nodes[j].in[0] == i;
+        if (!read) continue;
+        n->op = VF_OP_FILL;
+        n->attrs = (vf_attrs){.value = 1.0, .dtype = VF_BOOL};
+        n->n_in = 0;
+        changed++;
+    }
+    free(only);
     return changed;
 }

@@ -521,6 +521,7 @@ vf_status vf_infer(const vf_node *n, const vf_dtype *in_dt, const vf_shape *in, 
         return VF_OK;
     }
     case VF_NODE_PRINT:
+    case VF_NODE_HOST:
         *out = in[0];
         *dt = in_dt[0];
         return VF_OK;

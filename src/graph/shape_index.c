@@ -3,6 +3,7 @@
  * attribute checks. Symbolic dims are carried as everywhere else: a dim
  * of the result is symbolic when the input dim it comes from is. */
 #include "graph/graph.h"
+#include "util/dtype.h"
 
 #include <stdio.h>
 
@@ -79,6 +80,25 @@ vf_status vf_infer_index(vf_op op, const vf_attrs *a, const vf_shape *in, vf_sha
         *out = *x;
         out->dim[x->rank - 1] = (int64_t)k;
         out->sym &= ~(1u << (x->rank - 1));
+        return VF_OK;
+    }
+    case VF_OP_RNG_UNIFORM:
+    case VF_OP_RNG_NORMAL:
+    case VF_OP_RNG_ADVANCE: {
+        /* checked here for graphs from elsewhere (a saved file): the entry
+           points (frontend/generator.c) only make valid ones */
+        char s0[96];
+        if (in[0].rank != 1 || in[0].dim[0] != 2 || in[0].sym)
+            return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the generator state is %s but must be [2] (the draw "
+                              "number's low and high words)", name, sh(s0, sizeof s0, &in[0]));
+        if (op == VF_OP_RNG_ADVANCE) {
+            *out = in[0];
+            return VF_OK;
+        }
+        if (a->dtype != VF_F32 && a->dtype != VF_F16)
+            return vf_err_set(err, VF_ERROR_DTYPE, "vf_%s: result dtype %s; draws are f32 or f16", name,
+                              vf_dtype_name(a->dtype));
+        *out = in[1]; /* the shape donor's dims, symbolic ones included */
         return VF_OK;
     }
     default: break;

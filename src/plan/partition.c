@@ -14,8 +14,10 @@
  * a new one instead of forming a cycle through the reduction.
  *
  * Nothing is duplicated: a value read outside its group becomes a group
- * output and is stored once. Reductions and matmuls are never members of
- * an elementwise group, so they are never recomputed.
+ * output and is stored once. Reductions, matmuls and convolutions are never
+ * members of an elementwise group, so they are never recomputed. A matmul
+ * or a conv2d starts a group of its own that its elementwise consumers of
+ * its output shape join (the epilogue: bias add, activation).
  */
 #include "plan/partition.h"
 #include "util/sb.h"
@@ -31,9 +33,11 @@ void vf_fusion_options_default(vf_fusion_options *opt)
 {
     memset(opt, 0, sizeof *opt);
     opt->enabled = true; /* off: VKFUSE_FUSION=0 or vf_function_desc.unfused (the caller's plan env) */
-    /* Row groups: codegen_rows.c; matmul groups: codegen_matmul_fused.c. */
+    /* Row groups: codegen_rows.c; matmul groups: codegen_matmul_fused.c;
+       conv groups: codegen_conv_fused.c. */
     opt->fuse_rows = true;
     opt->fuse_matmul = true;
+    opt->fuse_conv = true;
     opt->max_nodes = DEFAULT_MAX_NODES;
 }
 
@@ -56,7 +60,8 @@ static bool window_reader(const vf_node *n)
 
 const char *vf_group_kind_name(vf_group_kind k)
 {
-    static const char *const names[] = {"single", "elementwise_dag", "row_epilogue", "matmul_epilogue"};
+    static const char *const names[] = {"single", "elementwise_dag", "row_epilogue", "matmul_epilogue",
+                                          "conv_epilogue"};
     return (unsigned)k < VF_GROUP_KIND_COUNT ? names[k] : "?";
 }
 
@@ -247,7 +252,7 @@ static int choose(pstate *s, int n, int epoch)
     int rx = row_center(g, nd) ? row_input(g, nd) : -1;
     /* the row shape of the group n would end up in, if a row group */
     const vf_shape *row = rx >= 0 ? &g->nodes[nd->in[rx]].shape : NULL;
-    int special = -1;   /* the one row / matmul candidate */
+    int special = -1;   /* the one row / matmul / conv candidate */
     for (int k = 0; k < nd->n_in; k++) {
         int p = nd->in[k];
         int r = find(s, s->gid[p]);
@@ -271,7 +276,7 @@ static int choose(pstate *s, int n, int epoch)
                 ok = false;
             if (ok && !row) row = &w->shape;
         } else {
-            /* a matmul epilogue: elementwise consumer of its output shape */
+            /* a matmul or conv epilogue: elementwise consumer of its output shape */
             ok = vf_fusible_elementwise(nd) && vf_shape_equal(&w->shape, &nd->shape) && special < 0 && !row;
         }
         if (!ok) continue;
@@ -374,6 +379,7 @@ vf_status vf_partition(const vf_graph *g, const vf_fusion_options *opt, vf_parti
             bool ew = vf_fusible_elementwise(nd);
             bool row = !ew && opt->fuse_rows && row_center(g, nd);
             bool mm = !ew && opt->fuse_matmul && nd->kind == VF_NODE_OP && nd->op == VF_OP_MATMUL;
+            bool cv = !ew && opt->fuse_conv && nd->kind == VF_NODE_OP && nd->op == VF_OP_CONV2D;
             if (window_reader(nd)) { /* starts a group that its consumers may join */
                 grp = new_group(&s, VF_GROUP_ELEMENTWISE_DAG, epoch, &nd->shape);
                 s.w[grp].n_members = 0;
@@ -389,9 +395,9 @@ vf_status vf_partition(const vf_graph *g, const vf_fusion_options *opt, vf_parti
                     s.w[grp].center = v;
                     s.w[grp].shape = g->nodes[nd->in[row_input(g, nd)]].shape;
                 }
-            } else if (ew || row || mm) {
+            } else if (ew || row || mm || cv) {
                 vf_group_kind kind = ew ? VF_GROUP_ELEMENTWISE_DAG : row ? VF_GROUP_ROW_EPILOGUE
-                                                                         : VF_GROUP_MATMUL_EPILOGUE;
+                                   : mm ? VF_GROUP_MATMUL_EPILOGUE : VF_GROUP_CONV_EPILOGUE;
                 grp = new_group(&s, kind, epoch, row ? &g->nodes[nd->in[row_input(g, nd)]].shape : &nd->shape);
                 s.w[grp].n_members = 1;
                 if (!ew) s.w[grp].center = v;

@@ -66,6 +66,8 @@ typedef enum vf_group_kind {
                                  workgroup per row (codegen_rows.c) */
     VF_GROUP_MATMUL_EPILOGUE, /* one matmul and elementwise consumers of its output shape
                                  (bias add, activation, scale) */
+    VF_GROUP_CONV_EPILOGUE,   /* one conv2d and elementwise consumers of its output shape
+                                 (bias add over channels, activation) */
     VF_GROUP_KIND_COUNT
 } vf_group_kind;
 
@@ -77,7 +79,8 @@ typedef struct vf_group {
     int *inputs;              /* external value ids read by members */
     int n_outputs;
     int *outputs;             /* member values needed outside (or graph outputs) */
-    int center;               /* ROW: the first row op or reduction; MATMUL: the matmul; else -1 */
+    int center;               /* ROW: the first row op or reduction; MATMUL / CONV: the matmul / conv2d;
+                                 else -1 */
     bool may_alias_input;     /* see the header comment */
 } vf_group;
 
@@ -85,6 +88,7 @@ typedef struct vf_fusion_options {
     bool enabled;             /* false: one SINGLE group per node, no aliasing (VKFUSE_FUSION=0) */
     bool fuse_rows;           /* form VF_GROUP_ROW_EPILOGUE groups */
     bool fuse_matmul;         /* form VF_GROUP_MATMUL_EPILOGUE groups */
+    bool fuse_conv;           /* form VF_GROUP_CONV_EPILOGUE groups */
     int max_nodes;            /* most members of one group (0: 64) */
 } vf_fusion_options;
 

@@ -25,6 +25,7 @@ static bool fusable_kind(vf_group_kind k, vf_fused_kind *fk)
     case VF_GROUP_ELEMENTWISE_DAG: *fk = VF_FUSED_ELEMENTWISE; return true;
     case VF_GROUP_ROW_EPILOGUE: *fk = VF_FUSED_ROWS; return true;
     case VF_GROUP_MATMUL_EPILOGUE: *fk = VF_FUSED_MATMUL; return true;
+    case VF_GROUP_CONV_EPILOGUE: *fk = VF_FUSED_CONV; return true;
     default: return false;
     }
 }

@@ -10,6 +10,18 @@
  *     u2 = (r1 >> 8) * 2^-24              in [0, 1)
  *     rad = sqrt(-2 ln u1), th = 2 pi u2
  *     element 2k = rad cos th, element 2k+1 = rad sin th   (computed in f32)
+ *
+ * Generators (vf_generator_*, frontend/generator.c) draw from the same
+ * block function with their state in the upper counter words: draw number
+ * d = d_hi:d_lo (the state, +1 per draw) and element block k give counter
+ * (k_lo, k_hi, d_lo, d_hi), key (seed_lo, seed_hi). Every draw so owns its
+ * own 2^64 blocks, whatever its size: draws never overlap, and the state
+ * advances by one per draw (not by the number of blocks used).
+ *   uniform f32: block k gives elements 4k..4k+3, u_j = (r_j >> 8) * 2^-24
+ *   uniform f16: u_j = (r_j >> 21) * 2^-11 (exact in f16: rounding 24 bits
+ *                to f16 could give 1.0)
+ *   normal:      block k gives elements 2k, 2k+1 from r0, r1 as above
+ * Draw 0 of a generator's normals is vf_random_normal's stream for its seed.
  */
 #ifndef VF_UTIL_PHILOX_H
 #define VF_UTIL_PHILOX_H
@@ -48,6 +60,31 @@ static inline void vf_normal_pair(uint64_t seed, uint64_t k, float out[2])
     float th = 6.28318530717958647692f * u2;
     out[0] = rad * cosf(th);
     out[1] = rad * sinf(th);
+}
+
+/* Block k of draw d (see above). */
+static inline void vf_philox_block(uint64_t seed, uint64_t d, uint64_t k, uint32_t r[4])
+{
+    uint32_t ctr[4] = {(uint32_t)k, (uint32_t)(k >> 32), (uint32_t)d, (uint32_t)(d >> 32)};
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    vf_philox4x32_10(ctr, key, r);
+}
+
+/* The Box-Muller pair of block r (elements 2k, 2k+1). */
+static inline void vf_box_muller(const uint32_t r[4], float out[2])
+{
+    float u1 = (float)((r[0] >> 8) + 1u) * (1.0f / 16777216.0f);
+    float u2 = (float)(r[1] >> 8) * (1.0f / 16777216.0f);
+    float rad = sqrtf(-2.0f * logf(u1));
+    float th = 6.28318530717958647692f * u2;
+    out[0] = rad * cosf(th);
+    out[1] = rad * sinf(th);
+}
+
+/* A uniform in [0, 1) from word w: 24 bits (f32) or 11 bits (f16). */
+static inline float vf_uniform_of(uint32_t w, int bits)
+{
+    return bits == 24 ? (float)(w >> 8) * (1.0f / 16777216.0f) : (float)(w >> 21) * (1.0f / 2048.0f);
 }
 
 #endif

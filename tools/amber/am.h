@@ -21,6 +21,8 @@
 #define AM_MAX_SHADERS 64
 #define AM_MAX_BUFFERS 256
 #define AM_MAX_PIPELINES 64
+#define AM_MAX_SAMPLERS 32
+#define AM_FORMAT_MAX 40          /* a VkFormat name without VK_FORMAT_ */
 #define AM_MAX_BINDINGS 32        /* per pipeline */
 #define AM_MAX_ARRAY 8            /* buffers in one BUFFER_ARRAY binding */
 #define AM_MAX_SPECS 32
@@ -143,20 +145,55 @@ typedef struct am_buffer {
     char file[256];              /* "" unless FILE */
     bool file_binary;
     am_pos file_pos;             /* the path token */
+    /* Images and texel buffers (as Amber's Buffer): the format's name
+       ("" when the data type is not a format name: derived from fmt),
+       the image extent (1 x 1 x 1 unless WIDTH/HEIGHT/DEPTH or IMAGE),
+       mip levels and dimension (0: not given, 2D; 1, 2, 3). */
+    char format[AM_FORMAT_MAX];
+    uint32_t width, height, depth, mip_levels;
+    uint8_t dim;
 } am_buffer;
+
+/* SAMPLER name ...: Amber's parameters and defaults (nearest filters,
+   repeat, float_transparent_black, lod 0..1, normalized coordinates). */
+typedef enum { AM_ADDR_REPEAT, AM_ADDR_MIRRORED_REPEAT, AM_ADDR_CLAMP_TO_EDGE, AM_ADDR_CLAMP_TO_BORDER,
+               AM_ADDR_MIRROR_CLAMP_TO_EDGE } am_addr_mode;
+
+typedef struct am_sampler {
+    char name[AM_NAME_MAX];
+    bool mag_linear, min_linear;
+    am_addr_mode addr[3];        /* U, V, W */
+    int border;                  /* VkBorderColor value 0..5, in Amber's order */
+    float min_lod, max_lod;
+    bool unnormalized;
+    bool compare;
+    int compare_op;              /* VkCompareOp value 0..7 */
+    am_pos pos;
+} am_sampler;
 
 /* Bytes the buffer needs (elements * stride, at least min_bytes). */
 uint64_t am_buffer_bytes(const am_buffer *b);
 
 typedef enum {
-    AM_BIND_STORAGE, AM_BIND_UNIFORM, AM_BIND_STORAGE_DYNAMIC, AM_BIND_UNIFORM_DYNAMIC
+    AM_BIND_STORAGE, AM_BIND_UNIFORM, AM_BIND_STORAGE_DYNAMIC, AM_BIND_UNIFORM_DYNAMIC,
+    AM_BIND_STORAGE_IMAGE, AM_BIND_SAMPLED_IMAGE, AM_BIND_COMBINED_IMAGE_SAMPLER,
+    AM_BIND_UNIFORM_TEXEL, AM_BIND_STORAGE_TEXEL, AM_BIND_SAMPLER,
+    AM_BIND_KINDS
 } am_bind_kind;
+
+/* The kinds whose descriptors are images (made per RUN from the buffer). */
+static inline bool am_bind_is_image(am_bind_kind k)
+{
+    return k == AM_BIND_STORAGE_IMAGE || k == AM_BIND_SAMPLED_IMAGE || k == AM_BIND_COMBINED_IMAGE_SAMPLER;
+}
 
 typedef struct am_binding {
     am_bind_kind kind;
     uint32_t set, binding;
     int n;                       /* 1, or the BUFFER_ARRAY length */
-    int buf[AM_MAX_ARRAY];
+    int buf[AM_MAX_ARRAY];       /* AM_BIND_SAMPLER: sampler indices */
+    int sampler;                 /* combined_image_sampler: its SAMPLER; else -1 */
+    uint32_t base_mip;           /* images: BASE_MIP_LEVEL */
     uint64_t dyn_offset[AM_MAX_ARRAY];     /* OFFSET (dynamic only) */
     uint64_t desc_offset[AM_MAX_ARRAY];    /* DESCRIPTOR_OFFSET */
     uint64_t desc_range[AM_MAX_ARRAY];     /* DESCRIPTOR_RANGE; UINT64_MAX: whole */
@@ -195,7 +232,8 @@ typedef enum {
 
 typedef enum {
     AM_CMD_RUN, AM_CMD_REPEAT, AM_CMD_COPY, AM_CMD_EXPECT, AM_CMD_EXPECT_EQ_BUFFER,
-    AM_CMD_EXPECT_RMSE, AM_CMD_EXPECT_EMD, AM_CMD_WRITE
+    AM_CMD_EXPECT_RMSE, AM_CMD_EXPECT_EMD, AM_CMD_WRITE,
+    AM_CMD_EXPECT_PROBE          /* EXPECT b IDX x y SIZE w h EQ_RGB[A] r g b [a] [TOLERANCE t...] */
 } am_cmd_kind;
 
 typedef struct am_cmd {
@@ -219,6 +257,9 @@ typedef struct am_cmd {
     double tolerance;            /* RMSE / EMD */
     uint8_t *bytes;              /* WRITE */
     size_t n_bytes;
+    uint32_t probe[4];           /* PROBE: x, y, width, height in texels */
+    double rgba[4];              /* PROBE: expected components, value / 255 as Amber keeps them */
+    bool probe_rgba;             /* EQ_RGBA (else EQ_RGB: alpha not compared) */
 } am_cmd;
 
 typedef struct am_script {
@@ -229,6 +270,8 @@ typedef struct am_script {
     int n_buffers;
     am_pipeline pipeline[AM_MAX_PIPELINES];
     int n_pipelines;
+    am_sampler sampler[AM_MAX_SAMPLERS];
+    int n_samplers;
     am_cmd *cmd;
     int n_cmds, cap_cmds;
     int n_expects;
@@ -274,6 +317,9 @@ am_status am_fail_at(am_result *res, am_pos pos, const char *fmt, ...)
    first differing element, or leaves it alone on success. */
 am_status am_check(const am_script *s, const am_cmd *c, const uint8_t *data, uint64_t size,
                    const uint8_t *data2, uint64_t size2, am_result *res);
+/* EXPECT b IDX x y SIZE w h EQ_RGB[A] on b's texels (check_probe.c), as
+   Amber's Verifier::Probe. */
+am_status am_check_probe(const am_script *s, const am_cmd *c, const uint8_t *data, uint64_t size, am_result *res);
 /* Materialises a buffer's initial contents into dst (am_buffer_bytes). */
 void am_buffer_init(const am_buffer *b, uint8_t *dst, uint64_t bytes);
 /* Appends a hex/values dump of a buffer to buf (for -v). */

@@ -227,6 +227,8 @@ static am_status check_buffers(const am_script *s, const am_cmd *c, const uint8_
 am_status am_check(const am_script *s, const am_cmd *c, const uint8_t *data, uint64_t size,
                    const uint8_t *data2, uint64_t size2, am_result *res)
 {
+    if (c->kind == AM_CMD_EXPECT_PROBE && c->buf >= 0 && c->buf < s->n_buffers)
+        return am_check_probe(s, c, data, size, res);
     if (c->buf < 0 || c->buf >= s->n_buffers || (c->kind != AM_CMD_EXPECT && (c->buf2 < 0 || c->buf2 >= s->n_buffers)))
         return am_fail_at(res, c->pos, "EXPECT without its buffers");
     if (c->kind == AM_CMD_EXPECT) return check_values(s, c, data, size, res);

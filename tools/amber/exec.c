@@ -23,8 +23,12 @@ static am_status vkfail(am_result *res, am_pos pos, const char *what, VkResult r
     return am_fail_at(res, pos, "%s failed: %s", what, vf_vk_result_name(r));
 }
 
+/* Every use a test can make of a buffer: the texel bits let any buffer
+   be viewed as a texel buffer, the transfer bits let it feed an image. */
 static const VkBufferUsageFlags USAGE = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
-                                        VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+                                        VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                        VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
+                                        VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT;
 
 static am_status make_buffer(am_exec *x, int i, uint64_t bytes, am_pos pos, am_result *res)
 {
@@ -69,6 +73,12 @@ static VkDescriptorType desc_type(am_bind_kind k)
     case AM_BIND_UNIFORM: return VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER;
     case AM_BIND_STORAGE_DYNAMIC: return VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC;
     case AM_BIND_UNIFORM_DYNAMIC: return VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC;
+    case AM_BIND_STORAGE_IMAGE: return VK_DESCRIPTOR_TYPE_STORAGE_IMAGE;
+    case AM_BIND_SAMPLED_IMAGE: return VK_DESCRIPTOR_TYPE_SAMPLED_IMAGE;
+    case AM_BIND_COMBINED_IMAGE_SAMPLER: return VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER;
+    case AM_BIND_UNIFORM_TEXEL: return VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+    case AM_BIND_STORAGE_TEXEL: return VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER;
+    case AM_BIND_SAMPLER: return VK_DESCRIPTOR_TYPE_SAMPLER;
     default: return VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     }
 }
@@ -218,6 +228,8 @@ static am_status check_binding(am_exec *x, const am_script *s, const am_binding 
     const VkPhysicalDeviceLimits *lim = &x->dev.props.limits;
     const am_buffer *buf = &s->buffer[b->buf[k]];
     uint64_t size = x->buf[b->buf[k]].size;
+    if (b->kind > AM_BIND_UNIFORM_DYNAMIC) /* images, texel buffers: checked by am_img_setup */
+        return size ? AM_PASS : am_fail_at(res, b->pos, "buffer '%s' is empty", buf->name);
     bool uniform = b->kind == AM_BIND_UNIFORM || b->kind == AM_BIND_UNIFORM_DYNAMIC;
     bool dynamic = b->kind == AM_BIND_STORAGE_DYNAMIC || b->kind == AM_BIND_UNIFORM_DYNAMIC;
     uint64_t align = uniform ? lim->minUniformBufferOffsetAlignment : lim->minStorageBufferOffsetAlignment;
@@ -267,18 +279,18 @@ static am_status run(am_exec *x, am_script *s, const am_cmd *c, const am_exec_op
         am_status st = make_pipeline(x, s, pi, o, res);
         if (st != AM_PASS) return st;
     }
-    uint32_t n_desc[4] = {0};
+    uint32_t n_desc[AM_BIND_KINDS] = {0};
     for (int i = 0; i < pl->n_bind; i++) {
         n_desc[pl->bind[i].kind] += (uint32_t)pl->bind[i].n;
-        for (int k = 0; k < pl->bind[i].n; k++) {
+        for (int k = 0; k < pl->bind[i].n && pl->bind[i].kind != AM_BIND_SAMPLER; k++) {
             am_status st = check_binding(x, s, &pl->bind[i], k, res);
             if (st != AM_PASS) return st;
             flush(x, pl->bind[i].buf[k]);
         }
     }
-    VkDescriptorPoolSize ps[4];
+    VkDescriptorPoolSize ps[AM_BIND_KINDS];
     uint32_t n_ps = 0;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < AM_BIND_KINDS; k++)
         if (n_desc[k]) ps[n_ps++] = (VkDescriptorPoolSize){desc_type((am_bind_kind)k), n_desc[k]};
     VkDescriptorPool pool = VK_NULL_HANDLE;
     VkDescriptorSet sets[AM_MAX_SET + 1] = {0};
@@ -299,13 +311,19 @@ static am_status run(am_exec *x, am_script *s, const am_cmd *c, const am_exec_op
     }
     int order[AM_MAX_BINDINGS];
     sorted_bindings(pl, order);
+    am_status ist = am_img_prepare(x, s, pl, order, c->pos, res);
+    if (ist != AM_PASS) {
+        am_img_finish(x, NULL);
+        if (pool) VK->vkDestroyDescriptorPool(DEV, pool, NULL);
+        return ist;
+    }
     VkDescriptorBufferInfo bi[AM_MAX_BINDINGS][AM_MAX_ARRAY];
     VkWriteDescriptorSet w[AM_MAX_BINDINGS];
     uint32_t dyn[AM_MAX_BINDINGS * AM_MAX_ARRAY], n_dyn = 0;
     for (int j = 0; j < pl->n_bind; j++) {
         const am_binding *b = &pl->bind[order[j]];
         bool dynamic = b->kind == AM_BIND_STORAGE_DYNAMIC || b->kind == AM_BIND_UNIFORM_DYNAMIC;
-        for (int k = 0; k < b->n; k++) {
+        for (int k = 0; k < b->n && b->kind <= AM_BIND_UNIFORM_DYNAMIC; k++) {
             bi[j][k] = (VkDescriptorBufferInfo){.buffer = x->buf[b->buf[k]].buffer, .offset = b->desc_offset[k],
                                                 .range = b->desc_range[k] == UINT64_MAX ? VK_WHOLE_SIZE
                                                                                         : b->desc_range[k]};
@@ -316,7 +334,13 @@ static am_status run(am_exec *x, am_script *s, const am_cmd *c, const am_exec_op
         }
         w[j] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = sets[b->set],
                                       .dstBinding = b->binding, .descriptorCount = (uint32_t)b->n,
-                                      .descriptorType = desc_type(b->kind), .pBufferInfo = bi[j]};
+                                      .descriptorType = desc_type(b->kind)};
+        if (b->kind <= AM_BIND_UNIFORM_DYNAMIC)
+            w[j].pBufferInfo = bi[j];
+        else if (b->kind == AM_BIND_UNIFORM_TEXEL || b->kind == AM_BIND_STORAGE_TEXEL)
+            w[j].pTexelBufferView = x->run.view[j];
+        else
+            w[j].pImageInfo = x->run.ii[j];
     }
     if (pl->n_bind) VK->vkUpdateDescriptorSets(DEV, (uint32_t)pl->n_bind, w, 0, NULL);
 
@@ -327,9 +351,11 @@ static am_status run(am_exec *x, am_script *s, const am_cmd *c, const am_exec_op
     VkMemoryBarrier host_to_dev = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                    .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT,
                                    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                                    VK_ACCESS_UNIFORM_READ_BIT};
-    VK->vkCmdPipelineBarrier(x->cb, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                             &host_to_dev, 0, NULL, 0, NULL);
+                                                    VK_ACCESS_UNIFORM_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT};
+    VK->vkCmdPipelineBarrier(x->cb, VK_PIPELINE_STAGE_HOST_BIT,
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &host_to_dev,
+                             0, NULL, 0, NULL);
+    am_img_record_upload(x, s);
     VK->vkCmdBindPipeline(x->cb, VK_PIPELINE_BIND_POINT_COMPUTE, x->pipe[pi]);
     if (x->n_sets[pi])
         VK->vkCmdBindDescriptorSets(x->cb, VK_PIPELINE_BIND_POINT_COMPUTE, x->layout[pi], 0, x->n_sets[pi], sets,
@@ -344,6 +370,7 @@ static am_status run(am_exec *x, am_script *s, const am_cmd *c, const am_exec_op
                                    .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT};
     VK->vkCmdPipelineBarrier(x->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
                              &dev_to_host, 0, NULL, 0, NULL);
+    am_img_record_readback(x, s);
     r = VK->vkEndCommandBuffer(x->cb);
     am_status st = r == VK_SUCCESS ? AM_PASS : vkfail(res, c->pos, "vkEndCommandBuffer", r);
     struct timespec t0, t1;
@@ -357,8 +384,9 @@ static am_status run(am_exec *x, am_script *s, const am_cmd *c, const am_exec_op
                  (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
     }
     if (pool && !x->hung) VK->vkDestroyDescriptorPool(DEV, pool, NULL);
+    if (!x->hung) am_img_finish(x, st == AM_PASS ? s : NULL);
     for (int i = 0; i < pl->n_bind; i++)
-        for (int k = 0; k < pl->bind[i].n; k++) invalidate(x, pl->bind[i].buf[k]);
+        for (int k = 0; k < pl->bind[i].n && pl->bind[i].kind != AM_BIND_SAMPLER; k++) invalidate(x, pl->bind[i].buf[k]);
     return st;
 }
 
@@ -459,6 +487,8 @@ am_status am_exec_run(am_exec *x, am_script *s, const am_exec_opts *o, am_result
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     r = VK->vkCreateFence(DEV, &fci, NULL, &x->fence);
     if (r != VK_SUCCESS) return vkfail(res, (am_pos){0, 0}, "vkCreateFence", r);
+    am_status ist = am_img_setup(x, s, res);
+    if (ist != AM_PASS) return ist;
     /* Pipelines are made up front so a compile error is reported even in
        a file whose RUN comes after a failing EXPECT. */
     for (int i = 0; i < s->n_pipelines; i++) {
@@ -501,6 +531,8 @@ void am_exec_destroy(am_exec *x)
         for (int i = 0; i < AM_MAX_BUFFERS; i++)
             if (x->buf[i].buffer) vf_vk_raw_destroy(&x->dev, &x->buf[i]);
         if (x->fence) VK->vkDestroyFence(DEV, x->fence, NULL);
+        if (x->img_loaded) am_img_finish(x, NULL);
+        am_img_destroy(x);
         if (x->pool) VK->vkDestroyCommandPool(DEV, x->pool, NULL);
     }
     vf_vk_device_destroy(&x->dev);

@@ -12,6 +12,9 @@
 #include "exec.h"
 #include "feature_table.h"
 
+#include <dirent.h>
+#include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,4 +346,44 @@ out:
     chain_free(have);
     free(names);
     return st;
+}
+
+/* Takes one more reference on a loaded shared object, never dropped, so
+   the loader's dlclose at vkDestroyInstance leaves it mapped. */
+static int pin(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    if (info->dlpi_name && info->dlpi_name[0]) (void)dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+    return 0;
+}
+
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+bool am_exec_preload(const am_exec_opts *o)
+{
+    int threads = thread_count(); /* OpenBLAS's pool may already be there */
+    vf_vk_options env = {0};
+    vf_vk_options_env(&env);
+    vf_vk_device *d = calloc(1, sizeof *d);
+    if (!d) return false;
+    vf_err e = {0};
+    bool ok = vf_vk_instance_create(d, o->validation, env.loader, &e) == VF_OK;
+    if (ok) {
+        uint32_t n = 0;
+        d->vki.vkEnumeratePhysicalDevices(d->instance, &n, NULL); /* the drivers make their devices */
+        dl_iterate_phdr(pin, NULL);
+    }
+    vf_vk_device_destroy(d);
+    free(d);
+    /* No driver thread may be left running into the fork. */
+    return ok && thread_count() == threads;
 }

@@ -208,7 +208,7 @@ am_status ap_value(ap_parser *p, am_scalar sc, uint64_t *bits, am_num *num)
 
 /* DATA values up to END; from a FILE TEXT (to_eof) the end of the file
    ends them too, as in Amber. */
-static am_status buffer_data(ap_parser *p, am_buffer *b, bool to_eof)
+am_status ap_buffer_data(ap_parser *p, am_buffer *b, bool to_eof)
 {
     /* Values up to END, over as many lines as needed. Growth is bounded
        by the input: each value is at least one character. */
@@ -261,7 +261,7 @@ am_status am_buffer_parse_text(am_buffer *b, const char *text, size_t len, am_re
     free(b->data);
     b->data = NULL;
     b->data_len = 0;
-    am_status st = buffer_data(p, b, true);
+    am_status st = ap_buffer_data(p, b, true);
     free(p);
     return st;
 }
@@ -275,10 +275,10 @@ static am_status buffer_file(ap_parser *p, am_buffer *b)
         binary = p->t.text[0] == 'B';
         TRY(ap_word(p, "a file path"));
     } else if (!strcmp(p->t.text, "PNG")) {
-        return ap_skip(p, &p->t, "images not supported (BUFFER FILE PNG)");
+        return ap_skip(p, &p->t, "PNG image files not supported (BUFFER FILE PNG)");
     } else {
         /* Amber reads a FILE without a kind as a PNG image. */
-        return ap_skip(p, &p->t, "images not supported (BUFFER FILE without TEXT or BINARY is a PNG)");
+        return ap_skip(p, &p->t, "PNG image files not supported (BUFFER FILE without TEXT or BINARY is a PNG)");
     }
     if (strlen(p->t.text) >= sizeof b->file) return ap_err(p, &p->t, "path too long%s", "");
     strcpy(b->file, p->t.text);
@@ -292,7 +292,7 @@ static am_status buffer_file(ap_parser *p, am_buffer *b)
    for an integer buffer and uses its (absent) integer value, 0: 0.0 is
    accepted as 0; any other float literal would silently become 0 in Amber,
    so it is an ERROR that says so. */
-static am_status fill_value(ap_parser *p, am_buffer *b, am_num *out)
+am_status ap_fill_value(ap_parser *p, am_buffer *b, am_num *out)
 {
     am_num n;
     if (!am_scalar_is_float(b->fmt.scalar) && am_num_parse(p->t.text, &n) && n.is_float) {
@@ -330,6 +330,7 @@ static am_status cmd_buffer(ap_parser *p)
         int r = am_parse_type(p->t.text, &b->fmt);
         if (r < 0) return ap_skip(p, &p->t, "image formats with packed or depth components not supported");
         if (r == 0) return ap_err(p, &p->t, "unknown data type '%s'", p->t.text);
+        if (r == 2) am_set_format(b, p->t.text);
         b->fmt.layout = r == 2 ? AM_PACKED : AM_STD430;
         if (ap_peek_word(p, "STD140") || ap_peek_word(p, "STD430")) {
             NEXT(p);
@@ -341,9 +342,10 @@ static am_status cmd_buffer(ap_parser *p)
         int r = am_parse_type(p->t.text, &b->fmt);
         if (r != 2) {
             if (r < 0 || !strncmp(p->t.text, "D", 1) || !strncmp(p->t.text, "S8", 2))
-                return ap_skip(p, &p->t, "images not supported (packed, depth or stencil format)");
+                return ap_skip(p, &p->t, "packed, depth and stencil formats not supported");
             return ap_err(p, &p->t, "unknown format '%s'", p->t.text);
         }
+        am_set_format(b, p->t.text);
         b->fmt.layout = AM_PACKED;
         if (ap_peek_word(p, "FILE")) {
             am_fmt_finish(&b->fmt);
@@ -352,8 +354,9 @@ static am_status cmd_buffer(ap_parser *p)
             return buffer_file(p, b);
         }
         if (!ap_peek_word(p, "SIZE") && !ap_peek_word(p, "DATA")) {
-            /* A bare FORMAT buffer is an image or attachment. */
-            return ap_skip(p, &p->t, "images not supported");
+            /* A bare FORMAT buffer is a graphics attachment, sized by the
+               pipeline's framebuffer (compute images are IMAGE commands). */
+            return ap_skip(p, &p->t, "FORMAT buffers without data (attachments) not supported");
         }
     } else {
         return ap_err(p, &p->t, "expected DATA_TYPE or FORMAT, got '%s'", p->t.text);
@@ -362,7 +365,7 @@ static am_status cmd_buffer(ap_parser *p)
     b->has_fmt = true;
     TRY(ap_word(p, "SIZE or DATA"));
     if (!strcmp(p->t.text, "DATA")) {
-        TRY(buffer_data(p, b, false)); /* values may start on the DATA line */
+        TRY(ap_buffer_data(p, b, false)); /* values may start on the DATA line */
     } else if (!strcmp(p->t.text, "SIZE")) {
         uint64_t n;
         TRY(ap_uint_tok(p, "SIZE", AM_MAX_BUFFER_BYTES / b->fmt.stride, &n));
@@ -374,24 +377,23 @@ static am_status cmd_buffer(ap_parser *p)
         }
         if (!strcmp(p->t.text, "FILL")) {
             TRY(ap_word(p, "a fill value"));
-            TRY(fill_value(p, b, &b->fill));
+            TRY(ap_fill_value(p, b, &b->fill));
             b->init = AM_INIT_FILL;
         } else if (!strcmp(p->t.text, "SERIES_FROM")) {
             TRY(ap_word(p, "a start value"));
-            TRY(fill_value(p, b, &b->fill));
+            TRY(ap_fill_value(p, b, &b->fill));
             TRY(ap_keyword(p, "INC_BY"));
             TRY(ap_word(p, "an increment"));
-            TRY(fill_value(p, b, &b->inc));
+            TRY(ap_fill_value(p, b, &b->inc));
             b->init = AM_INIT_SERIES;
-        } else if (!strcmp(p->t.text, "WIDTH") || !strcmp(p->t.text, "HEIGHT")) {
-            return ap_skip(p, &p->t, "images not supported");
         } else {
             return ap_err(p, &p->t, "expected FILL, SERIES_FROM or FILE, got '%s'", p->t.text);
         }
         TRY(ap_eol(p));
-    } else if (!strcmp(p->t.text, "WIDTH") || !strcmp(p->t.text, "MIP_LEVELS") ||
-               !strcmp(p->t.text, "SAMPLES")) {
-        return ap_skip(p, &p->t, "images not supported");
+    } else if (!strcmp(p->t.text, "WIDTH")) {
+        return ap_image_extent(p, b); /* a 2D image: WIDTH w HEIGHT h [FILL|SERIES_FROM] */
+    } else if (!strcmp(p->t.text, "MIP_LEVELS") || !strcmp(p->t.text, "SAMPLES")) {
+        return ap_skip(p, &p->t, "FORMAT buffers without data (attachments) not supported");
     } else {
         return ap_err(p, &p->t, "expected SIZE or DATA, got '%s'", p->t.text);
     }
@@ -533,7 +535,8 @@ static am_status statement(ap_parser *p, bool in_repeat)
         !strcmp(w, "INSTANCE_EXTENSION"))
         return requirement(p);
     if (!strcmp(w, "SET")) return cmd_set(p);
-    if (!strcmp(w, "IMAGE") || !strcmp(w, "SAMPLER")) return ap_skip(p, &p->t, "images not supported");
+    if (!strcmp(w, "IMAGE")) return ap_cmd_image(p);
+    if (!strcmp(w, "SAMPLER")) return ap_cmd_sampler(p);
     if (!strcmp(w, "STRUCT")) return ap_skip(p, &p->t, "STRUCT buffers not supported");
     if (!strcmp(w, "DEBUG")) return ap_skip(p, &p->t, "DEBUG (shader debugger) not supported");
     if (!strcmp(w, "END")) return ap_err(p, &p->t, "END without a block to close%s", "");

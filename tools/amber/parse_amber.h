@@ -69,7 +69,20 @@ am_status ap_find_buffer(ap_parser *p, int *out);
 am_status ap_find_pipeline(ap_parser *p, int *out);
 am_status ap_find_shader(ap_parser *p, int *out);
 
+/* BUFFER DATA values (to the end of the text when to_eof), and one FILL /
+   SERIES_FROM / INC_BY value (parse_amber.c). */
+am_status ap_buffer_data(ap_parser *p, am_buffer *b, bool to_eof);
+am_status ap_fill_value(ap_parser *p, am_buffer *b, am_num *out);
+
 /* ---- commands; p->t holds the command's first word -------------------- */
+
+/* IMAGE NAME ..., SAMPLER NAME ..., and BUFFER ... WIDTH w HEIGHT h after
+   WIDTH (parse_amber_image.c). */
+am_status ap_cmd_image(ap_parser *p);
+am_status ap_cmd_sampler(ap_parser *p);
+am_status ap_image_extent(ap_parser *p, am_buffer *b);
+/* The next word names a defined SAMPLER: its index. */
+am_status ap_find_sampler(ap_parser *p, int *out);
 
 /* PIPELINE compute NAME ... END, or DERIVE_PIPELINE NAME FROM PARENT ... END
    (parse_amber_pipeline.c). */

@@ -123,6 +123,42 @@ static am_status expect_buffers(ap_parser *p, am_cmd *c, am_tok cmp)
     return ap_eol(p);
 }
 
+/* IDX x [y SIZE w h] EQ_RGB|EQ_RGBA r g b [a] [TOLERANCE t...]: the image
+   probe, parsed as Amber parses it (p->t is x; values 0..255 kept as
+   value / 255; at most 3 tolerances for RGB, 4 for RGBA). */
+static am_status expect_probe(ap_parser *p, am_cmd *c)
+{
+    uint64_t v;
+    c->kind = AM_CMD_EXPECT_PROBE;
+    if (c->offset > UINT32_MAX) return ap_err(p, &p->t, "invalid X value in EXPECT command%s", "");
+    c->probe[0] = (uint32_t)c->offset;
+    TRY(ap_uint_tok(p, "Y", UINT32_MAX, &v));
+    c->probe[1] = (uint32_t)v;
+    NEXT(p);
+    if (p->t.kind != AM_TOK_WORD || strcmp(p->t.text, "SIZE"))
+        return ap_err(p, &p->t, "an EXPECT with x and y needs SIZE w h, got '%s'", ap_tok_desc(&p->t));
+    for (int i = 2; i < 4; i++) {
+        TRY(ap_uint_tok(p, i == 2 ? "the width" : "the height", INT32_MAX, &v));
+        if (!v) return ap_err(p, &p->t, "invalid %s in EXPECT command", i == 2 ? "width" : "height");
+        c->probe[i] = (uint32_t)v;
+    }
+    TRY(ap_word(p, "EQ_RGB or EQ_RGBA"));
+    if (strcmp(p->t.text, "EQ_RGB") && strcmp(p->t.text, "EQ_RGBA"))
+        return ap_err(p, &p->t, "unknown comparator type in EXPECT: %s", p->t.text);
+    c->probe_rgba = !strcmp(p->t.text, "EQ_RGBA");
+    for (int i = 0; i < (c->probe_rgba ? 4 : 3); i++) {
+        TRY(ap_uint_tok(p, "a color value (0..255)", 255, &v));
+        c->rgba[i] = (double)((float)v / 255.f); /* Amber keeps a float */
+    }
+    if (ap_peek_word(p, "TOLERANCE")) {
+        NEXT(p);
+        TRY(tolerance(p, c));
+        if (!c->probe_rgba && c->n_tol > 3)
+            return ap_err(p, &p->t, "TOLERANCE for an RGB comparison has a maximum of %s values", "3");
+    }
+    return ap_eol(p);
+}
+
 am_status ap_cmd_expect(ap_parser *p)
 {
     am_tok at = p->t;
@@ -144,7 +180,7 @@ am_status ap_cmd_expect(ap_parser *p)
     am_tok idx = p->t;
     uint64_t dummy;
     if (ap_peek_is_word(p) && am_parse_uint(am_lex_peek(&p->lx)->text, UINT32_MAX, &dummy))
-        return ap_skip(p, am_lex_peek(&p->lx), "images not supported (EXPECT x y)");
+        return expect_probe(p, c);
     uint32_t in_elem = (uint32_t)(c->offset % c->fmt.stride);
     bool on_comp = false;
     for (uint32_t i = 0; i < c->fmt.n_comp; i++) on_comp |= c->fmt.comp_off[i] == in_elem;
@@ -166,7 +202,7 @@ am_status ap_cmd_expect(ap_parser *p)
         if (!strcmp(p->t.text, ops[i])) op = i;
     if (op < 0) {
         if (!strcmp(p->t.text, "EQ_RGB") || !strcmp(p->t.text, "EQ_RGBA"))
-            return ap_skip(p, &p->t, "images not supported (EQ_RGB)");
+            return ap_err(p, &p->t, "%s needs IDX x y SIZE w h", p->t.text);
         return ap_err(p, &p->t, "unknown comparison '%s'", p->t.text);
     }
     c->cmp = (am_cmp)op;

@@ -68,26 +68,22 @@ static am_status per_buffer_list(ap_parser *p, int n, uint64_t *out, bool allow_
     return AM_PASS;
 }
 
-static am_status bind(ap_parser *p, am_pipeline *pl)
+/* AS kind [SAMPLER s] of a BIND BUFFER / BUFFER_ARRAY; *push when it
+   was AS push_constant (nothing follows). */
+static am_status bind_kind(ap_parser *p, am_pipeline *pl, am_binding *b, bool array, bool *push)
 {
-    TRY(ap_word(p, "BUFFER, BUFFER_ARRAY or SAMPLER"));
-    am_tok what = p->t;
-    bool array = !strcmp(what.text, "BUFFER_ARRAY");
-    if (!strcmp(what.text, "SAMPLER") || !strcmp(what.text, "SAMPLER_ARRAY"))
-        return ap_skip(p, &what, "images not supported (samplers)");
-    if (strcmp(what.text, "BUFFER") && !array)
-        return ap_err(p, &what, "expected BUFFER, BUFFER_ARRAY or SAMPLER, got '%s'", what.text);
-    if (pl->n_bind >= AM_MAX_BINDINGS) return ap_err(p, &what, "too many bindings%s", "");
-    am_binding *b = &pl->bind[pl->n_bind];
-    memset(b, 0, sizeof *b);
-    b->pos = what.pos;
-    do {
-        if (b->n >= AM_MAX_ARRAY) return ap_err(p, &p->t, "BUFFER_ARRAY holds at most %s buffers", "8");
-        TRY(ap_find_buffer(p, &b->buf[b->n]));
-        b->desc_range[b->n] = UINT64_MAX;
-        b->n++;
-    } while (array && ap_peek_is_word(p) && !ap_peek_word(p, "AS"));
-    if (array && b->n < 1) return ap_err(p, &p->t, "BUFFER_ARRAY needs a buffer%s", "");
+    static const struct {
+        const char *name;
+        am_bind_kind kind;
+    } kinds[] = {{"storage", AM_BIND_STORAGE},
+                 {"uniform", AM_BIND_UNIFORM},
+                 {"storage_dynamic", AM_BIND_STORAGE_DYNAMIC},
+                 {"uniform_dynamic", AM_BIND_UNIFORM_DYNAMIC},
+                 {"storage_image", AM_BIND_STORAGE_IMAGE},
+                 {"sampled_image", AM_BIND_SAMPLED_IMAGE},
+                 {"combined_image_sampler", AM_BIND_COMBINED_IMAGE_SAMPLER},
+                 {"uniform_texel_buffer", AM_BIND_UNIFORM_TEXEL},
+                 {"storage_texel_buffer", AM_BIND_STORAGE_TEXEL}};
     TRY(ap_keyword(p, "AS"));
     TRY(ap_word(p, "a buffer type"));
     am_tok kind = p->t;
@@ -95,24 +91,68 @@ static am_status bind(ap_parser *p, am_pipeline *pl)
         if (array) return ap_err(p, &kind, "a push_constant cannot be a %s", "BUFFER_ARRAY");
         if (pl->push_buf >= 0) return ap_err(p, &kind, "a pipeline has one push_constant buffer%s", "");
         pl->push_buf = b->buf[0];
-        return ap_eol(p);
+        *push = true;
+        return AM_PASS;
     }
-    if (!strcmp(kind.text, "storage"))
-        b->kind = AM_BIND_STORAGE;
-    else if (!strcmp(kind.text, "uniform"))
-        b->kind = AM_BIND_UNIFORM;
-    else if (!strcmp(kind.text, "storage_dynamic"))
-        b->kind = AM_BIND_STORAGE_DYNAMIC;
-    else if (!strcmp(kind.text, "uniform_dynamic"))
-        b->kind = AM_BIND_UNIFORM_DYNAMIC;
-    else if (!strcmp(kind.text, "storage_image") || !strcmp(kind.text, "sampled_image") ||
-             !strcmp(kind.text, "combined_image_sampler") || !strcmp(kind.text, "uniform_texel_buffer") ||
-             !strcmp(kind.text, "storage_texel_buffer") || !strcmp(kind.text, "color") ||
-             !strcmp(kind.text, "depth_stencil") || !strcmp(kind.text, "resolve"))
-        return ap_skip(p, &kind, "images not supported");
-    else
-        return ap_err(p, &kind, "unknown buffer type '%s'", kind.text);
+    if (!strcmp(kind.text, "color") || !strcmp(kind.text, "depth_stencil") || !strcmp(kind.text, "resolve"))
+        return ap_skip(p, &kind, "graphics attachments not supported");
+    size_t k = 0;
+    while (k < sizeof kinds / sizeof *kinds && strcmp(kinds[k].name, kind.text)) k++;
+    if (k == sizeof kinds / sizeof *kinds) return ap_err(p, &kind, "unknown buffer type '%s'", kind.text);
+    b->kind = kinds[k].kind;
+    if (b->kind == AM_BIND_COMBINED_IMAGE_SAMPLER) {
+        /* As in Amber, the SAMPLER comes right after the type. */
+        NEXT(p);
+        if (p->t.kind != AM_TOK_WORD || strcmp(p->t.text, "SAMPLER"))
+            return ap_err(p, &p->t, "expecting SAMPLER for combined image sampler, got '%s'", ap_tok_desc(&p->t));
+        TRY(ap_find_sampler(p, &b->sampler));
+    }
+    for (int i = 0; i < b->n; i++)
+        if ((am_bind_is_image(b->kind) || b->kind == AM_BIND_UNIFORM_TEXEL || b->kind == AM_BIND_STORAGE_TEXEL) &&
+            !p->s->buffer[b->buf[i]].has_fmt)
+            return ap_err(p, &kind, "buffer '%s' has no format to be an image or texel buffer",
+                          p->s->buffer[b->buf[i]].name);
+    return AM_PASS;
+}
+
+static am_status bind(ap_parser *p, am_pipeline *pl)
+{
+    TRY(ap_word(p, "BUFFER, BUFFER_ARRAY or SAMPLER"));
+    am_tok what = p->t;
+    bool array = !strcmp(what.text, "BUFFER_ARRAY");
+    bool sampler = !strcmp(what.text, "SAMPLER") || !strcmp(what.text, "SAMPLER_ARRAY");
+    if (strcmp(what.text, "BUFFER") && !array && !sampler)
+        return ap_err(p, &what, "expected BUFFER, BUFFER_ARRAY or SAMPLER, got '%s'", what.text);
+    if (pl->n_bind >= AM_MAX_BINDINGS) return ap_err(p, &what, "too many bindings%s", "");
+    am_binding *b = &pl->bind[pl->n_bind];
+    memset(b, 0, sizeof *b);
+    b->pos = what.pos;
+    b->sampler = -1;
+    if (sampler) {
+        /* BIND SAMPLER s | SAMPLER_ARRAY s1 s2... DESCRIPTOR_SET x BINDING y */
+        bool s_array = what.text[7] == '_';
+        b->kind = AM_BIND_SAMPLER;
+        do {
+            if (b->n >= AM_MAX_ARRAY) return ap_err(p, &p->t, "SAMPLER_ARRAY holds at most %s samplers", "8");
+            TRY(ap_find_sampler(p, &b->buf[b->n]));
+            b->n++;
+        } while (s_array && ap_peek_is_word(p) && !ap_peek_word(p, "DESCRIPTOR_SET") && !ap_peek_word(p, "KERNEL"));
+        if (s_array && b->n < 2) return ap_err(p, &p->t, "expecting multiple sampler names for %s", "SAMPLER_ARRAY");
+    } else do {
+        if (b->n >= AM_MAX_ARRAY) return ap_err(p, &p->t, "BUFFER_ARRAY holds at most %s buffers", "8");
+        TRY(ap_find_buffer(p, &b->buf[b->n]));
+        b->desc_range[b->n] = UINT64_MAX;
+        b->n++;
+    } while (array && ap_peek_is_word(p) && !ap_peek_word(p, "AS"));
+    if (array && b->n < 1) return ap_err(p, &p->t, "BUFFER_ARRAY needs a buffer%s", "");
+    if (!sampler) {
+        bool push = false;
+        TRY(bind_kind(p, pl, b, array, &push));
+        if (push) return ap_eol(p);
+    }
     bool dynamic = b->kind == AM_BIND_STORAGE_DYNAMIC || b->kind == AM_BIND_UNIFORM_DYNAMIC;
+    bool plain = b->kind <= AM_BIND_UNIFORM_DYNAMIC; /* DESCRIPTOR_OFFSET / RANGE */
+    bool image = am_bind_is_image(b->kind);
     bool have_set = false, have_binding = false, have_offset = false;
     while (ap_peek_is_word(p)) {
         NEXT(p);
@@ -126,13 +166,21 @@ static am_status bind(ap_parser *p, am_pipeline *pl)
             TRY(ap_uint_tok(p, "BINDING", AM_MAX_BINDING, &v));
             b->binding = (uint32_t)v;
             have_binding = true;
+        } else if (!strcmp(kw.text, "BASE_MIP_LEVEL") && image) {
+            TRY(ap_uint_tok(p, "BASE_MIP_LEVEL", 31, &v));
+            for (int i = 0; i < b->n; i++) {
+                uint32_t levels = p->s->buffer[b->buf[i]].mip_levels ? p->s->buffer[b->buf[i]].mip_levels : 1;
+                if (v >= levels)
+                    return ap_err(p, &p->t, "BASE_MIP_LEVEL %s is not below the image's MIP_LEVELS", p->t.text);
+            }
+            b->base_mip = (uint32_t)v;
         } else if (!strcmp(kw.text, "OFFSET")) {
             if (!dynamic) return ap_err(p, &kw, "OFFSET is for %s buffers", "storage_dynamic / uniform_dynamic");
             TRY(per_buffer_list(p, b->n, b->dyn_offset, false));
             have_offset = true;
-        } else if (!strcmp(kw.text, "DESCRIPTOR_OFFSET")) {
+        } else if (!strcmp(kw.text, "DESCRIPTOR_OFFSET") && plain) {
             TRY(per_buffer_list(p, b->n, b->desc_offset, false));
-        } else if (!strcmp(kw.text, "DESCRIPTOR_RANGE")) {
+        } else if (!strcmp(kw.text, "DESCRIPTOR_RANGE") && plain) {
             TRY(per_buffer_list(p, b->n, b->desc_range, true));
             for (int i = 0; i < b->n; i++)
                 if (b->desc_range[i] == 0) return ap_err(p, &p->t, "DESCRIPTOR_RANGE must not be %s", "0");

@@ -178,3 +178,11 @@ bool am_parse_glsl_type(const char *s, am_fmt *out)
     out->rows = (uint8_t)r;
     return true;
 }
+
+void am_set_format(am_buffer *b, const char *name)
+{
+    size_t n = strlen(name);
+    if (n >= sizeof b->format) n = sizeof b->format - 1; /* longer than any format name */
+    memcpy(b->format, name, n);
+    b->format[n] = '\0';
+}

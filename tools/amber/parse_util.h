@@ -17,6 +17,8 @@ bool am_parse_target_env(const char *s, uint32_t *out);
    for a format it can lay out, -1 for a format it cannot (packed, depth),
    0 for neither. Leaves layout to the caller, and calls nothing else. */
 int am_parse_type(const char *s, am_fmt *out);
+/* Records a format name (one am_parse_type returned 2 for) in b->format. */
+void am_set_format(am_buffer *b, const char *name);
 /* VkScript / GLSL type names: float, vec4, ivec2, dmat3x4, u8vec2, ... */
 bool am_parse_glsl_type(const char *s, am_fmt *out);
 

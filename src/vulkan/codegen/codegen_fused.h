@@ -15,7 +15,8 @@
  *     runtime's content-hash cache finds it.
  * Kinds: VF_FUSED_ELEMENTWISE (codegen_fused.c), VF_FUSED_ROWS
  * (codegen_rows.c: one workgroup per row, docs/FUSION.md) and
- * VF_FUSED_MATMUL (codegen_matmul_fused.c). Groups the device cannot run
+ * VF_FUSED_MATMUL (codegen_matmul_fused.c), VF_FUSED_CONV
+ * (codegen_conv_fused.c). Groups the device cannot run
  * (f16 without 16-bit storage, ...) fail with VF_ERROR_UNSUPPORTED and a
  * message: run the group's execs one by one.
  * A group without outputs (dead values) gives k.n_steps == 0: nothing to run.
@@ -44,6 +45,8 @@ vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_gen
 vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err);
 vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *out,
                                   vf_err *err);
+vf_status vf_codegen_conv_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *out,
+                                vf_err *err);
 
 /* ---- members, shared by the generators (codegen_member.c) ---- */
 

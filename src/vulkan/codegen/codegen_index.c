@@ -476,6 +476,7 @@ static vf_status gen_top_k(const vf_exec *e, const vf_device_caps *caps, vf_gen_
 vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     if (e->op == VF_OP_IOTA) return gen_iota(e, caps, k, err);
+    if (e->op >= VF_OP_RNG_UNIFORM && e->op <= VF_OP_RNG_ADVANCE) return vf_codegen_rng(e, caps, k, err);
     if (cg_numel(&e->in[0]) > (int64_t)UINT32_MAX) return too_big(e, &e->in[0], "x", err);
     switch (e->op) {
     case VF_OP_GATHER: return gen_gather(e, caps, k, err);

@@ -118,6 +118,8 @@ bool cg_dtype_supported(const vf_exec *e, const vf_device_caps *caps, vf_dtype t
 
 /* Generators, one per op kind. */
 vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+/* generators: RNG_UNIFORM / RNG_NORMAL / RNG_ADVANCE (codegen_random.c) */
+vf_status vf_codegen_rng(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 vf_status vf_codegen_window(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 /* The window ops' index arithmetic (codegen_window.c), shared with the

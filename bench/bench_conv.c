@@ -1,0 +1,143 @@
+/* Convolution benchmark: y = relu(conv2d(x, w) + b) (3x3, SAME, NHWC /
+ * HWIO, f32) traced as a vf_function, run on Vulkan fused (one kernel: the
+ * direct conv kernel with its epilogue), unfused (vf_function_desc.unfused:
+ * conv2d, add, relu as three kernels) and on the CPU backend (im2col +
+ * OpenBLAS sgemm + two elementwise ops), side by side in one run; then
+ * the same layer's training kernels (the input and filter gradients of
+ * sum(y * g)) on both backends, and a plain matmul with the conv's FLOPs
+ * (M = N*OH*OW, K = 9*C, N = O: the im2col GEMM) on both backends, so the
+ * direct kernel's GFLOP/s compare with the matmul kernels'. Timing is
+ * vb_time_function (common.c). GFLOP/s counts 2*N*OH*OW*O*9*C per
+ * conv (and per gradient op: each has the forward's FLOPs).
+ * Usage: bench_conv [--iters N] [--quick]
+ * (not a test: nothing asserted) */
+#include "common.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vkfuse.h"
+
+static const vf_conv2d_desc same = {.padding = VF_PADDING_SAME};
+
+static vf_status conv_layer(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_relu(ctx, vf_add(ctx, vf_conv2d(ctx, in[0], in[1], &same), in[2]));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* the backward pass of conv2d: dx and dw of sum(conv2d(x, w) * g) */
+static vf_status conv_grads(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *y = vf_conv2d(ctx, in[0], in[1], &same);
+    vf_status s = vf_tape_gradient(tp, vf_mul(ctx, y, in[2]), 2, in, out);
+    vf_tape_end(tp);
+    return y ? s : vf_status_get(ctx);
+}
+
+static vf_status plain_matmul(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_matmul(ctx, in[0], in[1]);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+typedef struct {
+    int64_t n, hw, c, o;
+} layer;
+
+static vb_figures measure(vf_context *ctx, vf_body body, int n_in, int n_out, const int64_t (*shape)[4],
+                          const int *rank, bool fuse, int iters)
+{
+    vf_scope_begin(ctx);
+    vf_tensor *in[3] = {0};
+    for (int i = 0; i < n_in; i++) in[i] = vf_random_normal(ctx, VF_F32, rank[i], shape[i], (uint64_t)i + 1);
+    vb_figures f = vb_time_function(ctx,
+                                    &(vf_function_desc){.name = "conv", .body = body, .n_inputs = n_in,
+                                                        .n_outputs = n_out, .unfused = !fuse},
+                                    in, iters, "bench_conv");
+    vf_scope_end(ctx);
+    return f;
+}
+
+static void row(const char *name, const vb_figures *f, double flops)
+{
+    if (!f->ok) {
+        printf("  %-28s failed\n", name);
+        return;
+    }
+    printf("  %-28s %10.3f ms %9.2f GFLOP/s %8d %11d\n", name, f->sec * 1e3, flops / f->sec * 1e-9, f->fs.kernels,
+           f->fs.dispatches_per_call);
+}
+
+static void size(vf_context *vk, vf_context *cpu, const layer *l, int iters)
+{
+    double flops = 2.0 * (double)(l->n * l->hw * l->hw) * (double)l->o * 9.0 * (double)l->c;
+    int64_t shp[3][4] = {{l->n, l->hw, l->hw, l->c}, {3, 3, l->c, l->o}, {l->o}};
+    int64_t gshp[3][4] = {{l->n, l->hw, l->hw, l->c}, {3, 3, l->c, l->o}, {l->n, l->hw, l->hw, l->o}};
+    int64_t mshp[2][4] = {{l->n * l->hw * l->hw, 9 * l->c}, {9 * l->c, l->o}};
+    int r3[3] = {4, 4, 1}, g3[3] = {4, 4, 4}, m2[2] = {2, 2};
+    printf("\nx [%lld, %lld, %lld, %lld], w [3, 3, %lld, %lld], SAME: %.1f MFLOP per conv; best of %d calls (each "
+           "synced)\n",
+           (long long)l->n, (long long)l->hw, (long long)l->hw, (long long)l->c, (long long)l->c, (long long)l->o,
+           flops * 1e-6, iters);
+    printf("  %-28s %13s %17s %8s %11s\n", "run", "time/call", "GFLOP/s", "kernels", "dispatches");
+    vb_figures fu = measure(vk, conv_layer, 3, 1, shp, r3, true, iters);
+    vb_figures un = measure(vk, conv_layer, 3, 1, shp, r3, false, iters);
+    vb_figures c = measure(cpu, conv_layer, 3, 1, shp, r3, true, iters);
+    vb_figures gv = measure(vk, conv_grads, 3, 2, gshp, g3, true, iters);
+    vb_figures gc = measure(cpu, conv_grads, 3, 2, gshp, g3, true, iters);
+    vb_figures mv = measure(vk, plain_matmul, 2, 1, mshp, m2, true, iters);
+    vb_figures mc = measure(cpu, plain_matmul, 2, 1, mshp, m2, true, iters);
+    row("vulkan conv+bias+relu fused", &fu, flops);
+    row("vulkan unfused", &un, flops);
+    row("cpu (im2col + OpenBLAS)", &c, flops);
+    row("vulkan dx + dw", &gv, 2 * flops);
+    row("cpu dx + dw", &gc, 2 * flops);
+    char mm[64];
+    snprintf(mm, sizeof mm, "vulkan matmul %lldx%lldx%lld", (long long)mshp[0][0], (long long)mshp[0][1],
+             (long long)l->o);
+    row(mm, &mv, flops);
+    row("cpu matmul, same size", &mc, flops);
+    if (fu.ok && un.ok) printf("  fused/unfused time ratio %.3f\n", fu.sec / un.sec);
+    if (fu.ok && c.ok) printf("  conv: vulkan fused / cpu time ratio %.2f\n", fu.sec / c.sec);
+    if (fu.ok && mv.ok) printf("  vulkan: conv fused / matmul of the same FLOPs time ratio %.2f\n", fu.sec / mv.sec);
+    if (gv.ok && gc.ok) printf("  gradients: vulkan / cpu time ratio %.2f\n", gv.sec / gc.sec);
+}
+
+int main(int argc, char **argv)
+{
+    int iters = 5;
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick")) quick = true, iters = 2;
+        else {
+            printf("usage: bench_conv [--iters N] [--quick]\n");
+            return strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+    if (iters < 1) iters = 1;
+    vf_context *vk = NULL, *cpu = NULL;
+    vf_context_desc dv = {.backend = VF_BACKEND_VULKAN}, dc = {.backend = VF_BACKEND_CPU};
+    if (vf_context_create(&dv, &vk) != VF_OK || vf_context_create(&dc, &cpu) != VF_OK) {
+        fprintf(stderr, "bench_conv: could not create the contexts\n");
+        vf_context_destroy(vk);
+        vf_context_destroy(cpu);
+        return 1;
+    }
+    printf("conv2d 3x3 + bias + relu, f32; vulkan device: %s\n", vf_device_name(vk));
+    static const layer layers[] = {
+        {32, 12, 8, 8},    /* the second layer of examples/cnn.c, batch 32 */
+        {32, 28, 16, 32},  /* a MNIST-sized layer */
+        {8, 14, 64, 64},   /* a deeper stage: more channels, smaller images */
+    };
+    int n = quick ? 2 : 3;
+    for (int i = 0; i < n; i++) size(vk, cpu, &layers[i], iters);
+    vf_context_destroy(vk);
+    vf_context_destroy(cpu);
+    return 0;
+}

@@ -1,0 +1,125 @@
+/* vf_dist_allreduce inside a traced function: a graph node, not a host
+ * round trip at trace time. Per element class the call records
+ *
+ *   flatten + (f16: cast to f32) each tensor -> concat: the packed buffer,
+ *   made by a kernel on the device
+ *   vf_host_map(packed): at every call the core waits for the kernels before
+ *   it, hands the packed values to reduce() on the host, which runs the
+ *   signature check and ONE MPI allreduce over them, and uploads the result
+ *   split -> reshape (+ cast back): the outputs
+ *
+ * so a step of gradients of one dtype costs one MPI_Allreduce. The node
+ * state lives in the vf_dist (a function using it must be destroyed before
+ * the vf_dist). */
+#include "dist/dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct vf_dist_node {
+    vf_dist *d;
+    vf_dist_class cls;
+    vf_dist_op op;
+    uint64_t sig;       /* the call's signature (every tensor's dtype and shape) */
+    char desc[256];     /* this rank's tensors, for a mismatch message */
+    struct vf_dist_node *next;
+};
+
+static vf_dist_class class_of(vf_dtype t)
+{
+    return t == VF_I32 ? VF_DIST_I32 : t == VF_U32 ? VF_DIST_U32 : t == VF_BOOL ? VF_DIST_BOOL : VF_DIST_F32;
+}
+
+/* The vf_host_fn: one collective call, at every call of the function. */
+static vf_status reduce(void *user, vf_dtype dt, int64_t numel, void *data, char *msg, size_t len)
+{
+    struct vf_dist_node *k = user;
+    vf_dist *d = k->d;
+    (void)dt;
+    vf_status s = vf_dist_begin(d, "vf_dist_allreduce (traced)");
+    uint64_t sig = k->sig ^ ((uint64_t)numel * 0x9e3779b97f4a7c15ull) ^ (uint64_t)k->cls;
+    if (s == VF_OK) s = vf_dist_check(d, sig, k->desc);
+    if (s == VF_OK)
+        s = d->local ? vf_dist_local_sum(d, data, (size_t)numel, k->cls) : vf_dist_mpi_sum(d, data, (size_t)numel, k->cls);
+    if (s == VF_OK && k->op == VF_DIST_MEAN) {
+        if (k->cls == VF_DIST_F32)
+            for (int64_t i = 0; i < numel; i++) ((float *)data)[i] /= (float)d->size;
+        else if (k->cls == VF_DIST_I32)
+            for (int64_t i = 0; i < numel; i++) ((int32_t *)data)[i] /= d->size;
+        else if (k->cls == VF_DIST_U32)
+            for (int64_t i = 0; i < numel; i++) ((uint32_t *)data)[i] /= (uint32_t)d->size;
+    }
+    if (s != VF_OK) snprintf(msg, len, "%s", d->err);
+    return s;
+}
+
+vf_status vf_dist_traced_allreduce(vf_dist *d, int n, vf_tensor *const *in, vf_dist_op op, vf_tensor **out,
+                                   const char *desc, uint64_t sig)
+{
+    vf_context *ctx = d->ctx;
+    vf_tensor **res = calloc((size_t)n + 1, sizeof *res), **parts = calloc((size_t)n + 1, sizeof *parts);
+    int64_t *sizes = calloc((size_t)n + 1, sizeof *sizes);
+    int *idx = calloc((size_t)n + 1, sizeof *idx);
+    vf_status s = res && parts && sizes && idx ? VF_OK : VF_ERROR_OUT_OF_MEMORY;
+    for (int c = 0; s == VF_OK && c < VF_DIST_NCLASS; c++) {
+        int k = 0;
+        for (int i = 0; i < n && s == VF_OK; i++) {
+            if (class_of(vf_tensor_dtype(in[i])) != (vf_dist_class)c) continue;
+            if (vf_tensor_numel(in[i]) == 0) { /* nothing to reduce: an empty result */
+                int64_t sh[VF_MAX_RANK];
+                for (int a = 0; a < vf_tensor_rank(in[i]); a++) sh[a] = vf_tensor_dim(in[i], a);
+                res[i] = vf_fill(ctx, vf_tensor_dtype(in[i]), vf_tensor_rank(in[i]), sh, 0);
+                continue;
+            }
+            vf_tensor *flat = vf_reshape(ctx, in[i], 1, (int64_t[]){-1});
+            if (vf_tensor_dtype(in[i]) == VF_F16) flat = vf_cast(ctx, flat, VF_F32);
+            parts[k] = flat, sizes[k] = vf_tensor_numel(in[i]), idx[k++] = i;
+        }
+        if (k == 0) continue;
+        struct vf_dist_node *node = calloc(1, sizeof *node);
+        if (!node) {
+            s = VF_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        *node = (struct vf_dist_node){.d = d, .cls = (vf_dist_class)c, .op = op, .sig = sig, .next = d->nodes};
+        snprintf(node->desc, sizeof node->desc, "%s", desc);
+        d->nodes = node;
+        vf_tensor *packed = k == 1 ? parts[0] : vf_concat(ctx, k, parts, 0);
+        vf_tensor *red = vf_host_map(ctx, packed, reduce, node, "vf_dist_allreduce");
+        vf_tensor **pieces = calloc((size_t)k, sizeof *pieces);
+        if (!pieces) {
+            s = VF_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        if (k == 1) pieces[0] = red;
+        else if (red && vf_split(ctx, red, k, sizes, 0, pieces) != VF_OK) pieces[0] = NULL;
+        for (int j = 0; j < k; j++) {
+            vf_tensor *x = in[idx[j]];
+            int64_t sh[VF_MAX_RANK];
+            for (int a = 0; a < vf_tensor_rank(x); a++) sh[a] = vf_tensor_dim(x, a);
+            vf_tensor *y = pieces[0] ? vf_reshape(ctx, pieces[j], vf_tensor_rank(x), sh) : NULL;
+            if (vf_tensor_dtype(x) == VF_F16) y = vf_cast(ctx, y, VF_F16);
+            res[idx[j]] = y;
+        }
+        free(pieces);
+    }
+    for (int i = 0; s == VF_OK && i < n; i++)
+        if (!res[i]) s = vf_status_get(ctx) ? vf_status_get(ctx) : VF_ERROR_TRACE;
+    if (s == VF_OK)
+        for (int i = 0; i < n; i++) out[i] = res[i];
+    else
+        vf_dist_fail(d, s, false, "vf_dist_allreduce (tracing): %s", s == VF_ERROR_OUT_OF_MEMORY ? "out of host memory"
+                                                                                                 : vf_error_message(ctx));
+    free(res), free(parts), free(sizes), free(idx);
+    return s;
+}
+
+void vf_dist_traced_free(vf_dist *d)
+{
+    while (d->nodes) {
+        struct vf_dist_node *k = d->nodes;
+        d->nodes = k->next;
+        free(k);
+    }
+}
