@@ -10,6 +10,7 @@
 #define VF_BACKEND_H
 
 #include "graph/op.h"
+#include "graph/ukernel.h"
 #include "util/err.h"
 #include "util/keyset.h"
 
@@ -50,6 +51,9 @@ typedef struct vf_exec {
     int n_in;
     vf_tref in[3];
     vf_tref out;
+    /* VF_OP_USER_KERNEL only: the call resolved at the plan's sizes (its
+       in / out pointers unused: in[] and out above are the tensors) */
+    const vf_ukernel_exec *ux;
 } vf_exec;
 
 /* Window ops, as both backends run them: output element o (coordinates
@@ -282,12 +286,34 @@ typedef struct vf_backend_iface {
     vf_keyset *(*kernels_track)(void *self, vf_keyset *set);
     bool (*kernel_binary)(void *self, uint64_t key, const uint32_t **words, size_t *n_words);
     vf_status (*kernel_insert)(void *self, uint64_t key, const uint32_t *words, size_t n_words);
+    /* One call of a user kernel (graph/ukernel.h): outputs zeroed first
+       unless e->k->uninit, then the SPIR-V (Vulkan) or the C
+       implementation (CPU; none: VF_ERROR_UNSUPPORTED). Queued like exec. */
+    vf_status (*ukernel)(void *self, const vf_ukernel_exec *e);
 } vf_backend_iface;
 
 typedef struct vf_backend {
     const vf_backend_iface *iface;
     void *self;
 } vf_backend_t;
+
+/* User kernels' shaders, without a device (vulkan/user_kernel.c), so that
+   every backend reports the same compile errors and saves the same
+   SPIR-V. vf_glsl_compile: GLSL compute source (given `#version 450` and
+   `#line 1` when it has no #version line) to SPIR-V for Vulkan 1.2;
+   *words malloc'd; VF_ERROR_COMPILE with shaderc's message in msg.
+   vf_spirv_inspect: validates a module (VF_ERROR_FORMAT with the
+   validator's message) and says what it declares. */
+typedef struct vf_spirv_info {
+    int max_binding;          /* the highest binding decorated; -1: none */
+    int bad_set;              /* a descriptor set other than 0 (0: none) */
+    int bad_set_binding;      /* ... and its binding */
+    uint32_t local_size_x;    /* LocalSize x, 0: not declared */
+    bool spec0;               /* a specialisation constant has id 0 (local_size_x_id = 0) */
+} vf_spirv_info;
+vf_status vf_glsl_compile(const char *glsl, const char *name, uint32_t **words, size_t *n_words, char *msg,
+                          size_t msglen);
+vf_status vf_spirv_inspect(const uint32_t *words, size_t n_words, vf_spirv_info *info, char *msg, size_t msglen);
 
 /* Backend constructors. err receives the reason on failure. */
 vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out);

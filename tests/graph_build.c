@@ -44,7 +44,7 @@ static vf_tref tref_of(const vf_graph *g, int v, const vf_shape *shapes)
 }
 
 vf_status vt_codegen_group(const vf_graph *g, const vf_group *grp, const vf_shape *shapes, const vf_device_caps *caps,
-                           vf_kernel *k, vf_err *err)
+                           vf_gen_kernel *k, vf_err *err)
 {
     int n_t = grp->n_inputs + grp->n_outputs;
     vf_fused_member *mem = calloc((size_t)grp->n_nodes + 1, sizeof *mem);

@@ -20,6 +20,6 @@ int vt_op(vf_graph *g, vf_op o, int n_in, const int *in, vf_dtype dt, vf_shape s
    group described as the plan describes it (vf_group_describe), its execs
    built from the nodes, then vf_codegen_group. */
 vf_status vt_codegen_group(const vf_graph *g, const vf_group *grp, const vf_shape *shapes, const vf_device_caps *caps,
-                           vf_kernel *k, vf_err *err);
+                           vf_gen_kernel *k, vf_err *err);
 
 #endif

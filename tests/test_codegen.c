@@ -103,7 +103,7 @@ static void compile_ok(const vf_dispatch *d)
 }
 
 /* dispatch metadata the runtime relies on */
-static void check_kernel(const vf_exec *e, const vf_device_caps *c, const vf_kernel *k)
+static void check_kernel(const vf_exec *e, const vf_device_caps *c, const vf_gen_kernel *k)
 {
     assert_true(k->n_steps >= 1 && k->n_steps <= VF_KERNEL_MAX_STEPS);
     bool uses_scratch = false, writes_out = false;
@@ -142,7 +142,7 @@ static void check_kernel(const vf_exec *e, const vf_device_caps *c, const vf_ker
 
 static void gen_ok(const vf_exec *e, const vf_device_caps *c)
 {
-    vf_kernel k;
+    vf_gen_kernel k;
     vf_err err = {0};
     vf_status st = vf_codegen_exec(e, c, &k, &err);
     if (st != VF_OK) fprintf(stderr, "codegen of %s failed: %s\n", vf_op_get(e->op)->name, err.message);
@@ -263,7 +263,7 @@ static void test_fast_path_and_big_grids(void **state)
     e.op = VF_OP_ADD;
     e.n_in = 2;
     e.in[0] = e.in[1] = e.out = tref(VF_F32, 1, big);
-    vf_kernel k;
+    vf_gen_kernel k;
     vf_err err = {0};
     assert_int_equal(vf_codegen_exec(&e, &caps_cpu, &k, &err), VF_OK);
     assert_non_null(strstr(k.step[0].glsl, "vec4"));
@@ -353,7 +353,7 @@ static void test_two_step(void **state)
             e.attrs.axes_mask = 1;
             e.in[0] = tref(VF_F32, 1, sh);
             e.out = tref(ops[o] == VF_OP_ARGMAX ? VF_I32 : VF_F32, 0, NULL);
-            vf_kernel k;
+            vf_gen_kernel k;
             vf_err err = {0};
             assert_int_equal(vf_codegen_exec(&e, all_caps[c], &k, &err), VF_OK);
             assert_int_equal(k.n_steps, 2);
@@ -488,7 +488,7 @@ static void test_transpose(void **state)
 
 static void expect_unsupported(const vf_exec *e, const vf_device_caps *c, const char *word)
 {
-    vf_kernel k;
+    vf_gen_kernel k;
     vf_err err = {0};
     assert_int_equal(vf_codegen_exec(e, c, &k, &err), VF_ERROR_UNSUPPORTED);
     assert_non_null(strstr(err.message, vf_op_get(e->op)->name));
@@ -524,7 +524,7 @@ static void test_unsupported_storage(void **state)
 
 static char *glsl_of(const vf_exec *e, const vf_device_caps *c, int step)
 {
-    vf_kernel k;
+    vf_gen_kernel k;
     vf_err err = {0};
     assert_int_equal(vf_codegen_exec(e, c, &k, &err), VF_OK);
     char *s = k.step[step].glsl;

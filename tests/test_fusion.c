@@ -278,7 +278,7 @@ static void compile_groups(vf_graph *g)
     for (int i = 0; i < p.n_groups; i++) {
         if (p.groups[i].kind != VF_GROUP_ELEMENTWISE_DAG) continue;
         for (int c = 0; c < 2; c++) {
-            vf_kernel k;
+            vf_gen_kernel k;
             vf_status st = vt_codegen_group(g, &p.groups[i], shapes, caps[c], &k, &err);
             if (st) fprintf(stderr, "%s\n", err.message);
             assert_int_equal(st, VF_OK);
@@ -421,7 +421,7 @@ static void run_dag(rt_handle *h, vf_backend_t *cpu, vf_graph *g, int *fused_gro
             continue;
         }
         (*fused_groups)++;
-        vf_kernel k;
+        vf_gen_kernel k;
         vf_status st = vt_codegen_group(g, grp, shapes, &h->rt->dev.caps, &k, &err);
         if (st) fprintf(stderr, "%s\n", err.message);
         assert_int_equal(st, VF_OK);

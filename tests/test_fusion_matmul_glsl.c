@@ -82,7 +82,7 @@ static void compile_ok(shaderc_compiler_t cc, shaderc_compile_options_t opt, con
 }
 
 /* The one matmul group of g: generated for caps, st its status. */
-static vf_status gen_group(vf_graph *g, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+static vf_status gen_group(vf_graph *g, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     vf_shape *shapes = malloc(sizeof *shapes * (size_t)g->n);
     assert_non_null(shapes);
@@ -121,7 +121,7 @@ static void test_glsl_both_profiles(void **state)
     for (int d = 0; d < 2; d++)
         for (int c = 0; c < 2; c++) {
             vf_graph *g = epilogue_graph(dts[d], 9, 16, 12);
-            vf_kernel k;
+            vf_gen_kernel k;
             vf_err err = {0};
             vf_status st = gen_group(g, caps[c], &k, &err);
             if (st) fprintf(stderr, "%s\n", err.message);
@@ -177,7 +177,7 @@ static void test_lane_block(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         vf_graph *g = chain_graph(cases[i].heavy, cases[i].m, cases[i].k, cases[i].n);
-        vf_kernel k;
+        vf_gen_kernel k;
         vf_err err = {0};
         vf_status st = gen_group(g, &caps_cpu, &k, &err);
         if (st) fprintf(stderr, "%s\n", err.message);
@@ -204,7 +204,7 @@ static void test_unsupported(void **state)
     vf_device_caps no16 = caps_cpu;
     no16.storage16 = false;
     vf_graph *g = epilogue_graph(VF_F16, 4, 4, 4);
-    vf_kernel k;
+    vf_gen_kernel k;
     vf_err err = {0};
     assert_int_equal(gen_group(g, &no16, &k, &err), VF_ERROR_UNSUPPORTED);
     assert_non_null(strstr(err.message, "16-bit storage"));
@@ -283,7 +283,7 @@ static void test_gpu_profile_on_lavapipe(void **state)
     e.in[0] = (vf_tref){.dtype = VF_F32, .rank = 3, .shape = {BT, M, K}};
     e.in[1] = (vf_tref){.dtype = VF_F32, .rank = 2, .shape = {K, N}};
     e.out = (vf_tref){.dtype = VF_F32, .rank = 3, .shape = {BT, M, N}};
-    vf_kernel k;
+    vf_gen_kernel k;
     vf_err err = {0};
     assert_int_equal(vf_codegen_exec(&e, &caps, &k, &err), VF_OK);
     assert_non_null(strstr(k.step[0].name, "tile"));

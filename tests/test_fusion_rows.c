@@ -272,7 +272,7 @@ static int run_graph(rt_handle *h, vf_backend_t *cpu, const vf_graph *g, const v
             continue;
         }
         fused++;
-        vf_kernel k;
+        vf_gen_kernel k;
         vf_status st = vt_codegen_group(g, grp, shapes, caps, &k, &err);
         if (st) fprintf(stderr, "%s: %s\n", what, err.message);
         assert_int_equal(st, VF_OK);
@@ -389,7 +389,7 @@ static void test_glsl_size_independent(void **state)
             vf_partition_t p;
             vf_err err = {0};
             assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
-            vf_kernel k;
+            vf_gen_kernel k;
             assert_int_equal(vt_codegen_group(g, &p.groups[p.group_of[g->outputs[0]]], shapes, &caps, &k, &err),
                              VF_OK);
             src[i] = k.step[0].glsl;
@@ -520,7 +520,7 @@ static void test_heavy_rolled(void **state)
         vf_partition_t p;
         vf_err err = {0};
         assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
-        vf_kernel k;
+        vf_gen_kernel k;
         assert_int_equal(vt_codegen_group(g, &p.groups[p.group_of[g->outputs[0]]], shapes, cases[i].caps, &k, &err),
                          VF_OK);
         const char *glsl = k.step[0].glsl;

@@ -157,7 +157,7 @@ static uint32_t push_u32(const vf_dispatch *d, int field)
 }
 
 /* every step within 7 workgroups per dimension; past 343 it strides */
-static void check_grid(const vf_kernel *k)
+static void check_grid(const vf_gen_kernel *k)
 {
     for (int i = 0; i < k->n_steps; i++)
         for (int g = 0; g < 3; g++) {
@@ -166,7 +166,7 @@ static void check_grid(const vf_kernel *k)
         }
 }
 
-static void gen(const vf_exec *e, vf_kernel *k)
+static void gen(const vf_exec *e, vf_gen_kernel *k)
 {
     vf_err err = {0};
     vf_status st = vf_codegen_exec(e, &caps_lvp, k, &err);
@@ -177,7 +177,7 @@ static void gen(const vf_exec *e, vf_kernel *k)
 static void test_codegen_within_limits(void **state)
 {
     (void)state;
-    vf_kernel k;
+    vf_gen_kernel k;
     vf_exec e;
     /* elementwise over 2^22: more groups than a 7 x 7 x 7 grid */
     memset(&e, 0, sizeof e);

@@ -313,7 +313,7 @@ static void test_exec_memo(void **state)
     assert_int_equal(h.be.iface->exec(h.be.self, &e), VF_OK);
     assert_int_equal(h.rt->memo.misses, 1);
     assert_int_equal(h.rt->memo.hits, 0);
-    vf_kernel k;
+    vf_gen_kernel k;
     vf_err err = {0};
     assert_int_equal(vf_codegen_exec(&e, &h.rt->dev.caps, &k, &err), VF_OK);
     uint64_t key = vf_vk_shader_key(&h.rt->shaders, k.step[0].glsl);

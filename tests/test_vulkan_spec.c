@@ -170,7 +170,7 @@ static void check_dispatch(const vf_dispatch *d, const vf_device_caps *c)
     for (uint32_t i = 1; i < d->n_spec; i++) assert_true(d->spec[i] >= 1);
 }
 
-static void record(gen_log *l, const vf_kernel *k, const vf_device_caps *c)
+static void record(gen_log *l, const vf_gen_kernel *k, const vf_device_caps *c)
 {
     for (int s = 0; s < k->n_steps; s++) {
         const vf_dispatch *d = &k->step[s];
@@ -192,7 +192,7 @@ static void shapes_of(const vf_graph *g, vf_shape *shapes)
 
 /* The kernel of group i: the fused kernel, or the single node's. */
 static void gen_group(const vf_graph *g, const vf_partition_t *p, int i, const vf_shape *shapes,
-                      const vf_device_caps *c, vf_buffer **bufs, vf_kernel *k)
+                      const vf_device_caps *c, vf_buffer **bufs, vf_gen_kernel *k)
 {
     const vf_group *grp = &p->groups[i];
     vf_err err = {0};
@@ -217,7 +217,7 @@ static void gen_graph(const vf_graph *g, const vf_device_caps *c, gen_log *l)
     assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
     for (int i = 0; i < p.n_groups; i++) {
         if (p.groups[i].kind == VF_GROUP_SINGLE && g->nodes[p.groups[i].nodes[0]].kind != VF_NODE_OP) continue;
-        vf_kernel k;
+        vf_gen_kernel k;
         gen_group(g, &p, i, shapes, c, NULL, &k);
         record(l, &k, c);
         vf_kernel_free(&k);
@@ -331,7 +331,7 @@ static void test_elementwise_values(void **state)
     char *first = NULL;
     for (int i = 0; i < 3; i++) {
         vf_device_caps c = caps_base(true, 8, limit[i], 1024);
-        vf_kernel k;
+        vf_gen_kernel k;
         vf_err err = {0};
         assert_int_equal(vf_codegen_exec(&e, &c, &k, &err), VF_OK);
         assert_int_equal(k.n_steps, 1);
@@ -362,7 +362,7 @@ static void fill(const vf_graph *g, int v, uint8_t *host)
     }
 }
 
-static void dispatch_kernel(rt_handle *h, const vf_graph *g, const vf_group *grp, const vf_kernel *k,
+static void dispatch_kernel(rt_handle *h, const vf_graph *g, const vf_group *grp, const vf_gen_kernel *k,
                             vf_buffer **gb)
 {
     vf_buffer *scratch = NULL;
@@ -424,7 +424,7 @@ static void run_graph(rt_handle *h, const vf_graph *g, const vf_device_caps *c, 
     assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
     for (int i = 0; i < p.n_groups; i++) {
         if (p.groups[i].kind == VF_GROUP_SINGLE && g->nodes[p.groups[i].nodes[0]].kind != VF_NODE_OP) continue;
-        vf_kernel k;
+        vf_gen_kernel k;
         gen_group(g, &p, i, shapes, c, gb, &k);
         record(l, &k, c);
         dispatch_kernel(h, g, &p.groups[i], &k, gb);
@@ -563,7 +563,7 @@ static void test_pipeline_cache_keys_values(void **state)
         t->shape[0] = 777;
     }
     vf_device_caps c = h.rt->dev.caps;
-    vf_kernel k[2];
+    vf_gen_kernel k[2];
     vf_err err = {0};
     assert_int_equal(vf_codegen_exec(&e, &c, &k[0], &err), VF_OK);
     c.max_workgroup_invocations = 64;

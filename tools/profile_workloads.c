@@ -1,6 +1,7 @@
 /* The built-in workloads of `vkfuse profile` (profile_workloads.h). */
 #include "profile_workloads.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static vf_tensor *scalar(vf_context *ctx, float v) { return vf_tensor_from_host(ctx, VF_F32, 0, NULL, &v); }
@@ -118,6 +119,69 @@ static vf_status loss_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
+/* histogram: a user kernel (docs/KERNELS.md) counting 1M i32 values into
+   256 bins with atomics, then the counts as f32 (a fused cast). The
+   kernel is made in the body, so only the trace compiles it; the graph
+   keeps it after vf_kernel_destroy. */
+static const char hist_glsl[] =
+    "layout(local_size_x_id = 0) in;\n"
+    "layout(std430, binding = 0) readonly buffer In { int v[]; };\n"
+    "layout(std430, binding = 1) buffer Out { uint bins[]; };\n"
+    "layout(push_constant) uniform P { uint n_v; uint n_bins; };\n"
+    "void main() {\n"
+    "    uint i = gl_GlobalInvocationID.x;\n"
+    "    if (i < n_v) atomicAdd(bins[uint(v[i]) % n_bins], 1u);\n"
+    "}\n";
+
+#define HIST_N (1 << 20)
+#define HIST_BINS 256
+
+static void hist_groups(const vf_kernel_shapes *s, uint32_t wg, uint32_t groups[3], void *user)
+{
+    (void)user;
+    groups[0] = (uint32_t)((s->in[0].shape[0] + wg - 1) / wg);
+    groups[1] = groups[2] = 1;
+}
+
+static vf_status hist_cpu(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
+{
+    (void)user;
+    const int32_t *v = in[0];
+    uint32_t *bins = out[0];
+    for (int64_t i = 0; i < s->in[0].shape[0]; i++) bins[(uint32_t)v[i] % HIST_BINS]++;
+    return VF_OK;
+}
+
+static vf_status hist_make(vf_context *ctx, wl_data *d, int64_t shrink)
+{
+    int64_t n = HIST_N / shrink;
+    int32_t *v = malloc(sizeof *v * (size_t)n);
+    if (!v) return VF_ERROR_OUT_OF_MEMORY;
+    uint32_t x = 12345;
+    for (int64_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        v[i] = (int32_t)(x >> 8);
+    }
+    d->in[0] = vf_tensor_from_host(ctx, VF_I32, 1, &n, v);
+    free(v);
+    return done(ctx, d, 1, 0);
+}
+
+static vf_status hist_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_kernel *k = vf_kernel_create(ctx, &(vf_kernel_desc){
+        .name = "histogram", .glsl = hist_glsl, .n_inputs = 1, .n_outputs = 1, .inputs = {VF_I32},
+        .outputs = {{VF_U32, 1, {HIST_BINS}}}, .workgroup_size = 256, .dispatch = hist_groups, .cpu = hist_cpu});
+    if (!k) return vf_status_get(ctx);
+    vf_tensor *bins = NULL;
+    vf_status s = vf_kernel_call(k, 1, in, NULL, &bins);
+    vf_kernel_destroy(k);
+    if (s) return s;
+    out[0] = vf_cast(ctx, bins, VF_F32);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
 const workload vf_workloads[] = {
     {"chain8", "8-op elementwise chain (mul add relu mul sigmoid mul sub abs) on 16M f32", 1, chain8_make,
      chain8_body},
@@ -127,6 +191,8 @@ const workload vf_workloads[] = {
     {"mlp", "MLP forward 784-512-512-10, relu, softmax, batch 256", 1, mlp_make, mlp_body},
     {"compute_loss", "the seed's compute_loss: mean sparse softmax cross-entropy of x[256,784] w + b", 2,
      loss_make, loss_body},
+    {"histogram", "a user kernel: 1M i32 values into 256 bins with atomics (docs/KERNELS.md), counts as f32", 1,
+     hist_make, hist_body},
 };
 const int vf_n_workloads = (int)(sizeof vf_workloads / sizeof *vf_workloads);
 

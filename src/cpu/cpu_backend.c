@@ -102,6 +102,39 @@ static vf_status check_tref(vf_cpu *cpu, const char *op, const char *which, cons
     return VF_OK;
 }
 
+/* A user kernel's C implementation on host pointers; the outputs zeroed
+   first as on Vulkan (docs/KERNELS.md). */
+static vf_status cpu_ukernel(void *self, const vf_ukernel_exec *e)
+{
+    vf_cpu *cpu = self;
+    const vf_ukernel *k = e->k;
+    if (!k->cpu)
+        return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED,
+                          "kernel '%s' has no C implementation (%s), so it cannot run on the CPU backend; give "
+                          "desc.cpu, or use a Vulkan context", k->name,
+                          k->loaded ? "a loaded function keeps the SPIR-V but not the C function" : "desc.cpu is NULL");
+    const void *in[VF_KERNEL_MAX_INPUTS];
+    void *out[VF_KERNEL_MAX_OUTPUTS];
+    vf_status s = VF_OK;
+    for (int i = 0; s == VF_OK && i < k->n_in; i++) {
+        s = check_tref(cpu, k->name, "input", &e->in[i]);
+        in[i] = s == VF_OK ? vf_cpu_ptr(&e->in[i]) : NULL;
+    }
+    for (int j = 0; s == VF_OK && j < k->n_out; j++) {
+        s = check_tref(cpu, k->name, "output", &e->out[j]);
+        out[j] = s == VF_OK ? vf_cpu_ptr(&e->out[j]) : NULL;
+        if (s == VF_OK && !k->uninit)
+            memset(out[j], 0, (size_t)vf_cpu_numel(&e->out[j]) * vf_dtype_size(e->out[j].dtype));
+    }
+    if (s != VF_OK) return s;
+    s = k->cpu(e->shapes, in, out, k->user);
+    if (s != VF_OK)
+        return vf_err_set(cpu->err, (unsigned)s <= VF_ERROR_FORMAT ? s : VF_ERROR_INVALID_ARGUMENT,
+                          "kernel '%s': its C implementation (desc.cpu) returned %s", k->name,
+                          vf_status_name((unsigned)s <= VF_ERROR_FORMAT ? s : VF_ERROR_INVALID_ARGUMENT));
+    return VF_OK;
+}
+
 static vf_status cpu_exec(void *self, const vf_exec *e)
 {
     vf_cpu *cpu = self;
@@ -130,6 +163,14 @@ static vf_status cpu_exec(void *self, const vf_exec *e)
         return e->op == VF_OP_RANDOM_NORMAL ? vf_cpu_random_normal(cpu, e) : vf_cpu_fill(cpu, e);
     case VF_KIND_INDEX:
         return e->op >= VF_OP_RNG_UNIFORM && e->op <= VF_OP_RNG_ADVANCE ? vf_cpu_rng(cpu, e) : vf_cpu_index(cpu, e);
+    case VF_KIND_USER: { /* a planned call replayed by VKFUSE_CHECK: the C implementation */
+        if (!e->ux) break;
+        vf_ukernel_exec x = *e->ux;
+        vf_tref in[3] = {e->in[0], e->in[1], e->in[2]}, out = e->out;
+        x.in = in;
+        x.out = &out;
+        return cpu_ukernel(cpu, &x);
+    }
     }
     return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: op %s has no kernel", info->name);
 }
@@ -162,6 +203,7 @@ static const vf_backend_iface cpu_iface = {
     .sync = cpu_sync,
     .destroy = cpu_destroy,
     .stats = cpu_stats,
+    .ukernel = cpu_ukernel,
 };
 
 vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out)

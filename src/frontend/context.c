@@ -254,6 +254,7 @@ void vf_context_destroy(vf_context *ctx)
        tensors; they stay the user's, orphaned (vf_function_destroy frees
        them later). Then tapes, tensors, the backend, the handle slabs. */
     vf_functions_orphan_all(ctx);
+    vf_kernels_orphan_all(ctx);
     vf_tapes_free_all(ctx);
     vf_tensor_free_all(ctx);
     for (int i = 0; i < ctx->cap_scopes; i++) free(ctx->scopes[i].items);

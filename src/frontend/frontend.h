@@ -83,6 +83,7 @@ struct vf_context {
        are never reused, so a stale handle is an error, not a crash. */
     vf_handles tensor_slots, tape_slots, generator_slots;
     struct vf_function *functions; /* every function of ctx (destroyed ones too), orphaned at destroy */
+    struct vf_kernel *kernels;     /* live user kernels (kernels.c), orphaned at destroy */
     vf_host host;          /* the host (CPU) backend of constant folding and VKFUSE_CHECK, made on first use */
     vf_options opt;        /* the environment, read at creation */
     /* The function body being traced (function.c sets it around the call):
@@ -138,6 +139,7 @@ void vf_tensor_free_all(vf_context *ctx);
 /* At vf_context_destroy: every function of ctx loses its graphs and plans
    and its context (function.c); active tapes drop what they hold (tape.c). */
 void vf_functions_orphan_all(vf_context *ctx);
+void vf_kernels_orphan_all(vf_context *ctx);
 void vf_tape_slots_init(vf_context *ctx);
 /* The generators' slots (generator.c). */
 void vf_generator_slots_init(vf_context *ctx);
@@ -185,6 +187,22 @@ vf_status vf_trace_print(vf_context *ctx, const char *label, vf_tensor *t);
 vf_status vf_host_call(vf_context *ctx, const char *name, vf_host_fn fn, void *user, vf_dtype dt, int64_t n, void *data);
 /* vf_host_map while tracing: a HOST node on t's value; its symbolic result. */
 vf_tensor *vf_trace_host(vf_context *ctx, vf_tensor *t, vf_host_fn fn, void *user, const char *name);
+/* A user kernel's call: a KERNEL node on in[k->n_in] and a PROJ per output,
+   out[j] (symbolic tensors the caller made at the traced shapes) bound to
+   them. The node's id, -1 with the error recorded. */
+int vf_trace_kernel(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const void *params,
+                    const uint32_t groups[3], vf_tensor **out);
+/* One call of user kernel k on checked inputs (vf_kernel_call after its
+   argument checks; a gradient's replay of a KERNEL node): eager, traced
+   and taped as any op. out[k->n_out] receives tensors of the innermost scope. */
+vf_status vf_ukernel_call(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const void *params, vf_tensor **out);
+/* Resolves one call of k on inputs of these dtypes and shapes (kernels.c):
+   output shapes (callback or desc), workgroup counts, push constants
+   (x->push / push_size / groups; in / out / shapes left to the caller).
+   who names the caller in messages. */
+vf_status vf_ukernel_prepare(vf_context *ctx, const vf_ukernel *k, const vf_tref *in, const void *params,
+                             vf_tensor_spec *in_spec, vf_tensor_spec *out_spec, vf_kernel_shapes *shapes,
+                             vf_ukernel_exec *x, const char *who);
 void vf_trace_ref(const vf_tensor *t, vf_tref *r);
 /* VF_OK unless t is a symbolic tensor of a trace that has ended. */
 vf_status vf_trace_check(vf_context *ctx, const vf_tensor *t, const char *op, int index);

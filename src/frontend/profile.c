@@ -30,11 +30,21 @@ void vf_fprofile_free(vf_fprofile *p)
     memset(p, 0, sizeof *p);
 }
 
-static bool runs_op(const vf_node *n, vf_op op)
+static bool runs_op(const vf_node *n, vf_op op, const char *kernel)
 {
     if (n->kind == VF_NODE_OP) return n->op == op;
+    /* a user kernel's exec runs its KERNEL node, known by the kernel's name */
+    if (n->kind == VF_NODE_KERNEL) return op == VF_OP_USER_KERNEL && n->uk && !strcmp(n->uk->name, kernel);
     /* assigns, and reshapes of variables, are copies in a plan */
     return op == VF_OP_COPY && (n->kind == VF_NODE_ASSIGN || n->kind == VF_NODE_RESHAPE);
+}
+
+/* A node's op name for a record: a static string (readers such as the CLI
+   keep them past the function); a user kernel's own name, which its graph
+   holds, is the record's name instead. */
+static const char *op_name(const vf_node *n)
+{
+    return n->kind == VF_NODE_KERNEL ? vf_op_get(VF_OP_USER_KERNEL)->name : vf_node_name(n);
 }
 
 /* Fills the kernel records of p from the backend's plan profile. */
@@ -84,15 +94,15 @@ static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_gra
             for (int j = 0; j < b->n_nodes; j++)
                 if (b->nodes[j] >= 0 && b->nodes[j] < g->n) {
                     p->nodes[at] = b->nodes[j];
-                    p->ops[at++] = vf_node_name(&g->nodes[b->nodes[j]]);
+                    p->ops[at++] = op_name(&g->nodes[b->nodes[j]]);
                     k->n_nodes++;
                 }
         } else if (b->first_exec >= 0) {
             for (int n = 0; n < g->n; n++)
-                if (!used[n] && runs_op(&g->nodes[n], b->op)) {
+                if (!used[n] && runs_op(&g->nodes[n], b->op, b->name)) {
                     used[n] = true;
                     p->nodes[at] = n;
-                    p->ops[at++] = vf_node_name(&g->nodes[n]);
+                    p->ops[at++] = op_name(&g->nodes[n]);
                     k->n_nodes = 1;
                     break;
                 }

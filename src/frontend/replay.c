@@ -98,6 +98,17 @@ static vf_status replay(vf_context *ctx, const sub_ctx *sc, vf_tensor *const *ex
         case VF_NODE_PROJ:
             val[i] = tuple[n->in[0]] ? tuple[n->in[0]][n->index] : NULL;
             break;
+        case VF_NODE_KERNEL: { /* the user kernel called again (kernels.c) */
+            vf_tensor *in[VF_KERNEL_MAX_INPUTS];
+            tuple[i] = calloc((size_t)n->n_out + 1, sizeof *tuple[i]);
+            if (!tuple[i]) {
+                s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory");
+                continue;
+            }
+            for (int j = 0; j < n->n_in && j < VF_KERNEL_MAX_INPUTS; j++) in[j] = val[n->in[j]];
+            s = vf_ukernel_call(ctx, n->uk, in, n->data, tuple[i]);
+            continue;
+        }
         case VF_NODE_COND:
         case VF_NODE_WHILE: {
             bool cond = n->kind == VF_NODE_COND;

@@ -109,6 +109,58 @@ static vf_status run_op(vf_run_state *rs, int id, const vf_node *n, const vf_rva
     return exec(rs, &e);
 }
 
+/* A user kernel's node: its call resolved at this call's sizes (as
+   vf_kernel_call does eagerly), its outputs into tuple. */
+static vf_status run_kernel(vf_run_state *rs, const vf_graph *g, int id, const vf_node *n, const vf_rval *in,
+                            vf_rval *tuple)
+{
+    vf_context *ctx = rs->ctx;
+    const vf_ukernel *k = n->uk;
+    /* a loaded kernel has no callbacks: its output shapes and workgroup
+       counts are those traced, right for the traced input sizes only */
+    for (int i = 0; k->loaded && i < k->n_in; i++) {
+        vf_shape is = shape_of(&in[i].ref);
+        if (!vf_shape_equal(&is, &g->nodes[n->in[i]].shape)) {
+            char a[VF_SHAPE_STR_LEN], b[VF_SHAPE_STR_LEN];
+            return vf_fail(ctx, VF_ERROR_SHAPE, "vf_function '%s': node %%%d: loaded kernel '%s' input %d is %s; a "
+                           "loaded kernel runs at its traced sizes only (%s), having no output_shapes or dispatch "
+                           "callback", rs->fn, id, k->name, i, vf_shape_str(a, sizeof a, is.rank, is.dim),
+                           vf_shape_str(b, sizeof b, g->nodes[n->in[i]].shape.rank, g->nodes[n->in[i]].shape.dim));
+        }
+    }
+    vf_tref refs[VF_KERNEL_MAX_INPUTS], outs[VF_KERNEL_MAX_OUTPUTS];
+    bool empty = false;
+    for (int i = 0; i < k->n_in; i++) {
+        refs[i] = in[i].ref;
+        empty = empty || numel_of(&refs[i]) == 0;
+    }
+    vf_tensor_spec in_spec[VF_KERNEL_MAX_INPUTS], out_spec[VF_KERNEL_MAX_OUTPUTS];
+    vf_kernel_shapes shapes;
+    vf_ukernel_exec x = {0};
+    char who[160];
+    snprintf(who, sizeof who, "vf_function '%s': node %%%d", rs->fn, id);
+    vf_status s = vf_ukernel_prepare(ctx, k, refs, n->data, in_spec, out_spec, &shapes, &x, who);
+    for (int j = 0; !s && j < k->n_out; j++) {
+        vf_shape sh = {.rank = out_spec[j].rank};
+        memcpy(sh.dim, out_spec[j].shape, sizeof(int64_t) * (size_t)sh.rank);
+        s = new_value(rs, "vf_function_call", out_spec[j].dtype, &sh, &tuple[j]);
+        outs[j] = tuple[j].ref;
+        empty = empty || numel_of(&outs[j]) == 0;
+    }
+    if (s) return s;
+    if (empty) { /* nothing to bind: zeros, as vf_kernel_call gives */
+        for (int j = 0; !s && j < k->n_out; j++)
+            if (numel_of(&outs[j])) s = fill(rs, &tuple[j], 0.0);
+        return s;
+    }
+    x.in = refs;
+    x.out = outs;
+    s = ctx->be.iface->ukernel ? ctx->be.iface->ukernel(ctx->be.self, &x) : VF_ERROR_UNSUPPORTED;
+    if (s) return vf_backend_failed(ctx, s, "%s: kernel '%s' (%s backend)", who, k->name, ctx->be.iface->name);
+    rs->dispatches++;
+    return VF_OK;
+}
+
 /* A fresh copy of v (for variables, whose storage later assigns change). */
 static vf_status copy_value(vf_run_state *rs, const vf_rval *v, const vf_shape *shape, vf_rval *out)
 {
@@ -383,6 +435,11 @@ vf_status vf_graph_run(vf_run_state *rs, const vf_graph *g, const vf_rval *param
                 break;
             }
             s = n->kind == VF_NODE_COND ? run_cond(rs, i, n, args, tuples[i]) : run_while(rs, i, n, args, tuples[i]);
+            break;
+        case VF_NODE_KERNEL:
+            tuples[i] = calloc((size_t)n->n_out + 1, sizeof **tuples);
+            s = tuples[i] ? run_kernel(rs, g, i, n, args, tuples[i])
+                          : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
             break;
         case VF_NODE_PROJ: v[i] = tuples[n->in[0]][n->index]; break;
         default: s = node_fail(rs, i, n, VF_ERROR_UNSUPPORTED, "cannot run this node kind"); break;

@@ -34,4 +34,10 @@ uint32_t vf_saved_count(vf_saved_rd *r, uint32_t max, size_t min, const char *fi
    validates each module) and adds their keys to fn's kernels. */
 bool vf_saved_read_kernels(vf_saved_rd *r, vf_function *fn);
 
+/* A user kernel's node (saved_ukernel.c): the rest of node `id` (file
+   index i) of g after its common fields: the kernel with its SPIR-V
+   (validated, bindings checked) and no C callbacks (loaded). */
+struct vf_graph;
+bool vf_saved_get_kernel(vf_saved_rd *r, struct vf_graph *g, int id, int i);
+
 #endif

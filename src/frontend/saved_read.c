@@ -137,8 +137,9 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
     for (uint32_t k = 0; k < n_in && !r->bad; k++) {
         uint32_t v = U32("node input");
         if (!r->bad && v >= (uint32_t)i) vf_saved_bad(r, "node %d input %u is value %u, not an earlier node", i, k, v);
-        else if (!r->bad && (g->nodes[v].kind == VF_NODE_COND || g->nodes[v].kind == VF_NODE_WHILE) != (kind == VF_NODE_PROJ))
-            vf_saved_bad(r, "node %d input %u: only a proj node reads a cond/while tuple (and only one)", i, k);
+        else if (!r->bad && (g->nodes[v].kind == VF_NODE_COND || g->nodes[v].kind == VF_NODE_WHILE ||
+                             g->nodes[v].kind == VF_NODE_KERNEL) != (kind == VF_NODE_PROJ))
+            vf_saved_bad(r, "node %d input %u: only a proj node reads a cond/while/kernel tuple (and only one)", i, k);
         in[k] = (int)v;
     }
     int id = r->bad ? -1 : vf_graph_add(g, (vf_node_kind)kind, (int)n_in, in);
@@ -253,7 +254,16 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
     case VF_NODE_PROJ:
         if (n->n_in != 1 || n->index < 0 || n->index >= g->nodes[n->in[0]].n_out)
             return vf_saved_bad(r, "node %d: proj %d of a tuple of %d", i, n->index, n->n_in == 1 ? g->nodes[n->in[0]].n_out : 0);
+        if (g->nodes[n->in[0]].kind == VF_NODE_KERNEL) { /* a loaded kernel's output: the shape traced */
+            vf_ukernel *k = g->nodes[n->in[0]].uk;
+            vf_tensor_spec *o = &k->out_spec[n->index];
+            if (n->dtype != o->dtype) return vf_saved_bad(r, "node %d: kernel output %d's dtype differs", i, n->index);
+            o->rank = n->shape.rank;
+            memcpy(o->shape, n->shape.dim, sizeof o->shape);
+        }
         return true;
+    case VF_NODE_KERNEL:
+        return vf_saved_get_kernel(r, g, id, i);
     case VF_NODE_OP:
         /* the fields the op reads are checked (by vf_infer below, with the
            input count and dtypes); the others are ignored (cleared) */

@@ -124,6 +124,22 @@ static void put_node(wbuf *w, const vf_node *n)
         put_graph(w, n->sub[0]);
         put_graph(w, n->sub[1]);
         break;
+    case VF_NODE_KERNEL: { /* the kernel itself: its SPIR-V, not its C callbacks (docs/KERNELS.md) */
+        const vf_ukernel *k = n->uk;
+        put_str(w, k->name);
+        put_u32(w, (uint32_t)n->n_out);
+        for (int j = 0; j < n->n_out; j++) put_u8(w, (unsigned)k->out_spec[j].dtype);
+        for (int i = 0; i < n->n_in; i++) put_u8(w, (unsigned)k->in_dt[i]);
+        put_u32(w, k->param_bytes);
+        if (k->param_bytes) put(w, n->data, k->param_bytes);
+        put_u32(w, k->workgroup_size);
+        for (int d = 0; d < 3; d++) put_u32(w, n->kgroups[d]);
+        put_u8(w, k->uninit);
+        put_u8(w, k->side_effect);
+        put_u64(w, k->n_words);
+        for (size_t i = 0; i < k->n_words; i++) put_u32(w, k->spirv[i]);
+        break;
+    }
     default: break;
     }
 }

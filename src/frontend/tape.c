@@ -91,6 +91,8 @@ void vf_tape_cf_release(vf_tape_cf *cf)
     free(cf->out);
     free(cf->out_key);
     free(cf->cc);
+    vf_ukernel_release(cf->uk);
+    free(cf->params);
     free(cf);
 }
 
@@ -281,7 +283,9 @@ static const vf_tref *e_outkey(const vf_tape_entry *e, int k) { return e->cf ? &
 static const char *entry_name(const vf_tape_entry *e)
 {
     if (e->op == VF_TAPE_RESHAPE) return "reshape";
-    if (e->op == VF_TAPE_CONTROL) return e->cf->call ? "function_call" : e->cf->kind == VF_NODE_COND ? "cond" : "while_loop";
+    if (e->op == VF_TAPE_CONTROL)
+        return e->cf->uk ? e->cf->uk->name
+             : e->cf->call ? "function_call" : e->cf->kind == VF_NODE_COND ? "cond" : "while_loop";
     return vf_op_get((vf_op)e->op)->name;
 }
 

@@ -62,6 +62,10 @@ typedef struct vf_tape_cf {
        the context ends (function.c), so the rule can see that it was
        destroyed instead of running a body whose user data may be gone. */
     const struct vf_function *fn;
+    /* A user kernel's call (kind VF_NODE_KERNEL, kernels.c): the kernel (one
+       reference) and its params; its gradient is the kernel's grad callback. */
+    vf_ukernel *uk;
+    void *params;
 } vf_tape_cf;
 
 typedef struct vf_tape_entry {
@@ -116,6 +120,12 @@ void vf_tape_record_constant(vf_context *ctx, vf_tensor *out);
 void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const char *name, vf_body body, void *user,
                          const vf_graph *g, int n_in,
                          vf_tensor *const *in, const vf_capture *caps, int n_caps, int n_out, vf_tensor *const *out);
+/* Records a user kernel's call (eager or traced) as one entry with its
+   inputs and outputs (kernels.c); VF_OK or out of host memory. */
+vf_status vf_tape_record_kernel(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const void *params,
+                                vf_tensor *const *out);
+/* Its gradient: the kernel's grad callback, checked (kernels.c). */
+bool vf_grad_kernel(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *gout, vf_tensor **gin);
 /* Appends en to every tape that records now (a control-flow entry's cf is
    shared: each tape takes a reference). */
 void vf_tape_record_entry(vf_context *ctx, const vf_tape_entry *en);

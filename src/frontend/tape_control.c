@@ -580,6 +580,7 @@ static bool grad_call(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *g
 bool vf_grad_control(vf_context *ctx, const vf_tape_entry *e, vf_tensor *const *gout, vf_tensor **gin)
 {
     const vf_tape_cf *cf = e->cf;
+    if (cf->uk) return vf_grad_kernel(ctx, cf, gout, gin);
     if (cf->call) return grad_call(ctx, cf, gout, gin);
     if (!ctx->trace || ctx->trace->gen != cf->trace_gen) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: the tape holds a traced vf_%s of a vf_function trace that "

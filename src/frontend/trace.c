@@ -535,3 +535,41 @@ uint32_t vf_trace_sym_dims(vf_context *ctx, vf_tensor *t, const char *op)
     int v = vf_trace_value(ctx, t, op);
     return v < 0 ? 0 : vf_trace_shape_of(ctx, v).sym;
 }
+
+int vf_trace_kernel(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const void *params,
+                    const uint32_t groups[3], vf_tensor **out)
+{
+    const char *op = k->name;
+    int ids[VF_KERNEL_MAX_INPUTS];
+    uint32_t sym = 0;
+    for (int i = 0; i < k->n_in; i++) {
+        vf_tref r = vf_tensor_ref(in[i]);
+        ids[i] = input_value(ctx, &r, op);
+        if (ids[i] < 0) return -1;
+        sym |= vf_trace_graph(ctx)->nodes[ids[i]].shape.sym;
+    }
+    vf_shape none = {0};
+    int id = new_node(ctx, VF_NODE_KERNEL, k->n_in, ids, VF_F32, &none, op);
+    if (id < 0) return -1;
+    vf_node *n = &vf_trace_graph(ctx)->nodes[id];
+    n->uk = vf_ukernel_retain(k);
+    n->n_out = k->n_out;
+    memcpy(n->kgroups, groups, sizeof n->kgroups);
+    if (k->param_bytes) {
+        n->data = malloc(k->param_bytes);
+        if (!n->data) return oom(ctx, op), -1;
+        memcpy(n->data, params, k->param_bytes);
+        n->bytes = k->param_bytes;
+    }
+    for (int j = 0; j < k->n_out; j++) {
+        vf_shape s = {.rank = out[j]->rank};
+        memcpy(s.dim, out[j]->shape, sizeof(int64_t) * (size_t)s.rank);
+        /* a callback's output sizes may follow a symbolic input's: re-computed per call */
+        if (sym && k->output_shapes) s.sym = (1u << s.rank) - 1u;
+        int p = new_node(ctx, VF_NODE_PROJ, 1, &id, out[j]->dtype, &s, op);
+        if (p < 0) return -1;
+        vf_trace_graph(ctx)->nodes[p].index = j;
+        bind(ctx, out[j], p);
+    }
+    return id;
+}

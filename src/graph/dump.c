@@ -83,6 +83,7 @@ static void graph_text(vf_sb *b, const vf_graph *g, int depth)
         for (int j = 0; j < n->n_in; j++) vf_sb_add(b, "%s%%%d", j ? ", " : "", n->in[j]);
         vf_sb_add(b, ")");
         attrs_text(b, n);
+        if (n->kind == VF_NODE_KERNEL) vf_sb_add(b, " [user kernel] -> %d values", n->n_out);
         if (n->kind == VF_NODE_COND || n->kind == VF_NODE_WHILE) {
             const char *names[2][2] = {{"then", "else"}, {"cond", "body"}};
             vf_sb_add(b, " -> %d values\n", n->n_out);
@@ -139,7 +140,7 @@ static void graph_dot(vf_sb *b, const vf_graph *g, int *counter)
                           : n->kind == VF_NODE_OP ? "box" : "ellipse";
         vf_sb_add(b, "  g%d_%d [shape=%s, label=\"%%%d %s", me, i, shape, i, vf_node_name(n));
         if (n->kind != VF_NODE_COND && n->kind != VF_NODE_WHILE && n->kind != VF_NODE_ASSIGN &&
-            n->kind != VF_NODE_PRINT)
+            n->kind != VF_NODE_PRINT && n->kind != VF_NODE_KERNEL)
             vf_sb_add(b, "\\n%s", vf_shape_fmt(s, sizeof s, n->dtype, &n->shape));
         vf_sb_add(b, "\"];\n");
         for (int j = 0; j < n->n_in; j++) vf_sb_add(b, "  g%d_%d -> g%d_%d;\n", me, n->in[j], me, i);

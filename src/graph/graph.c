@@ -22,6 +22,14 @@ static void node_clear(vf_node *n)
     free(n->label);
     vf_graph_free(n->sub[0]);
     vf_graph_free(n->sub[1]);
+    vf_ukernel_release(n->uk);
+}
+
+void vf_ukernel_release(vf_ukernel *k)
+{
+    if (!k || --k->refs > 0) return;
+    free(k->spirv);
+    free(k);
 }
 
 void vf_graph_free(vf_graph *g)
@@ -66,6 +74,7 @@ bool vf_node_has_effect(const vf_node *n)
     case VF_NODE_ASSIGN:
     case VF_NODE_PRINT:
     case VF_NODE_HOST: return true;
+    case VF_NODE_KERNEL: return n->uk && n->uk->side_effect;
     case VF_NODE_COND:
     case VF_NODE_WHILE: return vf_graph_has_effects(n->sub[0]) || vf_graph_has_effects(n->sub[1]);
     default: return false;
@@ -92,7 +101,9 @@ int vf_graph_kernels(const vf_graph *g)
     if (!g) return 0;
     for (int i = 0; i < g->n; i++) {
         const vf_node *n = &g->nodes[i];
-        if ((n->kind == VF_NODE_OP && !vf_node_kept_fill(n)) || n->kind == VF_NODE_ASSIGN) k++;
+        if ((n->kind == VF_NODE_OP && !vf_node_kept_fill(n)) || n->kind == VF_NODE_ASSIGN ||
+            n->kind == VF_NODE_KERNEL)
+            k++;
         if (n->kind == VF_NODE_COND || n->kind == VF_NODE_WHILE)
             k += vf_graph_kernels(n->sub[0]) + vf_graph_kernels(n->sub[1]);
     }
@@ -138,7 +149,7 @@ bool vf_graph_remove(vf_graph *g, const bool *dead)
 }
 
 static const char *const kind_names[VF_NODE_KIND_COUNT] = {
-    "op", "param", "const", "capture", "reshape", "assign", "print", "cond", "while", "proj", "host",
+    "op", "param", "const", "capture", "reshape", "assign", "print", "cond", "while", "proj", "host", "kernel",
 };
 
 const char *vf_node_kind_name(vf_node_kind k)
@@ -150,6 +161,7 @@ const char *vf_node_name(const vf_node *n)
 {
     if (n->kind == VF_NODE_OP) return vf_op_get(n->op)->name;
     if (n->kind == VF_NODE_CAPTURE && n->is_var) return "variable";
+    if (n->kind == VF_NODE_KERNEL && n->uk) return n->uk->name; /* profiles and dumps show the user's name */
     return vf_node_kind_name(n->kind);
 }
 

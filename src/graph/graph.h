@@ -10,7 +10,8 @@
  * enclosing graphs reach it as extra params, listed after the explicit
  * ones, whose outer value ids are the node's extra inputs. A COND or WHILE
  * node yields a tuple; PROJ nodes pick its elements, so every other node
- * has exactly one value.
+ * has exactly one value. A KERNEL node (a user kernel's call) yields a
+ * tuple of its outputs too.
  *
  * Shapes carry symbolic dims (the -1 of an input_signature): `sym` marks
  * them, `dim` holds the size seen while tracing. Execution re-infers every
@@ -21,6 +22,7 @@
 #define VF_GRAPH_GRAPH_H
 
 #include "graph/op.h"
+#include "graph/ukernel.h"
 #include "util/err.h"
 
 #include <stdbool.h>
@@ -37,9 +39,13 @@ typedef enum vf_node_kind {
     VF_NODE_PRINT,    /* label; in[0]: printed at run time */
     VF_NODE_COND,     /* in[0] pred, in[1..]: then/else params; sub[0] then, sub[1] else */
     VF_NODE_WHILE,    /* in: loop vars then captures; sub[0] cond, sub[1] body */
-    VF_NODE_PROJ,     /* index: element of the tuple of in[0] (a COND or WHILE) */
+    VF_NODE_PROJ,     /* index: element of the tuple of in[0] (a COND, WHILE or KERNEL) */
     VF_NODE_HOST,     /* label; host_fn(host_user) maps in[0]'s values on the host at run time
                          (vf_host_map): an effect, never removed, merged or moved */
+    /* appended (saved files store kinds): a user kernel's call (graph/ukernel.h):
+       uk, in: its inputs, data / bytes: its parameters, n_out: its outputs (a
+       tuple: PROJs pick them), kgroups: the workgroup counts at the traced sizes */
+    VF_NODE_KERNEL,
     VF_NODE_KIND_COUNT
 } vf_node_kind;
 
@@ -71,6 +77,8 @@ typedef struct vf_node {
     int n_out;        /* COND, WHILE: tuple size */
     int split;        /* COND: params of sub[0] among in[1..]; WHILE: params of sub[0] after the vars */
     int max_iterations; /* WHILE: <= 0: unbounded */
+    vf_ukernel *uk;   /* KERNEL: one reference held by the node */
+    uint32_t kgroups[3]; /* KERNEL */
 } vf_node;
 
 struct vf_graph {

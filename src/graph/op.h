@@ -90,6 +90,9 @@ typedef enum vf_op {
        util/philox.h. RNG_ADVANCE: the state plus 1 (with the carry into
        d_hi), what a generator assigns to its state after each draw. */
     VF_OP_RNG_UNIFORM, VF_OP_RNG_NORMAL, VF_OP_RNG_ADVANCE,
+    /* appended (issue 14): a user kernel's call inside a plan (kind
+       VF_KIND_USER; traced graphs hold VF_NODE_KERNEL nodes, never this op) */
+    VF_OP_USER_KERNEL,
     VF_OP_COUNT
 } vf_op;
 
@@ -104,6 +107,7 @@ typedef enum {
                            (cumsum): an own kernel, never fused (shape rules in
                            graph/shape_index.c) */
     VF_KIND_CONV,     /* conv2d (pooling): a window slid over H and W of NHWC */
+    VF_KIND_USER,     /* a user kernel (graph/ukernel.h): its own SPIR-V, never fused */
 } vf_op_kind;
 
 typedef enum { VF_RESULT_SAME, VF_RESULT_BOOL, VF_RESULT_I32, VF_RESULT_ATTR } vf_result_rule;

@@ -141,6 +141,7 @@ PIN(CONV2D, 71) PIN(CONV2D_BACKPROP_INPUT, 72) PIN(CONV2D_BACKPROP_FILTER, 73)
 PIN(MAX_POOL2D, 74) PIN(AVG_POOL2D, 75) PIN(MAX_POOL2D_GRAD, 76) PIN(AVG_POOL2D_GRAD, 77)
 /* generator draws (issue 13) */
 PIN(RNG_UNIFORM, 78) PIN(RNG_NORMAL, 79) PIN(RNG_ADVANCE, 80)
+PIN(USER_KERNEL, 81)
 _Static_assert(sizeof(vf_conv_attrs) == VF_CONV_ATTR_FIELDS * sizeof(int32_t), "vf_conv_attrs is saved field by field");
 #undef PIN
 
@@ -360,6 +361,11 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     /* the state plus one draw */
     [VF_OP_RNG_ADVANCE] = {.name = "rng_advance", .arity = 1, .kind = VF_KIND_INDEX, .accepts = VF_M(VF_U32),
                            .result = VF_RESULT_SAME},
+    /* a user kernel's call in a plan (graph/ukernel.h; the graph holds a
+       KERNEL node): its inputs are e->in[0 .. n_in), its output e->out,
+       the rest in e->ux; never fused, no gradient of the table's */
+    [VF_OP_USER_KERNEL] = {.name = "user_kernel", .arity = 0, .kind = VF_KIND_USER, .accepts = VF_MASK_ALL,
+                           .result = VF_RESULT_ATTR},
 };
 
 /* ---- attributes ------------------------------------------------------ */

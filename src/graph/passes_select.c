@@ -27,7 +27,9 @@ static bool cheap(const vf_graph *s)
     if (!s || s->n > VF_SELECT_MAX_NODES) return false;
     for (int i = 0; i < s->n; i++) {
         const vf_node *n = &s->nodes[i];
-        if (n->kind == VF_NODE_PRINT || n->kind == VF_NODE_HOST || n->kind == VF_NODE_COND || n->kind == VF_NODE_WHILE) return false;
+        if (n->kind == VF_NODE_PRINT || n->kind == VF_NODE_HOST || n->kind == VF_NODE_COND || n->kind == VF_NODE_WHILE ||
+            n->kind == VF_NODE_KERNEL)
+            return false;
         /* the selected value is stored as is: it must already be the variable's dtype */
         if (n->kind == VF_NODE_ASSIGN && s->nodes[n->in[0]].dtype != n->dtype) return false;
     }

@@ -393,6 +393,8 @@ vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_
         : info->result == VF_RESULT_ATTR ? a->dtype
         : in_dt[data < n_in ? data : 0];
     switch (info->kind) {
+    case VF_KIND_USER: /* resolved by its callbacks (graph/ukernel.c), never by a rule */
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "user_kernel: no shape rule; the graph holds KERNEL nodes");
     case VF_KIND_ELEMENTWISE: {
         const vf_shape *ptr[3] = {NULL, NULL, NULL};
         for (int i = 0; i < n_in && i < 3; i++) ptr[i] = &in[i];

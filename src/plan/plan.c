@@ -43,9 +43,18 @@ struct vf_fplan {
     vf_shape *out_view;    /* per graph output: its shape (a view of the slot) */
     vf_fplan_stats st;
     vf_fcheck *check;      /* VKFUSE_CHECK: every kernel against the CPU backend */
+    plan_ucall **ucalls;   /* its user kernels' calls (their execs point at them) */
+    int n_ucalls;
 };
 
-
+static void ucalls_free(plan_ucall **u, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (u[i]) free(u[i]->params);
+        free(u[i]);
+    }
+    free(u);
+}
 
 static bool flat_kind(vf_node_kind k)
 {
@@ -63,7 +72,7 @@ bool vf_fplan_graph_ok(const vf_graph *g)
             for (int k = 0; k < 2; k++)
                 for (int j = 0; j < n->sub[k]->n; j++)
                     if (!flat_kind(n->sub[k]->nodes[j].kind)) return false;
-        } else if (n->kind != VF_NODE_PROJ && !flat_kind(n->kind)) {
+        } else if (n->kind != VF_NODE_PROJ && n->kind != VF_NODE_KERNEL && !flat_kind(n->kind)) {
             return false;
         }
     }
@@ -131,6 +140,47 @@ static bool add_copy(builder *b, const pval *from, const pval *to)
     vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = from->ref, .out = to->ref};
     return !b->oom && add_exec(b, &e, from, to);
 }
+
+/* A user kernel's node: one exec when it has at most 3 inputs and one
+   output (what an exec holds) and runs at these sizes; else false (the
+   graph runs node by node, which reports any error with its message). */
+static bool walk_kernel(builder *b, const vf_node *n, int id, pval *v)
+{
+    const vf_ukernel *k = n->uk;
+    if (b->depth > 0 || !k || k->n_in > 3 || k->n_out != 1 || k->loaded) return false;
+    if (!vf_grow((void **)&b->ucalls, &b->cap_ucalls, b->n_ucalls + 1, sizeof *b->ucalls)) return !(b->oom = true);
+    plan_ucall *u = calloc(1, sizeof *u);
+    void *params = k->param_bytes ? malloc(k->param_bytes) : NULL;
+    if (!u || (k->param_bytes && !params)) {
+        free(u);
+        free(params);
+        return !(b->oom = true);
+    }
+    if (params) memcpy(params, n->data, k->param_bytes);
+    u->params = params;
+    b->ucalls[b->n_ucalls++] = u;
+    pval in[3];
+    for (int i = 0; i < k->n_in; i++) {
+        in[i] = v[n->in[i]];
+        u->in[i] = (vf_tensor_spec){.dtype = in[i].ref.dtype, .rank = in[i].ref.rank};
+        memcpy(u->in[i].shape, in[i].ref.shape, sizeof u->in[i].shape);
+    }
+    char msg[256];
+    if (vf_ukernel_resolve(k, u->in, params, u->out, &u->shapes, &u->x, msg, sizeof msg) != VF_OK || u->x.empty)
+        return false;
+    vf_shape os = {.rank = u->out[0].rank};
+    memcpy(os.dim, u->out[0].shape, sizeof os.dim);
+    pval *tuple = calloc(2, sizeof *tuple);
+    if (!(b->tuple[id] = tuple)) return !(b->oom = true);
+    tuple[0] = inter_val(b, u->out[0].dtype, &os);
+    vf_exec e = {.op = VF_OP_USER_KERNEL, .n_in = k->n_in, .out = tuple[0].ref, .ux = &u->x};
+    for (int i = 0; i < k->n_in; i++) e.in[i] = in[i].ref;
+    if (b->oom || !add_exec(b, &e, in, &tuple[0])) return false;
+    v[id] = (pval){.inter = -1};
+    return true;
+}
+
+
 
 /* A COND at the top level: both branches go into the plan, their execs
    guarded by the predicate (decided on the device, vf_plan_guard), each
@@ -268,6 +318,9 @@ static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, con
         case VF_NODE_COND:
             if (!walk_cond(b, n, i, v, st)) return false;
             break;
+        case VF_NODE_KERNEL:
+            if (!walk_kernel(b, n, i, v)) return false;
+            break;
         case VF_NODE_PROJ:
             if (b->depth > 0 || !b->tuple[n->in[0]]) return false;
             v[i] = b->tuple[n->in[0]][n->index];
@@ -295,6 +348,7 @@ static void builder_free(builder *b, int n_nodes)
     free(b->ref_inter);
     free(b->it);
     free(b->node_ex);
+    ucalls_free(b->ucalls, b->n_ucalls);
 }
 
 /* Where intermediate id lives: its output binding, the arena, or (internal
@@ -316,6 +370,7 @@ void vf_fplan_free(const vf_backend_t *be, vf_fplan *fp)
     if (!fp) return;
     if (fp->plan) be->iface->plan_destroy(be->self, fp->plan);
     vf_fcheck_free(fp->check);
+    ucalls_free(fp->ucalls, fp->n_ucalls);
     free(fp->pshape);
     free(fp->slot_dt);
     free(fp->slot_shape);
@@ -530,7 +585,13 @@ vf_status vf_fplan_build(const vf_plan_env *env, const vf_graph *g, const vf_pla
         s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", env->name);
     for (int i = 0; s == VF_OK && i < np; i++) fp->pshape[i] = vf_pb_shape_of(&params[i].ref);
     bool ok = false;
-    if (s == VF_OK && walk(&b, g, params, NULL, v, &s) && s == VF_OK) s = finish(&b, g, v, fp, &ok);
+    if (s == VF_OK && walk(&b, g, params, NULL, v, &s) && s == VF_OK) {
+        fp->ucalls = b.ucalls; /* the plan's execs point into them */
+        fp->n_ucalls = b.n_ucalls;
+        b.ucalls = NULL;
+        b.n_ucalls = 0;
+        s = finish(&b, g, v, fp, &ok);
+    }
     if (s == VF_OK && b.oom) s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", env->name);
     builder_free(&b, g->n);
     free(v);

@@ -23,6 +23,16 @@ typedef struct inter {
     bool internal;         /* inside a fused group: never in memory when fused */
 } inter;
 
+/* A user kernel's call resolved at the plan's sizes: what its exec's ux
+   points at, owned by the plan (the backend and VKFUSE_CHECK's replay
+   read it while the plan lives). */
+typedef struct plan_ucall {
+    vf_ukernel_exec x;
+    vf_tensor_spec in[VF_KERNEL_MAX_INPUTS], out[VF_KERNEL_MAX_OUTPUTS];
+    vf_kernel_shapes shapes;
+    void *params;
+} plan_ucall;
+
 typedef struct builder {
     const vf_plan_env *env;
     vf_exec *ex;
@@ -42,6 +52,8 @@ typedef struct builder {
     int n_preds, cap_preds;
     int depth;             /* inside a COND branch: > 0 */
     bool oom;
+    plan_ucall **ucalls;   /* the user kernels' calls, handed to the plan */
+    int n_ucalls, cap_ucalls;
 } builder;
 
 /* The fused groups of a plan being built. */

@@ -121,6 +121,14 @@ vf_status vf_vk_runtime_dispatch_pipeline(vf_vk_runtime *rt, const vf_dispatch *
         return vf_err_set(rt->err, VF_ERROR_UNSUPPORTED,
                           "kernel %s: workgroup size %u (the device allows 1..%u invocations, %u in x)", d->name,
                           wg, L->maxComputeWorkGroupInvocations, L->maxComputeWorkGroupSize[0]);
+    if (!d->glsl) { /* a user kernel's SPIR-V (codegen_user.c) */
+        VkSpecializationMapEntry map[VF_KERNEL_MAX_SPEC];
+        for (uint32_t i = 0; i < d->n_spec; i++) map[i] = (VkSpecializationMapEntry){i, 4 * i, 4};
+        return vf_vk_pipeline_get(&rt->pipes, &(vf_vk_pipeline_desc){
+            .spirv = d->spirv, .spirv_words = d->spirv_words, .spirv_key = d->spirv_key, .name = d->name,
+            .n_bindings = d->n_bindings, .push_size = d->push_size, .n_spec = d->n_spec, .spec_map = map,
+            .spec_data = d->spec, .spec_size = 4 * d->n_spec}, out);
+    }
     return vf_vk_runtime_glsl_pipeline_spec(rt, d->glsl, d->name, d->n_bindings, d->push_size, d->n_spec, d->spec,
                                             out);
 }
@@ -207,7 +215,7 @@ static vf_status new_kernel(vf_vk_runtime *rt, const vf_exec *e, vf_vk_memo_entr
     return VF_OK;
 }
 
-static vf_status vk_exec(void *self, const vf_exec *e)
+vf_status vf_vk_exec(void *self, const vf_exec *e)
 {
     vf_vk_runtime *rt = self;
     VF_LOST_GUARD(rt, "running an op");
@@ -227,7 +235,7 @@ static vf_status vk_exec(void *self, const vf_exec *e)
         memcpy(ent->key, key, sizeof *key * (size_t)n_key);
         s = new_kernel(rt, e, ent, &me);
     }
-    const vf_kernel *k = me ? &me->k : NULL;
+    const vf_gen_kernel *k = me ? &me->k : NULL;
     vf_buffer *scratch = NULL;
     if (!s && k->scratch_bytes) s = vf_vk_mem_alloc(&rt->mem, k->scratch_bytes, 0, &scratch);
     for (int i = 0; !s && i < k->n_steps; i++) {
@@ -376,13 +384,15 @@ static vf_status vk_kernel_insert(void *self, uint64_t key, const uint32_t *word
     return vf_vk_shader_insert(&rt->shaders, key, words, n_words);
 }
 
+static vf_status vk_ukernel(void *self, const vf_ukernel_exec *e) { return vf_vk_ukernel_run(self, e); }
+
 static const vf_backend_iface vk_iface = {
     .name = "vulkan",
     .alloc = vk_alloc,
     .free = vk_free,
     .upload = vk_upload,
     .download = vk_download,
-    .exec = vk_exec,
+    .exec = vf_vk_exec,
     .sync = vk_sync,
     .destroy = vk_destroy,
     .stats = vk_stats,
@@ -396,6 +406,7 @@ static const vf_backend_iface vk_iface = {
     .kernels_track = vk_kernels_track,
     .kernel_binary = vk_kernel_binary,
     .kernel_insert = vk_kernel_insert,
+    .ukernel = vk_ukernel,
 };
 
 vf_vk_runtime *vf_vk_runtime_of(const vf_backend_t *be)

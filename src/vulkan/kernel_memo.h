@@ -29,7 +29,7 @@ struct vf_vk_pipeline;
 typedef struct vf_vk_memo_entry {
     int n_key;
     uint64_t key[VF_VK_MEMO_WORDS];
-    vf_kernel k;                          /* step[i].glsl NULL */
+    vf_gen_kernel k;                          /* step[i].glsl NULL */
     const struct vf_vk_pipeline *pipe[VF_KERNEL_MAX_STEPS];
     uint64_t spirv[VF_KERNEL_MAX_STEPS];  /* the shader cache's key of each step */
 } vf_vk_memo_entry;

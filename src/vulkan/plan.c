@@ -89,7 +89,7 @@ static vf_status step_binding(vf_vk_runtime *rt, const vf_plan *p, const vf_plan
 
 /* Adds the steps of kernel k: exec x's, or fused group f's (f not NULL). */
 static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d, int x, const vf_plan_fused *f,
-                            const vf_kernel *k)
+                            const vf_gen_kernel *k)
 {
     vf_buffer *scratch = NULL;
     if (k->scratch_bytes) {
@@ -283,7 +283,7 @@ static vf_status create_descriptors(vf_vk_runtime *rt, vf_plan *p)
 
 /* Codegen of every fused group; ok[i]: its kernel is kern[i], else (the
    device cannot run it: VF_ERROR_UNSUPPORTED) its execs run one by one. */
-static vf_status fused_kernels(vf_vk_runtime *rt, const vf_plan_desc *d, vf_kernel *kern, bool *ok, bool *spill)
+static vf_status fused_kernels(vf_vk_runtime *rt, const vf_plan_desc *d, vf_gen_kernel *kern, bool *ok, bool *spill)
 {
     *spill = false;
     for (int i = 0; i < d->n_fused; i++) {
@@ -330,7 +330,7 @@ static vf_status prof_finish(vf_vk_runtime *rt, vf_plan *p)
 
 /* VKFUSE_CHECK: the GLSL of the kernel starting at exec x, for the report
    to point at. A file that cannot be written is only a warning. */
-static void write_glsl(const vf_plan_desc *d, int x, const vf_kernel *k)
+static void write_glsl(const vf_plan_desc *d, int x, const vf_gen_kernel *k)
 {
     if (!d->glsl_dir) return;
     char path[1024];
@@ -345,15 +345,15 @@ static void write_glsl(const vf_plan_desc *d, int x, const vf_kernel *k)
         fprintf(f, "// plan %s, exec %d, step %d of %d: %s; specialisation constants", d->name, x, i + 1,
                 k->n_steps, st->name);
         for (uint32_t c = 0; c < st->n_spec; c++) fprintf(f, " %u=%u", c, st->spec[c]);
-        fprintf(f, " (0: workgroup size)\n%s\n", st->glsl);
+        fprintf(f, " (0: workgroup size)\n%s\n", st->glsl ? st->glsl : "// a user kernel's own SPIR-V");
     }
     fclose(f);
 }
 
 /* Every step's shader of the plan's kernels (fused ones that compiled,
    kx[x] for the execs that run alone), compiled ahead in parallel. */
-static vf_status prepare_shaders(vf_vk_runtime *rt, const vf_plan_desc *d, const vf_kernel *kern, const bool *ok,
-                                 const vf_kernel *kx)
+static vf_status prepare_shaders(vf_vk_runtime *rt, const vf_plan_desc *d, const vf_gen_kernel *kern, const bool *ok,
+                                 const vf_gen_kernel *kx)
 {
     int n = 0, cap = (d->n_fused + d->n_execs) * VF_KERNEL_MAX_STEPS;
     const char **glsl = vf_calloc((size_t)cap + 1, sizeof *glsl), **names = vf_calloc((size_t)cap + 1, sizeof *names);
@@ -365,7 +365,8 @@ static vf_status prepare_shaders(vf_vk_runtime *rt, const vf_plan_desc *d, const
     for (int i = 0; i < d->n_fused; i++)
         for (int j = 0; ok[i] && j < kern[i].n_steps; j++) glsl[n] = kern[i].step[j].glsl, names[n++] = kern[i].step[j].name;
     for (int x = 0; x < d->n_execs; x++)
-        for (int j = 0; j < kx[x].n_steps; j++) glsl[n] = kx[x].step[j].glsl, names[n++] = kx[x].step[j].name;
+        for (int j = 0; j < kx[x].n_steps; j++)
+            if (kx[x].step[j].glsl) glsl[n] = kx[x].step[j].glsl, names[n++] = kx[x].step[j].name; /* not SPIR-V */
     vf_status s = vf_vk_shaders_prepare(&rt->shaders, n, glsl, names);
     free(glsl);
     free(names);
@@ -383,14 +384,14 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
     p->steps = vf_calloc((size_t)d->n_execs * VF_KERNEL_MAX_STEPS + (size_t)d->n_preds + 1, sizeof *p->steps);
     p->scratch = vf_calloc((size_t)d->n_execs + 1, sizeof *p->scratch);
     p->recorded = vf_calloc((size_t)d->n_binds + 1, sizeof *p->recorded);
-    vf_kernel *kern = vf_calloc((size_t)d->n_fused + 1, sizeof *kern);
+    vf_gen_kernel *kern = vf_calloc((size_t)d->n_fused + 1, sizeof *kern);
     bool *ok = vf_calloc((size_t)d->n_fused + 1, sizeof *ok), spill = false;
     vf_status s = p->steps && p->scratch && p->recorded && kern && ok
                 ? VF_OK : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     if (!s) s = fused_kernels(rt, d, kern, ok, &spill);
     /* The kernels of the execs that run alone, then every kernel's shader
        compiled ahead, in parallel (shader_prepare.c), then the steps. */
-    vf_kernel *kx = vf_calloc((size_t)d->n_execs + 1, sizeof *kx);
+    vf_gen_kernel *kx = vf_calloc((size_t)d->n_execs + 1, sizeof *kx);
     if (!s && !kx) s = vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     for (int x = 0, g = 0; !s && x < d->n_execs; x++) {
         if (g < d->n_fused && d->fused[g].first_exec == x && ok[g++]) {

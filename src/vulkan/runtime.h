@@ -76,6 +76,11 @@ vf_status vf_vk_runtime_glsl_pipeline_spec(vf_vk_runtime *rt, const char *glsl, 
    workgroup size, checked against the device's limits first). */
 vf_status vf_vk_runtime_dispatch_pipeline(vf_vk_runtime *rt, const vf_dispatch *d, const vf_vk_pipeline **out);
 
+/* The backend's exec (one vf_exec, queued) and one user-kernel call
+   (user_kernel.c), for code of the runtime that builds on them. */
+vf_status vf_vk_exec(void *self, const vf_exec *e);
+vf_status vf_vk_ukernel_run(vf_vk_runtime *rt, const vf_ukernel_exec *e);
+
 /* Per-dispatch GPU times recorded since the last clear (opt.profile);
    collected when batches complete, so sync first. */
 const vf_vk_timing *vf_vk_runtime_timings(vf_vk_runtime *rt, size_t *n);

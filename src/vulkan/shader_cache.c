@@ -242,28 +242,44 @@ const vf_vk_spirv *vf_vk_shader_find(const vf_vk_shaders *c, uint64_t key)
     return vf_hmap_get(&c->map, key);
 }
 
+vf_status vf_vk_spirv_validate(const uint32_t *words, size_t n_words, char *msg, size_t msglen)
+{
+    if (!words || n_words < 5 || words[0] != VF_SPIRV_MAGIC) {
+        snprintf(msg, msglen, "not a SPIR-V module (%zu words%s)", n_words,
+                 words && n_words ? ", no SPIR-V magic number" : "");
+        return VF_ERROR_FORMAT;
+    }
+    /* The kernels are compiled for Vulkan 1.2 (vf_vk_shaders_init). */
+    spv_context sc = spvContextCreate(SPV_ENV_VULKAN_1_2);
+    if (!sc) {
+        snprintf(msg, msglen, "out of host memory (SPIR-V validator)");
+        return VF_ERROR_OUT_OF_MEMORY;
+    }
+    spv_diagnostic diag = NULL;
+    spv_result_t r = spvValidateBinary(sc, words, n_words, &diag);
+    vf_status s = VF_OK;
+    if (r != SPV_SUCCESS) {
+        snprintf(msg, msglen, "the SPIR-V validator rejects it: %s", diag && diag->error ? diag->error : "(no message)");
+        s = VF_ERROR_FORMAT;
+    }
+    spvDiagnosticDestroy(diag);
+    spvContextDestroy(sc);
+    return s;
+}
+
 vf_status vf_vk_shader_insert(vf_vk_shaders *c, uint64_t key, const uint32_t *words, size_t n_words)
 {
     if (vf_hmap_get(&c->map, key)) return VF_OK;
     if (n_words < 5 || words[0] != VF_SPIRV_MAGIC)
         return vf_err_set(c->err, VF_ERROR_FORMAT, "kernel %016llx: not a SPIR-V module", (unsigned long long)key);
-    /* The kernels are compiled for Vulkan 1.2 (vf_vk_shaders_init). */
-    spv_context sc = spvContextCreate(SPV_ENV_VULKAN_1_2);
-    if (!sc) return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed) (SPIR-V validator)");
-    spv_diagnostic diag = NULL;
-    spv_result_t r = spvValidateBinary(sc, words, n_words, &diag);
-    vf_status s = VF_OK;
-    if (r != SPV_SUCCESS)
-        s = vf_err_set(c->err, VF_ERROR_FORMAT, "kernel %016llx: the SPIR-V validator rejects it: %s",
-                       (unsigned long long)key, diag && diag->error ? diag->error : "(no message)");
-    spvDiagnosticDestroy(diag);
-    spvContextDestroy(sc);
-    if (s) return s;
+    char msg[1024];
+    if (vf_vk_spirv_validate(words, n_words, msg, sizeof msg) != VF_OK)
+        return vf_err_set(c->err, VF_ERROR_FORMAT, "kernel %016llx: %s", (unsigned long long)key, msg);
     uint32_t *copy = vf_malloc(sizeof *copy * n_words);
     if (!copy) return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed) (shader cache)");
     memcpy(copy, words, sizeof *copy * n_words);
     const vf_vk_spirv *out;
-    s = remember(c, key, copy, n_words, &out);
+    vf_status s = remember(c, key, copy, n_words, &out);
     if (!s) c->inserted++;
     return s;
 }

@@ -83,6 +83,10 @@ const vf_vk_spirv *vf_vk_shader_find(const vf_vk_shaders *c, uint64_t key);
    already cached keeps its entry. */
 vf_status vf_vk_shader_insert(vf_vk_shaders *c, uint64_t key, const uint32_t *words, size_t n_words);
 
+/* SPIRV-Tools' validator on words as a Vulkan 1.2 module: VF_OK, or
+   VF_ERROR_FORMAT with its message in msg. */
+vf_status vf_vk_spirv_validate(const uint32_t *words, size_t n_words, char *msg, size_t msglen);
+
 /* Compiles ahead, on up to compile_threads threads at once, the shaders
    among glsl[0..n) that neither the memory nor the disk cache holds
    (shader_prepare.c): a plan's kernels are independent, and shaderc's

@@ -20,7 +20,7 @@ const char *vf_shader_template(const char *name)
     return NULL;
 }
 
-void vf_kernel_free(vf_kernel *k)
+void vf_kernel_free(vf_gen_kernel *k)
 {
     if (!k) return;
     for (int i = 0; i < VF_KERNEL_MAX_STEPS; i++) {
@@ -38,7 +38,7 @@ int64_t cg_numel(const vf_tref *t)
     return n;
 }
 
-vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_kernel *out, vf_err *err)
+vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err)
 {
     memset(out, 0, sizeof *out);
     if (!e || !caps || (unsigned)e->op >= VF_OP_COUNT)
@@ -69,6 +69,7 @@ vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_kerne
     case VF_KIND_CONV:
         st = e->op >= VF_OP_MAX_POOL2D ? vf_codegen_pool(e, caps, out, err) : vf_codegen_conv2d(e, caps, out, err);
         break;
+    case VF_KIND_USER: st = vf_codegen_user(e, caps, out, err); break;
     default: st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL generator for this op kind", info->name);
     }
     if (st != VF_OK) vf_kernel_free(out);
@@ -387,18 +388,18 @@ vf_status cg_finish(vf_cg *g, const char *template_name)
         vf_sb_puts(&s, tmpl);
     }
     if (g->grid && !s.oom) {
-        /* the kernel's main() becomes vf_kernel(), run once per linear
+        /* the kernel's main() becomes vf_gen_kernel(), run once per linear
            workgroup; its returns end one group, not the loop */
         char *src = vf_sb_take(&s);
         memset(&s, 0, sizeof s);
-        if (src) vf_sb_subst(&s, src, "void main()", "void vf_kernel()");
+        if (src) vf_sb_subst(&s, src, "void main()", "void vf_gen_kernel()");
         else s.oom = true;
         free(src);
         vf_sb_puts(&s, "\n// grid stride: pc.vf_groups workgroups over the device's grid\n"
                        "void main()\n{\n"
                        "    uint grid = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z;\n"
                        "    for (vf_gid = vf_grid_id(); vf_gid < pc.vf_groups; vf_gid += grid) {\n"
-                       "        vf_kernel();\n"
+                       "        vf_gen_kernel();\n"
                        "        // uniform: the next group reuses the shared memory\n"
                        "        if (vf_gid + grid < pc.vf_groups) barrier();\n"
                        "    }\n}\n");

@@ -340,7 +340,7 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
     return cg_finish(&g, NULL);
 }
 
-vf_status cg_conv2d(const vf_exec *e, const vf_device_caps *caps, const cg_conv_epilogue *epi, vf_kernel *k,
+vf_status cg_conv2d(const vf_exec *e, const vf_device_caps *caps, const cg_conv_epilogue *epi, vf_gen_kernel *k,
                     vf_err *err)
 {
     const char *name = vf_op_get(e->op)->name;
@@ -418,7 +418,7 @@ vf_status cg_conv2d(const vf_exec *e, const vf_device_caps *caps, const cg_conv_
     return gen_step(e, caps, err, &k->step[0], STEP_ONE, body, x, w, y, numel, 1, 0, epi, false);
 }
 
-vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     return cg_conv2d(e, caps, NULL, k, err);
 }

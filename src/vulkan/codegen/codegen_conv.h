@@ -25,7 +25,7 @@ typedef struct cg_conv_epilogue {
     const char *what;         /* for the header comment */
 } cg_conv_epilogue;
 
-vf_status cg_conv2d(const vf_exec *e, const vf_device_caps *caps, const cg_conv_epilogue *epi, vf_kernel *k,
+vf_status cg_conv2d(const vf_exec *e, const vf_device_caps *caps, const cg_conv_epilogue *epi, vf_gen_kernel *k,
                     vf_err *err);
 
 #endif

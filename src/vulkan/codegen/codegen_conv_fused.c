@@ -139,7 +139,7 @@ static vf_status cf_emit(vf_cg *g, void *user)
     return g->status;
 }
 
-vf_status vf_codegen_conv_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_conv_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     memset(k, 0, sizeof *k);
     int center = grp->center;

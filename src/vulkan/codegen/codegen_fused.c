@@ -158,7 +158,7 @@ static void single_name(char *name, size_t size, const vf_fused_group *grp, cons
     }
 }
 
-static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     int n_in = grp->n_inputs, n_out = grp->n_outputs;
     if (n_in + n_out > FU_MAX_TENSORS)
@@ -377,7 +377,7 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
     return cg_finish(&cg, NULL);
 }
 
-vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_kernel *out, vf_err *err)
+vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err)
 {
     vf_exec x = *e;
     x.n_in = vf_op_get(e->op)->arity;   /* what the op takes, as the other generators read it */
@@ -396,7 +396,7 @@ vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_ker
     return st;
 }
 
-vf_status vf_codegen_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out, vf_err *err)
+vf_status vf_codegen_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err)
 {
     memset(out, 0, sizeof *out);
     if (!grp || !grp->execs || !grp->members || !grp->tensors || !caps || grp->n_members < 1)

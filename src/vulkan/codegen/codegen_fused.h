@@ -30,19 +30,22 @@
 #include "vulkan/codegen/codegen_internal.h"
 #include "vulkan/codegen/kernel.h"
 
-vf_status vf_codegen_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out, vf_err *err);
+vf_status vf_codegen_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err);
 
 /* An eager elementwise op (or FILL) as a group of one member: the
    ELEMENTWISE generator, so an op has the same GLSL eagerly and traced;
    bindings are the exec's (VF_BIND_IN0.., VF_BIND_OUT), vec4 only where
    its tensors are 16-byte aligned. The contract of vf_codegen_exec. */
-vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_kernel *out, vf_err *err);
+/* A planned user kernel's call (codegen_user.c): its outputs' zeroing
+   (a FILL step, unless the kernel asks not to) and its own SPIR-V. */
+vf_status vf_codegen_user(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err);
+vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err);
 
 /* ---- the generators of each kind; same contract as vf_codegen_group ---- */
-vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out, vf_err *err);
-vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out,
+vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err);
+vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *out,
                                   vf_err *err);
-vf_status vf_codegen_conv_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *out,
+vf_status vf_codegen_conv_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *out,
                                 vf_err *err);
 
 /* ---- members, shared by the generators (codegen_member.c) ---- */

@@ -55,7 +55,7 @@ static vf_status too_big(const vf_exec *e, const vf_tref *t, const char *what, v
                       vf_op_get(e->op)->name, what, (long long)cg_numel(t), UINT32_MAX);
 }
 
-static vf_status gen_gather(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+static vf_status gen_gather(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     const vf_tref *x = &e->in[0], *idx = &e->in[1];
     ix_split s = split_at(x, idx, e->attrs.axis);
@@ -177,7 +177,7 @@ static vf_status scatter_step(const vf_exec *e, const vf_device_caps *caps, vf_e
     return cg_finish(&g, NULL);
 }
 
-static vf_status gen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+static vf_status gen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     if (!cg_dtype_supported(e, caps, e->out.dtype, err)) return VF_ERROR_UNSUPPORTED;
     if (cg_numel(&e->in[2]) > (int64_t)UINT32_MAX) return too_big(e, &e->in[2], "updates", err);
@@ -205,7 +205,7 @@ static vf_status gen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_ke
 }
 
 /* IOTA: element i is i, converted with the cast rules of the store */
-static vf_status gen_iota(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+static vf_status gen_iota(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     vf_dtype dt = e->out.dtype;
     if (!cg_dtype_supported(e, caps, dt, err)) return VF_ERROR_UNSUPPORTED;
@@ -342,7 +342,7 @@ static vf_status sc_step(const vf_exec *e, const vf_device_caps *caps, vf_err *e
     return cg_finish(&g, NULL);
 }
 
-static vf_status gen_cumsum(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+static vf_status gen_cumsum(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     const vf_tref *x = &e->in[0];
     if (!cg_dtype_supported(e, caps, x->dtype, err)) return VF_ERROR_UNSUPPORTED;
@@ -447,7 +447,7 @@ static vf_status tk_step(const vf_exec *e, const vf_device_caps *caps, vf_err *e
     return cg_finish(&g, NULL);
 }
 
-static vf_status gen_top_k(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+static vf_status gen_top_k(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     const vf_tref *x = &e->in[0];
     if (!cg_dtype_supported(e, caps, x->dtype, err)) return VF_ERROR_UNSUPPORTED;
@@ -473,7 +473,7 @@ static vf_status gen_top_k(const vf_exec *e, const vf_device_caps *caps, vf_kern
     return VF_OK;
 }
 
-vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     if (e->op == VF_OP_IOTA) return gen_iota(e, caps, k, err);
     if (e->op >= VF_OP_RNG_UNIFORM && e->op <= VF_OP_RNG_ADVANCE) return vf_codegen_rng(e, caps, k, err);

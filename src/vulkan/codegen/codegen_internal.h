@@ -117,11 +117,11 @@ const char *cg_dtype_tag(vf_dtype t);   /* "f32" ... */
 bool cg_dtype_supported(const vf_exec *e, const vf_device_caps *caps, vf_dtype t, vf_err *err);
 
 /* Generators, one per op kind. */
-vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 /* generators: RNG_UNIFORM / RNG_NORMAL / RNG_ADVANCE (codegen_random.c) */
-vf_status vf_codegen_rng(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
-vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
-vf_status vf_codegen_window(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_rng(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+vf_status vf_codegen_window(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 /* The window ops' index arithmetic (codegen_window.c), shared with the
    fused groups that read through one: whether window w of e fits 32-bit
    index arithmetic; `bool OK = ...; uint IDX = ...;` for source q from int
@@ -133,13 +133,13 @@ void cg_window_source(vf_sb *s, const vf_window *w, int q, const char *coord, co
    cg_window_source): one kernel serves every offset (a slice's begin). */
 void cg_window_push(vf_cg *g, const vf_window *w, int q, const char *name);
 void cg_coords(vf_sb *s, int rank, const int64_t *shape, const char *flat, const char *coord, const char *indent);
-vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
-vf_status vf_codegen_pool(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
-vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
-vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
-vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_conv2d(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+vf_status vf_codegen_pool(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 /* indexing ops (codegen_index.c) */
-vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err);
+vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 
 int64_t cg_numel(const vf_tref *t);
 

@@ -156,7 +156,7 @@ static void emit_k_range(vf_sb *s, bool split)
 
 /* Step 1 of a split K: one invocation per output element. */
 static vf_status ksum_step(const vf_exec *e, const vf_device_caps *caps, const cg_mm_epilogue *epi,
-                           const cg_mm_layout *lay, const cg_ksplit *ks, vf_kernel *k, vf_err *err)
+                           const cg_mm_layout *lay, const cg_ksplit *ks, vf_gen_kernel *k, vf_err *err)
 {
     vf_cg g;
     cg_begin(&g, e, caps, err, &k->step[1]);
@@ -199,7 +199,7 @@ static vf_status ksum_step(const vf_exec *e, const vf_device_caps *caps, const c
     return cg_finish(&g, NULL);
 }
 
-vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_epilogue *epi, vf_kernel *k,
+vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_epilogue *epi, vf_gen_kernel *k,
                     vf_err *err)
 {
     const vf_tref *A = &e->in[0], *B = &e->in[1];
@@ -373,7 +373,7 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
     return st;
 }
 
-vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     return cg_matmul(e, caps, NULL, k, err);
 }

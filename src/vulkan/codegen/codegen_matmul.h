@@ -33,7 +33,7 @@ typedef struct cg_mm_epilogue {
     const char *what;         /* for the header comment, e.g. "epilogue add relu" */
 } cg_mm_epilogue;
 
-vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_epilogue *epi, vf_kernel *k,
+vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_epilogue *epi, vf_gen_kernel *k,
                     vf_err *err);
 
 #endif

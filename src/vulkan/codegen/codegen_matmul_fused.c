@@ -215,7 +215,7 @@ static vf_status mf_emit(vf_cg *cg, const cg_mm_layout *l, void *user)
     return VF_OK;
 }
 
-vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_matmul_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     memset(k, 0, sizeof *k);
     int center = grp->center;

@@ -73,7 +73,7 @@ static const char *const grad_main =
     "        }\n"
     "    }\n";
 
-vf_status vf_codegen_pool(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_pool(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     const char *name = vf_op_get(e->op)->name;
     bool grad = e->op == VF_OP_MAX_POOL2D_GRAD || e->op == VF_OP_AVG_POOL2D_GRAD;

@@ -12,7 +12,7 @@
 #define RN_LOCAL 256u   /* wanted; clamped to the device by cg_clamp_wg */
 
 /* RANDOM_NORMAL: invocation k writes elements 2k and 2k+1 (philox.glsl). */
-vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     k->n_steps = 1;
     vf_cg g;
@@ -54,7 +54,7 @@ vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_ker
 /* RNG_ADVANCE: one invocation adds one to the state (d_lo, d_hi), carry
    included; in place when the generator assigns it (both words are read
    before either is written). */
-static vf_status gen_advance(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+static vf_status gen_advance(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     k->n_steps = 1;
     vf_cg g;
@@ -76,7 +76,7 @@ static vf_status gen_advance(const vf_exec *e, const vf_device_caps *caps, vf_ke
    block k of draw d (read from the state buffer, so one pipeline serves
    every draw of a generator) and writes its 4 (uniform) or 2 (normal)
    elements. in[1] gives only the shape: it is not bound. */
-vf_status vf_codegen_rng(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_rng(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     if (e->op == VF_OP_RNG_ADVANCE) return gen_advance(e, caps, k, err);
     bool uni = e->op == VF_OP_RNG_UNIFORM;

@@ -363,7 +363,7 @@ static vf_status gen_step(const vf_exec *e, const vf_device_caps *caps, vf_err *
     return cg_finish(&g, "reduce.glsl");
 }
 
-vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_reduce(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     const vf_op_info *info = vf_op_get(e->op);
     const vf_tref *in = &e->in[0];

@@ -496,7 +496,7 @@ static void emit_body(vf_sb *s, rg *r)
             vf_sb_add(s, "    if (lid == 0u) st%d(row, t%d);\n", o, cg_output_member(grp, o));
 }
 
-vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     int n_in = grp->n_inputs, n_out = grp->n_outputs;
     if (n_in + n_out > VF_KERNEL_MAX_BINDINGS)

@@ -26,7 +26,7 @@
    docs/ARCHITECTURE.md, "Platform facts". RK (the row
    length over the lanes, in vec4) is a specialisation constant, so one
    SPIR-V serves every row length and count that qualifies. */
-static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, uint32_t wg, uint32_t rk,
+static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, uint32_t wg, uint32_t rk,
                          uint64_t rows, uint64_t len, vf_err *err)
 {
     bool soft = e->op == VF_OP_SOFTMAX;
@@ -80,7 +80,7 @@ static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel
     return cg_finish(&g, NULL);
 }
 
-vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     const vf_op_info *info = vf_op_get(e->op);
     bool xent = e->op == VF_OP_SPARSE_XENT;

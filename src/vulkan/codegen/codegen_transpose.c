@@ -16,7 +16,7 @@
 #define TR_LOCAL 256u   /* wanted; the workgroup size WG is a specialisation constant */
 #define TR_PER_THREAD 4u
 
-vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_transpose(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     const vf_tref *in = &e->in[0];
     int R = in->rank;

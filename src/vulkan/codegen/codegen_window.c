@@ -103,7 +103,7 @@ void cg_coords(vf_sb *s, int rank, const int64_t *shape, const char *flat, const
     }
 }
 
-vf_status vf_codegen_window(const vf_exec *e, const vf_device_caps *caps, vf_kernel *k, vf_err *err)
+vf_status vf_codegen_window(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     const char *name = vf_op_get(e->op)->name;
     vf_window w;

@@ -72,7 +72,12 @@ enum { VF_BIND_IN0 = 0, VF_BIND_IN1 = 1, VF_BIND_IN2 = 2, VF_BIND_OUT = 3, VF_BI
 enum { VF_BIND_GROUP = 8 };
 
 typedef struct vf_dispatch {
-    char *glsl;                      /* malloc'd, NUL-terminated */
+    char *glsl;                      /* malloc'd, NUL-terminated; NULL: spirv below */
+    /* a user kernel's step (codegen_user.c): its SPIR-V, owned by the
+       vf_ukernel, used when glsl is NULL */
+    const uint32_t *spirv;
+    size_t spirv_words;
+    uint64_t spirv_key;
     char name[64];                   /* for logs and dumps: "add_f32_b01" */
     int n_bindings;
     int binding[VF_KERNEL_MAX_BINDINGS];   /* VF_BIND_* per binding slot */
@@ -83,17 +88,17 @@ typedef struct vf_dispatch {
     uint32_t spec[VF_KERNEL_MAX_SPEC];   /* [0]: workgroup size (local_size_x_id = 0) */
 } vf_dispatch;
 
-typedef struct vf_kernel {
+typedef struct vf_gen_kernel {
     int n_steps;
     vf_dispatch step[VF_KERNEL_MAX_STEPS];
     size_t scratch_bytes;            /* > 0: the runtime provides a scratch buffer */
-} vf_kernel;
+} vf_gen_kernel;
 
 /* Generates the kernel for e (never an op with an empty input or output:
    the frontend handles those). Fails with VF_ERROR_UNSUPPORTED (e.g. f16
    on a device without 16-bit storage) and a message naming the op. */
-vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_kernel *out, vf_err *err);
-void vf_kernel_free(vf_kernel *k);
+vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err);
+void vf_kernel_free(vf_gen_kernel *k);
 
 /* Embedded shaders/ files by name ("prelude.glsl"); NULL if absent. */
 const char *vf_shader_template(const char *name);

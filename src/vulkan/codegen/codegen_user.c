@@ -1,0 +1,42 @@
+/* A user kernel's call in a plan (docs/KERNELS.md): no GLSL is generated.
+ * Step 1 zeroes the output (the FILL kernel every eager fill uses) unless
+ * the kernel writes every element itself; the last step is the user's
+ * SPIR-V with the call's push constants, workgroup counts and workgroup
+ * size (specialisation constant 0). Both steps carry the kernel's name, so
+ * profiles show it. The plan puts a barrier between the steps, as between
+ * any kernel's steps. */
+#include "vulkan/codegen/codegen_fused.h"
+#include "vulkan/codegen/codegen_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+vf_status vf_codegen_user(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err)
+{
+    const vf_ukernel_exec *x = e->ux;
+    if (!x || !x->k || e->n_in < 0 || e->n_in > 3 || x->push_size > VF_PUSH_MAX)
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "user_kernel: an exec without its call");
+    const vf_ukernel *k = x->k;
+    if (!k->uninit) {
+        vf_exec f = {.op = VF_OP_FILL, .attrs.dtype = e->out.dtype, .out = e->out};
+        vf_status s = vf_codegen_single(&f, caps, out, err);
+        if (s) return s;
+        for (int i = 0; i < out->n_steps; i++) snprintf(out->step[i].name, sizeof out->step[i].name, "%s", k->name);
+    }
+    if (out->n_steps >= VF_KERNEL_MAX_STEPS) return vf_err_set(err, VF_ERROR_UNSUPPORTED, "user_kernel: too many steps");
+    vf_dispatch *d = &out->step[out->n_steps++];
+    memset(d, 0, sizeof *d);
+    d->spirv = k->spirv;
+    d->spirv_words = k->n_words;
+    d->spirv_key = k->key;
+    snprintf(d->name, sizeof d->name, "%s", k->name);
+    d->n_bindings = e->n_in + 1;
+    for (int i = 0; i < e->n_in; i++) d->binding[i] = VF_BIND_IN0 + i;
+    d->binding[e->n_in] = VF_BIND_OUT;
+    memcpy(d->push, x->push, x->push_size);
+    d->push_size = x->push_size;
+    memcpy(d->groups, x->groups, sizeof d->groups);
+    d->n_spec = 1;
+    d->spec[0] = k->workgroup_size;
+    return VF_OK;
+}
