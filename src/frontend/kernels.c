@@ -8,6 +8,7 @@
 #include "frontend/tape.h"
 #include "util/dtype.h"
 #include "util/hash.h"
+#include "util/fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +79,7 @@ static bool make_spirv(vf_context *ctx, const vf_kernel_desc *d, vf_ukernel *k, 
             return false;
         }
     } else {
-        k->spirv = malloc(d->spirv_words * 4);
+        k->spirv = vf_malloc(d->spirv_words * 4);
         if (!k->spirv) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_kernel_create: out of host memory"), false;
         memcpy(k->spirv, d->spirv, d->spirv_words * 4);
         k->n_words = d->spirv_words;
@@ -116,8 +117,8 @@ vf_kernel *vf_kernel_create(vf_context *ctx, const vf_kernel_desc *desc)
     }
     const char *name = desc->name && *desc->name ? desc->name : "user_kernel";
     if (!check_desc(ctx, desc, name)) return NULL;
-    vf_kernel *h = calloc(1, sizeof *h);
-    vf_ukernel *k = calloc(1, sizeof *k);
+    vf_kernel *h = vf_calloc(1, sizeof *h);
+    vf_ukernel *k = vf_calloc(1, sizeof *k);
     if (!h || !k) {
         free(h);
         free(k);
@@ -290,15 +291,15 @@ vf_status vf_tape_record_kernel(vf_context *ctx, vf_ukernel *k, vf_tensor *const
                                 vf_tensor *const *out)
 {
     if (!ctx->tapes || !vf_tape_recording(ctx)) return VF_OK;
-    vf_tape_cf *cf = calloc(1, sizeof *cf);
+    vf_tape_cf *cf = vf_calloc(1, sizeof *cf);
     if (cf) {
         cf->refs = 1;
         cf->kind = VF_NODE_KERNEL;
-        cf->in = calloc((size_t)k->n_in + 1, sizeof *cf->in);
-        cf->in_key = calloc((size_t)k->n_in + 1, sizeof *cf->in_key);
-        cf->out = calloc((size_t)k->n_out + 1, sizeof *cf->out);
-        cf->out_key = calloc((size_t)k->n_out + 1, sizeof *cf->out_key);
-        cf->params = k->param_bytes ? malloc(k->param_bytes) : NULL;
+        cf->in = vf_calloc((size_t)k->n_in + 1, sizeof *cf->in);
+        cf->in_key = vf_calloc((size_t)k->n_in + 1, sizeof *cf->in_key);
+        cf->out = vf_calloc((size_t)k->n_out + 1, sizeof *cf->out);
+        cf->out_key = vf_calloc((size_t)k->n_out + 1, sizeof *cf->out_key);
+        cf->params = k->param_bytes ? vf_malloc(k->param_bytes) : NULL;
     }
     if (!cf || !cf->in || !cf->in_key || !cf->out || !cf->out_key || (k->param_bytes && !cf->params)) {
         vf_tape_cf_release(cf);

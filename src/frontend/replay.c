@@ -100,7 +100,7 @@ static vf_status replay(vf_context *ctx, const sub_ctx *sc, vf_tensor *const *ex
             break;
         case VF_NODE_KERNEL: { /* the user kernel called again (kernels.c) */
             vf_tensor *in[VF_KERNEL_MAX_INPUTS];
-            tuple[i] = calloc((size_t)n->n_out + 1, sizeof *tuple[i]);
+            tuple[i] = vf_calloc((size_t)n->n_out + 1, sizeof *tuple[i]);
             if (!tuple[i]) {
                 s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory");
                 continue;

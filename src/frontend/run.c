@@ -437,7 +437,7 @@ vf_status vf_graph_run(vf_run_state *rs, const vf_graph *g, const vf_rval *param
             s = n->kind == VF_NODE_COND ? run_cond(rs, i, n, args, tuples[i]) : run_while(rs, i, n, args, tuples[i]);
             break;
         case VF_NODE_KERNEL:
-            tuples[i] = calloc((size_t)n->n_out + 1, sizeof **tuples);
+            tuples[i] = vf_calloc((size_t)n->n_out + 1, sizeof **tuples);
             s = tuples[i] ? run_kernel(rs, g, i, n, args, tuples[i])
                           : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
             break;

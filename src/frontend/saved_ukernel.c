@@ -9,6 +9,7 @@
 #include "graph/graph.h"
 #include "util/dtype.h"
 #include "util/hash.h"
+#include "util/fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ static bool oom(vf_saved_rd *r)
 bool vf_saved_get_kernel(vf_saved_rd *r, vf_graph *g, int id, int i)
 {
     vf_node *n = &g->nodes[id];
-    vf_ukernel *k = calloc(1, sizeof *k);
+    vf_ukernel *k = vf_calloc(1, sizeof *k);
     if (!k) return oom(r);
     k->refs = 1;
     k->loaded = true;
@@ -53,7 +54,7 @@ bool vf_saved_get_kernel(vf_saved_rd *r, vf_graph *g, int id, int i)
         return vf_saved_bad(r, "node %d: %u bytes of kernel params", i, k->param_bytes);
     if (!vf_saved_need(r, k->param_bytes, "kernel params")) return false;
     if (k->param_bytes) {
-        if (!(n->data = malloc(k->param_bytes))) return oom(r);
+        if (!(n->data = vf_malloc(k->param_bytes))) return oom(r);
         memcpy(n->data, r->p + r->pos, k->param_bytes);
         n->bytes = k->param_bytes;
         r->pos += k->param_bytes;
@@ -69,7 +70,7 @@ bool vf_saved_get_kernel(vf_saved_rd *r, vf_graph *g, int id, int i)
     if (words < 5 || words > VF_SAVED_MAX_SPIRV_WORDS) return vf_saved_bad(r, "node %d: %llu SPIR-V words", i,
                                                                            (unsigned long long)words);
     if (!vf_saved_need(r, (size_t)words * 4, "kernel SPIR-V")) return false;
-    if (!(k->spirv = malloc((size_t)words * 4))) return oom(r);
+    if (!(k->spirv = vf_malloc((size_t)words * 4))) return oom(r);
     for (uint64_t w = 0; w < words; w++) k->spirv[w] = U32("kernel SPIR-V");
     k->n_words = (size_t)words;
     k->per_group = k->workgroup_size;

@@ -556,7 +556,7 @@ int vf_trace_kernel(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const 
     n->n_out = k->n_out;
     memcpy(n->kgroups, groups, sizeof n->kgroups);
     if (k->param_bytes) {
-        n->data = malloc(k->param_bytes);
+        n->data = vf_malloc(k->param_bytes);
         if (!n->data) return oom(ctx, op), -1;
         memcpy(n->data, params, k->param_bytes);
         n->bytes = k->param_bytes;

@@ -149,8 +149,8 @@ static bool walk_kernel(builder *b, const vf_node *n, int id, pval *v)
     const vf_ukernel *k = n->uk;
     if (b->depth > 0 || !k || k->n_in > 3 || k->n_out != 1 || k->loaded) return false;
     if (!vf_grow((void **)&b->ucalls, &b->cap_ucalls, b->n_ucalls + 1, sizeof *b->ucalls)) return !(b->oom = true);
-    plan_ucall *u = calloc(1, sizeof *u);
-    void *params = k->param_bytes ? malloc(k->param_bytes) : NULL;
+    plan_ucall *u = vf_calloc(1, sizeof *u);
+    void *params = k->param_bytes ? vf_malloc(k->param_bytes) : NULL;
     if (!u || (k->param_bytes && !params)) {
         free(u);
         free(params);
@@ -170,7 +170,7 @@ static bool walk_kernel(builder *b, const vf_node *n, int id, pval *v)
         return false;
     vf_shape os = {.rank = u->out[0].rank};
     memcpy(os.dim, u->out[0].shape, sizeof os.dim);
-    pval *tuple = calloc(2, sizeof *tuple);
+    pval *tuple = vf_calloc(2, sizeof *tuple);
     if (!(b->tuple[id] = tuple)) return !(b->oom = true);
     tuple[0] = inter_val(b, u->out[0].dtype, &os);
     vf_exec e = {.op = VF_OP_USER_KERNEL, .n_in = k->n_in, .out = tuple[0].ref, .ux = &u->x};

@@ -273,8 +273,8 @@ vf_status vf_vk_shader_insert(vf_vk_shaders *c, uint64_t key, const uint32_t *wo
     if (n_words < 5 || words[0] != VF_SPIRV_MAGIC)
         return vf_err_set(c->err, VF_ERROR_FORMAT, "kernel %016llx: not a SPIR-V module", (unsigned long long)key);
     char msg[1024];
-    if (vf_vk_spirv_validate(words, n_words, msg, sizeof msg) != VF_OK)
-        return vf_err_set(c->err, VF_ERROR_FORMAT, "kernel %016llx: %s", (unsigned long long)key, msg);
+    vf_status vs = vf_vk_spirv_validate(words, n_words, msg, sizeof msg);
+    if (vs != VF_OK) return vf_err_set(c->err, vs, "kernel %016llx: %s", (unsigned long long)key, msg);
     uint32_t *copy = vf_malloc(sizeof *copy * n_words);
     if (!copy) return vf_err_set(c->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed) (shader cache)");
     memcpy(copy, words, sizeof *copy * n_words);

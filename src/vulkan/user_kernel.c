@@ -5,6 +5,7 @@
  * tracking as for every generated kernel. */
 #include "vulkan/runtime.h"
 #include "util/hash.h"
+#include "util/fault.h"
 
 #include <shaderc/shaderc.h>
 #include <stdio.h>
@@ -33,7 +34,7 @@ vf_status vf_glsl_compile(const char *glsl, const char *name, uint32_t **words, 
     char *src = NULL;
     if (!has_version(glsl)) {
         size_t n = strlen(glsl);
-        src = malloc(sizeof prelude + n);
+        src = vf_malloc(sizeof prelude + n);
         if (!src) {
             snprintf(msg, msglen, "out of host memory");
             return VF_ERROR_OUT_OF_MEMORY;
@@ -72,7 +73,7 @@ vf_status vf_spirv_inspect(const uint32_t *w, size_t n, vf_spirv_info *info, cha
     if (s) return s;
     uint32_t bound = w[3];
     /* per id: its binding + 1 and set + 1 (0: none) */
-    int32_t *bind = calloc(bound ? bound : 1, sizeof *bind), *set = calloc(bound ? bound : 1, sizeof *set);
+    int32_t *bind = vf_calloc(bound ? bound : 1, sizeof *bind), *set = vf_calloc(bound ? bound : 1, sizeof *set);
     if (!bind || !set) {
         free(bind);
         free(set);
