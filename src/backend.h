@@ -108,8 +108,16 @@ typedef struct vf_plan_loc {
      consumers of its output shape.
    In every kind a FILL member that is not a group output is a splat: a
    value (a push constant) read by the members, whatever its shape (it
-   broadcasts to its reader's; graph/passes_fills.c, plan/partition.c). */
-typedef enum vf_fused_kind { VF_FUSED_ELEMENTWISE, VF_FUSED_ROWS, VF_FUSED_MATMUL, VF_FUSED_CONV } vf_fused_kind;
+   broadcasts to its reader's; graph/passes_fills.c, plan/partition.c).
+   - USER: not a fusion: a user kernel's call with more than 3 inputs or
+     more than one output (plan/plan.c), its members the call's parts
+     (VF_OP_USER_KERNEL execs, attrs.axis the part, each holding up to 3
+     inputs and one output), its tensors the call's inputs then outputs;
+     the backend runs the kernel on all of them at once (never its members
+     one by one). */
+typedef enum vf_fused_kind {
+    VF_FUSED_ELEMENTWISE, VF_FUSED_ROWS, VF_FUSED_MATMUL, VF_FUSED_CONV, VF_FUSED_USER
+} vf_fused_kind;
 
 /* A member's inputs: in[k] >= 0 is group tensor in[k] (an input: <
    n_inputs); in[k] < 0 is the value of the earlier member -1 - in[k],

@@ -18,6 +18,10 @@
    input and output. */
 #define VF_UKERNEL_PUSH_MAX (VF_KERNEL_MAX_PARAM_BYTES + 4 * (VF_KERNEL_MAX_INPUTS + VF_KERNEL_MAX_OUTPUTS))
 
+/* The execs of a planned call with more than 3 inputs or more than one
+   output (plan/plan.c): part p holds inputs 3p .. 3p+2 and output p. */
+#define VF_UKERNEL_PARTS(n_in, n_out) ((n_out) > ((n_in) + 2) / 3 ? (n_out) : ((n_in) + 2) / 3)
+
 typedef struct vf_ukernel {
     int refs;
     char name[48];
