@@ -28,8 +28,11 @@ extern "C" {
      GL_EXT_shader_8bit_storage). A binding the kernel does not have, or a
      set other than 0, is refused by vf_kernel_create.
    - one push-constant block: first the param_bytes bytes of parameters
-     given to each vf_kernel_call, then (at byte offset param_bytes rounded
-     up to 4) one uint per input, then per output: its element count.
+     given to each vf_kernel_call, then (at byte offset param_bytes) one
+     uint per input, then per output: its element count. A block larger
+     than that, or whose members disagree with it (one across the end of
+     the params, a count that is not a 32-bit integer), is refused by
+     vf_kernel_create.
    - the workgroup size: declare `layout(local_size_x_id = 0) in;` to get
      desc.workgroup_size (default 64) as a specialisation constant, or fix
      your own local size (then set desc.workgroup_size to its x size, or

@@ -312,12 +312,20 @@ typedef struct vf_backend {
    *words malloc'd; VF_ERROR_COMPILE with shaderc's message in msg.
    vf_spirv_inspect: validates a module (VF_ERROR_FORMAT with the
    validator's message) and says what it declares. */
+#define VF_SPIRV_PUSH_MEMBERS 48
 typedef struct vf_spirv_info {
     int max_binding;          /* the highest binding decorated; -1: none */
     int bad_set;              /* a descriptor set other than 0 (0: none) */
     int bad_set_binding;      /* ... and its binding */
     uint32_t local_size_x;    /* LocalSize x, 0: not declared */
     bool spec0;               /* a specialisation constant has id 0 (local_size_x_id = 0) */
+    /* The push-constant block (the first one; a shader has at most one):
+       its size (the end of its last member) and its first
+       VF_SPIRV_PUSH_MEMBERS members, each's byte offset, size and whether
+       it is a 32-bit integer scalar. push_members 0: no block. */
+    uint32_t push_size;
+    int push_members;
+    struct { uint32_t offset, size; bool u32; } push_member[VF_SPIRV_PUSH_MEMBERS];
 } vf_spirv_info;
 vf_status vf_glsl_compile(const char *glsl, const char *name, uint32_t **words, size_t *n_words, char *msg,
                           size_t msglen);

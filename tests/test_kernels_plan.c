@@ -119,10 +119,51 @@ static void four_in_two_out_planned(vf_backend be)
 }
 VT_PER_BACKEND(four_in_two_out_planned)
 
+/* ---- the push-constant block against desc.param_bytes and the counts ---- */
+
+static void push_constant_layout(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU); /* checked at create, on every backend */
+    static const char head[] = "layout(local_size_x = 8) in;\n"
+                               "layout(binding = 0) readonly buffer X { float x[]; };\n"
+                               "layout(binding = 1) writeonly buffer Y { float y[]; };\n";
+    static const char body[] = "void main() { uint i = gl_GlobalInvocationID.x; if (i < n_y) y[i] = x[i]; }\n";
+    struct {
+        const char *block;
+        uint32_t param_bytes;
+        const char *want;      /* NULL: accepted */
+    } cases[] = {
+        {"{ float a; float b; uint n_x; uint n_y; }", 8, NULL},
+        {"{ float w[2]; uint n_x; uint n_y; }", 8, NULL},            /* an array of params */
+        {"{ uint n_x; uint n_y; }", 0, NULL},
+        /* the params forgotten in the desc: 16 bytes, a call pushes 12 */
+        {"{ float a; float b; uint n_x; uint n_y; }", 4, "push-constant block is 16 bytes, but a call pushes 12"},
+        {"{ vec2 ab; uint n_y; }", 4, "member 0 (8 bytes at offset 0) runs past the params"},
+        {"{ float a; uint n_y; }", 0, "member 0 at offset 0 is in the element counts"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char src[1024];
+        snprintf(src, sizeof src, "%slayout(push_constant) uniform P %s;\n%s", head, cases[c].block, body);
+        vf_kernel *k = vf_kernel_create(ctx, &(vf_kernel_desc){
+            .name = "pc", .glsl = src, .n_inputs = 1, .n_outputs = 1, .outputs = {{VF_F32, 1, {4}}},
+            .param_bytes = cases[c].param_bytes});
+        if (!cases[c].want) {
+            assert_non_null(k);
+            vf_kernel_destroy(k);
+            continue;
+        }
+        assert_null(k);
+        vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "kernel 'pc'", cases[c].want, "desc.param_bytes", NULL);
+    }
+    vt_context_done(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(four_in_two_out_planned),
+        cmocka_unit_test(push_constant_layout),
     };
     return VT_RUN_GROUP(tests);
 }
