@@ -42,7 +42,8 @@ extern "C" {
      numbers.
    Outputs start as zeros (so histograms can atomicAdd into them) unless
    desc.uninitialized_outputs. Indexing out of bounds is undefined as in
-   any shader; use the element counts of the push constants. */
+   any shader; use the element counts of the push constants
+   (desc.check_bounds finds writes past an output). */
 typedef struct vf_kernel vf_kernel;
 
 #define VF_KERNEL_MAX_INPUTS 8
@@ -105,6 +106,13 @@ typedef struct vf_kernel_desc {
     void *user;                  /* passed to every callback */
     bool uninitialized_outputs;  /* outputs are not zeroed first: the shader writes every element */
     bool side_effect;            /* traced: keep the call even when no output is used */
+    /* Debugging: each output gets a guard tail after its elements, filled
+       with a canary; a call whose kernel wrote into it fails with
+       VF_ERROR_INVALID_ARGUMENT ("kernel 'x' wrote past the end of output
+       j (n elements)"). Costs a buffer, an upload, a copy and a wait per
+       output and call; traced calls of such a kernel run node by node.
+       VKFUSE_CHECK=1 turns it on for every kernel's eager call. */
+    bool check_bounds;
 } vf_kernel_desc;
 
 /* Compiles (GLSL) or validates (SPIR-V) the shader and checks its

@@ -159,11 +159,78 @@ static void push_constant_layout(void **state)
     vt_context_done(ctx);
 }
 
+/* ---- writes past an output: desc.check_bounds reports them --------------- */
+
+/* y[i] = x[i] + 1 for i < n_y + 5: five elements too many */
+static const char overrun_glsl[] =
+    "layout(local_size_x = 64) in;\n"
+    "layout(binding = 0) readonly buffer X { float x[]; };\n"
+    "layout(binding = 1) writeonly buffer Y { float y[]; };\n"
+    "layout(push_constant) uniform P { uint n_x; uint n_y; };\n"
+    "void main() { uint i = gl_GlobalInvocationID.x; if (i < n_y + 5u) y[i] = x[i % n_x] + 1.0; }\n";
+
+static vf_status overrun_cpu(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
+{
+    (void)user;
+    const float *x = in[0];
+    float *y = out[0];
+    int64_t n = numel_of(&s->out[0]);
+    for (int64_t i = 0; i < n + 5; i++) y[i] = x[i % n] + 1.0f; /* the same bug in C */
+    return VF_OK;
+}
+
+static void overrun_groups(const vf_kernel_shapes *s, uint32_t wg, uint32_t g[3], void *user)
+{
+    (void)user;
+    g[0] = (uint32_t)((numel_of(&s->out[0]) + 5 + wg - 1) / wg);
+    g[1] = g[2] = 1;
+}
+
+static vf_status overrun_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)ctx;
+    return vf_kernel_call(user, 1, in, NULL, out);
+}
+
+static void writes_past_output(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_kernel *k = vf_kernel_create(ctx, &(vf_kernel_desc){
+        .name = "overrun", .glsl = overrun_glsl, .n_inputs = 1, .n_outputs = 1, .output_shapes = like_input0,
+        .dispatch = overrun_groups, .cpu = overrun_cpu, .check_bounds = true});
+    assert_non_null(k);
+    enum { N = 64 };
+    int64_t n = N;
+    vf_tensor *before = vf_fill(ctx, VF_F32, 1, &n, 7.0), *x = vf_fill(ctx, VF_F32, 1, &n, 2.0);
+    vf_tensor *after = vf_fill(ctx, VF_F32, 1, &n, 9.0), *y = (vf_tensor *)&n;
+    assert_int_equal(vf_kernel_call(k, 1, &x, NULL, &y), VF_ERROR_INVALID_ARGUMENT);
+    assert_null(y);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "kernel 'overrun' wrote past the end of output 0 (64 elements)",
+                    "element 64", NULL);
+    /* traced: the call runs node by node, checked the same way */
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "overrun_fn", .body = overrun_body,
+                                                                   .user = k, .n_inputs = 1, .n_outputs = 1});
+    assert_int_equal(vf_function_call(fn, &x, &y), VF_ERROR_INVALID_ARGUMENT);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "wrote past the end of output 0", NULL);
+    vf_function_destroy(fn);
+    /* the tensors around it kept their values */
+    float *b = vt_read(before), *a = vt_read(after), *xv = vt_read(x), w7[N], w9[N], w2[N];
+    for (int i = 0; i < N; i++) w7[i] = 7, w9[i] = 9, w2[i] = 2;
+    vt_assert_equal_bytes(b, w7, sizeof w7, "tensor before");
+    vt_assert_equal_bytes(a, w9, sizeof w9, "tensor after");
+    vt_assert_equal_bytes(xv, w2, sizeof w2, "the input");
+    free(b), free(a), free(xv);
+    vf_kernel_destroy(k);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(writes_past_output)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(four_in_two_out_planned),
         cmocka_unit_test(push_constant_layout),
+        VT_PER_BACKEND_TESTS(writes_past_output),
     };
     return VT_RUN_GROUP(tests);
 }

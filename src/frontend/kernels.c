@@ -166,6 +166,7 @@ vf_kernel *vf_kernel_create(vf_context *ctx, const vf_kernel_desc *desc)
     memcpy(k->groups, desc->groups, sizeof k->groups);
     k->uninit = desc->uninitialized_outputs;
     k->side_effect = desc->side_effect;
+    k->check_bounds = desc->check_bounds;
     k->output_shapes = desc->output_shapes;
     k->dispatch = desc->dispatch;
     k->cpu = desc->cpu;
@@ -303,8 +304,7 @@ vf_status vf_ukernel_call(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, 
         for (int j = 0; j < k->n_out; j++) outs[j] = vf_tensor_ref(made[j]);
         x.in = refs;
         x.out = outs;
-        s = ctx->be.iface->ukernel ? ctx->be.iface->ukernel(ctx->be.self, &x) : VF_ERROR_UNSUPPORTED;
-        if (s) s = vf_backend_failed(ctx, s, "%s: kernel '%s' (%s backend)", who, k->name, ctx->be.iface->name);
+        s = vf_ukernel_launch(ctx, &x, who);
     }
     if (!s) s = vf_tape_record_kernel(ctx, k, in, params, made);
     if (s) {

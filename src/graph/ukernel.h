@@ -34,6 +34,7 @@ typedef struct vf_ukernel {
     uint32_t param_bytes, workgroup_size, groups[3];
     uint32_t per_group;            /* invocations per workgroup along x (the default dispatch) */
     bool uninit, side_effect;
+    bool check_bounds;             /* desc.check_bounds: guard tails (frontend/kernel_guard.c); never planned */
     /* Callbacks; NULL after a load (the C side cannot be saved) */
     vf_kernel_shape_fn output_shapes;
     vf_kernel_dispatch_fn dispatch;

@@ -153,7 +153,7 @@ static bool add_copy(builder *b, const pval *from, const pval *to)
 static bool walk_kernel(builder *b, const vf_node *n, int id, pval *v)
 {
     const vf_ukernel *k = n->uk;
-    if (b->depth > 0 || !k || k->loaded) return false;
+    if (b->depth > 0 || !k || k->loaded || k->check_bounds) return false;
     int parts = k->n_in > 3 || k->n_out > 1 ? VF_UKERNEL_PARTS(k->n_in, k->n_out) : 1;
     if (parts > 1 && b->env->check) return false;
     if (!vf_grow((void **)&b->ucalls, &b->cap_ucalls, b->n_ucalls + 1, sizeof *b->ucalls)) return !(b->oom = true);
