@@ -348,6 +348,7 @@ typedef struct vf_vk_options {
     const char *loader;      /* VKFUSE_VULKAN_LOADER: this Vulkan loader; NULL or "": libvulkan.so.1 */
     const char *test_caps;   /* VKFUSE_TEST_CAPS: the codegen profile (device.c); NULL: the device's */
     const char *test_limits; /* VKFUSE_TEST_LIMITS: smaller device limits (device.h); NULL: none */
+    bool no_robust;          /* VKFUSE_ROBUST=0: no robustBufferAccess (device.c) */
     const char *dump_dir;    /* VKFUSE_DUMP: each compiled kernel's GLSL under <dir>/kernels; NULL: none */
     bool log_info;           /* VKFUSE_LOG=info|debug: every shader compile and its time on stderr */
     const char *timeout_ms;  /* VKFUSE_TIMEOUT_MS: a wait for the device longer than this many
