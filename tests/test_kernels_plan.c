@@ -119,6 +119,50 @@ static void four_in_two_out_planned(vf_backend be)
 }
 VT_PER_BACKEND(four_in_two_out_planned)
 
+/* Under VKFUSE_CHECK such a call stays in the plan and is replayed with
+   its C implementation: one that disagrees fails the call. */
+static vf_status four_two_cpu_wrong(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
+{
+    vf_status st = four_two_cpu(s, in, out, user);
+    ((float *)out[1])[3] += 1.0f;
+    return st;
+}
+
+static void checked_parts(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    setenv("VKFUSE_CHECK", "1", 1);
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    unsetenv("VKFUSE_CHECK");
+    enum { N = 40 };
+    float x[N];
+    vt_fill_uniform(x, N, -1, 1, 5);
+    int64_t n = N;
+    vf_tensor *in[4];
+    for (int i = 0; i < 4; i++) in[i] = vf_tensor_from_host(ctx, VF_F32, 1, &n, x);
+    for (int wrong = 0; wrong < 2; wrong++) {
+        vf_kernel *k = vf_kernel_create(ctx, &(vf_kernel_desc){
+            .name = "four_two", .glsl = four_two_glsl, .n_inputs = 4, .n_outputs = 2, .output_shapes = like_input0,
+            .param_bytes = 4, .cpu = wrong ? four_two_cpu_wrong : four_two_cpu});
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "checked", .body = four_two_body,
+                                                                       .user = k, .n_inputs = 4, .n_outputs = 2});
+        vf_tensor *out[2];
+        vf_function_stats st;
+        if (!wrong) {
+            assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+            assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+            assert_true(st.planned);
+        } else {
+            assert_int_equal(vf_function_call(fn, in, out), VF_ERROR_DEVICE);
+            vt_expect_error(ctx, VF_ERROR_DEVICE, "VKFUSE_CHECK", "disagrees with the CPU backend", "element 3", NULL);
+        }
+        vf_function_destroy(fn);
+        vf_kernel_destroy(k);
+    }
+    vt_context_done(ctx);
+}
+
 /* ---- the push-constant block against desc.param_bytes and the counts ---- */
 
 static void push_constant_layout(void **state)
@@ -229,6 +273,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(four_in_two_out_planned),
+        cmocka_unit_test(checked_parts),
         cmocka_unit_test(push_constant_layout),
         VT_PER_BACKEND_TESTS(writes_past_output),
     };

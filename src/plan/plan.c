@@ -148,14 +148,12 @@ static bool add_copy(builder *b, const pval *from, const pval *to)
    which vf_pb_fusion makes one kernel (a VF_FUSED_USER group) so the
    backend binds them all to the one dispatch. False when it cannot run in
    a plan at these sizes (the graph runs node by node, which reports any
-   error with its message), or under VKFUSE_CHECK for a kernel of parts
-   (the check replays an exec at a time). */
+   error with its message). */
 static bool walk_kernel(builder *b, const vf_node *n, int id, pval *v)
 {
     const vf_ukernel *k = n->uk;
     if (b->depth > 0 || !k || k->loaded || k->check_bounds) return false;
     int parts = k->n_in > 3 || k->n_out > 1 ? VF_UKERNEL_PARTS(k->n_in, k->n_out) : 1;
-    if (parts > 1 && b->env->check) return false;
     if (!vf_grow((void **)&b->ucalls, &b->cap_ucalls, b->n_ucalls + 1, sizeof *b->ucalls)) return !(b->oom = true);
     plan_ucall *u = vf_calloc(1, sizeof *u);
     void *params = k->param_bytes ? vf_malloc(k->param_bytes) : NULL;
