@@ -322,7 +322,8 @@ typedef struct vf_spirv_info {
     /* The push-constant block (the first one; a shader has at most one):
        its size (the end of its last member) and its first
        VF_SPIRV_PUSH_MEMBERS members, each's byte offset, size and whether
-       it is a 32-bit integer scalar. push_members 0: no block. */
+       it holds 32-bit integers (a scalar, or an array or vector of them).
+       push_members 0: no block. */
     uint32_t push_size;
     int push_members;
     struct { uint32_t offset, size; bool u32; } push_member[VF_SPIRV_PUSH_MEMBERS];

@@ -119,6 +119,67 @@ static void four_in_two_out_planned(vf_backend be)
 }
 VT_PER_BACKEND(four_in_two_out_planned)
 
+/* ---- the most tensors a kernel has: 8 inputs, 8 outputs (8 zeroings) ---- */
+
+static vf_status eight_cpu(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
+{
+    (void)user;
+    for (int j = 0; j < 8; j++)
+        for (int64_t i = 0; i < numel_of(&s->out[j]); i++)
+            ((float *)out[j])[i] += ((const float *)in[j])[i] * (float)(j + 1) + ((const float *)in[7 - j])[i];
+    return VF_OK;
+}
+
+static vf_status eight_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)ctx;
+    return vf_kernel_call(user, 8, in, NULL, out);
+}
+
+static void eight_by_eight(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    char src[4096];
+    size_t len = (size_t)snprintf(src, sizeof src, "layout(local_size_x_id = 0) in;\n");
+    for (int t = 0; t < 16; t++)
+        len += (size_t)snprintf(src + len, sizeof src - len, "layout(binding = %d) buffer B%d { float v%d[]; };\n",
+                                t, t, t);
+    len += (size_t)snprintf(src + len, sizeof src - len, "layout(push_constant) uniform P { uint n[16]; };\n"
+                            "void main() { uint i = gl_GlobalInvocationID.x; if (i >= n[8]) return;\n");
+    for (int j = 0; j < 8; j++) /* += : the outputs must start as zeros */
+        len += (size_t)snprintf(src + len, sizeof src - len, "    v%d[i] += v%d[i] * %d.0 + v%d[i];\n", 8 + j, j,
+                                j + 1, 7 - j);
+    snprintf(src + len, sizeof src - len, "}\n");
+    vf_kernel *k = vf_kernel_create(ctx, &(vf_kernel_desc){
+        .name = "eight", .glsl = src, .n_inputs = 8, .n_outputs = 8, .output_shapes = like_input0,
+        .cpu = eight_cpu});
+    assert_non_null(k);
+    enum { N = 50 };
+    float x[8][N];
+    int64_t n = N;
+    vf_tensor *in[8], *out[8];
+    for (int i = 0; i < 8; i++) {
+        vt_fill_uniform(x[i], N, -1, 1, 60 + (uint64_t)i);
+        in[i] = vf_tensor_from_host(ctx, VF_F32, 1, &n, x[i]);
+    }
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "eight", .body = eight_body, .user = k,
+                                                                   .n_inputs = 8, .n_outputs = 8});
+    for (int call = 0; call < 2; call++) assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+    for (int j = 0; j < 8; j++) {
+        float want[N], *got = vt_read(out[j]);
+        for (int i = 0; i < N; i++) want[i] = (float)((double)x[j][i] * (j + 1) + x[7 - j][i]);
+        vt_assert_close_f32(got, want, N, 1e-6, 1e-6, "output j");
+        free(got);
+    }
+    vf_function_stats st;
+    assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+    if (be == VF_BACKEND_VULKAN) assert_true(st.planned);
+    vf_function_destroy(fn);
+    vf_kernel_destroy(k);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(eight_by_eight)
+
 /* Under VKFUSE_CHECK such a call stays in the plan and is replayed with
    its C implementation: one that disagrees fails the call. */
 static vf_status four_two_cpu_wrong(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
@@ -181,6 +242,7 @@ static void push_constant_layout(void **state)
         {"{ float a; float b; uint n_x; uint n_y; }", 8, NULL},
         {"{ float w[2]; uint n_x; uint n_y; }", 8, NULL},            /* an array of params */
         {"{ uint n_x; uint n_y; }", 0, NULL},
+        {"{ float a; uint n[2]; }", 4, NULL},                         /* the counts as an array */
         /* the params forgotten in the desc: 16 bytes, a call pushes 12 */
         {"{ float a; float b; uint n_x; uint n_y; }", 4, "push-constant block is 16 bytes, but a call pushes 12"},
         {"{ vec2 ab; uint n_y; }", 4, "member 0 (8 bytes at offset 0) runs past the params"},
@@ -273,6 +335,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(four_in_two_out_planned),
+        VT_PER_BACKEND_TESTS(eight_by_eight),
         cmocka_unit_test(checked_parts),
         cmocka_unit_test(push_constant_layout),
         VT_PER_BACKEND_TESTS(writes_past_output),

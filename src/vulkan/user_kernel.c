@@ -156,6 +156,9 @@ static void push_block(const uint32_t *w, size_t n, pc_id *ids, uint32_t bound, 
         member_deco(&md, block, (uint32_t)m, &off, &ms);
         info->push_member[m].offset = off;
         info->push_member[m].size = pc_size(&md, t, ms, 1);
+        /* 32-bit integers: a uint, or an array or vector of them (uint n[16]) */
+        for (int d = 0; d < 8 && t < bound && (ids[t].op == OP_TYPE_ARRAY || ids[t].op == OP_TYPE_VECTOR); d++)
+            t = w[ids[t].at + 2];
         info->push_member[m].u32 = t < bound && ids[t].op == OP_TYPE_INT && w[ids[t].at + 2] == 32;
     }
 }
