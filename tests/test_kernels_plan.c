@@ -242,7 +242,7 @@ static void push_constant_layout(void **state)
         {"{ float a; float b; uint n_x; uint n_y; }", 8, NULL},
         {"{ float w[2]; uint n_x; uint n_y; }", 8, NULL},            /* an array of params */
         {"{ uint n_x; uint n_y; }", 0, NULL},
-        {"{ float a; uint n[2]; }", 4, NULL},                         /* the counts as an array */
+        {"{ float a; uint n_x[1]; uint n_y; }", 4, NULL},              /* a count in an array */
         /* the params forgotten in the desc: 16 bytes, a call pushes 12 */
         {"{ float a; float b; uint n_x; uint n_y; }", 4, "push-constant block is 16 bytes, but a call pushes 12"},
         {"{ vec2 ab; uint n_y; }", 4, "member 0 (8 bytes at offset 0) runs past the params"},
