@@ -58,8 +58,11 @@ vf_uelem *vf_saved_get_uelem(vf_saved_rd *r, int i, bool with_grads)
         goto done;
     }
     int n_x = grad_of ? (int)n_in - 1 : (int)n_in;
-    if (vf_uelem_compile_check(expr, helpers, n_x, grad_of, "expression", msg, sizeof msg) != VF_OK) {
-        vf_saved_bad(r, "node %d: user op '%s': its expression does not compile: %s", i, name, msg);
+    const char *as_grad[VF_ELEMENTWISE_MAX_INPUTS] = {expr};
+    char what[32];
+    if (vf_uelem_compile_check(helpers, n_x, grad_of ? NULL : expr, grad_of ? as_grad : NULL, what, sizeof what, msg,
+                               sizeof msg) != VF_OK) {
+        vf_saved_bad(r, "node %d: user op '%s': %s does not compile: %s", i, name, what, msg);
         goto done;
     }
     if (!(u = vf_uelem_new(name, (int)n_in, dtypes, expr, helpers))) {

@@ -23,20 +23,12 @@ struct vf_elementwise_op {
 
 static const char *const who_create = "vf_elementwise_create";
 
-/* The expression `text` (what: "desc.expr") checked token by token, then
-   compiled on its own with the helpers. */
-static bool check_expr(vf_context *ctx, const char *name, const char *text, const char *what, const char *helpers,
-                       int n_x, bool has_y)
+/* The expression `text` (what: "desc.expr") checked token by token. */
+static bool check_expr(vf_context *ctx, const char *name, const char *text, const char *what)
 {
-    char msg[2048];
-    if (!vf_uelem_text_ok(text, true, msg, sizeof msg))
-        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: op '%s': %s: %s", who_create, name, what, msg), false;
-    vf_status s = vf_uelem_compile_check(text, helpers, n_x, has_y, what, msg, sizeof msg);
-    if (s)
-        return vf_fail(ctx, s, "%s: op '%s': %s `%s` does not compile (variables: x0 .. x%d%s; line numbers are "
-                       "the expression's): %s", who_create, name, what, text, n_x - 1, has_y ? " and y" : "", msg),
-               false;
-    return true;
+    char msg[512];
+    if (vf_uelem_text_ok(text, true, msg, sizeof msg)) return true;
+    return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: op '%s': %s: %s", who_create, name, what, msg), false;
 }
 
 static bool check_desc(vf_context *ctx, const vf_elementwise_desc *d, const char *name, bool *has_grad)
@@ -83,26 +75,25 @@ vf_elementwise_op *vf_elementwise_create(vf_context *ctx, const vf_elementwise_d
     const char *name = desc->name && *desc->name ? desc->name : "user_elementwise";
     bool has_grad;
     if (!check_desc(ctx, desc, name, &has_grad)) return NULL;
-    char msg[2048];
-    if (desc->helpers) {
-        if (!vf_uelem_text_ok(desc->helpers, false, msg, sizeof msg)) {
-            vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: op '%s': %s", who_create, name, msg);
-            return NULL;
-        }
-        vf_status s = vf_uelem_compile_check(NULL, desc->helpers, 0, false, "desc.helpers", msg, sizeof msg);
-        if (s) {
-            vf_fail(ctx, s, "%s: op '%s': desc.helpers do not compile (line numbers are desc.helpers'): %s",
-                    who_create, name, msg);
-            return NULL;
-        }
+    char msg[2048], what[32];
+    if (desc->helpers && !vf_uelem_text_ok(desc->helpers, false, msg, sizeof msg)) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: op '%s': %s", who_create, name, msg);
+        return NULL;
     }
-    if (!check_expr(ctx, name, desc->expr, "desc.expr", desc->helpers, desc->n_inputs, false)) return NULL;
+    if (!check_expr(ctx, name, desc->expr, "desc.expr")) return NULL;
     for (int i = 0; i < desc->n_inputs; i++) {
-        char what[32];
         snprintf(what, sizeof what, "desc.grad_expr[%d]", i);
-        if (desc->grad_expr[i] &&
-            !check_expr(ctx, name, desc->grad_expr[i], what, desc->helpers, desc->n_inputs, true))
-            return NULL;
+        if (desc->grad_expr[i] && !check_expr(ctx, name, desc->grad_expr[i], what)) return NULL;
+    }
+    vf_status cs = vf_uelem_compile_check(desc->helpers, desc->n_inputs, desc->expr, desc->grad_expr, what,
+                                          sizeof what, msg, sizeof msg);
+    if (cs) {
+        const char *text = !strcmp(what, "desc.expr") ? desc->expr
+                         : !strncmp(what, "desc.grad_expr[", 15) ? desc->grad_expr[what[15] - '0'] : NULL;
+        vf_fail(ctx, cs, "%s: op '%s': %s%s%s%s does not compile (variables: x0 .. x%d%s; line numbers are %s's): %s",
+                who_create, name, what, text ? " `" : "", text ? text : "", text ? "`" : "", desc->n_inputs - 1,
+                text && text != desc->expr ? " and y" : "", what, msg);
+        return NULL;
     }
     uint32_t dtypes = desc->dtypes ? desc->dtypes : VF_M(VF_F32);
     vf_elementwise_op *h = vf_calloc(1, sizeof *h);
