@@ -451,7 +451,7 @@ static void check_and_fold(void **state)
     fd.name = "ue_checked_bad";
     fn = vf_function_create(ctx, &fd);
     assert_int_equal(vf_function_call(fn, &tx, &y), VF_ERROR_DEVICE);
-    vt_expect_error(ctx, VF_ERROR_DEVICE, "ue_checked_bad", NULL);
+    vt_expect_error(ctx, VF_ERROR_DEVICE, "ue_checked_bad", "liar", NULL);
     vf_function_destroy(fn);
     vf_elementwise_destroy(bad);
     vf_elementwise_destroy(good);
