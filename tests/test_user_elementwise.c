@@ -80,6 +80,12 @@ static void lerp_cpu(int64_t n, const float *const *in, float *out, void *user)
     for (int64_t i = 0; i < n; i++) out[i] = in[0][i] + (in[1][i] - in[0][i]) * in[2][i];
 }
 
+static void neg2_cpu(int64_t n, const float *const *in, float *out, void *user)
+{
+    (void)user;
+    for (int64_t i = 0; i < n; i++) out[i] = -2.0f * in[0][i];
+}
+
 static vf_tensor *from(vf_context *ctx, int rank, const int64_t *shape, const float *v)
 {
     vf_tensor *t = vf_tensor_from_host(ctx, VF_F32, rank, shape, v);
@@ -119,6 +125,16 @@ static void eager_values(vf_backend be)
     vt_assert_close_f32(g2, w2, R * C, 1e-5, 1e-5, "mix (broadcast)");
     vt_assert_close_f32(g3, w3, R * C, 1e-5, 1e-5, "lerp3");
     free(g1), free(g2), free(g3);
+
+    /* another unary op on the same shapes: its own kernel (the eager kernel
+       memo keys ops by a unique id, not by the op kind alone) */
+    vf_elementwise_desc nd = {.name = "neg2", .n_inputs = 1, .expr = "-2.0 * x0", .cpu = neg2_cpu};
+    vf_elementwise_op *neg2 = vf_elementwise_create(ctx, &nd);
+    float *g4 = vt_read(vf_elementwise_call(neg2, 1, &ta)), w4[R * C];
+    for (int i = 0; i < R * C; i++) w4[i] = -2.0f * a[i];
+    vt_assert_close_f32(g4, w4, R * C, 0, 0, "neg2 after squareplus");
+    free(g4);
+    vf_elementwise_destroy(neg2);
 
     /* f16: read as float, computed in float, rounded to f16 */
     vf_tensor *h = vf_cast(ctx, ta, VF_F16);
