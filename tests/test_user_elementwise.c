@@ -377,6 +377,24 @@ static vf_status sqp_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out
     return out[0] ? VF_OK : VF_ERROR_INVALID_ARGUMENT;
 }
 
+/* d sum(squareplus(2 x)) / dx = 2 squareplus'(2 x), traced with its tape */
+static vf_status sqp_grad_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *y = vf_mul(ctx, in[0], vt_scalar(ctx, 2.0));
+    vf_status st = vf_tape_gradient(tp, vt_sum(ctx, vf_elementwise_call(user, 1, &y)), 1, in, out);
+    vf_tape_end(tp);
+    return st;
+}
+
+static void check_dsqp2(vf_tensor *t, const float *x, int n, const char *what)
+{
+    float *g = vt_read(t), w[16];
+    for (int i = 0; i < n; i++) w[i] = (float)(2.0 * sqp_dref(2.0 * x[i]));
+    vt_assert_close_f32(g, w, (size_t)n, 1e-5, 1e-5, what);
+    free(g);
+}
+
 static void check_sqp2(vf_tensor *t, const float *x, int n, const char *what)
 {
     float *g = vt_read(t), w[16];
@@ -407,6 +425,19 @@ static void save_load_lifetime(void **state)
     close(fdsc);
     assert_int_equal(vf_function_save(fn, path), VF_OK);
     vf_function_destroy(fn);
+    /* a traced backward: the gradient's op is a node of the file too */
+    vf_elementwise_op *op2 = make_sqp(ctx, false);
+    vf_function_desc gd = {.name = "ue_saved_grad", .body = sqp_grad_body, .user = op2, .n_inputs = 1, .n_outputs = 1};
+    vf_function *gfn = vf_function_create(ctx, &gd);
+    assert_int_equal(vf_function_call(gfn, &tx, &y), VF_OK);
+    check_dsqp2(y, x, 16, "traced gradient");
+    char gpath[] = "/tmp/vkfuse_ue_gradXXXXXX";
+    fdsc = mkstemp(gpath);
+    assert_true(fdsc >= 0);
+    close(fdsc);
+    assert_int_equal(vf_function_save(gfn, gpath), VF_OK);
+    vf_function_destroy(gfn);
+    vf_elementwise_destroy(op2);
 
     /* loaded on Vulkan: runs the saved expression */
     vf_context *c2 = vt_context(VF_BACKEND_VULKAN);
@@ -416,6 +447,11 @@ static void save_load_lifetime(void **state)
     assert_int_equal(vf_function_call(ld, &tx2, &y2), VF_OK);
     check_sqp2(y2, x, 16, "loaded, Vulkan");
     vf_function_destroy(ld);
+    assert_int_equal(vf_function_load(c2, gpath, &ld), VF_OK);
+    assert_int_equal(vf_function_call(ld, &tx2, &y2), VF_OK);
+    check_dsqp2(y2, x, 16, "loaded gradient, Vulkan");
+    vf_function_destroy(ld);
+    unlink(gpath);
     vt_context_done(c2);
 
     /* loaded on the CPU backend: no C function was saved */

@@ -47,8 +47,10 @@ vf_uelem *vf_saved_get_uelem(vf_saved_rd *r, int i, bool with_grads)
     vf_uelem *u = NULL;
     char msg[2048];
     if (r->bad) goto done;
+    /* a node's op may be a gradient's (a traced backward); a gradient inside
+       an op's record always is one */
     if (n_in < 1 || n_in > VF_ELEMENTWISE_MAX_INPUTS || !dtypes || (dtypes & ~VF_MASK_FLOAT) ||
-        grad_of != !with_grads) {
+        (!with_grads && !grad_of) || (grad_of && n_in < 2)) {
         vf_saved_bad(r, "node %d: user op of %u inputs, dtypes 0x%x", i, n_in, dtypes);
         goto done;
     }
@@ -74,8 +76,9 @@ vf_uelem *vf_saved_get_uelem(vf_saved_rd *r, int i, bool with_grads)
     u->grad_of = grad_of;
     for (unsigned k = 0; with_grads && k < n_in; k++) {
         if (!U8("user op has gradient") || r->bad) continue;
-        if (n_in >= VF_ELEMENTWISE_MAX_INPUTS) {
-            vf_saved_bad(r, "node %d: user op '%s' of %u inputs with a gradient", i, name, n_in);
+        if (n_in >= VF_ELEMENTWISE_MAX_INPUTS || grad_of) {
+            vf_saved_bad(r, "node %d: user op '%s' of %u inputs%s with a gradient", i, name, n_in,
+                         grad_of ? " (itself a gradient)" : "");
             break;
         }
         if (!(u->grad[k] = vf_saved_get_uelem(r, i, false))) break;
