@@ -166,26 +166,31 @@ static vf_status fused_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
     out[0] = vf_mul(ctx, z, vt_scalar(ctx, 3.0));
     vf_tensor *m = vf_matmul(ctx, in[0], u->w);
     out[1] = u->op ? vf_elementwise_call(u->op, 1, &m) : vf_relu(ctx, m);
-    return out[0] && out[1] ? VF_OK : VF_ERROR_INVALID_ARGUMENT;
+    /* a row group: uelem(x) / sum(uelem(x), -1, keepdims) */
+    vf_tensor *a = u->op ? vf_elementwise_call(u->op, 1, &in[0]) : vf_relu(ctx, in[0]);
+    out[2] = vf_div(ctx, a, vf_reduce_sum(ctx, a, 1, (int[]){-1}, true));
+    return out[0] && out[1] && out[2] ? VF_OK : VF_ERROR_INVALID_ARGUMENT;
 }
 
-static int run_fused(vf_context *ctx, vf_elementwise_op *op, const float *x, const float *w, float *o0, float *o1)
+static int run_fused(vf_context *ctx, vf_elementwise_op *op, const float *x, const float *w, float *o0, float *o1,
+                     float *o2)
 {
     vf_tensor *tw = from(ctx, 2, (int64_t[]){8, 8}, w), *tx = from(ctx, 2, (int64_t[]){8, 8}, x);
     body_user u = {op, tw};
     vf_function_desc fd = {.name = op ? "ue_fused" : "builtin_fused", .body = fused_body, .user = &u,
-                           .n_inputs = 1, .n_outputs = 2};
+                           .n_inputs = 1, .n_outputs = 3};
     vf_function *fn = vf_function_create(ctx, &fd);
     assert_non_null(fn);
-    vf_tensor *out[2];
+    vf_tensor *out[3];
     assert_int_equal(vf_function_call(fn, &tx, out), VF_OK);
     vf_function_stats st;
     assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
     if (o0) {
-        float *a = vt_read(out[0]), *b = vt_read(out[1]);
+        float *a = vt_read(out[0]), *b = vt_read(out[1]), *c = vt_read(out[2]);
         memcpy(o0, a, sizeof(float) * 64);
         memcpy(o1, b, sizeof(float) * 64);
-        free(a), free(b);
+        memcpy(o2, c, sizeof(float) * 64);
+        free(a), free(b), free(c);
     }
     vf_function_destroy(fn);
     return st.kernels;
@@ -224,32 +229,35 @@ static void traced_fused(void **state)
     setenv("VKFUSE_DUMP", dir, 1);
     vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
     unsetenv("VKFUSE_DUMP");
-    float x[64], w[64], t0[64], t1[64], e0[64], e1[64], c0[64], c1[64];
+    float x[64], w[64], t0[64], t1[64], t2[64], e0[64], e1[64], e2[64], c0[64], c1[64], c2[64];
     vt_fill_uniform(x, 64, -1.0f, 1.0f, 4);
     vt_fill_uniform(w, 64, -1.0f, 1.0f, 5);
     vf_elementwise_op *op = make_sqp(ctx, false);
-    int k_builtin = run_fused(ctx, NULL, x, w, NULL, NULL);
-    int k_user = run_fused(ctx, op, x, w, t0, t1);
+    int k_builtin = run_fused(ctx, NULL, x, w, NULL, NULL, NULL);
+    int k_user = run_fused(ctx, op, x, w, t0, t1, t2);
     /* it joined the fused kernels: as many as with relu in its place (the
-       elementwise chain one kernel, the matmul with its epilogue another) */
+       elementwise chain one kernel, the matmul with its epilogue another,
+       the row group a third) */
     assert_int_equal(k_user, k_builtin);
-    assert_int_equal(k_user, 2);
+    assert_int_equal(k_user, 3);
     assert_true(dump_has(dir, SQP_EXPR));
 
     /* the same body eagerly on Vulkan, and on the CPU backend */
-    vf_tensor *tx = from(ctx, 2, (int64_t[]){8, 8}, x), *out[2];
+    vf_tensor *tx = from(ctx, 2, (int64_t[]){8, 8}, x), *out[3];
     body_user u = {op, from(ctx, 2, (int64_t[]){8, 8}, w)};
     assert_int_equal(fused_body(ctx, &tx, out, &u), VF_OK);
-    float *a = vt_read(out[0]), *b = vt_read(out[1]);
-    memcpy(e0, a, sizeof e0), memcpy(e1, b, sizeof e1);
-    free(a), free(b);
+    float *a = vt_read(out[0]), *b = vt_read(out[1]), *c = vt_read(out[2]);
+    memcpy(e0, a, sizeof e0), memcpy(e1, b, sizeof e1), memcpy(e2, c, sizeof e2);
+    free(a), free(b), free(c);
     vf_context *cpu = vt_context(VF_BACKEND_CPU);
     vf_elementwise_op *opc = make_sqp(cpu, false);
-    run_fused(cpu, opc, x, w, c0, c1);
+    run_fused(cpu, opc, x, w, c0, c1, c2);
     vt_assert_close_f32(t0, e0, 64, 1e-6, 1e-6, "traced == eager");
     vt_assert_close_f32(t1, e1, 64, 1e-6, 1e-6, "traced == eager (matmul epilogue)");
     vt_assert_close_f32(t0, c0, 64, 1e-5, 1e-5, "Vulkan == CPU");
     vt_assert_close_f32(t1, c1, 64, 1e-5, 1e-5, "Vulkan == CPU (matmul epilogue)");
+    vt_assert_close_f32(t2, e2, 64, 1e-6, 1e-6, "traced == eager (row group)");
+    vt_assert_close_f32(t2, c2, 64, 1e-5, 1e-5, "Vulkan == CPU (row group)");
     vf_elementwise_destroy(opc);
     vt_context_done(cpu);
     vf_elementwise_destroy(op);
