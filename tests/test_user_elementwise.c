@@ -185,6 +185,13 @@ static int run_fused(vf_context *ctx, vf_elementwise_op *op, const float *x, con
     assert_int_equal(vf_function_call(fn, &tx, out), VF_OK);
     vf_function_stats st;
     assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+    if (op) { /* the graph names the op and shows its expression */
+        char *text = vf_function_graph_text(fn);
+        assert_non_null(text);
+        assert_non_null(strstr(text, "squareplus("));
+        assert_non_null(strstr(text, "{expr=" SQP_EXPR "}"));
+        free(text);
+    }
     if (o0) {
         float *a = vt_read(out[0]), *b = vt_read(out[1]), *c = vt_read(out[2]);
         memcpy(o0, a, sizeof(float) * 64);
