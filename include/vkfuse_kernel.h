@@ -149,8 +149,9 @@ typedef struct vf_elementwise_desc {
     uint32_t dtypes;         /* bits (1u << VF_F32) | (1u << VF_F16); 0: f32 only */
     const char *expr;        /* GLSL float expression over x0 .. x<n_inputs-1> */
     const char *helpers;     /* optional GLSL functions the expressions call (file scope; no
-                                '#', layout, buffer, uniform, shared); prefix their names with
-                                your op's name: two ops in one kernel must not clash */
+                                '#', layout, buffer, uniform, shared); every name they declare
+                                starts with the op's name and '_' (ops fused into one kernel
+                                must not clash) */
     vf_elementwise_fn cpu;   /* required: the same function in C */
     /* Optional gradient, per input i: d y / d x_i as a GLSL expression over
        x0 .. and y (the op's output), and its C function (inputs then y).

@@ -44,8 +44,8 @@ static vf_elementwise_op *make_sqp(vf_context *ctx, bool f16)
     return op;
 }
 
-/* mix(a, b) = a * b + ue_sq(b), with a helper; d/da = b, d/db = a + 2 b */
-static const char mix_helpers[] = "float ue_sq(float v) { return v * v; }\n";
+/* mix(a, b) = a * b + mix_sq(b), with a helper; d/da = b, d/db = a + 2 b */
+static const char mix_helpers[] = "const float mix_two = 2.0;\nfloat mix_sq(float v) { return v * v * (mix_two - 1.0); }\n";
 static double mix_ref(double a, double b) { return a * b + b * b; }
 static void mix_cpu(int64_t n, const float *const *in, float *out, void *user)
 {
@@ -65,7 +65,7 @@ static void mix_db_cpu(int64_t n, const float *const *in, float *out, void *user
 
 static vf_elementwise_op *make_mix(vf_context *ctx)
 {
-    vf_elementwise_desc d = {.name = "mix", .n_inputs = 2, .expr = "x0 * x1 + ue_sq(x1)", .helpers = mix_helpers,
+    vf_elementwise_desc d = {.name = "mix", .n_inputs = 2, .expr = "x0 * x1 + mix_sq(x1)", .helpers = mix_helpers,
                              .cpu = mix_cpu, .grad_expr = {"x1", "x0 + 2.0 * x1"},
                              .grad_cpu = {mix_da_cpu, mix_db_cpu}};
     vf_elementwise_op *op = vf_elementwise_create(ctx, &d);
@@ -589,8 +589,13 @@ static void bad_input(void **state)
     d.expr = "x0";
     d.helpers = "layout(binding = 9) buffer B { float b[]; };";
     expect_create_fails(ctx, &d, VF_ERROR_INVALID_ARGUMENT, "layout", "helpers");
-    d.helpers = "float f(float v) { return v +; }";
+    d.helpers = "float bad_f(float v) { return v +; }";
     expect_create_fails(ctx, &d, VF_ERROR_COMPILE, "desc.helpers", "compile");
+    /* names the helpers declare carry the op's name: fused ops cannot clash */
+    d.helpers = "float h(float v) { return v; }";
+    expect_create_fails(ctx, &d, VF_ERROR_INVALID_ARGUMENT, "'h'", "'bad_'");
+    d.helpers = "const float k = 2.0;";
+    expect_create_fails(ctx, &d, VF_ERROR_INVALID_ARGUMENT, "'k'", "'bad_'");
     d.helpers = NULL;
     d.grad_expr[0] = "y";
     expect_create_fails(ctx, &d, VF_ERROR_INVALID_ARGUMENT, "grad_cpu[0]", "both");

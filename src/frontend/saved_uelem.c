@@ -54,8 +54,9 @@ vf_uelem *vf_saved_get_uelem(vf_saved_rd *r, int i, bool with_grads)
         vf_saved_bad(r, "node %d: user op of %u inputs, dtypes 0x%x", i, n_in, dtypes);
         goto done;
     }
-    if (!vf_uelem_text_ok(expr, true, msg, sizeof msg) || (helpers && !vf_uelem_text_ok(helpers, false, msg,
-                                                                                          sizeof msg))) {
+    /* the prefix rule is about clashes, checked at create; safety here */
+    if (!vf_uelem_text_ok(expr, true, NULL, msg, sizeof msg) ||
+        (helpers && !vf_uelem_text_ok(helpers, false, NULL, msg, sizeof msg))) {
         vf_saved_bad(r, "node %d: user op '%s': %s", i, name, msg);
         goto done;
     }

@@ -27,7 +27,7 @@ static const char *const who_create = "vf_elementwise_create";
 static bool check_expr(vf_context *ctx, const char *name, const char *text, const char *what)
 {
     char msg[512];
-    if (vf_uelem_text_ok(text, true, msg, sizeof msg)) return true;
+    if (vf_uelem_text_ok(text, true, NULL, msg, sizeof msg)) return true;
     return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: op '%s': %s: %s", who_create, name, what, msg), false;
 }
 
@@ -76,7 +76,7 @@ vf_elementwise_op *vf_elementwise_create(vf_context *ctx, const vf_elementwise_d
     bool has_grad;
     if (!check_desc(ctx, desc, name, &has_grad)) return NULL;
     char msg[2048], what[32];
-    if (desc->helpers && !vf_uelem_text_ok(desc->helpers, false, msg, sizeof msg)) {
+    if (desc->helpers && !vf_uelem_text_ok(desc->helpers, false, name, msg, sizeof msg)) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: op '%s': %s", who_create, name, msg);
         return NULL;
     }

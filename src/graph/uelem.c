@@ -56,7 +56,50 @@ void vf_uelem_release(const vf_uelem *cu)
 static const char *const banned_words[] = {"layout", "buffer", "uniform", "shared", "main", "barrier", "in",
                                            "out", "inout", "coherent", "volatile", "restrict", NULL};
 
-bool vf_uelem_text_ok(const char *text, bool expr, char *msg, size_t len)
+/* The op name as an identifier prefix: other characters become '_'. */
+static void ident_prefix(const char *name, char *out, size_t len)
+{
+    size_t k = 0;
+    for (; name[k] && k + 2 < len; k++) out[k] = isalnum((unsigned char)name[k]) ? name[k] : '_';
+    out[k++] = '_';
+    out[k] = '\0';
+}
+
+/* A name the helpers declare at file scope (a function, constant or struct
+   after its type) must start with prefix: two ops' helpers share one fused
+   kernel, and the kernel's own names are unprefixed. */
+static bool declared_ok(const char *text, const char *prefix, char *msg, size_t len)
+{
+    char pre[64];
+    ident_prefix(prefix, pre, sizeof pre);
+    int paren = 0, brace = 0;
+    bool prev_ident = false;
+    for (const char *p = text; *p;) {
+        unsigned char c = (unsigned char)*p;
+        if (isalpha(c) || c == '_') {
+            size_t n = 1;
+            while (isalnum((unsigned char)p[n]) || p[n] == '_') n++;
+            const char *q = p + n;
+            while (isspace((unsigned char)*q)) q++;
+            bool decl = paren == 0 && brace == 0 && prev_ident && *q && strchr("(=;[,{", *q);
+            if (decl && (n < strlen(pre) || strncmp(p, pre, strlen(pre)))) {
+                snprintf(msg, len, "desc.helpers declares '%.*s'; names declared by the helpers must start with "
+                         "'%s' (the op's name), so that ops fused into one kernel cannot clash", (int)n, p, pre);
+                return false;
+            }
+            prev_ident = true;
+            p += n;
+            continue;
+        }
+        if (!isspace(c)) prev_ident = false;
+        paren += c == '(' ? 1 : c == ')' ? -1 : 0;
+        brace += c == '{' ? 1 : c == '}' ? -1 : 0;
+        p++;
+    }
+    return true;
+}
+
+bool vf_uelem_text_ok(const char *text, bool expr, const char *prefix, char *msg, size_t len)
 {
     const char *what = expr ? "the expression" : "desc.helpers";
     int paren = 0, brace = 0;
@@ -98,6 +141,7 @@ bool vf_uelem_text_ok(const char *text, bool expr, char *msg, size_t len)
         snprintf(msg, len, "%s has unbalanced %s", what, paren ? "parentheses" : "braces");
         return false;
     }
+    if (!expr && prefix && !declared_ok(text, prefix, msg, len)) return false;
     if (expr) {
         const char *p = text;
         while (isspace((unsigned char)*p)) p++;

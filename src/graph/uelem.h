@@ -42,9 +42,10 @@ void vf_uelem_release(const vf_uelem *u);
 
 /* Whether the text of an expression (expr) or of helper functions (!expr)
    may be pasted into a generated kernel: no token that leaves the
-   expression or the helpers' file-scope functions. false with the reason
-   in msg. */
-bool vf_uelem_text_ok(const char *text, bool expr, char *msg, size_t len);
+   expression or the helpers' file-scope functions; with prefix (the op's
+   name), every name the helpers declare starts with it and '_'. false
+   with the reason in msg. */
+bool vf_uelem_text_ok(const char *text, bool expr, const char *prefix, char *msg, size_t len);
 
 /* The shape-and-dtype rule of a call of u (vf_infer_op's for the op). */
 struct vf_shape;
