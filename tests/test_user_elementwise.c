@@ -383,6 +383,43 @@ static void gradients(vf_backend be)
 }
 VT_PER_BACKEND(gradients)
 
+/* y = mix(a, b) and its gradient in one traced function: the forward op and
+   its gradient's ops (the same helpers) share a fused kernel, which
+   defines the helpers once. */
+static vf_status mix_grad_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *y = vf_elementwise_call(user, 2, in);
+    vf_status st = vf_tape_gradient(tp, vt_sum(ctx, y), 2, in, out);
+    vf_tape_end(tp);
+    out[2] = y;
+    return st;
+}
+
+static void helpers_once(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_elementwise_op *mix = make_mix(ctx);
+    float a[8], b[8], wa[8], wb[8], wy[8];
+    vt_fill_uniform(a, 8, -1.0f, 1.0f, 10);
+    vt_fill_uniform(b, 8, -1.0f, 1.0f, 11);
+    for (int i = 0; i < 8; i++) wa[i] = b[i], wb[i] = a[i] + 2.0f * b[i], wy[i] = (float)mix_ref(a[i], b[i]);
+    vf_tensor *in[2] = {from(ctx, 1, (int64_t[]){8}, a), from(ctx, 1, (int64_t[]){8}, b)}, *out[3];
+    vf_function_desc fd = {.name = "ue_helpers_once", .body = mix_grad_body, .user = mix, .n_inputs = 2,
+                           .n_outputs = 3};
+    vf_function *fn = vf_function_create(ctx, &fd);
+    assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+    float *ga = vt_read(out[0]), *gb = vt_read(out[1]), *gy = vt_read(out[2]);
+    vt_assert_close_f32(ga, wa, 8, 1e-6, 1e-6, "d/da");
+    vt_assert_close_f32(gb, wb, 8, 1e-6, 1e-6, "d/db");
+    vt_assert_close_f32(gy, wy, 8, 1e-6, 1e-6, "y");
+    free(ga), free(gb), free(gy);
+    vf_function_destroy(fn);
+    vf_elementwise_destroy(mix);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(helpers_once)
+
 /* ---- save / load, VKFUSE_CHECK, folding, lifetime ------------------------- */
 
 static vf_status sqp_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -650,7 +687,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(eager_values), cmocka_unit_test(traced_fused), VT_PER_BACKEND_TESTS(gradients),
-        cmocka_unit_test(save_load_lifetime), cmocka_unit_test(check_and_fold), VT_PER_BACKEND_TESTS(folding),
+        VT_PER_BACKEND_TESTS(helpers_once), cmocka_unit_test(save_load_lifetime), cmocka_unit_test(check_and_fold), VT_PER_BACKEND_TESTS(folding),
         cmocka_unit_test(bad_input),
     };
     return VT_RUN_GROUP(tests);

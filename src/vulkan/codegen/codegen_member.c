@@ -79,7 +79,7 @@ static vf_ctype result_ctype(const vf_exec *e)
 }
 
 /* A user elementwise member (graph/uelem.h): its helpers once per group
-   (the first member of that op brings them), then the user's expression as
+   (the first member with that text brings them), then the user's expression as
    the member's function over x0 .. (and y for a gradient's op: the names
    the expression was checked with at create time). */
 static vf_status uelem_fn(vf_sb *s, const vf_fused_group *grp, int m, vf_err *err)
@@ -87,10 +87,14 @@ static vf_status uelem_fn(vf_sb *s, const vf_fused_group *grp, int m, vf_err *er
     const vf_exec *e = &grp->execs[m];
     const vf_uelem *u = e->attrs.uelem;
     if (!u) return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "codegen: user elementwise member %d has no op", m);
-    bool first = true;
-    for (int k = 0; k < m && first; k++)
-        first = !(grp->execs[k].op == VF_OP_USER_ELEMENTWISE && grp->execs[k].attrs.uelem == u);
-    if (first && u->helpers) vf_sb_add(s, "// helpers of user op '%s'\n%s\n", u->name, u->helpers);
+    /* helpers once per text: an op used twice, or with its gradient's op
+       (the same helpers), in one kernel defines them once */
+    bool first = u->helpers != NULL;
+    for (int k = 0; k < m && first; k++) {
+        const vf_uelem *v = grp->execs[k].op == VF_OP_USER_ELEMENTWISE ? grp->execs[k].attrs.uelem : NULL;
+        first = !(v && v->helpers && !strcmp(v->helpers, u->helpers));
+    }
+    if (first) vf_sb_add(s, "// helpers of user op '%s'\n%s\n", u->name, u->helpers);
     static const char *const xn[3] = {"x0", "x1", "x2"};
     vf_sb_add(s, "float op_%d(", m);
     for (int k = 0; k < e->n_in && k < 3; k++)
