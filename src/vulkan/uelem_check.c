@@ -1,12 +1,12 @@
 /* User elementwise ops' GLSL checked at create time (backend.h,
- * vf_uelem_compile_check): the expression pasted into a small shader with
- * the generated kernels' prelude and the user's helpers, and nothing else,
- * so that an expression that does not compile is reported against its own
- * text instead of a fused kernel's line numbers. */
+ * vf_uelem_compile_check): the expressions pasted into a small shader with
+ * the user's helpers and nothing else (no prelude, no bindings, no push
+ * constants: names the op must not reach fail), so that an expression that
+ * does not compile is reported against its own text instead of a fused
+ * kernel's line numbers. */
 #include "backend.h"
 #include "util/hash.h"
 #include "util/sb.h"
-#include "vulkan/codegen/kernel.h"
 
 #include <shaderc/shaderc.h>
 
@@ -52,7 +52,8 @@ static vf_status compile(vf_sb *s, const char *what, char *msg, size_t msglen)
 
 static void head(vf_sb *s, const char *helpers)
 {
-    vf_sb_puts(s, "#version 450\nlayout(local_size_x = 1) in;\n");
+    /* the extensions every generated kernel enables (cg_finish) */
+    vf_sb_puts(s, "#version 450\n#extension GL_EXT_control_flow_attributes : enable\nlayout(local_size_x = 1) in;\n");
     if (helpers) {
         vf_sb_puts(s, "#line 1\n");
         vf_sb_puts(s, helpers);
