@@ -28,8 +28,11 @@ extern "C" {
      GL_EXT_shader_8bit_storage). A binding the kernel does not have, or a
      set other than 0, is refused by vf_kernel_create.
    - one push-constant block: first the param_bytes bytes of parameters
-     given to each vf_kernel_call, then (at byte offset param_bytes rounded
-     up to 4) one uint per input, then per output: its element count.
+     given to each vf_kernel_call, then (at byte offset param_bytes) one
+     uint per input, then per output: its element count. A block larger
+     than that, or whose members disagree with it (one across the end of
+     the params, a count that is not a 32-bit integer), is refused by
+     vf_kernel_create.
    - the workgroup size: declare `layout(local_size_x_id = 0) in;` to get
      desc.workgroup_size (default 64) as a specialisation constant, or fix
      your own local size (then set desc.workgroup_size to its x size, or
@@ -39,7 +42,8 @@ extern "C" {
      numbers.
    Outputs start as zeros (so histograms can atomicAdd into them) unless
    desc.uninitialized_outputs. Indexing out of bounds is undefined as in
-   any shader; use the element counts of the push constants. */
+   any shader; use the element counts of the push constants
+   (desc.check_bounds finds writes past an output). */
 typedef struct vf_kernel vf_kernel;
 
 #define VF_KERNEL_MAX_INPUTS 8
@@ -102,6 +106,13 @@ typedef struct vf_kernel_desc {
     void *user;                  /* passed to every callback */
     bool uninitialized_outputs;  /* outputs are not zeroed first: the shader writes every element */
     bool side_effect;            /* traced: keep the call even when no output is used */
+    /* Debugging: each output gets a guard tail after its elements, filled
+       with a canary; a call whose kernel wrote into it fails with
+       VF_ERROR_INVALID_ARGUMENT ("kernel 'x' wrote past the end of output
+       j (n elements)"). Costs a buffer, an upload, a copy and a wait per
+       output and call; traced calls of such a kernel run node by node.
+       VKFUSE_CHECK=1 turns it on for every kernel's eager call. */
+    bool check_bounds;
 } vf_kernel_desc;
 
 /* Compiles (GLSL) or validates (SPIR-V) the shader and checks its

@@ -210,6 +210,10 @@ vf_status vf_ukernel_call(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, 
 vf_status vf_ukernel_prepare(vf_context *ctx, const vf_ukernel *k, const vf_tref *in, const void *params,
                              vf_tensor_spec *in_spec, vf_tensor_spec *out_spec, vf_kernel_shapes *shapes,
                              vf_ukernel_exec *x, const char *who);
+/* Runs the resolved call x on the backend (in, out set), with the bounds
+   check of desc.check_bounds / VKFUSE_CHECK (kernel_guard.c); a failure
+   is recorded in ctx, prefixed with who. */
+vf_status vf_ukernel_launch(vf_context *ctx, const vf_ukernel_exec *x, const char *who);
 void vf_trace_ref(const vf_tensor *t, vf_tref *r);
 /* VF_OK unless t is a symbolic tensor of a trace that has ended. */
 vf_status vf_trace_check(vf_context *ctx, const vf_tensor *t, const char *op, int index);

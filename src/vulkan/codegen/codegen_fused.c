@@ -408,6 +408,7 @@ vf_status vf_codegen_group(const vf_fused_group *grp, const vf_device_caps *caps
     case VF_FUSED_ROWS: st = vf_codegen_row_group(grp, caps, out, err); break;
     case VF_FUSED_MATMUL: st = vf_codegen_matmul_group(grp, caps, out, err); break;
     case VF_FUSED_CONV: st = vf_codegen_conv_group(grp, caps, out, err); break;
+    case VF_FUSED_USER: st = vf_codegen_user_group(grp, caps, out, err); break;
     default:
         st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "codegen: no fused generator for group kind %d; run its execs "
                         "one by one", (int)grp->kind);
