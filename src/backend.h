@@ -331,6 +331,16 @@ typedef struct vf_spirv_info {
 vf_status vf_glsl_compile(const char *glsl, const char *name, uint32_t **words, size_t *n_words, char *msg,
                           size_t msglen);
 vf_status vf_spirv_inspect(const uint32_t *words, size_t n_words, vf_spirv_info *info, char *msg, size_t msglen);
+/* A user elementwise op's GLSL compiled on its own (vulkan/uelem_check.c):
+   the helpers, then `float f(float x0, ..) { return float(expr); }` and per
+   gradient expression the same with a last parameter y, in a shader of no
+   bindings and no prelude, so that a name of the generated kernels (a
+   buffer, a push constant, a prelude helper) fails too. expr or grads[i]
+   may be NULL. VF_ERROR_COMPILE with shaderc's message in msg (line
+   numbers count from the failing text's first line) and the failing part
+   ("desc.expr", "desc.grad_expr[1]", "desc.helpers") in what. */
+vf_status vf_uelem_compile_check(const char *helpers, int n_x, const char *expr, const char *const *grads,
+                                 char *what, size_t what_len, char *msg, size_t msglen);
 
 /* Backend constructors. err receives the reason on failure. */
 vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out);

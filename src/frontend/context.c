@@ -257,6 +257,7 @@ void vf_context_destroy(vf_context *ctx)
        them later). Then tapes, tensors, the backend, the handle slabs. */
     vf_functions_orphan_all(ctx);
     vf_kernels_orphan_all(ctx);
+    vf_uelems_orphan_all(ctx);
     vf_tapes_free_all(ctx);
     vf_tensor_free_all(ctx);
     for (int i = 0; i < ctx->cap_scopes; i++) free(ctx->scopes[i].items);

@@ -1,6 +1,7 @@
 /* VKFUSE_CHECK: each kernel of a recorded plan against the CPU backend
  * (check.h). */
 #include "plan/check.h"
+#include "graph/uelem.h"
 #include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"
@@ -282,6 +283,12 @@ static bool perturb(const host_val *v, vf_dtype t, double len, uint64_t seed, ho
     return true;
 }
 
+/* The op's name in reports: a user elementwise op's own. */
+static const char *exec_name(const vf_exec *e)
+{
+    return e->op == VF_OP_USER_ELEMENTWISE && e->attrs.uelem ? e->attrs.uelem->name : vf_op_get(e->op)->name;
+}
+
 /* Runs exec x on the CPU backend with these inputs; out gets the result. */
 static vf_status cpu_exec(vf_fcheck *c, int x, host_val *in, host_val *out)
 {
@@ -292,7 +299,7 @@ static vf_status cpu_exec(vf_fcheck *c, int x, host_val *in, host_val *out)
     const void *src[3] = {in[0].data, in[1].data, in[2].data};
     vf_status s = vf_host_exec(c->host, e, src, out->data);
     if (s) return vf_err_set(c->err, s, "vf_function '%s': VKFUSE_CHECK: exec %d (%s) on the CPU backend: %s", c->fn, x,
-                          vf_op_get(e->op)->name, c->host->err.message);
+                          exec_name(e), c->host->err.message);
     return VF_OK;
 }
 
@@ -335,7 +342,7 @@ static vf_status report(vf_fcheck *c, int x, const diff *d, double limit)
     size_t len = 0;
     for (int y = first; y < c->n_ex && c->kernel[y] == k && len + 48 < sizeof nodes; y++)
         len += (size_t)snprintf(nodes + len, sizeof nodes - len, "%s%%%d %s", y > first ? ", " : "", c->node[y],
-                                c->node_op && c->node_op[y] ? c->node_op[y] : vf_op_get(c->ex[y].op)->name);
+                                c->node_op && c->node_op[y] ? c->node_op[y] : exec_name(&c->ex[y]));
     char glsl[600];
     if (c->glsl_dir) snprintf(glsl, sizeof glsl, "%s/exec%d.glsl", c->glsl_dir, first);
     else snprintf(glsl, sizeof glsl, "(not written: no directory for it)");
@@ -343,7 +350,7 @@ static vf_status report(vf_fcheck *c, int x, const diff *d, double limit)
                           "vf_function '%s': VKFUSE_CHECK: kernel %d (graph nodes %s) disagrees with the CPU"
                           " backend: the output of %%%d %s has NMSE %.3g > %.3g (element %lld: device %.9g, CPU"
                           " %.9g); its GLSL: %s",
-                          c->fn, k, nodes, c->node[x], vf_op_get(c->ex[x].op)->name, d->nmse, limit, (long long)d->at,
+                          c->fn, k, nodes, c->node[x], exec_name(&c->ex[x]), d->nmse, limit, (long long)d->at,
                           d->dev, d->ref, glsl);
     fprintf(stderr, "vkfuse: %s\n", c->err->message);
     c->reported = true;

@@ -381,6 +381,7 @@ vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_gen
 {
     vf_exec x = *e;
     x.n_in = vf_op_get(e->op)->arity;   /* what the op takes, as the other generators read it */
+    if (e->op == VF_OP_USER_ELEMENTWISE) x.n_in = e->n_in;   /* its own count (graph/uelem.h) */
     vf_fused_member mem = {.in = {0, 1, 2}, .out = x.n_in};
     vf_tref tens[4];
     for (int i = 0; i < x.n_in; i++) tens[i] = x.in[i];
