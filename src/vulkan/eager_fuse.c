@@ -163,19 +163,28 @@ static void entry_free(vf_ef_entry *ent)
     free(ent);
 }
 
-static void job_join(vf_eager_fuse *w)
+static void job_join(vf_ef_job *j)
 {
-    if (!w->job.active) return;
-    pthread_join(w->job.thread, NULL);
-    w->job.active = false;
+    if (!j->active) return;
+    pthread_join(j->thread, NULL);
+    j->active = false;
+}
+
+static bool compiling(const vf_eager_fuse *w, const vf_ef_entry *ent)
+{
+    for (int i = 0; i < VF_EF_JOBS; i++)
+        if (w->jobs[i].active && w->jobs[i].ent == ent) return true;
+    return false;
 }
 
 static void entries_clear(vf_eager_fuse *w)
 {
-    if (w->job.active) { /* its entry goes: wait for it and drop what it made */
-        job_join(w);
-        free(w->job.out.words);
-        memset(&w->job.out, 0, sizeof w->job.out);
+    for (int i = 0; i < VF_EF_JOBS; i++) { /* their entries go: wait for them and drop what they made */
+        vf_ef_job *j = &w->jobs[i];
+        if (!j->active) continue;
+        job_join(j);
+        free(j->out.words);
+        memset(&j->out, 0, sizeof j->out);
     }
     for (size_t i = 0; i < w->map.cap; i++)
         if (w->map.keys[i]) entry_free(w->map.vals[i]);
@@ -188,7 +197,7 @@ static vf_ef_entry *entry_get(vf_eager_fuse *w, const uint64_t *key, int n)
     uint64_t h = key_hash(key, n);
     vf_ef_entry *ent = vf_hmap_get(&w->map, h);
     if (ent && ent->n_key == n && memcmp(ent->key, key, sizeof *key * (size_t)n) == 0) return ent;
-    if (ent && w->job.active && w->job.ent == ent) return NULL;   /* a collision with the one compiling: tier 0 */
+    if (ent && compiling(w, ent)) return NULL;   /* a collision with one compiling: tier 0 */
     if (w->map.n >= VF_EF_MAX_KEYS) {
         entries_clear(w);
         ent = NULL;
@@ -264,26 +273,32 @@ static void *compile_thread(void *arg)
     return NULL;
 }
 
-/* A background compile that finished: its SPIR-V goes to the shader cache
+/* Background compiles that finished: the SPIR-V goes to the shader cache
    (counted and reported there, as if compiled now), then the pipeline. */
 static void job_poll(vf_vk_runtime *rt)
 {
-    vf_eager_fuse *w = &rt->ef;
-    if (!w->job.active || !atomic_load_explicit(&w->job.done, memory_order_acquire)) return;
-    job_join(w);
-    vf_ef_entry *ent = w->job.ent;
-    if (!vf_vk_shaders_add_ahead(&rt->shaders, &w->job.out)) {
-        free(w->job.out.words);   /* compiled again by make_pipeline */
-        memset(&w->job.out, 0, sizeof w->job.out);
+    for (int i = 0; i < VF_EF_JOBS; i++) {
+        vf_ef_job *j = &rt->ef.jobs[i];
+        if (!j->active || !atomic_load_explicit(&j->done, memory_order_acquire)) continue;
+        job_join(j);
+        if (!vf_vk_shaders_add_ahead(&rt->shaders, &j->out)) {
+            free(j->out.words);   /* compiled again by make_pipeline */
+            memset(&j->out, 0, sizeof j->out);
+        }
+        make_pipeline(rt, j->ent);
     }
-    make_pipeline(rt, ent);
 }
 
 /* The K-th flush of a key: its kernel is generated here; compiled here
-   when a cache holds it or threads are off, else on a thread. */
+   when a cache holds it or threads are off, else on a thread. With every
+   job slot busy nothing is done: the next flush tries again. */
 static void start_kernel(vf_vk_runtime *rt, vf_ef_entry *ent)
 {
     vf_eager_fuse *w = &rt->ef;
+    vf_ef_job *j = NULL;
+    for (int i = 0; i < VF_EF_JOBS && !j; i++)
+        if (!w->jobs[i].active) j = &w->jobs[i];
+    if (!j) return;
     vf_fused_member mem[VF_EF_MAX_OPS];
     vf_tref tens[VF_EF_MAX_TENSORS];
     vf_fused_group g;
@@ -301,13 +316,13 @@ static void start_kernel(vf_vk_runtime *rt, vf_ef_entry *ent)
         make_pipeline(rt, ent);
         return;
     }
-    if (w->job.active) return;   /* one compile at a time: tried again at the next flush */
+    vf_status before = rt->err->status;
     if (vf_vk_shaders_compiler(&rt->shaders) != VF_OK) {
-        vf_err_clear(rt->err);
+        if (!before) vf_err_clear(rt->err);
+        vf_kernel_free(&ent->k);
         ent->state = VF_EF_FAILED;
         return;
     }
-    vf_ef_job *j = &w->job;
     j->ent = ent;
     j->compiler = rt->shaders.compiler;
     j->target_env_version = rt->shaders.target_env_version;

@@ -52,6 +52,7 @@
 #define VF_EF_MAX_OPS (VF_EF_MAX_TENSORS - 1)
 #define VF_EF_COMPILE_AFTER 2                      /* flushes of a key before its kernel is compiled */
 #define VF_EF_MAX_KEYS 256                         /* patterns remembered; past it the table starts over */
+#define VF_EF_JOBS 4                               /* background compiles at once */
 
 struct vf_vk_runtime;
 struct vf_vk_pipeline;
@@ -68,7 +69,7 @@ typedef struct vf_ef_entry {
     uint64_t spirv;                   /* the shader cache's key, for vf_vk_shader_hit */
 } vf_ef_entry;
 
-/* A fused kernel compiling on a background thread (one at a time). */
+/* A fused kernel compiling on a background thread. */
 typedef struct vf_ef_job {
     bool active;
     pthread_t thread;
@@ -95,7 +96,7 @@ typedef struct vf_eager_fuse {
     int n_later;
     /* the patterns */
     vf_hmap map;                      /* hash of key -> vf_ef_entry* */
-    vf_ef_job job;
+    vf_ef_job jobs[VF_EF_JOBS];
     int64_t swaps, fused_windows, fused_ops;
 } vf_eager_fuse;
 
