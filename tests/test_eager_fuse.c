@@ -440,9 +440,10 @@ static void test_env_off(void **state)
     vt_context_done(ctx);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     if (!vt_have_vulkan()) return 0;
+    if (argc > 1) cmocka_set_test_filter(argv[1]);   /* one test by name, e.g. test_broadcast */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chain_swaps),
         cmocka_unit_test(test_release_intermediates),
