@@ -12,6 +12,7 @@
  * memory handed out again, variables written, other ops interleaved,
  * broadcasting, mixed dtypes, chains longer than a window. */
 #include "testutil.h"
+#include "util/fault.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -444,6 +445,47 @@ static void test_env_off(void **state)
     vt_context_done(ctx);
 }
 
+/* A device fault while a fused window runs is reported by the call that
+   flushed it (the read), as for unfused ops: the submit fails (device
+   lost) after the window was recorded as one fused dispatch. */
+static void test_fault_in_fused_flush(void **state)
+{
+    (void)state;
+    setenv("VKFUSE_COMPILE_THREADS", "1", 1);   /* fused from the second run on */
+    vf_context *ctx = make_ctx(VF_BACKEND_VULKAN, false);
+    unsetenv("VKFUSE_COMPILE_THREADS");
+    result r;
+    for (int i = 0; i < 2; i++) {
+        run_once(ctx, p_chain, sq3, 3, &r);
+        result_free(&r);
+    }
+    vf_scope_begin(ctx);
+    vf_tensor *in[3];
+    for (int k = 0; k < 3; k++) {
+        void *h = make_input(&sq3[k], k);
+        in[k] = vf_tensor_from_host(ctx, VF_F32, 2, sq3[k].shape, h);
+        free(h);
+    }
+    assert_int_equal(vf_context_sync(ctx), VF_OK);
+    vf_context_stats s0, s1;
+    vf_context_stats_get(ctx, &s0);
+    vf_tensor *out[MAX_OUT];
+    uint8_t mid[N * N * 4];
+    p_chain(ctx, in, out, mid);
+    vf_err e = {0};
+    assert_int_equal(vf_fault_set("vkQueueSubmit:1+:device_lost", false, &e), VF_OK);
+    float got[N * N];
+    vf_status st = vf_tensor_read(out[0], got, sizeof got);
+    assert_int_equal(vf_fault_set(NULL, false, &e), VF_OK);
+    assert_int_equal(st, VF_ERROR_DEVICE);
+    vf_context_stats_get(ctx, &s1);
+    assert_int_equal(s1.eager_fused_windows - s0.eager_fused_windows, 1);   /* it was the fused window */
+    assert_true(vf_context_lost(ctx));
+    vf_error_clear(ctx);
+    vf_scope_end(ctx);
+    vf_context_destroy(ctx);
+}
+
 int main(int argc, char **argv)
 {
     if (!vt_have_vulkan()) return 0;
@@ -459,6 +501,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mixed_dtypes),
         cmocka_unit_test(test_longer_than_window),
         cmocka_unit_test(test_env_off),
+        cmocka_unit_test(test_fault_in_fused_flush),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,7 +20,16 @@ static vf_status vk_alloc(void *self, size_t bytes, vf_buffer **out)
 {
     vf_vk_runtime *rt = self;
     VF_LOST_GUARD(rt, "allocating device memory");
-    return vf_vk_mem_alloc(&rt->mem, bytes, 0, out);
+    vf_status s = vf_vk_mem_alloc(&rt->mem, bytes, 0, out);
+    if (s == VF_ERROR_OUT_OF_MEMORY && rt->ef.n_later) {
+        /* memory freed while the eager window used it is held until the
+           window is recorded: record it, and try again (the memory's own
+           retry waits for the work and gives the cache back) */
+        vf_err_clear(rt->err);
+        s = vf_ef_flush(rt);
+        if (!s) s = vf_vk_mem_alloc(&rt->mem, bytes, 0, out);
+    }
+    return s;
 }
 
 static void vk_free(void *self, vf_buffer *buf)
