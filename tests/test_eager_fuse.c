@@ -163,25 +163,32 @@ static void compare(const result *got, const result *want, bool exact, const cha
     }
 }
 
-static vf_context *make_ctx(vf_backend b, bool fuse_off)
+/* No disk cache: a fused kernel is compiled here, on the background
+   thread, or (sync) at the second flush of its pattern on the calling
+   thread (VKFUSE_COMPILE_THREADS=1), which is quicker to wait for. */
+static vf_context *make_ctx_ex(vf_backend b, bool fuse_off, bool sync)
 {
     const char *val = getenv("VKFUSE_VALIDATION");
-    /* no disk cache: a fused kernel is compiled here, on the background thread */
     vf_context_desc d = {.backend = b, .validation = val && strcmp(val, "1") == 0, .cache_dir = "",
                          .eager_fuse_off = fuse_off};
+    if (sync) setenv("VKFUSE_COMPILE_THREADS", "1", 1);
     vf_context *ctx = NULL;
-    if (vf_context_create(&d, &ctx) != VF_OK) fail_msg("no context on backend %d", (int)b);
+    vf_status st = vf_context_create(&d, &ctx);
+    if (sync) unsetenv("VKFUSE_COMPILE_THREADS");
+    if (st != VF_OK) fail_msg("no context on backend %d", (int)b);
     return ctx;
 }
 
+static vf_context *make_ctx(vf_backend b, bool fuse_off) { return make_ctx_ex(b, fuse_off, false); }
+
 /* Runs p on the three contexts; the fused one until a run has min_fused
-   fused windows (at most 60 s: a busy machine; one kernel compiles at a
-   time). Every fused-context run equals the unfused run bit for bit.
+   fused windows (at most 60 s: a busy machine), its kernels compiled on
+   the background thread or at their second flush. Every fused-context run equals the unfused run bit for bit.
    Returns the fused run's and the unfused run's dispatches. */
-static void check_prog_n(prog_fn p, const in_spec *spec, int n_in, int min_fused, int64_t *fused_dispatches,
-                         int64_t *unfused_dispatches)
+static void check_prog_n(prog_fn p, const in_spec *spec, int n_in, int min_fused, bool background,
+                         int64_t *fused_dispatches, int64_t *unfused_dispatches)
 {
-    vf_context *fu = make_ctx(VF_BACKEND_VULKAN, false), *off = make_ctx(VF_BACKEND_VULKAN, true),
+    vf_context *fu = make_ctx_ex(VF_BACKEND_VULKAN, false, !background), *off = make_ctx(VF_BACKEND_VULKAN, true),
                *cpu = make_ctx(VF_BACKEND_CPU, false);
     result want, ref, got;
     run_once(off, p, spec, n_in, &want);
@@ -197,9 +204,11 @@ static void check_prog_n(prog_fn p, const in_spec *spec, int n_in, int min_fused
         if (got.fused_windows >= min_fused) break;
         if (now_s() - t0 > 60) fail_msg("no fused window after %d runs (%.1f s)", runs, now_s() - t0);
         result_free(&got);
+        if (background) nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);   /* let the compile run */
     }
     assert_true(got.swaps > 0);
     assert_true(runs >= 2);   /* the first sighting of a pattern runs unfused */
+    if (!background) assert_int_equal(runs, 2);   /* compiled at its second flush, run fused there */
     compare(&got, &ref, false, "fused vulkan vs cpu");
     if (fused_dispatches) *fused_dispatches = got.dispatches;
     if (unfused_dispatches) *unfused_dispatches = want.dispatches;
@@ -214,7 +223,7 @@ static void check_prog_n(prog_fn p, const in_spec *spec, int n_in, int min_fused
 static void check_prog(prog_fn p, const in_spec *spec, int n_in, int64_t *fused_dispatches,
                        int64_t *unfused_dispatches)
 {
-    check_prog_n(p, spec, n_in, 1, fused_dispatches, unfused_dispatches);
+    check_prog_n(p, spec, n_in, 1, false, fused_dispatches, unfused_dispatches);
 }
 
 static const in_spec sq3[3] = {{VF_F32, 2, {N, N}}, {VF_F32, 2, {N, N}}, {VF_F32, 2, {N, N}}};
@@ -237,7 +246,7 @@ static void test_chain_swaps(void **state)
 {
     (void)state;
     int64_t fd = 0, ud = 0;
-    check_prog(p_chain, sq3, 3, &fd, &ud);
+    check_prog_n(p_chain, sq3, 3, 1, true, &fd, &ud);   /* compiled on the background thread */
     assert_int_equal(ud, 10);   /* one kernel per op */
     assert_int_equal(fd, 1);    /* the window as one */
 }
@@ -418,7 +427,7 @@ static void test_longer_than_window(void **state)
     int64_t fd = 0, ud = 0;
     /* 13 ops per window (3 inputs and 13 results: 16 bindings): 13 + 13 + 13
        fused, the last op alone */
-    check_prog_n(p_long, sq3, 3, 3, &fd, &ud);
+    check_prog_n(p_long, sq3, 3, 3, true, &fd, &ud);
     assert_int_equal(ud, 40);
     assert_int_equal(fd, 4);
 }
