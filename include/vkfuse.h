@@ -180,6 +180,8 @@ typedef struct {
     char type[16];          /* "discrete", "integrated", "virtual", "cpu", "other" */
     char driver[256];       /* driver name and info */
     uint32_t subgroup_size;
+    bool subgroup_arithmetic; /* compute shaders may use GL_KHR_shader_subgroup_arithmetic
+                                 (user kernels choose their shader by it) */
     uint32_t shared_memory_bytes;
     uint64_t max_storage_buffer_range;
     bool fp16;              /* shaderFloat16 */

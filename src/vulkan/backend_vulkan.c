@@ -573,6 +573,7 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
         .loader = opt->loader,
         .test_caps = opt->test_caps,
         .test_limits = opt->test_limits,
+        .no_robust = opt->no_robust,
     };
     s = vf_vk_device_create(&rt->dev, &dopt, err);
     if (s) {
