@@ -22,10 +22,13 @@ static bool same_shape(const vf_tref *a, const vf_tref *b)
 }
 
 /* Elementwise ops with inputs, not in place: FILL's value would be data in
-   the key, in-place writes (vf_assign_add) read and write one buffer. */
+   the key, in-place writes (vf_assign_add) read and write one buffer. Not
+   user elementwise ops: the exec's attrs.uelem is only borrowed for the
+   call (vf_elementwise_destroy may free it before the flush). */
 static bool windowable(const vf_exec *e)
 {
-    if (e->op == VF_OP_FILL || !cg_member_op(e->op) || e->n_in < 1 || e->n_in > 3 || !e->out.buf) return false;
+    if (e->op == VF_OP_FILL || !cg_member_op(e->op) || e->n_in < 1 || e->n_in > 3 || !e->out.buf || e->attrs.uelem)
+        return false;
     for (int i = 0; i < e->n_in; i++)
         if (!e->in[i].buf || e->in[i].buf == e->out.buf) return false;
     return true;
