@@ -5,7 +5,8 @@
  * each dispatch to its thread pool and back (docs/BENCHMARKS.md, "Eager
  * overhead on lavapipe"), so what makes an eager chain cheaper is fewer
  * dispatches. The backend keeps consecutive eager elementwise ops of one
- * output shape as a pending window instead of recording each at once, and
+ * output shape (not fill, not user elementwise ops, not in place) as a
+ * pending window instead of recording each at once, and
  * flushes the window before anything that could see its results or its
  * memory: any other op, an upload or download, a sync, a trim, a plan run,
  * a user kernel, the backend's end, a window full (16 bindings: inputs plus
