@@ -371,6 +371,9 @@ typedef struct vf_vk_options {
     int64_t memory_limit_bytes; /* vf_context_desc.device_memory_limit: the same, over the env (> 0) */
     int compile_threads;     /* VKFUSE_COMPILE_THREADS: threads compiling a plan's shaders; 0: the
                                 online CPUs (at most 16), 1: none */
+    bool eager_fuse;         /* queued eager elementwise ops fused once their pattern repeats
+                                (vulkan/eager_fuse.h); the context sets it unless VKFUSE_EAGER_FUSE=0
+                                or vf_context_desc.eager_fuse_off; false here: one kernel per op */
     const char *memory_cache;/* VKFUSE_MEMORY_CACHE: most bytes of freed device memory kept for
                                 reuse ("512M", "2G", "0": none); NULL or "": the device heap's size.
                                 Not a size: VF_ERROR_INVALID_ARGUMENT (memory.h) */

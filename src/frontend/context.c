@@ -144,6 +144,8 @@ static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d)
     };
     vf_vk_options_env(&opt);
     opt.memory_limit_bytes = d->device_memory_limit;
+    const char *ef = getenv("VKFUSE_EAGER_FUSE");
+    opt.eager_fuse = !d->eager_fuse_off && !(ef && strcmp(ef, "0") == 0);
     vf_status s = vf_vulkan_backend_create(&ctx->be_err, &opt, &ctx->be, ctx->device_name, sizeof ctx->device_name);
     if (s == VF_OK) ctx->kind = VF_BACKEND_VULKAN;
     return s;
