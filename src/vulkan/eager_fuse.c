@@ -98,7 +98,12 @@ vf_status vf_ef_exec(vf_vk_runtime *rt, const vf_exec *e)
     vf_eager_fuse *w = &rt->ef;
     /* the op's own kernel first: a pattern the device cannot run fails at
        the call, with the window untouched */
-    int ready = w->on && windowable(e) ? vf_vk_exec_prepare(rt, e) : 0;
+    /* not inside a vf_function call (its node-by-node parts: control flow,
+       kernels a plan could not take): a function runs the kernels it was
+       traced with, which vf_function_save writes to its file, never fused
+       windows of its own that a loading process would have to compile */
+    bool inside_call = rt->shaders.track != NULL;
+    int ready = w->on && !inside_call && windowable(e) ? vf_vk_exec_prepare(rt, e) : 0;
     if (ready < 0) return rt->err->status ? rt->err->status : VF_ERROR_DEVICE;
     if (ready == 0) {
         vf_status s = vf_ef_flush(rt);
