@@ -703,6 +703,10 @@ VF_API vf_tensor *vf_host_map(vf_context *ctx, vf_tensor *x, vf_host_fn fn, void
 /* Whether a vf_function body is being traced on ctx (by this thread): ops
    record graph nodes, tensors have no values. */
 VF_API bool vf_context_tracing(vf_context *ctx);
+/* While tracing: bit d set when dim d of t is symbolic (it follows an
+   input_signature -1 dim, so it varies between calls; vf_tensor_dim gives
+   the size being traced). 0 for other tensors and eagerly. */
+VF_API uint32_t vf_tensor_symbolic_dims(vf_tensor *t);
 
 /* ---- Gradients (tf.GradientTape), eager and traced alike ------------------
    vf_tape_begin starts recording every op of ctx (on every active tape, so

@@ -112,6 +112,13 @@ bool vf_context_tracing(vf_context *ctx)
     return ctx && ctx->trace;
 }
 
+uint32_t vf_tensor_symbolic_dims(vf_tensor *t)
+{
+    vf_context *ctx = vf_tensor_context(t);
+    VF_LOCKED(ctx);
+    return ctx && ctx->trace ? vf_trace_sym_dims(ctx, t, "vf_tensor_symbolic_dims") : 0;
+}
+
 vf_tensor *vf_host_map(vf_context *ctx, vf_tensor *x, vf_host_fn fn, void *user, const char *name)
 {
     VF_LOCKED(ctx);

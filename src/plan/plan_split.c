@@ -59,8 +59,10 @@ static int new_slot(split_build *sb, vf_dtype dt, const vf_shape *shape)
     return fp->n_slots++;
 }
 
-/* The host steps that run once segment `after` is submitted. */
-static bool add_hosts(split_build *sb, const vf_graph *g, const vf_segs *sg, int after, const int *uses, sval *val)
+/* The host steps that run once segment `after` is submitted; false: not
+   plannable (or out of memory: *oom). */
+static bool add_hosts(split_build *sb, const vf_graph *g, const vf_segs *sg, int after, const int *uses, sval *val,
+                      bool *oom)
 {
     vf_fsplit *sp = sb->fp->split;
     for (int h = 0; h < sg->n_hosts; h++) {
@@ -72,8 +74,18 @@ static bool add_hosts(split_build *sb, const vf_graph *g, const vf_segs *sg, int
         /* in place when the host step is the only reader of a kernel's result */
         bool in_place = uses[x] == 1 && g->nodes[x].kind == VF_NODE_OP;
         hs->out_slot = in_place ? hs->in_slot : new_slot(sb, g->nodes[id].dtype, &hs->shape);
-        if (hs->out_slot < 0) return false;
+        if (hs->out_slot < 0) return !(*oom = true);
         val[id] = (sval){.known = true, .slot = hs->out_slot, .view = hs->shape};
+        /* reshapes of its result: views of its slot */
+        for (int y = id + 1; y < g->n; y++) {
+            const vf_node *ny = &g->nodes[y];
+            if (ny->kind != VF_NODE_RESHAPE || sg->seg[y] != VF_SEG_HOST || !val[ny->in[0]].known || val[y].known) continue;
+            vf_dtype dt = ny->dtype;
+            vf_shape os;
+            vf_err err = {0};
+            if (vf_infer(ny, &dt, &val[ny->in[0]].view, &dt, &os, &err) != VF_OK) return false;
+            val[y] = (sval){.known = true, .slot = val[ny->in[0]].slot, .view = os};
+        }
     }
     return true;
 }
@@ -139,7 +151,7 @@ vf_status vf_pb_build_split(const vf_plan_env *env, const vf_graph *g, const vf_
     }
     split_build sb = {.fp = fp};
     vf_status st = VF_OK;
-    ok = ok && add_hosts(&sb, g, &sg, -1, uses, val);
+    ok = ok && add_hosts(&sb, g, &sg, -1, uses, val, &oom);
     for (int s = 0; ok && s < S; s++) {
         int no = 0, ni = sp->n_imp[s];
         for (int x = 0; x < n; x++)
@@ -174,8 +186,7 @@ vf_status vf_pb_build_split(const vf_plan_env *env, const vf_graph *g, const vf_
         a->kernels += b->kernels, a->dispatches += b->dispatches, a->arena_bytes += b->arena_bytes;
         a->output_bytes += b->output_bytes, a->intermediate_bytes += b->intermediate_bytes;
         a->arena_lower_bound += b->arena_lower_bound;
-        ok = ok && add_hosts(&sb, g, &sg, s, uses, val);
-        if (!ok && !oom) oom = true; /* add_hosts and new_slot fail only without memory once inputs are known */
+        ok = ok && add_hosts(&sb, g, &sg, s, uses, val, &oom);
     }
     for (int k = 0; ok && k < g->n_outputs; k++) {
         const sval *o = &val[g->outputs[k]];

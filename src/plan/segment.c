@@ -32,10 +32,11 @@ bool vf_segs_plan(const vf_graph *g, const vf_plan_value *params, const vf_plan_
     *out = (vf_segs){0};
     int n = g->n;
     bool *leaf = vf_calloc((size_t)n + 1, sizeof *leaf), *need = vf_calloc((size_t)n + 1, sizeof *need);
+    bool *hostish = vf_calloc((size_t)n + 1, sizeof *hostish); /* a HOST node or a view of one */
     int *ph = vf_calloc((size_t)n + 1, sizeof *ph);
     out->seg = vf_calloc((size_t)n + 1, sizeof *out->seg);
     out->hosts = vf_calloc((size_t)n + 1, sizeof *out->hosts);
-    bool ok = leaf && need && ph && out->seg && out->hosts;
+    bool ok = leaf && need && hostish && ph && out->seg && out->hosts;
     /* Phases, in program order. maxph: the latest phase an earlier node
        ends (a host node's results: its phase + 1); lastfx: the phase of
        the last effect; lasthost: of the last host node. */
@@ -47,12 +48,18 @@ bool vf_segs_plan(const vf_graph *g, const vf_plan_value *params, const vf_plan_
             leaf[i] = true;
             continue;
         }
+        if (nd->kind == VF_NODE_RESHAPE && hostish[nd->in[0]]) { /* a view of the host step's slot */
+            hostish[i] = true;
+            ph[i] = ph[nd->in[0]];
+            continue;
+        }
         int p = 0;
         for (int j = 0; j < nd->n_in; j++) {
             int x = nd->in[j];
-            if (!leaf[x]) p = max2(p, g->nodes[x].kind == VF_NODE_HOST ? ph[x] + 1 : ph[x]);
+            if (!leaf[x]) p = max2(p, hostish[x] ? ph[x] + 1 : ph[x]);
         }
         if (nd->kind == VF_NODE_HOST) { /* as early as its input allows, after earlier effects and hosts */
+            hostish[i] = true;
             p = max2(p, max2(lasthost, lastfx));
             ph[i] = lasthost = p;
             maxph = max2(maxph, p + 1);
@@ -91,7 +98,7 @@ bool vf_segs_plan(const vf_graph *g, const vf_plan_value *params, const vf_plan_
     ok = ok && hosts_at && fx && segid;
     for (int i = 0; ok && i < n; i++) {
         const vf_node *nd = &g->nodes[i];
-        if (leaf[i]) continue;
+        if (leaf[i] || (hostish[i] && nd->kind != VF_NODE_HOST)) continue;
         if (nd->kind == VF_NODE_HOST) {
             if (ph[i] < nph) hosts_at[ph[i]] = true;
             if (!leaf[nd->in[0]]) need[nd->in[0]] = true;
@@ -103,17 +110,16 @@ bool vf_segs_plan(const vf_graph *g, const vf_plan_value *params, const vf_plan_
        segment; the rest of the phase its second. */
     for (int i = n - 1; ok && i >= 0; i--) {
         const vf_node *nd = &g->nodes[i];
-        if (!need[i] || leaf[i] || nd->kind == VF_NODE_HOST) continue;
+        if (!need[i] || leaf[i] || hostish[i]) continue;
         for (int j = 0; j < nd->n_in; j++) {
             int x = nd->in[j];
-            if (!leaf[x] && g->nodes[x].kind != VF_NODE_HOST && ph[x] == ph[i]) need[x] = true;
+            if (!leaf[x] && !hostish[x] && ph[x] == ph[i]) need[x] = true;
         }
     }
     /* Segment ids: (phase, part) pairs that hold a node, in run order. */
     for (int k = 0; ok && k < 2 * nph; k++) segid[k] = -1;
     for (int i = 0; ok && i < n; i++) {
-        const vf_node *nd = &g->nodes[i];
-        if (leaf[i] || nd->kind == VF_NODE_HOST) continue;
+        if (leaf[i] || hostish[i]) continue;
         int p = ph[i], sub = hosts_at[p] && !fx[p] && !need[i] ? 1 : 0;
         segid[2 * p + sub] = 0;
     }
@@ -124,6 +130,8 @@ bool vf_segs_plan(const vf_graph *g, const vf_plan_value *params, const vf_plan_
         const vf_node *nd = &g->nodes[i];
         if (leaf[i]) {
             out->seg[i] = VF_SEG_ANY;
+        } else if (hostish[i] && nd->kind != VF_NODE_HOST) {
+            out->seg[i] = VF_SEG_HOST; /* resolved with its host step (plan_split.c) */
         } else if (nd->kind == VF_NODE_HOST) {
             out->seg[i] = VF_SEG_HOST;
             int after = -1; /* the last segment of phases up to its own */
@@ -140,6 +148,7 @@ bool vf_segs_plan(const vf_graph *g, const vf_plan_value *params, const vf_plan_
     out->n_segs = ns;
     free(leaf);
     free(need);
+    free(hostish);
     free(ph);
     free(hosts_at);
     free(fx);

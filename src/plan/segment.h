@@ -25,7 +25,7 @@
 #include "plan/plan.h"
 
 #define VF_SEG_ANY (-1)   /* a leaf (param, capture, constant, a view of one): every segment reads it in place */
-#define VF_SEG_HOST (-2)  /* a HOST node: in no segment */
+#define VF_SEG_HOST (-2)  /* a HOST node, or a reshape of one (a view of its slot): in no segment */
 
 typedef struct vf_seg_host {
     int node;             /* the HOST node */
