@@ -114,8 +114,8 @@ bool vf_context_tracing(vf_context *ctx)
 
 uint32_t vf_tensor_symbolic_dims(vf_tensor *t)
 {
+    VF_LOCKED(vf_tensor_context(t));
     vf_context *ctx = vf_tensor_context(t);
-    VF_LOCKED(ctx);
     return ctx && ctx->trace ? vf_trace_sym_dims(ctx, t, "vf_tensor_symbolic_dims") : 0;
 }
 
