@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct vf_dist_node {
     vf_dist *d;
@@ -31,11 +32,21 @@ static vf_dist_class class_of(vf_dtype t)
     return t == VF_I32 ? VF_DIST_I32 : t == VF_U32 ? VF_DIST_U32 : t == VF_BOOL ? VF_DIST_BOOL : VF_DIST_F32;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double vf_dist_traced_seconds(const vf_dist *d) { return d ? d->traced_s : -1; }
+
 /* The vf_host_fn: one collective call, at every call of the function. */
 static vf_status reduce(void *user, vf_dtype dt, int64_t numel, void *data, char *msg, size_t len)
 {
     struct vf_dist_node *k = user;
     vf_dist *d = k->d;
+    double t0 = now_s();
     (void)dt;
     vf_status s = vf_dist_begin(d, "vf_dist_allreduce (traced)");
     uint64_t sig = k->sig ^ ((uint64_t)numel * 0x9e3779b97f4a7c15ull) ^ (uint64_t)k->cls;
@@ -51,6 +62,7 @@ static vf_status reduce(void *user, vf_dtype dt, int64_t numel, void *data, char
             for (int64_t i = 0; i < numel; i++) ((uint32_t *)data)[i] /= (uint32_t)d->size;
     }
     if (s != VF_OK) snprintf(msg, len, "%s", d->err);
+    d->traced_s += now_s() - t0;
     return s;
 }
 
