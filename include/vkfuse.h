@@ -704,10 +704,11 @@ VF_API vf_status vf_print(vf_context *ctx, const char *label, vf_tensor *t);
    rewrites them in place; returning non-VF_OK (with a message in msg) makes
    the call fail with that status. Eagerly fn runs at once. In a traced
    function it is a graph node that calls fn at every call: an effect, never
-   removed, merged, folded or reordered; the kernels it depends on are
-   submitted and waited for before it, the ones after it in a later submit
-   (a function holding one runs node by node, not as one recorded plan: see
-   docs/FUNCTIONS.md). No gradient flows through it (vf_stop_gradient's),
+   removed, merged or folded, and kept in order with other effects; the
+   kernels it depends on are submitted and waited for before it, the ones
+   reading its result in a later submit (on Vulkan the function runs as
+   recorded plans split at such nodes, and work that does not depend on it
+   is submitted before fn runs: docs/FUNCTIONS.md). No gradient flows through it (vf_stop_gradient's),
    and vf_function_save of a function holding one fails with
    VF_ERROR_UNSUPPORTED. fn runs holding ctx's lock: it must not call vkfuse
    on ctx. name labels it in dumps and messages (NULL: "host"). vkfuse_dist
@@ -717,6 +718,10 @@ VF_API vf_tensor *vf_host_map(vf_context *ctx, vf_tensor *x, vf_host_fn fn, void
 /* Whether a vf_function body is being traced on ctx (by this thread): ops
    record graph nodes, tensors have no values. */
 VF_API bool vf_context_tracing(vf_context *ctx);
+/* While tracing: bit d set when dim d of t is symbolic (it follows an
+   input_signature -1 dim, so it varies between calls; vf_tensor_dim gives
+   the size being traced). 0 for other tensors and eagerly. */
+VF_API uint32_t vf_tensor_symbolic_dims(vf_tensor *t);
 
 /* ---- Gradients (tf.GradientTape), eager and traced alike ------------------
    vf_tape_begin starts recording every op of ctx (on every active tape, so

@@ -92,11 +92,16 @@ VF_API vf_status vf_dist_broadcast(vf_dist *d, int n, vf_tensor *const *tensors,
    (the inputs are then replaced, not released). Empty tensors are allowed.
    Inside a vf_function body it records a graph node per dtype class that
    reduces at every call (docs/DISTRIBUTED.md); such a function refers to
-   d: destroy it before d. Its shapes must be static there. */
+   d: destroy it before d. There a tensor may have one symbolic
+   (input_signature -1) dim; two are VF_ERROR_UNSUPPORTED. */
 VF_API vf_status vf_dist_allreduce(vf_dist *d, int n, vf_tensor *const *in, vf_dist_op op, vf_tensor **out);
 
 /* What the last failed call on d was about ("" if none). */
 VF_API const char *vf_dist_error_message(const vf_dist *d);
+/* Wall seconds this rank has spent inside the host steps of traced
+   allreduces (signature check, collective call, mean) since d was made:
+   the allreduce part of a traced step, for benchmarks (-1 for NULL). */
+VF_API double vf_dist_traced_seconds(const vf_dist *d);
 
 /* Not collective; NULL is a no-op. Tell the others this rank has left: a
    rank still waiting in a call this one will never make fails at once. */

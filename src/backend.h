@@ -298,6 +298,14 @@ typedef struct vf_backend_iface {
        unless e->k->uninit, then the SPIR-V (Vulkan) or the C
        implementation (CPU; none: VF_ERROR_UNSUPPORTED). Queued like exec. */
     vf_status (*ukernel)(void *self, const vf_ukernel_exec *e);
+    /* Host access in place (a host step of a split plan, plan/segment.h):
+       map waits for the work queued that uses buf (only that), then gives
+       a host pointer to bytes at offset that sees the device's writes;
+       *out NULL: buf is not host-visible (use download / upload). unmap
+       makes the host's writes there visible to work queued after it. May
+       be NULL. */
+    vf_status (*map)(void *self, vf_buffer *buf, size_t offset, size_t bytes, void **out);
+    vf_status (*unmap)(void *self, vf_buffer *buf, size_t offset, size_t bytes);
 } vf_backend_iface;
 
 typedef struct vf_backend {

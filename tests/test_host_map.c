@@ -4,10 +4,17 @@
  * call (not once at trace time), between the kernels before and after it;
  * it is an effect (kept when its result is unused, never merged with an
  * identical one); its failure fails the call with its message; a function
- * holding one cannot be saved. */
+ * holding one cannot be saved.
+ *
+ * Split plans (plan/segment.h): on Vulkan a traced function with host
+ * nodes runs as recorded plans split at them, one submit per segment;
+ * the values equal eager, node by node (VKFUSE_NO_PLAN) and the CPU
+ * backend, and work that does not depend on a host node is submitted
+ * before its callback runs. */
 #include "testutil.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -15,6 +22,8 @@ typedef struct {
     float add;      /* added to every element */
     double seen;    /* sum of the values it was given, last call */
     bool fail;
+    vf_context *ctx; /* set: the submits made so far are noted at each call */
+    int64_t submits_seen;
 } hstate;
 
 static vf_status cb(void *user, vf_dtype dt, int64_t n, void *data, char *msg, size_t len)
@@ -23,6 +32,11 @@ static vf_status cb(void *user, vf_dtype dt, int64_t n, void *data, char *msg, s
     h->calls++;
     if (h->fail) return snprintf(msg, len, "told to fail"), VF_ERROR_DEVICE;
     if (dt != VF_F32) return snprintf(msg, len, "not f32"), VF_ERROR_DTYPE;
+    if (h->ctx) { /* the lock is recursive: reading counters here is safe */
+        vf_context_stats st;
+        vf_context_stats_get(h->ctx, &st);
+        h->submits_seen = st.submits;
+    }
     h->seen = 0;
     for (int64_t i = 0; i < n; i++) h->seen += ((float *)data)[i], ((float *)data)[i] += h->add;
     return VF_OK;
@@ -93,8 +107,151 @@ static void run(vf_backend b)
 
 VT_PER_BACKEND(run)
 
+/* ---- split plans ---------------------------------------------------------- */
+
+#define SN 64
+
+/* one host node in the middle: out = host(2x + 1) * 3 - x */
+static vf_status body_one(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor *a = vf_add(ctx, vf_mul(ctx, in[0], vt_scalar(ctx, 2)), vt_scalar(ctx, 1));
+    vf_tensor *y = vf_host_map(ctx, a, cb, user, "one");
+    out[0] = vf_sub(ctx, vf_mul(ctx, y, vt_scalar(ctx, 3)), in[0]);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* two in a row: out = host(host(2x) + 1) * 3 */
+static vf_status body_two(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor *y1 = vf_host_map(ctx, vf_mul(ctx, in[0], vt_scalar(ctx, 2)), cb, user, "first");
+    vf_tensor *y2 = vf_host_map(ctx, vf_add(ctx, y1, vt_scalar(ctx, 1)), cb, user, "second");
+    out[0] = vf_mul(ctx, y2, vt_scalar(ctx, 3));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* work written after the host node that does not depend on it:
+   out0 = host(2x) * 3, out1 = sum(x * x) (may run while the callback does) */
+static vf_status body_indep(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor *y = vf_host_map(ctx, vf_mul(ctx, in[0], vt_scalar(ctx, 2)), cb, user, "indep");
+    out[1] = vt_sum(ctx, vf_mul(ctx, in[0], in[0]));
+    out[0] = vf_mul(ctx, y, vt_scalar(ctx, 3));
+    return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+typedef struct {
+    float out[2][SN];
+    int n_out;
+    vf_function_stats st;
+    int64_t submits_before_cb; /* submits of the call before the (last) callback ran */
+    int calls;
+} split_run;
+
+/* Calls body twice on a fresh context of backend b (eager: the body run
+   directly); the second call's outputs, stats and callback observations. */
+static void run_split(vf_backend b, vf_body fb, int n_out, bool eager, split_run *r)
+{
+    vf_context *ctx = vt_context(b);
+    hstate h = {.add = 0.5f, .ctx = ctx};
+    float x[SN];
+    for (int i = 0; i < SN; i++) x[i] = (float)(i % 7) - 2.5f;
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "split", .body = fb, .user = &h,
+                                                                    .n_inputs = 1, .n_outputs = n_out});
+    for (int call = 0; call < 2; call++) {
+        vf_scope_begin(ctx);
+        vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){SN}, x), *o[2] = {NULL, NULL};
+        assert_int_equal(vf_context_sync(ctx), VF_OK);
+        vf_context_stats before;
+        vf_context_stats_get(ctx, &before);
+        h.calls = 0;
+        assert_int_equal(eager ? fb(ctx, &in, o, &h) : vf_function_call(fn, &in, o), VF_OK);
+        r->submits_before_cb = h.submits_seen - before.submits;
+        r->calls = h.calls;
+        for (int k = 0; k < n_out; k++)
+            assert_int_equal(vf_tensor_read(o[k], r->out[k], k ? sizeof(float) : sizeof r->out[k]), VF_OK);
+        vf_scope_end(ctx);
+    }
+    r->n_out = n_out;
+    assert_int_equal(vf_function_stats_get(fn, &r->st), VF_OK);
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+
+/* Vulkan's split plan against eager, node by node and the CPU backend, and
+   against the double-precision reference want (n values of out0). */
+static void check_split(vf_body fb, int n_out, const double *want, int submits, split_run *plan)
+{
+    split_run ref[3];
+    run_split(VF_BACKEND_CPU, fb, n_out, false, &ref[0]);
+    run_split(VF_BACKEND_VULKAN, fb, n_out, true, &ref[1]);
+    setenv("VKFUSE_NO_PLAN", "1", 1);
+    run_split(VF_BACKEND_VULKAN, fb, n_out, false, &ref[2]);
+    unsetenv("VKFUSE_NO_PLAN");
+    assert_false(ref[2].st.planned);
+    run_split(VF_BACKEND_VULKAN, fb, n_out, false, plan);
+    assert_true(plan->st.planned); /* recorded plans, not node by node */
+    assert_int_equal(plan->st.submits_per_call, submits);
+    for (int i = 0; i < SN; i++) assert_float_equal(plan->out[0][i], want[i], 1e-4);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(ref[k].calls, plan->calls);
+        vt_assert_close_f32(plan->out[0], ref[k].out[0], SN, 1e-6, 1e-6, "split plan vs reference");
+        if (n_out > 1) vt_assert_close_f32(plan->out[1], ref[k].out[1], 1, 1e-4, 1e-6, "independent output");
+    }
+}
+
+static void split_one(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    double want[SN];
+    for (int i = 0; i < SN; i++) {
+        double x = (double)(i % 7) - 2.5;
+        want[i] = (2 * x + 1 + 0.5) * 3 - x;
+    }
+    split_run r;
+    check_split(body_one, 1, want, 2, &r); /* kernels before, the callback, kernels after */
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.submits_before_cb, 1);
+}
+
+static void split_two(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    double want[SN];
+    for (int i = 0; i < SN; i++) {
+        double x = (double)(i % 7) - 2.5;
+        want[i] = (2 * x + 0.5 + 1 + 0.5) * 3;
+    }
+    split_run r;
+    check_split(body_two, 1, want, 3, &r); /* three segments */
+    assert_int_equal(r.calls, 2);
+    assert_int_equal(r.submits_before_cb, 2); /* the second callback: after the second segment */
+}
+
+static void split_independent(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    double want[SN], sq = 0;
+    for (int i = 0; i < SN; i++) {
+        double x = (double)(i % 7) - 2.5;
+        want[i] = (2 * x + 0.5) * 3;
+        sq += x * x;
+    }
+    split_run r;
+    check_split(body_indep, 2, want, 3, &r);
+    assert_float_equal(r.out[1][0], sq, 1e-3);
+    /* what the host node needs, then the independent sum, both submitted
+       before the callback runs; the rest after it */
+    assert_int_equal(r.submits_before_cb, 2);
+}
+
+
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(run_cpu), cmocka_unit_test(run_vulkan)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(run_cpu), cmocka_unit_test(run_vulkan), cmocka_unit_test(split_one),
+                                       cmocka_unit_test(split_two), cmocka_unit_test(split_independent)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

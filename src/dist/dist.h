@@ -27,6 +27,7 @@ struct vf_dist {
     uint64_t *left_after;   /* [size]: calls a rank said it completed before it failed
                                or left; UINT64_MAX: still in */
     struct vf_dist_node *nodes;  /* the graph nodes of traced calls (dist_traced.c) */
+    double traced_s;             /* time in their host steps (vf_dist_traced_seconds) */
     struct vf_dist_mpi *mpi;     /* one of the two transports */
     vf_dist_local *local;
 };

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct vf_dist_node {
     vf_dist *d;
@@ -31,11 +32,21 @@ static vf_dist_class class_of(vf_dtype t)
     return t == VF_I32 ? VF_DIST_I32 : t == VF_U32 ? VF_DIST_U32 : t == VF_BOOL ? VF_DIST_BOOL : VF_DIST_F32;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double vf_dist_traced_seconds(const vf_dist *d) { return d ? d->traced_s : -1; }
+
 /* The vf_host_fn: one collective call, at every call of the function. */
 static vf_status reduce(void *user, vf_dtype dt, int64_t numel, void *data, char *msg, size_t len)
 {
     struct vf_dist_node *k = user;
     vf_dist *d = k->d;
+    double t0 = now_s();
     (void)dt;
     vf_status s = vf_dist_begin(d, "vf_dist_allreduce (traced)");
     uint64_t sig = k->sig ^ ((uint64_t)numel * 0x9e3779b97f4a7c15ull) ^ (uint64_t)k->cls;
@@ -51,6 +62,7 @@ static vf_status reduce(void *user, vf_dtype dt, int64_t numel, void *data, char
             for (int64_t i = 0; i < numel; i++) ((uint32_t *)data)[i] /= (uint32_t)d->size;
     }
     if (s != VF_OK) snprintf(msg, len, "%s", d->err);
+    d->traced_s += now_s() - t0;
     return s;
 }
 
@@ -62,10 +74,34 @@ vf_status vf_dist_traced_allreduce(vf_dist *d, int n, vf_tensor *const *in, vf_d
     int64_t *sizes = calloc((size_t)n + 1, sizeof *sizes);
     int *idx = calloc((size_t)n + 1, sizeof *idx);
     vf_status s = res && parts && sizes && idx ? VF_OK : VF_ERROR_OUT_OF_MEMORY;
-    for (int c = 0; s == VF_OK && c < VF_DIST_NCLASS; c++) {
-        int k = 0;
+    /* Per class one packed buffer and one host node. Its split back needs
+       every size but one fixed: a tensor with a symbolic (input_signature
+       -1) dim takes the -1 of its class's split; a second one in the class
+       goes to a pass of its own (one more collective call per step). */
+    bool *done = calloc((size_t)n + 1, sizeof *done);
+    if (!done) s = VF_ERROR_OUT_OF_MEMORY;
+    for (int c = 0; s == VF_OK && c < VF_DIST_NCLASS;) {
+        int k = 0, sym = -1;
+        vf_dist_class cls = (vf_dist_class)c;
+        bool more = false;
         for (int i = 0; i < n && s == VF_OK; i++) {
-            if (class_of(vf_tensor_dtype(in[i])) != (vf_dist_class)c) continue;
+            if (done[i] || class_of(vf_tensor_dtype(in[i])) != (vf_dist_class)c) continue;
+            uint32_t symd = vf_tensor_symbolic_dims(in[i]);
+            if (symd & (symd - 1)) { /* its shape back would need two inferred dims */
+                s = VF_ERROR_UNSUPPORTED;
+                vf_dist_fail(d, s, false, "vf_dist_allreduce (tracing): tensor %d has %d symbolic (input_signature -1) "
+                             "dims; a traced allreduce takes tensors with at most one (reshape it to one varying dim "
+                             "first)", i, __builtin_popcount(symd));
+                break;
+            }
+            if (symd) {
+                if (sym >= 0) {
+                    more = true;
+                    continue;
+                }
+                sym = k;
+            }
+            done[i] = true;
             if (vf_tensor_numel(in[i]) == 0) { /* nothing to reduce: an empty result */
                 int64_t sh[VF_MAX_RANK];
                 for (int a = 0; a < vf_tensor_rank(in[i]); a++) sh[a] = vf_tensor_dim(in[i], a);
@@ -76,13 +112,15 @@ vf_status vf_dist_traced_allreduce(vf_dist *d, int n, vf_tensor *const *in, vf_d
             if (vf_tensor_dtype(in[i]) == VF_F16) flat = vf_cast(ctx, flat, VF_F32);
             parts[k] = flat, sizes[k] = vf_tensor_numel(in[i]), idx[k++] = i;
         }
+        if (!more) c++; // else: this class again, for what this pass left
         if (k == 0) continue;
+        if (sym >= 0) sizes[sym] = -1; /* what varies */
         struct vf_dist_node *node = calloc(1, sizeof *node);
         if (!node) {
             s = VF_ERROR_OUT_OF_MEMORY;
             break;
         }
-        *node = (struct vf_dist_node){.d = d, .cls = (vf_dist_class)c, .op = op, .sig = sig, .next = d->nodes};
+        *node = (struct vf_dist_node){.d = d, .cls = cls, .op = op, .sig = sig, .next = d->nodes};
         snprintf(node->desc, sizeof node->desc, "%s", desc);
         d->nodes = node;
         vf_tensor *packed = k == 1 ? parts[0] : vf_concat(ctx, k, parts, 0);
@@ -97,7 +135,8 @@ vf_status vf_dist_traced_allreduce(vf_dist *d, int n, vf_tensor *const *in, vf_d
         for (int j = 0; j < k; j++) {
             vf_tensor *x = in[idx[j]];
             int64_t sh[VF_MAX_RANK];
-            for (int a = 0; a < vf_tensor_rank(x); a++) sh[a] = vf_tensor_dim(x, a);
+            uint32_t symd = vf_tensor_symbolic_dims(x);
+            for (int a = 0; a < vf_tensor_rank(x); a++) sh[a] = symd >> a & 1 ? -1 : vf_tensor_dim(x, a); /* at most one: below */
             vf_tensor *y = pieces[0] ? vf_reshape(ctx, pieces[j], vf_tensor_rank(x), sh) : NULL;
             if (vf_tensor_dtype(x) == VF_F16) y = vf_cast(ctx, y, VF_F16);
             res[idx[j]] = y;
@@ -108,10 +147,10 @@ vf_status vf_dist_traced_allreduce(vf_dist *d, int n, vf_tensor *const *in, vf_d
         if (!res[i]) s = vf_status_get(ctx) ? vf_status_get(ctx) : VF_ERROR_TRACE;
     if (s == VF_OK)
         for (int i = 0; i < n; i++) out[i] = res[i];
-    else
+    else if (s != VF_ERROR_UNSUPPORTED)
         vf_dist_fail(d, s, false, "vf_dist_allreduce (tracing): %s", s == VF_ERROR_OUT_OF_MEMORY ? "out of host memory"
                                                                                                  : vf_error_message(ctx));
-    free(res), free(parts), free(sizes), free(idx);
+    free(res), free(parts), free(sizes), free(idx), free(done);
     return s;
 }
 

@@ -76,10 +76,47 @@ vf_status vf_host_call(vf_context *ctx, const char *name, vf_host_fn fn, void *u
     return vf_fail(ctx, s, "vf_host_map '%s': the callback failed: %s", name, msg[0] ? msg : "(no message)");
 }
 
+vf_status vf_host_apply(vf_context *ctx, const vf_node *n, const vf_tref *in, const vf_tref *out)
+{
+    const vf_backend_iface *be = ctx->be.iface;
+    void *self = ctx->be.self;
+    int64_t numel = 1;
+    for (int i = 0; i < in->rank; i++) numel *= in->shape[i];
+    size_t bytes = (size_t)numel * vf_dtype_size(in->dtype);
+    bool same = in->buf == out->buf && in->offset == out->offset;
+    void *pin = NULL, *pout = NULL;
+    vf_status s = bytes && be->map ? be->map(self, in->buf, in->offset, bytes, &pin) : VF_OK;
+    if (s == VF_OK && pin) s = same ? (pout = pin, VF_OK) : be->map(self, out->buf, out->offset, bytes, &pout);
+    if (s != VF_OK) return vf_backend_failed(ctx, s, "vf_host_map '%s': mapping its buffers", n->label);
+    if (pin && pout) { /* in place in host-visible memory: no staging copy */
+        if (pout != pin) memcpy(pout, pin, bytes);
+        s = vf_host_call(ctx, n->label, n->host_fn, n->host_user, in->dtype, numel, pout);
+        vf_status u = be->unmap ? be->unmap(self, out->buf, out->offset, bytes) : VF_OK;
+        if (s == VF_OK && u != VF_OK) s = vf_backend_failed(ctx, u, "vf_host_map '%s': writing its result", n->label);
+        return s;
+    }
+    void *data = vf_malloc(bytes ? bytes : 1);
+    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map '%s': out of host memory", n->label);
+    s = bytes ? be->download(self, in->buf, in->offset, data, bytes) : VF_OK;
+    if (s != VF_OK) vf_backend_failed(ctx, s, "vf_host_map '%s': reading its input", n->label);
+    if (s == VF_OK) s = vf_host_call(ctx, n->label, n->host_fn, n->host_user, in->dtype, numel, data);
+    if (s == VF_OK && bytes && (s = be->upload(self, out->buf, out->offset, data, bytes)) != VF_OK)
+        vf_backend_failed(ctx, s, "vf_host_map '%s': writing its result", n->label);
+    free(data);
+    return s;
+}
+
 bool vf_context_tracing(vf_context *ctx)
 {
     VF_LOCKED(ctx);
     return ctx && ctx->trace;
+}
+
+uint32_t vf_tensor_symbolic_dims(vf_tensor *t)
+{
+    VF_LOCKED(vf_tensor_context(t));
+    vf_context *ctx = vf_tensor_context(t);
+    return ctx && ctx->trace ? vf_trace_sym_dims(ctx, t, "vf_tensor_symbolic_dims") : 0;
 }
 
 vf_tensor *vf_host_map(vf_context *ctx, vf_tensor *x, vf_host_fn fn, void *user, const char *name)

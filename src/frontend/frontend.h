@@ -192,6 +192,10 @@ vf_status vf_trace_assign(vf_context *ctx, const vf_exec *e, const char *op);
 vf_status vf_trace_print(vf_context *ctx, const char *label, vf_tensor *t);
 /* fn of vf_host_map on host data; its failure recorded in ctx with name. */
 vf_status vf_host_call(vf_context *ctx, const char *name, vf_host_fn fn, void *user, vf_dtype dt, int64_t n, void *data);
+/* HOST node n at run time: in's values through its callback into out (out
+   may be in), mapped in place where the backend allows, else through a
+   host copy. Failure recorded in ctx. */
+vf_status vf_host_apply(vf_context *ctx, const vf_node *n, const vf_tref *in, const vf_tref *out);
 /* vf_host_map while tracing: a HOST node on t's value; its symbolic result. */
 vf_tensor *vf_trace_host(vf_context *ctx, vf_tensor *t, vf_host_fn fn, void *user, const char *name);
 /* A user kernel's call: a KERNEL node on in[k->n_in] and a PROJ per output,

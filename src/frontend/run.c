@@ -240,24 +240,13 @@ static vf_status print_value(vf_run_state *rs, const char *label, const vf_rval 
     return s;
 }
 
-/* A HOST node: the input's values down to the host (waiting for the
-   kernels queued before it), the callback, the result up into a new value. */
+/* A HOST node: the callback on the input's values (waiting for the
+   kernels queued before it that write them) into a new value. */
 static vf_status host_value(vf_run_state *rs, const vf_node *n, const vf_rval *x, vf_rval *out)
 {
-    vf_context *ctx = rs->ctx;
     vf_shape sh = shape_of(&x->ref);
-    int64_t numel = vf_shape_numel(&sh);
-    size_t bytes = (size_t)numel * vf_dtype_size(x->ref.dtype);
-    void *data = vf_malloc(bytes ? bytes : 1);
-    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map '%s': out of host memory", n->label);
-    vf_status s = bytes ? ctx->be.iface->download(ctx->be.self, x->ref.buf, x->ref.offset, data, bytes) : VF_OK;
-    if (s != VF_OK) vf_backend_failed(ctx, s, "vf_host_map '%s': reading its input", n->label);
-    if (s == VF_OK) s = vf_host_call(ctx, n->label, n->host_fn, n->host_user, x->ref.dtype, numel, data);
-    if (s == VF_OK) s = new_value(rs, "vf_host_map", x->ref.dtype, &sh, out);
-    if (s == VF_OK && bytes && (s = ctx->be.iface->upload(ctx->be.self, out->ref.buf, out->ref.offset, data, bytes)) != VF_OK)
-        vf_backend_failed(ctx, s, "vf_host_map '%s': writing its result", n->label);
-    free(data);
-    return s;
+    vf_status s = new_value(rs, "vf_host_map", x->ref.dtype, &sh, out);
+    return s == VF_OK ? vf_host_apply(rs->ctx, n, &x->ref, &out->ref) : s;
 }
 
 static bool hold(vf_run_state *rs, vf_tensor *t)

@@ -32,12 +32,18 @@ static vf_status const_ref(void *user, const vf_node *n, vf_tref *out)
     return s;
 }
 
+static vf_status host_step(void *user, const vf_node *n, const vf_tref *in, const vf_tref *out)
+{
+    vf_run_state *rs = user;
+    return vf_host_apply(rs->ctx, n, in, out);
+}
+
 /* What every plan call needs of the context. */
 static vf_plan_env plan_env(vf_run_state *rs)
 {
     vf_context *ctx = rs->ctx;
     return (vf_plan_env){.be = &ctx->be, .err = &ctx->err, .be_err = &ctx->be_err, .name = rs->fn,
-                         .const_ref = const_ref, .user = rs, .unfused = rs->unfused || ctx->opt.fusion_off};
+                         .const_ref = const_ref, .host = host_step, .user = rs, .unfused = rs->unfused || ctx->opt.fusion_off};
 }
 
 vf_status vf_run_plan_build(vf_run_state *rs, const vf_graph *g, const vf_plan_value *params, vf_fplan **out)

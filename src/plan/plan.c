@@ -31,22 +31,6 @@
 
 #define PLAN_ALIGN 256 /* the largest minStorageBufferOffsetAlignment Vulkan allows */
 
-struct vf_fplan {
-    int n_params;
-    vf_shape *pshape;      /* per param: the sizes the plan is for */
-    vf_plan *plan;
-    int n_slots;           /* output buffers made per call */
-    vf_dtype *slot_dt;
-    vf_shape *slot_shape;
-    int n_outs;
-    int *out_slot;         /* per graph output */
-    vf_shape *out_view;    /* per graph output: its shape (a view of the slot) */
-    vf_fplan_stats st;
-    vf_fcheck *check;      /* VKFUSE_CHECK: every kernel against the CPU backend */
-    plan_ucall **ucalls;   /* its user kernels' calls (their execs point at them) */
-    int n_ucalls;
-};
-
 static void ucalls_free(plan_ucall **u, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -62,7 +46,8 @@ static bool flat_kind(vf_node_kind k)
            k == VF_NODE_RESHAPE || k == VF_NODE_ASSIGN;
 }
 
-/* Plannable: flat nodes, and CONDs whose branches are flat (no nested
+/* Plannable: flat nodes, HOST nodes at the top level (the plan is split
+   at them, plan_split.c), and CONDs whose branches are flat (no nested
    control flow, no PRINT: printing is a host decision). */
 bool vf_fplan_graph_ok(const vf_graph *g)
 {
@@ -72,7 +57,8 @@ bool vf_fplan_graph_ok(const vf_graph *g)
             for (int k = 0; k < 2; k++)
                 for (int j = 0; j < n->sub[k]->n; j++)
                     if (!flat_kind(n->sub[k]->nodes[j].kind)) return false;
-        } else if (n->kind != VF_NODE_PROJ && n->kind != VF_NODE_KERNEL && !flat_kind(n->kind)) {
+        } else if (n->kind != VF_NODE_PROJ && n->kind != VF_NODE_KERNEL && n->kind != VF_NODE_HOST &&
+                   !flat_kind(n->kind)) {
             return false;
         }
     }
@@ -239,6 +225,26 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
     return true;
 }
 
+/* Building a segment: whether node i is this segment's to run; if not,
+   v[i] is its import (bound after the graph's params) or absent. */
+static bool seg_node(builder *b, const vf_graph *g, int i, pval *v)
+{
+    const vf_pb_seg *sg = b->seg;
+    int ns = sg->node_seg[i];
+    if (ns == VF_SEG_ANY || ns == sg->s) return true;
+    int k = sg->import_of[i];
+    if (k < 0) {
+        v[i] = (pval){.inter = -1, .absent = true};
+    } else {
+        v[i] = (pval){.ref = sg->imports[k].ref, .loc = {VF_PLAN_BIND, g->n_params + k}, .inter = -1};
+        v[i].ref.buf = NULL;
+        v[i].ref.offset = 0;
+    }
+    b->node_ex[i] = -1;
+    b->node_nex[i] = 0;
+    return false;
+}
+
 /* Walks g (params: the call's, or sub: a branch's); false: not plannable
    (or out of memory: b->oom). */
 static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, const pval *sub, pval *v, vf_status *st)
@@ -246,8 +252,11 @@ static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, con
     const vf_plan_env *env = b->env;
     for (int i = 0; i < g->n; i++) {
         const vf_node *n = &g->nodes[i];
+        if (b->seg && b->depth == 0 && !seg_node(b, g, i, v)) continue;
         pval in[3];
         for (int j = 0; j < n->n_in && j < 3; j++) in[j] = v[n->in[j]];
+        for (int j = 0; j < n->n_in; j++)
+            if (v[n->in[j]].absent) return false; /* the segmentation missed an import */
         int first = b->n_ex;
         if (b->depth == 0) b->cur_node = i;
         switch (n->kind) {
@@ -379,6 +388,7 @@ static void place(const builder *b, const vf_fplan *fp, int id, const size_t *of
 void vf_fplan_free(const vf_backend_t *be, vf_fplan *fp)
 {
     if (!fp) return;
+    if (fp->split) vf_pb_split_free(be, fp->split);
     if (fp->plan) be->iface->plan_destroy(be->self, fp->plan);
     vf_fcheck_free(fp->check);
     ucalls_free(fp->ucalls, fp->n_ucalls);
@@ -395,7 +405,7 @@ void vf_fplan_free(const vf_backend_t *be, vf_fplan *fp)
    each exec's graph node and kernel are kept for the report. */
 static bool check_slots(builder *b, const vf_graph *g, vf_fplan *fp, const fusion *fz, int **ex_kernel)
 {
-    int cap = g->n_outputs + b->n_it + 1;
+    int cap = (b->seg ? b->seg->n_outs : g->n_outputs) + b->n_it + 1;
     vf_dtype *dt = vf_realloc(fp->slot_dt, sizeof *dt * (size_t)cap);
     if (dt) fp->slot_dt = dt;
     vf_shape *sh = vf_realloc(fp->slot_shape, sizeof *sh * (size_t)cap);
@@ -457,8 +467,10 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
 {
     const vf_plan_env *env = b->env;
     *ok = false;
-    for (int k = 0; k < g->n_outputs; k++) {
-        const pval *o = &v[g->outputs[k]];
+    int n_outs = b->seg ? b->seg->n_outs : g->n_outputs;
+    const int *outs = b->seg ? b->seg->outs : g->outputs;
+    for (int k = 0; k < n_outs; k++) {
+        const pval *o = &v[outs[k]];
         if (o->inter < 0 || o->var) return VF_OK; /* params, captures, constants: node by node */
         inter *it = &b->it[o->inter];
         if (it->slot < 0) {
@@ -575,26 +587,34 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
 
 vf_status vf_fplan_build(const vf_plan_env *env, const vf_graph *g, const vf_plan_value *params, vf_fplan **out)
 {
+    if (vf_graph_has_host(g)) return vf_pb_build_split(env, g, params, out);
+    return vf_pb_build(env, g, params, NULL, out);
+}
+
+vf_status vf_pb_build(const vf_plan_env *env, const vf_graph *g, const vf_plan_value *params, const vf_pb_seg *seg,
+                      vf_fplan **out)
+{
     *out = NULL;
-    builder b = {.env = env, .node_ex = vf_calloc((size_t)g->n + 1, sizeof(int)),
+    builder b = {.env = env, .seg = seg, .node_ex = vf_calloc((size_t)g->n + 1, sizeof(int)),
                  .node_nex = vf_calloc((size_t)g->n + 1, sizeof(int)), .tuple = vf_calloc((size_t)g->n + 1, sizeof(pval *)),
                  .cur = {-1, false}};
     pval *v = vf_calloc((size_t)g->n + 1, sizeof *v);
     vf_fplan *fp = vf_calloc(1, sizeof *fp);
-    int np = g->n_params;
+    int np = g->n_params + (seg ? seg->n_imports : 0), no = seg ? seg->n_outs : g->n_outputs;
     if (fp) {
         fp->n_params = np;
-        fp->n_outs = g->n_outputs;
+        fp->n_outs = no;
         fp->pshape = vf_calloc((size_t)np + 1, sizeof *fp->pshape);
-        fp->slot_dt = vf_calloc((size_t)g->n_outputs + 1, sizeof *fp->slot_dt);
-        fp->slot_shape = vf_calloc((size_t)g->n_outputs + 1, sizeof *fp->slot_shape);
-        fp->out_slot = vf_calloc((size_t)g->n_outputs + 1, sizeof *fp->out_slot);
-        fp->out_view = vf_calloc((size_t)g->n_outputs + 1, sizeof *fp->out_view);
+        fp->slot_dt = vf_calloc((size_t)no + 1, sizeof *fp->slot_dt);
+        fp->slot_shape = vf_calloc((size_t)no + 1, sizeof *fp->slot_shape);
+        fp->out_slot = vf_calloc((size_t)no + 1, sizeof *fp->out_slot);
+        fp->out_view = vf_calloc((size_t)no + 1, sizeof *fp->out_view);
     }
     vf_status s = VF_OK;
     if (!v || !fp || !b.node_ex || !b.node_nex || !b.tuple || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
         s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", env->name);
-    for (int i = 0; s == VF_OK && i < np; i++) fp->pshape[i] = vf_pb_shape_of(&params[i].ref);
+    for (int i = 0; s == VF_OK && i < np; i++)
+        fp->pshape[i] = vf_pb_shape_of(i < g->n_params ? &params[i].ref : &seg->imports[i - g->n_params].ref);
     bool ok = false;
     if (s == VF_OK && walk(&b, g, params, NULL, v, &s) && s == VF_OK) {
         fp->ucalls = b.ucalls; /* the plan's execs point into them */
@@ -639,6 +659,7 @@ int vf_fplan_output(const vf_fplan *fp, int k, vf_shape *view)
 
 vf_status vf_fplan_run(const vf_plan_env *env, vf_fplan *fp, const vf_plan_value *params, const vf_tref *slots)
 {
+    if (fp->split) return vf_pb_run_split(env, fp, params, slots);
     int nb = fp->n_params + fp->n_slots;
     vf_plan_bind *binds = vf_calloc((size_t)nb + 1, sizeof *binds);
     if (!binds) return vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", env->name);

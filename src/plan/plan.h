@@ -1,6 +1,8 @@
 /* Plans of concrete functions: a graph made only of kernel nodes, at one
  * set of concrete input sizes, turned into a backend plan (backend.h
- * plan_*) that runs a whole call as one submission.
+ * plan_*) that runs a whole call as one submission. A graph with HOST
+ * nodes (vf_host_map) is split at them (plan/segment.h): one submission
+ * per segment, the host callbacks between them.
  *
  * Planning knows graphs, ops and the backend contract, never tensors or
  * scopes: its caller (frontend/run_plan.c) hands it the storage of the
@@ -36,6 +38,11 @@ typedef struct vf_plan_env {
     vf_host *check;             /* VKFUSE_CHECK: every kernel replayed on this host backend; NULL: off */
     const char *check_root;     /* where a checked plan's GLSL directory goes */
     bool check_keep;            /* keep it even if every call agrees (it is under VKFUSE_DUMP) */
+    /* A HOST node between the segments of a split plan: n's callback on
+       in's values, the result into out (out may be in: in place). The
+       kernels writing in were submitted; nothing queued after them waits
+       for it. Failure: the status, reported in err. */
+    vf_status (*host)(void *user, const vf_node *n, const vf_tref *in, const vf_tref *out);
 } vf_plan_env;
 
 /* Whether g holds only nodes a plan can run: PARAM, CAPTURE, CONST, OP,

@@ -5,6 +5,8 @@
 
 #include "plan/plan.h"
 #include "plan/partition.h"
+#include "plan/check.h"
+#include "plan/segment.h"
 
 #include <string.h>
 
@@ -13,6 +15,7 @@ typedef struct pval {
     vf_plan_loc loc;
     int inter;             /* intermediate id, -1: none */
     bool var;
+    bool absent;           /* a node of another segment this one does not import */
 } pval;
 
 typedef struct inter {
@@ -33,8 +36,69 @@ typedef struct plan_ucall {
     void *params;
 } plan_ucall;
 
+/* One segment of a plan split at HOST nodes (plan_split.c): the nodes
+   it runs, the values it reads from other segments (bound after the
+   graph's params, as params n_params + k) and those it hands on (its
+   outputs, in place of the graph's). */
+typedef struct vf_pb_seg {
+    const int *node_seg;   /* per top-level node: segment id, VF_SEG_ANY, VF_SEG_HOST (plan/segment.h) */
+    int s;                 /* this one */
+    const int *import_of;  /* per top-level node: its import index here, -1: none */
+    const vf_plan_value *imports; /* n_imports: dtype and shape (buf ignored) */
+    int n_imports;
+    const int *outs;       /* n_outs node ids */
+    int n_outs;
+} vf_pb_seg;
+
+/* A plan split at HOST nodes (plan_split.c): the segments' plans run in
+   order, the host steps between them. */
+typedef struct vf_fsplit_host {
+    const vf_node *node;
+    int after;             /* runs once segments 0..after are submitted */
+    int in_slot, out_slot; /* the plan's slots (out_slot == in_slot: in place) */
+    vf_shape shape;        /* the value's (its view of in_slot) */
+} vf_fsplit_host;
+
+typedef struct vf_fsplit {
+    int n_segs;
+    vf_fplan **segs;
+    int *slot0;            /* per segment: its first slot among the plan's */
+    int *n_imp;            /* per segment: its imports ... */
+    int **imp_slot;        /* ... the plan slot each reads */
+    vf_shape **imp_view;   /* ... and its shape */
+    int n_hosts;
+    vf_fsplit_host *hosts;
+} vf_fsplit;
+
+struct vf_fplan {
+    int n_params;
+    vf_shape *pshape;      /* per param: the sizes the plan is for */
+    vf_plan *plan;
+    int n_slots;           /* output buffers made per call */
+    vf_dtype *slot_dt;
+    vf_shape *slot_shape;
+    int n_outs;
+    int *out_slot;         /* per graph output */
+    vf_shape *out_view;    /* per graph output: its shape (a view of the slot) */
+    vf_fplan_stats st;
+    vf_fcheck *check;      /* VKFUSE_CHECK: every kernel against the CPU backend */
+    plan_ucall **ucalls;   /* its user kernels' calls (their execs point at them) */
+    int n_ucalls;
+    vf_fsplit *split;      /* split at HOST nodes: the segments (plan NULL) */
+};
+
+/* Builds one plan of g (seg NULL: all of it; else that segment). */
+vf_status vf_pb_build(const vf_plan_env *env, const vf_graph *g, const vf_plan_value *params, const vf_pb_seg *seg,
+                      vf_fplan **out);
+/* Builds the plan of g, which has HOST nodes, split at them (*out NULL
+   and VF_OK: not plannable). */
+vf_status vf_pb_build_split(const vf_plan_env *env, const vf_graph *g, const vf_plan_value *params, vf_fplan **out);
+vf_status vf_pb_run_split(const vf_plan_env *env, vf_fplan *fp, const vf_plan_value *params, const vf_tref *slots);
+void vf_pb_split_free(const vf_backend_t *be, vf_fsplit *sp);
+
 typedef struct builder {
     const vf_plan_env *env;
+    const vf_pb_seg *seg;  /* building one segment; NULL: the whole graph */
     vf_exec *ex;
     vf_plan_loc (*loc)[4];
     int (*ref_inter)[4];

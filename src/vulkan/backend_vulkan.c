@@ -98,6 +98,29 @@ static vf_status vk_download(void *self, vf_buffer *buf, size_t offset, void *ds
     return s ? s : rt->err->status;
 }
 
+static vf_status vk_map(void *self, vf_buffer *buf, size_t offset, size_t bytes, void **out)
+{
+    vf_vk_runtime *rt = self;
+    *out = NULL;
+    VF_LOST_GUARD(rt, "mapping a buffer");
+    VF_EF_FLUSH(rt); /* ops held for eager fusion may write buf */
+    vf_status s = check_range(rt, buf, offset, bytes, "map");
+    uint8_t *map = s ? NULL : vf_vk_buffer_map(buf);
+    if (!map) return s;
+    /* as download: only the work that uses this buffer is waited for */
+    if (buf->last_use > rt->sched.completed && (s = vf_vk_sched_wait(&rt->sched, buf->last_use)) != VF_OK) return s;
+    if ((s = vf_vk_mem_invalidate(&rt->mem, buf, offset, bytes)) != VF_OK) return s;
+    *out = map + offset;
+    return rt->err->status;
+}
+
+static vf_status vk_unmap(void *self, vf_buffer *buf, size_t offset, size_t bytes)
+{
+    vf_vk_runtime *rt = self;
+    VF_LOST_GUARD(rt, "unmapping a buffer");
+    return vf_vk_mem_flush(&rt->mem, buf, offset, bytes);
+}
+
 vf_status vf_vk_runtime_glsl_pipeline_spec(vf_vk_runtime *rt, const char *glsl, const char *name,
                                            int n_bindings, uint32_t push_size, uint32_t n_spec,
                                            const uint32_t *spec, const vf_vk_pipeline **out)
@@ -473,6 +496,8 @@ static const vf_backend_iface vk_iface = {
     .kernel_binary = vk_kernel_binary,
     .kernel_insert = vk_kernel_insert,
     .ukernel = vk_ukernel,
+    .map = vk_map,
+    .unmap = vk_unmap,
 };
 
 vf_vk_runtime *vf_vk_runtime_of(const vf_backend_t *be)

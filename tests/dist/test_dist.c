@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include "sym_step.h"
 
 static vf_context *ctx;
 static vf_dist *world;
@@ -344,9 +345,12 @@ static void test_allreduce_traced(void **state)
     vf_function_stats st = {0};
     vf_function_stats_get(fn, &st);
     assert_int_equal(st.traces, 1);
-    /* Vulkan: the kernels before the node in one submit (its input's read);
-       those after it are queued and go in the next submit (the outputs' reads) */
-    if (vf_backend_get(ctx) == VF_BACKEND_VULKAN) assert_int_equal(st.submits_per_call, 1);
+    /* Vulkan: a recorded plan split at the host nodes: the kernels before
+       them in one submit, the two MPI calls, the kernels after in a second */
+    if (vf_backend_get(ctx) == VF_BACKEND_VULKAN) {
+        assert_true(st.planned);
+        assert_int_equal(st.submits_per_call, 2);
+    }
     char *text = vf_function_graph_text(fn);
     assert_non_null(text);
     int nodes = 0;
@@ -354,6 +358,37 @@ static void test_allreduce_traced(void **state)
     if (nodes != 2) fail_msg("%d host nodes (want 2: f32 with f16 as f32, i32):\n%s", nodes, text);
     free(text);
     vf_function_destroy(fn);
+}
+
+/* A symbolic batch (sym_step.h): one trace for two batch sizes, the
+   gradients reduced inside the step; a split plan per size on Vulkan. */
+static void test_allreduce_symbolic(void **state)
+{
+    (void)state;
+    vf_scope_begin(ctx);
+    sym_step ss = {.d = world, .w = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 2}, sym_w)};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "sym", .body = sym_body, .user = &ss,
+                                                                    .n_inputs = 1, .n_outputs = 2, .input_signature = sym_sig});
+    for (int64_t b = 4; b <= 7; b += 3) {
+        float xs[7 * 3], g[6], per[7];
+        for (int64_t i = 0; i < b; i++)
+            for (int j = 0; j < 3; j++) xs[i * 3 + j] = sym_x(rank_, i, j);
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){b, 3}, xs), *o[2] = {0};
+        if (vf_function_call(fn, &x, o) != VF_OK) fail_msg("%s", vf_error_message(ctx));
+        assert_int_equal(vf_tensor_read(o[0], g, sizeof g), VF_OK);
+        assert_int_equal(vf_tensor_read(o[1], per, sizeof(float) * (size_t)b), VF_OK);
+        double e = sym_error(size_, b, g, per);
+        if (e > 1e-3) fail_msg("batch %ld: off by %g", (long)b, e);
+        vf_function_stats st = {0};
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        if (vf_backend_get(ctx) == VF_BACKEND_VULKAN) {
+            assert_true(st.planned);
+            assert_int_equal(st.submits_per_call, 2);
+        }
+    }
+    vf_function_destroy(fn);
+    vf_scope_end(ctx);
 }
 
 static void test_bad_arguments(void **state)
@@ -388,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_allreduce_large),
         cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_allreduce_traced),
+        cmocka_unit_test(test_allreduce_symbolic),
         cmocka_unit_test(test_rank_error_named),
         cmocka_unit_test(test_shape_mismatch),
         cmocka_unit_test(test_rank_left_and_timeout),

@@ -7,6 +7,8 @@
  * timeout. Exits non-zero on any failure. */
 #include <vkfuse_dist.h>
 
+#include "sym_step.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +111,28 @@ static void *rank_main(void *arg)
             for (int q = 0; q < N; q++) sq += (double)(q * 10 + k) * (q * 10 + k), si += q * 10 + k;
             CHECK(f[k] == (float)sq && i[k] == (int32_t)si, "traced [%d]: %g %d want %g %g", k, f[k], i[k], sq, si);
         }
+    }
+    vf_function_destroy(fn);
+    /* a symbolic batch: one trace serves two batch sizes, each a plan split
+       at the reduction (Vulkan) */
+    sym_step ss = {.d = d, .w = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 2}, sym_w)};
+    fn = vf_function_create(ctx, &(vf_function_desc){.name = "sym", .body = sym_body, .user = &ss, .n_inputs = 1,
+                                                      .n_outputs = 2, .input_signature = sym_sig});
+    for (int64_t b = 4; b <= 7; b += 3) {
+        float xs[7 * 3], g[6], per[7];
+        for (int64_t i = 0; i < b; i++)
+            for (int j = 0; j < 3; j++) xs[i * 3 + j] = sym_x(r, i, j);
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){b, 3}, xs), *so[2] = {0};
+        s = vf_function_call(fn, &x, so);
+        CHECK(s == VF_OK, "symbolic batch %ld: %s", (long)b, vf_error_message(ctx));
+        if (s != VF_OK) break;
+        vf_tensor_read(so[0], g, sizeof g), vf_tensor_read(so[1], per, sizeof(float) * (size_t)b);
+        double e = sym_error(N, b, g, per);
+        CHECK(e < 1e-3, "symbolic batch %ld: off by %g", (long)b, e);
+        vf_function_stats fst;
+        vf_function_stats_get(fn, &fst);
+        CHECK(fst.traces == 1 && (vf_backend_get(ctx) != VF_BACKEND_VULKAN || (fst.planned && fst.submits_per_call == 2)),
+              "symbolic batch %ld: %d traces, planned %d, %d submits", (long)b, fst.traces, fst.planned, fst.submits_per_call);
     }
     vf_function_destroy(fn);
     /* weights made on another context reach every context by copy; a
