@@ -25,6 +25,17 @@ static const char axpb_glsl[] =
     "    if (i < ny) y[i] = a * x[i] + b;\n"
     "}\n";
 
+/* axpb again, other code (another local size): another kernel to a loader */
+static const char axpb_other_glsl[] =
+    "layout(local_size_x = 64) in;\n"
+    "layout(std430, binding = 0) readonly buffer X { float x[]; };\n"
+    "layout(std430, binding = 1) writeonly buffer Y { float y[]; };\n"
+    "layout(push_constant) uniform P { float a; float b; uint nx; uint ny; };\n"
+    "void main() {\n"
+    "    uint i = gl_GlobalInvocationID.x;\n"
+    "    if (i < ny) y[i] = a * x[i] + b;\n"
+    "}\n";
+
 static vf_status same_shape(vf_kernel_shapes *s, void *user)
 {
     (void)user;
@@ -573,6 +584,44 @@ static void save_load(vf_backend b)
             vf_error_clear(c2);
         }
         vf_function_destroy(lf);
+        vt_context_done(c2);
+    }
+    /* the same kernels created in the loading context (as a TensorFlow
+       custom-op library is loaded first): the nodes run them, with their C
+       implementations, on both backends; an axpb of other GLSL under the
+       same name is not taken for the saved one */
+    for (int k = 0; k < nb; k++) {
+        vf_context *c2 = vt_context(all[k]);
+        vf_kernel *hist = make_hist(c2);
+        vf_kernel *other = vf_kernel_create(c2, &(vf_kernel_desc){.name = "axpb", .glsl = axpb_other_glsl,
+                                                                  .n_inputs = 1, .n_outputs = 1,
+                                                                  .output_shapes = same_shape, .param_bytes = 8,
+                                                                  .cpu = axpb_cpu});
+        assert_non_null(other);
+        vf_function *lf = NULL;
+        assert_int_equal(vf_function_load(c2, path, &lf), VF_OK);
+        vf_tensor *in2[2] = {vf_tensor_from_host(c2, VF_F32, 1, &n, x), vf_tensor_from_host(c2, VF_I32, 1, &n, v)};
+        vf_status s = vf_function_call(lf, in2, out);
+        if (all[k] == VF_BACKEND_CPU) { /* histogram bound, axpb not (its SPIR-V differs) */
+            assert_int_equal(s, VF_ERROR_UNSUPPORTED);
+            vt_expect_error(c2, VF_ERROR_UNSUPPORTED, "axpb", "no C implementation", NULL);
+        } else {
+            assert_int_equal(s, VF_OK);
+        }
+        vf_function_destroy(lf);
+        vf_kernel *axpb = make_axpb(c2, true);
+        assert_int_equal(vf_function_load(c2, path, &lf), VF_OK);
+        assert_int_equal(vf_function_call(lf, in2, out), VF_OK);
+        uint32_t *h = vt_read(out[0]);
+        float *y = vt_read(out[1]);
+        vt_assert_equal_bytes(h, wh, sizeof wh, "loaded histogram, bound to the context's");
+        vt_assert_close_f32(y, want, N, 1e-6, 1e-6, "loaded axpb, bound to the context's");
+        free(h);
+        free(y);
+        vf_function_destroy(lf);
+        vf_kernel_destroy(axpb);
+        vf_kernel_destroy(other);
+        vf_kernel_destroy(hist);
         vt_context_done(c2);
     }
     remove(path);

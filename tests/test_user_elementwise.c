@@ -513,6 +513,22 @@ static void save_load_lifetime(void **state)
     assert_int_equal(vf_function_call(ld, &tx3, &y3), VF_ERROR_UNSUPPORTED);
     vt_expect_error(c3, VF_ERROR_UNSUPPORTED, "squareplus", "C function", NULL);
     vf_function_destroy(ld);
+    /* the same op created in the loading context: the node takes its C
+       function (an op of that name with another expression is not taken) */
+    vf_elementwise_op *imp = vf_elementwise_create(c3, &(vf_elementwise_desc){.name = "squareplus", .n_inputs = 1,
+                                                                               .expr = "x0 + 1.0", .cpu = sqp_cpu});
+    assert_non_null(imp);
+    assert_int_equal(vf_function_load(c3, path, &ld), VF_OK);
+    assert_int_equal(vf_function_call(ld, &tx3, &y3), VF_ERROR_UNSUPPORTED);
+    vt_expect_error(c3, VF_ERROR_UNSUPPORTED, "squareplus", "C function", NULL);
+    vf_function_destroy(ld);
+    vf_elementwise_destroy(imp);
+    vf_elementwise_op *same = make_sqp(c3, false);
+    assert_int_equal(vf_function_load(c3, path, &ld), VF_OK);
+    assert_int_equal(vf_function_call(ld, &tx3, &y3), VF_OK);
+    check_sqp2(y3, x, 16, "loaded on the CPU backend, bound to the context's op");
+    vf_function_destroy(ld);
+    vf_elementwise_destroy(same);
     vt_context_done(c3);
     unlink(path);
 

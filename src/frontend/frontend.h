@@ -147,6 +147,13 @@ void vf_uelems_orphan_all(vf_context *ctx);
    recorded (or an input's). */
 struct vf_uelem;
 vf_tensor *vf_uelem_apply(vf_context *ctx, const struct vf_uelem *u, vf_tensor *const *in);
+/* At vf_function_load: the live user kernel / elementwise op of ctx that a
+   loaded one is (same name and the same code: SPIR-V, or expression and
+   helpers; same arity, dtypes and layout), so the loaded function gets its
+   C callbacks back (docs/KERNELS.md, "Saving and loading"); NULL: none. */
+struct vf_ukernel;
+struct vf_ukernel *vf_kernel_match_live(vf_context *ctx, const struct vf_ukernel *k);
+struct vf_uelem *vf_uelem_match_live(vf_context *ctx, const struct vf_uelem *u);
 void vf_tape_slots_init(vf_context *ctx);
 /* The generators' slots (generator.c). */
 void vf_generator_slots_init(vf_context *ctx);

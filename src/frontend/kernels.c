@@ -393,3 +393,18 @@ bool vf_grad_kernel(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *gou
     }
     return true;
 }
+
+vf_ukernel *vf_kernel_match_live(vf_context *ctx, const vf_ukernel *k)
+{
+    for (vf_kernel *h = ctx->kernels; h; h = h->next) {
+        const vf_ukernel *u = h->uk;
+        bool same = !strcmp(u->name, k->name) && u->key == k->key && u->n_words == k->n_words &&
+                    !memcmp(u->spirv, k->spirv, k->n_words * 4) && u->n_in == k->n_in && u->n_out == k->n_out &&
+                    u->param_bytes == k->param_bytes && u->workgroup_size == k->workgroup_size &&
+                    u->uninit == k->uninit && u->side_effect == k->side_effect && !u->check_bounds;
+        for (int j = 0; same && j < k->n_in; j++) same = u->in_dt[j] == k->in_dt[j];
+        for (int j = 0; same && j < k->n_out; j++) same = u->out_spec[j].dtype == k->out_spec[j].dtype;
+        if (same) return h->uk;
+    }
+    return NULL;
+}

@@ -10,6 +10,7 @@
 #include "frontend/saved_rd.h"
 #include "util/fault.h"
 #include "graph/graph.h"
+#include "graph/uelem.h"
 #include "util/dtype.h"
 
 #include <errno.h>
@@ -177,6 +178,14 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
     if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE && !r->bad &&
         !(n->attrs.uelem = vf_saved_get_uelem(r, i, true)))
         return false;
+    /* the same op created in the loading context: its C functions come back */
+    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE && !r->bad) {
+        vf_uelem *live = vf_uelem_match_live(r->ctx, n->attrs.uelem);
+        if (live) {
+            vf_uelem_release(n->attrs.uelem);
+            n->attrs.uelem = vf_uelem_retain(live);
+        }
+    }
     if (r->bad) return false;
     vf_dtype in_dt[16];
     vf_shape ins[16];
@@ -258,7 +267,9 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
     case VF_NODE_PROJ:
         if (n->n_in != 1 || n->index < 0 || n->index >= g->nodes[n->in[0]].n_out)
             return vf_saved_bad(r, "node %d: proj %d of a tuple of %d", i, n->index, n->n_in == 1 ? g->nodes[n->in[0]].n_out : 0);
-        if (g->nodes[n->in[0]].kind == VF_NODE_KERNEL) { /* a loaded kernel's output: the shape traced */
+        /* a loaded kernel's output: the shape traced (a kernel bound to the
+           context's live one keeps its own shape rule) */
+        if (g->nodes[n->in[0]].kind == VF_NODE_KERNEL && g->nodes[n->in[0]].uk->loaded) {
             vf_ukernel *k = g->nodes[n->in[0]].uk;
             vf_tensor_spec *o = &k->out_spec[n->index];
             if (n->dtype != o->dtype) return vf_saved_bad(r, "node %d: kernel output %d's dtype differs", i, n->index);

@@ -3,7 +3,10 @@
  * the traced sizes, flags and SPIR-V. A loaded kernel has no C callbacks:
  * its output shapes and workgroup counts are the traced ones (its PROJ
  * nodes' shapes), so it runs at the traced input sizes only, and on the
- * CPU backend it has no implementation (docs/KERNELS.md). */
+ * CPU backend it has no implementation — unless the loading context has
+ * the same kernel (name, SPIR-V, layout): then the node runs that one, as
+ * a custom op library registered before loading does in TensorFlow
+ * (docs/KERNELS.md). */
 #include "frontend/frontend.h"
 #include "frontend/saved_rd.h"
 #include "graph/graph.h"
@@ -82,5 +85,12 @@ bool vf_saved_get_kernel(vf_saved_rd *r, vf_graph *g, int id, int i)
     if (info.bad_set || info.max_binding >= k->n_in + k->n_out)
         return vf_saved_bad(r, "node %d: kernel '%s' declares bindings it does not have", i, k->name);
     k->key = vf_hash64(k->spirv, k->n_words * 4, 0x75736b);
+    /* the same kernel created in the loading context: the node runs it, with
+       its callbacks (C implementation, shapes, dispatch, gradient) */
+    vf_ukernel *live = vf_kernel_match_live(r->ctx, k);
+    if (live) {
+        n->uk = vf_ukernel_retain(live);
+        vf_ukernel_release(k);
+    }
     return true;
 }

@@ -217,3 +217,32 @@ static bool g_uelem(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_te
 }
 
 const vf_grad_rule vf_grad_uelem = {g_uelem};
+
+static bool same_text(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+static bool same_uelem(const vf_uelem *a, const vf_uelem *b)
+{
+    return !strcmp(a->name, b->name) && a->n_in == b->n_in && a->dtypes == b->dtypes && a->grad_of == b->grad_of &&
+           same_text(a->expr, b->expr) && same_text(a->helpers, b->helpers);
+}
+
+vf_uelem *vf_uelem_match_live(vf_context *ctx, const vf_uelem *u)
+{
+    for (vf_elementwise_op *h = ctx->uelems; h; h = h->next) {
+        const vf_uelem *live = h->u;
+        if (!u->grad_of) {
+            bool same = same_uelem(live, u);
+            /* the gradients the file has must be the live op's too */
+            for (int i = 0; same && i < u->n_in; i++)
+                same = !u->grad[i] || (live->grad[i] && same_uelem(live->grad[i], u->grad[i]));
+            if (same) return h->u;
+            continue;
+        }
+        for (int i = 0; i < live->n_in; i++) /* a traced backward's node: one of the live op's gradients */
+            if (live->grad[i] && same_uelem(live->grad[i], u)) return live->grad[i];
+    }
+    return NULL;
+}
