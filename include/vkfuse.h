@@ -665,7 +665,9 @@ VF_API void vf_function_destroy(vf_function *fn);
    saved concrete function fails with VF_ERROR_SHAPE. A truncated,
    corrupted, foreign or newer-version file fails with VF_ERROR_FORMAT and a
    message naming the byte offset and the field; a missing file with
-   VF_ERROR_IO. */
+   VF_ERROR_IO. User kernels and user elementwise ops that ctx has created
+   with the same name and code are used by the loaded function, with their
+   C functions (docs/KERNELS.md, "Saved functions"). */
 VF_API vf_status vf_function_save(vf_function *fn, const char *path);
 VF_API vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out);
 /* The variables fn's concrete functions capture, in order of first capture;
