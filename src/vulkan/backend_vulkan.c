@@ -310,6 +310,8 @@ static void vk_stats(void *self, vf_context_stats *out)
     out->device_bytes_peak = rt->mem.bytes_peak;
     out->device_allocations = rt->mem.allocations;
     out->device_alloc_retries = rt->mem.retries;
+    out->device_memory_budget = vf_vk_mem_budget(&rt->mem);
+    out->device_memory_budget_usage = out->device_memory_budget ? rt->mem.budget_usage : 0;
 }
 
 static vf_status vk_trim(void *self)
