@@ -396,6 +396,7 @@ static void sweep_one(workload wl, vf_fault_site site, int64_t n)
     char spec[96];
     snprintf(spec, sizeof spec, "%s:%lld", vf_fault_site_name(site), (long long)n);
     run r;
+    if (full_sweep()) fprintf(stderr, "%s: VKFUSE_FAULT=%s\n", wl_names[wl], spec); /* what a crash was in */
     prepare(wl, &r);
     set_fault(spec);
     vf_status s = window(wl, &r);
@@ -485,6 +486,128 @@ static void test_sweep_train_first(void **state) { (void)state; sweep(W_TRAIN_FI
 static void test_sweep_train_later(void **state) { (void)state; sweep(W_TRAIN_LATER, budget_s() * 0.15); }
 static void test_sweep_save_load(void **state) { (void)state; sweep(W_SAVE_LOAD, budget_s() * 0.15); }
 static void test_sweep_profile(void **state) { (void)state; sweep(W_PROFILE, budget_s() * 0.1); }
+
+/* ---- the host copies ------------------------------------------------------------ */
+
+/* The host callback of vf_host_map: x -> 2x + 1, in place. */
+static vf_status host_twice(void *user, vf_dtype dtype, int64_t numel, void *data, char *msg, size_t msg_len)
+{
+    (void)user, (void)msg, (void)msg_len;
+    if (dtype != VF_F32) return VF_ERROR_INVALID_ARGUMENT;
+    float *x = data;
+    for (int64_t i = 0; i < numel; i++) x[i] = 2 * x[i] + 1;
+    return VF_OK;
+}
+
+static vf_status host_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_add(ctx, vf_host_map(ctx, vf_neg(ctx, in[0]), host_twice, NULL, "twice"), in[0]);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* where(x == x, x, x) + x: simplify's where pass (passes_simplify.c) */
+static vf_status where_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_add(ctx, vf_where(ctx, vf_equal(ctx, in[0], in[0]), in[0], in[0]), in[0]);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+enum { HN = 6, H_EAGER = 0, H_TRACED, H_COPY, H_SIMPLIFY, H_N };
+static const char *const h_names[H_N] = {"vf_host_map eager", "vf_host_map traced", "vf_tensor_copy_to",
+                                         "a first call's simplify pass"};
+/* What each one's own allocation failing says (8114d37 made them fault
+   sites: control_flow.c, run.c, tensor_copy.c, passes_simplify.c). */
+static const char *const h_site_msg[H_N] = {"vf_host_map: out of host memory (malloc failed)",
+                                            "vf_host_map 'twice': out of host memory (malloc failed)",
+                                            "vf_tensor_copy_to: out of host memory (malloc failed)",
+                                            "simplify: out of host memory (malloc failed)"};
+
+/* One host copy on ctx (to dst for the copy), read back and checked when
+   check: eager 2x + 1, traced (2(-x) + 1) + x, copied x. */
+static vf_status host_op(int which, vf_context *ctx, vf_context *dst, vf_function *fn, bool check)
+{
+    static const float x[HN] = {1, -2, 3.5f, 0, 7, -0.25f};
+    int64_t sh[1] = {HN};
+    vf_scope_begin(ctx);
+    vf_scope_begin(dst);
+    vf_tensor *t = vf_tensor_from_host(ctx, VF_F32, 1, sh, x), *y = NULL;
+    vf_status s = t ? VF_OK : vf_status_get(ctx);
+    vf_context *at = which == H_COPY ? dst : ctx;
+    if (!s && which == H_EAGER) y = vf_host_map(ctx, t, host_twice, NULL, "twice");
+    if (!s && which == H_TRACED) s = vf_function_call(fn, &t, &y);
+    if (!s && which == H_COPY) y = vf_tensor_copy_to(dst, t);
+    vf_function *wf = NULL;
+    if (!s && which == H_SIMPLIFY) {
+        /* a new function each time: its first call optimises its graph */
+        vf_function_desc fd = {.name = "where", .body = where_body, .n_inputs = 1, .n_outputs = 1};
+        wf = vf_function_create(ctx, &fd);
+        s = wf ? vf_function_call(wf, &t, &y) : vf_status_get(ctx);
+    }
+    float got[HN];
+    if (!s) s = y ? vf_tensor_read(y, got, sizeof got) : vf_status_get(at);
+    vf_function_destroy(wf);
+    vf_scope_end(dst);
+    vf_scope_end(ctx);
+    if (s == VF_OK && check)
+        for (int i = 0; i < HN; i++) {
+            float want = which == H_EAGER ? 2 * x[i] + 1 : which == H_TRACED ? -x[i] + 1
+                         : which == H_SIMPLIFY ? 2 * x[i] : x[i];
+            if (got[i] != want) fail_msg("%s: [%d] = %g, want %g", h_names[which], i, got[i], want);
+        }
+    return s;
+}
+
+/* Every host allocation of each host copy (and of a first call whose
+   simplify pass runs the where pass) failed in turn (all N of the malloc
+   site, on one warm context: its kernels are compiled once): each run ends
+   VF_OK or naming malloc, the context then computes the right answer, and
+   the site's own allocation is among the failures, named by its message. */
+static void test_sweep_host_copies(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    vf_status st;
+    vf_context *ctx = vk_context(NULL, false, 0, &st);
+    assert_int_equal(st, VF_OK);
+    vf_context *cpu = vt_context(VF_BACKEND_CPU);
+    vf_function_desc fd = {.name = "host", .body = host_body, .n_inputs = 1, .n_outputs = 1};
+    vf_function *fn = vf_function_create(ctx, &fd);
+    assert_non_null(fn);
+    for (int which = 0; which < H_N; which++) {
+        assert_int_equal(host_op(which, ctx, cpu, fn, true), VF_OK); /* warm: a later call */
+        vf_err e = {0};
+        assert_int_equal(vf_fault_set(NULL, true, &e), VF_OK);
+        assert_int_equal(host_op(which, ctx, cpu, fn, false), VF_OK);
+        int64_t n = vf_fault_count(VF_FAULT_malloc);
+        set_fault(NULL);
+        bool named = false;
+        for (int64_t k = 1; k <= n; k++) {
+            char spec[32];
+            snprintf(spec, sizeof spec, "malloc:%lld", (long long)k);
+            set_fault(spec);
+            vf_status s = host_op(which, ctx, cpu, fn, false);
+            set_fault(NULL);
+            vf_context *at = vf_status_get(cpu) ? cpu : ctx;
+            const char *msg = vf_error_message(at);
+            if (s != VF_OK && !strstr(msg, "malloc"))
+                fail_msg("%s, VKFUSE_FAULT=%s: %s does not name the site: %s", h_names[which], spec,
+                         vf_status_name(s), msg);
+            named |= s != VF_OK && strstr(msg, h_site_msg[which]) != NULL;
+            vf_error_clear(ctx);
+            vf_error_clear(cpu);
+            if (host_op(which, ctx, cpu, fn, true) != VF_OK)
+                fail_msg("%s, VKFUSE_FAULT=%s lifted: %s", h_names[which], spec, vf_error_message(ctx));
+        }
+        if (!named) fail_msg("%s: none of its %lld allocations failing said \"%s\"", h_names[which], (long long)n,
+                             h_site_msg[which]);
+        runs_done += (int)n;
+    }
+    vf_function_destroy(fn);
+    vt_context_done(cpu);
+    vf_context_destroy(ctx);
+}
 
 /* ---- device loss, timeout, memory limit --------------------------------------- */
 
@@ -634,7 +757,11 @@ int main(void)
         cmocka_unit_test(test_sweep_train_later),
         cmocka_unit_test(test_sweep_save_load),
         cmocka_unit_test(test_sweep_profile),
+        cmocka_unit_test(test_sweep_host_copies),
     };
+    /* VKFUSE_FAULT_TESTS=<pattern>: only the cases it matches (cmocka's
+       filter, '*' as a wildcard), to run one sweep in full */
+    if (getenv("VKFUSE_FAULT_TESTS")) cmocka_set_test_filter(getenv("VKFUSE_FAULT_TESTS"));
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fprintf(stderr, "fault sweeps: %d runs, %d ended in an error status\n", runs_done, runs_failed_ok);
     return rc;

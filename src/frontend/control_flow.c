@@ -96,7 +96,7 @@ vf_tensor *vf_host_map(vf_context *ctx, vf_tensor *x, vf_host_fn fn, void *user,
     if (ctx->trace) return vf_trace_host(ctx, x, fn, user, name);
     size_t bytes = vf_tensor_bytes(x);
     void *data = vf_malloc(bytes ? bytes : 1);
-    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map: out of host memory"), NULL;
+    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map: out of host memory (malloc failed)"), NULL;
     vf_tensor *t = NULL;
     if (vf_tensor_read(x, data, bytes) == VF_OK && vf_host_call(ctx, name, fn, user, x->dtype, x->numel, data) == VF_OK)
         t = vf_tensor_from_host(ctx, x->dtype, x->rank, x->shape, data);

@@ -249,7 +249,7 @@ static vf_status host_value(vf_run_state *rs, const vf_node *n, const vf_rval *x
     int64_t numel = vf_shape_numel(&sh);
     size_t bytes = (size_t)numel * vf_dtype_size(x->ref.dtype);
     void *data = vf_malloc(bytes ? bytes : 1);
-    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map '%s': out of host memory", n->label);
+    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map '%s': out of host memory (malloc failed)", n->label);
     vf_status s = bytes ? ctx->be.iface->download(ctx->be.self, x->ref.buf, x->ref.offset, data, bytes) : VF_OK;
     if (s != VF_OK) vf_backend_failed(ctx, s, "vf_host_map '%s': reading its input", n->label);
     if (s == VF_OK) s = vf_host_call(ctx, n->label, n->host_fn, n->host_user, x->ref.dtype, numel, data);
@@ -439,7 +439,7 @@ vf_status vf_graph_run(vf_run_state *rs, const vf_graph *g, const vf_rval *param
         case VF_NODE_KERNEL:
             tuples[i] = vf_calloc((size_t)n->n_out + 1, sizeof **tuples);
             s = tuples[i] ? run_kernel(rs, g, i, n, args, tuples[i])
-                          : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+                          : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", rs->fn);
             break;
         case VF_NODE_PROJ: v[i] = tuples[n->in[0]][n->index]; break;
         default: s = node_fail(rs, i, n, VF_ERROR_UNSUPPORTED, "cannot run this node kind"); break;
