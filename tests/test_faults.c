@@ -514,15 +514,25 @@ static vf_status where_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
-enum { HN = 6, H_EAGER = 0, H_TRACED, H_COPY, H_SIMPLIFY, H_N };
+/* x * v, v a captured variable (2): a saved function with a capture */
+static vf_status scale_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    out[0] = vf_mul(ctx, in[0], *(vf_tensor **)user);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+enum { HN = 6, H_EAGER = 0, H_TRACED, H_COPY, H_SIMPLIFY, H_LOAD, H_N };
 static const char *const h_names[H_N] = {"vf_host_map eager", "vf_host_map traced", "vf_tensor_copy_to",
-                                         "a first call's simplify pass"};
+                                         "a first call's simplify pass", "vf_function_load and a call"};
 /* What each one's own allocation failing says (8114d37 made them fault
    sites: control_flow.c, run.c, tensor_copy.c, passes_simplify.c). */
 static const char *const h_site_msg[H_N] = {"vf_host_map: out of host memory (malloc failed)",
                                             "vf_host_map 'twice': out of host memory (malloc failed)",
                                             "vf_tensor_copy_to: out of host memory (malloc failed)",
-                                            "simplify: out of host memory (malloc failed)"};
+                                            "simplify: out of host memory (malloc failed)",
+                                            /* the full sweep's save/load malloc:31 crashed here
+                                               (vf_captures_free of a NULL array) */
+                                            "vf_function_load: out of host memory (malloc failed)"};
 
 /* One host copy on ctx (to dst for the copy), read back and checked when
    check: eager 2x + 1, traced (2(-x) + 1) + x, copied x. */
@@ -545,6 +555,10 @@ static vf_status host_op(int which, vf_context *ctx, vf_context *dst, vf_functio
         wf = vf_function_create(ctx, &fd);
         s = wf ? vf_function_call(wf, &t, &y) : vf_status_get(ctx);
     }
+    if (!s && which == H_LOAD) { /* the scale function, saved by the test */
+        s = vf_function_load(ctx, F.path, &wf);
+        if (!s) s = vf_function_call(wf, &t, &y);
+    }
     float got[HN];
     if (!s) s = y ? vf_tensor_read(y, got, sizeof got) : vf_status_get(at);
     vf_function_destroy(wf);
@@ -553,7 +567,7 @@ static vf_status host_op(int which, vf_context *ctx, vf_context *dst, vf_functio
     if (s == VF_OK && check)
         for (int i = 0; i < HN; i++) {
             float want = which == H_EAGER ? 2 * x[i] + 1 : which == H_TRACED ? -x[i] + 1
-                         : which == H_SIMPLIFY ? 2 * x[i] : x[i];
+                         : which == H_SIMPLIFY || which == H_LOAD ? 2 * x[i] : x[i];
             if (got[i] != want) fail_msg("%s: [%d] = %g, want %g", h_names[which], i, got[i], want);
         }
     return s;
@@ -575,6 +589,21 @@ static void test_sweep_host_copies(void **state)
     vf_function_desc fd = {.name = "host", .body = host_body, .n_inputs = 1, .n_outputs = 1};
     vf_function *fn = vf_function_create(ctx, &fd);
     assert_non_null(fn);
+    fx_init(); /* F.path */
+    vf_tensor *two = vf_variable(ctx, vf_fill(ctx, VF_F32, 0, NULL, 2.0));
+    vf_function_desc wd = {.name = "scale", .body = scale_body, .user = &two, .n_inputs = 1, .n_outputs = 1};
+    vf_function *wf = vf_function_create(ctx, &wd);
+    assert_non_null(wf);
+    {
+        static const float x[HN] = {0};
+        int64_t sh[1] = {HN};
+        vf_scope_begin(ctx);
+        vf_tensor *t = vf_tensor_from_host(ctx, VF_F32, 1, sh, x), *y = NULL;
+        assert_int_equal(vf_function_call(wf, &t, &y), VF_OK);
+        vf_scope_end(ctx);
+        assert_int_equal(vf_function_save(wf, F.path), VF_OK);
+        vf_function_destroy(wf);
+    }
     for (int which = 0; which < H_N; which++) {
         assert_int_equal(host_op(which, ctx, cpu, fn, true), VF_OK); /* warm: a later call */
         vf_err e = {0};
@@ -607,6 +636,7 @@ static void test_sweep_host_copies(void **state)
     vf_function_destroy(fn);
     vt_context_done(cpu);
     vf_context_destroy(ctx);
+    unlink(F.path);
 }
 
 /* ---- device loss, timeout, memory limit --------------------------------------- */

@@ -44,7 +44,7 @@ vf_trace *vf_trace_begin(vf_context *ctx, const char *name)
 
 void vf_captures_free(vf_capture *caps, int n)
 {
-    for (int i = 0; i < n; i++) vf_tensor_release(caps[i].t);
+    for (int i = 0; caps && i < n; i++) vf_tensor_release(caps[i].t); /* NULL: its allocation failed */
     free(caps);
 }
 
