@@ -514,6 +514,8 @@ static vf_status where_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
+enum { HN_ = 6 };
+
 /* x * v, v a captured variable (2): a saved function with a capture */
 static vf_status scale_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
@@ -521,9 +523,20 @@ static vf_status scale_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
-enum { HN = 6, H_EAGER = 0, H_TRACED, H_COPY, H_SIMPLIFY, H_LOAD, H_N };
+/* x * (exp(0) + 1): the constant folded when the function is optimised */
+static vf_status fold_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *c = vf_add(ctx, vf_exp(ctx, vf_fill(ctx, VF_F32, 1, (int64_t[]){HN_}, 0.0)),
+                          vf_fill(ctx, VF_F32, 0, NULL, 1.0));
+    out[0] = vf_mul(ctx, in[0], c);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+enum { HN = HN_, H_EAGER = 0, H_TRACED, H_COPY, H_SIMPLIFY, H_LOAD, H_FOLD, H_N };
 static const char *const h_names[H_N] = {"vf_host_map eager", "vf_host_map traced", "vf_tensor_copy_to",
-                                         "a first call's simplify pass", "vf_function_load and a call"};
+                                         "a first call's simplify pass", "vf_function_load and a call",
+                                         "a first call's constant folding"};
 /* What each one's own allocation failing says (8114d37 made them fault
    sites: control_flow.c, run.c, tensor_copy.c, passes_simplify.c). */
 static const char *const h_site_msg[H_N] = {"vf_host_map: out of host memory (malloc failed)",
@@ -532,7 +545,9 @@ static const char *const h_site_msg[H_N] = {"vf_host_map: out of host memory (ma
                                             "simplify: out of host memory (malloc failed)",
                                             /* the full sweep's save/load malloc:31 crashed here
                                                (vf_captures_free of a NULL array) */
-                                            "vf_function_load: out of host memory (malloc failed)"};
+                                            "vf_function_load: out of host memory (malloc failed)",
+                                            /* the full sweep's train step malloc:57 */
+                                            "fold: evaluating add: out of host memory (malloc failed)"};
 
 /* One host copy on ctx (to dst for the copy), read back and checked when
    check: eager 2x + 1, traced (2(-x) + 1) + x, copied x. */
@@ -549,9 +564,10 @@ static vf_status host_op(int which, vf_context *ctx, vf_context *dst, vf_functio
     if (!s && which == H_TRACED) s = vf_function_call(fn, &t, &y);
     if (!s && which == H_COPY) y = vf_tensor_copy_to(dst, t);
     vf_function *wf = NULL;
-    if (!s && which == H_SIMPLIFY) {
+    if (!s && (which == H_SIMPLIFY || which == H_FOLD)) {
         /* a new function each time: its first call optimises its graph */
-        vf_function_desc fd = {.name = "where", .body = where_body, .n_inputs = 1, .n_outputs = 1};
+        vf_function_desc fd = {.name = "where", .body = which == H_FOLD ? fold_body : where_body, .n_inputs = 1,
+                               .n_outputs = 1};
         wf = vf_function_create(ctx, &fd);
         s = wf ? vf_function_call(wf, &t, &y) : vf_status_get(ctx);
     }
@@ -567,7 +583,7 @@ static vf_status host_op(int which, vf_context *ctx, vf_context *dst, vf_functio
     if (s == VF_OK && check)
         for (int i = 0; i < HN; i++) {
             float want = which == H_EAGER ? 2 * x[i] + 1 : which == H_TRACED ? -x[i] + 1
-                         : which == H_SIMPLIFY || which == H_LOAD ? 2 * x[i] : x[i];
+                         : which == H_SIMPLIFY || which == H_LOAD || which == H_FOLD ? 2 * x[i] : x[i];
             if (got[i] != want) fail_msg("%s: [%d] = %g, want %g", h_names[which], i, got[i], want);
         }
     return s;

@@ -34,6 +34,8 @@ vf_trace *vf_trace_begin(vf_context *ctx, const char *name)
     ctx->trace = tr;
     if (!vf_trace_push(ctx, root)) {
         ctx->trace = NULL;
+        free(tr->graphs); /* grown before the frames' growth failed */
+        free(tr->frames);
         free(tr);
         vf_graph_free(root);
         oom(ctx, "vf_function_call");
