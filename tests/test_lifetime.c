@@ -237,7 +237,7 @@ static void test_churn(void **state)
    reused, so a stale one is an error): its slot's page goes back to the
    system once every slot on it is dead, leaving a state byte and page
    tables. Measured as the resident bytes of the handle slabs after many
-   scopes of tensors have ended: under half a byte per release, once the
+   scopes of tensors have ended: under a quarter byte per release, once the
    pages of dead slots' state bytes go back too (a byte each before:
    eager soak RSS grew by it). A tensor's struct is ~170 bytes, so keeping
    dead slots resident would fail by a factor of 340. */
@@ -263,9 +263,10 @@ static void release_cost(vf_context *ctx)
            STEPS * PER_STEP, per_release, ctx->tensor_slots.slot_size);
     /* the dead slots' pages and, once all their slots are dead, the pages
        of their state bytes went back: no byte per tensor is left (1 byte
-       each while state bytes stayed; the rest is the slabs' first pages
+       each while state bytes stayed; 0.33 while checking a slot page read
+       given-back state pages back in; the rest is the slabs' first pages
        and the pages of the last slots) */
-    assert_true(per_release < 0.5);
+    assert_true(per_release < 0.25);
     /* an old handle, its state byte given back: still refused */
     assert_null(vf_neg(ctx, first));
     vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "tensor #", "was released by", "no longer recorded", NULL);

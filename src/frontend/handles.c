@@ -119,6 +119,26 @@ void *vf_handle_alloc(vf_handles *h, vf_context *ctx)
 
 static slab *slab_of(const void *p) { return (slab *)((uintptr_t)p & ~(uintptr_t)(SLAB_BYTES - 1)); }
 
+/* The page of slot i's state byte, and the slots whose state bytes it
+   holds: [*lo, *hi). 0 for the first page (the header's: never given back). */
+static size_t state_page(const slab *s, size_t i, size_t *lo, size_t *hi)
+{
+    size_t ps = page_size(), pg = (offsetof(slab, state) + i) / ps;
+    if (pg == 0 || pg >= VF_STATE_PAGES) return 0;
+    *lo = pg * ps - offsetof(slab, state);
+    *hi = *lo + ps < s->n_slots ? *lo + ps : s->n_slots;
+    return pg;
+}
+
+/* Whether handed-out slot i is dead, without reading a state byte whose
+   page went back: a read maps it again (as a zero page, still resident by
+   mincore, and the soak's slabs grew a byte per tensor by such reads). */
+static bool slot_dead(const slab *s, size_t i)
+{
+    size_t lo, hi, pg = state_page(s, i, &lo, &hi);
+    return (pg && s->dead[pg] == hi - lo) || (s->state[i] & 3) == ST_DEAD;
+}
+
 /* Gives back the pages of the slot at off once every slot on them is dead.
    A page with slots not handed out yet is kept: the next allocations
    would fault it back in at once (a tensor per scope would pay a madvise
@@ -132,9 +152,7 @@ static void reclaim(slab *s, size_t off)
         size_t lo = (pg - s->first) / s->slot_size, hi = (pg + ps - 1 - s->first) / s->slot_size;
         if (hi >= s->used && hi < s->n_slots) continue;
         bool all_dead = true;
-        /* a handed-out slot whose state reads 0 died with its state page */
-        for (size_t i = lo; i <= hi && i < s->used && all_dead; i++)
-            all_dead = s->state[i] == ST_FREE || (s->state[i] & 3) == ST_DEAD;
+        for (size_t i = lo; i <= hi && i < s->used && all_dead; i++) all_dead = slot_dead(s, i);
         if (all_dead) madvise((uint8_t *)s + pg, ps, MADV_DONTNEED);
     }
 #else
@@ -151,11 +169,8 @@ static void reclaim(slab *s, size_t off)
 static void state_page_dead(slab *s, size_t i)
 {
 #ifdef MADV_DONTNEED
-    size_t ps = page_size(), at = offsetof(slab, state) + i, pg = at / ps;
-    if (pg == 0 || pg >= VF_STATE_PAGES) return;
-    size_t lo = pg * ps - offsetof(slab, state), hi = lo + ps; /* slots lo .. hi-1 */
-    if (hi > s->n_slots) hi = s->n_slots;
-    if (++s->dead[pg] == hi - lo) madvise((uint8_t *)s + pg * ps, ps, MADV_DONTNEED);
+    size_t lo, hi, pg = state_page(s, i, &lo, &hi);
+    if (pg && ++s->dead[pg] == hi - lo) madvise((uint8_t *)s + pg * page_size(), page_size(), MADV_DONTNEED);
 #else
     (void)s, (void)i;
 #endif
