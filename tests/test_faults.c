@@ -658,6 +658,45 @@ static void test_sweep_host_copies(void **state)
     unlink(F.path);
 }
 
+/* A first call's constant folding on a fresh context: the context's host
+   backend, which folding evaluates on, is made then (the full sweep's
+   train step malloc:58 said "no memory for the backend", not naming
+   malloc). On the CPU backend: a fresh context per run costs nothing. */
+static void test_sweep_fold_fresh(void **state)
+{
+    (void)state;
+    static const float x[HN] = {1, -2, 3.5f, 0, 7, -0.25f};
+    int64_t sh[1] = {HN}, n = -1;
+    bool named = false;
+    for (int64_t k = 0; k <= n || n < 0; k++) {
+        vf_context *ctx = vt_context(VF_BACKEND_CPU);
+        vf_function_desc fd = {.name = "fold", .body = fold_body, .n_inputs = 1, .n_outputs = 1};
+        vf_function *fn = vf_function_create(ctx, &fd);
+        assert_non_null(fn);
+        char spec[32];
+        snprintf(spec, sizeof spec, "malloc:%lld", (long long)k);
+        vf_err e = {0};
+        assert_int_equal(vf_fault_set(k ? spec : NULL, k == 0, &e), VF_OK); /* k = 0: count */
+        vf_scope_begin(ctx);
+        vf_tensor *t = vf_tensor_from_host(ctx, VF_F32, 1, sh, x), *y = NULL;
+        vf_status s = t ? vf_function_call(fn, &t, &y) : vf_status_get(ctx);
+        if (k == 0) n = vf_fault_count(VF_FAULT_malloc);
+        set_fault(NULL);
+        if (s != VF_OK && !strstr(vf_error_message(ctx), "malloc"))
+            fail_msg("fold on a fresh context, VKFUSE_FAULT=%s: %s does not name the site: %s", spec,
+                     vf_status_name(s), vf_error_message(ctx));
+        named |= s != VF_OK && strstr(vf_error_message(ctx), "cpu backend: out of host memory (malloc failed)");
+        vf_scope_end(ctx);
+        vf_error_clear(ctx);
+        assert_int_equal(host_op(H_FOLD, ctx, ctx, NULL, true), VF_OK); /* works once lifted */
+        vf_function_destroy(fn);
+        vt_context_done(ctx);
+    }
+    if (!named) fail_msg("fold on a fresh context: none of its %lld allocations failing named the host backend's",
+                         (long long)n);
+    runs_done += (int)n;
+}
+
 /* ---- device loss, timeout, memory limit --------------------------------------- */
 
 /* A loss found by any call (here the first submit, then a later fence
@@ -807,6 +846,7 @@ int main(void)
         cmocka_unit_test(test_sweep_save_load),
         cmocka_unit_test(test_sweep_profile),
         cmocka_unit_test(test_sweep_host_copies),
+        cmocka_unit_test(test_sweep_fold_fresh),
     };
     /* VKFUSE_FAULT_TESTS=<pattern>: only the cases it matches (cmocka's
        filter, '*' as a wildcard), to run one sweep in full */
