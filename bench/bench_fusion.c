@@ -126,19 +126,10 @@ int main(int argc, char **argv)
 {
     int iters = 10;
     bool quick = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--quick")) quick = true, iters = 3;
-    }
-    if (iters < 1) iters = 1;
-    vf_context *vk = NULL, *cpu = NULL;
-    vf_context_desc dv = {.backend = VF_BACKEND_VULKAN}, dc = {.backend = VF_BACKEND_CPU};
-    if (vf_context_create(&dv, &vk) != VF_OK || vf_context_create(&dc, &cpu) != VF_OK) {
-        fprintf(stderr, "bench_fusion: could not create the contexts\n");
-        vf_context_destroy(vk);
-        vf_context_destroy(cpu);
-        return 1;
-    }
+    int rc = vb_args(argc, argv, "bench_fusion", NULL, &iters, &quick, 3);
+    if (rc >= 0) return rc;
+    vf_context *vk, *cpu;
+    if (!vb_contexts("bench_fusion", &vk, &cpu)) return 1;
     int64_t r = quick ? 256 : 2048;
     const workload w[] = {
         {"8-op elementwise chain", chain8, 1, {quick ? 1 << 20 : 16 << 20, 0}, 1, false},

@@ -66,20 +66,11 @@ static double time_op(vf_context *ctx, const inputs *in, int which, int iters)
 int main(int argc, char **argv)
 {
     int iters = 5;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--quick")) iters = 1;
-        else {
-            printf("usage: bench_indexing [--iters N] [--quick]\n");
-            return strcmp(argv[i], "--help") ? 2 : 0;
-        }
-    }
-    vf_context *vk = NULL, *cpu = NULL;
-    vf_context_desc dv = {.backend = VF_BACKEND_VULKAN}, dc = {.backend = VF_BACKEND_CPU};
-    if (vf_context_create(&dv, &vk) != VF_OK || vf_context_create(&dc, &cpu) != VF_OK) {
-        fprintf(stderr, "bench_indexing: no context: %s\n", vk ? vf_error_message(vk) : "vulkan");
-        return 1;
-    }
+    bool quick = false;
+    int rc = vb_args(argc, argv, "bench_indexing", NULL, &iters, &quick, 1);
+    if (rc >= 0) return rc;
+    vf_context *vk, *cpu;
+    if (!vb_contexts("bench_indexing", &vk, &cpu)) return 1;
     inputs iv = make_inputs(vk), ic = make_inputs(cpu);
     vf_context_sync(vk);
     static const char *const names[4] = {"gather [32768,256] x 2048 ids", "scatter_add 2048 rows into [32768,256]",

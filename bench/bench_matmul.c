@@ -88,24 +88,10 @@ int main(int argc, char **argv)
 {
     int iters = 5;
     bool quick = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--quick")) quick = true, iters = 2;
-        else if (!strcmp(argv[i], "--matmul-only")) matmul_only = true;
-        else {
-            printf("usage: bench_matmul [--iters N] [--quick] [--matmul-only]\n");
-            return strcmp(argv[i], "--help") ? 2 : 0;
-        }
-    }
-    if (iters < 1) iters = 1;
-    vf_context *vk = NULL, *cpu = NULL;
-    vf_context_desc dv = {.backend = VF_BACKEND_VULKAN}, dc = {.backend = VF_BACKEND_CPU};
-    if (vf_context_create(&dv, &vk) != VF_OK || vf_context_create(&dc, &cpu) != VF_OK) {
-        fprintf(stderr, "bench_matmul: could not create the contexts\n");
-        vf_context_destroy(vk);
-        vf_context_destroy(cpu);
-        return 1;
-    }
+    int rc = vb_args(argc, argv, "bench_matmul", (vb_flag[]){{"--matmul-only", &matmul_only}, {0}}, &iters, &quick, 2);
+    if (rc >= 0) return rc;
+    vf_context *vk, *cpu;
+    if (!vb_contexts("bench_matmul", &vk, &cpu)) return 1;
     printf("matmul + bias + relu, f32; vulkan device: %s\n", vf_device_name(vk));
     size(vk, cpu, 256, 784, 512, iters);
     size(vk, cpu, 16, 784, 512, iters);   /* a small batch: dispatch costs show */

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 double vb_now(void)
@@ -100,4 +101,39 @@ bool vb_mlp_data(int64_t batch, float **x, int32_t **labels)
     free(centre);
     *x = hx, *labels = hy;
     return true;
+}
+
+int vb_args(int argc, char **argv, const char *bench, const vb_flag *extra, int *iters, bool *quick, int quick_iters)
+{
+    for (int i = 1; i < argc; i++) {
+        bool known = false;
+        for (const vb_flag *f = extra; f && f->name; f++)
+            if (!strcmp(argv[i], f->name)) *f->on = known = true;
+        if (known) continue;
+        if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
+            *iters = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--quick")) {
+            *quick = true, *iters = quick_iters;
+        } else {
+            printf("usage: %s [--iters N] [--quick]", bench);
+            for (const vb_flag *f = extra; f && f->name; f++) printf(" [%s]", f->name);
+            printf("\n");
+            return strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+    if (*iters < 1) *iters = 1;
+    return -1;
+}
+
+bool vb_contexts(const char *bench, vf_context **vk, vf_context **cpu)
+{
+    vf_context_desc dv = {.backend = VF_BACKEND_VULKAN}, dc = {.backend = VF_BACKEND_CPU};
+    *vk = *cpu = NULL;
+    if (vf_context_create(&dv, vk) == VF_OK && vf_context_create(&dc, cpu) == VF_OK) return true;
+    fprintf(stderr, "%s: could not create the contexts: %s\n", bench,
+            *cpu ? vf_error_message(*cpu) : *vk ? vf_error_message(*vk) : "out of memory");
+    vf_context_destroy(*vk);
+    vf_context_destroy(*cpu);
+    *vk = *cpu = NULL;
+    return false;
 }

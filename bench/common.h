@@ -9,6 +9,20 @@
 /* Monotonic seconds. */
 double vb_now(void);
 
+/* The command line every benchmark takes: --iters N (default *iters),
+   --quick (smaller sizes; *iters = quick_iters), --help, and the boolean
+   flags of extra (NULL-terminated; each sets its *on). Returns -1 to go on,
+   else the exit code (0 after --help, 2 after an unknown flag: the usage
+   is printed). iters is at least 1. */
+typedef struct vb_flag {
+    const char *name; /* "--matmul-only" */
+    bool *on;
+} vb_flag;
+int vb_args(int argc, char **argv, const char *bench, const vb_flag *extra, int *iters, bool *quick, int quick_iters);
+/* A Vulkan and a CPU context for a comparison; false (both NULL, a message
+   naming bench printed) when either cannot be made. */
+bool vb_contexts(const char *bench, vf_context **vk, vf_context **cpu);
+
 typedef struct vb_figures {
     double sec;              /* best seconds per call; INFINITY if none ran */
     vf_function_stats fs;

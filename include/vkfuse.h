@@ -85,6 +85,9 @@ typedef struct {
     int64_t device_memory_limit; /* > 0: behave as if the device had this many bytes of memory (a
                                small GPU): past it, after cached memory is given back, an op fails
                                with VF_ERROR_OUT_OF_MEMORY; over VKFUSE_DEVICE_MEMORY_LIMIT */
+    bool eager_fuse_off;    /* true: every eager op is its own kernel, as VKFUSE_EAGER_FUSE=0 (default:
+                               repeated chains of queued eager elementwise ops run fused; see
+                               vf_context_stats.eager_fuse_swaps) */
 } vf_context_desc;
 
 /* Threads: a context may be shared by threads; each call holds the
@@ -148,6 +151,15 @@ typedef struct {
                                       growing when the cache serves every tensor */
     int64_t device_alloc_retries;  /* allocations the driver refused for want of memory and that
                                       were tried again after the cache was given back */
+    /* Eager fusion (Vulkan; docs/RUNTIME.md, "Eager fusion"): queued eager
+       elementwise ops of one shape wait in a window, and a window whose
+       pattern (ops, dtypes, shapes, wiring, results still held; never data)
+       repeats gets one fused kernel, compiled in the background; from then
+       on that pattern is one dispatch instead of one per op. 0 on the CPU
+       backend and with VKFUSE_EAGER_FUSE=0 / eager_fuse_off. */
+    int64_t eager_fuse_swaps;      /* patterns whose fused kernel replaced their one-kernel-per-op run */
+    int64_t eager_fused_windows;   /* windows run as one fused dispatch */
+    int64_t eager_fused_ops;       /* eager ops those windows ran */
     /* Where the device has VK_EXT_memory_budget: the budget of the memory
        heap tensors live in, read when the stats are (what this process may
        use of it, other programs' use taken off), and this process's usage
@@ -176,6 +188,8 @@ typedef struct {
     char type[16];          /* "discrete", "integrated", "virtual", "cpu", "other" */
     char driver[256];       /* driver name and info */
     uint32_t subgroup_size;
+    bool subgroup_arithmetic; /* compute shaders may use GL_KHR_shader_subgroup_arithmetic
+                                 (user kernels choose their shader by it) */
     uint32_t shared_memory_bytes;
     uint64_t max_storage_buffer_range;
     bool fp16;              /* shaderFloat16 */

@@ -28,8 +28,11 @@ extern "C" {
      GL_EXT_shader_8bit_storage). A binding the kernel does not have, or a
      set other than 0, is refused by vf_kernel_create.
    - one push-constant block: first the param_bytes bytes of parameters
-     given to each vf_kernel_call, then (at byte offset param_bytes rounded
-     up to 4) one uint per input, then per output: its element count.
+     given to each vf_kernel_call, then (at byte offset param_bytes) one
+     uint per input, then per output: its element count. A block larger
+     than that, or whose members disagree with it (one across the end of
+     the params, a count that is not a 32-bit integer), is refused by
+     vf_kernel_create.
    - the workgroup size: declare `layout(local_size_x_id = 0) in;` to get
      desc.workgroup_size (default 64) as a specialisation constant, or fix
      your own local size (then set desc.workgroup_size to its x size, or
@@ -39,7 +42,8 @@ extern "C" {
      numbers.
    Outputs start as zeros (so histograms can atomicAdd into them) unless
    desc.uninitialized_outputs. Indexing out of bounds is undefined as in
-   any shader; use the element counts of the push constants. */
+   any shader; use the element counts of the push constants
+   (desc.check_bounds finds writes past an output). */
 typedef struct vf_kernel vf_kernel;
 
 #define VF_KERNEL_MAX_INPUTS 8
@@ -102,6 +106,13 @@ typedef struct vf_kernel_desc {
     void *user;                  /* passed to every callback */
     bool uninitialized_outputs;  /* outputs are not zeroed first: the shader writes every element */
     bool side_effect;            /* traced: keep the call even when no output is used */
+    /* Debugging: each output gets a guard tail after its elements, filled
+       with a canary; a call whose kernel wrote into it fails with
+       VF_ERROR_INVALID_ARGUMENT ("kernel 'x' wrote past the end of output
+       j (n elements)"). Costs a buffer, an upload, a copy and a wait per
+       output and call; traced calls of such a kernel run node by node.
+       VKFUSE_CHECK=1 turns it on for every kernel's eager call. */
+    bool check_bounds;
 } vf_kernel_desc;
 
 /* Compiles (GLSL) or validates (SPIR-V) the shader and checks its
@@ -120,6 +131,62 @@ VF_API vf_status vf_kernel_call(vf_kernel *k, int n, vf_tensor *const *in, const
 /* Frees k. Traced functions that call it keep working: they hold the
    kernel's SPIR-V and callbacks until they go themselves. */
 VF_API void vf_kernel_destroy(vf_kernel *k);
+
+
+/* ---- User elementwise ops (docs/KERNELS.md, "User elementwise ops") -------
+   A GLSL expression over the inputs x0, x1, x2 (broadcast like a built-in
+   binary op's) and a C function computing the same: called like an op, it
+   joins the kernels vkfuse generates (a traced function fuses it with the
+   elementwise ops around it, the epilogue of a matmul or reduction
+   included). Inputs share one dtype, the result has it too; the expression
+   is computed in float (f16 inputs are read as float, the result rounded
+   back). The expression may call GLSL built-ins and the functions of
+   desc.helpers; it may not contain ';', '{', '}', '#', comments or
+   unbalanced parentheses, and is compiled on its own at create time. */
+typedef struct vf_elementwise_op vf_elementwise_op;
+
+#define VF_ELEMENTWISE_MAX_INPUTS 3
+
+/* The C implementation over n elements: in[i] points at n floats of input
+   i (broadcast and converted to float by vkfuse), out at n floats to set.
+   A gradient's function gets n_inputs + 1 arrays: the inputs, then the
+   op's output y. Called by the CPU backend, constant folding and
+   VKFUSE_CHECK; it must compute what the expression does. */
+typedef void (*vf_elementwise_fn)(int64_t n, const float *const *in, float *out, void *user);
+
+typedef struct vf_elementwise_desc {
+    const char *name;        /* messages, dumps, kernels' comments; NULL: "user_elementwise" (<= 47 chars) */
+    int n_inputs;            /* 1 .. VF_ELEMENTWISE_MAX_INPUTS (2 with a gradient) */
+    uint32_t dtypes;         /* bits (1u << VF_F32) | (1u << VF_F16); 0: f32 only */
+    const char *expr;        /* GLSL float expression over x0 .. x<n_inputs-1> */
+    const char *helpers;     /* optional GLSL functions the expressions call (file scope; no
+                                '#', layout, buffer, uniform, shared); every name they declare
+                                starts with the op's name and '_' (ops fused into one kernel
+                                must not clash) */
+    vf_elementwise_fn cpu;   /* required: the same function in C */
+    /* Optional gradient, per input i: d y / d x_i as a GLSL expression over
+       x0 .. and y (the op's output), and its C function (inputs then y).
+       The tape multiplies it by the incoming gradient and sums it over the
+       dims input i was broadcast along. All NULL: not differentiable. */
+    const char *grad_expr[VF_ELEMENTWISE_MAX_INPUTS];
+    vf_elementwise_fn grad_cpu[VF_ELEMENTWISE_MAX_INPUTS];
+    void *user;              /* passed to every C function */
+} vf_elementwise_desc;
+
+/* Checks the desc and compiles each expression on its own (with the
+   helpers) so that a bad one fails here: VF_ERROR_COMPILE with shaderc's
+   message naming the expression, VF_ERROR_INVALID_ARGUMENT for a bad desc
+   or a forbidden token. NULL with the error recorded in ctx. */
+VF_API vf_elementwise_op *vf_elementwise_create(vf_context *ctx, const vf_elementwise_desc *desc);
+/* Applies op to in[n] (n must be desc.n_inputs; dtypes equal and in
+   desc.dtypes; shapes broadcast): a new tensor of the innermost scope, or
+   NULL with the error recorded (a NULL input gives NULL). Eagerly one
+   kernel; traced a node that fuses; taped like any op. */
+VF_API vf_tensor *vf_elementwise_call(vf_elementwise_op *op, int n, vf_tensor *const *in);
+/* Frees the handle. Traced functions and tapes that use the op keep what
+   they need until they go themselves. After the context is destroyed it
+   only frees. */
+VF_API void vf_elementwise_destroy(vf_elementwise_op *op);
 
 #ifdef __cplusplus
 }

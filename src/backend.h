@@ -108,8 +108,16 @@ typedef struct vf_plan_loc {
      consumers of its output shape.
    In every kind a FILL member that is not a group output is a splat: a
    value (a push constant) read by the members, whatever its shape (it
-   broadcasts to its reader's; graph/passes_fills.c, plan/partition.c). */
-typedef enum vf_fused_kind { VF_FUSED_ELEMENTWISE, VF_FUSED_ROWS, VF_FUSED_MATMUL, VF_FUSED_CONV } vf_fused_kind;
+   broadcasts to its reader's; graph/passes_fills.c, plan/partition.c).
+   - USER: not a fusion: a user kernel's call with more than 3 inputs or
+     more than one output (plan/plan.c), its members the call's parts
+     (VF_OP_USER_KERNEL execs, attrs.axis the part, each holding up to 3
+     inputs and one output), its tensors the call's inputs then outputs;
+     the backend runs the kernel on all of them at once (never its members
+     one by one). */
+typedef enum vf_fused_kind {
+    VF_FUSED_ELEMENTWISE, VF_FUSED_ROWS, VF_FUSED_MATMUL, VF_FUSED_CONV, VF_FUSED_USER
+} vf_fused_kind;
 
 /* A member's inputs: in[k] >= 0 is group tensor in[k] (an input: <
    n_inputs); in[k] < 0 is the value of the earlier member -1 - in[k],
@@ -304,16 +312,34 @@ typedef struct vf_backend {
    *words malloc'd; VF_ERROR_COMPILE with shaderc's message in msg.
    vf_spirv_inspect: validates a module (VF_ERROR_FORMAT with the
    validator's message) and says what it declares. */
+#define VF_SPIRV_PUSH_MEMBERS 48
 typedef struct vf_spirv_info {
     int max_binding;          /* the highest binding decorated; -1: none */
     int bad_set;              /* a descriptor set other than 0 (0: none) */
     int bad_set_binding;      /* ... and its binding */
     uint32_t local_size_x;    /* LocalSize x, 0: not declared */
     bool spec0;               /* a specialisation constant has id 0 (local_size_x_id = 0) */
+    /* The push-constant block (the first one; a shader has at most one):
+       its size (the end of its last member) and its first
+       VF_SPIRV_PUSH_MEMBERS members, each's byte offset, size and whether
+       it is a 32-bit integer scalar. push_members 0: no block. */
+    uint32_t push_size;
+    int push_members;
+    struct { uint32_t offset, size; bool u32; } push_member[VF_SPIRV_PUSH_MEMBERS];
 } vf_spirv_info;
 vf_status vf_glsl_compile(const char *glsl, const char *name, uint32_t **words, size_t *n_words, char *msg,
                           size_t msglen);
 vf_status vf_spirv_inspect(const uint32_t *words, size_t n_words, vf_spirv_info *info, char *msg, size_t msglen);
+/* A user elementwise op's GLSL compiled on its own (vulkan/uelem_check.c):
+   the helpers, then `float f(float x0, ..) { return float(expr); }` and per
+   gradient expression the same with a last parameter y, in a shader of no
+   bindings and no prelude, so that a name of the generated kernels (a
+   buffer, a push constant, a prelude helper) fails too. expr or grads[i]
+   may be NULL. VF_ERROR_COMPILE with shaderc's message in msg (line
+   numbers count from the failing text's first line) and the failing part
+   ("desc.expr", "desc.grad_expr[1]", "desc.helpers") in what. */
+vf_status vf_uelem_compile_check(const char *helpers, int n_x, const char *expr, const char *const *grads,
+                                 char *what, size_t what_len, char *msg, size_t msglen);
 
 /* Backend constructors. err receives the reason on failure. */
 vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out);
@@ -332,6 +358,7 @@ typedef struct vf_vk_options {
     const char *loader;      /* VKFUSE_VULKAN_LOADER: this Vulkan loader; NULL or "": libvulkan.so.1 */
     const char *test_caps;   /* VKFUSE_TEST_CAPS: the codegen profile (device.c); NULL: the device's */
     const char *test_limits; /* VKFUSE_TEST_LIMITS: smaller device limits (device.h); NULL: none */
+    bool no_robust;          /* VKFUSE_ROBUST=0: no robustBufferAccess (device.c) */
     const char *dump_dir;    /* VKFUSE_DUMP: each compiled kernel's GLSL under <dir>/kernels; NULL: none */
     bool log_info;           /* VKFUSE_LOG=info|debug: every shader compile and its time on stderr */
     const char *timeout_ms;  /* VKFUSE_TIMEOUT_MS: a wait for the device longer than this many
@@ -343,6 +370,9 @@ typedef struct vf_vk_options {
     int64_t memory_limit_bytes; /* vf_context_desc.device_memory_limit: the same, over the env (> 0) */
     int compile_threads;     /* VKFUSE_COMPILE_THREADS: threads compiling a plan's shaders; 0: the
                                 online CPUs (at most 16), 1: none */
+    bool eager_fuse;         /* queued eager elementwise ops fused once their pattern repeats
+                                (vulkan/eager_fuse.h); the context sets it unless VKFUSE_EAGER_FUSE=0
+                                or vf_context_desc.eager_fuse_off; false here: one kernel per op */
     const char *memory_cache;/* VKFUSE_MEMORY_CACHE: most bytes of freed device memory kept for
                                 reuse ("512M", "2G", "0": none); NULL or "": the device heap's size.
                                 Not a size: VF_ERROR_INVALID_ARGUMENT (memory.h) */

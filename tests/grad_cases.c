@@ -1,5 +1,5 @@
-/* The gradient rule cases and their double-precision references
- * (grad_cases.h), shared by the checks of tests/test_tape.c. */
+/* The gradient rule cases (grad_cases.h), shared by the checks of
+ * tests/test_tape*.c; their references build on grad_refs.c. */
 #include "grad_cases.h"
 #include "testutil.h"
 #include "util/philox.h"
@@ -9,177 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-/* ---- double-precision host reference ----------------------------------- */
-
-
-int64_t gc_dnumel(const gc_dt *t)
-{
-    int64_t n = 1;
-    for (int d = 0; d < t->rank; d++) n *= t->sh[d];
-    return n;
-}
-
-/* The flat index into t of multi-index idx (of a rank-r broadcast result):
-   right-aligned, size-1 dims of t broadcast. */
-static int64_t bidx(const gc_dt *t, int r, const int64_t *idx)
-{
-    int64_t k = 0;
-    for (int d = 0; d < t->rank; d++) {
-        int64_t i = idx[r - t->rank + d];
-        k = k * t->sh[d] + (t->sh[d] == 1 ? 0 : i);
-    }
-    return k;
-}
-
-static void unflat(int64_t k, int r, const int64_t *sh, int64_t *idx)
-{
-    for (int d = r - 1; d >= 0; d--) {
-        idx[d] = sh[d] ? k % sh[d] : 0;
-        k = sh[d] ? k / sh[d] : 0;
-    }
-}
-
-typedef double (*f3)(double, double, double);
-
-/* out = f(a, b, c) with NumPy broadcasting of the n given operands. */
-static void dmap(int n, const gc_dt *const *x, f3 f, gc_dt *out)
-{
-    out->rank = 0;
-    for (int i = 0; i < n; i++)
-        if (x[i]->rank > out->rank) out->rank = x[i]->rank;
-    for (int d = 0; d < out->rank; d++) {
-        out->sh[d] = 1;
-        for (int i = 0; i < n; i++) {
-            int od = d - (out->rank - x[i]->rank);
-            if (od >= 0 && x[i]->sh[od] != 1) out->sh[d] = x[i]->sh[od];
-        }
-    }
-    int64_t idx[4];
-    for (int64_t k = 0; k < gc_dnumel(out); k++) {
-        unflat(k, out->rank, out->sh, idx);
-        double a = x[0]->v[bidx(x[0], out->rank, idx)];
-        double b = n > 1 ? x[1]->v[bidx(x[1], out->rank, idx)] : 0;
-        double c = n > 2 ? x[2]->v[bidx(x[2], out->rank, idx)] : 0;
-        out->v[k] = f(a, b, c);
-    }
-}
-
-enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_NORM, R_PROD, R_LSE };
-
-/* Reduction over the axes in mask (0: all). */
-static void dreduce(const gc_dt *x, int kind, uint32_t mask, bool keep, gc_dt *out)
-{
-    if (!mask) mask = (1u << x->rank) - 1;
-    int64_t osh[4] = {1, 1, 1, 1};
-    for (int d = 0; d < x->rank; d++) osh[d] = (mask >> d) & 1 ? 1 : x->sh[d];
-    gc_dt full = {.rank = x->rank};
-    memcpy(full.sh, osh, sizeof osh);
-    int64_t no = gc_dnumel(&full), cnt[GC_MAXE] = {0};
-    for (int64_t k = 0; k < no; k++)
-        full.v[k] = kind == R_MAX ? -INFINITY : kind == R_MIN ? INFINITY : kind == R_PROD ? 1 : 0;
-    int64_t idx[4];
-    for (int64_t k = 0; k < gc_dnumel(x); k++) {
-        unflat(k, x->rank, x->sh, idx);
-        int64_t o = bidx(&full, x->rank, idx);
-        double v = x->v[k];
-        if (kind == R_MAX) full.v[o] = fmax(full.v[o], v);
-        else if (kind == R_MIN) full.v[o] = fmin(full.v[o], v);
-        else if (kind == R_PROD) full.v[o] *= v;
-        else full.v[o] += kind == R_NORM ? v * v : kind == R_LSE ? exp(v) : v; /* |v| <= 2: no shift needed */
-        cnt[o]++;
-    }
-    for (int64_t k = 0; k < no; k++) {
-        if (kind == R_MEAN) full.v[k] /= (double)cnt[k];
-        if (kind == R_NORM) full.v[k] = sqrt(full.v[k]);
-        if (kind == R_LSE) full.v[k] = log(full.v[k]);
-    }
-    *out = full;
-    if (!keep) {
-        out->rank = 0;
-        for (int d = 0; d < x->rank; d++)
-            if (!((mask >> d) & 1)) out->sh[out->rank++] = x->sh[d];
-    }
-}
-
-/* softmax / log_softmax along axis */
-static void dsoftmax(const gc_dt *x, int axis, bool lg, gc_dt *out)
-{
-    *out = *x;
-    int64_t n = x->sh[axis], inner = 1, outer = 1;
-    for (int d = axis + 1; d < x->rank; d++) inner *= x->sh[d];
-    for (int d = 0; d < axis; d++) outer *= x->sh[d];
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
-            double m = -INFINITY, s = 0;
-            for (int64_t j = 0; j < n; j++) m = fmax(m, x->v[(o * n + j) * inner + i]);
-            for (int64_t j = 0; j < n; j++) s += exp(x->v[(o * n + j) * inner + i] - m);
-            for (int64_t j = 0; j < n; j++) {
-                double z = x->v[(o * n + j) * inner + i] - m;
-                out->v[(o * n + j) * inner + i] = lg ? z - log(s) : exp(z) / s;
-            }
-        }
-}
-
-/* matmul with transposes, vector operands and batch broadcasting */
-static void dmatmul(const gc_dt *a0, const gc_dt *b0, bool ta, bool tb, gc_dt *out)
-{
-    gc_dt a = *a0, b = *b0;
-    bool av = a.rank == 1, bv = b.rank == 1;
-    if (av) a.rank = 2, a.sh[1] = a.sh[0], a.sh[0] = 1;
-    if (bv) b.rank = 2, b.sh[1] = 1;
-    int ra = a.rank, rb = b.rank;
-    int64_t m = ta ? a.sh[ra - 1] : a.sh[ra - 2], kk = ta ? a.sh[ra - 2] : a.sh[ra - 1];
-    int64_t n = tb ? b.sh[rb - 2] : b.sh[rb - 1];
-    gc_dt ba = {.rank = ra - 2}, bb = {.rank = rb - 2};
-    memcpy(ba.sh, a.sh, sizeof(int64_t) * (size_t)(ra - 2));
-    memcpy(bb.sh, b.sh, sizeof(int64_t) * (size_t)(rb - 2));
-    gc_dt bo;
-    const gc_dt *bx[2] = {&ba, &bb};
-    ba.v[0] = bb.v[0] = 0;
-    int rbo = ba.rank > bb.rank ? ba.rank : bb.rank;
-    bo.rank = rbo;
-    for (int d = 0; d < rbo; d++) {
-        bo.sh[d] = 1;
-        for (int i = 0; i < 2; i++) {
-            int od = d - (rbo - bx[i]->rank);
-            if (od >= 0 && bx[i]->sh[od] != 1) bo.sh[d] = bx[i]->sh[od];
-        }
-    }
-    int64_t nb = gc_dnumel(&bo), idx[4];
-    out->rank = 0;
-    for (int d = 0; d < rbo; d++) out->sh[out->rank++] = bo.sh[d];
-    if (!av) out->sh[out->rank++] = m;
-    if (!bv) out->sh[out->rank++] = n;
-    for (int64_t q = 0; q < nb; q++) {
-        unflat(q, rbo, bo.sh, idx);
-        int64_t qa = bidx(&ba, rbo, idx), qb = bidx(&bb, rbo, idx);
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t j = 0; j < n; j++) {
-                double s = 0;
-                for (int64_t p = 0; p < kk; p++) {
-                    double x = a.v[qa * m * kk + (ta ? p * m + i : i * kk + p)];
-                    double y = b.v[qb * kk * n + (tb ? j * kk + p : p * n + j)];
-                    s += x * y;
-                }
-                out->v[(q * m + i) * n + j] = s;
-            }
-    }
-}
-
-static void dtranspose(const gc_dt *x, const int *perm, gc_dt *out)
-{
-    out->rank = x->rank;
-    for (int d = 0; d < x->rank; d++) out->sh[d] = x->sh[perm[d]];
-    int64_t idx[4], src[4];
-    for (int64_t k = 0; k < gc_dnumel(out); k++) {
-        unflat(k, out->rank, out->sh, idx);
-        for (int d = 0; d < x->rank; d++) src[perm[d]] = idx[d];
-        int64_t f = 0;
-        for (int d = 0; d < x->rank; d++) f = f * x->sh[d] + src[d];
-        out->v[k] = x->v[f];
-    }
-}
 
 static double s_add(double a, double b, double c) { (void)c; return a + b; }
 static double s_sub(double a, double b, double c) { (void)c; return a - b; }
@@ -231,20 +60,6 @@ static const int32_t gi0[4] = {3, 0, 3, 4};            /* x [5, 3], axis 0: a du
 static const int32_t gi1[6] = {1, 3, 1, 0, 2, 3};      /* x [2, 4], indices [2, 3], axis -1 */
 static const int32_t si1[5] = {2, 0, 2, 3, 2};         /* x [3, 4], updates [3, 5], axis 1 */
 
-/* y[o, j, c] = x[o, idx[j], c] with x as [outer, n, inner] */
-static void dgather(const gc_dt *x, const int32_t *idx, int64_t J, int axis, gc_dt *y)
-{
-    int64_t outer = 1, inner = 1, n = x->sh[axis];
-    for (int d = 0; d < axis; d++) outer *= x->sh[d];
-    for (int d = axis + 1; d < x->rank; d++) inner *= x->sh[d];
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < J; j++)
-            for (int64_t c = 0; c < inner; c++) y->v[(o * J + j) * inner + c] = x->v[(o * n + idx[j]) * inner + c];
-}
-static void dsquare_all(gc_dt *y)
-{
-    for (int64_t k = 0; k < gc_dnumel(y); k++) y->v[k] *= y->v[k];
-}
 static vf_tensor *gidx(vf_context *ctx, const int32_t *v, int rank, const int64_t *sh)
 {
     return vf_tensor_from_host(ctx, VF_I32, rank, sh, v);
@@ -256,8 +71,8 @@ static vf_tensor *f_gather0(vf_context *ctx, vf_tensor **in)
 static void r_gather0(const gc_dt *in, gc_dt *out)
 {
     out->rank = 2, out->sh[0] = 4, out->sh[1] = 3;
-    dgather(&in[0], gi0, 4, 0, out);
-    dsquare_all(out);
+    gc_dgather(&in[0], gi0, 4, 0, out);
+    gc_dsquare_all(out);
 }
 static vf_tensor *f_gather1(vf_context *ctx, vf_tensor **in)
 {
@@ -266,8 +81,8 @@ static vf_tensor *f_gather1(vf_context *ctx, vf_tensor **in)
 static void r_gather1(const gc_dt *in, gc_dt *out)
 {
     out->rank = 3, out->sh[0] = 2, out->sh[1] = 2, out->sh[2] = 3;
-    dgather(&in[0], gi1, 6, 1, out);
-    dsquare_all(out);
+    gc_dgather(&in[0], gi1, 6, 1, out);
+    gc_dsquare_all(out);
 }
 static vf_tensor *f_scatter1(vf_context *ctx, vf_tensor **in)
 {
@@ -278,39 +93,20 @@ static void r_scatter1(const gc_dt *in, gc_dt *out)
     *out = in[0];
     for (int64_t o = 0; o < 3; o++)
         for (int64_t j = 0; j < 5; j++) out->v[o * 4 + si1[j]] += in[1].v[o * 5 + j];
-    dsquare_all(out);
+    gc_dsquare_all(out);
 }
 
-/* cumsum along axis of [outer, n, inner] in double */
-static void dcumsum(const gc_dt *x, int axis, bool excl, bool rev, gc_dt *y)
-{
-    *y = *x;
-    int64_t outer = 1, n = x->sh[axis], inner = 1;
-    for (int d = 0; d < axis; d++) outer *= x->sh[d];
-    for (int d = axis + 1; d < x->rank; d++) inner *= x->sh[d];
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t c = 0; c < inner; c++) {
-            double acc = 0;
-            for (int64_t p = 0; p < n; p++) {
-                int64_t at = (o * n + (rev ? n - 1 - p : p)) * inner + c;
-                double v = x->v[at];
-                if (!excl) acc += v;
-                y->v[at] = acc;
-                if (excl) acc += v;
-            }
-        }
-}
 static vf_tensor *f_cumsum1(vf_context *ctx, vf_tensor **in) { return vf_square(ctx, vf_cumsum(ctx, in[0], 1, false, false)); }
 static void r_cumsum1(const gc_dt *in, gc_dt *out)
 {
-    dcumsum(&in[0], 1, false, false, out);
-    dsquare_all(out);
+    gc_dcumsum(&in[0], 1, false, false, out);
+    gc_dsquare_all(out);
 }
 static vf_tensor *f_cumsum0er(vf_context *ctx, vf_tensor **in) { return vf_square(ctx, vf_cumsum(ctx, in[0], -3, true, true)); }
 static void r_cumsum0er(const gc_dt *in, gc_dt *out)
 {
-    dcumsum(&in[0], 0, true, true, out);
-    dsquare_all(out);
+    gc_dcumsum(&in[0], 0, true, true, out);
+    gc_dsquare_all(out);
 }
 
 /* top 2 of each row of [3, 4] by selection (the seeded inputs have no ties) */
@@ -348,7 +144,7 @@ static vf_tensor *xent_labels(vf_context *ctx, int64_t n)
     static void r_##nm(const gc_dt *in, gc_dt *out) \
     { \
         const gc_dt *x[3] = {&in[0], &in[1], &in[2]}; \
-        dmap(nin, x, sf, out); \
+        gc_dmap(nin, x, sf, out); \
     }
 MAP(neg, vf_neg(ctx, in[0]), 1, s_neg)
 MAP(exp, vf_exp(ctx, in[0]), 1, s_exp)
@@ -390,30 +186,30 @@ MAP(copy_r, vf_reduce_sum(ctx, in[0], 0, NULL, false), 1, s_id)
 
 #define RED(nm, call, kind, mask, keep) \
     static vf_tensor *f_##nm(vf_context *ctx, vf_tensor **in) { return call; } \
-    static void r_##nm(const gc_dt *in, gc_dt *out) { dreduce(&in[0], kind, mask, keep, out); }
-RED(sum1, vf_reduce_sum(ctx, in[0], 1, (int[]){1}, false), R_SUM, 2, false)
-RED(sum02k, vf_reduce_sum(ctx, in[0], 2, (int[]){0, -1}, true), R_SUM, 5, true)
-RED(mean0k, vf_reduce_mean(ctx, in[0], 1, (int[]){0}, true), R_MEAN, 1, true)
-RED(mean12, vf_reduce_mean(ctx, in[0], 2, (int[]){1, 2}, false), R_MEAN, 6, false)
-RED(meanall, vf_reduce_mean(ctx, in[0], 0, NULL, false), R_MEAN, 0, false)
-RED(max1, vf_reduce_max(ctx, in[0], 1, (int[]){-1}, false), R_MAX, 2, false)
-RED(max01k, vf_reduce_max(ctx, in[0], 2, (int[]){0, 1}, true), R_MAX, 3, true)
-RED(minall, vf_reduce_min(ctx, in[0], 0, NULL, false), R_MIN, 0, false)
-RED(min0, vf_reduce_min(ctx, in[0], 1, (int[]){0}, false), R_MIN, 1, false)
-RED(norm, vf_norm(ctx, in[0]), R_NORM, 0, false)
-RED(prod1, vf_reduce_prod(ctx, in[0], 1, (int[]){1}, false), R_PROD, 2, false)
-RED(prod02k, vf_reduce_prod(ctx, in[0], 2, (int[]){0, -1}, true), R_PROD, 5, true)
-RED(lse1, vf_logsumexp(ctx, in[0], 1, (int[]){-1}, false), R_LSE, 2, false)
-RED(lse01k, vf_logsumexp(ctx, in[0], 2, (int[]){0, 1}, true), R_LSE, 3, true)
+    static void r_##nm(const gc_dt *in, gc_dt *out) { gc_dreduce(&in[0], kind, mask, keep, out); }
+RED(sum1, vf_reduce_sum(ctx, in[0], 1, (int[]){1}, false), GC_R_SUM, 2, false)
+RED(sum02k, vf_reduce_sum(ctx, in[0], 2, (int[]){0, -1}, true), GC_R_SUM, 5, true)
+RED(mean0k, vf_reduce_mean(ctx, in[0], 1, (int[]){0}, true), GC_R_MEAN, 1, true)
+RED(mean12, vf_reduce_mean(ctx, in[0], 2, (int[]){1, 2}, false), GC_R_MEAN, 6, false)
+RED(meanall, vf_reduce_mean(ctx, in[0], 0, NULL, false), GC_R_MEAN, 0, false)
+RED(max1, vf_reduce_max(ctx, in[0], 1, (int[]){-1}, false), GC_R_MAX, 2, false)
+RED(max01k, vf_reduce_max(ctx, in[0], 2, (int[]){0, 1}, true), GC_R_MAX, 3, true)
+RED(minall, vf_reduce_min(ctx, in[0], 0, NULL, false), GC_R_MIN, 0, false)
+RED(min0, vf_reduce_min(ctx, in[0], 1, (int[]){0}, false), GC_R_MIN, 1, false)
+RED(norm, vf_norm(ctx, in[0]), GC_R_NORM, 0, false)
+RED(prod1, vf_reduce_prod(ctx, in[0], 1, (int[]){1}, false), GC_R_PROD, 2, false)
+RED(prod02k, vf_reduce_prod(ctx, in[0], 2, (int[]){0, -1}, true), GC_R_PROD, 5, true)
+RED(lse1, vf_logsumexp(ctx, in[0], 1, (int[]){-1}, false), GC_R_LSE, 2, false)
+RED(lse01k, vf_logsumexp(ctx, in[0], 2, (int[]){0, 1}, true), GC_R_LSE, 3, true)
 
 static vf_tensor *f_softmax(vf_context *ctx, vf_tensor **in) { return vf_softmax(ctx, in[0], -1); }
-static void r_softmax(const gc_dt *in, gc_dt *out) { dsoftmax(&in[0], in[0].rank - 1, false, out); }
+static void r_softmax(const gc_dt *in, gc_dt *out) { gc_dsoftmax(&in[0], in[0].rank - 1, false, out); }
 static vf_tensor *f_softmax0(vf_context *ctx, vf_tensor **in) { return vf_softmax(ctx, in[0], 0); }
-static void r_softmax0(const gc_dt *in, gc_dt *out) { dsoftmax(&in[0], 0, false, out); }
+static void r_softmax0(const gc_dt *in, gc_dt *out) { gc_dsoftmax(&in[0], 0, false, out); }
 static vf_tensor *f_lsm(vf_context *ctx, vf_tensor **in) { return vf_log_softmax(ctx, in[0], -1); }
-static void r_lsm(const gc_dt *in, gc_dt *out) { dsoftmax(&in[0], in[0].rank - 1, true, out); }
+static void r_lsm(const gc_dt *in, gc_dt *out) { gc_dsoftmax(&in[0], in[0].rank - 1, true, out); }
 static vf_tensor *f_lsm0(vf_context *ctx, vf_tensor **in) { return vf_log_softmax(ctx, in[0], 0); }
-static void r_lsm0(const gc_dt *in, gc_dt *out) { dsoftmax(&in[0], 0, true, out); }
+static void r_lsm0(const gc_dt *in, gc_dt *out) { gc_dsoftmax(&in[0], 0, true, out); }
 static vf_tensor *f_xent(vf_context *ctx, vf_tensor **in)
 {
     return vf_sparse_softmax_cross_entropy(ctx, xent_labels(ctx, vf_tensor_dim(in[0], 0)), in[0]);
@@ -421,7 +217,7 @@ static vf_tensor *f_xent(vf_context *ctx, vf_tensor **in)
 static void r_xent(const gc_dt *in, gc_dt *out)
 {
     gc_dt ls;
-    dsoftmax(&in[0], 1, true, &ls);
+    gc_dsoftmax(&in[0], 1, true, &ls);
     out->rank = 1;
     out->sh[0] = in[0].sh[0];
     for (int64_t i = 0; i < in[0].sh[0]; i++) out->v[i] = -ls.v[i * XENT_C + xent_label(i)];
@@ -429,7 +225,7 @@ static void r_xent(const gc_dt *in, gc_dt *out)
 
 #define MM(nm, ta, tb) \
     static vf_tensor *f_##nm(vf_context *ctx, vf_tensor **in) { return vf_matmul_ex(ctx, in[0], in[1], ta, tb); } \
-    static void r_##nm(const gc_dt *in, gc_dt *out) { dmatmul(&in[0], &in[1], ta, tb, out); }
+    static void r_##nm(const gc_dt *in, gc_dt *out) { gc_dmatmul(&in[0], &in[1], ta, tb, out); }
 MM(mm, false, false)
 MM(mm_ta, true, false)
 MM(mm_tb, false, true)
@@ -446,7 +242,7 @@ static void r_reshape(const gc_dt *in, gc_dt *out)
     for (int k = 0; k < 12; k++) out->v[k] = in[0].v[k] * in[0].v[k];
 }
 static vf_tensor *f_transpose(vf_context *ctx, vf_tensor **in) { return vf_transpose(ctx, in[0], (int[]){2, 0, 1}); }
-static void r_transpose(const gc_dt *in, gc_dt *out) { dtranspose(&in[0], (int[]){2, 0, 1}, out); }
+static void r_transpose(const gc_dt *in, gc_dt *out) { gc_dtranspose(&in[0], (int[]){2, 0, 1}, out); }
 
 /* a small MLP layer and loss: mean(tanh(x w + x)) over rows */
 static vf_tensor *f_chain(vf_context *ctx, vf_tensor **in)
@@ -456,12 +252,12 @@ static vf_tensor *f_chain(vf_context *ctx, vf_tensor **in)
 static void r_chain(const gc_dt *in, gc_dt *out)
 {
     gc_dt p, s, t;
-    dmatmul(&in[0], &in[1], false, false, &p);
+    gc_dmatmul(&in[0], &in[1], false, false, &p);
     const gc_dt *x[2] = {&p, &in[0]};
-    dmap(2, x, s_add, &s);
+    gc_dmap(2, x, s_add, &s);
     const gc_dt *y[1] = {&s};
-    dmap(1, y, s_tanh, &t);
-    dreduce(&t, R_MEAN, 1, false, out);
+    gc_dmap(1, y, s_tanh, &t);
+    gc_dreduce(&t, GC_R_MEAN, 1, false, out);
 }
 /* the same value used twice along different paths (gradients accumulate) */
 static vf_tensor *f_fanout(vf_context *ctx, vf_tensor **in)
@@ -473,14 +269,14 @@ static void r_fanout(const gc_dt *in, gc_dt *out)
 {
     gc_dt e, m, ee, s;
     const gc_dt *x[1] = {&in[0]};
-    dmap(1, x, s_exp, &e);
+    gc_dmap(1, x, s_exp, &e);
     const gc_dt *y[2] = {&e, &in[1]};
-    dmap(2, y, s_mul, &m);
+    gc_dmap(2, y, s_mul, &m);
     const gc_dt *z[2] = {&e, &e};
-    dmap(2, z, s_mul, &ee);
-    dreduce(&ee, R_SUM, 1, true, &s);
+    gc_dmap(2, z, s_mul, &ee);
+    gc_dreduce(&ee, GC_R_SUM, 1, true, &s);
     const gc_dt *w[2] = {&m, &s};
-    dmap(2, w, s_add, out);
+    gc_dmap(2, w, s_add, out);
 }
 
 /* ---- movement: index lists per dim (-1: a padded value), squared after so
@@ -493,7 +289,7 @@ static void dwindow(const gc_dt *x, int64_t (*idx)[16], const int *m, double val
     for (int d = 0; d < x->rank; d++) out->sh[d] = m[d];
     int64_t c[4];
     for (int64_t k = 0; k < gc_dnumel(out); k++) {
-        unflat(k, out->rank, out->sh, c);
+        gc_unflat(k, out->rank, out->sh, c);
         int64_t lin = 0;
         bool hole = false;
         for (int d = 0; d < x->rank; d++) {

@@ -48,4 +48,25 @@ void gc_tape_grads(vf_context *ctx, const gc_case *c, float **data, float **y_ou
 /* Seeded inputs of c (malloc'd, one array per input). */
 void gc_fill_case(const gc_case *c, float **data, uint64_t seed);
 
+/* ---- double-precision references (grad_refs.c) ---- */
+typedef double (*gc_f3)(double, double, double);
+enum { GC_R_SUM, GC_R_MEAN, GC_R_MAX, GC_R_MIN, GC_R_NORM, GC_R_PROD, GC_R_LSE };
+/* The row-major index idx[r] of flat element k of shape sh. */
+void gc_unflat(int64_t k, int r, const int64_t *sh, int64_t *idx);
+/* out = f(a, b, c) with NumPy broadcasting of the n given operands. */
+void gc_dmap(int n, const gc_dt *const *x, gc_f3 f, gc_dt *out);
+/* Reduction of kind (GC_R_*) over the axes in mask (0: all). */
+void gc_dreduce(const gc_dt *x, int kind, uint32_t mask, bool keep, gc_dt *out);
+/* softmax (lg: log_softmax) along axis. */
+void gc_dsoftmax(const gc_dt *x, int axis, bool lg, gc_dt *out);
+/* a @ b, either transposed; batched over leading dims. */
+void gc_dmatmul(const gc_dt *a, const gc_dt *b, bool ta, bool tb, gc_dt *out);
+void gc_dtranspose(const gc_dt *x, const int *perm, gc_dt *out);
+/* y[o, j, c] = x[o, idx[j], c] with x as [outer, n, inner] around axis. */
+void gc_dgather(const gc_dt *x, const int32_t *idx, int64_t J, int axis, gc_dt *y);
+/* y = y * y elementwise. */
+void gc_dsquare_all(gc_dt *y);
+/* cumsum along axis (excl: exclusive, rev: from the end). */
+void gc_dcumsum(const gc_dt *x, int axis, bool excl, bool rev, gc_dt *y);
+
 #endif

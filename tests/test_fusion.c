@@ -4,7 +4,7 @@
  * Vulkan device and compared with running their nodes one by one on the
  * CPU backend. */
 #include "testutil.h"
-#include "graph_build.h"
+#include "graph_run.h"
 #include "vk_test_common.h"
 
 #include "vulkan/codegen/codegen_fused.h"
@@ -359,120 +359,20 @@ static vf_graph *random_dag(bool ints)
     return g;
 }
 
-static size_t bytes_of(const vf_graph *g, int v)
+/* Parameters: i32 in [-20, 20], floats in [-2, 2] (steps of 1e-3). */
+static void fill_dag_param(const vf_graph *g, int v, uint8_t *host, void *user)
 {
-    size_t n = (size_t)vf_shape_numel(&g->nodes[v].shape) * vf_dtype_size(g->nodes[v].dtype);
-    return (n + 15) & ~(size_t)15;
+    (void)user;
+    int64_t nel = vf_shape_numel(&g->nodes[v].shape);
+    for (int64_t i = 0; i < nel; i++)
+        vf_store_f64(host, g->nodes[v].dtype, i,
+                     g->nodes[v].dtype == VF_I32 ? (double)((int)rnd(41) - 20) : (double)rnd(4001) / 1000.0 - 2.0);
 }
 
-static vf_exec exec_of(const vf_graph *g, int v, vf_buffer **bufs)
+static bool dag_close(const vf_graph *g, int o, int64_t i, double want, double got, void *user)
 {
-    const vf_node *nd = &g->nodes[v];
-    vf_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = nd->op;
-    e.attrs = nd->attrs;
-    e.n_in = nd->n_in;
-    for (int k = 0; k <= nd->n_in; k++) {
-        int u = k < nd->n_in ? nd->in[k] : v;
-        vf_tref *t = k < nd->n_in ? &e.in[k] : &e.out;
-        t->buf = bufs[u];
-        t->dtype = g->nodes[u].dtype;
-        t->rank = g->nodes[u].shape.rank;
-        for (int d = 0; d < t->rank; d++) t->shape[d] = g->nodes[u].shape.dim[d];
-    }
-    return e;
-}
-
-static void run_dag(rt_handle *h, vf_backend_t *cpu, vf_graph *g, int *fused_groups)
-{
-    int n = g->n;
-    vf_buffer **cb = calloc((size_t)n, sizeof *cb), **gb = calloc((size_t)n, sizeof *gb);
-    assert_true(cb && gb);
-    for (int v = 0; v < n; v++) {
-        assert_int_equal(cpu->iface->alloc(cpu->self, bytes_of(g, v), &cb[v]), VF_OK);
-        assert_int_equal(h->be.iface->alloc(h->be.self, bytes_of(g, v), &gb[v]), VF_OK);
-        if (g->nodes[v].kind != VF_NODE_PARAM) continue;
-        size_t nel = (size_t)vf_shape_numel(&g->nodes[v].shape);
-        uint8_t *host = calloc(1, bytes_of(g, v));
-        for (size_t i = 0; i < nel; i++)
-            vf_store_f64(host, g->nodes[v].dtype, (int64_t)i,
-                         g->nodes[v].dtype == VF_I32 ? (double)((int)rnd(41) - 20) : (double)rnd(4001) / 1000.0 - 2.0);
-        assert_int_equal(cpu->iface->upload(cpu->self, cb[v], 0, host, bytes_of(g, v)), VF_OK);
-        assert_int_equal(h->be.iface->upload(h->be.self, gb[v], 0, host, bytes_of(g, v)), VF_OK);
-        free(host);
-    }
-    for (int v = 0; v < n; v++)
-        if (g->nodes[v].kind == VF_NODE_OP) {
-            vf_exec e = exec_of(g, v, cb);
-            assert_int_equal(cpu->iface->exec(cpu->self, &e), VF_OK);
-        }
-    vf_shape *shapes = malloc(sizeof *shapes * (size_t)n);
-    for (int v = 0; v < n; v++) shapes[v] = g->nodes[v].shape;
-    vf_partition_t p;
-    vf_err err = {0};
-    assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
-    for (int i = 0; i < p.n_groups; i++) {
-        const vf_group *grp = &p.groups[i];
-        if (grp->kind == VF_GROUP_SINGLE) {
-            if (g->nodes[grp->nodes[0]].kind != VF_NODE_OP) continue;
-            vf_exec e = exec_of(g, grp->nodes[0], gb);
-            assert_int_equal(h->be.iface->exec(h->be.self, &e), VF_OK);
-            continue;
-        }
-        (*fused_groups)++;
-        vf_gen_kernel k;
-        vf_status st = vt_codegen_group(g, grp, shapes, &h->rt->dev.caps, &k, &err);
-        if (st) fprintf(stderr, "%s\n", err.message);
-        assert_int_equal(st, VF_OK);
-        if (k.n_steps == 0) continue;   /* dead values */
-        const vf_dispatch *d = &k.step[0];
-        const vf_vk_pipeline *pipe = NULL;
-        assert_int_equal(vf_vk_runtime_dispatch_pipeline(h->rt, d, &pipe),
-                         VF_OK);
-        vf_vk_bind binds[VF_KERNEL_MAX_BINDINGS];
-        memset(binds, 0, sizeof binds);
-        for (int j = 0; j < d->n_bindings; j++) {
-            int t = d->binding[j] - VF_BIND_GROUP;
-            bool in = t < grp->n_inputs;
-            binds[j].buf = gb[in ? grp->inputs[t] : grp->outputs[t - grp->n_inputs]];
-            binds[j].access = in ? VF_VK_READ : VF_VK_WRITE;
-        }
-        vf_vk_dispatch_info di = {.pipe = pipe, .n_bindings = d->n_bindings, .bindings = binds, .push = d->push,
-                                  .push_size = d->push_size, .groups = {d->groups[0], d->groups[1], d->groups[2]},
-                                  .name = d->name};
-        assert_int_equal(vf_vk_sched_dispatch(&h->rt->sched, &di), VF_OK);
-        vf_kernel_free(&k);
-    }
-    for (int o = 0; o < g->n_outputs; o++) {
-        int v = g->outputs[o];
-        size_t nb = bytes_of(g, v);
-        uint8_t *want = malloc(nb), *got = malloc(nb);
-        assert_int_equal(cpu->iface->download(cpu->self, cb[v], 0, want, nb), VF_OK);
-        assert_int_equal(h->be.iface->download(h->be.self, gb[v], 0, got, nb), VF_OK);
-        int64_t nel = vf_shape_numel(&g->nodes[v].shape);
-        for (int64_t i = 0; i < nel; i++) {
-            double w = vf_load_f64(want, g->nodes[v].dtype, i), x = vf_load_f64(got, g->nodes[v].dtype, i);
-            bool ok = (isnan(w) && isnan(x)) || w == x || fabs(w - x) <= 2e-3 * fmax(1.0, fabs(w));
-            if (!ok) {
-                char *txt = vf_graph_to_string(g, "dag");
-                fprintf(stderr, "mismatch at output %d element %lld: cpu %g vulkan %g\n%s", o, (long long)i, w, x,
-                        txt ? txt : "");
-                free(txt);
-            }
-            assert_true(ok);
-        }
-        free(want);
-        free(got);
-    }
-    for (int v = 0; v < n; v++) {
-        cpu->iface->free(cpu->self, cb[v]);
-        h->be.iface->free(h->be.self, gb[v]);
-    }
-    vf_partition_free(&p);
-    free(shapes);
-    free(cb);
-    free(gb);
+    (void)g, (void)o, (void)i, (void)user;
+    return fabs(want - got) <= 2e-3 * fmax(1.0, fabs(want));
 }
 
 static void test_random_dags(void **state)
@@ -487,7 +387,7 @@ static void test_random_dags(void **state)
     int fused = 0, cases = 300;
     for (int c = 0; c < cases; c++) {
         vf_graph *g = random_dag(c % 3 == 2);
-        run_dag(&h, &cpu, g, &fused);
+        fused += vt_run_partitioned(&h, &cpu, g, &(vt_graph_run){.fill = fill_dag_param, .close = dag_close, .what = "dag"});
         vf_graph_free(g);
     }
     printf("fusion: %d random DAGs, %d fused kernels checked against the CPU backend\n", cases, fused);

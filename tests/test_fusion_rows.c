@@ -18,7 +18,7 @@
  * empty batch runs without error.
  */
 #include "testutil.h"
-#include "graph_build.h"
+#include "graph_run.h"
 #include "vk_test_common.h"
 
 #include "vulkan/codegen/codegen_fused.h"
@@ -172,31 +172,6 @@ static void test_partition(void **state)
 
 /* ---- running a partitioned graph ---------------------------------------- */
 
-static size_t bytes_of(const vf_graph *g, int v)
-{
-    size_t n = (size_t)vf_shape_numel(&g->nodes[v].shape) * vf_dtype_size(g->nodes[v].dtype);
-    return (n + 15) & ~(size_t)15;
-}
-
-static vf_exec exec_of(const vf_graph *g, int v, vf_buffer **bufs)
-{
-    const vf_node *nd = &g->nodes[v];
-    vf_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = nd->op;
-    e.attrs = nd->attrs;
-    e.n_in = nd->n_in;
-    for (int k = 0; k <= nd->n_in; k++) {
-        int u = k < nd->n_in ? nd->in[k] : v;
-        vf_tref *t = k < nd->n_in ? &e.in[k] : &e.out;
-        t->buf = bufs[u];
-        t->dtype = g->nodes[u].dtype;
-        t->rank = g->nodes[u].shape.rank;
-        for (int d = 0; d < t->rank; d++) t->shape[d] = g->nodes[u].shape.dim[d];
-    }
-    return e;
-}
-
 static uint64_t rng;
 static double urand(void)
 {
@@ -233,100 +208,34 @@ static void fill_param(const vf_graph *g, int v, uint8_t *host, bool special)
     }
 }
 
+typedef struct rows_run {
+    bool special;
+} rows_run;
+
+static void fill_rows_param(const vf_graph *g, int v, uint8_t *host, void *user)
+{
+    fill_param(g, v, host, ((rows_run *)user)->special);
+}
+
+/* Row 1 of the special inputs holds values of 500 .. 600: a result formed
+   as x - logsumexp(x) carries their rounding (ulp(600) = 6e-5). */
+static bool rows_close(const vf_graph *g, int o, int64_t i, double want, double got, void *user)
+{
+    const vf_shape *os = &g->nodes[g->outputs[o]].shape;
+    int64_t oc = os->rank == 2 ? os->dim[1] : 1;
+    double atol = ((rows_run *)user)->special && i / oc == 1 ? 3e-4 : 1e-5;
+    return fabs(want - got) <= atol + 1e-4 * fabs(want);
+}
+
 /* Runs g on the device with the row groups generated for caps and on the
    CPU node by node; compares the outputs. Returns the fused groups run. */
 static int run_graph(rt_handle *h, vf_backend_t *cpu, const vf_graph *g, const vf_device_caps *caps, bool special,
                      const char *what)
 {
-    int n = g->n, fused = 0;
-    vf_buffer **cb = calloc((size_t)n, sizeof *cb), **gb = calloc((size_t)n, sizeof *gb);
-    assert_true(cb && gb);
-    for (int v = 0; v < n; v++) {
-        assert_int_equal(cpu->iface->alloc(cpu->self, bytes_of(g, v), &cb[v]), VF_OK);
-        assert_int_equal(h->be.iface->alloc(h->be.self, bytes_of(g, v), &gb[v]), VF_OK);
-        if (g->nodes[v].kind != VF_NODE_PARAM) continue;
-        uint8_t *host = calloc(1, bytes_of(g, v));
-        assert_non_null(host);
-        fill_param(g, v, host, special);
-        assert_int_equal(cpu->iface->upload(cpu->self, cb[v], 0, host, bytes_of(g, v)), VF_OK);
-        assert_int_equal(h->be.iface->upload(h->be.self, gb[v], 0, host, bytes_of(g, v)), VF_OK);
-        free(host);
-    }
-    for (int v = 0; v < n; v++)
-        if (g->nodes[v].kind == VF_NODE_OP) {
-            vf_exec e = exec_of(g, v, cb);
-            assert_int_equal(cpu->iface->exec(cpu->self, &e), VF_OK);
-        }
-    vf_shape *shapes = malloc(sizeof *shapes * (size_t)n);
-    assert_non_null(shapes);
-    for (int v = 0; v < n; v++) shapes[v] = g->nodes[v].shape;
-    vf_partition_t p;
-    vf_err err = {0};
-    assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
-    for (int i = 0; i < p.n_groups; i++) {
-        const vf_group *grp = &p.groups[i];
-        if (grp->kind == VF_GROUP_SINGLE) {
-            if (g->nodes[grp->nodes[0]].kind != VF_NODE_OP) continue;
-            vf_exec e = exec_of(g, grp->nodes[0], gb);
-            assert_int_equal(h->be.iface->exec(h->be.self, &e), VF_OK);
-            continue;
-        }
-        fused++;
-        vf_gen_kernel k;
-        vf_status st = vt_codegen_group(g, grp, shapes, caps, &k, &err);
-        if (st) fprintf(stderr, "%s: %s\n", what, err.message);
-        assert_int_equal(st, VF_OK);
-        assert_int_equal(k.n_steps, 1);
-        const vf_dispatch *d = &k.step[0];
-        const vf_vk_pipeline *pipe = NULL;
-        assert_int_equal(vf_vk_runtime_dispatch_pipeline(h->rt, d, &pipe),
-                         VF_OK);
-        vf_vk_bind binds[VF_KERNEL_MAX_BINDINGS];
-        memset(binds, 0, sizeof binds);
-        for (int j = 0; j < d->n_bindings; j++) {
-            int t = d->binding[j] - VF_BIND_GROUP;
-            bool in = t < grp->n_inputs;
-            binds[j].buf = gb[in ? grp->inputs[t] : grp->outputs[t - grp->n_inputs]];
-            binds[j].access = in ? VF_VK_READ : VF_VK_WRITE;
-        }
-        vf_vk_dispatch_info di = {.pipe = pipe, .n_bindings = d->n_bindings, .bindings = binds, .push = d->push,
-                                  .push_size = d->push_size, .groups = {d->groups[0], d->groups[1], d->groups[2]},
-                                  .name = d->name};
-        assert_int_equal(vf_vk_sched_dispatch(&h->rt->sched, &di), VF_OK);
-        vf_kernel_free(&k);
-    }
-    for (int o = 0; o < g->n_outputs; o++) {
-        int v = g->outputs[o];
-        size_t nb = bytes_of(g, v);
-        uint8_t *want = malloc(nb), *got = malloc(nb);
-        assert_true(want && got);
-        assert_int_equal(cpu->iface->download(cpu->self, cb[v], 0, want, nb), VF_OK);
-        assert_int_equal(h->be.iface->download(h->be.self, gb[v], 0, got, nb), VF_OK);
-        int64_t nel = vf_shape_numel(&g->nodes[v].shape);
-        for (int64_t i = 0; i < nel; i++) {
-            double w = vf_load_f64(want, VF_F32, i), x = vf_load_f64(got, VF_F32, i);
-            /* row 1 holds values of 500 .. 600: a result formed as
-               x - logsumexp(x) carries their rounding (ulp(600) = 6e-5) */
-            const vf_shape *os = &g->nodes[v].shape;
-            int64_t oc = os->rank == 2 ? os->dim[1] : 1;
-            double atol = special && i / oc == 1 ? 3e-4 : 1e-5;
-            bool ok = (isnan(w) && isnan(x)) || w == x || fabs(w - x) <= atol + 1e-4 * fabs(w);
-            if (!ok)
-                fprintf(stderr, "%s: output %d element %lld: cpu %.9g vulkan %.9g\n", what, o, (long long)i, w, x);
-            assert_true(ok);
-        }
-        free(want);
-        free(got);
-    }
-    for (int v = 0; v < n; v++) {
-        cpu->iface->free(cpu->self, cb[v]);
-        h->be.iface->free(h->be.self, gb[v]);
-    }
-    vf_partition_free(&p);
-    free(shapes);
-    free(cb);
-    free(gb);
-    return fused;
+    rows_run rr = {.special = special};
+    return vt_run_partitioned(h, cpu, g,
+                              &(vt_graph_run){.caps = caps, .fill = fill_rows_param, .close = rows_close,
+                                              .user = &rr, .what = what, .one_step = true});
 }
 
 static void test_patterns_on_device(void **state)

@@ -29,13 +29,15 @@ static void test_rows(void **state)
         assert_int_equal((r->cond_in | r->index_in) >> r->arity, 0);
         assert_int_equal(r->cond_in & r->index_in, 0);
         if (r->arity) assert_true(vf_op_data_input((vf_op)o) < r->arity);
-        assert_int_equal(r->attrs & ~(uint32_t)(VF_ATTR_CONV * 2 - 1), 0);
+        assert_int_equal(r->attrs & ~(uint32_t)(VF_ATTR_UELEM * 2 - 1), 0);
+        /* a user elementwise op's functions and GLSL are its attrs.uelem's */
+        if (o == VF_OP_USER_ELEMENTWISE) assert_true(r->attrs == VF_ATTR_UELEM && !r->cpu_f && !r->glsl_f);
         /* a convolution op reads its geometry */
         if (r->kind == VF_KIND_CONV) assert_true(r->attrs & VF_ATTR_CONV);
         assert_int_not_equal(r->accepts, 0);
         assert_int_equal(r->accepts & ~(uint32_t)VF_MASK_ALL, 0);
         if (r->kind == VF_KIND_SOURCE) assert_int_equal(r->arity, 0);
-        if (r->kind == VF_KIND_ELEMENTWISE) {
+        if (r->kind == VF_KIND_ELEMENTWISE && o != VF_OP_USER_ELEMENTWISE) {
             /* a reference function for each class of dtype it takes, and its GLSL */
             if (!r->cpu_f && !r->cpu_i) fail_msg("%s (%s): no reference function", what, r->name);
             assert_true(!r->cpu_f == !r->glsl_f);

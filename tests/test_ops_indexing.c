@@ -407,53 +407,47 @@ static vf_status embed_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
     return st != VF_OK ? st : out[0] && out[1] && out[2] ? VF_OK : vf_status_get(ctx);
 }
 
+/* in[0] the table (user), in[1] n ids with a repeat, in[2] n rows. */
+static void embed_make(vf_context *ctx, int64_t n, vf_tensor **in, void *user)
+{
+    int32_t ids[9];
+    float rows[9 * D];
+    vt_fill_int(ids, (size_t)n, 0, V - 1, 40 + (uint64_t)n);
+    ids[n - 1] = ids[0];
+    vt_fill_uniform(rows, (size_t)(n * D), -1, 1, 50 + (uint64_t)n);
+    in[0] = user;
+    in[1] = vf_tensor_from_host(ctx, VF_I32, 1, &n, ids);
+    in[2] = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, D}, rows);
+}
+
+/* The gradient against its definition: row r gets 2 * rows[j] for every
+   j with ids[j] == r. */
+static void embed_check(int64_t n, vf_tensor *const *in, vf_tensor *const *ea, void *user)
+{
+    (void)user;
+    int32_t *ids = vt_read(in[1]);
+    float *rows = vt_read(in[2]), *g = vt_read(ea[2]);
+    for (int r = 0; r < V; r++)
+        for (int c = 0; c < D; c++) {
+            double w = 0;
+            for (int64_t j = 0; j < n; j++)
+                if (ids[j] == r) w += 2.0 * rows[j * D + c];
+            if (fabs(g[r * D + c] - w) > 1e-5) fail_msg("embed grad [%d,%d]: %g, want %g", r, c, g[r * D + c], w);
+        }
+    free(ids), free(rows), free(g);
+}
+
 static void traced_vs_eager(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
-    const vf_tensor_spec sig[3] = {{VF_F32, 2, {V, D}}, {VF_I32, 1, {-1}}, {VF_F32, 2, {-1, D}}};
     float table[V * D];
     vt_fill_uniform(table, V * D, -1, 1, 3);
     vf_tensor *tt = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){V, D}, table);
-    for (int fuse = 0; fuse < 2; fuse++) {
-        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "embed", .body = embed_body,
-                                                                     .n_inputs = 3, .n_outputs = 3,
-                                                                     .input_signature = sig, .unfused = !fuse});
-        assert_non_null(fn);
-        for (int64_t n = 3; n <= 9; n += 6) {
-            int32_t ids[9];
-            float rows[9 * D];
-            vt_fill_int(ids, (size_t)n, 0, V - 1, 40 + (uint64_t)n);
-            ids[n - 1] = ids[0];
-            vt_fill_uniform(rows, (size_t)(n * D), -1, 1, 50 + (uint64_t)n);
-            vf_tensor *in[3] = {tt, vf_tensor_from_host(ctx, VF_I32, 1, &n, ids),
-                                vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, D}, rows)};
-            vf_tensor *tr[3] = {0}, *ea[3] = {0};
-            assert_int_equal(vf_function_call(fn, in, tr), VF_OK);
-            assert_int_equal(embed_body(ctx, in, ea, NULL), VF_OK);
-            for (int k = 0; k < 3; k++) {
-                char what[64];
-                snprintf(what, sizeof what, "embed %s n=%lld out %d: traced vs eager", fuse ? "fused" : "unfused",
-                         (long long)n, k);
-                float *gt = vt_read(tr[k]), *ge = vt_read(ea[k]);
-                vt_assert_close_f32(gt, ge, (size_t)vf_tensor_numel(ea[k]), 1e-6, 1e-6, what);
-                free(gt), free(ge);
-            }
-            /* the gradient against its definition: row r gets 2 * rows[j] for every j with ids[j] == r */
-            float *g = vt_read(ea[2]);
-            for (int r = 0; r < V; r++)
-                for (int c = 0; c < D; c++) {
-                    double w = 0;
-                    for (int64_t j = 0; j < n; j++)
-                        if (ids[j] == r) w += 2.0 * rows[j * D + c];
-                    if (fabs(g[r * D + c] - w) > 1e-5) fail_msg("embed grad [%d,%d]: %g, want %g", r, c, g[r * D + c], w);
-                }
-            free(g);
-        }
-        vf_function_stats st;
-        vf_function_stats_get(fn, &st);
-        assert_int_equal(st.traces, 1); /* the symbolic batch dim: one trace for both sizes */
-        vf_function_destroy(fn);
-    }
+    const vf_tensor_spec sig[3] = {{VF_F32, 2, {V, D}}, {VF_I32, 1, {-1}}, {VF_F32, 2, {-1, D}}};
+    vt_check_traced_vs_eager(ctx, &(vt_traced_case){.name = "embed", .body = embed_body, .n_inputs = 3,
+                                                   .n_outputs = 3, .sig = sig, .sizes = (int64_t[]){3, 9},
+                                                   .n_sizes = 2, .make = embed_make, .check = embed_check,
+                                                   .atol = 1e-6, .rtol = 1e-6, .user = tt});
     vt_context_done(ctx);
 }
 VT_PER_BACKEND(traced_vs_eager)
@@ -468,34 +462,32 @@ static vf_status hot_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out
     return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
 }
 
+static void hot_make(vf_context *ctx, int64_t n, vf_tensor **in, void *user)
+{
+    (void)user;
+    int32_t ids[10];
+    vt_fill_int(ids, (size_t)(2 * n), -2, 7, 70 + (uint64_t)n);
+    in[0] = vf_tensor_from_host(ctx, VF_I32, 2, (int64_t[]){n, 2}, ids);
+}
+
+/* out[0] against its definition (ids outside [0, 6) give zero rows). */
+static void hot_check(int64_t n, vf_tensor *const *in, vf_tensor *const *ea, void *user)
+{
+    (void)user;
+    int32_t *ids = vt_read(in[0]);
+    float *ge = vt_read(ea[0]);
+    for (int64_t j = 0; j < 2 * n; j++)
+        for (int c = 0; c < 6; c++) assert_true(ge[j * 6 + c] == (ids[j] == c ? (float)c + 0.5f : 0.0f));
+    free(ids), free(ge);
+}
+
 static void one_hot_traced(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
-    const vf_tensor_spec sig[1] = {{VF_I32, 2, {-1, 2}}};
-    for (int fuse = 0; fuse < 2; fuse++) {
-        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "hot", .body = hot_body, .n_inputs = 1,
-                                                                     .n_outputs = 2, .input_signature = sig,
-                                                                     .unfused = !fuse});
-        for (int64_t n = 2; n <= 5; n += 3) {
-            int32_t ids[10];
-            vt_fill_int(ids, (size_t)(2 * n), -2, 7, 70 + (uint64_t)n);
-            vf_tensor *in = vf_tensor_from_host(ctx, VF_I32, 2, (int64_t[]){n, 2}, ids), *tr[2] = {0}, *ea[2] = {0};
-            assert_int_equal(vf_function_call(fn, &in, tr), VF_OK);
-            assert_int_equal(hot_body(ctx, &in, ea, NULL), VF_OK);
-            float *gt = vt_read(tr[0]), *ge = vt_read(ea[0]);
-            for (int64_t j = 0; j < 2 * n; j++)
-                for (int c = 0; c < 6; c++) assert_true(ge[j * 6 + c] == (ids[j] == c ? (float)c + 0.5f : 0.0f));
-            vt_assert_equal_bytes(gt, ge, sizeof(float) * (size_t)(12 * n), "one_hot * range traced vs eager");
-            free(gt), free(ge);
-            gt = vt_read(tr[1]), ge = vt_read(ea[1]);
-            vt_assert_equal_bytes(gt, ge, sizeof(int32_t) * (size_t)(12 * n), "one_hot i32 traced vs eager");
-            free(gt), free(ge);
-        }
-        vf_function_stats st;
-        vf_function_stats_get(fn, &st);
-        assert_int_equal(st.traces, 1);
-        vf_function_destroy(fn);
-    }
+    vt_check_traced_vs_eager(ctx, &(vt_traced_case){.name = "hot", .body = hot_body, .n_inputs = 1, .n_outputs = 2,
+                                                   .sig = (vf_tensor_spec[]){{VF_I32, 2, {-1, 2}}},
+                                                   .sizes = (int64_t[]){2, 5}, .n_sizes = 2, .make = hot_make,
+                                                   .check = hot_check});
     vt_context_done(ctx);
 }
 VT_PER_BACKEND(one_hot_traced)

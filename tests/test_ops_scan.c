@@ -255,44 +255,37 @@ static vf_status topk_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
     return st != VF_OK ? st : v && idx && g ? VF_OK : vf_status_get(ctx);
 }
 
+static void topk_make(vf_context *ctx, int64_t n, vf_tensor **in, void *user)
+{
+    (void)user;
+    float x[30];
+    vt_fill_uniform(x, (size_t)(6 * n), -1, 1, 60 + (uint64_t)n);
+    in[0] = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, 6}, x);
+}
+
+/* The gradient: 1, 2, 3 at the positions of the largest, second, third. */
+static void topk_check(int64_t n, vf_tensor *const *in, vf_tensor *const *ea, void *user)
+{
+    (void)in, (void)user;
+    int32_t *id = vt_read(ea[1]);
+    float *g = vt_read(ea[2]);
+    for (int64_t r = 0; r < n; r++)
+        for (int i = 0; i < 6; i++) {
+            float want = 0;
+            for (int j = 0; j < 3; j++)
+                if (id[r * 3 + j] == i) want = (float)(j + 1);
+            assert_true(g[r * 6 + i] == want);
+        }
+    free(id), free(g);
+}
+
 static void top_k_traced(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
-    const vf_tensor_spec sig[1] = {{VF_F32, 2, {-1, 6}}};
-    for (int fuse = 0; fuse < 2; fuse++) {
-        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "topk", .body = topk_body, .n_inputs = 1,
-                                                                     .n_outputs = 3, .input_signature = sig,
-                                                                     .unfused = !fuse});
-        for (int64_t n = 2; n <= 5; n += 3) {
-            float x[30];
-            vt_fill_uniform(x, (size_t)(6 * n), -1, 1, 60 + (uint64_t)n);
-            vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, 6}, x), *tr[3] = {0}, *ea[3] = {0};
-            assert_int_equal(vf_function_call(fn, &in, tr), VF_OK);
-            assert_int_equal(topk_body(ctx, &in, ea, NULL), VF_OK);
-            const size_t bytes[3] = {sizeof(float) * (size_t)(3 * n), sizeof(int32_t) * (size_t)(3 * n),
-                                     sizeof(float) * (size_t)(6 * n)};
-            for (int k = 0; k < 3; k++) {
-                void *gt = vt_read(tr[k]), *ge = vt_read(ea[k]);
-                vt_assert_equal_bytes(gt, ge, bytes[k], "top_k traced vs eager");
-                free(gt), free(ge);
-            }
-            /* the gradient: 1, 2, 3 at the positions of the largest, second, third */
-            int32_t *id = vt_read(ea[1]);
-            float *g = vt_read(ea[2]);
-            for (int64_t r = 0; r < n; r++)
-                for (int i = 0; i < 6; i++) {
-                    float want = 0;
-                    for (int j = 0; j < 3; j++)
-                        if (id[r * 3 + j] == i) want = (float)(j + 1);
-                    assert_true(g[r * 6 + i] == want);
-                }
-            free(id), free(g);
-        }
-        vf_function_stats st;
-        vf_function_stats_get(fn, &st);
-        assert_int_equal(st.traces, 1);
-        vf_function_destroy(fn);
-    }
+    vt_check_traced_vs_eager(ctx, &(vt_traced_case){.name = "topk", .body = topk_body, .n_inputs = 1, .n_outputs = 3,
+                                                   .sig = (vf_tensor_spec[]){{VF_F32, 2, {-1, 6}}},
+                                                   .sizes = (int64_t[]){2, 5}, .n_sizes = 2, .make = topk_make,
+                                                   .check = topk_check});
     vt_context_done(ctx);
 }
 VT_PER_BACKEND(top_k_traced)
@@ -314,48 +307,44 @@ static vf_status scan_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
     return st != VF_OK ? st : out[0] && out[1] ? VF_OK : vf_status_get(ctx);
 }
 
+static void scan_make(vf_context *ctx, int64_t n, vf_tensor **in, void *user)
+{
+    (void)user;
+    float *x = malloc(sizeof(float) * (size_t)(3 * n));
+    assert_non_null(x);
+    vt_fill_uniform(x, (size_t)(3 * n), -1, 1, 90 + (uint64_t)n);
+    in[0] = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, 3}, x);
+    free(x);
+}
+
+/* The gradient's definition: d/dx[k] of sum_j w_j c_j (c = reverse
+   cumsum, w = 2x) = sum_{j <= k} w_j + 2 c_k. */
+static void scan_check(int64_t n, vf_tensor *const *in, vf_tensor *const *ea, void *user)
+{
+    (void)user;
+    float *x = vt_read(in[0]), *g = vt_read(ea[1]);
+    double *cs = malloc(sizeof(double) * (size_t)n);
+    assert_non_null(cs);
+    for (int cc = 0; cc < 3; cc++) {
+        double pre = 0, suf = 0;
+        for (int64_t j = n - 1; j >= 0; j--) suf += x[j * 3 + cc], cs[j] = suf;
+        for (int64_t k = 0; k < n; k++) {
+            pre += 2.0 * x[k * 3 + cc];
+            double want = pre + 2.0 * cs[k];
+            if (fabs(g[k * 3 + cc] - want) > 1e-4 * (1 + fabs(want)))
+                fail_msg("cumsum grad [%lld,%d]: %g, want %g", (long long)k, cc, g[k * 3 + cc], want);
+        }
+    }
+    free(cs), free(g), free(x);
+}
+
 static void cumsum_traced(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
-    const vf_tensor_spec sig[1] = {{VF_F32, 2, {-1, 3}}};
-    for (int fuse = 0; fuse < 2; fuse++) {
-        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "scan", .body = scan_body, .n_inputs = 1,
-                                                                     .n_outputs = 2, .input_signature = sig,
-                                                                     .unfused = !fuse});
-        for (int64_t n = 4; n <= 300; n += 296) {
-            float *x = malloc(sizeof(float) * (size_t)(3 * n));
-            vt_fill_uniform(x, (size_t)(3 * n), -1, 1, 90 + (uint64_t)n);
-            vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, 3}, x), *tr[2] = {0}, *ea[2] = {0};
-            assert_int_equal(vf_function_call(fn, &in, tr), VF_OK);
-            assert_int_equal(scan_body(ctx, &in, ea, NULL), VF_OK);
-            for (int k = 0; k < 2; k++) {
-                float *gt = vt_read(tr[k]), *ge = vt_read(ea[k]);
-                vt_assert_close_f32(gt, ge, (size_t)(3 * n), 1e-5, 1e-5, k ? "cumsum grad traced vs eager"
-                                                                           : "cumsum traced vs eager");
-                free(gt), free(ge);
-            }
-            /* the gradient's definition: d/dx[k] of sum_j w_j c_j (c = reverse cumsum, w = 2x)
-               = sum_{j <= k} w_j + 2 c_k */
-            float *g = vt_read(ea[1]);
-            for (int cc = 0; cc < 3; cc++) {
-                double pre = 0, suf = 0;
-                double *cs = malloc(sizeof(double) * (size_t)n);
-                for (int64_t j = n - 1; j >= 0; j--) suf += x[j * 3 + cc], cs[j] = suf;
-                for (int64_t k = 0; k < n; k++) {
-                    pre += 2.0 * x[k * 3 + cc];
-                    double want = pre + 2.0 * cs[k];
-                    if (fabs(g[k * 3 + cc] - want) > 1e-4 * (1 + fabs(want)))
-                        fail_msg("cumsum grad [%lld,%d]: %g, want %g", (long long)k, cc, g[k * 3 + cc], want);
-                }
-                free(cs);
-            }
-            free(g), free(x);
-        }
-        vf_function_stats st;
-        vf_function_stats_get(fn, &st);
-        assert_int_equal(st.traces, 1);
-        vf_function_destroy(fn);
-    }
+    vt_check_traced_vs_eager(ctx, &(vt_traced_case){.name = "scan", .body = scan_body, .n_inputs = 1, .n_outputs = 2,
+                                                   .sig = (vf_tensor_spec[]){{VF_F32, 2, {-1, 3}}},
+                                                   .sizes = (int64_t[]){4, 300}, .n_sizes = 2, .make = scan_make,
+                                                   .check = scan_check, .atol = 1e-5, .rtol = 1e-5});
     vt_context_done(ctx);
 }
 VT_PER_BACKEND(cumsum_traced)

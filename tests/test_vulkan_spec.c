@@ -17,7 +17,7 @@
  */
 #include "vk_test_common.h"
 
-#include "graph_build.h"
+#include "graph_run.h"
 #include "util/dtype.h"
 
 #include <math.h>
@@ -117,31 +117,6 @@ static vf_graph *graph_rows(void)
     return g;
 }
 
-static size_t bytes_of(const vf_graph *g, int v)
-{
-    size_t n = (size_t)vf_shape_numel(&g->nodes[v].shape) * vf_dtype_size(g->nodes[v].dtype);
-    return (n + 15) & ~(size_t)15;
-}
-
-static vf_exec exec_of(const vf_graph *g, int v, vf_buffer **bufs)
-{
-    const vf_node *nd = &g->nodes[v];
-    vf_exec e;
-    memset(&e, 0, sizeof e);
-    e.op = nd->op;
-    e.attrs = nd->attrs;
-    e.n_in = nd->n_in;
-    for (int k = 0; k <= nd->n_in; k++) {
-        int u = k < nd->n_in ? nd->in[k] : v;
-        vf_tref *t = k < nd->n_in ? &e.in[k] : &e.out;
-        t->buf = bufs ? bufs[u] : NULL;
-        t->dtype = g->nodes[u].dtype;
-        t->rank = g->nodes[u].shape.rank;
-        for (int d = 0; d < t->rank; d++) t->shape[d] = g->nodes[u].shape.dim[d];
-    }
-    return e;
-}
-
 /* ---- generating every kernel of a graph for a device ------------------------ */
 
 #define MAX_DISPATCHES 32
@@ -198,7 +173,7 @@ static void gen_group(const vf_graph *g, const vf_partition_t *p, int i, const v
     vf_err err = {0};
     vf_status st;
     if (grp->kind == VF_GROUP_SINGLE) {
-        vf_exec e = exec_of(g, grp->nodes[0], bufs);
+        vf_exec e = vt_exec_of(g, grp->nodes[0], bufs);
         st = vf_codegen_exec(&e, c, k, &err);
     } else {
         st = vt_codegen_group(g, grp, shapes, c, k, &err);
@@ -411,12 +386,12 @@ static void run_graph(rt_handle *h, const vf_graph *g, const vf_device_caps *c, 
     assert_true(gb && shapes);
     shapes_of(g, shapes);
     for (int v = 0; v < n; v++) {
-        assert_int_equal(h->be.iface->alloc(h->be.self, bytes_of(g, v), &gb[v]), VF_OK);
+        assert_int_equal(h->be.iface->alloc(h->be.self, vt_value_bytes(g, v), &gb[v]), VF_OK);
         if (g->nodes[v].kind != VF_NODE_PARAM) continue;
-        uint8_t *host = calloc(1, bytes_of(g, v));
+        uint8_t *host = calloc(1, vt_value_bytes(g, v));
         assert_non_null(host);
         fill(g, v, host);
-        assert_int_equal(h->be.iface->upload(h->be.self, gb[v], 0, host, bytes_of(g, v)), VF_OK);
+        assert_int_equal(h->be.iface->upload(h->be.self, gb[v], 0, host, vt_value_bytes(g, v)), VF_OK);
         free(host);
     }
     vf_partition_t p;
@@ -432,7 +407,7 @@ static void run_graph(rt_handle *h, const vf_graph *g, const vf_device_caps *c, 
     }
     for (int o = 0; o < g->n_outputs; o++) {
         int v = g->outputs[o];
-        size_t nb = bytes_of(g, v);
+        size_t nb = vt_value_bytes(g, v);
         uint8_t *got = malloc(nb);
         assert_non_null(got);
         assert_int_equal(h->be.iface->download(h->be.self, gb[v], 0, got, nb), VF_OK);
@@ -463,20 +438,20 @@ static uint8_t **cpu_outputs(const vf_graph *g)
     uint8_t **out = calloc((size_t)g->n_outputs, sizeof *out);
     assert_true(cb && out);
     for (int v = 0; v < g->n; v++) {
-        assert_int_equal(cpu.iface->alloc(cpu.self, bytes_of(g, v), &cb[v]), VF_OK);
+        assert_int_equal(cpu.iface->alloc(cpu.self, vt_value_bytes(g, v), &cb[v]), VF_OK);
         if (g->nodes[v].kind == VF_NODE_PARAM) {
-            uint8_t *host = calloc(1, bytes_of(g, v));
+            uint8_t *host = calloc(1, vt_value_bytes(g, v));
             assert_non_null(host);
             fill(g, v, host);
-            assert_int_equal(cpu.iface->upload(cpu.self, cb[v], 0, host, bytes_of(g, v)), VF_OK);
+            assert_int_equal(cpu.iface->upload(cpu.self, cb[v], 0, host, vt_value_bytes(g, v)), VF_OK);
             free(host);
         } else if (g->nodes[v].kind == VF_NODE_OP) {
-            vf_exec e = exec_of(g, v, cb);
+            vf_exec e = vt_exec_of(g, v, cb);
             assert_int_equal(cpu.iface->exec(cpu.self, &e), VF_OK);
         }
     }
     for (int o = 0; o < g->n_outputs; o++) {
-        size_t nb = bytes_of(g, g->outputs[o]);
+        size_t nb = vt_value_bytes(g, g->outputs[o]);
         out[o] = malloc(nb);
         assert_non_null(out[o]);
         assert_int_equal(cpu.iface->download(cpu.self, cb[g->outputs[o]], 0, out[o], nb), VF_OK);

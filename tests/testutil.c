@@ -228,3 +228,40 @@ vf_status vt_branch_square(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
     out[0] = vf_mul(ctx, in[0], in[0]);
     return VF_OK;
 }
+
+void vt_check_traced_vs_eager(vf_context *ctx, const vt_traced_case *c)
+{
+    assert_true(c->n_inputs <= 8 && c->n_outputs <= 8);
+    for (int fuse = 0; fuse < 2; fuse++) {
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = c->name, .body = c->body,
+                                                                     .n_inputs = c->n_inputs,
+                                                                     .n_outputs = c->n_outputs,
+                                                                     .input_signature = c->sig, .unfused = !fuse});
+        assert_non_null(fn);
+        for (int s = 0; s < c->n_sizes; s++) {
+            int64_t n = c->sizes[s];
+            vf_tensor *in[8] = {0}, *tr[8] = {0}, *ea[8] = {0};
+            c->make(ctx, n, in, c->user);
+            assert_int_equal(vf_function_call(fn, in, tr), VF_OK);
+            assert_int_equal(c->body(ctx, in, ea, c->user), VF_OK);
+            for (int k = 0; k < c->n_outputs; k++) {
+                char what[96];
+                snprintf(what, sizeof what, "%s %s n=%lld out %d: traced vs eager", c->name,
+                         fuse ? "fused" : "unfused", (long long)n, k);
+                void *gt = vt_read(tr[k]), *ge = vt_read(ea[k]);
+                size_t nel = (size_t)vf_tensor_numel(ea[k]);
+                assert_int_equal(vf_tensor_numel(tr[k]), (int64_t)nel);
+                if (vf_tensor_dtype(ea[k]) == VF_F32 && (c->atol > 0 || c->rtol > 0))
+                    vt_assert_close_f32(gt, ge, nel, c->atol, c->rtol, what);
+                else
+                    vt_assert_equal_bytes(gt, ge, nel * vf_dtype_size(vf_tensor_dtype(ea[k])), what);
+                free(gt), free(ge);
+            }
+            if (c->check) c->check(n, in, ea, c->user);
+        }
+        vf_function_stats st;
+        assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+        assert_int_equal(st.traces, 1); /* the symbolic dim: one trace for every size */
+        vf_function_destroy(fn);
+    }
+}

@@ -63,6 +63,28 @@ vf_tensor *vt_sum(vf_context *ctx, vf_tensor *x);
 vf_status vt_branch_mul(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user);
 vf_status vt_branch_square(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user);
 
+/* Traced vs eager over a symbolic dim: for the fused and the unfused plan,
+   a function of body with signature sig is called at each size n of
+   sizes[n_sizes] on the inputs make() builds (new tensors in the current
+   scope), and body is also run eagerly on them; every traced output must
+   equal the eager one (f32 within atol + rtol*|x|, bit for bit when both
+   are 0; other dtypes bit for bit), check() (NULL: none) then tests the
+   eager outputs against the test's own reference, and one trace must have
+   served every size. */
+typedef struct vt_traced_case {
+    const char *name;
+    vf_body body;
+    int n_inputs, n_outputs;
+    const vf_tensor_spec *sig;
+    const int64_t *sizes;
+    int n_sizes;
+    void (*make)(vf_context *ctx, int64_t n, vf_tensor **in, void *user);
+    void (*check)(int64_t n, vf_tensor *const *in, vf_tensor *const *eager, void *user);
+    double atol, rtol;
+    void *user;
+} vt_traced_case;
+void vt_check_traced_vs_eager(vf_context *ctx, const vt_traced_case *c);
+
 /* Central difference of f along one coordinate *x (f reads it through
    its user pointer): (f(x + h) - f(x - h)) / 2h with h = rel * max(1,
    |x|); *x is restored. The finite differences of the gradient tests

@@ -12,6 +12,7 @@
  * result rounded to float, so the fast path agrees bit for bit.
  */
 #include "cpu/cpu.h"
+#include "graph/uelem.h"
 
 #include <math.h>
 #include <string.h>
@@ -67,13 +68,17 @@ static fast_row_fn fast_row_for(const vf_exec *e, const vf_cpu_loop *l)
 
 /* ---- generic rows -------------------------------------------------------- */
 
-typedef enum { CLASS_FLOAT, CLASS_INT, CLASS_CAST } op_class;
+/* CLASS_USER: a user elementwise op (graph/uelem.h), whose C function
+   takes float rows: chunks are widened to double as for CLASS_FLOAT,
+   narrowed to float for it and its result stored with the dtype's rounding. */
+typedef enum { CLASS_FLOAT, CLASS_INT, CLASS_CAST, CLASS_USER } op_class;
 
 typedef struct ew_ctx {
     const vf_exec *e;
     op_class cls;
     vf_scalar_f f;
     vf_scalar_i fi;
+    const vf_uelem *ue;   /* CLASS_USER */
     bool is_unsigned;
     const void *in_base[3];
     void *out_base;
@@ -93,7 +98,17 @@ static void generic_row(const ew_ctx *c, const int64_t *off, const int64_t *st, 
         int64_t o = off[OP_OUT] + s * st[OP_OUT];
         /* out's innermost stride is 1 after simplification unless out has
            a single element per row; stores are contiguous from o. */
-        if (c->cls == CLASS_FLOAT || (c->cls == CLASS_CAST && c->cast_from_float)) {
+        if (c->cls == CLASS_USER) {
+            float ua[3][VF_CPU_CHUNK], uo[VF_CPU_CHUNK];
+            const float *up[3] = {ua[0], ua[1], ua[2]};
+            for (int j = 0; j < e->n_in; j++) {
+                vf_cpu_load_f64(c->in_base[j], e->in[j].dtype, off[j + 1] + s * st[j + 1], st[j + 1], m, fa[j]);
+                for (int64_t i = 0; i < m; i++) ua[j][i] = (float)fa[j][i];
+            }
+            c->ue->cpu(m, up, uo, c->ue->user);
+            for (int64_t i = 0; i < m; i++) fo[i] = uo[i];
+            vf_cpu_store_f64(c->out_base, e->out.dtype, o, m, fo);
+        } else if (c->cls == CLASS_FLOAT || (c->cls == CLASS_CAST && c->cast_from_float)) {
             for (int j = 0; j < e->n_in; j++)
                 vf_cpu_load_f64(c->in_base[j], e->in[j].dtype, off[j + 1] + s * st[j + 1],
                                 st[j + 1], m, fa[j]);
@@ -124,6 +139,16 @@ static void generic_row(const ew_ctx *c, const int64_t *off, const int64_t *st, 
 static vf_status setup_class(vf_cpu *cpu, const vf_exec *e, ew_ctx *c)
 {
     const vf_op_info *info = vf_op_get(e->op);
+    if (e->op == VF_OP_USER_ELEMENTWISE) {
+        c->cls = CLASS_USER;
+        c->ue = e->attrs.uelem;
+        if (!c->ue || !c->ue->cpu)
+            return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: user elementwise op '%s' has no C "
+                              "function (a loaded function keeps only its GLSL: run it on the Vulkan backend, "
+                              "or trace it again with vf_elementwise_create's desc.cpu)",
+                              c->ue ? c->ue->name : "?");
+        return VF_OK;
+    }
     if (e->op == VF_OP_CAST) {
         c->cls = CLASS_CAST;
         c->cast_from_float = vf_dtype_is_float(e->in[0].dtype);
@@ -154,10 +179,10 @@ static vf_status setup_class(vf_cpu *cpu, const vf_exec *e, ew_ctx *c)
 vf_status vf_cpu_elementwise(vf_cpu *cpu, const vf_exec *e)
 {
     const vf_op_info *info = vf_op_get(e->op);
-    if (e->n_in != info->arity || e->n_in < 1 || e->n_in > 3)
+    int arity = e->op == VF_OP_USER_ELEMENTWISE && e->attrs.uelem ? e->attrs.uelem->n_in : info->arity;
+    if (e->n_in != arity || e->n_in < 1 || e->n_in > 3)
         return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
-                          "cpu backend: op %s given %d inputs, wants %d", info->name, e->n_in,
-                          info->arity);
+                          "cpu backend: op %s given %d inputs, wants %d", info->name, e->n_in, arity);
     if (vf_cpu_numel(&e->out) == 0) return VF_OK;
 
     /* Same-dtype cast and copy are bit copies (keeps NaN payloads). */

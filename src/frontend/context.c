@@ -86,6 +86,8 @@ void vf_vk_options_env(vf_vk_options *o)
     o->loader = getenv("VKFUSE_VULKAN_LOADER");
     o->test_caps = getenv("VKFUSE_TEST_CAPS");
     o->test_limits = getenv("VKFUSE_TEST_LIMITS");
+    const char *rb = env_set("VKFUSE_ROBUST");
+    o->no_robust = rb && strcmp(rb, "0") == 0;
     o->dump_dir = env_set("VKFUSE_DUMP");
     o->log_info = env_log_info();
     o->timeout_ms = env_set("VKFUSE_TIMEOUT_MS");             /* parsed (and refused) by the backend */
@@ -142,6 +144,8 @@ static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d)
     };
     vf_vk_options_env(&opt);
     opt.memory_limit_bytes = d->device_memory_limit;
+    const char *ef = getenv("VKFUSE_EAGER_FUSE");
+    opt.eager_fuse = !d->eager_fuse_off && !(ef && strcmp(ef, "0") == 0);
     vf_status s = vf_vulkan_backend_create(&ctx->be_err, &opt, &ctx->be, ctx->device_name, sizeof ctx->device_name);
     if (s == VF_OK) ctx->kind = VF_BACKEND_VULKAN;
     return s;
@@ -255,6 +259,7 @@ void vf_context_destroy(vf_context *ctx)
        them later). Then tapes, tensors, the backend, the handle slabs. */
     vf_functions_orphan_all(ctx);
     vf_kernels_orphan_all(ctx);
+    vf_uelems_orphan_all(ctx);
     vf_tapes_free_all(ctx);
     vf_tensor_free_all(ctx);
     for (int i = 0; i < ctx->cap_scopes; i++) free(ctx->scopes[i].items);

@@ -84,6 +84,7 @@ struct vf_context {
     vf_handles tensor_slots, tape_slots, generator_slots;
     struct vf_function *functions; /* every function of ctx (destroyed ones too), orphaned at destroy */
     struct vf_kernel *kernels;     /* live user kernels (kernels.c), orphaned at destroy */
+    struct vf_elementwise_op *uelems; /* live user elementwise ops (user_elementwise.c), orphaned too */
     vf_host host;          /* the host (CPU) backend of constant folding and VKFUSE_CHECK, made on first use */
     vf_options opt;        /* the environment, read at creation */
     /* The function body being traced (function.c sets it around the call):
@@ -140,6 +141,12 @@ void vf_tensor_free_all(vf_context *ctx);
    and its context (function.c); active tapes drop what they hold (tape.c). */
 void vf_functions_orphan_all(vf_context *ctx);
 void vf_kernels_orphan_all(vf_context *ctx);
+void vf_uelems_orphan_all(vf_context *ctx);
+/* User elementwise op u on in[u->n_in] (user_elementwise.c): the common
+   path of vf_elementwise_call and of gradients; NULL with the error
+   recorded (or an input's). */
+struct vf_uelem;
+vf_tensor *vf_uelem_apply(vf_context *ctx, const struct vf_uelem *u, vf_tensor *const *in);
 void vf_tape_slots_init(vf_context *ctx);
 /* The generators' slots (generator.c). */
 void vf_generator_slots_init(vf_context *ctx);
@@ -203,6 +210,10 @@ vf_status vf_ukernel_call(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, 
 vf_status vf_ukernel_prepare(vf_context *ctx, const vf_ukernel *k, const vf_tref *in, const void *params,
                              vf_tensor_spec *in_spec, vf_tensor_spec *out_spec, vf_kernel_shapes *shapes,
                              vf_ukernel_exec *x, const char *who);
+/* Runs the resolved call x on the backend (in, out set), with the bounds
+   check of desc.check_bounds / VKFUSE_CHECK (kernel_guard.c); a failure
+   is recorded in ctx, prefixed with who. */
+vf_status vf_ukernel_launch(vf_context *ctx, const vf_ukernel_exec *x, const char *who);
 void vf_trace_ref(const vf_tensor *t, vf_tref *r);
 /* VF_OK unless t is a symbolic tensor of a trace that has ended. */
 vf_status vf_trace_check(vf_context *ctx, const vf_tensor *t, const char *op, int index);

@@ -66,6 +66,36 @@ static bool check_desc(vf_context *ctx, const vf_kernel_desc *d, const char *nam
     return true;
 }
 
+/* The shader's push-constant block against what each call pushes: the
+   params (param_bytes), then one uint element count per input and output.
+   A block that reads past that, a member across the end of the params, or
+   a count that is not a 32-bit integer is refused, with the layout. */
+static bool check_push(vf_context *ctx, const vf_ukernel *k, const vf_spirv_info *info)
+{
+    uint32_t pb = k->param_bytes, nt = (uint32_t)(k->n_in + k->n_out), total = pb + 4 * nt;
+    char layout[192];
+    snprintf(layout, sizeof layout, "the layout is desc.param_bytes = %u bytes of params from offset 0, then a uint "
+             "element count per input and output (%d + %d) at offsets %u .. %u", pb, k->n_in, k->n_out, pb,
+             total - 4);
+    const char *who = "vf_kernel_create";
+    if (info->push_size > total)
+        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: kernel '%s': its push-constant block is %u bytes, but a "
+                       "call pushes %u: %s; declare no more (or raise desc.param_bytes)", who, k->name,
+                       info->push_size, total, layout), false;
+    for (int m = 0; m < info->push_members; m++) {
+        uint32_t off = info->push_member[m].offset, size = info->push_member[m].size;
+        if (off < pb && off + size > pb)
+            return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: kernel '%s': push-constant member %d (%u bytes at "
+                           "offset %u) runs past the params into the element counts: %s", who, k->name, m, size,
+                           off, layout), false;
+        if (off >= pb && (!info->push_member[m].u32 || (off - pb) % 4))
+            return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: kernel '%s': push-constant member %d at offset %u is "
+                           "in the element counts, which are uints: %s; declare it uint, or give its params in "
+                           "desc.param_bytes", who, k->name, m, off, layout), false;
+    }
+    return true;
+}
+
 /* The SPIR-V: compiled from GLSL, or the user's words copied; then its
    bindings checked against the kernel's tensors. */
 static bool make_spirv(vf_context *ctx, const vf_kernel_desc *d, vf_ukernel *k, vf_spirv_info *info)
@@ -104,7 +134,7 @@ static bool make_spirv(vf_context *ctx, const vf_kernel_desc *d, vf_ukernel *k, 
         return false;
     }
     k->key = vf_hash64(k->spirv, k->n_words * 4, 0x75736b);
-    return true;
+    return check_push(ctx, k, info);
 }
 
 vf_kernel *vf_kernel_create(vf_context *ctx, const vf_kernel_desc *desc)
@@ -136,6 +166,7 @@ vf_kernel *vf_kernel_create(vf_context *ctx, const vf_kernel_desc *desc)
     memcpy(k->groups, desc->groups, sizeof k->groups);
     k->uninit = desc->uninitialized_outputs;
     k->side_effect = desc->side_effect;
+    k->check_bounds = desc->check_bounds;
     k->output_shapes = desc->output_shapes;
     k->dispatch = desc->dispatch;
     k->cpu = desc->cpu;
@@ -273,8 +304,7 @@ vf_status vf_ukernel_call(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, 
         for (int j = 0; j < k->n_out; j++) outs[j] = vf_tensor_ref(made[j]);
         x.in = refs;
         x.out = outs;
-        s = ctx->be.iface->ukernel ? ctx->be.iface->ukernel(ctx->be.self, &x) : VF_ERROR_UNSUPPORTED;
-        if (s) s = vf_backend_failed(ctx, s, "%s: kernel '%s' (%s backend)", who, k->name, ctx->be.iface->name);
+        s = vf_ukernel_launch(ctx, &x, who);
     }
     if (!s) s = vf_tape_record_kernel(ctx, k, in, params, made);
     if (s) {

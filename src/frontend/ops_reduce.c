@@ -66,47 +66,22 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
     return vf_run(ctx, &e, out);
 }
 
-vf_tensor *vf_reduce_sum(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
-{
-    VF_LOCKED(ctx);
-    return reduce(ctx, VF_OP_REDUCE_SUM, x, naxes, axes, keepdims);
-}
-vf_tensor *vf_reduce_mean(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
-{
-    VF_LOCKED(ctx);
-    return reduce(ctx, VF_OP_REDUCE_MEAN, x, naxes, axes, keepdims);
-}
-vf_tensor *vf_reduce_max(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
-{
-    VF_LOCKED(ctx);
-    return reduce(ctx, VF_OP_REDUCE_MAX, x, naxes, axes, keepdims);
-}
-vf_tensor *vf_reduce_min(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
-{
-    VF_LOCKED(ctx);
-    return reduce(ctx, VF_OP_REDUCE_MIN, x, naxes, axes, keepdims);
-}
-/* issue 13's reductions */
-vf_tensor *vf_reduce_prod(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
-{
-    VF_LOCKED(ctx);
-    return reduce(ctx, VF_OP_REDUCE_PROD, x, naxes, axes, keepdims);
-}
-vf_tensor *vf_reduce_any(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
-{
-    VF_LOCKED(ctx);
-    return reduce(ctx, VF_OP_REDUCE_ANY, x, naxes, axes, keepdims);
-}
-vf_tensor *vf_reduce_all(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
-{
-    VF_LOCKED(ctx);
-    return reduce(ctx, VF_OP_REDUCE_ALL, x, naxes, axes, keepdims);
-}
-vf_tensor *vf_logsumexp(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims)
-{
-    VF_LOCKED(ctx);
-    return reduce(ctx, VF_OP_LOGSUMEXP, x, naxes, axes, keepdims);
-}
+/* One public entry per reduction op; the work is reduce()'s. */
+#define REDUCTION(name, OP)                                                                \
+    vf_tensor *name(vf_context *ctx, vf_tensor *x, int naxes, const int *axes, bool keepdims) \
+    {                                                                                      \
+        VF_LOCKED(ctx);                                                                    \
+        return reduce(ctx, OP, x, naxes, axes, keepdims);                                  \
+    }
+REDUCTION(vf_reduce_sum, VF_OP_REDUCE_SUM)
+REDUCTION(vf_reduce_mean, VF_OP_REDUCE_MEAN)
+REDUCTION(vf_reduce_max, VF_OP_REDUCE_MAX)
+REDUCTION(vf_reduce_min, VF_OP_REDUCE_MIN)
+REDUCTION(vf_reduce_prod, VF_OP_REDUCE_PROD)
+REDUCTION(vf_reduce_any, VF_OP_REDUCE_ANY)
+REDUCTION(vf_reduce_all, VF_OP_REDUCE_ALL)
+REDUCTION(vf_logsumexp, VF_OP_LOGSUMEXP)
+
 vf_tensor *vf_norm(vf_context *ctx, vf_tensor *x)
 {
     VF_LOCKED(ctx);

@@ -155,8 +155,8 @@ static vf_status run_kernel(vf_run_state *rs, const vf_graph *g, int id, const v
     }
     x.in = refs;
     x.out = outs;
-    s = ctx->be.iface->ukernel ? ctx->be.iface->ukernel(ctx->be.self, &x) : VF_ERROR_UNSUPPORTED;
-    if (s) return vf_backend_failed(ctx, s, "%s: kernel '%s' (%s backend)", who, k->name, ctx->be.iface->name);
+    s = vf_ukernel_launch(ctx, &x, who);
+    if (s) return s;
     rs->dispatches++;
     return VF_OK;
 }

@@ -39,5 +39,11 @@ bool vf_saved_read_kernels(vf_saved_rd *r, vf_function *fn);
    (validated, bindings checked) and no C callbacks (loaded). */
 struct vf_graph;
 bool vf_saved_get_kernel(vf_saved_rd *r, struct vf_graph *g, int id, int i);
+/* A user elementwise op of node i (saved_uelem.c): its GLSL checked as
+   vf_elementwise_create checks it, no C functions (loaded); refs 1, or
+   NULL with the failure recorded. with_grads: a node's record (its
+   gradients follow), else a gradient's inside one. */
+struct vf_uelem;
+struct vf_uelem *vf_saved_get_uelem(vf_saved_rd *r, int i, bool with_grads);
 
 #endif

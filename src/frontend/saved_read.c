@@ -173,6 +173,10 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
         int32_t *f = &n->attrs.conv.stride[0];
         for (int k = 0; k < VF_CONV_ATTR_FIELDS; k++) f[k] = (int32_t)U32("attrs.conv");
     }
+    /* a user elementwise op: the node holds the one reference (saved_uelem.c) */
+    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE && !r->bad &&
+        !(n->attrs.uelem = vf_saved_get_uelem(r, i, true)))
+        return false;
     if (r->bad) return false;
     vf_dtype in_dt[16];
     vf_shape ins[16];

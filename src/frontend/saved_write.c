@@ -4,6 +4,7 @@
  * checksummed little-endian file (docs/FORMAT.md);
  * and the variables of a function (vf_function_variable). */
 #include "frontend/saved.h"
+#include "graph/uelem.h"
 #include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"
@@ -74,6 +75,25 @@ static void put_str(wbuf *w, const char *s)
 
 static void put_graph(wbuf *w, const vf_graph *g);
 
+/* A user elementwise op (docs/FORMAT.md, "User elementwise ops"): its name,
+   inputs, dtypes and GLSL, and its gradients' the same way (one level);
+   never its C functions, which cannot be saved. */
+static void put_uelem(wbuf *w, const vf_uelem *u, bool with_grads)
+{
+    put_str(w, u->name);
+    put_u8(w, (unsigned)u->n_in);
+    put_u32(w, u->dtypes);
+    put_u8(w, u->grad_of);
+    put_str(w, u->expr);
+    put_u8(w, u->helpers != NULL);
+    if (u->helpers) put_str(w, u->helpers);
+    if (!with_grads) return;
+    for (int i = 0; i < u->n_in; i++) {
+        put_u8(w, u->grad[i] != NULL);
+        if (u->grad[i]) put_uelem(w, u->grad[i], false);
+    }
+}
+
 static void put_node(wbuf *w, const vf_node *n)
 {
     put_u8(w, (unsigned)n->kind);
@@ -106,6 +126,7 @@ static void put_node(wbuf *w, const vf_node *n)
         const int32_t *f = &a.conv.stride[0]; /* its int32 fields in order */
         for (int k = 0; k < VF_CONV_ATTR_FIELDS; k++) put_u32(w, (uint32_t)f[k]);
     }
+    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE) put_uelem(w, n->attrs.uelem, true);
     switch (n->kind) {
     case VF_NODE_RESHAPE:
         put_u8(w, (unsigned)n->target.rank);

@@ -1,5 +1,6 @@
 /* Tracing: the hooks that turn op calls into graph nodes (see trace.h). */
 #include "frontend/trace.h"
+#include "graph/uelem.h"
 #include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"
@@ -384,6 +385,7 @@ static int record(vf_context *ctx, const vf_exec *e, const char *op)
     vf_node *n = &vf_trace_graph(ctx)->nodes[id];
     n->op = e->op;
     n->attrs = e->attrs;
+    if (e->op == VF_OP_USER_ELEMENTWISE) vf_uelem_retain(n->attrs.uelem); /* the node's reference */
     if (vf_op_get(e->op)->kind == VF_KIND_SOURCE) n->attrs.dtype = e->out.dtype;
     vf_err err = {0};
     vf_dtype dt;

@@ -5,6 +5,7 @@
  *     %5 = cond(%4, %0) then { ... } else { ... } -> 1
  */
 #include "graph/graph.h"
+#include "graph/uelem.h"
 #include "util/dtype.h"
 #include "util/sb.h"
 
@@ -43,6 +44,7 @@ static void attrs_text(vf_sb *b, const vf_node *n)
                       a->conv.pad[2], a->conv.pad[3], a->conv.groups);
         if ((m & VF_ATTR_CONV) && (a->conv.size[0] || a->conv.size[1]))
             vf_sb_add(b, " {size=%d,%d}", a->conv.size[0], a->conv.size[1]);
+        if ((m & VF_ATTR_UELEM) && a->uelem) vf_sb_add(b, " {expr=%s}", a->uelem->expr);
         break;
     }
     case VF_NODE_PARAM: vf_sb_add(b, " #%d", n->index); break;

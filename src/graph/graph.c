@@ -1,5 +1,6 @@
 /* Graph IR: construction, effects, replacement and removal of nodes. */
 #include "graph/graph.h"
+#include "graph/uelem.h"
 #include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"
@@ -23,6 +24,7 @@ static void node_clear(vf_node *n)
     vf_graph_free(n->sub[0]);
     vf_graph_free(n->sub[1]);
     vf_ukernel_release(n->uk);
+    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE) vf_uelem_release(n->attrs.uelem);
 }
 
 void vf_ukernel_release(vf_ukernel *k)
@@ -159,6 +161,8 @@ const char *vf_node_kind_name(vf_node_kind k)
 
 const char *vf_node_name(const vf_node *n)
 {
+    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE && n->attrs.uelem)
+        return n->attrs.uelem->name; /* profiles and dumps show the user's name */
     if (n->kind == VF_NODE_OP) return vf_op_get(n->op)->name;
     if (n->kind == VF_NODE_CAPTURE && n->is_var) return "variable";
     if (n->kind == VF_NODE_KERNEL && n->uk) return n->uk->name; /* profiles and dumps show the user's name */

@@ -93,6 +93,9 @@ typedef enum vf_op {
     /* appended (issue 14): a user kernel's call inside a plan (kind
        VF_KIND_USER; traced graphs hold VF_NODE_KERNEL nodes, never this op) */
     VF_OP_USER_KERNEL,
+    /* appended (issue 14): a user elementwise op (graph/uelem.h): attrs.uelem
+       gives its expression and C function; 1 .. 3 inputs as it says */
+    VF_OP_USER_ELEMENTWISE,
     VF_OP_COUNT
 } vf_op;
 
@@ -212,6 +215,7 @@ enum {
     VF_ATTR_SEED = 1u << 6,
     VF_ATTR_WINDOW = 1u << 7, /* lo, hi and step */
     VF_ATTR_CONV = 1u << 8,  /* conv: the window geometry */
+    VF_ATTR_UELEM = 1u << 9, /* uelem: the user elementwise op */
 };
 
 /* The geometry of a convolution or pooling op, resolved by the entry point: every
@@ -243,6 +247,8 @@ typedef struct vf_attrs {
        pad: elements before (lo) and after (hi) each dim, step 1 */
     int64_t lo[VF_MAX_RANK], hi[VF_MAX_RANK], step[VF_MAX_RANK];
     vf_conv_attrs conv;      /* conv2d */
+    /* user elementwise op (graph/uelem.h); a node holds a reference */
+    const struct vf_uelem *uelem;
 } vf_attrs;
 
 /* NumPy basic slicing of one dim of size n: begin and end count from the

@@ -142,6 +142,7 @@ PIN(MAX_POOL2D, 74) PIN(AVG_POOL2D, 75) PIN(MAX_POOL2D_GRAD, 76) PIN(AVG_POOL2D_
 /* generator draws (issue 13) */
 PIN(RNG_UNIFORM, 78) PIN(RNG_NORMAL, 79) PIN(RNG_ADVANCE, 80)
 PIN(USER_KERNEL, 81)
+PIN(USER_ELEMENTWISE, 82)
 _Static_assert(sizeof(vf_conv_attrs) == VF_CONV_ATTR_FIELDS * sizeof(int32_t), "vf_conv_attrs is saved field by field");
 #undef PIN
 
@@ -162,6 +163,8 @@ extern const vf_grad_rule vf_grad_gather, vf_grad_scatter_add, vf_grad_cumsum, v
 /* convolution (src/frontend/grad_conv.c) */
 extern const vf_grad_rule vf_grad_conv2d, vf_grad_conv2d_bpi, vf_grad_conv2d_bpf, vf_grad_max_pool,
     vf_grad_avg_pool, vf_grad_avg_pool_grad;
+/* user elementwise ops (src/frontend/user_elementwise.c) */
+extern const vf_grad_rule vf_grad_uelem;
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -366,6 +369,11 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
        the rest in e->ux; never fused, no gradient of the table's */
     [VF_OP_USER_KERNEL] = {.name = "user_kernel", .arity = 0, .kind = VF_KIND_USER, .accepts = VF_MASK_ALL,
                            .result = VF_RESULT_ATTR},
+    /* a user elementwise op (graph/uelem.h): arity 3 is the most it takes;
+       its own count, dtypes, expression and C function are attrs.uelem's */
+    [VF_OP_USER_ELEMENTWISE] = {.name = "user_elementwise", .arity = 3, .kind = VF_KIND_ELEMENTWISE,
+                                .accepts = FLT, .result = VF_RESULT_SAME, .attrs = VF_ATTR_UELEM,
+                                .grad = &vf_grad_uelem},
 };
 
 /* ---- attributes ------------------------------------------------------ */
@@ -387,6 +395,7 @@ vf_attrs vf_attrs_read(vf_op op, const vf_attrs *a)
         memcpy(r.step, a->step, sizeof r.step);
     }
     if (m & VF_ATTR_CONV) r.conv = a->conv;
+    if (m & VF_ATTR_UELEM) r.uelem = a->uelem;
     return r;
 }
 
@@ -399,7 +408,8 @@ bool vf_attrs_equal(vf_op op, const vf_attrs *a, const vf_attrs *b)
            x.dtype == y.dtype && memcmp(&x.value, &y.value, sizeof x.value) == 0 && x.seed == y.seed &&
            memcmp(x.lo, y.lo, sizeof x.lo) == 0 && memcmp(x.hi, y.hi, sizeof x.hi) == 0 &&
            memcmp(x.step, y.step, sizeof x.step) == 0 &&
-           memcmp(&x.conv, &y.conv, sizeof x.conv) == 0; /* int32 fields only: no padding */
+           memcmp(&x.conv, &y.conv, sizeof x.conv) == 0 && /* int32 fields only: no padding */
+           x.uelem == y.uelem;
 }
 
 /* ---- window arithmetic ------------------------------------------------- */

@@ -2,6 +2,7 @@
  * frontend's is the context's host backend: plan/host.h), so the graph
  * layer never picks a backend. */
 #include "graph/passes.h"
+#include "graph/uelem.h"
 #include "util/fault.h"
 #include "util/dtype.h"
 
@@ -18,6 +19,9 @@ static bool foldable(const vf_graph *g, const vf_node *n, const vf_evaluator *ev
     /* out-of-range indices are the device's to handle (an error on the CPU
        backend, zeros on Vulkan): folding on the host would decide for it */
     if (n->op == VF_OP_GATHER || n->op == VF_OP_SCATTER_ADD) return false;
+    /* a user elementwise op folds through its C function; a loaded one has
+       none (the evaluator would fail): it stays a kernel */
+    if (n->op == VF_OP_USER_ELEMENTWISE && (!n->attrs.uelem || !n->attrs.uelem->cpu)) return false;
     for (int j = 0; j < n->n_in; j++) {
         const vf_node *x = &g->nodes[n->in[j]];
         if (!vf_node_is_const(g, n->in[j]) || vf_shape_numel(&x->shape) <= 0) return false;
@@ -60,6 +64,7 @@ int vf_pass_fold(vf_graph *g, const vf_evaluator *ev, vf_err *err)
                 return -1;
             }
         }
+        if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE) vf_uelem_release(n->attrs.uelem);
         n->kind = VF_NODE_CONST;
         n->n_in = 0;
         n->data = data;

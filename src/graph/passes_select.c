@@ -99,6 +99,8 @@ static int move_node(vf_graph *dst, vf_node *src, const int *map, var_list *vl, 
     src->data = NULL;
     src->label = NULL;
     src->sub[0] = src->sub[1] = NULL;
+    src->uk = NULL;               /* the references moved with the node */
+    src->attrs.uelem = NULL;
     return id;
 }
 

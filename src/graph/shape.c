@@ -13,6 +13,7 @@
  * of 128 rows).
  */
 #include "graph/graph.h"
+#include "graph/uelem.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -380,6 +381,7 @@ vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_
                       vf_dtype *dt, vf_shape *out, vf_err *err)
 {
     const vf_op_info *info = vf_op_get(op);
+    if (op == VF_OP_USER_ELEMENTWISE) return vf_uelem_infer(a->uelem, n_in, in_dt, in, dt, out, err);
     if (n_in != info->arity)
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "vf_%s: %d inputs given; the op takes %d", info->name, n_in,
                           info->arity);

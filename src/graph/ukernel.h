@@ -18,6 +18,10 @@
    input and output. */
 #define VF_UKERNEL_PUSH_MAX (VF_KERNEL_MAX_PARAM_BYTES + 4 * (VF_KERNEL_MAX_INPUTS + VF_KERNEL_MAX_OUTPUTS))
 
+/* The execs of a planned call with more than 3 inputs or more than one
+   output (plan/plan.c): part p holds inputs 3p .. 3p+2 and output p. */
+#define VF_UKERNEL_PARTS(n_in, n_out) ((n_out) > ((n_in) + 2) / 3 ? (n_out) : ((n_in) + 2) / 3)
+
 typedef struct vf_ukernel {
     int refs;
     char name[48];
@@ -30,6 +34,7 @@ typedef struct vf_ukernel {
     uint32_t param_bytes, workgroup_size, groups[3];
     uint32_t per_group;            /* invocations per workgroup along x (the default dispatch) */
     bool uninit, side_effect;
+    bool check_bounds;             /* desc.check_bounds: guard tails (frontend/kernel_guard.c); never planned */
     /* Callbacks; NULL after a load (the C side cannot be saved) */
     vf_kernel_shape_fn output_shapes;
     vf_kernel_dispatch_fn dispatch;

@@ -1,6 +1,7 @@
 /* VKFUSE_CHECK: each kernel of a recorded plan against the CPU backend
  * (check.h). */
 #include "plan/check.h"
+#include "graph/uelem.h"
 #include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"
@@ -282,6 +283,12 @@ static bool perturb(const host_val *v, vf_dtype t, double len, uint64_t seed, ho
     return true;
 }
 
+/* The op's name in reports: a user elementwise op's own. */
+static const char *exec_name(const vf_exec *e)
+{
+    return e->op == VF_OP_USER_ELEMENTWISE && e->attrs.uelem ? e->attrs.uelem->name : vf_op_get(e->op)->name;
+}
+
 /* Runs exec x on the CPU backend with these inputs; out gets the result. */
 static vf_status cpu_exec(vf_fcheck *c, int x, host_val *in, host_val *out)
 {
@@ -292,7 +299,7 @@ static vf_status cpu_exec(vf_fcheck *c, int x, host_val *in, host_val *out)
     const void *src[3] = {in[0].data, in[1].data, in[2].data};
     vf_status s = vf_host_exec(c->host, e, src, out->data);
     if (s) return vf_err_set(c->err, s, "vf_function '%s': VKFUSE_CHECK: exec %d (%s) on the CPU backend: %s", c->fn, x,
-                          vf_op_get(e->op)->name, c->host->err.message);
+                          exec_name(e), c->host->err.message);
     return VF_OK;
 }
 
@@ -335,7 +342,7 @@ static vf_status report(vf_fcheck *c, int x, const diff *d, double limit)
     size_t len = 0;
     for (int y = first; y < c->n_ex && c->kernel[y] == k && len + 48 < sizeof nodes; y++)
         len += (size_t)snprintf(nodes + len, sizeof nodes - len, "%s%%%d %s", y > first ? ", " : "", c->node[y],
-                                c->node_op && c->node_op[y] ? c->node_op[y] : vf_op_get(c->ex[y].op)->name);
+                                c->node_op && c->node_op[y] ? c->node_op[y] : exec_name(&c->ex[y]));
     char glsl[600];
     if (c->glsl_dir) snprintf(glsl, sizeof glsl, "%s/exec%d.glsl", c->glsl_dir, first);
     else snprintf(glsl, sizeof glsl, "(not written: no directory for it)");
@@ -343,7 +350,7 @@ static vf_status report(vf_fcheck *c, int x, const diff *d, double limit)
                           "vf_function '%s': VKFUSE_CHECK: kernel %d (graph nodes %s) disagrees with the CPU"
                           " backend: the output of %%%d %s has NMSE %.3g > %.3g (element %lld: device %.9g, CPU"
                           " %.9g); its GLSL: %s",
-                          c->fn, k, nodes, c->node[x], vf_op_get(c->ex[x].op)->name, d->nmse, limit, (long long)d->at,
+                          c->fn, k, nodes, c->node[x], exec_name(&c->ex[x]), d->nmse, limit, (long long)d->at,
                           d->dev, d->ref, glsl);
     fprintf(stderr, "vkfuse: %s\n", c->err->message);
     c->reported = true;
@@ -371,6 +378,54 @@ static vf_status guard_ran(vf_fcheck *c, const vf_plan_bind *binds, int x, bool 
     return s;
 }
 
+/* A user kernel's call in parts (more than 3 inputs or more than one
+   output, plan/plan.c), execs x .. *last: its C implementation run once
+   on all its inputs (as the device read them), each output compared. */
+static vf_status replay_user_parts(vf_fcheck *c, const vf_plan_bind *binds, int x, int *last)
+{
+    const vf_ukernel_exec *ux = c->ex[x].ux;
+    const vf_ukernel *k = ux->k;
+    int np = VF_UKERNEL_PARTS(k->n_in, k->n_out);
+    *last = x + np - 1;
+    if (*last >= c->n_ex)
+        return vf_err_set(c->err, VF_ERROR_DEVICE, "vf_function '%s': VKFUSE_CHECK: kernel '%s' lacks parts", c->fn,
+                          k->name);
+    if (!k->cpu)
+        return vf_err_set(c->err, VF_ERROR_UNSUPPORTED, "vf_function '%s': VKFUSE_CHECK: kernel '%s' has no C "
+                          "implementation (desc.cpu) to check it against", c->fn, k->name);
+    host_val in[VF_KERNEL_MAX_INPUTS] = {{0}}, ref[VF_KERNEL_MAX_OUTPUTS] = {{0}}, dev = {0};
+    const void *src[VF_KERNEL_MAX_INPUTS];
+    void *dst[VF_KERNEL_MAX_OUTPUTS];
+    vf_status s = VF_OK;
+    for (int i = 0; !s && i < k->n_in; i++) { /* input i: part i / 3, slot i % 3 */
+        int p = x + i / 3, j = i % 3;
+        s = value_of(c, binds, p, j, &c->ex[p].in[j], c->loc[p][j], c->inter[p][j], &in[i]);
+        src[i] = in[i].data;
+    }
+    for (int j = 0; !s && j < k->n_out; j++) { /* zeroed, as the device's */
+        ref[j].bytes = tref_bytes(&c->ex[x + j].out);
+        ref[j].data = dst[j] = vf_calloc(ref[j].bytes ? ref[j].bytes : 1, 1);
+        if (!ref[j].data) s = oom(c);
+    }
+    if (!s && (s = k->cpu(ux->shapes, src, dst, k->user)) != VF_OK)
+        s = vf_err_set(c->err, VF_ERROR_DEVICE, "vf_function '%s': VKFUSE_CHECK: kernel '%s': its C implementation "
+                       "returned %s", c->fn, k->name, vf_status_name((unsigned)s <= VF_ERROR_FORMAT ? s : VF_ERROR_DEVICE));
+    for (int j = 0; !s && j < k->n_out; j++) {
+        const vf_exec *e = &c->ex[x + j];
+        int id = c->inter[x + j][3];
+        if (id < 0 || c->bind[id] < 0) continue;
+        s = value_of(c, binds, x + j, 3, &e->out, c->loc[x + j][3], id, &dev);
+        int64_t n = (int64_t)(ref[j].bytes / vf_dtype_size(e->out.dtype));
+        diff d = s ? (diff){0} : compare(e->out.dtype, dev.data, ref[j].data, n, false);
+        if (!s && d.nmse > nmse_limit(e->out.dtype)) s = report(c, x + j, &d, nmse_limit(e->out.dtype));
+        free(dev.data);
+        dev.data = NULL;
+    }
+    for (int i = 0; i < k->n_in; i++) free(in[i].data);
+    for (int j = 0; j < k->n_out; j++) free(ref[j].data);
+    return s;
+}
+
 vf_status vf_fcheck_after(vf_fcheck *c, const vf_plan_bind *binds)
 {
     vf_status s = VF_OK;
@@ -379,6 +434,10 @@ vf_status vf_fcheck_after(vf_fcheck *c, const vf_plan_bind *binds)
         s = guard_ran(c, binds, x, &ran);
         if (s || !ran) continue;
         const vf_exec *e = &c->ex[x];
+        if (e->op == VF_OP_USER_KERNEL && e->ux && (e->ux->k->n_in > 3 || e->ux->k->n_out > 1)) {
+            s = replay_user_parts(c, binds, x, &x);
+            continue;
+        }
         host_val in[3] = {{0}}, pin[3] = {{0}}, ref = {0}, pref = {0}, dev = {0};
         for (int j = 0; !s && j < e->n_in; j++)
             s = value_of(c, binds, x, j, &e->in[j], c->loc[x][j], c->inter[x][j], &in[j]);

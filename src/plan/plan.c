@@ -141,13 +141,19 @@ static bool add_copy(builder *b, const pval *from, const pval *to)
     return !b->oom && add_exec(b, &e, from, to);
 }
 
-/* A user kernel's node: one exec when it has at most 3 inputs and one
-   output (what an exec holds) and runs at these sizes; else false (the
-   graph runs node by node, which reports any error with its message). */
+/* A user kernel's node. At most 3 inputs and one output: one exec (what
+   an exec holds). More: its parts, execs that between them hold every
+   tensor of the call (part p: inputs 3p .. 3p+2 and output p, the last
+   output again where a part has no output of its own; attrs.axis = p),
+   which vf_pb_fusion makes one kernel (a VF_FUSED_USER group) so the
+   backend binds them all to the one dispatch. False when it cannot run in
+   a plan at these sizes (the graph runs node by node, which reports any
+   error with its message). */
 static bool walk_kernel(builder *b, const vf_node *n, int id, pval *v)
 {
     const vf_ukernel *k = n->uk;
-    if (b->depth > 0 || !k || k->n_in > 3 || k->n_out != 1 || k->loaded) return false;
+    if (b->depth > 0 || !k || k->loaded || k->check_bounds) return false;
+    int parts = k->n_in > 3 || k->n_out > 1 ? VF_UKERNEL_PARTS(k->n_in, k->n_out) : 1;
     if (!vf_grow((void **)&b->ucalls, &b->cap_ucalls, b->n_ucalls + 1, sizeof *b->ucalls)) return !(b->oom = true);
     plan_ucall *u = vf_calloc(1, sizeof *u);
     void *params = k->param_bytes ? vf_malloc(k->param_bytes) : NULL;
@@ -159,7 +165,7 @@ static bool walk_kernel(builder *b, const vf_node *n, int id, pval *v)
     if (params) memcpy(params, n->data, k->param_bytes);
     u->params = params;
     b->ucalls[b->n_ucalls++] = u;
-    pval in[3];
+    pval in[VF_KERNEL_MAX_INPUTS];
     for (int i = 0; i < k->n_in; i++) {
         in[i] = v[n->in[i]];
         u->in[i] = (vf_tensor_spec){.dtype = in[i].ref.dtype, .rank = in[i].ref.rank};
@@ -168,19 +174,24 @@ static bool walk_kernel(builder *b, const vf_node *n, int id, pval *v)
     char msg[256];
     if (vf_ukernel_resolve(k, u->in, params, u->out, &u->shapes, &u->x, msg, sizeof msg) != VF_OK || u->x.empty)
         return false;
-    vf_shape os = {.rank = u->out[0].rank};
-    memcpy(os.dim, u->out[0].shape, sizeof os.dim);
-    pval *tuple = vf_calloc(2, sizeof *tuple);
+    pval *tuple = vf_calloc((size_t)k->n_out + 1, sizeof *tuple);
     if (!(b->tuple[id] = tuple)) return !(b->oom = true);
-    tuple[0] = inter_val(b, u->out[0].dtype, &os);
-    vf_exec e = {.op = VF_OP_USER_KERNEL, .n_in = k->n_in, .out = tuple[0].ref, .ux = &u->x};
-    for (int i = 0; i < k->n_in; i++) e.in[i] = in[i].ref;
-    if (b->oom || !add_exec(b, &e, in, &tuple[0])) return false;
+    for (int j = 0; j < k->n_out; j++) {
+        vf_shape os = {.rank = u->out[j].rank};
+        memcpy(os.dim, u->out[j].shape, sizeof os.dim);
+        tuple[j] = inter_val(b, u->out[j].dtype, &os);
+    }
+    for (int p = 0; p < parts && !b->oom; p++) {
+        int i0 = 3 * p < k->n_in ? 3 * p : k->n_in, ni = k->n_in - i0 < 3 ? k->n_in - i0 : 3;
+        const pval *o = &tuple[p < k->n_out ? p : k->n_out - 1];
+        vf_exec e = {.op = VF_OP_USER_KERNEL, .n_in = ni, .out = o->ref, .ux = &u->x, .attrs.axis = p};
+        for (int i = 0; i < ni; i++) e.in[i] = in[i0 + i].ref;
+        if (!add_exec(b, &e, in + i0, o)) return false;
+    }
+    if (b->oom) return false;
     v[id] = (pval){.inter = -1};
     return true;
 }
-
-
 
 /* A COND at the top level: both branches go into the plan, their execs
    guarded by the predicate (decided on the device, vf_plan_guard), each

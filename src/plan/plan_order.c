@@ -53,6 +53,54 @@ bool vf_group_describe(const vf_graph *g, const vf_group *grp, vf_fused_member *
     return true;
 }
 
+/* A user kernel's call planned as parts (plan.c walk_kernel): node's
+   execs. */
+static bool user_parts(const builder *b, const vf_graph *g, int node)
+{
+    return g->nodes[node].kind == VF_NODE_KERNEL && b->node_nex[node] > 1;
+}
+
+/* The parts of user kernel call `node` as one kernel: a VF_FUSED_USER
+   group whose tensors are the call's inputs then its outputs, its
+   members the parts (their execs at positions *n.. of ord, one step). */
+static void add_user_group(builder *b, const vf_graph *g, fusion *f, int node, int *n, int steps, int *ord,
+                           int *step, int *n_members)
+{
+    const vf_ukernel *k = g->nodes[node].uk;
+    int x0 = b->node_ex[node], np = b->node_nex[node];
+    vf_plan_fused *pf = &f->fused[f->n_fused++];
+    vf_fused_member *mem = f->members + *n_members;
+    *pf = (vf_plan_fused){.first_exec = *n, .n_execs = np, .loc = f->tloc + f->n_tens};
+    pf->group = (vf_fused_group){.kind = VF_FUSED_USER, .n_members = np, .members = mem, .center = -1,
+                                 .n_inputs = k->n_in, .n_outputs = k->n_out, .tensors = f->tens + f->n_tens};
+    for (int p = 0; p < np; p++) {
+        const vf_exec *e = &b->ex[x0 + p];
+        mem[p] = (vf_fused_member){.in = {0, 0, 0}, .out = k->n_in + (p < k->n_out ? p : k->n_out - 1)};
+        for (int q = 0; q < e->n_in; q++) mem[p].in[q] = 3 * p + q;
+        ord[*n] = x0 + p, step[(*n)++] = steps;
+    }
+    *n_members += np;
+    for (int t = 0; t < k->n_in + k->n_out; t++) { /* input i: part i / 3 slot i % 3; output j: part j's out */
+        int x = x0 + (t < k->n_in ? t / 3 : t - k->n_in), j = t < k->n_in ? t % 3 : 3;
+        f->tens[f->n_tens] = j == 3 ? b->ex[x].out : b->ex[x].in[j];
+        f->tloc[f->n_tens] = b->loc[x][j];
+        f->tinter[f->n_tens++] = b->ref_inter[x][j];
+    }
+}
+
+/* Node order, one kernel per exec but for user kernels' parts. */
+static void node_order(builder *b, const vf_graph *g, fusion *f, int *ord, int *step, int *n_members)
+{
+    int n = 0, steps = 0;
+    for (int i = 0; i < g->n; i++) {
+        if (user_parts(b, g, i)) {
+            add_user_group(b, g, f, i, &n, steps++, ord, step, n_members);
+            continue;
+        }
+        for (int x = 0; x < b->node_nex[i]; x++) ord[n] = b->node_ex[i] + x, step[n++] = steps++;
+    }
+}
+
 bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *ord, int *step)
 {
     for (int x = 0; x < b->n_ex; x++) ord[x] = step[x] = x;
@@ -60,18 +108,24 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
     vf_fusion_options_default(&opt);
     if (b->env->unfused) opt.enabled = false;
     vf_err err = {0};
-    if (!opt.enabled) return true;
-    vf_status ps = vf_partition(g, &opt, &f->part, &err);
-    if (ps == VF_ERROR_OUT_OF_MEMORY) return false;
-    if (ps != VF_OK) return true; /* the unfused plan is always valid */
-    f->have_part = true;
+    if (opt.enabled) {
+        vf_status ps = vf_partition(g, &opt, &f->part, &err);
+        if (ps == VF_ERROR_OUT_OF_MEMORY) return false;
+        f->have_part = ps == VF_OK; /* else the unfused plan, which is always valid */
+    }
     int n_dag = 0, n_tens = 0, n_mem = 0;
     vf_fused_kind fk;
-    for (int gi = 0; gi < f->part.n_groups; gi++)
+    for (int gi = 0; f->have_part && gi < f->part.n_groups; gi++)
         if (fusable_kind(f->part.groups[gi].kind, &fk)) {
             n_dag++;
             n_tens += f->part.groups[gi].n_inputs + f->part.groups[gi].n_outputs;
             n_mem += f->part.groups[gi].n_nodes;
+        }
+    for (int i = 0; i < g->n; i++)
+        if (user_parts(b, g, i)) {
+            n_dag++;
+            n_tens += g->nodes[i].uk->n_in + g->nodes[i].uk->n_out;
+            n_mem += b->node_nex[i];
         }
     if (!n_dag) return true;
     f->members = vf_calloc((size_t)n_mem, sizeof *f->members);
@@ -81,7 +135,7 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
     f->tinter = vf_calloc((size_t)n_tens, sizeof *f->tinter);
     if (!f->members || !f->fused || !f->tens || !f->tloc || !f->tinter) return false;
     int n = 0, steps = 0, n_members = 0;
-    for (int gi = 0; gi < f->part.n_groups; gi++) {
+    for (int gi = 0; f->have_part && gi < f->part.n_groups; gi++) {
         const vf_group *grp = &f->part.groups[gi];
         bool fuse = fusable_kind(grp->kind, &fk);
         for (int m = 0; fuse && m < grp->n_nodes; m++) fuse = b->node_nex[grp->nodes[m]] == 1;
@@ -107,15 +161,22 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
             steps++;
             continue;
         }
-        for (int m = 0; m < grp->n_nodes; m++) /* all of a node's execs (a COND has many) */
+        for (int m = 0; m < grp->n_nodes; m++) { /* all of a node's execs (a COND has many) */
+            if (user_parts(b, g, grp->nodes[m]) && n + b->node_nex[grp->nodes[m]] <= b->n_ex) {
+                add_user_group(b, g, f, grp->nodes[m], &n, steps++, ord, step, &n_members);
+                continue;
+            }
             for (int x = 0; x < b->node_nex[grp->nodes[m]] && n < b->n_ex; x++)
                 ord[n] = b->node_ex[grp->nodes[m]] + x, step[n++] = steps++;
+        }
     }
-    if (n == b->n_ex) return true;
-    /* Not every exec in exactly one group: keep the node order unfused. */
-    for (int x = 0; x < b->n_ex; x++) ord[x] = step[x] = x;
+    if (f->have_part && n == b->n_ex) return true;
+    /* Not partitioned, or not every exec in exactly one group: the node
+       order unfused (user kernels' parts still one kernel each). */
     for (int i = 0; i < b->n_it; i++) b->it[i].internal = false;
     f->n_fused = f->n_tens = 0;
+    n_members = 0;
+    node_order(b, g, f, ord, step, &n_members);
     return true;
 }
 

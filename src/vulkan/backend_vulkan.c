@@ -20,14 +20,34 @@ static vf_status vk_alloc(void *self, size_t bytes, vf_buffer **out)
 {
     vf_vk_runtime *rt = self;
     VF_LOST_GUARD(rt, "allocating device memory");
-    return vf_vk_mem_alloc(&rt->mem, bytes, 0, out);
+    vf_status s = vf_vk_mem_alloc(&rt->mem, bytes, 0, out);
+    if (s == VF_ERROR_OUT_OF_MEMORY && rt->ef.n_later) {
+        /* memory freed while the eager window used it is held until the
+           window is recorded: record it, and try again (the memory's own
+           retry waits for the work and gives the cache back) */
+        vf_err_clear(rt->err);
+        s = vf_ef_flush(rt);
+        if (!s) s = vf_vk_mem_alloc(&rt->mem, bytes, 0, out);
+    }
+    return s;
 }
 
 static void vk_free(void *self, vf_buffer *buf)
 {
     vf_vk_runtime *rt = self;
+    /* memory the queued eager window still reads or writes is freed when
+       the window is recorded (eager_fuse.h) */
+    if (vf_ef_hold_free(rt, buf)) return;
     vf_vk_mem_free(&rt->mem, buf, rt->sched.completed);
 }
+
+/* Records the eager window: every entry that records or waits calls it
+   first, so what it queued is ordered as it was called. */
+#define VF_EF_FLUSH(rt)                                                            \
+    do {                                                                           \
+        vf_status fs_ = vf_ef_flush(rt);                                           \
+        if (fs_) return fs_;                                                       \
+    } while (0)
 
 static vf_status check_range(vf_vk_runtime *rt, const vf_buffer *buf, size_t offset, size_t bytes,
                              const char *what)
@@ -43,6 +63,7 @@ static vf_status vk_upload(void *self, vf_buffer *buf, size_t offset, const void
 {
     vf_vk_runtime *rt = self;
     VF_LOST_GUARD(rt, "upload");
+    VF_EF_FLUSH(rt);
     vf_status s = check_range(rt, buf, offset, bytes, "upload");
     if (s || bytes == 0) return s;
     uint8_t *map = vf_vk_buffer_map(buf);
@@ -62,6 +83,7 @@ static vf_status vk_download(void *self, vf_buffer *buf, size_t offset, void *ds
 {
     vf_vk_runtime *rt = self;
     VF_LOST_GUARD(rt, "download");
+    VF_EF_FLUSH(rt);
     vf_status s = check_range(rt, buf, offset, bytes, "download");
     if (s || bytes == 0) return s;
     uint8_t *map = vf_vk_buffer_map(buf);
@@ -215,10 +237,40 @@ static vf_status new_kernel(vf_vk_runtime *rt, const vf_exec *e, vf_vk_memo_entr
     return VF_OK;
 }
 
+int vf_vk_exec_prepare(vf_vk_runtime *rt, const vf_exec *e)
+{
+    uint64_t key[VF_VK_MEMO_WORDS];
+    int n_key = vf_vk_memo_key(e, key);
+    if (!n_key) return 0;
+    const vf_vk_memo_entry *me = vf_vk_memo_find(&rt->memo, key, n_key);
+    if (!me) {
+        vf_vk_memo_entry *ent = vf_calloc(1, sizeof *ent);
+        if (!ent) {
+            vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
+            return -1;
+        }
+        ent->n_key = n_key;
+        memcpy(ent->key, key, sizeof *key * (size_t)n_key);
+        vf_status s = new_kernel(rt, e, ent, &me);
+        bool kept = !s && me != ent;
+        vf_kernel_free(&ent->k);
+        free(ent);
+        if (s) return -1;
+        if (!kept) return 0;
+    }
+    return me->k.n_steps == 1 && !me->k.scratch_bytes ? 1 : 0;
+}
+
 vf_status vf_vk_exec(void *self, const vf_exec *e)
 {
     vf_vk_runtime *rt = self;
     VF_LOST_GUARD(rt, "running an op");
+    rt->execs++;
+    return vf_ef_exec(rt, e);
+}
+
+vf_status vf_vk_exec_now(vf_vk_runtime *rt, const vf_exec *e)
+{
     /* A memo hit (the common case of an eager op) allocates nothing: the
        key lives on the stack, an entry is made only for a new kernel. */
     uint64_t key[VF_VK_MEMO_WORDS];
@@ -264,7 +316,6 @@ vf_status vf_vk_exec(void *self, const vf_exec *e)
         vf_kernel_free(&ent->k);
         free(ent);
     }
-    rt->execs++;
     return s ? s : rt->err->status;
 }
 
@@ -272,12 +323,15 @@ static vf_status vk_sync(void *self)
 {
     vf_vk_runtime *rt = self;
     VF_LOST_GUARD(rt, "sync");
+    VF_EF_FLUSH(rt);
     vf_status s = vf_vk_sched_sync(&rt->sched);
     return s ? s : rt->err->status;
 }
 
 static void runtime_destroy(vf_vk_runtime *rt)
 {
+    if (!rt->dev.lost) vf_ef_flush(rt); /* a lost device runs nothing more */
+    vf_ef_destroy(rt);
     vf_vk_sched_destroy(&rt->sched);
     vf_vk_memo_free(&rt->memo);
     vf_vk_pipelines_destroy(&rt->pipes); /* saves the pipeline cache */
@@ -310,6 +364,9 @@ static void vk_stats(void *self, vf_context_stats *out)
     out->device_bytes_peak = rt->mem.bytes_peak;
     out->device_allocations = rt->mem.allocations;
     out->device_alloc_retries = rt->mem.retries;
+    out->eager_fuse_swaps = rt->ef.swaps;
+    out->eager_fused_windows = rt->ef.fused_windows;
+    out->eager_fused_ops = rt->ef.fused_ops;
     out->device_memory_budget = vf_vk_mem_budget(&rt->mem);
     out->device_memory_budget_usage = out->device_memory_budget ? rt->mem.budget_usage : 0;
 }
@@ -320,6 +377,7 @@ static vf_status vk_trim(void *self)
     /* Ranges freed while queued work used them are released once it is
        done: wait for it, so that their blocks are cached and go too. */
     VF_LOST_GUARD(rt, "trim");
+    VF_EF_FLUSH(rt);
     vf_status s = vf_vk_sched_sync(&rt->sched);
     vf_vk_mem_trim(&rt->mem);
     return s ? s : rt->err->status;
@@ -335,6 +393,7 @@ static vf_status vk_plan_create(void *self, const vf_plan_desc *d, vf_plan **out
 {
     vf_vk_runtime *rt = self;
     VF_LOST_GUARD(rt, "making a plan");
+    VF_EF_FLUSH(rt);
     return vf_vk_plan_create(self, d, out);
 }
 
@@ -342,6 +401,7 @@ static vf_status vk_plan_run(void *self, vf_plan *p, const vf_plan_bind *binds, 
 {
     vf_vk_runtime *rt = self;
     VF_LOST_GUARD(rt, "running a plan");
+    VF_EF_FLUSH(rt);
     return vf_vk_plan_run(self, p, binds, n_binds);
 }
 
@@ -359,6 +419,7 @@ static vf_status vk_plan_profile(void *self, vf_plan_prof *out)
 {
     vf_vk_runtime *rt = self;
     VF_LOST_GUARD(rt, "a plan's profile");
+    VF_EF_FLUSH(rt);
     return vf_vk_plan_profile(self, out);
 }
 
@@ -386,7 +447,12 @@ static vf_status vk_kernel_insert(void *self, uint64_t key, const uint32_t *word
     return vf_vk_shader_insert(&rt->shaders, key, words, n_words);
 }
 
-static vf_status vk_ukernel(void *self, const vf_ukernel_exec *e) { return vf_vk_ukernel_run(self, e); }
+static vf_status vk_ukernel(void *self, const vf_ukernel_exec *e)
+{
+    vf_vk_runtime *rt = self;
+    VF_EF_FLUSH(rt);
+    return vf_vk_ukernel_run(self, e);
+}
 
 static const vf_backend_iface vk_iface = {
     .name = "vulkan",
@@ -509,6 +575,7 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
         .loader = opt->loader,
         .test_caps = opt->test_caps,
         .test_limits = opt->test_limits,
+        .no_robust = opt->no_robust,
     };
     s = vf_vk_device_create(&rt->dev, &dopt, err);
     if (s) {
@@ -530,6 +597,7 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
     }
     if (!s) s = vf_vk_pipelines_init(&rt->pipes, &rt->dev, rt->shaders.dir, err);
     if (!s) rt->pipes.log_info = opt->log_info;
+    rt->ef.on = opt->eager_fuse;
     if (!s) s = vf_vk_sched_init(&rt->sched, &rt->dev, &rt->mem, &sopt, err);
     if (!s) {
         rt->mem.wait_all = wait_all;

@@ -318,9 +318,16 @@ static vf_status create_logical(vf_vk_device *d, const vf_vk_phys *pi, const vf_
     VkPhysicalDeviceFeatures2 ef = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
         .pNext = &e11,
+        /* robustBufferAccess: a user kernel's access outside its bindings'
+           ranges (docs/KERNELS.md) is discarded (a write) or reads zeros or
+           in-range values, never another tensor's memory nor a fault. It is
+           device-wide (lavapipe 22.3 has no VK_EXT_pipeline_robustness to
+           ask it for user kernels only); VKFUSE_ROBUST=0 turns it off.
+           docs/BENCHMARKS.md: its cost on the generated kernels. */
         .features = {.shaderInt16 = hf.features.shaderInt16,
                      .shaderInt64 = hf.features.shaderInt64,
-                     .shaderFloat64 = hf.features.shaderFloat64},
+                     .shaderFloat64 = hf.features.shaderFloat64,
+                     .robustBufferAccess = hf.features.robustBufferAccess && !opt->no_robust},
     };
 
     uint32_t n_ext = 0;

@@ -19,6 +19,7 @@ typedef struct vf_vk_device_options {
     const char *loader;      /* VKFUSE_VULKAN_LOADER (vf_vk_loader_open); NULL: the standard one */
     const char *test_caps;   /* VKFUSE_TEST_CAPS (apply_test_caps in device.c); NULL: none */
     const char *test_limits; /* VKFUSE_TEST_LIMITS (vf_vk_test_limits_apply); NULL: none */
+    bool no_robust;          /* VKFUSE_ROBUST=0: robustBufferAccess off */
 } vf_vk_device_options;
 
 /* Test hooks, set by tests on a live runtime (rt->dev.test) through the

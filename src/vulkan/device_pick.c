@@ -222,6 +222,8 @@ int vf_vulkan_devices(const vf_vk_options *opt, vf_device_info *out, int max, ch
         VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
         d->vki.vkGetPhysicalDeviceProperties2(p[i].phys, &p2);
         o->subgroup_size = sg.subgroupSize;
+        o->subgroup_arithmetic = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                                 (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
         if (drv.driverName[0])
             snprintf(o->driver, sizeof o->driver, "%.120s %.120s", drv.driverName, drv.driverInfo);
         if (pr->apiVersion >= VK_API_VERSION_1_2) {

@@ -1,5 +1,6 @@
 /* The eager kernel memo (kernel_memo.h). */
 #include "vulkan/kernel_memo.h"
+#include "graph/uelem.h"
 #include "util/fault.h"
 
 #include <stdlib.h>
@@ -26,6 +27,7 @@ int vf_vk_memo_key(const vf_exec *e, uint64_t *w)
     memcpy(&bits, &a->value, sizeof bits);
     w[n++] = bits;
     w[n++] = a->seed;
+    w[n++] = a->uelem ? a->uelem->id : 0;   /* a user op's unique id, never its address (reused once freed) */
     if (vf_op_get(e->op)->attrs & VF_ATTR_WINDOW)
         for (int d = 0; d < VF_MAX_RANK; d++) {
             w[n++] = (uint64_t)a->lo[d];

@@ -52,6 +52,7 @@ static vf_status group_binding(vf_vk_runtime *rt, const vf_plan *p, const vf_pla
     const vf_plan_loc *l = &f->loc[t];
     *b = (plan_binding){.kind = l->kind, .index = l->index, .buf = l->kind == VF_PLAN_FIXED ? r->buf : NULL,
                         .offset = r->offset, .bytes = tref_bytes(r), .access = t < n_in ? VF_VK_READ : VF_VK_WRITE};
+    if (f->group.kind == VF_FUSED_USER && t >= n_in) b->access |= VF_VK_READ; /* atomics, read-modify-write */
     return check_loc(rt, p, d, r, l, b->bytes, f->first_exec, st->name, t);
 }
 
@@ -102,8 +103,10 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
     if (k->n_steps) {
         /* the graph nodes it runs: a fused group's are its execs' */
         bool known = d->exec_node && (f || d->exec_node[x] >= 0);
+        /* a user kernel's parts are all its one node */
+        int nn = f && f->group.kind != VF_FUSED_USER ? f->n_execs : 1;
         vf_status s = vf_vk_prof_kernel(rt, &p->prof, k->step[0].name, x, f ? f->n_execs : 1, d->execs[x].op,
-                                        known ? &d->exec_node[x] : NULL, known ? (f ? f->n_execs : 1) : 0, &rec);
+                                        known ? &d->exec_node[x] : NULL, known ? nn : 0, &rec);
         if (s) return s;
         if (d->guards && !f && d->guards[x].pred >= 0) p->prof.k[rec].pred = d->guards[x].pred;
     }
@@ -300,7 +303,7 @@ static vf_status fused_kernels(vf_vk_runtime *rt, const vf_plan_desc *d, vf_gen_
         vf_err err = {0};
         vf_status s = vf_codegen_group(&grp, &rt->dev.caps, &kern[i], &err);
         ok[i] = s == VF_OK;
-        if (s == VF_ERROR_UNSUPPORTED) {
+        if (s == VF_ERROR_UNSUPPORTED && grp.kind != VF_FUSED_USER) { /* a user kernel's parts never run alone */
             vf_kernel_free(&kern[i]);
             memset(&kern[i], 0, sizeof kern[i]);
             *spill = true;

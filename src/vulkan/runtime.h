@@ -26,6 +26,7 @@
 #include "backend.h"
 #include "vulkan/codegen/kernel.h"
 #include "vulkan/device.h"
+#include "vulkan/eager_fuse.h"
 #include "vulkan/kernel_memo.h"
 #include "vulkan/memory.h"
 #include "vulkan/pipeline.h"
@@ -49,6 +50,7 @@ typedef struct vf_vk_runtime {
     vf_vk_pipelines pipes;
     vf_vk_sched sched;
     vf_vk_memo memo;               /* eager execs' kernels (kernel_memo.h) */
+    vf_eager_fuse ef;              /* queued eager elementwise ops and their fused kernels (eager_fuse.h) */
     int64_t execs;
     struct vf_plan *last_plan;     /* the plan run last, for its profile (plan.c) */
 } vf_vk_runtime;
@@ -79,6 +81,11 @@ vf_status vf_vk_runtime_dispatch_pipeline(vf_vk_runtime *rt, const vf_dispatch *
 /* The backend's exec (one vf_exec, queued) and one user-kernel call
    (user_kernel.c), for code of the runtime that builds on them. */
 vf_status vf_vk_exec(void *self, const vf_exec *e);
+/* For eager_fuse.c: e's own kernel generated and memoised (1: it is, one
+   step without scratch; 0: e is not memoised or has more; -1: it failed,
+   the reason in rt->err), and e recorded now, without the window. */
+int vf_vk_exec_prepare(vf_vk_runtime *rt, const vf_exec *e);
+vf_status vf_vk_exec_now(vf_vk_runtime *rt, const vf_exec *e);
 vf_status vf_vk_ukernel_run(vf_vk_runtime *rt, const vf_ukernel_exec *e);
 
 /* Per-dispatch GPU times recorded since the last clear (opt.profile);

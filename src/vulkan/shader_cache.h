@@ -96,6 +96,13 @@ vf_status vf_vk_spirv_validate(const uint32_t *words, size_t n_words, char *msg,
    and VKFUSE_LOG read the same with or without threads). Only an out of
    host memory before compiling is an error. */
 vf_status vf_vk_shaders_prepare(vf_vk_shaders *c, int n, const char *const *glsl, const char *const *names);
+/* Whether key is on hand: in memory, on disk, or compiled ahead. */
+bool vf_vk_shader_on_hand(const vf_vk_shaders *c, uint64_t key);
+/* Hands one compile done elsewhere (eager_fuse.c's background thread,
+   with vf_vk_shader_compile_raw) to the next vf_vk_shader_get of its key,
+   as vf_vk_shaders_prepare's are; *r is moved (emptied). false: out of
+   host memory (*r stays the caller's). */
+bool vf_vk_shaders_add_ahead(vf_vk_shaders *c, vf_vk_compiled *r);
 /* Frees what was compiled ahead and not asked for. */
 void vf_vk_shaders_drop_ahead(vf_vk_shaders *c);
 

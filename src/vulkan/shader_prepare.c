@@ -46,8 +46,7 @@ static void *worker(void *arg)
     }
 }
 
-/* Is key already on hand: in memory, on disk, or compiled ahead? */
-static bool on_hand(const vf_vk_shaders *c, uint64_t key)
+bool vf_vk_shader_on_hand(const vf_vk_shaders *c, uint64_t key)
 {
     if (vf_vk_shader_find(c, key)) return true;
     for (int i = 0; i < c->n_ahead; i++)
@@ -70,7 +69,7 @@ vf_status vf_vk_shaders_prepare(vf_vk_shaders *c, int n, const char *const *glsl
     for (int i = 0; i < n; i++) {
         if (!glsl[i]) continue;
         uint64_t key = vf_vk_shader_key(c, glsl[i]);
-        bool dup = on_hand(c, key);
+        bool dup = vf_vk_shader_on_hand(c, key);
         for (int j = 0; j < n_jobs && !dup; j++) dup = out[j].key == key;
         if (dup) continue;
         out[n_jobs].key = key;
@@ -116,6 +115,18 @@ vf_status vf_vk_shaders_prepare(vf_vk_shaders *c, int n, const char *const *glsl
     c->n_ahead += n_jobs;
     free(out);
     return VF_OK;
+}
+
+bool vf_vk_shaders_add_ahead(vf_vk_shaders *c, vf_vk_compiled *r)
+{
+    vf_vk_compiled *grown = vf_realloc(c->ahead, sizeof *grown * (size_t)(c->n_ahead + 1));
+    if (!grown) return false;
+    c->ahead = grown;
+    r->ahead = true;
+    r->taken = false;
+    c->ahead[c->n_ahead++] = *r;
+    memset(r, 0, sizeof *r);
+    return true;
 }
 
 void vf_vk_shaders_drop_ahead(vf_vk_shaders *c)

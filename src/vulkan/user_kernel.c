@@ -64,6 +64,101 @@ vf_status vf_glsl_compile(const char *glsl, const char *name, uint32_t **words, 
 
 enum { OP_ENTRY_POINT = 15, OP_EXECUTION_MODE = 16, OP_DECORATE = 71, DEC_SPEC_ID = 1, DEC_BINDING = 33,
        DEC_SET = 34, MODE_LOCAL_SIZE = 17, MODEL_GLCOMPUTE = 5 };
+enum { OP_TYPE_INT = 21, OP_TYPE_FLOAT = 22, OP_TYPE_VECTOR = 23, OP_TYPE_MATRIX = 24, OP_TYPE_ARRAY = 28,
+       OP_TYPE_STRUCT = 30, OP_TYPE_POINTER = 32, OP_CONSTANT = 43, OP_VARIABLE = 59, OP_MEMBER_DECORATE = 72,
+       DEC_ARRAY_STRIDE = 6, DEC_MATRIX_STRIDE = 7, DEC_OFFSET = 35, SC_PUSH_CONSTANT = 9 };
+
+/* What the push-constant reflection keeps of an id: its opcode, the
+   instruction's word index, and an array type's stride. */
+typedef struct pc_id {
+    uint32_t op, at, stride;
+} pc_id;
+
+typedef struct pc_module {
+    const uint32_t *w;
+    const pc_id *ids;
+    uint32_t bound;
+    uint32_t deco_end;        /* decorations come before the first type (the module's layout) */
+} pc_module;
+
+/* Member m of struct s: its Offset and MatrixStride decorations. */
+static void member_deco(const pc_module *md, uint32_t s, uint32_t m, uint32_t *off, uint32_t *ms)
+{
+    *off = *ms = 0;
+    for (uint32_t i = 5; i < md->deco_end;) {
+        uint32_t op = md->w[i] & 0xffffu, l = md->w[i] >> 16;
+        if (op == OP_MEMBER_DECORATE && l >= 5 && md->w[i + 1] == s && md->w[i + 2] == m) {
+            if (md->w[i + 3] == DEC_OFFSET) *off = md->w[i + 4];
+            if (md->w[i + 3] == DEC_MATRIX_STRIDE) *ms = md->w[i + 4];
+        }
+        i += l ? l : 1;
+    }
+}
+
+/* The size in bytes type t takes in a block (matrix_stride: the member's
+   MatrixStride, 0 if none); 0 for what a push constant cannot hold. */
+static uint32_t pc_size(const pc_module *md, uint32_t t, uint32_t matrix_stride, int depth)
+{
+    if (t >= md->bound || depth > 8 || !md->ids[t].op) return 0;
+    const uint32_t *in = md->w + md->ids[t].at;
+    uint32_t len = in[0] >> 16;
+    switch (md->ids[t].op) {
+    case OP_TYPE_INT:
+    case OP_TYPE_FLOAT: return in[2] / 8;
+    case OP_TYPE_VECTOR: return in[3] * pc_size(md, in[2], 0, depth + 1);
+    case OP_TYPE_MATRIX: return in[3] * (matrix_stride ? matrix_stride : pc_size(md, in[2], 0, depth + 1));
+    case OP_TYPE_ARRAY: {
+        uint32_t c = in[3] < md->bound && md->ids[in[3]].op == OP_CONSTANT ? md->w[md->ids[in[3]].at + 3] : 0;
+        return c * (md->ids[t].stride ? md->ids[t].stride : pc_size(md, in[2], 0, depth + 1));
+    }
+    case OP_TYPE_STRUCT: { /* the end of its furthest member */
+        uint32_t end = 0;
+        for (uint32_t m = 0; m + 2 < len; m++) {
+            uint32_t off, ms;
+            member_deco(md, t, m, &off, &ms);
+            uint32_t e = off + pc_size(md, in[2 + m], ms, depth + 1);
+            if (e > end) end = e;
+        }
+        return end;
+    }
+    default: return 0;
+    }
+}
+
+/* The push-constant block into info (push_size, push_member); ids: bound
+   zeroed entries. */
+static void push_block(const uint32_t *w, size_t n, pc_id *ids, uint32_t bound, vf_spirv_info *info)
+{
+    pc_module md = {.w = w, .ids = ids, .bound = bound, .deco_end = (uint32_t)n};
+    uint32_t block = 0;
+    for (size_t i = 5; i < n;) {
+        uint32_t op = w[i] & 0xffffu, len = w[i] >> 16;
+        if (len == 0 || i + len > n) break;
+        bool type = op == OP_TYPE_INT || op == OP_TYPE_FLOAT || op == OP_TYPE_VECTOR || op == OP_TYPE_MATRIX ||
+                    op == OP_TYPE_ARRAY || op == OP_TYPE_STRUCT || op == OP_TYPE_POINTER;
+        if (type && md.deco_end == n) md.deco_end = (uint32_t)i;
+        uint32_t r = op == OP_CONSTANT ? (len >= 4 ? w[i + 2] : 0) : (len >= 2 ? w[i + 1] : 0);
+        if ((type || op == OP_CONSTANT) && r && r < bound) ids[r] = (pc_id){op, (uint32_t)i, ids[r].stride};
+        if (op == OP_DECORATE && len >= 4 && w[i + 2] == DEC_ARRAY_STRIDE && w[i + 1] && w[i + 1] < bound)
+            ids[w[i + 1]].stride = w[i + 3];
+        if (op == OP_VARIABLE && len >= 4 && w[i + 3] == SC_PUSH_CONSTANT && !block && w[i + 1] < bound &&
+            ids[w[i + 1]].op == OP_TYPE_POINTER)
+            block = w[ids[w[i + 1]].at + 3]; /* the pointer's pointee */
+        i += len;
+    }
+    if (!block || block >= bound || ids[block].op != OP_TYPE_STRUCT) return;
+    const uint32_t *st = w + ids[block].at;
+    int members = (int)(st[0] >> 16) - 2;
+    info->push_size = pc_size(&md, block, 0, 0);
+    info->push_members = members < VF_SPIRV_PUSH_MEMBERS ? members : VF_SPIRV_PUSH_MEMBERS;
+    for (int m = 0; m < info->push_members; m++) {
+        uint32_t off, ms, t = st[2 + m];
+        member_deco(&md, block, (uint32_t)m, &off, &ms);
+        info->push_member[m].offset = off;
+        info->push_member[m].size = pc_size(&md, t, ms, 1);
+        info->push_member[m].u32 = t < bound && ids[t].op == OP_TYPE_INT && w[ids[t].at + 2] == 32;
+    }
+}
 
 vf_status vf_spirv_inspect(const uint32_t *w, size_t n, vf_spirv_info *info, char *msg, size_t msglen)
 {
@@ -103,6 +198,13 @@ vf_status vf_spirv_inspect(const uint32_t *w, size_t n, vf_spirv_info *info, cha
     }
     free(bind);
     free(set);
+    pc_id *ids = vf_calloc(bound ? bound : 1, sizeof *ids);
+    if (!ids) {
+        snprintf(msg, msglen, "out of host memory");
+        return VF_ERROR_OUT_OF_MEMORY;
+    }
+    push_block(w, n, ids, bound, info);
+    free(ids);
     if (!compute) {
         snprintf(msg, msglen, "the module has no GLCompute entry point");
         return VF_ERROR_INVALID_ARGUMENT;

@@ -381,6 +381,7 @@ vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_gen
 {
     vf_exec x = *e;
     x.n_in = vf_op_get(e->op)->arity;   /* what the op takes, as the other generators read it */
+    if (e->op == VF_OP_USER_ELEMENTWISE) x.n_in = e->n_in;   /* its own count (graph/uelem.h) */
     vf_fused_member mem = {.in = {0, 1, 2}, .out = x.n_in};
     vf_tref tens[4];
     for (int i = 0; i < x.n_in; i++) tens[i] = x.in[i];
@@ -407,6 +408,7 @@ vf_status vf_codegen_group(const vf_fused_group *grp, const vf_device_caps *caps
     case VF_FUSED_ROWS: st = vf_codegen_row_group(grp, caps, out, err); break;
     case VF_FUSED_MATMUL: st = vf_codegen_matmul_group(grp, caps, out, err); break;
     case VF_FUSED_CONV: st = vf_codegen_conv_group(grp, caps, out, err); break;
+    case VF_FUSED_USER: st = vf_codegen_user_group(grp, caps, out, err); break;
     default:
         st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "codegen: no fused generator for group kind %d; run its execs "
                         "one by one", (int)grp->kind);

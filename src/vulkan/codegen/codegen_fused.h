@@ -39,6 +39,10 @@ vf_status vf_codegen_group(const vf_fused_group *grp, const vf_device_caps *caps
 /* A planned user kernel's call (codegen_user.c): its outputs' zeroing
    (a FILL step, unless the kernel asks not to) and its own SPIR-V. */
 vf_status vf_codegen_user(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err);
+/* One with more than 3 inputs or more than one output: a VF_FUSED_USER
+   group, a zeroing step per output, then the SPIR-V on every group tensor. */
+vf_status vf_codegen_user_group(const vf_fused_group *grp, const vf_device_caps *caps, vf_gen_kernel *out,
+                                vf_err *err);
 vf_status vf_codegen_single(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err);
 
 /* ---- the generators of each kind; same contract as vf_codegen_group ---- */

@@ -4,6 +4,7 @@
  * emission of one elementwise member of a fused group. One copy each. */
 #include "vulkan/codegen/codegen_fused.h"
 #include "util/dtype.h"
+#include "graph/uelem.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -61,6 +62,7 @@ unsigned cg_member_cost(const vf_fused_group *grp, int m)
     const vf_exec *e = &grp->execs[m];
     const vf_op_info *info = vf_op_get(e->op);
     unsigned cost = info->glsl_f && strstr(info->glsl_f, "vf_") ? 8u : 1u;
+    if (e->op == VF_OP_USER_ELEMENTWISE) cost = 8u;   /* unknown: priced like a prelude call */
     return cost + (e->out.dtype == VF_F16 ? 2u : 0u);
 }
 
@@ -76,11 +78,37 @@ static vf_ctype result_ctype(const vf_exec *e)
     return info->result == VF_RESULT_BOOL ? VF_CT_BOOL : cg_ctype_of(e->in[vf_op_data_input(e->op)].dtype);
 }
 
+/* A user elementwise member (graph/uelem.h): its helpers once per group
+   (the first member with that text brings them), then the user's expression as
+   the member's function over x0 .. (and y for a gradient's op: the names
+   the expression was checked with at create time). */
+static vf_status uelem_fn(vf_sb *s, const vf_fused_group *grp, int m, vf_err *err)
+{
+    const vf_exec *e = &grp->execs[m];
+    const vf_uelem *u = e->attrs.uelem;
+    if (!u) return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT, "codegen: user elementwise member %d has no op", m);
+    /* helpers once per text: an op used twice, or with its gradient's op
+       (the same helpers), in one kernel defines them once */
+    bool first = u->helpers != NULL;
+    for (int k = 0; k < m && first; k++) {
+        const vf_uelem *v = grp->execs[k].op == VF_OP_USER_ELEMENTWISE ? grp->execs[k].attrs.uelem : NULL;
+        first = !(v && v->helpers && !strcmp(v->helpers, u->helpers));
+    }
+    if (first) vf_sb_add(s, "// helpers of user op '%s'\n%s\n", u->name, u->helpers);
+    static const char *const xn[3] = {"x0", "x1", "x2"};
+    vf_sb_add(s, "float op_%d(", m);
+    for (int k = 0; k < e->n_in && k < 3; k++)
+        vf_sb_add(s, "%sfloat %s", k ? ", " : "", u->grad_of && k == e->n_in - 1 ? "y" : xn[k]);
+    vf_sb_add(s, ") { return float(%s); }   // user op '%s'\n", u->expr, u->name);
+    return VF_OK;
+}
+
 vf_status cg_member_fn(vf_sb *s, const vf_fused_group *grp, int m, vf_err *err)
 {
     const vf_exec *e = &grp->execs[m];
     const vf_op_info *info = vf_op_get(e->op);
     if (e->op == VF_OP_FILL || cg_window_op(e->op)) return VF_OK;   /* a constant, an indexed read: no function */
+    if (e->op == VF_OP_USER_ELEMENTWISE) return uelem_fn(s, grp, m, err);
     vf_dtype dt = e->in[vf_op_data_input(e->op)].dtype;
     const char *expr = cg_pick_expr(info, dt);
     if (!expr)

@@ -37,7 +37,10 @@
 /* 16: the Vulkan runtime's descriptor layouts (VF_VK_MAX_BINDINGS) hold
    16; fused group kernels bind every input and output of their group. */
 #define VF_KERNEL_MAX_BINDINGS 16
-#define VF_KERNEL_MAX_STEPS 4
+/* 9: a planned user kernel with VF_KERNEL_MAX_OUTPUTS outputs zeroes each
+   (a step each) before its own dispatch (codegen_user.c); generated
+   kernels have at most 4. */
+#define VF_KERNEL_MAX_STEPS 9
 #define VF_KERNEL_MAX_SPEC 4
 
 /* What codegen may rely on, filled by the Vulkan runtime from the device. */

@@ -1,0 +1,281 @@
+/* User kernels (issue 14), continued from test_kernels.c: calls with more
+ * than 3 inputs or more than one output inside a recorded plan, the
+ * push-constant layout check at create, and writes past an output. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t numel_of(const vf_tensor_spec *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++) n *= t->shape[d];
+    return n;
+}
+
+static vf_status like_input0(vf_kernel_shapes *s, void *user)
+{
+    (void)user;
+    for (int j = 0; j < s->n_outputs; j++) {
+        s->out[j].rank = s->in[0].rank;
+        memcpy(s->out[j].shape, s->in[0].shape, sizeof s->in[0].shape);
+    }
+    return VF_OK;
+}
+
+/* ---- 4 inputs, 2 outputs: p = a b + c, q += d - a (q starts as zeros) ---- */
+
+static const char four_two_glsl[] =
+    "layout(local_size_x_id = 0) in;\n"
+    "layout(binding = 0) readonly buffer A { float a[]; };\n"
+    "layout(binding = 1) readonly buffer B { float b[]; };\n"
+    "layout(binding = 2) readonly buffer C { float c[]; };\n"
+    "layout(binding = 3) readonly buffer D { float d[]; };\n"
+    "layout(binding = 4) writeonly buffer P { float p[]; };\n"
+    "layout(binding = 5) buffer Q { float q[]; };\n"
+    "layout(push_constant) uniform K { float s; uint na, nb, nc, nd, np, nq; };\n"
+    "void main() {\n"
+    "    uint i = gl_GlobalInvocationID.x;\n"
+    "    if (i < np) { p[i] = a[i] * b[i] + c[i]; q[i] += s * (d[i] - a[i]); }\n"
+    "}\n";
+
+static vf_status four_two_cpu(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
+{
+    (void)user;
+    const float *a = in[0], *b = in[1], *c = in[2], *d = in[3], *sc = s->params;
+    float *p = out[0], *q = out[1];
+    for (int64_t i = 0; i < numel_of(&s->out[0]); i++) {
+        p[i] = a[i] * b[i] + c[i];
+        q[i] += sc[0] * (d[i] - a[i]);
+    }
+    return VF_OK;
+}
+
+static vf_kernel *make_four_two(vf_context *ctx)
+{
+    vf_kernel *k = vf_kernel_create(ctx, &(vf_kernel_desc){
+        .name = "four_two", .glsl = four_two_glsl, .n_inputs = 4, .n_outputs = 2, .output_shapes = like_input0,
+        .param_bytes = 4, .cpu = four_two_cpu});
+    assert_non_null(k);
+    return k;
+}
+
+/* out[0] = p * 2, out[1] = q + p: both outputs go through the plan's arena */
+static vf_status four_two_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    const float s = 0.5f;
+    vf_tensor *r[2] = {NULL, NULL};
+    vf_status st = vf_kernel_call(user, 4, in, &s, r);
+    if (st) return st;
+    out[0] = vf_mul(ctx, r[0], vt_scalar(ctx, 2.0));
+    out[1] = vf_add(ctx, r[1], r[0]);
+    return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+static void four_in_two_out_planned(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_kernel *k = make_four_two(ctx);
+    enum { N = 300 };
+    float x[4][N], w0[N], w1[N];
+    for (int i = 0; i < 4; i++) vt_fill_uniform(x[i], N, -2, 2, 40 + (uint64_t)i);
+    for (int i = 0; i < N; i++) {
+        double p = (double)x[0][i] * x[1][i] + x[2][i];
+        w0[i] = (float)(2 * p);
+        w1[i] = (float)(0.5 * ((double)x[3][i] - x[0][i]) + p);
+    }
+    int64_t n = N;
+    vf_tensor *in[4];
+    for (int i = 0; i < 4; i++) in[i] = vf_tensor_from_host(ctx, VF_F32, 1, &n, x[i]);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "four_two", .body = four_two_body,
+                                                                   .user = k, .n_inputs = 4, .n_outputs = 2});
+    assert_non_null(fn);
+    vf_tensor *te[2], *tf[2];
+    assert_int_equal(four_two_body(ctx, in, te, k), VF_OK); /* eager */
+    float *e0 = vt_read(te[0]), *e1 = vt_read(te[1]);
+    vt_assert_close_f32(e0, w0, N, 1e-6, 1e-6, "eager p");
+    vt_assert_close_f32(e1, w1, N, 1e-6, 1e-6, "eager q");
+    for (int call = 0; call < 2; call++) { /* the second call reruns the plan: q zeroed again */
+        assert_int_equal(vf_function_call(fn, in, tf), VF_OK);
+        float *f0 = vt_read(tf[0]), *f1 = vt_read(tf[1]);
+        vt_assert_equal_bytes(f0, e0, sizeof(float) * N, "traced p = eager p");
+        vt_assert_equal_bytes(f1, e1, sizeof(float) * N, "traced q = eager q");
+        free(f0);
+        free(f1);
+    }
+    free(e0);
+    free(e1);
+    vf_function_stats st;
+    assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+    if (be == VF_BACKEND_VULKAN) { /* one recorded plan, not node by node */
+        assert_true(st.planned);
+        assert_int_equal(st.submits_per_call, 1);
+    }
+    vf_function_destroy(fn);
+    vf_kernel_destroy(k);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(four_in_two_out_planned)
+
+/* Under VKFUSE_CHECK such a call stays in the plan and is replayed with
+   its C implementation: one that disagrees fails the call. */
+static vf_status four_two_cpu_wrong(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
+{
+    vf_status st = four_two_cpu(s, in, out, user);
+    ((float *)out[1])[3] += 1.0f;
+    return st;
+}
+
+static void checked_parts(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    setenv("VKFUSE_CHECK", "1", 1);
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    unsetenv("VKFUSE_CHECK");
+    enum { N = 40 };
+    float x[N];
+    vt_fill_uniform(x, N, -1, 1, 5);
+    int64_t n = N;
+    vf_tensor *in[4];
+    for (int i = 0; i < 4; i++) in[i] = vf_tensor_from_host(ctx, VF_F32, 1, &n, x);
+    for (int wrong = 0; wrong < 2; wrong++) {
+        vf_kernel *k = vf_kernel_create(ctx, &(vf_kernel_desc){
+            .name = "four_two", .glsl = four_two_glsl, .n_inputs = 4, .n_outputs = 2, .output_shapes = like_input0,
+            .param_bytes = 4, .cpu = wrong ? four_two_cpu_wrong : four_two_cpu});
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "checked", .body = four_two_body,
+                                                                       .user = k, .n_inputs = 4, .n_outputs = 2});
+        vf_tensor *out[2];
+        vf_function_stats st;
+        if (!wrong) {
+            assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+            assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+            assert_true(st.planned);
+        } else {
+            assert_int_equal(vf_function_call(fn, in, out), VF_ERROR_DEVICE);
+            vt_expect_error(ctx, VF_ERROR_DEVICE, "VKFUSE_CHECK", "disagrees with the CPU backend", "element 3", NULL);
+        }
+        vf_function_destroy(fn);
+        vf_kernel_destroy(k);
+    }
+    vt_context_done(ctx);
+}
+
+/* ---- the push-constant block against desc.param_bytes and the counts ---- */
+
+static void push_constant_layout(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU); /* checked at create, on every backend */
+    static const char head[] = "layout(local_size_x = 8) in;\n"
+                               "layout(binding = 0) readonly buffer X { float x[]; };\n"
+                               "layout(binding = 1) writeonly buffer Y { float y[]; };\n";
+    static const char body[] = "void main() { uint i = gl_GlobalInvocationID.x; if (i < n_y) y[i] = x[i]; }\n";
+    struct {
+        const char *block;
+        uint32_t param_bytes;
+        const char *want;      /* NULL: accepted */
+    } cases[] = {
+        {"{ float a; float b; uint n_x; uint n_y; }", 8, NULL},
+        {"{ float w[2]; uint n_x; uint n_y; }", 8, NULL},            /* an array of params */
+        {"{ uint n_x; uint n_y; }", 0, NULL},
+        /* the params forgotten in the desc: 16 bytes, a call pushes 12 */
+        {"{ float a; float b; uint n_x; uint n_y; }", 4, "push-constant block is 16 bytes, but a call pushes 12"},
+        {"{ vec2 ab; uint n_y; }", 4, "member 0 (8 bytes at offset 0) runs past the params"},
+        {"{ float a; uint n_y; }", 0, "member 0 at offset 0 is in the element counts"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char src[1024];
+        snprintf(src, sizeof src, "%slayout(push_constant) uniform P %s;\n%s", head, cases[c].block, body);
+        vf_kernel *k = vf_kernel_create(ctx, &(vf_kernel_desc){
+            .name = "pc", .glsl = src, .n_inputs = 1, .n_outputs = 1, .outputs = {{VF_F32, 1, {4}}},
+            .param_bytes = cases[c].param_bytes});
+        if (!cases[c].want) {
+            assert_non_null(k);
+            vf_kernel_destroy(k);
+            continue;
+        }
+        assert_null(k);
+        vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "kernel 'pc'", cases[c].want, "desc.param_bytes", NULL);
+    }
+    vt_context_done(ctx);
+}
+
+/* ---- writes past an output: desc.check_bounds reports them --------------- */
+
+/* y[i] = x[i] + 1 for i < n_y + 5: five elements too many */
+static const char overrun_glsl[] =
+    "layout(local_size_x = 64) in;\n"
+    "layout(binding = 0) readonly buffer X { float x[]; };\n"
+    "layout(binding = 1) writeonly buffer Y { float y[]; };\n"
+    "layout(push_constant) uniform P { uint n_x; uint n_y; };\n"
+    "void main() { uint i = gl_GlobalInvocationID.x; if (i < n_y + 5u) y[i] = x[i % n_x] + 1.0; }\n";
+
+static vf_status overrun_cpu(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
+{
+    (void)user;
+    const float *x = in[0];
+    float *y = out[0];
+    int64_t n = numel_of(&s->out[0]);
+    for (int64_t i = 0; i < n + 5; i++) y[i] = x[i % n] + 1.0f; /* the same bug in C */
+    return VF_OK;
+}
+
+static void overrun_groups(const vf_kernel_shapes *s, uint32_t wg, uint32_t g[3], void *user)
+{
+    (void)user;
+    g[0] = (uint32_t)((numel_of(&s->out[0]) + 5 + wg - 1) / wg);
+    g[1] = g[2] = 1;
+}
+
+static vf_status overrun_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)ctx;
+    return vf_kernel_call(user, 1, in, NULL, out);
+}
+
+static void writes_past_output(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_kernel *k = vf_kernel_create(ctx, &(vf_kernel_desc){
+        .name = "overrun", .glsl = overrun_glsl, .n_inputs = 1, .n_outputs = 1, .output_shapes = like_input0,
+        .dispatch = overrun_groups, .cpu = overrun_cpu, .check_bounds = true});
+    assert_non_null(k);
+    enum { N = 64 };
+    int64_t n = N;
+    vf_tensor *before = vf_fill(ctx, VF_F32, 1, &n, 7.0), *x = vf_fill(ctx, VF_F32, 1, &n, 2.0);
+    vf_tensor *after = vf_fill(ctx, VF_F32, 1, &n, 9.0), *y = (vf_tensor *)&n;
+    assert_int_equal(vf_kernel_call(k, 1, &x, NULL, &y), VF_ERROR_INVALID_ARGUMENT);
+    assert_null(y);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "kernel 'overrun' wrote past the end of output 0 (64 elements)",
+                    "element 64", NULL);
+    /* traced: the call runs node by node, checked the same way */
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "overrun_fn", .body = overrun_body,
+                                                                   .user = k, .n_inputs = 1, .n_outputs = 1});
+    assert_int_equal(vf_function_call(fn, &x, &y), VF_ERROR_INVALID_ARGUMENT);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "wrote past the end of output 0", NULL);
+    vf_function_destroy(fn);
+    /* the tensors around it kept their values */
+    float *b = vt_read(before), *a = vt_read(after), *xv = vt_read(x), w7[N], w9[N], w2[N];
+    for (int i = 0; i < N; i++) w7[i] = 7, w9[i] = 9, w2[i] = 2;
+    vt_assert_equal_bytes(b, w7, sizeof w7, "tensor before");
+    vt_assert_equal_bytes(a, w9, sizeof w9, "tensor after");
+    vt_assert_equal_bytes(xv, w2, sizeof w2, "the input");
+    free(b), free(a), free(xv);
+    vf_kernel_destroy(k);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(writes_past_output)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        VT_PER_BACKEND_TESTS(four_in_two_out_planned),
+        cmocka_unit_test(checked_parts),
+        cmocka_unit_test(push_constant_layout),
+        VT_PER_BACKEND_TESTS(writes_past_output),
+    };
+    return VT_RUN_GROUP(tests);
+}
