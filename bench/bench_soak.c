@@ -52,10 +52,11 @@ static void report(vf_context *ctx, const char *phase, int64_t done, double t0)
     vf_context_stats_get(ctx, &st);
     vf_vk_runtime *rt = vf_vk_runtime_of(&ctx->be);
     int64_t made = objects_made();
-    printf("%-6s %9lld  %7.1f s  device in use %9lld B  reserved %10lld B  RSS %7ld KiB  blocks %3d"
-           "  pipelines %4lld  Vulkan objects made since last line %lld\n",
+    printf("%-6s %9lld  %7.1f s  device in use %9lld B  reserved %10lld B  RSS %7ld KiB (handle slabs %zu KiB)"
+           "  blocks %3d  pipelines %4lld  Vulkan objects made since last line %lld\n",
            phase, (long long)done, vb_now() - t0, (long long)st.device_bytes_in_use,
-           (long long)st.device_bytes_reserved, rss_kib(), rt ? rt->mem.n_blocks : -1,
+           (long long)st.device_bytes_reserved, rss_kib(), vf_handles_resident_bytes(&ctx->tensor_slots) / 1024,
+           rt ? rt->mem.n_blocks : -1,
            (long long)st.pipelines_created, (long long)(made - last_made));
     fflush(stdout);
     last_made = made;

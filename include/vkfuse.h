@@ -160,6 +160,14 @@ typedef struct {
     int64_t eager_fuse_swaps;      /* patterns whose fused kernel replaced their one-kernel-per-op run */
     int64_t eager_fused_windows;   /* windows run as one fused dispatch */
     int64_t eager_fused_ops;       /* eager ops those windows ran */
+    /* Where the device has VK_EXT_memory_budget: the budget of the memory
+       heap tensors live in, read when the stats are (what this process may
+       use of it, other programs' use taken off), and this process's usage
+       of it. An allocation that would pass the budget fails as one past
+       VKFUSE_DEVICE_MEMORY_LIMIT does. 0 where unknown (no extension, the
+       CPU backend). */
+    int64_t device_memory_budget;
+    int64_t device_memory_budget_usage;
 } vf_context_stats;
 VF_API vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out);
 /* Gives the context's cached device memory back to the driver (see
@@ -187,6 +195,8 @@ typedef struct {
     bool fp16;              /* shaderFloat16 */
     bool storage16;         /* storageBuffer16BitAccess */
     bool chosen;
+    uint64_t memory_heap_bytes;   /* the largest device-local memory heap */
+    uint64_t memory_budget_bytes; /* its budget now (VK_EXT_memory_budget); 0: not reported */
 } vf_device_info;
 VF_API int vf_devices(vf_device_info *out, int max, char *err, size_t errlen);
 

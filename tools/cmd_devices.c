@@ -35,6 +35,12 @@ int cmd_devices(int argc, char **argv)
                d->subgroup_size, d->shared_memory_bytes / 1024,
                (unsigned long long)(d->max_storage_buffer_range >> 20), d->fp16 ? "yes" : "no",
                d->storage16 ? "yes" : "no");
+        if (d->memory_budget_bytes)
+            printf("     memory %llu MiB, budget %llu MiB now (VK_EXT_memory_budget)\n",
+                   (unsigned long long)(d->memory_heap_bytes >> 20), (unsigned long long)(d->memory_budget_bytes >> 20));
+        else
+            printf("     memory %llu MiB (no VK_EXT_memory_budget: no budget reported)\n",
+                   (unsigned long long)(d->memory_heap_bytes >> 20));
     }
     if (n > 16) printf("(%d more not shown)\n", n - 16);
     return 0;

@@ -212,7 +212,7 @@ vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out)
     out->self = NULL;
     vf_cpu *cpu = vf_calloc(1, sizeof *cpu);
     if (!cpu)
-        return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cpu backend: no memory for the backend");
+        return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cpu backend: out of host memory (malloc failed) for the backend");
     cpu->err = err;
     out->iface = &cpu_iface;
     out->self = cpu;

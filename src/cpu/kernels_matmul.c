@@ -108,7 +108,7 @@ vf_status vf_cpu_matmul(vf_cpu *cpu, const vf_exec *e)
     vf_status s = VF_OK;
     if (!A || !B || !C) {
         s = vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
-                       "cpu backend: matmul: no memory for f32 copies of f16 operands (%lld "
+                       "cpu backend: matmul: out of host memory (malloc failed) for f32 copies of f16 operands (%lld "
                        "output elements)", (long long)out_n);
     } else {
         run_gemm(e, &d, A, B, C);

@@ -56,7 +56,7 @@ vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e)
     double *b = vf_malloc((size_t)(n * c) * sizeof *b);
     if (!b)
         return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
-                          "cpu backend: softmax: no memory for a %lld x %lld row block",
+                          "cpu backend: softmax: out of host memory (malloc failed) for a %lld x %lld row block",
                           (long long)n, (long long)c);
     const void *x = vf_cpu_ptr(in);
     void *y = vf_cpu_ptr(&e->out);
@@ -97,7 +97,7 @@ vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e)
     double *b = vf_malloc((size_t)(classes > 0 ? classes : 1) * sizeof *b);
     if (!b)
         return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
-                          "cpu backend: sparse_softmax_cross_entropy: no memory for a row of %lld",
+                          "cpu backend: sparse_softmax_cross_entropy: out of host memory (malloc failed) for a row of %lld",
                           (long long)classes);
     const void *labels = vf_cpu_ptr(lab), *x = vf_cpu_ptr(lg);
     void *y = vf_cpu_ptr(&e->out);

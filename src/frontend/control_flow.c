@@ -96,7 +96,7 @@ vf_status vf_host_apply(vf_context *ctx, const vf_node *n, const vf_tref *in, co
         return s;
     }
     void *data = vf_malloc(bytes ? bytes : 1);
-    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map '%s': out of host memory", n->label);
+    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map '%s': out of host memory (malloc failed)", n->label);
     s = bytes ? be->download(self, in->buf, in->offset, data, bytes) : VF_OK;
     if (s != VF_OK) vf_backend_failed(ctx, s, "vf_host_map '%s': reading its input", n->label);
     if (s == VF_OK) s = vf_host_call(ctx, n->label, n->host_fn, n->host_user, in->dtype, numel, data);
@@ -133,7 +133,7 @@ vf_tensor *vf_host_map(vf_context *ctx, vf_tensor *x, vf_host_fn fn, void *user,
     if (ctx->trace) return vf_trace_host(ctx, x, fn, user, name);
     size_t bytes = vf_tensor_bytes(x);
     void *data = vf_malloc(bytes ? bytes : 1);
-    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map: out of host memory"), NULL;
+    if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_host_map: out of host memory (malloc failed)"), NULL;
     vf_tensor *t = NULL;
     if (vf_tensor_read(x, data, bytes) == VF_OK && vf_host_call(ctx, name, fn, user, x->dtype, x->numel, data) == VF_OK)
         t = vf_tensor_from_host(ctx, x->dtype, x->rank, x->shape, data);

@@ -51,7 +51,7 @@ vf_generator *vf_generator_create(vf_context *ctx, uint64_t seed)
     }
     vf_generator *g = vf_handle_alloc(&ctx->generator_slots, ctx);
     if (!g) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_generator_create: out of host memory");
+        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_generator_create: out of host memory (malloc failed)");
         return NULL;
     }
     g->ctx = ctx;

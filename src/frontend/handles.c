@@ -3,6 +3,7 @@
 #include "util/fault.h"
 #include "util/grow.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -39,6 +40,10 @@
 #define SLAB_BYTES ((size_t)16 << 20)
 #define SLAB_MAGIC 0x76666861u /* "vfha" */
 
+/* Pages of state bytes a slab can have: one byte per slot of >= 16 bytes,
+   in 4 KiB pages (larger pages: fewer). */
+#define VF_STATE_PAGES (SLAB_BYTES / 17 / 4096 + 2)
+
 enum { ST_FREE = 0, ST_LIVE = 1, ST_DEAD = 2 }; /* low 2 bits; dead: death << 2, symbolic 0x80 */
 
 typedef struct slab {
@@ -49,6 +54,9 @@ typedef struct slab {
     size_t slot_size;
     size_t first;          /* byte offset of slot 0 (page-aligned, after the state bytes) */
     uint32_t n_slots, used;
+    /* dead slots per page of state bytes: once every slot of a page is
+       dead, the page goes back to the system (state_page_dead) */
+    uint32_t dead[VF_STATE_PAGES];
     uint8_t state[];       /* per slot */
 } slab;
 
@@ -111,6 +119,26 @@ void *vf_handle_alloc(vf_handles *h, vf_context *ctx)
 
 static slab *slab_of(const void *p) { return (slab *)((uintptr_t)p & ~(uintptr_t)(SLAB_BYTES - 1)); }
 
+/* The page of slot i's state byte, and the slots whose state bytes it
+   holds: [*lo, *hi). 0 for the first page (the header's: never given back). */
+static size_t state_page(const slab *s, size_t i, size_t *lo, size_t *hi)
+{
+    size_t ps = page_size(), pg = (offsetof(slab, state) + i) / ps;
+    if (pg == 0 || pg >= VF_STATE_PAGES) return 0;
+    *lo = pg * ps - offsetof(slab, state);
+    *hi = *lo + ps < s->n_slots ? *lo + ps : s->n_slots;
+    return pg;
+}
+
+/* Whether handed-out slot i is dead, without reading a state byte whose
+   page went back: a read maps it again (as a zero page, still resident by
+   mincore, and the soak's slabs grew a byte per tensor by such reads). */
+static bool slot_dead(const slab *s, size_t i)
+{
+    size_t lo, hi, pg = state_page(s, i, &lo, &hi);
+    return (pg && s->dead[pg] == hi - lo) || (s->state[i] & 3) == ST_DEAD;
+}
+
 /* Gives back the pages of the slot at off once every slot on them is dead.
    A page with slots not handed out yet is kept: the next allocations
    would fault it back in at once (a tensor per scope would pay a madvise
@@ -124,11 +152,27 @@ static void reclaim(slab *s, size_t off)
         size_t lo = (pg - s->first) / s->slot_size, hi = (pg + ps - 1 - s->first) / s->slot_size;
         if (hi >= s->used && hi < s->n_slots) continue;
         bool all_dead = true;
-        for (size_t i = lo; i <= hi && i < s->used && all_dead; i++) all_dead = (s->state[i] & 3) == ST_DEAD;
+        for (size_t i = lo; i <= hi && i < s->used && all_dead; i++) all_dead = slot_dead(s, i);
         if (all_dead) madvise((uint8_t *)s + pg, ps, MADV_DONTNEED);
     }
 #else
     (void)s, (void)off;
+#endif
+}
+
+/* The state byte of slot i died: once all the slots whose state bytes
+   share its page are dead, that page goes back too, so that a long run
+   of tensors made and released keeps no byte per tensor (the slab's first
+   page, which holds the header, stays). A state byte read back from a
+   given-back page is 0: vf_handle_state_of reads that, for a slot already
+   handed out, as dead, how no longer recorded (VF_DEATH_FORGOTTEN). */
+static void state_page_dead(slab *s, size_t i)
+{
+#ifdef MADV_DONTNEED
+    size_t lo, hi, pg = state_page(s, i, &lo, &hi);
+    if (pg && ++s->dead[pg] == hi - lo) madvise((uint8_t *)s + pg * page_size(), page_size(), MADV_DONTNEED);
+#else
+    (void)s, (void)i;
 #endif
 }
 
@@ -137,9 +181,11 @@ void vf_handle_kill(void *p, vf_death death, bool symbolic)
     slab *s = slab_of(p);
     size_t off = (size_t)((uint8_t *)p - (uint8_t *)s);
     size_t i = (off - s->first) / s->slot_size;
+    if ((s->state[i] & 3) != ST_LIVE) return; /* dies once: the page counts stay true */
     s->state[i] = (uint8_t)(ST_DEAD | (unsigned)death << 2 | (symbolic ? 0x80u : 0u));
     POISON(p, s->slot_size);
     reclaim(s, off);
+    state_page_dead(s, i);
 }
 
 /* Reads only the slab header's fields, which are written once before the
@@ -175,6 +221,9 @@ vf_handle_state vf_handle_state_of(const void *p, vf_handle_kind kind)
     r.id = s->first_id + i;
     if ((st & 3) == ST_LIVE) {
         r.what = VF_HANDLE_LIVE;
+    } else if (st == ST_FREE) { /* its state page was given back */
+        r.what = VF_HANDLE_DEAD;
+        r.death = VF_DEATH_FORGOTTEN;
     } else {
         r.what = VF_HANDLE_DEAD;
         r.death = (vf_death)((st >> 2) & 0x1f);
@@ -216,6 +265,7 @@ const char *vf_death_name(vf_death d)
     case VF_DEATH_SCOPE: return "vf_scope_end";
     case VF_DEATH_TAPE_END: return "vf_tape_end";
     case VF_DEATH_DESTROY: return "vf_generator_destroy";
+    case VF_DEATH_FORGOTTEN: return "vf_scope_end or vf_tensor_release (which one is no longer recorded)";
     default: return "the library (an op that failed)";
     }
 }

@@ -6,9 +6,17 @@
  * after its tensor died finds its slot marked dead (with how it died) and
  * the call fails with a message instead of reading freed memory. Dead
  * slots keep only their state byte: once every slot on a page is dead the
- * page goes back to the system (MADV_DONTNEED), so a released tensor costs
- * about 1.4 bytes until its context ends (1 state byte, plus the page
- * table's share), not its struct. Slabs are aligned to their size, so a
+ * page goes back to the system (MADV_DONTNEED), and so does a page of
+ * state bytes once all its slots are dead (a stale handle there is still
+ * refused, with how it died no longer recorded), so a long run of
+ * released tensors costs no resident memory per tensor, only address
+ * space and page tables (16 MiB and 32 KiB per ~95,000 tensors).
+ *
+ * Why slots are not reused with a generation counter (sokol_gfx's way):
+ * a handle is the address of its tensor's struct, which the library
+ * dereferences after the check; a reused slot's stale handle would be the
+ * very pointer of the new tensor, silently accepted as it. sokol_gfx can
+ * reuse slots because its handles are ids with the generation inside. Slabs are aligned to their size, so a
  * slot's slab (and so its context) is found from the address alone.
  *
  * Handles die with their context: the slabs are unmapped by
@@ -32,6 +40,7 @@ typedef enum {
     VF_DEATH_TAPE_END,    /* vf_tape_end */
     VF_DEATH_INTERNAL,    /* an op that failed before returning it */
     VF_DEATH_DESTROY,     /* vf_generator_destroy */
+    VF_DEATH_FORGOTTEN,   /* dead long enough that its state byte went back with its page */
 } vf_death;
 
 typedef struct vf_handles {

@@ -102,7 +102,7 @@ static vf_status replay(vf_context *ctx, const sub_ctx *sc, vf_tensor *const *ex
             vf_tensor *in[VF_KERNEL_MAX_INPUTS];
             tuple[i] = vf_calloc((size_t)n->n_out + 1, sizeof *tuple[i]);
             if (!tuple[i]) {
-                s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory");
+                s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory (malloc failed)");
                 continue;
             }
             for (int j = 0; j < n->n_in && j < VF_KERNEL_MAX_INPUTS; j++) in[j] = val[n->in[j]];

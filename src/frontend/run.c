@@ -428,7 +428,7 @@ vf_status vf_graph_run(vf_run_state *rs, const vf_graph *g, const vf_rval *param
         case VF_NODE_KERNEL:
             tuples[i] = vf_calloc((size_t)n->n_out + 1, sizeof **tuples);
             s = tuples[i] ? run_kernel(rs, g, i, n, args, tuples[i])
-                          : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory", rs->fn);
+                          : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", rs->fn);
             break;
         case VF_NODE_PROJ: v[i] = tuples[n->in[0]][n->index]; break;
         default: s = node_fail(rs, i, n, VF_ERROR_UNSUPPORTED, "cannot run this node kind"); break;

@@ -20,7 +20,7 @@
 
 static bool oom(vf_saved_rd *r)
 {
-    vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory");
+    vf_fail(r->ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_load: out of host memory (malloc failed)");
     r->bad = true;
     return false;
 }

@@ -417,9 +417,11 @@ vf_status vf_saved_write_mem(vf_function *fn, const vf_saved_kernel *extra, int 
 }
 
 /* The variables of fn: every distinct variable its concrete functions
-   capture, in the order of first capture. */
-static vf_tensor *nth_variable(vf_function *fn, int want, int *count)
+   capture, in the order of first capture. *oom: the set of them could not
+   grow (the count is then short). */
+static vf_tensor *nth_variable(vf_function *fn, int want, int *count, bool *oom)
 {
+    *oom = false;
     tset seen = {0};
     int n = 0;
     vf_tensor *hit = NULL;
@@ -433,7 +435,10 @@ static vf_tensor *nth_variable(vf_function *fn, int want, int *count)
         for (int k = 0; k < n_caps; k++) {
             if (!caps[k].is_var) continue;
             int before = seen.n;
-            if (tset_index(&seen, caps[k].t) < 0) break;
+            if (tset_index(&seen, caps[k].t) < 0) {
+                *oom = true;
+                break;
+            }
             if (seen.n == before) continue;
             if (n == want) hit = caps[k].t;
             n++;
@@ -448,7 +453,10 @@ int vf_function_variable_count(vf_function *fn)
 {
     VF_LOCKED(fn ? vf_function_context(fn) : NULL);
     int n = 0;
-    if (vf_function_usable(fn, "vf_function_variable_count") == VF_OK) nth_variable(fn, -1, &n);
+    bool oom = false;
+    if (vf_function_usable(fn, "vf_function_variable_count") == VF_OK) nth_variable(fn, -1, &n, &oom);
+    if (oom) vf_fail(vf_function_context(fn), VF_ERROR_OUT_OF_MEMORY,
+                     "vf_function_variable_count: out of host memory (malloc failed)");
     return n;
 }
 
@@ -457,8 +465,11 @@ vf_tensor *vf_function_variable(vf_function *fn, int i)
     VF_LOCKED(fn ? vf_function_context(fn) : NULL);
     if (vf_function_usable(fn, "vf_function_variable") != VF_OK) return NULL;
     int n = 0;
-    vf_tensor *t = nth_variable(fn, i, &n);
-    if (!t) vf_fail(vf_function_context(fn), VF_ERROR_INVALID_ARGUMENT, "vf_function_variable: '%s' has %d variables; "
+    bool oom = false;
+    vf_tensor *t = nth_variable(fn, i, &n, &oom);
+    if (!t && oom) vf_fail(vf_function_context(fn), VF_ERROR_OUT_OF_MEMORY,
+                           "vf_function_variable: out of host memory (malloc failed)");
+    else if (!t) vf_fail(vf_function_context(fn), VF_ERROR_INVALID_ARGUMENT, "vf_function_variable: '%s' has %d variables; "
                     "index %d is out of range", vf_function_name_get(fn), n, i);
     return t;
 }

@@ -76,6 +76,8 @@ static bool dead_handle(vf_context *ctx, const char *op, const vf_handle_state *
         : h->death == VF_DEATH_RELEASE
         ? "its last reference was released; release a tensor after its last use, or hold another reference "
           "with vf_tensor_retain"
+        : h->death == VF_DEATH_FORGOTTEN
+        ? "use a tensor only while the scope that owns it is open or a reference to it is held"
         : "it was never valid";
     vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s%s: %s was %sreleased by %s: %s", vf, op, who, again ? "already " : "",
             vf_death_name(h->death), fix);

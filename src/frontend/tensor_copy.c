@@ -30,7 +30,7 @@ vf_tensor *vf_tensor_copy_to(vf_context *dst, vf_tensor *t)
     for (int a = 0; a < rank && a < VF_MAX_RANK; a++) shape[a] = vf_tensor_dim(t, a);
     size_t bytes = vf_tensor_bytes(t);
     void *data = rank >= 0 ? vf_malloc(bytes ? bytes : 1) : NULL;
-    if (rank >= 0 && !data) return fail_dst(dst, VF_ERROR_OUT_OF_MEMORY, "vf_tensor_copy_to: %s", "out of host memory");
+    if (rank >= 0 && !data) return fail_dst(dst, VF_ERROR_OUT_OF_MEMORY, "vf_tensor_copy_to: %s", "out of host memory (malloc failed)");
     if (rank < 0 || vf_tensor_read(t, data, bytes) != VF_OK) {
         free(data);
         /* the source's context holds the reason */

@@ -35,6 +35,8 @@ vf_trace *vf_trace_begin(vf_context *ctx, const char *name)
     ctx->trace = tr;
     if (!vf_trace_push(ctx, root)) {
         ctx->trace = NULL;
+        free(tr->graphs); /* grown before the frames' growth failed */
+        free(tr->frames);
         free(tr);
         vf_graph_free(root);
         oom(ctx, "vf_function_call");
@@ -45,7 +47,7 @@ vf_trace *vf_trace_begin(vf_context *ctx, const char *name)
 
 void vf_captures_free(vf_capture *caps, int n)
 {
-    for (int i = 0; i < n; i++) vf_tensor_release(caps[i].t);
+    for (int i = 0; caps && i < n; i++) vf_tensor_release(caps[i].t); /* NULL: its allocation failed */
     free(caps);
 }
 

@@ -56,7 +56,8 @@ int vf_pass_fold(vf_graph *g, const vf_evaluator *ev, vf_err *err)
             bytes = (size_t)vf_shape_numel(&n->shape) * vf_dtype_size(n->dtype);
             data = vf_malloc(bytes);
             vf_err why = {0};
-            vf_status s = data ? ev->eval(ev->self, g, n, data, bytes, &why) : VF_ERROR_OUT_OF_MEMORY;
+            vf_status s = data ? ev->eval(ev->self, g, n, data, bytes, &why)
+                               : vf_err_set(&why, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
             if (s != VF_OK) {
                 free(data);
                 vf_err_set(err, s, "fold: evaluating %s: %s", vf_op_get(n->op)->name, why.message);

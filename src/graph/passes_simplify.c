@@ -184,7 +184,7 @@ int vf_pass_simplify(vf_graph *g, vf_err *err)
        and c's inputs (where(x == x, v, v) reads all of x) may die. */
     bool *only = where_same_only(g);
     if (!only) {
-        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "simplify: out of host memory");
+        vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "simplify: out of host memory (malloc failed)");
         return -1;
     }
     for (int i = 0; i < g->n; i++) {

@@ -41,7 +41,10 @@
     X(vkCreateCommandPool) X(vkAllocateCommandBuffers) X(vkResetCommandBuffer)   \
     X(vkBeginCommandBuffer) X(vkEndCommandBuffer) X(vkCreateFence)               \
     X(vkResetFences) X(vkWaitForFences) X(vkGetFenceStatus) X(vkCreateQueryPool) \
-    X(vkGetQueryPoolResults)
+    X(vkGetQueryPoolResults)                                                     \
+    /* the Amber runner's images (tools/amber/exec_image.c) */                   \
+    X(vkCreateImage) X(vkBindImageMemory) X(vkCreateImageView) X(vkCreateSampler) \
+    X(vkCreateBufferView)
 
 #define VF_FAULT_ENUM(name) VF_FAULT_##name,
 typedef enum vf_fault_site {

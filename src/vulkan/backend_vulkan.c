@@ -390,6 +390,8 @@ static void vk_stats(void *self, vf_context_stats *out)
     out->eager_fuse_swaps = rt->ef.swaps;
     out->eager_fused_windows = rt->ef.fused_windows;
     out->eager_fused_ops = rt->ef.fused_ops;
+    out->device_memory_budget = vf_vk_mem_budget(&rt->mem);
+    out->device_memory_budget_usage = out->device_memory_budget ? rt->mem.budget_usage : 0;
 }
 
 static vf_status vk_trim(void *self)

@@ -335,11 +335,14 @@ static vf_status create_logical(vf_vk_device *d, const vf_vk_phys *pi, const vf_
     VkExtensionProperties *ext = vf_calloc(n_ext ? n_ext : 1, sizeof *ext);
     if (!ext) return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     VF_VKI(d, vkEnumerateDeviceExtensionProperties, d->phys, NULL, &n_ext, ext);
-    const char *exts[2];
+    const char *exts[3];
     uint32_t n_exts = 0;
     if (!opt->no_push_descriptors && has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
         exts[n_exts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
     bool push = n_exts == 1;
+    /* the heap budget, respected as VKFUSE_DEVICE_MEMORY_LIMIT is (memory.c) */
+    bool budget = has_ext(ext, n_ext, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+    if (budget) exts[n_exts++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
     if (has_ext(ext, n_ext, "VK_KHR_portability_subset")) exts[n_exts++] = "VK_KHR_portability_subset";
     free(ext);
 
@@ -368,6 +371,7 @@ static vf_status create_logical(vf_vk_device *d, const vf_vk_phys *pi, const vf_
     vf_status s = vf_vk_device_table_load(&d->vki, d->device, &d->vkd, err);
     if (s) return s;
     d->push_descriptors = push && d->vkd.vkCmdPushDescriptorSetKHR != NULL;
+    d->memory_budget = budget;
     d->vkd.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
     fill_caps(d, &sg, &h11, &h12);
     /* the driver's loop limit (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS on
@@ -409,8 +413,14 @@ vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, 
 
 void vf_vk_device_destroy(vf_vk_device *d)
 {
+    if (d->abandoned) {
+        /* its work may still run: the device cannot go, so neither can its
+           instance nor the driver's code (the loader stays open) */
+        memset(d, 0, sizeof *d);
+        return;
+    }
     if (d->device) {
-        VF_VKD(d, vkDeviceWaitIdle, d->device);
+        if (!d->lost) VF_VKD(d, vkDeviceWaitIdle, d->device);
         d->vkd.vkDestroyDevice(d->device, NULL);
     }
     if (d->messenger && d->vki.vkDestroyDebugUtilsMessengerEXT)
@@ -418,6 +428,25 @@ void vf_vk_device_destroy(vf_vk_device *d)
     if (d->instance) d->vki.vkDestroyInstance(d->instance, NULL);
     vf_vk_loader_close(&d->loader);
     memset(d, 0, sizeof *d);
+}
+
+bool vf_vk_heap_budget(const vf_vk_device *d, uint32_t heap, int64_t *budget, int64_t *usage)
+{
+    *budget = 0;
+    *usage = -1;
+    if (heap >= VK_MAX_MEMORY_HEAPS) return false;
+    if (d->memory_budget) {
+        VkPhysicalDeviceMemoryBudgetPropertiesEXT b = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+        VkPhysicalDeviceMemoryProperties2 mp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+                                                .pNext = &b};
+        d->vki.vkGetPhysicalDeviceMemoryProperties2(d->phys, &mp);
+        *budget = (int64_t)b.heapBudget[heap];
+        *usage = (int64_t)b.heapUsage[heap];
+    }
+    if (d->test.memory_budget > 0 && (*budget <= 0 || d->test.memory_budget < *budget))
+        *budget = d->test.memory_budget;
+    return *budget > 0;
 }
 
 int vf_vk_find_memory_type(const vf_vk_device *d, uint32_t type_bits, VkMemoryPropertyFlags want)
@@ -434,11 +463,4 @@ vf_status vf_vk_lost(vf_vk_device *d, vf_err *err, const char *where)
     return vf_err_set(err, VF_ERROR_DEVICE,
                       "%s: the device was lost during %s (earlier; VK_ERROR_DEVICE_LOST or a wait that timed out);"
                       " nothing more runs on it: create a new context", where, d->lost_during);
-}
-
-void vf_vk_lost_idle(vf_vk_device *d)
-{
-    if (!d->lost || d->lost_idled || !d->device) return;
-    d->lost_idled = true;
-    d->vkd.vkDeviceWaitIdle(d->device);
 }

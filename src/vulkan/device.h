@@ -35,6 +35,10 @@ typedef struct vf_vk_test_hooks {
                                 (vf_vk_mem.bytes_reserved) past this fails as the driver's
                                 VK_ERROR_OUT_OF_DEVICE_MEMORY, without calling it: a device that
                                 runs out of memory (tests/test_vulkan_memory.c) */
+    int64_t memory_budget;   /* > 0: the heap budget VK_EXT_memory_budget reports is at most
+                                this; on a device without the extension (lavapipe 22.3) it
+                                stands in for it, the heap's usage then being this context's
+                                blocks (tests/test_faults_device.c) */
 } vf_vk_test_hooks;
 
 typedef struct vf_vk_device {
@@ -53,6 +57,7 @@ typedef struct vf_vk_device {
     VkPhysicalDeviceMemoryProperties mem_props;
     vf_device_caps caps;
     bool push_descriptors;            /* VK_KHR_push_descriptor enabled */
+    bool memory_budget;               /* VK_EXT_memory_budget enabled (vf_vk_heap_budget) */
     uint32_t timestamp_valid_bits;    /* of the queue family; 0: no timestamps */
     float timestamp_period;           /* ns per tick */
     bool validation;                  /* the layer is actually active */
@@ -65,7 +70,10 @@ typedef struct vf_vk_device {
        them, and every entry of the runtime fails at once (vf_vk_lost). */
     bool lost;
     char lost_during[192];            /* the call (and what it was for) that found it */
-    bool lost_idled;                  /* vf_vk_lost_idle waited once */
+    bool drained;                     /* lost: vf_vk_sched_drain waited (bounded) once */
+    bool abandoned;                   /* lost and its work did not finish within the timeout:
+                                         vf_vk_device_table_abandon made destroys no-ops, and
+                                         the device, instance and driver are left in place */
     char name[256];
 } vf_vk_device;
 
@@ -76,7 +84,10 @@ vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, 
 /* The instance alone (d zeroed; the loader opened from `loader`, NULL: the
    standard one): device_pick.c lists devices with it. */
 vf_status vf_vk_instance_create(vf_vk_device *d, bool validation, const char *loader, vf_err *err);
-/* Waits idle and destroys everything; safe on a zeroed or failed device. */
+/* Waits idle and destroys everything; safe on a zeroed or failed device.
+   A lost device is not waited for here (vkDeviceWaitIdle may never return
+   on a hung one): the scheduler's bounded drain did that. An abandoned one
+   keeps its device, instance and driver. */
 void vf_vk_device_destroy(vf_vk_device *d);
 
 /* VKFUSE_TEST_LIMITS (testing only; docs/TESTING.md): spec is
@@ -92,10 +103,12 @@ vf_status vf_vk_test_limits_apply(vf_vk_device *d, const char *spec, vf_err *err
    (in <where>); create a new context", recorded in err. VF_OK otherwise. */
 vf_status vf_vk_lost(vf_vk_device *d, vf_err *err, const char *where);
 
-/* Before objects the lost device's queued work may still use are
-   destroyed: one vkDeviceWaitIdle (allowed on a lost device, and prompt on
-   a really lost one; an injected loss leaves the work running). */
-void vf_vk_lost_idle(vf_vk_device *d);
+/* The budget of memory heap `heap` (VK_EXT_memory_budget's heapBudget:
+   what this process may use of it now, other programs' use taken off) and
+   the process's usage of it (heapUsage), read now; *usage is -1 where only
+   the test hook (test.memory_budget) gives a budget. false: no budget is
+   known (no extension, no hook). */
+bool vf_vk_heap_budget(const vf_vk_device *d, uint32_t heap, int64_t *budget, int64_t *usage);
 
 /* Memory type index with all `want` flags among `type_bits`, or -1. */
 int vf_vk_find_memory_type(const vf_vk_device *d, uint32_t type_bits, VkMemoryPropertyFlags want);

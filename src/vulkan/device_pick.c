@@ -155,6 +155,35 @@ static const char *vendor_name(uint32_t id, char *buf, size_t len)
     }
 }
 
+/* The largest device-local heap, and its budget where the device has
+   VK_EXT_memory_budget (a physical-device query: the extension need only
+   be supported, not enabled). */
+static void memory_info(vf_vk_device *d, VkPhysicalDevice phys, uint32_t api, vf_device_info *o)
+{
+    VkPhysicalDeviceMemoryProperties mp;
+    d->vki.vkGetPhysicalDeviceMemoryProperties(phys, &mp);
+    uint32_t heap = 0;
+    for (uint32_t h = 0; h < mp.memoryHeapCount; h++)
+        if ((mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+            mp.memoryHeaps[h].size > o->memory_heap_bytes) {
+            o->memory_heap_bytes = mp.memoryHeaps[h].size;
+            heap = h;
+        }
+    uint32_t n = 0;
+    if (api < VK_API_VERSION_1_1 || VF_VKI(d, vkEnumerateDeviceExtensionProperties, phys, NULL, &n, NULL) != VK_SUCCESS)
+        return;
+    VkExtensionProperties *e = vf_calloc(n ? n : 1, sizeof *e);
+    bool has = false;
+    if (e && VF_VKI(d, vkEnumerateDeviceExtensionProperties, phys, NULL, &n, e) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n; i++) has |= strcmp(e[i].extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0;
+    free(e);
+    if (!has) return;
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT b = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryProperties2 mp2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, .pNext = &b};
+    d->vki.vkGetPhysicalDeviceMemoryProperties2(phys, &mp2);
+    o->memory_budget_bytes = b.heapBudget[heap];
+}
+
 int vf_vulkan_devices(const vf_vk_options *opt, vf_device_info *out, int max, char *errbuf, size_t errlen)
 {
     vf_err err = {0};
@@ -185,6 +214,7 @@ int vf_vulkan_devices(const vf_vk_options *opt, vf_device_info *out, int max, ch
         o->shared_memory_bytes = pr->limits.maxComputeSharedMemorySize;
         o->max_storage_buffer_range = pr->limits.maxStorageBufferRange;
         o->chosen = i == chosen;
+        memory_info(d, p[i].phys, pr->apiVersion, o);
         if (pr->apiVersion < VK_API_VERSION_1_1) continue; /* no *2 queries */
         VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
         VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,

@@ -128,6 +128,49 @@ VkResult vf_vk_lost_note(vf_vk_device *d, const char *what, VkResult r)
     return r;
 }
 
+/* ---- an abandoned device --------------------------------------------------
+ * The no-op stand-ins of the destroy and free entries (abandon in
+ * loader.h): one per signature, so that no call goes through a function
+ * pointer of another type. */
+#define VF_ABANDON_STUB(fn, T)                                                                  \
+    static VKAPI_ATTR void VKAPI_CALL abandoned_##fn(VkDevice d, T h, const VkAllocationCallbacks *a) \
+    {                                                                                           \
+        (void)d, (void)h, (void)a;                                                              \
+    }
+VF_ABANDON_STUB(vkFreeMemory, VkDeviceMemory)
+VF_ABANDON_STUB(vkDestroyBuffer, VkBuffer)
+VF_ABANDON_STUB(vkDestroyShaderModule, VkShaderModule)
+VF_ABANDON_STUB(vkDestroyPipelineCache, VkPipelineCache)
+VF_ABANDON_STUB(vkDestroyPipeline, VkPipeline)
+VF_ABANDON_STUB(vkDestroyPipelineLayout, VkPipelineLayout)
+VF_ABANDON_STUB(vkDestroyDescriptorSetLayout, VkDescriptorSetLayout)
+VF_ABANDON_STUB(vkDestroyDescriptorPool, VkDescriptorPool)
+VF_ABANDON_STUB(vkDestroyCommandPool, VkCommandPool)
+VF_ABANDON_STUB(vkDestroyFence, VkFence)
+VF_ABANDON_STUB(vkDestroyQueryPool, VkQueryPool)
+#undef VF_ABANDON_STUB
+static VKAPI_ATTR void VKAPI_CALL abandoned_vkDestroyDevice(VkDevice d, const VkAllocationCallbacks *a)
+{
+    (void)d, (void)a;
+}
+static VKAPI_ATTR void VKAPI_CALL abandoned_vkUnmapMemory(VkDevice d, VkDeviceMemory m) { (void)d, (void)m; }
+static VKAPI_ATTR void VKAPI_CALL abandoned_vkFreeCommandBuffers(VkDevice d, VkCommandPool p, uint32_t n,
+                                                                 const VkCommandBuffer *c)
+{
+    (void)d, (void)p, (void)n, (void)c;
+}
+
+void vf_vk_device_table_abandon(vf_vk_device_table *t)
+{
+#define VF_ABANDON(fn) t->fn = abandoned_##fn;
+    VF_ABANDON(vkFreeMemory) VF_ABANDON(vkDestroyBuffer) VF_ABANDON(vkDestroyShaderModule)
+    VF_ABANDON(vkDestroyPipelineCache) VF_ABANDON(vkDestroyPipeline) VF_ABANDON(vkDestroyPipelineLayout)
+    VF_ABANDON(vkDestroyDescriptorSetLayout) VF_ABANDON(vkDestroyDescriptorPool)
+    VF_ABANDON(vkDestroyCommandPool) VF_ABANDON(vkDestroyFence) VF_ABANDON(vkDestroyQueryPool)
+    VF_ABANDON(vkDestroyDevice) VF_ABANDON(vkUnmapMemory) VF_ABANDON(vkFreeCommandBuffers)
+#undef VF_ABANDON
+}
+
 const char *vf_vk_result_name(VkResult r)
 {
     switch (r) {

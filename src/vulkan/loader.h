@@ -28,6 +28,7 @@
     X(vkGetPhysicalDeviceFeatures)                                                 \
     X(vkGetPhysicalDeviceFeatures2)                                                \
     X(vkGetPhysicalDeviceMemoryProperties)                                         \
+    X(vkGetPhysicalDeviceMemoryProperties2)                                        \
     X(vkGetPhysicalDeviceQueueFamilyProperties)                                    \
     X(vkEnumerateDeviceExtensionProperties)                                        \
     X(vkCreateDevice)                                                              \
@@ -133,6 +134,15 @@ vf_status vf_vk_instance_table_load(const vf_vk_loader *l, VkInstance inst,
                                     vf_vk_instance_table *t, vf_err *err);
 vf_status vf_vk_device_table_load(const vf_vk_instance_table *it, VkDevice dev,
                                   vf_vk_device_table *t, vf_err *err);
+
+/* A device whose work never finished (a wait timed out, and the bounded
+   wait at destroy timed out again) may still be running it: the spec
+   allows destroying none of the objects that work uses, nor the device,
+   and waiting for it may never return. This turns every destroy and free
+   entry of t into a no-op, so that the runtime's destroy paths free their
+   host memory and leave the device's objects (and the driver's memory
+   behind them) alone. */
+void vf_vk_device_table_abandon(vf_vk_device_table *t);
 
 /* ---- calls ----------------------------------------------------------------
  * Every Vulkan call that returns a VkResult is written

@@ -42,6 +42,8 @@ static void choose_type(vf_vk_mem *m, bool force_staging)
     m->coherent = (f & HC) != 0;
 }
 
+static void budget_read(vf_vk_mem *m, int64_t own);
+
 vf_status vf_vk_mem_init(vf_vk_mem *m, vf_vk_device *dev, const vf_vk_mem_options *opt, vf_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -70,10 +72,50 @@ vf_status vf_vk_mem_init(vf_vk_mem *m, vf_vk_device *dev, const vf_vk_mem_option
     VkDeviceSize heap = mp->memoryTypeCount ? mp->memoryHeaps[mp->memoryTypes[m->mem_type].heapIndex].size : 0;
     int64_t cap = opt ? opt->cache_cap : 0;
     m->cache_cap = cap < 0 ? 0 : cap > 0 ? cap : heap ? (int64_t)heap : 4 * (int64_t)m->block_size;
+    if (dev->memory_budget) budget_read(m, 0);
     m->usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
                VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
                VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT; /* guarded plan steps (plan.c) */
     return VF_OK;
+}
+
+/* ---- the heap's budget (VK_EXT_memory_budget) --------------------------------- */
+
+static uint32_t heap_of(const vf_vk_mem *m)
+{
+    return m->dev->mem_props.memoryTypeCount ? m->dev->mem_props.memoryTypes[m->mem_type].heapIndex : 0;
+}
+
+/* own: the bytes of this context's blocks now. Where the usage is not
+   reported (the test hook alone), this context's blocks are the usage. */
+static void budget_read(vf_vk_mem *m, int64_t own)
+{
+    int64_t b, u;
+    m->budget_reads++;
+    if (!vf_vk_heap_budget(m->dev, heap_of(m), &b, &u)) b = 0;
+    m->budget = b;
+    m->budget_usage = u >= 0 ? u : own;
+    m->budget_own = own;
+}
+
+int64_t vf_vk_mem_budget(vf_vk_mem *m)
+{
+    budget_read(m, m->bytes_reserved);
+    return m->budget;
+}
+
+/* Whether a new block of `size` bytes (already counted in bytes_reserved)
+   would pass the budget. The last read's usage plus what this context's
+   blocks grew by since is the estimate; only when that would pass the
+   budget is it read again (the driver's query is not free, and the budget
+   moves with other programs' use), and the fresh figures decide. */
+static bool budget_refuses(vf_vk_mem *m, VkDeviceSize size)
+{
+    if (!m->dev->memory_budget && m->dev->test.memory_budget <= 0) return false;
+    int64_t own = m->bytes_reserved - (int64_t)size;
+    if (m->budget > 0 && m->budget_usage + (own - m->budget_own) + (int64_t)size <= m->budget) return false;
+    budget_read(m, own);
+    return m->budget > 0 && m->budget_usage + (int64_t)size > m->budget;
 }
 
 static void block_destroy(vf_vk_mem *m, vf_vk_block *b)
@@ -126,7 +168,8 @@ static vf_status block_create(vf_vk_mem *m, VkDeviceSize size, bool dedicated, v
             .memoryTypeIndex = m->mem_type,
         };
         int64_t limit = m->dev->test.memory_limit > 0 ? m->dev->test.memory_limit : m->limit;
-        VkResult r = limit > 0 && m->bytes_reserved > limit
+        m->budget_refused = !(limit > 0 && m->bytes_reserved > limit) && budget_refuses(m, size);
+        VkResult r = (limit > 0 && m->bytes_reserved > limit) || m->budget_refused
                          ? VK_ERROR_OUT_OF_DEVICE_MEMORY
                          : VF_VKD(m->dev, vkAllocateMemory, dev, &mai, NULL, &b->memory);
         if (r == VK_SUCCESS) {
@@ -266,6 +309,15 @@ static vf_status block_new(vf_vk_mem *m, VkDeviceSize size, VkDeviceSize need, b
                           (unsigned long long)need, (long long)m->limit, m->limit_from,
                           (long long)m->bytes_in_use, (long long)(m->bytes_reserved - m->bytes_in_use),
                           (long long)released);
+    if (m->budget_refused)
+        return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY,
+                          "a device memory block of %llu bytes would pass the device's memory budget of %lld bytes"
+                          " (VK_EXT_memory_budget, heap %u, %lld bytes of it used by this process): %lld bytes are"
+                          " in use by live tensors, %lld more held (%lld cached bytes were given back first);"
+                          " free tensors (end scopes), use smaller ones, or free device memory other programs"
+                          " hold", (unsigned long long)need, (long long)m->budget, heap_of(m),
+                          (long long)m->budget_usage, (long long)m->bytes_in_use,
+                          (long long)(m->bytes_reserved - m->bytes_in_use), (long long)released);
     return vf_err_set(m->err, VF_ERROR_OUT_OF_MEMORY,
                       "vkAllocateMemory of %llu bytes failed: %s (%lld bytes of device memory in use by"
                       " live tensors, %lld more held; %lld cached bytes were given back to the driver"
@@ -362,7 +414,11 @@ static vf_status mem_alloc(vf_vk_mem *m, size_t bytes, VkDeviceSize align, bool 
         if (!b) s = block_new(m, vf_vk_mem_size_class(m, size), size, true, &b);
         if (!s) fi = 0;
     } else if (!find_fit(m, size, align, &b, &fi)) {
-        s = block_new(m, m->block_size, m->block_size, false, &b);
+        /* a device with less room than a pool block (a budget nearly
+           used up) still gets a smaller one: at least 1 MiB, at least the
+           tensor */
+        VkDeviceSize least = size > VF_MIB ? size : VF_MIB;
+        s = block_new(m, m->block_size, least < m->block_size ? least : m->block_size, false, &b);
         if (!s) fi = 0;
     }
     if (s) {

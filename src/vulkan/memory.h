@@ -92,6 +92,16 @@ typedef struct vf_vk_mem {
                                     as VK_ERROR_OUT_OF_DEVICE_MEMORY without calling the driver
                                     (VKFUSE_DEVICE_MEMORY_LIMIT, or the test hook device.h's) */
     const char *limit_from;      /* what set limit, for messages */
+    /* VK_EXT_memory_budget (vf_vk_heap_budget): the heap's budget and the
+       process's usage of it at the last read, and bytes_reserved then.
+       Read at init and again only when a new block would take the usage
+       estimated since (usage + blocks made since - blocks freed since)
+       past the budget: a block the budget still refuses then fails as
+       the driver's out of memory (cache given back, tried again), with a
+       message naming the budget. budget 0: none known. */
+    int64_t budget, budget_usage, budget_own;
+    int64_t budget_reads;        /* how many reads (not per op: tests check) */
+    bool budget_refused;         /* the last block_create was refused by the budget */
     /* Waits for all queued work (the runtime's scheduler sync), so that
        pending frees are collected; called when the driver is out of
        memory and ranges wait for in-flight batches. NULL: never. */
@@ -128,6 +138,9 @@ int64_t vf_vk_mem_trim(vf_vk_mem *m);
    (and of the alignment), so that tensors of nearly equal sizes share
    cached blocks and no block wastes more than an eighth. */
 VkDeviceSize vf_vk_mem_size_class(const vf_vk_mem *m, VkDeviceSize size);
+
+/* Reads the heap's budget again (for vf_context_stats); 0: none known. */
+int64_t vf_vk_mem_budget(vf_vk_mem *m);
 
 /* Host-visible blocks only: make host writes visible to the device /
    device writes visible to the host (no-ops on coherent memory). */

@@ -446,7 +446,7 @@ void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p)
     if (!p) return;
     /* The command buffer and descriptor sets must outlive the last run. */
     if (p->serial) vf_vk_sched_wait(&rt->sched, p->serial);
-    vf_vk_lost_idle(&rt->dev); /* the wait refuses on a lost device */
+    vf_vk_sched_drain(&rt->sched); /* the wait refuses on a lost device */
     if (rt->last_plan == p) rt->last_plan = NULL;
     vf_vk_prof_free(rt, &p->prof);
     const vf_vk_device_table *vk = &rt->dev.vkd;

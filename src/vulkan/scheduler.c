@@ -292,12 +292,43 @@ void vf_vk_sched_destroy(vf_vk_sched *s)
        vkDeviceWaitIdle (allowed on a lost device) returns at once on a
        really lost one */
     if (!s->dev->lost) vf_vk_sched_sync(s);
-    if (s->dev->device) VF_VKD(s->dev, vkDeviceWaitIdle, s->dev->device);
+    if (s->dev->lost) vf_vk_sched_drain(s); /* a sync that timed out lost it too */
+    else if (s->dev->device) VF_VKD(s->dev, vkDeviceWaitIdle, s->dev->device);
     for (int i = 0; i < VF_VK_SLOTS; i++) slot_destroy(s, &s->slots[i]);
     if (s->cmd_pool) s->dev->vkd.vkDestroyCommandPool(s->dev->device, s->cmd_pool, NULL);
     vf_vk_hazards_free(&s->hz);
     free(s->timings);
     memset(s, 0, sizeof *s);
+}
+
+void vf_vk_sched_drain(vf_vk_sched *s)
+{
+    vf_vk_device *d = s->dev;
+    if (!d || !d->lost || d->drained || !d->device) return;
+    d->drained = true;
+    /* vkDeviceWaitIdle is prompt on a really lost device, but a hung one
+       (a wait that timed out) may never return from it: the batches' own
+       fences are waited for instead, with the timeout. A lost device's
+       wait may answer VK_ERROR_DEVICE_LOST: it runs nothing more then. */
+    VkFence f[VF_VK_SLOTS];
+    uint32_t n = 0;
+    for (int i = 0; i < VF_VK_SLOTS; i++)
+        if (s->slots[i].in_flight) f[n++] = s->slots[i].fence;
+    VkResult r = n ? VF_VKD(d, vkWaitForFences, d->device, n, f, VK_TRUE, s->timeout_ns) : VK_SUCCESS;
+    if (r == VK_SUCCESS || r == VK_ERROR_DEVICE_LOST) {
+        for (int i = 0; i < VF_VK_SLOTS; i++)
+            if (s->slots[i].in_flight) {
+                s->slots[i].in_flight = false;
+                if (s->slots[i].serial > s->completed) s->completed = s->slots[i].serial;
+            }
+        vf_vk_mem_collect(s->mem, s->completed);
+        return;
+    }
+    d->abandoned = true;
+    vf_vk_device_table_abandon(&d->vkd);
+    fprintf(stderr, "vkfuse: the device's work did not finish within %g ms after it was lost (%s): its Vulkan"
+            " objects are left in place, not destroyed (host memory is freed)\n",
+            (double)s->timeout_ns / 1e6, d->lost_during);
 }
 
 /* Puts a barrier first if any of the n accesses conflicts, then tracks

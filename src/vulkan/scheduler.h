@@ -91,8 +91,16 @@ typedef struct vf_vk_sched {
 
 vf_status vf_vk_sched_init(vf_vk_sched *s, vf_vk_device *dev, vf_vk_mem *mem,
                            const vf_vk_sched_options *opt, vf_err *err);
-/* Submits what is queued, waits, frees everything. */
+/* Submits what is queued, waits, frees everything. On a lost device (or
+   one whose wait timed out) it never waits without a bound: see
+   vf_vk_sched_drain. */
 void vf_vk_sched_destroy(vf_vk_sched *s);
+/* Once the device is lost, before objects its queued work may use are
+   destroyed: one wait for every batch still in flight, bounded by the
+   timeout (VKFUSE_TIMEOUT_MS), the first time only. A device whose work
+   does not finish within it (a hang) is abandoned
+   (vf_vk_device_table_abandon, loader.h). No-op on a healthy device. */
+void vf_vk_sched_drain(vf_vk_sched *s);
 
 /* Serial of the open batch, beginning one if needed (0 on failure). */
 uint64_t vf_vk_sched_open(vf_vk_sched *s);

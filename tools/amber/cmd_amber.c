@@ -7,6 +7,7 @@
  * through pipes; the parent prints verdicts in the order files were
  * given, then the summary line, and writes JUnit XML if asked. */
 #include "../cli.h"
+#include "util/fault.h"
 #include "compile.h"
 #include "exec.h"
 #include "feature_table.h"
@@ -68,7 +69,7 @@ int cmd_amber(int argc, char **argv)
     bool tap = false;
     long jobs = 1;
     double timeout = 60;
-    char **files = calloc((size_t)argc, sizeof *files);
+    char **files = vf_calloc((size_t)argc, sizeof *files);
     int n_files = 0;
     if (!files) return 2;
     for (int i = 1; i < argc; i++) {
@@ -133,7 +134,7 @@ int cmd_amber(int argc, char **argv)
         free(files);
         return 2;
     }
-    am_result *res = calloc((size_t)n_files, sizeof *res);
+    am_result *res = vf_calloc((size_t)n_files, sizeof *res);
     if (!res) {
         free(files);
         return 2;
@@ -151,7 +152,7 @@ int cmd_amber(int argc, char **argv)
     am_pool_run(files, n_files, (int)jobs, &o, timeout + 30, res, report_one, &rc_ctx);
     int rc = am_report_end(&rep);
     if (junit) {
-        const am_result **rs = calloc((size_t)n_files, sizeof *rs);
+        const am_result **rs = vf_calloc((size_t)n_files, sizeof *rs);
         for (int i = 0; rs && i < n_files; i++) rs[i] = &res[i];
         if (!rs || am_report_junit(junit, (const char *const *)files, rs, n_files) != 0) {
             fprintf(stderr, "vkfuse amber: cannot write %s\n", junit);

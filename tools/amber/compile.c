@@ -5,6 +5,7 @@
  * cache because TARGET_ENV picks the target environment and SPIR-V
  * version per shader, which the cache keys do not carry. */
 #include "compile.h"
+#include "util/fault.h"
 
 #include <shaderc/shaderc.h>
 #include <spirv-tools/libspirv.h>
@@ -77,10 +78,10 @@ static bool compile_glsl(const am_shader *sh, uint32_t vk_minor, uint32_t spv_mi
     bool ok = r && shaderc_result_get_compilation_status(r) == shaderc_compilation_status_success;
     if (ok) {
         size_t n = shaderc_result_get_length(r);
-        out->words = malloc(n ? n : 4);
+        out->words = vf_malloc(n ? n : 4);
         if (!out->words) {
             ok = false;
-            snprintf(msg, msg_len, "out of memory");
+            snprintf(msg, msg_len, "out of host memory (malloc failed)");
         } else {
             memcpy(out->words, shaderc_result_get_bytes(r), n);
             out->n_words = n / 4;
@@ -120,13 +121,13 @@ static bool assemble(const am_shader *sh, uint32_t env, am_spirv *out, char *msg
     spv_result_t r = spvTextToBinary(ctx, sh->source, strlen(sh->source), &bin, &diag);
     bool ok = r == SPV_SUCCESS && bin;
     if (ok) {
-        out->words = malloc(bin->wordCount * 4 + 4);
+        out->words = vf_malloc(bin->wordCount * 4 + 4);
         if (out->words) {
             memcpy(out->words, bin->code, bin->wordCount * 4);
             out->n_words = bin->wordCount;
         } else {
             ok = false;
-            snprintf(msg, msg_len, "out of memory");
+            snprintf(msg, msg_len, "out of host memory (malloc failed)");
         }
     } else if (diag) {
         /* Positions are within the shader text; the caller adds its start. */
@@ -145,9 +146,9 @@ static bool assemble(const am_shader *sh, uint32_t env, am_spirv *out, char *msg
 static bool decode_hex(const am_shader *sh, am_spirv *out, char *msg, size_t msg_len)
 {
     size_t cap = strlen(sh->source) / 2 + 4, n = 0;
-    uint8_t *bytes = malloc(cap);
+    uint8_t *bytes = vf_malloc(cap);
     if (!bytes) {
-        snprintf(msg, msg_len, "out of memory");
+        snprintf(msg, msg_len, "out of host memory (malloc failed)");
         return false;
     }
     const char *p = sh->source;
@@ -182,7 +183,7 @@ static bool decode_hex(const am_shader *sh, am_spirv *out, char *msg, size_t msg
    follows): one line for the verdict, "; " between the parts. */
 static void one_line(char *m, size_t len)
 {
-    char *t = malloc(len);
+    char *t = vf_malloc(len);
     if (!t) return;
     size_t o = 0;
     for (size_t i = 0; m[i] && o + 3 < len; i++) {

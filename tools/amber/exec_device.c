@@ -10,6 +10,7 @@
  * device tables from vf_vk_device_table_load, and put it in its place:
  * vf_vk_device_destroy then tears ours down with the rest. */
 #include "exec.h"
+#include "util/fault.h"
 #include "feature_table.h"
 
 #include <dirent.h>
@@ -44,7 +45,7 @@ static unsigned char *chain_get(chain *c, const am_feat_struct *tab_i, int i)
     for (int k = 0; k < c->n; k++)
         if (c->idx[k] == i) return (unsigned char *)c->st[k];
     if (c->n >= MAX_STRUCT) return NULL;
-    VkBaseOutStructure *b = calloc(1, tab_i->size);
+    VkBaseOutStructure *b = vf_calloc(1, tab_i->size);
     if (!b) return NULL;
     b->sType = tab_i->stype;
     c->idx[c->n] = i;
@@ -132,8 +133,8 @@ static am_status check_properties(am_exec *x, const am_script *s, const VkExtens
 {
     if (!s->n_properties) return AM_PASS;
     vf_vk_device *d = &x->dev;
-    chain *c = calloc(1, sizeof *c);
-    if (!c) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
+    chain *c = vf_calloc(1, sizeof *c);
+    if (!c) return am_fail_at(res, (am_pos){0, 0}, "out of host memory (malloc failed)");
     am_status st = AM_PASS;
     for (int i = 0; i < s->n_properties && st == AM_PASS; i++) {
         int si;
@@ -143,7 +144,7 @@ static am_status check_properties(am_exec *x, const am_script *s, const VkExtens
         if (!struct_available(ps, d->api_version, ext, n_ext, NULL, NULL, false))
             st = skip(res, "device lacks %s (needs Vulkan 1.2 or %s)", ps->name, ps->ext);
         else if (!chain_get(c, ps, si))
-            st = am_fail_at(res, (am_pos){0, 0}, "out of memory");
+            st = am_fail_at(res, (am_pos){0, 0}, "out of host memory (malloc failed)");
     }
     if (st == AM_PASS) {
         VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
@@ -176,8 +177,8 @@ static am_status check_instance_exts(am_exec *x, const am_script *s, am_result *
         if (!strcmp(e, "VK_EXT_debug_utils") && d->validation) continue;
         uint32_t n = 0;
         VF_VKG(d, vkEnumerateInstanceExtensionProperties, NULL, &n, NULL);
-        VkExtensionProperties *p = calloc(n ? n : 1, sizeof *p);
-        if (!p) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
+        VkExtensionProperties *p = vf_calloc(n ? n : 1, sizeof *p);
+        if (!p) return am_fail_at(res, (am_pos){0, 0}, "out of host memory (malloc failed)");
         VF_VKG(d, vkEnumerateInstanceExtensionProperties, NULL, &n, p);
         bool have = has_ext(p, n, e);
         free(p);
@@ -211,8 +212,8 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
 
     uint32_t n_ext = 0;
     VF_VKI(d, vkEnumerateDeviceExtensionProperties, d->phys, NULL, &n_ext, NULL);
-    VkExtensionProperties *ext = calloc(n_ext ? n_ext : 1, sizeof *ext);
-    if (!ext) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
+    VkExtensionProperties *ext = vf_calloc(n_ext ? n_ext : 1, sizeof *ext);
+    if (!ext) return am_fail_at(res, (am_pos){0, 0}, "out of host memory (malloc failed)");
     VF_VKI(d, vkEnumerateDeviceExtensionProperties, d->phys, NULL, &n_ext, ext);
 
     /* A feature of a struct the headers do not have cannot be asked for:
@@ -232,11 +233,11 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
         return st;
     }
 
-    chain *want = calloc(1, sizeof *want), *have = calloc(1, sizeof *have);
-    const char **names = calloc(MAX_STRUCT + AM_MAX_FEATURES + 2, sizeof *names);
+    chain *want = vf_calloc(1, sizeof *want), *have = vf_calloc(1, sizeof *have);
+    const char **names = vf_calloc(MAX_STRUCT + AM_MAX_FEATURES + 2, sizeof *names);
     st = AM_PASS;
     if (!want || !have || !names) {
-        st = am_fail_at(res, (am_pos){0, 0}, "out of memory");
+        st = am_fail_at(res, (am_pos){0, 0}, "out of host memory (malloc failed)");
         goto out;
     }
     bool ok = true;
@@ -251,7 +252,7 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
     }
     if (s->subgroup_size) ok &= request(want, "SubgroupSizeControl.subgroupSizeControl");
     if (!ok) {
-        st = am_fail_at(res, (am_pos){0, 0}, "out of memory");
+        st = am_fail_at(res, (am_pos){0, 0}, "out of host memory (malloc failed)");
         goto out;
     }
 
@@ -265,7 +266,7 @@ am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, 
             goto out;
         }
         if (!chain_get(have, fs, want->idx[k])) {
-            st = am_fail_at(res, (am_pos){0, 0}, "out of memory");
+            st = am_fail_at(res, (am_pos){0, 0}, "out of host memory (malloc failed)");
             goto out;
         }
     }
@@ -376,7 +377,7 @@ bool am_exec_preload(const am_exec_opts *o)
     int threads = thread_count(); /* OpenBLAS's pool may already be there */
     vf_vk_options env = {0};
     vf_vk_options_env(&env);
-    vf_vk_device *d = calloc(1, sizeof *d);
+    vf_vk_device *d = vf_calloc(1, sizeof *d);
     if (!d) return false;
     vf_err e = {0};
     bool ok = vf_vk_instance_create(d, o->validation, env.loader, &e) == VF_OK;

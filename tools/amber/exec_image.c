@@ -240,7 +240,7 @@ am_status am_img_setup(am_exec *x, const am_script *s, am_result *res)
                                   .maxLod = sm->max_lod,
                                   .borderColor = (VkBorderColor)sm->border,
                                   .unnormalizedCoordinates = sm->unnormalized};
-        VkResult r = IMG->vkCreateSampler(DEV, &ci, NULL, &x->sampler[i]);
+        VkResult r = VF_VK_CALL(&x->dev, x->img, vkCreateSampler, DEV, &ci, NULL, &x->sampler[i]);
         if (r != VK_SUCCESS) return am_fail_at(res, sm->pos, "vkCreateSampler failed: %s", vf_vk_result_name(r));
     }
     return AM_PASS;
@@ -287,7 +287,7 @@ static am_status get_image(am_exec *x, const am_script *s, int buf, const am_bin
                             .usage = im->usage,
                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
                             .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED};
-    VkResult r = IMG->vkCreateImage(DEV, &ci, NULL, &im->image);
+    VkResult r = VF_VK_CALL(&x->dev, x->img, vkCreateImage, DEV, &ci, NULL, &im->image);
     if (r != VK_SUCCESS) return am_fail_at(res, pos, "vkCreateImage for '%s' failed: %s", ab->name, vf_vk_result_name(r));
     VkMemoryRequirements mr;
     IMG->vkGetImageMemoryRequirements(DEV, im->image, &mr);
@@ -296,7 +296,7 @@ static am_status get_image(am_exec *x, const am_script *s, int buf, const am_bin
     if (ai.memoryTypeIndex == UINT32_MAX) return am_fail_at(res, pos, "no memory type for image '%s'", ab->name);
     r = VF_VKD(&x->dev, vkAllocateMemory, DEV, &ai, NULL, &im->memory);
     if (r != VK_SUCCESS) return am_fail_at(res, pos, "image '%s': vkAllocateMemory failed: %s", ab->name, vf_vk_result_name(r));
-    r = IMG->vkBindImageMemory(DEV, im->image, im->memory, 0);
+    r = VF_VK_CALL(&x->dev, x->img, vkBindImageMemory, DEV, im->image, im->memory, 0);
     if (r != VK_SUCCESS) return am_fail_at(res, pos, "vkBindImageMemory failed: %s", vf_vk_result_name(r));
     VkImageViewCreateInfo vi = {
         .sType = VK_STRUCTURE_TYPE_IMAGE_VIEW_CREATE_INFO,
@@ -304,7 +304,7 @@ static am_status get_image(am_exec *x, const am_script *s, int buf, const am_bin
         .viewType = ab->dim == 1 ? VK_IMAGE_VIEW_TYPE_1D : ab->dim == 3 ? VK_IMAGE_VIEW_TYPE_3D : VK_IMAGE_VIEW_TYPE_2D,
         .format = ci.format,
         .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, im->base_mip, VK_REMAINING_MIP_LEVELS, 0, 1}};
-    r = IMG->vkCreateImageView(DEV, &vi, NULL, &im->view);
+    r = VF_VK_CALL(&x->dev, x->img, vkCreateImageView, DEV, &vi, NULL, &im->view);
     if (r != VK_SUCCESS) return am_fail_at(res, pos, "vkCreateImageView failed: %s", vf_vk_result_name(r));
     *out = im;
     return AM_PASS;
@@ -324,7 +324,7 @@ am_status am_img_prepare(am_exec *x, const am_script *s, const am_pipeline *pl, 
                                              .buffer = x->buf[b->buf[k]].buffer,
                                              .format = buffer_format(&s->buffer[b->buf[k]], name, sizeof name),
                                              .range = VK_WHOLE_SIZE};
-                VkResult r = IMG->vkCreateBufferView(DEV, &ci, NULL, &x->run.view[j][k]);
+                VkResult r = VF_VK_CALL(&x->dev, x->img, vkCreateBufferView, DEV, &ci, NULL, &x->run.view[j][k]);
                 if (r != VK_SUCCESS) return am_fail_at(res, pos, "vkCreateBufferView failed: %s", vf_vk_result_name(r));
             } else if (am_bind_is_image(b->kind)) {
                 am_run_image *im = NULL;

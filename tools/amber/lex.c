@@ -1,5 +1,6 @@
 /* Tokenizer: see lex.h. */
 #include "lex.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -141,7 +142,7 @@ char *am_lex_raw_until_end(am_lex *l, const char *end, int *first_line, bool *eo
         size_t line_start = l->i;
         if (line_is_end(l->src, line_start, l->len, end)) {
             size_t n = line_start - start;
-            char *out = malloc(n + 1);
+            char *out = vf_malloc(n + 1);
             if (!out) return NULL;
             memcpy(out, l->src + start, n);
             out[n] = '\0';

@@ -7,6 +7,7 @@
  * flags checked by the parser, the module through temporary files, its
  * messages kept for the ERROR. */
 #include "optimize.h"
+#include "util/fault.h"
 #include "compile.h"
 
 #include <errno.h>
@@ -42,7 +43,7 @@ static char *slurp(const char *path, size_t max, size_t *len)
     struct stat st;
     char *buf = NULL;
     if (fstat(fd, &st) == 0 && st.st_size >= 0 && (size_t)st.st_size <= max) {
-        buf = malloc((size_t)st.st_size + 1);
+        buf = vf_malloc((size_t)st.st_size + 1);
         size_t got = 0;
         while (buf && got < (size_t)st.st_size) {
             ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);

@@ -9,6 +9,7 @@
  * statement loop. Pipelines are in parse_amber_pipeline.c, RUN / COPY /
  * CLEAR / EXPECT in parse_amber_cmds.c; parse_amber.h is what they share. */
 #include "parse_amber.h"
+#include "util/fault.h"
 #include "feature_table.h"
 #include "parse_util.h"
 
@@ -112,7 +113,7 @@ static am_status cmd_virtual_file(ap_parser *p)
     TRY(ap_eol(p));
     bool eof;
     v->text = am_lex_raw_until_end(&p->lx, "END", &v->first_line, &eof);
-    if (!v->text) return am_fail_at(p->res, at.pos, eof ? "VIRTUAL_FILE without END" : "out of memory");
+    if (!v->text) return am_fail_at(p->res, at.pos, eof ? "VIRTUAL_FILE without END" : "out of host memory (malloc failed)");
     p->n_vf++;
     return AM_PASS;
 }
@@ -166,8 +167,8 @@ static am_status cmd_shader(ap_parser *p)
             for (int i = 0; i < p->n_vf; i++)
                 if (!strcmp(p->vf[i].path, p->t.text)) k = i;
             if (k >= 0) {
-                sh->source = strdup(p->vf[k].text);
-                if (!sh->source) return ap_err(p, &p->t, "out of memory%s", "");
+                sh->source = vf_strdup(p->vf[k].text);
+                if (!sh->source) return ap_err(p, &p->t, "out of host memory (malloc failed)%s", "");
                 sh->source_line = p->vf[k].first_line;
             } else if (virt) {
                 return ap_err(p, &p->t, "no VIRTUAL_FILE '%s' defined before this", p->t.text);
@@ -184,7 +185,7 @@ static am_status cmd_shader(ap_parser *p)
     if (!from_file) {
         bool eof;
         sh->source = am_lex_raw_until_end(&p->lx, "END", &sh->source_line, &eof);
-        if (!sh->source) return am_fail_at(p->res, at.pos, eof ? "SHADER without END" : "out of memory");
+        if (!sh->source) return am_fail_at(p->res, at.pos, eof ? "SHADER without END" : "out of host memory (malloc failed)");
     }
     s->n_shaders++;
     return AM_PASS;
@@ -230,8 +231,8 @@ am_status ap_buffer_data(ap_parser *p, am_buffer *b, bool to_eof)
             if (n + b->fmt.stride > cap) {
                 size_t nc = cap ? cap * 2 : 256;
                 while (nc < n + b->fmt.stride) nc *= 2;
-                uint8_t *d = realloc(b->data, nc);
-                if (!d) return ap_err(p, &p->t, "out of memory%s", "");
+                uint8_t *d = vf_realloc(b->data, nc);
+                if (!d) return ap_err(p, &p->t, "out of host memory (malloc failed)%s", "");
                 b->data = d;
                 cap = nc;
             }
@@ -254,8 +255,8 @@ am_status ap_buffer_data(ap_parser *p, am_buffer *b, bool to_eof)
 
 am_status am_buffer_parse_text(am_buffer *b, const char *text, size_t len, am_result *res)
 {
-    ap_parser *p = calloc(1, sizeof *p);
-    if (!p) return am_fail_at(res, (am_pos){0, 0}, "out of memory");
+    ap_parser *p = vf_calloc(1, sizeof *p);
+    if (!p) return am_fail_at(res, (am_pos){0, 0}, "out of host memory (malloc failed)");
     am_lex_init(&p->lx, text, len);
     p->res = res;
     free(b->data);
@@ -545,8 +546,8 @@ static am_status statement(ap_parser *p, bool in_repeat)
 
 am_status am_parse_amber(const char *src, size_t len, am_script *s, am_result *res)
 {
-    ap_parser *p = calloc(1, sizeof *p);
-    if (!p) return am_fail_at(res, (am_pos){1, 1}, "out of memory");
+    ap_parser *p = vf_calloc(1, sizeof *p);
+    if (!p) return am_fail_at(res, (am_pos){1, 1}, "out of host memory (malloc failed)");
     memset(s, 0, sizeof *s);
     am_lex_init(&p->lx, src, len);
     p->s = s;

@@ -1,6 +1,7 @@
 /* AmberScript RUN, COPY, CLEAR and EXPECT (the rest of the parser:
    parse_amber.c). */
 #include "parse_amber.h"
+#include "util/fault.h"
 #include "parse_util.h"
 
 #include <stdio.h>
@@ -211,8 +212,8 @@ am_status ap_cmd_expect(ap_parser *p)
         NEXT(p);
         if (c->n_values == cap) {
             size_t nc = cap ? cap * 2 : 16;
-            uint64_t *v = realloc(c->values, nc * sizeof *v);
-            if (!v) return ap_err(p, &p->t, "out of memory%s", "");
+            uint64_t *v = vf_realloc(c->values, nc * sizeof *v);
+            if (!v) return ap_err(p, &p->t, "out of host memory (malloc failed)%s", "");
             c->values = v;
             cap = nc;
         }

@@ -7,6 +7,7 @@
  * writes become WRITE commands (they happen between dispatches, in
  * order), push constants a hidden buffer, probes EXPECTs. */
 #include "am.h"
+#include "util/fault.h"
 #include "lex.h"
 #include "parse_util.h"
 
@@ -134,8 +135,8 @@ static am_status values(vk_parser *p, am_cmd *c, am_pos at)
     while (next_word(p)) {
         if (c->n_values == cap) {
             size_t nc = cap ? cap * 2 : 16;
-            uint64_t *v = realloc(c->values, nc * sizeof *v);
-            if (!v) return fail(p, p->t.pos, "out of memory%s", "");
+            uint64_t *v = vf_realloc(c->values, nc * sizeof *v);
+            if (!v) return fail(p, p->t.pos, "out of host memory (malloc failed)%s", "");
             c->values = v;
             cap = nc;
         }
@@ -424,8 +425,8 @@ static am_status finish_shader(vk_parser *p, const char *src, size_t start, size
     sh->kind = kind;
     sh->pos = at;
     sh->source_line = first_line;
-    sh->source = malloc(end - start + 1);
-    if (!sh->source) return fail(p, at, "out of memory%s", "");
+    sh->source = vf_malloc(end - start + 1);
+    if (!sh->source) return fail(p, at, "out of host memory (malloc failed)%s", "");
     memcpy(sh->source, src + start, end - start);
     sh->source[end - start] = '\0';
     for (size_t i = 0; i < end - start; i++)
@@ -508,8 +509,8 @@ am_status am_parse_vkscript(const char *src, size_t len, am_script *s, am_result
 {
     memset(s, 0, sizeof *s);
     s->vkscript = true;
-    vk_parser *p = calloc(1, sizeof *p);
-    if (!p) return am_fail_at(res, (am_pos){1, 1}, "out of memory");
+    vk_parser *p = vf_calloc(1, sizeof *p);
+    if (!p) return am_fail_at(res, (am_pos){1, 1}, "out of host memory (malloc failed)");
     p->s = s;
     p->res = res;
     p->ssbo_layout = AM_STD430;

@@ -14,6 +14,7 @@
  * whose device hung (x->hung: it cannot be torn down) leaves after
  * reporting, and is replaced too. */
 #include "pool.h"
+#include "util/fault.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,7 +64,7 @@ static bool full_io(int fd, void *buf, size_t len, bool wr)
 /* The worker: runs the files it is handed until its command pipe closes. */
 static void work(int cmd, int res, char *const *files, const am_exec_opts *o)
 {
-    worker *m = calloc(1, sizeof *m);
+    worker *m = vf_calloc(1, sizeof *m);
     if (!m) _exit(1);
     /* Testing only (docs/TESTING.md): the worker aborts on a file whose
        path contains this text, as a driver crash would. */
@@ -183,12 +184,12 @@ void am_pool_run(char *const *files, int n_files, int jobs, const am_exec_opts *
 {
     if (jobs > n_files) jobs = n_files;
     if (jobs > MAX_WORKERS) jobs = MAX_WORKERS;
-    worker *w = calloc((size_t)jobs, sizeof *w);
-    bool *done = calloc((size_t)n_files, sizeof *done);
+    worker *w = vf_calloc((size_t)jobs, sizeof *w);
+    bool *done = vf_calloc((size_t)n_files, sizeof *done);
     if (!w || !done) {
         for (int i = 0; i < n_files; i++) {
             memset(&results[i], 0, sizeof results[i]);
-            am_fail_at(&results[i], (am_pos){0, 0}, "out of memory");
+            am_fail_at(&results[i], (am_pos){0, 0}, "out of host memory (malloc failed)");
             report(i, ctx);
         }
         free(w);

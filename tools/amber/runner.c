@@ -1,5 +1,6 @@
 /* One file from path to verdict: read, parse, load shader files, run. */
 #include "exec.h"
+#include "util/fault.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@ static char *read_file(const char *path, size_t max, size_t *len, char *why, siz
         return NULL;
     }
     size_t cap = 4096, n = 0;
-    char *buf = malloc(cap + 1);
+    char *buf = vf_malloc(cap + 1);
     while (buf) {
         if (n == cap) {
             if (cap >= max) {
@@ -28,7 +29,7 @@ static char *read_file(const char *path, size_t max, size_t *len, char *why, siz
                 break;
             }
             cap = cap * 2 > max ? max : cap * 2;
-            char *nb = realloc(buf, cap + 1);
+            char *nb = vf_realloc(buf, cap + 1);
             if (!nb) {
                 free(buf);
                 buf = NULL;
@@ -45,7 +46,7 @@ static char *read_file(const char *path, size_t max, size_t *len, char *why, siz
         free(buf);
         buf = NULL;
     } else if (!buf && !why[0]) {
-        snprintf(why, why_len, "out of memory");
+        snprintf(why, why_len, "out of host memory (malloc failed)");
     }
     fclose(f);
     if (buf) {
@@ -120,10 +121,10 @@ void am_run_file(const char *path, const am_exec_opts *o, am_result *res)
         am_fail_at(res, (am_pos){0, 0}, "%s", why);
         return;
     }
-    am_script *s = calloc(1, sizeof *s);
+    am_script *s = vf_calloc(1, sizeof *s);
     if (!s) {
         free(src);
-        am_fail_at(res, (am_pos){0, 0}, "out of memory");
+        am_fail_at(res, (am_pos){0, 0}, "out of host memory (malloc failed)");
         return;
     }
     am_status st = am_parse(src, len, s, res);
@@ -140,9 +141,9 @@ void am_run_file(const char *path, const am_exec_opts *o, am_result *res)
         if (st == AM_PASS) st = load_buffer_files(s, o->dir ? o->dir : dir, res);
     }
     if (st == AM_PASS) {
-        am_exec *x = calloc(1, sizeof *x);
+        am_exec *x = vf_calloc(1, sizeof *x);
         if (!x) {
-            am_fail_at(res, (am_pos){0, 0}, "out of memory");
+            am_fail_at(res, (am_pos){0, 0}, "out of host memory (malloc failed)");
         } else {
             st = am_exec_device(x, s, o, res);
             if (st == AM_PASS) st = am_exec_run(x, s, o, res);

@@ -1,5 +1,6 @@
 /* The parsed test: dispatch to a parser, command list, freeing. */
 #include "am.h"
+#include "util/fault.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,7 +24,7 @@ am_cmd *am_script_add_cmd(am_script *s)
     if (s->n_cmds == s->cap_cmds) {
         int cap = s->cap_cmds ? s->cap_cmds * 2 : 32;
         if (cap > AM_MAX_COMMANDS) cap = AM_MAX_COMMANDS;
-        am_cmd *c = realloc(s->cmd, (size_t)cap * sizeof *c);
+        am_cmd *c = vf_realloc(s->cmd, (size_t)cap * sizeof *c);
         if (!c) return NULL;
         s->cmd = c;
         s->cap_cmds = cap;
