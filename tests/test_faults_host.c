@@ -94,7 +94,10 @@ static const char *const h_names[H_N] = {"vf_host_map eager", "vf_host_map trace
 /* What each one's own allocation failing says (8114d37 made them fault
    sites: control_flow.c, run.c, tensor_copy.c, passes_simplify.c). */
 static const char *const h_site_msg[H_N] = {"vf_host_map: out of host memory (malloc failed)",
-                                            "vf_host_map 'twice': out of host memory (malloc failed)",
+                                            /* traced, the node runs between two recorded plans
+                                               with its buffer mapped in place (no copy to
+                                               allocate): the plan run's own allocations */
+                                            "vf_function 'host': out of host memory (malloc failed)",
                                             "vf_tensor_copy_to: out of host memory (malloc failed)",
                                             "simplify: out of host memory (malloc failed)",
                                             /* the full sweep's save/load malloc:31 crashed here
