@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int64_t numel_of(const vf_tensor_spec *t)
 {
@@ -331,6 +332,57 @@ static void writes_past_output(vf_backend be)
 }
 VT_PER_BACKEND(writes_past_output)
 
+/* ---- a loaded function bound to the context's kernel: any size of its
+   symbolic dim (four_two traced with an input signature of [-1]) ---- */
+
+static void loaded_symbolic(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_kernel *k = make_four_two(ctx);
+    const vf_tensor_spec sig[4] = {{VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "four_two_sym", .body = four_two_body,
+                                                                   .user = k, .n_inputs = 4, .n_outputs = 2,
+                                                                   .input_signature = sig});
+    enum { N = 40 };
+    float x[4][N];
+    for (int i = 0; i < 4; i++) vt_fill_uniform(x[i], N, -2, 2, 60 + (uint64_t)i);
+    int64_t n = 25;
+    vf_tensor *in[4], *out[2];
+    for (int i = 0; i < 4; i++) in[i] = vf_tensor_from_host(ctx, VF_F32, 1, &n, x[i]);
+    assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+    char path[256];
+    snprintf(path, sizeof path, "%s/vkfuse_kernels_sym_%d_%d.vfn", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid(), (int)be);
+    assert_int_equal(vf_function_save(fn, path), VF_OK);
+    vf_function_destroy(fn);
+    vf_kernel_destroy(k);
+    vt_context_done(ctx);
+
+    vf_context *c2 = vt_context(be);
+    vf_kernel *k2 = make_four_two(c2); /* the same kernel, registered before the load */
+    vf_function *ld = NULL;
+    assert_int_equal(vf_function_load(c2, path, &ld), VF_OK);
+    for (int64_t m = 7; m <= N; m += 33) { /* 7 and 40: neither the traced 25 */
+        for (int i = 0; i < 4; i++) in[i] = vf_tensor_from_host(c2, VF_F32, 1, &m, x[i]);
+        vf_status st = vf_function_call(ld, in, out);
+        if (st) fail_msg("loaded, bound, n = %lld: %s", (long long)m, vf_error_message(c2));
+        float *p = vt_read(out[0]), *q = vt_read(out[1]);
+        for (int64_t i = 0; i < m; i++) {
+            double pp = (double)x[0][i] * x[1][i] + x[2][i];
+            assert_true(fabs(p[i] - 2 * pp) <= 1e-5 * (1 + fabs(2 * pp)));
+            double qq = 0.5 * ((double)x[3][i] - x[0][i]) + pp;
+            assert_true(fabs(q[i] - qq) <= 1e-5 * (1 + fabs(qq)));
+        }
+        free(p);
+        free(q);
+    }
+    vf_function_destroy(ld);
+    vf_kernel_destroy(k2);
+    vt_context_done(c2);
+    remove(path);
+}
+VT_PER_BACKEND(loaded_symbolic)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +391,7 @@ int main(void)
         cmocka_unit_test(checked_parts),
         cmocka_unit_test(push_constant_layout),
         VT_PER_BACKEND_TESTS(writes_past_output),
+        VT_PER_BACKEND_TESTS(loaded_symbolic),
     };
     return VT_RUN_GROUP(tests);
 }
