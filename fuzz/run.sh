@@ -23,17 +23,19 @@ cc=$(command -v clang || command -v clang-14 || true)
 parsers="lex types script parse_amber parse_amber_pipeline parse_amber_cmds parse_amber_image parse_vkscript parse_util feature_table check check_probe"
 srcs=""
 for p in $parsers; do srcs="$srcs $src/tools/amber/$p.c"; done
+# the parsers allocate through the library's fault sites (util/fault.h)
+srcs="$srcs $src/src/util/fault.c $src/src/util/err.c"
 mkdir -p "$work"
 # feature_table.c includes the feature table generated from the Vulkan headers.
 cmake -DHEADER=/usr/include/vulkan/vulkan_core.h -DOUT="$work/amber_features.inc" \
       -P "$src/cmake/amber_features.cmake" || exit 1
-flags="-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -iquote $src/tools/amber -iquote $work"
+flags="-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -iquote $src/tools/amber -iquote $work -iquote $src/src -I $src/include"
 status=0
 kinds="amber vkscript"
 [ "$which" = saved ] || [ "$which" = api ] && kinds=""
 for kind in $kinds; do
     def=""; [ $kind = vkscript ] && def="-DFUZZ_VKSCRIPT"
-    if ! $cc $flags $def -o "$work/fuzz_$kind" "$src/fuzz/fuzz_parsers.c" $srcs -lm 2>"$work/build_$kind.log"; then
+    if ! $cc $flags $def -o "$work/fuzz_$kind" "$src/fuzz/fuzz_parsers.c" $srcs -lm -lpthread 2>"$work/build_$kind.log"; then
         if grep -q "fuzzer" "$work/build_$kind.log" && ! $cc -fsanitize=fuzzer -x c /dev/null -o /dev/null 2>/dev/null; then
             echo "clang cannot link libFuzzer here: fuzzing skipped"; exit 77
         fi
