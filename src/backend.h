@@ -173,6 +173,7 @@ typedef struct vf_plan_fused {
 typedef struct vf_plan_pred {
     vf_tref ref;
     vf_plan_loc loc;
+    int node;                   /* the graph node it decides (a top-level COND), for profiles; -1: unknown */
 } vf_plan_pred;
 
 typedef struct vf_plan_guard {
@@ -235,6 +236,8 @@ typedef struct vf_plan_kernel_prof {
 
 typedef struct vf_plan_prof {
     bool timed;                 /* GPU times are valid (timestamps supported and on) */
+    uint64_t t0_ns;             /* timed: the run's first dispatch start on the device's clock,
+                                   to place the runs of several plans on one time line */
     int n_kernels;
     const vf_plan_kernel_prof *kernels; /* owned by the plan: valid until its next run */
     int dispatches, barriers;   /* barriers: all of the run, also the first and last */
@@ -277,9 +280,9 @@ typedef struct vf_backend_iface {
     vf_status (*plan_run)(void *self, vf_plan *p, const vf_plan_bind *binds, int n_binds);
     void (*plan_destroy)(void *self, vf_plan *p);
     void (*plan_info)(void *self, const vf_plan *p, vf_plan_info *out);
-    /* The profile of the plan run last (waits for that run; may be NULL).
-       n_kernels 0: no plan has run since the last one was destroyed. */
-    vf_status (*plan_profile)(void *self, vf_plan_prof *out);
+    /* The profile of p's last run (waits for that run; may be NULL).
+       n_kernels 0: p has not run. */
+    vf_status (*plan_profile)(void *self, vf_plan *p, vf_plan_prof *out);
     /* Kernel binaries (SPIR-V words), for saved functions (docs/FORMAT.md);
        NULL on a backend without them (the CPU backend).
        kernels_track: until the next call, the content key of every kernel

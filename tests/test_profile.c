@@ -23,7 +23,7 @@ static int graph_ops(vf_function *fn, int *ids, char (*names)[32], int max)
         if (strncmp(line, "  %", 3) != 0) continue; /* top-level nodes only (branches are indented more) */
         if (sscanf(line, " %%%d = %31[a-z_0-9](", &id, name) != 2) continue;
         if (!strcmp(name, "param") || !strcmp(name, "capture") || !strcmp(name, "const") ||
-            !strcmp(name, "reshape"))
+            !strcmp(name, "reshape") || !strcmp(name, "host")) /* a host node runs no kernel */
             continue;
         assert_true(n < max);
         ids[n] = id;
@@ -207,6 +207,78 @@ static void test_profile_cond(void **state)
     vt_context_done(cpu);
 }
 
+/* ---- a plan split at host nodes: every segment's kernels ------------------ */
+
+enum { SPLIT_N = VT_PROF_R * VT_PROF_C }; /* check_profile's least bytes read */
+
+static vf_status add_half(void *user, vf_dtype dt, int64_t n, void *data, char *msg, size_t len)
+{
+    (void)user, (void)msg, (void)len;
+    for (int64_t i = 0; dt == VF_F32 && i < n; i++) ((float *)data)[i] += 0.5f;
+    return VF_OK;
+}
+
+/* y = host(host(tanh(x) * 2) + 1) * 3 - x, s = sum(x * x): four
+   segments, each with kernels (what the first host needs, the
+   independent sum, what the second needs, the rest) */
+static vf_status split_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor *a = vf_host_map(ctx, vf_mul(ctx, vf_tanh(ctx, in[0]), vt_scalar(ctx, 2)), add_half, user, "first");
+    vf_tensor *b = vf_host_map(ctx, vf_add(ctx, vf_exp(ctx, a), vt_scalar(ctx, 1)), add_half, user, "second");
+    out[0] = vf_sub(ctx, vf_mul(ctx, b, vt_scalar(ctx, 3)), in[0]);
+    out[1] = vf_reduce_sum(ctx, vf_mul(ctx, in[0], in[0]), 0, NULL, false);
+    return out[0] && out[1] ? VF_OK : vf_status_get(ctx);
+}
+
+static void split_call(vf_context *ctx, vf_function *fn, float *y, float *sum)
+{
+    float x[SPLIT_N];
+    for (int i = 0; i < SPLIT_N; i++) x[i] = (float)(i % 9) * 0.25f - 1.0f;
+    vf_scope_begin(ctx);
+    vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){SPLIT_N}, x), *o[2] = {NULL, NULL};
+    if (vf_function_call(fn, &in, o) != VF_OK) fail_msg("call: %s", vf_error_message(ctx));
+    assert_int_equal(vf_tensor_read(o[0], y, SPLIT_N * sizeof(float)), VF_OK);
+    assert_int_equal(vf_tensor_read(o[1], sum, sizeof(float)), VF_OK);
+    vf_scope_end(ctx);
+}
+
+/* The profile of a split call holds the kernels of every segment (not
+   only the last plan run), on one time line. */
+static void test_profile_split(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_profiling_context(VF_BACKEND_VULKAN), *cpu = vt_context(VF_BACKEND_CPU);
+    vf_function_desc d = {.name = "split", .body = split_body, .n_inputs = 1, .n_outputs = 2};
+    vf_function *fn = vf_function_create(ctx, &d), *cfn = vf_function_create(cpu, &d);
+    for (int call = 0; call < 2; call++) {
+        float got[SPLIT_N], want[SPLIT_N], gs, ws;
+        split_call(ctx, fn, got, &gs);
+        split_call(cpu, cfn, want, &ws);
+        vt_assert_close_f32(got, want, SPLIT_N, 1e-5, 1e-5, "split plan (profiled) vs cpu");
+        vt_assert_close_f32(&gs, &ws, 1, 1e-5, 1e-5, "independent sum (profiled) vs cpu");
+        vf_function_stats st;
+        assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+        assert_int_equal(st.submits_per_call, 4); /* split: four plans ran */
+        vf_function_profile p;
+        assert_int_equal(vf_function_profile_get(fn, &p), VF_OK);
+        check_profile(fn, &p); /* every op node, in whichever segment, covered once */
+        assert_true(p.timestamps);
+        /* the segments' kernels are on one time line: the one reading the
+           second host's result starts after the one feeding the first */
+        uint64_t first_end = 0, last_start = 0;
+        for (int i = 0; i < p.n_kernels; i++)
+            for (int j = 0; j < p.kernels[i].n_nodes; j++) {
+                if (!strcmp(p.kernels[i].node_ops[j], "tanh")) first_end = p.kernels[i].start_ns + p.kernels[i].gpu_ns;
+                if (!strcmp(p.kernels[i].node_ops[j], "sub")) last_start = p.kernels[i].start_ns;
+            }
+        assert_true(first_end > 0 && last_start >= first_end);
+    }
+    vf_function_destroy(fn);
+    vf_function_destroy(cfn);
+    vt_context_done(ctx);
+    vt_context_done(cpu);
+}
+
 /* ---- tests ------------------------------------------------------------------ */
 
 static void test_profile_fused(void **state)
@@ -356,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_profile_off),
         cmocka_unit_test(test_profile_cpu_and_eager),
         cmocka_unit_test(test_profile_cond),
+        cmocka_unit_test(test_profile_split),
     };
     return cmocka_run_group_tests_name("profile", tests, NULL, NULL);
 }

@@ -186,7 +186,7 @@ static vf_status profile_call(vf_function *fn, const concrete *c, uint64_t t0, v
     s = ctx->be.iface->sync(ctx->be.self);
     if (s != VF_OK) return vf_backend_failed(ctx, s, "vf_function_call: '%s': waiting for the call's work", fn->name);
     uint64_t wall = vf_profile_now_ns() - t0;
-    return vf_fprofile_record(ctx, &fn->prof, c ? c->g : NULL, !fn->stats.eager && fn->stats.planned,
+    return vf_fprofile_record(ctx, &fn->prof, c ? c->g : NULL, !fn->stats.eager && fn->stats.planned ? fn->last_plan : NULL,
                               fn->stats.eager, t0, wall, fn->stats.peak_bytes, fn->stats.calls);
 }
 

@@ -47,11 +47,18 @@ static const char *op_name(const vf_node *n)
     return n->kind == VF_NODE_KERNEL ? vf_op_get(VF_OP_USER_KERNEL)->name : vf_node_name(n);
 }
 
-/* Fills the kernel records of p from the backend's plan profile. */
-static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_graph *g, const vf_plan_prof *pp)
+/* Fills the kernel records of p from the backend's profiles of the plans
+   of one call, in run order (a split plan's segments); each plan's start
+   times are placed on the first's time line. */
+static vf_status kernels_from_plans(vf_context *ctx, vf_fprofile *p, const vf_graph *g, const vf_plan_prof *pp, int np)
 {
-    int nk = pp->n_kernels, total = 0;
-    for (int i = 0; i < nk; i++) total += pp->kernels[i].nodes ? pp->kernels[i].n_nodes : 1;
+    int nk = 0, total = 0;
+    bool timed = np > 0;
+    for (int q = 0; q < np; q++) {
+        nk += pp[q].n_kernels;
+        timed = timed && pp[q].timed;
+        for (int i = 0; i < pp[q].n_kernels; i++) total += pp[q].kernels[i].nodes ? pp[q].kernels[i].n_nodes : 1;
+    }
     p->k = vf_calloc((size_t)nk + 1, sizeof *p->k);
     p->names = vf_calloc((size_t)nk + 1, sizeof *p->names);
     p->nodes = vf_calloc((size_t)total + 1, sizeof *p->nodes);
@@ -61,67 +68,55 @@ static vf_status kernels_from_plan(vf_context *ctx, vf_fprofile *p, const vf_gra
         free(used);
         return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_profile: out of host memory (malloc failed)");
     }
-    for (int i = 0; i < nk; i++)
-        for (int j = 0; pp->kernels[i].nodes && j < pp->kernels[i].n_nodes; j++)
-            if (pp->kernels[i].nodes[j] >= 0 && pp->kernels[i].nodes[j] < g->n) used[pp->kernels[i].nodes[j]] = true;
-    /* predicate k belongs to the k-th top-level COND (plans number them in node order) */
-    int n_cond = 0;
-    for (int n = 0; n < g->n; n++) n_cond += g->nodes[n].kind == VF_NODE_COND;
-    int *conds = vf_calloc((size_t)n_cond + 1, sizeof *conds);
-    if (!conds) {
-        free(used);
-        return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_profile: out of host memory (malloc failed)");
-    }
-    for (int n = 0, c = 0; n < g->n; n++)
-        if (g->nodes[n].kind == VF_NODE_COND) conds[c++] = n;
-    int at = 0;
+    for (int q = 0; q < np; q++)
+        for (int i = 0; i < pp[q].n_kernels; i++)
+            for (int j = 0; pp[q].kernels[i].nodes && j < pp[q].kernels[i].n_nodes; j++)
+                if (pp[q].kernels[i].nodes[j] >= 0 && pp[q].kernels[i].nodes[j] < g->n) used[pp[q].kernels[i].nodes[j]] = true;
+    int at = 0, i = 0;
     vf_function_profile *pub = &p->pub;
-    for (int i = 0; i < nk; i++) {
-        const vf_plan_kernel_prof *b = &pp->kernels[i];
-        vf_kernel_profile *k = &p->k[i];
-        snprintf(p->names[i], sizeof p->names[i], "%s", b->name);
-        *k = (vf_kernel_profile){.name = p->names[i], .dispatches = b->dispatches, .barriers = b->barriers,
-                                 .gpu_ns = pp->timed ? b->gpu_ns : 0, .start_ns = pp->timed ? b->start_ns : 0,
-                                 .bytes_read = b->bytes_read, .bytes_written = b->bytes_written,
-                                 .nodes = p->nodes + at, .node_ops = p->ops + at};
-        if (b->pred >= 0) {
-            if (b->pred < n_cond) {
-                p->nodes[at] = conds[b->pred];
-                p->ops[at++] = vf_node_name(&g->nodes[conds[b->pred]]);
-                k->n_nodes = 1;
+    for (int q = 0; q < np; q++) {
+        /* a later plan's run starts after the first's (one queue) */
+        uint64_t shift = timed && pp[q].t0_ns > pp[0].t0_ns ? pp[q].t0_ns - pp[0].t0_ns : 0;
+        for (int r = 0; r < pp[q].n_kernels; r++, i++) {
+            const vf_plan_kernel_prof *b = &pp[q].kernels[r];
+            vf_kernel_profile *k = &p->k[i];
+            snprintf(p->names[i], sizeof p->names[i], "%s", b->name);
+            *k = (vf_kernel_profile){.name = p->names[i], .dispatches = b->dispatches, .barriers = b->barriers,
+                                     .gpu_ns = timed ? b->gpu_ns : 0, .start_ns = timed ? b->start_ns + shift : 0,
+                                     .bytes_read = b->bytes_read, .bytes_written = b->bytes_written,
+                                     .nodes = p->nodes + at, .node_ops = p->ops + at};
+            if (b->nodes) { /* a fused group's, a vf_cond's guard and branches (its COND) */
+                for (int j = 0; j < b->n_nodes; j++)
+                    if (b->nodes[j] >= 0 && b->nodes[j] < g->n) {
+                        p->nodes[at] = b->nodes[j];
+                        p->ops[at++] = op_name(&g->nodes[b->nodes[j]]);
+                        k->n_nodes++;
+                    }
+            } else if (b->first_exec >= 0) {
+                for (int n = 0; n < g->n; n++)
+                    if (!used[n] && runs_op(&g->nodes[n], b->op, b->name)) {
+                        used[n] = true;
+                        p->nodes[at] = n;
+                        p->ops[at++] = op_name(&g->nodes[n]);
+                        k->n_nodes = 1;
+                        break;
+                    }
             }
-        } else if (b->nodes) {
-            for (int j = 0; j < b->n_nodes; j++)
-                if (b->nodes[j] >= 0 && b->nodes[j] < g->n) {
-                    p->nodes[at] = b->nodes[j];
-                    p->ops[at++] = op_name(&g->nodes[b->nodes[j]]);
-                    k->n_nodes++;
-                }
-        } else if (b->first_exec >= 0) {
-            for (int n = 0; n < g->n; n++)
-                if (!used[n] && runs_op(&g->nodes[n], b->op, b->name)) {
-                    used[n] = true;
-                    p->nodes[at] = n;
-                    p->ops[at++] = op_name(&g->nodes[n]);
-                    k->n_nodes = 1;
-                    break;
-                }
+            pub->bytes_read += k->bytes_read;
+            pub->bytes_written += k->bytes_written;
         }
-        pub->bytes_read += k->bytes_read;
-        pub->bytes_written += k->bytes_written;
+        pub->dispatches += pp[q].dispatches;
+        pub->barriers += pp[q].barriers;
+        pub->gpu_ns += timed ? pp[q].gpu_ns : 0;
     }
     free(used);
-    free(conds);
     pub->n_kernels = nk;
     pub->kernels = p->k;
-    pub->dispatches = pp->dispatches;
-    pub->barriers = pp->barriers;
-    pub->gpu_ns = pp->timed ? pp->gpu_ns : 0;
-    pub->timestamps = pp->timed;
+    pub->timestamps = timed;
     return VF_OK;
 }
 
-vf_status vf_fprofile_record(vf_context *ctx, vf_fprofile *p, const vf_graph *g, bool planned, bool eager,
+vf_status vf_fprofile_record(vf_context *ctx, vf_fprofile *p, const vf_graph *g, const vf_fplan *fp, bool eager,
                              uint64_t start_ns, uint64_t wall_ns, int64_t peak_bytes, int64_t call)
 {
     vf_fprofile_free(p);
@@ -137,20 +132,27 @@ vf_status vf_fprofile_record(vf_context *ctx, vf_fprofile *p, const vf_graph *g,
                  "wall time only");
         return VF_OK;
     }
-    if (!planned) {
+    if (!fp) {
         snprintf(p->note, sizeof p->note, "ran node by node on the %s backend (no recorded plan: CPU backend, "
                  "vf_while_loop, printing, or VKFUSE_NO_PLAN): wall time only", ctx->be.iface->name);
         return VF_OK;
     }
     pub->planned = true;
-    vf_plan_prof pp = {0};
-    if (ctx->be.iface->plan_profile) {
-        vf_status s = ctx->be.iface->plan_profile(ctx->be.self, &pp);
-        if (s != VF_OK) return vf_backend_failed(ctx, s, "vf_function_profile: reading the plan's timestamps");
+    int np = ctx->be.iface->plan_profile ? vf_fplan_n_parts(fp) : 0;
+    vf_plan_prof *pp = vf_calloc((size_t)np + 1, sizeof *pp);
+    if (!pp) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_profile: out of host memory (malloc failed)");
+    for (int q = 0; q < np; q++) {
+        vf_status s = ctx->be.iface->plan_profile(ctx->be.self, vf_fplan_part(fp, q), &pp[q]);
+        if (s != VF_OK) {
+            free(pp);
+            return vf_backend_failed(ctx, s, "vf_function_profile: reading the plan's timestamps");
+        }
     }
-    vf_status s = kernels_from_plan(ctx, p, g, &pp);
+    vf_status s = kernels_from_plans(ctx, p, g, pp, np);
+    bool timed = np > 0 && pub->timestamps;
+    free(pp);
     if (s != VF_OK) return s;
-    if (!pp.timed)
+    if (!timed)
         snprintf(p->note, sizeof p->note, "device '%.100s' has no timestamps on its compute queue (timestampValidBits 0 "
                  "or timestampComputeAndGraphics false): wall time only", ctx->device_name);
     pub->note = p->note;

@@ -191,9 +191,12 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
         if (b->oom || !add_copy(b, &pv, &c)) return false;
         pv = c;
     }
-    if (!vf_grow((void **)&b->preds, &b->cap_preds, b->n_preds + 1, sizeof *b->preds)) return !(b->oom = true);
+    if (!vf_grow((void **)&b->preds, &b->cap_preds, b->n_preds + 1, sizeof *b->preds) ||
+        !vf_grow((void **)&b->pred_node, &b->cap_pred_node, b->n_preds + 1, sizeof *b->pred_node))
+        return !(b->oom = true);
     int pred = b->n_preds++;
     b->preds[pred] = pv;
+    b->pred_node[pred] = id;
     pval *tuple = vf_calloc((size_t)n->n_out + 1, sizeof *tuple);
     if (!(b->tuple[id] = tuple)) return !(b->oom = true);
     int ne = n->sub[0]->n_explicit;
@@ -363,6 +366,7 @@ static void builder_free(builder *b, int n_nodes)
     free(b->guard);
     free(b->ex_node);
     free(b->preds);
+    free(b->pred_node);
     free(b->ex);
     free(b->loc);
     free(b->ref_inter);
@@ -533,7 +537,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     vf_plan_pred *preds = vf_calloc((size_t)b->n_preds + 1, sizeof *preds);
     good = good && preds;
     for (int k = 0; good && k < b->n_preds; k++) {
-        preds[k] = (vf_plan_pred){b->preds[k].ref, b->preds[k].loc};
+        preds[k] = (vf_plan_pred){b->preds[k].ref, b->preds[k].loc, b->pred_node[k]};
         if (b->preds[k].inter >= 0) place(b, fp, b->preds[k].inter, off, &preds[k].loc, &preds[k].ref);
     }
     free(iv);
@@ -685,3 +689,7 @@ vf_status vf_fplan_run(const vf_plan_env *env, vf_fplan *fp, const vf_plan_value
 }
 
 void vf_fplan_stats_get(const vf_fplan *fp, vf_fplan_stats *out) { *out = fp->st; }
+
+int vf_fplan_n_parts(const vf_fplan *fp) { return fp->split ? fp->split->n_segs : 1; }
+
+vf_plan *vf_fplan_part(const vf_fplan *fp, int i) { return fp->split ? fp->split->segs[i]->plan : fp->plan; }

@@ -63,6 +63,11 @@ void vf_fplan_slot(const vf_fplan *fp, int k, vf_dtype *dt, vf_shape *shape);
 int vf_fplan_output(const vf_fplan *fp, int k, vf_shape *view);
 /* Runs one call with the params' storage and the slots' (slots[n_slots]). */
 vf_status vf_fplan_run(const vf_plan_env *env, vf_fplan *fp, const vf_plan_value *params, const vf_tref *slots);
+/* The backend plans a call of fp runs, in run order: one, or one per
+   segment of a plan split at HOST nodes (for profiles: each part's
+   kernels are read from the backend's plan_profile). */
+int vf_fplan_n_parts(const vf_fplan *fp);
+vf_plan *vf_fplan_part(const vf_fplan *fp, int i);
 /* be: the backend fp was built on. */
 void vf_fplan_free(const vf_backend_t *be, vf_fplan *fp);
 

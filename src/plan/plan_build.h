@@ -114,6 +114,8 @@ typedef struct builder {
     vf_plan_guard cur;     /* given to the execs being added */
     pval *preds;           /* of the CONDs */
     int n_preds, cap_preds;
+    int *pred_node;        /* per predicate: its COND node */
+    int cap_pred_node;
     int depth;             /* inside a COND branch: > 0 */
     bool oom;
     plan_ucall **ucalls;   /* the user kernels' calls, handed to the plan */

@@ -438,12 +438,12 @@ static void vk_plan_info(void *self, const vf_plan *p, vf_plan_info *out)
     vf_vk_plan_info(p, out);
 }
 
-static vf_status vk_plan_profile(void *self, vf_plan_prof *out)
+static vf_status vk_plan_profile(void *self, vf_plan *p, vf_plan_prof *out)
 {
     vf_vk_runtime *rt = self;
     VF_LOST_GUARD(rt, "a plan's profile");
     VF_EF_FLUSH(rt);
-    return vf_vk_plan_profile(self, out);
+    return vf_vk_plan_profile(self, p, out);
 }
 
 static vf_keyset *vk_kernels_track(void *self, vf_keyset *set)

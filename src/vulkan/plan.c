@@ -222,7 +222,9 @@ static vf_status add_guards(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
             if (g->groups[0] > rt->dev.props.limits.maxComputeWorkGroupCount[0])
                 g->groups[0] = rt->dev.props.limits.maxComputeWorkGroupCount[0];
             g->pred = g->slot = -1;
-            if (!s) s = vf_vk_prof_kernel(rt, &p->prof, "plan_guard", -1, 0, VF_OP_COPY, NULL, 0, &g->kernel);
+            bool named = pr[k].node >= 0; /* the COND it decides */
+            if (!s) s = vf_vk_prof_kernel(rt, &p->prof, "plan_guard", -1, 0, VF_OP_COPY, named ? &pr[k].node : NULL,
+                                          named ? 1 : 0, &g->kernel);
             if (!s) p->prof.k[g->kernel].pred = k;
         }
         steps[m++] = p->steps[i];
@@ -447,7 +449,6 @@ void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p)
     /* The command buffer and descriptor sets must outlive the last run. */
     if (p->serial) vf_vk_sched_wait(&rt->sched, p->serial);
     vf_vk_sched_drain(&rt->sched); /* the wait refuses on a lost device */
-    if (rt->last_plan == p) rt->last_plan = NULL;
     vf_vk_prof_free(rt, &p->prof);
     const vf_vk_device_table *vk = &rt->dev.vkd;
     if (p->cmd) vk->vkFreeCommandBuffers(rt->dev.device, rt->sched.cmd_pool, 1, &p->cmd);
@@ -468,11 +469,10 @@ void vf_vk_plan_info(const vf_plan *p, vf_plan_info *out)
     out->barriers = p->barriers;
 }
 
-vf_status vf_vk_plan_profile(vf_vk_runtime *rt, vf_plan_prof *out)
+vf_status vf_vk_plan_profile(vf_vk_runtime *rt, vf_plan *p, vf_plan_prof *out)
 {
     memset(out, 0, sizeof *out);
-    vf_plan *p = rt->last_plan;
-    if (!p || !p->valid) return VF_OK;
+    if (!p || !p->valid || !p->serial) return VF_OK;
     vf_status s = vf_vk_sched_wait(&rt->sched, p->serial);
     return s ? s : vf_vk_prof_collect(rt, &p->prof, p->barriers, out);
 }

@@ -11,7 +11,7 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
 vf_status vf_vk_plan_run(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds, int n_binds);
 void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p);
 void vf_vk_plan_info(const vf_plan *p, vf_plan_info *out);
-/* The profile of the plan run last (rt->last_plan), after waiting for that run. */
-vf_status vf_vk_plan_profile(vf_vk_runtime *rt, vf_plan_prof *out);
+/* The profile of p's last run, after waiting for that run (n_kernels 0: p has not run). */
+vf_status vf_vk_plan_profile(vf_vk_runtime *rt, vf_plan *p, vf_plan_prof *out);
 
 #endif

@@ -208,7 +208,6 @@ vf_status vf_vk_plan_run(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *bind
     if (!s) s = vf_vk_sched_submit_with(&rt->sched, p->cmd, &serial);
     if (s) return s;
     p->serial = serial;
-    rt->last_plan = p;
     mark_used(p, binds, serial);
     rt->sched.hz.dispatches += p->n_steps;
     rt->sched.hz.barriers += p->barriers;

@@ -101,6 +101,7 @@ vf_status vf_vk_prof_collect(vf_vk_runtime *rt, vf_vk_prof *pr, int barriers, vf
         }
     }
     free(seen);
+    out->t0_ns = (uint64_t)((double)first * period);
     out->timed = true;
     return VF_OK;
 }

@@ -52,7 +52,6 @@ typedef struct vf_vk_runtime {
     vf_vk_memo memo;               /* eager execs' kernels (kernel_memo.h) */
     vf_eager_fuse ef;              /* queued eager elementwise ops and their fused kernels (eager_fuse.h) */
     int64_t execs;
-    struct vf_plan *last_plan;     /* the plan run last, for its profile (plan.c) */
 } vf_vk_runtime;
 
 vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
