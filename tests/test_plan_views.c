@@ -313,6 +313,31 @@ static void slice_of_concat_ref(const float *const *in, const float *v0, double 
     for (int i = 0; i < 64; i++) out[0][i] = tanh(in[1][i]) - 1, out[0][64 + i] = sin(in[0][i]) - 1;
 }
 
+/* a view read late: s = slice(exp(x), 64:128) is read after other
+   values have come and gone, so exp(x)'s bytes must live until then */
+static vf_status slice_late(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *s = slice1(ctx, vf_exp(ctx, in[0]), 64, 128, 1);
+    vf_tensor *u = vf_reshape(ctx, vf_mul(ctx, vf_sin(ctx, in[0]), vt_scalar(ctx, 2)), 2, (int64_t[]){4, 64});
+    vf_tensor *w = vf_reshape(ctx, in[1], 2, (int64_t[]){64, 4});
+    vf_tensor *m = vf_reshape(ctx, vf_matmul(ctx, vf_matmul(ctx, u, w), vf_transpose(ctx, w, NULL)), 1, (int64_t[]){256});
+    out[0] = vf_add(ctx, s, slice1(ctx, vf_tanh(ctx, m), 0, 64, 1));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+static void slice_late_ref(const float *const *in, const float *v0, double *const *out)
+{
+    (void)v0;
+    double mw[4][4] = {{0}}, m[4][64] = {{0}};
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++)
+            for (int k = 0; k < 64; k++) mw[r][c] += 2 * sin(in[0][r * 64 + k]) * in[1][k * 4 + c];
+    for (int r = 0; r < 4; r++)
+        for (int k = 0; k < 64; k++)
+            for (int c = 0; c < 4; c++) m[r][k] += mw[r][c] * in[1][k * 4 + c];
+    for (int i = 0; i < 64; i++) out[0][i] = exp(in[0][64 + i]) + tanh(m[0][i]);
+}
+
 static const vcase cases[] = {
     {"concat_out", concat_out, 2, 1, {64, 64}, {128}, false, concat_out_ref, 1, 0},
     {"concat_param", concat_param, 2, 1, {64, 64}, {128}, false, concat_param_ref, 1, 0},
@@ -325,6 +350,7 @@ static const vcase cases[] = {
     {"slice_copies", slice_copies, 1, 2, {256}, {64, 64}, false, slice_copies_ref, 0, 3},
     {"slice_var", slice_var, 1, 1, {VAR_N}, {64}, true, slice_var_ref, 0, 1},
     {"slice_of_concat", slice_of_concat, 2, 1, {64, 64}, {128}, false, slice_of_concat_ref, 3, 0},
+    {"slice_late", slice_late, 2, 1, {256, 256}, {64}, false, slice_late_ref, 2, 0},
 };
 
 static void test_case(void **state) { check_case(*state); }
