@@ -19,6 +19,7 @@
  * default 15 s, 6 s under ASan); VKFUSE_FAULT_SWEEP=full runs every N of
  * every site without a budget (docs/TESTING.md). */
 #include "child.h"
+#include "faults_common.h"
 #include "testutil.h"
 #include "util/fault.h"
 
@@ -30,27 +31,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static bool validation(void)
-{
-    const char *v = getenv("VKFUSE_VALIDATION");
-    return v && strcmp(v, "1") == 0;
-}
-
-static vf_context *vk_context(const char *cache_dir, bool profile, int64_t limit, vf_status *st)
-{
-    vf_context_desc d = {.backend = VF_BACKEND_VULKAN, .validation = validation(), .cache_dir = cache_dir,
-                         .profile = profile, .device_memory_limit = limit};
-    vf_context *ctx = NULL;
-    *st = vf_context_create(&d, &ctx);
-    return ctx;
-}
-
-static void set_fault(const char *spec)
-{
-    vf_err e = {0};
-    assert_int_equal(vf_fault_set(spec, false, &e), VF_OK);
-}
 
 /* ---- the spec ---------------------------------------------------------------- */
 
@@ -84,7 +64,7 @@ static void test_spec(void **state)
         assert_int_equal(k, i >= 3 ? VF_FAULT_DEVICE_LOST : VF_FAULT_KIND_NONE);
     }
     assert_int_equal(vf_fault_count(VF_FAULT_vkQueueSubmit), 6);
-    set_fault(NULL);
+    vt_fault_set(NULL, false);
     assert_int_equal(vf_fault_count(VF_FAULT_vkQueueSubmit), 0);
     assert_false(vf_fault_armed());
 }
@@ -273,7 +253,7 @@ static void prepare(workload wl, run *r)
     memset(r, 0, sizeof *r);
     vf_status s = VF_OK;
     if (wl == W_CREATE) return;
-    r->ctx = vk_context(cold_dir(r, 0), wl == W_PROFILE, 0, &s);
+    r->ctx = vt_fault_context(cold_dir(r, 0), wl == W_PROFILE, 0, &s);
     assert_int_equal(s, VF_OK);
     if (wl >= W_TRAIN_FIRST) assert_int_equal(train_make(r->ctx, &r->t), VF_OK);
     /* a later call and the function saved: after a first call (whose
@@ -283,7 +263,7 @@ static void prepare(workload wl, run *r)
     /* loaded into another context, with caches of its own: the load
        compiles every kernel again, as in a new process */
     if (wl == W_SAVE_LOAD) {
-        r->ctx2 = vk_context(cold_dir(r, 1), false, 0, &s);
+        r->ctx2 = vt_fault_context(cold_dir(r, 1), false, 0, &s);
         assert_int_equal(s, VF_OK);
     }
 }
@@ -294,7 +274,7 @@ static vf_status window(workload wl, run *r)
     vf_status s = VF_OK;
     switch (wl) {
     case W_CREATE: {
-        r->ctx = vk_context(cold_dir(r, 0), false, 0, &s);
+        r->ctx = vt_fault_context(cold_dir(r, 0), false, 0, &s);
         if (!s) s = eager_demo(r->ctx, false);
         return s;
     }
@@ -398,9 +378,9 @@ static void sweep_one(workload wl, vf_fault_site site, int64_t n)
     run r;
     if (full_sweep()) fprintf(stderr, "%s: VKFUSE_FAULT=%s\n", wl_names[wl], spec); /* what a crash was in */
     prepare(wl, &r);
-    set_fault(spec);
+    vt_fault_set(spec, false);
     vf_status s = window(wl, &r);
-    set_fault(NULL);
+    vt_fault_set(NULL, false);
     /* the message is where the failure was: the loading context's, else
        the run's own */
     const char *msg = r.ctx2 && vf_status_get(r.ctx2) ? vf_error_message(r.ctx2)
@@ -435,11 +415,10 @@ static void count_calls(workload wl)
 {
     run r;
     prepare(wl, &r);
-    vf_err e = {0};
-    assert_int_equal(vf_fault_set(NULL, true, &e), VF_OK);
+    vt_fault_set(NULL, true);
     assert_int_equal(window(wl, &r), VF_OK);
     for (int s = 0; s < VF_FAULT_N_SITES; s++) counts[wl][s] = vf_fault_count((vf_fault_site)s);
-    set_fault(NULL);
+    vt_fault_set(NULL, false);
     after(wl, &r, "(none)");
 }
 
@@ -501,7 +480,7 @@ static void test_device_lost(void **state)
     const char *during[] = {"lost during vkQueueSubmit", "lost during vkWaitForFences", "vkCreateComputePipelines"};
     for (int i = 0; i < 3; i++) {
         vf_status s;
-        vf_context *ctx = vk_context(NULL, false, 0, &s);
+        vf_context *ctx = vt_fault_context(NULL, false, 0, &s);
         assert_int_equal(s, VF_OK);
         train t;
         assert_int_equal(train_make(ctx, &t), VF_OK);
@@ -509,10 +488,10 @@ static void test_device_lost(void **state)
            (how many waits it makes depends on timing: a batch found done
            by a fence poll is not waited for) */
         if (i == 1) assert_int_equal(eager_demo(ctx, true), VF_OK);
-        set_fault(specs[i]);
+        vt_fault_set(specs[i], false);
         s = i == 1 ? VF_OK : eager_demo(ctx, false);
         if (s == VF_OK) s = train_call(ctx, t.fn, t.w, false, false);
-        set_fault(NULL);
+        vt_fault_set(NULL, false);
         assert_int_equal(s, VF_ERROR_DEVICE);
         if (!strstr(vf_error_message(ctx), during[i]) || !strstr(vf_error_message(ctx), "lost during"))
             fail_msg("%s: %s", specs[i], vf_error_message(ctx));
@@ -529,7 +508,7 @@ static void test_device_lost(void **state)
         vf_function_destroy(t.fn);
         vf_context_destroy(ctx);
         /* the same process: a new Vulkan context, and a CPU one */
-        ctx = vk_context(NULL, false, 0, &s);
+        ctx = vt_fault_context(NULL, false, 0, &s);
         assert_int_equal(s, VF_OK);
         assert_false(vf_context_lost(ctx));
         assert_int_equal(eager_demo(ctx, true), VF_OK);
@@ -550,11 +529,11 @@ static void test_timeout_injected(void **state)
     if (!vt_have_vulkan()) return;
     fx_init();
     vf_status s;
-    vf_context *ctx = vk_context(NULL, false, 0, &s);
+    vf_context *ctx = vt_fault_context(NULL, false, 0, &s);
     assert_int_equal(s, VF_OK);
-    set_fault("vkWaitForFences:1:timeout");
+    vt_fault_set("vkWaitForFences:1:timeout", false);
     s = eager_demo(ctx, false);
-    set_fault(NULL);
+    vt_fault_set(NULL, false);
     assert_int_equal(s, VF_ERROR_DEVICE);
     assert_non_null(strstr(vf_error_message(ctx), "timed out after 120000 ms in vkWaitForFences"));
     assert_true(vf_context_lost(ctx));
@@ -574,7 +553,7 @@ static void test_memory_limit(void **state)
     fx_init();
     const int64_t limit = 8 << 20;
     vf_status s;
-    vf_context *ctx = vk_context(NULL, false, limit, &s);
+    vf_context *ctx = vt_fault_context(NULL, false, limit, &s);
     assert_int_equal(s, VF_OK);
     int64_t shape[1] = {(1 << 20) / 4 * 3}; /* 3 MiB */
     vf_scope_begin(ctx);
@@ -603,7 +582,7 @@ static void test_memory_limit(void **state)
     vf_context_destroy(ctx);
     /* the environment's, and a bad one */
     setenv("VKFUSE_DEVICE_MEMORY_LIMIT", "2M", 1);
-    ctx = vk_context(NULL, false, 0, &s);
+    ctx = vt_fault_context(NULL, false, 0, &s);
     unsetenv("VKFUSE_DEVICE_MEMORY_LIMIT");
     assert_int_equal(s, VF_OK);
     vf_scope_begin(ctx);
@@ -614,7 +593,7 @@ static void test_memory_limit(void **state)
     assert_int_equal(eager_demo(ctx, true), VF_OK);
     vf_context_destroy(ctx);
     setenv("VKFUSE_DEVICE_MEMORY_LIMIT", "lots", 1);
-    ctx = vk_context(NULL, false, 0, &s);
+    ctx = vt_fault_context(NULL, false, 0, &s);
     unsetenv("VKFUSE_DEVICE_MEMORY_LIMIT");
     assert_int_equal(s, VF_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(vf_error_message(ctx), "VKFUSE_DEVICE_MEMORY_LIMIT=lots"));

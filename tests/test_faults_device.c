@@ -11,6 +11,7 @@
  * The faults are set in-process through the test hook vf_fault_set
  * (util/fault.h), which also counts each site's calls: the tests read the
  * counts of vkDeviceWaitIdle (unbounded) and vkWaitForFences (bounded). */
+#include "faults_common.h"
 #include "testutil.h"
 #include "frontend/frontend.h"
 #include "util/fault.h"
@@ -20,26 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static bool validation(void)
-{
-    const char *v = getenv("VKFUSE_VALIDATION");
-    return v && strcmp(v, "1") == 0;
-}
-
-static vf_context *vk_context(int64_t limit)
-{
-    vf_context_desc d = {.backend = VF_BACKEND_VULKAN, .validation = validation(), .device_memory_limit = limit};
-    vf_context *ctx = NULL;
-    assert_int_equal(vf_context_create(&d, &ctx), VF_OK);
-    return ctx;
-}
-
-static void set_fault(const char *spec, bool count)
-{
-    vf_err e = {0};
-    assert_int_equal(vf_fault_set(spec, count, &e), VF_OK);
-}
 
 /* x + 1 over n floats, read back and checked: one batch and its wait. */
 static vf_status add_one(vf_context *ctx, int64_t n, bool check)
@@ -70,7 +51,7 @@ static void test_memory_budget(void **state)
 {
     (void)state;
     if (!vt_have_vulkan()) return;
-    vf_context *ctx = vk_context(0);
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
     vf_vk_runtime *rt = runtime(ctx);
     const int64_t budget = 9 << 20, mib3 = (1 << 20) / 4 * 3; /* 3 MiB of f32 */
     rt->dev.test.memory_budget = budget;
@@ -126,17 +107,17 @@ static void test_destroy_after_timeout(void **state)
 {
     (void)state;
     if (!vt_have_vulkan()) return;
-    vf_context *ctx = vk_context(0);
-    set_fault("vkWaitForFences:1:timeout", true);
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    vt_fault_set("vkWaitForFences:1:timeout", true);
     assert_int_equal(add_one(ctx, 1 << 16, false), VF_ERROR_DEVICE);
     assert_true(vf_context_lost(ctx));
     assert_non_null(strstr(vf_error_message(ctx), "timed out after"));
     vf_context_destroy(ctx);
     int64_t idle = vf_fault_count(VF_FAULT_vkDeviceWaitIdle), waits = vf_fault_count(VF_FAULT_vkWaitForFences);
-    set_fault(NULL, false);
+    vt_fault_set(NULL, false);
     if (idle != 0) fail_msg("destroy after a timeout called vkDeviceWaitIdle %lld times", (long long)idle);
     assert_int_equal(waits, 2); /* the one that timed out, the bounded one at destroy */
-    ctx = vk_context(0);
+    ctx = vt_context(VF_BACKEND_VULKAN);
     assert_int_equal(add_one(ctx, 1000, true), VF_OK);
     vf_context_destroy(ctx);
 }
@@ -149,16 +130,16 @@ static void test_destroy_after_hang(void **state)
 {
     (void)state;
     if (!vt_have_vulkan()) return;
-    vf_context *ctx = vk_context(0);
-    set_fault("vkWaitForFences:1+:timeout", true);
+    vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
+    vt_fault_set("vkWaitForFences:1+:timeout", true);
     assert_int_equal(add_one(ctx, 1 << 16, false), VF_ERROR_DEVICE);
     assert_true(vf_context_lost(ctx));
     vf_context_destroy(ctx); /* "vkfuse: the device's work did not finish ..." on stderr */
     int64_t idle = vf_fault_count(VF_FAULT_vkDeviceWaitIdle), waits = vf_fault_count(VF_FAULT_vkWaitForFences);
-    set_fault(NULL, false);
+    vt_fault_set(NULL, false);
     if (idle != 0) fail_msg("destroy after a hang called vkDeviceWaitIdle %lld times", (long long)idle);
     assert_int_equal(waits, 2);
-    ctx = vk_context(0);
+    ctx = vt_context(VF_BACKEND_VULKAN);
     assert_int_equal(add_one(ctx, 1000, true), VF_OK);
     vf_context_destroy(ctx);
 }

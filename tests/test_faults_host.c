@@ -9,6 +9,7 @@
  * is lifted, and the call's own allocation must be among the failures,
  * named by its message. All N of the malloc site, on a warm context: a
  * few hundred runs in about a second. */
+#include "faults_common.h"
 #include "testutil.h"
 #include "util/fault.h"
 
@@ -16,27 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static bool validation(void)
-{
-    const char *v = getenv("VKFUSE_VALIDATION");
-    return v && strcmp(v, "1") == 0;
-}
-
-static vf_context *vk_context(const char *cache_dir, bool profile, int64_t limit, vf_status *st)
-{
-    vf_context_desc d = {.backend = VF_BACKEND_VULKAN, .validation = validation(), .cache_dir = cache_dir,
-                         .profile = profile, .device_memory_limit = limit};
-    vf_context *ctx = NULL;
-    *st = vf_context_create(&d, &ctx);
-    return ctx;
-}
-
-static void set_fault(const char *spec)
-{
-    vf_err e = {0};
-    assert_int_equal(vf_fault_set(spec, false, &e), VF_OK);
-}
 
 static int runs;
 static char path[256]; /* the saved function */
@@ -159,7 +139,7 @@ static void test_sweep_host_copies(void **state)
     (void)state;
     if (!vt_have_vulkan()) return;
     vf_status st;
-    vf_context *ctx = vk_context(NULL, false, 0, &st);
+    vf_context *ctx = vt_fault_context(NULL, false, 0, &st);
     assert_int_equal(st, VF_OK);
     vf_context *cpu = vt_context(VF_BACKEND_CPU);
     vf_function_desc fd = {.name = "host", .body = host_body, .n_inputs = 1, .n_outputs = 1};
@@ -183,18 +163,17 @@ static void test_sweep_host_copies(void **state)
     }
     for (int which = 0; which < H_N; which++) {
         assert_int_equal(host_op(which, ctx, cpu, fn, true), VF_OK); /* warm: a later call */
-        vf_err e = {0};
-        assert_int_equal(vf_fault_set(NULL, true, &e), VF_OK);
+        vt_fault_set(NULL, true);
         assert_int_equal(host_op(which, ctx, cpu, fn, false), VF_OK);
         int64_t n = vf_fault_count(VF_FAULT_malloc);
-        set_fault(NULL);
+        vt_fault_set(NULL, false);
         bool named = false;
         for (int64_t k = 1; k <= n; k++) {
             char spec[32];
             snprintf(spec, sizeof spec, "malloc:%lld", (long long)k);
-            set_fault(spec);
+            vt_fault_set(spec, false);
             vf_status s = host_op(which, ctx, cpu, fn, false);
-            set_fault(NULL);
+            vt_fault_set(NULL, false);
             vf_context *at = vf_status_get(cpu) ? cpu : ctx;
             const char *msg = vf_error_message(at);
             if (s != VF_OK && !strstr(msg, "malloc"))
@@ -233,13 +212,12 @@ static void test_sweep_fold_fresh(void **state)
         assert_non_null(fn);
         char spec[32];
         snprintf(spec, sizeof spec, "malloc:%lld", (long long)k);
-        vf_err e = {0};
-        assert_int_equal(vf_fault_set(k ? spec : NULL, k == 0, &e), VF_OK); /* k = 0: count */
+        vt_fault_set(k ? spec : NULL, k == 0); /* k = 0: count */
         vf_scope_begin(ctx);
         vf_tensor *t = vf_tensor_from_host(ctx, VF_F32, 1, sh, x), *y = NULL;
         vf_status s = t ? vf_function_call(fn, &t, &y) : vf_status_get(ctx);
         if (k == 0) n = vf_fault_count(VF_FAULT_malloc);
-        set_fault(NULL);
+        vt_fault_set(NULL, false);
         if (s != VF_OK && !strstr(vf_error_message(ctx), "malloc"))
             fail_msg("fold on a fresh context, VKFUSE_FAULT=%s: %s does not name the site: %s", spec,
                      vf_status_name(s), vf_error_message(ctx));
