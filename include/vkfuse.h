@@ -421,8 +421,9 @@ VF_API vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm);
    shares x's storage as vf_reshape does; others are one copy kernel. In a
    traced function the slice is resolved against every call's sizes, so
    symbolic (-1) dims may be sliced (x[1:], x[:-1], x[::2]), gradients
-   included. In a traced function slices, pads and concats fuse with their
-   elementwise consumers (one kernel reading the input at the sliced
+   included. In a traced function a contiguous slice at a 256-byte
+   boundary is a view there too; other slices, pads and concats fuse with
+   their elementwise consumers (one kernel reading the input at the sliced
    indices). */
 VF_API vf_tensor *vf_slice(vf_context *ctx, vf_tensor *x, const int64_t *begin, const int64_t *end,
                            const int64_t *step);
@@ -430,7 +431,8 @@ VF_API vf_tensor *vf_slice(vf_context *ctx, vf_tensor *x, const int64_t *begin, 
    from the end); every other dim must match. Empty parts contribute
    nothing. The gradient of a concat along a symbolic dim needs the size of
    one of each two joined parts fixed (concat works as a balanced tree of
-   pairs). */
+   pairs). In a traced function, parts that are contiguous in the result
+   at 256-byte boundaries are computed straight into it (no copy). */
 VF_API vf_tensor *vf_concat(vf_context *ctx, int n, vf_tensor *const *xs, int axis);
 /* Joins 1 <= n <= 64 tensors of one dtype and shape along a new axis (in
    -rank-1 .. rank): the result has rank + 1 dims, size n at axis. */
