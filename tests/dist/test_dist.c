@@ -425,6 +425,37 @@ static void test_allreduce_symbolic(void **state)
     vf_scope_end(ctx);
 }
 
+/* Two f32 tensors with the symbolic batch dim in one call (sym2_body):
+   the class is packed twice, two host nodes; one trace for both sizes. */
+static void test_allreduce_symbolic_two(void **state)
+{
+    (void)state;
+    vf_scope_begin(ctx);
+    sym_step ss = {.d = world, .w = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 2}, sym_w)};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "sym2", .body = sym2_body, .user = &ss,
+                                                                    .n_inputs = 1, .n_outputs = 3, .input_signature = sym_sig});
+    for (int64_t b = 4; b <= 7; b += 3) {
+        float xs[7 * 3], g[6], per[7], p[7 * 2];
+        for (int64_t i = 0; i < b; i++)
+            for (int j = 0; j < 3; j++) xs[i * 3 + j] = sym_x(rank_, i, j);
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){b, 3}, xs), *o[3] = {0};
+        if (vf_function_call(fn, &x, o) != VF_OK) fail_msg("%s", vf_error_message(ctx));
+        assert_int_equal(vf_tensor_dim(o[2], 0), b);
+        assert_int_equal(vf_tensor_read(o[0], g, sizeof g), VF_OK);
+        assert_int_equal(vf_tensor_read(o[1], per, sizeof(float) * (size_t)b), VF_OK);
+        assert_int_equal(vf_tensor_read(o[2], p, sizeof(float) * 2 * (size_t)b), VF_OK);
+        double e = sym2_error(size_, b, g, per, p);
+        if (e > 1e-3) fail_msg("batch %ld: off by %g", (long)b, e);
+        vf_function_stats st = {0};
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        if (vf_backend_get(ctx) == VF_BACKEND_VULKAN) assert_true(st.planned);
+    }
+    assert_int_equal(sym_host_nodes(fn), 2);
+    vf_function_destroy(fn);
+    vf_scope_end(ctx);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
@@ -459,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_allreduce_traced),
         cmocka_unit_test(test_allreduce_traced_staging),
         cmocka_unit_test(test_allreduce_symbolic),
+        cmocka_unit_test(test_allreduce_symbolic_two),
         cmocka_unit_test(test_rank_error_named),
         cmocka_unit_test(test_shape_mismatch),
         cmocka_unit_test(test_rank_left_and_timeout),
