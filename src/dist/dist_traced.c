@@ -8,7 +8,10 @@
  *   signature check and ONE MPI allreduce over them, and uploads the result
  *   split -> reshape (+ cast back): the outputs
  *
- * so a step of gradients of one dtype costs one MPI_Allreduce. The node
+ * so a step of gradients of one dtype costs one MPI_Allreduce. Each part
+ * starts at a multiple of PACK_ALIGN bytes, so on Vulkan the plan makes the
+ * concat and the split views (no copies: the kernels making the gradients
+ * write them into the packed buffer, the update reads them from it). The node
  * state lives in the vf_dist (a function using it must be destroyed before
  * the vf_dist). */
 #include "dist/dist.h"
@@ -17,6 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* Where the packed buffer's parts start: a multiple of the largest
+   storage-buffer offset alignment Vulkan allows, so a traced plan can
+   write each part in place and read each result where it lands. */
+#define PACK_ALIGN 256
 
 struct vf_dist_node {
     vf_dist *d;
@@ -123,25 +131,56 @@ vf_status vf_dist_traced_allreduce(vf_dist *d, int n, vf_tensor *const *in, vf_d
         *node = (struct vf_dist_node){.d = d, .cls = cls, .op = op, .sig = sig, .next = d->nodes};
         snprintf(node->desc, sizeof node->desc, "%s", desc);
         d->nodes = node;
-        vf_tensor *packed = k == 1 ? parts[0] : vf_concat(ctx, k, parts, 0);
-        vf_tensor *red = vf_host_map(ctx, packed, reduce, node, "vf_dist_allreduce");
-        vf_tensor **pieces = calloc((size_t)k, sizeof *pieces);
-        if (!pieces) {
+        /* The packed order: every part at a multiple of PACK_ALIGN bytes
+           (zero padding after a part that ends off it), the symbolic one
+           last; then the plan writes each part in place and reads each
+           result where it lands (no copies; docs/RUNTIME.md "Views"). */
+        int m = 0, *at = calloc((size_t)(2 * k) + 1, sizeof *at);
+        vf_tensor **seq = calloc((size_t)(2 * k) + 1, sizeof *seq), **pieces = calloc((size_t)(2 * k) + 1, sizeof *pieces);
+        int64_t *seqsz = calloc((size_t)(2 * k) + 1, sizeof *seqsz), per = PACK_ALIGN / (cls == VF_DIST_BOOL ? 1 : 4);
+        if (!at || !seq || !pieces || !seqsz) {
+            free(at), free(seq), free(pieces), free(seqsz);
             s = VF_ERROR_OUT_OF_MEMORY;
             break;
         }
-        if (k == 1) pieces[0] = red;
-        else if (red && vf_split(ctx, red, k, sizes, 0, pieces) != VF_OK) pieces[0] = NULL;
+        int lastu = -1; /* the last part off the alignment: no padding after it when it ends the buffer */
+        for (int j = 0; j < k; j++)
+            if (j != sym && sizes[j] % per) lastu = j;
+        for (int pass = 0; pass < 3; pass++) /* aligned sizes, the others, the symbolic one */
+            for (int j = 0; j < k; j++) {
+                bool fits = sizes[j] % per == 0;
+                if (j == sym ? pass != 2 : pass != (fits ? 0 : 1)) continue;
+                at[j] = m, seq[m] = parts[j], seqsz[m++] = sizes[j];
+                if (pass == 1 && (j != lastu || sym >= 0)) {
+                    int64_t pad = per - sizes[j] % per;
+                    seq[m] = vf_fill(ctx, vf_tensor_dtype(parts[j]), 1, &pad, 0), seqsz[m++] = pad;
+                }
+            }
+        /* a part and its padding as one unit: every unit but the last then
+           spans whole PACK_ALIGN blocks, so vf_concat's tree of pairs puts
+           each of its inputs at an aligned offset in its result */
+        int u = 0;
+        for (int j = 0; j < m; j++)
+            if (j + 1 < m && seqsz[j] % per && seqsz[j] > 0) {
+                seq[u++] = vf_concat(ctx, 2, (vf_tensor *[]){seq[j], seq[j + 1]}, 0);
+                j++;
+            } else {
+                seq[u++] = seq[j];
+            }
+        vf_tensor *packed = u == 1 ? seq[0] : vf_concat(ctx, u, seq, 0);
+        vf_tensor *red = vf_host_map(ctx, packed, reduce, node, "vf_dist_allreduce");
+        if (m == 1) pieces[0] = red;
+        else if (red && vf_split(ctx, red, m, seqsz, 0, pieces) != VF_OK) red = NULL;
         for (int j = 0; j < k; j++) {
             vf_tensor *x = in[idx[j]];
             int64_t sh[VF_MAX_RANK];
             uint32_t symd = vf_tensor_symbolic_dims(x);
             for (int a = 0; a < vf_tensor_rank(x); a++) sh[a] = symd >> a & 1 ? -1 : vf_tensor_dim(x, a); /* at most one: below */
-            vf_tensor *y = pieces[0] ? vf_reshape(ctx, pieces[j], vf_tensor_rank(x), sh) : NULL;
+            vf_tensor *y = red ? vf_reshape(ctx, pieces[at[j]], vf_tensor_rank(x), sh) : NULL;
             if (vf_tensor_dtype(x) == VF_F16) y = vf_cast(ctx, y, VF_F16);
             res[idx[j]] = y;
         }
-        free(pieces);
+        free(at), free(seq), free(pieces), free(seqsz);
     }
     for (int i = 0; s == VF_OK && i < n; i++)
         if (!res[i]) s = vf_status_get(ctx) ? vf_status_get(ctx) : VF_ERROR_TRACE;

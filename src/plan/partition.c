@@ -376,7 +376,7 @@ vf_status vf_partition(const vf_graph *g, const vf_fusion_options *opt, vf_parti
                 goto done;
             }
         int grp = -1;
-        if (opt->enabled) {
+        if (opt->enabled && !(opt->view && opt->view[v])) {
             bool ew = vf_fusible_elementwise(nd);
             bool row = !ew && opt->fuse_rows && row_center(g, nd);
             bool mm = !ew && opt->fuse_matmul && nd->kind == VF_NODE_OP && nd->op == VF_OP_MATMUL;

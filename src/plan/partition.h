@@ -90,6 +90,8 @@ typedef struct vf_fusion_options {
     bool fuse_matmul;         /* form VF_GROUP_MATMUL_EPILOGUE groups */
     bool fuse_conv;           /* form VF_GROUP_CONV_EPILOGUE groups */
     int max_nodes;            /* most members of one group (0: 64) */
+    const bool *view;         /* per node, may be NULL: the plan makes it a view of another value (no
+                                 kernel, plan/plan_view.c): a SINGLE group, like a RESHAPE */
 } vf_fusion_options;
 
 typedef struct vf_partition {

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_ALIGN 256 /* the largest minStorageBufferOffsetAlignment Vulkan allows */
+#define PLAN_ALIGN VF_PB_ALIGN
 
 static void ucalls_free(plan_ucall **u, int n)
 {
@@ -72,12 +72,13 @@ static int new_inter(builder *b, vf_dtype dt, const vf_shape *s)
         return -1;
     }
     size_t bytes = (size_t)vf_shape_numel(s) * vf_dtype_size(dt);
-    b->it[b->n_it] = (inter){.dt = dt, .shape = *s, .bytes = bytes, .first = b->n_ex, .last = b->n_ex, .slot = -1};
+    b->it[b->n_it] = (inter){.dt = dt, .shape = *s, .bytes = bytes, .first = b->n_ex, .last = b->n_ex, .slot = -1,
+                             .parent = -1};
     return b->n_it++;
 }
 
 /* Appends exec e whose tensors are vals in[0..n_in-1] and out. */
-static bool add_exec(builder *b, const vf_exec *e, const pval *in, const pval *out)
+bool vf_pb_add_exec(builder *b, const vf_exec *e, const pval *in, const pval *out)
 {
     if (b->n_ex == b->cap_ex) {
         int cap = b->cap_ex ? b->cap_ex * 2 : 16;
@@ -111,7 +112,7 @@ static bool add_exec(builder *b, const vf_exec *e, const pval *in, const pval *o
 }
 
 /* A new intermediate value of dtype dt and shape s. */
-static pval inter_val(builder *b, vf_dtype dt, const vf_shape *s)
+pval vf_pb_inter_val(builder *b, vf_dtype dt, const vf_shape *s)
 {
     int id = new_inter(b, dt, s);
     pval v = {.ref = {.dtype = dt, .rank = s->rank}, .loc = {VF_PLAN_ARENA, 0}, .inter = id};
@@ -124,7 +125,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, con
 static bool add_copy(builder *b, const pval *from, const pval *to)
 {
     vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = from->ref, .out = to->ref};
-    return !b->oom && add_exec(b, &e, from, to);
+    return !b->oom && vf_pb_add_exec(b, &e, from, to);
 }
 
 /* A user kernel's node. At most 3 inputs and one output: one exec (what
@@ -165,14 +166,14 @@ static bool walk_kernel(builder *b, const vf_node *n, int id, pval *v)
     for (int j = 0; j < k->n_out; j++) {
         vf_shape os = {.rank = u->out[j].rank};
         memcpy(os.dim, u->out[j].shape, sizeof os.dim);
-        tuple[j] = inter_val(b, u->out[j].dtype, &os);
+        tuple[j] = vf_pb_inter_val(b, u->out[j].dtype, &os);
     }
     for (int p = 0; p < parts && !b->oom; p++) {
         int i0 = 3 * p < k->n_in ? 3 * p : k->n_in, ni = k->n_in - i0 < 3 ? k->n_in - i0 : 3;
         const pval *o = &tuple[p < k->n_out ? p : k->n_out - 1];
         vf_exec e = {.op = VF_OP_USER_KERNEL, .n_in = ni, .out = o->ref, .ux = &u->x, .attrs.axis = p};
         for (int i = 0; i < ni; i++) e.in[i] = in[i0 + i].ref;
-        if (!add_exec(b, &e, in + i0, o)) return false;
+        if (!vf_pb_add_exec(b, &e, in + i0, o)) return false;
     }
     if (b->oom) return false;
     v[id] = (pval){.inter = -1};
@@ -187,7 +188,7 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
     pval pv = v[n->in[0]];
     if (b->depth > 0 || pv.ref.dtype != VF_BOOL || pv.ref.rank != 0) return false;
     if (pv.inter < 0) { /* an input, capture or constant: a copy of it, at an offset a binding can take */
-        pval c = inter_val(b, VF_BOOL, &(vf_shape){.rank = 0});
+        pval c = vf_pb_inter_val(b, VF_BOOL, &(vf_shape){.rank = 0});
         if (b->oom || !add_copy(b, &pv, &c)) return false;
         pv = c;
     }
@@ -214,7 +215,7 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
         for (int o = 0; ok && o < n->n_out; o++) {
             const pval *r = &sv[sg->outputs[o]];
             vf_shape rs = vf_pb_shape_of(&r->ref);
-            if (k == 0) tuple[o] = inter_val(b, r->ref.dtype, &rs);
+            if (k == 0) tuple[o] = vf_pb_inter_val(b, r->ref.dtype, &rs);
             vf_shape ts = vf_pb_shape_of(&tuple[o].ref);
             ok = !b->oom && r->ref.dtype == tuple[o].ref.dtype && vf_shape_equal(&rs, &ts) &&
                  vf_shape_numel(&rs) > 0 && add_copy(b, r, &tuple[o]);
@@ -299,10 +300,12 @@ static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, con
                symbolic dim that is 0 this call): the interpreter's rules */
             for (int j = 0; j < n->n_in; j++)
                 if (vf_shape_numel(&sh[j]) == 0) return false;
-            v[i] = inter_val(b, dt, &os);
+            if ((n->op == VF_OP_CONCAT || n->op == VF_OP_SLICE) && vf_pb_try_view(b, g, i, in, &os, v + i)) break;
+            if (b->oom) return false;
+            v[i] = vf_pb_inter_val(b, dt, &os);
             vf_exec e = {.op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = v[i].ref};
             for (int j = 0; j < n->n_in; j++) e.in[j] = in[j].ref;
-            if (b->oom || !add_exec(b, &e, in, &v[i])) return false;
+            if (b->oom || !vf_pb_add_exec(b, &e, in, &v[i])) return false;
             break;
         }
         case VF_NODE_RESHAPE: {
@@ -311,11 +314,11 @@ static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, con
             vf_err err = {0};
             if (vf_infer(n, &in[0].ref.dtype, &sh, &dt, &out, &err) != VF_OK || vf_shape_numel(&out) == 0) return false;
             if (in[0].var) { /* the variable's value now, not after later assigns */
-                v[i] = inter_val(b, in[0].ref.dtype, &out);
+                v[i] = vf_pb_inter_val(b, in[0].ref.dtype, &out);
                 vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[0].ref, .out = v[i].ref};
                 e.in[0].rank = out.rank;
                 memcpy(e.in[0].shape, out.dim, sizeof e.in[0].shape);
-                if (b->oom || !add_exec(b, &e, in, &v[i])) return false;
+                if (b->oom || !vf_pb_add_exec(b, &e, in, &v[i])) return false;
                 break;
             }
             v[i] = in[0];
@@ -333,7 +336,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, con
             bool self = in[0].loc.kind == VF_PLAN_FIXED && in[0].ref.buf == c->ref.buf && in[0].ref.offset == c->ref.offset;
             if (!self) {
                 vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[0].ref, .out = c->ref};
-                if (!add_exec(b, &e, in, &var)) return false;
+                if (!vf_pb_add_exec(b, &e, in, &var)) return false;
             }
             v[i] = var;
             break;
@@ -367,6 +370,8 @@ static void builder_free(builder *b, int n_nodes)
     free(b->ex_node);
     free(b->preds);
     free(b->pred_node);
+    free(b->view);
+    free(b->exported);
     free(b->ex);
     free(b->loc);
     free(b->ref_inter);
@@ -379,12 +384,14 @@ static void builder_free(builder *b, int n_nodes)
    to a fused group) past the arena. */
 static void place(const builder *b, const vf_fplan *fp, int id, const size_t *off, vf_plan_loc *l, vf_tref *r)
 {
+    size_t at;
+    id = vf_pb_root(b, id, &at); /* a view: at its offset in its root */
     if (b->it[id].slot >= 0) {
         *l = (vf_plan_loc){VF_PLAN_BIND, fp->n_params + b->it[id].slot};
-        r->offset = 0;
+        r->offset = at;
     } else {
         *l = (vf_plan_loc){VF_PLAN_ARENA, 0};
-        r->offset = off[id];
+        r->offset = off[id] + at;
     }
     r->buf = NULL;
 }
@@ -477,6 +484,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
         const pval *o = &v[outs[k]];
         if (o->inter < 0 || o->var) return VF_OK; /* params, captures, constants: node by node */
         inter *it = &b->it[o->inter];
+        if (it->parent >= 0) return VF_OK; /* a view handed out (plan_view.c never makes one): node by node */
         if (it->slot < 0) {
             it->slot = fp->n_slots++;
             fp->slot_dt[it->slot] = it->dt;
@@ -499,6 +507,8 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     int *ex_kernel = NULL;
     if (check) good = check_slots(b, g, fp, &fz, &ex_kernel);
     for (int i = 0; good && i < b->n_it; i++) {
+        arena_id[i] = -1;
+        if (b->it[i].parent >= 0) continue; /* a view: in its root's bytes */
         fp->st.intermediate_bytes += (int64_t)b->it[i].bytes;
         if (b->it[i].slot >= 0) {
             fp->st.output_bytes += (int64_t)b->it[i].bytes;
@@ -519,7 +529,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     free(taken);
     fp->st.arena_lower_bound = (int64_t)bound;
     for (int i = 0; good && i < b->n_it; i++) {
-        if (b->it[i].slot >= 0) continue;
+        if (b->it[i].slot >= 0 || b->it[i].parent >= 0) continue;
         if (arena_id[i] >= 0) {
             off[i] = aoff[arena_id[i]];
         } else {
@@ -599,7 +609,8 @@ vf_status vf_pb_build(const vf_plan_env *env, const vf_graph *g, const vf_plan_v
                       vf_fplan **out)
 {
     *out = NULL;
-    builder b = {.env = env, .seg = seg, .node_ex = vf_calloc((size_t)g->n + 1, sizeof(int)),
+    builder b = {.env = env, .seg = seg, .view = vf_calloc((size_t)g->n + 1, sizeof(bool)),
+                 .node_ex = vf_calloc((size_t)g->n + 1, sizeof(int)),
                  .node_nex = vf_calloc((size_t)g->n + 1, sizeof(int)), .tuple = vf_calloc((size_t)g->n + 1, sizeof(pval *)),
                  .cur = {-1, false}};
     pval *v = vf_calloc((size_t)g->n + 1, sizeof *v);
@@ -615,7 +626,7 @@ vf_status vf_pb_build(const vf_plan_env *env, const vf_graph *g, const vf_plan_v
         fp->out_view = vf_calloc((size_t)no + 1, sizeof *fp->out_view);
     }
     vf_status s = VF_OK;
-    if (!v || !fp || !b.node_ex || !b.node_nex || !b.tuple || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
+    if (!v || !fp || !b.view || !vf_pb_mark_exported(&b, g) || !b.node_ex || !b.node_nex || !b.tuple || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
         s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", env->name);
     for (int i = 0; s == VF_OK && i < np; i++)
         fp->pshape[i] = vf_pb_shape_of(i < g->n_params ? &params[i].ref : &seg->imports[i - g->n_params].ref);

@@ -10,6 +10,11 @@
 
 #include <string.h>
 
+/* Offsets of arena values, and of views (plan_view.c): the largest
+   minStorageBufferOffsetAlignment Vulkan allows, so a plan holds on any
+   device. */
+#define VF_PB_ALIGN 256
+
 typedef struct pval {
     vf_tref ref;
     vf_plan_loc loc;
@@ -24,6 +29,12 @@ typedef struct inter {
     size_t bytes;
     int first, last, slot; /* slot: output slot, -1: arena */
     bool internal;         /* inside a fused group: never in memory when fused */
+    /* A view (plan_view.c): the bytes of intermediate `parent` from byte
+       `at` on, no memory of its own (a concat's input written in place,
+       a contiguous slice). -1: memory of its own (or a slot). */
+    int parent;
+    size_t at;
+    bool viewed;           /* some intermediate is a view of it */
 } inter;
 
 /* A user kernel's call resolved at the plan's sizes: what its exec's ux
@@ -117,10 +128,29 @@ typedef struct builder {
     int *pred_node;        /* per predicate: its COND node */
     int cap_pred_node;
     int depth;             /* inside a COND branch: > 0 */
+    bool *view;            /* per top-level node: made a view, no kernel of its own (plan_view.c) */
+    bool *exported;        /* per top-level node: its storage is an output of the plan (a slot) */
     bool oom;
     plan_ucall **ucalls;   /* the user kernels' calls, handed to the plan */
     int n_ucalls, cap_ucalls;
 } builder;
+
+/* plan.c's exec and value makers, for plan_view.c. */
+bool vf_pb_add_exec(builder *b, const vf_exec *e, const pval *in, const pval *out);
+pval vf_pb_inter_val(builder *b, vf_dtype dt, const vf_shape *s);
+
+/* Views (plan_view.c): node i (a CONCAT or SLICE at the top level, inputs
+   in) made without a kernel of its own where memory allows: true and
+   v[i] set; false: it needs its usual exec (or b->oom). Off under
+   VKFUSE_CHECK and with fusion off (the baselines). */
+bool vf_pb_try_view(builder *b, const vf_graph *g, int i, const pval *in, const vf_shape *os, pval *v);
+/* The intermediate whose memory id lives in (id itself, or the root of
+   its views), and id's byte offset there (at may be NULL). */
+int vf_pb_root(const builder *b, int id, size_t *at);
+/* Which top-level nodes' storage leaves the plan (b->exported): the
+   outputs and the values sharing their storage (reshapes of them). false:
+   out of host memory. */
+bool vf_pb_mark_exported(builder *b, const vf_graph *g);
 
 /* The fused groups of a plan being built. */
 typedef struct fusion {

@@ -107,6 +107,7 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
     vf_fusion_options opt;
     vf_fusion_options_default(&opt);
     if (b->env->unfused) opt.enabled = false;
+    opt.view = b->view;
     vf_err err = {0};
     if (opt.enabled) {
         vf_status ps = vf_partition(g, &opt, &f->part, &err);
@@ -192,15 +193,33 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
    rewritten and step becomes the level: liveness is counted in levels, so
    kernels of one level never share bytes (they run between the same two
    barriers). Fused groups follow their kernel. false: out of memory. */
+/* The level a kernel touching intermediate id (writing it: write) must
+   come after, at least lv. Views (plan_view.c) share bytes with their
+   roots: a read waits for writes of id, of the views in it (wsub: the
+   latest over id's subtree) and of the values it is a view of (their own
+   writes, wl); a write also waits for the reads of all of those. Views
+   of one root side by side do not wait for each other. */
+static int after(const builder *b, int id, bool write, const int *wl, const int *rl, const int *wsub, const int *rsub,
+                 int lv)
+{
+    int need = write ? (wsub[id] > rsub[id] ? wsub[id] : rsub[id]) : wsub[id];
+    for (int a = b->it[id].parent; a >= 0; a = b->it[a].parent) {
+        if (wl[a] > need) need = wl[a];
+        if (write && rl[a] > need) need = rl[a];
+    }
+    return need >= 0 && need + 1 > lv ? need + 1 : lv;
+}
+
 bool vf_pb_schedule_levels(builder *b, fusion *fz, int *ord, int *step)
 {
     int n = b->n_ex, nk = n ? step[n - 1] + 1 : 0;
     int *level = vf_calloc((size_t)nk + 1, sizeof *level), *kfirst = vf_malloc(sizeof(int) * ((size_t)nk + 1));
     int *wl = vf_malloc(sizeof(int) * ((size_t)b->n_it + 1)), *rl = vf_malloc(sizeof(int) * ((size_t)b->n_it + 1));
+    int *wsub = vf_malloc(sizeof(int) * ((size_t)b->n_it + 1)), *rsub = vf_malloc(sizeof(int) * ((size_t)b->n_it + 1));
     int *nord = vf_malloc(sizeof(int) * ((size_t)n + 1)), *nstep = vf_malloc(sizeof(int) * ((size_t)n + 1));
     int *kpos = vf_malloc(sizeof(int) * ((size_t)nk + 1)), *start = vf_calloc((size_t)n + 2, sizeof(int));
-    bool ok = level && kfirst && wl && rl && nord && nstep && kpos && start;
-    for (int i = 0; ok && i < b->n_it; i++) wl[i] = rl[i] = -1;
+    bool ok = level && kfirst && wl && rl && wsub && rsub && nord && nstep && kpos && start;
+    for (int i = 0; ok && i < b->n_it; i++) wl[i] = rl[i] = wsub[i] = rsub[i] = -1;
     int top = -1, floor = 0;
     for (int x = 0; ok && x < n; x++)
         if (x == 0 || step[x] != step[x - 1]) kfirst[step[x]] = x;
@@ -212,8 +231,7 @@ bool vf_pb_schedule_levels(builder *b, fusion *fz, int *ord, int *step)
             for (int j = 0; j < 4; j++) {
                 int id = b->ref_inter[e][j];
                 if (j < 3 && j >= b->ex[e].n_in) continue;
-                if (id >= 0 && wl[id] >= 0 && wl[id] + 1 > lv) lv = wl[id] + 1;
-                if (j == 3 && id >= 0 && rl[id] >= 0 && rl[id] + 1 > lv) lv = rl[id] + 1;
+                if (id >= 0) lv = after(b, id, j == 3, wl, rl, wsub, rsub, lv);
             }
             if (b->guard[e].pred >= 0) {
                 int id = b->preds[b->guard[e].pred].inter;
@@ -230,8 +248,10 @@ bool vf_pb_schedule_levels(builder *b, fusion *fz, int *ord, int *step)
             for (int j = 0; j < 4; j++) {
                 int id = b->ref_inter[e][j];
                 if (id < 0 || (j < 3 && j >= b->ex[e].n_in)) continue;
-                int *l = j == 3 ? wl : rl;
+                int *l = j == 3 ? wl : rl, *sub = j == 3 ? wsub : rsub;
                 if (l[id] < lv) l[id] = lv;
+                for (int a = id; a >= 0; a = b->it[a].parent) /* a view's bytes are its roots' too */
+                    if (sub[a] < lv) sub[a] = lv;
             }
             if (b->guard[e].pred >= 0 && b->preds[b->guard[e].pred].inter >= 0) {
                 int id = b->preds[b->guard[e].pred].inter;
@@ -262,7 +282,7 @@ bool vf_pb_schedule_levels(builder *b, fusion *fz, int *ord, int *step)
         memcpy(ord, nord, sizeof(int) * (size_t)n);
         memcpy(step, nstep, sizeof(int) * (size_t)n);
     }
-    free(level), free(kfirst), free(wl), free(rl), free(nord), free(nstep), free(kpos), free(start);
+    free(level), free(kfirst), free(wl), free(rl), free(wsub), free(rsub), free(nord), free(nstep), free(kpos), free(start);
     return ok;
 }
 
@@ -289,7 +309,7 @@ bool vf_pb_reorder(builder *b, const int *ord, const int *step)
     }
     free(b->ex), free(b->loc), free(b->ref_inter), free(b->guard), free(b->ex_node);
     b->ex = ex, b->loc = loc, b->ref_inter = ri, b->guard = gd, b->ex_node = en;
-    for (int i = 0; i < b->n_it; i++) b->it[i].first = -1;
+    for (int i = 0; i < b->n_it; i++) b->it[i].first = b->it[i].last = -1;
     for (int x = 0; x < n; x++) {
         int w = ri[x][3];
         if (w >= 0 && b->it[w].first < 0) b->it[w].first = b->it[w].last = step[x];
@@ -303,8 +323,19 @@ bool vf_pb_reorder(builder *b, const int *ord, const int *step)
         int id = gd[x].pred >= 0 ? b->preds[gd[x].pred].inter : -1;
         if (id >= 0 && b->it[id].last < step[x]) b->it[id].last = step[x];
     }
-    for (int i = 0; i < b->n_it; i++)
-        if (b->it[i].first < 0) b->it[i].first = b->it[i].last = 0;
+    /* A view's uses are its root's: the root's bytes live from the first
+       write of any view in it to the last use of any (plan_view.c). */
+    for (int i = 0; i < b->n_it; i++) {
+        int r = vf_pb_root(b, i, NULL);
+        if (r == i) continue;
+        inter *v = &b->it[i], *t = &b->it[r];
+        if (v->first >= 0 && (t->first < 0 || v->first < t->first)) t->first = v->first;
+        if (v->last > t->last) t->last = v->last;
+    }
+    for (int i = 0; i < b->n_it; i++) {
+        if (b->it[i].first < 0) b->it[i].first = 0; /* never written here (read only, or unused) */
+        if (b->it[i].last < b->it[i].first) b->it[i].last = b->it[i].first;
+    }
     return true;
 }
 
@@ -316,7 +347,10 @@ bool vf_pb_reorder(builder *b, const int *ord, const int *step)
    right too: every member reading the input runs no later than the member
    writing the output. Never with fusion off (the alias-free baseline),
    never for outputs or variables (not arena values), never guarded. */
-static bool arena_value(const builder *b, int id) { return id >= 0 && b->it[id].slot < 0 && !b->it[id].internal; }
+static bool arena_value(const builder *b, int id)
+{
+    return id >= 0 && b->it[id].slot < 0 && !b->it[id].internal && b->it[id].parent < 0 && !b->it[id].viewed;
+}
 
 static bool same_elements(const vf_tref *a, const vf_tref *o)
 {
