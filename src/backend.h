@@ -371,6 +371,9 @@ typedef struct vf_vk_options {
     const char *test_caps;   /* VKFUSE_TEST_CAPS: the codegen profile (device.c); NULL: the device's */
     const char *test_limits; /* VKFUSE_TEST_LIMITS: smaller device limits (device.h); NULL: none */
     bool no_robust;          /* VKFUSE_ROBUST=0: no robustBufferAccess (device.c) */
+    bool test_staging;       /* VKFUSE_TEST_STAGING=1 (testing): device memory treated as not
+                                host-visible, as a discrete GPU's device-local memory: every copy
+                                through staging buffers, the backend's map gives NULL (memory.h) */
     const char *dump_dir;    /* VKFUSE_DUMP: each compiled kernel's GLSL under <dir>/kernels; NULL: none */
     bool log_info;           /* VKFUSE_LOG=info|debug: every shader compile and its time on stderr */
     const char *timeout_ms;  /* VKFUSE_TIMEOUT_MS: a wait for the device longer than this many
@@ -390,7 +393,7 @@ typedef struct vf_vk_options {
                                 Not a size: VF_ERROR_INVALID_ARGUMENT (memory.h) */
 } vf_vk_options;
 
-/* Sets o's loader, test_caps, test_limits, dump_dir, log_info,
+/* Sets o's loader, test_caps, test_limits, test_staging, dump_dir, log_info,
    timeout_ms, compile_threads, memory_cache and memory_limit from the
    environment (context.c; the pointers are the environment's). */
 void vf_vk_options_env(vf_vk_options *o);

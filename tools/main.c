@@ -52,6 +52,7 @@ static const char *const env_vars[][2] = {
     {"VKFUSE_ROBUST=0", "no robustBufferAccess (default on where the device has it: a user kernel cannot write out of bounds)"},
     {"VKFUSE_TEST_LIMITS=...", "test only: smaller device limits, so that split dispatches run"},
     {"VKFUSE_TEST_CAPS=gpu", "test only: generate the GPU codegen profile on any device"},
+    {"VKFUSE_TEST_STAGING=1", "test only: device memory treated as not host-visible (staging copies)"},
     {"VKFUSE_TEST_AMBER_CRASH=<text>", "test only: a `vkfuse amber` worker aborts on a file whose path has <text>"},
 };
 

@@ -86,6 +86,7 @@ void vf_vk_options_env(vf_vk_options *o)
     o->loader = getenv("VKFUSE_VULKAN_LOADER");
     o->test_caps = getenv("VKFUSE_TEST_CAPS");
     o->test_limits = getenv("VKFUSE_TEST_LIMITS");
+    o->test_staging = env_true("VKFUSE_TEST_STAGING");
     const char *rb = env_set("VKFUSE_ROBUST");
     o->no_robust = rb && strcmp(rb, "0") == 0;
     o->dump_dir = env_set("VKFUSE_DUMP");

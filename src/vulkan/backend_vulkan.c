@@ -608,7 +608,7 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
         return s;
     }
     vf_vk_mem_options mopt = {.block_size = xopt->block_size, .cache_cap = cache_cap,
-                              .force_staging = xopt->force_staging, .limit = limit};
+                              .force_staging = xopt->force_staging || opt->test_staging, .limit = limit};
     vf_vk_sched_options sopt = {.batch_dispatches = xopt->batch_dispatches, .profile = opt->profile,
                                 .timeout_ms = timeout_ms};
     s = vf_vk_mem_init(&rt->mem, &rt->dev, &mopt, err);

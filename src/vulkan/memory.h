@@ -64,7 +64,8 @@ typedef struct vf_vk_mem_options {
     int64_t cache_cap;           /* most bytes of cached blocks kept; 0: the size of the memory
                                     heap tensors live in; < 0: none (a block nothing uses is
                                     destroyed at once) */
-    bool force_staging;          /* testing: pretend device memory is not host-visible */
+    bool force_staging;          /* testing: pretend device memory is not host-visible
+                                    (vf_vk_extra_options, VKFUSE_TEST_STAGING) */
     int64_t limit;               /* > 0: VKFUSE_DEVICE_MEMORY_LIMIT, the device's memory as far as
                                     vkfuse is concerned (bytes_reserved never passes it) */
 } vf_vk_mem_options;

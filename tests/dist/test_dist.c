@@ -31,7 +31,7 @@ static double now(void)
 /* value of element k on rank r: small integers and halves, exact in f16 */
 static double val(int r, int64_t k, int salt) { return (double)((k * 7 + salt) % 13 - 6) * 0.5 + (double)r; }
 
-static vf_tensor *make(vf_dtype t, int rank, const int64_t *shape, int r, int salt)
+static vf_tensor *make_on(vf_context *c, vf_dtype t, int rank, const int64_t *shape, int r, int salt)
 {
     int64_t n = 1;
     for (int a = 0; a < rank; a++) n *= shape[a];
@@ -55,9 +55,14 @@ static vf_tensor *make(vf_dtype t, int rank, const int64_t *shape, int r, int sa
         }
         }
     }
-    vf_tensor *x = vf_tensor_from_host(ctx, t, rank, shape, buf);
+    vf_tensor *x = vf_tensor_from_host(c, t, rank, shape, buf);
     free(buf);
     return x;
+}
+
+static vf_tensor *make(vf_dtype t, int rank, const int64_t *shape, int r, int salt)
+{
+    return make_on(ctx, t, rank, shape, r, salt);
 }
 
 /* expected element k of the reduction over ranks, as the dtype holds it */
@@ -310,23 +315,26 @@ static vf_status traced_body(vf_context *c, vf_tensor *const *in, vf_tensor **ou
     return VF_OK;
 }
 
-static void test_allreduce_traced(void **state)
+/* Calls traced_body `calls` times on d's context; the results against
+   eager's formulas. Vulkan: a recorded plan split at the host nodes, in
+   `submits` submits per call (-1: not checked). */
+static void check_traced(vf_dist *d, int calls, int submits)
 {
-    (void)state;
+    vf_context *c = vf_dist_context(d);
     const int64_t shape[2] = {4, 5};
-    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "traced_allreduce", .body = traced_body,
-                                                                    .user = world, .n_inputs = 1, .n_outputs = 5});
+    vf_function *fn = vf_function_create(c, &(vf_function_desc){.name = "traced_allreduce", .body = traced_body,
+                                                                  .user = d, .n_inputs = 1, .n_outputs = 5});
     assert_non_null(fn);
-    for (int call = 0; call < 2; call++) {
-        vf_scope_begin(ctx);
-        vf_tensor *x = make(VF_F32, 2, shape, rank_, call), *o[5] = {0};
-        if (vf_function_call(fn, &x, o) != VF_OK) fail_msg("%s", vf_error_message(ctx));
-        float a[20], b, c[20];
+    for (int call = 0; call < calls; call++) {
+        vf_scope_begin(c);
+        vf_tensor *x = make_on(c, VF_F32, 2, shape, rank_, call), *o[5] = {0};
+        if (vf_function_call(fn, &x, o) != VF_OK) fail_msg("%s", vf_error_message(c));
+        float a[20], b, cc[20];
         uint16_t h[20];
         int32_t i32[20];
         assert_int_equal(vf_tensor_read(o[0], a, sizeof a), VF_OK);
         assert_int_equal(vf_tensor_read(o[1], &b, sizeof b), VF_OK);
-        assert_int_equal(vf_tensor_read(o[2], c, sizeof c), VF_OK);
+        assert_int_equal(vf_tensor_read(o[2], cc, sizeof cc), VF_OK);
         assert_int_equal(vf_tensor_read(o[3], h, sizeof h), VF_OK);
         assert_int_equal(vf_tensor_read(o[4], i32, sizeof i32), VF_OK);
         double total = 0;
@@ -335,21 +343,19 @@ static void test_allreduce_traced(void **state)
             for (int r = 0; r < size_; r++) ei += trunc(val(r, k, call));
             total += e;
             assert_float_equal(a[k], 2 * e + 1, 1e-5);
-            assert_float_equal(c[k], e, 1e-5);
+            assert_float_equal(cc[k], e, 1e-5);
             assert_float_equal(as_double(VF_F16, h, k), e, 1e-5);
             assert_int_equal(i32[k], (int32_t)ei);
         }
         assert_float_equal(b, total, 1e-4);
-        vf_scope_end(ctx);
+        vf_scope_end(c);
     }
     vf_function_stats st = {0};
     vf_function_stats_get(fn, &st);
     assert_int_equal(st.traces, 1);
-    /* Vulkan: a recorded plan split at the host nodes: the kernels before
-       them in one submit, the two MPI calls, the kernels after in a second */
-    if (vf_backend_get(ctx) == VF_BACKEND_VULKAN) {
+    if (vf_backend_get(c) == VF_BACKEND_VULKAN) {
         assert_true(st.planned);
-        assert_int_equal(st.submits_per_call, 2);
+        if (submits >= 0) assert_int_equal(st.submits_per_call, submits);
     }
     char *text = vf_function_graph_text(fn);
     assert_non_null(text);
@@ -358,6 +364,35 @@ static void test_allreduce_traced(void **state)
     if (nodes != 2) fail_msg("%d host nodes (want 2: f32 with f16 as f32, i32):\n%s", nodes, text);
     free(text);
     vf_function_destroy(fn);
+}
+
+static void test_allreduce_traced(void **state)
+{
+    (void)state;
+    check_traced(world, 2, 2); /* the kernels before the host nodes, the two MPI calls, the kernels after */
+}
+
+/* The same on a context whose device memory the host cannot map
+   (VKFUSE_TEST_STAGING, docs/TESTING.md), as a discrete GPU's: the host
+   nodes take vf_host_map's download -> reduce -> upload fallback. Vulkan
+   only: the CPU backend maps nothing, test_allreduce_traced already runs
+   it through that fallback. On 2 ranks only: the fallback is the same for
+   any number, and a context costs each rank about 0.3 s (CI time). */
+static void test_allreduce_traced_staging(void **state)
+{
+    (void)state;
+    if (vf_backend_get(ctx) != VF_BACKEND_VULKAN || size_ != 2) return;
+    vf_context *c = NULL;
+    setenv("VKFUSE_TEST_STAGING", "1", 1);
+    vf_status s = vf_context_create(NULL, &c);
+    unsetenv("VKFUSE_TEST_STAGING");
+    if (s != VF_OK) fail_msg("context: %s", vf_error_message(c));
+    vf_dist *d = NULL;
+    assert_int_equal(vf_dist_create(c, &(vf_dist_desc){.timeout_s = 20}, &d), VF_OK);
+    check_traced(d, 1, -1); /* the staging copies add submits */
+    vf_dist_destroy(d);
+    assert_int_equal(vf_status_get(c), VF_OK);
+    vf_context_destroy(c);
 }
 
 /* A symbolic batch (sym_step.h): one trace for two batch sizes, the
@@ -387,6 +422,37 @@ static void test_allreduce_symbolic(void **state)
             assert_int_equal(st.submits_per_call, 2);
         }
     }
+    vf_function_destroy(fn);
+    vf_scope_end(ctx);
+}
+
+/* Two f32 tensors with the symbolic batch dim in one call (sym2_body):
+   the class is packed twice, two host nodes; one trace for both sizes. */
+static void test_allreduce_symbolic_two(void **state)
+{
+    (void)state;
+    vf_scope_begin(ctx);
+    sym_step ss = {.d = world, .w = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){3, 2}, sym_w)};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "sym2", .body = sym2_body, .user = &ss,
+                                                                    .n_inputs = 1, .n_outputs = 3, .input_signature = sym_sig});
+    for (int64_t b = 4; b <= 7; b += 3) {
+        float xs[7 * 3], g[6], per[7], p[7 * 2];
+        for (int64_t i = 0; i < b; i++)
+            for (int j = 0; j < 3; j++) xs[i * 3 + j] = sym_x(rank_, i, j);
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){b, 3}, xs), *o[3] = {0};
+        if (vf_function_call(fn, &x, o) != VF_OK) fail_msg("%s", vf_error_message(ctx));
+        assert_int_equal(vf_tensor_dim(o[2], 0), b);
+        assert_int_equal(vf_tensor_read(o[0], g, sizeof g), VF_OK);
+        assert_int_equal(vf_tensor_read(o[1], per, sizeof(float) * (size_t)b), VF_OK);
+        assert_int_equal(vf_tensor_read(o[2], p, sizeof(float) * 2 * (size_t)b), VF_OK);
+        double e = sym2_error(size_, b, g, per, p);
+        if (e > 1e-3) fail_msg("batch %ld: off by %g", (long)b, e);
+        vf_function_stats st = {0};
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        if (vf_backend_get(ctx) == VF_BACKEND_VULKAN) assert_true(st.planned);
+    }
+    assert_int_equal(sym_host_nodes(fn), 2);
     vf_function_destroy(fn);
     vf_scope_end(ctx);
 }
@@ -423,7 +489,9 @@ int main(void)
         cmocka_unit_test(test_allreduce_large),
         cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_allreduce_traced),
+        cmocka_unit_test(test_allreduce_traced_staging),
         cmocka_unit_test(test_allreduce_symbolic),
+        cmocka_unit_test(test_allreduce_symbolic_two),
         cmocka_unit_test(test_rank_error_named),
         cmocka_unit_test(test_shape_mismatch),
         cmocka_unit_test(test_rank_left_and_timeout),

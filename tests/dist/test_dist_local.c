@@ -135,6 +135,28 @@ static void *rank_main(void *arg)
               "symbolic batch %ld: %d traces, planned %d, %d submits", (long)b, fst.traces, fst.planned, fst.submits_per_call);
     }
     vf_function_destroy(fn);
+    /* two tensors with the symbolic dim in one call: two packed passes */
+    fn = vf_function_create(ctx, &(vf_function_desc){.name = "sym2", .body = sym2_body, .user = &ss, .n_inputs = 1,
+                                                      .n_outputs = 3, .input_signature = sym_sig});
+    for (int64_t b = 4; b <= 7; b += 3) {
+        float xs[7 * 3], g[6], per[7], p[7 * 2];
+        for (int64_t i = 0; i < b; i++)
+            for (int j = 0; j < 3; j++) xs[i * 3 + j] = sym_x(r, i, j);
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){b, 3}, xs), *so[3] = {0};
+        s = vf_function_call(fn, &x, so);
+        CHECK(s == VF_OK, "two symbolic, batch %ld: %s", (long)b, vf_error_message(ctx));
+        if (s != VF_OK) break;
+        vf_tensor_read(so[0], g, sizeof g), vf_tensor_read(so[1], per, sizeof(float) * (size_t)b);
+        vf_tensor_read(so[2], p, sizeof(float) * 2 * (size_t)b);
+        double e = sym2_error(N, b, g, per, p);
+        CHECK(e < 1e-3, "two symbolic, batch %ld: off by %g", (long)b, e);
+        vf_function_stats fst;
+        vf_function_stats_get(fn, &fst);
+        CHECK(fst.traces == 1 && (vf_backend_get(ctx) != VF_BACKEND_VULKAN || fst.planned),
+              "two symbolic, batch %ld: %d traces, planned %d", (long)b, fst.traces, fst.planned);
+    }
+    CHECK(sym_host_nodes(fn) == 2, "two symbolic: %d host nodes, want 2", sym_host_nodes(fn));
+    vf_function_destroy(fn);
     /* weights made on another context reach every context by copy; a
        broadcast then overwrites whatever each rank had */
     vf_tensor *mine = vf_tensor_copy_to(ctx, w0);
