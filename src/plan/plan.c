@@ -386,6 +386,12 @@ static void place(const builder *b, const vf_fplan *fp, int id, const size_t *of
 {
     size_t at;
     id = vf_pb_root(b, id, &at); /* a view: at its offset in its root */
+    if (b->it[id].fixed) { /* an assign's value written in place: the variable's buffer */
+        *l = (vf_plan_loc){VF_PLAN_FIXED, 0};
+        r->buf = b->it[id].fixed_ref.buf;
+        r->offset = b->it[id].fixed_ref.offset + at;
+        return;
+    }
     if (b->it[id].slot >= 0) {
         *l = (vf_plan_loc){VF_PLAN_BIND, fp->n_params + b->it[id].slot};
         r->offset = at;
@@ -501,14 +507,14 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     int n = 0;
     size_t arena = 0, spill = 0;
     bool good = iv && arena_id && aoff && off && ord && step;
-    good = good && vf_pb_fusion(b, g, v, &fz, ord, step) && vf_pb_schedule_levels(b, &fz, ord, step) &&
-           vf_pb_reorder(b, ord, step);
+    good = good && vf_pb_fusion(b, g, v, &fz, ord, step) && vf_pb_assign_in_place(b, &fz, ord, step) &&
+           vf_pb_schedule_levels(b, &fz, ord, step) && vf_pb_reorder(b, ord, step);
     bool check = good && env->check;
     int *ex_kernel = NULL;
     if (check) good = check_slots(b, g, fp, &fz, &ex_kernel);
     for (int i = 0; good && i < b->n_it; i++) {
         arena_id[i] = -1;
-        if (b->it[i].parent >= 0) continue; /* a view: in its root's bytes */
+        if (b->it[i].parent >= 0 || b->it[i].fixed) continue; /* a view: in its root's bytes; in a variable */
         fp->st.intermediate_bytes += (int64_t)b->it[i].bytes;
         if (b->it[i].slot >= 0) {
             fp->st.output_bytes += (int64_t)b->it[i].bytes;
@@ -529,7 +535,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
     free(taken);
     fp->st.arena_lower_bound = (int64_t)bound;
     for (int i = 0; good && i < b->n_it; i++) {
-        if (b->it[i].slot >= 0 || b->it[i].parent >= 0) continue;
+        if (b->it[i].slot >= 0 || b->it[i].parent >= 0 || b->it[i].fixed) continue;
         if (arena_id[i] >= 0) {
             off[i] = aoff[arena_id[i]];
         } else {

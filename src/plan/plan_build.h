@@ -35,6 +35,8 @@ typedef struct inter {
     int parent;
     size_t at;
     bool viewed;           /* some intermediate is a view of it */
+    bool fixed;            /* assigned in place (plan_assign.c): it lives in fixed_ref, a variable's buffer */
+    vf_tref fixed_ref;
 } inter;
 
 /* A user kernel's call resolved at the plan's sizes: what its exec's ux
@@ -178,6 +180,12 @@ void vf_pb_fusion_free(fusion *f);
    memory. Without fusion, or if the graph cannot be partitioned, the order
    stays the node order. */
 bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *ord, int *step);
+/* Assigns written in place (plan_assign.c): with the kernel order known
+   (after vf_pb_fusion, before vf_pb_schedule_levels), the copies of
+   assigns whose value's kernel can write the variable itself go; ord,
+   step, fz and b->n_ex are rewritten. */
+bool vf_pb_assign_in_place(builder *b, fusion *fz, int *ord, int *step);
+
 /* Kernels in dependency-level order; step becomes the level. */
 bool vf_pb_schedule_levels(builder *b, fusion *fz, int *ord, int *step);
 /* Applies the permutation ord to the builder's execs. */

@@ -349,7 +349,8 @@ bool vf_pb_reorder(builder *b, const int *ord, const int *step)
    never for outputs or variables (not arena values), never guarded. */
 static bool arena_value(const builder *b, int id)
 {
-    return id >= 0 && b->it[id].slot < 0 && !b->it[id].internal && b->it[id].parent < 0 && !b->it[id].viewed;
+    return id >= 0 && b->it[id].slot < 0 && !b->it[id].internal && b->it[id].parent < 0 && !b->it[id].viewed &&
+           !b->it[id].fixed;
 }
 
 static bool same_elements(const vf_tref *a, const vf_tref *o)
