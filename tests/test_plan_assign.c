@@ -128,6 +128,27 @@ static void matmuls_ref(double (*v)[N], const double *x, double *out)
     for (int i = 0; i < N; i++) v[0][i] = nv[i], v[1][i] = nw[i], out[i] = -x[i];
 }
 
+/* v = v - 0.5 * (e @ e), e = exp(x as [8, 8]) (v [8, 8]): the update in
+   the matmul's epilogue reads v element for element: in place */
+static vf_status epilogue(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vars *s = user;
+    vf_tensor *e = vf_reshape(ctx, vf_exp(ctx, in[0]), 2, (int64_t[]){8, 8});
+    vf_status st = vf_assign(s->v[0], vf_sub(ctx, s->v[0], vf_mul(ctx, vt_scalar(ctx, 0.5), vf_matmul(ctx, e, e))));
+    out[0] = vf_sin(ctx, in[0]);
+    return st ? st : out[0] ? VF_OK : vf_status_get(ctx);
+}
+static void epilogue_ref(double (*v)[N], const double *x, double *out)
+{
+    for (int r = 0; r < 8; r++)
+        for (int c = 0; c < 8; c++) {
+            double acc = 0;
+            for (int k = 0; k < 8; k++) acc += exp(x[r * 8 + k]) * exp(x[k * 8 + c]);
+            v[0][r * 8 + c] -= 0.5 * acc;
+        }
+    for (int i = 0; i < N; i++) out[i] = sin(x[i]);
+}
+
 /* v = softmax(v) * 2 (v [8, 8]; a row kernel reads v's whole row): a copy */
 static vf_status rows(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
@@ -165,6 +186,7 @@ static const acase cases[] = {
     {"read_between", read_between, 1, read_between_ref, 3},
     {"reassigned", reassigned, 1, reassigned_ref, 4},  /* u, its copy; u*2 in place; u-1 */
     {"matmuls", matmuls, 2, matmuls_ref, 5, true},     /* v@w, its copy; exp+fill+matmul in place; neg */
+    {"epilogue", epilogue, 1, epilogue_ref, 3, true}, /* exp; matmul+mul+sub in place; sin */
     {"rows", rows, 1, rows_ref, 3, true},              /* softmax*2, copy; add */
     {"returned", returned, 1, returned_ref, 2},        /* mul+add (returned), copy */
 };

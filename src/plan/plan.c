@@ -7,7 +7,9 @@
  * buffers, every other op result an intermediate in the plan's arena at an
  * offset from the liveness planner (plan/memplan.h). Variables keep the
  * node-by-node semantics: an assign is a COPY into the variable's buffer
- * at its place in program order, a reshape of a variable copies.
+ * at its place in program order (which plan_assign.c removes where the
+ * value's kernel can write the variable itself), a reshape of a variable
+ * copies. Concats and slices may be views (plan_view.c).
  *
  * Fusion (plan/partition.h): the graph is partitioned and the execs put
  * in group order; each elementwise DAG, row or matmul group goes to the backend as one

@@ -106,7 +106,11 @@ static bool can_elide(const builder *b, const fusion *fz, const int *ord, int n,
         if (writes_var(b, e, v, vb)) return false;
         if (!reads_var(b, e, v, vb)) continue;
         if (p > w || vf_op_get(b->ex[e].op)->kind != VF_KIND_ELEMENTWISE) return false;
-        if (f >= 0 && fz->fused[f].group.kind != VF_FUSED_ELEMENTWISE) return false;
+        /* an elementwise group, or a matmul's epilogue (its center, reading
+           other tensors, was let through above only if it does not read
+           the variable); a row group's prologue feeds whole rows */
+        if (f >= 0 && fz->fused[f].group.kind != VF_FUSED_ELEMENTWISE && fz->fused[f].group.kind != VF_FUSED_MATMUL)
+            return false;
         for (int j = 0; j < b->ex[e].n_in; j++)
             if (touches(&b->loc[e][j], &b->ex[e].in[j], v, vb) &&
                 (b->ex[e].in[j].offset != v->offset || !same_elements(&b->ex[e].in[j], &b->ex[ord[w]].out)))
