@@ -28,19 +28,12 @@
 
 #include <string.h>
 
-static size_t bytes_of(const vf_tref *r)
-{
-    size_t n = vf_dtype_size(r->dtype);
-    for (int d = 0; d < r->rank; d++) n *= (size_t)r->shape[d];
-    return n;
-}
-
 /* Whether tensor j of exec e (at loc l) touches the variable's bytes
    [v->offset, v->offset + vbytes) in its buffer. */
 static bool touches(const vf_plan_loc *l, const vf_tref *t, const vf_tref *v, size_t vbytes)
 {
     if (l->kind != VF_PLAN_FIXED || t->buf != v->buf) return false;
-    size_t a = t->offset, b = t->offset + bytes_of(t);
+    size_t a = t->offset, b = t->offset + vf_pb_bytes(t);
     return a < v->offset + vbytes && v->offset < b;
 }
 
@@ -54,12 +47,6 @@ static bool reads_var(const builder *b, int e, const vf_tref *v, size_t vbytes)
 static bool writes_var(const builder *b, int e, const vf_tref *v, size_t vbytes)
 {
     return touches(&b->loc[e][3], &b->ex[e].out, v, vbytes);
-}
-
-static bool same_elements(const vf_tref *a, const vf_tref *o)
-{
-    return bytes_of(a) / vf_dtype_size(a->dtype) == bytes_of(o) / vf_dtype_size(o->dtype) &&
-           vf_dtype_size(a->dtype) == vf_dtype_size(o->dtype);
 }
 
 /* The kernel holding position p: [*k0, *k1) positions, its fused group
@@ -88,7 +75,7 @@ static bool can_elide(const builder *b, const fusion *fz, const int *ord, int n,
 {
     int x = ord[px], u = b->ref_inter[x][0];
     const vf_tref *v = &b->ex[x].out;
-    size_t vb = bytes_of(v);
+    size_t vb = vf_pb_bytes(v);
     if (u < 0 || b->guard[x].pred >= 0) return false;
     const inter *it = &b->it[u];
     if (it->parent >= 0 || it->viewed || it->slot >= 0 || it->internal || it->fixed || it->bytes != vb || is_pred(b, u))
@@ -113,7 +100,7 @@ static bool can_elide(const builder *b, const fusion *fz, const int *ord, int n,
             return false;
         for (int j = 0; j < b->ex[e].n_in; j++)
             if (touches(&b->loc[e][j], &b->ex[e].in[j], v, vb) &&
-                (b->ex[e].in[j].offset != v->offset || !same_elements(&b->ex[e].in[j], &b->ex[ord[w]].out)))
+                (b->ex[e].in[j].offset != v->offset || !vf_pb_same_elements(&b->ex[e].in[j], &b->ex[ord[w]].out)))
                 return false;
     }
     for (int p = k1; p < px; p++) /* nothing in between sees the variable */

@@ -353,14 +353,6 @@ static bool arena_value(const builder *b, int id)
            !b->it[id].fixed;
 }
 
-static bool same_elements(const vf_tref *a, const vf_tref *o)
-{
-    int64_t na = 1, no = 1;
-    for (int d = 0; d < a->rank; d++) na *= a->shape[d];
-    for (int d = 0; d < o->rank; d++) no *= o->shape[d];
-    return na == no && vf_dtype_size(a->dtype) == vf_dtype_size(o->dtype);
-}
-
 /* Does a kernel of the same dependency level as [x, x1) read `in`? Those
    run unordered with it (no barrier inside a level, see vf_pb_schedule_levels),
    so writing over `in` there would race with their reads. Steps are
@@ -400,7 +392,7 @@ void vf_pb_inplace_candidates(const builder *b, const fusion *fz, const int *ste
                     for (int y = x; y < x1 && fits; y++)
                         for (int k = 0; k < b->ex[y].n_in; k++)
                             if (b->ref_inter[y][k] == in)
-                                fits = fits && y <= w && same_elements(&b->ex[y].in[k], &b->ex[w].out) &&
+                                fits = fits && y <= w && vf_pb_same_elements(&b->ex[y].in[k], &b->ex[w].out) &&
                                        vf_op_get(b->ex[y].op)->kind == VF_KIND_ELEMENTWISE;
                     if (!fits) continue;
                     alias[arena_id[o]] = arena_id[in];

@@ -59,13 +59,6 @@ bool vf_pb_mark_exported(builder *b, const vf_graph *g)
     return true;
 }
 
-static size_t bytes_of(const vf_tref *r)
-{
-    size_t n = vf_dtype_size(r->dtype);
-    for (int d = 0; d < r->rank; d++) n *= (size_t)r->shape[d];
-    return n;
-}
-
 /* Whether input value u (of node `node`) can become a view of another
    intermediate: an intermediate of its own, not shared with the plan's
    outputs, not already a view. */
@@ -87,7 +80,7 @@ static bool concat_in_place(builder *b, const vf_graph *g, int i, const pval *in
     const vf_node *n = &g->nodes[i];
     for (int d = 0; d < n->attrs.axis; d++)
         if (os->dim[d] != 1) return false; /* the inputs interleave */
-    size_t at[2] = {0, bytes_of(&in[0].ref)};
+    size_t at[2] = {0, vf_pb_bytes(&in[0].ref)};
     if (at[1] % VF_PB_ALIGN) return false;
     bool own[2];
     for (int j = 0; j < 2; j++)
