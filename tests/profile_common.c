@@ -19,6 +19,14 @@ vf_context *vt_profiling_context(vf_backend be)
     return ctx;
 }
 
+int vt_group_setup_profiling(void **state)
+{
+    (void)state;
+    vt_group_vk = vt_have_vulkan() ? vt_profiling_context(VF_BACKEND_VULKAN) : NULL;
+    vt_group_cpu = vt_context(VF_BACKEND_CPU);
+    return 0;
+}
+
 /* y = reduce_sum(abs(sigmoid(relu(x*k0 + k1) * k2) - k3), axis 1) and z = exp(-x):
    an elementwise DAG, a reduction and a second DAG output. */
 static vf_status body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)

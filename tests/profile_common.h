@@ -20,6 +20,8 @@ typedef struct vt_prof_run {
 /* A context on backend be with profiling on (validation as
    VKFUSE_VALIDATION says); fails the test if there is none. */
 vf_context *vt_profiling_context(vf_backend be);
+/* vt_group_setup (testutil.h) with profiling on in the Vulkan context. */
+int vt_group_setup_profiling(void **state);
 /* Creates r's function and inputs in ctx (x holds a NaN and infinities). */
 void vt_prof_run_make(vf_context *ctx, vt_prof_run *r);
 /* One call of r's function; its outputs read into r->y and r->z. */

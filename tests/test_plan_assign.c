@@ -195,31 +195,10 @@ static const acase cases[] = {
 
 typedef enum { FUSED, UNFUSED, CPU, EAGER, N_RUNS } run_kind;
 
-/* One Vulkan and one CPU context for every case (a context costs about
-   0.1 s, 0.25 s under ASan); each run makes its own variables. */
-static vf_context *vk_ctx, *cpu_ctx;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (!vt_have_vulkan()) return 0;
-    vk_ctx = vt_context(VF_BACKEND_VULKAN);
-    cpu_ctx = vt_context(VF_BACKEND_CPU);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (vk_ctx) vt_context_done(vk_ctx);
-    if (cpu_ctx) vt_context_done(cpu_ctx);
-    return 0;
-}
-
 /* CALLS calls of c; every call's outputs and variables into out / var. */
 static void run(const acase *c, run_kind k, float out[CALLS][N], float var[CALLS][3][N], int *kernels)
 {
-    vf_context *ctx = k == CPU ? cpu_ctx : vk_ctx;
+    vf_context *ctx = k == CPU ? vt_group_cpu : vt_group_vk;
     vf_scope_begin(ctx);
     vars s = {0};
     for (int j = 0; j < c->n_vars; j++) {
@@ -287,5 +266,5 @@ int main(void)
     struct CMUnitTest tests[NC];
     for (int i = 0; i < NC; i++)
         tests[i] = (struct CMUnitTest){.name = cases[i].name, .test_func = test_case, .initial_state = (void *)&cases[i]};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, vt_group_setup, vt_group_teardown);
 }

@@ -102,27 +102,6 @@ static void window_coverage(vf_function *fn, int *covered, int *total)
     *total = n;
 }
 
-/* One profiling Vulkan context and one CPU context for every case (a
-   context costs about 0.1 s, 0.25 s under ASan). */
-static vf_context *vk_ctx, *cpu_ctx;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (!vt_have_vulkan()) return 0;
-    vk_ctx = vt_profiling_context(VF_BACKEND_VULKAN);
-    cpu_ctx = vt_context(VF_BACKEND_CPU);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (vk_ctx) vt_context_done(vk_ctx);
-    if (cpu_ctx) vt_context_done(cpu_ctx);
-    return 0;
-}
-
 static void check_case(const vcase *c)
 {
     if (!vt_have_vulkan()) return;
@@ -133,7 +112,7 @@ static void check_case(const vcase *c)
         for (int64_t i = 0; i < c->in_n[k]; i++) in[k][i] = input_value(k, i);
     for (int i = 0; i < VAR_N; i++) v0[i] = input_value(9, i);
     c->ref((const float *const[]){in[0], in[1], in[2]}, v0, (double *const[]){want[0], want[1], want[2]});
-    vf_context *ctx = vk_ctx, *cpu = cpu_ctx;
+    vf_context *ctx = vt_group_vk, *cpu = vt_group_cpu; /* shared by the cases */
     vf_function *fn = NULL;
     run_case(c, ctx, false, false, got[0], var_after[0], &fn);
     int covered, total;
@@ -380,5 +359,5 @@ int main(void)
     struct CMUnitTest tests[N];
     for (int i = 0; i < N; i++)
         tests[i] = (struct CMUnitTest){.name = cases[i].name, .test_func = test_case, .initial_state = (void *)&cases[i]};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, vt_group_setup_profiling, vt_group_teardown);
 }

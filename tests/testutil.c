@@ -64,6 +64,25 @@ vf_context *vt_context(vf_backend backend)
     return ctx;
 }
 
+vf_context *vt_group_vk, *vt_group_cpu;
+
+int vt_group_setup(void **state)
+{
+    (void)state;
+    vt_group_vk = vt_have_vulkan() ? vt_context(VF_BACKEND_VULKAN) : NULL;
+    vt_group_cpu = vt_context(VF_BACKEND_CPU);
+    return 0;
+}
+
+int vt_group_teardown(void **state)
+{
+    (void)state;
+    if (vt_group_vk) vt_context_done(vt_group_vk);
+    if (vt_group_cpu) vt_context_done(vt_group_cpu);
+    vt_group_vk = vt_group_cpu = NULL;
+    return 0;
+}
+
 void vt_context_done(vf_context *ctx)
 {
     vf_status s = vf_context_sync(ctx);
