@@ -354,7 +354,14 @@ vf_status vf_uelem_compile_check(const char *helpers, int n_x, const char *expr,
                                  char *what, size_t what_len, char *msg, size_t msglen);
 
 /* Backend constructors. err receives the reason on failure. */
-vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out);
+vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out); /* threads: the online CPUs */
+/* threads: the CPU backend's kernel threads (cpu/cpu_threads.h) and
+   OpenBLAS's; 0: the online CPUs, and OpenBLAS keeps its own setting. */
+vf_status vf_cpu_backend_create_threads(vf_err *err, int threads, vf_backend_t *out);
+/* VKFUSE_THREADS: a whole number from 1 to VF_CPU_MAX_THREADS; NULL or "":
+   0 (the default). Anything else: VF_ERROR_INVALID_ARGUMENT with a message. */
+#define VF_CPU_MAX_THREADS 256
+vf_status vf_cpu_threads_parse(const char *v, int *out, vf_err *err);
 
 /* What the Vulkan backend takes from its creator. The library reads the
    environment only when a context is created (frontend/context.c), and

@@ -4,8 +4,10 @@
  *
  * The CPU backend is the reference every other backend is checked against,
  * so kernels favour exactness (double accumulation, op-table scalar
- * functions) over speed; the few fast paths are bit-identical to the
- * generic ones.
+ * functions) over speed; the fast paths (plain f32 loops for the ops whose
+ * float result is the double one rounded) are bit-identical to the generic
+ * ones, and the work split across threads never changes a result's bits
+ * (each thread computes whole outputs; see cpu_threads.h).
  */
 #ifndef VF_CPU_CPU_H
 #define VF_CPU_CPU_H
@@ -16,18 +18,45 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Buffers are 64-byte aligned host allocations. */
+/* Buffers are 64-byte aligned host allocations of `cap` bytes (the size
+   class of `size`, cpu_alloc.c); a freed one waits in its class's cache
+   list through `next`. */
 struct vf_buffer {
     void *data;
     size_t size;
+    size_t cap;
+    struct vf_buffer *next;
 };
+
+/* Size classes of the buffer cache: 64..256 bytes in steps of 64, then
+   four classes per power of two (5/4, 6/4, 7/4, 8/4 of the one below). */
+#define VF_CPU_CLASSES 240
+
+typedef struct vf_cpu_workers vf_cpu_workers;
 
 typedef struct vf_cpu {
     vf_err *err;            /* the context's sticky error */
     int64_t bytes_in_use;   /* sum of live buffer sizes, for stats */
     int64_t bytes_peak;     /* the most bytes_in_use has been */
-    int64_t allocations;    /* buffers allocated */
+    int64_t allocations;    /* fresh host allocations (a cache hit is none) */
+    int64_t alloc_retries;  /* fresh allocations retried after the cache was given back */
+    int64_t bytes_reserved; /* capacities of live and cached buffers */
+    int64_t bytes_cached;   /* capacities of cached buffers */
+    int64_t cache_cap;      /* most bytes_cached may be; 0: no cache */
+    vf_buffer *cache[VF_CPU_CLASSES];
+    vf_cpu_workers *workers; /* kernels' worker threads (cpu_threads.h) */
 } vf_cpu;
+
+/* ---- buffers (cpu_alloc.c) ------------------------------------------------
+   alloc serves a freed buffer of the same size class when one is cached,
+   else allocates (and on failure gives the cache back and tries once
+   more); free caches the buffer while the cache stays under cache_cap. */
+vf_status vf_cpu_buf_alloc(vf_cpu *cpu, size_t bytes, vf_buffer **out);
+void vf_cpu_buf_free(vf_cpu *cpu, vf_buffer *buf);
+/* Gives every cached buffer back to the C library. */
+void vf_cpu_cache_trim(vf_cpu *cpu);
+/* The default cache capacity: an eighth of the machine's memory. */
+int64_t vf_cpu_cache_default_cap(void);
 
 /* Elements processed per chunk by the generic (converting) loops: small
    enough for the temporaries to stay in L1, big enough to amortise the
@@ -110,10 +139,35 @@ static inline void vf_cpu_cursor_next(const vf_cpu_loop *l, int nd, vf_cpu_curso
     }
 }
 
+/* Sets c to row r of dims [0, nd) of l (r in [0, count of those dims)). */
+static inline void vf_cpu_cursor_seek(const vf_cpu_loop *l, int nd, int64_t r, vf_cpu_cursor *c)
+{
+    vf_cpu_cursor_init(c, l->nops);
+    for (int d = nd - 1; d >= 0; d--) {
+        c->idx[d] = r % l->dim[d];
+        r /= l->dim[d];
+        for (int j = 0; j < l->nops; j++) c->off[j] += c->idx[d] * l->st[j][d];
+    }
+}
+
+/* Work per thread below which a kernel is not split (cpu_threads.h): in
+   elements for plain float loops, and for the converting (generic) loops,
+   which spend about ten times longer per element. Waking a worker costs
+   some microseconds; a part must be worth more. */
+#define VF_CPU_GRAIN_FAST 32768
+#define VF_CPU_GRAIN_SLOW 4096
+
 /* ---- kernels --------------------------------------------------------------
    Each returns VF_OK or records the reason in cpu->err. */
 
 vf_status vf_cpu_elementwise(vf_cpu *cpu, const vf_exec *e);
+/* A plain f32 row (kernels_elementwise_fast.c): n elements of out (o) from
+   the inputs a, b, c at the innermost strides st (st[0] out's, st[1..]
+   the inputs'). */
+typedef void (*vf_cpu_fast_row)(void *o, const void *a, const void *b, const void *c, const int64_t *st,
+                                int64_t n);
+/* The fast row for e at innermost strides st, or NULL: the generic path. */
+vf_cpu_fast_row vf_cpu_fast_row_for(const vf_exec *e, const int64_t *st);
 vf_status vf_cpu_reduce(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_argmax(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e);

@@ -1,49 +1,22 @@
-/* The CPU backend: host buffers and synchronous dispatch of each vf_exec to
- * its reference kernel. Every exec is checked against the buffers it names
- * (a bad offset from a planner bug becomes an error, not a wild write). */
+/* The CPU backend: host buffers (cpu_alloc.c), its worker threads
+ * (cpu_threads.c) and synchronous dispatch of each vf_exec to its
+ * reference kernel. Every exec is checked against the buffers it names (a
+ * bad offset from a planner bug becomes an error, not a wild write). */
 #include "cpu/cpu.h"
+#include "cpu/cpu_threads.h"
 #include "util/fault.h"
 
+#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define VF_CPU_ALIGN 64
+#include <unistd.h>
 
 static vf_status cpu_alloc(void *self, size_t bytes, vf_buffer **out)
 {
-    vf_cpu *cpu = self;
-    *out = NULL;
-    if (bytes == 0)
-        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "cpu backend: alloc of 0 bytes");
-    if (bytes > SIZE_MAX - VF_CPU_ALIGN)
-        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
-                          "cpu backend: cannot allocate %zu bytes", bytes);
-    vf_buffer *b = vf_malloc(sizeof *b);
-    /* aligned_alloc wants a multiple of the alignment */
-    size_t rounded = (bytes + VF_CPU_ALIGN - 1) / VF_CPU_ALIGN * VF_CPU_ALIGN;
-    void *data = b ? aligned_alloc(VF_CPU_ALIGN, rounded) : NULL;
-    if (!data) {
-        free(b);
-        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
-                          "cpu backend: out of host memory (malloc failed) allocating a buffer of %zu bytes", bytes);
-    }
-    b->data = data;
-    b->size = bytes;
-    cpu->bytes_in_use += (int64_t)bytes;
-    if (cpu->bytes_in_use > cpu->bytes_peak) cpu->bytes_peak = cpu->bytes_in_use;
-    cpu->allocations++;
-    *out = b;
-    return VF_OK;
+    return vf_cpu_buf_alloc(self, bytes, out);
 }
 
-static void cpu_free(void *self, vf_buffer *buf)
-{
-    vf_cpu *cpu = self;
-    if (!buf) return;
-    cpu->bytes_in_use -= (int64_t)buf->size;
-    free(buf->data);
-    free(buf);
-}
+static void cpu_free(void *self, vf_buffer *buf) { vf_cpu_buf_free(self, buf); }
 
 static vf_status check_range(vf_cpu *cpu, const char *what, const vf_buffer *buf, size_t offset,
                              size_t bytes)
@@ -182,15 +155,29 @@ static vf_status cpu_sync(void *self)
     return VF_OK;
 }
 
-static void cpu_destroy(void *self) { free(self); }
+static void cpu_destroy(void *self)
+{
+    vf_cpu *cpu = self;
+    vf_cpu_cache_trim(cpu);
+    vf_cpu_workers_destroy(cpu->workers);
+    free(cpu);
+}
+
+static vf_status cpu_trim(void *self)
+{
+    vf_cpu_cache_trim(self);
+    return VF_OK;
+}
 
 static void cpu_stats(void *self, vf_context_stats *out)
 {
     vf_cpu *cpu = self;
     out->device_bytes_in_use = cpu->bytes_in_use;
-    out->device_bytes_reserved = cpu->bytes_in_use; /* nothing cached: freed memory goes back at once */
+    out->device_bytes_cached = cpu->bytes_cached;
+    out->device_bytes_reserved = cpu->bytes_reserved;
     out->device_bytes_peak = cpu->bytes_peak;
     out->device_allocations = cpu->allocations;
+    out->device_alloc_retries = cpu->alloc_retries;
 }
 
 static const vf_backend_iface cpu_iface = {
@@ -203,18 +190,48 @@ static const vf_backend_iface cpu_iface = {
     .sync = cpu_sync,
     .destroy = cpu_destroy,
     .stats = cpu_stats,
+    .trim = cpu_trim,
     .ukernel = cpu_ukernel,
 };
 
-vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out)
+vf_status vf_cpu_threads_parse(const char *v, int *out, vf_err *err)
+{
+    *out = 0;
+    if (!v || !*v) return VF_OK;
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (end == v || *end || n < 1 || n > VF_CPU_MAX_THREADS)
+        return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT,
+                          "VKFUSE_THREADS=%s is not a thread count: give a whole number from 1 to %d (the threads "
+                          "of the CPU backend's kernels and of OpenBLAS), or unset it for one per CPU", v,
+                          VF_CPU_MAX_THREADS);
+    *out = (int)n;
+    return VF_OK;
+}
+
+vf_status vf_cpu_backend_create_threads(vf_err *err, int threads, vf_backend_t *out)
 {
     out->iface = NULL;
     out->self = NULL;
     vf_cpu *cpu = vf_calloc(1, sizeof *cpu);
-    if (!cpu)
+    int n = threads;
+    if (n <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cpus < 1 ? 1 : cpus > VF_CPU_MAX_THREADS ? VF_CPU_MAX_THREADS : (int)cpus;
+    }
+    vf_cpu_workers *pool = cpu ? vf_cpu_workers_create(n) : NULL;
+    if (!pool) {
+        free(cpu);
         return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cpu backend: out of host memory (malloc failed) for the backend");
+    }
+    /* one setting for both: OpenBLAS's threads run the matmuls, ours the rest */
+    if (threads > 0) openblas_set_num_threads(threads);
     cpu->err = err;
+    cpu->workers = pool;
+    cpu->cache_cap = vf_cpu_cache_default_cap();
     out->iface = &cpu_iface;
     out->self = cpu;
     return VF_OK;
 }
+
+vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out) { return vf_cpu_backend_create_threads(err, 0, out); }

@@ -7,64 +7,21 @@
  * rounding or 32-bit wrap. A new elementwise row in the op table therefore
  * needs nothing here.
  *
- * Fast path: f32 add/sub/mul/div rows with unit or zero strides are plain
- * float loops. For these four ops float arithmetic gives exactly the double
- * result rounded to float, so the fast path agrees bit for bit.
+ * Fast paths (kernels_elementwise_fast.c): plain f32 loops for the ops
+ * whose float result is bit for bit the reference's.
+ *
+ * Large tensors are split across the backend's threads (cpu_threads.h) as
+ * ranges of elements in output order: each element is computed as on one
+ * thread, so the bits do not depend on the thread count.
  */
 #include "cpu/cpu.h"
+#include "cpu/cpu_threads.h"
 #include "graph/uelem.h"
 
 #include <math.h>
 #include <string.h>
 
 enum { OP_OUT = 0 }; /* operand 0 of the loop is out, 1..n_in the inputs */
-
-/* ---- f32 fast rows --------------------------------------------------------- */
-
-#define FAST_ROW(name, OPER)                                                                     \
-    static void name(float *o, const float *a, const float *b, int64_t sa, int64_t sb, int64_t n) \
-    {                                                                                            \
-        if (sa && sb) {                                                                          \
-            for (int64_t i = 0; i < n; i++) o[i] = a[i] OPER b[i];                               \
-        } else if (sb) {                                                                         \
-            const float x = a[0];                                                                \
-            for (int64_t i = 0; i < n; i++) o[i] = x OPER b[i];                                  \
-        } else if (sa) {                                                                         \
-            const float y = b[0];                                                                \
-            for (int64_t i = 0; i < n; i++) o[i] = a[i] OPER y;                                  \
-        } else {                                                                                 \
-            const float r = a[0] OPER b[0];                                                      \
-            for (int64_t i = 0; i < n; i++) o[i] = r;                                            \
-        }                                                                                        \
-    }
-
-FAST_ROW(row_add_f32, +)
-FAST_ROW(row_sub_f32, -)
-FAST_ROW(row_mul_f32, *)
-FAST_ROW(row_div_f32, /)
-
-typedef void (*fast_row_fn)(float *, const float *, const float *, int64_t, int64_t, int64_t);
-
-static fast_row_fn fast_row_for(const vf_exec *e, const vf_cpu_loop *l)
-{
-    if (e->n_in != 2 || e->out.dtype != VF_F32 || e->in[0].dtype != VF_F32 ||
-        e->in[1].dtype != VF_F32)
-        return NULL;
-    /* The innermost strides must be unit or broadcast for the plain loops. */
-    if (l->rank > 0) {
-        int d = l->rank - 1;
-        if (l->st[OP_OUT][d] != 1) return NULL;
-        for (int j = 1; j <= 2; j++)
-            if (l->st[j][d] != 0 && l->st[j][d] != 1) return NULL;
-    }
-    switch (e->op) {
-    case VF_OP_ADD: return row_add_f32;
-    case VF_OP_SUB: return row_sub_f32;
-    case VF_OP_MUL: return row_mul_f32;
-    case VF_OP_DIV: return row_div_f32;
-    default: return NULL;
-    }
-}
 
 /* ---- generic rows -------------------------------------------------------- */
 
@@ -136,6 +93,44 @@ static void generic_row(const ew_ctx *c, const int64_t *off, const int64_t *st, 
     }
 }
 
+typedef struct ew_job {
+    ew_ctx c;
+    vf_cpu_loop l;
+    int outer_rank;          /* dims [0, outer_rank) of l are the rows */
+    int64_t inner;           /* elements per row */
+    int64_t inner_st[VF_CPU_MAX_OPS];
+    vf_cpu_fast_row fast;    /* NULL: generic_row */
+} ew_job;
+
+/* Elements [lo, hi) in output order: the tail of a row, whole rows, the
+   head of a row. */
+static void ew_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
+{
+    (void)part, (void)parts;
+    const ew_job *j = arg;
+    const ew_ctx *c = &j->c;
+    int64_t i0 = lo % j->inner;
+    vf_cpu_cursor cur;
+    vf_cpu_cursor_seek(&j->l, j->outer_rank, lo / j->inner, &cur);
+    while (lo < hi) {
+        int64_t n = j->inner - i0 < hi - lo ? j->inner - i0 : hi - lo;
+        int64_t off[VF_CPU_MAX_OPS];
+        for (int k = 0; k < j->l.nops; k++) off[k] = cur.off[k] + i0 * j->inner_st[k];
+        if (j->fast) {
+            const void *in[3] = {NULL, NULL, NULL};
+            for (int k = 0; k < c->e->n_in; k++)
+                in[k] = (const char *)c->in_base[k] + off[k + 1] * (int64_t)vf_dtype_size(c->e->in[k].dtype);
+            j->fast((char *)c->out_base + off[OP_OUT] * (int64_t)vf_dtype_size(c->e->out.dtype), in[0], in[1],
+                    in[2], j->inner_st, n);
+        } else {
+            generic_row(c, off, j->inner_st, n);
+        }
+        lo += n;
+        i0 = 0;
+        vf_cpu_cursor_next(&j->l, j->outer_rank, &cur);
+    }
+}
+
 static vf_status setup_class(vf_cpu *cpu, const vf_exec *e, ew_ctx *c)
 {
     const vf_op_info *info = vf_op_get(e->op);
@@ -195,32 +190,23 @@ vf_status vf_cpu_elementwise(vf_cpu *cpu, const vf_exec *e)
     c.out_base = vf_cpu_ptr(&e->out);
     for (int j = 0; j < e->n_in; j++) c.in_base[j] = vf_cpu_ptr(&e->in[j]);
 
-    vf_cpu_loop l = {.rank = e->out.rank, .nops = e->n_in + 1};
-    for (int d = 0; d < l.rank; d++) l.dim[d] = e->out.shape[d];
-    vf_cpu_contig_strides(l.rank, l.dim, l.st[OP_OUT]);
-    for (int j = 0; j < e->n_in; j++)
-        vf_cpu_broadcast_strides(e->in[j].rank, e->in[j].shape, l.rank, l.dim, l.st[j + 1]);
-    vf_cpu_loop_simplify(&l);
+    ew_job j = {.c = c, .l = {.rank = e->out.rank, .nops = e->n_in + 1}};
+    vf_cpu_loop *l = &j.l;
+    for (int d = 0; d < l->rank; d++) l->dim[d] = e->out.shape[d];
+    vf_cpu_contig_strides(l->rank, l->dim, l->st[OP_OUT]);
+    for (int k = 0; k < e->n_in; k++)
+        vf_cpu_broadcast_strides(e->in[k].rank, e->in[k].shape, l->rank, l->dim, l->st[k + 1]);
+    vf_cpu_loop_simplify(l);
 
     /* Rank 0 after simplification: a single element. */
-    int64_t inner = l.rank ? l.dim[l.rank - 1] : 1;
-    int64_t inner_st[VF_CPU_MAX_OPS] = {0};
-    if (l.rank)
-        for (int j = 0; j < l.nops; j++) inner_st[j] = l.st[j][l.rank - 1];
-    int outer_rank = l.rank ? l.rank - 1 : 0;
-    int64_t rows = vf_cpu_loop_count(&l, 0, outer_rank);
-
-    fast_row_fn fast = fast_row_for(e, &l);
-    vf_cpu_cursor cur;
-    vf_cpu_cursor_init(&cur, l.nops);
-    for (int64_t r = 0; r < rows; r++) {
-        if (fast) {
-            fast((float *)c.out_base + cur.off[0], (const float *)c.in_base[0] + cur.off[1],
-                 (const float *)c.in_base[1] + cur.off[2], inner_st[1], inner_st[2], inner);
-        } else {
-            generic_row(&c, cur.off, inner_st, inner);
-        }
-        vf_cpu_cursor_next(&l, outer_rank, &cur);
-    }
+    j.inner = l->rank ? l->dim[l->rank - 1] : 1;
+    if (l->rank)
+        for (int k = 0; k < l->nops; k++) j.inner_st[k] = l->st[k][l->rank - 1];
+    else
+        j.inner_st[OP_OUT] = 1;
+    j.outer_rank = l->rank ? l->rank - 1 : 0;
+    j.fast = vf_cpu_fast_row_for(e, j.inner_st);
+    int64_t total = vf_cpu_loop_count(l, 0, j.outer_rank) * j.inner;
+    vf_cpu_parallel(cpu->workers, total, j.fast ? VF_CPU_GRAIN_FAST : VF_CPU_GRAIN_SLOW, ew_part, &j);
     return VF_OK;
 }

@@ -124,7 +124,7 @@ static void resolve_cache_dir(const vf_context_desc *d, char *out, size_t len)
 
 static vf_status make_cpu(vf_context *ctx, const char *why)
 {
-    vf_status s = vf_cpu_backend_create(&ctx->be_err, &ctx->be);
+    vf_status s = vf_cpu_backend_create_threads(&ctx->be_err, ctx->opt.cpu_threads, &ctx->be);
     if (s != VF_OK) return s;
     ctx->kind = VF_BACKEND_CPU;
     if (why && *why)
@@ -156,7 +156,8 @@ vf_host *vf_context_host(vf_context *ctx)
 {
     if (ctx->host.be.iface) return &ctx->host;
     vf_err_clear(&ctx->host.err);
-    return vf_cpu_backend_create(&ctx->host.err, &ctx->host.be) == VF_OK ? &ctx->host : NULL;
+    return vf_cpu_backend_create_threads(&ctx->host.err, ctx->opt.cpu_threads, &ctx->host.be) == VF_OK
+               ? &ctx->host : NULL;
 }
 
 static vf_status fold_eval(void *self, const vf_graph *g, const vf_node *n, void *data, size_t bytes, vf_err *err)
@@ -242,6 +243,9 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     vf_ctx_lock(ctx); /* no other thread knows ctx yet; the internal helpers check the lock is held */
     /* VKFUSE_FAULT / VKFUSE_FAULT_COUNT (util/fault.h), read once per process */
     vf_status s = vf_fault_setup(getenv("VKFUSE_FAULT"), getenv("VKFUSE_FAULT_COUNT"), &ctx->err);
+    /* VKFUSE_THREADS is checked whatever the backend: a Vulkan context's
+       host backend (folding, VKFUSE_CHECK) uses it too */
+    if (s == VF_OK) s = vf_cpu_threads_parse(getenv("VKFUSE_THREADS"), &ctx->opt.cpu_threads, &ctx->err);
     if (s == VF_OK) s = create_backend(ctx, d);
     vf_ctx_unlock(ctx);
     return s;

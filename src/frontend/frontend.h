@@ -55,6 +55,8 @@ typedef struct vf_options {
     bool check;            /* VKFUSE_CHECK: plans are checked on the host backend (plan/check.h) */
     char dump_dir[4096];   /* VKFUSE_DUMP: graphs and kernels are written there; "": none */
     char check_root[4096]; /* where a checked plan's GLSL goes: VKFUSE_DUMP, else TMPDIR, else /tmp */
+    int cpu_threads;       /* VKFUSE_THREADS: the CPU backends' threads (also the host backend's);
+                              0: the online CPUs */
 } vf_options;
 
 typedef struct vf_scope {
