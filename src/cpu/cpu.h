@@ -157,6 +157,13 @@ static inline void vf_cpu_cursor_seek(const vf_cpu_loop *l, int nd, int64_t r, v
 #define VF_CPU_GRAIN_FAST 32768
 #define VF_CPU_GRAIN_SLOW 4096
 
+/* Items per part so that a part touches at least VF_CPU_GRAIN_SLOW
+   elements, given the elements of one item. */
+static inline int64_t vf_cpu_grain_items(int64_t elems_per_item)
+{
+    return elems_per_item >= VF_CPU_GRAIN_SLOW ? 1 : VF_CPU_GRAIN_SLOW / (elems_per_item > 0 ? elems_per_item : 1);
+}
+
 /* ---- kernels --------------------------------------------------------------
    Each returns VF_OK or records the reason in cpu->err. */
 

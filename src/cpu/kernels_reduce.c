@@ -12,6 +12,7 @@
  * pass; s lives VF_CPU_CHUNK doubles after m in the accumulator array).
  */
 #include "cpu/cpu.h"
+#include "cpu/cpu_threads.h"
 #include "graph/op.h"
 
 #include <math.h>
@@ -136,6 +137,63 @@ static void init_acc(const red *r, int64_t n, double *acc, uint64_t *iacc)
     }
 }
 
+/* A reduction split by outputs across threads: every output is reduced
+   by one thread in the order one thread would, so the bits do not depend
+   on the thread count. (A reduction to one output stays on one thread.) */
+typedef struct red_job {
+    const red *r;
+    vf_cpu_loop kept, rl;  /* kept: operand 0 the input, 1 the output; rl: the input */
+    bool lanes;
+    int64_t w, chunks;     /* lanes: the innermost kept dim, and its chunks of VF_CPU_CHUNK */
+} red_job;
+
+static void red_lanes(void *arg, int part, int parts, int64_t lo, int64_t hi)
+{
+    (void)part, (void)parts;
+    const red_job *j = arg;
+    double acc[2 * VF_CPU_CHUNK]; /* the second half: logsumexp's sums */
+    uint64_t iacc[VF_CPU_CHUNK];
+    int64_t rcount = vf_cpu_loop_count(&j->rl, 0, j->rl.rank);
+    vf_cpu_cursor kc, rc;
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t g = it / j->chunks, l0 = it % j->chunks * VF_CPU_CHUNK;
+        if (it == lo || l0 == 0) vf_cpu_cursor_seek(&j->kept, j->kept.rank - 1, g, &kc);
+        int64_t c = j->w - l0 < VF_CPU_CHUNK ? j->w - l0 : VF_CPU_CHUNK;
+        init_acc(j->r, c, acc, iacc);
+        vf_cpu_cursor_init(&rc, 1);
+        for (int64_t k = 0; k < rcount; k++) {
+            fold(j->r, kc.off[0] + rc.off[0] + l0, c, true, acc, iacc);
+            vf_cpu_cursor_next(&j->rl, j->rl.rank, &rc);
+        }
+        finish(j->r, kc.off[1] + l0, c, acc, iacc);
+    }
+}
+
+static void red_runs(void *arg, int part, int parts, int64_t lo, int64_t hi)
+{
+    (void)part, (void)parts;
+    const red_job *j = arg;
+    double acc[2 * VF_CPU_CHUNK];
+    uint64_t iacc[VF_CPU_CHUNK];
+    int64_t run = j->rl.dim[j->rl.rank - 1];
+    int64_t runs = vf_cpu_loop_count(&j->rl, 0, j->rl.rank - 1);
+    vf_cpu_cursor kc, rc;
+    vf_cpu_cursor_seek(&j->kept, j->kept.rank, lo, &kc);
+    for (int64_t o = lo; o < hi; o++) {
+        init_acc(j->r, 1, acc, iacc);
+        vf_cpu_cursor_init(&rc, 1);
+        for (int64_t k = 0; k < runs; k++) {
+            for (int64_t s = 0; s < run; s += VF_CPU_CHUNK) {
+                int64_t c = run - s < VF_CPU_CHUNK ? run - s : VF_CPU_CHUNK;
+                fold(j->r, kc.off[0] + rc.off[0] + s, c, false, acc, iacc);
+            }
+            vf_cpu_cursor_next(&j->rl, j->rl.rank - 1, &rc);
+        }
+        finish(j->r, kc.off[1], 1, acc, iacc);
+        vf_cpu_cursor_next(&j->kept, j->kept.rank, &kc);
+    }
+}
+
 vf_status vf_cpu_reduce(vf_cpu *cpu, const vf_exec *e)
 {
     const vf_op_info *info = vf_op_get(e->op);
@@ -199,46 +257,21 @@ vf_status vf_cpu_reduce(vf_cpu *cpu, const vf_exec *e)
     }
     vf_cpu_contig_strides(kept.rank, kept.dim, kept.st[1]);
 
-    double acc[2 * VF_CPU_CHUNK]; /* the second half: logsumexp's sums */
-    uint64_t iacc[VF_CPU_CHUNK];
-    vf_cpu_cursor kc, rc;
-    vf_cpu_cursor_init(&kc, 2);
+    red_job j = {.r = &r, .kept = kept, .rl = rl};
     if (!reduced[nd - 1]) {
-        /* lanes: the innermost kept dim is contiguous in input and output */
-        int64_t w = kept.dim[kept.rank - 1];
+        /* lanes: the innermost kept dim is contiguous in input and output;
+           an item is a chunk of lanes of one group */
+        j.lanes = true;
+        j.w = kept.dim[kept.rank - 1];
+        j.chunks = (j.w + VF_CPU_CHUNK - 1) / VF_CPU_CHUNK;
         int64_t groups = vf_cpu_loop_count(&kept, 0, kept.rank - 1);
-        int64_t rcount = vf_cpu_loop_count(&rl, 0, rl.rank);
-        for (int64_t g = 0; g < groups; g++) {
-            for (int64_t l0 = 0; l0 < w; l0 += VF_CPU_CHUNK) {
-                int64_t c = w - l0 < VF_CPU_CHUNK ? w - l0 : VF_CPU_CHUNK;
-                init_acc(&r, c, acc, iacc);
-                vf_cpu_cursor_init(&rc, 1);
-                for (int64_t k = 0; k < rcount; k++) {
-                    fold(&r, kc.off[0] + rc.off[0] + l0, c, true, acc, iacc);
-                    vf_cpu_cursor_next(&rl, rl.rank, &rc);
-                }
-                finish(&r, kc.off[1] + l0, c, acc, iacc);
-            }
-            vf_cpu_cursor_next(&kept, kept.rank - 1, &kc);
-        }
+        int64_t per = vf_cpu_loop_count(&rl, 0, rl.rank) * (j.w < VF_CPU_CHUNK ? j.w : VF_CPU_CHUNK);
+        vf_cpu_parallel(cpu->workers, groups * j.chunks, vf_cpu_grain_items(per), red_lanes, &j);
     } else {
-        /* runs: the innermost reduced dim is contiguous in the input */
-        int64_t run = rl.dim[rl.rank - 1];
+        /* runs: the innermost reduced dim is contiguous in the input; an
+           item is an output */
         int64_t outs = vf_cpu_loop_count(&kept, 0, kept.rank);
-        int64_t runs = vf_cpu_loop_count(&rl, 0, rl.rank - 1);
-        for (int64_t o = 0; o < outs; o++) {
-            init_acc(&r, 1, acc, iacc);
-            vf_cpu_cursor_init(&rc, 1);
-            for (int64_t k = 0; k < runs; k++) {
-                for (int64_t s = 0; s < run; s += VF_CPU_CHUNK) {
-                    int64_t c = run - s < VF_CPU_CHUNK ? run - s : VF_CPU_CHUNK;
-                    fold(&r, kc.off[0] + rc.off[0] + s, c, false, acc, iacc);
-                }
-                vf_cpu_cursor_next(&rl, rl.rank - 1, &rc);
-            }
-            finish(&r, kc.off[1], 1, acc, iacc);
-            vf_cpu_cursor_next(&kept, kept.rank, &kc);
-        }
+        vf_cpu_parallel(cpu->workers, outs, vf_cpu_grain_items(vf_cpu_loop_count(&rl, 0, rl.rank)), red_runs, &j);
     }
     return VF_OK;
 }

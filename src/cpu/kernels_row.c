@@ -6,8 +6,11 @@
  * A block of `c` adjacent lanes of the inner dim (c = 1 when inner == 1) is
  * gathered into a double buffer laid out [n][c], processed, and scattered
  * back; the buffer is sized so one block stays modest even for long rows.
+ * Blocks are split across the backend's threads (cpu_threads.h), each
+ * computed as on one thread: the bits do not depend on the thread count.
  */
 #include "cpu/cpu.h"
+#include "cpu/cpu_threads.h"
 #include "util/fault.h"
 
 #include <math.h>
@@ -37,6 +40,44 @@ static void softmax_block(double *b, int64_t n, int64_t c, bool log_out)
     }
 }
 
+/* Softmax split across threads by blocks (an item: block l0 of outer row
+   o); each part has its own block buffer. */
+typedef struct sm_job {
+    const vf_exec *e;
+    int64_t n, inner, c, blocks;
+    bool log_out;
+    double *b;      /* parts buffers of n * c */
+} sm_job;
+
+static void softmax_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
+{
+    (void)parts;
+    const sm_job *j = arg;
+    const vf_tref *in = &j->e->in[0], *out = &j->e->out;
+    const void *x = vf_cpu_ptr(in);
+    void *y = vf_cpu_ptr(out);
+    int64_t n = j->n, inner = j->inner;
+    double *b = j->b + (size_t)part * (size_t)(n * j->c);
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t o = it / j->blocks, l0 = it % j->blocks * j->c;
+        int64_t base = o * n * inner;
+        int64_t w = inner - l0 < j->c ? inner - l0 : j->c;
+        if (inner == 1) {
+            vf_cpu_load_f64(x, in->dtype, base, 1, n, b);
+        } else {
+            for (int64_t k = 0; k < n; k++)
+                vf_cpu_load_f64(x, in->dtype, base + k * inner + l0, 1, w, b + k * w);
+        }
+        softmax_block(b, n, w, j->log_out);
+        if (inner == 1) {
+            vf_cpu_store_f64(y, out->dtype, base, n, b);
+        } else {
+            for (int64_t k = 0; k < n; k++)
+                vf_cpu_store_f64(y, out->dtype, base + k * inner + l0, w, b + k * w);
+        }
+    }
+}
+
 vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e)
 {
     const vf_tref *in = &e->in[0];
@@ -53,34 +94,16 @@ vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e)
     int64_t c = ROW_BLOCK_ELEMS / n;
     if (c < 1) c = 1;
     if (c > inner) c = inner;
-    double *b = vf_malloc((size_t)(n * c) * sizeof *b);
-    if (!b)
+    sm_job j = {.e = e, .n = n, .inner = inner, .c = c, .blocks = (inner + c - 1) / c,
+                .log_out = e->op == VF_OP_LOG_SOFTMAX};
+    int parts = vf_cpu_parts(cpu->workers, outer * j.blocks, vf_cpu_grain_items(n * c));
+    j.b = vf_malloc((size_t)(n * c) * (size_t)parts * sizeof *j.b);
+    if (!j.b)
         return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
                           "cpu backend: softmax: out of host memory (malloc failed) for a %lld x %lld row block",
                           (long long)n, (long long)c);
-    const void *x = vf_cpu_ptr(in);
-    void *y = vf_cpu_ptr(&e->out);
-    bool log_out = e->op == VF_OP_LOG_SOFTMAX;
-    for (int64_t o = 0; o < outer; o++) {
-        int64_t base = o * n * inner;
-        for (int64_t l0 = 0; l0 < inner; l0 += c) {
-            int64_t w = inner - l0 < c ? inner - l0 : c;
-            if (inner == 1) {
-                vf_cpu_load_f64(x, in->dtype, base, 1, n, b);
-            } else {
-                for (int64_t j = 0; j < n; j++)
-                    vf_cpu_load_f64(x, in->dtype, base + j * inner + l0, 1, w, b + j * w);
-            }
-            softmax_block(b, n, w, log_out);
-            if (inner == 1) {
-                vf_cpu_store_f64(y, e->out.dtype, base, n, b);
-            } else {
-                for (int64_t j = 0; j < n; j++)
-                    vf_cpu_store_f64(y, e->out.dtype, base + j * inner + l0, w, b + j * w);
-            }
-        }
-    }
-    free(b);
+    vf_cpu_parallel(cpu->workers, outer * j.blocks, vf_cpu_grain_items(n * c), softmax_part, &j);
+    free(j.b);
     return VF_OK;
 }
 
