@@ -140,15 +140,17 @@ typedef struct {
        first touch. The cache is sized by VKFUSE_MEMORY_CACHE (default: the
        device heap's size); all of it goes back to the driver when an
        allocation fails for want of memory (then retried) and on
-       vf_context_trim. The CPU backend caches nothing: cached and retries
-       stay 0 there, reserved equals in use. */
+       vf_context_trim. The CPU backend caches freed host buffers the same
+       way (docs/RUNTIME.md, "The CPU backend"): at most an eighth of the
+       machine's memory, given back as above and when the context is
+       destroyed. */
     int64_t device_bytes_cached;   /* freed memory kept for reuse */
     int64_t device_bytes_reserved; /* all device memory vkfuse holds: in use, cached, freed but still
                                       used by queued work, and the free space of shared blocks */
     int64_t device_bytes_peak;     /* the highest device_bytes_in_use so far */
     int64_t device_allocations;    /* memory blocks allocated from the driver (vkAllocateMemory; on
-                                      the CPU backend every buffer): in a steady loop it stops
-                                      growing when the cache serves every tensor */
+                                      the CPU backend host buffers not served by its cache): in a
+                                      steady loop it stops growing when the cache serves every tensor */
     int64_t device_alloc_retries;  /* allocations the driver refused for want of memory and that
                                       were tried again after the cache was given back */
     /* Eager fusion (Vulkan; docs/RUNTIME.md, "Eager fusion"): queued eager
@@ -174,8 +176,9 @@ VF_API vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out);
    vf_context_stats.device_bytes_cached), after waiting for queued work so
    that memory freed while that work still used it goes too; tensors keep
    theirs. Call it before handing the device to someone else, or after a
-   phase that used much more memory than what follows. A no-op on the CPU
-   backend. Returns the context's status, as vf_context_sync. */
+   phase that used much more memory than what follows. On the CPU backend
+   the cached host buffers go back to the C library. Returns the context's
+   status, as vf_context_sync. */
 VF_API vf_status vf_context_trim(vf_context *ctx);
 
 /* Devices, for tools: fills up to max entries and returns how many Vulkan

@@ -43,6 +43,7 @@ static const char *const env_vars[][2] = {
     {"VKFUSE_LOG=info", "log retraces and shader compiles"},
     {"VKFUSE_EAGER_FUSE=0", "every eager op its own kernel (default: repeated eager chains fused)"},
     {"VKFUSE_COMPILE_THREADS=<n>", "threads compiling a traced function's kernels (default: the CPUs)"},
+    {"VKFUSE_THREADS=<n>", "CPU backend threads, OpenBLAS's too (default: the CPUs)"},
     {"VKFUSE_MEMORY_CACHE=<size>", "freed device memory kept for reuse, e.g. 512M, 2G; 0: none (default: the heap)"},
     {"VKFUSE_TIMEOUT_MS=<ms>", "fail a GPU batch that runs longer; the device is then lost (default 120000)"},
     {"VKFUSE_DEVICE_MEMORY_LIMIT=<size>", "behave as if the device had this much memory (e.g. 256M)"},
