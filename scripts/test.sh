@@ -21,11 +21,11 @@ cmake --build --preset asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --preset asan -j "$jobs"
 
-echo "== tsan build (ThreadSanitizer): one context shared by several threads, shaders compiled ahead on threads"
+echo "== tsan build (ThreadSanitizer): one context shared by several threads, shaders compiled ahead on threads, the CPU backend's workers"
 # Only the thread tests' targets: the stage adds well under a minute.
 cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$jobs" --target test_threads test_misuse_threads test_vulkan_cache
-ctest --preset tsan -R '^(test_threads|test_misuse_threads|test_vulkan_cache)$'
+cmake --build --preset tsan -j "$jobs" --target test_threads test_misuse_threads test_vulkan_cache test_cpu_runtime
+ctest --preset tsan -R '^(test_threads|test_misuse_threads|test_vulkan_cache|test_cpu_runtime)$'
 
 echo "== release build (-O3 -Werror) and the README's demo command"
 cmake --preset release >/dev/null
