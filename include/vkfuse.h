@@ -176,8 +176,9 @@ VF_API vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out);
    vf_context_stats.device_bytes_cached), after waiting for queued work so
    that memory freed while that work still used it goes too; tensors keep
    theirs. Call it before handing the device to someone else, or after a
-   phase that used much more memory than what follows. On the CPU backend
-   the cached host buffers go back to the C library. Returns the context's
+   phase that used much more memory than what follows. The cached host
+   buffers of the CPU backend (and of the host backend of constant folding
+   and VKFUSE_CHECK) go back to the C library. Returns the context's
    status, as vf_context_sync. */
 VF_API vf_status vf_context_trim(vf_context *ctx);
 

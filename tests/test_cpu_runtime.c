@@ -117,6 +117,28 @@ static void eager_loop_stops_allocating(void **state)
     vf_context_destroy(ctx);
 }
 
+/* vf_context_trim empties the host backend's cache too (the CPU backend
+   a context keeps for constant folding and VKFUSE_CHECK). */
+static void trim_reaches_host_backend(void **state)
+{
+    (void)state;
+    vf_context *ctx = NULL;
+    assert_int_equal(vf_context_create(NULL, &ctx), VF_OK);
+    vf_ctx_lock(ctx);
+    vf_host *h = vf_context_host(ctx);
+    assert_non_null(h);
+    vf_buffer *b;
+    assert_int_equal(h->be.iface->alloc(h->be.self, 4096, &b), VF_OK);
+    h->be.iface->free(h->be.self, b);
+    vf_context_stats st = be_stats(&h->be);
+    assert_int_equal(st.device_bytes_cached, 4096);
+    vf_ctx_unlock(ctx);
+    assert_int_equal(vf_context_trim(ctx), VF_OK);
+    st = be_stats(&h->be);
+    assert_int_equal(st.device_bytes_cached, 0);
+    vf_context_destroy(ctx);
+}
+
 /* ---- worker threads ------------------------------------------------------------ */
 
 typedef struct seen_parts {
@@ -303,6 +325,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(alloc_size_classes, setup, teardown),
         cmocka_unit_test_setup_teardown(alloc_cache_capacity, setup, teardown),
         cmocka_unit_test(eager_loop_stops_allocating),
+        cmocka_unit_test(trim_reaches_host_backend),
         cmocka_unit_test(parallel_cuts_statically),
         cmocka_unit_test(threads_same_bits),
         cmocka_unit_test(small_kernels_stay_serial),

@@ -343,6 +343,8 @@ vf_status vf_context_trim(vf_context *ctx)
         vf_status s = ctx->be.iface->trim(ctx->be.self);
         if (s != VF_OK) vf_backend_failed(ctx, s, "vf_context_trim");
     }
+    /* the host backend (folding, VKFUSE_CHECK) caches buffers too */
+    if (ctx->host.be.iface && ctx->host.be.iface->trim) ctx->host.be.iface->trim(ctx->host.be.self);
     return vf_status_get(ctx);
 }
 
