@@ -7,6 +7,7 @@
 #include "cpu_test_common.h"
 
 #include "frontend/frontend.h"
+#include "graph/op.h"
 #include "vkfuse.h"
 
 static vf_context_stats be_stats(const vf_backend_t *be)
@@ -266,6 +267,52 @@ static void small_kernels_stay_serial(void **state)
     f.be.iface->destroy(f.be.self);
 }
 
+/* Every f32 elementwise op of one or two inputs (the fast rows and the
+   reference-calling rows) gives, bit for bit, the op table's double
+   function rounded to float, on values with NaN, infinities and signed
+   zeros, both operands full and either broadcast. */
+static void f32_rows_are_the_reference(void **state)
+{
+    fx *f = *state;
+    enum { N = 64 };
+    const int64_t sh[1] = {N}, one[1] = {1};
+    float *x = gen(VF_F32, N, true), *y = gen(VF_F32, N, true);
+    y[6] = NAN, y[7] = 0.0f, y[8] = -0.0f, x[9] = 2.5f, y[9] = 2.5f; /* pairs of specials, ties */
+    int checked = 0;
+    for (int op = 0; op < VF_OP_COUNT; op++) {
+        const vf_op_info *info = vf_op_get((vf_op)op);
+        if (info->kind != VF_KIND_ELEMENTWISE || !info->cpu_f || (info->arity != 1 && info->arity != 2) ||
+            !(info->accepts & VF_M(VF_F32)) || op == VF_OP_CAST || op == VF_OP_COPY || info->cond_in)
+            continue;
+        bool cmp = info->result == VF_RESULT_BOOL;
+        for (int bc = 0; bc < (info->arity == 2 ? 3 : 2); bc++) { /* 0: full, 1: a broadcast, 2: b broadcast */
+            vf_exec e = {.op = (vf_op)op, .n_in = info->arity};
+            e.in[0] = mk(f, VF_F32, 1, bc == 1 ? one : sh, x);
+            if (info->arity == 2) e.in[1] = mk(f, VF_F32, 1, bc == 2 ? one : sh, y);
+            e.out = mk(f, cmp ? VF_BOOL : VF_F32, 1, sh, NULL);
+            run(f, &e);
+            void *got = dl(f, &e.out);
+            for (int i = 0; i < N; i++) {
+                double a = x[bc == 1 ? 0 : i], b = info->arity == 2 ? y[bc == 2 ? 0 : i] : a;
+                double r = info->cpu_f(a, b, a);
+                if (cmp) {
+                    assert_int_equal(((uint8_t *)got)[i], r != 0.0);
+                } else {
+                    float want = (float)r, have = ((float *)got)[i];
+                    if (memcmp(&want, &have, 4) != 0)
+                        fail_msg("%s: element %d (a %g b %g): got %a want %a", info->name, i, a, b, (double)have,
+                                 (double)want);
+                }
+            }
+            free(got);
+            free_bufs(f);
+            checked++;
+        }
+    }
+    assert_true(checked > 40);
+    free(x), free(y);
+}
+
 /* ---- VKFUSE_THREADS ---------------------------------------------------------------- */
 
 static void threads_setting_parsed(void **state)
@@ -329,6 +376,7 @@ int main(void)
         cmocka_unit_test(parallel_cuts_statically),
         cmocka_unit_test(threads_same_bits),
         cmocka_unit_test(small_kernels_stay_serial),
+        cmocka_unit_test_setup_teardown(f32_rows_are_the_reference, setup, teardown),
         cmocka_unit_test(threads_setting_parsed),
         cmocka_unit_test(threads_setting_in_context),
     };

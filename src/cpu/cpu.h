@@ -170,9 +170,10 @@ static inline int64_t vf_cpu_grain_items(int64_t elems_per_item)
 vf_status vf_cpu_elementwise(vf_cpu *cpu, const vf_exec *e);
 /* A plain f32 row (kernels_elementwise_fast.c): n elements of out (o) from
    the inputs a, b, c at the innermost strides st (st[0] out's, st[1..]
-   the inputs'). */
+   the inputs'); f: the op table's float function (used by the rows that
+   call it). */
 typedef void (*vf_cpu_fast_row)(void *o, const void *a, const void *b, const void *c, const int64_t *st,
-                                int64_t n);
+                                int64_t n, vf_scalar_f f);
 /* The fast row for e at innermost strides st, or NULL: the generic path. */
 vf_cpu_fast_row vf_cpu_fast_row_for(const vf_exec *e, const int64_t *st);
 vf_status vf_cpu_reduce(vf_cpu *cpu, const vf_exec *e);

@@ -121,7 +121,7 @@ static void ew_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
             for (int k = 0; k < c->e->n_in; k++)
                 in[k] = (const char *)c->in_base[k] + off[k + 1] * (int64_t)vf_dtype_size(c->e->in[k].dtype);
             j->fast((char *)c->out_base + off[OP_OUT] * (int64_t)vf_dtype_size(c->e->out.dtype), in[0], in[1],
-                    in[2], j->inner_st, n);
+                    in[2], j->inner_st, n, vf_op_get(c->e->op)->cpu_f);
         } else {
             generic_row(c, off, j->inner_st, n);
         }

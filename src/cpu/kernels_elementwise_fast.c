@@ -7,8 +7,11 @@
  *     and where only select or move values, with the reference's NaN and
  *     signed-zero rules written out below.
  * The loops have no calls and unit or zero strides, so the compiler
- * vectorises them (release builds); anything else (other ops or dtypes,
- * strided operands) takes the generic converting path.
+ * vectorises them (release builds). Other f32 ops of one or two inputs
+ * (exp, tanh, pow, ...) call the reference function per element straight
+ * from float rows (row_ref1/row_ref2): the generic path's arithmetic
+ * without its buffers. Other dtypes, three inputs and strided operands
+ * take the generic converting path.
  */
 #include "cpu/cpu.h"
 
@@ -18,11 +21,11 @@
    (stride 0) as st says. */
 #define BIN_ROW(name, T, EXPR)                                                                   \
     static void name(void *o_, const void *a_, const void *b_, const void *c_, const int64_t *st, \
-                     int64_t n)                                                                  \
+                     int64_t n, vf_scalar_f f)                                                   \
     {                                                                                            \
         T *o = o_;                                                                               \
         const float *a = a_, *b = b_;                                                            \
-        (void)c_;                                                                                \
+        (void)c_, (void)f;                                                                       \
         if (st[1] && st[2]) {                                                                    \
             for (int64_t i = 0; i < n; i++) {                                                    \
                 const float x = a[i], y = b[i];                                                  \
@@ -50,11 +53,11 @@
 /* Unary f32 rows: o[i] = EXPR(x = a[i]). */
 #define UN_ROW(name, EXPR)                                                                       \
     static void name(void *o_, const void *a_, const void *b_, const void *c_, const int64_t *st, \
-                     int64_t n)                                                                  \
+                     int64_t n, vf_scalar_f f)                                                   \
     {                                                                                            \
         float *o = o_;                                                                           \
         const float *a = a_;                                                                     \
-        (void)b_, (void)c_;                                                                      \
+        (void)b_, (void)c_, (void)f;                                                             \
         if (st[1]) {                                                                             \
             for (int64_t i = 0; i < n; i++) {                                                    \
                 const float x = a[i];                                                            \
@@ -93,8 +96,10 @@ UN_ROW(row_floor, floorf(x))
 UN_ROW(row_ceil, ceilf(x))
 
 /* where(cond: bool, b, c: f32) */
-static void row_where(void *o_, const void *a_, const void *b_, const void *c_, const int64_t *st, int64_t n)
+static void row_where(void *o_, const void *a_, const void *b_, const void *c_, const int64_t *st, int64_t n,
+                      vf_scalar_f f)
 {
+    (void)f;
     float *o = o_;
     const uint8_t *k = a_;
     const float *b = b_, *c = c_;
@@ -103,6 +108,36 @@ static void row_where(void *o_, const void *a_, const void *b_, const void *c_, 
     } else {
         const int64_t sk = st[1], sb = st[2], sc = st[3];
         for (int64_t i = 0; i < n; i++) o[i] = k[i * sk] ? b[i * sb] : c[i * sc];
+    }
+}
+
+/* Any other f32 op of one or two inputs: the reference function itself
+   on each element widened to double, rounded to float, as the generic path
+   does, without its chunk buffers and dtype switches: the same bits. The
+   second and third arguments are as the generic path passes them. */
+static void row_ref1(void *o_, const void *a_, const void *b_, const void *c_, const int64_t *st, int64_t n,
+                     vf_scalar_f f)
+{
+    float *o = o_;
+    const float *a = a_;
+    (void)b_, (void)c_;
+    const int64_t sa = st[1];
+    for (int64_t i = 0; i < n; i++) {
+        const double x = a[i * sa];
+        o[i] = (float)f(x, x, x);
+    }
+}
+
+static void row_ref2(void *o_, const void *a_, const void *b_, const void *c_, const int64_t *st, int64_t n,
+                     vf_scalar_f f)
+{
+    float *o = o_;
+    const float *a = a_, *b = b_;
+    (void)c_;
+    const int64_t sa = st[1], sb = st[2];
+    for (int64_t i = 0; i < n; i++) {
+        const double x = a[i * sa];
+        o[i] = (float)f(x, b[i * sb], x);
     }
 }
 
@@ -136,7 +171,7 @@ vf_cpu_fast_row vf_cpu_fast_row_for(const vf_exec *e, const int64_t *st)
         case VF_OP_DIV: return row_div;
         case VF_OP_MAXIMUM: return row_max;
         case VF_OP_MINIMUM: return row_min;
-        default: return NULL;
+        default: return vf_op_get(e->op)->cpu_f ? row_ref2 : NULL;
         }
     }
     if (e->n_in != 1) return NULL;
@@ -149,6 +184,6 @@ vf_cpu_fast_row vf_cpu_fast_row_for(const vf_exec *e, const int64_t *st)
     case VF_OP_SIGN: return row_sign;
     case VF_OP_FLOOR: return row_floor;
     case VF_OP_CEIL: return row_ceil;
-    default: return NULL;
+    default: return vf_op_get(e->op)->cpu_f ? row_ref1 : NULL;
     }
 }
