@@ -4,6 +4,7 @@
  * are checked to be the same bits on every thread count. */
 #include "cpu/cpu.h"
 #include "cpu/cpu_threads.h"
+#include "child.h"
 #include "cpu_test_common.h"
 
 #include "frontend/frontend.h"
@@ -178,6 +179,34 @@ static void parallel_cuts_statically(void **state)
     }
     assert_int_equal(vf_cpu_workers_started(w), 3);
     vf_cpu_workers_destroy(w);
+}
+
+/* A child forked after the workers started has none of them: it runs
+   every part itself, and destroying the pool there returns (it used to
+   wait for the parent's workers forever). */
+static vf_cpu_workers *forked_pool;
+
+static void forked_child(vf_backend be)
+{
+    (void)be;
+    seen_parts s = {{0}};
+    vf_cpu_parallel(forked_pool, 10, 1, record_part, &s);
+    for (int i = 0; i < 4; i++)
+        if (s.calls[i] != 1) exit(1);
+    vf_cpu_workers_destroy(forked_pool);
+}
+
+static void forked_child_runs_alone(void **state)
+{
+    (void)state;
+    forked_pool = vf_cpu_workers_create(4);
+    assert_non_null(forked_pool);
+    seen_parts s = {{0}};
+    vf_cpu_parallel(forked_pool, 10, 1, record_part, &s);
+    assert_int_equal(vf_cpu_workers_started(forked_pool), 3);
+    assert_true(vt_child_run("parallel in a forked child", forked_child, VF_BACKEND_CPU, 20));
+    vf_cpu_parallel(forked_pool, 10, 1, record_part, &s); /* the parent's workers are still there */
+    vf_cpu_workers_destroy(forked_pool);
 }
 
 /* One kernel of each kind on a backend of `threads` threads; the results'
@@ -374,6 +403,7 @@ int main(void)
         cmocka_unit_test(eager_loop_stops_allocating),
         cmocka_unit_test(trim_reaches_host_backend),
         cmocka_unit_test(parallel_cuts_statically),
+        cmocka_unit_test(forked_child_runs_alone),
         cmocka_unit_test(threads_same_bits),
         cmocka_unit_test(small_kernels_stay_serial),
         cmocka_unit_test_setup_teardown(f32_rows_are_the_reference, setup, teardown),

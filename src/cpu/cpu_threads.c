@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define MAX_THREADS 256
 
@@ -23,6 +24,7 @@ typedef struct worker {
 } worker;
 
 struct vf_cpu_workers {
+    pid_t pid;          /* the process that started the workers: a forked child has none of them */
     int threads;
     int started;        /* workers 1..started are running */
     worker *w;
@@ -78,6 +80,7 @@ vf_cpu_workers *vf_cpu_workers_create(int threads)
     vf_cpu_workers *p = vf_calloc(1, sizeof *p);
     if (!p) return NULL;
     p->threads = threads;
+    p->pid = getpid();
     if (threads > 1) {
         p->w = vf_calloc((size_t)threads, sizeof *p->w);
         if (!p->w) p->threads = 1; /* no workers: everything on the caller */
@@ -91,6 +94,7 @@ vf_cpu_workers *vf_cpu_workers_create(int threads)
 void vf_cpu_workers_destroy(vf_cpu_workers *p)
 {
     if (!p) return;
+    if (p->started > 0 && getpid() != p->pid) return; /* a forked child: the workers are the parent's */
     pthread_mutex_lock(&p->mu);
     p->stop = true;
     pthread_cond_broadcast(&p->go);
@@ -136,6 +140,13 @@ void vf_cpu_parallel(vf_cpu_workers *p, int64_t n, int64_t grain, vf_cpu_task_fn
     int64_t lo, hi;
     if (parts == 1) {
         fn(arg, 0, 1, 0, n);
+        return;
+    }
+    if (getpid() != p->pid) { /* a forked child: no workers; the same cut, on this thread */
+        for (int i = 0; i < parts; i++) {
+            part_range(n, parts, i, &lo, &hi);
+            fn(arg, i, parts, lo, hi);
+        }
         return;
     }
     start_workers(p, parts);

@@ -12,6 +12,9 @@
  * OpenBLAS's threads or other processes); they are started at the first
  * call that needs them, so a context that never runs a large kernel
  * starts none. One caller at a time: the context's lock guarantees it.
+ * In a child forked from the process that started them there are no
+ * workers: the child runs every part itself (same cut, same bits) and
+ * leaves the pool to the parent on destroy.
  */
 #ifndef VF_CPU_CPU_THREADS_H
 #define VF_CPU_CPU_THREADS_H
