@@ -157,7 +157,6 @@ static void init_acc(const red *r, int64_t n, double *acc, uint64_t *iacc)
 typedef struct red_job {
     const red *r;
     vf_cpu_loop kept, rl;  /* kept: operand 0 the input, 1 the output; rl: the input */
-    bool lanes;
     int64_t w, chunks;     /* lanes: the innermost kept dim, and its chunks of VF_CPU_CHUNK */
 } red_job;
 
@@ -275,7 +274,6 @@ vf_status vf_cpu_reduce(vf_cpu *cpu, const vf_exec *e)
     if (!reduced[nd - 1]) {
         /* lanes: the innermost kept dim is contiguous in input and output;
            an item is a chunk of lanes of one group */
-        j.lanes = true;
         j.w = kept.dim[kept.rank - 1];
         j.chunks = (j.w + VF_CPU_CHUNK - 1) / VF_CPU_CHUNK;
         int64_t groups = vf_cpu_loop_count(&kept, 0, kept.rank - 1);
