@@ -218,9 +218,12 @@ static size_t run_kernels(int threads, const void *x, const void *y, const void 
     fx f = {0};
     assert_int_equal(vf_cpu_backend_create_threads(&f.err, threads, &f.be), VF_OK);
     assert_int_equal(vf_cpu_workers_threads(((vf_cpu *)f.be.self)->workers), threads);
-    const int64_t sh[2] = {RN, RC}, row[1] = {RC}, col[2] = {RN, 1};
+    const int64_t sh[2] = {RN, RC}, row[1] = {RC}, col[2] = {RN, 1}, red0[1] = {RC}, red1[1] = {RN};
     vf_tref tx = mk(&f, VF_F32, 2, sh, x), ty = mk(&f, VF_F32, 2, sh, y), tr = mk(&f, VF_F32, 1, row, r);
     vf_tref tc = mk(&f, VF_F32, 2, col, x);
+    int32_t labels[RN];
+    for (int i = 0; i < RN; i++) labels[i] = (i * 37) % RC;
+    vf_tref tl = mk(&f, VF_I32, 1, red1, labels);
     vf_exec ex[] = {
         {.op = VF_OP_ADD, .n_in = 2, .in = {tx, tr}},          /* fast row, broadcast */
         {.op = VF_OP_MAXIMUM, .n_in = 2, .in = {tc, ty}},      /* fast, the other side broadcast */
@@ -230,14 +233,15 @@ static size_t run_kernels(int threads, const void *x, const void *y, const void 
         {.op = VF_OP_REDUCE_MAX, .n_in = 1, .in = {tx}, .attrs = {.axes_mask = 0x2}}, /* runs */
         {.op = VF_OP_SOFTMAX, .n_in = 1, .in = {tx}, .attrs = {.axis = 1}},
         {.op = VF_OP_LOG_SOFTMAX, .n_in = 1, .in = {tx}, .attrs = {.axis = 0}},
+        {.op = VF_OP_SPARSE_XENT, .n_in = 2, .in = {tl, tx}},
     };
-    const int64_t red0[1] = {RC}, red1[1] = {RN};
     size_t total = 0, at = 0;
     void *parts[COUNT(ex)];
     size_t bytes[COUNT(ex)];
     for (int i = 0; i < COUNT(ex); i++) {
-        const int64_t *os = ex[i].op == VF_OP_REDUCE_SUM ? red0 : ex[i].op == VF_OP_REDUCE_MAX ? red1 : sh;
-        ex[i].out = mk(&f, VF_F32, ex[i].op == VF_OP_REDUCE_SUM || ex[i].op == VF_OP_REDUCE_MAX ? 1 : 2, os, NULL);
+        bool to_rows = ex[i].op == VF_OP_REDUCE_MAX || ex[i].op == VF_OP_SPARSE_XENT;
+        const int64_t *os = ex[i].op == VF_OP_REDUCE_SUM ? red0 : to_rows ? red1 : sh;
+        ex[i].out = mk(&f, VF_F32, ex[i].op == VF_OP_REDUCE_SUM || to_rows ? 1 : 2, os, NULL);
         run(&f, &ex[i]);
         parts[i] = dl(&f, &ex[i].out);
         bytes[i] = (size_t)numel(ex[i].out.rank, ex[i].out.shape) * 4;
@@ -257,7 +261,8 @@ static size_t run_kernels(int threads, const void *x, const void *y, const void 
     return total;
 }
 
-/* Elementwise (fast and generic), reductions and softmax give the same
+/* Elementwise (fast and generic), reductions, softmax and sparse cross
+   entropy give the same
    bits on 1, 2, 3 and 5 threads, and a backend of n threads starts n - 1
    workers for kernels this large. */
 static void threads_same_bits(void **state)

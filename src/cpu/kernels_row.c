@@ -107,6 +107,41 @@ vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e)
     return VF_OK;
 }
 
+/* Sparse cross entropy split across threads by rows; each part has its
+   own row buffer. */
+typedef struct xent_job {
+    const vf_exec *e;
+    int64_t classes;
+    double *b;      /* parts buffers of classes */
+} xent_job;
+
+static void xent_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
+{
+    (void)parts;
+    const xent_job *j = arg;
+    const vf_tref *lab = &j->e->in[0], *lg = &j->e->in[1];
+    const void *labels = vf_cpu_ptr(lab), *x = vf_cpu_ptr(lg);
+    void *y = vf_cpu_ptr(&j->e->out);
+    int64_t classes = j->classes;
+    double *b = j->b + (size_t)part * (size_t)(classes > 0 ? classes : 1);
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t label;
+        vf_cpu_load_i64(labels, lab->dtype, r, 0, 1, &label);
+        double loss = NAN;
+        if (label >= 0 && label < classes) {
+            vf_cpu_load_f64(x, lg->dtype, r * classes, 1, classes, b);
+            double m = -INFINITY;
+            for (int64_t k = 0; k < classes; k++)
+                if (b[k] > m || isnan(b[k])) m = b[k];
+            double s = 0;
+            for (int64_t k = 0; k < classes; k++) s += exp(b[k] - m);
+            /* logsumexp - x[label], with m taken out of both terms */
+            loss = log(s) - (b[label] - m);
+        }
+        vf_cpu_store_f64(y, j->e->out.dtype, r, 1, &loss);
+    }
+}
+
 vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e)
 {
     const vf_tref *lab = &e->in[0], *lg = &e->in[1];
@@ -117,29 +152,15 @@ vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e)
                           "float logits [L, C]");
     int64_t rows = vf_cpu_numel(lab), classes = lg->shape[lg->rank - 1];
     if (rows == 0) return VF_OK;
-    double *b = vf_malloc((size_t)(classes > 0 ? classes : 1) * sizeof *b);
-    if (!b)
+    xent_job j = {.e = e, .classes = classes};
+    int64_t grain = vf_cpu_grain_items(classes);
+    int parts = vf_cpu_parts(cpu->workers, rows, grain);
+    j.b = vf_malloc((size_t)(classes > 0 ? classes : 1) * (size_t)parts * sizeof *j.b);
+    if (!j.b)
         return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY,
                           "cpu backend: sparse_softmax_cross_entropy: out of host memory (malloc failed) for a row of %lld",
                           (long long)classes);
-    const void *labels = vf_cpu_ptr(lab), *x = vf_cpu_ptr(lg);
-    void *y = vf_cpu_ptr(&e->out);
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t label;
-        vf_cpu_load_i64(labels, lab->dtype, r, 0, 1, &label);
-        double loss = NAN;
-        if (label >= 0 && label < classes) {
-            vf_cpu_load_f64(x, lg->dtype, r * classes, 1, classes, b);
-            double m = -INFINITY;
-            for (int64_t j = 0; j < classes; j++)
-                if (b[j] > m || isnan(b[j])) m = b[j];
-            double s = 0;
-            for (int64_t j = 0; j < classes; j++) s += exp(b[j] - m);
-            /* logsumexp - x[label], with m taken out of both terms */
-            loss = log(s) - (b[label] - m);
-        }
-        vf_cpu_store_f64(y, e->out.dtype, r, 1, &loss);
-    }
-    free(b);
+    vf_cpu_parallel(cpu->workers, rows, grain, xent_part, &j);
+    free(j.b);
     return VF_OK;
 }
