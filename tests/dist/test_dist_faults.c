@@ -5,6 +5,7 @@
  * before it), several rounds, with the failing rank rotating over the
  * ranks: a race that strikes one run in eight shows. After every failure
  * the ranks make a new vf_dist and check that an allreduce on it works.
+ * Last, a rank late to a call is told that the others gave up on it.
  *
  * Short timeouts keep a failing run short; "at once" means well under the
  * call's timeout_s (a wrong wait lasts the whole of it). */
@@ -220,6 +221,32 @@ static void test_late_create(void **state)
     }
 }
 
+/* One rank comes to a call after the others gave up on it (timeout and
+   roll call over): they fail naming it as silent; it is told that they
+   gave up waiting for it (not that the ranks make different calls). */
+static void test_late_call(void **state)
+{
+    (void)state;
+    const double timeout = 0.3;
+    int late = size_ - 1;
+    earlier_dists(2);
+    vf_dist *d = make_dist(timeout);
+    check_works(d, "before a rank is late");
+    /* the others wait timeout_s, then listen timeout_s for the roll call */
+    if (rank_ == late) nap(2 * timeout + 0.4);
+    vf_scope_begin(ctx);
+    vf_tensor *x = vf_fill(ctx, VF_F32, 1, (int64_t[]){4}, 1.0), *y = NULL;
+    vf_status st = vf_dist_allreduce(d, 1, &x, VF_DIST_SUM, &y);
+    vf_scope_end(ctx);
+    const char *m = vf_dist_error_message(d);
+    if (st != VF_ERROR_DEVICE) fail_msg("rank %d, rank %d late to a call: %s: %s", rank_, late, vf_status_name(st), m);
+    char want[32];
+    snprintf(want, sizeof want, "rank %d did not answer", late);
+    expect_msg(m, rank_ == late ? "the others gave up waiting for this rank" : want, "a rank late to a call", 2);
+    vf_dist_destroy(d);
+    recover("a rank late to a call");
+}
+
 int main(void)
 {
     MPI_Init(NULL, NULL);
@@ -234,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_null_tensor),
         cmocka_unit_test(test_rank_leaves),
         cmocka_unit_test(test_late_create),
+        cmocka_unit_test(test_late_call),
     };
     char name[40];
     snprintf(name, sizeof name, "dist faults rank %d of %d", rank_, size_);
