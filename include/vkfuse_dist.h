@@ -81,8 +81,10 @@ typedef enum { VF_DIST_SUM, VF_DIST_MEAN } vf_dist_op;
    VF_ERROR_DEVICE naming the ranks that did not come ("rank 2 did not call
    vf_dist_create within ..."); a rank that comes later is told "the
    others gave up waiting for this rank". The others wait for rank 0 up to
-   timeout_s plus a grace of timeout_s (at least 0.5 s, at most 5 s). After
-   such a failure every rank simply calls vf_dist_create again. It
+   timeout_s plus a grace of timeout_s (at least 0.5 s, at most 5 s). A
+   rank whose arguments are refused (ctx NULL, a bad timeout_s) tells the
+   others, which fail at once naming it. After such a failure every rank
+   simply calls vf_dist_create again. It
    exchanges small messages with tag 7170 on desc.comm (before it
    duplicates it): a program's own receives on that communicator should not
    use MPI_ANY_TAG. */

@@ -23,6 +23,9 @@
  *    a grace period more: rank 0 may have answered just then. Rank 0 alone
  *    decides, so the ranks agree unless its answer takes longer than the
  *    grace period to arrive;
+ *  - a rank whose vf_dist_create refuses its arguments still takes its
+ *    turn: FAILED to rank 0 (or, as rank 0, GIVE_UP to all), so that the
+ *    others fail at once naming it and every rank's count stays in step;
  *  - after GO, MPI_Comm_idup (all ranks are there: it completes at once).
  */
 #include "dist/dist_mpi.h"
@@ -34,21 +37,23 @@
 
 #define JOIN_TAG 7170
 
-enum { HELLO = 1, QUIT, GO, GIVE_UP };
+enum { HELLO = 1, QUIT, FAILED, GO, GIVE_UP };
 
 typedef struct {
     int32_t kind;
     int32_t late;     /* GIVE_UP: the receiver is one of the ranks that did not come in time */
     uint64_t serial;  /* which vf_dist_create of desc.comm */
-    char text[240];   /* GIVE_UP: why */
+    char text[240];   /* GIVE_UP, FAILED: why */
 } join_msg;
 
 /* Per communicator (an MPI attribute, freed with it): the count of
-   vf_dist_create calls and, on rank 0, the latest HELLO and QUIT of each rank. */
+   vf_dist_create calls and, on rank 0, the latest HELLO, QUIT and FAILED
+   of each rank (serials) with the last FAILED's text. */
 typedef struct {
     uint64_t serial;
     int size;
-    uint64_t *hello, *quit;
+    uint64_t *hello, *quit, *failed;
+    char (*why)[240];
 } join_state;
 
 static int join_key = MPI_KEYVAL_INVALID;
@@ -59,6 +64,7 @@ static int free_state(MPI_Comm comm, int key, void *val, void *extra)
     (void)comm, (void)key, (void)extra;
     join_state *js = val;
     free(js->hello);
+    free(js->why);
     free(js);
     return MPI_SUCCESS;
 }
@@ -73,12 +79,13 @@ static join_state *state_of(MPI_Comm base, int size)
     MPI_Comm_get_attr(base, join_key, &js, &found);
     if (found && js) return js;
     js = calloc(1, sizeof *js);
-    uint64_t *arrays = calloc(2 * (size_t)size, sizeof *arrays);
-    if (!js || !arrays || MPI_Comm_set_attr(base, join_key, js) != MPI_SUCCESS) {
-        free(js), free(arrays);
+    uint64_t *arrays = calloc(3 * (size_t)size, sizeof *arrays);
+    char(*why)[240] = calloc((size_t)size, sizeof *why);
+    if (!js || !arrays || !why || MPI_Comm_set_attr(base, join_key, js) != MPI_SUCCESS) {
+        free(js), free(arrays), free(why);
         return NULL;
     }
-    *js = (join_state){.size = size, .hello = arrays, .quit = arrays + size};
+    *js = (join_state){.size = size, .hello = arrays, .quit = arrays + size, .failed = arrays + 2 * size, .why = why};
     return js;
 }
 
@@ -121,15 +128,25 @@ static vf_status decide(vf_dist *d, MPI_Comm base, join_state *js, uint64_t seri
         while (take_msg(base, MPI_ANY_SOURCE, &msg, &from)) {
             if (msg.kind == HELLO && msg.serial > js->hello[from]) js->hello[from] = msg.serial;
             if (msg.kind == QUIT && msg.serial > js->quit[from]) js->quit[from] = msg.serial;
+            if (msg.kind == FAILED && msg.serial > js->failed[from])
+                js->failed[from] = msg.serial, snprintf(js->why[from], sizeof js->why[from], "%s", msg.text);
         }
-        int quitter = -1, missing = 0;
+        int quitter = -1, failed = -1, missing = 0;
         for (int r = 1; r < d->size; r++) {
             /* a QUIT of a later serial implies this one's: a rank leaves a
                vf_dist_create without an answer only by quitting it */
             if (js->quit[r] >= serial && quitter < 0) quitter = r;
+            if (js->failed[r] == serial && failed < 0) failed = r;
             missing += js->hello[r] < serial;
         }
-        if (quitter < 0 && !missing) {
+        if (quitter < 0 && failed >= 0) {
+            char why[240];
+            snprintf(why, sizeof why, "rank %d failed: %.200s", failed, js->why[failed]);
+            for (int r = 1; r < d->size; r++)
+                if (r != failed) send_msg(GIVE_UP, 0, serial, why, r, base);
+            return vf_dist_fail(d, VF_ERROR_DEVICE, true, "vf_dist_create: %s: make a new vf_dist on every rank", why);
+        }
+        if (quitter < 0 && !missing) { /* (a rank that failed sends no HELLO) */
             for (int r = 1; r < d->size; r++) send_msg(GO, 0, serial, NULL, r, base);
             return VF_OK;
         }
@@ -190,6 +207,29 @@ static vf_status await(vf_dist *d, MPI_Comm base, uint64_t serial)
         vf_dist_mpi_progress();
         vf_dist_nap(polls);
     }
+}
+
+void vf_dist_mpi_refuse(const vf_dist_desc *desc, const char *why)
+{
+    int inited = 0, fin = 1, rank = 0, size = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&fin);
+    MPI_Comm base = desc->comm == (MPI_Comm)0 ? MPI_COMM_WORLD : desc->comm;
+    if (!inited || fin || base == MPI_COMM_NULL) return;
+    MPI_Comm_rank(base, &rank);
+    MPI_Comm_size(base, &size);
+    join_state *js = state_of(base, size);
+    if (!js) return;
+    uint64_t serial = ++js->serial;
+    char text[240];
+    snprintf(text, sizeof text, "%s", why);
+    if (rank != 0) {
+        send_msg(FAILED, 0, serial, text, 0, base);
+        return;
+    }
+    char msg[240];
+    snprintf(msg, sizeof msg, "rank 0 failed: %.200s", text);
+    for (int r = 1; r < size; r++) send_msg(GIVE_UP, 0, serial, msg, r, base);
 }
 
 vf_status vf_dist_mpi_open(vf_dist *d, const vf_dist_desc *desc)

@@ -5,7 +5,8 @@
  * before it), several rounds, with the failing rank rotating over the
  * ranks: a race that strikes one run in eight shows. After every failure
  * the ranks make a new vf_dist and check that an allreduce on it works.
- * Last, a rank late to a call is told that the others gave up on it.
+ * Then a rank whose vf_dist_create refuses its arguments, and a rank late
+ * to a call, told that the others gave up on it.
  *
  * Short timeouts keep a failing run short; "at once" means well under the
  * call's timeout_s (a wrong wait lasts the whole of it). */
@@ -221,6 +222,31 @@ static void test_late_create(void **state)
     }
 }
 
+/* One rank's vf_dist_create refuses its arguments: it gets
+   VF_ERROR_INVALID_ARGUMENT, the others VF_ERROR_DEVICE naming it, at
+   once; the next vf_dist_create of every rank pairs up. */
+static void test_bad_create(void **state)
+{
+    (void)state;
+    for (int prior = 0; prior <= 5; prior++) {
+        int bad = prior % size_;
+        earlier_dists(prior);
+        vf_dist *d = NULL;
+        double t0 = now();
+        vf_status st = vf_dist_create(ctx, &(vf_dist_desc){.timeout_s = rank_ == bad ? -1 : CALL_TIMEOUT}, &d);
+        double waited = now() - t0;
+        const char *m = vf_dist_create_error();
+        if (st != (rank_ == bad ? VF_ERROR_INVALID_ARGUMENT : VF_ERROR_DEVICE) || d)
+            fail_msg("rank %d, rank %d's vf_dist_create refused after %d earlier vf_dists: %s: %s", rank_, bad, prior,
+                     vf_status_name(st), m);
+        char want[32];
+        snprintf(want, sizeof want, "rank %d failed", bad);
+        expect_msg(m, rank_ == bad ? "timeout_s -1 is not" : want, "a refused vf_dist_create", prior);
+        expect_fast(waited, "a refused vf_dist_create", prior, m);
+        recover("a refused vf_dist_create");
+    }
+}
+
 /* One rank comes to a call after the others gave up on it (timeout and
    roll call over): they fail naming it as silent; it is told that they
    gave up waiting for it (not that the ranks make different calls). */
@@ -261,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_null_tensor),
         cmocka_unit_test(test_rank_leaves),
         cmocka_unit_test(test_late_create),
+        cmocka_unit_test(test_bad_create),
         cmocka_unit_test(test_late_call),
     };
     char name[40];
