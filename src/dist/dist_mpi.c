@@ -161,19 +161,24 @@ static vf_status poll_notices(vf_dist *d, bool quiet)
         in.text[sizeof in.text - 1] = 0;
         int r = st.MPI_SOURCE;
         m->heard[r] = true;
-        if (in.left != 2) d->left_after[r] = in.done; /* a roll call is no goodbye */
-        else m->waited[r] = in.waited;
-        if (in.left == 2 && in.done < d->calls) m->roll = true;
-        else if (in.done < d->calls && !quiet)
-            return vf_dist_fail(d, VF_ERROR_DEVICE, true, "%s (call %llu): rank %d %s: %s", d->what,
-                                (unsigned long long)d->calls, r,
-                                in.left == 1 ? "left (vf_dist_destroy) before this call" : "failed", in.text);
+        if (in.left == 2) { /* a roll call is no goodbye */
+            m->waited[r] = in.waited;
+            if (in.done < d->calls) m->roll = true;
+            continue;
+        }
+        /* kept for the call it stops: it may arrive during an earlier one */
+        d->left_after[r] = in.done;
+        char why[sizeof in.text + 80];
+        snprintf(why, sizeof why, "rank %d %s after call %llu: %s", r, in.left == 1 ? "left (vf_dist_destroy)" : "failed",
+                 (unsigned long long)in.done, in.text);
+        free(m->why[r]);
+        m->why[r] = strdup(why);
     }
     if (quiet) return VF_OK;
     for (int r = 0; r < d->size; r++)
         if (d->left_after[r] < d->calls)
-            return vf_dist_fail(d, VF_ERROR_DEVICE, true, "%s (call %llu): rank %d left or failed after call %llu",
-                                d->what, (unsigned long long)d->calls, r, (unsigned long long)d->left_after[r]);
+            return vf_dist_fail(d, VF_ERROR_DEVICE, true, "%s (call %llu): %s", d->what, (unsigned long long)d->calls,
+                                m->why[r] ? m->why[r] : "a rank left or failed (no host memory for its message)");
     return VF_OK;
 }
 
@@ -417,6 +422,8 @@ void vf_dist_mpi_close(vf_dist *d)
     }
     free(m->heard);
     free(m->waited);
+    for (int r = 0; m->why && r < d->size; r++) free(m->why[r]);
+    free(m->why);
     free(m);
     d->mpi = NULL;
 }

@@ -25,6 +25,7 @@ struct vf_dist_mpi {
     double *waited;         /* [size]: its roll call's vf_dist_notice.waited (-1: none) */
     bool roll;              /* another rank gave up in the current call: answer its roll call */
     bool told;              /* sent its notice */
+    char **why;             /* [size]: its failure or goodbye notice, as the message that names it */
     double call_start;      /* when the current call began (for vf_dist_notice.waited) */
     MPI_Request pending;    /* a collective that never completed (MPI cannot cancel one) ... */
     void *pending_buf;      /* ... and the heap memory it reads and writes, owned from then on */

@@ -256,9 +256,10 @@ vf_status vf_dist_mpi_open(vf_dist *d, const vf_dist_desc *desc)
         m->pending = MPI_REQUEST_NULL;
         m->heard = calloc((size_t)d->size, sizeof *m->heard);
         m->waited = malloc((size_t)d->size * sizeof *m->waited);
+        m->why = calloc((size_t)d->size, sizeof *m->why);
         for (int r = 0; m->waited && r < d->size; r++) m->waited[r] = -1;
     }
-    join_state *js = m && m->heard && m->waited ? state_of(base, d->size) : NULL;
+    join_state *js = m && m->heard && m->waited && m->why ? state_of(base, d->size) : NULL;
     if (!js) return vf_dist_fail(d, VF_ERROR_OUT_OF_MEMORY, true, "vf_dist_create: out of host memory");
     uint64_t serial = ++js->serial;
     vf_dist_mpi_progress();

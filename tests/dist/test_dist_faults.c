@@ -98,96 +98,104 @@ static void expect_fast(double waited, const char *kind, int prior, const char *
                  CALL_TIMEOUT, msg);
 }
 
+/* An allreduce that is to fail: its status, message and wait. */
+typedef struct {
+    vf_status st;
+    const char *msg;
+    double waited;
+} outcome;
+
+static outcome failing_call(vf_dist *d, int64_t n, bool null_tensor)
+{
+    vf_scope_begin(ctx);
+    vf_tensor *x = null_tensor ? NULL : vf_fill(ctx, VF_F32, 1, &n, 1.0), *y = NULL;
+    double t0 = now();
+    outcome o = {.st = vf_dist_allreduce(d, 1, &x, VF_DIST_SUM, &y)};
+    o.waited = now() - t0;
+    vf_scope_end(ctx);
+    o.msg = vf_dist_error_message(d);
+    return o;
+}
+
+static void expect(outcome o, vf_status st, const char *want, const char *kind, int bad, int prior)
+{
+    if (o.st != st)
+        fail_msg("rank %d, %s (rank %d) after %d earlier vf_dists: %s, want %s: %s", rank_, kind, bad, prior,
+                 vf_status_name(o.st), vf_status_name(st), o.msg);
+    expect_msg(o.msg, want, kind, prior);
+    expect_fast(o.waited, kind, prior, o.msg);
+}
+
+/* One failure kind: on a vf_dist that worked, rank `bad` misbehaves; the
+   trial destroys d. */
+typedef void (*trial_fn)(vf_dist *d, int bad, int prior);
+
+/* ROUNDS rounds of 0..5 earlier vf_dists, the failing rank rotating, and a
+   new vf_dist after each failure. */
+static void run_trials(const char *kind, trial_fn trial)
+{
+    for (int round = 0; round < ROUNDS; round++)
+        for (int prior = 0; prior <= 5; prior++) {
+            earlier_dists(prior);
+            vf_dist *d = make_dist(CALL_TIMEOUT);
+            check_works(d, "before the failure");
+            trial(d, (round * 6 + prior) % size_, prior);
+            recover(kind);
+        }
+}
+
 /* One rank passes another shape: VF_ERROR_SHAPE on every rank, at once,
    naming the first rank whose tensors differ from rank 0's. */
+static void shape_differs(vf_dist *d, int bad, int prior)
+{
+    outcome o = failing_call(d, rank_ == bad ? 5 : 4, false);
+    char want[48];
+    snprintf(want, sizeof want, "rank %d's differ from rank 0's", bad ? bad : 1);
+    expect(o, VF_ERROR_SHAPE, want, "a differing shape", bad, prior);
+    expect_msg(o.msg, rank_ == bad ? "f32[5]" : "f32[4]", "a differing shape", prior);
+    vf_dist_destroy(d);
+}
+
 static void test_shape_differs(void **state)
 {
     (void)state;
-    for (int round = 0; round < ROUNDS; round++)
-        for (int prior = 0; prior <= 5; prior++) {
-            int bad = (round * 6 + prior) % size_;
-            earlier_dists(prior);
-            vf_dist *d = make_dist(CALL_TIMEOUT);
-            check_works(d, "before the shape differs");
-            vf_scope_begin(ctx);
-            vf_tensor *x = vf_fill(ctx, VF_F32, 1, (int64_t[]){rank_ == bad ? 5 : 4}, 1.0), *y = NULL;
-            double t0 = now();
-            vf_status st = vf_dist_allreduce(d, 1, &x, VF_DIST_SUM, &y);
-            double waited = now() - t0;
-            vf_scope_end(ctx);
-            const char *m = vf_dist_error_message(d);
-            if (st != VF_ERROR_SHAPE)
-                fail_msg("rank %d, differing shape after %d earlier vf_dists: %s: %s", rank_, prior, vf_status_name(st), m);
-            char want[48];
-            snprintf(want, sizeof want, "rank %d's differ from rank 0's", bad ? bad : 1);
-            expect_msg(m, want, "differing shape", prior);
-            expect_fast(waited, "differing shape", prior, m);
-            vf_dist_destroy(d);
-            recover("a differing shape");
-        }
+    run_trials("a differing shape", shape_differs);
 }
 
 /* One rank passes a NULL tensor: it gets VF_ERROR_INVALID_ARGUMENT, the
    others VF_ERROR_DEVICE naming it, at once. */
+static void null_tensor(vf_dist *d, int bad, int prior)
+{
+    outcome o = failing_call(d, 4, rank_ == bad);
+    char want[32];
+    snprintf(want, sizeof want, "rank %d failed", bad);
+    if (rank_ == bad) expect(o, VF_ERROR_INVALID_ARGUMENT, "tensor 0 is NULL", "a NULL tensor", bad, prior);
+    else expect(o, VF_ERROR_DEVICE, want, "a NULL tensor", bad, prior);
+    vf_dist_destroy(d);
+}
+
 static void test_null_tensor(void **state)
 {
     (void)state;
-    for (int round = 0; round < ROUNDS; round++)
-        for (int prior = 0; prior <= 5; prior++) {
-            int bad = (round * 6 + prior) % size_;
-            earlier_dists(prior);
-            vf_dist *d = make_dist(CALL_TIMEOUT);
-            vf_scope_begin(ctx);
-            vf_tensor *x = rank_ == bad ? NULL : vf_fill(ctx, VF_F32, 1, (int64_t[]){4}, 1.0), *y = NULL;
-            double t0 = now();
-            vf_status st = vf_dist_allreduce(d, 1, &x, VF_DIST_SUM, &y);
-            double waited = now() - t0;
-            vf_scope_end(ctx);
-            const char *m = vf_dist_error_message(d);
-            char want[32];
-            snprintf(want, sizeof want, "rank %d failed", bad);
-            if (st != (rank_ == bad ? VF_ERROR_INVALID_ARGUMENT : VF_ERROR_DEVICE))
-                fail_msg("rank %d, NULL tensor on rank %d after %d earlier vf_dists: %s: %s", rank_, bad, prior,
-                         vf_status_name(st), m);
-            expect_msg(m, rank_ == bad ? "tensor 0 is NULL" : want, "NULL tensor", prior);
-            expect_fast(waited, "NULL tensor", prior, m);
-            vf_dist_destroy(d);
-            recover("a NULL tensor");
-        }
+    run_trials("a NULL tensor", null_tensor);
 }
 
 /* One rank destroys its vf_dist while the others still call: they fail
    naming it, at once. */
+static void rank_leaves(vf_dist *d, int bad, int prior)
+{
+    if (rank_ != bad) {
+        char want[32];
+        snprintf(want, sizeof want, "rank %d left", bad);
+        expect(failing_call(d, 4, false), VF_ERROR_DEVICE, want, "a rank leaving", bad, prior);
+    }
+    vf_dist_destroy(d);
+}
+
 static void test_rank_leaves(void **state)
 {
     (void)state;
-    for (int round = 0; round < ROUNDS; round++)
-        for (int prior = 0; prior <= 5; prior++) {
-            int bad = (round * 6 + prior) % size_;
-            earlier_dists(prior);
-            vf_dist *d = make_dist(CALL_TIMEOUT);
-            check_works(d, "before a rank leaves");
-            if (rank_ == bad) {
-                vf_dist_destroy(d);
-            } else {
-                vf_scope_begin(ctx);
-                vf_tensor *x = vf_fill(ctx, VF_F32, 1, (int64_t[]){4}, 1.0), *y = NULL;
-                double t0 = now();
-                vf_status st = vf_dist_allreduce(d, 1, &x, VF_DIST_SUM, &y);
-                double waited = now() - t0;
-                vf_scope_end(ctx);
-                const char *m = vf_dist_error_message(d);
-                if (st != VF_ERROR_DEVICE)
-                    fail_msg("rank %d, rank %d left after %d earlier vf_dists: %s: %s", rank_, bad, prior,
-                             vf_status_name(st), m);
-                char want[32];
-                snprintf(want, sizeof want, "rank %d left", bad);
-                expect_msg(m, want, "a rank leaving", prior);
-                expect_fast(waited, "a rank leaving", prior, m);
-                vf_dist_destroy(d);
-            }
-            recover("a rank left");
-        }
+    run_trials("a rank leaving", rank_leaves);
 }
 
 /* One rank calls vf_dist_create after the others' timeout_s: they fail
