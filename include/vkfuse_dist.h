@@ -122,7 +122,10 @@ VF_API const char *vf_dist_error_message(const vf_dist *d);
 VF_API double vf_dist_traced_seconds(const vf_dist *d);
 
 /* Not collective; NULL is a no-op. Tell the others this rank has left: a
-   rank still waiting in a call this one will never make fails at once. */
+   rank still waiting in a call this one will never make fails at once.
+   Over MPI what d left in flight (its communicator, a collective another
+   rank never joined) is kept until MPI is done with it and freed during
+   later vf_dist calls; it never reaches a later vf_dist. */
 VF_API void vf_dist_destroy(vf_dist *d);
 
 #ifdef __cplusplus

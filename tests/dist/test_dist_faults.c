@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#define ROUNDS 8       /* rounds of prior = 0..5 per failure kind: 48 runs, a 1-in-8 race shows */
+#define ROUNDS 6 /* rounds of prior = 0..5 per failure kind: 36 runs, a 1-in-8 race is missed 1 time in 120 */
 #define CALL_TIMEOUT 6 /* timeout_s of the vf_dist that fails; "at once" is under half of it */
 
 static vf_context *ctx;
