@@ -353,7 +353,11 @@ static MPI_Datatype mpi_type(vf_dist_class c)
 }
 
 /* A collective on d->buf did not complete: the buffer is the pending
-   collective's now, the next call allocates another. */
+   collective's now, the next call allocates another. (A traced call
+   reduces the plan's memory in place, which vkfuse_dist cannot keep: an
+   abandoned collective there completes only if every rank joins it, i.e.
+   a late rank started it just before the others' roll-call notices
+   reached it.) */
 static vf_status lose_buf(vf_dist *d, vf_status s)
 {
     if (d->mpi->pending_buf == d->buf) d->buf = NULL, d->cap = 0;
