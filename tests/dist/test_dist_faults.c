@@ -208,11 +208,11 @@ static void test_late_create(void **state)
     for (int prior = 0; prior <= 5; prior++) {
         int late = prior % size_;
         earlier_dists(prior);
-        /* after the others' timeout_s. Rank 0 decides then; the others then
-           wait 0.5 s more for rank 0's answer (docs/DISTRIBUTED.md): once
-           rank 0 comes after that too, and rank 0 comes within it (the
-           answer is the same) */
-        if (rank_ == late) nap(timeout + (prior == 0 ? 0.7 : 0.2));
+        /* after the others' timeout_s (with a margin for a loaded machine).
+           Rank 0 decides at its timeout_s; the others wait 0.5 s more for
+           its answer (docs/DISTRIBUTED.md). A late rank 0 comes after that
+           once (prior 0) and within it otherwise: the answers are the same */
+        if (rank_ == late) nap(timeout + (prior == 0 ? 0.7 : 0.35));
         vf_dist *d = NULL;
         double t0 = now();
         vf_status st = vf_dist_create(ctx, &(vf_dist_desc){.timeout_s = timeout}, &d);
@@ -274,9 +274,13 @@ static void test_late_call(void **state)
     vf_scope_end(ctx);
     const char *m = vf_dist_error_message(d);
     if (st != VF_ERROR_DEVICE) fail_msg("rank %d, rank %d late to a call: %s: %s", rank_, late, vf_status_name(st), m);
-    char want[32];
-    snprintf(want, sizeof want, "rank %d did not answer", late);
-    expect_msg(m, rank_ == late ? "the others gave up waiting for this rank" : want, "a rank late to a call", 2);
+    /* the others: it was silent in their roll call, or (on a loaded
+       machine) it came during their roll call */
+    char silent[48], came[48];
+    snprintf(silent, sizeof silent, "rank %d did not answer", late);
+    snprintf(came, sizeof came, "rank %d came to this call", late);
+    if (rank_ != late && strstr(m, came)) expect_msg(m, came, "a rank late to a call", 2);
+    else expect_msg(m, rank_ == late ? "the others gave up waiting for this rank" : silent, "a rank late to a call", 2);
     vf_dist_destroy(d);
     recover("a rank late to a call");
 }
