@@ -126,6 +126,9 @@ enum {
     THEN_FUSED = 3, ELSE_FUSED = 2,     /* fused kernels + the result copy */
     THEN_UNFUSED = THEN_CHAIN + 4 + 1,  /* + softmax, matmul, add, relu; copy */
     ELSE_UNFUSED = ELSE_CHAIN + 1 + 1,  /* + mul; copy */
+    CPU_TOP = 3,                        /* the CPU backend: op nodes, no copies */
+    CPU_THEN = THEN_CHAIN + 4,
+    CPU_ELSE = ELSE_CHAIN + 1,
 };
 
 static void test_branch_fusion(void **state)
@@ -171,6 +174,17 @@ static void test_branch_fusion(void **state)
         if (fs.kernels != TOP_KERNELS + THEN_FUSED + ELSE_FUSED || us.kernels != TOP_UNFUSED + THEN_UNFUSED + ELSE_UNFUSED)
             fail_msg("call %d: %d kernels fused, %d unfused; want %d and %d", call, fs.kernels, us.kernels,
                      TOP_KERNELS + THEN_FUSED + ELSE_FUSED, TOP_UNFUSED + THEN_UNFUSED + ELSE_UNFUSED);
+        /* The CPU backend runs node by node (docs/PROFILING.md): kernels
+           counts the op nodes of both branches, fills made constants not
+           included; dispatches what ran, the taken branch only; no submits
+           or barriers. */
+        vf_function_stats cs;
+        assert_int_equal(vf_function_stats_get(cfn, &cs), VF_OK);
+        assert_false(cs.planned);
+        assert_int_equal(cs.kernels, CPU_TOP + CPU_THEN + CPU_ELSE);
+        assert_int_equal(cs.dispatches_per_call, CPU_TOP + (sign > 0 ? CPU_THEN : CPU_ELSE));
+        assert_int_equal(cs.submits_per_call, 0);
+        assert_int_equal(cs.barriers_per_call, 0);
         /* the branches' kernels and the one guard covering them all */
         assert_int_equal(guards, 1);
         assert_int_equal(in_cond, 1 + THEN_FUSED + ELSE_FUSED);
