@@ -9,6 +9,7 @@
  * sizes. */
 #include "testutil.h"
 #include "profile_common.h"
+#include "kernels_common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,48 +204,6 @@ static void test_branch_fusion(void **state)
 
 /* ---- user kernels in guarded branches ------------------------------------- */
 
-static vf_status same_shape(vf_kernel_shapes *s, void *user)
-{
-    (void)user;
-    for (int j = 0; j < s->n_outputs; j++) {
-        s->out[j].rank = s->in[0].rank;
-        memcpy(s->out[j].shape, s->in[0].shape, sizeof s->in[0].shape);
-    }
-    return VF_OK;
-}
-
-static int64_t numel(const vf_tensor_spec *t)
-{
-    int64_t n = 1;
-    for (int d = 0; d < t->rank; d++) n *= t->shape[d];
-    return n;
-}
-
-/* cube: y = x^3, with its gradient */
-static const char cube_glsl[] =
-    "layout(local_size_x_id = 0) in;\n"
-    "layout(binding = 0) readonly buffer X { float x[]; };\n"
-    "layout(binding = 1) writeonly buffer Y { float y[]; };\n"
-    "layout(push_constant) uniform P { uint nx; uint ny; };\n"
-    "void main() { uint i = gl_GlobalInvocationID.x; if (i < ny) y[i] = x[i] * x[i] * x[i]; }\n";
-
-static vf_status cube_cpu(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
-{
-    (void)user;
-    const float *x = in[0];
-    float *y = out[0];
-    for (int64_t i = 0; i < numel(&s->out[0]); i++) y[i] = x[i] * x[i] * x[i];
-    return VF_OK;
-}
-
-static vf_status cube_grad(vf_context *ctx, const vf_kernel_shapes *s, vf_tensor *const *in, vf_tensor *const *out,
-                           vf_tensor *const *gout, vf_tensor **gin, void *user)
-{
-    (void)s, (void)out, (void)user;
-    gin[0] = vf_mul(ctx, vf_mul(ctx, vf_square(ctx, in[0]), vt_scalar(ctx, 3.0)), gout[0]);
-    return gin[0] ? VF_OK : vf_status_get(ctx);
-}
-
 /* twice_sq: two outputs (a plan runs it as parts, one kernel): 2x and x^2 */
 static const char twice_sq_glsl[] =
     "layout(local_size_x_id = 0) in;\n"
@@ -259,7 +218,7 @@ static vf_status twice_sq_cpu(const vf_kernel_shapes *s, const void *const *in, 
     (void)user;
     const float *x = in[0];
     float *a = out[0], *b = out[1];
-    for (int64_t i = 0; i < numel(&s->out[0]); i++) a[i] = 2 * x[i], b[i] = x[i] * x[i];
+    for (int64_t i = 0; i < vt_spec_numel(&s->out[0]); i++) a[i] = 2 * x[i], b[i] = x[i] * x[i];
     return VF_OK;
 }
 
@@ -269,10 +228,9 @@ typedef struct ukernels {
 
 static void make_kernels(vf_context *ctx, ukernels *k)
 {
-    k->cube = vf_kernel_create(ctx, &(vf_kernel_desc){.name = "cube", .glsl = cube_glsl, .n_inputs = 1, .n_outputs = 1,
-                                                      .output_shapes = same_shape, .cpu = cube_cpu, .grad = cube_grad});
+    k->cube = vt_cube_kernel(ctx, true);
     k->twice_sq = vf_kernel_create(ctx, &(vf_kernel_desc){.name = "twice_sq", .glsl = twice_sq_glsl, .n_inputs = 1,
-                                                          .n_outputs = 2, .output_shapes = same_shape,
+                                                          .n_outputs = 2, .output_shapes = vt_same_shape,
                                                           .cpu = twice_sq_cpu});
     assert_true(k->cube && k->twice_sq);
 }
