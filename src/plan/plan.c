@@ -17,8 +17,11 @@
  * step (its inputs live until it runs, its outputs from then), and values
  * internal to a group get no arena space: they are given offsets past the
  * arena (spill_bytes) that are only backed when the backend has to run
- * the group unfused. VKFUSE_FUSION=0: one kernel per op. The kernel order
- * (fusion, dependency levels, in-place candidates) is plan_order.c. */
+ * the group unfused. The branches of a guarded COND are walked into the
+ * same exec list (their execs guarded) and kept (builder.br) so that
+ * plan_order.c fuses each branch's groups too. VKFUSE_FUSION=0: one
+ * kernel per op. The kernel order (fusion, dependency levels, in-place
+ * candidates) is plan_order.c. */
 #include "plan/plan.h"
 #include "util/fault.h"
 #include "plan/plan_build.h"
