@@ -302,7 +302,8 @@ static void ukernel_ref(const float *x, size_t n, bool pos, bool grad, float *y,
 
 /* One function of `body` (n_out outputs) on Vulkan and the CPU backend,
    called with both branches at both sizes: values against eager and the
-   reference; on Vulkan planned, one submit, its kernel counts. */
+   reference; on Vulkan planned, one submit, its kernel counts, and the
+   same values as the function with unfused = true. */
 static void run_ukernel_case(vf_body body, int n_out, bool grad, int vk_kernels)
 {
     vf_context *ctxs[2] = {vt_group_vk, vt_group_cpu};
@@ -311,32 +312,38 @@ static void run_ukernel_case(vf_body body, int n_out, bool grad, int vk_kernels)
         ukernels k;
         make_kernels(ctx, &k);
         vf_tensor_spec sig = {.dtype = VF_F32, .rank = 1, .shape = {-1}};
-        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = grad ? "ukernel_grad" : "ukernel",
-                                                                       .body = body, .user = &k, .n_inputs = 1,
-                                                                       .n_outputs = n_out, .input_signature = &sig});
-        assert_non_null(fn);
+        vf_function_desc d = {.name = grad ? "ukernel_grad" : "ukernel", .body = body, .user = &k, .n_inputs = 1,
+                              .n_outputs = n_out, .input_signature = &sig};
+        vf_function *fn = vf_function_create(ctx, &d);
+        d.unfused = true;
+        vf_function *ufn = vf_function_create(ctx, &d);
+        assert_true(fn && ufn);
         for (int call = 0; call < 4; call++) {
             int64_t n = g_rows[call / 2];
             bool pos = call % 2 == 0;
             float *xs = make_x(n, pos ? 1 : -1, 60 + (uint64_t)call);
             vf_scope_begin(ctx);
             vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 1, &n, xs), *y[2] = {NULL, NULL}, *e[2] = {NULL, NULL};
+            vf_tensor *u[2] = {NULL, NULL};
             assert_int_equal(vf_function_call(fn, &x, y), VF_OK);
+            assert_int_equal(vf_function_call(ufn, &x, u), VF_OK);
             assert_int_equal(body(ctx, &x, e, &k), VF_OK); /* eager */
             float *want = malloc(sizeof *want * (size_t)n * 2);
             assert_non_null(want);
             ukernel_ref(xs, (size_t)n, pos, grad, want, want + n);
             for (int o = 0; o < n_out; o++) {
-                float *got = vt_read(y[o]), *eager = vt_read(e[o]);
+                float *got = vt_read(y[o]), *eager = vt_read(e[o]), *un = vt_read(u[o]);
                 vt_assert_close_f32(got, want + o * n, (size_t)n, 1e-5, 1e-5, o ? "gradient vs reference" : "vs reference");
                 vt_assert_close_f32(got, eager, (size_t)n, 1e-6, 1e-6, o ? "gradient vs eager" : "vs eager");
-                free(got), free(eager);
+                vt_assert_close_f32(got, un, (size_t)n, 1e-6, 1e-6, o ? "gradient vs unfused" : "vs unfused");
+                free(got), free(eager), free(un);
             }
             free(want), free(xs);
-            vf_function_stats fs;
+            vf_function_stats fs, us;
             assert_int_equal(vf_function_stats_get(fn, &fs), VF_OK);
+            assert_int_equal(vf_function_stats_get(ufn, &us), VF_OK);
             if (c == 0) { /* Vulkan: the whole call is one recorded plan */
-                if (!fs.planned) fail_msg("call %d: '%s' ran node by node", call, grad ? "ukernel_grad" : "ukernel");
+                if (!fs.planned || !us.planned) fail_msg("call %d: '%s' ran node by node", call, d.name);
                 assert_int_equal(fs.submits_per_call, 1);
                 assert_int_equal(fs.kernels, vk_kernels);
             } else {
@@ -345,6 +352,7 @@ static void run_ukernel_case(vf_body body, int n_out, bool grad, int vk_kernels)
             vf_scope_end(ctx);
         }
         vf_function_destroy(fn);
+        vf_function_destroy(ufn);
         vf_kernel_destroy(k.cube);
         vf_kernel_destroy(k.twice_sq);
     }
