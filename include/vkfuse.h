@@ -492,8 +492,12 @@ VF_API vf_tensor *vf_one_hot(vf_context *ctx, vf_tensor *indices, int64_t depth,
 /* tf.range: [start, limit) by delta, length max(0, ceil((limit - start) /
    delta)), of dtype f32, f16, i32 or u32. Element i is start + i * delta,
    computed in f32 for float dtypes (f16: then rounded), in the integer
-   dtype otherwise (start and delta must then be integers of it). delta 0,
-   a non-finite argument or more than 2^31 - 1 elements is
+   dtype otherwise, exactly. start and limit must be representable in the
+   dtype (integers of its range; finite floats within its range), so that
+   every element is too (nothing wraps or becomes inf: i32 0 .. 1e10 is
+   refused); |delta| must fit the integer dtype (a u32 range may go down)
+   or f32. delta 0, a non-finite or unrepresentable argument (the message
+   names it and the dtype) or more than 2^31 - 1 elements is
    VF_ERROR_INVALID_ARGUMENT. No gradient. */
 VF_API vf_tensor *vf_range(vf_context *ctx, vf_dtype dtype, double start, double limit, double delta);
 /* tf.cumsum: running sums along axis (x numeric, not bool; rank >= 1);
