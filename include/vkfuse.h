@@ -414,7 +414,9 @@ VF_API vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm);
    end = INT64_MAX runs to the end in the step's direction (NumPy's omitted
    stop, also for negative steps: x[::-1] is begin INT64_MAX, end INT64_MAX,
    step -1). begin NULL: from the first element in the step's direction;
-   end NULL: to the end; step NULL: 1 everywhere; a step of 0 is an error.
+   end NULL: to the end; step NULL: 1 everywhere; a step of 0 or INT64_MIN
+   is VF_ERROR_INVALID_ARGUMENT (INT64_MIN cannot be negated; -INT64_MAX
+   takes the same single element).
    The result has x's rank (no dim is dropped; vf_squeeze drops them).
    Eagerly, a slice that is one contiguous block of x starting at a
    256-byte boundary (leading rows of a matrix, a split's first part...)
