@@ -635,6 +635,11 @@ static void bad_input(void **state)
     /* not compiling: shaderc's message, the expression named */
     d.expr = "x0 + ";
     expect_create_fails(ctx, &d, VF_ERROR_COMPILE, "desc.expr `x0 + `", "does not compile");
+    /* shaderc's line numbers are the expression's, also for an error found at its end */
+    d.expr = "x0 +";
+    expect_create_fails(ctx, &d, VF_ERROR_COMPILE, "does not compile", "desc.expr:1: error");
+    d.expr = "x0 *\n\n    (x0 +)";
+    expect_create_fails(ctx, &d, VF_ERROR_COMPILE, "does not compile", "desc.expr:3: error");
     d.expr = "x1 * 2.0"; /* a unary op has x0 only */
     expect_create_fails(ctx, &d, VF_ERROR_COMPILE, "x1", "does not compile");
     d.expr = "pc.n0"; /* the kernel's own names are out of reach */
