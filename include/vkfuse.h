@@ -541,8 +541,11 @@ typedef struct vf_conv2d_desc {
    w HWIO [KH, KW, C / groups, O] -> [N, OH, OW, O] with
    OH = (H + pad_top + pad_bottom - dilation_h * (KH - 1) - 1) / stride_h + 1.
    Output channel o sees input channels of group o / (O / groups). f32 only
-   (VF_ERROR_DTYPE otherwise: cast first). A batch of 0 gives an empty result;
-   C = 0 gives zeros. Differentiable in x and w (to any order: the
+   (VF_ERROR_DTYPE otherwise: cast first). A batch of 0 gives an empty
+   result; so does H or W = 0 (OH / OW clamped at 0 where the window does
+   not fit the padded empty input; explicit pads around it are rows of
+   padding: zeros); C = 0 gives zeros. A non-empty H or W smaller than the
+   window (with padding) is VF_ERROR_SHAPE. Differentiable in x and w (to any order: the
    gradients are ops of their own, conv2d_backprop_input / _filter, which
    show in graph dumps and profiles). On Vulkan each result element is one
    invocation's sum: KH*KW*C/groups terms (forward), KH*KW*O/groups (input
@@ -563,9 +566,11 @@ typedef struct vf_pool2d_desc {
 /* Max / mean over each window of each channel of x NHWC -> [N, OH, OW, C]
    (OH as for vf_conv2d). Padded positions never count: a max ignores them
    and a mean divides by the window's positions inside the input (TF's
-   avg_pool). f32 only. Gradients: max pool's goes to the window's first
-   maximum (ties to the first in row-major window order) and is not
-   differentiable again; avg pool's to every position it averaged. */
+   avg_pool). f32 only. An empty x (N, H, W or C 0) gives the empty
+   result (OH or OW 0 for H or W 0), and so do the gradients. Gradients:
+   max pool's goes to the window's first maximum (ties to the first in
+   row-major window order) and is not differentiable again; avg pool's to
+   every position it averaged. */
 VF_API vf_tensor *vf_max_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 VF_API vf_tensor *vf_avg_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 
