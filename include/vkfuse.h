@@ -497,10 +497,11 @@ VF_API vf_tensor *vf_one_hot(vf_context *ctx, vf_tensor *indices, int64_t depth,
    dtype otherwise, exactly. start and limit must be representable in the
    dtype (integers of its range; finite floats within its range), so that
    every element is too (nothing wraps or becomes inf: i32 0 .. 1e10 is
-   refused); |delta| must fit the integer dtype (a u32 range may go down)
-   or f32. delta 0, a non-finite or unrepresentable argument (the message
-   names it and the dtype) or more than 2^31 - 1 elements is
-   VF_ERROR_INVALID_ARGUMENT. No gradient. */
+   refused; a u32 range down to 0 would need limit -1: count up and
+   reverse it, vf_slice step -1); |delta| must fit the integer dtype (a
+   u32 range may go down) or f32. delta 0, a non-finite or
+   unrepresentable argument (the message names it and the dtype) or more
+   than 2^31 - 1 elements is VF_ERROR_INVALID_ARGUMENT. No gradient. */
 VF_API vf_tensor *vf_range(vf_context *ctx, vf_dtype dtype, double start, double limit, double delta);
 /* tf.cumsum: running sums along axis (x numeric, not bool; rank >= 1);
    exclusive: each output leaves out its own element (the first is 0);
