@@ -414,7 +414,9 @@ VF_API vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm);
    end = INT64_MAX runs to the end in the step's direction (NumPy's omitted
    stop, also for negative steps: x[::-1] is begin INT64_MAX, end INT64_MAX,
    step -1). begin NULL: from the first element in the step's direction;
-   end NULL: to the end; step NULL: 1 everywhere; a step of 0 is an error.
+   end NULL: to the end; step NULL: 1 everywhere; a step of 0 or INT64_MIN
+   is VF_ERROR_INVALID_ARGUMENT (INT64_MIN cannot be negated; -INT64_MAX
+   takes the same single element).
    The result has x's rank (no dim is dropped; vf_squeeze drops them).
    Eagerly, a slice that is one contiguous block of x starting at a
    256-byte boundary (leading rows of a matrix, a split's first part...)
@@ -492,9 +494,14 @@ VF_API vf_tensor *vf_one_hot(vf_context *ctx, vf_tensor *indices, int64_t depth,
 /* tf.range: [start, limit) by delta, length max(0, ceil((limit - start) /
    delta)), of dtype f32, f16, i32 or u32. Element i is start + i * delta,
    computed in f32 for float dtypes (f16: then rounded), in the integer
-   dtype otherwise (start and delta must then be integers of it). delta 0,
-   a non-finite argument or more than 2^31 - 1 elements is
-   VF_ERROR_INVALID_ARGUMENT. No gradient. */
+   dtype otherwise, exactly. start and limit must be representable in the
+   dtype (integers of its range; finite floats within its range), so that
+   every element is too (nothing wraps or becomes inf: i32 0 .. 1e10 is
+   refused; a u32 range down to 0 would need limit -1: count up and
+   reverse it, vf_slice step -1); |delta| must fit the integer dtype (a
+   u32 range may go down) or f32. delta 0, a non-finite or
+   unrepresentable argument (the message names it and the dtype) or more
+   than 2^31 - 1 elements is VF_ERROR_INVALID_ARGUMENT. No gradient. */
 VF_API vf_tensor *vf_range(vf_context *ctx, vf_dtype dtype, double start, double limit, double delta);
 /* tf.cumsum: running sums along axis (x numeric, not bool; rank >= 1);
    exclusive: each output leaves out its own element (the first is 0);
@@ -535,8 +542,11 @@ typedef struct vf_conv2d_desc {
    w HWIO [KH, KW, C / groups, O] -> [N, OH, OW, O] with
    OH = (H + pad_top + pad_bottom - dilation_h * (KH - 1) - 1) / stride_h + 1.
    Output channel o sees input channels of group o / (O / groups). f32 only
-   (VF_ERROR_DTYPE otherwise: cast first). A batch of 0 gives an empty result;
-   C = 0 gives zeros. Differentiable in x and w (to any order: the
+   (VF_ERROR_DTYPE otherwise: cast first). A batch of 0 gives an empty
+   result; so does H or W = 0 (OH / OW clamped at 0 where the window does
+   not fit the padded empty input; explicit pads around it are rows of
+   padding: zeros); C = 0 gives zeros. A non-empty H or W smaller than the
+   window (with padding) is VF_ERROR_SHAPE. Differentiable in x and w (to any order: the
    gradients are ops of their own, conv2d_backprop_input / _filter, which
    show in graph dumps and profiles). On Vulkan each result element is one
    invocation's sum: KH*KW*C/groups terms (forward), KH*KW*O/groups (input
@@ -557,9 +567,11 @@ typedef struct vf_pool2d_desc {
 /* Max / mean over each window of each channel of x NHWC -> [N, OH, OW, C]
    (OH as for vf_conv2d). Padded positions never count: a max ignores them
    and a mean divides by the window's positions inside the input (TF's
-   avg_pool). f32 only. Gradients: max pool's goes to the window's first
-   maximum (ties to the first in row-major window order) and is not
-   differentiable again; avg pool's to every position it averaged. */
+   avg_pool). f32 only. An empty x (N, H, W or C 0) gives the empty
+   result (OH or OW 0 for H or W 0), and so do the gradients. Gradients:
+   max pool's goes to the window's first maximum (ties to the first in
+   row-major window order) and is not differentiable again; avg pool's to
+   every position it averaged. */
 VF_API vf_tensor *vf_max_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 VF_API vf_tensor *vf_avg_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 

@@ -590,6 +590,8 @@ static void bad_glsl(vf_backend b)
                               "}\n";
     vf_kernel_desc d = {.name = "broken", .glsl = src, .n_inputs = 0, .n_outputs = 1, .outputs = {{VF_F32, 1, {1}}}};
     assert_null(vf_kernel_create(ctx, &d));
+    /* one error, one line: shaderc's trailing newline is not kept inside the message */
+    if (strchr(vf_error_message(ctx), '\n')) fail_msg("message has a newline: \"%s\"", vf_error_message(ctx));
     vt_expect_error(ctx, VF_ERROR_COMPILE, "broken:3:", "undeclared_thing", NULL);
     /* with its own #version line the numbering is the user's too */
     static const char src2[] = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { nope(); }\n";

@@ -2,8 +2,8 @@
  * against a double-precision direct convolution written here (TF's conv2d
  * semantics: NHWC, HWIO, SAME padding with the odd pad after) and its
  * exact adjoints, eager and traced, on both backends; odd sizes, strides,
- * dilations, explicit padding, groups and depthwise, an empty batch, no
- * input channel; bad arguments give a status and a message that says what
+ * dilations, explicit padding, groups and depthwise, an empty batch,
+ * height or width, no input or output channel; bad arguments give a status and a message that says what
  * and how to fix; the saved form keeps the geometry. */
 #include "testutil.h"
 
@@ -32,7 +32,9 @@ static void ref_geometry(const conv_case *k, int64_t out[2], int64_t lead[2])
         } else {
             int64_t p0 = k->d.padding == VF_PADDING_EXPLICIT ? k->d.pads[2 * i] : 0;
             int64_t p1 = k->d.padding == VF_PADDING_EXPLICIT ? k->d.pads[2 * i + 1] : 0;
-            out[i] = (in[i] + p0 + p1 - span) / s + 1;
+            /* an empty input that no window fits gives no rows (TF's size clamped at 0) */
+            int64_t room = in[i] + p0 + p1 - span;
+            out[i] = room < 0 ? 0 : room / s + 1;
             lead[i] = p0;
         }
     }
@@ -90,6 +92,10 @@ static const conv_case cases[] = {
     {1, 5, 9, 3, 2, 4, 2, {.dilations = {2, 2}, .strides = {1, 3}, .padding = VF_PADDING_SAME}},
     {0, 5, 5, 2, 3, 3, 4, {.groups = 0}},                                              /* empty batch */
     {1, 4, 4, 0, 2, 2, 3, {.groups = 0}},                                              /* no input channel: zeros */
+    {1, 0, 5, 2, 3, 3, 4, {.groups = 0}},                                              /* no rows: empty */
+    {2, 4, 0, 3, 2, 2, 2, {.padding = VF_PADDING_SAME}},                               /* no columns, SAME */
+    {1, 0, 3, 2, 1, 2, 3, {.padding = VF_PADDING_EXPLICIT, .pads = {1, 1, 0, 0}}},     /* rows of padding only: zeros */
+    {1, 4, 4, 2, 2, 2, 0, {.groups = 0}},                                              /* no output channel */
     /* input and output channels in fours per group: Vulkan's blocked kernels (forward: 4 channels x 4
        pixels, a row tail; filter gradient: 4 x 4 channels) */
     {2, 7, 9, 8, 3, 3, 8, {.groups = 2, .strides = {1, 2}, .padding = VF_PADDING_SAME}},
@@ -317,7 +323,7 @@ static double *ref_pool(const pool_case *k, const float *x, const float *wt, dou
             int64_t total = (out[i] - 1) * s[i] + k->d.window[i] - in[i];
             lead[i] = total > 0 ? total / 2 : 0;
         } else {
-            out[i] = (in[i] - k->d.window[i]) / s[i] + 1;
+            out[i] = in[i] < k->d.window[i] ? 0 : (in[i] - k->d.window[i]) / s[i] + 1; /* empty input: none */
             lead[i] = 0;
         }
     }
@@ -365,6 +371,10 @@ static const pool_case pool_cases[] = {
     {1, 7, 5, 2, false, {.window = {3, 3}, .strides = {2, 2}, .padding = VF_PADDING_SAME}}, /* padding excluded */
     {2, 5, 8, 3, false, {.window = {2, 4}, .strides = {1, 3}, .padding = VF_PADDING_SAME}},
     {0, 5, 5, 2, true, {.window = {2, 2}}},                                          /* empty batch */
+    {1, 0, 5, 2, true, {.window = {2, 2}}},                                          /* no rows */
+    {2, 4, 0, 3, false, {.window = {2, 2}, .padding = VF_PADDING_SAME}},             /* no columns, SAME */
+    {1, 0, 3, 2, true, {.window = {3, 3}, .strides = {1, 1}, .padding = VF_PADDING_SAME}},
+    {1, 4, 4, 0, false, {.window = {2, 2}}},                                         /* no channel */
 };
 
 static vf_status body_pool_grad(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)

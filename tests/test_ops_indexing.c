@@ -380,6 +380,26 @@ static void range_values(vf_backend b)
     vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_range", NULL);
     assert_null(vf_range(ctx, VF_F32, 0, 1e12, 1));
     vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "elements", NULL);
+    /* start, limit and so every element representable in the dtype: no
+       silent wrap (TF refuses these too) */
+    assert_null(vf_range(ctx, VF_I32, 0, 1e10, 1e9));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "limit 10000000000", "i32", NULL);
+    assert_null(vf_range(ctx, VF_I32, 3e9, 0, -1e9));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "start 3000000000", "i32", NULL);
+    assert_null(vf_range(ctx, VF_U32, 5, -1, -1));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "limit -1", "u32", NULL);
+    assert_null(vf_range(ctx, VF_I32, 0, 3.5, 1));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "limit 3.5", "integers", NULL);
+    assert_null(vf_range(ctx, VF_I32, 0, 10, 3e9));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "delta 3000000000", NULL);
+    assert_null(vf_range(ctx, VF_F16, 0, 1e5, 3e4));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "limit 100000", "f16", NULL);
+    assert_null(vf_range(ctx, VF_F32, 0, 1e39, 1e38));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "limit 1e+39", "f32", NULL);
+    /* the whole 32-bit span: i * |delta| wraps on the way, the elements are exact */
+    check_range(ctx, VF_I32, -2e9, 2e9, 1e9, 4);
+    check_range(ctx, VF_I32, INT32_MAX, INT32_MIN, -(double)INT32_MAX, 3);
+    check_range(ctx, VF_U32, UINT32_MAX, 0, -2147483648.0, 2);
     vt_context_done(ctx);
 }
 VT_PER_BACKEND(range_values)

@@ -239,12 +239,19 @@ static vf_status infer_matmul(const vf_attrs *at, const vf_shape *a, const vf_sh
 }
 
 /* The output size along spatial dim d (0: height, 1: width) of a window of
-   k taps over in elements: (in + pads - dilation * (k - 1) - 1) / stride + 1. */
+   k taps over in elements: (in + pads - dilation * (k - 1) - 1) / stride + 1.
+   An empty input (in 0) that the window does not fit with its padding has
+   no output rows (the size clamped at 0, an empty result as TF gives):
+   only a non-empty input smaller than the window is a mistake. */
 static vf_status conv_out_dim(const char *op, const vf_conv_attrs *c, int d, int64_t in, int64_t k, int64_t *out,
                               vf_err *err)
 {
     int64_t span = (int64_t)c->dilation[d] * (k - 1) + 1;
     int64_t padded = in + c->pad[2 * d] + c->pad[2 * d + 1];
+    if (padded < span && in == 0) {
+        *out = 0;
+        return VF_OK;
+    }
     if (padded < span)
         return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the input's %s (%lld, %lld with padding) is smaller "
                           "than the dilated filter window (%lld); pad more (e.g. VF_PADDING_SAME) or use a "
