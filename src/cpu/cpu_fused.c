@@ -90,12 +90,28 @@ bool vf_cpu_fused_supported(const vf_fused_group *g)
 
 /* ---- one member over a chunk -------------------------------------------- */
 
+/* The hot loops are compiled for the wider vector units too, the best one
+   picked at load (GCC's target_clones): the library itself is built for
+   baseline x86-64. Not under the sanitizers, whose runtimes are built for
+   the baseline. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#define VF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VF_CLONES
+#endif
+
 /* A contiguous float view of an f32 operand (a broadcast one spread into
    tmp). */
-static const float *f32_row(const opnd *a, int64_t m, float *tmp)
+VF_CLONES static const float *f32_row(const opnd *a, int64_t m, float *tmp)
 {
     if (a->st == 1) return a->p;
     const float *src = a->p;
+    if (a->st == 0) { /* a broadcast value: a plain splat loop vectorises */
+        const float v = src[0];
+        for (int64_t i = 0; i < m; i++) tmp[i] = v;
+        return tmp;
+    }
     for (int64_t i = 0; i < m; i++) tmp[i] = src[i * a->st];
     return tmp;
 }
@@ -110,7 +126,7 @@ static const uint8_t *bool_row(const opnd *a, int64_t m, uint8_t *tmp)
 
 /* The f32 loops: ops whose float result equals the double result rounded
    to float. False: not one of them (or other dtypes). */
-static bool f32_fast(const vf_exec *e, const opnd *in, void *out, int64_t m, float (*tmp)[CHUNK])
+VF_CLONES static bool f32_fast(const vf_exec *e, const opnd *in, void *out, int64_t m, float (*tmp)[CHUNK])
 {
     bool f2f = e->out.dtype == VF_F32;
     for (int k = 0; k < e->n_in; k++)
@@ -168,7 +184,14 @@ static bool f32_fast(const vf_exec *e, const opnd *in, void *out, int64_t m, flo
         if (!f2f) return false;
         const uint8_t *c = bool_row(&in[0], m, (uint8_t *)tmp[2]);
         const float *x = f32_row(&in[1], m, tmp[0]), *y = f32_row(&in[2], m, tmp[1]);
-        for (int64_t i = 0; i < m; i++) o[i] = c[i] ? x[i] : y[i];
+        /* a bit select, so that the loop vectorises (a branch per element
+           did not); bool bytes other than 0/1 count as true, as in eager */
+        uint32_t *ou = out;
+        const uint32_t *xu = (const uint32_t *)x, *yu = (const uint32_t *)y;
+        for (int64_t i = 0; i < m; i++) {
+            uint32_t k = 0u - (uint32_t)(c[i] != 0);
+            ou[i] = (xu[i] & k) | (yu[i] & ~k);
+        }
         return true;
     }
     default: return false;
@@ -366,4 +389,62 @@ vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g)
     free(vals);
     free(tmp);
     return VF_OK;
+}
+
+/* ---- matmul and conv epilogues --------------------------------------------- */
+
+void vf_cpu_epilogue_free(vf_cpu_epilogue *ep)
+{
+    free(ep->execs);
+    free(ep->members);
+    memset(ep, 0, sizeof *ep);
+}
+
+bool vf_cpu_epilogue_make(const vf_fused_group *g, vf_cpu_epilogue *ep)
+{
+    memset(ep, 0, sizeof *ep);
+    int c = g->center, nm = g->n_members, ni = g->n_inputs;
+    if ((g->kind != VF_FUSED_MATMUL && g->kind != VF_FUSED_CONV) || c < 0 || c >= nm || nm < 2) return false;
+    ep->execs = vf_calloc((size_t)nm, sizeof *ep->execs);
+    ep->members = vf_calloc((size_t)nm, sizeof *ep->members);
+    int *at = vf_calloc((size_t)nm, sizeof *at); /* old member -> new member */
+    bool ok = ep->execs && ep->members && at;
+    int n = 0;
+    for (int m = 0; ok && m < nm; m++) {
+        if (m == c) continue;
+        const vf_fused_member *mb = &g->members[m];
+        vf_fused_member nb = {.out = mb->out >= ni ? mb->out + 1 : mb->out};
+        for (int k = 0; k < 3; k++) {
+            int src = mb->in[k];
+            if (src >= 0) nb.in[k] = src;              /* inputs keep their numbers */
+            else if (-1 - src == c) nb.in[k] = ni;     /* the center's value: the new input */
+            else if (-1 - src < m) nb.in[k] = VF_FUSED_MEMBER(at[-1 - src]);
+            else ok = false;
+        }
+        ep->execs[n] = g->execs[m];
+        ep->members[n] = nb;
+        at[m] = n++;
+    }
+    free(at);
+    ep->group = (vf_fused_group){.kind = VF_FUSED_ELEMENTWISE, .n_members = n, .execs = ep->execs,
+                                 .members = ep->members, .center = -1, .n_inputs = ni + 1,
+                                 .n_outputs = g->n_outputs - (g->members[c].out >= 0 ? 1 : 0)};
+    ep->center = c;
+    /* the epilogue's tensors exist only at run time; check its shape rules
+       against the group's own tensors (the center's value: its exec's out) */
+    vf_tref *t = ok ? vf_calloc((size_t)(ni + 1 + g->n_outputs), sizeof *t) : NULL;
+    if (t) {
+        for (int i = 0; i < ni; i++) t[i] = g->tensors[i];
+        t[ni] = g->execs[c].out;
+        int o = ni + 1;
+        for (int k = 0; k < g->n_outputs; k++) t[o + k] = g->tensors[ni + k];
+        ep->group.tensors = t;
+        ok = ep->group.n_outputs == g->n_outputs && vf_cpu_fused_supported(&ep->group);
+        ep->group.tensors = NULL;
+        free(t);
+    } else {
+        ok = false;
+    }
+    if (!ok) vf_cpu_epilogue_free(ep);
+    return ok;
 }

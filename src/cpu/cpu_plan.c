@@ -35,7 +35,8 @@ struct vf_plan {
     int *group_at;                /* per exec: the fused group starting there, else -1 */
     int n_fused;
     vf_plan_fused *fused;         /* members, tensors and loc copied */
-    bool *block;                  /* per group: run by cpu_fused.c (else member by member) */
+    bool *block;                  /* per group: run as a whole (one pass, an epilogue or a user kernel) */
+    vf_cpu_epilogue *ep;          /* per group: MATMUL / CONV with an epilogue pass (ep.execs set) */
     vf_plan_guard *guards;        /* NULL: none guarded */
     int n_preds;
     vf_plan_pred *preds;
@@ -68,6 +69,7 @@ void vf_cpu_plan_destroy(void *self, vf_plan *p)
 {
     if (!p) return;
     for (int i = 0; i < p->n_fused; i++) {
+        if (p->ep) vf_cpu_epilogue_free(&p->ep[i]);
         free((void *)p->fused[i].group.members);
         free((void *)p->fused[i].group.tensors);
         free((void *)p->fused[i].loc);
@@ -78,6 +80,7 @@ void vf_cpu_plan_destroy(void *self, vf_plan *p)
     free(p->group_at);
     free(p->fused);
     free(p->block);
+    free(p->ep);
     free(p->guards);
     free(p->preds);
     free(p->exec_node);
@@ -90,7 +93,8 @@ static vf_status copy_fused(vf_cpu *cpu, vf_plan *p, const vf_plan_desc *d)
 {
     p->fused = vf_calloc((size_t)d->n_fused + 1, sizeof *p->fused);
     p->block = vf_calloc((size_t)d->n_fused + 1, sizeof *p->block);
-    if (!p->fused || !p->block) return oom(cpu, d->name);
+    p->ep = vf_calloc((size_t)d->n_fused + 1, sizeof *p->ep);
+    if (!p->fused || !p->block || !p->ep) return oom(cpu, d->name);
     p->n_fused = d->n_fused;
     for (int i = 0; i < d->n_fused; i++) {
         const vf_plan_fused *f = &d->fused[i];
@@ -150,8 +154,15 @@ vf_status vf_cpu_plan_create(void *self, const vf_plan_desc *d, vf_plan **out)
     for (int i = 0; !s && i < p->n_fused; i++) {
         vf_fused_group grp = p->fused[i].group;
         grp.execs = p->execs + p->fused[i].first_exec;
-        p->block[i] = vf_cpu_fused_supported(&grp);
-        spill |= !p->block[i] && grp.kind != VF_FUSED_USER;
+        if (grp.kind == VF_FUSED_USER) {
+            p->block[i] = true;
+        } else if (grp.kind == VF_FUSED_MATMUL || grp.kind == VF_FUSED_CONV) {
+            p->block[i] = vf_cpu_epilogue_make(&grp, &p->ep[i]);
+            spill = true; /* the center's value lives there */
+        } else {
+            p->block[i] = vf_cpu_fused_supported(&grp);
+            spill |= !p->block[i];
+        }
     }
     p->arena_bytes = d->arena_bytes + (spill ? d->spill_bytes : 0);
     if (!s && p->arena_bytes) s = vf_cpu_iface()->alloc(cpu, p->arena_bytes, &p->arena);
@@ -159,7 +170,7 @@ vf_status vf_cpu_plan_create(void *self, const vf_plan_desc *d, vf_plan **out)
        one; a group run member by member is as many as it has members */
     for (int x = 0; !s && x < p->n_execs;) {
         int g = p->group_at[x];
-        if (g >= 0 && (p->block[g] || p->fused[g].group.kind == VF_FUSED_USER)) {
+        if (g >= 0 && p->block[g]) {
             p->kernels++;
             x += p->fused[g].n_execs;
         } else {
@@ -209,13 +220,35 @@ static vf_status run_exec(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *bin
     return s ? s : vf_cpu_exec(cpu, &e);
 }
 
+/* A matmul or conv group: the center alone, then the other members as one
+   elementwise pass reading its value (cpu_fused.h). */
+static vf_status run_epilogue(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int gi)
+{
+    const vf_plan_fused *f = &p->fused[gi];
+    const vf_cpu_epilogue *ep = &p->ep[gi];
+    int ni = f->group.n_inputs, nt = ni + 1 + f->group.n_outputs, cx = f->first_exec + ep->center;
+    vf_tref t[VF_FUSED_MAX_TENSORS + 1];
+    if (nt > VF_FUSED_MAX_TENSORS + 1)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: a fused group of %d tensors", p->name, nt);
+    vf_status s = run_exec(cpu, p, binds, n_binds, cx);
+    for (int k = 0; !s && k < ni; k++) s = resolve(cpu, p, binds, n_binds, &f->group.tensors[k], &f->loc[k], &t[k]);
+    if (!s) s = resolve(cpu, p, binds, n_binds, &p->execs[cx].out, &p->loc[cx][3], &t[ni]);
+    for (int k = 0; !s && k < f->group.n_outputs; k++)
+        s = resolve(cpu, p, binds, n_binds, &f->group.tensors[ni + k], &f->loc[ni + k], &t[ni + 1 + k]);
+    if (s) return s;
+    vf_fused_group grp = ep->group;
+    grp.tensors = t;
+    return vf_cpu_fused_run(cpu, &grp);
+}
+
 /* A fused group: its tensors resolved, then one pass (cpu_fused.c), one
    call of a user kernel, or its members one by one. */
 static vf_status run_group(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int gi)
 {
     const vf_plan_fused *f = &p->fused[gi];
     int nt = f->group.n_inputs + f->group.n_outputs;
-    if (!p->block[gi] && f->group.kind != VF_FUSED_USER) {
+    if (p->ep[gi].execs) return run_epilogue(cpu, p, binds, n_binds, gi);
+    if (!p->block[gi]) {
         vf_status s = VF_OK;
         for (int x = f->first_exec; !s && x < f->first_exec + f->n_execs; x++) s = run_exec(cpu, p, binds, n_binds, x);
         return s;
@@ -287,7 +320,7 @@ vf_status vf_cpu_plan_run(void *self, vf_plan *p, const vf_plan_bind *binds, int
     vf_status s = VF_OK;
     for (int x = 0; !s && x < p->n_execs;) {
         int g = p->group_at[x];
-        bool whole = g >= 0 && (p->block[g] || p->fused[g].group.kind == VF_FUSED_USER);
+        bool whole = g >= 0 && p->block[g];
         int n = whole ? p->fused[g].n_execs : 1;
         bool run = true;
         s = guard_open(cpu, p, binds, n_binds, x, &run);
