@@ -2,9 +2,11 @@
  * elementwise chain is one kernel and one dispatch per call (eight with
  * VKFUSE_FUSION=0), a diamond DAG with two outputs is one kernel, a
  * reduction in the middle of a chain stays a kernel of its own unless it
- * reduces the last axis (then the whole chain is one row group), results
- * equal the CPU backend (node by node) and the unfused plan, and fusion
- * never needs more memory. */
+ * reduces the last axis (then the whole chain is one row group), a matmul
+ * with its epilogue is one kernel, results equal the CPU backend and the
+ * unfused plan, and fusion never needs more memory. The CPU backend's
+ * plans too: elementwise groups and matmul epilogues one kernel, bit for
+ * bit its unfused plan. */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -16,11 +18,23 @@ enum { R = 96, C = 80 };
 /* The constants are captured scalar tensors (made by vf_fill in the body
    they are literals: tests/test_function_fills.c). */
 static const float consts[5] = {1.5f, 0.5f, 0.9f, 2.0f, 1.0f};
-static vf_tensor *cst[5];
+static vf_tensor *cst[5], *wmat; /* wmat: [C, C] for the matmul epilogue */
 
 static void make_consts(vf_context *ctx)
 {
     for (int i = 0; i < 5; i++) cst[i] = vf_tensor_from_host(ctx, VF_F32, 0, NULL, &consts[i]);
+    static float w[C * C];
+    vt_fill_uniform(w, C * C, -0.3f, 0.3f, 13);
+    wmat = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){C, C}, w);
+}
+
+/* relu(x @ W + y) * 0.9: a matmul group with a three-op epilogue (on the
+   CPU backend the matmul, then the epilogue as one pass) */
+static vf_status mm_epilogue(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_mul(ctx, vf_relu(ctx, vf_add(ctx, vf_matmul(ctx, in[0], wmat), in[1])), cst[2]);
+    return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
 /* eight elementwise ops: x*1.5, +0.5, relu, *0.9, sigmoid, *2, -1, abs */
@@ -159,6 +173,13 @@ static void test_reduction_in_the_middle(void **state)
     check("reduction in the middle (last axis)", with_reduce, &axis, 1, 1, 1, 6, 6);
 }
 
+static void test_matmul_epilogue(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    check("matmul epilogue", mm_epilogue, NULL, 2, 1, 1, 4, 1);
+}
+
 /* The fused chain's exact figures: nothing in the arena, one output. */
 static void test_chain_memory(void **state)
 {
@@ -216,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_chain),
         cmocka_unit_test(test_diamond),
         cmocka_unit_test(test_reduction_in_the_middle),
+        cmocka_unit_test(test_matmul_epilogue),
         cmocka_unit_test(test_chain_memory),
         cmocka_unit_test(test_fusion_env_read_at_creation),
     };
