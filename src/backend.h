@@ -191,7 +191,8 @@ typedef struct vf_plan_desc {
     const vf_plan_fused *fused; /* optional, by first_exec ascending */
     int n_fused;
     size_t spill_bytes;         /* see vf_plan_fused */
-    const vf_plan_guard *guards;/* per exec; NULL: none is guarded. Never on fused execs */
+    const vf_plan_guard *guards;/* per exec; NULL: none is guarded. The execs of a fused
+                                   group share one guard, which covers its every dispatch */
     const vf_plan_pred *preds;
     int n_preds;
     const int *exec_node;       /* per exec: the graph node it runs (a COND's for its branches),
