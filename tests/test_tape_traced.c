@@ -7,7 +7,8 @@
  * targets computed from empty tensors, and the call of a function
  * destroyed before the gradient (docs/GRADIENTS.md); the weight gradient
  * of a batched x @ W as one flattened matmul; slices of a symbolic dim
- * with fixed sizes and the roll's gradient. Gradients through
+ * with fixed sizes and the roll's gradient, the gradient of a concat of
+ * two symbolic parts. Gradients through
  * control flow: tests/test_tape_control.c. */
 #include "testutil.h"
 
@@ -433,6 +434,60 @@ static void test_roll_symbolic(void **state)
         }
 }
 
+/* out[0]: d sum(y * y) / dx, y = concat(x, sin(x)) along the symbolic dim 0:
+   both parts vary, so the gradient gathers them at positions counted at
+   each call. out[1]: d sum(g0 * g0) / dx (second order through the gather). */
+static vf_status concat_sym_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0], *g = NULL;
+    vf_tape *outer = vf_tape_begin(ctx), *inner = vf_tape_begin(ctx);
+    vf_tensor *y = vf_concat(ctx, 2, (vf_tensor *[]){x, vf_sin(ctx, x)}, 0);
+    vf_status s = vf_tape_gradient(inner, vt_sum(ctx, vf_mul(ctx, y, y)), 1, &x, &g);
+    vf_tape_end(inner);
+    if (s == VF_OK) s = vf_tape_gradient(outer, vt_sum(ctx, vf_mul(ctx, g, g)), 1, &x, &out[1]);
+    vf_tape_end(outer);
+    out[0] = g;
+    return s;
+}
+
+static void test_concat_symbolic(void **state)
+{
+    (void)state;
+    vf_backend bes[2];
+    int nbe = vt_backends(bes);
+    for (int be = 0; be < nbe; be++) {
+        vf_context *ctx = vt_context(bes[be]);
+        vf_tensor_spec sig = {VF_F32, 2, {-1, RC}};
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "concat_sym", .body = concat_sym_body,
+            .n_inputs = 1, .n_outputs = 2, .input_signature = &sig});
+        float x0[6 * RC];
+        vt_fill_uniform(x0, 6 * RC, -1.5f, 1.5f, 35);
+        for (int64_t nb = 3; nb <= 6; nb += 3) {
+            vf_scope_begin(ctx);
+            vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){nb, RC}, x0), *t[2];
+            if (vf_function_call(fn, &x, t) != VF_OK) fail_msg("nb = %lld: %s", (long long)nb, vf_error_message(ctx));
+            /* g = 2x + sin 2x; d sum(g^2) = 2 g (2 + 2 cos 2x) */
+            float w0[6 * RC], w1[6 * RC];
+            for (int i = 0; i < nb * RC; i++) {
+                double v = x0[i], g = 2 * v + sin(2 * v);
+                w0[i] = (float)g;
+                w1[i] = (float)(2 * g * (2 + 2 * cos(2 * v)));
+            }
+            float *a = vt_read(t[0]), *b = vt_read(t[1]);
+            vt_assert_close_f32(a, w0, (size_t)(nb * RC), 1e-5, 1e-5, "concat of two symbolic parts, first order");
+            vt_assert_close_f32(b, w1, (size_t)(nb * RC), 1e-5, 1e-4, "concat of two symbolic parts, second order");
+            free(a), free(b);
+            vf_scope_end(ctx);
+        }
+        vf_function_stats st;
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        vf_function_destroy(fn);
+        vt_context_done(ctx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -441,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_empty_and_destroyed),
         cmocka_unit_test(test_matmul_weight_gradient),
         cmocka_unit_test(test_roll_symbolic),
+        cmocka_unit_test(test_concat_symbolic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
