@@ -4,10 +4,13 @@
  * second order through two tapes, a loaded function called inside another
  * traced function (a tape in that body, and the outer function called
  * under an eager tape), and a loaded function that assigns, inlined into a
- * trace: its assign runs at every call. Values against double
- * references, on both backends. User kernels in loaded functions:
+ * trace: its assign runs at every call; a roll along the symbolic dim
+ * (x[:1], a slice of fixed size) saved and loaded, also from a file whose
+ * slice marks that dim symbolic (as files written before fixed slice
+ * sizes do). Values against double references, on both backends. User kernels in loaded functions:
  * test_kernels.c. */
 #include "testutil.h"
+#include "frontend/saved.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -236,14 +239,84 @@ static void inlined(vf_backend be)
     vt_context_done(ctx);
 }
 
+/* ---- a roll saved and loaded: slices of fixed size in the file -------------- */
+
+/* concat(x[1:], x[:1]) along the symbolic dim 0 */
+static vf_status roll_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *head = vf_slice(ctx, in[0], (int64_t[]){0, 0}, (int64_t[]){1, INT64_MAX}, NULL);
+    vf_tensor *rest = vf_slice(ctx, in[0], (int64_t[]){1, 0}, (int64_t[]){INT64_MAX, INT64_MAX}, NULL);
+    out[0] = vf_concat(ctx, 2, (vf_tensor *[]){rest, head}, 0);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static void roll_saved(vf_backend be)
+{
+    init_data();
+    for (int old = 0; old < 2; old++) {
+        vf_context *ctx = vt_context(be);
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "roll", .body = roll_body,
+            .n_inputs = 1, .n_outputs = 1, .input_signature = &sig});
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){4, C}, g_x), *y = NULL;
+        assert_int_equal(vf_function_call(fn, &x, &y), VF_OK);
+        const vf_dtype *dt;
+        const vf_shape *sh;
+        const vf_graph *g;
+        const vf_capture *caps;
+        int n_caps, slices = 0;
+        vf_function_concrete_get(fn, 0, &dt, &sh, &g, &caps, &n_caps);
+        for (int i = 0; i < g->n; i++) {
+            vf_node *n = &g->nodes[i];
+            if (n->kind != VF_NODE_OP || n->op != VF_OP_SLICE || n->attrs.hi[0] != 1) continue;
+            assert_int_equal(n->shape.sym & 1u, 0); /* x[:1]: fixed */
+            if (old) n->shape.sym |= 1u;           /* what older writers stored */
+            slices++;
+        }
+        assert_int_equal(slices, 1);
+        uint8_t *bytes = NULL;
+        size_t size = 0;
+        assert_int_equal(vf_saved_write_mem(fn, NULL, 0, &bytes, &size), VF_OK);
+        vf_function_destroy(fn);
+        vf_function *ld = NULL;
+        if (vf_saved_load_mem(ctx, bytes, size, "roll", &ld) != VF_OK) fail_msg("load: %s", vf_error_message(ctx));
+        free(bytes);
+        for (int64_t n = 3; n <= NMAX; n += 2) {
+            vf_scope_begin(ctx);
+            vf_tensor *xn = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){n, C}, g_x), *gx = NULL;
+            vf_tape *tp = vf_tape_begin(ctx);
+            assert_int_equal(vf_function_call(ld, &xn, &y), VF_OK);
+            /* d sum(roll(x) * x) / dx_i = x_{i+1} + x_{i-1}, cyclically */
+            assert_int_equal(vf_tape_gradient(tp, vt_sum(ctx, vf_mul(ctx, y, xn)), 1, &xn, &gx), VF_OK);
+            vf_tape_end(tp);
+            float wy[NMAX * C], wg[NMAX * C];
+            for (int64_t i = 0; i < n; i++)
+                for (int j = 0; j < C; j++) {
+                    int64_t up = (i + 1) % n, down = (i + n - 1) % n;
+                    wy[i * C + j] = g_x[up * C + j];
+                    wg[i * C + j] = (float)((double)g_x[up * C + j] + g_x[down * C + j]);
+                }
+            float *a = vt_read(y), *b = vt_read(gx);
+            vt_assert_close_f32(a, wy, (size_t)(n * C), 0, 0, old ? "old file's roll" : "loaded roll");
+            vt_assert_close_f32(b, wg, (size_t)(n * C), 1e-6, 1e-5, old ? "old file's roll gradient" : "loaded roll gradient");
+            free(a), free(b);
+            vf_scope_end(ctx);
+        }
+        vf_function_destroy(ld);
+        vt_context_done(ctx);
+    }
+}
+
 VT_PER_BACKEND(eager_call)
 VT_PER_BACKEND(inlined)
+VT_PER_BACKEND(roll_saved)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(eager_call),
         VT_PER_BACKEND_TESTS(inlined),
+        VT_PER_BACKEND_TESTS(roll_saved),
     };
     return VT_RUN_GROUP(tests);
 }
