@@ -8,7 +8,11 @@
  * traces it into the graph being recorded and records it on the active
  * tapes, exactly as if the user's body had been called again. Nested
  * control flow replays through vf_cond / vf_while_loop with bodies that
- * replay the nested subgraphs. */
+ * replay the nested subgraphs.
+ *
+ * A loaded function's graph is its body the same way (vf_replay_body): its
+ * eager call's gradient replays it on an inner tape, and a call inside a
+ * traced body inlines it (then assigns and prints run too). */
 #include "frontend/tape.h"
 #include "util/fault.h"
 #include "frontend/trace.h"
