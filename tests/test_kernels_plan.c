@@ -336,29 +336,38 @@ VT_PER_BACKEND(writes_past_output)
 /* ---- a loaded function bound to the context's kernel: any size of its
    symbolic dim (four_two traced with an input signature of [-1]) ---- */
 
-static void loaded_symbolic(vf_backend be)
+enum { NL = 40 }; /* elements of the loaded functions' inputs */
+static const vf_tensor_spec sig_1d[4] = {{VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}};
+
+/* Fills x from seed, traces four_two_body with the input signature [-1]
+   x 4 at 25 elements, saves it to path (named by tag) and ends the context. */
+static void save_four_two_sym(vf_backend be, float (*x)[NL], uint64_t seed, const char *tag, char *path, size_t len)
 {
     vf_context *ctx = vt_context(be);
     vf_kernel *k = make_four_two(ctx);
-    const vf_tensor_spec sig[4] = {{VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}};
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "four_two_sym", .body = four_two_body,
                                                                    .user = k, .n_inputs = 4, .n_outputs = 2,
-                                                                   .input_signature = sig});
-    enum { N = 40 };
-    float x[4][N];
-    for (int i = 0; i < 4; i++) vt_fill_uniform(x[i], N, -2, 2, 60 + (uint64_t)i);
+                                                                   .input_signature = sig_1d});
+    for (int i = 0; i < 4; i++) vt_fill_uniform(x[i], NL, -2, 2, seed + (uint64_t)i);
     int64_t n = 25;
     vf_tensor *in[4], *out[2];
     for (int i = 0; i < 4; i++) in[i] = vf_tensor_from_host(ctx, VF_F32, 1, &n, x[i]);
     assert_int_equal(vf_function_call(fn, in, out), VF_OK);
-    char path[256];
-    snprintf(path, sizeof path, "%s/vkfuse_kernels_sym_%d_%d.vfn", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+    snprintf(path, len, "%s/vkfuse_kernels_%s_%d_%d.vfn", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", tag,
              (int)getpid(), (int)be);
     assert_int_equal(vf_function_save(fn, path), VF_OK);
     vf_function_destroy(fn);
     vf_kernel_destroy(k);
     vt_context_done(ctx);
+}
 
+static void loaded_symbolic(vf_backend be)
+{
+    enum { N = NL };
+    float x[4][N];
+    char path[256];
+    save_four_two_sym(be, x, 60, "sym", path, sizeof path);
+    vf_tensor *in[4], *out[2];
     vf_context *c2 = vt_context(be);
     vf_kernel *k2 = make_four_two(c2); /* the same kernel, registered before the load */
     vf_function *ld = NULL;
@@ -417,7 +426,7 @@ static vf_status grad_of_loaded(vf_context *ctx, vf_tensor *const *in, vf_tensor
 }
 
 /* y0 = 2p, y1 = q + p: d sum(y0 y1) / dp = 2q + 4p, / dq = 2p */
-static void check_loaded_grads(vf_tensor *const *g, float (*x)[40], int64_t m, const char *what)
+static void check_loaded_grads(vf_tensor *const *g, float (*x)[NL], int64_t m, const char *what)
 {
     for (int i = 0; i < m; i++) {
         double p = (double)x[0][i] * x[1][i] + x[2][i], q = 0.5 * ((double)x[3][i] - x[0][i]);
@@ -434,27 +443,12 @@ static void check_loaded_grads(vf_tensor *const *g, float (*x)[40], int64_t m, c
 
 static void loaded_gradient(vf_backend be)
 {
-    vf_context *ctx = vt_context(be);
-    vf_kernel *k = make_four_two(ctx);
-    const vf_tensor_spec sig[4] = {{VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}};
-    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "four_two_sym", .body = four_two_body,
-                                                                   .user = k, .n_inputs = 4, .n_outputs = 2,
-                                                                   .input_signature = sig});
-    enum { N = 40 };
-    float x[4][N];
-    for (int i = 0; i < 4; i++) vt_fill_uniform(x[i], N, -2, 2, 70 + (uint64_t)i);
-    int64_t n = 25;
-    vf_tensor *in[4], *out[2], *g[4];
-    for (int i = 0; i < 4; i++) in[i] = vf_tensor_from_host(ctx, VF_F32, 1, &n, x[i]);
-    assert_int_equal(vf_function_call(fn, in, out), VF_OK);
+    float x[4][NL];
     char path[256];
-    snprintf(path, sizeof path, "%s/vkfuse_kernels_grad_%d_%d.vfn", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-             (int)getpid(), (int)be);
-    assert_int_equal(vf_function_save(fn, path), VF_OK);
-    vf_function_destroy(fn);
-    vf_kernel_destroy(k);
-    vt_context_done(ctx);
-
+    save_four_two_sym(be, x, 70, "grad", path, sizeof path);
+    vf_tensor *in[4], *out[2], *g[4];
+    vf_context *ctx;
+    vf_kernel *k;
     ctx = vt_context(be);
     for (int with_grad = 1; with_grad >= 0; with_grad--) {
         k = vf_kernel_create(ctx, &(vf_kernel_desc){.name = "four_two", .glsl = four_two_glsl, .n_inputs = 4,
@@ -476,7 +470,7 @@ static void loaded_gradient(vf_backend be)
             if (st) fail_msg("eager tape: %s", vf_error_message(ctx));
             check_loaded_grads(g, x, m, "loaded kernel, eager tape");
             vf_function *outer = vf_function_create(ctx, &(vf_function_desc){.name = "grad_of_loaded",
-                .body = grad_of_loaded, .user = &u, .n_inputs = 4, .n_outputs = 4, .input_signature = sig});
+                .body = grad_of_loaded, .user = &u, .n_inputs = 4, .n_outputs = 4, .input_signature = sig_1d});
             st = vf_function_call(outer, in, g);
             if (st) fail_msg("inlined: %s", vf_error_message(ctx));
             check_loaded_grads(g, x, m, "loaded kernel, inlined, traced tape");

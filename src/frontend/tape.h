@@ -121,7 +121,8 @@ void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *
    but off every source's path" (zero gradients), not "never recorded". */
 void vf_tape_record_constant(vf_context *ctx, vf_tensor *out);
 /* Records a traced vf_function's eager call (its plan runs kernels the tape
-   does not see) as one entry (tape_control.c). */
+   does not see) as one entry (tape_control.c). g, caps: the concrete
+   function's graph and captures (a loaded function's rule replays them). */
 void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const char *name, vf_body body, void *user,
                          const vf_graph *g, int n_in,
                          vf_tensor *const *in, const vf_capture *caps, int n_caps, int n_out, vf_tensor *const *out);
