@@ -4,7 +4,8 @@
  * second order through two tapes, a loaded function called inside another
  * traced function (a tape in that body, and the outer function called
  * under an eager tape), and a loaded function that assigns, inlined into a
- * trace: its assign runs at every call; a roll along the symbolic dim
+ * trace: its assign runs at every call (its eager call's gradient is
+ * refused, pointing there); a roll along the symbolic dim
  * (x[:1], a slice of fixed size) saved and loaded, also from a file whose
  * slice marks that dim symbolic (as files written before fixed slice
  * sizes do). Values against double references, on both backends. User kernels in loaded functions:
@@ -234,6 +235,15 @@ static void inlined(vf_backend be)
         assert_float_equal(vt_read1(l), want, 1e-5);
     }
     assert_float_equal(vt_read1(vf_function_variable(u.ld, 0)), 3.0, 0);
+    /* its eager call cannot be replayed for a gradient (it would assign
+       again): the message points to a traced body with the tape */
+    vf_tensor *y = NULL, *gx = NULL;
+    vf_tape *tp = vf_tape_begin(ctx);
+    assert_int_equal(vf_function_call(u.ld, &x, &y), VF_OK);
+    assert_int_equal(vf_tape_gradient(tp, vt_sum(ctx, y), 1, &x, &gx), VF_ERROR_INVALID_ARGUMENT);
+    vf_tape_end(tp);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "'count'", "assigns variables", "loaded from a file",
+                    "inside a traced function", NULL);
     vf_function_destroy(twice);
     vf_function_destroy(u.ld);
     vt_context_done(ctx);

@@ -541,8 +541,10 @@ static bool grad_call(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *g
     }
     if (cf->assigns) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: the gradient flows through a call of vf_function '%s', "
-                "which assigns variables (running it again to differentiate it would assign again); begin the "
-                "tape inside the function body instead (its gradient is then traced with it)", GRAD, cf->name);
+                "which assigns variables (running it again to differentiate it would assign again); %s", GRAD,
+                cf->name, cf->body ? "begin the tape inside the function body instead (its gradient is then "
+                "traced with it)" : "it was loaded from a file: call it inside a traced function whose body "
+                "begins the tape (the loaded graph is inlined there, its assigns included)");
         return false;
     }
     /* a loaded function has no C body: its graph runs again instead */
