@@ -49,7 +49,8 @@ static vf_tensor *capture_of(vf_context *ctx, const sub_ctx *sc, int ci)
 {
     if (sc->fn) {
         if (ci >= 0 && ci < sc->fn->n_caps) return sc->fn->caps[ci].t;
-        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function '%s': a capture %d of %d", sc->fn->name, ci, sc->fn->n_caps);
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function '%s': its graph reads capture %d but the function "
+                "has %d", sc->fn->name, ci, sc->fn->n_caps);
         return NULL;
     }
     for (int k = 0; k < sc->n_cc; k++)
