@@ -509,8 +509,8 @@ static vf_status slice_kept(const vf_node *n, const vf_shape *x, const vf_shape 
         char sa[96];
         return vf_err_set(err, VF_ERROR_SHAPE, "vf_slice of %s: dim %d gives %lld elements at this call, but the "
                           "trace fixed it at %lld (both bounds count from one end of a symbolic dim); give that dim "
-                          "at least as many elements as the slice reaches at every call, or count a bound from the "
-                          "other end", sh(sa, sizeof sa, x), d, (long long)out->dim[d], (long long)n->shape.dim[d]);
+                          "at least as many elements as the slice reaches at every call, or, for a slice meant to "
+                          "clamp, a fixed size in the input_signature", sh(sa, sizeof sa, x), d, (long long)out->dim[d], (long long)n->shape.dim[d]);
     }
     return VF_OK;
 }
