@@ -215,7 +215,12 @@ VF_API vf_tensor *vf_tensor_retain(vf_tensor *t);      /* caller owns one refere
    not be used at all. */
 VF_API void vf_tensor_release(vf_tensor *t);
 
-/* rank 0 is a scalar (shape may be NULL). data is packed row-major. */
+/* rank 0 is a scalar (shape may be NULL). data is packed row-major.
+   Inside a traced vf_function body the data is copied when the body is
+   traced and becomes a constant of the graph (uploaded once, kept by the
+   concrete function, saved with it): later calls use those values, not
+   what the host buffer holds then (pass values that change as inputs).
+   The tensor has static dims and no gradient (a tape sees a constant). */
 VF_API vf_tensor *vf_tensor_from_host(vf_context *ctx, vf_dtype dtype, int rank,
                                       const int64_t *shape, const void *data);
 VF_API vf_tensor *vf_fill(vf_context *ctx, vf_dtype dtype, int rank, const int64_t *shape,
@@ -691,7 +696,10 @@ VF_API void vf_function_destroy(vf_function *fn);
    message naming the byte offset and the field; a missing file with
    VF_ERROR_IO. User kernels and user elementwise ops that ctx has created
    with the same name and code are used by the loaded function, with their
-   C functions (docs/KERNELS.md, "Saved functions"). */
+   C functions (docs/KERNELS.md, "Saved functions"). A loaded function is
+   differentiable wherever its ops are: called under a vf_tape, its graph
+   is replayed op by op for the gradient; called inside a traced body, its
+   graph is inlined there, as a body would be (docs/GRADIENTS.md). */
 VF_API vf_status vf_function_save(vf_function *fn, const char *path);
 VF_API vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out);
 /* The variables fn's concrete functions capture, in order of first capture;
@@ -746,7 +754,10 @@ VF_API vf_tensor *vf_host_map(vf_context *ctx, vf_tensor *x, vf_host_fn fn, void
 VF_API bool vf_context_tracing(vf_context *ctx);
 /* While tracing: bit d set when dim d of t is symbolic (it follows an
    input_signature -1 dim, so it varies between calls; vf_tensor_dim gives
-   the size being traced). 0 for other tensors and eagerly. */
+   the size being traced). 0 for other tensors and eagerly. A slice of a
+   symbolic dim whose bounds both count from the same end (x[:1], x[2:5],
+   x[-3:], every vf_split part but the one given as -1) has a static
+   dim: its size is the same at every call (docs/FUNCTIONS.md). */
 VF_API uint32_t vf_tensor_symbolic_dims(vf_tensor *t);
 
 /* ---- Gradients (tf.GradientTape), eager and traced alike ------------------
