@@ -68,8 +68,10 @@ def loadavg():
 
 def ours_env(cache_dir):
     env = dict(os.environ)
+    # VKFUSE_TIMEOUT_MS: a cold lavapipe step on a busy machine can wait on
+    # its fence past the default 120 s
     env.update(OPENBLAS_NUM_THREADS=THREADS, OMP_NUM_THREADS=THREADS, LP_NUM_THREADS=THREADS,
-               VKFUSE_CACHE_DIR=cache_dir)
+               VKFUSE_CACHE_DIR=cache_dir, VKFUSE_TIMEOUT_MS="900000")
     env.pop("OMP_WAIT_POLICY", None)
     env.pop("VKFUSE_BACKEND", None)
     return env
@@ -338,6 +340,7 @@ class Table:
 
     def __init__(self):
         self.rows = {}
+        self.failed = []
 
     def add(self, workload, unit, higher_better, variant, ours, torch):
         r = self.rows.setdefault((workload, variant), {"unit": unit, "hb": higher_better, "ours": [], "torch": [],
@@ -355,40 +358,52 @@ class Table:
                                                            med(r["ratio"])))
         print("\n(medians of %d round%s; the last column is the median of the per-round ratios, "
               "above 1: vkfuse faster)" % (rounds, "" if rounds == 1 else "s"))
+        if self.failed:
+            print("failed (left out of their rounds): " + ", ".join(self.failed))
 
 
 def round_once(t, ours, torch, torch_first, cold_vulkan):
-    def pair(ours_fn, torch_fn):
-        if torch_first:
-            b = torch_fn()
-            return ours_fn(), b
-        a = ours_fn()
-        return a, torch_fn()
+    def pair(name, ours_fn, torch_fn):
+        """Both sides of one workload, or None (the failure on stderr): one
+        workload failing leaves the others' figures."""
+        try:
+            if torch_first:
+                b = torch_fn()
+                return ours_fn(), b
+            a = ours_fn()
+            return a, torch_fn()
+        except Exception as e:  # noqa: BLE001 (any failure: report it and go on)
+            print("vs_torch: %s failed: %s" % (name, e), file=sys.stderr)
+            t.failed.append(name)
+            return None
 
-    o, th = pair(ours.mlp, torch.mlp)
-    for v, x in o.items():
-        t.add("MLP train step, batch 256", "steps/s", True, v, x, th)
-    o, th = pair(ours.transformer, torch.transformer)
-    for v, x in o.items():
-        t.add("transformer train step", "ms", False, v, x, th)
-    (of, og), (tf, tg) = pair(ours.conv, torch.conv)
-    for i, (n, hw, c, oc) in enumerate(CONV_LAYERS):
+    p = pair("MLP", ours.mlp, torch.mlp)
+    for v, x in (p[0].items() if p else ()):
+        t.add("MLP train step, batch 256", "steps/s", True, v, x, p[1])
+    p = pair("transformer", ours.transformer, torch.transformer)
+    for v, x in (p[0].items() if p else ()):
+        t.add("transformer train step", "ms", False, v, x, p[1])
+    p = pair("conv", ours.conv, torch.conv)
+    for i, (n, hw, c, oc) in enumerate(CONV_LAYERS if p else ()):
+        (of, og), (tf, tg) = p
         name = "[%d,%d,%d,%d] -> %d" % (n, hw, hw, c, oc)
         for v in ("cpu", "lavapipe"):
             t.add("conv3x3+bias+relu " + name, "ms", False, v, of[i][v], tf[i])
         for v in ("cpu", "lavapipe"):
             t.add("conv dx+dw " + name, "ms", False, v, og[i][v], tg[i])
-    (oe, ot), (te, tt) = pair(ours.chain, torch.chain)
-    for v, x in oe.items():
-        t.add("256-op chain [64,64], eager", "us/op", False, v, x, te)
-    for v, x in ot.items():
-        t.add("256-op chain [64,64], traced (torch.jit.trace)", "us/op", False, v, x, tt)
-    o, th = pair(ours.matmul, torch.matmul)
-    for v, x in o.items():
-        t.add("matmul 1024^3", "GFLOP/s", True, v, x, th)
-    o, th = pair(lambda: ours.cold(cold_vulkan), torch.cold)
-    for v, x in o.items():
-        t.add("cold first MLP step, new process", "s", False, v, x, th)
+    p = pair("chain", ours.chain, torch.chain)
+    if p:
+        (oe, ot), (te, tt) = p
+        for v, x in oe.items():
+            t.add("256-op chain [64,64], eager", "us/op", False, v, x, te)
+        for v, x in ot.items():
+            t.add("256-op chain [64,64], traced (torch.jit.trace)", "us/op", False, v, x, tt)
+    p = pair("matmul", ours.matmul, torch.matmul)
+    for v, x in (p[0].items() if p else ()):
+        t.add("matmul 1024^3", "GFLOP/s", True, v, x, p[1])
+    p = pair("cold", lambda: ours.cold(cold_vulkan), torch.cold)
+    for v, x in (p[0].items() if p else ()):
+        t.add("cold first MLP step, new process", "s", False, v, x, p[1])
 
 
 def main():
@@ -419,7 +434,8 @@ def main():
         shutil.rmtree(cache, ignore_errors=True)
     print("load average at end: %s\n" % loadavg())
     t.print(rounds)
+    return 1 if t.failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
