@@ -190,6 +190,7 @@ class Torch:
         torch.set_num_threads(int(THREADS))
         torch.manual_seed(0)
         self.np, self.torch, self.smoke = np, torch, smoke
+        self.cold_parts = []  # (import s, first step s) of each cold process
 
     def median_time(self, fn, warmup, reps):
         for _ in range(warmup):
@@ -328,8 +329,10 @@ class Torch:
         t0 = time.perf_counter()
         p = subprocess.run([sys.executable, "-c", TORCH_COLD], env=env, stdout=subprocess.PIPE, text=True, timeout=600)
         sec = time.perf_counter() - t0
-        if p.returncode != 0 or "result " not in p.stdout:
+        m = re.search(r"result import_ms=([0-9.]+) first_ms=([0-9.]+)", p.stdout)
+        if p.returncode != 0 or not m:
             raise RuntimeError("the cold torch process failed:\n" + p.stdout)
+        self.cold_parts.append((float(m.group(1)) * 1e-3, float(m.group(2)) * 1e-3))
         return sec
 
 
@@ -421,7 +424,8 @@ def main():
     rounds = 1 if a.smoke else max(1, a.rounds)
     import torch as _t
     start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print("vkfuse vs PyTorch %s on the CPU, %s threads each; %s; build %s" % (_t.__version__, THREADS, start, a.build))
+    build = os.path.relpath(a.build, ROOT) if os.path.abspath(a.build).startswith(ROOT + os.sep) else a.build
+    print("vkfuse vs PyTorch %s on the CPU, %s threads each; %s; build %s" % (_t.__version__, THREADS, start, build))
     print("load average at start: %s" % loadavg())
     cache = tempfile.mkdtemp(prefix="vs_torch_cache.")  # the steady runs' kernels: compiled in round 1
     try:
@@ -434,6 +438,9 @@ def main():
         shutil.rmtree(cache, ignore_errors=True)
     print("load average at end: %s\n" % loadavg())
     t.print(rounds)
+    if torch.cold_parts:
+        print("torch's cold processes: import torch %.3g s, then model and first step %.3g s (medians)"
+              % (statistics.median(c[0] for c in torch.cold_parts), statistics.median(c[1] for c in torch.cold_parts)))
     return 1 if t.failed else 0
 
 
