@@ -184,6 +184,9 @@ static child_result spawn(char *const *argv, const char *dir, bool parse)
         setenv("VKFUSE_CACHE_DIR", vk, 1);
         setenv("MESA_SHADER_CACHE_DIR", mesa, 1);
         unsetenv("MESA_GLSL_CACHE_DIR"); /* Mesa's name before 22.3 */
+        /* the demo on Vulkan, as the children: the default is the CPU
+           backend where the only Vulkan device is lavapipe */
+        setenv("VKFUSE_BACKEND", "vulkan", 1);
         if (driver_cache_off) {
             setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
             setenv("MESA_GLSL_CACHE_DISABLE", "true", 1);
