@@ -296,7 +296,7 @@ int main(void)
 {
     vf_context *ctx;
     if (vf_context_create(NULL, &ctx) != VF_OK) return fprintf(stderr, "%s\n", vf_error_message(ctx)), 1;
-    printf("device: %s (VKFUSE_BACKEND=cpu for the CPU backend)\n", vf_device_name(ctx));
+    printf("device: %s (VKFUSE_BACKEND=cpu or vulkan to choose)\n", vf_device_name(ctx));
     model traced = make_model(ctx, 7), eager = make_model(ctx, 7);
     vf_tensor_spec sig[2] = {{.dtype = VF_I32, .rank = 2, .shape = {BATCH, T}},
                              {.dtype = VF_I32, .rank = 2, .shape = {BATCH, L}}};
