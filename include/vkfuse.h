@@ -70,10 +70,14 @@ typedef enum { VF_F32, VF_F16, VF_I32, VF_U32, VF_BOOL } vf_dtype;
 
 typedef enum { VF_BACKEND_AUTO, VF_BACKEND_VULKAN, VF_BACKEND_CPU } vf_backend;
 
-/* All-zero is the default: the AUTO backend on the best device (or the one
-   VKFUSE_DEVICE names), no validation, no profiling, the default cache. */
+/* All-zero is the default: the AUTO backend (the fastest device: see
+   vf_auto_backend), no validation, no profiling, the default cache. */
 typedef struct {
-    vf_backend backend;     /* AUTO: Vulkan when usable, else CPU; VKFUSE_BACKEND overrides AUTO */
+    vf_backend backend;     /* AUTO: the best GPU (discrete > integrated > virtual), else the CPU
+                               backend; a Vulkan driver that runs on the CPU (lavapipe,
+                               SwiftShader) only when asked for: VULKAN, VKFUSE_BACKEND=vulkan,
+                               or a device named (VKFUSE_DEVICE, pick_device). VKFUSE_BACKEND
+                               overrides AUTO */
     int device_index;       /* -1: best. Read only when pick_device is true, so
                                that the all-zero desc means "best", not "device 0" */
     bool validation;        /* enable VK_LAYER_KHRONOS_validation (also VKFUSE_VALIDATION=1);
@@ -179,8 +183,9 @@ VF_API vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out);
 VF_API vf_status vf_context_trim(vf_context *ctx);
 
 /* Devices, for tools: fills up to max entries and returns how many Vulkan
-   devices there are (0 if no loader). `chosen` marks the one
-   vf_context_create would pick. */
+   devices there are (0 if no loader). `chosen` marks the one a Vulkan
+   context uses (VF_BACKEND_VULKAN, VKFUSE_DEVICE; AUTO too when it picks
+   Vulkan: vf_auto_backend says whether it does). */
 typedef struct {
     char name[256];
     uint32_t vendor_id, device_id, driver_version, api_version;
@@ -199,6 +204,15 @@ typedef struct {
     uint64_t memory_budget_bytes; /* its budget now (VK_EXT_memory_budget); 0: not reported */
 } vf_device_info;
 VF_API int vf_devices(vf_device_info *out, int max, char *err, size_t errlen);
+/* What VF_BACKEND_AUTO (vf_context_create(NULL, ...)) picks here now, with
+   VKFUSE_BACKEND and VKFUSE_DEVICE as a context reads them:
+   VF_BACKEND_VULKAN (*device, if not NULL, receives its vf_devices index),
+   VF_BACKEND_CPU (*device = -1), or VF_BACKEND_AUTO when vf_context_create
+   would fail (a bad VKFUSE_BACKEND, a named device that is not there). why
+   (optional) receives one line saying why, e.g. "no GPU, only Vulkan
+   devices that run on the CPU ([0] llvmpipe (cpu)), slower than the CPU
+   backend; ...". */
+VF_API vf_backend vf_auto_backend(int *device, char *why, size_t whylen);
 
 /* ---- Tensors ----------------------------------------------------------- */
 
