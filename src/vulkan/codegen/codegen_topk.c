@@ -323,8 +323,8 @@ vf_status vf_codegen_top_k(const vf_exec *e, const vf_device_caps *caps, vf_gen_
             snprintf(what, sizeof what, "%llu bytes of scratch, more than one storage binding holds here (%llu)",
                      (unsigned long long)(p.scratch * 4), (unsigned long long)caps->max_storage_buffer_range);
         else
-            snprintf(what, sizeof what, "about %.3g comparisons, more than one op may take (%.3g) to end well "
-                     "within the fence timeout", p.work, tk_work_max(caps));
+            snprintf(what, sizeof what, "about %.3g loop iterations, more than one op may take (%.3g) to end "
+                     "well within the fence timeout", p.work, tk_work_max(caps));
         return vf_err_set(err, VF_ERROR_UNSUPPORTED,
                           "top_k: k = %llu of %llu row(s) of %llu elements needs %s; at most k = %llu fits this "
                           "shape on this device: take a smaller k or fewer rows per call, or use the CPU backend",
