@@ -460,6 +460,29 @@ static void test_limits(void **state)
     vt_context_done(vg);
 }
 
+/* x [3, 4000] scaled (an elementwise producer), its top_k 40 (values,
+   indices), k = n (a full sort), and cumsum along the rows: eager,
+   traced fused and traced unfused under max_loop=64 (top_k in 7 merge
+   levels, cumsum in 3 levels of block sums, the plan's scratch) equal to
+   the CPU backend. */
+static vf_status p_scan(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *h = vf_mul(ctx, in[0], lim_scalar(ctx, 3.0f));
+    out[0] = vf_top_k(ctx, h, 40, &out[1]);
+    out[2] = vf_top_k(ctx, h, 4000, &out[3]);
+    out[4] = vf_cumsum(ctx, h, 1, false, true);
+    return lim_finish(ctx, out, 5);
+}
+
+static void test_limits_traced(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    static const program p = {"scan", p_scan, 1, 5, {{VF_F32, 2, {3, 4000}}}};
+    lim_check_program(&p, "max_loop=64");
+}
+
 /* lavapipe's limits: 65535 workgroups per dimension, 128 MiB bindings,
    loops ended after 65535 iterations */
 static const vf_device_caps caps_lvp = {
@@ -556,7 +579,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(cumsum_values), VT_PER_BACKEND_TESTS(cumsum_long), VT_PER_BACKEND_TESTS(cumsum_traced),
         VT_PER_BACKEND_TESTS(top_k_values), VT_PER_BACKEND_TESTS(top_k_vocabulary), VT_PER_BACKEND_TESTS(top_k_traced),
-        cmocka_unit_test(test_limits), cmocka_unit_test(test_codegen_bounds),
+        cmocka_unit_test(test_limits), cmocka_unit_test(test_limits_traced), cmocka_unit_test(test_codegen_bounds),
     };
     return VT_RUN_GROUP(tests);
 }
