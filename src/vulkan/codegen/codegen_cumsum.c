@@ -45,7 +45,10 @@ typedef struct {
 
 static const char *sc_zero(vf_ctype ct) { return ct == VF_CT_FLOAT ? "0.0" : ct == VF_CT_INT ? "0" : "0u"; }
 static const char *sc_to_bits(vf_ctype ct) { return ct == VF_CT_FLOAT ? "floatBitsToUint" : "uint"; }
-static const char *sc_from_bits(vf_ctype ct) { return ct == VF_CT_FLOAT ? "uintBitsToFloat" : ct == VF_CT_INT ? "int" : "uint"; }
+static const char *sc_from_bits(vf_ctype ct)
+{
+    return ct == VF_CT_FLOAT ? "uintBitsToFloat" : ct == VF_CT_INT ? "int" : "uint";
+}
 
 /* a row scan over scan positions [p0, p1) of a lane: the body of steps
    ONE and BLOCKS */

@@ -177,7 +177,8 @@ static vf_status gen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_ge
     /* every step loops at most J times per invocation, over its grid rounds */
     uint32_t w64 = cg_clamp_wg(caps, 64, false), w256 = cg_clamp_wg(caps, IX_LOCAL, false);
     uint64_t rounds = cg_grid_rounds(caps, (s.n + 1 + w64 - 1) / w64);
-    uint64_t r2 = cg_grid_rounds(caps, (s.J + w64 - 1) / w64), r3 = cg_grid_rounds(caps, ((uint64_t)cg_numel(&e->out) + w256 - 1) / w256);
+    uint64_t r2 = cg_grid_rounds(caps, (s.J + w64 - 1) / w64);
+    uint64_t r3 = cg_grid_rounds(caps, ((uint64_t)cg_numel(&e->out) + w256 - 1) / w256);
     if (r2 > rounds) rounds = r2;
     if (r3 > rounds) rounds = r3;
     uint64_t budget = cg_loop_budget(caps);
