@@ -558,6 +558,14 @@ static void test_codegen_bounds(void **state)
         assert_true(k.scratch_bytes <= (size_t)1 << 27);
         vf_kernel_free(&k);
     }
+    /* blocks of 2 (a loop budget of 9 over 4 grid rounds): 16 lanes of 16 keep 16 x (8 + 4 + 2) block
+       sums, 896 bytes, more than a binding of 512 */
+    vf_device_caps tiny = caps_lvp;
+    tiny.max_loop_iterations = 16;
+    tiny.max_storage_buffer_range = 512;
+    for (int d = 0; d < 3; d++) tiny.max_workgroup_count[d] = 1;
+    assert_int_equal(gen_scan(&tiny, VF_OP_CUMSUM, VF_F32, 16, 16, 0, &k, &err), VF_ERROR_UNSUPPORTED);
+    if (!strstr(err.message, "896 bytes of block sums")) fail_msg("%s", err.message);
     /* top_k: 2^26 f16 in a row, k = 50 */
     assert_int_equal(gen_scan(&caps_lvp, VF_OP_TOP_K, VF_F16, 1, (int64_t)1 << 26, 50, &k, &err), VF_OK);
     assert_true(k.n_steps <= VF_KERNEL_MAX_STEPS);

@@ -209,6 +209,12 @@ vf_status vf_codegen_cumsum(const vf_exec *e, const vf_device_caps *caps, vf_gen
                           "(this device runs %u loop iterations per invocation, over %llu grid rounds here): "
                           "split the axis and add the carries", (unsigned long long)c.n, SC_LEVELS,
                           (unsigned long long)c.B, cg_loop_budget(caps), (unsigned long long)rounds);
+    if (caps->max_storage_buffer_range && total * 4 > caps->max_storage_buffer_range)   /* only with blocks of 2 */
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "cumsum: rows of %llu elements in blocks of %llu need %llu bytes of block sums, more than "
+                          "one storage binding holds here (%llu): split the axis and add the carries",
+                          (unsigned long long)c.n, (unsigned long long)c.B, (unsigned long long)(total * 4),
+                          (unsigned long long)caps->max_storage_buffer_range);
     int n = 0;
     vf_status st = sc_step(e, caps, err, &k->step[n++], &c, SC_BLOCKS, 0);
     for (int l = 1; !st && l < c.levels; l++) st = sc_step(e, caps, err, &k->step[n++], &c, SC_TOTALS, l);
