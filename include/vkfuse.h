@@ -525,20 +525,34 @@ VF_API vf_tensor *vf_range(vf_context *ctx, vf_dtype dtype, double start, double
 /* tf.cumsum: running sums along axis (x numeric, not bool; rank >= 1);
    exclusive: each output leaves out its own element (the first is 0);
    reverse: sums run from the end. Integers wrap. On Vulkan a row of up
-   to 256 elements is scanned by one invocation; longer rows in three
-   passes over blocks (scan each block, scan the block totals, add them):
-   O(n) work either way, floats summed in f32 in scan order. Gradient: the
-   cumsum of the output gradient with reverse flipped. */
+   to 256 elements is scanned by one invocation; longer rows in blocks of
+   256 (scan each block, scan the block totals the same way - in blocks
+   again while there are more than 256 - then add each block's prefix):
+   O(n) work, any row up to the maximum tensor size (no limit of its
+   own), floats summed in f32 per block and the block totals in f32.
+   Gradient: the cumsum of the output gradient with reverse flipped. */
 VF_API vf_tensor *vf_cumsum(vf_context *ctx, vf_tensor *x, int axis, bool exclusive, bool reverse);
 /* tf.math.top_k: the k largest elements along the last axis, sorted
    descending ([..., n] -> [..., k]); *indices (when indices is not NULL)
    receives their positions, VF_I32. Ties go to the lower index first; a
    NaN counts as larger than every number (NaNs first, by index). k must
    be in [0, n] (else VF_ERROR_INVALID_ARGUMENT); x numeric, not bool. On
-   Vulkan each element finds its rank by comparing with its whole row
-   (O(n^2) per row, deterministic); a device with a loop limit (lavapipe)
-   takes rows of at most 4 times that limit. Gradient (values): the output
-   gradient scattered back to the positions taken, zero elsewhere. */
+   Vulkan (deterministic) each block of up to 2048 elements of a row keeps
+   its best min(k, 2048) in a heap, then the sorted lists are merged a few
+   at a time until one is left: O(n log k) per row for small k, a merge
+   sort when k is near n (a row of 262144 with k = 50: 7 kernels,
+   milliseconds on lavapipe). Rows of any length up to the maximum tensor
+   size work; what bounds k is the op's work and scratch, so that it ends
+   well within the fence timeout: on a CPU device (lavapipe) at most 2^30
+   loop iterations in all, counted for the worst case, on a GPU 2^36; and
+   the candidate lists (4 bytes each, about n k / 2048 per row, up to 2n
+   for a large k) within one storage binding. On lavapipe: k = n up to
+   n = 2^21; one row of 2^25 f32 up to k = 827, 128 rows of 262144 up to
+   k = 1176, one row of 2^26 f16 up to k = 261. Past them the call fails
+   up front with VF_ERROR_UNSUPPORTED naming the largest k that fits the
+   shape (use fewer rows, a smaller k or the CPU backend). Gradient
+   (values): the output gradient scattered back to the positions taken,
+   zero elsewhere. */
 VF_API vf_tensor *vf_top_k(vf_context *ctx, vf_tensor *x, int k, vf_tensor **indices);
 /* ---- Convolution and pooling (NHWC) --------------------------------------
    A vf_conv2d_desc whose every field is 0 (or a NULL desc) is the default:
