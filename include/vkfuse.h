@@ -559,7 +559,11 @@ typedef struct vf_pool2d_desc {
    and a mean divides by the window's positions inside the input (TF's
    avg_pool). f32 only. Gradients: max pool's goes to the window's first
    maximum (ties to the first in row-major window order) and is not
-   differentiable again; avg pool's to every position it averaged. */
+   differentiable again; avg pool's to every position it averaged. A
+   window of any size runs (a global pool of a whole image included): on
+   Vulkan one invocation walks each window, or each dx element the windows
+   that hold it; a walk longer than the device's loop budget (65,471 on
+   lavapipe; docs/LIMITS.md) goes in chunks that a second step combines. */
 VF_API vf_tensor *vf_max_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 VF_API vf_tensor *vf_avg_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 
