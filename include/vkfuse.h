@@ -480,9 +480,11 @@ VF_API vf_tensor *vf_gather(vf_context *ctx, vf_tensor *x, vf_tensor *indices, i
    Vulkan the sums are deterministic (each output element adds its updates
    in index order, no atomics): the kernel first lists each row's indices,
    (x.shape[axis] + numel(indices)) x numel(indices) comparisons, then
-   adds every update once; a device with a loop limit (lavapipe: 65535)
-   takes at most that many indices per call. Gradients: the identity for
-   x, vf_gather of the output gradient for updates. */
+   adds every update once. On a device with a loop limit more indices than
+   its loop budget (65,471 on lavapipe) are listed and added in blocks, in
+   the same order: up to (budget / 2)^2 indices per call (about 1.07
+   billion on lavapipe; docs/LIMITS.md). Gradients: the identity for x,
+   vf_gather of the output gradient for updates. */
 VF_API vf_tensor *vf_scatter_add(vf_context *ctx, vf_tensor *x, vf_tensor *indices, vf_tensor *updates, int axis);
 /* tf.one_hot: indices [...] (i32 or u32) -> [..., depth] of dtype (any),
    1 where the last index equals the index, else 0; a negative or >= depth

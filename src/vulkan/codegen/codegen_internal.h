@@ -140,6 +140,8 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
 vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 /* indexing ops (codegen_index.c) */
 vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+/* scatter_add (codegen_scatter.c), called by vf_codegen_index */
+vf_status vf_codegen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 
 int64_t cg_numel(const vf_tref *t);
 
