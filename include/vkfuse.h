@@ -389,7 +389,11 @@ VF_API vf_tensor *vf_matmul(vf_context *ctx, vf_tensor *a, vf_tensor *b);
 VF_API vf_tensor *vf_matmul_ex(vf_context *ctx, vf_tensor *a, vf_tensor *b, bool transpose_a,
                                bool transpose_b);
 
-/* Numerically stable (max subtracted) along axis. */
+/* Numerically stable (max subtracted) along axis. On Vulkan with a loop
+   budget B (lavapipe: 65,471; GPUs: none) the axis may be at most
+   1024 x B / 3 long (22,346,752 on lavapipe), for vf_log_softmax and the
+   classes of vf_sparse_softmax_cross_entropy too; past that
+   VF_ERROR_UNSUPPORTED says so (docs/LIMITS.md). */
 VF_API vf_tensor *vf_softmax(vf_context *ctx, vf_tensor *x, int axis);
 VF_API vf_tensor *vf_log_softmax(vf_context *ctx, vf_tensor *x, int axis);
 /* labels [...] i32 (or u32) class indices, logits [..., classes] float:

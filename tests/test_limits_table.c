@@ -23,7 +23,7 @@
 
 typedef enum { SPLITS, FAILS } past_kind;
 
-/* Builds the op at size n; fills out[0..1] (out[1] may stay NULL). */
+/* Builds the op at size n; fills out[0..2] (out[1] and out[2] may stay NULL). */
 typedef void (*build_fn)(vf_context *ctx, uint64_t n, vf_tensor **out);
 
 typedef struct limit_row {
@@ -122,6 +122,7 @@ static void b_softmax(vf_context *ctx, uint64_t n, vf_tensor **out)
     vf_tensor *x = ramp(ctx, 2, (int64_t[]){1, (int64_t)n}, 10);
     out[0] = vf_softmax(ctx, x, -1);
     out[1] = vf_log_softmax(ctx, vf_reshape(ctx, x, 2, (int64_t[]){(int64_t)n, 1}), 0);
+    out[2] = vf_sparse_softmax_cross_entropy(ctx, vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){1}, &(int32_t){3}), x);
 }
 
 /* n indices into 5 rows of 3, one row taking every third */
@@ -205,7 +206,7 @@ static void walk_limits(const char *want, uint64_t *B, uint64_t *rng)
 /* out[] read to host, compared with the CPU backend's */
 static void compare(const limit_row *r, uint64_t n, vf_tensor **got, vf_tensor **want)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         char what[96];
         snprintf(what, sizeof what, "%s at %" PRIu64 ", output %d", r->key, n, i);
         if (!want[i]) {
@@ -238,7 +239,7 @@ static void walk(const limit_row *r)
     for (uint64_t n = at; n <= at + 1; n++) {
         vf_scope_begin(cpu);
         vf_scope_begin(vk);
-        vf_tensor *want[2] = {0}, *got[2] = {0};
+        vf_tensor *want[3] = {0}, *got[3] = {0};
         r->build(cpu, n, want);
         if (vf_status_get(cpu) != VF_OK) fail_msg("%s at %" PRIu64 " on the CPU backend: %s", r->key, n,
                                                   vf_error_message(cpu));
@@ -258,7 +259,7 @@ static void walk(const limit_row *r)
     }
     /* usable after the failure: the op at the limit again */
     vf_scope_begin(vk);
-    vf_tensor *again[2] = {0};
+    vf_tensor *again[3] = {0};
     r->build(vk, at, again);
     assert_int_equal(vf_status_get(vk), VF_OK);
     vf_scope_end(vk);
