@@ -87,6 +87,10 @@ void cg_collapse(const vf_tref *out, const vf_tref *const *in, int n_in, cg_patt
    grid rounds up). Past x * y * z at their limits, main() loops over the
    groups (a grid stride, with a push constant vf_groups). */
 vf_status cg_groups_linear(vf_cg *g, uint64_t total);
+/* How many of `groups` linear workgroups one invocation runs when they
+   exceed the device's grid (cg_groups_linear strides over them): each
+   multiplies what its loops run. 1 within the grid. */
+uint64_t cg_grid_rounds(const vf_device_caps *caps, uint64_t groups);
 /* Loop iterations one invocation of a kernel may spend on its main loops
    (caps.max_loop_iterations less a margin); UINT32_MAX when unbounded. */
 uint32_t cg_loop_budget(const vf_device_caps *caps);

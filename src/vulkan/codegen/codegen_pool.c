@@ -188,14 +188,10 @@ static vf_status pool_step(const vf_exec *e, const vf_device_caps *caps, vf_err 
     return cg_finish(&g, NULL);
 }
 
-/* Grid rounds of `items` invocations (cg_groups_linear strides past the
-   device's grid): each multiplies what an invocation loops. */
 static uint64_t pool_rounds(const vf_device_caps *caps, uint64_t items)
 {
     uint32_t wg = cg_clamp_wg(caps, POOL_LOCAL, false);
-    uint64_t grid = 1, total = (items + wg - 1) / wg;
-    for (int i = 0; i < 3; i++) grid *= caps->max_workgroup_count[i] ? caps->max_workgroup_count[i] : 65535;
-    return total <= grid ? 1 : (total + grid - 1) / grid;
+    return cg_grid_rounds(caps, (items + wg - 1) / wg);
 }
 
 /* Chunks of the walk that keep both steps within the loop budget. */

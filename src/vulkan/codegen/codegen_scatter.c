@@ -21,13 +21,9 @@ typedef struct {
     uint64_t Bs, nb;   /* blocked path: blocks of Bs indices, nb of them */
 } sa_info;
 
-/* Workgroups each invocation strides over when `total` exceed the device's
-   grid (cg_groups_linear): its loops run that many times. */
 static uint64_t sa_rounds(const vf_device_caps *caps, uint64_t items, uint32_t wg)
 {
-    uint64_t grid = 1, total = (items + wg - 1) / wg;
-    for (int i = 0; i < 3; i++) grid *= caps->max_workgroup_count[i] ? caps->max_workgroup_count[i] : 65535;
-    return total <= grid ? 1 : (total + grid - 1) / grid;
+    return cg_grid_rounds(caps, (items + wg - 1) / wg);
 }
 
 static const char *sa_zero(vf_ctype ct) { return ct == VF_CT_FLOAT ? "0.0" : ct == VF_CT_INT ? "0" : "0u"; }
