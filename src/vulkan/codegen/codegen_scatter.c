@@ -215,10 +215,10 @@ vf_status vf_codegen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_ge
                  .inner = 1, .J = (uint64_t)cg_numel(&e->in[1]), .numel = (uint64_t)cg_numel(&e->out)};
     for (int d = 0; d < axis; d++) s.outer *= (uint64_t)x->shape[d];
     for (int d = axis + 1; d < x->rank; d++) s.inner *= (uint64_t)x->shape[d];
-    if ((uint64_t)cg_numel(&e->in[2]) > UINT32_MAX || s.n + 1 + 3 * s.J > UINT32_MAX)
+    if ((uint64_t)cg_numel(&e->in[2]) > UINT32_MAX || s.n + 1 + s.J > UINT32_MAX)
         return vf_err_set(err, VF_ERROR_UNSUPPORTED,
                           "scatter_add: %llu indices and %llu updates; kernels index with 32 bits (at most %u "
-                          "updates, and rows + 3 x indices below that): split the indices and add the results",
+                          "updates, and rows + indices below that): split the indices and add the results",
                           (unsigned long long)s.J, (unsigned long long)cg_numel(&e->in[2]), UINT32_MAX);
     uint64_t budget = cg_loop_budget(caps);
     if (s.J * sa_max_rounds(caps, &s, 0) <= budget) {
@@ -241,7 +241,8 @@ vf_status vf_codegen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_ge
             if (nb >= 2 && (Bs + nb) * sa_max_rounds(caps, &s, nb) <= budget) s.nb = nb, s.Bs = Bs;
         }
         uint64_t words = s.n + 1 + s.J + s.nb * (s.n + 1) + s.nb * s.outer * s.inner;
-        if (!s.nb || s.nb * (s.n + 1) > UINT32_MAX || words > UINT32_MAX)
+        /* list positions run to J + Bs in the shaders' block arithmetic */
+        if (!s.nb || s.nb * (s.n + 1) > UINT32_MAX || words > UINT32_MAX || s.J + 2 * s.Bs > UINT32_MAX)
             return vf_err_set(err, VF_ERROR_UNSUPPORTED,
                               "scatter_add: %llu indices into %llu rows need more loop iterations per invocation "
                               "than this device allows (%u) even in blocks: at most %llu indices per call here; "
