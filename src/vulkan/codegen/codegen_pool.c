@@ -5,8 +5,9 @@
  * written once and no atomics are needed. Window positions in the padding
  * never count (max ignores them, avg divides by the positions inside the
  * input); the argmax is the window's first maximum in row-major order, as
- * on the CPU backend. Max pool's gradient first finds every window's
- * argmax (a step of its own, into scratch), then gathers.
+ * on the CPU backend. Max pool's gradient finds each window's argmax in
+ * place for small windows, else first in a step of its own (into
+ * scratch), then gathers.
  *
  * A rectangle longer than one invocation may loop (llvmpipe's loop limit:
  * cg_loop_budget; a global pool of 256 x 256 is 65536 positions) is split
@@ -32,6 +33,7 @@ typedef struct {
     uint64_t items;        /* result elements of the walk */
     uint64_t len;          /* the longest rectangle */
     uint64_t chunk, nc;    /* nc chunks of chunk positions (nc == 1: one step) */
+    bool inline_arg;       /* max pool's gradient: each window's argmax found in place */
 } pool_plan;
 
 /* vf_win(oh, ow): the window clipped to the input; vf_cands(ih, iw): the
@@ -47,6 +49,21 @@ static const char *const pool_helpers =
     "    int a = ih + pc.pt - int(pc.KH) + 1, b = iw + pc.pl - int(pc.KW) + 1;\n"
     "    return ivec4(a <= 0 ? 0 : (a + pc.sh - 1) / pc.sh, min(int(pc.OH), (ih + pc.pt) / pc.sh + 1),\n"
     "                 b <= 0 ? 0 : (b + pc.sw - 1) / pc.sw, min(int(pc.OW), (iw + pc.pl) / pc.sw + 1));\n"
+    "}\n";
+
+/* a window's first maximum, found in place by a small max pool gradient */
+static const char *const argmax_helper =
+    "uint vf_argmax(uint n, ivec4 r, uint c)\n"
+    "{\n"
+    "    uint best = " NONE ";\n"
+    "    float bv = 0.0;\n"
+    "    for (int ih = r.x; ih < r.y; ih++)\n"
+    "        for (int iw = r.z; iw < r.w; iw++) {\n"
+    "            uint xi = ((n * pc.H + uint(ih)) * pc.W + uint(iw)) * pc.C + c;\n"
+    "            float v = in0[xi];\n"
+    "            if (best == " NONE " || v > bv) { best = xi; bv = v; }\n"
+    "        }\n"
+    "    return best;\n"
     "}\n";
 
 /* Element e of the walk (an output element, or a dx element) and its
@@ -73,7 +90,7 @@ static void emit_rect(vf_sb *s, pool_walk w)
 /* The walk over [q0, q1): a max keeps the first maximum (a NaN only as the
    window's very first position, as a sequential walk would: chunks after
    the first skip NaNs until they hold a number), sums add in order. */
-static void emit_walk(vf_sb *s, pool_walk w, bool is_max)
+static void emit_walk(vf_sb *s, pool_walk w, bool is_max, bool inline_arg)
 {
     if (w == P_GRAD)
         vf_sb_puts(s, "    float acc = 0.0;\n");
@@ -85,7 +102,8 @@ static void emit_walk(vf_sb *s, pool_walk w, bool is_max)
                   "        int a = r.x + int(q / uint(rw)), b = r.z + int(q % uint(rw));\n");
     if (w == P_GRAD) {
         vf_sb_puts(s, "        uint o = ((n * pc.OH + uint(a)) * pc.OW + uint(b)) * pc.C + c;\n");
-        if (is_max) vf_sb_puts(s, "        if (sc[pc.oA + o] == e) acc += in1[o];\n");
+        if (is_max && inline_arg) vf_sb_puts(s, "        if (vf_argmax(n, vf_win(a, b), c) == e) acc += in1[o];\n");
+        else if (is_max) vf_sb_puts(s, "        if (sc[pc.oA + o] == e) acc += in1[o];\n");
         else vf_sb_puts(s, "        ivec4 w = vf_win(a, b);\n"
                            "        acc += in1[o] / float((w.y - w.x) * (w.w - w.z));\n");
     } else {
@@ -119,7 +137,7 @@ static vf_status pool_step(const vf_exec *e, const vf_device_caps *caps, vf_err 
                                         "gathering dy from the windows that hold it"};
     static const char *const how[3] = {"", "; step 1 of 2: each chunk of the walk to scratch",
                                        "; step 2 of 2: the chunks combined in order"};
-    bool need_sc = step != 0 || w == P_ARG || (w == P_GRAD && pl->is_max);
+    bool need_sc = step != 0 || w == P_ARG || (w == P_GRAD && pl->is_max && !pl->inline_arg);
     vf_cg g;
     cg_begin(&g, e, caps, err, d);
     snprintf(g.d->name, sizeof g.d->name, "%s_%s%s_f32", name, walk_name[w], step_name[step]);
@@ -147,6 +165,7 @@ static vf_status pool_step(const vf_exec *e, const vf_device_caps *caps, vf_err 
     cg_push_u32(&g, "oA", (uint32_t)oA);
     cg_push_u32(&g, "oP", (uint32_t)oP);
     vf_sb_puts(&g.decl, pool_helpers);
+    if (pl->inline_arg) vf_sb_puts(&g.decl, argmax_helper);
     vf_sb *s = &g.body;
     cg_workgroup(&g, cg_clamp_wg(caps, POOL_LOCAL, false));
     vf_sb_puts(s, "void main()\n{\n"
@@ -156,12 +175,12 @@ static vf_status pool_step(const vf_exec *e, const vf_device_caps *caps, vf_err 
     if (step == 0) {
         vf_sb_puts(s, "    uint e = t, ch = 0u;\n");
         emit_rect(s, w);
-        emit_walk(s, w, pl->is_max);
+        emit_walk(s, w, pl->is_max, pl->inline_arg);
         emit_store(s, w, pl->is_max);
     } else if (step == 1) {
         vf_sb_puts(s, "    uint e = t / pc.NC, ch = t % pc.NC;\n");
         emit_rect(s, w);
-        emit_walk(s, w, pl->is_max);
+        emit_walk(s, w, pl->is_max, pl->inline_arg);
         vf_sb_puts(s, max_walk ? "    sc[pc.oP + t] = best;\n" : "    sc[pc.oP + t] = floatBitsToUint(acc);\n");
     } else {
         vf_sb_puts(s, "    uint e = t;\n");
@@ -255,6 +274,16 @@ vf_status vf_codegen_pool(const vf_exec *e, const vf_device_caps *caps, vf_gen_k
     if (!grad || is_max) st = pool_chunks(e, caps, &fw, err);
     if (!st && grad) st = pool_chunks(e, caps, &gw, err);
     if (st) return st;
+    /* a small max pool gradient (a 2 x 2 or 3 x 3 window: at most 256
+       window positions over the windows holding an element) finds each
+       argmax in place, one dispatch; larger ones find them first */
+    gw.inline_arg = grad && is_max && fw.nc == 1 && gw.nc == 1 && fw.len * gw.len <= 256 &&
+                    fw.len * gw.len * pool_rounds(caps, nx) <= cg_loop_budget(caps);
+    if (gw.inline_arg) {
+        k->n_steps = 0;
+        k->scratch_bytes = 0;
+        return pool_walk_steps(e, caps, err, k, &gw, P_GRAD, 0, 0);
+    }
     /* scratch: the argmax A[ny] (max pool's gradient), then the chunks of
        the walk that has them */
     uint64_t oA = 0, oP = grad && is_max ? ny : 0;
