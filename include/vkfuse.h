@@ -408,7 +408,11 @@ VF_API vf_tensor *vf_matmul(vf_context *ctx, vf_tensor *a, vf_tensor *b);
 VF_API vf_tensor *vf_matmul_ex(vf_context *ctx, vf_tensor *a, vf_tensor *b, bool transpose_a,
                                bool transpose_b);
 
-/* Numerically stable (max subtracted) along axis. */
+/* Numerically stable (max subtracted) along axis. On Vulkan with a loop
+   budget B (lavapipe: 65,471; GPUs: none) the axis may be at most
+   1024 x B / 3 long (22,346,752 on lavapipe), for vf_log_softmax and the
+   classes of vf_sparse_softmax_cross_entropy too; past that
+   VF_ERROR_UNSUPPORTED says so (docs/LIMITS.md). */
 VF_API vf_tensor *vf_softmax(vf_context *ctx, vf_tensor *x, int axis);
 VF_API vf_tensor *vf_log_softmax(vf_context *ctx, vf_tensor *x, int axis);
 /* labels [...] i32 (or u32) class indices, logits [..., classes] float:
@@ -501,9 +505,11 @@ VF_API vf_tensor *vf_gather(vf_context *ctx, vf_tensor *x, vf_tensor *indices, i
    Vulkan the sums are deterministic (each output element adds its updates
    in index order, no atomics): the kernel first lists each row's indices,
    (x.shape[axis] + numel(indices)) x numel(indices) comparisons, then
-   adds every update once; a device with a loop limit (lavapipe: 65535)
-   takes at most that many indices per call. Gradients: the identity for
-   x, vf_gather of the output gradient for updates. */
+   adds every update once. On a device with a loop limit more indices than
+   its loop budget (65,471 on lavapipe) are listed and added in blocks, in
+   the same order: up to (budget / 2)^2 indices per call (about 1.07
+   billion on lavapipe; docs/LIMITS.md). Gradients: the identity for x,
+   vf_gather of the output gradient for updates. */
 VF_API vf_tensor *vf_scatter_add(vf_context *ctx, vf_tensor *x, vf_tensor *indices, vf_tensor *updates, int axis);
 /* tf.one_hot: indices [...] (i32 or u32) -> [..., depth] of dtype (any),
    1 where the last index equals the index, else 0; a negative or >= depth
@@ -604,7 +610,11 @@ typedef struct vf_pool2d_desc {
    result (OH or OW 0 for H or W 0), and so do the gradients. Gradients:
    max pool's goes to the window's first maximum (ties to the first in
    row-major window order) and is not differentiable again; avg pool's to
-   every position it averaged. */
+   every position it averaged. A window of any size runs (a global pool of
+   a whole image included): on Vulkan one invocation walks each window, or
+   each dx element the windows that hold it; a walk longer than the
+   device's loop budget (65,471 on lavapipe; docs/LIMITS.md) goes in chunks
+   that a second step combines. */
 VF_API vf_tensor *vf_max_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 VF_API vf_tensor *vf_avg_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 

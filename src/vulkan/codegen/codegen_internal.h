@@ -148,6 +148,8 @@ vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_gen_
    called by vf_codegen_index */
 vf_status vf_codegen_top_k(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 vf_status vf_codegen_cumsum(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+/* scatter_add (codegen_scatter.c), called by vf_codegen_index */
+vf_status vf_codegen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 
 int64_t cg_numel(const vf_tref *t);
 
