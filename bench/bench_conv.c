@@ -9,9 +9,12 @@
  * direct kernel's GFLOP/s compare with the matmul kernels'. Timing is
  * vb_time_function (common.c). GFLOP/s counts 2*N*OH*OW*O*9*C per
  * conv (and per gradient op: each has the forward's FLOPs).
- * Usage: bench_conv [--iters N] [--quick]
- * (not a test: nothing asserted) */
+ * Usage: bench_conv [--iters N] [--quick] [--core]
+ * (not a test: nothing asserted; --core: only the fused conv, the CPU's and
+ * the gradients; the last line, "summary bench_conv key=value ...", with
+ * l<i>_ for layer i, is for scripts: bench/peer/vs_torch.py) */
 #include "common.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +76,9 @@ static void row(const char *name, const vb_figures *f, double flops)
            f->fs.dispatches_per_call);
 }
 
-static void size(vf_context *vk, vf_context *cpu, const layer *l, int iters)
+static bool core_only; /* --core: no unfused plan, no matmul rows (what bench/peer/vs_torch.py compares) */
+
+static void size(vf_context *vk, vf_context *cpu, const layer *l, int li, int iters)
 {
     double flops = 2.0 * (double)(l->n * l->hw * l->hw) * (double)l->o * 9.0 * (double)l->c;
     int64_t shp[3][4] = {{l->n, l->hw, l->hw, l->c}, {3, 3, l->c, l->o}, {l->o}};
@@ -86,17 +91,26 @@ static void size(vf_context *vk, vf_context *cpu, const layer *l, int iters)
            flops * 1e-6, iters);
     printf("  %-28s %13s %17s %8s %11s\n", "run", "time/call", "GFLOP/s", "kernels", "dispatches");
     vb_figures fu = measure(vk, conv_layer, 3, 1, shp, r3, true, iters);
-    vb_figures un = measure(vk, conv_layer, 3, 1, shp, r3, false, iters);
+    vb_figures none = {.sec = INFINITY};
+    vb_figures un = core_only ? none : measure(vk, conv_layer, 3, 1, shp, r3, false, iters);
     vb_figures c = measure(cpu, conv_layer, 3, 1, shp, r3, true, iters);
     vb_figures gv = measure(vk, conv_grads, 3, 2, gshp, g3, true, iters);
     vb_figures gc = measure(cpu, conv_grads, 3, 2, gshp, g3, true, iters);
-    vb_figures mv = measure(vk, plain_matmul, 2, 1, mshp, m2, true, iters);
-    vb_figures mc = measure(cpu, plain_matmul, 2, 1, mshp, m2, true, iters);
+    vb_figures mv = core_only ? none : measure(vk, plain_matmul, 2, 1, mshp, m2, true, iters);
+    vb_figures mc = core_only ? none : measure(cpu, plain_matmul, 2, 1, mshp, m2, true, iters);
     row("vulkan conv+bias+relu fused", &fu, flops);
-    row("vulkan unfused", &un, flops);
+    if (!core_only) row("vulkan unfused", &un, flops);
     row("cpu (im2col + OpenBLAS)", &c, flops);
     row("vulkan dx + dw", &gv, 2 * flops);
     row("cpu dx + dw", &gc, 2 * flops);
+    const vb_figures *keyed[4] = {&fu, &c, &gv, &gc};
+    static const char *const what[4] = {"vk_fwd_ms", "cpu_fwd_ms", "vk_grad_ms", "cpu_grad_ms"};
+    for (int i = 0; i < 4; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "l%d_%s", li, what[i]);
+        vb_summary(key, keyed[i]->ok ? keyed[i]->sec * 1e3 : NAN);
+    }
+    if (core_only) return;
     char mm[64];
     snprintf(mm, sizeof mm, "vulkan matmul %lldx%lldx%lld", (long long)mshp[0][0], (long long)mshp[0][1],
              (long long)l->o);
@@ -112,7 +126,7 @@ int main(int argc, char **argv)
 {
     int iters = 5;
     bool quick = false;
-    int rc = vb_args(argc, argv, "bench_conv", NULL, &iters, &quick, 2);
+    int rc = vb_args(argc, argv, "bench_conv", (vb_flag[]){{"--core", &core_only}, {0}}, &iters, &quick, 2);
     if (rc >= 0) return rc;
     vf_context *vk, *cpu;
     if (!vb_contexts("bench_conv", &vk, &cpu)) return 1;
@@ -123,7 +137,8 @@ int main(int argc, char **argv)
         {8, 14, 64, 64},   /* a deeper stage: more channels, smaller images */
     };
     int n = quick ? 2 : 3;
-    for (int i = 0; i < n; i++) size(vk, cpu, &layers[i], iters);
+    for (int i = 0; i < n; i++) size(vk, cpu, &layers[i], i, iters);
+    vb_summary_print("bench_conv");
     vf_context_destroy(vk);
     vf_context_destroy(cpu);
     return 0;

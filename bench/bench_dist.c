@@ -8,6 +8,8 @@
  *
  *   mpirun -np 1 ./bench_dist [steps]      (then -np 2, -np 3 --oversubscribe)
  *
+ * On the default device (VF_BACKEND_AUTO): VKFUSE_BACKEND=vulkan or cpu to choose.
+ *
  * The traced variant (the allreduce as a node inside the step: on Vulkan
  * recorded plans split at the node) is timed as a whole step too, split
  * into its allreduce (the time in the node's host steps,

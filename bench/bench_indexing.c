@@ -1,7 +1,8 @@
 /* Indexing ops (issue 13), eager, on Vulkan and on the CPU backend side by
  * side in one run: an embedding lookup (gather of 2048 rows of a
  * [32768, 256] table) and its gradient (scatter_add of 2048 rows into it),
- * cumsum along rows of [64, 16384] and top_k (k = 10) of [256, 1024].
+ * cumsum along rows of [64, 16384], top_k (k = 10) of [256, 1024] and
+ * top_k (k = 50) of one row of 65536 and of 262144 (a vocabulary).
  * Prints milliseconds per call (best of the timed calls, each synced) and
  * the CPU / Vulkan ratio.
  * Usage: bench_indexing [--iters N] [--quick]   (not a test: nothing asserted) */
@@ -17,7 +18,7 @@
 enum { V = 32768, D = 256, T = 2048 };
 
 typedef struct {
-    vf_tensor *table, *ids, *rows, *scan, *scores;
+    vf_tensor *table, *ids, *rows, *scan, *scores, *vocab;
 } inputs;
 
 static inputs make_inputs(vf_context *ctx)
@@ -31,6 +32,7 @@ static inputs make_inputs(vf_context *ctx)
     in.rows = vf_random_normal(ctx, VF_F32, 2, (int64_t[]){T, D}, 2);
     in.scan = vf_random_normal(ctx, VF_F32, 2, (int64_t[]){64, 16384}, 3);
     in.scores = vf_random_normal(ctx, VF_F32, 2, (int64_t[]){256, 1024}, 4);
+    in.vocab = vf_random_normal(ctx, VF_F32, 2, (int64_t[]){1, 262144}, 5);
     return in;
 }
 
@@ -40,7 +42,9 @@ static vf_tensor *run(vf_context *ctx, const inputs *in, int which)
     case 0: return vf_gather(ctx, in->table, in->ids, 0);
     case 1: return vf_scatter_add(ctx, in->table, in->ids, in->rows, 0);
     case 2: return vf_cumsum(ctx, in->scan, 1, false, false);
-    default: return vf_top_k(ctx, in->scores, 10, NULL);
+    case 3: return vf_top_k(ctx, in->scores, 10, NULL);
+    case 4: return vf_top_k(ctx, vf_slice(ctx, in->vocab, (int64_t[]){0, 0}, (int64_t[]){1, 65536}, NULL), 50, NULL);
+    default: return vf_top_k(ctx, in->vocab, 50, NULL);
     }
 }
 
@@ -73,10 +77,11 @@ int main(int argc, char **argv)
     if (!vb_contexts("bench_indexing", &vk, &cpu)) return 1;
     inputs iv = make_inputs(vk), ic = make_inputs(cpu);
     vf_context_sync(vk);
-    static const char *const names[4] = {"gather [32768,256] x 2048 ids", "scatter_add 2048 rows into [32768,256]",
-                                         "cumsum [64,16384] along 16384", "top_k k=10 of [256,1024]"};
+    static const char *const names[6] = {"gather [32768,256] x 2048 ids", "scatter_add 2048 rows into [32768,256]",
+                                         "cumsum [64,16384] along 16384", "top_k k=10 of [256,1024]",
+                                         "top_k k=50 of [1,65536]", "top_k k=50 of [1,262144]"};
     printf("%-42s %12s %12s %10s\n", "op (eager, best of synced calls)", "vulkan ms", "cpu ms", "cpu/vk");
-    for (int w = 0; w < 4; w++) {
+    for (int w = 0; w < 6; w++) {
         double tv = time_op(vk, &iv, w, iters), tc = time_op(cpu, &ic, w, iters);
         printf("%-42s %12.3f %12.3f %10.2f\n", names[w], tv * 1e3, tc * 1e3, tc / tv);
     }

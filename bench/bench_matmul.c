@@ -8,7 +8,9 @@
  * matmul (traced, one kernel) at each size: the kernel's GFLOP/s.
  * GFLOP/s counts 2*m*k*n per call.
  * Usage: bench_matmul [--iters N] [--quick] [--matmul-only]
- * (not a test: nothing asserted; --matmul-only: the plain matmul rows) */
+ * (not a test: nothing asserted; --matmul-only: the plain matmul rows, on
+ * Vulkan and on the CPU backend). The last line, "summary bench_matmul
+ * key=value ...", is for scripts (bench/peer/vs_torch.py). */
 #include "common.h"
 #include <math.h>
 #include <stdio.h>
@@ -69,8 +71,15 @@ static void size(vf_context *vk, vf_context *cpu, int64_t m, int64_t k, int64_t 
            (long long)n, iters);
     printf("  %-22s %13s %17s %8s %11s\n", "run", "time/call", "GFLOP/s", "kernels", "dispatches");
     figures pv = measure(vk, plain, m, k, n, true, iters);
+    char key[64];
+    snprintf(key, sizeof key, "mm%lldx%lldx%lld_vk_gflops", (long long)m, (long long)k, (long long)n);
+    vb_summary(key, pv.ok ? flops / pv.sec * 1e-9 : NAN);
     if (matmul_only) {
+        figures pc = measure(cpu, plain, m, k, n, true, iters);
         row("vulkan matmul alone", &pv, flops);
+        row("cpu matmul alone", &pc, flops);
+        snprintf(key, sizeof key, "mm%lldx%lldx%lld_cpu_gflops", (long long)m, (long long)k, (long long)n);
+        vb_summary(key, pc.ok ? flops / pc.sec * 1e-9 : NAN);
         return;
     }
     figures fu = measure(vk, mlp, m, k, n, true, iters), un = measure(vk, mlp, m, k, n, false, iters);
@@ -96,6 +105,7 @@ int main(int argc, char **argv)
     size(vk, cpu, 256, 784, 512, iters);
     size(vk, cpu, 16, 784, 512, iters);   /* a small batch: dispatch costs show */
     if (!quick) size(vk, cpu, 1024, 1024, 1024, iters);
+    vb_summary_print("bench_matmul");
     vf_context_destroy(vk);
     vf_context_destroy(cpu);
     return 0;

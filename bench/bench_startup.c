@@ -28,7 +28,11 @@
  *     plan (vf_function_desc.unfused, what VKFUSE_FUSION=0 gives).
  * Usage: bench_startup [--runs N] [--reps N] [--chain8-n N] [--cli PATH]
  *        [--driver-cache-off] [--no-cold] [--no-steady]
- * (not a test: nothing asserted) */
+ * (not a test: nothing asserted). For scripts (bench/peer/vs_torch.py):
+ * the steady part ends with a line "summary bench_startup key=value ..."
+ * (the chain's µs per op); `--child mlp|mlp_cpu|train_step` is one child
+ * (its line "result ctx_ms=... first_ms=..."), mlp_cpu the MLP on the CPU
+ * backend. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* nftw's FTW_PHYS, mkdtemp (CMake defines it too) */
 #endif
@@ -88,11 +92,12 @@ static vf_status seed_train_step(vf_context *ctx, vf_tensor *const *in, vf_tenso
    call of the traced step; prints one line "result ..." on stdout. */
 static int child(const char *what)
 {
-    bool mlp = !strcmp(what, "mlp");
+    /* mlp_cpu: the MLP on the CPU backend (bench/peer/vs_torch.py's cold start) */
+    bool on_cpu = !strcmp(what, "mlp_cpu"), mlp = on_cpu || !strcmp(what, "mlp");
     if (!mlp && strcmp(what, "train_step")) return fprintf(stderr, "bench_startup: unknown child %s\n", what), 2;
     double t0 = vb_now();
     vf_context *ctx = NULL;
-    vf_context_desc d = {.backend = VF_BACKEND_VULKAN};
+    vf_context_desc d = {.backend = on_cpu ? VF_BACKEND_CPU : VF_BACKEND_VULKAN};
     if (vf_context_create(&d, &ctx) != VF_OK) return fprintf(stderr, "bench_startup: %s\n", vf_error_message(ctx)), 1;
     double t_ctx = vb_now() - t0;
     int64_t batch = mlp ? 256 : 128;
@@ -179,6 +184,9 @@ static child_result spawn(char *const *argv, const char *dir, bool parse)
         setenv("VKFUSE_CACHE_DIR", vk, 1);
         setenv("MESA_SHADER_CACHE_DIR", mesa, 1);
         unsetenv("MESA_GLSL_CACHE_DIR"); /* Mesa's name before 22.3 */
+        /* the demo on Vulkan, as the children: the default is the CPU
+           backend where the only Vulkan device is lavapipe */
+        setenv("VKFUSE_BACKEND", "vulkan", 1);
         if (driver_cache_off) {
             setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
             setenv("MESA_GLSL_CACHE_DISABLE", "true", 1);
@@ -428,18 +436,25 @@ static void steady(int reps, int64_t n8)
     vf_function_stats fs = {0};
     /* Vulkan first: OpenBLAS's spinning threads would slow lavapipe down */
     if (time_chain(vk, false, reps, &med, &best, &host, NULL)) {
+        vb_summary("chain_vk_eager_us", med);
         printf("%-30s %9.2f %9.2f %8s %11s   <= 25\n", "vulkan (lavapipe) eager", med, best, "-", "-");
         printf("%-30s %9.2f %9s %8s %11s   -\n", "  of which host (ops queued)", host, "-", "-", "-");
     }
-    if (time_chain(vk, true, reps, &med, &best, NULL, &fs))
+    if (time_chain(vk, true, reps, &med, &best, NULL, &fs)) {
+        vb_summary("chain_vk_traced_us", med);
         printf("%-30s %9.2f %9.2f %8d %11d   <= 3.5\n", "vulkan (lavapipe) traced", med, best, fs.kernels,
                fs.dispatches_per_call);
+    }
     chain8_figures f[3] = {time_chain8(vk, n8, true, false, reps), time_chain8(vk, n8, false, false, reps),
                            time_chain8(vk, n8, true, true, reps)};
-    if (time_chain(cpu, false, reps, &med, &best, NULL, NULL))
+    if (time_chain(cpu, false, reps, &med, &best, NULL, NULL)) {
+        vb_summary("chain_cpu_eager_us", med);
         printf("%-30s %9.2f %9.2f %8s %11s   <= 6\n", "cpu eager", med, best, "-", "-");
-    if (time_chain(cpu, true, reps, &med, &best, NULL, &fs))
+    }
+    if (time_chain(cpu, true, reps, &med, &best, NULL, &fs)) {
+        vb_summary("chain_cpu_traced_us", med);
         printf("%-30s %9.2f %9.2f %8d %11s   -\n", "cpu traced", med, best, fs.kernels, "-");
+    }
 
     printf("\n8-op elementwise chain (x*1.5+0.5, relu, *0.9, sigmoid, *2, -1, abs) over %lld f32 on lavapipe, "
            "traced;\nmedian and best of %d calls (each synced) after the first\n", (long long)n8, reps);
@@ -457,6 +472,7 @@ static void steady(int reps, int64_t n8)
         printf("\n");
     }
     printf("target: the vf_fill'ed chain is 1 kernel per call (constants folded at trace time)\n");
+    vb_summary_print("bench_startup");
     vf_context_destroy(vk);
     vf_context_destroy(cpu);
 }

@@ -21,7 +21,8 @@
  *        [--no-profile] [--no-signature: traced at the concrete batch size]
  *        [--kernels: also list the unfused plan's kernels]
  *        [--assign-last: the six assigns after all six new values, not assign_sub in turn]
- * (not a test: nothing asserted) */
+ * (not a test: nothing asserted; the last line, "summary bench_train key=value ...",
+ * is for scripts: bench/peer/vs_torch.py) */
 #include "common.h"
 #include <math.h>
 #include <stdio.h>
@@ -327,6 +328,11 @@ int main(int argc, char **argv)
     ratio("vulkan traced+fused vs cpu eager", ce, vfu);
     ratio("vulkan traced+fused vs cpu traced", ct, vfu);
     ratio("cpu traced vs cpu eager", ce, ct);
+    static const char *const keys[5] = {"vk_eager_steps_s", "vk_unfused_steps_s", "vk_fused_steps_s", "cpu_eager_steps_s",
+                                        "cpu_traced_steps_s"};
+    for (int i = 0; i < 5; i++) vb_summary(keys[i], fig[i].ok ? 1.0 / fig[i].median : NAN);
+    vb_summary("batch", (double)batch);
+    vb_summary_print("bench_train");
     vf_context_destroy(pk);
     vf_context_destroy(vk);
     vf_context_destroy(cpu);

@@ -14,6 +14,25 @@ double vb_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static char summary_line[4096];
+static size_t summary_used;
+
+void vb_summary(const char *key, double value)
+{
+    if (summary_used >= sizeof summary_line) return;
+    int w = snprintf(summary_line + summary_used, sizeof summary_line - summary_used, " %s=%.6g", key,
+                     isfinite(value) ? value : NAN);
+    if (w > 0) summary_used += (size_t)w;
+}
+
+void vb_summary_print(const char *bench)
+{
+    printf("summary %s%s\n", bench, summary_line);
+    fflush(stdout);
+    summary_used = 0;
+    summary_line[0] = '\0';
+}
+
 vb_figures vb_time_function(vf_context *ctx, const vf_function_desc *d, vf_tensor **in, int iters, const char *who)
 {
     vb_figures f = {.sec = INFINITY};

@@ -9,6 +9,13 @@
 /* Monotonic seconds. */
 double vb_now(void);
 
+/* A machine-readable line for scripts (bench/peer/vs_torch.py): figures
+   added with vb_summary during a run, printed by vb_summary_print as one
+   line "summary <bench> key=value key=value ..." (keys [a-z0-9_], values
+   %.6g; nan for a run that failed). */
+void vb_summary(const char *key, double value);
+void vb_summary_print(const char *bench);
+
 /* The command line every benchmark takes: --iters N (default *iters),
    --quick (smaller sizes; *iters = quick_iters), --help, and the boolean
    flags of extra (NULL-terminated; each sets its *on). Returns -1 to go on,

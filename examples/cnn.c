@@ -12,7 +12,8 @@
  * model (same seeded initialisation): the losses must agree. Exits
  * non-zero unless they do, the loss falls well below its start and the
  * accuracy on held-out images is well above chance (1/3). Runs on the
- * default device; VKFUSE_BACKEND=cpu picks the CPU backend. */
+ * default device (the best GPU, else the CPU backend); VKFUSE_BACKEND=cpu
+ * or vulkan picks one. */
 #include <vkfuse.h>
 
 #include <math.h>

@@ -3,7 +3,7 @@
  * expression and a C function, with its gradient, used eagerly and inside
  * a traced train step, where it is fused into the kernels vkfuse
  * generates (the matmul's epilogue, the loss's elementwise ops). Runs on
- * Vulkan or with VKFUSE_BACKEND=cpu (the C functions); exits non-zero when
+ * the default device, VKFUSE_BACKEND=vulkan or cpu (the C functions); exits non-zero when
  * a result is wrong or the model does not learn. VKFUSE_DUMP=<dir> shows
  * the fused kernels' GLSL, the expression inside. */
 #include <vkfuse.h>

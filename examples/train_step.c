@@ -77,7 +77,7 @@ int main(void)
 {
     vf_context *ctx;
     if (vf_context_create(NULL, &ctx) != VF_OK) return fprintf(stderr, "%s\n", vf_error_message(ctx)), 1;
-    printf("device: %s (VKFUSE_BACKEND=cpu for the CPU backend)\n", vf_device_name(ctx));
+    printf("device: %s (VKFUSE_BACKEND=cpu or vulkan to choose)\n", vf_device_name(ctx));
     /* a separable data set: each class is a random centre plus noise */
     float *x = malloc(sizeof(float) * N * FEAT), *centre = malloc(sizeof(float) * CLASSES * FEAT);
     int32_t *y = malloc(sizeof(int32_t) * N);

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define DIGITS 8          /* tokens 0..7; SEP = 8 */
 #define SEP DIGITS
@@ -204,6 +205,19 @@ static model make_model(vf_context *ctx, uint64_t seed)
     return m;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static uint64_t rng = 88172645463325252ull;
 static int digit(void)
 {
@@ -282,7 +296,7 @@ int main(void)
 {
     vf_context *ctx;
     if (vf_context_create(NULL, &ctx) != VF_OK) return fprintf(stderr, "%s\n", vf_error_message(ctx)), 1;
-    printf("device: %s (VKFUSE_BACKEND=cpu for the CPU backend)\n", vf_device_name(ctx));
+    printf("device: %s (VKFUSE_BACKEND=cpu or vulkan to choose)\n", vf_device_name(ctx));
     model traced = make_model(ctx, 7), eager = make_model(ctx, 7);
     vf_tensor_spec sig[2] = {{.dtype = VF_I32, .rank = 2, .shape = {BATCH, T}},
                              {.dtype = VF_I32, .rank = 2, .shape = {BATCH, L}}};
@@ -292,8 +306,10 @@ int main(void)
     if (rc) fprintf(stderr, "%s\n", vf_error_message(ctx));
     int32_t ids[BATCH * T], y[BATCH * L];
     float first = NAN, last = NAN;
-    double avg = 0;
+    double avg = 0, step_s[STEPS];
+    int timed = 0;
     for (int step = 0; step < STEPS && rc == 0; step++) {
+        double t0 = now_s();
         make_batch(BATCH, ids, y);
         vf_scope_begin(ctx);
         vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_I32, 2, (int64_t[]){BATCH, T}, ids),
@@ -311,6 +327,9 @@ int main(void)
                 fprintf(stderr, "step %d: traced and eager losses differ\n", step), rc = 1;
         }
         vf_scope_end(ctx);
+        /* the traced step alone (batch, upload, call, loss read), once the
+           eager comparison is over: bench/peer/vs_torch.py reads it */
+        if (step >= EAGER_STEPS + 2) step_s[timed++] = now_s() - t0;
         if (step == 0) first = vt;
         avg = step == 0 ? vt : 0.9 * avg + 0.1 * vt;
         last = vt;
@@ -323,6 +342,10 @@ int main(void)
     }
     vf_function_stats st = {0};
     vf_function_stats_get(fn, &st);
+    if (rc == 0 && timed > 0) {
+        qsort(step_s, (size_t)timed, sizeof *step_s, cmp_double);
+        printf("traced step: median %.3f ms over steps %d-%d\n", step_s[timed / 2] * 1e3, STEPS - timed, STEPS - 1);
+    }
     static int32_t tids[TEST * T], ty[TEST * L];
     rng = 0x9e3779b97f4a7c15ull; /* held out: another stream than the training batches */
     make_batch(TEST, tids, ty);

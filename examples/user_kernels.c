@@ -1,7 +1,7 @@
 /* Your own kernels (docs/KERNELS.md): a histogram with atomics, and a
  * custom activation (squareplus, (x + sqrt(x^2 + 4)) / 2) with its
- * gradient, each used eagerly and inside a traced train step. Runs on
- * Vulkan (the shaders) or with VKFUSE_BACKEND=cpu (the C implementations);
+ * gradient, each used eagerly and inside a traced train step. Runs on the
+ * default device, VKFUSE_BACKEND=vulkan (the shaders) or cpu (the C implementations);
  * exits non-zero when a result is wrong or the loss does not fall. */
 #include <vkfuse.h>
 

@@ -70,10 +70,14 @@ typedef enum { VF_F32, VF_F16, VF_I32, VF_U32, VF_BOOL } vf_dtype;
 
 typedef enum { VF_BACKEND_AUTO, VF_BACKEND_VULKAN, VF_BACKEND_CPU } vf_backend;
 
-/* All-zero is the default: the AUTO backend on the best device (or the one
-   VKFUSE_DEVICE names), no validation, no profiling, the default cache. */
+/* All-zero is the default: the AUTO backend (the fastest device: see
+   vf_auto_backend), no validation, no profiling, the default cache. */
 typedef struct {
-    vf_backend backend;     /* AUTO: Vulkan when usable, else CPU; VKFUSE_BACKEND overrides AUTO */
+    vf_backend backend;     /* AUTO: the best GPU (discrete > integrated > virtual), else the CPU
+                               backend; a Vulkan driver that runs on the CPU (lavapipe,
+                               SwiftShader) only when asked for: VULKAN, VKFUSE_BACKEND=vulkan,
+                               or a device named (VKFUSE_DEVICE, pick_device). VKFUSE_BACKEND
+                               overrides AUTO */
     int device_index;       /* -1: best. Read only when pick_device is true, so
                                that the all-zero desc means "best", not "device 0" */
     bool validation;        /* enable VK_LAYER_KHRONOS_validation (also VKFUSE_VALIDATION=1);
@@ -183,8 +187,9 @@ VF_API vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out);
 VF_API vf_status vf_context_trim(vf_context *ctx);
 
 /* Devices, for tools: fills up to max entries and returns how many Vulkan
-   devices there are (0 if no loader). `chosen` marks the one
-   vf_context_create would pick. */
+   devices there are (0 if no loader). `chosen` marks the one a Vulkan
+   context uses (VF_BACKEND_VULKAN, VKFUSE_DEVICE; AUTO too when it picks
+   Vulkan: vf_auto_backend says whether it does). */
 typedef struct {
     char name[256];
     uint32_t vendor_id, device_id, driver_version, api_version;
@@ -203,6 +208,15 @@ typedef struct {
     uint64_t memory_budget_bytes; /* its budget now (VK_EXT_memory_budget); 0: not reported */
 } vf_device_info;
 VF_API int vf_devices(vf_device_info *out, int max, char *err, size_t errlen);
+/* What VF_BACKEND_AUTO (vf_context_create(NULL, ...)) picks here now, with
+   VKFUSE_BACKEND and VKFUSE_DEVICE as a context reads them:
+   VF_BACKEND_VULKAN (*device, if not NULL, receives its vf_devices index),
+   VF_BACKEND_CPU (*device = -1), or VF_BACKEND_AUTO when vf_context_create
+   would fail (a bad VKFUSE_BACKEND, a named device that is not there). why
+   (optional) receives one line saying why, e.g. "no GPU, only Vulkan
+   devices that run on the CPU ([0] llvmpipe (cpu)), slower than the CPU
+   backend; ...". */
+VF_API vf_backend vf_auto_backend(int *device, char *why, size_t whylen);
 
 /* ---- Tensors ----------------------------------------------------------- */
 
@@ -219,7 +233,12 @@ VF_API vf_tensor *vf_tensor_retain(vf_tensor *t);      /* caller owns one refere
    not be used at all. */
 VF_API void vf_tensor_release(vf_tensor *t);
 
-/* rank 0 is a scalar (shape may be NULL). data is packed row-major. */
+/* rank 0 is a scalar (shape may be NULL). data is packed row-major.
+   Inside a traced vf_function body the data is copied when the body is
+   traced and becomes a constant of the graph (uploaded once, kept by the
+   concrete function, saved with it): later calls use those values, not
+   what the host buffer holds then (pass values that change as inputs).
+   The tensor has static dims and no gradient (a tape sees a constant). */
 VF_API vf_tensor *vf_tensor_from_host(vf_context *ctx, vf_dtype dtype, int rank,
                                       const int64_t *shape, const void *data);
 VF_API vf_tensor *vf_fill(vf_context *ctx, vf_dtype dtype, int rank, const int64_t *shape,
@@ -393,7 +412,11 @@ VF_API vf_tensor *vf_matmul(vf_context *ctx, vf_tensor *a, vf_tensor *b);
 VF_API vf_tensor *vf_matmul_ex(vf_context *ctx, vf_tensor *a, vf_tensor *b, bool transpose_a,
                                bool transpose_b);
 
-/* Numerically stable (max subtracted) along axis. */
+/* Numerically stable (max subtracted) along axis. On Vulkan with a loop
+   budget B (lavapipe: 65,471; GPUs: none) the axis may be at most
+   1024 x B / 3 long (22,346,752 on lavapipe), for vf_log_softmax and the
+   classes of vf_sparse_softmax_cross_entropy too; past that
+   VF_ERROR_UNSUPPORTED says so (docs/LIMITS.md). */
 VF_API vf_tensor *vf_softmax(vf_context *ctx, vf_tensor *x, int axis);
 VF_API vf_tensor *vf_log_softmax(vf_context *ctx, vf_tensor *x, int axis);
 /* labels [...] i32 (or u32) class indices, logits [..., classes] float:
@@ -418,7 +441,9 @@ VF_API vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm);
    end = INT64_MAX runs to the end in the step's direction (NumPy's omitted
    stop, also for negative steps: x[::-1] is begin INT64_MAX, end INT64_MAX,
    step -1). begin NULL: from the first element in the step's direction;
-   end NULL: to the end; step NULL: 1 everywhere; a step of 0 is an error.
+   end NULL: to the end; step NULL: 1 everywhere; a step of 0 or INT64_MIN
+   is VF_ERROR_INVALID_ARGUMENT (INT64_MIN cannot be negated; -INT64_MAX
+   takes the same single element).
    The result has x's rank (no dim is dropped; vf_squeeze drops them).
    Eagerly, a slice that is one contiguous block of x starting at a
    256-byte boundary (leading rows of a matrix, a split's first part...)
@@ -484,9 +509,11 @@ VF_API vf_tensor *vf_gather(vf_context *ctx, vf_tensor *x, vf_tensor *indices, i
    Vulkan the sums are deterministic (each output element adds its updates
    in index order, no atomics): the kernel first lists each row's indices,
    (x.shape[axis] + numel(indices)) x numel(indices) comparisons, then
-   adds every update once; a device with a loop limit (lavapipe: 65535)
-   takes at most that many indices per call. Gradients: the identity for
-   x, vf_gather of the output gradient for updates. */
+   adds every update once. On a device with a loop limit more indices than
+   its loop budget (65,471 on lavapipe) are listed and added in blocks, in
+   the same order: up to (budget / 2)^2 indices per call (about 1.07
+   billion on lavapipe; docs/LIMITS.md). Gradients: the identity for x,
+   vf_gather of the output gradient for updates. */
 VF_API vf_tensor *vf_scatter_add(vf_context *ctx, vf_tensor *x, vf_tensor *indices, vf_tensor *updates, int axis);
 /* tf.one_hot: indices [...] (i32 or u32) -> [..., depth] of dtype (any),
    1 where the last index equals the index, else 0; a negative or >= depth
@@ -496,27 +523,46 @@ VF_API vf_tensor *vf_one_hot(vf_context *ctx, vf_tensor *indices, int64_t depth,
 /* tf.range: [start, limit) by delta, length max(0, ceil((limit - start) /
    delta)), of dtype f32, f16, i32 or u32. Element i is start + i * delta,
    computed in f32 for float dtypes (f16: then rounded), in the integer
-   dtype otherwise (start and delta must then be integers of it). delta 0,
-   a non-finite argument or more than 2^31 - 1 elements is
-   VF_ERROR_INVALID_ARGUMENT. No gradient. */
+   dtype otherwise, exactly. start and limit must be representable in the
+   dtype (integers of its range; finite floats within its range), so that
+   every element is too (nothing wraps or becomes inf: i32 0 .. 1e10 is
+   refused; a u32 range down to 0 would need limit -1: count up and
+   reverse it, vf_slice step -1); |delta| must fit the integer dtype (a
+   u32 range may go down) or f32. delta 0, a non-finite or
+   unrepresentable argument (the message names it and the dtype) or more
+   than 2^31 - 1 elements is VF_ERROR_INVALID_ARGUMENT. No gradient. */
 VF_API vf_tensor *vf_range(vf_context *ctx, vf_dtype dtype, double start, double limit, double delta);
 /* tf.cumsum: running sums along axis (x numeric, not bool; rank >= 1);
    exclusive: each output leaves out its own element (the first is 0);
    reverse: sums run from the end. Integers wrap. On Vulkan a row of up
-   to 256 elements is scanned by one invocation; longer rows in three
-   passes over blocks (scan each block, scan the block totals, add them):
-   O(n) work either way, floats summed in f32 in scan order. Gradient: the
-   cumsum of the output gradient with reverse flipped. */
+   to 256 elements is scanned by one invocation; longer rows in blocks of
+   256 (scan each block, scan the block totals the same way - in blocks
+   again while there are more than 256 - then add each block's prefix):
+   O(n) work, any row up to the maximum tensor size (no limit of its
+   own), floats summed in f32 per block and the block totals in f32.
+   Gradient: the cumsum of the output gradient with reverse flipped. */
 VF_API vf_tensor *vf_cumsum(vf_context *ctx, vf_tensor *x, int axis, bool exclusive, bool reverse);
 /* tf.math.top_k: the k largest elements along the last axis, sorted
    descending ([..., n] -> [..., k]); *indices (when indices is not NULL)
    receives their positions, VF_I32. Ties go to the lower index first; a
    NaN counts as larger than every number (NaNs first, by index). k must
    be in [0, n] (else VF_ERROR_INVALID_ARGUMENT); x numeric, not bool. On
-   Vulkan each element finds its rank by comparing with its whole row
-   (O(n^2) per row, deterministic); a device with a loop limit (lavapipe)
-   takes rows of at most 4 times that limit. Gradient (values): the output
-   gradient scattered back to the positions taken, zero elsewhere. */
+   Vulkan (deterministic) each block of up to 2048 elements of a row keeps
+   its best min(k, 2048) in a heap, then the sorted lists are merged a few
+   at a time until one is left: O(n log k) per row for small k, a merge
+   sort when k is near n (a row of 262144 with k = 50: 7 kernels,
+   milliseconds on lavapipe). Rows of any length up to the maximum tensor
+   size work; what bounds k is the op's work and scratch, so that it ends
+   well within the fence timeout: on a CPU device (lavapipe) at most 2^30
+   loop iterations in all, counted for the worst case, on a GPU 2^36; and
+   the candidate lists (4 bytes each, about n k / 2048 per row, up to 2n
+   for a large k) within one storage binding. On lavapipe: k = n up to
+   n = 2^21; one row of 2^25 f32 up to k = 827, 128 rows of 262144 up to
+   k = 1176, one row of 2^26 f16 up to k = 261. Past them the call fails
+   up front with VF_ERROR_UNSUPPORTED naming the largest k that fits the
+   shape (use fewer rows, a smaller k or the CPU backend). Gradient
+   (values): the output gradient scattered back to the positions taken,
+   zero elsewhere. */
 VF_API vf_tensor *vf_top_k(vf_context *ctx, vf_tensor *x, int k, vf_tensor **indices);
 /* ---- Convolution and pooling (NHWC) --------------------------------------
    A vf_conv2d_desc whose every field is 0 (or a NULL desc) is the default:
@@ -539,8 +585,11 @@ typedef struct vf_conv2d_desc {
    w HWIO [KH, KW, C / groups, O] -> [N, OH, OW, O] with
    OH = (H + pad_top + pad_bottom - dilation_h * (KH - 1) - 1) / stride_h + 1.
    Output channel o sees input channels of group o / (O / groups). f32 only
-   (VF_ERROR_DTYPE otherwise: cast first). A batch of 0 gives an empty result;
-   C = 0 gives zeros. Differentiable in x and w (to any order: the
+   (VF_ERROR_DTYPE otherwise: cast first). A batch of 0 gives an empty
+   result; so does H or W = 0 (OH / OW clamped at 0 where the window does
+   not fit the padded empty input; explicit pads around it are rows of
+   padding: zeros); C = 0 gives zeros. A non-empty H or W smaller than the
+   window (with padding) is VF_ERROR_SHAPE. Differentiable in x and w (to any order: the
    gradients are ops of their own, conv2d_backprop_input / _filter, which
    show in graph dumps and profiles). On Vulkan each result element is one
    invocation's sum: KH*KW*C/groups terms (forward), KH*KW*O/groups (input
@@ -561,9 +610,15 @@ typedef struct vf_pool2d_desc {
 /* Max / mean over each window of each channel of x NHWC -> [N, OH, OW, C]
    (OH as for vf_conv2d). Padded positions never count: a max ignores them
    and a mean divides by the window's positions inside the input (TF's
-   avg_pool). f32 only. Gradients: max pool's goes to the window's first
-   maximum (ties to the first in row-major window order) and is not
-   differentiable again; avg pool's to every position it averaged. */
+   avg_pool). f32 only. An empty x (N, H, W or C 0) gives the empty
+   result (OH or OW 0 for H or W 0), and so do the gradients. Gradients:
+   max pool's goes to the window's first maximum (ties to the first in
+   row-major window order) and is not differentiable again; avg pool's to
+   every position it averaged. A window of any size runs (a global pool of
+   a whole image included): on Vulkan one invocation walks each window, or
+   each dx element the windows that hold it; a walk longer than the
+   device's loop budget (65,471 on lavapipe; docs/LIMITS.md) goes in chunks
+   that a second step combines. */
 VF_API vf_tensor *vf_max_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 VF_API vf_tensor *vf_avg_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 
@@ -683,7 +738,10 @@ VF_API void vf_function_destroy(vf_function *fn);
    message naming the byte offset and the field; a missing file with
    VF_ERROR_IO. User kernels and user elementwise ops that ctx has created
    with the same name and code are used by the loaded function, with their
-   C functions (docs/KERNELS.md, "Saved functions"). */
+   C functions (docs/KERNELS.md, "Saved functions"). A loaded function is
+   differentiable wherever its ops are: called under a vf_tape, its graph
+   is replayed op by op for the gradient; called inside a traced body, its
+   graph is inlined there, as a body would be (docs/GRADIENTS.md). */
 VF_API vf_status vf_function_save(vf_function *fn, const char *path);
 VF_API vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out);
 /* The variables fn's concrete functions capture, in order of first capture;
@@ -738,7 +796,10 @@ VF_API vf_tensor *vf_host_map(vf_context *ctx, vf_tensor *x, vf_host_fn fn, void
 VF_API bool vf_context_tracing(vf_context *ctx);
 /* While tracing: bit d set when dim d of t is symbolic (it follows an
    input_signature -1 dim, so it varies between calls; vf_tensor_dim gives
-   the size being traced). 0 for other tensors and eagerly. */
+   the size being traced). 0 for other tensors and eagerly. A slice of a
+   symbolic dim whose bounds both count from the same end (x[:1], x[2:5],
+   x[-3:], every vf_split part but the one given as -1) has a static
+   dim: its size is the same at every call (docs/FUNCTIONS.md). */
 VF_API uint32_t vf_tensor_symbolic_dims(vf_tensor *t);
 
 /* ---- Gradients (tf.GradientTape), eager and traced alike ------------------

@@ -21,11 +21,16 @@
  *
  * Errors: each call returns a status; vf_dist_error_message(d) says what
  * was wrong. A rank that fails inside a call (a NULL or unreadable tensor,
- * a shape that differs from the other ranks') tells the others, which fail
- * with VF_ERROR_DEVICE naming it; a rank that died or stopped calling makes
- * the others fail with VF_ERROR_DEVICE after desc.timeout_s. After such an
- * error the vf_dist is broken: every later call fails at once with the same
- * message (the other ranks cannot be trusted to be in step any more).
+ * a bad argument) tells the others, which fail at once with
+ * VF_ERROR_DEVICE naming it; shapes that differ give VF_ERROR_SHAPE on
+ * every rank; a rank that called vf_dist_destroy makes the others' next
+ * call fail at once ("rank N left"); a rank that died or stopped calling
+ * makes the others fail with VF_ERROR_DEVICE after desc.timeout_s, and a
+ * rank that comes to a call after that is told the others gave up waiting
+ * for it. Any of these breaks the vf_dist on every rank: every later call
+ * fails at once with the same message (the ranks cannot be trusted to be
+ * in step any more). To go on, destroy it and make a new one on every
+ * rank: a new vf_dist never sees anything of an earlier one.
  * docs/DISTRIBUTED.md has the details and Open MPI's own behaviour when a
  * process dies.
  *
@@ -57,9 +62,10 @@ typedef struct {
                                messages never mix with the caller's. MPI is
                                initialised (MPI_Init) if the caller has not, and
                                then finalised at exit. */
-    double timeout_s;       /* how long a call waits for the other ranks before it
-                               fails with VF_ERROR_DEVICE; 0: 300 s (a first call
-                               may wait for a slow rank's shader compilation) */
+    double timeout_s;       /* how long a call (and vf_dist_create) waits for the
+                               other ranks before it fails with VF_ERROR_DEVICE;
+                               0: 300 s (a first call may wait for a slow rank's
+                               shader compilation) */
     size_t chunk_bytes;     /* the largest single MPI message; bigger packs are
                                reduced in several pieces (0: 1 GiB) */
     vf_dist_local *local;   /* non-NULL: a rank of this in-process group, no MPI */
@@ -69,7 +75,19 @@ typedef struct {
 typedef enum { VF_DIST_SUM, VF_DIST_MEAN } vf_dist_op;
 
 /* Collective over the communicator (or the local group). desc may be NULL.
-   On error *out is NULL and vf_dist_create_error() says why. */
+   On error *out is NULL and vf_dist_create_error() says why.
+   Over MPI every rank must call it within timeout_s of rank 0 (of
+   desc.comm): rank 0 waits timeout_s for the others, then all fail with
+   VF_ERROR_DEVICE naming the ranks that did not come ("rank 2 did not call
+   vf_dist_create within ..."); a rank that comes later is told "the
+   others gave up waiting for this rank". The others wait for rank 0 up to
+   timeout_s plus a grace of timeout_s (at least 0.5 s, at most 5 s). A
+   rank whose arguments are refused (ctx NULL, a bad timeout_s) tells the
+   others, which fail at once naming it. After such a failure every rank
+   simply calls vf_dist_create again. It
+   exchanges small messages with tag 7170 on desc.comm (before it
+   duplicates it): a program's own receives on that communicator should not
+   use MPI_ANY_TAG. */
 VF_API vf_status vf_dist_create(vf_context *ctx, const vf_dist_desc *desc, vf_dist **out);
 /* The message of the last vf_dist_create that failed on this thread. */
 VF_API const char *vf_dist_create_error(void);
@@ -104,7 +122,10 @@ VF_API const char *vf_dist_error_message(const vf_dist *d);
 VF_API double vf_dist_traced_seconds(const vf_dist *d);
 
 /* Not collective; NULL is a no-op. Tell the others this rank has left: a
-   rank still waiting in a call this one will never make fails at once. */
+   rank still waiting in a call this one will never make fails at once.
+   Over MPI what d left in flight (its communicator, a collective another
+   rank never joined) is kept until MPI is done with it and freed during
+   later vf_dist calls; it never reaches a later vf_dist. */
 VF_API void vf_dist_destroy(vf_dist *d);
 
 #ifdef __cplusplus

@@ -157,7 +157,8 @@ typedef void (*vf_elementwise_fn)(int64_t n, const float *const *in, float *out,
 typedef struct vf_elementwise_desc {
     const char *name;        /* messages, dumps, kernels' comments; NULL: "user_elementwise" (<= 47 chars) */
     int n_inputs;            /* 1 .. VF_ELEMENTWISE_MAX_INPUTS (2 with a gradient) */
-    uint32_t dtypes;         /* bits (1u << VF_F32) | (1u << VF_F16); 0: f32 only */
+    uint32_t dtypes;         /* bits (1u << VF_F32) | (1u << VF_F16); 0: f32 only; another bit is a
+                                bad desc (VF_ERROR_INVALID_ARGUMENT) */
     const char *expr;        /* GLSL float expression over x0 .. x<n_inputs-1> */
     const char *helpers;     /* optional GLSL functions the expressions call (file scope; no
                                 '#', layout, buffer, uniform, shared); every name they declare

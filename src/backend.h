@@ -191,7 +191,8 @@ typedef struct vf_plan_desc {
     const vf_plan_fused *fused; /* optional, by first_exec ascending */
     int n_fused;
     size_t spill_bytes;         /* see vf_plan_fused */
-    const vf_plan_guard *guards;/* per exec; NULL: none is guarded. Never on fused execs */
+    const vf_plan_guard *guards;/* per exec; NULL: none is guarded. The execs of a fused
+                                   group share one guard, which covers its every dispatch */
     const vf_plan_pred *preds;
     int n_preds;
     const int *exec_node;       /* per exec: the graph node it runs (a COND's for its branches),
@@ -371,6 +372,8 @@ vf_status vf_cpu_threads_parse(const char *v, int *out, vf_err *err);
 typedef struct vf_vk_options {
     int device_index;        /* -1: best, or VKFUSE_DEVICE */
     const char *device_env;  /* VKFUSE_DEVICE value or NULL */
+    bool gpu_only;           /* VF_BACKEND_AUTO with no device named: a GPU or nothing; only
+                                drivers on the CPU (lavapipe) fail with VF_ERROR_UNSUPPORTED */
     bool validation;
     bool profile;
     const char *cache_dir;   /* resolved directory; NULL or "": no disk cache */
@@ -410,7 +413,8 @@ void vf_vk_options_env(vf_vk_options *o);
 vf_status vf_vulkan_backend_create(vf_err *err, const vf_vk_options *opt, vf_backend_t *out,
                                    char *device_name, size_t device_name_len);
 /* vf_devices (vkfuse.h) with the device choice and loader of opt (its
-   device_index, device_env and loader). */
+   device_index, device_env, gpu_only and loader); errbuf receives why
+   none is chosen. */
 int vf_vulkan_devices(const vf_vk_options *opt, vf_device_info *out, int max, char *errbuf, size_t errlen);
 
 #endif

@@ -24,7 +24,9 @@ bool vf_window_of(const vf_exec *e, vf_window *w)
         for (int d = 0; d < r; d++) {
             int64_t start, len = vf_slice_dim(x->shape[d], e->attrs.lo[d], e->attrs.hi[d], e->attrs.step[d], &start);
             if (len != w->out[d]) return false;
-            w->mul[d] = e->attrs.step[d];
+            /* a dim of at most one element reads its start only: any step
+               (-INT64_MAX too) is step 1 there, which 32-bit kernels take */
+            w->mul[d] = len > 1 ? e->attrs.step[d] : 1;
             w->off[0][d] = start;
         }
         return true;
@@ -50,6 +52,7 @@ bool vf_window_of(const vf_exec *e, vf_window *w)
             int64_t start, s = e->attrs.step[d];
             int64_t len = vf_slice_dim(like->shape[d], e->attrs.lo[d], e->attrs.hi[d], s, &start);
             if (len != x->shape[d] || like->shape[d] != w->out[d]) return false;
+            if (len <= 1) s = s > 0 ? 1 : -1;   /* one element: the step's size does not matter (as above) */
             w->mul[d] = s > 0 ? 1 : -1;
             w->off[0][d] = s > 0 ? -start : start;
             w->div[d] = s > 0 ? s : -s;

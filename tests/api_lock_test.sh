@@ -16,6 +16,7 @@ declare -A exempt=(
   [vf_dtype_name]="no context"
   [vf_dtype_size]="no context"
   [vf_devices]="no context: its own Vulkan instance"
+  [vf_auto_backend]="no context: vf_devices' own Vulkan instance"
   [vf_device_name]="reads a field fixed at creation"
   [vf_backend_get]="reads a field fixed at creation"
   [vf_context_profiling]="reads a field fixed at creation"

@@ -5,6 +5,7 @@
  * several outputs, zeroed outputs (atomics), and every kind of bad input
  * as a status and a message. */
 #include "testutil.h"
+#include "kernels_common.h"
 #include "backend.h" /* vf_glsl_compile: SPIR-V words for the desc.spirv path */
 
 #include <math.h>
@@ -36,36 +37,19 @@ static const char axpb_other_glsl[] =
     "    if (i < ny) y[i] = a * x[i] + b;\n"
     "}\n";
 
-static vf_status same_shape(vf_kernel_shapes *s, void *user)
-{
-    (void)user;
-    for (int j = 0; j < s->n_outputs; j++) {
-        s->out[j].rank = s->in[0].rank;
-        memcpy(s->out[j].shape, s->in[0].shape, sizeof s->in[0].shape);
-    }
-    return VF_OK;
-}
-
-static int64_t numel_of(const vf_tensor_spec *t)
-{
-    int64_t n = 1;
-    for (int d = 0; d < t->rank; d++) n *= t->shape[d];
-    return n;
-}
-
 static vf_status axpb_cpu(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
 {
     (void)user;
     const float *p = s->params, *x = in[0];
     float *y = out[0];
-    for (int64_t i = 0; i < numel_of(&s->out[0]); i++) y[i] = p[0] * x[i] + p[1];
+    for (int64_t i = 0; i < vt_spec_numel(&s->out[0]); i++) y[i] = p[0] * x[i] + p[1];
     return VF_OK;
 }
 
 static vf_kernel *make_axpb(vf_context *ctx, bool with_cpu)
 {
     vf_kernel_desc d = {.name = "axpb", .glsl = axpb_glsl, .n_inputs = 1, .n_outputs = 1,
-                        .output_shapes = same_shape, .param_bytes = 8, .cpu = with_cpu ? axpb_cpu : NULL};
+                        .output_shapes = vt_same_shape, .param_bytes = 8, .cpu = with_cpu ? axpb_cpu : NULL};
     vf_kernel *k = vf_kernel_create(ctx, &d);
     assert_non_null(k);
     return k;
@@ -121,7 +105,7 @@ static vf_status hist_shape(vf_kernel_shapes *s, void *user)
 static void hist_dispatch(const vf_kernel_shapes *s, uint32_t wg, uint32_t groups[3], void *user)
 {
     (void)user;
-    int64_t n = numel_of(&s->in[0]);
+    int64_t n = vt_spec_numel(&s->in[0]);
     groups[0] = (uint32_t)((n + wg - 1) / wg);
     groups[1] = groups[2] = 1;
 }
@@ -132,7 +116,7 @@ static vf_status hist_cpu(const vf_kernel_shapes *s, const void *const *in, void
     const int32_t *v = in[0];
     uint32_t *h = out[0];
     int64_t nb = s->out[0].shape[0];
-    for (int64_t i = 0; i < numel_of(&s->in[0]); i++)
+    for (int64_t i = 0; i < vt_spec_numel(&s->in[0]); i++)
         if (v[i] >= 0 && v[i] < nb) h[v[i]]++;
     return VF_OK;
 }
@@ -194,7 +178,7 @@ static vf_status two_cpu(const vf_kernel_shapes *s, const void *const *in, void 
     (void)user;
     const float *a = in[0], *b = in[1];
     float *sum = out[0], *dif = out[1];
-    for (int64_t i = 0; i < numel_of(&s->out[0]); i++) {
+    for (int64_t i = 0; i < vt_spec_numel(&s->out[0]); i++) {
         sum[i] = a[i] + b[i];
         dif[i] = a[i] - b[i];
     }
@@ -381,40 +365,6 @@ static void planned_and_profiled(void **state)
 
 /* ---- gradients: the kernel's grad callback builds the backward from ops --- */
 
-static const char cube_glsl[] =
-    "layout(local_size_x_id = 0) in;\n"
-    "layout(binding = 0) readonly buffer X { float x[]; };\n"
-    "layout(binding = 1) writeonly buffer Y { float y[]; };\n"
-    "layout(push_constant) uniform P { uint nx; uint ny; };\n"
-    "void main() { uint i = gl_GlobalInvocationID.x; if (i < ny) y[i] = x[i] * x[i] * x[i]; }\n";
-
-static vf_status cube_cpu(const vf_kernel_shapes *s, const void *const *in, void *const *out, void *user)
-{
-    (void)user;
-    const float *x = in[0];
-    float *y = out[0];
-    for (int64_t i = 0; i < numel_of(&s->out[0]); i++) y[i] = x[i] * x[i] * x[i];
-    return VF_OK;
-}
-
-/* d(x^3) = 3 x^2 g */
-static vf_status cube_grad(vf_context *ctx, const vf_kernel_shapes *s, vf_tensor *const *in, vf_tensor *const *out,
-                           vf_tensor *const *gout, vf_tensor **gin, void *user)
-{
-    (void)s, (void)out, (void)user;
-    gin[0] = vf_mul(ctx, vf_mul(ctx, vf_square(ctx, in[0]), vt_scalar(ctx, 3.0)), gout[0]);
-    return gin[0] ? VF_OK : vf_status_get(ctx);
-}
-
-static vf_kernel *make_cube(vf_context *ctx, bool with_grad)
-{
-    vf_kernel_desc d = {.name = "cube", .glsl = cube_glsl, .n_inputs = 1, .n_outputs = 1, .output_shapes = same_shape,
-                        .cpu = cube_cpu, .grad = with_grad ? cube_grad : NULL};
-    vf_kernel *k = vf_kernel_create(ctx, &d);
-    assert_non_null(k);
-    return k;
-}
-
 /* loss = sum(cube(w * x)); out[0] = loss, out[1] = d loss / d w */
 static vf_status cube_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
@@ -432,7 +382,7 @@ static vf_status cube_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
 static void kernel_gradient(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
-    vf_kernel *k = make_cube(ctx, true);
+    vf_kernel *k = vt_cube_kernel(ctx, true);
     enum { N = 40 };
     float w[N], x[N], want[N];
     vt_fill_uniform(w, N, -1, 1, 11);
@@ -459,7 +409,7 @@ static void kernel_gradient(vf_backend b)
     free(g);
     vf_function_destroy(fn);
     /* no grad callback: the tape names the kernel */
-    vf_kernel *nog = make_cube(ctx, false);
+    vf_kernel *nog = vt_cube_kernel(ctx, false);
     vf_tape *tp = vf_tape_begin(ctx);
     vf_tensor *y = NULL;
     assert_int_equal(vf_kernel_call(nog, 1, &in[0], NULL, &y), VF_OK);
@@ -504,7 +454,7 @@ static vf_status cond_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **ou
 static void kernel_in_cond_gradient(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
-    g_cube = make_cube(ctx, true);
+    g_cube = vt_cube_kernel(ctx, true);
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "cond_step", .body = cond_step,
                                                                    .n_inputs = 2, .n_outputs = 1});
     float w[5] = {-2, -0.5f, 0, 1, 3};
@@ -595,7 +545,7 @@ static void save_load(vf_backend b)
         vf_kernel *hist = make_hist(c2);
         vf_kernel *other = vf_kernel_create(c2, &(vf_kernel_desc){.name = "axpb", .glsl = axpb_other_glsl,
                                                                   .n_inputs = 1, .n_outputs = 1,
-                                                                  .output_shapes = same_shape, .param_bytes = 8,
+                                                                  .output_shapes = vt_same_shape, .param_bytes = 8,
                                                                   .cpu = axpb_cpu});
         assert_non_null(other);
         vf_function *lf = NULL;
@@ -640,6 +590,8 @@ static void bad_glsl(vf_backend b)
                               "}\n";
     vf_kernel_desc d = {.name = "broken", .glsl = src, .n_inputs = 0, .n_outputs = 1, .outputs = {{VF_F32, 1, {1}}}};
     assert_null(vf_kernel_create(ctx, &d));
+    /* one error, one line: shaderc's trailing newline is not kept inside the message */
+    if (strchr(vf_error_message(ctx), '\n')) fail_msg("message has a newline: \"%s\"", vf_error_message(ctx));
     vt_expect_error(ctx, VF_ERROR_COMPILE, "broken:3:", "undeclared_thing", NULL);
     /* with its own #version line the numbering is the user's too */
     static const char src2[] = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { nope(); }\n";

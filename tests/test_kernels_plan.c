@@ -1,6 +1,7 @@
 /* User kernels (issue 14), continued from test_kernels.c: calls with more
  * than 3 inputs or more than one output inside a recorded plan, the
- * push-constant layout check at create, and writes past an output. */
+ * push-constant layout check at create, writes past an output, loaded
+ * functions bound to the context's kernel (any size, and gradients). */
 #include "testutil.h"
 
 #include <math.h>
@@ -335,29 +336,38 @@ VT_PER_BACKEND(writes_past_output)
 /* ---- a loaded function bound to the context's kernel: any size of its
    symbolic dim (four_two traced with an input signature of [-1]) ---- */
 
-static void loaded_symbolic(vf_backend be)
+enum { NL = 40 }; /* elements of the loaded functions' inputs */
+static const vf_tensor_spec sig_1d[4] = {{VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}};
+
+/* Fills x from seed, traces four_two_body with the input signature [-1]
+   x 4 at 25 elements, saves it to path (named by tag) and ends the context. */
+static void save_four_two_sym(vf_backend be, float (*x)[NL], uint64_t seed, const char *tag, char *path, size_t len)
 {
     vf_context *ctx = vt_context(be);
     vf_kernel *k = make_four_two(ctx);
-    const vf_tensor_spec sig[4] = {{VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}, {VF_F32, 1, {-1}}};
     vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "four_two_sym", .body = four_two_body,
                                                                    .user = k, .n_inputs = 4, .n_outputs = 2,
-                                                                   .input_signature = sig});
-    enum { N = 40 };
-    float x[4][N];
-    for (int i = 0; i < 4; i++) vt_fill_uniform(x[i], N, -2, 2, 60 + (uint64_t)i);
+                                                                   .input_signature = sig_1d});
+    for (int i = 0; i < 4; i++) vt_fill_uniform(x[i], NL, -2, 2, seed + (uint64_t)i);
     int64_t n = 25;
     vf_tensor *in[4], *out[2];
     for (int i = 0; i < 4; i++) in[i] = vf_tensor_from_host(ctx, VF_F32, 1, &n, x[i]);
     assert_int_equal(vf_function_call(fn, in, out), VF_OK);
-    char path[256];
-    snprintf(path, sizeof path, "%s/vkfuse_kernels_sym_%d_%d.vfn", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+    snprintf(path, len, "%s/vkfuse_kernels_%s_%d_%d.vfn", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", tag,
              (int)getpid(), (int)be);
     assert_int_equal(vf_function_save(fn, path), VF_OK);
     vf_function_destroy(fn);
     vf_kernel_destroy(k);
     vt_context_done(ctx);
+}
 
+static void loaded_symbolic(vf_backend be)
+{
+    enum { N = NL };
+    float x[4][N];
+    char path[256];
+    save_four_two_sym(be, x, 60, "sym", path, sizeof path);
+    vf_tensor *in[4], *out[2];
     vf_context *c2 = vt_context(be);
     vf_kernel *k2 = make_four_two(c2); /* the same kernel, registered before the load */
     vf_function *ld = NULL;
@@ -383,6 +393,97 @@ static void loaded_symbolic(vf_backend be)
 }
 VT_PER_BACKEND(loaded_symbolic)
 
+/* ---- a loaded function's kernel differentiated: four_two re-created with a
+   gradient before the load (the same code: the node binds to it), under an
+   eager tape and inlined into a traced function with a tape in its body;
+   re-created without one, the tape names the kernel ---- */
+
+/* p = a b + c, q = s (d - a): da = gp b - s gq, db = gp a, dc = gp, dd = s gq */
+static vf_status four_two_grad(vf_context *ctx, const vf_kernel_shapes *s, vf_tensor *const *in,
+                               vf_tensor *const *out, vf_tensor *const *gout, vf_tensor **gin, void *user)
+{
+    (void)out, (void)user;
+    vf_tensor *sc = vt_scalar(ctx, *(const float *)s->params), *gq = vf_mul(ctx, gout[1], sc);
+    gin[0] = vf_sub(ctx, vf_mul(ctx, gout[0], in[1]), gq);
+    gin[1] = vf_mul(ctx, gout[0], in[0]);
+    gin[2] = vf_mul(ctx, gout[0], vt_scalar(ctx, 1.0));
+    gin[3] = gq;
+    return gin[0] && gin[1] && gin[2] && gin[3] ? VF_OK : vf_status_get(ctx);
+}
+
+typedef struct { vf_function *ld; } loaded_user;
+
+/* out: d sum(y0 * y1) / d in[0..3], y = ld(in), the tape in the body */
+static vf_status grad_of_loaded(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    loaded_user *u = user;
+    vf_tensor *y[2] = {NULL, NULL};
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_status s = vf_function_call(u->ld, in, y);
+    if (!s) s = vf_tape_gradient(tp, vt_sum(ctx, vf_mul(ctx, y[0], y[1])), 4, in, out);
+    vf_tape_end(tp);
+    return s;
+}
+
+/* y0 = 2p, y1 = q + p: d sum(y0 y1) / dp = 2q + 4p, / dq = 2p */
+static void check_loaded_grads(vf_tensor *const *g, float (*x)[NL], int64_t m, const char *what)
+{
+    for (int i = 0; i < m; i++) {
+        double p = (double)x[0][i] * x[1][i] + x[2][i], q = 0.5 * ((double)x[3][i] - x[0][i]);
+        double gp = 2 * q + 4 * p, gq = 2 * p;
+        double want[4] = {gp * x[1][i] - 0.5 * gq, gp * x[0][i], gp, 0.5 * gq};
+        for (int k = 0; k < 4; k++) {
+            float *v = vt_read(g[k]);
+            if (fabs(v[i] - want[k]) > 1e-5 * (1 + fabs(want[k])))
+                fail_msg("%s: d/d in[%d] at %d: %g, want %g", what, k, i, (double)v[i], want[k]);
+            free(v);
+        }
+    }
+}
+
+static void loaded_gradient(vf_backend be)
+{
+    float x[4][NL];
+    char path[256];
+    save_four_two_sym(be, x, 70, "grad", path, sizeof path);
+    vf_tensor *in[4], *out[2], *g[4];
+    vf_context *ctx;
+    vf_kernel *k;
+    ctx = vt_context(be);
+    for (int with_grad = 1; with_grad >= 0; with_grad--) {
+        k = vf_kernel_create(ctx, &(vf_kernel_desc){.name = "four_two", .glsl = four_two_glsl, .n_inputs = 4,
+            .n_outputs = 2, .output_shapes = like_input0, .param_bytes = 4, .cpu = four_two_cpu,
+            .grad = with_grad ? four_two_grad : NULL});
+        assert_non_null(k);
+        loaded_user u = {NULL};
+        assert_int_equal(vf_function_load(ctx, path, &u.ld), VF_OK);
+        int64_t m = 7;
+        for (int i = 0; i < 4; i++) in[i] = vf_tensor_from_host(ctx, VF_F32, 1, &m, x[i]);
+        vf_tape *tp = vf_tape_begin(ctx);
+        assert_int_equal(vf_function_call(u.ld, in, out), VF_OK);
+        vf_status st = vf_tape_gradient(tp, vt_sum(ctx, vf_mul(ctx, out[0], out[1])), 4, in, g);
+        vf_tape_end(tp);
+        if (!with_grad) {
+            assert_int_equal(st, VF_ERROR_INVALID_ARGUMENT);
+            vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "kernel 'four_two'", "no gradient", NULL);
+        } else {
+            if (st) fail_msg("eager tape: %s", vf_error_message(ctx));
+            check_loaded_grads(g, x, m, "loaded kernel, eager tape");
+            vf_function *outer = vf_function_create(ctx, &(vf_function_desc){.name = "grad_of_loaded",
+                .body = grad_of_loaded, .user = &u, .n_inputs = 4, .n_outputs = 4, .input_signature = sig_1d});
+            st = vf_function_call(outer, in, g);
+            if (st) fail_msg("inlined: %s", vf_error_message(ctx));
+            check_loaded_grads(g, x, m, "loaded kernel, inlined, traced tape");
+            vf_function_destroy(outer);
+        }
+        vf_function_destroy(u.ld);
+        vf_kernel_destroy(k);
+    }
+    vt_context_done(ctx);
+    remove(path);
+}
+VT_PER_BACKEND(loaded_gradient)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,6 +493,7 @@ int main(void)
         cmocka_unit_test(push_constant_layout),
         VT_PER_BACKEND_TESTS(writes_past_output),
         VT_PER_BACKEND_TESTS(loaded_symbolic),
+        VT_PER_BACKEND_TESTS(loaded_gradient),
     };
     return VT_RUN_GROUP(tests);
 }

@@ -152,6 +152,18 @@ static void test_attrs_read(void **state)
     assert_int_equal(vf_slice_dim(10, -100, 3, -1, &start), 0);
     assert_int_equal(vf_slice_dim(0, 0, INT64_MAX, -2, &start), 0);
     assert_int_equal(vf_slice_dim(10, INT64_MIN, INT64_MIN, 1, &start), 0);
+    /* sizes that do not depend on a symbolic dim's: both bounds on one side,
+       and the traced size holding them */
+    assert_true(vf_slice_fixed(5, 0, 1, 1));                     /* x[:1] */
+    assert_false(vf_slice_fixed(0, 0, 1, 1));                    /* x[:1] of 0: 0 now, 1 later */
+    assert_true(vf_slice_fixed(5, 2, 5, 1) && !vf_slice_fixed(4, 2, 5, 1)); /* x[2:5] */
+    assert_true(vf_slice_fixed(5, -3, INT64_MAX, 1));            /* x[-3:] */
+    assert_true(vf_slice_fixed(5, -1, -4, -1));                  /* x[-1:-4:-1] */
+    assert_true(vf_slice_fixed(5, 2, INT64_MAX, -1));            /* x[2::-1] */
+    assert_false(vf_slice_fixed(5, 1, INT64_MAX, 1));            /* x[1:] */
+    assert_false(vf_slice_fixed(5, 1, -1, 1));                   /* x[1:-1] */
+    assert_false(vf_slice_fixed(5, INT64_MAX, INT64_MAX, -1));   /* x[::-1] */
+    assert_true(vf_slice_fixed(5, INT64_MIN, 2, 1));             /* from before the start */
     assert_int_equal(vf_pad_dim(3, 1, 2, 3), 1 + 2 + 3 + 2 * 2);
     assert_int_equal(vf_pad_dim(0, 1, 2, 3), 3);
     /* conv2d reads its geometry and nothing else; two geometries are two values */

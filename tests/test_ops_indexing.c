@@ -380,6 +380,26 @@ static void range_values(vf_backend b)
     vt_expect_error(ctx, VF_ERROR_DTYPE, "vf_range", NULL);
     assert_null(vf_range(ctx, VF_F32, 0, 1e12, 1));
     vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "elements", NULL);
+    /* start, limit and so every element representable in the dtype: no
+       silent wrap (TF refuses these too) */
+    assert_null(vf_range(ctx, VF_I32, 0, 1e10, 1e9));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "limit 10000000000", "i32", NULL);
+    assert_null(vf_range(ctx, VF_I32, 3e9, 0, -1e9));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "start 3000000000", "i32", NULL);
+    assert_null(vf_range(ctx, VF_U32, 5, -1, -1));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "limit -1", "u32", NULL);
+    assert_null(vf_range(ctx, VF_I32, 0, 3.5, 1));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "limit 3.5", "integers", NULL);
+    assert_null(vf_range(ctx, VF_I32, 0, 10, 3e9));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "delta 3000000000", NULL);
+    assert_null(vf_range(ctx, VF_F16, 0, 1e5, 3e4));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "limit 100000", "f16", NULL);
+    assert_null(vf_range(ctx, VF_F32, 0, 1e39, 1e38));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_range", "limit 1e+39", "f32", NULL);
+    /* the whole 32-bit span: i * |delta| wraps on the way, the elements are exact */
+    check_range(ctx, VF_I32, -2e9, 2e9, 1e9, 4);
+    check_range(ctx, VF_I32, INT32_MAX, INT32_MIN, -(double)INT32_MAX, 3);
+    check_range(ctx, VF_U32, UINT32_MAX, 0, -2147483648.0, 2);
     vt_context_done(ctx);
 }
 VT_PER_BACKEND(range_values)
@@ -540,6 +560,104 @@ VT_PER_BACKEND(saved_round_trip)
 
 /* ---- device limits --------------------------------------------------------- */
 
+/* Index lists past the loop budget (lavapipe ends an invocation's loops
+   after 65535 iterations; 65471 is what kernels plan with): scatter_add
+   places and adds them in blocks. An embedding of 7 rows over 70,000 ids
+   (the gather's gradient is a scatter_add; each row receives about 10,000
+   updates, so its list crosses many blocks) at the real limits, eager and
+   traced; then small index lists under VKFUSE_TEST_LIMITS max_loop=64 (a
+   budget of 33: 33 indices run in one pass, 34 and 272, the most blocks
+   can take, in blocks), f32 and i32 along a middle axis, and with
+   max_groups=2 as well, where invocations stride over groups and the
+   blocks shrink. Small integers, so every sum is exact and must equal the
+   double reference bit for bit. Before the blocks these were
+   VF_ERROR_UNSUPPORTED. */
+static void scatter_check(vf_context *ctx, vf_dtype dt, int64_t outer, int64_t n, int64_t inner, int64_t J,
+                          uint64_t seed)
+{
+    int64_t xs[3] = {outer, n, inner}, us[3] = {outer, J, inner};
+    size_t nx = (size_t)(outer * n * inner), nu = (size_t)(outer * J * inner);
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)J), *xi = malloc(4 * nx), *ui = malloc(4 * nu);
+    double *dx = malloc(sizeof(double) * nx), *du = malloc(sizeof(double) * nu), *want = malloc(sizeof(double) * nx);
+    float *xf = malloc(4 * nx), *uf = malloc(4 * nu);
+    assert_true(idx && xi && ui && dx && du && want && xf && uf);
+    vt_fill_int(idx, (size_t)J, 0, (int32_t)n - 1, seed);
+    for (int64_t j = 0; j < J; j += 3) idx[j] = 1; /* one long list */
+    vt_fill_int(xi, nx, -3, 3, seed + 1);
+    vt_fill_int(ui, nu, -3, 3, seed + 2);
+    for (size_t k = 0; k < nx; k++) dx[k] = xi[k], xf[k] = (float)xi[k];
+    for (size_t k = 0; k < nu; k++) du[k] = ui[k], uf[k] = (float)ui[k];
+    ref_scatter(dx, 3, xs, idx, J, du, 1, want);
+    vf_tensor *y = vf_scatter_add(ctx, vf_tensor_from_host(ctx, dt, 3, xs, dt == VF_F32 ? (void *)xf : xi),
+                                  vf_tensor_from_host(ctx, VF_I32, 1, &J, idx),
+                                  vf_tensor_from_host(ctx, dt, 3, us, dt == VF_F32 ? (void *)uf : ui), 1);
+    char what[96];
+    snprintf(what, sizeof what, "scatter_add of %lld indices into [%lld,%lld,%lld] %s", (long long)J,
+             (long long)outer, (long long)n, (long long)inner, vf_dtype_name(dt));
+    check_shape(y, 3, xs, what);
+    void *got = vt_read(y);
+    for (size_t k = 0; k < nx; k++) {
+        double g = dt == VF_F32 ? ((float *)got)[k] : ((int32_t *)got)[k];
+        if (g != want[k]) fail_msg("%s: element %zu is %g, want %g", what, k, g, want[k]);
+    }
+    free(got), free(idx), free(xi), free(ui), free(dx), free(du), free(want), free(xf), free(uf);
+}
+
+static void scatter_past_loop_limit(vf_backend b)
+{
+    enum { NE = 70000 };
+    vf_context *ctx = vt_context(b);
+    float table[V * D];
+    int32_t *ids = malloc(sizeof(int32_t) * NE), *ri = malloc(sizeof(int32_t) * NE * D);
+    float *rows = malloc(sizeof(float) * NE * D);
+    double *zeros = calloc(V * D, sizeof(double)), *dr = malloc(sizeof(double) * NE * D), want[V * D];
+    assert_true(ids && ri && rows && zeros && dr);
+    vt_fill_int(ids, NE, 0, V - 1, 60);
+    vt_fill_int(ri, NE * D, -3, 3, 61);
+    for (int k = 0; k < NE * D; k++) rows[k] = (float)ri[k], dr[k] = 2.0 * ri[k];
+    for (int k = 0; k < V * D; k++) table[k] = (float)(k % 5);
+    ref_scatter(zeros, 2, (int64_t[]){V, D}, ids, NE, dr, 0, want);
+    vf_tensor *in[3] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){V, D}, table),
+                        vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){NE}, ids),
+                        vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){NE, D}, rows)};
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "embed70k", .body = embed_body,
+                                                                   .n_inputs = 3, .n_outputs = 3});
+    assert_non_null(fn);
+    for (int traced = 0; traced < 2; traced++) {
+        vf_tensor *out[3] = {0};
+        vf_status st = traced ? vf_function_call(fn, in, out) : embed_body(ctx, in, out, NULL);
+        if (st != VF_OK) fail_msg("70,000 ids (%s): %s", traced ? "traced" : "eager", vf_error_message(ctx));
+        float *grad = vt_read(out[2]), *sum = vt_read(out[1]);
+        for (int k = 0; k < V * D; k++) {
+            if (grad[k] != (float)want[k])
+                fail_msg("gather gradient over 70,000 ids [%d]: %g, want %g", k, grad[k], want[k]);
+            if (sum[k] != (float)(want[k] + table[k]))
+                fail_msg("scatter_add of 70,000 ids [%d]: %g, want %g", k, sum[k], want[k] + table[k]);
+        }
+        free(grad), free(sum);
+        for (int k = 0; k < 3; k++) vf_tensor_release(out[k]);
+    }
+    vf_function_destroy(fn);
+    for (int k = 0; k < 3; k++) vf_tensor_release(in[k]);
+    free(ids), free(ri), free(rows), free(zeros), free(dr);
+    vt_context_done(ctx);
+
+    static const char *const limits[2] = {"max_loop=64", "max_loop=64,max_groups=2"};
+    for (int l = 0; l < 2; l++) {
+        vf_context *c = b == VF_BACKEND_VULKAN ? lim_context(limits[l]) : vt_context(b);
+        static const int64_t Js[] = {33, 34, 100, 272};
+        for (size_t k = 0; k < sizeof Js / sizeof Js[0]; k++) {
+            if (l == 1 && Js[k] > 64) continue; /* grid rounds halve the budget: at most 64 indices */
+            scatter_check(c, VF_F32, 2, 7, 3, Js[k], 70 + k);
+            scatter_check(c, VF_I32, 1, 5, 4, Js[k], 80 + k);
+        }
+        if (l == 1) scatter_check(c, VF_F32, 1, 150, 1, 40, 90); /* 150 rows: step 1 strides over groups */
+        vt_context_done(c);
+    }
+}
+VT_PER_BACKEND(scatter_past_loop_limit)
+
+
 /* Under LIMITS (8 workgroups per dispatch, 64 loop iterations per
    invocation, a budget of 33) gather strides over more workgroups than a
    dispatch has, and so does scatter_add's last step (2400 elements: 10
@@ -570,7 +688,8 @@ static void test_limits(void **state)
     vt_assert_equal_bytes(res[1][0], res[0][0], sizeof(float) * J * W, "gather past the workgroup limit");
     vt_assert_close_f32(res[1][1], res[0][1], N * W, 1e-5, 1e-5, "scatter_add in steps");
     for (int k = 0; k < 2; k++) free(res[k][0]), free(res[k][1]);
-    /* 300 indices need 300 loop iterations per invocation: more than the budget */
+    /* 300 indices: past what blocks take under these limits (a budget of 33,
+       halved by grid rounds: at most 64) */
     float *u3 = calloc((size_t)J * W, sizeof(float));
     vf_tensor *s = vf_scatter_add(vk, vf_tensor_from_host(vk, VF_F32, 2, (int64_t[]){N, W}, x),
                                   vf_tensor_from_host(vk, VF_I32, 1, (int64_t[]){J}, idx),
@@ -595,7 +714,8 @@ int main(void)
         VT_PER_BACKEND_TESTS(scatter_values), VT_PER_BACKEND_TESTS(index_empty),
         VT_PER_BACKEND_TESTS(traced_vs_eager), VT_PER_BACKEND_TESTS(one_hot_values),
         VT_PER_BACKEND_TESTS(range_values), VT_PER_BACKEND_TESTS(one_hot_traced),
-        VT_PER_BACKEND_TESTS(saved_round_trip), cmocka_unit_test(test_limits),
+        VT_PER_BACKEND_TESTS(saved_round_trip), VT_PER_BACKEND_TESTS(scatter_past_loop_limit),
+        cmocka_unit_test(test_limits),
     };
     return VT_RUN_GROUP(tests);
 }

@@ -449,6 +449,9 @@ static void errors(vf_backend be)
     vf_tensor *y = vf_fill(ctx, VF_F32, 2, (int64_t[]){3, 5}, 1);
     assert_null(vf_slice(ctx, x, NULL, NULL, (int64_t[]){1, 0}));
     vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_slice", "step[1] is 0", NULL);
+    /* INT64_MIN cannot be negated (a negative step is walked as -step): refused, saying so */
+    assert_null(vf_slice(ctx, x, NULL, NULL, (int64_t[]){INT64_MIN, 1}));
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_slice", "step[0] is INT64_MIN", "-INT64_MAX", NULL);
     assert_null(vf_pad(ctx, x, (int64_t[]){0, -1}, NULL, 0));
     vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_pad", "dim 1", ">= 0", NULL);
     assert_null(vf_concat(ctx, 2, (vf_tensor *[]){x, y}, 0));
@@ -514,7 +517,40 @@ static void slice_offsets(vf_backend be)
     vt_context_done(ctx);
 }
 
+/* Steps whose size is not a 32-bit number (-INT64_MAX: the stand-in
+   for the refused INT64_MIN) on dims they leave one element of: every
+   kernel takes them (such a dim reads its start only), forward and the
+   gradient. */
+static void slice_huge_steps(vf_backend be)
+{
+    vf_context *ctx = vt_context(be);
+    vf_scope_begin(ctx);
+    int64_t sh[2] = {3, 4};
+    int32_t *x = iota32(12); /* 1 .. 12 */
+    vf_tensor *t = vf_tensor_from_host(ctx, VF_I32, 2, sh, x);
+    expect_bytes(vf_slice(ctx, t, NULL, NULL, (int64_t[]){-INT64_MAX, 1}), (int32_t[]){9, 10, 11, 12}, 4, 4,
+                 "x[::-INT64_MAX]");
+    expect_bytes(vf_slice(ctx, t, NULL, NULL, (int64_t[]){1, -INT64_MAX}), (int32_t[]){4, 8, 12}, 3, 4,
+                 "x[:, ::-INT64_MAX]");
+    expect_bytes(vf_slice(ctx, t, (int64_t[]){1, -1}, NULL, (int64_t[]){INT64_MAX, -((int64_t)1 << 40)}),
+                 (int32_t[]){8}, 1, 4, "x[1::INT64_MAX, -1::-2^40]");
+    float xf[12], wt[4] = {1, 2, 3, 4}, want[12] = {0};
+    for (int i = 0; i < 12; i++) xf[i] = (float)i;
+    memcpy(want + 8, wt, sizeof wt);
+    vf_tensor *in = vf_tensor_from_host(ctx, VF_F32, 2, sh, xf), *w = vf_tensor_from_host(ctx, VF_F32, 2,
+                                                                                         (int64_t[]){1, 4}, wt), *g;
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *y = vf_mul(ctx, vf_slice(ctx, in, NULL, NULL, (int64_t[]){-INT64_MAX, 1}), w);
+    assert_int_equal(vf_tape_gradient(tp, y, 1, &in, &g), VF_OK);
+    vf_tape_end(tp);
+    expect_bytes(g, want, 12, 4, "d x[::-INT64_MAX] * w / dx");
+    free(x);
+    vf_scope_end(ctx);
+    vt_context_done(ctx);
+}
+
 VT_PER_BACKEND(slice_random)
+VT_PER_BACKEND(slice_huge_steps)
 VT_PER_BACKEND(slice_fixed)
 VT_PER_BACKEND(slice_dtypes)
 VT_PER_BACKEND(slice_view)
@@ -533,6 +569,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(slice_dtypes),
         VT_PER_BACKEND_TESTS(slice_view),
         VT_PER_BACKEND_TESTS(slice_offsets),
+        VT_PER_BACKEND_TESTS(slice_huge_steps),
         VT_PER_BACKEND_TESTS(concat_stack),
         VT_PER_BACKEND_TESTS(split),
         VT_PER_BACKEND_TESTS(pad),

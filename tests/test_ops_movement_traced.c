@@ -201,7 +201,9 @@ static void saved(vf_backend be)
 
 /* Strided and reversed slices of a symbolic dim, and their gradients
    (scattered by slice_grad, resolved per call), traced against eager at
-   sizes where the slices clamp differently or are empty. */
+   sizes where the slices clamp differently or are empty. (A slice with
+   both bounds on one side, x[-3:-1], has a fixed size instead: the roll
+   case of tests/test_tape_traced.c.) */
 static vf_status strided_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     (void)user;
@@ -209,7 +211,7 @@ static vf_status strided_body(vf_context *ctx, vf_tensor *const *in, vf_tensor *
     vf_tape *tp = vf_tape_begin(ctx);
     vf_tensor *a = vf_slice(ctx, x, (int64_t[]){1, 0}, (int64_t[]){BIG, BIG}, (int64_t[]){3, 1});      /* x[1::3] */
     vf_tensor *b = vf_slice(ctx, x, (int64_t[]){-2, BIG}, (int64_t[]){BIG, BIG}, (int64_t[]){-2, -1}); /* x[-2::-2, ::-1] */
-    vf_tensor *c = vf_slice(ctx, x, (int64_t[]){-3, 0}, (int64_t[]){-1, 2}, NULL);                     /* x[-3:-1, :2] */
+    vf_tensor *c = vf_slice(ctx, x, (int64_t[]){1, 0}, (int64_t[]){-1, 2}, NULL);                      /* x[1:-1, :2] */
     vf_tensor *f = vf_add(ctx, vf_add(ctx, vt_sum(ctx, vf_square(ctx, a)), vt_sum(ctx, vf_sin(ctx, b))),
                           vt_sum(ctx, vf_exp(ctx, c)));
     vf_status st = vf_tape_gradient(tp, f, 1, in, &out[1]);

@@ -8,6 +8,7 @@
  * The gradient rules are also cases of tests/grad_cases.c (test_tape). */
 #include "limits_common.h"
 #include "testutil.h"
+#include "vulkan/codegen/kernel.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -219,7 +220,24 @@ static void top_k_values(vf_backend b)
     for (int k = 0; k < N; k += 97) xl[k] = 0.25f; /* ties */
     for (int k = 0; k < N; k++) dl[k] = xl[k];
     check_top_k(ctx, vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){N}, xl), dl, 1, N, 50, "top_k of 3000");
-    free(xl), free(dl);
+    /* sorted ascending (the worst case of a rank count), and every k up to n
+       (a full sort through the merges) with ties, NaN and infinities */
+    for (int k = 0; k < N; k++) xl[k] = (float)(k / 3), dl[k] = xl[k];
+    check_top_k(ctx, vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){2, N / 2}, xl), dl, 2, N / 2, 700,
+                "top_k of ascending rows");
+    vt_fill_uniform(xl, N, -4, 4, 79);
+    for (int k = 0; k < N; k++) xl[k] = k % 11 == 0 ? NAN : k % 13 == 0 ? INFINITY : k % 17 == 0 ? -INFINITY
+                                      : roundf(xl[k] * 8) / 8;
+    for (int k = 0; k < N; k++) dl[k] = xl[k];
+    vf_tensor *tl = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){2, N / 2}, xl);
+    check_top_k(ctx, tl, dl, 2, N / 2, N / 2, "top_k with k = n of rows of 1500 (ties, NaN, infinities)");
+    check_top_k(ctx, vf_cast(ctx, tl, VF_F16), dl, 2, N / 2, 600, "top_k f16 of rows of 1500");
+    int32_t *il = malloc(sizeof(int32_t) * N);
+    vt_fill_int(il, N, -40, 40, 80);
+    for (int k = 0; k < N; k++) dl[k] = il[k];
+    check_top_k(ctx, vf_tensor_from_host(ctx, VF_I32, 2, (int64_t[]){3, N / 3}, il), dl, 3, N / 3, 999,
+                "top_k i32 of rows of 1000");
+    free(il), free(xl), free(dl);
     /* errors */
     assert_null(vf_top_k(ctx, t, 8, NULL));
     vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_top_k", "k = 8", "[3,7]", NULL);
@@ -237,6 +255,25 @@ static void top_k_values(vf_backend b)
     vt_context_done(ctx);
 }
 VT_PER_BACKEND(top_k_values)
+
+/* One row of 262144 (a language model's vocabulary), k = 50, the
+   multi-level path on Vulkan (7 dispatches on lavapipe): well under a
+   second, where a rank count per element took seconds and a sorted row
+   would pass the fence timeout. */
+static void top_k_vocabulary(vf_backend b)
+{
+    enum { V = 262144, K = 50 };
+    vf_context *ctx = vt_context(b);
+    float *x = malloc(sizeof(float) * V);
+    double *dx = malloc(sizeof(double) * V);
+    vt_fill_uniform(x, V, -10, 10, 81);
+    for (int k = 0; k < V; k += 4099) x[k] = 9.999f; /* ties among the winners */
+    for (int k = 0; k < V; k++) dx[k] = x[k];
+    check_top_k(ctx, vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){1, V}, x), dx, 1, V, K, "top_k 50 of 262144");
+    free(x), free(dx);
+    vt_context_done(ctx);
+}
+VT_PER_BACKEND(top_k_vocabulary)
 
 /* top_k in a traced body with a symbolic number of rows, and its gradient:
    out[0] values, out[1] indices, out[2] = d sum(w * top_k(x, 3)) / dx */
@@ -352,54 +389,205 @@ VT_PER_BACKEND(cumsum_traced)
 
 /* ---- device limits --------------------------------------------------------- */
 
-/* Under LIMITS (8 workgroups per dispatch, 64 loop iterations per
-   invocation, a budget of 33): cumsum in blocks, top_k's count in steps,
-   both past the workgroup limit, equal to the CPU backend. */
+/* x's cumsum (every flag) equal on cpu and vk */
+static void cumsum_same(vf_context *cpu, vf_context *vk, const int32_t *x, int64_t rows, int64_t n, const char *what)
+{
+    vf_context *cs[2] = {cpu, vk};
+    for (int fl = 0; fl < 4; fl++) {
+        int32_t *cr[2];
+        for (int k = 0; k < 2; k++) {
+            vf_tensor *y = vf_cumsum(cs[k], vf_tensor_from_host(cs[k], VF_I32, 2, (int64_t[]){rows, n}, x), -1,
+                                     fl & 1, fl & 2);
+            if (!y) fail_msg("%s: %s", what, vf_error_message(cs[k]));
+            cr[k] = vt_read(y);
+        }
+        vt_assert_equal_bytes(cr[1], cr[0], sizeof(int32_t) * (size_t)(rows * n), what);
+        free(cr[0]), free(cr[1]);
+    }
+}
+
+/* top_k (values and indices) of x [rows, n] equal on cpu and vk */
+static void top_k_same(vf_context *cpu, vf_context *vk, const float *x, int64_t rows, int64_t n, int k,
+                       const char *what)
+{
+    vf_context *cs[2] = {cpu, vk};
+    void *tk[2][2];
+    for (int c = 0; c < 2; c++) {
+        vf_tensor *ti = NULL;
+        vf_tensor *tv = vf_top_k(cs[c], vf_tensor_from_host(cs[c], VF_F32, 2, (int64_t[]){rows, n}, x), k, &ti);
+        if (!tv || !ti) fail_msg("%s: %s", what, vf_error_message(cs[c]));
+        tk[c][0] = vt_read(tv);
+        tk[c][1] = vt_read(ti);
+    }
+    vt_assert_equal_bytes(tk[1][0], tk[0][0], sizeof(float) * (size_t)(rows * k), what);
+    vt_assert_equal_bytes(tk[1][1], tk[0][1], sizeof(int32_t) * (size_t)(rows * k), what);
+    for (int c = 0; c < 2; c++) free(tk[c][0]), free(tk[c][1]);
+}
+
+/* Under tiny device limits, equal to the CPU backend: cumsum with 4
+   levels of block sums (LIMITS: 8 workgroups per dispatch, a loop budget
+   of 33, so blocks of 4 over 8 grid rounds: 900 -> 225 -> 57 -> 15 -> 4,
+   9 steps) and 3 levels without the grid limit (40000 -> 1213 -> 37 -> 2,
+   7 steps); top_k in merge levels (max_loop=64: heaps of 3 elements, so
+   1667 lists of a row of 5000 merged 3 at a time in 7 levels; with
+   k = n, a full sort), and past the grid (max_groups=2: the heaps of 600
+   rows, the merges of 30 rows of 2000 with k = 40); a shape whose loops
+   cannot fit the limits is refused, naming them. */
 static void test_limits(void **state)
 {
     (void)state;
     if (!vt_have_vulkan()) return;
-    vf_context *cpu = vt_context(VF_BACKEND_CPU), *vk = lim_context(LIMITS);
-    vf_context *cs[2] = {cpu, vk};
-    /* cumsum in blocks of the loop budget over a grid-strided dispatch: 4 x 900 rows (i32, exact) */
-    int32_t *ci = malloc(sizeof(int32_t) * 3600);
-    vt_fill_int(ci, 3600, -50, 50, 14);
-    for (int fl = 0; fl < 4; fl++) {
-        int32_t *cr[2];
-        for (int k = 0; k < 2; k++)
-            cr[k] = vt_read(vf_cumsum(cs[k], vf_tensor_from_host(cs[k], VF_I32, 2, (int64_t[]){4, 900}, ci), -1,
-                                      fl & 1, fl & 2));
-        vt_assert_equal_bytes(cr[1], cr[0], sizeof(int32_t) * 3600, "cumsum in blocks under the limits");
-        free(cr[0]), free(cr[1]);
-    }
+    vf_context *cpu = vt_context(VF_BACKEND_CPU), *vk = lim_context(LIMITS), *vl = lim_context("max_loop=64");
+    vf_context *vg = lim_context("max_groups=2,max_loop=8192");
+    int32_t *ci = malloc(sizeof(int32_t) * 40000);
+    vt_fill_int(ci, 40000, -50, 50, 14);
+    cumsum_same(cpu, vk, ci, 4, 900, "cumsum in 4 levels under the limits");
+    cumsum_same(cpu, vl, ci, 1, 40000, "cumsum in 3 levels under max_loop=64");
     free(ci);
-    /* top_k with its rank count split over steps, past the workgroup limit: 150 rows of 20 are 3000
-       invocations, 47 workgroups on a grid of 8 (6 rounds), so 5 of the 33 loop iterations per
-       round: 4 steps; rows of 200 would need 40 and are refused */
-    float *tx = malloc(sizeof(float) * 3000);
-    vt_fill_uniform(tx, 3000, -1, 1, 15);
-    for (int k = 0; k < 3000; k += 7) tx[k] = 0.5f;
-    void *tk[2][2];
-    for (int k = 0; k < 2; k++) {
-        vf_tensor *ti = NULL;
-        tk[k][0] = vt_read(vf_top_k(cs[k], vf_tensor_from_host(cs[k], VF_F32, 2, (int64_t[]){150, 20}, tx), 9, &ti));
-        tk[k][1] = vt_read(ti);
-    }
-    vt_assert_equal_bytes(tk[1][0], tk[0][0], sizeof(float) * 1350, "top_k values in steps");
-    vt_assert_equal_bytes(tk[1][1], tk[0][1], sizeof(int32_t) * 1350, "top_k indices in steps");
-    for (int k = 0; k < 2; k++) free(tk[k][0]), free(tk[k][1]);
-    assert_null(vf_top_k(vk, vf_tensor_from_host(vk, VF_F32, 2, (int64_t[]){15, 200}, tx), 2, NULL));
-    vt_expect_error(vk, VF_ERROR_UNSUPPORTED, "top_k", "rows of 200", NULL);
+    float *tx = malloc(sizeof(float) * 60000);
+    vt_fill_uniform(tx, 60000, -1, 1, 15);
+    for (int k = 0; k < 60000; k += 7) tx[k] = 0.5f;
+    top_k_same(cpu, vl, tx, 1, 5000, 2, "top_k in 7 merge levels");
+    top_k_same(cpu, vl, tx, 2, 600, 600, "top_k with k = n in merge levels");
+    top_k_same(cpu, vg, tx, 600, 40, 5, "top_k heaps past the workgroup grid");
+    top_k_same(cpu, vg, tx, 30, 2000, 40, "top_k merges past the workgroup grid");
+    assert_null(vf_top_k(vk, vf_tensor_from_host(vk, VF_F32, 2, (int64_t[]){60, 200}, tx), 9, NULL));
+    vt_expect_error(vk, VF_ERROR_UNSUPPORTED, "top_k", "60 row(s) of 200", "loop iterations", "(33,", NULL);
     free(tx);
     vt_context_done(cpu);
     vt_context_done(vk);
+    vt_context_done(vl);
+    vt_context_done(vg);
+}
+
+/* x [3, 4000] scaled (an elementwise producer), its top_k 40 (values,
+   indices), k = n (a full sort), and cumsum along the rows: eager,
+   traced fused and traced unfused under max_loop=64 (top_k in 7 merge
+   levels, cumsum in 3 levels of block sums, the plan's scratch) equal to
+   the CPU backend. */
+static vf_status p_scan(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *h = vf_mul(ctx, in[0], lim_scalar(ctx, 3.0f));
+    out[0] = vf_top_k(ctx, h, 40, &out[1]);
+    out[2] = vf_top_k(ctx, h, 4000, &out[3]);
+    out[4] = vf_cumsum(ctx, h, 1, false, true);
+    return lim_finish(ctx, out, 5);
+}
+
+static void test_limits_traced(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) return;
+    static const program p = {"scan", p_scan, 1, 5, {{VF_F32, 2, {3, 4000}}}};
+    lim_check_program(&p, "max_loop=64");
+}
+
+/* lavapipe's limits: 65535 workgroups per dimension, 128 MiB bindings,
+   loops ended after 65535 iterations */
+static const vf_device_caps caps_lvp = {
+    .is_cpu = true, .subgroup_size = 8, .subgroup_arithmetic = true, .subgroup_shuffle = true,
+    .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 1024},
+    .max_workgroup_count = {65535, 65535, 65535}, .shared_memory_bytes = 32768, .max_push_constants = 128,
+    .max_storage_buffer_range = 1u << 27, .min_storage_buffer_offset_alignment = 16, .storage16 = true,
+    .storage8 = true, .shader_float16 = true, .shader_int8 = true, .max_loop_iterations = 65535};
+
+/* The kernel of op over x [rows, n] (k: top_k's k); its status, the
+   message in err. */
+static vf_status gen_scan(const vf_device_caps *caps, vf_op op, vf_dtype dt, int64_t rows, int64_t n, int64_t k,
+                          vf_gen_kernel *out, vf_err *err)
+{
+    vf_exec e;
+    memset(&e, 0, sizeof e);
+    memset(out, 0, sizeof *out);
+    vf_err_clear(err);
+    e.op = op;
+    e.n_in = 1;
+    e.in[0].dtype = e.out.dtype = dt;
+    e.in[0].rank = e.out.rank = 2;
+    e.in[0].shape[0] = e.out.shape[0] = rows;
+    e.in[0].shape[1] = e.out.shape[1] = n;
+    e.attrs.axis = 1;
+    if (op == VF_OP_TOP_K || op == VF_OP_TOP_K_INDICES) {
+        e.attrs.value = (double)k;
+        e.out.shape[1] = k;
+        if (op == VF_OP_TOP_K_INDICES) e.out.dtype = VF_I32;
+    }
+    return vf_codegen_exec(&e, caps, out, err);
+}
+
+/* x [rows, n] top_k's kernel with k on caps: fits, or is refused with
+   the largest k that fits, which then fits while one more does not. */
+static void top_k_bound(const vf_device_caps *caps, int64_t rows, int64_t n, int64_t k, const char *why)
+{
+    vf_gen_kernel kn;
+    vf_err err = {0};
+    vf_status st = gen_scan(caps, VF_OP_TOP_K_INDICES, VF_F32, rows, n, k, &kn, &err);
+    if (!why) {
+        if (st) fail_msg("top_k %lld of [%lld, %lld]: %s", (long long)k, (long long)rows, (long long)n, err.message);
+        assert_true(kn.n_steps <= VF_KERNEL_MAX_STEPS);
+        assert_true(kn.scratch_bytes <= caps->max_storage_buffer_range);
+        vf_kernel_free(&kn);
+        return;
+    }
+    assert_int_equal(st, VF_ERROR_UNSUPPORTED);
+    if (!strstr(err.message, why) || !strstr(err.message, "at most k = ")) fail_msg("%s", err.message);
+    long long best = atoll(strstr(err.message, "at most k = ") + 12);
+    assert_true(best > 0 && best < k);
+    top_k_bound(caps, rows, n, best, NULL);
+    assert_int_equal(gen_scan(caps, VF_OP_TOP_K_INDICES, VF_F32, rows, n, best + 1, &kn, &err), VF_ERROR_UNSUPPORTED);
+}
+
+/* Codegen on lavapipe's limits, no device: the largest tensors (2^25 f32,
+   2^26 f16) in one row, cumsum in levels of block sums (the totals of
+   one level scanned like the row), top_k with k = 50 in at most 9
+   dispatches and one binding of scratch; a k whose work could pass the
+   fence timeout, or whose lists pass one binding, is refused up front
+   with the largest k that fits. */
+static void test_codegen_bounds(void **state)
+{
+    (void)state;
+    vf_gen_kernel k;
+    vf_err err = {0};
+    /* cumsum: 2^25 -> 131072 -> 512 -> 2 (7 steps); 2^26 f16 likewise */
+    const vf_dtype dts[2] = {VF_F32, VF_F16};
+    for (int d = 0; d < 2; d++) {
+        vf_status st = gen_scan(&caps_lvp, VF_OP_CUMSUM, dts[d], 1, (int64_t)1 << (25 + d), 0, &k, &err);
+        if (st) fail_msg("cumsum of 2^%d: %s", 25 + d, err.message);
+        assert_int_equal(k.n_steps, 7);
+        assert_true(k.scratch_bytes <= (size_t)1 << 27);
+        vf_kernel_free(&k);
+    }
+    /* blocks of 2 (a loop budget of 9 over 4 grid rounds): 16 lanes of 16 keep 16 x (8 + 4 + 2) block
+       sums, 896 bytes, more than a binding of 512 */
+    vf_device_caps tiny = caps_lvp;
+    tiny.max_loop_iterations = 16;
+    tiny.max_storage_buffer_range = 512;
+    for (int d = 0; d < 3; d++) tiny.max_workgroup_count[d] = 1;
+    assert_int_equal(gen_scan(&tiny, VF_OP_CUMSUM, VF_F32, 16, 16, 0, &k, &err), VF_ERROR_UNSUPPORTED);
+    if (!strstr(err.message, "896 bytes of block sums")) fail_msg("%s", err.message);
+    /* top_k: 2^26 f16 in a row, k = 50 */
+    assert_int_equal(gen_scan(&caps_lvp, VF_OP_TOP_K, VF_F16, 1, (int64_t)1 << 26, 50, &k, &err), VF_OK);
+    assert_true(k.n_steps <= VF_KERNEL_MAX_STEPS);
+    vf_kernel_free(&k);
+    top_k_bound(&caps_lvp, 1, (int64_t)1 << 25, 50, NULL);
+    top_k_bound(&caps_lvp, 128, 262144, 50, NULL);
+    top_k_bound(&caps_lvp, 1, 262144, 262144, NULL);
+    top_k_bound(&caps_lvp, 128, 262144, 1000, NULL);
+    top_k_bound(&caps_lvp, 128, 262144, 5000, "scratch");
+    top_k_bound(&caps_lvp, 1, (int64_t)1 << 23, (int64_t)1 << 23, "fence timeout");
+    /* a GPU's work bound is higher: there the lists of a full sort of 2^25 pass 128 MiB */
+    vf_device_caps gpu = caps_lvp;
+    gpu.is_cpu = false;
+    top_k_bound(&gpu, 1, (int64_t)1 << 25, (int64_t)1 << 25, "scratch");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(cumsum_values), VT_PER_BACKEND_TESTS(cumsum_long), VT_PER_BACKEND_TESTS(cumsum_traced),
-        VT_PER_BACKEND_TESTS(top_k_values), VT_PER_BACKEND_TESTS(top_k_traced), cmocka_unit_test(test_limits),
+        VT_PER_BACKEND_TESTS(top_k_values), VT_PER_BACKEND_TESTS(top_k_vocabulary), VT_PER_BACKEND_TESTS(top_k_traced),
+        cmocka_unit_test(test_limits), cmocka_unit_test(test_limits_traced), cmocka_unit_test(test_codegen_bounds),
     };
     return VT_RUN_GROUP(tests);
 }

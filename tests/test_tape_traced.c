@@ -6,7 +6,9 @@
  * non-differentiable op fail with a message and leave the tape usable;
  * targets computed from empty tensors, and the call of a function
  * destroyed before the gradient (docs/GRADIENTS.md); the weight gradient
- * of a batched x @ W as one flattened matmul. Gradients through
+ * of a batched x @ W as one flattened matmul; slices of a symbolic dim
+ * with fixed sizes and the roll's gradient, the gradient of a concat of
+ * two symbolic parts. Gradients through
  * control flow: tests/test_tape_control.c. */
 #include "testutil.h"
 
@@ -328,6 +330,164 @@ static void test_matmul_weight_gradient(void **state)
     }
 }
 
+/* ---- slices of a symbolic dim: fixed sizes and the roll ------------------------- */
+
+#define RC 2 /* columns of the roll's x [-1, RC] */
+
+typedef struct { bool split; uint32_t dims[7]; } roll_case;
+
+/* out[0]: d sum(roll(x) * x) / dx, roll(x) = concat(x[1:], x[:1]) along dim
+   0 (or split {1, -1} and the parts swapped); out[1]: roll(x); out[2]: the
+   sum of x[2:5]. Notes the
+   symbolic dims of its slices while traced (0 when run eagerly). */
+static vf_status roll_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    roll_case *c = user;
+    vf_tensor *x = in[0], *p[2] = {0};
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_status s = VF_OK;
+    if (c->split) {
+        s = vf_split(ctx, x, 2, (int64_t[]){1, -1}, 0, p);   /* x[:1], x[1:] */
+    } else {
+        p[0] = vf_slice(ctx, x, (int64_t[]){0, 0}, (int64_t[]){1, INT64_MAX}, NULL);
+        p[1] = vf_slice(ctx, x, (int64_t[]){1, 0}, (int64_t[]){INT64_MAX, INT64_MAX}, NULL);
+    }
+    vf_tensor *more[5] = {
+        vf_slice(ctx, x, (int64_t[]){2, 0}, (int64_t[]){5, INT64_MAX}, NULL),           /* x[2:5] */
+        vf_slice(ctx, x, (int64_t[]){-3, 0}, (int64_t[]){INT64_MAX, INT64_MAX}, NULL),  /* x[-3:] */
+        vf_slice(ctx, x, (int64_t[]){-1, 0}, (int64_t[]){-4, INT64_MAX}, (int64_t[]){-1, 1}), /* x[-1:-4:-1] */
+        vf_slice(ctx, x, (int64_t[]){1, 0}, (int64_t[]){-1, INT64_MAX}, NULL),          /* x[1:-1] */
+        vf_slice(ctx, x, NULL, NULL, (int64_t[]){-1, 1}),                               /* x[::-1] */
+    };
+    if (s == VF_OK) {
+        c->dims[0] = vf_tensor_symbolic_dims(p[0]);
+        c->dims[1] = vf_tensor_symbolic_dims(p[1]);
+        for (int k = 0; k < 5; k++) c->dims[2 + k] = vf_tensor_symbolic_dims(more[k]);
+        out[1] = vf_concat(ctx, 2, (vf_tensor *[]){p[1], p[0]}, 0);
+        out[2] = vt_sum(ctx, more[0]);
+        s = vf_tape_gradient(tp, vt_sum(ctx, vf_mul(ctx, out[1], x)), 1, &x, &out[0]);
+    }
+    vf_tape_end(tp);
+    return s;
+}
+
+/* A roll along a symbolic dim, traced once and called at two batch sizes:
+   x[:1], x[2:5], x[-3:], x[-1:-4:-1] and split {1, -1}'s first part have
+   static sizes (x[1:], x[1:-1], x[::-1] do not), so the concat's gradient
+   is known; values against eager and a double reference (d/dx_i of
+   sum_i x_{i+1} x_i is x_{i+1} + x_{i-1}, cyclically). A call whose dim is
+   too small for a fixed slice fails at that slice. */
+static void test_roll_symbolic(void **state)
+{
+    (void)state;
+    vf_backend bes[2];
+    int nbe = vt_backends(bes);
+    for (int be = 0; be < nbe; be++)
+        for (int split = 0; split < 2; split++) {
+            vf_context *ctx = vt_context(bes[be]);
+            roll_case c = {.split = split};
+            vf_tensor_spec sig = {VF_F32, 2, {-1, RC}};
+            vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "roll", .body = roll_body,
+                .user = &c, .n_inputs = 1, .n_outputs = 3, .input_signature = &sig});
+            float x0[7 * RC];
+            vt_fill_uniform(x0, 7 * RC, -1, 1, 31 + (uint64_t)split);
+            for (int64_t nb = 5; nb <= 7; nb += 2) {
+                vf_scope_begin(ctx);
+                vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){nb, RC}, x0), *t[3], *e[3];
+                assert_int_equal(vf_function_call(fn, &x, t), VF_OK);
+                if (nb == 5) {
+                    uint32_t want[7] = {0, 1, 0, 0, 0, 1, 1};
+                    for (int k = 0; k < 7; k++) assert_int_equal(c.dims[k], want[k]);
+                }
+                assert_int_equal(roll_body(ctx, &x, e, &c), VF_OK);
+                double ref[7 * RC];
+                float refg[7 * RC], refr[7 * RC];
+                for (int64_t i = 0; i < nb; i++)
+                    for (int j = 0; j < RC; j++) {
+                        int64_t up = (i + 1) % nb, down = (i + nb - 1) % nb;
+                        ref[i * RC + j] = (double)x0[up * RC + j] + (double)x0[down * RC + j];
+                        refg[i * RC + j] = (float)ref[i * RC + j];
+                        refr[i * RC + j] = x0[up * RC + j];
+                    }
+                for (int k = 0; k < 2; k++) {
+                    float *a = vt_read(t[k]), *b = vt_read(e[k]);
+                    assert_int_equal(vf_tensor_dim(t[k], 0), nb);
+                    vt_assert_close_f32(a, b, (size_t)(nb * RC), 1e-6, 1e-5, "roll traced vs eager");
+                    vt_assert_close_f32(a, k ? refr : refg, (size_t)(nb * RC), 1e-6, 1e-5, "roll vs reference");
+                    free(a), free(b);
+                }
+                double s25 = 0;
+                for (int i = 2 * RC; i < 5 * RC; i++) s25 += x0[i];
+                assert_float_equal(vt_read1(t[2]), s25, 1e-5);
+                vf_scope_end(ctx);
+            }
+            vf_function_stats st;
+            vf_function_stats_get(fn, &st);
+            assert_int_equal(st.traces, 1);
+            /* 4 rows cannot hold x[2:5], whose size the trace fixed at 3 */
+            vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){4, RC}, x0), *t[3] = {0};
+            assert_int_equal(vf_function_call(fn, &x, t), VF_ERROR_SHAPE);
+            vt_expect_error(ctx, VF_ERROR_SHAPE, "'roll'", "vf_slice of [4,2]", "trace fixed it at 3", NULL);
+            vf_tensor_release(x);
+            vf_function_destroy(fn);
+            vt_context_done(ctx);
+        }
+}
+
+/* out[0]: d sum(y * y) / dx, y = concat(x, sin(x)) along the symbolic dim 0:
+   both parts vary, so the gradient gathers them at positions counted at
+   each call. out[1]: d sum(g0 * g0) / dx (second order through the gather). */
+static vf_status concat_sym_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0], *g = NULL;
+    vf_tape *outer = vf_tape_begin(ctx), *inner = vf_tape_begin(ctx);
+    vf_tensor *y = vf_concat(ctx, 2, (vf_tensor *[]){x, vf_sin(ctx, x)}, 0);
+    vf_status s = vf_tape_gradient(inner, vt_sum(ctx, vf_mul(ctx, y, y)), 1, &x, &g);
+    vf_tape_end(inner);
+    if (s == VF_OK) s = vf_tape_gradient(outer, vt_sum(ctx, vf_mul(ctx, g, g)), 1, &x, &out[1]);
+    vf_tape_end(outer);
+    out[0] = g;
+    return s;
+}
+
+static void test_concat_symbolic(void **state)
+{
+    (void)state;
+    vf_backend bes[2];
+    int nbe = vt_backends(bes);
+    for (int be = 0; be < nbe; be++) {
+        vf_context *ctx = vt_context(bes[be]);
+        vf_tensor_spec sig = {VF_F32, 2, {-1, RC}};
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "concat_sym", .body = concat_sym_body,
+            .n_inputs = 1, .n_outputs = 2, .input_signature = &sig});
+        float x0[6 * RC];
+        vt_fill_uniform(x0, 6 * RC, -1.5f, 1.5f, 35);
+        for (int64_t nb = 3; nb <= 6; nb += 3) {
+            vf_scope_begin(ctx);
+            vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){nb, RC}, x0), *t[2];
+            if (vf_function_call(fn, &x, t) != VF_OK) fail_msg("nb = %lld: %s", (long long)nb, vf_error_message(ctx));
+            /* g = 2x + sin 2x; d sum(g^2) = 2 g (2 + 2 cos 2x) */
+            float w0[6 * RC], w1[6 * RC];
+            for (int i = 0; i < nb * RC; i++) {
+                double v = x0[i], g = 2 * v + sin(2 * v);
+                w0[i] = (float)g;
+                w1[i] = (float)(2 * g * (2 + 2 * cos(2 * v)));
+            }
+            float *a = vt_read(t[0]), *b = vt_read(t[1]);
+            vt_assert_close_f32(a, w0, (size_t)(nb * RC), 1e-5, 1e-5, "concat of two symbolic parts, first order");
+            vt_assert_close_f32(b, w1, (size_t)(nb * RC), 1e-5, 1e-4, "concat of two symbolic parts, second order");
+            free(a), free(b);
+            vf_scope_end(ctx);
+        }
+        vf_function_stats st;
+        vf_function_stats_get(fn, &st);
+        assert_int_equal(st.traces, 1);
+        vf_function_destroy(fn);
+        vt_context_done(ctx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -335,6 +495,8 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_empty_and_destroyed),
         cmocka_unit_test(test_matmul_weight_gradient),
+        cmocka_unit_test(test_roll_symbolic),
+        cmocka_unit_test(test_concat_symbolic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

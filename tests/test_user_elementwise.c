@@ -635,6 +635,11 @@ static void bad_input(void **state)
     /* not compiling: shaderc's message, the expression named */
     d.expr = "x0 + ";
     expect_create_fails(ctx, &d, VF_ERROR_COMPILE, "desc.expr `x0 + `", "does not compile");
+    /* shaderc's line numbers are the expression's, also for an error found at its end */
+    d.expr = "x0 +";
+    expect_create_fails(ctx, &d, VF_ERROR_COMPILE, "does not compile", "desc.expr:1: error");
+    d.expr = "x0 *\n\n    (x0 +)";
+    expect_create_fails(ctx, &d, VF_ERROR_COMPILE, "does not compile", "desc.expr:3: error");
     d.expr = "x1 * 2.0"; /* a unary op has x0 only */
     expect_create_fails(ctx, &d, VF_ERROR_COMPILE, "x1", "does not compile");
     d.expr = "pc.n0"; /* the kernel's own names are out of reach */
@@ -661,8 +666,8 @@ static void bad_input(void **state)
     d.n_inputs = 4;
     expect_create_fails(ctx, &d, VF_ERROR_INVALID_ARGUMENT, "n_inputs", "1 .. 3");
     d.n_inputs = 1;
-    d.dtypes = 1u << VF_I32;
-    expect_create_fails(ctx, &d, VF_ERROR_DTYPE, "dtypes", "VF_F16");
+    d.dtypes = 1u << VF_I32; /* a bad desc, as the header says (not a tensor's dtype) */
+    expect_create_fails(ctx, &d, VF_ERROR_INVALID_ARGUMENT, "dtypes", "VF_F16");
     d.dtypes = 0;
     d.cpu = NULL;
     expect_create_fails(ctx, &d, VF_ERROR_INVALID_ARGUMENT, "desc.cpu", "C function");

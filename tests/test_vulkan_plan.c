@@ -2,7 +2,9 @@
  * src/backend.h), driven directly: a recorded plan run with descriptor sets
  * on a device without push descriptors, and a plan re-recorded when a
  * binding lands elsewhere although its vf_buffer has a freed one's host
- * address. Plans of traced functions: test_function_plan.c. */
+ * address, and fused groups under a guard (a vf_cond's branch): the
+ * branch not taken writes nothing. Plans of traced functions:
+ * test_function_plan.c, test_plan_cond.c. */
 #include "testutil.h"
 #include "vk_test_common.h"
 
@@ -124,11 +126,80 @@ static void test_backend_plan_rebind(void **state)
     rt_done(&h);
 }
 
+/* Two fused groups, one per branch of a predicate: y0 = (a + a) * a when
+   it is true, y1 = a * a - a when it is false, each group's first value
+   internal (only in memory when run unfused, past the arena). The guard
+   must cover every dispatch of a fused kernel: the output of the branch
+   not taken keeps what it held. */
+static void test_backend_plan_guarded_fused(void **state)
+{
+    (void)state;
+    if (!vt_have_vulkan()) skip();
+    rt_handle h;
+    rt_make(&h, NULL, NULL);
+    enum { N = 1000 };
+    float a[N], sentinel[N];
+    for (int i = 0; i < N; i++) a[i] = (float)(i % 13) - 6.0f, sentinel[i] = -7.0f;
+    vf_tref f = ref1(NULL, 0, N), t1 = ref1(NULL, 4096, N);
+    vf_exec ex[4] = {
+        {.op = VF_OP_ADD, .n_in = 2, .in = {f, f}, .out = f},
+        {.op = VF_OP_MUL, .n_in = 2, .in = {f, f}, .out = f},
+        {.op = VF_OP_MUL, .n_in = 2, .in = {f, f}, .out = t1},
+        {.op = VF_OP_SUB, .n_in = 2, .in = {t1, f}, .out = f},
+    };
+    const vf_plan_loc A = {VF_PLAN_BIND, 1}, T = {VF_PLAN_ARENA, 0}, X = {VF_PLAN_FIXED, 0};
+    const vf_plan_loc loc[4][4] = {{A, A, X, T}, {T, A, X, {VF_PLAN_BIND, 2}}, {A, A, X, T}, {T, A, X, {VF_PLAN_BIND, 3}}};
+    const vf_fused_member mem[2][2] = {{{{0, 0, 0}, -1}, {{VF_FUSED_MEMBER(0), 0, 0}, 1}},
+                                       {{{0, 0, 0}, -1}, {{VF_FUSED_MEMBER(0), 0, 0}, 1}}};
+    const vf_tref tens[2] = {f, f};
+    const vf_plan_loc tloc[2][2] = {{A, {VF_PLAN_BIND, 2}}, {A, {VF_PLAN_BIND, 3}}};
+    vf_plan_fused fused[2];
+    for (int g = 0; g < 2; g++)
+        fused[g] = (vf_plan_fused){.group = {.kind = VF_FUSED_ELEMENTWISE, .n_members = 2, .members = mem[g],
+                                             .center = -1, .n_inputs = 1, .n_outputs = 1, .tensors = tens},
+                                   .first_exec = 2 * g, .n_execs = 2, .loc = tloc[g]};
+    const vf_plan_guard guards[4] = {{0, true}, {0, true}, {0, false}, {0, false}};
+    const vf_plan_pred pred = {.ref = {.dtype = VF_BOOL, .rank = 0}, .loc = {VF_PLAN_BIND, 0}, .node = -1};
+    vf_plan_desc d = {.execs = ex, .loc = loc, .n_execs = 4, .n_binds = 4, .name = "guarded_fused", .fused = fused,
+                      .n_fused = 2, .spill_bytes = 8192, .guards = guards, .preds = &pred, .n_preds = 1};
+    vf_plan *p = NULL;
+    assert_int_equal(h.be.iface->plan_create(h.be.self, &d, &p), VF_OK);
+    vf_plan_info info;
+    h.be.iface->plan_info(h.be.self, p, &info);
+    assert_int_equal(info.kernels, 2);         /* each group one kernel */
+    assert_int_equal(info.dispatches, 2 + 1);  /* and the guard */
+    vf_buffer *pb = alloc_upload(&h, NULL, 1), *in = alloc_upload(&h, a, N);
+    for (int run = 0; run < 4; run++) {
+        uint8_t pv = run % 2 == 0;
+        vf_buffer *y[2] = {alloc_upload(&h, sentinel, N), alloc_upload(&h, sentinel, N)};
+        assert_int_equal(h.be.iface->upload(h.be.self, pb, 0, &pv, 1), VF_OK);
+        vf_plan_bind b[4] = {{pb, 0, 1}, {in, 0, N * 4}, {y[0], 0, N * 4}, {y[1], 0, N * 4}};
+        assert_int_equal(h.be.iface->plan_run(h.be.self, p, b, 4), VF_OK);
+        for (int k = 0; k < 2; k++) {
+            float got[N];
+            assert_int_equal(h.be.iface->download(h.be.self, y[k], 0, got, sizeof got), VF_OK);
+            bool taken = (k == 0) == (pv != 0);
+            for (int i = 0; i < N; i++) {
+                float want = !taken ? -7.0f : k == 0 ? (a[i] + a[i]) * a[i] : a[i] * a[i] - a[i];
+                if (got[i] != want)
+                    fail_msg("run %d (pred %d), y%d[%d]: %g, want %g (%s)", run, pv, k, i, got[i], want,
+                             taken ? "its branch ran" : "its branch did not run: the guard missed a fused kernel");
+            }
+            h.be.iface->free(h.be.self, y[k]);
+        }
+    }
+    h.be.iface->plan_destroy(h.be.self, p);
+    h.be.iface->free(h.be.self, pb);
+    h.be.iface->free(h.be.self, in);
+    rt_done(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backend_plan_sets),
         cmocka_unit_test(test_backend_plan_rebind),
+        cmocka_unit_test(test_backend_plan_guarded_fused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

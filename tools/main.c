@@ -30,7 +30,7 @@ bool cli_wants_help(int argc, char **argv)
    README's table says the same; tests/env_doc_test.sh checks that both
    name every one the sources read). */
 static const char *const env_vars[][2] = {
-    {"VKFUSE_BACKEND=cpu|vulkan|auto", "overrides VF_BACKEND_AUTO"},
+    {"VKFUSE_BACKEND=cpu|vulkan|auto", "overrides VF_BACKEND_AUTO (the best GPU, else the CPU; vulkan: lavapipe too)"},
     {"VKFUSE_DEVICE=<index or name>", "the Vulkan device (a name that matches none is an error)"},
     {"VKFUSE_VALIDATION=1", "Khronos validation layer; messages become errors"},
     {"VKFUSE_VULKAN_LOADER=<path>", "this Vulkan loader instead of libvulkan.so.1"},

@@ -3,10 +3,10 @@
  * reference kernel. Every exec is checked against the buffers it names (a
  * bad offset from a planner bug becomes an error, not a wild write). */
 #include "cpu/cpu.h"
+#include "cpu/blas.h"
 #include "cpu/cpu_threads.h"
 #include "util/fault.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,7 +77,7 @@ static vf_status check_tref(vf_cpu *cpu, const char *op, const char *which, cons
 
 /* A user kernel's C implementation on host pointers; the outputs zeroed
    first as on Vulkan (docs/KERNELS.md). */
-static vf_status cpu_ukernel(void *self, const vf_ukernel_exec *e)
+vf_status vf_cpu_ukernel(void *self, const vf_ukernel_exec *e)
 {
     vf_cpu *cpu = self;
     const vf_ukernel *k = e->k;
@@ -108,7 +108,7 @@ static vf_status cpu_ukernel(void *self, const vf_ukernel_exec *e)
     return VF_OK;
 }
 
-static vf_status cpu_exec(void *self, const vf_exec *e)
+vf_status vf_cpu_exec(void *self, const vf_exec *e)
 {
     vf_cpu *cpu = self;
     if ((unsigned)e->op >= VF_OP_COUNT)
@@ -142,7 +142,7 @@ static vf_status cpu_exec(void *self, const vf_exec *e)
         vf_tref in[3] = {e->in[0], e->in[1], e->in[2]}, out = e->out;
         x.in = in;
         x.out = &out;
-        return cpu_ukernel(cpu, &x);
+        return vf_cpu_ukernel(cpu, &x);
     }
     }
     return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: op %s has no kernel", info->name);
@@ -186,13 +186,20 @@ static const vf_backend_iface cpu_iface = {
     .free = cpu_free,
     .upload = cpu_upload,
     .download = cpu_download,
-    .exec = cpu_exec,
+    .exec = vf_cpu_exec,
     .sync = cpu_sync,
     .destroy = cpu_destroy,
     .stats = cpu_stats,
     .trim = cpu_trim,
-    .ukernel = cpu_ukernel,
+    .ukernel = vf_cpu_ukernel,
+    .plan_create = vf_cpu_plan_create,
+    .plan_run = vf_cpu_plan_run,
+    .plan_destroy = vf_cpu_plan_destroy,
+    .plan_info = vf_cpu_plan_info,
+    .plan_profile = vf_cpu_plan_profile,
 };
+
+const vf_backend_iface *vf_cpu_iface(void) { return &cpu_iface; }
 
 vf_status vf_cpu_threads_parse(const char *v, int *out, vf_err *err)
 {
@@ -225,7 +232,8 @@ vf_status vf_cpu_backend_create_threads(vf_err *err, int threads, vf_backend_t *
         return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cpu backend: out of host memory (malloc failed) for the backend");
     }
     /* one setting for both: OpenBLAS's threads run the matmuls, ours the rest */
-    if (threads > 0) openblas_set_num_threads(threads);
+    const vf_cpu_blas *blas = vf_cpu_blas_get();
+    if (threads > 0 && blas->set_num_threads) blas->set_num_threads(threads);
     cpu->err = err;
     cpu->workers = pool;
     cpu->cache_cap = vf_cpu_cache_default_cap();

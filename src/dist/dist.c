@@ -352,19 +352,31 @@ done:
     return s;
 }
 
+/* vf_dist_create failed on this rank before it could join the others:
+   over MPI it still takes its turn (the others fail at once naming it, and
+   everyone's next vf_dist_create pairs up). */
+static vf_status refuse(const vf_dist_desc *desc, vf_status st)
+{
+    if (!desc->local) vf_dist_mpi_refuse(desc, create_err);
+    return st;
+}
+
 vf_status vf_dist_create(vf_context *ctx, const vf_dist_desc *desc, vf_dist **out)
 {
     static const vf_dist_desc zero = {0};
-    if (!out) return snprintf(create_err, sizeof create_err, "vf_dist_create: out is NULL"), VF_ERROR_INVALID_ARGUMENT;
-    *out = NULL;
-    create_err[0] = 0;
-    if (!ctx) return snprintf(create_err, sizeof create_err, "vf_dist_create: ctx is NULL"), VF_ERROR_INVALID_ARGUMENT;
     if (!desc) desc = &zero;
+    create_err[0] = 0;
+    if (!out)
+        return snprintf(create_err, sizeof create_err, "vf_dist_create: out is NULL"), refuse(desc, VF_ERROR_INVALID_ARGUMENT);
+    *out = NULL;
+    if (!ctx)
+        return snprintf(create_err, sizeof create_err, "vf_dist_create: ctx is NULL"), refuse(desc, VF_ERROR_INVALID_ARGUMENT);
     if (!(desc->timeout_s >= 0) || desc->timeout_s > 1e9)
         return snprintf(create_err, sizeof create_err, "vf_dist_create: timeout_s %g is not 0 (default) or a number of seconds",
-                        desc->timeout_s), VF_ERROR_INVALID_ARGUMENT;
+                        desc->timeout_s), refuse(desc, VF_ERROR_INVALID_ARGUMENT);
     vf_dist *d = calloc(1, sizeof *d);
-    if (!d) return snprintf(create_err, sizeof create_err, "vf_dist_create: out of host memory"), VF_ERROR_OUT_OF_MEMORY;
+    if (!d)
+        return snprintf(create_err, sizeof create_err, "vf_dist_create: out of host memory"), refuse(desc, VF_ERROR_OUT_OF_MEMORY);
     d->ctx = ctx;
     d->timeout_s = desc->timeout_s > 0 ? desc->timeout_s : 300.0;
     d->chunk_bytes = desc->chunk_bytes ? desc->chunk_bytes : (size_t)1 << 30;

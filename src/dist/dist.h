@@ -34,6 +34,9 @@ struct vf_dist {
 
 /* Both transports: VF_OK, or VF_ERROR_DEVICE with d->err set and d->broken. */
 vf_status vf_dist_mpi_open(vf_dist *d, const vf_dist_desc *desc);
+/* vf_dist_create's arguments were bad on this rank (why): tells the others,
+   which fail at once, instead of joining (nothing if MPI is not running). */
+void vf_dist_mpi_refuse(const vf_dist_desc *desc, const char *why);
 vf_status vf_dist_mpi_check(vf_dist *d, uint64_t sig, int *first_bad);
 vf_status vf_dist_mpi_sum(vf_dist *d, void *buf, size_t count, vf_dist_class cls);
 vf_status vf_dist_mpi_bcast(vf_dist *d, void *buf, size_t bytes, int root);

@@ -24,6 +24,7 @@ struct vf_dist_local {
     const void **post;      /* [n]: the buffers of the collective in progress */
     uint64_t *sig;          /* [n] */
     uint64_t *left_after;   /* [n]: UINT64_MAX, or the calls it completed before failing or leaving */
+    uint64_t *gave_up;      /* [n]: the call in which it stopped waiting (timeout), or 0 */
     char (*text)[256];      /* [n]: why */
 };
 
@@ -37,18 +38,20 @@ vf_dist_local *vf_dist_local_create(int n)
     g->post = calloc((size_t)n, sizeof *g->post);
     g->sig = calloc((size_t)n, sizeof *g->sig);
     g->left_after = calloc((size_t)n, sizeof *g->left_after);
+    g->gave_up = calloc((size_t)n, sizeof *g->gave_up);
     g->text = calloc((size_t)n, sizeof *g->text);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    bool ok = g->taken && g->post && g->sig && g->left_after && g->text && pthread_mutex_init(&g->mu, NULL) == 0;
+    bool ok = g->taken && g->post && g->sig && g->left_after && g->gave_up && g->text &&
+              pthread_mutex_init(&g->mu, NULL) == 0;
     if (ok && pthread_cond_init(&g->cv, &ca) != 0) {
         pthread_mutex_destroy(&g->mu);
         ok = false;
     }
     pthread_condattr_destroy(&ca);
     if (!ok) {
-        free(g->taken), free(g->post), free(g->sig), free(g->left_after), free(g->text), free(g);
+        free(g->taken), free(g->post), free(g->sig), free(g->left_after), free(g->gave_up), free(g->text), free(g);
         return NULL;
     }
     for (int r = 0; r < n; r++) g->left_after[r] = UINT64_MAX;
@@ -60,7 +63,7 @@ void vf_dist_local_destroy(vf_dist_local *g)
     if (!g) return;
     pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
-    free(g->taken), free(g->post), free(g->sig), free(g->left_after), free(g->text), free(g);
+    free(g->taken), free(g->post), free(g->sig), free(g->left_after), free(g->gave_up), free(g->text), free(g);
 }
 
 vf_status vf_dist_local_open(vf_dist *d, const vf_dist_desc *desc)
@@ -74,7 +77,7 @@ vf_status vf_dist_local_open(vf_dist *d, const vf_dist_desc *desc)
     pthread_mutex_lock(&g->mu);
     bool taken = g->taken[d->rank];
     g->taken[d->rank] = true;
-    if (!taken) g->left_after[d->rank] = UINT64_MAX, g->text[d->rank][0] = 0;
+    if (!taken) g->left_after[d->rank] = UINT64_MAX, g->gave_up[d->rank] = 0, g->text[d->rank][0] = 0;
     pthread_mutex_unlock(&g->mu);
     if (taken)
         return vf_dist_fail(d, VF_ERROR_INVALID_ARGUMENT, true,
@@ -105,6 +108,15 @@ static vf_status barrier(vf_dist *d)
     dl.tv_sec = (time_t)t, dl.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
     pthread_mutex_lock(&g->mu);
     vf_status s = check_left(d);
+    /* a rank that stopped waiting in this call: this one came too late (its
+       count must not complete the barrier the others left) */
+    for (int r = 0; s == VF_OK && r < g->n; r++)
+        if (r != d->rank && g->gave_up[r] == d->calls)
+            s = vf_dist_fail(d, VF_ERROR_DEVICE, true,
+                             "%s (call %llu): the others gave up waiting for this rank: rank %d's timeout_s ran out "
+                             "in this call before this rank came to it; make new vf_dists, and set "
+                             "vf_dist_desc.timeout_s above the longest pause between the ranks' calls",
+                             d->what, (unsigned long long)d->calls, r);
     uint64_t gen = g->gen;
     if (s == VF_OK && ++g->arrived == g->n) {
         g->arrived = 0;
@@ -113,11 +125,14 @@ static vf_status barrier(vf_dist *d)
     }
     while (s == VF_OK && g->gen == gen) {
         if ((s = check_left(d)) != VF_OK) break;
-        if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == gen)
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == gen) {
+            g->arrived--; /* withdrawn: a late rank must not complete the barrier in its name */
+            g->gave_up[d->rank] = d->calls;
             s = vf_dist_fail(d, VF_ERROR_DEVICE, true,
                              "%s (call %llu): the other ranks did not arrive within %.3g s: a thread died, stopped "
                              "or does not make the same calls (set vf_dist_desc.timeout_s to wait longer)",
                              d->what, (unsigned long long)d->calls, d->timeout_s);
+        }
     }
     pthread_mutex_unlock(&g->mu);
     return s;

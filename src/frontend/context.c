@@ -122,23 +122,33 @@ static void resolve_cache_dir(const vf_context_desc *d, char *out, size_t len)
     else if (home && *home) snprintf(out, len, "%s/.cache/vkfuse", home);
 }
 
-static vf_status make_cpu(vf_context *ctx, const char *why)
+/* why: the reason AUTO did not take Vulkan ("" or NULL: the CPU was asked
+   for); no_gpu: there are Vulkan devices, all drivers on the CPU. */
+static vf_status make_cpu(vf_context *ctx, const char *why, bool no_gpu)
 {
     vf_status s = vf_cpu_backend_create_threads(&ctx->be_err, ctx->opt.cpu_threads, &ctx->be);
     if (s != VF_OK) return s;
     ctx->kind = VF_BACKEND_CPU;
     if (why && *why)
-        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS; no Vulkan device: %.440s)", why);
+        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS; %s%.440s)", no_gpu ? "" : "no Vulkan device: ", why);
     else
         snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS)");
     return VF_OK;
 }
 
-static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d)
+/* Whether the user named a device (desc->pick_device or VKFUSE_DEVICE). */
+static bool device_named(const vf_context_desc *d)
+{
+    return d->pick_device ? d->device_index >= 0 : env_set("VKFUSE_DEVICE") != NULL;
+}
+
+/* gpu_only: the default (AUTO, no device named) takes a GPU or nothing. */
+static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d, bool gpu_only)
 {
     vf_vk_options opt = {
         .device_index = d->pick_device ? d->device_index : -1,
         .device_env = d->pick_device ? NULL : getenv("VKFUSE_DEVICE"),
+        .gpu_only = gpu_only,
         .validation = d->validation || env_true("VKFUSE_VALIDATION"),
         .profile = ctx->profile,
         .cache_dir = ctx->cache_dir,
@@ -171,7 +181,21 @@ static vf_status fold_eval(void *self, const vf_graph *g, const vf_node *n, void
 
 vf_evaluator vf_context_evaluator(vf_context *ctx) { return (vf_evaluator){.eval = fold_eval, .self = ctx}; }
 
-/* Picks and creates the backend of a new context (its lock held). */
+/* VKFUSE_BACKEND: VF_BACKEND_AUTO when unset or "auto"; -1 when not a
+   backend's name. */
+static int env_backend(void)
+{
+    const char *env = getenv("VKFUSE_BACKEND");
+    if (!env || !*env || strcasecmp(env, "auto") == 0) return VF_BACKEND_AUTO;
+    if (strcasecmp(env, "cpu") == 0) return VF_BACKEND_CPU;
+    if (strcasecmp(env, "vulkan") == 0) return VF_BACKEND_VULKAN;
+    return -1;
+}
+
+/* Picks and creates the backend of a new context (its lock held). AUTO
+   takes the best GPU, else the CPU backend: a Vulkan driver that runs on
+   the CPU (lavapipe, SwiftShader) only when asked for (VF_BACKEND_VULKAN,
+   VKFUSE_BACKEND=vulkan, or a device named). */
 static vf_status create_backend(vf_context *ctx, const vf_context_desc *d)
 {
     vf_backend want = d->backend;
@@ -180,17 +204,17 @@ static vf_status create_backend(vf_context *ctx, const vf_context_desc *d)
                        "vf_context_create: backend %d is not a vf_backend; use VF_BACKEND_AUTO, "
                        "VF_BACKEND_VULKAN or VF_BACKEND_CPU", (int)want);
     if (want == VF_BACKEND_AUTO) {
-        const char *env = getenv("VKFUSE_BACKEND");
-        if (env && strcasecmp(env, "cpu") == 0) want = VF_BACKEND_CPU;
-        else if (env && strcasecmp(env, "vulkan") == 0) want = VF_BACKEND_VULKAN;
-        else if (env && *env && strcasecmp(env, "auto") != 0)
+        int e = env_backend();
+        if (e < 0)
             return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
-                           "vf_context_create: VKFUSE_BACKEND=%s is not one of cpu, vulkan, auto", env);
+                           "vf_context_create: VKFUSE_BACKEND=%s is not one of cpu, vulkan, auto", getenv("VKFUSE_BACKEND"));
+        want = (vf_backend)e;
     }
-    if (want == VF_BACKEND_CPU) return make_cpu(ctx, NULL);
+    if (want == VF_BACKEND_CPU) return make_cpu(ctx, NULL, false);
 
-    /* Vulkan, or AUTO: try Vulkan and fall back to the CPU with the reason. */
-    vf_status s = make_vulkan(ctx, d);
+    /* Vulkan, or AUTO: try a GPU and fall back to the CPU with the reason. */
+    bool picked = device_named(d);
+    vf_status s = make_vulkan(ctx, d, want == VF_BACKEND_AUTO && !picked);
     if (s == VF_OK) return VF_OK;
     char why[sizeof ctx->be_err.message];
     snprintf(why, sizeof why, "%s", ctx->be_err.message);
@@ -201,8 +225,6 @@ static vf_status create_backend(vf_context *ctx, const vf_context_desc *d)
     /* A device the user named (VKFUSE_DEVICE, or desc->pick_device) that
        cannot be had is an error even under AUTO: running on the CPU
        instead would hide a typo in the name or index. */
-    const char *named = getenv("VKFUSE_DEVICE");
-    bool picked = d->pick_device ? d->device_index >= 0 : named && *named;
     if (want == VF_BACKEND_AUTO && picked) {
         snprintf(ctx->device_name, sizeof ctx->device_name, "none (the requested device is unavailable)");
         return vf_fail(ctx, s, "vf_context_create: %s; name an existing device (vkfuse devices lists them), or "
@@ -214,7 +236,66 @@ static vf_status create_backend(vf_context *ctx, const vf_context_desc *d)
                        "Vulkan driver (e.g. mesa-vulkan-drivers) or use VF_BACKEND_AUTO / "
                        "VF_BACKEND_CPU", why);
     }
-    return make_cpu(ctx, why);
+    /* VF_ERROR_UNSUPPORTED: no GPU, only drivers on the CPU (device_pick.h) */
+    return make_cpu(ctx, why, s == VF_ERROR_UNSUPPORTED);
+}
+
+enum { VF_MAX_DEVICE_INFO = 16 }; /* VF_VK_MAX_PHYS: vf_vulkan_devices lists no more */
+
+/* create_backend's choice for the all-zero desc, without a context: one
+   vf_devices pass with the default's rule (gpu_only unless a backend or
+   device is named). */
+vf_backend vf_auto_backend(int *device, char *why, size_t whylen)
+{
+    char scratch[8];
+    if (!why || !whylen) why = scratch, whylen = sizeof scratch;
+    why[0] = '\0';
+    if (device) *device = -1;
+    int e = env_backend();
+    if (e < 0) {
+        snprintf(why, whylen, "VKFUSE_BACKEND=%s is not one of cpu, vulkan, auto (vf_context_create fails)",
+                 getenv("VKFUSE_BACKEND"));
+        return VF_BACKEND_AUTO;
+    }
+    if (e == VF_BACKEND_CPU) {
+        snprintf(why, whylen, "VKFUSE_BACKEND=cpu");
+        return VF_BACKEND_CPU;
+    }
+    const char *named = env_set("VKFUSE_DEVICE");
+    vf_vk_options o = {.device_index = -1, .device_env = named, .gpu_only = e == VF_BACKEND_AUTO && !named};
+    vf_vk_options_env(&o);
+    vf_device_info *info = vf_calloc(VF_MAX_DEVICE_INFO, sizeof *info);
+    if (!info) {
+        snprintf(why, whylen, "out of host memory (malloc failed)");
+        return VF_BACKEND_AUTO;
+    }
+    char err[1024] = "";
+    int n = vf_vulkan_devices(&o, info, VF_MAX_DEVICE_INFO, err, sizeof err);
+    int chosen = -1;
+    for (int i = 0; i < n && i < VF_MAX_DEVICE_INFO; i++)
+        if (info[i].chosen) chosen = i;
+    vf_backend b = VF_BACKEND_CPU;
+    if (chosen >= 0) {
+        b = VF_BACKEND_VULKAN;
+        if (device) *device = chosen;
+        if (named)
+            snprintf(why, whylen, "VKFUSE_DEVICE=%s names [%d] %s (%s)", named, chosen, info[chosen].name, info[chosen].type);
+        else if (e == VF_BACKEND_VULKAN)
+            snprintf(why, whylen, "VKFUSE_BACKEND=vulkan: [%d] %s (%s), the best Vulkan device", chosen,
+                     info[chosen].name, info[chosen].type);
+        else
+            snprintf(why, whylen, "[%d] %s, the best GPU (%s; discrete > integrated > virtual)", chosen,
+                     info[chosen].name, info[chosen].type);
+    } else if (named || e == VF_BACKEND_VULKAN) {
+        b = VF_BACKEND_AUTO; /* asked for Vulkan that cannot be had: vf_context_create fails */
+        snprintf(why, whylen, "%s (vf_context_create fails)", err[0] ? err : "no Vulkan device");
+    } else if (n > 0) {
+        snprintf(why, whylen, "%s", err); /* only drivers on the CPU (device_pick.c says so) */
+    } else {
+        snprintf(why, whylen, "no Vulkan device: %s", err[0] ? err : "none found");
+    }
+    free(info);
+    return b;
 }
 
 vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)

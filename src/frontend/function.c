@@ -419,9 +419,6 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
     }
     if (fn->sig && vf_fsig_check(fn, in) != VF_OK) return ctx->err.status;
     bool eager = (ctx->run_eagerly || fn->env_eager) && fn->body; /* a loaded function has only its graphs */
-    if (!fn->body && ctx->trace)
-        return vf_fail(ctx, VF_ERROR_UNSUPPORTED, "vf_function_call: '%s' was loaded from a file and has no body "
-                       "to inline into the function being traced; call it outside traced bodies", fn->name);
     if (fn->active && ctx->trace)
         return vf_fail(ctx, VF_ERROR_TRACE, "vf_function_call: '%s' called while it is being traced: its body calls "
                        "it (directly or through other functions), so tracing would never end. A traced function "
@@ -430,7 +427,7 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' is running eagerly %d calls deep inside "
                        "itself: a recursion without a base case? (at most %d)", fn->name, fn->active, VF_NEST_MAX);
     uint64_t t0 = ctx->profile ? vf_profile_now_ns() : 0;
-    if (eager || ctx->trace) { /* eager, or inlined into the function being traced */
+    if (eager || (ctx->trace && fn->body)) { /* eager, or inlined into the function being traced */
         fn->active++;
         vf_status s = vf_call_body_scoped(ctx, fn->name, fn->body, in, fn->n_out, out, fn->user);
         fn->active--;
@@ -444,6 +441,13 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
     int hit = -1;
     for (int i = 0; i < fn->n_cf && hit < 0; i++)
         if (vf_fsig_matches(&fn->cfs[i], fn->n_in, in)) hit = i;
+    if (hit >= 0 && !fn->body && ctx->trace) {
+        /* inlined: its graph replayed op by op into the function being
+           traced (and onto its tapes), as a body would be */
+        const concrete *c = &fn->cfs[hit];
+        vf_replay_fn r = {fn->name, c->g, c->caps, c->n_caps, true};
+        return vf_call_body_scoped(ctx, fn->name, vf_replay_body, in, fn->n_out, out, &r);
+    }
     if (hit < 0 && !fn->body) {
         char why[256];
         vf_fsig_explain(&fn->cfs[fn->n_cf - 1], fn->n_in, in, why, sizeof why);

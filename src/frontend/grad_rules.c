@@ -440,8 +440,24 @@ static bool g_pad(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tens
     return gin[0] != NULL;
 }
 
-/* Concat: g's two parts. A symbolic part's size is not known here: its
-   slice is bounded by the other part's (fixed) size instead. */
+/* The positions 0 .. n-1 along dim ax of x (n: its size there, at each
+   call), plus off (an i32 scalar, or NULL), as an i32 vector: gather
+   indices that follow a symbolic dim. */
+static vf_tensor *positions(vf_context *ctx, vf_tensor *x, int ax, vf_tensor *off, vf_tensor **count)
+{
+    vf_tensor *ones = vf_ad_broadcast(ctx, vf_ad_scalar(ctx, VF_I32, 1.0), x);
+    int64_t b[VF_MAX_RANK] = {0}, e[VF_MAX_RANK];
+    for (int d = 0; d < x->rank; d++) e[d] = d == ax ? INT64_MAX : 1;
+    vf_tensor *row = ones ? vf_reshape(ctx, vf_slice(ctx, ones, b, e, NULL), 1, (int64_t[]){-1}) : NULL;
+    if (count) *count = row ? vf_reduce_sum(ctx, row, 0, NULL, false) : NULL;
+    vf_tensor *idx = row ? vf_cumsum(ctx, row, 0, true, false) : NULL;
+    return off && idx ? vf_add(ctx, idx, off) : idx;
+}
+
+/* Concat: g's two parts. A part of fixed size along the axis bounds the
+   other's slice (from the end when the first part varies); when both vary
+   (symbolic, e.g. concat(x, x)), the parts are gathered at their positions
+   counted at run time. */
 static bool g_concat(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
     vf_tensor *x = IN(0), *y = IN(1);
@@ -449,9 +465,11 @@ static bool g_concat(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_t
     bool sx = (vf_trace_sym_dims(ctx, x, "vf_tape_gradient") >> ax) & 1u;
     bool sy = (vf_trace_sym_dims(ctx, y, "vf_tape_gradient") >> ax) & 1u;
     if (sx && sy) {
-        vf_fail(ctx, VF_ERROR_UNSUPPORTED, "vf_tape_gradient: the gradient of vf_concat of two parts that are both "
-                "symbolic (-1) along axis %d; give one of them a fixed size in the input_signature", ax);
-        return false;
+        vf_tensor *nx = NULL, *ix = positions(ctx, x, ax, NULL, &nx);
+        vf_tensor *iy = ix && nx ? positions(ctx, y, ax, nx, NULL) : NULL;
+        gin[0] = ix ? vf_gather(ctx, g, ix, ax) : NULL;
+        gin[1] = iy ? vf_gather(ctx, g, iy, ax) : NULL;
+        return gin[0] && gin[1];
     }
     int64_t b[VF_MAX_RANK], en[VF_MAX_RANK];
     for (int d = 0; d < g->rank; d++) b[d] = 0, en[d] = INT64_MAX;

@@ -7,7 +7,9 @@
 #include "frontend/tape.h"
 #include "util/dtype.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* x and indices usable, the indices i32 or u32, the axis normalised. */
@@ -99,23 +101,50 @@ vf_tensor *vf_range(vf_context *ctx, vf_dtype dtype, double start, double limit,
                 "non-zero", name, start, limit, delta);
         return NULL;
     }
-    double len = ceil((limit - start) / delta);
+    /* Every element lies between start and limit (limit excluded), so
+       with both representable in the dtype so is every element: nothing
+       wraps or overflows to inf (TF refuses such a range too). delta must
+       be representable where the elements are computed: |delta| in the
+       integer dtype (a u32 range may go down), f32 for floats. */
+    bool flt = vf_dtype_is_float(dtype);
+    double hi = dtype == VF_I32 ? (double)INT32_MAX : dtype == VF_U32 ? (double)UINT32_MAX
+              : dtype == VF_F16 ? 65504.0 : (double)FLT_MAX;
+    double lo = dtype == VF_I32 ? (double)INT32_MIN : dtype == VF_U32 ? 0.0 : -hi;
+    double dmax = flt ? (double)FLT_MAX : hi, val = 0;
+    const char *bad = NULL;
+    if (start < lo || start > hi || (!flt && start != floor(start))) bad = "start", val = start;
+    else if (limit < lo || limit > hi || (!flt && limit != floor(limit))) bad = "limit", val = limit;
+    else if (fabs(delta) > dmax || (!flt && delta != floor(delta))) bad = "delta", val = delta;
+    if (bad) {
+        /* integers in full (1e10 as 10000000000), other values to f32's precision */
+        char nums[4][32];
+        const double shown[4] = {val, lo, hi, dmax};
+        for (int k = 0; k < 4; k++)
+            snprintf(nums[k], sizeof nums[k], fabs(shown[k]) < 1e15 && shown[k] == floor(shown[k]) ? "%.0f" : "%.9g",
+                     shown[k]);
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: %s %s is not representable in %s; start and limit must be %s "
+                "in [%s, %s] and |delta| at most %s", name, bad, nums[0], vf_dtype_name(dtype),
+                flt ? "finite values" : "integers", nums[1], nums[2], nums[3]);
+        return NULL;
+    }
+    /* the length exactly: in int64 for integers (|limit - start| < 2^33, no
+       32-bit arithmetic to overflow), in double for floats */
+    double len;
+    if (!flt) {
+        int64_t span = (int64_t)limit - (int64_t)start, d = (int64_t)delta;
+        len = (span > 0) == (d > 0) && span != 0 ? (double)((span + d + (d > 0 ? -1 : 1)) / d) : 0.0;
+    } else {
+        len = ceil((limit - start) / delta);
+    }
     if (len > (double)INT32_MAX) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: [%g, %g) by %g has %.0f elements; at most %d", name, start,
                 limit, delta, len, INT32_MAX);
         return NULL;
     }
     int64_t n = len > 0 ? (int64_t)len : 0;
-    bool flt = vf_dtype_is_float(dtype);
-    if (!flt) {
-        double lo = dtype == VF_I32 ? (double)INT32_MIN : 0.0, hi = dtype == VF_I32 ? (double)INT32_MAX : (double)UINT32_MAX;
-        if (start != floor(start) || delta != floor(delta) || start < lo || start > hi || fabs(delta) > hi) {
-            vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: start %g and delta %g must be integers of %s", name, start,
-                    delta, vf_dtype_name(dtype));
-            return NULL;
-        }
-    }
-    /* start + i * delta: in f32 for floats (then rounded to f16), wrapping in the integer dtype */
+    /* start + i * delta: in f32 for floats (then rounded to f16), in the
+       integer dtype otherwise (i * |delta| may wrap on the way; the sum,
+       between start and limit, is exact) */
     vf_dtype ct = flt ? VF_F32 : dtype;
     vf_tensor *i = iota(ctx, name, ct, n);
     if (!i || n == 0) return dtype == ct || !i ? i : vf_cast(ctx, i, dtype);

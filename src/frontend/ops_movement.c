@@ -95,9 +95,16 @@ vf_tensor *vf_slice(vf_context *ctx, vf_tensor *x, const int64_t *begin, const i
     vf_exec e = {.op = VF_OP_SLICE, .n_in = 1};
     for (int d = 0; d < x->rank; d++) {
         int64_t st = step ? step[d] : 1;
+        /* INT64_MIN is refused rather than taken: the window arithmetic
+           walks a negative step as -step, which it cannot negate */
         if (st == 0 || st == INT64_MIN) {
-            vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: step[%d] is %lld; a step must be non-zero (negative "
-                    "steps walk backwards)", name, d, (long long)st);
+            if (st == 0)
+                vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: step[%d] is 0; a step must be non-zero (negative steps "
+                        "walk backwards)", name, d);
+            else
+                vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: step[%d] is INT64_MIN (%lld), which has no negation; "
+                        "a negative step must be >= -INT64_MAX (-INT64_MAX takes the same one element)", name, d,
+                        (long long)st);
             return NULL;
         }
         e.attrs.step[d] = st;

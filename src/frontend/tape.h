@@ -53,10 +53,15 @@ typedef struct vf_tape_cf {
     /* A traced vf_function called eagerly under a tape (call is true): its
        inputs are the call's inputs then the float captures (cc[] index the
        concrete function's captures); the rule runs the body again eagerly
-       on an inner tape. body NULL: loaded from a file, no body. */
+       on an inner tape. body NULL: loaded from a file, no body: its graph g
+       runs in its place (vf_replay_body with the concrete function's
+       captures caps). */
     bool call, assigns;
     vf_body body;
     void *user;
+    const vf_graph *g;          /* owned by the function, alive until it is destroyed */
+    const vf_capture *caps;
+    int n_caps;
     char name[64];
     /* The function called: its struct outlives vf_function_destroy until
        the context ends (function.c), so the rule can see that it was
@@ -116,7 +121,8 @@ void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *
    but off every source's path" (zero gradients), not "never recorded". */
 void vf_tape_record_constant(vf_context *ctx, vf_tensor *out);
 /* Records a traced vf_function's eager call (its plan runs kernels the tape
-   does not see) as one entry (tape_control.c). */
+   does not see) as one entry (tape_control.c). g, caps: the concrete
+   function's graph and captures (a loaded function's rule replays them). */
 void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const char *name, vf_body body, void *user,
                          const vf_graph *g, int n_in,
                          vf_tensor *const *in, const vf_capture *caps, int n_caps, int n_out, vf_tensor *const *out);
@@ -151,6 +157,21 @@ vf_status vf_tape_vjp(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor
    node that cannot be replayed (an assign) fails naming it. */
 vf_status vf_replay_graph(vf_context *ctx, const vf_graph *g, vf_tensor *const *params, int n_cc, const int *cc,
                           vf_tensor *const *cc_t, vf_tensor **outs);
+
+/* A loaded function's graph run as its body (it has no C body): every node
+   issued again through the frontend as vf_replay_graph does, so a call is
+   inlined into a trace and recorded by the tapes op by op, and its eager
+   call's gradient replays it on an inner tape. effects: assigns and prints
+   run (inlining); else an assign fails naming the node (a gradient). */
+typedef struct vf_replay_fn {
+    const char *name;           /* the function's, for messages */
+    const vf_graph *g;
+    const vf_capture *caps;     /* the concrete function's: CAPTURE k reads caps[k].t */
+    int n_caps;
+    bool effects;
+} vf_replay_fn;
+/* A vf_body whose user is a vf_replay_fn. */
+vf_status vf_replay_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user);
 
 /* Helpers for the rules (grad_rules.c). */
 vf_tensor *vf_ad_scalar(vf_context *ctx, vf_dtype dt, double v);

@@ -147,6 +147,9 @@ void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const ch
     cf->body = body;
     cf->user = user;
     cf->assigns = assigns(g);
+    cf->g = g;
+    cf->caps = caps;
+    cf->n_caps = n_caps;
     snprintf(cf->name, sizeof cf->name, "%s", name);
     cf->n_explicit = n_in;
     cf->cc = vf_calloc((size_t)n_caps + 1, sizeof *cf->cc);
@@ -526,7 +529,8 @@ static bool grad_while(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *
 
 /* The body runs again eagerly on an inner tape (the plan's kernels were
    not recorded): recomputing is what the function's own trace would do,
-   and keeps every shape the call's own (symbolic dims included). */
+   and keeps every shape the call's own (symbolic dims included). A loaded
+   function's graph is replayed in place of its body. */
 static bool grad_call(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *gout, vf_tensor **gin)
 {
     if (vf_function_destroyed(cf->fn)) {
@@ -535,14 +539,16 @@ static bool grad_call(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *g
                 "again); destroy the function after vf_tape_gradient", GRAD, cf->name);
         return false;
     }
-    if (!cf->body || cf->assigns) {
+    if (cf->assigns) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: the gradient flows through a call of vf_function '%s', "
-                "which %s; begin the tape inside the function body instead (its gradient is then traced "
-                "with it)", GRAD, cf->name,
-                cf->body ? "assigns variables (running it again to differentiate it would assign again)"
-                         : "was loaded from a file and has no body to differentiate");
+                "which assigns variables (running it again to differentiate it would assign again); %s", GRAD,
+                cf->name, cf->body ? "begin the tape inside the function body instead (its gradient is then "
+                "traced with it)" : "it was loaded from a file: call it inside a traced function whose body "
+                "begins the tape (the loaded graph is inlined there, its assigns included)");
         return false;
     }
+    /* a loaded function has no C body: its graph runs again instead */
+    vf_replay_fn loaded = {cf->name, cf->g, cf->caps, cf->n_caps, false};
     vf_tensor **outs = vf_calloc((size_t)cf->n_out + 1, sizeof *outs);
     vf_tensor **targets = vf_calloc((size_t)cf->n_out + 1, sizeof *targets);
     vf_tensor **seeds = vf_calloc((size_t)cf->n_out + 1, sizeof *seeds);
@@ -552,7 +558,9 @@ static bool grad_call(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *g
     vf_status s = outs && targets && seeds && src && g && d ? VF_OK : oom(ctx);
     vf_tape *tp = s == VF_OK ? vf_tape_begin(ctx) : NULL;
     if (s == VF_OK && !tp) s = ctx->err.status;
-    if (s == VF_OK) s = vf_call_body_scoped(ctx, cf->name, cf->body, cf->in, cf->n_out, outs, cf->user);
+    if (s == VF_OK)
+        s = vf_call_body_scoped(ctx, cf->name, cf->body ? cf->body : vf_replay_body, cf->in, cf->n_out, outs,
+                                cf->body ? cf->user : &loaded);
     int nt = 0, nd = 0;
     for (int k = 0; s == VF_OK && k < cf->n_out; k++) {
         if (!vf_dtype_is_float(outs[k]->dtype)) continue;

@@ -37,10 +37,12 @@ static bool check_desc(vf_context *ctx, const vf_elementwise_desc *d, const char
     if (d->n_inputs < 1 || d->n_inputs > VF_ELEMENTWISE_MAX_INPUTS)
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: op '%s': desc.n_inputs is %d; it must be 1 .. %d",
                        who_create, name, d->n_inputs, VF_ELEMENTWISE_MAX_INPUTS), false;
+    /* a field of the desc, not a tensor's dtype: VF_ERROR_INVALID_ARGUMENT
+       as every bad desc (the header's promise) */
     if (d->dtypes & ~VF_MASK_FLOAT)
-        return vf_fail(ctx, VF_ERROR_DTYPE, "%s: op '%s': desc.dtypes is 0x%x; only (1u << VF_F32) and (1u << "
-                       "VF_F16) are supported (the expression is computed in float)", who_create, name, d->dtypes),
-               false;
+        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: op '%s': desc.dtypes is 0x%x; only (1u << VF_F32) and "
+                       "(1u << VF_F16) are supported (the expression is computed in float)", who_create, name,
+                       d->dtypes), false;
     if (!d->expr) bad = "desc.expr is NULL; give the GLSL expression over x0 ..";
     else if (!d->cpu) bad = "desc.cpu is NULL; give the C function (the CPU backend, constant folding and "
                             "VKFUSE_CHECK run it)";

@@ -256,6 +256,11 @@ typedef struct vf_attrs {
    the end / the start in the step's direction), step != 0. Returns the
    result's size and sets *start to the index of its first element. */
 int64_t vf_slice_dim(int64_t n, int64_t begin, int64_t end, int64_t step, int64_t *start);
+/* Whether that slice has the same size at every size >= n: both bounds
+   count from the same end of the dim (x[:1], x[2:5], x[-3:], x[-1:-4:-1];
+   not x[1:]) and n already holds them. A traced slice of a symbolic dim
+   whose size is fixed this way has a static dim (graph/shape.c). */
+bool vf_slice_fixed(int64_t n, int64_t begin, int64_t end, int64_t step);
 /* The size of a padded dim of n elements (pad: lo, hi, step). */
 int64_t vf_pad_dim(int64_t n, int64_t lo, int64_t hi, int64_t step);
 

@@ -435,6 +435,24 @@ int64_t vf_slice_dim(int64_t n, int64_t begin, int64_t end, int64_t step, int64_
     return b > e ? (b - e - 1) / (-step) + 1 : 0;
 }
 
+/* Which end a bound counts from: false the start, true the end. The
+   sentinels clamp in the step's direction: INT64_MAX as an upward bound,
+   or as a downward begin, is the end; as a downward end, before index 0. */
+static bool from_end(int64_t v, int64_t step, bool is_end)
+{
+    if (v == INT64_MAX) return !(step < 0 && is_end);
+    return v < 0 && v != INT64_MIN;
+}
+
+bool vf_slice_fixed(int64_t n, int64_t begin, int64_t end, int64_t step)
+{
+    if (step == 0 || from_end(begin, step, false) != from_end(end, step, true)) return false;
+    /* with both bounds on one side the size never shrinks as n grows, so
+       equal at n and at a size beyond any real bound means equal between */
+    int64_t s0, s1, big = (int64_t)1 << 62;
+    return n >= 0 && n < big && vf_slice_dim(n, begin, end, step, &s0) == vf_slice_dim(big, begin, end, step, &s1);
+}
+
 int64_t vf_pad_dim(int64_t n, int64_t lo, int64_t hi, int64_t step)
 {
     return lo + hi + (n > 0 ? n + (n - 1) * (step - 1) : 0);

@@ -239,12 +239,19 @@ static vf_status infer_matmul(const vf_attrs *at, const vf_shape *a, const vf_sh
 }
 
 /* The output size along spatial dim d (0: height, 1: width) of a window of
-   k taps over in elements: (in + pads - dilation * (k - 1) - 1) / stride + 1. */
+   k taps over in elements: (in + pads - dilation * (k - 1) - 1) / stride + 1.
+   An empty input (in 0) that the window does not fit with its padding has
+   no output rows (the size clamped at 0, an empty result as TF gives):
+   only a non-empty input smaller than the window is a mistake. */
 static vf_status conv_out_dim(const char *op, const vf_conv_attrs *c, int d, int64_t in, int64_t k, int64_t *out,
                               vf_err *err)
 {
     int64_t span = (int64_t)c->dilation[d] * (k - 1) + 1;
     int64_t padded = in + c->pad[2 * d] + c->pad[2 * d + 1];
+    if (padded < span && in == 0) {
+        *out = 0;
+        return VF_OK;
+    }
     if (padded < span)
         return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the input's %s (%lld, %lld with padding) is smaller "
                           "than the dilated filter window (%lld); pad more (e.g. VF_PADDING_SAME) or use a "
@@ -435,12 +442,16 @@ vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_
         return infer_matmul(a, &in[0], &in[1], out, err);
     case VF_KIND_MOVEMENT:
         if (op == VF_OP_SLICE || op == VF_OP_PAD) {
-            /* a symbolic dim stays symbolic: the result's size follows it */
+            /* a symbolic dim stays symbolic (the result's size follows it),
+               except under a slice whose bounds both count from the same
+               end: its size does not depend on the dim's */
             *out = *x;
             for (int d = 0; d < x->rank; d++) {
                 int64_t start;
                 out->dim[d] = op == VF_OP_SLICE ? vf_slice_dim(x->dim[d], a->lo[d], a->hi[d], a->step[d], &start)
                                                 : vf_pad_dim(x->dim[d], a->lo[d], a->hi[d], a->step[d]);
+                if (op == VF_OP_SLICE && ((x->sym >> d) & 1u) && vf_slice_fixed(x->dim[d], a->lo[d], a->hi[d], a->step[d]))
+                    out->sym &= ~(1u << d);
             }
             return VF_OK;
         }
@@ -489,6 +500,28 @@ vf_status vf_infer_op(vf_op op, const vf_attrs *a, int n_in, const vf_dtype *in_
     return vf_err_set(err, VF_ERROR_UNSUPPORTED, "vf_%s: no shape rule from inputs", info->name);
 }
 
+/* A slice the trace gave a static size although its input's dim was
+   symbolic (vf_slice_fixed): later nodes were traced with that size, so a
+   call whose dim is too small to hold the slice (x[:1] of 0 elements) is
+   refused here instead of giving them another. Only slices with both
+   bounds on one side are checked (fixed at a size beyond any real bound). */
+static vf_status slice_kept(const vf_node *n, const vf_shape *x, const vf_shape *out, vf_err *err)
+{
+    if (n->shape.rank != out->rank) return VF_OK;   /* not traced yet */
+    const vf_attrs *a = &n->attrs;
+    for (int d = 0; d < out->rank; d++) {
+        if (((n->shape.sym >> d) & 1u) || out->dim[d] == n->shape.dim[d] ||
+            !vf_slice_fixed((int64_t)1 << 61, a->lo[d], a->hi[d], a->step[d]))
+            continue;
+        char sa[96];
+        return vf_err_set(err, VF_ERROR_SHAPE, "vf_slice of %s: dim %d gives %lld elements at this call, but the "
+                          "trace fixed it at %lld (both bounds count from one end of a symbolic dim); give that dim "
+                          "at least as many elements as the slice reaches at every call, or, for a slice meant to "
+                          "clamp, a fixed size in the input_signature", sh(sa, sizeof sa, x), d, (long long)out->dim[d], (long long)n->shape.dim[d]);
+    }
+    return VF_OK;
+}
+
 vf_status vf_infer(const vf_node *n, const vf_dtype *in_dt, const vf_shape *in, vf_dtype *dt,
                    vf_shape *out, vf_err *err)
 {
@@ -502,7 +535,8 @@ vf_status vf_infer(const vf_node *n, const vf_dtype *in_dt, const vf_shape *in, 
             *dt = n->dtype;
             return VF_OK;
         }
-        return vf_infer_op(n->op, &n->attrs, n->n_in, in_dt, in, dt, out, err);
+        if (vf_infer_op(n->op, &n->attrs, n->n_in, in_dt, in, dt, out, err) != VF_OK) return err->status;
+        return n->op == VF_OP_SLICE ? slice_kept(n, &in[0], out, err) : VF_OK;
     case VF_NODE_RESHAPE:
         *dt = in_dt[0];
         return vf_infer_reshape(&in[0], &n->target, out, err);

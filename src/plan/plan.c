@@ -17,8 +17,11 @@
  * step (its inputs live until it runs, its outputs from then), and values
  * internal to a group get no arena space: they are given offsets past the
  * arena (spill_bytes) that are only backed when the backend has to run
- * the group unfused. VKFUSE_FUSION=0: one kernel per op. The kernel order
- * (fusion, dependency levels, in-place candidates) is plan_order.c. */
+ * the group unfused. The branches of a guarded COND are walked into the
+ * same exec list (their execs guarded) and kept (builder.br) so that
+ * plan_order.c fuses each branch's groups too. VKFUSE_FUSION=0: one
+ * kernel per op. The kernel order (fusion, dependency levels, in-place
+ * candidates) is plan_order.c. */
 #include "plan/plan.h"
 #include "util/fault.h"
 #include "plan/plan_build.h"
@@ -48,17 +51,21 @@ static bool flat_kind(vf_node_kind k)
            k == VF_NODE_RESHAPE || k == VF_NODE_ASSIGN;
 }
 
-/* Plannable: flat nodes, HOST nodes at the top level (the plan is split
-   at them, plan_split.c), and CONDs whose branches are flat (no nested
-   control flow, no PRINT: printing is a host decision). */
+/* Plannable: flat nodes and user kernels (with their PROJs), HOST nodes
+   at the top level (the plan is split at them, plan_split.c), and CONDs
+   whose branches hold flat nodes and user kernels (no nested control
+   flow, no PRINT: printing is a host decision; no HOST: a callback in a
+   branch would need the host to know the predicate). */
 bool vf_fplan_graph_ok(const vf_graph *g)
 {
     for (int i = 0; i < g->n; i++) {
         const vf_node *n = &g->nodes[i];
         if (n->kind == VF_NODE_COND) {
             for (int k = 0; k < 2; k++)
-                for (int j = 0; j < n->sub[k]->n; j++)
-                    if (!flat_kind(n->sub[k]->nodes[j].kind)) return false;
+                for (int j = 0; j < n->sub[k]->n; j++) {
+                    vf_node_kind sk = n->sub[k]->nodes[j].kind;
+                    if (sk != VF_NODE_PROJ && sk != VF_NODE_KERNEL && !flat_kind(sk)) return false;
+                }
         } else if (n->kind != VF_NODE_PROJ && n->kind != VF_NODE_KERNEL && n->kind != VF_NODE_HOST &&
                    !flat_kind(n->kind)) {
             return false;
@@ -66,6 +73,12 @@ bool vf_fplan_graph_ok(const vf_graph *g)
     }
     return true;
 }
+
+/* The per-node arrays of the graph being walked: the top level's, or
+   (depth > 0) the branch's. */
+static int *level_node_ex(builder *b) { return b->depth ? b->br[b->cur_br].node_ex : b->node_ex; }
+static int *level_node_nex(builder *b) { return b->depth ? b->br[b->cur_br].node_nex : b->node_nex; }
+static pval **level_tuple(builder *b) { return b->depth ? b->br[b->cur_br].tuple : b->tuple; }
 
 static int new_inter(builder *b, vf_dtype dt, const vf_shape *s)
 {
@@ -135,13 +148,14 @@ static bool add_copy(builder *b, const pval *from, const pval *to)
    tensor of the call (part p: inputs 3p .. 3p+2 and output p, the last
    output again where a part has no output of its own; attrs.axis = p),
    which vf_pb_fusion makes one kernel (a VF_FUSED_USER group) so the
-   backend binds them all to the one dispatch. False when it cannot run in
-   a plan at these sizes (the graph runs node by node, which reports any
+   backend binds them all to the one dispatch. In a COND branch its execs
+   are guarded like the branch's others. False when it cannot run in a
+   plan at these sizes (the graph runs node by node, which reports any
    error with its message). */
 static bool walk_kernel(builder *b, const vf_node *n, int id, pval *v)
 {
     const vf_ukernel *k = n->uk;
-    if (b->depth > 0 || !k || k->loaded || k->check_bounds) return false;
+    if (!k || k->loaded || k->check_bounds) return false;
     int parts = k->n_in > 3 || k->n_out > 1 ? VF_UKERNEL_PARTS(k->n_in, k->n_out) : 1;
     if (!vf_grow((void **)&b->ucalls, &b->cap_ucalls, b->n_ucalls + 1, sizeof *b->ucalls)) return !(b->oom = true);
     plan_ucall *u = vf_calloc(1, sizeof *u);
@@ -164,7 +178,7 @@ static bool walk_kernel(builder *b, const vf_node *n, int id, pval *v)
     if (vf_ukernel_resolve(k, u->in, params, u->out, &u->shapes, &u->x, msg, sizeof msg) != VF_OK || u->x.empty)
         return false;
     pval *tuple = vf_calloc((size_t)k->n_out + 1, sizeof *tuple);
-    if (!(b->tuple[id] = tuple)) return !(b->oom = true);
+    if (!(level_tuple(b)[id] = tuple)) return !(b->oom = true);
     for (int j = 0; j < k->n_out; j++) {
         vf_shape os = {.rank = u->out[j].rank};
         memcpy(os.dim, u->out[j].shape, sizeof os.dim);
@@ -206,14 +220,23 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
     bool ok = true;
     for (int k = 0; ok && k < 2; k++) {
         const vf_graph *sg = n->sub[k];
-        pval *sp = vf_calloc((size_t)sg->n_params + 1, sizeof *sp), *sv = vf_calloc((size_t)sg->n + 1, sizeof *sv);
-        ok = sp && sv;
+        if (!vf_grow((void **)&b->br, &b->cap_br, b->n_br + 1, sizeof *b->br)) return !(b->oom = true);
+        vf_pb_branch *br = &b->br[b->n_br++]; /* kept for fusing the branch (plan_order.c) */
+        *br = (vf_pb_branch){.g = sg, .cond = id, .x0 = b->n_ex, .node_ex = vf_calloc((size_t)sg->n + 1, sizeof(int)),
+                             .node_nex = vf_calloc((size_t)sg->n + 1, sizeof(int)),
+                             .tuple = vf_calloc((size_t)sg->n + 1, sizeof(pval *)),
+                             .v = vf_calloc((size_t)sg->n + 1, sizeof(pval))};
+        pval *sp = vf_calloc((size_t)sg->n_params + 1, sizeof *sp), *sv = br->v;
+        ok = sp && sv && br->node_ex && br->node_nex && br->tuple;
+        if (!ok) b->oom = true;
         for (int p = 0; ok && p < sg->n_params; p++) /* the layout run_cond reads */
             sp[p] = v[n->in[p < sg->n_explicit ? 1 + p : 1 + ne + (k ? n->split : 0) + p - sg->n_explicit]];
         b->cur = (vf_plan_guard){pred, k == 0};
+        b->cur_br = b->n_br - 1;
         b->depth++;
         ok = ok && walk(b, sg, NULL, sp, sv, st);
         b->depth--;
+        b->br[b->cur_br].x1 = b->n_ex;
         for (int o = 0; ok && o < n->n_out; o++) {
             const pval *r = &sv[sg->outputs[o]];
             vf_shape rs = vf_pb_shape_of(&r->ref);
@@ -224,7 +247,6 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
         }
         b->cur = (vf_plan_guard){-1, false};
         free(sp);
-        free(sv);
     }
     if (!ok) return false;
     v[id] = (pval){.inter = -1};
@@ -264,7 +286,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, con
         for (int j = 0; j < n->n_in; j++)
             if (v[n->in[j]].absent) return false; /* the segmentation missed an import */
         int first = b->n_ex;
-        if (b->depth == 0) b->cur_node = i;
+        if (b->depth == 0) b->cur_node = i; /* a branch's execs are its COND's */
         switch (n->kind) {
         case VF_NODE_PARAM: {
             if (sub) {
@@ -350,21 +372,25 @@ static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, con
             if (!walk_kernel(b, n, i, v)) return false;
             break;
         case VF_NODE_PROJ:
-            if (b->depth > 0 || !b->tuple[n->in[0]]) return false;
-            v[i] = b->tuple[n->in[0]][n->index];
+            if (!level_tuple(b)[n->in[0]]) return false;
+            v[i] = level_tuple(b)[n->in[0]][n->index];
             break;
         default: return false;
         }
-        if (b->depth == 0) {
-            b->node_ex[i] = b->n_ex > first ? first : -1;
-            b->node_nex[i] = b->n_ex - first;
-        }
+        level_node_ex(b)[i] = b->n_ex > first ? first : -1;
+        level_node_nex(b)[i] = b->n_ex - first;
     }
     return true;
 }
 
 static void builder_free(builder *b, int n_nodes)
 {
+    for (int r = 0; r < b->n_br; r++) {
+        vf_pb_branch *br = &b->br[r];
+        for (int i = 0; br->tuple && i < br->g->n; i++) free(br->tuple[i]);
+        free(br->tuple), free(br->node_ex), free(br->node_nex), free(br->v);
+    }
+    free(b->br);
     for (int i = 0; b->tuple && i < n_nodes; i++) free(b->tuple[i]);
     free(b->tuple);
     free(b->node_nex);

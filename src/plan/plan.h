@@ -46,8 +46,10 @@ typedef struct vf_plan_env {
 } vf_plan_env;
 
 /* Whether g holds only nodes a plan can run: PARAM, CAPTURE, CONST, OP,
-   RESHAPE, ASSIGN (no COND, WHILE, PROJ or PRINT: those need the host in
-   the middle of a call). */
+   RESHAPE, ASSIGN, user kernels (KERNEL, PROJ), HOST at the top level
+   (a split plan), and CONDs whose branches hold no other kinds but
+   KERNEL and PROJ (guarded on the device). No WHILE or PRINT: those need
+   the host in the middle of a call. */
 bool vf_fplan_graph_ok(const vf_graph *g);
 /* Builds the plan of g for these params' shapes (params[g->n_params]).
    *out NULL and VF_OK: not plannable at these sizes (an empty tensor, a

@@ -110,6 +110,20 @@ vf_status vf_pb_build_split(const vf_plan_env *env, const vf_graph *g, const vf_
 vf_status vf_pb_run_split(const vf_plan_env *env, vf_fplan *fp, const vf_plan_value *params, const vf_tref *slots);
 void vf_pb_split_free(const vf_backend_t *be, vf_fsplit *sp);
 
+/* A branch of a COND at the top level as walked into the plan: its
+   graph, each of its nodes' execs and values (plan_order.c fuses the
+   branch's groups as it fuses the top level's). The branch's node execs
+   are [x0, x1) in build order; the copies of its results into the COND's
+   outputs follow them. */
+typedef struct vf_pb_branch {
+    const vf_graph *g;
+    int cond;              /* its COND node (top level) */
+    int x0, x1;
+    int *node_ex, *node_nex; /* per node of g, as builder's */
+    pval **tuple;          /* per node of g: a user kernel's outputs */
+    pval *v;               /* per node of g: its value */
+} vf_pb_branch;
+
 typedef struct builder {
     const vf_plan_env *env;
     const vf_pb_seg *seg;  /* building one segment; NULL: the whole graph */
@@ -131,6 +145,9 @@ typedef struct builder {
     int *pred_node;        /* per predicate: its COND node */
     int cap_pred_node;
     int depth;             /* inside a COND branch: > 0 */
+    vf_pb_branch *br;      /* the branches of the top-level CONDs, in walk order */
+    int n_br, cap_br;
+    int cur_br;            /* depth > 0: the branch being walked */
     bool *view;            /* per top-level node: made a view, no kernel of its own (plan_view.c) */
     bool *exported;        /* per top-level node: its storage is an output of the plan (a slot) */
     bool oom;
@@ -166,6 +183,9 @@ typedef struct fusion {
     vf_plan_loc *tloc;
     int *tinter;
     int n_tens;
+    vf_partition_t *bpart; /* per branch (builder.br): its partition ... */
+    bool *have_bpart;      /* ... if it was made */
+    int n_bpart;
 } fusion;
 
 static inline vf_shape vf_pb_shape_of(const vf_tref *r)

@@ -11,6 +11,10 @@
 void vf_pb_fusion_free(fusion *f)
 {
     if (f->have_part) vf_partition_free(&f->part);
+    for (int r = 0; f->have_bpart && r < f->n_bpart; r++)
+        if (f->have_bpart[r]) vf_partition_free(&f->bpart[r]);
+    free(f->bpart);
+    free(f->have_bpart);
     free(f->members);
     free(f->fused);
     free(f->tens);
@@ -53,33 +57,53 @@ bool vf_group_describe(const vf_graph *g, const vf_group *grp, vf_fused_member *
     return true;
 }
 
+/* One graph's nodes as walked into the plan: the top level, or a branch
+   of a top-level COND (builder.br, its execs guarded). */
+typedef struct walked {
+    const vf_graph *g;
+    const int *node_ex, *node_nex;
+    const pval *v;
+    bool top;
+} walked;
+
+/* The kernel order being made: ord[0..n) and each exec's kernel (step). */
+typedef struct emit {
+    builder *b;
+    fusion *f;
+    int *ord, *step;
+    int n, steps, n_members;
+    bool bparts;           /* the branches' partitions are used */
+} emit;
+
 /* A user kernel's call planned as parts (plan.c walk_kernel): node's
    execs. */
-static bool user_parts(const builder *b, const vf_graph *g, int node)
+static bool user_parts(const walked *L, int node)
 {
-    return g->nodes[node].kind == VF_NODE_KERNEL && b->node_nex[node] > 1;
+    return L->g->nodes[node].kind == VF_NODE_KERNEL && L->node_nex[node] > 1;
 }
 
 /* The parts of user kernel call `node` as one kernel: a VF_FUSED_USER
    group whose tensors are the call's inputs then its outputs, its
-   members the parts (their execs at positions *n.. of ord, one step). */
-static void add_user_group(builder *b, const vf_graph *g, fusion *f, int node, int *n, int steps, int *ord,
-                           int *step, int *n_members)
+   members the parts (their execs next in ord, one step). */
+static void add_user_group(emit *em, const walked *L, int node)
 {
-    const vf_ukernel *k = g->nodes[node].uk;
-    int x0 = b->node_ex[node], np = b->node_nex[node];
+    builder *b = em->b;
+    fusion *f = em->f;
+    const vf_ukernel *k = L->g->nodes[node].uk;
+    int x0 = L->node_ex[node], np = L->node_nex[node];
     vf_plan_fused *pf = &f->fused[f->n_fused++];
-    vf_fused_member *mem = f->members + *n_members;
-    *pf = (vf_plan_fused){.first_exec = *n, .n_execs = np, .loc = f->tloc + f->n_tens};
+    vf_fused_member *mem = f->members + em->n_members;
+    *pf = (vf_plan_fused){.first_exec = em->n, .n_execs = np, .loc = f->tloc + f->n_tens};
     pf->group = (vf_fused_group){.kind = VF_FUSED_USER, .n_members = np, .members = mem, .center = -1,
                                  .n_inputs = k->n_in, .n_outputs = k->n_out, .tensors = f->tens + f->n_tens};
     for (int p = 0; p < np; p++) {
         const vf_exec *e = &b->ex[x0 + p];
         mem[p] = (vf_fused_member){.in = {0, 0, 0}, .out = k->n_in + (p < k->n_out ? p : k->n_out - 1)};
         for (int q = 0; q < e->n_in; q++) mem[p].in[q] = 3 * p + q;
-        ord[*n] = x0 + p, step[(*n)++] = steps;
+        em->ord[em->n] = x0 + p, em->step[em->n++] = em->steps;
     }
-    *n_members += np;
+    em->steps++;
+    em->n_members += np;
     for (int t = 0; t < k->n_in + k->n_out; t++) { /* input i: part i / 3 slot i % 3; output j: part j's out */
         int x = x0 + (t < k->n_in ? t / 3 : t - k->n_in), j = t < k->n_in ? t % 3 : 3;
         f->tens[f->n_tens] = j == 3 ? b->ex[x].out : b->ex[x].in[j];
@@ -88,17 +112,95 @@ static void add_user_group(builder *b, const vf_graph *g, fusion *f, int node, i
     }
 }
 
-/* Node order, one kernel per exec but for user kernels' parts. */
-static void node_order(builder *b, const vf_graph *g, fusion *f, int *ord, int *step, int *n_members)
+/* Execs [x, x1) as kernels of their own. */
+static void add_singles(emit *em, int x, int x1)
 {
-    int n = 0, steps = 0;
-    for (int i = 0; i < g->n; i++) {
-        if (user_parts(b, g, i)) {
-            add_user_group(b, g, f, i, &n, steps++, ord, step, n_members);
+    for (; x < x1 && em->n < em->b->n_ex; x++) em->ord[em->n] = x, em->step[em->n++] = em->steps++;
+}
+
+static void add_level(emit *em, const walked *L, const vf_partition_t *part);
+
+/* Node `node` of L: a COND's branches as their own levels (fused as
+   their partitions say, or in node order), a user kernel's parts as one
+   kernel, any other node's execs one kernel each. */
+static void add_node(emit *em, const walked *L, int node)
+{
+    builder *b = em->b;
+    int x = L->node_ex[node], end = x + L->node_nex[node];
+    if (L->top && L->g->nodes[node].kind == VF_NODE_COND && L->node_nex[node] > 0) {
+        for (int r = 0; r < b->n_br; r++) {
+            const vf_pb_branch *br = &b->br[r];
+            if (br->cond != node) continue;
+            add_singles(em, x, br->x0); /* the predicate's copy; the other branch's result copies */
+            walked bl = {br->g, br->node_ex, br->node_nex, br->v, false};
+            add_level(em, &bl, em->bparts && em->f->have_bpart[r] ? &em->f->bpart[r] : NULL);
+            x = br->x1;
+        }
+        add_singles(em, x, end);
+        return;
+    }
+    if (user_parts(L, node) && em->n + L->node_nex[node] <= b->n_ex) {
+        add_user_group(em, L, node);
+        return;
+    }
+    add_singles(em, x, end);
+}
+
+/* The kernels of L: its partition's groups (fusable ones as one
+   vf_plan_fused each), or without one its nodes in order. */
+static void add_level(emit *em, const walked *L, const vf_partition_t *part)
+{
+    builder *b = em->b;
+    fusion *f = em->f;
+    vf_fused_kind fk;
+    for (int gi = 0; part && gi < part->n_groups; gi++) {
+        const vf_group *grp = &part->groups[gi];
+        bool fuse = fusable_kind(grp->kind, &fk);
+        for (int m = 0; fuse && m < grp->n_nodes; m++) fuse = L->node_nex[grp->nodes[m]] == 1;
+        if (!fuse || em->n + grp->n_nodes > b->n_ex) {
+            for (int m = 0; m < grp->n_nodes; m++) add_node(em, L, grp->nodes[m]);
             continue;
         }
-        for (int x = 0; x < b->node_nex[i]; x++) ord[n] = b->node_ex[i] + x, step[n++] = steps++;
+        vf_plan_fused *pf = &f->fused[f->n_fused++];
+        *pf = (vf_plan_fused){.first_exec = em->n, .n_execs = grp->n_nodes, .loc = f->tloc + f->n_tens};
+        vf_group_describe(L->g, grp, f->members + em->n_members, &pf->group);
+        pf->group.tensors = f->tens + f->n_tens;
+        em->n_members += grp->n_nodes;
+        for (int t = 0; t < grp->n_inputs + grp->n_outputs; t++) {
+            int val = t < grp->n_inputs ? grp->inputs[t] : grp->outputs[t - grp->n_inputs];
+            f->tens[f->n_tens] = L->v[val].ref;
+            f->tloc[f->n_tens] = L->v[val].loc;
+            f->tinter[f->n_tens++] = L->v[val].inter;
+        }
+        for (int m = 0; m < grp->n_nodes; m++) {
+            int node = grp->nodes[m];
+            em->ord[em->n] = L->node_ex[node], em->step[em->n++] = em->steps;
+            bool out = false;
+            for (int o = 0; o < grp->n_outputs; o++) out = out || grp->outputs[o] == node;
+            if (!out && L->v[node].inter >= 0) b->it[L->v[node].inter].internal = true;
+        }
+        em->steps++;
     }
+    for (int i = 0; !part && i < L->g->n; i++) add_node(em, L, i);
+}
+
+/* Upper bounds of what L's fused groups take: groups, bound tensors,
+   members. */
+static void count_level(const walked *L, const vf_partition_t *part, int *n_dag, int *n_tens, int *n_mem)
+{
+    vf_fused_kind fk;
+    for (int gi = 0; part && gi < part->n_groups; gi++)
+        if (fusable_kind(part->groups[gi].kind, &fk)) {
+            (*n_dag)++;
+            *n_tens += part->groups[gi].n_inputs + part->groups[gi].n_outputs;
+            *n_mem += part->groups[gi].n_nodes;
+        }
+    for (int i = 0; i < L->g->n; i++)
+        if (user_parts(L, i)) {
+            (*n_dag)++;
+            *n_tens += L->g->nodes[i].uk->n_in + L->g->nodes[i].uk->n_out;
+            *n_mem += L->node_nex[i];
+        }
 }
 
 bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *ord, int *step)
@@ -114,20 +216,27 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
         if (ps == VF_ERROR_OUT_OF_MEMORY) return false;
         f->have_part = ps == VF_OK; /* else the unfused plan, which is always valid */
     }
+    /* The branches of the CONDs: partitioned on their own (no views in a
+       branch), their groups guarded like the branch's every exec. */
+    if (f->have_part && b->n_br) {
+        f->bpart = vf_calloc((size_t)b->n_br, sizeof *f->bpart);
+        f->have_bpart = vf_calloc((size_t)b->n_br, sizeof *f->have_bpart);
+        if (!f->bpart || !f->have_bpart) return false;
+        f->n_bpart = b->n_br;
+        opt.view = NULL;
+        for (int r = 0; r < b->n_br; r++) {
+            vf_status ps = vf_partition(b->br[r].g, &opt, &f->bpart[r], &err);
+            if (ps == VF_ERROR_OUT_OF_MEMORY) return false;
+            f->have_bpart[r] = ps == VF_OK; /* else that branch in node order */
+        }
+    }
+    walked top = {g, b->node_ex, b->node_nex, v, true};
     int n_dag = 0, n_tens = 0, n_mem = 0;
-    vf_fused_kind fk;
-    for (int gi = 0; f->have_part && gi < f->part.n_groups; gi++)
-        if (fusable_kind(f->part.groups[gi].kind, &fk)) {
-            n_dag++;
-            n_tens += f->part.groups[gi].n_inputs + f->part.groups[gi].n_outputs;
-            n_mem += f->part.groups[gi].n_nodes;
-        }
-    for (int i = 0; i < g->n; i++)
-        if (user_parts(b, g, i)) {
-            n_dag++;
-            n_tens += g->nodes[i].uk->n_in + g->nodes[i].uk->n_out;
-            n_mem += b->node_nex[i];
-        }
+    count_level(&top, f->have_part ? &f->part : NULL, &n_dag, &n_tens, &n_mem);
+    for (int r = 0; r < b->n_br; r++) {
+        walked bl = {b->br[r].g, b->br[r].node_ex, b->br[r].node_nex, b->br[r].v, false};
+        count_level(&bl, f->have_bpart && f->have_bpart[r] ? &f->bpart[r] : NULL, &n_dag, &n_tens, &n_mem);
+    }
     if (!n_dag) return true;
     f->members = vf_calloc((size_t)n_mem, sizeof *f->members);
     f->fused = vf_calloc((size_t)n_dag, sizeof *f->fused);
@@ -135,49 +244,15 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
     f->tloc = vf_calloc((size_t)n_tens, sizeof *f->tloc);
     f->tinter = vf_calloc((size_t)n_tens, sizeof *f->tinter);
     if (!f->members || !f->fused || !f->tens || !f->tloc || !f->tinter) return false;
-    int n = 0, steps = 0, n_members = 0;
-    for (int gi = 0; f->have_part && gi < f->part.n_groups; gi++) {
-        const vf_group *grp = &f->part.groups[gi];
-        bool fuse = fusable_kind(grp->kind, &fk);
-        for (int m = 0; fuse && m < grp->n_nodes; m++) fuse = b->node_nex[grp->nodes[m]] == 1;
-        if (fuse && n + grp->n_nodes <= b->n_ex) {
-            vf_plan_fused *pf = &f->fused[f->n_fused++];
-            *pf = (vf_plan_fused){.first_exec = n, .n_execs = grp->n_nodes, .loc = f->tloc + f->n_tens};
-            vf_group_describe(g, grp, f->members + n_members, &pf->group);
-            pf->group.tensors = f->tens + f->n_tens;
-            n_members += grp->n_nodes;
-            for (int t = 0; t < grp->n_inputs + grp->n_outputs; t++) {
-                int val = t < grp->n_inputs ? grp->inputs[t] : grp->outputs[t - grp->n_inputs];
-                f->tens[f->n_tens] = v[val].ref;
-                f->tloc[f->n_tens] = v[val].loc;
-                f->tinter[f->n_tens++] = v[val].inter;
-            }
-            for (int m = 0; m < grp->n_nodes; m++) {
-                int node = grp->nodes[m];
-                ord[n] = b->node_ex[node], step[n++] = steps;
-                bool out = false;
-                for (int o = 0; o < grp->n_outputs; o++) out = out || grp->outputs[o] == node;
-                if (!out && v[node].inter >= 0) b->it[v[node].inter].internal = true;
-            }
-            steps++;
-            continue;
-        }
-        for (int m = 0; m < grp->n_nodes; m++) { /* all of a node's execs (a COND has many) */
-            if (user_parts(b, g, grp->nodes[m]) && n + b->node_nex[grp->nodes[m]] <= b->n_ex) {
-                add_user_group(b, g, f, grp->nodes[m], &n, steps++, ord, step, &n_members);
-                continue;
-            }
-            for (int x = 0; x < b->node_nex[grp->nodes[m]] && n < b->n_ex; x++)
-                ord[n] = b->node_ex[grp->nodes[m]] + x, step[n++] = steps++;
-        }
-    }
-    if (f->have_part && n == b->n_ex) return true;
+    emit em = {.b = b, .f = f, .ord = ord, .step = step, .bparts = f->have_bpart != NULL};
+    if (f->have_part) add_level(&em, &top, &f->part);
+    if (f->have_part && em.n == b->n_ex) return true;
     /* Not partitioned, or not every exec in exactly one group: the node
        order unfused (user kernels' parts still one kernel each). */
     for (int i = 0; i < b->n_it; i++) b->it[i].internal = false;
     f->n_fused = f->n_tens = 0;
-    n_members = 0;
-    node_order(b, g, f, ord, step, &n_members);
+    em = (emit){.b = b, .f = f, .ord = ord, .step = step};
+    add_level(&em, &top, NULL);
     return true;
 }
 
@@ -376,8 +451,9 @@ void vf_pb_inplace_candidates(const builder *b, const fusion *fz, const int *ste
     for (int x = 0, gi = 0; x < b->n_ex; x++) {
         const vf_plan_fused *f = gi < fz->n_fused && fz->fused[gi].first_exec == x ? &fz->fused[gi++] : NULL;
         int x1 = f ? x + f->n_execs : x + 1;
-        bool ok = f ? fz->part.groups[fz->part.group_of[b->ex_node[x]]].may_alias_input
-                    : vf_op_get(b->ex[x].op)->kind == VF_KIND_ELEMENTWISE && b->guard[x].pred < 0;
+        bool ok = b->guard[x].pred >= 0 ? false /* a branch's (ex_node is its COND) */
+                : f ? fz->part.groups[fz->part.group_of[b->ex_node[x]]].may_alias_input
+                    : vf_op_get(b->ex[x].op)->kind == VF_KIND_ELEMENTWISE;
         for (int w = x; ok && w < x1; w++) {
             int o = b->ref_inter[w][3];
             if (!arena_value(b, o) || alias[arena_id[o]] >= 0) continue;

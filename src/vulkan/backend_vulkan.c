@@ -595,6 +595,7 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
     vf_vk_device_options dopt = {
         .device_index = opt->device_index,
         .device_env = opt->device_env,
+        .gpu_only = opt->gpu_only,
         .validation = opt->validation,
         .no_push_descriptors = xopt->no_push_descriptors,
         .loader = opt->loader,

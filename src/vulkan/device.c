@@ -383,6 +383,18 @@ static vf_status create_logical(vf_vk_device *d, const vf_vk_phys *pi, const vf_
     return s == VF_OK ? apply_test_caps(&d->caps, opt->test_caps, err) : s;
 }
 
+/* VKFUSE_TEST_LIMITS and VKFUSE_TEST_CAPS parsed on a scratch device. */
+static vf_status check_test_settings(const vf_vk_device_options *opt, vf_err *err)
+{
+    if ((!opt->test_limits || !*opt->test_limits) && (!opt->test_caps || !*opt->test_caps)) return VF_OK;
+    vf_vk_device *scratch = vf_calloc(1, sizeof *scratch);
+    if (!scratch) return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
+    vf_status s = vf_vk_test_limits_apply(scratch, opt->test_limits, err);
+    if (!s) s = apply_test_caps(&scratch->caps, opt->test_caps, err);
+    free(scratch);
+    return s;
+}
+
 vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, vf_err *err)
 {
     memset(d, 0, sizeof *d);
@@ -395,9 +407,12 @@ vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, 
         n = vf_vk_phys_enumerate(d, p, err);
         if (n < 0) s = VF_ERROR_DEVICE;
     }
+    /* The settings are checked before the pick: a wrong one is an error
+       even where the default then goes to the CPU backend (no GPU). */
+    if (!s) s = check_test_settings(opt, err);
     if (!s) {
-        idx = vf_vk_phys_pick(p, n, opt->device_index, opt->device_env, err);
-        if (idx < 0) s = VF_ERROR_DEVICE;
+        idx = vf_vk_phys_pick(p, n, opt->device_index, opt->device_env, opt->gpu_only, err);
+        if (idx < 0) s = err->status ? err->status : VF_ERROR_DEVICE;
     }
     if (!s) {
         d->index = idx;

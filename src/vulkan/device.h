@@ -14,6 +14,7 @@
 typedef struct vf_vk_device_options {
     int device_index;        /* >= 0: that index; -1: device_env, else the best */
     const char *device_env;  /* VKFUSE_DEVICE: an index or a name substring; NULL/"": none */
+    bool gpu_only;           /* the best device must be a GPU (vf_vk_phys_pick): VF_BACKEND_AUTO */
     bool validation;         /* Khronos validation layer + sync validation */
     bool no_push_descriptors;/* testing: ignore VK_KHR_push_descriptor */
     const char *loader;      /* VKFUSE_VULKAN_LOADER (vf_vk_loader_open); NULL: the standard one */

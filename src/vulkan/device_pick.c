@@ -85,7 +85,7 @@ static void list_devices(const vf_vk_phys *p, int n, char *buf, size_t len)
     if (n == 0) snprintf(buf, len, "none");
 }
 
-int vf_vk_phys_pick(const vf_vk_phys *p, int n, int index, const char *env, vf_err *err)
+int vf_vk_phys_pick(const vf_vk_phys *p, int n, int index, const char *env, bool gpu_only, vf_err *err)
 {
     char list[1024];
     list_devices(p, n, list, sizeof list);
@@ -132,9 +132,19 @@ int vf_vk_phys_pick(const vf_vk_phys *p, int n, int index, const char *env, vf_e
         if (p[i].usable && (best < 0 || type_rank(p[i].props.deviceType) <
                                             type_rank(p[best].props.deviceType)))
             best = i;
-    if (best < 0)
+    if (best < 0) {
         vf_err_set(err, VF_ERROR_DEVICE, "no usable Vulkan device (needs Vulkan 1.2 and a"
                                          " compute queue); available: %s", list);
+        return -1;
+    }
+    /* A driver that runs on the CPU (lavapipe, SwiftShader) is slower than
+       the CPU backend's C and OpenBLAS on the same cores: the default goes
+       there unless the user asked for Vulkan (context.c). */
+    if (gpu_only && type_rank(p[best].props.deviceType) > 2) {
+        vf_err_set(err, VF_ERROR_UNSUPPORTED, "no GPU, only Vulkan devices that run on the CPU (%s), slower than the CPU"
+                   " backend; VKFUSE_BACKEND=vulkan, VF_BACKEND_VULKAN or VKFUSE_DEVICE=<index or name> uses one", list);
+        return -1;
+    }
     return best;
 }
 
@@ -197,7 +207,7 @@ int vf_vulkan_devices(const vf_vk_options *opt, vf_device_info *out, int max, ch
     if (vf_vk_instance_create(d, false, opt->loader, &err) == VF_OK) n = vf_vk_phys_enumerate(d, p, &err);
     if (n < 0) n = 0;
     vf_err pick_err = {0};
-    int chosen = n > 0 ? vf_vk_phys_pick(p, n, opt->device_index, opt->device_env, &pick_err) : -1;
+    int chosen = n > 0 ? vf_vk_phys_pick(p, n, opt->device_index, opt->device_env, opt->gpu_only, &pick_err) : -1;
     if (chosen < 0 && n > 0 && err.status == VF_OK) err = pick_err;
     for (int i = 0; i < n && i < max && out; i++) {
         vf_device_info *o = &out[i];

@@ -100,15 +100,19 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
     }
     const VkPhysicalDeviceLimits *L = &rt->dev.props.limits;
     int rec = -1;
+    /* A fused group's execs share their guard (one COND branch): its
+       first exec's guards every step of the kernel. */
+    bool guarded = d->guards && d->guards[x].pred >= 0;
     if (k->n_steps) {
         /* the graph nodes it runs: a fused group's are its execs' */
         bool known = d->exec_node && (f || d->exec_node[x] >= 0);
-        /* a user kernel's parts are all its one node */
-        int nn = f && f->group.kind != VF_FUSED_USER ? f->n_execs : 1;
+        /* a user kernel's parts are all its one node; a guarded group's
+           execs all name their COND */
+        int nn = f && f->group.kind != VF_FUSED_USER && !guarded ? f->n_execs : 1;
         vf_status s = vf_vk_prof_kernel(rt, &p->prof, k->step[0].name, x, f ? f->n_execs : 1, d->execs[x].op,
                                         known ? &d->exec_node[x] : NULL, known ? nn : 0, &rec);
         if (s) return s;
-        if (d->guards && !f && d->guards[x].pred >= 0) p->prof.k[rec].pred = d->guards[x].pred;
+        if (guarded) p->prof.k[rec].pred = d->guards[x].pred;
     }
     for (int i = 0; i < k->n_steps; i++) {
         const vf_dispatch *st = &k->step[i];
@@ -133,7 +137,7 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
         ps->pred = -1;
         ps->slot = -1;
         ps->kernel = rec;
-        if (d->guards && !f && d->guards[x].pred >= 0) ps->pred = d->guards[x].pred, ps->when = d->guards[x].when;
+        if (guarded) ps->pred = d->guards[x].pred, ps->when = d->guards[x].when;
         p->n_steps++;
     }
     if (k->n_steps) p->n_kernels++;

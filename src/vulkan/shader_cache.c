@@ -142,6 +142,9 @@ vf_status vf_vk_shader_compile_raw(void *compiler, uint32_t target_env_version, 
         const char *msg = shaderc_result_get_error_message(r);
         snprintf(out->message, sizeof out->message, "kernel %s failed to compile: %s", name,
                  msg && *msg ? msg : "(no message)");
+        /* shaderc ends its message with a newline: callers append to it */
+        size_t n = strlen(out->message);
+        while (n && (out->message[n - 1] == '\n' || out->message[n - 1] == ' ')) out->message[--n] = '\0';
         out->status = VF_ERROR_COMPILE;
     } else {
         size_t bytes = shaderc_result_get_length(r);

@@ -61,7 +61,9 @@ static void head(vf_sb *s, const char *helpers)
     vf_sb_puts(s, "\n");
 }
 
-/* expr as a function of the inputs (and y) whose body starts at line 1. */
+/* expr as a function of the inputs (and y) whose body starts at line 1
+   and whose closing parenthesis stays on the expression's last line: an
+   error found there (`x0 +` meets the ')') is on a line of the text. */
 static void wrap(vf_sb *s, int k, const char *expr, int n_x, bool has_y)
 {
     vf_sb_add(s, "float vf_user_expr%d(", k);
@@ -69,7 +71,7 @@ static void wrap(vf_sb *s, int k, const char *expr, int n_x, bool has_y)
     if (has_y) vf_sb_add(s, "%sfloat y", n_x ? ", " : "");
     vf_sb_puts(s, ")\n{\n    return float(\n#line 1\n");
     vf_sb_puts(s, expr);
-    vf_sb_puts(s, "\n    );\n}\n");
+    vf_sb_puts(s, " );\n}\n");
 }
 
 /* Sources that compiled (their hashes): a program that makes the same op

@@ -3,8 +3,9 @@
  * Usage: test_dist_local N. Each thread checks eager and traced
  * allreduce, a broadcast, and that weights made on rank 0's context reach
  * the others with vf_tensor_copy_to; then the failure cases: a rank that
- * leaves is named at once, a rank that never comes is named at the
- * timeout. Exits non-zero on any failure. */
+ * leaves is named at once, a rank that does not come is named at the
+ * timeout and, when it comes later, told that the others gave up waiting
+ * for it. Exits non-zero on any failure. */
 #include <vkfuse_dist.h>
 
 #include "sym_step.h"
@@ -182,7 +183,8 @@ static void *rank_main(void *arg)
             vf_dist_destroy(d);
         }
     }
-    /* a rank that never comes: the timeout */
+    /* a rank that does not come: the timeout; when it comes after that, it
+       is told the others gave up waiting for it */
     if (vf_dist_create(ctx, &(vf_dist_desc){.local = group3, .local_rank = r, .timeout_s = 0.5}, &d) == VF_OK) {
         if (r != 1) {
             double t0 = now();
@@ -190,6 +192,12 @@ static void *rank_main(void *arg)
             CHECK(s == VF_ERROR_DEVICE && strstr(vf_dist_error_message(d), "did not arrive within 0.5 s") &&
                       now() - t0 >= 0.5,
                   "timeout: %s %s", vf_status_name(s), vf_dist_error_message(d));
+        }
+        pthread_barrier_wait(&made);
+        if (r == 1) {
+            s = vf_dist_allreduce(d, 0, NULL, VF_DIST_SUM, NULL);
+            CHECK(s == VF_ERROR_DEVICE && strstr(vf_dist_error_message(d), "the others gave up waiting for this rank"),
+                  "late: %s %s", vf_status_name(s), vf_dist_error_message(d));
         }
         pthread_barrier_wait(&made);
         vf_dist_destroy(d);

@@ -279,6 +279,13 @@ vf_status cg_groups_linear(vf_cg *g, uint64_t total)
     return VF_OK;
 }
 
+uint64_t cg_grid_rounds(const vf_device_caps *caps, uint64_t total)
+{
+    uint64_t grid = 1;
+    for (int i = 0; i < 3; i++) grid *= caps->max_workgroup_count[i] ? caps->max_workgroup_count[i] : 65535;
+    return total <= grid ? 1 : (total + grid - 1) / grid;
+}
+
 uint32_t cg_loop_budget(const vf_device_caps *caps)
 {
     /* a margin for the short loops every kernel has besides its main one

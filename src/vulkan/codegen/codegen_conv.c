@@ -387,8 +387,9 @@ vf_status cg_conv2d(const vf_exec *e, const vf_device_caps *caps, const cg_conv_
             if (parts > budget || numel * parts > UINT32_MAX)
                 return vf_err_set(err, VF_ERROR_UNSUPPORTED,
                                   "%s: %llu terms per filter element need %llu chunks; this device ends loops "
-                                  "after %u iterations (split the batch, or use the CPU backend)", name,
-                                  (unsigned long long)total, (unsigned long long)parts, (unsigned)budget);
+                                  "after %u iterations, so at most %llu terms (split the batch, or use the CPU "
+                                  "backend)", name, (unsigned long long)total, (unsigned long long)parts,
+                                  (unsigned)budget, (unsigned long long)budget * budget);
             k->n_steps = 2;
             k->scratch_bytes = (size_t)(numel * parts * 4);
             vf_status st = gen_step(e, caps, err, &k->step[0], STEP_PART, blocked ? bpf4_part_main : bpf_part_main, x,

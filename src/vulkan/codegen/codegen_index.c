@@ -1,6 +1,7 @@
-/* Kernels of the indexing ops (VF_KIND_INDEX): gather, scatter_add,
- * cumsum and top_k (see their sections); and
- * the IOTA source under vf_range and vf_one_hot.
+/* Kernels of the indexing ops (VF_KIND_INDEX): gather and scatter_add
+ * (see their sections), the IOTA source under vf_range and vf_one_hot;
+ * cumsum (codegen_cumsum.c) and top_k (codegen_topk.c) are dispatched
+ * from here to their own files.
  *
  * Both see x as [outer, n, inner] around attrs.axis and the indices as J
  * flat positions (gather's result and scatter_add's updates are
@@ -11,14 +12,7 @@
  * workgroup-strided), elements moved as raw bits (any dtype, NaN payloads
  * kept); an index outside [0, n) reads as zero bits, i.e. 0 / 0.0 / false.
  *
- * scatter_add is deterministic: it builds each row's list of indices (in
- * index order, without atomics: (n + 1 + J / 2) x J index comparisons)
- * and then one invocation per output element adds the updates of its
- * row's list to x, one add per update element (see scatter_step), where
- * a loop over all J indices per output element would cost n x inner x J. Its index loops
- * must fit one invocation's loop budget (cg_loop_budget: llvmpipe's loop
- * limit); longer index lists are refused with a message. An index
- * outside [0, n) is in no list: its update is dropped. */
+ * scatter_add has its own file (codegen_scatter.c). */
 #include "vulkan/codegen/codegen_internal.h"
 #include "util/dtype.h"
 
@@ -38,15 +32,6 @@ static ix_split split_at(const vf_tref *x, const vf_tref *idx, int axis)
     for (int d = 0; d < axis; d++) s.outer *= (uint64_t)x->shape[d];
     for (int d = axis + 1; d < x->rank; d++) s.inner *= (uint64_t)x->shape[d];
     return s;
-}
-
-/* Linear workgroups each invocation runs when `total` exceed the device's
-   grid (cg_groups_linear strides over them): its loops run that often. */
-static uint64_t grid_rounds(const vf_device_caps *caps, uint64_t total)
-{
-    uint64_t grid = 1;
-    for (int i = 0; i < 3; i++) grid *= caps->max_workgroup_count[i] ? caps->max_workgroup_count[i] : 65535;
-    return total <= grid ? 1 : (total + grid - 1) / grid;
 }
 
 static vf_status too_big(const vf_exec *e, const vf_tref *t, const char *what, vf_err *err)
@@ -97,113 +82,6 @@ static vf_status gen_gather(const vf_exec *e, const vf_device_caps *caps, vf_gen
     return cg_finish(&g, NULL);
 }
 
-/* scatter_add in three steps, scratch = start[n + 1] then list[J]:
-   (1) one invocation per row r <= n: start[r] = how many valid indices
-       are below r (start[n]: all valid ones);
-   (2) one invocation per index j (valid): its place in the rows' lists,
-       start[idx[j]] + how many earlier j' have the same index, gets j;
-   (3) one invocation per output element: x plus the updates of its row's
-       list, in index order.
-   Steps 1 and 2 loop over the indices: ((n + 1) + J) * J / 2-ish
-   comparisons in all, independent of the row length inner. */
-static vf_status scatter_step(const vf_exec *e, const vf_device_caps *caps, vf_err *err, vf_dispatch *d,
-                              const ix_split *s, int step)
-{
-    const vf_tref *idx = &e->in[1];
-    vf_dtype dt = e->out.dtype;
-    vf_ctype ct = cg_ctype_of(dt);
-    const char *cn = cg_ctype_name(ct);
-    static const char *const what[3] = {
-        "step 1 of 3: per row r <= n, start[r] = the valid indices below r",
-        "step 2 of 3: per index j, list[start[idx[j]] + earlier equal indices] = j",
-        "step 3 of 3: per output element, x plus the updates of its row's list in index order"};
-    vf_cg g;
-    cg_begin(&g, e, caps, err, d);
-    snprintf(g.d->name, sizeof g.d->name, "scatter_add_%s_%s_%d", cg_dtype_tag(dt), cg_dtype_tag(idx->dtype),
-             step + 1);
-    snprintf(g.comment, sizeof g.comment,
-             "op scatter_add: %s along axis %d; x as [outer, n, inner], updates [outer, J, inner]; %s",
-             vf_dtype_name(dt), e->attrs.axis, what[step]);
-    if (step == 2) cg_bind(&g, VF_BIND_IN0, dt, "xv", true, false);
-    cg_bind(&g, VF_BIND_IN1, idx->dtype, "iv", true, false);
-    if (step == 2) {
-        cg_bind(&g, VF_BIND_IN2, dt, "uv", true, false);
-        cg_bind(&g, VF_BIND_OUT, dt, "outv", false, false);
-    }
-    cg_bind(&g, VF_BIND_SCRATCH, -1, "sc", step == 2, false);
-    if (step == 2) {
-        cg_load_fn(&g, "ld_u", "uv", dt, ct);
-        cg_load_fn(&g, "ld_x", "xv", dt, ct);
-        cg_store_fn(&g, "st_o", "outv", dt, ct);
-    }
-    uint64_t numel = (uint64_t)cg_numel(&e->out);
-    cg_push_u32(&g, "numel", (uint32_t)numel);
-    cg_push_u32(&g, "n", (uint32_t)s->n);
-    cg_push_u32(&g, "inner", (uint32_t)s->inner);
-    cg_push_u32(&g, "J", (uint32_t)s->J);
-    cg_workgroup(&g, cg_clamp_wg(caps, step == 2 ? IX_LOCAL : 64, false));
-    vf_sb *b = &g.body;
-    vf_sb_puts(b, "void main()\n{\n    uint t = vf_group_id() * WG + gl_LocalInvocationID.x;\n");
-    uint64_t items;
-    if (step == 0) {
-        items = s->n + 1;
-        /* uint(i32) of a negative index is >= 2^31 > n: it counts nowhere */
-        vf_sb_puts(b, "    if (t > pc.n) return;\n"
-                      "    uint cnt = 0u;\n"
-                      "    for (uint j = 0u; j < pc.J; j++)\n"
-                      "        if (uint(iv[j]) < t) cnt++;\n"
-                      "    sc[t] = cnt;\n}\n");
-    } else if (step == 1) {
-        items = s->J;
-        vf_sb_puts(b, "    if (t >= pc.J) return;\n"
-                      "    uint k = uint(iv[t]);\n"
-                      "    if (k >= pc.n) return;   // out of range: dropped\n"
-                      "    uint pos = sc[k];\n"
-                      "    for (uint j = 0u; j < t; j++)\n"
-                      "        if (uint(iv[j]) == k) pos++;\n"
-                      "    sc[pc.n + 1u + pos] = t;\n}\n");
-    } else {
-        items = numel;
-        vf_sb_add(b, "    if (t >= pc.numel) return;\n"
-                     "    uint c = t %% pc.inner, q = t / pc.inner;\n"
-                     "    uint r = q %% pc.n, o = q / pc.n;\n"
-                     "    %s acc = ld_x(t);\n"
-                     "    uint ub = o * pc.J * pc.inner + c, end = sc[r + 1u];\n"
-                     "    for (uint p = sc[r]; p < end; p++)\n"
-                     "        acc += ld_u(ub + sc[pc.n + 1u + p] * pc.inner);\n"
-                     "    st_o(t, acc);\n}\n", cn);
-    }
-    cg_groups_linear(&g, (items + cg_wg(&g) - 1) / cg_wg(&g));
-    return cg_finish(&g, NULL);
-}
-
-static vf_status gen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
-{
-    if (!cg_dtype_supported(e, caps, e->out.dtype, err)) return VF_ERROR_UNSUPPORTED;
-    if (cg_numel(&e->in[2]) > (int64_t)UINT32_MAX) return too_big(e, &e->in[2], "updates", err);
-    ix_split s = split_at(&e->in[0], &e->in[1], e->attrs.axis);
-    /* every step loops at most J times per invocation, over its grid rounds */
-    uint32_t w64 = cg_clamp_wg(caps, 64, false), w256 = cg_clamp_wg(caps, IX_LOCAL, false);
-    uint64_t rounds = grid_rounds(caps, (s.n + 1 + w64 - 1) / w64);
-    uint64_t r2 = grid_rounds(caps, (s.J + w64 - 1) / w64), r3 = grid_rounds(caps, ((uint64_t)cg_numel(&e->out) + w256 - 1) / w256);
-    if (r2 > rounds) rounds = r2;
-    if (r3 > rounds) rounds = r3;
-    uint64_t budget = cg_loop_budget(caps);
-    if (s.J * rounds > budget || s.n + 1 + s.J > UINT32_MAX)
-        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
-                          "scatter_add: %llu indices need %llu loop iterations per invocation; this device ends "
-                          "loops after %u, so at most %llu indices per call here: split the indices and add the "
-                          "results", (unsigned long long)s.J, (unsigned long long)(s.J * rounds),
-                          caps->max_loop_iterations, (unsigned long long)(budget / rounds));
-    k->n_steps = 3;
-    k->scratch_bytes = (size_t)(s.n + 1 + s.J) * 4;
-    for (int t = 0; t < 3; t++) {
-        vf_status st = scatter_step(e, caps, err, &k->step[t], &s, t);
-        if (st != VF_OK) return st;
-    }
-    return VF_OK;
-}
-
 /* IOTA: element i is i, converted with the cast rules of the store */
 static vf_status gen_iota(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
@@ -232,247 +110,6 @@ static vf_status gen_iota(const vf_exec *e, const vf_device_caps *caps, vf_gen_k
     return cg_finish(&g, NULL);
 }
 
-/* ---- cumsum ---------------------------------------------------------------
-   x as [outer, n, inner]: a lane is one (outer, inner) pair, its n
-   elements strided by inner (adjacent lanes read adjacent memory). The
-   scan runs in "scan order" p = 0..n-1, the axis index k = p, or n-1-p
-   when reversed. Rows of at most SC_BLOCK elements: one step, one
-   invocation per lane looping over its row (O(n) work in all). Longer
-   rows: three steps over blocks of B scan positions: (1) one invocation
-   per (lane, block) scans its block and keeps the block's total in scratch,
-   (2) one invocation per lane turns its totals into exclusive prefix sums
-   (the carries), (3) one invocation per element adds its block's carry.
-   B and the work per invocation stay within the loop budget. */
-#define SC_BLOCK 256u
-
-typedef struct {
-    vf_dtype dt;
-    vf_ctype ct;
-    bool excl, rev;
-    uint64_t outer, n, inner, lanes, nb, B;
-} sc_info;
-
-static const char *sc_zero(vf_ctype ct) { return ct == VF_CT_FLOAT ? "0.0" : ct == VF_CT_INT ? "0" : "0u"; }
-static const char *sc_to_bits(vf_ctype ct) { return ct == VF_CT_FLOAT ? "floatBitsToUint" : "uint"; }
-static const char *sc_from_bits(vf_ctype ct) { return ct == VF_CT_FLOAT ? "uintBitsToFloat" : ct == VF_CT_INT ? "int" : "uint"; }
-
-static void sc_common(vf_cg *g, const sc_info *c, const char *what, int step)
-{
-    snprintf(g->d->name, sizeof g->d->name, "cumsum_%s%s%s_%d", cg_dtype_tag(c->dt), c->excl ? "_excl" : "",
-             c->rev ? "_rev" : "", step);
-    snprintf(g->comment, sizeof g->comment, "op cumsum: %s along axis %d%s%s; x as [outer, n, inner]; %s",
-             vf_dtype_name(c->dt), g->e->attrs.axis, c->excl ? ", exclusive" : "", c->rev ? ", reversed" : "", what);
-    cg_push_u32(g, "n", (uint32_t)c->n);
-    cg_push_u32(g, "inner", (uint32_t)c->inner);
-    cg_push_u32(g, "lanes", (uint32_t)c->lanes);
-    cg_push_u32(g, "nb", (uint32_t)c->nb);
-    cg_push_u32(g, "B", (uint32_t)c->B);
-}
-
-/* a row scan over scan positions [p0, p1) of a lane: the body of steps
-   "one" and "blocks" */
-static void sc_loop(vf_sb *s, const sc_info *c, const char *cn)
-{
-    vf_sb_add(s,
-              "    uint cc = lane %% pc.inner, o = lane / pc.inner;\n"
-              "    uint base = o * pc.n * pc.inner + cc;\n"
-              "    %s acc = %s;\n"
-              "    for (uint p = p0; p < p1; p++) {\n"
-              "        uint at = base + (%s) * pc.inner;\n"
-              "        %s v = ld_x(at);\n"
-              "        %s\n"
-              "    }\n", cn, sc_zero(c->ct), c->rev ? "pc.n - 1u - p" : "p", cn,
-              c->excl ? "st_o(at, acc); acc += v;" : "acc += v; st_o(at, acc);");
-}
-
-static vf_status sc_step(const vf_exec *e, const vf_device_caps *caps, vf_err *err, vf_dispatch *d, const sc_info *c,
-                         int step)
-{
-    const char *cn = cg_ctype_name(c->ct);
-    vf_cg g;
-    cg_begin(&g, e, caps, err, d);
-    static const char *const what[4] = {"one invocation per lane scans its row",
-                                        "step 1 of 3: one invocation per (lane, block) scans the block, its total to scratch",
-                                        "step 2 of 3: per lane, the block totals become exclusive prefix sums (carries)",
-                                        "step 3 of 3: every element adds its block's carry"};
-    sc_common(&g, c, what[step], step);
-    if (step <= 1) cg_bind(&g, VF_BIND_IN0, c->dt, "xv", true, false);
-    if (step != 2) cg_bind(&g, VF_BIND_OUT, c->dt, "outv", false, false);
-    if (step >= 1) cg_bind(&g, VF_BIND_SCRATCH, -1, "sc", step == 3, false);
-    if (step <= 1) cg_load_fn(&g, "ld_x", "xv", c->dt, c->ct);
-    if (step == 3) cg_load_fn(&g, "ld_o", "outv", c->dt, c->ct);
-    if (step != 2) cg_store_fn(&g, "st_o", "outv", c->dt, c->ct);
-    cg_workgroup(&g, cg_clamp_wg(caps, 64, false));
-    uint32_t wg = cg_wg(&g);
-    vf_sb *s = &g.body;
-    vf_sb_puts(s, "void main()\n{\n    uint t = vf_group_id() * WG + gl_LocalInvocationID.x;\n");
-    uint64_t items = 0;
-    if (step == 0) {
-        items = c->lanes;
-        vf_sb_puts(s, "    if (t >= pc.lanes) return;\n    uint lane = t, p0 = 0u, p1 = pc.n;\n");
-        sc_loop(s, c, cn);
-    } else if (step == 1) {
-        items = c->lanes * c->nb;
-        vf_sb_puts(s, "    if (t >= pc.lanes * pc.nb) return;\n"
-                      "    uint lane = t / pc.nb, blk = t % pc.nb;\n"
-                      "    uint p0 = blk * pc.B, p1 = min(pc.n, p0 + pc.B);\n");
-        sc_loop(s, c, cn);
-        vf_sb_add(s, "    sc[t] = %s(acc);\n", sc_to_bits(c->ct));
-    } else if (step == 2) {
-        items = c->lanes;
-        vf_sb_add(s, "    if (t >= pc.lanes) return;\n"
-                     "    %s acc = %s;\n"
-                     "    for (uint b = 0u; b < pc.nb; b++) {\n"
-                     "        %s v = %s(sc[t * pc.nb + b]);\n"
-                     "        sc[t * pc.nb + b] = %s(acc);\n"
-                     "        acc += v;\n"
-                     "    }\n", cn, sc_zero(c->ct), cn, sc_from_bits(c->ct), sc_to_bits(c->ct));
-    } else {
-        items = c->outer * c->n * c->inner;
-        vf_sb_add(s, "    if (t >= pc.lanes * pc.n) return;\n"
-                     "    uint cc = t %% pc.inner, q = t / pc.inner;\n"
-                     "    uint k = q %% pc.n, o = q / pc.n;\n"
-                     "    uint blk = (%s) / pc.B;\n"
-                     "    if (blk == 0u) return;\n"
-                     "    st_o(t, ld_o(t) + %s(sc[(o * pc.inner + cc) * pc.nb + blk]));\n",
-                  c->rev ? "pc.n - 1u - k" : "k", sc_from_bits(c->ct));
-    }
-    vf_sb_puts(s, "}\n");
-    cg_groups_linear(&g, (items + wg - 1) / wg);
-    return cg_finish(&g, NULL);
-}
-
-static vf_status gen_cumsum(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
-{
-    const vf_tref *x = &e->in[0];
-    if (!cg_dtype_supported(e, caps, x->dtype, err)) return VF_ERROR_UNSUPPORTED;
-    sc_info c = {.dt = x->dtype, .ct = cg_ctype_of(x->dtype), .excl = e->attrs.trans_a, .rev = e->attrs.trans_b};
-    int axis = e->attrs.axis;
-    c.outer = 1, c.n = (uint64_t)x->shape[axis], c.inner = 1;
-    for (int d = 0; d < axis; d++) c.outer *= (uint64_t)x->shape[d];
-    for (int d = axis + 1; d < x->rank; d++) c.inner *= (uint64_t)x->shape[d];
-    c.lanes = c.outer * c.inner;
-    uint64_t budget = cg_loop_budget(caps);
-    uint32_t wg = cg_clamp_wg(caps, 64, false);
-    uint64_t B = SC_BLOCK < budget ? SC_BLOCK : budget;
-    if (c.n <= B && c.n * grid_rounds(caps, (c.lanes + wg - 1) / wg) <= budget) {
-        c.nb = 1, c.B = c.n;
-        k->n_steps = 1;
-        return sc_step(e, caps, err, &k->step[0], &c, 0);
-    }
-    /* blocks short enough for the loop budget at the grid rounds they need */
-    for (int tries = 0; tries < 8; tries++) {
-        c.nb = (c.n + B - 1) / B;
-        uint64_t r = grid_rounds(caps, (c.lanes * c.nb + wg - 1) / wg);
-        if (B * r <= budget || B == 1) break;
-        B = budget / r ? budget / r : 1;
-    }
-    c.nb = (c.n + B - 1) / B;
-    c.B = B;
-    uint64_t r1 = grid_rounds(caps, (c.lanes * c.nb + wg - 1) / wg), r2 = grid_rounds(caps, (c.lanes + wg - 1) / wg);
-    if (B * r1 > budget || c.nb * r2 > budget || c.lanes * c.nb > UINT32_MAX)
-        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
-                          "cumsum: rows of %llu elements need more loop iterations per invocation than this device "
-                          "allows (%u); split the axis and add the carries", (unsigned long long)c.n,
-                          caps->max_loop_iterations);
-    k->n_steps = 3;
-    k->scratch_bytes = (size_t)(c.lanes * c.nb * 4);
-    for (int st = 1; st <= 3; st++) {
-        vf_status s = sc_step(e, caps, err, &k->step[st - 1], &c, st);
-        if (s != VF_OK) return s;
-    }
-    return VF_OK;
-}
-
-/* ---- top_k ------------------------------------------------------------------
-   One invocation per input element finds its rank in its row (how many
-   elements come before it: larger, NaN above numbers, ties by lower index)
-   and, when the rank is below k, writes its value (TOP_K) or index
-   (TOP_K_INDICES) there: the ranks are a permutation, so every output is
-   written once and the result is sorted and deterministic. An element
-   stops counting once k elements come before it (it is not taken), so a
-   row costs about k n log(n / k) comparisons on shuffled data and n^2 at
-   worst (a sorted ascending row). Where n
-   is longer than one invocation may loop, the count is split over up to 4
-   steps that carry partial counts in scratch. */
-static vf_status tk_step(const vf_exec *e, const vf_device_caps *caps, vf_err *err, vf_dispatch *d, uint64_t n,
-                         uint64_t rows, uint64_t kk, uint64_t j0, uint64_t j1, bool first, bool last)
-{
-    const vf_tref *x = &e->in[0];
-    vf_ctype ct = cg_ctype_of(x->dtype);
-    const char *cn = cg_ctype_name(ct);
-    bool want_idx = e->op == VF_OP_TOP_K_INDICES;
-    vf_cg g;
-    cg_begin(&g, e, caps, err, d);
-    snprintf(g.d->name, sizeof g.d->name, "%s_%s%s%s", want_idx ? "top_k_idx" : "top_k", cg_dtype_tag(x->dtype),
-             first ? "" : "_more", last ? "" : "_part");
-    snprintf(g.comment, sizeof g.comment,
-             "op %s: %s rows of n along the last axis; each element counts the elements before it "
-             "(larger; NaN above numbers; ties by lower index) over [pc.j0, pc.j1)%s%s",
-             vf_op_get(e->op)->name, vf_dtype_name(x->dtype), first ? "" : ", adding the count so far",
-             last ? ", and writes itself at that rank when it is below k" : ", the count to scratch");
-    cg_bind(&g, VF_BIND_IN0, x->dtype, "xv", true, false);
-    if (last) cg_bind(&g, VF_BIND_OUT, e->out.dtype, "outv", false, false);
-    if (!(first && last)) cg_bind(&g, VF_BIND_SCRATCH, -1, "sc", false, false);
-    cg_load_fn(&g, "ld_x", "xv", x->dtype, ct);
-    if (last) cg_store_fn(&g, "st_o", "outv", e->out.dtype, want_idx ? VF_CT_UINT : ct);
-    if (ct == VF_CT_FLOAT)
-        vf_sb_puts(&g.decl, "bool before(float a, uint ia, float b, uint ib)\n"
-                            "{\n    bool na = isnan(a), nb = isnan(b);\n"
-                            "    if (na || nb) return na && (!nb || ia < ib);\n"
-                            "    return a > b || (a == b && ia < ib);\n}\n");
-    else
-        vf_sb_add(&g.decl, "bool before(%s a, uint ia, %s b, uint ib) { return a > b || (a == b && ia < ib); }\n", cn,
-                  cn);
-    cg_push_u32(&g, "n", (uint32_t)n);
-    cg_push_u32(&g, "numel", (uint32_t)(n * rows));
-    cg_push_u32(&g, "k", (uint32_t)kk);
-    cg_push_u32(&g, "j0", (uint32_t)j0);
-    cg_push_u32(&g, "j1", (uint32_t)j1);
-    cg_workgroup(&g, cg_clamp_wg(caps, 64, false));
-    vf_sb_add(&g.body,
-              "void main()\n{\n"
-              "    uint t = vf_group_id() * WG + gl_LocalInvocationID.x;\n"
-              "    if (t >= pc.numel) return;\n"
-              "    uint i = t %% pc.n, base = t - i;\n"
-              "    %s v = ld_x(t);\n"
-              "    uint rank = %s;\n"
-              "    for (uint j = pc.j0; j < pc.j1 && rank < pc.k; j++)   // past k it is not taken: stop\n"
-              "        if (before(ld_x(base + j), j, v, i)) rank++;\n",
-              cn, first ? "0u" : "sc[t]");
-    if (!last) vf_sb_puts(&g.body, "    sc[t] = rank;\n}\n");
-    else
-        vf_sb_add(&g.body, "    if (rank < pc.k) st_o((base / pc.n) * pc.k + rank, %s);\n}\n", want_idx ? "i" : "v");
-    cg_groups_linear(&g, (n * rows + cg_wg(&g) - 1) / cg_wg(&g));
-    return cg_finish(&g, NULL);
-}
-
-static vf_status gen_top_k(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
-{
-    const vf_tref *x = &e->in[0];
-    if (!cg_dtype_supported(e, caps, x->dtype, err)) return VF_ERROR_UNSUPPORTED;
-    uint64_t n = (uint64_t)x->shape[x->rank - 1], rows = (uint64_t)cg_numel(x) / n, kk = (uint64_t)e->attrs.value;
-    uint32_t wg = cg_clamp_wg(caps, 64, false);
-    uint64_t chunk = cg_loop_budget(caps) / grid_rounds(caps, (n * rows + wg - 1) / wg);
-    if (chunk == 0) chunk = 1;
-    uint64_t steps = (n + chunk - 1) / chunk;
-    if (steps > VF_KERNEL_MAX_STEPS)
-        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
-                          "top_k: rows of %llu elements need %llu loop iterations per invocation; this device ends "
-                          "loops after %u (at most %llu elements per row here): reshape the row into parts, take "
-                          "top_k of each and then of the winners", (unsigned long long)n, (unsigned long long)n,
-                          caps->max_loop_iterations, (unsigned long long)(chunk * VF_KERNEL_MAX_STEPS));
-    chunk = (n + steps - 1) / steps;
-    k->n_steps = (int)steps;
-    if (steps > 1) k->scratch_bytes = (size_t)(n * rows * 4);
-    for (uint64_t t = 0; t < steps; t++) {
-        uint64_t j0 = t * chunk, j1 = j0 + chunk < n ? j0 + chunk : n;
-        vf_status st = tk_step(e, caps, err, &k->step[t], n, rows, kk, j0, j1, t == 0, t + 1 == steps);
-        if (st != VF_OK) return st;
-    }
-    return VF_OK;
-}
-
 vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     if (e->op == VF_OP_IOTA) return gen_iota(e, caps, k, err);
@@ -480,10 +117,10 @@ vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_gen_
     if (cg_numel(&e->in[0]) > (int64_t)UINT32_MAX) return too_big(e, &e->in[0], "x", err);
     switch (e->op) {
     case VF_OP_GATHER: return gen_gather(e, caps, k, err);
-    case VF_OP_SCATTER_ADD: return gen_scatter(e, caps, k, err);
-    case VF_OP_CUMSUM: return gen_cumsum(e, caps, k, err);
+    case VF_OP_SCATTER_ADD: return vf_codegen_scatter(e, caps, k, err);
+    case VF_OP_CUMSUM: return vf_codegen_cumsum(e, caps, k, err);
     case VF_OP_TOP_K:
-    case VF_OP_TOP_K_INDICES: return gen_top_k(e, caps, k, err);
+    case VF_OP_TOP_K_INDICES: return vf_codegen_top_k(e, caps, k, err);
     default: break;
     }
     return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL generator", vf_op_get(e->op)->name);

@@ -87,6 +87,10 @@ void cg_collapse(const vf_tref *out, const vf_tref *const *in, int n_in, cg_patt
    grid rounds up). Past x * y * z at their limits, main() loops over the
    groups (a grid stride, with a push constant vf_groups). */
 vf_status cg_groups_linear(vf_cg *g, uint64_t total);
+/* How often each invocation runs main() when `total` linear workgroups
+   exceed the device's grid (cg_groups_linear strides over them): its loops
+   run that many times, so per-invocation loop counts multiply by it. */
+uint64_t cg_grid_rounds(const vf_device_caps *caps, uint64_t total);
 /* Loop iterations one invocation of a kernel may spend on its main loops
    (caps.max_loop_iterations less a margin); UINT32_MAX when unbounded. */
 uint32_t cg_loop_budget(const vf_device_caps *caps);
@@ -140,6 +144,12 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
 vf_status vf_codegen_matmul(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 /* indexing ops (codegen_index.c) */
 vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+/* top_k / top_k_indices (codegen_topk.c) and cumsum (codegen_cumsum.c),
+   called by vf_codegen_index */
+vf_status vf_codegen_top_k(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+vf_status vf_codegen_cumsum(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
+/* scatter_add (codegen_scatter.c), called by vf_codegen_index */
+vf_status vf_codegen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err);
 
 int64_t cg_numel(const vf_tref *t);
 

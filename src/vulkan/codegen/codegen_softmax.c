@@ -120,11 +120,13 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
        workgroup wide enough that its invocations stay within the device's
        loop budget (llvmpipe); a thread per column loops over all of it */
     uint32_t fit = row ? cg_wg_for_loops(caps, wg, len, 3, !subgroup) : wg;
+    /* the widest workgroup, each invocation a third of the budget per pass */
     if (!fit)
         return vf_err_set(err, VF_ERROR_UNSUPPORTED,
                           "%s: a length of %llu along axis %d needs more loop iterations per invocation than"
-                          " this device runs (%u, all loops together)", info->name, (unsigned long long)len,
-                          axis, caps->max_loop_iterations);
+                          " this device runs (%u, all loops together): at most %llu here", info->name,
+                          (unsigned long long)len, axis, caps->max_loop_iterations,
+                          (unsigned long long)cg_clamp_wg(caps, UINT32_MAX, !subgroup) * (cg_loop_budget(caps) / 3));
     wg = fit;
     bool reuse = e->op == VF_OP_SOFTMAX && e->out.dtype == VF_F32 && row;
     /* lavapipe, f32 rows of a multiple of 4 that fit: the row in registers */
