@@ -106,8 +106,10 @@ static void test_chain_traced_fused(void **state)
     int k = 0, kf = 0, ku = 0;
     float *want = run_chain(VF_BACKEND_CPU, 0, x, y, &k);
     float *ct = run_chain(VF_BACKEND_CPU, 1, x, y, &k), *cl = run_chain(VF_BACKEND_CPU, 3, x, y, &k);
-    vt_assert_equal_bytes(ct, want, sizeof x, "CPU traced vs eager");
-    vt_assert_equal_bytes(cl, want, sizeof x, "CPU saved and loaded vs eager");
+    /* the CPU backend's fused plan computes every value as eager does; a
+       NaN's sign may differ where two NaNs meet (testutil.h) */
+    vt_assert_same_f32(ct, want, R * C, "CPU traced vs eager");
+    vt_assert_same_f32(cl, want, R * C, "CPU saved and loaded vs eager");
     free(ct), free(cl);
     if (vt_have_vulkan()) {
         float *ve = run_chain(VF_BACKEND_VULKAN, 0, x, y, &k);

@@ -136,6 +136,16 @@ void vt_assert_equal_bytes(const void *got, const void *want, size_t n, const ch
         if (g[i] != w[i]) fail_msg("%s: byte %zu of %zu: got 0x%02x, want 0x%02x", what, i, n, g[i], w[i]);
 }
 
+void vt_assert_same_f32(const float *got, const float *want, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i]) && isnan(want[i])) continue;
+        if (memcmp(&got[i], &want[i], sizeof got[i]) != 0)
+            fail_msg("%s: element %zu of %zu: got %.9g (0x%08x), want %.9g", what, i, n, got[i],
+                     (unsigned)*(const uint32_t *)(const void *)&got[i], want[i]);
+    }
+}
+
 void *vt_read(vf_tensor *t)
 {
     assert_non_null(t);

@@ -54,6 +54,11 @@ void vt_fill_int(int32_t *x, size_t n, int32_t lo, int32_t hi, uint64_t seed);
 void vt_assert_close_f32(const float *got, const float *want, size_t n, double atol, double rtol,
                          const char *what);
 void vt_assert_equal_bytes(const void *got, const void *want, size_t n, const char *what);
+/* f32 values bit for bit, except that a NaN equals any NaN: IEEE 754 leaves
+   the sign and payload of an operation's NaN result open (NaN + NaN gives
+   either operand's, by the order the compiled loop gives them), so two
+   kernel paths that agree on every value may differ there. */
+void vt_assert_same_f32(const float *got, const float *want, size_t n, const char *what);
 /* The absolute tolerance of an f32 matmul with inner size k against a
    double (or OpenBLAS) reference: rounding grows like sqrt(k). */
 double vt_matmul_atol(int64_t k);
