@@ -8,7 +8,8 @@
  * CHUNK-element temporary (or, for a group output, the output's own
  * memory for that chunk), so values between members stay in L1.
  *
- * Why the results are the eager kernels' bit for bit: a member's value is
+ * Why the results are the eager kernels' bit for bit (a NaN's sign aside:
+ * NaN + NaN takes either operand's, as the compiled loop orders them): a member's value is
  * kept in its dtype, exactly as the eager op stores it, and read back as
  * the eager op reads memory (vf_cpu_load_f64 / _i64, the same op-table
  * function, vf_cpu_store_f64 / _i64). The f32 fast loops are limited to
