@@ -2,6 +2,9 @@
  * conversion, large buffers, errors and stats, through its iface, against
  * references written here. */
 #include "cpu_test_common.h"
+#include "cpu/blas.h"
+
+#include <stdlib.h>
 
 /* Let an ASan build report allocation failure as NULL, as glibc does, so
    the out-of-memory path can be tested. Unused without ASan. Exported
@@ -265,6 +268,38 @@ static void test_errors_and_stats(void **state)
     assert_string_equal(f->be.iface->name, "cpu");
 }
 
+/* OpenBLAS runs the widest kernel set the CPU's features allow: an AVX2 or
+   AVX-512 CPU that OpenBLAS's model table does not know must not get its
+   SSE3 kernels ("Prescott"), a quarter of the speed (cpu/blas.h). When
+   the environment names a kernel set, OpenBLAS keeps that one. */
+static void test_blas_kernel_set(void **state)
+{
+    (void)state;
+    const vf_cpu_blas *b = vf_cpu_blas_get();
+    assert_true(b->ok);
+    const char *env = getenv("OPENBLAS_CORETYPE");
+    if (env) { /* the user's choice is left alone */
+        assert_string_equal(b->core_set, "");
+        return;
+    }
+    assert_null(getenv("OPENBLAS_CORETYPE")); /* the environment as it was */
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const char *old[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Sandybridge", "Katmai",
+                         "Coppermine", "Northwood", "Banias", "Barcelona", "Opteron"};
+    if (avx2 || avx512) {
+        assert_true(b->core[0] != 0);
+        for (size_t i = 0; i < sizeof old / sizeof *old; i++)
+            if (strcmp(b->core, old[i]) == 0) fail_msg("OpenBLAS runs its %s kernels on an AVX2 CPU", b->core);
+    }
+    if (avx512) assert_string_equal(b->core_set, "SkylakeX");
+    else if (avx2) assert_string_equal(b->core_set, "Haswell");
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -275,6 +310,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_f16_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_add, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_and_stats, setup, teardown),
+        cmocka_unit_test(test_blas_kernel_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

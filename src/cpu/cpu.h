@@ -110,6 +110,19 @@ static inline void vf_cpu_cursor_next(const vf_cpu_loop *l, int nd, vf_cpu_curso
     }
 }
 
+/* ---- the backend's entry points (cpu_backend.c, cpu_plan.c) ----------------- */
+
+const vf_backend_iface *vf_cpu_iface(void);
+/* One exec, checked against its buffers. */
+vf_status vf_cpu_exec(void *self, const vf_exec *e);
+/* One call of a user kernel's C implementation, outputs zeroed first. */
+vf_status vf_cpu_ukernel(void *self, const vf_ukernel_exec *e);
+vf_status vf_cpu_plan_create(void *self, const vf_plan_desc *d, vf_plan **out);
+vf_status vf_cpu_plan_run(void *self, vf_plan *p, const vf_plan_bind *binds, int n_binds);
+void vf_cpu_plan_destroy(void *self, vf_plan *p);
+void vf_cpu_plan_info(void *self, const vf_plan *p, vf_plan_info *out);
+vf_status vf_cpu_plan_profile(void *self, vf_plan *p, vf_plan_prof *out);
+
 /* ---- kernels --------------------------------------------------------------
    Each returns VF_OK or records the reason in cpu->err. */
 

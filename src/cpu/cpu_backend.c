@@ -104,7 +104,7 @@ static vf_status check_tref(vf_cpu *cpu, const char *op, const char *which, cons
 
 /* A user kernel's C implementation on host pointers; the outputs zeroed
    first as on Vulkan (docs/KERNELS.md). */
-static vf_status cpu_ukernel(void *self, const vf_ukernel_exec *e)
+vf_status vf_cpu_ukernel(void *self, const vf_ukernel_exec *e)
 {
     vf_cpu *cpu = self;
     const vf_ukernel *k = e->k;
@@ -135,7 +135,7 @@ static vf_status cpu_ukernel(void *self, const vf_ukernel_exec *e)
     return VF_OK;
 }
 
-static vf_status cpu_exec(void *self, const vf_exec *e)
+vf_status vf_cpu_exec(void *self, const vf_exec *e)
 {
     vf_cpu *cpu = self;
     if ((unsigned)e->op >= VF_OP_COUNT)
@@ -169,7 +169,7 @@ static vf_status cpu_exec(void *self, const vf_exec *e)
         vf_tref in[3] = {e->in[0], e->in[1], e->in[2]}, out = e->out;
         x.in = in;
         x.out = &out;
-        return cpu_ukernel(cpu, &x);
+        return vf_cpu_ukernel(cpu, &x);
     }
     }
     return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: op %s has no kernel", info->name);
@@ -199,12 +199,19 @@ static const vf_backend_iface cpu_iface = {
     .free = cpu_free,
     .upload = cpu_upload,
     .download = cpu_download,
-    .exec = cpu_exec,
+    .exec = vf_cpu_exec,
     .sync = cpu_sync,
     .destroy = cpu_destroy,
     .stats = cpu_stats,
-    .ukernel = cpu_ukernel,
+    .ukernel = vf_cpu_ukernel,
+    .plan_create = vf_cpu_plan_create,
+    .plan_run = vf_cpu_plan_run,
+    .plan_destroy = vf_cpu_plan_destroy,
+    .plan_info = vf_cpu_plan_info,
+    .plan_profile = vf_cpu_plan_profile,
 };
+
+const vf_backend_iface *vf_cpu_iface(void) { return &cpu_iface; }
 
 vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out)
 {

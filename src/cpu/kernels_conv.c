@@ -10,9 +10,9 @@
  * output (leading dim O). So no filter or output is ever rearranged; the
  * only scratch is one image-group's unrolled matrix. */
 #include "cpu/cpu.h"
+#include "cpu/blas.h"
 #include "util/fault.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +91,9 @@ vf_status vf_cpu_conv(vf_cpu *cpu, const vf_exec *e)
                           "cpu backend: %s takes f32 NHWC input, HWIO filter and output whose shapes and "
                           "groups agree (cast to f32 first)", vf_op_get(e->op)->name);
     const vf_conv_attrs *a = &e->attrs.conv;
+    const vf_cpu_blas *blas = vf_cpu_blas_get();
+    if (!blas->ok)
+        return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: %s: %s", vf_op_get(e->op)->name, blas->error);
     float *Y = vf_cpu_ptr(&e->out);
     if (d.K == 0 || d.M == 0 || d.Og == 0 || d.N == 0) { /* sums of nothing */
         memset(Y, 0, sizeof *Y * (size_t)vf_cpu_numel(&e->out));
@@ -114,17 +117,17 @@ vf_status vf_cpu_conv(vf_cpu *cpu, const vf_exec *e)
             switch (e->op) {
             case VF_OP_CONV2D: /* y[M, Og] = col[M, K] @ w[K, Og] */
                 im2col(A + n * img, d.H, d.W, d.C, g * Cg, Cg, d.KH, d.KW, d.OH, d.OW, a, col);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)Og, (int)K, 1.0f, col, (int)K,
+                blas->sgemm(VF_BLAS_ROW_MAJOR, VF_BLAS_NO_TRANS, VF_BLAS_NO_TRANS, (int)M, (int)Og, (int)K, 1.0f, col, (int)K,
                             B + g * Og, (int)O, 0.0f, Y + n * M * O + g * Og, (int)O);
                 break;
             case VF_OP_CONV2D_BACKPROP_INPUT: /* col[M, K] = dy[M, Og] @ w[K, Og]^T, folded back */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)K, (int)Og, 1.0f,
+                blas->sgemm(VF_BLAS_ROW_MAJOR, VF_BLAS_NO_TRANS, VF_BLAS_TRANS, (int)M, (int)K, (int)Og, 1.0f,
                             A + n * M * O + g * Og, (int)O, B + g * Og, (int)O, 0.0f, col, (int)K);
                 col2im(col, d.H, d.W, d.C, g * Cg, Cg, d.KH, d.KW, d.OH, d.OW, a, Y + n * img);
                 break;
             default: /* backprop_filter: dw[K, Og] += col[M, K]^T @ dy[M, Og] over the images */
                 im2col(A + n * img, d.H, d.W, d.C, g * Cg, Cg, d.KH, d.KW, d.OH, d.OW, a, col);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)Og, (int)M, 1.0f, col, (int)K,
+                blas->sgemm(VF_BLAS_ROW_MAJOR, VF_BLAS_TRANS, VF_BLAS_NO_TRANS, (int)K, (int)Og, (int)M, 1.0f, col, (int)K,
                             B + n * M * O + g * Og, (int)O, n ? 1.0f : 0.0f, Y + g * Og, (int)O);
                 break;
             }

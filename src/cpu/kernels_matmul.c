@@ -6,9 +6,9 @@
  * matrices, the batch folds into m: one big sgemm instead of many small.
  */
 #include "cpu/cpu.h"
+#include "cpu/blas.h"
 #include "util/fault.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 
@@ -52,8 +52,9 @@ static void run_gemm(const vf_exec *e, const mm_dims *d, const float *A, const f
         batches = 1;
         l.rank = 0;
     }
-    CBLAS_TRANSPOSE ta = e->attrs.trans_a ? CblasTrans : CblasNoTrans;
-    CBLAS_TRANSPOSE tb = e->attrs.trans_b ? CblasTrans : CblasNoTrans;
+    int ta = e->attrs.trans_a ? VF_BLAS_TRANS : VF_BLAS_NO_TRANS;
+    int tb = e->attrs.trans_b ? VF_BLAS_TRANS : VF_BLAS_NO_TRANS;
+    const vf_cpu_blas *blas = vf_cpu_blas_get();
     int64_t lda = e->attrs.trans_a ? d->m : d->k;
     int64_t ldb = e->attrs.trans_b ? d->k : d->n;
     if (lda < 1) lda = 1;
@@ -63,7 +64,7 @@ static void run_gemm(const vf_exec *e, const mm_dims *d, const float *A, const f
     vf_cpu_cursor cur;
     vf_cpu_cursor_init(&cur, 3);
     for (int64_t i = 0; i < batches; i++) {
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)d->n, (int)d->k, 1.0f,
+        blas->sgemm(VF_BLAS_ROW_MAJOR, ta, tb, (int)m, (int)d->n, (int)d->k, 1.0f,
                     A + cur.off[1] * d->a_mat, (int)lda, B + cur.off[2] * d->b_mat, (int)ldb, 0.0f,
                     C + cur.off[0] * d->c_mat, (int)ldc);
         vf_cpu_cursor_next(&l, l.rank, &cur);
@@ -97,6 +98,8 @@ vf_status vf_cpu_matmul(vf_cpu *cpu, const vf_exec *e)
     d.c_mat = d.m * d.n;
     int64_t out_n = vf_cpu_numel(&e->out);
     if (out_n == 0) return VF_OK;
+    if (!vf_cpu_blas_get()->ok)
+        return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: matmul: %s", vf_cpu_blas_get()->error);
 
     if (a->dtype == VF_F32) {
         run_gemm(e, &d, vf_cpu_ptr(a), vf_cpu_ptr(b), vf_cpu_ptr(&e->out));

@@ -1,0 +1,39 @@
+/* Fused elementwise groups on the CPU backend: one pass over cache-sized
+ * chunks of the output (numexpr's idea), every member computed on the
+ * chunk in turn, values between members never written to memory.
+ * Bit for bit the eager kernels' results (cpu_fused.c says how). */
+#ifndef VF_CPU_FUSED_H
+#define VF_CPU_FUSED_H
+
+#include "cpu/cpu.h"
+
+/* The most tensors (inputs + outputs) a group run in one pass may have. */
+#define VF_FUSED_MAX_TENSORS 32
+
+/* Whether vf_cpu_fused_run can run g (group.execs set; tensors may be
+   unresolved): an ELEMENTWISE group whose members all have the group's
+   output shape (or are FILL splats) and whose ops this file knows. */
+bool vf_cpu_fused_supported(const vf_fused_group *g);
+
+/* Runs g on its resolved tensors (g->tensors: inputs, then outputs). */
+vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g);
+
+/* MATMUL and CONV groups: the center (the matmul or conv2d) runs as its
+   own kernel, then the epilogue, an elementwise group of the other
+   members that reads the center's value as one more input. An epilogue
+   holds the center's value, the group's tensors and its members with the
+   center's value as group input n_inputs (the tensors after it shift by
+   one). vf_cpu_epilogue_make: false when g has no such epilogue that
+   vf_cpu_fused_run can run (then the group runs member by member). The
+   arrays are owned by ep (vf_cpu_epilogue_free). */
+typedef struct vf_cpu_epilogue {
+    vf_fused_group group;       /* ELEMENTWISE; execs point into the plan's, tensors at run time */
+    vf_exec *execs;
+    vf_fused_member *members;
+    int center;                 /* the center's member index in the original group */
+} vf_cpu_epilogue;
+
+bool vf_cpu_epilogue_make(const vf_fused_group *g, vf_cpu_epilogue *ep);
+void vf_cpu_epilogue_free(vf_cpu_epilogue *ep);
+
+#endif

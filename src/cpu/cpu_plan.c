@@ -1,0 +1,378 @@
+/* Recorded plans on the CPU backend (backend.h, "Plans").
+ *
+ * A traced function on the CPU backend used to run node by node: every
+ * intermediate a fresh buffer, every node looked up, shaped and checked
+ * again at each call, so tracing made a step slower than eager. A plan
+ * does that work once: the execs are copied with their locations, the
+ * memory planner's arena is one buffer for all intermediates, and a run
+ * is a walk over the execs with each tensor's storage filled in from the
+ * arena or the call's bindings. Fused groups run as one pass over
+ * cache-sized blocks where cpu_fused.c can (elementwise groups: their
+ * intermediates never written whole), else member by member, the values
+ * between them in the arena's spill region (what the contract allows
+ * when a backend cannot fuse a group). A user kernel's call in parts runs
+ * its C implementation once on all its tensors. The branches of a traced
+ * vf_cond are guarded execs: the predicate's byte is read on the host.
+ *
+ * Results are the eager kernels' exactly: each member is the same
+ * op-table function at the same precision, its value rounded to its
+ * dtype as if stored.
+ */
+#include "cpu/cpu.h"
+#include "cpu/cpu_fused.h"
+#include "util/clock.h"
+#include "util/fault.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct vf_plan {
+    char name[64];
+    int n_execs;
+    vf_exec *execs;
+    vf_plan_loc (*loc)[4];
+    int *group_at;                /* per exec: the fused group starting there, else -1 */
+    int n_fused;
+    vf_plan_fused *fused;         /* members, tensors and loc copied */
+    bool *block;                  /* per group: run as a whole (one pass, an epilogue or a user kernel) */
+    vf_cpu_epilogue *ep;          /* per group: MATMUL / CONV with an epilogue pass (ep.execs set) */
+    vf_plan_guard *guards;        /* NULL: none guarded */
+    int n_preds;
+    vf_plan_pred *preds;
+    int *exec_node;               /* per exec: its graph node, -1: unknown (profiles) */
+    int n_binds;
+    size_t arena_bytes;
+    vf_buffer *arena;             /* arena + spill; NULL when both are 0 */
+    int kernels;
+    /* profiles: one record per kernel of the last run */
+    bool ran;
+    uint64_t t0;                  /* the last run's start */
+    int n_prof;
+    vf_plan_kernel_prof *prof;
+    int *prof_of;                 /* per exec: its kernel's record, -1 when inside a group */
+};
+
+static vf_status oom(vf_cpu *cpu, const char *name)
+{
+    return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "plan %s: out of host memory (malloc failed)", name);
+}
+
+static void *dup_array(const void *src, size_t n, size_t size)
+{
+    void *p = vf_malloc(n * size + 1);
+    if (p && n) memcpy(p, src, n * size);
+    return p;
+}
+
+void vf_cpu_plan_destroy(void *self, vf_plan *p)
+{
+    if (!p) return;
+    for (int i = 0; i < p->n_fused; i++) {
+        if (p->ep) vf_cpu_epilogue_free(&p->ep[i]);
+        free((void *)p->fused[i].group.members);
+        free((void *)p->fused[i].group.tensors);
+        free((void *)p->fused[i].loc);
+    }
+    if (p->arena) vf_cpu_iface()->free(self, p->arena);
+    free(p->execs);
+    free(p->loc);
+    free(p->group_at);
+    free(p->fused);
+    free(p->block);
+    free(p->ep);
+    free(p->guards);
+    free(p->preds);
+    free(p->exec_node);
+    free(p->prof);
+    free(p->prof_of);
+    free(p);
+}
+
+static vf_status copy_fused(vf_cpu *cpu, vf_plan *p, const vf_plan_desc *d)
+{
+    p->fused = vf_calloc((size_t)d->n_fused + 1, sizeof *p->fused);
+    p->block = vf_calloc((size_t)d->n_fused + 1, sizeof *p->block);
+    p->ep = vf_calloc((size_t)d->n_fused + 1, sizeof *p->ep);
+    if (!p->fused || !p->block || !p->ep) return oom(cpu, d->name);
+    p->n_fused = d->n_fused;
+    for (int i = 0; i < d->n_fused; i++) {
+        const vf_plan_fused *f = &d->fused[i];
+        int nt = f->group.n_inputs + f->group.n_outputs;
+        if (f->first_exec < 0 || f->n_execs < 1 || f->first_exec + f->n_execs > d->n_execs ||
+            f->group.n_members != f->n_execs || p->group_at[f->first_exec] >= 0)
+            return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: fused group %d covers execs %d..%d",
+                              d->name, i, f->first_exec, f->first_exec + f->n_execs - 1);
+        vf_plan_fused *g = &p->fused[i];
+        *g = *f;
+        g->group.members = dup_array(f->group.members, (size_t)f->n_execs, sizeof *f->group.members);
+        g->group.tensors = dup_array(f->group.tensors, (size_t)nt, sizeof *f->group.tensors);
+        g->loc = dup_array(f->loc, (size_t)nt, sizeof *f->loc);
+        g->group.execs = NULL;
+        if (!g->group.members || !g->group.tensors || !g->loc) return oom(cpu, d->name);
+        p->group_at[f->first_exec] = i;
+    }
+    return VF_OK;
+}
+
+vf_status vf_cpu_plan_create(void *self, const vf_plan_desc *d, vf_plan **out)
+{
+    vf_cpu *cpu = self;
+    *out = NULL;
+    vf_plan *p = vf_calloc(1, sizeof *p);
+    if (!p) return oom(cpu, d->name);
+    snprintf(p->name, sizeof p->name, "%s", d->name ? d->name : "?");
+    p->n_execs = d->n_execs;
+    p->n_binds = d->n_binds;
+    p->execs = dup_array(d->execs, (size_t)d->n_execs, sizeof *d->execs);
+    p->loc = dup_array(d->loc, (size_t)d->n_execs, sizeof *d->loc);
+    p->group_at = vf_malloc(((size_t)d->n_execs + 1) * sizeof *p->group_at);
+    p->prof_of = vf_malloc(((size_t)d->n_execs + 1) * sizeof *p->prof_of);
+    vf_status s = p->execs && p->loc && p->group_at && p->prof_of ? VF_OK : oom(cpu, d->name);
+    for (int x = 0; !s && x < d->n_execs; x++) p->group_at[x] = -1;
+    if (!s) {
+        p->exec_node = vf_malloc(((size_t)d->n_execs + 1) * sizeof *p->exec_node);
+        if (!p->exec_node) s = oom(cpu, d->name);
+        for (int x = 0; !s && x < d->n_execs; x++) p->exec_node[x] = d->exec_node ? d->exec_node[x] : -1;
+    }
+    if (!s) s = copy_fused(cpu, p, d);
+    if (!s && d->guards) {
+        p->guards = dup_array(d->guards, (size_t)d->n_execs, sizeof *d->guards);
+        if (!p->guards) s = oom(cpu, d->name);
+    }
+    if (!s && d->n_preds) {
+        p->preds = dup_array(d->preds, (size_t)d->n_preds, sizeof *d->preds);
+        p->n_preds = d->n_preds;
+        if (!p->preds) s = oom(cpu, d->name);
+    }
+    for (int x = 0; !s && p->guards && x < d->n_execs; x++)
+        if (p->guards[x].pred >= d->n_preds)
+            s = vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: exec %d is guarded by predicate %d of %d",
+                           d->name, x, p->guards[x].pred, d->n_preds);
+    /* which groups run as one pass; the others need the spill region */
+    bool spill = false;
+    for (int i = 0; !s && i < p->n_fused; i++) {
+        vf_fused_group grp = p->fused[i].group;
+        grp.execs = p->execs + p->fused[i].first_exec;
+        if (grp.kind == VF_FUSED_USER) {
+            p->block[i] = true;
+        } else if (grp.kind == VF_FUSED_MATMUL || grp.kind == VF_FUSED_CONV) {
+            p->block[i] = vf_cpu_epilogue_make(&grp, &p->ep[i]);
+            spill = true; /* the center's value lives there */
+        } else {
+            p->block[i] = vf_cpu_fused_supported(&grp);
+            spill |= !p->block[i];
+        }
+    }
+    p->arena_bytes = d->arena_bytes + (spill ? d->spill_bytes : 0);
+    if (!s && p->arena_bytes) s = vf_cpu_iface()->alloc(cpu, p->arena_bytes, &p->arena);
+    /* the kernels: an exec outside a group, or a group run as one pass, is
+       one; a group run member by member is as many as it has members */
+    for (int x = 0; !s && x < p->n_execs;) {
+        int g = p->group_at[x];
+        if (g >= 0 && p->block[g]) {
+            p->kernels++;
+            x += p->fused[g].n_execs;
+        } else {
+            p->kernels++;
+            x++;
+        }
+    }
+    if (!s) {
+        p->prof = vf_calloc((size_t)p->kernels + 1, sizeof *p->prof);
+        if (!p->prof) s = oom(cpu, d->name);
+    }
+    if (s) {
+        vf_cpu_plan_destroy(cpu, p);
+        return s;
+    }
+    *out = p;
+    return VF_OK;
+}
+
+/* The storage of tensor r (location l) for this run. */
+static vf_status resolve(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, const vf_tref *r,
+                         const vf_plan_loc *l, vf_tref *out)
+{
+    *out = *r;
+    switch (l->kind) {
+    case VF_PLAN_FIXED: return VF_OK;
+    case VF_PLAN_ARENA:
+        out->buf = p->arena;
+        return VF_OK;
+    case VF_PLAN_BIND:
+        if (l->index < 0 || l->index >= n_binds)
+            return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: binding %d of %d", p->name, l->index,
+                              n_binds);
+        out->buf = binds[l->index].buf;
+        out->offset = binds[l->index].offset + r->offset;
+        return VF_OK;
+    }
+    return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: a tensor without a location", p->name);
+}
+
+static vf_status run_exec(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int x)
+{
+    vf_exec e = p->execs[x];
+    vf_status s = resolve(cpu, p, binds, n_binds, &p->execs[x].out, &p->loc[x][3], &e.out);
+    for (int j = 0; !s && j < e.n_in && j < 3; j++)
+        s = resolve(cpu, p, binds, n_binds, &p->execs[x].in[j], &p->loc[x][j], &e.in[j]);
+    return s ? s : vf_cpu_exec(cpu, &e);
+}
+
+/* A matmul or conv group: the center alone, then the other members as one
+   elementwise pass reading its value (cpu_fused.h). */
+static vf_status run_epilogue(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int gi)
+{
+    const vf_plan_fused *f = &p->fused[gi];
+    const vf_cpu_epilogue *ep = &p->ep[gi];
+    int ni = f->group.n_inputs, nt = ni + 1 + f->group.n_outputs, cx = f->first_exec + ep->center;
+    vf_tref t[VF_FUSED_MAX_TENSORS + 1];
+    if (nt > VF_FUSED_MAX_TENSORS + 1)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: a fused group of %d tensors", p->name, nt);
+    vf_status s = run_exec(cpu, p, binds, n_binds, cx);
+    for (int k = 0; !s && k < ni; k++) s = resolve(cpu, p, binds, n_binds, &f->group.tensors[k], &f->loc[k], &t[k]);
+    if (!s) s = resolve(cpu, p, binds, n_binds, &p->execs[cx].out, &p->loc[cx][3], &t[ni]);
+    for (int k = 0; !s && k < f->group.n_outputs; k++)
+        s = resolve(cpu, p, binds, n_binds, &f->group.tensors[ni + k], &f->loc[ni + k], &t[ni + 1 + k]);
+    if (s) return s;
+    vf_fused_group grp = ep->group;
+    grp.tensors = t;
+    return vf_cpu_fused_run(cpu, &grp);
+}
+
+/* A fused group: its tensors resolved, then one pass (cpu_fused.c), one
+   call of a user kernel, or its members one by one. */
+static vf_status run_group(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int gi)
+{
+    const vf_plan_fused *f = &p->fused[gi];
+    int nt = f->group.n_inputs + f->group.n_outputs;
+    if (p->ep[gi].execs) return run_epilogue(cpu, p, binds, n_binds, gi);
+    if (!p->block[gi]) {
+        vf_status s = VF_OK;
+        for (int x = f->first_exec; !s && x < f->first_exec + f->n_execs; x++) s = run_exec(cpu, p, binds, n_binds, x);
+        return s;
+    }
+    vf_tref t[VF_FUSED_MAX_TENSORS];
+    if (nt > VF_FUSED_MAX_TENSORS)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: a fused group of %d tensors", p->name, nt);
+    for (int k = 0; k < nt; k++) {
+        vf_status s = resolve(cpu, p, binds, n_binds, &f->group.tensors[k], &f->loc[k], &t[k]);
+        if (s) return s;
+    }
+    if (f->group.kind == VF_FUSED_USER) { /* inputs then outputs: the call's */
+        const vf_exec *e0 = &p->execs[f->first_exec];
+        if (!e0->ux)
+            return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: a user kernel group without its call",
+                              p->name);
+        vf_ukernel_exec x = *e0->ux;
+        x.in = t;
+        x.out = t + f->group.n_inputs;
+        return vf_cpu_ukernel(cpu, &x);
+    }
+    vf_fused_group grp = f->group;
+    grp.execs = p->execs + f->first_exec;
+    grp.tensors = t;
+    return vf_cpu_fused_run(cpu, &grp);
+}
+
+static int64_t tref_bytes(const vf_tref *t) { return vf_cpu_numel(t) * (int64_t)vf_dtype_size(t->dtype); }
+
+/* What a kernel's tensors hold, read and written (profiles). */
+static void kernel_bytes(const vf_plan *p, int x, int g, vf_plan_kernel_prof *kp)
+{
+    if (g >= 0) {
+        const vf_fused_group *grp = &p->fused[g].group;
+        for (int t = 0; t < grp->n_inputs + grp->n_outputs; t++)
+            *(t < grp->n_inputs ? &kp->bytes_read : &kp->bytes_written) += tref_bytes(&grp->tensors[t]);
+        return;
+    }
+    const vf_exec *e = &p->execs[x];
+    for (int j = 0; j < e->n_in && j < 3; j++) kp->bytes_read += tref_bytes(&e->in[j]);
+    kp->bytes_written += tref_bytes(&e->out);
+}
+
+static vf_status guard_open(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int x, bool *run)
+{
+    *run = true;
+    if (!p->guards || p->guards[x].pred < 0) return VF_OK;
+    const vf_plan_pred *pr = &p->preds[p->guards[x].pred];
+    vf_tref r;
+    vf_status s = resolve(cpu, p, binds, n_binds, &pr->ref, &pr->loc, &r);
+    if (s) return s;
+    if (!r.buf || r.offset >= r.buf->size)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: predicate %d outside its buffer", p->name,
+                          p->guards[x].pred);
+    bool v = ((const uint8_t *)r.buf->data)[r.offset] != 0;
+    *run = v == p->guards[x].when;
+    return VF_OK;
+}
+
+vf_status vf_cpu_plan_run(void *self, vf_plan *p, const vf_plan_bind *binds, int n_binds)
+{
+    vf_cpu *cpu = self;
+    if (n_binds < p->n_binds)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: %d bindings for %d", p->name, n_binds,
+                          p->n_binds);
+    int64_t t0 = vf_now_ns();
+    p->t0 = (uint64_t)t0;
+    int k = 0;
+    vf_status s = VF_OK;
+    for (int x = 0; !s && x < p->n_execs;) {
+        int g = p->group_at[x];
+        bool whole = g >= 0 && p->block[g];
+        int n = whole ? p->fused[g].n_execs : 1;
+        bool run = true;
+        s = guard_open(cpu, p, binds, n_binds, x, &run);
+        int64_t start = vf_now_ns();
+        if (!s && run) s = whole ? run_group(cpu, p, binds, n_binds, g) : run_exec(cpu, p, binds, n_binds, x);
+        int64_t end = vf_now_ns();
+        if (k < p->kernels) {
+            vf_plan_kernel_prof *kp = &p->prof[k];
+            const vf_exec *e = &p->execs[x];
+            memset(kp, 0, sizeof *kp);
+            snprintf(kp->name, sizeof kp->name, "%s%s", whole ? "fused_" : "", vf_op_get(e->op)->name);
+            kp->first_exec = x;
+            kp->n_execs = n;
+            kp->op = e->op;
+            kp->pred = p->guards && p->guards[x].pred >= 0 ? p->guards[x].pred : -1;
+            kp->dispatches = run;
+            kp->gpu_ns = run ? (uint64_t)(end > start ? end - start : 1) : 0; /* ran: never 0 */
+            kp->start_ns = (uint64_t)(start - t0);
+            if (p->exec_node[x] >= 0) {
+                kp->nodes = &p->exec_node[x];
+                kp->n_nodes = whole && p->fused[g].group.kind != VF_FUSED_USER ? n : 1;
+            }
+            if (run) kernel_bytes(p, x, whole ? g : -1, kp);
+            k++;
+        }
+        x += n;
+    }
+    p->n_prof = k;
+    p->ran = s == VF_OK;
+    return s;
+}
+
+void vf_cpu_plan_info(void *self, const vf_plan *p, vf_plan_info *out)
+{
+    (void)self;
+    out->kernels = p->kernels;
+    out->dispatches = p->kernels;
+    out->barriers = 0;
+}
+
+vf_status vf_cpu_plan_profile(void *self, vf_plan *p, vf_plan_prof *out)
+{
+    (void)self;
+    memset(out, 0, sizeof *out);
+    if (!p->ran) return VF_OK;
+    out->timed = true; /* wall time per kernel: the CPU runs them one after another */
+    out->t0_ns = p->t0;
+    out->n_kernels = p->n_prof;
+    out->kernels = p->prof;
+    for (int k = 0; k < p->n_prof; k++) {
+        out->dispatches += p->prof[k].dispatches;
+        out->gpu_ns += p->prof[k].gpu_ns;
+    }
+    return VF_OK;
+}
