@@ -1,8 +1,9 @@
 /* Convolution benchmark: y = relu(conv2d(x, w) + b) (3x3, SAME, NHWC /
  * HWIO, f32) traced as a vf_function, run on Vulkan fused (one kernel: the
  * direct conv kernel with its epilogue), unfused (vf_function_desc.unfused:
- * conv2d, add, relu as three kernels) and on the CPU backend (im2col +
- * OpenBLAS sgemm + two elementwise ops), side by side in one run; then
+ * conv2d, add, relu as three kernels) and on the CPU backend (oneDNN, or
+ * im2col + OpenBLAS sgemm with VKFUSE_CPU_DNNL=0; then the epilogue), side
+ * by side in one run; then
  * the same layer's training kernels (the input and filter gradients of
  * sum(y * g)) on both backends, and a plain matmul with the conv's FLOPs
  * (M = N*OH*OW, K = 9*C, N = O: the im2col GEMM) on both backends, so the
@@ -94,7 +95,7 @@ static void size(vf_context *vk, vf_context *cpu, const layer *l, int iters)
     vb_figures mc = measure(cpu, plain_matmul, 2, 1, mshp, m2, true, iters);
     row("vulkan conv+bias+relu fused", &fu, flops);
     row("vulkan unfused", &un, flops);
-    row("cpu (im2col + OpenBLAS)", &c, flops);
+    row("cpu conv+bias+relu", &c, flops);
     row("vulkan dx + dw", &gv, 2 * flops);
     row("cpu dx + dw", &gc, 2 * flops);
     char mm[64];

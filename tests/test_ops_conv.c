@@ -6,6 +6,7 @@
  * input channel; bad arguments give a status and a message that says what
  * and how to fix; the saved form keeps the geometry. */
 #include "testutil.h"
+#include "cpu/dnnl_conv.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -179,6 +180,40 @@ static void conv_matches_reference(vf_backend b)
     vt_context_done(ctx);
 }
 VT_PER_BACKEND(conv_matches_reference)
+
+/* The CPU backend runs every non-empty case on oneDNN (three primitives
+   per call, eager and traced), and each still matches the reference:
+   strides, dilations, SAME and explicit pads, groups, depthwise, 1x1. */
+static void conv_cpu_onednn(void **state)
+{
+    (void)state;
+    assert_string_equal(vf_cpu_dnnl_unavailable(), ""); /* scripts/setup.sh installs libdnnl-dev */
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const conv_case *k = &cases[i];
+        int64_t before = vf_cpu_dnnl_runs();
+        check_case(ctx, k, (int)i, NULL);
+        bool empty = k->n == 0 || k->c == 0;
+        if (vf_cpu_dnnl_runs() - before != (empty ? 0 : 6))
+            fail_msg("conv case %zu: %lld oneDNN runs, want %d", i, (long long)(vf_cpu_dnnl_runs() - before),
+                     empty ? 0 : 6);
+    }
+    vt_context_done(ctx);
+}
+
+/* VKFUSE_CPU_DNNL=0 when the context is made: im2col + sgemm, which must
+   match the reference on its own. */
+static void conv_cpu_without_onednn(void **state)
+{
+    (void)state;
+    setenv("VKFUSE_CPU_DNNL", "0", 1);
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    unsetenv("VKFUSE_CPU_DNNL");
+    int64_t before = vf_cpu_dnnl_runs();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(ctx, &cases[i], (int)i, NULL);
+    assert_int_equal(vf_cpu_dnnl_runs(), before);
+    vt_context_done(ctx);
+}
 
 /* A symbolic batch (input_signature -1): one trace serves batches 2, 3
    and 1, forward and both gradients, each against the reference. */
@@ -638,6 +673,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(conv_matches_reference),
+        cmocka_unit_test(conv_cpu_onednn),
+        cmocka_unit_test(conv_cpu_without_onednn),
         VT_PER_BACKEND_TESTS(conv_symbolic_batch),
         VT_PER_BACKEND_TESTS(conv_bad_arguments),
         VT_PER_BACKEND_TESTS(conv_saved_keeps_geometry),

@@ -22,8 +22,12 @@ struct vf_buffer {
     size_t size;
 };
 
+/* oneDNN's engine, stream and primitive cache (dnnl_conv.c). */
+typedef struct vf_cpu_dnnl vf_cpu_dnnl;
+
 typedef struct vf_cpu {
     vf_err *err;            /* the context's sticky error */
+    vf_cpu_dnnl *dnnl;      /* NULL: convolutions run as im2col + sgemm */
     int64_t bytes_in_use;   /* sum of live buffer sizes, for stats */
     int64_t bytes_peak;     /* the most bytes_in_use has been */
     int64_t allocations;    /* buffers allocated */

@@ -2,6 +2,7 @@
  * its reference kernel. Every exec is checked against the buffers it names
  * (a bad offset from a planner bug becomes an error, not a wild write). */
 #include "cpu/cpu.h"
+#include "cpu/dnnl_conv.h"
 #include "util/fault.h"
 
 #include <stdlib.h>
@@ -182,7 +183,12 @@ static vf_status cpu_sync(void *self)
     return VF_OK;
 }
 
-static void cpu_destroy(void *self) { free(self); }
+static void cpu_destroy(void *self)
+{
+    vf_cpu *cpu = self;
+    vf_cpu_dnnl_destroy(cpu->dnnl);
+    free(cpu);
+}
 
 static void cpu_stats(void *self, vf_context_stats *out)
 {
@@ -221,6 +227,7 @@ vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out)
     if (!cpu)
         return vf_err_set(err, VF_ERROR_OUT_OF_MEMORY, "cpu backend: out of host memory (malloc failed) for the backend");
     cpu->err = err;
+    cpu->dnnl = vf_cpu_dnnl_create();
     out->iface = &cpu_iface;
     out->self = cpu;
     return VF_OK;

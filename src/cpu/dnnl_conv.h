@@ -1,0 +1,44 @@
+/* conv2d and its two gradients on the CPU backend through oneDNN.
+ *
+ * oneDNN (Debian's libdnnl2) runs f32 convolutions with JIT kernels for
+ * this CPU's vector width, directly on NHWC data and HWIO filters, several
+ * times faster than im2col + sgemm on small-channel layers
+ * (docs/BENCHMARKS.md, "Convolutions on the CPU backend"). Like OpenBLAS
+ * (blas.h) it is not linked: a constructor loads libdnnl.so.2 before main,
+ * with OMP_WAIT_POLICY=passive unless the user set it, so that its OpenMP
+ * threads sleep between primitives instead of spinning against OpenBLAS's
+ * threads and the rest of the program (the runtime reads the variable only
+ * when it is loaded). A machine without the library, or a build without
+ * dnnl.h, or VKFUSE_CPU_DNNL=0 in the environment when a context is
+ * created, gets kernels_conv.c's im2col + sgemm for every convolution.
+ *
+ * Each backend keeps its own engine, stream and a small cache of
+ * primitives keyed by op and geometry, so a steady training loop creates
+ * its three primitives once; destroying the backend frees them. Results
+ * are deterministic for a given thread count (OMP_NUM_THREADS, default
+ * one per core).
+ */
+#ifndef VF_CPU_DNNL_CONV_H
+#define VF_CPU_DNNL_CONV_H
+
+#include "cpu/cpu.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A backend's oneDNN state; NULL when oneDNN is not used (see above). */
+vf_cpu_dnnl *vf_cpu_dnnl_create(void);
+void vf_cpu_dnnl_destroy(vf_cpu_dnnl *d);
+
+/* Runs conv exec e (conv2d, conv2d_backprop_input or
+   conv2d_backprop_filter, f32) on oneDNN. false: not done, nothing
+   recorded (oneDNN has no primitive for this geometry, or memory ran
+   out); the caller computes it another way. */
+bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e);
+
+/* For tests: convolutions oneDNN has run in this process, over all
+   backends, and why oneDNN is not in use ("" when it is available). */
+int64_t vf_cpu_dnnl_runs(void);
+const char *vf_cpu_dnnl_unavailable(void);
+
+#endif
