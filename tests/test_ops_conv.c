@@ -201,6 +201,26 @@ static void conv_cpu_onednn(void **state)
     vt_context_done(ctx);
 }
 
+/* A steady loop reuses its primitives: the first call of a shape makes
+   one per op (forward, input and filter gradient), later calls none. */
+static void conv_cpu_onednn_cache(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    const conv_case *k = &cases[7]; /* depthwise x2, strided, SAME */
+    int64_t made = vf_cpu_dnnl_made();
+    check_case(ctx, k, 7, NULL);
+    assert_int_equal(vf_cpu_dnnl_made() - made, 3);
+    for (int i = 0; i < 2; i++) check_case(ctx, k, 7, NULL);
+    assert_int_equal(vf_cpu_dnnl_made() - made, 3);
+    vt_context_done(ctx);
+    /* a new context (a new backend) starts with an empty cache */
+    ctx = vt_context(VF_BACKEND_CPU);
+    check_case(ctx, k, 7, NULL);
+    assert_int_equal(vf_cpu_dnnl_made() - made, 6);
+    vt_context_done(ctx);
+}
+
 /* VKFUSE_CPU_DNNL=0 when the context is made: im2col + sgemm, which must
    match the reference on its own. */
 static void conv_cpu_without_onednn(void **state)
@@ -674,6 +694,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(conv_matches_reference),
         cmocka_unit_test(conv_cpu_onednn),
+        cmocka_unit_test(conv_cpu_onednn_cache),
         cmocka_unit_test(conv_cpu_without_onednn),
         VT_PER_BACKEND_TESTS(conv_symbolic_batch),
         VT_PER_BACKEND_TESTS(conv_bad_arguments),

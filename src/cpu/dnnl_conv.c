@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Atomic int64_t runs;
+static _Atomic int64_t runs, made;
 
 #if VF_HAVE_DNNL
 #include <dlfcn.h>
@@ -295,6 +295,7 @@ static conv_entry *entry_get(vf_cpu_dnnl *d, const conv_key *k)
         entry_free(lru);
         return NULL;
     }
+    atomic_fetch_add(&made, 1);
     return lru;
 }
 
@@ -337,3 +338,4 @@ const char *vf_cpu_dnnl_unavailable(void) { return "vkfuse was built without one
 #endif
 
 int64_t vf_cpu_dnnl_runs(void) { return atomic_load(&runs); }
+int64_t vf_cpu_dnnl_made(void) { return atomic_load(&made); }

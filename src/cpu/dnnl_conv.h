@@ -36,9 +36,11 @@ void vf_cpu_dnnl_destroy(vf_cpu_dnnl *d);
    out); the caller computes it another way. */
 bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e);
 
-/* For tests: convolutions oneDNN has run in this process, over all
-   backends, and why oneDNN is not in use ("" when it is available). */
+/* For tests: convolutions oneDNN has run in this process and primitives
+   made for them, over all backends, and why oneDNN is not in use (""
+   when it is available). */
 int64_t vf_cpu_dnnl_runs(void);
+int64_t vf_cpu_dnnl_made(void);
 const char *vf_cpu_dnnl_unavailable(void);
 
 #endif
