@@ -485,6 +485,30 @@ static void pool_matches_reference(vf_backend b)
 }
 VT_PER_BACKEND(pool_matches_reference)
 
+/* The CPU backend's pools and their gradients run on oneDNN (two ops per
+   call, eager and traced) and match the reference, ties to the first
+   maximum and padding excluded included; with VKFUSE_CPU_DNNL=0 the
+   direct loops do, on their own. */
+static void pool_cpu_onednn(void **state)
+{
+    (void)state;
+    for (int off = 0; off < 2; off++) {
+        if (off) setenv("VKFUSE_CPU_DNNL", "0", 1);
+        vf_context *ctx = vt_context(VF_BACKEND_CPU);
+        unsetenv("VKFUSE_CPU_DNNL");
+        for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
+            const pool_case *k = &pool_cases[i];
+            int64_t before = vf_cpu_dnnl_runs();
+            check_pool(ctx, k, (int)i, k->is_max);
+            int want = off || k->n == 0 ? 0 : 4;
+            if (vf_cpu_dnnl_runs() - before != want)
+                fail_msg("pool case %zu%s: %lld oneDNN runs, want %d", i, off ? " (VKFUSE_CPU_DNNL=0)" : "",
+                         (long long)(vf_cpu_dnnl_runs() - before), want);
+        }
+        vt_context_done(ctx);
+    }
+}
+
 static void pool_bad_arguments(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
@@ -700,6 +724,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(conv_bad_arguments),
         VT_PER_BACKEND_TESTS(conv_saved_keeps_geometry),
         VT_PER_BACKEND_TESTS(pool_matches_reference),
+        cmocka_unit_test(pool_cpu_onednn),
         VT_PER_BACKEND_TESTS(pool_bad_arguments),
         cmocka_unit_test(window_past_loop_budget),
         cmocka_unit_test(conv_filter_grad_split),

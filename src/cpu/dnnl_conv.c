@@ -48,6 +48,12 @@ static struct {
     int (*md_equal)(const dnnl_memory_desc_t *, const dnnl_memory_desc_t *);
     dnnl_status_t (*reorder_pd_create)(dnnl_primitive_desc_t *, const dnnl_memory_desc_t *, dnnl_engine_t,
                                        const dnnl_memory_desc_t *, dnnl_engine_t, const_dnnl_primitive_attr_t);
+    dnnl_status_t (*pool_fwd_init)(dnnl_pooling_v2_desc_t *, dnnl_prop_kind_t, dnnl_alg_kind_t,
+                                   const dnnl_memory_desc_t *, const dnnl_memory_desc_t *, const dnnl_dims_t,
+                                   const dnnl_dims_t, const dnnl_dims_t, const dnnl_dims_t, const dnnl_dims_t);
+    dnnl_status_t (*pool_bwd_init)(dnnl_pooling_v2_desc_t *, dnnl_alg_kind_t, const dnnl_memory_desc_t *,
+                                   const dnnl_memory_desc_t *, const dnnl_dims_t, const dnnl_dims_t,
+                                   const dnnl_dims_t, const dnnl_dims_t, const dnnl_dims_t);
 } dn;
 
 __attribute__((constructor)) static void dnnl_load(void)
@@ -87,6 +93,8 @@ __attribute__((constructor)) static void dnnl_load(void)
         {(void **)&dn.pd_query_md, "dnnl_primitive_desc_query_md"},
         {(void **)&dn.md_equal, "dnnl_memory_desc_equal"},
         {(void **)&dn.reorder_pd_create, "dnnl_reorder_primitive_desc_create"},
+        {(void **)&dn.pool_fwd_init, "dnnl_pooling_v2_forward_desc_init"},
+        {(void **)&dn.pool_bwd_init, "dnnl_pooling_v2_backward_desc_init"},
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
         if (!(*syms[i].fn = dlsym(h, syms[i].name))) {
@@ -120,7 +128,11 @@ typedef struct {
     dnnl_memory_t mem[3];        /* the exec's in[0], in[1], out, in our layouts */
     dnnl_memory_t inner[3];      /* NULL, or the operand in the primitive's layout */
     dnnl_primitive_t reorder[3]; /* with inner: mem -> inner (inputs), inner -> mem (out) */
-    int arg[3];                  /* their oneDNN argument names */
+    int arg[3];                  /* their oneDNN argument names; 0: not an argument */
+    /* max pool's gradient: the forward pass first, for the argmax of each
+       window (ws), its result thrown away (y) */
+    dnnl_primitive_t pre;
+    dnnl_memory_t y, ws;
     uint64_t used;               /* the tick of the last run; 0: empty slot */
 } conv_entry;
 
@@ -157,6 +169,9 @@ static void entry_free(conv_entry *c)
         if (c->reorder[i]) dn.prim_destroy(c->reorder[i]);
     }
     if (c->prim) dn.prim_destroy(c->prim);
+    if (c->pre) dn.prim_destroy(c->pre);
+    if (c->y) dn.mem_destroy(c->y);
+    if (c->ws) dn.mem_destroy(c->ws);
     memset(c, 0, sizeof *c);
 }
 
@@ -280,6 +295,77 @@ static bool reorder_run(vf_cpu_dnnl *d, dnnl_primitive_t r, dnnl_memory_t a, dnn
     return dn.prim_execute(r, d->stream, 2, args) == dnnl_success;
 }
 
+static bool is_pool(int64_t op)
+{
+    return op == VF_OP_MAX_POOL2D || op == VF_OP_AVG_POOL2D || op == VF_OP_MAX_POOL2D_GRAD ||
+           op == VF_OP_AVG_POOL2D_GRAD;
+}
+
+/* The key of pool exec e (the window in KH, KW), as key_of. */
+static bool pool_key_of(const vf_exec *e, conv_key *k)
+{
+    bool grad = e->op == VF_OP_MAX_POOL2D_GRAD || e->op == VF_OP_AVG_POOL2D_GRAD;
+    const vf_tref *x = &e->in[0], *y = grad ? &e->in[1] : &e->out;
+    if (!is_pool(e->op) || e->n_in != (grad ? 2 : 1) || x->rank != 4 || y->rank != 4 || x->dtype != VF_F32 ||
+        y->dtype != VF_F32 || e->out.dtype != VF_F32 || y->shape[0] != x->shape[0] || y->shape[3] != x->shape[3])
+        return false;
+    const vf_conv_attrs *at = &e->attrs.conv;
+    *k = (conv_key){.op = e->op, .N = x->shape[0], .H = x->shape[1], .W = x->shape[2], .C = x->shape[3],
+                    .KH = at->size[0], .KW = at->size[1], .O = x->shape[3], .OH = y->shape[1], .OW = y->shape[2],
+                    .G = 1, .stride = {at->stride[0], at->stride[1]},
+                    .pad = {at->pad[0], at->pad[1], at->pad[2], at->pad[3]}};
+    for (const int64_t *v = &k->N; v <= &k->G; v++)
+        if (*v <= 0) return false;
+    return true;
+}
+
+/* Builds the pool primitive for k into c, on NHWC as it is. Our max takes
+   the first maximum in row-major window order, as oneDNN's workspace
+   records it; our average divides by the window's positions inside the
+   input, oneDNN's avg_exclude_padding. */
+static bool pool_entry_make(vf_cpu_dnnl *d, const conv_key *k, conv_entry *c)
+{
+    dnnl_memory_desc_t xm, ym;
+    dnnl_dims_t xd = {k->N, k->C, k->H, k->W}, yd = {k->N, k->C, k->OH, k->OW};
+    if (dn.md_init_by_tag(&xm, 4, xd, dnnl_f32, dnnl_nhwc) != dnnl_success ||
+        dn.md_init_by_tag(&ym, 4, yd, dnnl_f32, dnnl_nhwc) != dnnl_success)
+        return false;
+    dnnl_dims_t st = {k->stride[0], k->stride[1]}, ker = {k->KH, k->KW}, dl = {0, 0};
+    dnnl_dims_t pl = {k->pad[0], k->pad[2]}, pr = {k->pad[1], k->pad[3]};
+    bool max = k->op == VF_OP_MAX_POOL2D || k->op == VF_OP_MAX_POOL2D_GRAD;
+    bool grad = k->op == VF_OP_MAX_POOL2D_GRAD || k->op == VF_OP_AVG_POOL2D_GRAD;
+    dnnl_alg_kind_t alg = max ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
+    dnnl_pooling_v2_desc_t fwd, bwd;
+    dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+    if (dn.pool_fwd_init(&fwd, grad ? dnnl_forward_training : dnnl_forward_inference, alg, &xm, &ym, st, ker, dl,
+                         pl, pr) != dnnl_success ||
+        dn.pd_create(&fpd, &fwd, NULL, d->engine, NULL) != dnnl_success)
+        return false;
+    bool ok = true;
+    c->key = *k;
+    for (int i = 0; i < 3 && ok; i++)
+        ok = dn.mem_create(&c->mem[i], i == 0 || (i == 2 && grad) ? &xm : &ym, d->engine, DNNL_MEMORY_NONE) ==
+             dnnl_success;
+    if (!grad) {
+        c->arg[0] = DNNL_ARG_SRC, c->arg[2] = DNNL_ARG_DST;
+        ok = ok && dn.prim_create(&c->prim, fpd) == dnnl_success;
+        dn.pd_destroy(fpd);
+        return ok;
+    }
+    c->arg[1] = DNNL_ARG_DIFF_DST, c->arg[2] = DNNL_ARG_DIFF_SRC;
+    ok = ok && dn.pool_bwd_init(&bwd, alg, &xm, &ym, st, ker, dl, pl, pr) == dnnl_success &&
+         dn.pd_create(&pd, &bwd, NULL, d->engine, fpd) == dnnl_success && dn.prim_create(&c->prim, pd) == dnnl_success;
+    if (ok && max) {
+        const dnnl_memory_desc_t *ws = dn.pd_query_md(fpd, dnnl_query_workspace_md, 0);
+        ok = ws && dn.mem_create(&c->ws, ws, d->engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
+             dn.mem_create(&c->y, &ym, d->engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
+             dn.prim_create(&c->pre, fpd) == dnnl_success;
+    }
+    if (pd) dn.pd_destroy(pd);
+    dn.pd_destroy(fpd);
+    return ok;
+}
+
 /* The cached primitive for k, made (over the least recently used slot)
    when missing; NULL when oneDNN cannot make it. */
 static conv_entry *entry_get(vf_cpu_dnnl *d, const conv_key *k)
@@ -291,7 +377,7 @@ static conv_entry *entry_get(vf_cpu_dnnl *d, const conv_key *k)
         if (c->used < lru->used) lru = c;
     }
     entry_free(lru);
-    if (!entry_make(d, k, lru)) {
+    if (!(is_pool(k->op) ? pool_entry_make(d, k, lru) : entry_make(d, k, lru))) {
         entry_free(lru);
         return NULL;
     }
@@ -299,27 +385,46 @@ static conv_entry *entry_get(vf_cpu_dnnl *d, const conv_key *k)
     return lru;
 }
 
-bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e)
+/* Runs exec e with the cached primitive for k. */
+static bool run(vf_cpu_dnnl *d, const vf_exec *e, const conv_key *k)
 {
-    conv_key k;
-    if (!d || !key_of(e, &k)) return false;
-    conv_entry *c = entry_get(d, &k);
+    conv_entry *c = entry_get(d, k);
     if (!c) return false;
     c->used = ++d->tick;
     const vf_tref *ref[3] = {&e->in[0], &e->in[1], &e->out};
-    dnnl_exec_arg_t args[3];
+    dnnl_exec_arg_t args[4];
+    int n = 0;
     for (int i = 0; i < 3; i++) {
+        if (!c->arg[i]) continue;
         if (dn.mem_set_handle(c->mem[i], vf_cpu_ptr(ref[i])) != dnnl_success) return false;
         if (i < 2 && c->reorder[i] && !reorder_run(d, c->reorder[i], c->mem[i], c->inner[i])) return false;
-        args[i] = (dnnl_exec_arg_t){c->arg[i], c->inner[i] ? c->inner[i] : c->mem[i]};
+        args[n++] = (dnnl_exec_arg_t){c->arg[i], c->inner[i] ? c->inner[i] : c->mem[i]};
+    }
+    if (c->pre) {
+        if (dn.mem_set_handle(c->mem[0], vf_cpu_ptr(ref[0])) != dnnl_success) return false;
+        dnnl_exec_arg_t pa[3] = {{DNNL_ARG_SRC, c->mem[0]}, {DNNL_ARG_DST, c->y}, {DNNL_ARG_WORKSPACE, c->ws}};
+        if (dn.prim_execute(c->pre, d->stream, 3, pa) != dnnl_success) return false;
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, c->ws};
     }
     /* the stream is in order: each step sees the one before complete */
-    if (dn.prim_execute(c->prim, d->stream, 3, args) != dnnl_success ||
+    if (dn.prim_execute(c->prim, d->stream, n, args) != dnnl_success ||
         (c->reorder[2] && !reorder_run(d, c->reorder[2], c->inner[2], c->mem[2])) ||
         dn.stream_wait(d->stream) != dnnl_success)
         return false; /* the fallback then overwrites whatever was written */
     atomic_fetch_add(&runs, 1);
     return true;
+}
+
+bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e)
+{
+    conv_key k;
+    return d && key_of(e, &k) && run(d, e, &k);
+}
+
+bool vf_cpu_dnnl_pool(vf_cpu_dnnl *d, const vf_exec *e)
+{
+    conv_key k;
+    return d && pool_key_of(e, &k) && run(d, e, &k);
 }
 
 const char *vf_cpu_dnnl_unavailable(void) { return dn.ok ? "" : dn.error; }
@@ -329,6 +434,11 @@ const char *vf_cpu_dnnl_unavailable(void) { return dn.ok ? "" : dn.error; }
 vf_cpu_dnnl *vf_cpu_dnnl_create(void) { return NULL; }
 void vf_cpu_dnnl_destroy(vf_cpu_dnnl *d) { (void)d; }
 bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e)
+{
+    (void)d, (void)e;
+    return false;
+}
+bool vf_cpu_dnnl_pool(vf_cpu_dnnl *d, const vf_exec *e)
 {
     (void)d, (void)e;
     return false;

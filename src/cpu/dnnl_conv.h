@@ -35,6 +35,9 @@ void vf_cpu_dnnl_destroy(vf_cpu_dnnl *d);
    recorded (oneDNN has no primitive for this geometry, or memory ran
    out); the caller computes it another way. */
 bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e);
+/* The same for the pools and their gradients (max_pool2d, avg_pool2d,
+   f32, NHWC). */
+bool vf_cpu_dnnl_pool(vf_cpu_dnnl *d, const vf_exec *e);
 
 /* For tests: convolutions oneDNN has run in this process and primitives
    made for them, over all backends, and why oneDNN is not in use (""
