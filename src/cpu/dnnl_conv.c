@@ -1,4 +1,5 @@
-/* conv2d and its gradients through oneDNN, loaded at run time (dnnl_conv.h). */
+/* conv2d, the pools and their gradients through oneDNN, loaded at run time
+   (dnnl_conv.h). */
 #include "cpu/dnnl_conv.h"
 #include "util/fault.h"
 

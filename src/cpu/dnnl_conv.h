@@ -1,4 +1,5 @@
-/* conv2d and its two gradients on the CPU backend through oneDNN.
+/* conv2d, max / avg pooling and their gradients (the window ops) on the
+ * CPU backend through oneDNN.
  *
  * oneDNN (Debian's libdnnl2) runs f32 convolutions with JIT kernels for
  * this CPU's vector width, directly on NHWC data and HWIO filters, several
@@ -10,7 +11,8 @@
  * threads and the rest of the program (the runtime reads the variable only
  * when it is loaded). A machine without the library, or a build without
  * dnnl.h, or VKFUSE_CPU_DNNL=0 in the environment when a context is
- * created, gets kernels_conv.c's im2col + sgemm for every convolution.
+ * created, gets kernels_conv.c's im2col + sgemm for every convolution and
+ * kernels_pool.c's loops for every pool.
  *
  * Each backend keeps its own engine, stream and a small cache of
  * primitives keyed by op and geometry, so a steady training loop creates

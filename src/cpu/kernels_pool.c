@@ -1,4 +1,5 @@
-/* max_pool2d, avg_pool2d and their gradients on the CPU backend (f32, NHWC).
+/* max_pool2d, avg_pool2d and their gradients on the CPU backend (f32, NHWC):
+ * oneDNN where it is available (dnnl_conv.c), otherwise these loops.
  * The window's positions that fall in the padding never count: max ignores
  * them, avg divides by the positions inside the input (TF). The max's
  * argmax is the first maximum in row-major window order; its gradient adds
