@@ -5,7 +5,9 @@
  * The CPU backend is the reference every other backend is checked against,
  * so kernels favour exactness (double accumulation, op-table scalar
  * functions) over speed; the few fast paths are bit-identical to the
- * generic ones.
+ * generic ones. The exceptions are sgemm's matmuls and the window ops
+ * (convolutions, pools) on oneDNN (dnnl_conv.h): f32 sums, held to the
+ * tolerances of docs/TESTING.md against double references.
  */
 #ifndef VF_CPU_CPU_H
 #define VF_CPU_CPU_H
