@@ -118,11 +118,10 @@ typedef struct {
    than this and the least recently used primitive is replaced. */
 #define CACHE_SIZE 24
 
-/* The primitive is made for the layouts oneDNN's fastest kernel wants
-   (channels blocked by the vector width); an operand whose layout differs
-   from ours (NHWC, HWIO) is reordered into or out of a buffer the entry
-   keeps. The reorders cost a pass over the data each, which the direct
-   kernels earn back many times over. */
+/* The primitive is made for our NHWC images and the filter layout oneDNN's
+   fastest kernel wants (channels blocked by the vector width); an operand
+   whose layout differs from ours (the filter, HWIO) is reordered into or
+   out of a buffer the entry keeps. */
 typedef struct {
     conv_key key;
     dnnl_primitive_t prim;
@@ -239,10 +238,14 @@ static bool entry_make(vf_cpu_dnnl *d, const conv_key *k, conv_entry *c)
         dn.md_init_by_tag(&any[1], wn, wdims, dnnl_f32, dnnl_format_tag_any) != dnnl_success ||
         dn.md_init_by_tag(&any[2], 4, yd, dnnl_f32, dnnl_format_tag_any) != dnnl_success)
         return false;
-    /* The filter gradient's blocked kernels want whole vectors of 16
-       channels on both sides; with fewer oneDNN 2.6 falls back to AVX2
-       code several times slower than its GEMM-based kernel on our own
-       layouts (docs/BENCHMARKS.md), so that one gets our layouts. */
+    /* Images and their gradients stay NHWC: oneDNN's direct kernels read
+       and write it as fast as its blocked layouts, which would cost a
+       reorder each way (docs/BENCHMARKS.md). The filter is small; oneDNN
+       picks its layout. */
+    any[0] = user[0], any[2] = user[2];
+    /* Except the filter gradient with fewer than 16 channels (a vector) on
+       either side: there oneDNN 2.6's direct kernel took 9x the time of
+       its GEMM-based one on our own layouts (docs/BENCHMARKS.md). */
     if (k->op == VF_OP_CONV2D_BACKPROP_FILTER && ((k->C / k->G) % 16 || (k->O / k->G) % 16))
         memcpy(any, user, sizeof any);
     /* oneDNN counts dilation from 0 (dense), we from 1 */
