@@ -1,10 +1,11 @@
 /* conv2d, max / avg pooling and their gradients (the window ops) on the
  * CPU backend through oneDNN.
  *
- * oneDNN (Debian's libdnnl2) runs f32 convolutions with JIT kernels for
- * this CPU's vector width, directly on NHWC data and HWIO filters, several
- * times faster than im2col + sgemm on small-channel layers
- * (docs/BENCHMARKS.md, "Convolutions on the CPU backend"). Like OpenBLAS
+ * oneDNN (Debian's libdnnl2) runs f32 convolutions and pools with JIT
+ * kernels for this CPU's vector width directly on our NHWC images (only a
+ * filter is reordered, into oneDNN's blocked layout), 1.15-6x faster than
+ * im2col + sgemm and the pool loops (docs/BENCHMARKS.md, "Convolutions and
+ * pools on the CPU backend"). Like OpenBLAS
  * (blas.h) it is not linked: a constructor loads libdnnl.so.2 before main,
  * with OMP_WAIT_POLICY=passive unless the user set it, so that its OpenMP
  * threads sleep between primitives instead of spinning against OpenBLAS's
@@ -15,8 +16,11 @@
  * kernels_pool.c's loops for every pool.
  *
  * Each backend keeps its own engine, stream and a small cache of
- * primitives keyed by op and geometry, so a steady training loop creates
- * its three primitives once; destroying the backend frees them. Results
+ * primitives keyed by op and geometry (24, least recently used replaced),
+ * so a steady training loop creates its primitives once; each keeps its
+ * filter's reordered copy (and a max pool gradient its forward's result
+ * and argmax workspace) until it is replaced or the backend destroyed.
+ * That memory is outside vf_context_stats' device bytes. Results
  * are deterministic for a given thread count (OMP_NUM_THREADS, default
  * one per core).
  */
