@@ -1,12 +1,15 @@
 /* Convolution benchmark: y = relu(conv2d(x, w) + b) (3x3, SAME, NHWC /
  * HWIO, f32) traced as a vf_function, run on Vulkan fused (one kernel: the
  * direct conv kernel with its epilogue), unfused (vf_function_desc.unfused:
- * conv2d, add, relu as three kernels) and on the CPU backend (im2col +
- * OpenBLAS sgemm + two elementwise ops), side by side in one run; then
+ * conv2d, add, relu as three kernels) and on the CPU backend (oneDNN, or
+ * im2col + OpenBLAS sgemm with VKFUSE_CPU_DNNL=0; then the epilogue), side
+ * by side in one run; then
  * the same layer's training kernels (the input and filter gradients of
  * sum(y * g)) on both backends, and a plain matmul with the conv's FLOPs
  * (M = N*OH*OW, K = 9*C, N = O: the im2col GEMM) on both backends, so the
- * direct kernel's GFLOP/s compare with the matmul kernels'. Timing is
+ * direct kernel's GFLOP/s compare with the matmul kernels'; last, on the
+ * CPU backend, max and avg 2x2 pools of a tensor of y's shape with their
+ * input gradient (traced, one call). Timing is
  * vb_time_function (common.c). GFLOP/s counts 2*N*OH*OW*O*9*C per
  * conv (and per gradient op: each has the forward's FLOPs).
  * Usage: bench_conv [--iters N] [--quick] [--core]
@@ -39,6 +42,21 @@ static vf_status conv_grads(vf_context *ctx, vf_tensor *const *in, vf_tensor **o
     vf_status s = vf_tape_gradient(tp, vf_mul(ctx, y, in[2]), 2, in, out);
     vf_tape_end(tp);
     return y ? s : vf_status_get(ctx);
+}
+
+/* 2x2 pools of the layer's output and their gradients (the CPU rows) */
+static const vf_pool2d_desc pool2 = {.window = {2, 2}};
+
+static vf_status pools(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *m = vf_max_pool2d(ctx, in[0], &pool2), *a = vf_avg_pool2d(ctx, in[0], &pool2);
+    vf_status s = m && a ? vf_tape_gradient(tp, vf_add(ctx, vf_mul(ctx, m, in[1]), vf_mul(ctx, a, in[1])), 1, in,
+                                            out)
+                         : vf_status_get(ctx);
+    vf_tape_end(tp);
+    return s;
 }
 
 static vf_status plain_matmul(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
@@ -98,9 +116,12 @@ static void size(vf_context *vk, vf_context *cpu, const layer *l, int li, int it
     vb_figures gc = measure(cpu, conv_grads, 3, 2, gshp, g3, true, iters);
     vb_figures mv = core_only ? none : measure(vk, plain_matmul, 2, 1, mshp, m2, true, iters);
     vb_figures mc = core_only ? none : measure(cpu, plain_matmul, 2, 1, mshp, m2, true, iters);
+    int64_t pshp[2][4] = {{l->n, l->hw, l->hw, l->o}, {l->n, l->hw / 2, l->hw / 2, l->o}};
+    int p2[2] = {4, 4};
+    vb_figures pc = core_only ? none : measure(cpu, pools, 2, 1, pshp, p2, true, iters);
     row("vulkan conv+bias+relu fused", &fu, flops);
     if (!core_only) row("vulkan unfused", &un, flops);
-    row("cpu (im2col + OpenBLAS)", &c, flops);
+    row("cpu conv+bias+relu", &c, flops);
     row("vulkan dx + dw", &gv, 2 * flops);
     row("cpu dx + dw", &gc, 2 * flops);
     const vb_figures *keyed[4] = {&fu, &c, &gv, &gc};
@@ -116,6 +137,8 @@ static void size(vf_context *vk, vf_context *cpu, const layer *l, int li, int it
              (long long)l->o);
     row(mm, &mv, flops);
     row("cpu matmul, same size", &mc, flops);
+    if (pc.ok) printf("  cpu max + avg pool 2x2 of y, forward and dx: %.3f ms\n", pc.sec * 1e3);
+    else printf("  cpu pools failed\n");
     if (fu.ok && un.ok) printf("  fused/unfused time ratio %.3f\n", fu.sec / un.sec);
     if (fu.ok && c.ok) printf("  conv: vulkan fused / cpu time ratio %.2f\n", fu.sec / c.sec);
     if (fu.ok && mv.ok) printf("  vulkan: conv fused / matmul of the same FLOPs time ratio %.2f\n", fu.sec / mv.sec);

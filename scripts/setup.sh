@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(gcc g++ make cmake ninja-build pkg-config
       libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
       libshaderc-dev glslc glslang-dev spirv-tools
-      libopenblas-dev libcmocka-dev clang libclang-rt-14-dev
+      libopenblas-dev libdnnl-dev libcmocka-dev clang libclang-rt-14-dev
       libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -6,6 +6,7 @@
  * height or width, no input or output channel; bad arguments give a status and a message that says what
  * and how to fix; the saved form keeps the geometry. */
 #include "testutil.h"
+#include "cpu/dnnl_conv.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -185,6 +186,80 @@ static void conv_matches_reference(vf_backend b)
     vt_context_done(ctx);
 }
 VT_PER_BACKEND(conv_matches_reference)
+
+/* The CPU backend runs every non-empty case on oneDNN (three primitives
+   per call, eager and traced), and each still matches the reference:
+   strides, dilations, SAME and explicit pads, groups, depthwise, 1x1. */
+static void conv_cpu_onednn(void **state)
+{
+    (void)state;
+    assert_string_equal(vf_cpu_dnnl_unavailable(), ""); /* scripts/setup.sh installs libdnnl-dev */
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const conv_case *k = &cases[i];
+        int64_t before = vf_cpu_dnnl_runs();
+        check_case(ctx, k, (int)i, NULL);
+        bool empty = k->n == 0 || k->c == 0 || k->h == 0 || k->w == 0 || k->o == 0; /* no kernel runs */
+        if (vf_cpu_dnnl_runs() - before != (empty ? 0 : 6))
+            fail_msg("conv case %zu: %lld oneDNN runs, want %d", i, (long long)(vf_cpu_dnnl_runs() - before),
+                     empty ? 0 : 6);
+    }
+    vt_context_done(ctx);
+}
+
+/* A steady loop reuses its primitives: the first call of a shape makes
+   one per op (forward, input and filter gradient), later calls none. */
+static void conv_cpu_onednn_cache(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    const conv_case *k = &cases[7]; /* depthwise x2, strided, SAME */
+    int64_t made = vf_cpu_dnnl_made();
+    check_case(ctx, k, 7, NULL);
+    assert_int_equal(vf_cpu_dnnl_made() - made, 3);
+    for (int i = 0; i < 2; i++) check_case(ctx, k, 7, NULL);
+    assert_int_equal(vf_cpu_dnnl_made() - made, 3);
+    /* the same call twice gives the same bits (y, dx, dw), threads and all */
+    int64_t xs[4] = {4, 20, 20, 32}, ws[4] = {3, 3, 32, 32}, ys[4] = {4, 20, 20, 32};
+    vf_conv2d_desc same = {.padding = VF_PADDING_SAME};
+    vf_tensor *in[3] = {vf_random_normal(ctx, VF_F32, 4, xs, 1), vf_random_normal(ctx, VF_F32, 4, ws, 2),
+                        vf_random_normal(ctx, VF_F32, 4, ys, 3)};
+    float *got[2][3];
+    int64_t runs = vf_cpu_dnnl_runs();
+    for (int t = 0; t < 2; t++) {
+        vf_tensor *r[3] = {0};
+        assert_int_equal(body_conv_grad(ctx, in, r, &same), VF_OK);
+        for (int i = 0; i < 3; i++) got[t][i] = vt_read(r[i]), vf_tensor_release(r[i]);
+    }
+    assert_int_equal(vf_cpu_dnnl_runs() - runs, 6);
+    size_t n[3] = {4 * 20 * 20 * 32, 4 * 20 * 20 * 32, 3 * 3 * 32 * 32}; /* y, dx, dw */
+    for (int i = 0; i < 3; i++) {
+        if (memcmp(got[0][i], got[1][i], n[i] * sizeof(float))) fail_msg("output %d differs between runs", i);
+        free(got[0][i]), free(got[1][i]);
+    }
+    for (int i = 0; i < 3; i++) vf_tensor_release(in[i]);
+    vt_context_done(ctx);
+    /* a new context (a new backend) starts with an empty cache */
+    made = vf_cpu_dnnl_made();
+    ctx = vt_context(VF_BACKEND_CPU);
+    check_case(ctx, k, 7, NULL);
+    assert_int_equal(vf_cpu_dnnl_made() - made, 3);
+    vt_context_done(ctx);
+}
+
+/* VKFUSE_CPU_DNNL=0 when the context is made: im2col + sgemm, which must
+   match the reference on its own. */
+static void conv_cpu_without_onednn(void **state)
+{
+    (void)state;
+    setenv("VKFUSE_CPU_DNNL", "0", 1);
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    unsetenv("VKFUSE_CPU_DNNL");
+    int64_t before = vf_cpu_dnnl_runs();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(ctx, &cases[i], (int)i, NULL);
+    assert_int_equal(vf_cpu_dnnl_runs(), before);
+    vt_context_done(ctx);
+}
 
 /* A symbolic batch (input_signature -1): one trace serves batches 2, 3
    and 1, forward and both gradients, each against the reference. */
@@ -495,6 +570,30 @@ static void pool_past_loop_budget(vf_backend b)
 }
 VT_PER_BACKEND(pool_past_loop_budget)
 
+/* The CPU backend's pools and their gradients run on oneDNN (two ops per
+   call, eager and traced) and match the reference, ties to the first
+   maximum and padding excluded included; with VKFUSE_CPU_DNNL=0 the
+   direct loops do, on their own. */
+static void pool_cpu_onednn(void **state)
+{
+    (void)state;
+    for (int off = 0; off < 2; off++) {
+        if (off) setenv("VKFUSE_CPU_DNNL", "0", 1);
+        vf_context *ctx = vt_context(VF_BACKEND_CPU);
+        unsetenv("VKFUSE_CPU_DNNL");
+        for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
+            const pool_case *k = &pool_cases[i];
+            int64_t before = vf_cpu_dnnl_runs();
+            check_pool(ctx, k, (int)i, k->is_max);
+            int want = off || k->n == 0 || k->h == 0 || k->w == 0 || k->c == 0 ? 0 : 4; /* empty: no kernel */
+            if (vf_cpu_dnnl_runs() - before != want)
+                fail_msg("pool case %zu%s: %lld oneDNN runs, want %d", i, off ? " (VKFUSE_CPU_DNNL=0)" : "",
+                         (long long)(vf_cpu_dnnl_runs() - before), want);
+        }
+        vt_context_done(ctx);
+    }
+}
+
 static void pool_bad_arguments(vf_backend b)
 {
     vf_context *ctx = vt_context(b);
@@ -702,10 +801,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         VT_PER_BACKEND_TESTS(conv_matches_reference),
+        cmocka_unit_test(conv_cpu_onednn),
+        cmocka_unit_test(conv_cpu_onednn_cache),
+        cmocka_unit_test(conv_cpu_without_onednn),
         VT_PER_BACKEND_TESTS(conv_symbolic_batch),
         VT_PER_BACKEND_TESTS(conv_bad_arguments),
         VT_PER_BACKEND_TESTS(conv_saved_keeps_geometry),
         VT_PER_BACKEND_TESTS(pool_matches_reference), VT_PER_BACKEND_TESTS(pool_past_loop_budget),
+        cmocka_unit_test(pool_cpu_onednn),
         VT_PER_BACKEND_TESTS(pool_bad_arguments),
         cmocka_unit_test(window_past_loop_budget),
         cmocka_unit_test(conv_filter_grad_split),

@@ -50,6 +50,7 @@ static const char *const env_vars[][2] = {
     {"VKFUSE_FAULT=SITE:N[:KIND]", "fault injection: the N-th call at SITE fails (docs/RUNTIME.md)"},
     {"VKFUSE_FAULT_COUNT=1", "print each fault site's call count when a context is destroyed"},
     {"VKFUSE_NO_PLAN=1", "run traced functions node by node, without recorded plans"},
+    {"VKFUSE_CPU_DNNL=0", "CPU backend: convolutions and pools without oneDNN (im2col + OpenBLAS, loops)"},
     {"VKFUSE_ROBUST=0", "no robustBufferAccess (default on where the device has it: a user kernel cannot write out of bounds)"},
     {"VKFUSE_TEST_LIMITS=...", "test only: smaller device limits, so that split dispatches run"},
     {"VKFUSE_TEST_CAPS=gpu", "test only: generate the GPU codegen profile on any device"},

@@ -7,7 +7,10 @@
  * functions) over speed; the fast paths (plain f32 loops for the ops whose
  * float result is the double one rounded) are bit-identical to the generic
  * ones, and the work split across threads never changes a result's bits
- * (each thread computes whole outputs; see cpu_threads.h).
+ * (each thread computes whole outputs; see cpu_threads.h). The exceptions
+ * are sgemm's matmuls and the window ops (convolutions, pools) on oneDNN
+ * (dnnl_conv.h): f32 sums, held to the tolerances of docs/TESTING.md
+ * against double references.
  */
 #ifndef VF_CPU_CPU_H
 #define VF_CPU_CPU_H
@@ -34,8 +37,12 @@ struct vf_buffer {
 
 typedef struct vf_cpu_workers vf_cpu_workers;
 
+/* oneDNN's engine, stream and primitive cache (dnnl_conv.c). */
+typedef struct vf_cpu_dnnl vf_cpu_dnnl;
+
 typedef struct vf_cpu {
     vf_err *err;            /* the context's sticky error */
+    vf_cpu_dnnl *dnnl;      /* NULL: convolutions run as im2col + sgemm */
     int64_t bytes_in_use;   /* sum of live buffer sizes, for stats */
     int64_t bytes_peak;     /* the most bytes_in_use has been */
     int64_t allocations;    /* fresh host allocations (a cache hit is none) */

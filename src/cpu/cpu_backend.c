@@ -5,6 +5,7 @@
 #include "cpu/cpu.h"
 #include "cpu/blas.h"
 #include "cpu/cpu_threads.h"
+#include "cpu/dnnl_conv.h"
 #include "util/fault.h"
 
 #include <stdlib.h>
@@ -160,6 +161,7 @@ static void cpu_destroy(void *self)
     vf_cpu *cpu = self;
     vf_cpu_cache_trim(cpu);
     vf_cpu_workers_destroy(cpu->workers);
+    vf_cpu_dnnl_destroy(cpu->dnnl);
     free(cpu);
 }
 
@@ -237,6 +239,7 @@ vf_status vf_cpu_backend_create_threads(vf_err *err, int threads, vf_backend_t *
     cpu->err = err;
     cpu->workers = pool;
     cpu->cache_cap = vf_cpu_cache_default_cap();
+    cpu->dnnl = vf_cpu_dnnl_create();
     out->iface = &cpu_iface;
     out->self = cpu;
     return VF_OK;

@@ -1,5 +1,5 @@
-/* conv2d and its backprop ops on the CPU backend: im2col + OpenBLAS sgemm
- * (f32). backprop_input multiplies dy by the filter's transpose and folds
+/* conv2d and its backprop ops on the CPU backend: oneDNN where it is
+ * available (dnnl_conv.c), otherwise im2col + OpenBLAS sgemm (f32). backprop_input multiplies dy by the filter's transpose and folds
  * the unrolled rows back (col2im); backprop_filter multiplies the unrolled
  * image's transpose by dy, accumulating over the batch.
  *
@@ -11,6 +11,7 @@
  * only scratch is one image-group's unrolled matrix. */
 #include "cpu/cpu.h"
 #include "cpu/blas.h"
+#include "cpu/dnnl_conv.h"
 #include "util/fault.h"
 
 #include <limits.h>
@@ -90,6 +91,7 @@ vf_status vf_cpu_conv(vf_cpu *cpu, const vf_exec *e)
         return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED,
                           "cpu backend: %s takes f32 NHWC input, HWIO filter and output whose shapes and "
                           "groups agree (cast to f32 first)", vf_op_get(e->op)->name);
+    if (vf_cpu_dnnl_conv(cpu->dnnl, e)) return VF_OK;
     const vf_conv_attrs *a = &e->attrs.conv;
     const vf_cpu_blas *blas = vf_cpu_blas_get();
     if (!blas->ok)

@@ -1,10 +1,12 @@
-/* max_pool2d, avg_pool2d and their gradients on the CPU backend (f32, NHWC).
+/* max_pool2d, avg_pool2d and their gradients on the CPU backend (f32, NHWC):
+ * oneDNN where it is available (dnnl_conv.c), otherwise these loops.
  * The window's positions that fall in the padding never count: max ignores
  * them, avg divides by the positions inside the input (TF). The max's
  * argmax is the first maximum in row-major window order; its gradient adds
  * dy there. The gradients scatter each output's dy over its window into a
  * zeroed dx, which is the same sum as the Vulkan kernels' gather. */
 #include "cpu/cpu.h"
+#include "cpu/dnnl_conv.h"
 
 #include <string.h>
 
@@ -32,6 +34,7 @@ vf_status vf_cpu_pool(vf_cpu *cpu, const vf_exec *e)
         e->n_in != (grad ? 2 : 1) || y->shape[3] != x->shape[3] || y->shape[0] != x->shape[0])
         return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: %s takes f32 NHWC tensors of one batch "
                           "and channel count", vf_op_get(e->op)->name);
+    if (vf_cpu_dnnl_pool(cpu->dnnl, e)) return VF_OK;
     const vf_conv_attrs *a = &e->attrs.conv;
     pool_dims d = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[1], y->shape[2]};
     bool is_max = e->op == VF_OP_MAX_POOL2D || e->op == VF_OP_MAX_POOL2D_GRAD;
