@@ -26,8 +26,13 @@
  *     call (vf_function_stats) and time per call, against the same chain
  *     with the constants captured from outside and against the unfused
  *     plan (vf_function_desc.unfused, what VKFUSE_FUSION=0 gives).
+ *   - with --swaps, each child then calls the step again until every
+ *     matmul kernel its plan built in the quick tier has been swapped for
+ *     its tuned one (docs/RUNTIME.md, "Tiered kernels"): how many calls,
+ *     the slowest of them (where the driver compiles the tuned kernels) and
+ *     the last (the steady state); "process" then includes them.
  * Usage: bench_startup [--runs N] [--reps N] [--chain8-n N] [--cli PATH]
- *        [--driver-cache-off] [--no-cold] [--no-steady]
+ *        [--driver-cache-off] [--no-cold] [--no-steady] [--swaps]
  * (not a test: nothing asserted) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* nftw's FTW_PHYS, mkdtemp (CMake defines it too) */
@@ -84,9 +89,36 @@ static vf_status seed_train_step(vf_context *ctx, vf_tensor *const *in, vf_tenso
     return VF_OK;
 }
 
+/* With --swaps: the calls after the first until every matmul kernel built
+   in the quick tier has its tuned kernel (docs/RUNTIME.md, "Tiered
+   kernels"), at most 30; one line "later ..." on stdout: how many, the
+   slowest, and the last one (the steady state). */
+static void later_calls(vf_context *ctx, vf_function *fn, vf_tensor **in)
+{
+    int calls = 0;
+    double slowest = 0, last = 0;
+    vf_context_stats c = {0};
+    vf_context_stats_get(ctx, &c);
+    bool tuned = c.tier_swaps >= c.tier_quick_kernels;
+    for (int i = 0; i < 30 && !(tuned && calls >= 1); i++) {
+        vf_tensor *loss = NULL;
+        float v;
+        double t0 = vb_now();
+        if (vf_function_call(fn, in, &loss) != VF_OK || vf_tensor_read(loss, &v, sizeof v) != VF_OK) break;
+        last = vb_now() - t0;
+        slowest = last > slowest ? last : slowest;
+        vf_tensor_release(loss);
+        calls++;
+        vf_context_stats_get(ctx, &c);
+        tuned = c.tier_swaps >= c.tier_quick_kernels;
+    }
+    printf("later calls=%d slowest_ms=%.3f last_ms=%.3f quick=%lld swaps=%lld\n", calls, slowest * 1e3, last * 1e3,
+           (long long)c.tier_quick_kernels, (long long)c.tier_swaps);
+}
+
 /* Child: makes the context, the model and the inputs, then times the first
    call of the traced step; prints one line "result ..." on stdout. */
-static int child(const char *what)
+static int child(const char *what, bool swaps)
 {
     bool mlp = !strcmp(what, "mlp");
     if (!mlp && strcmp(what, "train_step")) return fprintf(stderr, "bench_startup: unknown child %s\n", what), 2;
@@ -132,6 +164,7 @@ static int child(const char *what)
                t_ctx * 1e3, t_first * 1e3, (long long)(c1.shader_compiles - c0.shader_compiles),
                c1.shader_compile_ms - c0.shader_compile_ms, (long long)(c1.shader_disk_hits - c0.shader_disk_hits),
                fs.kernels, v);
+    if (fn && s == VF_OK && swaps) later_calls(ctx, fn, in);
     fflush(stdout);
     vf_function_destroy(fn);
     vf_scope_end(ctx);
@@ -147,6 +180,8 @@ typedef struct {
     double process_s, ctx_ms, first_ms, compile_ms;
     long long compiles, disk_hits;
     int kernels;
+    int later;                   /* --swaps: calls until every tuned kernel was in */
+    double later_slowest_ms, later_last_ms;
 } child_result;
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
@@ -155,7 +190,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
-static bool driver_cache_off;
+static bool driver_cache_off, swaps;
 
 /* Runs argv (argv[0] a path) with the cache environment on dir; its stdout
    is parsed for a "result" line (or discarded when parse is false). */
@@ -200,6 +235,8 @@ static child_result spawn(char *const *argv, const char *dir, bool parse)
         if (parse && sscanf(line, "result ctx_ms=%lf first_ms=%lf compiles=%lld compile_ms=%lf disk_hits=%lld kernels=%d",
                             &r.ctx_ms, &r.first_ms, &r.compiles, &r.compile_ms, &r.disk_hits, &r.kernels) == 6)
             r.ok = true;
+        else if (parse)
+            sscanf(line, "later calls=%d slowest_ms=%lf last_ms=%lf", &r.later, &r.later_slowest_ms, &r.later_last_ms);
     if (f) fclose(f);
     else close(fd[0]);
     int st = 0;
@@ -249,6 +286,11 @@ static void print_program(int p, program_runs *pr)
         printf("  %-9s [", target[p][w]);
         for (int i = 0; i < n; i++) printf("%s%.2f", i ? " " : "", list[i]);
         printf("]\n");
+        for (int i = 0; swaps && p != P_DEMO && i < pr->n; i++)
+            if (pr->r[w][i].ok)
+                printf("%-22s then %d call%s until tuned: slowest %.3f s, last %.3f s\n", "", pr->r[w][i].later,
+                       pr->r[w][i].later == 1 ? "" : "s", pr->r[w][i].later_slowest_ms * 1e-3,
+                       pr->r[w][i].later_last_ms * 1e-3);
     }
 }
 
@@ -286,7 +328,7 @@ static void cold_and_warm(int runs, const char *cli)
                 fprintf(stderr, "bench_startup: mkdtemp in %s: %s\n", tmp, strerror(errno));
                 return;
             }
-            char *argv_child[] = {self, "--child", p == P_MLP ? "mlp" : "train_step", NULL};
+            char *argv_child[] = {self, "--child", p == P_MLP ? "mlp" : "train_step", swaps ? "--swaps" : NULL, NULL};
             char *argv_demo[] = {(char *)cli, "demo", NULL};
             for (int w = 0; w < 2; w++)
                 pr[p].r[w][r] = spawn(p == P_DEMO ? argv_demo : argv_child, dir, p != P_DEMO);
@@ -477,7 +519,8 @@ int main(int argc, char **argv)
     const char *cli = NULL;
     bool cold = true, st = true;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--child") && i + 1 < argc) return child(argv[i + 1]);
+        if (!strcmp(argv[i], "--child") && i + 1 < argc)
+            return child(argv[i + 1], i + 2 < argc && !strcmp(argv[i + 2], "--swaps"));
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--chain8-n") && i + 1 < argc) n8 = atoll(argv[++i]);
@@ -485,9 +528,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--driver-cache-off")) driver_cache_off = true;
         else if (!strcmp(argv[i], "--no-cold")) cold = false;
         else if (!strcmp(argv[i], "--no-steady")) st = false;
+        else if (!strcmp(argv[i], "--swaps")) swaps = true;
         else {
             fprintf(stderr, "usage: bench_startup [--runs N] [--reps N] [--chain8-n N] [--cli PATH] "
-                            "[--driver-cache-off] [--no-cold] [--no-steady]\n");
+                            "[--driver-cache-off] [--no-cold] [--no-steady] [--swaps]\n");
             return strcmp(argv[i], "--help") ? 2 : 0;
         }
     }

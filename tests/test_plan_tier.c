@@ -81,8 +81,11 @@ static void run_close(run *r)
     vf_context_destroy(r->ctx);
 }
 
-/* One call; its two results checked against the reference. */
-static void call_check(run *r, const char *what)
+static float first_plain[M * N], first_epi[M * N]; /* the quick tier's results */
+
+/* One call; its two results checked against the reference, and kept in
+   keep[0..1] when not NULL. */
+static void call_check(run *r, const char *what, float **keep)
 {
     vf_tensor *out[2] = {NULL, NULL};
     assert_int_equal(vf_function_call(r->fn, r->in, out), VF_OK);
@@ -90,6 +93,10 @@ static void call_check(run *r, const char *what)
     double atol = vt_matmul_atol(K);
     vt_assert_close_f32(p, want_plain, M * N, atol, 1e-4, what);
     vt_assert_close_f32(q, want_epi, M * N, atol, 1e-4, what);
+    if (keep) {
+        memcpy(keep[0], p, sizeof first_plain);
+        memcpy(keep[1], q, sizeof first_epi);
+    }
     free(p), free(q);
     vf_tensor_release(out[0]), vf_tensor_release(out[1]);
 }
@@ -124,7 +131,7 @@ static void test_quick_then_tuned(void **state)
     fresh_dir(dir);
     run r;
     run_open(&r, dir);
-    call_check(&r, "first call (quick tier)");
+    call_check(&r, "first call (quick tier)", (float *[]){first_plain, first_epi});
     vf_context_stats s = stats(&r);
     if (!cpu_device) {
         assert_int_equal(s.tier_quick_kernels, 0);
@@ -140,13 +147,18 @@ static void test_quick_then_tuned(void **state)
     double t0 = vt_now();
     int64_t last = 0;
     for (int calls = 1; last < 2 && vt_now() - t0 < 60; calls++) {
-        call_check(&r, "call across the swap");
+        call_check(&r, "call across the swap", NULL);
         int64_t now = stats(&r).tier_swaps;
         assert_true(now - last <= 1); /* one per call */
         last = now;
     }
     assert_int_equal(last, 2);
-    call_check(&r, "tuned tier");
+    static float tuned_plain[M * N], tuned_epi[M * N];
+    call_check(&r, "tuned tier", (float *[]){tuned_plain, tuned_epi});
+    /* each element the same sum in the same k order in both tiers; only
+       the compiler's contraction into fused multiply-adds may differ */
+    vt_assert_close_f32(tuned_plain, first_plain, M * N, 1e-5, 1e-6, "tuned vs quick");
+    vt_assert_close_f32(tuned_epi, first_epi, M * N, 1e-5, 1e-6, "tuned vs quick, epilogue");
     s = stats(&r);
     assert_int_equal(s.tier_swaps, 2);
     assert_int_equal(s.tier_quick_kernels, 2);
@@ -158,7 +170,7 @@ static void test_quick_then_tuned(void **state)
 
     /* the tuned kernels' SPIR-V is on disk now: no quick tier */
     run_open(&r, dir);
-    call_check(&r, "warm process");
+    call_check(&r, "warm process", NULL);
     s = stats(&r);
     assert_int_equal(s.tier_quick_kernels, 0);
     assert_int_equal(s.tier_swaps, 0);
@@ -176,8 +188,8 @@ static void test_env_off(void **state)
     run r;
     run_open(&r, dir);
     unsetenv("VKFUSE_TIERED");
-    call_check(&r, "untiered");
-    call_check(&r, "untiered, again");
+    call_check(&r, "untiered", NULL);
+    call_check(&r, "untiered, again", NULL);
     vf_context_stats s = stats(&r);
     assert_int_equal(s.tier_quick_kernels, 0);
     assert_int_equal(s.tier_swaps, 0);
