@@ -57,6 +57,7 @@ typedef struct plan_tiers {
     pthread_t thread;
     bool thread_on;              /* started and not joined */
     atomic_bool done;            /* the thread compiled every tuned shader it had */
+    atomic_bool stop;            /* the plan is going: no further compile starts */
 } plan_tiers;
 
 /* Where a per-call binding lands: its block, where in the block, and how

@@ -139,7 +139,7 @@ static void *compile_thread(void *arg)
     for (int t = 0; t < p->tiers.n; t++) {
         plan_tier *tr = &p->tiers.t[t];
         for (int i = 0; i < tr->tuned.n_steps; i++)
-            if (tr->compile[i])
+            if (tr->compile[i] && !atomic_load_explicit(&p->tiers.stop, memory_order_relaxed))
                 vf_vk_shader_compile_raw(p->tiers.compiler, p->tiers.target_env_version, tr->tuned.step[i].glsl,
                                          tr->tuned.step[i].name, &tr->out[i]);
     }
@@ -184,6 +184,7 @@ void vf_vk_plan_tier_start(vf_vk_runtime *rt, vf_plan *p)
     ts->compiler = rt->shaders.compiler;
     ts->target_env_version = rt->shaders.target_env_version;
     atomic_store(&ts->done, false);
+    atomic_store(&ts->stop, false);
     if (pthread_create(&ts->thread, NULL, compile_thread, p) != 0) {
         compile_thread(p); /* no thread: compiled here, swapped from the next run on */
         return;
@@ -224,6 +225,7 @@ void vf_vk_plan_tier_poll(vf_vk_runtime *rt, vf_plan *p)
 void vf_vk_plan_tier_free(vf_plan *p)
 {
     plan_tiers *ts = &p->tiers;
+    atomic_store(&ts->stop, true); /* a plan destroyed soon after its first call waits for one compile at most */
     if (ts->thread_on) pthread_join(ts->thread, NULL);
     ts->thread_on = false;
     for (int t = 0; t < ts->n; t++) {
