@@ -97,7 +97,7 @@ static vf_status seed_train_step(vf_context *ctx, vf_tensor *const *in, vf_tenso
 static void later_calls(vf_context *ctx, vf_function *fn, vf_tensor **in)
 {
     int calls = 0;
-    double slowest = 0, last = 0;
+    double slowest = 0, last = 0, total = 0;
     vf_context_stats c = {0};
     vf_context_stats_get(ctx, &c);
     bool tuned = c.tier_swaps >= c.tier_quick_kernels;
@@ -109,14 +109,15 @@ static void later_calls(vf_context *ctx, vf_function *fn, vf_tensor **in)
         if (vf_function_call(fn, in, &loss) != VF_OK || vf_tensor_read(loss, &v, sizeof v) != VF_OK) break;
         last = vb_now() - t0;
         slowest = last > slowest ? last : slowest;
+        total += last;
         vf_tensor_release(loss);
         calls++;
         vf_context_stats_get(ctx, &c);
         tuned = c.tier_swaps >= c.tier_quick_kernels;
         if (steady) break;
     }
-    printf("later calls=%d slowest_ms=%.3f last_ms=%.3f quick=%lld swaps=%lld\n", calls, slowest * 1e3, last * 1e3,
-           (long long)c.tier_quick_kernels, (long long)c.tier_swaps);
+    printf("later calls=%d slowest_ms=%.3f last_ms=%.3f total_ms=%.3f quick=%lld swaps=%lld\n", calls, slowest * 1e3,
+           last * 1e3, total * 1e3, (long long)c.tier_quick_kernels, (long long)c.tier_swaps);
 }
 
 /* Child: makes the context, the model and the inputs, then times the first
@@ -184,7 +185,8 @@ typedef struct {
     long long compiles, disk_hits;
     int kernels;
     int later;                   /* --swaps: calls until every tuned kernel was in */
-    double later_slowest_ms, later_last_ms;
+    double later_slowest_ms, later_last_ms, later_total_ms;
+    long long quick;
 } child_result;
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
@@ -239,7 +241,8 @@ static child_result spawn(char *const *argv, const char *dir, bool parse)
                             &r.ctx_ms, &r.first_ms, &r.compiles, &r.compile_ms, &r.disk_hits, &r.kernels) == 6)
             r.ok = true;
         else if (parse)
-            sscanf(line, "later calls=%d slowest_ms=%lf last_ms=%lf", &r.later, &r.later_slowest_ms, &r.later_last_ms);
+            sscanf(line, "later calls=%d slowest_ms=%lf last_ms=%lf total_ms=%lf quick=%lld", &r.later,
+                   &r.later_slowest_ms, &r.later_last_ms, &r.later_total_ms, &r.quick);
     if (f) fclose(f);
     else close(fd[0]);
     int st = 0;
@@ -291,8 +294,9 @@ static void print_program(int p, program_runs *pr)
         printf("]\n");
         for (int i = 0; swaps && p != P_DEMO && i < pr->n; i++)
             if (pr->r[w][i].ok)
-                printf("%-22s then %d call%s (until tuned, and one more): slowest %.3f s, last %.3f s\n", "",
-                       pr->r[w][i].later, pr->r[w][i].later == 1 ? "" : "s", pr->r[w][i].later_slowest_ms * 1e-3,
+                printf("%-22s %lld quick kernels; then %d call%s (until tuned, and one more): %.3f s, slowest %.3f s, "
+                       "last %.3f s\n", "", pr->r[w][i].quick, pr->r[w][i].later, pr->r[w][i].later == 1 ? "" : "s",
+                       pr->r[w][i].later_total_ms * 1e-3, pr->r[w][i].later_slowest_ms * 1e-3,
                        pr->r[w][i].later_last_ms * 1e-3);
     }
 }

@@ -47,6 +47,7 @@ typedef struct plan_tier {
     vf_vk_compiled out[VF_KERNEL_MAX_STEPS];  /* the background thread's compiles */
     bool compile[VF_KERNEL_MAX_STEPS];        /* not on hand at planning: the thread compiles it */
     bool swapped, failed;
+    atomic_bool ready;                        /* the thread is done with this one */
 } plan_tier;
 
 typedef struct plan_tiers {
@@ -101,7 +102,8 @@ vf_status vf_vk_plan_tier_add(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc 
                               const vf_gen_kernel *quick, int first);
 /* Once the plan is built: the tuned shaders' compiles start on a thread. */
 void vf_vk_plan_tier_start(vf_vk_runtime *rt, vf_plan *p);
-/* At a run, before recording: swaps in one tuned kernel that is ready. */
+/* At a run, before recording: swaps in the next tuned kernel if the
+   thread has compiled it. */
 void vf_vk_plan_tier_poll(vf_vk_runtime *rt, vf_plan *p);
 /* Joins the thread and frees the variants. */
 void vf_vk_plan_tier_free(vf_plan *p);

@@ -7,8 +7,8 @@
  * shaderc too takes ten times longer on it. So on CPU devices a plan is
  * built with every matmul kernel (alone or with its fused epilogue) in the
  * quick tier, the 4 x 4 block, and the tuned variant's shaders are
- * compiled by shaderc on a thread of the plan's own. At each later run
- * that finds the thread done, one tuned kernel is swapped in (its
+ * compiled by shaderc on a thread of the plan's own, one after the other.
+ * At each later run that finds the next one compiled, it is swapped in (its
  * pipeline made, the plan's steps changed, the command buffer recorded
  * again; vf_context_stats.tier_swaps): the driver's compile of each tuned
  * kernel then lands in a run of its own instead of all in the first.
@@ -142,6 +142,7 @@ static void *compile_thread(void *arg)
             if (tr->compile[i] && !atomic_load_explicit(&p->tiers.stop, memory_order_relaxed))
                 vf_vk_shader_compile_raw(p->tiers.compiler, p->tiers.target_env_version, tr->tuned.step[i].glsl,
                                          tr->tuned.step[i].name, &tr->out[i]);
+        atomic_store_explicit(&tr->ready, true, memory_order_release); /* swapped while the next compiles */
     }
     atomic_store_explicit(&p->tiers.done, true, memory_order_release);
     return NULL;
@@ -195,14 +196,15 @@ void vf_vk_plan_tier_start(vf_vk_runtime *rt, vf_plan *p)
 void vf_vk_plan_tier_poll(vf_vk_runtime *rt, vf_plan *p)
 {
     plan_tiers *ts = &p->tiers;
-    if (!ts->n || !atomic_load_explicit(&ts->done, memory_order_acquire)) return;
-    if (ts->thread_on) {
+    if (!ts->n) return;
+    if (ts->thread_on && atomic_load_explicit(&ts->done, memory_order_acquire)) {
         pthread_join(ts->thread, NULL);
         ts->thread_on = false;
     }
     for (int t = 0; t < ts->n; t++) {
         plan_tier *tr = &ts->t[t];
         if (tr->swapped || tr->failed) continue;
+        if (!atomic_load_explicit(&tr->ready, memory_order_acquire)) return; /* in the thread's order */
         for (int i = 0; i < tr->tuned.n_steps; i++)
             if (tr->compile[i] && tr->out[i].status) tr->failed = true; /* shaderc refused it: logged below */
         if (!tr->failed && swap_in(rt, p, t)) {
