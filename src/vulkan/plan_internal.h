@@ -43,22 +43,25 @@ typedef struct plan_step {
    the same steps, bindings and scratch, other code, workgroup counts and
    push constants. */
 typedef struct plan_tier {
+    /* the thread is done with this one; away from the calling thread's
+       flags below, which a compiler may load together as one word */
+    atomic_bool ready;
     vf_gen_kernel tuned;
     vf_vk_compiled out[VF_KERNEL_MAX_STEPS];  /* the background thread's compiles */
     bool compile[VF_KERNEL_MAX_STEPS];        /* not on hand at planning: the thread compiles it */
-    bool swapped, failed;
-    atomic_bool ready;                        /* the thread is done with this one */
+    bool swapped, failed;                     /* the calling thread's */
 } plan_tier;
 
 typedef struct plan_tiers {
+    /* shared with the thread; first, away from the calling thread's fields */
+    atomic_bool done;            /* the thread compiled every tuned shader it had */
+    atomic_bool stop;            /* the plan is going: no further compile starts */
     plan_tier *t;
     int n;
     void *compiler;              /* shaderc's, shared with the runtime (thread-safe) */
     uint32_t target_env_version;
     pthread_t thread;
     bool thread_on;              /* started and not joined */
-    atomic_bool done;            /* the thread compiled every tuned shader it had */
-    atomic_bool stop;            /* the plan is going: no further compile starts */
 } plan_tiers;
 
 /* Where a per-call binding lands: its block, where in the block, and how
