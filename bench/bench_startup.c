@@ -26,8 +26,14 @@
  *     call (vf_function_stats) and time per call, against the same chain
  *     with the constants captured from outside and against the unfused
  *     plan (vf_function_desc.unfused, what VKFUSE_FUSION=0 gives).
+ *   - with --swaps, each child then calls the step again until every
+ *     matmul kernel its plan built in the quick tier has been swapped for
+ *     its tuned one (docs/RUNTIME.md, "Tiered kernels"), and once more:
+ *     how many calls, the slowest of them (where the driver compiles the
+ *     tuned kernels) and the last (the steady state); "process" then
+ *     includes them.
  * Usage: bench_startup [--runs N] [--reps N] [--chain8-n N] [--cli PATH]
- *        [--driver-cache-off] [--no-cold] [--no-steady]
+ *        [--driver-cache-off] [--no-cold] [--no-steady] [--swaps]
  * (not a test: nothing asserted). For scripts (bench/peer/vs_torch.py):
  * the steady part ends with a line "summary bench_startup key=value ..."
  * (the chain's µs per op); `--child mlp|mlp_cpu|train_step` is one child
@@ -88,9 +94,39 @@ static vf_status seed_train_step(vf_context *ctx, vf_tensor *const *in, vf_tenso
     return VF_OK;
 }
 
+/* With --swaps: the calls after the first until every matmul kernel built
+   in the quick tier has its tuned kernel (docs/RUNTIME.md, "Tiered
+   kernels"), and one more, at most 30; one line "later ..." on stdout:
+   how many, the slowest, and the last one (the steady state). */
+static void later_calls(vf_context *ctx, vf_function *fn, vf_tensor **in)
+{
+    int calls = 0;
+    double slowest = 0, last = 0, total = 0;
+    vf_context_stats c = {0};
+    vf_context_stats_get(ctx, &c);
+    bool tuned = c.tier_swaps >= c.tier_quick_kernels;
+    for (int i = 0; i < 30; i++) {
+        bool steady = tuned; /* every tuned kernel was in before this call */
+        vf_tensor *loss = NULL;
+        float v;
+        double t0 = vb_now();
+        if (vf_function_call(fn, in, &loss) != VF_OK || vf_tensor_read(loss, &v, sizeof v) != VF_OK) break;
+        last = vb_now() - t0;
+        slowest = last > slowest ? last : slowest;
+        total += last;
+        vf_tensor_release(loss);
+        calls++;
+        vf_context_stats_get(ctx, &c);
+        tuned = c.tier_swaps >= c.tier_quick_kernels;
+        if (steady) break;
+    }
+    printf("later calls=%d slowest_ms=%.3f last_ms=%.3f total_ms=%.3f quick=%lld swaps=%lld\n", calls, slowest * 1e3,
+           last * 1e3, total * 1e3, (long long)c.tier_quick_kernels, (long long)c.tier_swaps);
+}
+
 /* Child: makes the context, the model and the inputs, then times the first
    call of the traced step; prints one line "result ..." on stdout. */
-static int child(const char *what)
+static int child(const char *what, bool swaps)
 {
     /* mlp_cpu: the MLP on the CPU backend (bench/peer/vs_torch.py's cold start) */
     bool on_cpu = !strcmp(what, "mlp_cpu"), mlp = on_cpu || !strcmp(what, "mlp");
@@ -137,6 +173,7 @@ static int child(const char *what)
                t_ctx * 1e3, t_first * 1e3, (long long)(c1.shader_compiles - c0.shader_compiles),
                c1.shader_compile_ms - c0.shader_compile_ms, (long long)(c1.shader_disk_hits - c0.shader_disk_hits),
                fs.kernels, v);
+    if (fn && s == VF_OK && swaps) later_calls(ctx, fn, in);
     fflush(stdout);
     vf_function_destroy(fn);
     vf_scope_end(ctx);
@@ -152,6 +189,9 @@ typedef struct {
     double process_s, ctx_ms, first_ms, compile_ms;
     long long compiles, disk_hits;
     int kernels;
+    int later;                   /* --swaps: calls until every tuned kernel was in */
+    double later_slowest_ms, later_last_ms, later_total_ms;
+    long long quick;
 } child_result;
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
@@ -160,7 +200,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
-static bool driver_cache_off;
+static bool driver_cache_off, swaps;
 
 /* Runs argv (argv[0] a path) with the cache environment on dir; its stdout
    is parsed for a "result" line (or discarded when parse is false). */
@@ -208,6 +248,9 @@ static child_result spawn(char *const *argv, const char *dir, bool parse)
         if (parse && sscanf(line, "result ctx_ms=%lf first_ms=%lf compiles=%lld compile_ms=%lf disk_hits=%lld kernels=%d",
                             &r.ctx_ms, &r.first_ms, &r.compiles, &r.compile_ms, &r.disk_hits, &r.kernels) == 6)
             r.ok = true;
+        else if (parse)
+            sscanf(line, "later calls=%d slowest_ms=%lf last_ms=%lf total_ms=%lf quick=%lld", &r.later,
+                   &r.later_slowest_ms, &r.later_last_ms, &r.later_total_ms, &r.quick);
     if (f) fclose(f);
     else close(fd[0]);
     int st = 0;
@@ -257,6 +300,12 @@ static void print_program(int p, program_runs *pr)
         printf("  %-9s [", target[p][w]);
         for (int i = 0; i < n; i++) printf("%s%.2f", i ? " " : "", list[i]);
         printf("]\n");
+        for (int i = 0; swaps && p != P_DEMO && i < pr->n; i++)
+            if (pr->r[w][i].ok)
+                printf("%-22s %lld quick kernels; then %d call%s (until tuned, and one more): %.3f s, slowest %.3f s, "
+                       "last %.3f s\n", "", pr->r[w][i].quick, pr->r[w][i].later, pr->r[w][i].later == 1 ? "" : "s",
+                       pr->r[w][i].later_total_ms * 1e-3, pr->r[w][i].later_slowest_ms * 1e-3,
+                       pr->r[w][i].later_last_ms * 1e-3);
     }
 }
 
@@ -294,7 +343,7 @@ static void cold_and_warm(int runs, const char *cli)
                 fprintf(stderr, "bench_startup: mkdtemp in %s: %s\n", tmp, strerror(errno));
                 return;
             }
-            char *argv_child[] = {self, "--child", p == P_MLP ? "mlp" : "train_step", NULL};
+            char *argv_child[] = {self, "--child", p == P_MLP ? "mlp" : "train_step", swaps ? "--swaps" : NULL, NULL};
             char *argv_demo[] = {(char *)cli, "demo", NULL};
             for (int w = 0; w < 2; w++)
                 pr[p].r[w][r] = spawn(p == P_DEMO ? argv_demo : argv_child, dir, p != P_DEMO);
@@ -493,7 +542,8 @@ int main(int argc, char **argv)
     const char *cli = NULL;
     bool cold = true, st = true;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--child") && i + 1 < argc) return child(argv[i + 1]);
+        if (!strcmp(argv[i], "--child") && i + 1 < argc)
+            return child(argv[i + 1], i + 2 < argc && !strcmp(argv[i + 2], "--swaps"));
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--chain8-n") && i + 1 < argc) n8 = atoll(argv[++i]);
@@ -501,9 +551,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--driver-cache-off")) driver_cache_off = true;
         else if (!strcmp(argv[i], "--no-cold")) cold = false;
         else if (!strcmp(argv[i], "--no-steady")) st = false;
+        else if (!strcmp(argv[i], "--swaps")) swaps = true;
         else {
             fprintf(stderr, "usage: bench_startup [--runs N] [--reps N] [--chain8-n N] [--cli PATH] "
-                            "[--driver-cache-off] [--no-cold] [--no-steady]\n");
+                            "[--driver-cache-off] [--no-cold] [--no-steady] [--swaps]\n");
             return strcmp(argv[i], "--help") ? 2 : 0;
         }
     }

@@ -24,8 +24,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 echo "== tsan build (ThreadSanitizer): one context shared by several threads, shaders compiled ahead on threads, the CPU backend's workers"
 # Only the thread tests' targets: the stage adds well under a minute.
 cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$jobs" --target test_threads test_misuse_threads test_vulkan_cache test_cpu_runtime
-ctest --preset tsan -R '^(test_threads|test_misuse_threads|test_vulkan_cache|test_cpu_runtime)$'
+cmake --build --preset tsan -j "$jobs" --target test_threads test_misuse_threads test_vulkan_cache test_cpu_runtime test_plan_tier
+ctest --preset tsan -R '^(test_threads|test_misuse_threads|test_vulkan_cache|test_cpu_runtime|test_plan_tier)$'
 
 echo "== release build (-O3 -Werror) and the README's demo command"
 cmake --preset release >/dev/null

@@ -398,13 +398,15 @@ typedef struct vf_vk_options {
     bool eager_fuse;         /* queued eager elementwise ops fused once their pattern repeats
                                 (vulkan/eager_fuse.h); the context sets it unless VKFUSE_EAGER_FUSE=0
                                 or vf_context_desc.eager_fuse_off; false here: one kernel per op */
+    bool tiered_off;         /* VKFUSE_TIERED=0: plans built with their tuned matmul kernels at
+                                once, no quick tier (vulkan/plan_tier.c) */
     const char *memory_cache;/* VKFUSE_MEMORY_CACHE: most bytes of freed device memory kept for
                                 reuse ("512M", "2G", "0": none); NULL or "": the device heap's size.
                                 Not a size: VF_ERROR_INVALID_ARGUMENT (memory.h) */
 } vf_vk_options;
 
 /* Sets o's loader, test_caps, test_limits, test_staging, dump_dir, log_info,
-   timeout_ms, compile_threads, memory_cache and memory_limit from the
+   timeout_ms, compile_threads, tiered_off, memory_cache and memory_limit from the
    environment (context.c; the pointers are the environment's). */
 void vf_vk_options_env(vf_vk_options *o);
 

@@ -42,6 +42,7 @@ static const char *const env_vars[][2] = {
     {"VKFUSE_DUMP=<dir>", "write traced graphs after every pass and every kernel's GLSL"},
     {"VKFUSE_LOG=info", "log retraces and shader compiles"},
     {"VKFUSE_EAGER_FUSE=0", "every eager op its own kernel (default: repeated eager chains fused)"},
+    {"VKFUSE_TIERED=0", "plans start with their tuned matmul kernels (default on CPU devices: a quick tier)"},
     {"VKFUSE_COMPILE_THREADS=<n>", "threads compiling a traced function's kernels (default: the CPUs)"},
     {"VKFUSE_THREADS=<n>", "CPU backend threads, OpenBLAS's too (default: the CPUs)"},
     {"VKFUSE_MEMORY_CACHE=<size>", "freed device memory kept for reuse, e.g. 512M, 2G; 0: none (default: the heap)"},

@@ -98,6 +98,8 @@ void vf_vk_options_env(vf_vk_options *o)
     const char *ct = env_set("VKFUSE_COMPILE_THREADS");
     long n = ct ? strtol(ct, &end, 10) : 0;
     o->compile_threads = ct && end != ct && *end == '\0' && n >= 1 && n <= 64 ? (int)n : 0;
+    const char *tiered = env_set("VKFUSE_TIERED");
+    o->tiered_off = tiered && strcmp(tiered, "0") == 0;
     o->memory_cache = env_set("VKFUSE_MEMORY_CACHE"); /* parsed (and refused) by the backend */
 }
 

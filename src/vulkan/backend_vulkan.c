@@ -390,6 +390,8 @@ static void vk_stats(void *self, vf_context_stats *out)
     out->eager_fuse_swaps = rt->ef.swaps;
     out->eager_fused_windows = rt->ef.fused_windows;
     out->eager_fused_ops = rt->ef.fused_ops;
+    out->tier_quick_kernels = rt->tier_kernels;
+    out->tier_swaps = rt->tier_swaps;
     out->device_memory_budget = vf_vk_mem_budget(&rt->mem);
     out->device_memory_budget_usage = out->device_memory_budget ? rt->mem.budget_usage : 0;
 }
@@ -624,6 +626,9 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
     if (!s) s = vf_vk_pipelines_init(&rt->pipes, &rt->dev, rt->shaders.dir, err);
     if (!s) rt->pipes.log_info = opt->log_info;
     rt->ef.on = opt->eager_fuse;
+    /* The quick tier needs the thread that compiles the tuned kernels, and
+       only the CPU profile's matmul has a cheaper block to start with. */
+    rt->tiered = !opt->tiered_off && rt->dev.caps.is_cpu && rt->shaders.compile_threads > 1;
     if (!s) s = vf_vk_sched_init(&rt->sched, &rt->dev, &rt->mem, &sopt, err);
     if (!s) {
         rt->mem.wait_all = wait_all;

@@ -137,6 +137,7 @@ static vf_status add_kernel(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
         ps->pred = -1;
         ps->slot = -1;
         ps->kernel = rec;
+        ps->tier = -1;
         if (guarded) ps->pred = d->guards[x].pred, ps->when = d->guards[x].when;
         p->n_steps++;
     }
@@ -225,7 +226,7 @@ static vf_status add_guards(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d
             g->groups[0] = (gp.count + 63) / 64, g->groups[1] = g->groups[2] = 1;
             if (g->groups[0] > rt->dev.props.limits.maxComputeWorkGroupCount[0])
                 g->groups[0] = rt->dev.props.limits.maxComputeWorkGroupCount[0];
-            g->pred = g->slot = -1;
+            g->pred = g->slot = g->tier = -1;
             bool named = pr[k].node >= 0; /* the COND it decides */
             if (!s) s = vf_vk_prof_kernel(rt, &p->prof, "plan_guard", -1, 0, VF_OP_COPY, named ? &pr[k].node : NULL,
                                           named ? 1 : 0, &g->kernel);
@@ -292,7 +293,8 @@ static vf_status create_descriptors(vf_vk_runtime *rt, vf_plan *p)
 
 /* Codegen of every fused group; ok[i]: its kernel is kern[i], else (the
    device cannot run it: VF_ERROR_UNSUPPORTED) its execs run one by one. */
-static vf_status fused_kernels(vf_vk_runtime *rt, const vf_plan_desc *d, vf_gen_kernel *kern, bool *ok, bool *spill)
+static vf_status fused_kernels(vf_vk_runtime *rt, const vf_plan_desc *d, const vf_device_caps *caps,
+                               vf_gen_kernel *kern, bool *ok, bool *spill)
 {
     *spill = false;
     for (int i = 0; i < d->n_fused; i++) {
@@ -307,7 +309,7 @@ static vf_status fused_kernels(vf_vk_runtime *rt, const vf_plan_desc *d, vf_gen_
             return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: fused group %d has %d members for %d execs",
                               d->name, i, grp.n_members, f->n_execs);
         vf_err err = {0};
-        vf_status s = vf_codegen_group(&grp, &rt->dev.caps, &kern[i], &err);
+        vf_status s = vf_codegen_group(&grp, caps, &kern[i], &err);
         ok[i] = s == VF_OK;
         if (s == VF_ERROR_UNSUPPORTED && grp.kind != VF_FUSED_USER) { /* a user kernel's parts never run alone */
             vf_kernel_free(&kern[i]);
@@ -397,7 +399,9 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
     bool *ok = vf_calloc((size_t)d->n_fused + 1, sizeof *ok), spill = false;
     vf_status s = p->steps && p->scratch && p->recorded && kern && ok
                 ? VF_OK : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
-    if (!s) s = fused_kernels(rt, d, kern, ok, &spill);
+    /* the first kernels: matmuls in their quick tier (plan_tier.c) */
+    vf_device_caps caps = vf_vk_plan_quick_caps(rt);
+    if (!s) s = fused_kernels(rt, d, &caps, kern, ok, &spill);
     /* The kernels of the execs that run alone, then every kernel's shader
        compiled ahead, in parallel (shader_prepare.c), then the steps. */
     vf_gen_kernel *kx = vf_calloc((size_t)d->n_execs + 1, sizeof *kx);
@@ -410,7 +414,7 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
         vf_exec e = d->execs[x];
         if (x == rt->dev.test.wrong_exec && vf_op_get(e.op)->kind == VF_KIND_ELEMENTWISE && e.n_in == 1)
             e.op = e.op == VF_OP_NEG ? VF_OP_ABS : VF_OP_NEG; /* test hook (plan.h) */
-        s = vf_codegen_exec(&e, &rt->dev.caps, &kx[x], rt->err);
+        s = vf_codegen_exec(&e, &caps, &kx[x], rt->err);
     }
     if (!s) s = prepare_shaders(rt, d, kern, ok, kx);
     /* The values internal to a group get memory only when the group runs
@@ -422,13 +426,17 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
             const vf_plan_fused *f = &d->fused[g];
             if (ok[g++]) {
                 write_glsl(d, x, &kern[g - 1]);
+                int first = p->n_steps;
                 s = add_kernel(rt, p, d, x, f, &kern[g - 1]);
+                if (!s) s = vf_vk_plan_tier_add(rt, p, d, x, f, &kern[g - 1], first);
                 x += f->n_execs - 1;
                 continue;
             }
         }
         write_glsl(d, x, &kx[x]);
+        int first = p->n_steps;
         s = add_kernel(rt, p, d, x, NULL, &kx[x]);
+        if (!s && x != rt->dev.test.wrong_exec) s = vf_vk_plan_tier_add(rt, p, d, x, NULL, &kx[x], first);
     }
     for (int x = 0; kx && x < d->n_execs; x++) vf_kernel_free(&kx[x]);
     free(kx);
@@ -439,6 +447,7 @@ vf_status vf_vk_plan_create(vf_vk_runtime *rt, const vf_plan_desc *d, vf_plan **
     if (!s) s = add_guards(rt, p, d);
     if (!s) s = create_descriptors(rt, p);
     if (!s) s = prof_finish(rt, p);
+    if (!s) vf_vk_plan_tier_start(rt, p);
     if (s) {
         vf_vk_plan_destroy(rt, p);
         return s;
@@ -453,6 +462,7 @@ void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p)
     /* The command buffer and descriptor sets must outlive the last run. */
     if (p->serial) vf_vk_sched_wait(&rt->sched, p->serial);
     vf_vk_sched_drain(&rt->sched); /* the wait refuses on a lost device */
+    vf_vk_plan_tier_free(p);
     vf_vk_prof_free(rt, &p->prof);
     const vf_vk_device_table *vk = &rt->dev.vkd;
     if (p->cmd) vk->vkFreeCommandBuffers(rt->dev.device, rt->sched.cmd_pool, 1, &p->cmd);

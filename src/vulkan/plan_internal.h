@@ -8,6 +8,10 @@
 #include "vulkan/codegen/kernel.h"
 #include "vulkan/plan.h"
 #include "vulkan/profile.h"
+#include "vulkan/shader_cache.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 typedef struct plan_binding {
     vf_plan_loc_kind kind;
@@ -31,7 +35,34 @@ typedef struct plan_step {
     bool when;
     int slot;                    /* guarded: its entry in the guard table */
     int kernel;                  /* its kernel in the profile records (profile.h) */
+    int tier;                    /* built in the quick tier: its entry in vf_plan.tiers, else -1 */
+    int tier_step;               /* ... and which step of that kernel it is */
 } plan_step;
+
+/* A kernel built in the quick tier (plan_tier.c) and its tuned variant:
+   the same steps, bindings and scratch, other code, workgroup counts and
+   push constants. */
+typedef struct plan_tier {
+    /* the thread is done with this one; away from the calling thread's
+       flags below, which a compiler may load together as one word */
+    atomic_bool ready;
+    vf_gen_kernel tuned;
+    vf_vk_compiled out[VF_KERNEL_MAX_STEPS];  /* the background thread's compiles */
+    bool compile[VF_KERNEL_MAX_STEPS];        /* not on hand at planning: the thread compiles it */
+    bool swapped, failed;                     /* the calling thread's */
+} plan_tier;
+
+typedef struct plan_tiers {
+    /* shared with the thread; first, away from the calling thread's fields */
+    atomic_bool done;            /* the thread compiled every tuned shader it had */
+    atomic_bool stop;            /* the plan is going: no further compile starts */
+    plan_tier *t;
+    int n;
+    void *compiler;              /* shaderc's, shared with the runtime (thread-safe) */
+    uint32_t target_env_version;
+    pthread_t thread;
+    bool thread_on;              /* started and not joined */
+} plan_tiers;
 
 /* Where a per-call binding lands: its block, where in the block, and how
    much room the range has there (descriptor ranges depend on it). The
@@ -59,6 +90,25 @@ struct vf_plan {
     vf_buffer *table;            /* guards: n_slots templates {x,y,z,when}, then n_slots indirect args */
     int n_slots;
     vf_vk_prof prof;             /* kernel records and timestamps (profile.h) */
+    plan_tiers tiers;            /* kernels waiting for their tuned variant (plan_tier.c) */
 };
+
+/* plan_tier.c. Whether plans of rt start their matmul kernels in the quick
+   tier; caps: the codegen profile for a plan's first kernels. */
+bool vf_vk_plan_tiered(const vf_vk_runtime *rt);
+vf_device_caps vf_vk_plan_quick_caps(const vf_vk_runtime *rt);
+/* After add_kernel put the quick kernel's steps at p->steps[first..]: its
+   tuned variant from codegen with the device's own caps (x the exec, f its
+   group or NULL); kept when only its code differs. Fails only for want
+   of host memory: a variant that cannot be made leaves the quick kernel. */
+vf_status vf_vk_plan_tier_add(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc *d, int x, const vf_plan_fused *f,
+                              const vf_gen_kernel *quick, int first);
+/* Once the plan is built: the tuned shaders' compiles start on a thread. */
+void vf_vk_plan_tier_start(vf_vk_runtime *rt, vf_plan *p);
+/* At a run, before recording: swaps in the next tuned kernel if the
+   thread has compiled it. */
+void vf_vk_plan_tier_poll(vf_vk_runtime *rt, vf_plan *p);
+/* Joins the thread and frees the variants. */
+void vf_vk_plan_tier_free(vf_plan *p);
 
 #endif

@@ -198,6 +198,7 @@ vf_status vf_vk_plan_run(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *bind
        nor resubmitted while the previous run is pending. */
     vf_status s = vf_vk_sched_wait(&rt->sched, p->serial);
     if (s) return s;
+    vf_vk_plan_tier_poll(rt, p); /* a tuned kernel ready: the plan is recorded again */
     bool same = p->valid;
     for (int i = 0; same && i < n_binds; i++) {
         bind_key k = key_of(&binds[i]);

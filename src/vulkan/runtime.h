@@ -52,6 +52,8 @@ typedef struct vf_vk_runtime {
     vf_vk_memo memo;               /* eager execs' kernels (kernel_memo.h) */
     vf_eager_fuse ef;              /* queued eager elementwise ops and their fused kernels (eager_fuse.h) */
     int64_t execs;
+    bool tiered;                   /* plans start their matmuls in the quick tier (plan_tier.c) */
+    int64_t tier_kernels, tier_swaps;
 } vf_vk_runtime;
 
 vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,

@@ -46,7 +46,8 @@
    of LLVM per kernel, 4 x 4 about 0.1 s), while such a product runs in
    well under a millisecond with any block. 16x784x512 (6.4M) keeps the
    16 x 16 block and its speed (docs/BENCHMARKS.md, "Time to first
-   result"). */
+   result"). The quick tier of a plan (caps->matmul_quick) takes it for
+   every product until the tuned kernel is swapped in (plan_tier.c). */
 #define MM_LANE_SMALL_WORK (4u << 20)
 
 typedef struct {
@@ -222,7 +223,8 @@ vf_status cg_matmul(const vf_exec *e, const vf_device_caps *caps, const cg_mm_ep
     uint32_t lanes = cg_clamp_wg(caps, caps->subgroup_size ? caps->subgroup_size : 8, false);
     bool lane_kernel = caps->is_cpu;
     uint32_t rm = M >= MM_LANE_ROWS ? MM_LANE_ROWS : MM_LANE_ROWS_SMALL, cv = MM_LANE_VEC4S;
-    if (lane_kernel && M * N * K * bp.count <= MM_LANE_SMALL_WORK) rm = MM_LANE_ROWS_SMALL, cv = 1u;
+    if (lane_kernel && (caps->matmul_quick || M * N * K * bp.count <= MM_LANE_SMALL_WORK))
+        rm = MM_LANE_ROWS_SMALL, cv = 1u;
     bool f32 = A->dtype == VF_F32 && B->dtype == VF_F32 && e->out.dtype == VF_F32;
     bool vec_a = lane_kernel && f32 && !ta && K % 4 == 0 && A->offset % 16 == 0;
     bool vec_b = lane_kernel && f32 && !tb && N % 4 == 0 && B->offset % 16 == 0;

@@ -65,6 +65,11 @@ typedef struct vf_device_caps {
     bool storage16;                  /* storageBuffer16BitAccess: f16 tensors */
     bool storage8;                   /* storageBuffer8BitAccess: bool tensors */
     bool shader_float16, shader_int8;
+    /* Not the device's: the quick tier of a plan's first kernels
+       (src/vulkan/plan_tier.c). A CPU-profile matmul then takes its
+       smallest register block, whose code llvmpipe compiles in a tenth of
+       the time of the tuned one. */
+    bool matmul_quick;
 } vf_device_caps;
 
 /* A binding refers to a tensor of the vf_exec or to the scratch buffer. */
