@@ -359,6 +359,13 @@ vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out); /* threads: the
 /* threads: the CPU backend's kernel threads (cpu/cpu_threads.h) and
    OpenBLAS's; 0: the online CPUs, and OpenBLAS keeps its own setting. */
 vf_status vf_cpu_backend_create_threads(vf_err *err, int threads, vf_backend_t *out);
+/* The CPU backend's settings, read by the frontend: threads as above;
+   dnnl_off (VKFUSE_CPU_DNNL=0): convolutions and pools without oneDNN. */
+typedef struct vf_cpu_options {
+    int threads;
+    bool dnnl_off;
+} vf_cpu_options;
+vf_status vf_cpu_backend_create_opts(vf_err *err, const vf_cpu_options *o, vf_backend_t *out);
 /* VKFUSE_THREADS: a whole number from 1 to VF_CPU_MAX_THREADS; NULL or "":
    0 (the default). Anything else: VF_ERROR_INVALID_ARGUMENT with a message. */
 #define VF_CPU_MAX_THREADS 256

@@ -59,12 +59,15 @@ while IFS= read -r h; do
 done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]+"([^"]+)".*/\1/p' "$src/backend.h")
 
 # The environment: read when a context is created, in context.c alone.
-# One exception: OpenBLAS's own OPENBLAS_CORETYPE, which src/cpu/blas.c
-# must read before OpenBLAS is loaded, long before any context exists.
+# Two exceptions, other libraries' own variables that must be read before
+# those libraries are loaded, long before any context exists: OpenBLAS's
+# OPENBLAS_CORETYPE (src/cpu/blas.c) and OpenMP's OMP_WAIT_POLICY, which
+# oneDNN's OpenMP runtime reads (src/cpu/dnnl_conv.c).
 while IFS= read -r hit; do
     bad "${hit#"$1"/}: getenv outside src/frontend/context.c (read the environment there, into vf_options or vf_vk_options)"
 done < <(grep -rnoE '\b(secure_)?getenv[[:space:]]*\("?[A-Za-z_]*' "$src" --include='*.c' --include='*.h' |
-         grep -v "^$src/frontend/context.c:" | grep -vE "^$src/cpu/blas\.c:[0-9]+:getenv\(\"OPENBLAS_CORETYPE\$")
+         grep -v "^$src/frontend/context.c:" | grep -vE "^$src/cpu/blas\.c:[0-9]+:getenv\(\"OPENBLAS_CORETYPE\$" |
+         grep -vE "^$src/cpu/dnnl_conv\.c:[0-9]+:getenv\(\"OMP_WAIT_POLICY\$")
 
 [ $fail = 0 ] || exit 1
 echo "layers_test: ok ($checked files)"

@@ -218,8 +218,9 @@ vf_status vf_cpu_threads_parse(const char *v, int *out, vf_err *err)
     return VF_OK;
 }
 
-vf_status vf_cpu_backend_create_threads(vf_err *err, int threads, vf_backend_t *out)
+vf_status vf_cpu_backend_create_opts(vf_err *err, const vf_cpu_options *o, vf_backend_t *out)
 {
+    int threads = o->threads;
     out->iface = NULL;
     out->self = NULL;
     vf_cpu *cpu = vf_calloc(1, sizeof *cpu);
@@ -239,10 +240,15 @@ vf_status vf_cpu_backend_create_threads(vf_err *err, int threads, vf_backend_t *
     cpu->err = err;
     cpu->workers = pool;
     cpu->cache_cap = vf_cpu_cache_default_cap();
-    cpu->dnnl = vf_cpu_dnnl_create();
+    cpu->dnnl = o->dnnl_off ? NULL : vf_cpu_dnnl_create();
     out->iface = &cpu_iface;
     out->self = cpu;
     return VF_OK;
+}
+
+vf_status vf_cpu_backend_create_threads(vf_err *err, int threads, vf_backend_t *out)
+{
+    return vf_cpu_backend_create_opts(err, &(vf_cpu_options){.threads = threads}, out);
 }
 
 vf_status vf_cpu_backend_create(vf_err *err, vf_backend_t *out) { return vf_cpu_backend_create_threads(err, 0, out); }

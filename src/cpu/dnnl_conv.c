@@ -145,8 +145,7 @@ struct vf_cpu_dnnl {
 
 vf_cpu_dnnl *vf_cpu_dnnl_create(void)
 {
-    const char *env = getenv("VKFUSE_CPU_DNNL");
-    if (!dn.ok || (env && !strcmp(env, "0"))) return NULL;
+    if (!dn.ok) return NULL;
     vf_cpu_dnnl *d = vf_calloc(1, sizeof *d);
     if (!d) return NULL;
     if (dn.engine_create(&d->engine, dnnl_cpu, 0) != dnnl_success) {

@@ -25,6 +25,15 @@ static void window(const vf_conv_attrs *a, const pool_dims *d, int64_t oh, int64
     r[3] = w0 + a->size[1] > d->W ? d->W : w0 + a->size[1];
 }
 
+static bool has_nan(const vf_tref *t)
+{
+    const float *p = vf_cpu_ptr(t);
+    int64_t n = vf_cpu_numel(t);
+    bool nan = false;
+    for (int64_t i = 0; i < n; i++) nan |= p[i] != p[i]; /* no early exit: the loop vectorises */
+    return nan;
+}
+
 vf_status vf_cpu_pool(vf_cpu *cpu, const vf_exec *e)
 {
     const vf_tref *x = &e->in[0];
@@ -34,7 +43,10 @@ vf_status vf_cpu_pool(vf_cpu *cpu, const vf_exec *e)
         e->n_in != (grad ? 2 : 1) || y->shape[3] != x->shape[3] || y->shape[0] != x->shape[0])
         return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: %s takes f32 NHWC tensors of one batch "
                           "and channel count", vf_op_get(e->op)->name);
-    if (vf_cpu_dnnl_pool(cpu->dnnl, e)) return VF_OK;
+    /* oneDNN's max skips NaNs; ours counts a NaN at a window's first
+       position (the rule every backend shares): with a NaN in x, the loops */
+    bool max = e->op == VF_OP_MAX_POOL2D || e->op == VF_OP_MAX_POOL2D_GRAD;
+    if (!(max && has_nan(x)) && vf_cpu_dnnl_pool(cpu->dnnl, e)) return VF_OK;
     const vf_conv_attrs *a = &e->attrs.conv;
     pool_dims d = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[1], y->shape[2]};
     bool is_max = e->op == VF_OP_MAX_POOL2D || e->op == VF_OP_MAX_POOL2D_GRAD;

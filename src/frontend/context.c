@@ -128,7 +128,8 @@ static void resolve_cache_dir(const vf_context_desc *d, char *out, size_t len)
    for); no_gpu: there are Vulkan devices, all drivers on the CPU. */
 static vf_status make_cpu(vf_context *ctx, const char *why, bool no_gpu)
 {
-    vf_status s = vf_cpu_backend_create_threads(&ctx->be_err, ctx->opt.cpu_threads, &ctx->be);
+    vf_status s = vf_cpu_backend_create_opts(&ctx->be_err, &(vf_cpu_options){ctx->opt.cpu_threads, ctx->opt.cpu_dnnl_off},
+                                             &ctx->be);
     if (s != VF_OK) return s;
     ctx->kind = VF_BACKEND_CPU;
     if (why && *why)
@@ -168,7 +169,8 @@ vf_host *vf_context_host(vf_context *ctx)
 {
     if (ctx->host.be.iface) return &ctx->host;
     vf_err_clear(&ctx->host.err);
-    return vf_cpu_backend_create_threads(&ctx->host.err, ctx->opt.cpu_threads, &ctx->host.be) == VF_OK
+    return vf_cpu_backend_create_opts(&ctx->host.err, &(vf_cpu_options){ctx->opt.cpu_threads, ctx->opt.cpu_dnnl_off},
+                                      &ctx->host.be) == VF_OK
                ? &ctx->host : NULL;
 }
 
@@ -329,6 +331,8 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     /* VKFUSE_THREADS is checked whatever the backend: a Vulkan context's
        host backend (folding, VKFUSE_CHECK) uses it too */
     if (s == VF_OK) s = vf_cpu_threads_parse(getenv("VKFUSE_THREADS"), &ctx->opt.cpu_threads, &ctx->err);
+    const char *dnnl = getenv("VKFUSE_CPU_DNNL");
+    ctx->opt.cpu_dnnl_off = dnnl && strcmp(dnnl, "0") == 0;
     if (s == VF_OK) s = create_backend(ctx, d);
     vf_ctx_unlock(ctx);
     return s;

@@ -57,6 +57,7 @@ typedef struct vf_options {
     char check_root[4096]; /* where a checked plan's GLSL goes: VKFUSE_DUMP, else TMPDIR, else /tmp */
     int cpu_threads;       /* VKFUSE_THREADS: the CPU backends' threads (also the host backend's);
                               0: the online CPUs */
+    bool cpu_dnnl_off;     /* VKFUSE_CPU_DNNL=0: the CPU backends' convolutions and pools without oneDNN */
 } vf_options;
 
 typedef struct vf_scope {
