@@ -520,7 +520,12 @@ VF_API vf_tensor *vf_gather(vf_context *ctx, vf_tensor *x, vf_tensor *indices, i
    adds every update once. On a device with a loop limit more indices than
    its loop budget (65,471 on lavapipe) are listed and added in blocks, in
    the same order: up to (budget / 2)^2 indices per call (about 1.07
-   billion on lavapipe; docs/LIMITS.md). Gradients: the identity for x,
+   billion on lavapipe; docs/LIMITS.md). The comparisons are bounded too,
+   so that no call can pass the fence timeout: past 2^34 loop iterations
+   in all on a CPU-type device (about 19 s on lavapipe; 2^40 on a GPU)
+   the call fails up front with VF_ERROR_UNSUPPORTED naming the most
+   indices that fit those rows (150,000 rows: 113,844; split the indices
+   and add the results). Gradients: the identity for x,
    vf_gather of the output gradient for updates. */
 VF_API vf_tensor *vf_scatter_add(vf_context *ctx, vf_tensor *x, vf_tensor *indices, vf_tensor *updates, int axis);
 /* tf.one_hot: indices [...] (i32 or u32) -> [..., depth] of dtype (any),

@@ -1,5 +1,12 @@
 #include "limits_common.h"
 
+const vf_device_caps lim_caps_lavapipe = {
+    .is_cpu = true, .subgroup_size = 8, .subgroup_arithmetic = true, .subgroup_shuffle = true,
+    .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 1024},
+    .max_workgroup_count = {65535, 65535, 65535}, .shared_memory_bytes = 32768, .max_push_constants = 128,
+    .max_storage_buffer_range = 1u << 27, .min_storage_buffer_offset_alignment = 16, .storage16 = true,
+    .storage8 = true, .shader_float16 = true, .shader_int8 = true, .max_loop_iterations = 65535};
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,6 +5,11 @@
 #define VF_LIMITS_COMMON_H
 
 #include "testutil.h"
+#include "vulkan/codegen/kernel.h"
+
+/* lavapipe's real limits, for codegen without a device: 65535 workgroups
+   per dimension, 128 MiB bindings, loops ended after 65535 iterations */
+extern const vf_device_caps lim_caps_lavapipe;
 
 /* 8 workgroups per dispatch (2 x 2 x 2), 64 KiB bindings, 64 loop
    iterations per invocation */

@@ -174,8 +174,10 @@ static uint64_t l_blocks(uint64_t B, uint64_t rng) { return (void)rng, (B / 2) *
    and cumsum (rows up to the maximum tensor size; tested in
    tests/test_ops_scan.c) and elements (2^32 - 1 per tensor on Vulkan: a
    tensor at that limit takes 4 GiB of bools, past lavapipe's binding
-   range, so no test device reaches it). */
-static const char *const not_walked[] = {"top_k", "cumsum", "elements"};
+   range, so no test device reaches it), scatter_add_work (a bound of
+   seconds of work, not of a device limit: at the limit and one past it in
+   tests/test_ops_indexing.c's test_scatter_work_bound, by codegen). */
+static const char *const not_walked[] = {"top_k", "cumsum", "elements", "scatter_add_work"};
 
 static const limit_row rows[] = {
     {"binding", 134217728, "max_buffer=65536", l_range, FAILS, b_binding},

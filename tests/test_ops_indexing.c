@@ -706,6 +706,51 @@ static void test_limits(void **state)
     vt_context_done(vk);
 }
 
+/* scatter_add's kernels for x [n, inner] f32 and J i32 indices on caps,
+   without a device: VF_OK, or the refusal's message in err. */
+static vf_status gen_scatter(const vf_device_caps *caps, int64_t n, int64_t inner, int64_t J, vf_err *err)
+{
+    vf_exec e;
+    memset(&e, 0, sizeof e);
+    vf_err_clear(err);
+    e.op = VF_OP_SCATTER_ADD;
+    e.n_in = 3;
+    e.in[0] = (vf_tref){.dtype = VF_F32, .rank = 2, .shape = {n, inner}};
+    e.in[1] = (vf_tref){.dtype = VF_I32, .rank = 1, .shape = {J}};
+    e.in[2] = (vf_tref){.dtype = VF_F32, .rank = 2, .shape = {J, inner}};
+    e.out = e.in[0];
+    vf_gen_kernel k;
+    memset(&k, 0, sizeof k);
+    vf_status st = vf_codegen_exec(&e, caps, &k, err);
+    vf_kernel_free(&k);
+    return st;
+}
+
+/* No op may take work it cannot finish within the fence timeout: a
+   scatter_add whose lists would take more loop iterations than its work
+   bound (on lavapipe about 19 s of an idle machine) is refused up front,
+   naming the most indices that fit these rows; that many fit, one more
+   does not. A gather's gradient over 70,000 ids into 50,000 rows (3 s on
+   lavapipe) fits; 262,144 ids into a 150,000-word vocabulary (44 s) does
+   not, nor does it on a GPU's bound when far bigger. */
+static void test_scatter_work_bound(void **state)
+{
+    (void)state;
+    vf_err err = {0};
+    assert_int_equal(gen_scatter(&lim_caps_lavapipe, 50000, 16, 70000, &err), VF_OK);
+    assert_int_equal(gen_scatter(&lim_caps_lavapipe, 150000, 16, 262144, &err), VF_ERROR_UNSUPPORTED);
+    const char *at = strstr(err.message, "at most ");
+    if (!at || !strstr(err.message, "fence timeout")) fail_msg("%s", err.message);
+    long long most = atoll(at + 8);
+    assert_true(most > 65471 && most < 262144);
+    assert_int_equal(gen_scatter(&lim_caps_lavapipe, 150000, 16, most, &err), VF_OK);
+    assert_int_equal(gen_scatter(&lim_caps_lavapipe, 150000, 16, most + 1, &err), VF_ERROR_UNSUPPORTED);
+    vf_device_caps gpu = lim_caps_lavapipe;
+    gpu.is_cpu = false;
+    assert_int_equal(gen_scatter(&gpu, 150000, 16, 262144, &err), VF_OK);
+    assert_int_equal(gen_scatter(&gpu, 1000000, 16, 2000000, &err), VF_ERROR_UNSUPPORTED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -715,7 +760,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(traced_vs_eager), VT_PER_BACKEND_TESTS(one_hot_values),
         VT_PER_BACKEND_TESTS(range_values), VT_PER_BACKEND_TESTS(one_hot_traced),
         VT_PER_BACKEND_TESTS(saved_round_trip), VT_PER_BACKEND_TESTS(scatter_past_loop_limit),
-        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_limits), cmocka_unit_test(test_scatter_work_bound),
     };
     return VT_RUN_GROUP(tests);
 }

@@ -483,14 +483,6 @@ static void test_limits_traced(void **state)
     lim_check_program(&p, "max_loop=64");
 }
 
-/* lavapipe's limits: 65535 workgroups per dimension, 128 MiB bindings,
-   loops ended after 65535 iterations */
-static const vf_device_caps caps_lvp = {
-    .is_cpu = true, .subgroup_size = 8, .subgroup_arithmetic = true, .subgroup_shuffle = true,
-    .max_workgroup_invocations = 1024, .max_workgroup_size = {1024, 1024, 1024},
-    .max_workgroup_count = {65535, 65535, 65535}, .shared_memory_bytes = 32768, .max_push_constants = 128,
-    .max_storage_buffer_range = 1u << 27, .min_storage_buffer_offset_alignment = 16, .storage16 = true,
-    .storage8 = true, .shader_float16 = true, .shader_int8 = true, .max_loop_iterations = 65535};
 
 /* The kernel of op over x [rows, n] (k: top_k's k); its status, the
    message in err. */
@@ -552,7 +544,7 @@ static void test_codegen_bounds(void **state)
     /* cumsum: 2^25 -> 131072 -> 512 -> 2 (7 steps); 2^26 f16 likewise */
     const vf_dtype dts[2] = {VF_F32, VF_F16};
     for (int d = 0; d < 2; d++) {
-        vf_status st = gen_scan(&caps_lvp, VF_OP_CUMSUM, dts[d], 1, (int64_t)1 << (25 + d), 0, &k, &err);
+        vf_status st = gen_scan(&lim_caps_lavapipe, VF_OP_CUMSUM, dts[d], 1, (int64_t)1 << (25 + d), 0, &k, &err);
         if (st) fail_msg("cumsum of 2^%d: %s", 25 + d, err.message);
         assert_int_equal(k.n_steps, 7);
         assert_true(k.scratch_bytes <= (size_t)1 << 27);
@@ -560,24 +552,24 @@ static void test_codegen_bounds(void **state)
     }
     /* blocks of 2 (a loop budget of 9 over 4 grid rounds): 16 lanes of 16 keep 16 x (8 + 4 + 2) block
        sums, 896 bytes, more than a binding of 512 */
-    vf_device_caps tiny = caps_lvp;
+    vf_device_caps tiny = lim_caps_lavapipe;
     tiny.max_loop_iterations = 16;
     tiny.max_storage_buffer_range = 512;
     for (int d = 0; d < 3; d++) tiny.max_workgroup_count[d] = 1;
     assert_int_equal(gen_scan(&tiny, VF_OP_CUMSUM, VF_F32, 16, 16, 0, &k, &err), VF_ERROR_UNSUPPORTED);
     if (!strstr(err.message, "896 bytes of block sums")) fail_msg("%s", err.message);
     /* top_k: 2^26 f16 in a row, k = 50 */
-    assert_int_equal(gen_scan(&caps_lvp, VF_OP_TOP_K, VF_F16, 1, (int64_t)1 << 26, 50, &k, &err), VF_OK);
+    assert_int_equal(gen_scan(&lim_caps_lavapipe, VF_OP_TOP_K, VF_F16, 1, (int64_t)1 << 26, 50, &k, &err), VF_OK);
     assert_true(k.n_steps <= VF_KERNEL_MAX_STEPS);
     vf_kernel_free(&k);
-    top_k_bound(&caps_lvp, 1, (int64_t)1 << 25, 50, NULL);
-    top_k_bound(&caps_lvp, 128, 262144, 50, NULL);
-    top_k_bound(&caps_lvp, 1, 262144, 262144, NULL);
-    top_k_bound(&caps_lvp, 128, 262144, 1000, NULL);
-    top_k_bound(&caps_lvp, 128, 262144, 5000, "scratch");
-    top_k_bound(&caps_lvp, 1, (int64_t)1 << 23, (int64_t)1 << 23, "fence timeout");
+    top_k_bound(&lim_caps_lavapipe, 1, (int64_t)1 << 25, 50, NULL);
+    top_k_bound(&lim_caps_lavapipe, 128, 262144, 50, NULL);
+    top_k_bound(&lim_caps_lavapipe, 1, 262144, 262144, NULL);
+    top_k_bound(&lim_caps_lavapipe, 128, 262144, 1000, NULL);
+    top_k_bound(&lim_caps_lavapipe, 128, 262144, 5000, "scratch");
+    top_k_bound(&lim_caps_lavapipe, 1, (int64_t)1 << 23, (int64_t)1 << 23, "fence timeout");
     /* a GPU's work bound is higher: there the lists of a full sort of 2^25 pass 128 MiB */
-    vf_device_caps gpu = caps_lvp;
+    vf_device_caps gpu = lim_caps_lavapipe;
     gpu.is_cpu = false;
     top_k_bound(&gpu, 1, (int64_t)1 << 25, (int64_t)1 << 25, "scratch");
 }

@@ -21,6 +21,41 @@ typedef struct {
     uint64_t Bs, nb;   /* blocked path: blocks of Bs indices, nb of them */
 } sa_info;
 
+/* The work bound, in loop iterations of all invocations together (each a
+   load and a comparison): building the rows' lists costs (n + 1) x J (a
+   count per row over the indices) plus J x J / 2 (short path) or J x Bs /
+   2 (blocked) to place each index, and the adds one per update. Measured
+   on lavapipe on an idle machine (2 cores): 8.9e8 per second (150,000
+   rows x 262,144 indices: 44 s); 2^34 is about 19 s there, so within the
+   120 s fence timeout on a machine busy enough to run it three times
+   slower. A GPU runs 100 times that; 2^40 keeps the margin. Past it the
+   op is refused up front, naming the most indices that fit, instead of
+   losing the context to a fence timeout. */
+#define SA_WORK_MAX_CPU (1ull << 34)
+#define SA_WORK_MAX_GPU (1ull << 40)
+
+static double sa_work(const sa_info *s, uint64_t place)
+{
+    return (double)(s->n + 1) * (double)s->J + (double)s->J * (double)place / 2.0 +
+           (double)s->outer * (double)s->inner * (double)s->J;
+}
+
+/* The most indices whose work fits max with these rows, each count planned
+   as vf_codegen_scatter plans it (sa_plan); 0: none. */
+static bool sa_plan(const vf_device_caps *caps, sa_info *s, uint64_t *most);
+static uint64_t sa_most_indices(const vf_device_caps *caps, const sa_info *s, double max)
+{
+    uint64_t lo = 0, hi = s->J;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo + 1) / 2, most = 0;
+        sa_info t = *s;
+        t.J = mid;
+        if (sa_plan(caps, &t, &most) && sa_work(&t, t.nb ? t.Bs : t.J) <= max) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
 static uint64_t sa_rounds(const vf_device_caps *caps, uint64_t items, uint32_t wg)
 {
     return cg_grid_rounds(caps, (items + wg - 1) / wg);
@@ -206,6 +241,34 @@ static uint64_t sa_blocks(uint64_t J, uint64_t per, uint64_t *most)
     return lo;
 }
 
+/* The path for s (s->nb, s->Bs: 0 for the short path): false when even
+   blocks need longer loops than the device runs (*most: the most indices
+   that would fit). */
+static bool sa_plan(const vf_device_caps *caps, sa_info *s, uint64_t *most)
+{
+    s->nb = s->Bs = 0;
+    uint64_t budget = cg_loop_budget(caps);
+    if (s->J * sa_max_rounds(caps, s, 0) <= budget) return true;
+    /* blocks of Bs indices: every loop is at most Bs + nb long, times
+       the grid rounds, which grow with nb (steps 1 and 4). Placing an
+       index costs its block (J x Bs / 2 comparisons in all) and the
+       counts take nb x (n + 1) words: blocks of 1024 or J / 64,
+       whichever is longer, fewer and longer where the budget demands */
+    uint64_t Bs0 = s->J / 64 > 1024 ? s->J / 64 : 1024, nb = 2;
+    for (int tries = 0; tries < 8 && !s->nb; tries++) {
+        uint64_t per = budget / sa_max_rounds(caps, s, nb), lo = sa_blocks(s->J, per, most);
+        if (!lo) break;
+        uint64_t want = (s->J + Bs0 - 1) / Bs0;
+        nb = want < lo ? lo : want > per - lo ? per - lo : want;
+        uint64_t Bs = (s->J + nb - 1) / nb;
+        nb = (s->J + Bs - 1) / Bs;
+        if (nb >= 2 && (Bs + nb) * sa_max_rounds(caps, s, nb) <= budget) s->nb = nb, s->Bs = Bs;
+    }
+    uint64_t words = s->n + 1 + s->J + s->nb * (s->n + 1) + s->nb * s->outer * s->inner;
+    /* list positions run to J + Bs in the shaders' block arithmetic */
+    return s->nb && s->nb * (s->n + 1) <= UINT32_MAX && words <= UINT32_MAX && s->J + 2 * s->Bs <= UINT32_MAX;
+}
+
 vf_status vf_codegen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     if (!cg_dtype_supported(e, caps, e->out.dtype, err)) return VF_ERROR_UNSUPPORTED;
@@ -220,37 +283,23 @@ vf_status vf_codegen_scatter(const vf_exec *e, const vf_device_caps *caps, vf_ge
                           "scatter_add: %llu indices and %llu updates; kernels index with 32 bits (at most %u "
                           "updates, and rows + indices below that): split the indices and add the results",
                           (unsigned long long)s.J, (unsigned long long)cg_numel(&e->in[2]), UINT32_MAX);
-    uint64_t budget = cg_loop_budget(caps);
-    if (s.J * sa_max_rounds(caps, &s, 0) <= budget) {
-        k->n_steps = 3;
-        k->scratch_bytes = (size_t)(s.n + 1 + s.J) * 4;
-    } else {
-        /* blocks of Bs indices: every loop is at most Bs + nb long, times
-           the grid rounds, which grow with nb (steps 1 and 4). Placing an
-           index costs its block (J x Bs / 2 comparisons in all) and the
-           counts take nb x (n + 1) words: blocks of 1024 or J / 64,
-           whichever is longer, fewer and longer where the budget demands */
-        uint64_t Bs0 = s.J / 64 > 1024 ? s.J / 64 : 1024, nb = 2, most = 0;
-        for (int tries = 0; tries < 8 && !s.nb; tries++) {
-            uint64_t per = budget / sa_max_rounds(caps, &s, nb), lo = sa_blocks(s.J, per, &most);
-            if (!lo) break;
-            uint64_t want = (s.J + Bs0 - 1) / Bs0;
-            nb = want < lo ? lo : want > per - lo ? per - lo : want;
-            uint64_t Bs = (s.J + nb - 1) / nb;
-            nb = (s.J + Bs - 1) / Bs;
-            if (nb >= 2 && (Bs + nb) * sa_max_rounds(caps, &s, nb) <= budget) s.nb = nb, s.Bs = Bs;
-        }
-        uint64_t words = s.n + 1 + s.J + s.nb * (s.n + 1) + s.nb * s.outer * s.inner;
-        /* list positions run to J + Bs in the shaders' block arithmetic */
-        if (!s.nb || s.nb * (s.n + 1) > UINT32_MAX || words > UINT32_MAX || s.J + 2 * s.Bs > UINT32_MAX)
-            return vf_err_set(err, VF_ERROR_UNSUPPORTED,
-                              "scatter_add: %llu indices into %llu rows need more loop iterations per invocation "
-                              "than this device allows (%u) even in blocks: at most %llu indices per call here; "
-                              "split the indices and add the results", (unsigned long long)s.J,
-                              (unsigned long long)s.n, caps->max_loop_iterations, (unsigned long long)most);
-        k->n_steps = 5;
-        k->scratch_bytes = (size_t)words * 4;
-    }
+    uint64_t most = 0;
+    if (!sa_plan(caps, &s, &most))
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "scatter_add: %llu indices into %llu rows need more loop iterations per invocation "
+                          "than this device allows (%u) even in blocks: at most %llu indices per call here; "
+                          "split the indices and add the results", (unsigned long long)s.J,
+                          (unsigned long long)s.n, caps->max_loop_iterations, (unsigned long long)most);
+    k->n_steps = s.nb ? 5 : 3;
+    k->scratch_bytes = (size_t)(s.nb ? s.n + 1 + s.J + s.nb * (s.n + 1) + s.nb * s.outer * s.inner : s.n + 1 + s.J) * 4;
+    double work = sa_work(&s, s.nb ? s.Bs : s.J), max = (double)(caps->is_cpu ? SA_WORK_MAX_CPU : SA_WORK_MAX_GPU);
+    if (work > max)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "scatter_add: %llu indices into %llu rows of %llu elements need about %.3g loop iterations, "
+                          "more than one op may take (%.3g) to end well within the fence timeout: at most %llu "
+                          "indices per call into these rows here; split the indices and add the results, or use "
+                          "the CPU backend", (unsigned long long)s.J, (unsigned long long)s.n,
+                          (unsigned long long)s.inner, work, max, (unsigned long long)sa_most_indices(caps, &s, max));
     for (int t = 0; t < k->n_steps; t++) {
         vf_status st = sa_step(e, caps, err, &k->step[t], &s, t);
         if (st != VF_OK) return st;
