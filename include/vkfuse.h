@@ -609,7 +609,10 @@ typedef struct vf_conv2d_desc {
    gradient); past the device's loop budget (65471 on lavapipe) the op fails
    with VF_ERROR_UNSUPPORTED saying so (use the CPU backend). The filter
    gradient's N*OH*OW terms are summed in chunks and the chunks added in a
-   second step, so any batch runs (up to the budget squared). In a traced
+   second step, so any batch runs (up to the budget squared). An op of
+   more than 2^35 multiply-adds on a CPU-type Vulkan device (2^41 on a
+   GPU) is refused up front, naming the most images per call, so that no
+   call can pass the fence timeout. In a traced
    function a conv2d followed by elementwise ops of its output shape (bias
    add, activation) runs as one kernel (docs/FUSION.md). */
 VF_API vf_tensor *vf_conv2d(vf_context *ctx, vf_tensor *x, vf_tensor *w, const vf_conv2d_desc *desc);
@@ -631,7 +634,10 @@ typedef struct vf_pool2d_desc {
    a whole image included): on Vulkan one invocation walks each window, or
    each dx element the windows that hold it; a walk longer than the
    device's loop budget (65,471 on lavapipe; docs/LIMITS.md) goes in chunks
-   that a second step combines. */
+   that a second step combines. On a CPU-type Vulkan device a pool whose
+   walks take more than 2^35 steps in all (2^41 on a GPU) is refused up
+   front, naming the most images per call, so that no call can pass the
+   fence timeout. */
 VF_API vf_tensor *vf_max_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 VF_API vf_tensor *vf_avg_pool2d(vf_context *ctx, vf_tensor *x, const vf_pool2d_desc *desc);
 

@@ -176,8 +176,9 @@ static uint64_t l_blocks(uint64_t B, uint64_t rng) { return (void)rng, (B / 2) *
    tensor at that limit takes 4 GiB of bools, past lavapipe's binding
    range, so no test device reaches it), scatter_add_work (a bound of
    seconds of work, not of a device limit: at the limit and one past it in
-   tests/test_ops_indexing.c's test_scatter_work_bound, by codegen). */
-static const char *const not_walked[] = {"top_k", "cumsum", "elements", "scatter_add_work"};
+   tests/test_ops_indexing.c's test_scatter_work_bound, by codegen) and
+   likewise conv2d_work and pool_work (test_work_bounds below). */
+static const char *const not_walked[] = {"top_k", "cumsum", "elements", "scatter_add_work", "conv2d_work", "pool_work"};
 
 static const limit_row rows[] = {
     {"binding", 134217728, "max_buffer=65536", l_range, FAILS, b_binding},
@@ -269,6 +270,53 @@ static void walk(const limit_row *r)
     vt_context_done(cpu);
 }
 
+/* The work bounds of conv2d (and its gradients) and the pools
+   (codegen_internal.h, cg_work_max), by codegen on lavapipe's real limits
+   without a device: an op past it is refused up front naming the most
+   images per call; that many fit, one more does not. */
+static vf_status gen_window_op(vf_op op, int64_t n, int64_t hw, int64_t c, int64_t k, int64_t o, vf_err *err)
+{
+    vf_exec e;
+    memset(&e, 0, sizeof e);
+    vf_err_clear(err);
+    e.op = op;
+    vf_tref x = {.dtype = VF_F32, .rank = 4, .shape = {n, hw, hw, c}};
+    vf_tref w = {.dtype = VF_F32, .rank = 4, .shape = {k, k, c, o}};
+    vf_tref y = {.dtype = VF_F32, .rank = 4, .shape = {n, hw, hw, op == VF_OP_MAX_POOL2D ? c : o}};
+    e.attrs.conv = (vf_conv_attrs){.size = {k, k}, .stride = {1, 1}, .dilation = {1, 1}, .groups = 1,
+                                   .pad = {k / 2, k - 1 - k / 2, k / 2, k - 1 - k / 2}};
+    if (op == VF_OP_CONV2D) e.n_in = 2, e.in[0] = x, e.in[1] = w, e.out = y;
+    else if (op == VF_OP_CONV2D_BACKPROP_FILTER) e.n_in = 2, e.in[0] = x, e.in[1] = y, e.out = w;
+    else e.n_in = 1, e.in[0] = x, e.out = y;
+    vf_gen_kernel kn;
+    memset(&kn, 0, sizeof kn);
+    vf_status st = vf_codegen_exec(&e, &lim_caps_lavapipe, &kn, err);
+    vf_kernel_free(&kn);
+    return st;
+}
+
+static void window_bound(vf_op op, int64_t hw, int64_t c, int64_t k, int64_t o)
+{
+    vf_err err = {0};
+    assert_int_equal(gen_window_op(op, 4096, hw, c, k, o, &err), VF_ERROR_UNSUPPORTED);
+    const char *at = strstr(err.message, "at most ");
+    if (!at || !strstr(err.message, "fence timeout")) fail_msg("%s", err.message);
+    long long most = atoll(at + 8);
+    assert_true(most >= 1 && most < 4096);
+    if (gen_window_op(op, most, hw, c, k, o, &err) != VF_OK) fail_msg("%lld images: %s", most, err.message);
+    assert_int_equal(gen_window_op(op, most + 1, hw, c, k, o, &err), VF_ERROR_UNSUPPORTED);
+}
+
+static void test_work_bounds(void **state)
+{
+    (void)state;
+    window_bound(VF_OP_CONV2D, 64, 64, 7, 64);                 /* 3136 MACs per output element */
+    window_bound(VF_OP_CONV2D_BACKPROP_FILTER, 64, 64, 7, 64); /* the forward's MACs, in chunks */
+    window_bound(VF_OP_MAX_POOL2D, 128, 16, 64, 0);            /* 4096 window steps per output */
+    vf_err err = {0};
+    assert_int_equal(gen_window_op(VF_OP_CONV2D, 32, 28, 16, 3, 32, &err), VF_OK); /* bench_conv's layer */
+}
+
 static void test_walk(void **state)
 {
     (void)state;
@@ -293,6 +341,7 @@ int main(void)
         printf("no Vulkan: nothing to run\n");
         return 0;
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_keys), cmocka_unit_test(test_walk)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_keys), cmocka_unit_test(test_walk),
+                                       cmocka_unit_test(test_work_bounds)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -286,6 +286,8 @@ uint64_t cg_grid_rounds(const vf_device_caps *caps, uint64_t total)
     return total <= grid ? 1 : (total + grid - 1) / grid;
 }
 
+double cg_work_max(const vf_device_caps *caps) { return (double)(caps->is_cpu ? 1ull << 35 : 1ull << 41); }
+
 uint32_t cg_loop_budget(const vf_device_caps *caps)
 {
     /* a margin for the short loops every kernel has besides its main one

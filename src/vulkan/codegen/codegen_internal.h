@@ -91,6 +91,13 @@ vf_status cg_groups_linear(vf_cg *g, uint64_t total);
    exceed the device's grid (cg_groups_linear strides over them): its loops
    run that many times, so per-invocation loop counts multiply by it. */
 uint64_t cg_grid_rounds(const vf_device_caps *caps, uint64_t total);
+/* The most work (loop steps of all invocations together, each a
+   multiply-add or a comparison) one op may take, so that it ends well
+   within the 120 s fence timeout: 2^35 on a CPU-type device (lavapipe
+   runs convolutions at about 1.9e9 multiply-adds a second on an idle
+   2-core machine: 18 s), 2^41 on a GPU. conv2d and its gradients and the
+   pools refuse past it (scatter_add and top_k have bounds of their own). */
+double cg_work_max(const vf_device_caps *caps);
 /* Loop iterations one invocation of a kernel may spend on its main loops
    (caps.max_loop_iterations less a margin); UINT32_MAX when unbounded. */
 uint32_t cg_loop_budget(const vf_device_caps *caps);

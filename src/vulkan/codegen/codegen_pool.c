@@ -270,6 +270,17 @@ vf_status vf_codegen_pool(const vf_exec *e, const vf_device_caps *caps, vf_gen_k
     pool_plan gw = {.is_max = is_max, .grad = true, .items = nx,
                     .len = min_u64(((uint64_t)a->size[0] + a->stride[0] - 1) / a->stride[0], (uint64_t)y->shape[1]) *
                            min_u64(((uint64_t)a->size[1] + a->stride[1] - 1) / a->stride[1], (uint64_t)y->shape[2])};
+    /* the work bound: every walk's steps together must end well within
+       the fence timeout */
+    double work = (!grad || is_max ? (double)fw.items * (double)fw.len : 0.0) +
+                  (grad ? (double)gw.items * (double)gw.len : 0.0), most = cg_work_max(caps);
+    if (work > most) {
+        double per_image = y->shape[0] ? work / (double)y->shape[0] : work;
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "%s: about %.3g window steps, more than one op may take (%.3g) to end well within the "
+                          "fence timeout: at most %llu images per call with these sizes here; split the batch, or "
+                          "use the CPU backend", name, work, most, (unsigned long long)(most / per_image));
+    }
     vf_status st = VF_OK;
     if (!grad || is_max) st = pool_chunks(e, caps, &fw, err);
     if (!st && grad) st = pool_chunks(e, caps, &gw, err);
