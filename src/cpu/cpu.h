@@ -125,6 +125,9 @@ void vf_cpu_broadcast_strides(int rank, const int64_t *shape, int out_rank, cons
 /* Drops size-1 dims and merges adjacent dims that are contiguous for every
    operand. Leaves rank >= 0. */
 void vf_cpu_loop_simplify(vf_cpu_loop *l);
+/* The same on bare arrays, for loops over more than VF_CPU_MAX_OPS
+   operands (cpu_fused.c): st[j] is operand j's strides. */
+void vf_cpu_dims_simplify(int *rank, int64_t *dim, int nops, int64_t (*st)[VF_MAX_RANK]);
 /* Product of dims [lo, hi). */
 int64_t vf_cpu_loop_count(const vf_cpu_loop *l, int lo, int hi);
 

@@ -275,33 +275,6 @@ typedef struct walk {
     int64_t st[VF_FUSED_MAX_TENSORS][VF_MAX_RANK];
 } walk;
 
-static void walk_simplify(walk *w)
-{
-    int r = 0;
-    for (int d = 0; d < w->rank; d++) {
-        if (w->dim[d] == 1) continue;
-        w->dim[r] = w->dim[d];
-        for (int j = 0; j < w->nt; j++) w->st[j][r] = w->st[j][d];
-        r++;
-    }
-    w->rank = r;
-    if (!r) return;
-    int k = 0;
-    for (int d = 1; d < r; d++) {
-        bool merge = true;
-        for (int j = 0; j < w->nt && merge; j++) merge = w->st[j][k] == w->st[j][d] * w->dim[d];
-        if (merge) {
-            w->dim[k] *= w->dim[d];
-            for (int j = 0; j < w->nt; j++) w->st[j][k] = w->st[j][d];
-        } else {
-            k++;
-            w->dim[k] = w->dim[d];
-            for (int j = 0; j < w->nt; j++) w->st[j][k] = w->st[j][d];
-        }
-    }
-    w->rank = k + 1;
-}
-
 static bool overlaps(const vf_tref *a, const vf_tref *b)
 {
     if (!a->buf || a->buf != b->buf) return false;
@@ -309,7 +282,12 @@ static bool overlaps(const vf_tref *a, const vf_tref *b)
     return a->offset < b->offset + nb && b->offset < a->offset + na;
 }
 
-vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g)
+size_t vf_cpu_fused_scratch_bytes(int n_members)
+{
+    return sizeof(chunk_tmp) + (size_t)n_members * (CHUNK * 4 + sizeof(opnd));
+}
+
+vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g, void *scratch)
 {
     const vf_tref *T = g->tensors, *o = &T[g->n_inputs];
     int nt = g->n_inputs + g->n_outputs, nm = g->n_members;
@@ -318,23 +296,18 @@ vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g)
     for (int d = 0; d < o->rank; d++) w.dim[d] = o->shape[d];
     for (int t = 0; t < nt; t++)
         vf_cpu_broadcast_strides(T[t].rank, T[t].shape, o->rank, o->shape, w.st[t]);
-    walk_simplify(&w);
+    vf_cpu_dims_simplify(&w.rank, w.dim, w.nt, w.st);
     /* an output written in place of an input: members write temporaries,
        copied out once the whole chunk is computed */
     bool in_place = false;
     for (int k = g->n_inputs; k < nt; k++)
         for (int j = 0; j < g->n_inputs; j++) in_place |= overlaps(&T[k], &T[j]);
     /* one typed temporary per member (4 bytes: the widest dtype) */
-    uint8_t *vals = vf_malloc((size_t)nm * CHUNK * 4);
-    chunk_tmp *tmp = vf_malloc(sizeof *tmp);
-    opnd *val = vf_calloc((size_t)nm, sizeof *val);
-    if (!vals || !tmp || !val) {
-        free(vals);
-        free(tmp);
-        free(val);
-        return vf_err_set(cpu->err, VF_ERROR_OUT_OF_MEMORY, "cpu backend: fused group: out of host memory (malloc "
-                          "failed) for %d members' temporaries", nm);
-    }
+    (void)cpu;
+    chunk_tmp *tmp = scratch; /* its layout: vf_cpu_fused_scratch_bytes */
+    uint8_t *vals = (uint8_t *)(tmp + 1);
+    opnd *val = (opnd *)(vals + (size_t)nm * CHUNK * 4);
+    memset(val, 0, (size_t)nm * sizeof *val);
     /* splats: computed once, broadcast to every chunk */
     for (int m = 0; m < nm; m++)
         if (is_splat(g, m)) {
@@ -386,9 +359,6 @@ vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g)
             idx[d] = 0;
         }
     }
-    free(val);
-    free(vals);
-    free(tmp);
     return VF_OK;
 }
 

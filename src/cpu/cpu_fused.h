@@ -15,8 +15,12 @@
    output shape (or are FILL splats) and whose ops this file knows. */
 bool vf_cpu_fused_supported(const vf_fused_group *g);
 
-/* Runs g on its resolved tensors (g->tensors: inputs, then outputs). */
-vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g);
+/* The bytes of scratch vf_cpu_fused_run needs for a group of n members
+   (chunk temporaries: made once per plan, not per call). */
+size_t vf_cpu_fused_scratch_bytes(int n_members);
+/* Runs g on its resolved tensors (g->tensors: inputs, then outputs), its
+   temporaries in scratch (vf_cpu_fused_scratch_bytes, 16-byte aligned). */
+vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g, void *scratch);
 
 /* MATMUL and CONV groups: the center (the matmul or conv2d) runs as its
    own kernel, then the epilogue, an elementwise group of the other

@@ -44,6 +44,7 @@ struct vf_plan {
     int n_binds;
     size_t arena_bytes;
     vf_buffer *arena;             /* arena + spill; NULL when both are 0 */
+    void *scratch;                /* the passes' chunk temporaries (cpu_fused.h), sized for the largest */
     int kernels;
     /* profiles: one record per kernel of the last run */
     bool ran;
@@ -75,6 +76,7 @@ void vf_cpu_plan_destroy(void *self, vf_plan *p)
         free((void *)p->fused[i].loc);
     }
     if (p->arena) vf_cpu_iface()->free(self, p->arena);
+    free(p->scratch);
     free(p->execs);
     free(p->loc);
     free(p->group_at);
@@ -164,6 +166,13 @@ vf_status vf_cpu_plan_create(void *self, const vf_plan_desc *d, vf_plan **out)
             spill |= !p->block[i];
         }
     }
+    int most = 0; /* members of the largest pass */
+    for (int i = 0; i < p->n_fused; i++)
+        if (p->block[i] && p->fused[i].group.kind != VF_FUSED_USER) {
+            int nm = p->ep[i].execs ? p->ep[i].group.n_members : p->fused[i].n_execs;
+            if (nm > most) most = nm;
+        }
+    if (!s && most && !(p->scratch = vf_malloc(vf_cpu_fused_scratch_bytes(most)))) s = oom(cpu, d->name);
     p->arena_bytes = d->arena_bytes + (spill ? d->spill_bytes : 0);
     if (!s && p->arena_bytes) s = vf_cpu_iface()->alloc(cpu, p->arena_bytes, &p->arena);
     /* the kernels: an exec outside a group, or a group run as one pass, is
@@ -238,7 +247,7 @@ static vf_status run_epilogue(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind 
     if (s) return s;
     vf_fused_group grp = ep->group;
     grp.tensors = t;
-    return vf_cpu_fused_run(cpu, &grp);
+    return vf_cpu_fused_run(cpu, &grp, p->scratch);
 }
 
 /* A fused group: its tensors resolved, then one pass (cpu_fused.c), one
@@ -273,7 +282,7 @@ static vf_status run_group(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *bi
     vf_fused_group grp = f->group;
     grp.execs = p->execs + f->first_exec;
     grp.tensors = t;
-    return vf_cpu_fused_run(cpu, &grp);
+    return vf_cpu_fused_run(cpu, &grp, p->scratch);
 }
 
 static int64_t tref_bytes(const vf_tref *t) { return vf_cpu_numel(t) * (int64_t)vf_dtype_size(t->dtype); }

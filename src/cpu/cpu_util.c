@@ -158,36 +158,37 @@ void vf_cpu_broadcast_strides(int rank, const int64_t *shape, int out_rank, cons
     }
 }
 
-void vf_cpu_loop_simplify(vf_cpu_loop *l)
+void vf_cpu_dims_simplify(int *rank, int64_t *dim, int nops, int64_t (*st)[VF_MAX_RANK])
 {
     /* Size-1 dims never move any offset. */
     int r = 0;
-    for (int d = 0; d < l->rank; d++) {
-        if (l->dim[d] == 1) continue;
-        l->dim[r] = l->dim[d];
-        for (int j = 0; j < l->nops; j++) l->st[j][r] = l->st[j][d];
+    for (int d = 0; d < *rank; d++) {
+        if (dim[d] == 1) continue;
+        dim[r] = dim[d];
+        for (int j = 0; j < nops; j++) st[j][r] = st[j][d];
         r++;
     }
-    l->rank = r;
+    *rank = r;
     if (r == 0) return;
     /* Merge d into its inner neighbour when stepping d is the same as
        stepping the neighbour dim[inner] times, for every operand. */
     int w = 0;
-    for (int d = 1; d < l->rank; d++) {
+    for (int d = 1; d < r; d++) {
         bool mergeable = true;
-        for (int j = 0; j < l->nops; j++)
-            if (l->st[j][w] != l->st[j][d] * l->dim[d]) mergeable = false;
+        for (int j = 0; j < nops; j++)
+            if (st[j][w] != st[j][d] * dim[d]) mergeable = false;
         if (mergeable) {
-            l->dim[w] *= l->dim[d];
-            for (int j = 0; j < l->nops; j++) l->st[j][w] = l->st[j][d];
+            dim[w] *= dim[d];
         } else {
             w++;
-            l->dim[w] = l->dim[d];
-            for (int j = 0; j < l->nops; j++) l->st[j][w] = l->st[j][d];
+            dim[w] = dim[d];
         }
+        for (int j = 0; j < nops; j++) st[j][w] = st[j][d];
     }
-    l->rank = w + 1;
+    *rank = w + 1;
 }
+
+void vf_cpu_loop_simplify(vf_cpu_loop *l) { vf_cpu_dims_simplify(&l->rank, l->dim, l->nops, l->st); }
 
 int64_t vf_cpu_loop_count(const vf_cpu_loop *l, int lo, int hi)
 {
