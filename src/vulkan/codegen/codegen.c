@@ -288,6 +288,16 @@ uint64_t cg_grid_rounds(const vf_device_caps *caps, uint64_t total)
 
 double cg_work_max(const vf_device_caps *caps) { return (double)(caps->is_cpu ? 1ull << 35 : 1ull << 41); }
 
+vf_status cg_work_refused(const vf_device_caps *caps, const char *name, const char *what, double work,
+                          int64_t images, vf_err *err)
+{
+    double most = cg_work_max(caps), per_image = images > 0 ? work / (double)images : work;
+    return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                      "%s: about %.3g %s, more than one op may take (%.3g) to end well within the fence timeout: at "
+                      "most %llu images per call with these sizes here; split the batch, or use the CPU backend",
+                      name, work, what, most, (unsigned long long)(most / per_image));
+}
+
 uint32_t cg_loop_budget(const vf_device_caps *caps)
 {
     /* a margin for the short loops every kernel has besides its main one

@@ -366,14 +366,8 @@ vf_status cg_conv2d(const vf_exec *e, const vf_device_caps *caps, const cg_conv_
                           name, UINT32_MAX);
     /* the work bound: one op's multiply-adds (the forward's, which each
        gradient repeats) must end well within the fence timeout */
-    double macs = (double)cg_numel(y) * (double)(KH * KW * Cg), work_max = cg_work_max(caps);
-    if (macs > work_max) {
-        double per_image = y->shape[0] ? macs / (double)y->shape[0] : macs;
-        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
-                          "%s: about %.3g multiply-adds, more than one op may take (%.3g) to end well within the "
-                          "fence timeout: at most %llu images per call with these sizes here; split the batch, or "
-                          "use the CPU backend", name, macs, work_max, (unsigned long long)(work_max / per_image));
-    }
+    double macs = (double)cg_numel(y) * (double)(KH * KW * Cg);
+    if (macs > cg_work_max(caps)) return cg_work_refused(caps, name, "multiply-adds", macs, y->shape[0], err);
     uint64_t budget = cg_loop_budget(caps), numel = (uint64_t)cg_numel(out);
     if (e->op == VF_OP_CONV2D_BACKPROP_FILTER) {
         /* N * OH * OW terms per dw element: split into chunks when they

@@ -98,6 +98,10 @@ uint64_t cg_grid_rounds(const vf_device_caps *caps, uint64_t total);
    2-core machine: 18 s), 2^41 on a GPU. conv2d and its gradients and the
    pools refuse past it (scatter_add and top_k have bounds of their own). */
 double cg_work_max(const vf_device_caps *caps);
+/* VF_ERROR_UNSUPPORTED for a window op of `work` steps (what: their kind)
+   past cg_work_max over `images` images, naming the most images per call. */
+vf_status cg_work_refused(const vf_device_caps *caps, const char *name, const char *what, double work,
+                          int64_t images, vf_err *err);
 /* Loop iterations one invocation of a kernel may spend on its main loops
    (caps.max_loop_iterations less a margin); UINT32_MAX when unbounded. */
 uint32_t cg_loop_budget(const vf_device_caps *caps);

@@ -273,14 +273,8 @@ vf_status vf_codegen_pool(const vf_exec *e, const vf_device_caps *caps, vf_gen_k
     /* the work bound: every walk's steps together must end well within
        the fence timeout */
     double work = (!grad || is_max ? (double)fw.items * (double)fw.len : 0.0) +
-                  (grad ? (double)gw.items * (double)gw.len : 0.0), most = cg_work_max(caps);
-    if (work > most) {
-        double per_image = y->shape[0] ? work / (double)y->shape[0] : work;
-        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
-                          "%s: about %.3g window steps, more than one op may take (%.3g) to end well within the "
-                          "fence timeout: at most %llu images per call with these sizes here; split the batch, or "
-                          "use the CPU backend", name, work, most, (unsigned long long)(most / per_image));
-    }
+                  (grad ? (double)gw.items * (double)gw.len : 0.0);
+    if (work > cg_work_max(caps)) return cg_work_refused(caps, name, "window steps", work, y->shape[0], err);
     vf_status st = VF_OK;
     if (!grad || is_max) st = pool_chunks(e, caps, &fw, err);
     if (!st && grad) st = pool_chunks(e, caps, &gw, err);
