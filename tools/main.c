@@ -1,4 +1,4 @@
-/* vkfuse: list devices, run the demo, AmberScript tests, profiles (more commands as they land). */
+/* vkfuse: list devices, run the demo, AmberScript tests, profiles, saved functions (show, run). */
 #include "cli.h"
 
 #include <stdio.h>
@@ -16,7 +16,9 @@ static const command commands[] = {
     {"devices", cmd_devices, "list Vulkan devices and mark the one vkfuse picks"},
     {"demo", cmd_demo, "x[1,784] @ w[784,10] + b, softmax: the chosen device against the CPU"},
     {"amber", cmd_amber, "run AmberScript / VkScript compute-shader tests"},
-    {"profile", cmd_profile, "profile a built-in workload fused vs unfused vs CPU (--list, --json, --trace)"},
+    {"profile", cmd_profile, "profile a built-in workload or a saved function fused vs unfused vs CPU"},
+    {"saved", cmd_saved, "saved show FILE: a saved function's signatures, ops, variables, kernels"},
+    {"run", cmd_run, "run a saved function on .npy inputs, write .npy outputs (--check: vs the CPU)"},
 };
 
 bool cli_wants_help(int argc, char **argv)
