@@ -6,6 +6,7 @@
  * object; --trace FILE: Chrome / Perfetto trace of the last call of each). */
 #include "cli.h"
 #include "profile_workloads.h"
+#include "saved_cli.h"
 
 #include <errno.h>
 #include <math.h>
@@ -90,9 +91,38 @@ static bool take_profile(vstat *v, const vf_function_profile *p, bool first)
     return true;
 }
 
-/* Runs wl on ctx: WARMUP calls, then iters timed ones (each waited for).
-   fuse false: vf_function_desc.unfused (one kernel per op, as VKFUSE_FUSION=0). */
-static bool run_variant(vf_context *ctx, const workload *wl, bool fuse, const opts *o, vf_trace_file *trace,
+/* What is profiled: a built-in workload, or a saved function (file) and
+   its .npy inputs. */
+typedef struct subject {
+    const char *name, *summary;
+    const workload *wl;
+    const char *file;
+    const sc_inputs *in;
+    int n_out;
+} subject;
+
+/* Every output of the last call, as floats, one after the other. */
+static bool keep_outputs(vf_context *ctx, vf_tensor **y, int n_out, vstat *v)
+{
+    int64_t total = 0;
+    for (int k = 0; k < n_out; k++) total += vf_tensor_numel(y[k]);
+    v->out = malloc(sizeof(float) * (size_t)(total + 1));
+    if (!v->out) return false;
+    for (int k = 0; k < n_out; k++) {
+        size_t bytes;
+        void *p = sc_read_tensor(ctx, "profile", y[k], &bytes);
+        if (!p) return false;
+        for (int64_t e = 0; e < vf_tensor_numel(y[k]); e++) v->out[v->out_n++] = (float)sc_value(vf_tensor_dtype(y[k]), p, e);
+        free(p);
+    }
+    return true;
+}
+
+/* Runs the subject on ctx: WARMUP calls, then iters timed ones (each waited
+   for). fuse false: vf_function_desc.unfused (one kernel per op, as
+   VKFUSE_FUSION=0); a saved function gets that from a context made with
+   VKFUSE_FUSION=0 instead. */
+static bool run_variant(vf_context *ctx, const subject *sj, bool fuse, const opts *o, vf_trace_file *trace,
                         const char *label, vstat *v)
 {
     memset(v, 0, sizeof *v);
@@ -101,16 +131,25 @@ static bool run_variant(vf_context *ctx, const workload *wl, bool fuse, const op
     wl_data d;
     memset(&d, 0, sizeof d);
     vf_function *fn = NULL;
-    bool ok = wl->make(ctx, &d, o->shrink) == VF_OK;
-    if (ok)
-        fn = vf_function_create(ctx, &(vf_function_desc){.name = wl->name, .body = wl->body, .user = d.cap,
-                                                         .n_inputs = wl->n_in, .n_outputs = 1, .unfused = !fuse});
+    vf_tensor *in[SC_MAX_IN] = {0}, *y[SC_MAX_IN] = {0};
+    bool ok;
+    if (sj->wl) {
+        const workload *wl = sj->wl;
+        ok = wl->make(ctx, &d, o->shrink) == VF_OK;
+        if (ok)
+            fn = vf_function_create(ctx, &(vf_function_desc){.name = wl->name, .body = wl->body, .user = d.cap,
+                                                             .n_inputs = wl->n_in, .n_outputs = 1, .unfused = !fuse});
+        memcpy(in, d.in, sizeof d.in);
+    } else {
+        int rc;
+        fn = sc_load(ctx, "profile", sj->file, &rc);
+        ok = fn && sc_make_tensors(ctx, "profile", sj->in, in);
+    }
     ok = ok && fn;
     for (int i = 0; ok && i < WARMUP + o->iters; i++) {
         vf_scope_begin(ctx);
-        vf_tensor *y = NULL;
         double t0 = now_ns();
-        ok = vf_function_call(fn, d.in, &y) == VF_OK && vf_context_sync(ctx) == VF_OK;
+        ok = vf_function_call(fn, in, y) == VF_OK && vf_context_sync(ctx) == VF_OK;
         double t = now_ns() - t0;
         if (ok && i >= WARMUP) {
             v->wall_ns += t / o->iters;
@@ -125,11 +164,7 @@ static bool run_variant(vf_context *ctx, const workload *wl, bool fuse, const op
                     fprintf(stderr, "vkfuse profile: %s\n", vf_trace_file_error(trace));
             }
         }
-        if (ok && i == WARMUP + o->iters - 1) {
-            v->out_n = vf_tensor_numel(y);
-            v->out = malloc(sizeof(float) * (size_t)(v->out_n + 1));
-            ok = v->out && vf_tensor_read(y, v->out, sizeof(float) * (size_t)v->out_n) == VF_OK;
-        }
+        if (ok && i == WARMUP + o->iters - 1) ok = keep_outputs(ctx, y, sj->n_out, v);
         vf_scope_end(ctx);
     }
     if (ok) {
@@ -142,7 +177,7 @@ static bool run_variant(vf_context *ctx, const workload *wl, bool fuse, const op
         v->gpu_ns /= o->iters;
         for (int i = 0; i < v->nk; i++) v->k[i].gpu_ns /= o->iters;
     } else {
-        fprintf(stderr, "vkfuse profile %s (%s): %s\n", wl->name, label, vf_error_message(ctx));
+        fprintf(stderr, "vkfuse profile %s (%s): %s\n", sj->name, label, vf_error_message(ctx));
     }
     vf_function_destroy(fn);
     vf_scope_end(ctx);
@@ -252,18 +287,26 @@ static void print_variant_text(const char *title, const vstat *v)
 }
 
 typedef struct result {
-    const workload *wl;
+    subject sj;
     vstat fu, un, cpu;
     bool have_cpu;
+    char cpu_skipped[512];        /* why the CPU backend did not run, "" when it did or --no-cpu */
 } result;
 
 static void print_json(const result *r, const char *device, const opts *o)
 {
     const vstat *f = &r->fu, *u = &r->un;
     printf("{\"workload\":");
-    jstr(r->wl->name);
+    jstr(r->sj.name);
     printf(",\"summary\":");
-    jstr(r->wl->summary);
+    jstr(r->sj.summary);
+    if (r->sj.file) {
+        printf(",\"file\":");
+        jstr(r->sj.file);
+    }
+    printf(",\"cpu_skipped\":");
+    if (r->cpu_skipped[0]) jstr(r->cpu_skipped);
+    else printf("null");
     printf(",\"device\":");
     jstr(device);
     printf(",\"iters\":%d,\"warmup\":%d,\"shrink\":%d,\"fused\":", o->iters, WARMUP, o->shrink);
@@ -315,11 +358,13 @@ static void print_json(const result *r, const char *device, const opts *o)
 static void print_text(const result *r, const char *device, const opts *o)
 {
     const vstat *f = &r->fu, *u = &r->un;
-    printf("== vkfuse profile %s: %s\n", r->wl->name, r->wl->summary);
+    printf("== vkfuse profile %s: %s\n", r->sj.name, r->sj.summary);
     if (o->shrink > 1) printf("leading dimension divided by %d (--shrink)\n", o->shrink);
     printf("device: %s; %d timed calls after %d warm-up calls, each waited for\n", device, o->iters, WARMUP);
     print_variant_text("fused (vulkan)", f);
-    print_variant_text("unfused (vulkan, one kernel per op: vf_function_desc.unfused)", u);
+    print_variant_text(r->sj.file ? "unfused (vulkan, one kernel per op: VKFUSE_FUSION=0)"
+                                  : "unfused (vulkan, one kernel per op: vf_function_desc.unfused)", u);
+    if (r->cpu_skipped[0]) printf("\ncpu backend: not run: %s\n", r->cpu_skipped);
     if (r->have_cpu) {
         if (r->cpu.ok) printf("\ncpu backend: wall %.3f ms/call (best %.3f)\n", r->cpu.wall_ns / 1e6, r->cpu.best_ns / 1e6);
         else printf("\ncpu backend: failed (see the message above)\n");
@@ -355,7 +400,7 @@ static void print_summary(const result *rs, int n)
         const result *r = &rs[i];
         char k[24];
         snprintf(k, sizeof k, "%d/%d", r->fu.kernels, r->un.kernels);
-        printf("%-13s %9s %11.3f %11.3f %11.3f %9.2f %9.2f %9.3f\n", r->wl->name, k, r->fu.best_ns / 1e6,
+        printf("%-13s %9s %11.3f %11.3f %11.3f %9.2f %9.2f %9.3f\n", r->sj.name, k, r->fu.best_ns / 1e6,
                r->un.best_ns / 1e6, r->have_cpu && r->cpu.ok ? r->cpu.best_ns / 1e6 : NAN,
                ratio(r->un.best_ns, r->fu.best_ns), r->have_cpu && r->cpu.ok ? ratio(r->cpu.best_ns, r->fu.best_ns) : NAN,
                ratio((double)r->fu.peak, (double)r->fu.unplanned));
@@ -367,9 +412,12 @@ static void print_summary(const result *rs, int n)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: vkfuse profile WORKLOAD|all [--iters N] [--shrink N] [--json] [--trace FILE] [--no-cpu]\n"
+               "       vkfuse profile FILE --in A.npy [--in B.npy ...] [--iters N] [--json] [--trace T] [--no-cpu]\n"
                "       vkfuse profile --list\n\n"
-               "Runs a built-in workload as a traced function, fused and unfused (one kernel per\n"
-               "op, as VKFUSE_FUSION=0 gives) on Vulkan with profiling on, and on the CPU backend, in one run.\n"
+               "Runs a built-in workload as a traced function, or a saved function (vf_function_save)\n"
+               "on .npy inputs (one --in per input, in order, as `vkfuse run` takes them), fused and\n"
+               "unfused (one kernel per op, as VKFUSE_FUSION=0 gives) on Vulkan with profiling on, and\n"
+               "on the CPU backend, in one run.\n"
                "Prints per kernel and in total: kernels, dispatches, barriers, bytes read and written,\n"
                "GPU time (timestamp queries), wall time per call, peak memory, and the ratios.\n\n"
                "  --iters N     timed calls per run after %d warm-up calls (default 10)\n"
@@ -379,7 +427,10 @@ static void usage(FILE *f)
                "  --trace FILE  write a Chrome / Perfetto trace of the last call of each run\n"
                "                (open it in ui.perfetto.dev)\n"
                "  --no-cpu      skip the CPU backend run\n"
-               "  --list        list the workloads\n\nSee docs/PROFILING.md.\n", WARMUP, WL_MAX_SHRINK);
+               "  --list        list the workloads\n\n"
+               "Exit codes: 0 done, 1 a run failed, 2 bad arguments, 3 (FILE) a file cannot be read,\n"
+               "is not valid or does not fit the signature. See docs/PROFILING.md and docs/CLI.md.\n",
+               WARMUP, WL_MAX_SHRINK);
 }
 
 /* Whether the trace file can be written: opened for appending (so an
@@ -417,6 +468,43 @@ static vf_context *make_context(vf_backend be, bool profile)
     return ctx;
 }
 
+/* The subject for a saved function: its inputs checked against its
+   signatures (on ctx), and whether the CPU backend can run it. */
+static int saved_subject(vf_context *ctx, const char *file, const sc_inputs *in, subject *sj, char *summary,
+                         size_t len, char *cpu_skip, size_t skip_len)
+{
+    int rc = SC_OK;
+    vf_function *fn = sc_load(ctx, "profile", file, &rc);
+    vf_function_info *info = fn ? vf_function_info_get(fn) : NULL;
+    if (fn && !info) {
+        fprintf(stderr, "vkfuse profile: %s\n", vf_error_message(ctx));
+        rc = SC_RUN_FAILED;
+    }
+    if (info && !sc_check_inputs("profile", file, info, in)) rc = SC_BAD_FILE;
+    if (info && rc == SC_OK && info->n_outputs > SC_MAX_IN) {
+        fprintf(stderr, "vkfuse profile: %s has %d outputs; this command takes at most %d\n", file, info->n_outputs,
+                SC_MAX_IN);
+        rc = SC_RUN_FAILED;
+    }
+    if (info && rc == SC_OK) {
+        *sj = (subject){.name = file, .summary = summary, .file = file, .in = in, .n_out = info->n_outputs};
+        snprintf(summary, len, "saved function '%s' (%d input%s, %d output%s)", info->name, info->n_inputs,
+                 info->n_inputs == 1 ? "" : "s", info->n_outputs, info->n_outputs == 1 ? "" : "s");
+        size_t n = 0;
+        for (int i = 0; i < info->n_user_ops && n < skip_len; i++)
+            if (!info->user_ops[i].have_c)
+                n += (size_t)snprintf(cpu_skip + n, skip_len - n, "%s%s '%s'", n ? ", " : "it needs ",
+                                      info->user_ops[i].kernel ? "user kernel" : "user elementwise op",
+                                      info->user_ops[i].name);
+        if (n && n < skip_len)
+            snprintf(cpu_skip + n, skip_len - n, ", which this process has not created (their C functions are the "
+                     "saving program's): Vulkan only");
+    }
+    free(info);
+    vf_function_destroy(fn);
+    return rc;
+}
+
 int cmd_profile(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
@@ -425,12 +513,14 @@ int cmd_profile(int argc, char **argv)
     }
     opts o = {.iters = 10, .shrink = 1, .cpu = true};
     const char *name = NULL;
+    bool shrink_given = false;
+    sc_inputs in = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--list")) return list();
         if (!strcmp(a, "--json")) o.json = true;
         else if (!strcmp(a, "--no-cpu")) o.cpu = false;
-        else if (!strcmp(a, "--iters") || !strcmp(a, "--shrink") || !strcmp(a, "--trace")) {
+        else if (!strcmp(a, "--iters") || !strcmp(a, "--shrink") || !strcmp(a, "--trace") || !strcmp(a, "--in")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "vkfuse profile: %s needs a value (try --help)\n", a);
                 return 2;
@@ -438,6 +528,14 @@ int cmd_profile(int argc, char **argv)
             const char *val = argv[++i];
             if (!strcmp(a, "--trace")) {
                 o.trace = val;
+                continue;
+            }
+            if (!strcmp(a, "--in")) {
+                if (in.n == SC_MAX_IN) {
+                    fprintf(stderr, "vkfuse profile: more than %d --in files\n", SC_MAX_IN);
+                    return 2;
+                }
+                in.path[in.n++] = val;
                 continue;
             }
             char *end;
@@ -449,6 +547,7 @@ int cmd_profile(int argc, char **argv)
                     return 2;
                 }
                 o.shrink = (int)n;
+                shrink_given = true;
                 continue;
             }
             if (*end || end == val || n < 1 || n > 100000) {
@@ -460,52 +559,81 @@ int cmd_profile(int argc, char **argv)
             fprintf(stderr, "vkfuse profile: unknown option '%s' (try --help)\n", a);
             return 2;
         } else if (name) {
-            fprintf(stderr, "vkfuse profile: one workload at a time ('%s' and '%s'); use 'all' for every one\n", name, a);
+            fprintf(stderr, "vkfuse profile: one workload or file at a time ('%s' and '%s'); use 'all' for every "
+                    "workload\n", name, a);
             return 2;
         } else {
             name = a;
         }
     }
     if (!name) {
-        fprintf(stderr, "vkfuse profile: which workload? (vkfuse profile --list)\n");
+        fprintf(stderr, "vkfuse profile: which workload or saved file? (vkfuse profile --list)\n");
         return 2;
     }
-    const workload *one = strcmp(name, "all") ? wl_find(name) : NULL;
-    if (!one && strcmp(name, "all")) {
-        fprintf(stderr, "vkfuse profile: unknown workload '%s'; the workloads are:", name);
+    /* a saved file: a path that exists, or any name given --in files */
+    struct stat st;
+    bool file = in.n > 0 || (stat(name, &st) == 0 && S_ISREG(st.st_mode));
+    const workload *one = !file && strcmp(name, "all") ? wl_find(name) : NULL;
+    if (file && shrink_given) {
+        fprintf(stderr, "vkfuse profile: --shrink is for the built-in workloads; a saved function runs at the sizes of "
+                "its --in files\n");
+        return 2;
+    }
+    if (!file && !one && strcmp(name, "all")) {
+        fprintf(stderr, "vkfuse profile: unknown workload '%s' (and no such file); the workloads are:", name);
         for (int i = 0; i < vf_n_workloads; i++) fprintf(stderr, " %s", vf_workloads[i].name);
         fprintf(stderr, " (or all)\n");
         return 2;
     }
     if (o.trace && !writable(o.trace)) return 2; /* before minutes of profiling, not after */
+    if (file && !sc_read_inputs("profile", &in)) {
+        sc_free_inputs(&in);
+        return SC_BAD_FILE;
+    }
     vf_context *vk = make_context(VF_BACKEND_VULKAN, true), *cpu = o.cpu ? make_context(VF_BACKEND_CPU, false) : NULL;
-    if (!vk || (o.cpu && !cpu)) {
+    /* a loaded function has no vf_function_desc: its unfused run is a context made with VKFUSE_FUSION=0 */
+    vf_context *vk_un = file && vk ? sc_context("profile", "vulkan", NULL, true, true, false) : NULL;
+    if (!vk || (o.cpu && !cpu) || (file && !vk_un)) {
         vf_context_destroy(vk);
+        vf_context_destroy(vk_un);
         vf_context_destroy(cpu);
+        sc_free_inputs(&in);
         return 1;
     }
     vf_trace_file *trace = o.trace ? vf_trace_file_create() : NULL;
-    int n = one ? 1 : vf_n_workloads, rc = 0;
+    int n = one || file ? 1 : vf_n_workloads, rc = 0;
     result *rs = calloc((size_t)n, sizeof *rs);
+    static char summary[300];
     if (!rs || (o.trace && !trace)) {
         fprintf(stderr, "vkfuse profile: out of host memory\n");
         rc = 1;
         n = 0;
+    } else if (file) {
+        rc = saved_subject(vk, name, &in, &rs[0].sj, summary, sizeof summary, rs[0].cpu_skipped,
+                           sizeof rs[0].cpu_skipped);
+        if (rc) n = 0;
     }
     const char *device = vf_device_name(vk);
-    if (o.json && !one && n) printf("{\"workloads\":[");
+    if (o.json && !one && !file && n) printf("{\"workloads\":[");
     for (int i = 0; i < n; i++) {
         result *r = &rs[i];
-        r->wl = one ? one : &vf_workloads[i];
-        char label[96];
-        snprintf(label, sizeof label, "%s fused", r->wl->name);
-        bool ok = run_variant(vk, r->wl, true, &o, trace, label, &r->fu);
-        snprintf(label, sizeof label, "%s unfused", r->wl->name);
-        ok = run_variant(vk, r->wl, false, &o, trace, label, &r->un) && ok;
-        if (cpu) {
-            r->have_cpu = true;
-            ok = run_variant(cpu, r->wl, true, &o, NULL, "cpu", &r->cpu) && ok;
+        if (!file) {
+            r->sj.wl = one ? one : &vf_workloads[i];
+            r->sj.name = r->sj.wl->name;
+            r->sj.summary = r->sj.wl->summary;
+            r->sj.n_out = 1;
         }
+        char label[96];
+        int saved = sc_prints_to_stderr(); /* a saved function's vf_print is not the report */
+        snprintf(label, sizeof label, "%s fused", r->sj.name);
+        bool ok = run_variant(vk, &r->sj, true, &o, trace, label, &r->fu);
+        snprintf(label, sizeof label, "%s unfused", r->sj.name);
+        ok = run_variant(file ? vk_un : vk, &r->sj, false, &o, trace, label, &r->un) && ok;
+        if (cpu && !r->cpu_skipped[0]) {
+            r->have_cpu = true;
+            ok = run_variant(cpu, &r->sj, true, &o, NULL, "cpu", &r->cpu) && ok;
+        }
+        sc_prints_restore(saved);
         if (!ok) rc = 1;
         if (o.json) {
             if (i) printf(",");
@@ -516,8 +644,8 @@ int cmd_profile(int argc, char **argv)
         }
         fflush(stdout);
     }
-    if (o.json && !one && n) printf("]}\n");
-    if (!o.json && !one && n) print_summary(rs, n);
+    if (o.json && !one && !file && n) printf("]}\n");
+    if (!o.json && !one && !file && n) print_summary(rs, n);
     if (trace && rc == 0) {
         if (vf_trace_file_write(trace, o.trace) != VF_OK) {
             fprintf(stderr, "vkfuse profile: %s\n", vf_trace_file_error(trace));
@@ -530,6 +658,8 @@ int cmd_profile(int argc, char **argv)
     free(rs);
     vf_trace_file_destroy(trace);
     vf_context_destroy(cpu);
+    vf_context_destroy(vk_un);
     vf_context_destroy(vk);
+    sc_free_inputs(&in);
     return rc;
 }

@@ -259,23 +259,42 @@ int cmd_run(int argc, char **argv)
         sc_free_inputs(&o.in);
         return SC_BAD_FILE;
     }
-    vf_context *ctx = sc_context("run", o.backend, o.device, false, false, o.check);
+    /* --check replays every kernel on the CPU backend and runs the function there
+       too: a function with user ops this process lacks cannot be checked */
+    bool check = o.check, uncheckable = false;
+    vf_context *cpu = check ? sc_context("run --check", "cpu", NULL, false, false, false) : NULL;
+    if (check && !cpu) rc = SC_RUN_FAILED;
+    if (cpu) {
+        vf_function *probe = sc_load(cpu, "run", o.file, &rc);
+        vf_function_info *info = probe ? vf_function_info_get(probe) : NULL;
+        if (info && sc_missing_user_ops(info, NULL, "")) {
+            fprintf(stderr, "vkfuse run: --check: %s cannot run on the CPU backend, so it cannot be checked; it needs\n",
+                    o.file);
+            sc_missing_user_ops(info, stderr, "  ");
+            uncheckable = true;
+        }
+        free(info);
+        vf_function_destroy(probe);
+    }
+    vf_context *ctx = rc == SC_OK ? sc_context("run", o.backend, o.device, false, false, check && !uncheckable) : NULL;
     vf_function *fn = NULL;
     outputs res = {0}, ref = {0};
-    rc = ctx ? call_once(ctx, &o, ctx ? vf_device_name(ctx) : "", &fn, &res) : SC_RUN_FAILED;
+    if (rc == SC_OK) rc = ctx ? call_once(ctx, &o, vf_device_name(ctx), &fn, &res) : SC_RUN_FAILED;
     if (rc == SC_OK) rc = make_dir(o.out) ? write_outputs(o.out, &res) : SC_BAD_FILE;
     if (rc == SC_OK && o.save_vars) rc = save_variables(ctx, fn, &o);
     if (rc == SC_OK) printf("wrote %d output%s to %s (%s)\n", res.n, res.n == 1 ? "" : "s", o.out, vf_device_name(ctx));
-    if (rc == SC_OK && o.check) {
-        if (vf_backend_get(ctx) == VF_BACKEND_CPU) {
+    if (rc == SC_OK && check) {
+        if (uncheckable) {
+            fprintf(stderr, "vkfuse run: --check: not checked (the outputs are written)\n");
+            rc = SC_RUN_FAILED;
+        } else if (vf_backend_get(ctx) == VF_BACKEND_CPU) {
             printf("check: the function ran on the CPU backend itself; nothing to compare\n");
         } else {
-            vf_context *cpu = sc_context("run --check", "cpu", NULL, false, false, false);
-            rc = cpu ? call_once(cpu, &o, "the CPU backend (--check)", NULL, &ref) : SC_RUN_FAILED;
+            rc = call_once(cpu, &o, "the CPU backend (--check)", NULL, &ref);
             if (rc == SC_OK) rc = compare(&res, &ref, o.tol);
-            vf_context_destroy(cpu);
         }
     }
+    vf_context_destroy(cpu);
     outputs_free(&res);
     outputs_free(&ref);
     vf_function_destroy(fn);

@@ -40,7 +40,8 @@ static void measure(vf_context *ctx, vf_function *fn, const vf_concrete_info *c,
         pc->barriers = st.barriers_per_call;
         pc->planned = st.planned;
     } else {
-        snprintf(pc->why, sizeof pc->why, "%s", out ? vf_error_message(ctx) : "out of host memory");
+        snprintf(pc->why, sizeof pc->why, "%s", !out ? "out of host memory" : c->n_inputs > SC_MAX_IN ?
+                 "more than 64 inputs" : vf_error_message(ctx));
         vf_error_clear(ctx);
     }
     free(out);
@@ -253,7 +254,9 @@ int cmd_saved(int argc, char **argv)
         rc = SC_RUN_FAILED;
     }
     if (pc) {
+        int saved = sc_prints_to_stderr();
         for (int c = 0; o.run && c < info->n_concrete; c++) measure(ctx, fn, &info->concrete[c], &pc[c]);
+        sc_prints_restore(saved);
         if (o.json) print_json(&o, version, vf_device_name(ctx), info, pc, fn);
         else print_text(&o, version, vf_device_name(ctx), info, pc, fn);
     }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *sc_spec_str(char *buf, size_t len, const vf_tensor_spec *s)
 {
@@ -220,4 +221,23 @@ double sc_value(vf_dtype dt, const void *data, int64_t i)
     case VF_BOOL: return ((const uint8_t *)data)[i];
     }
     return NAN;
+}
+
+int sc_prints_to_stderr(void)
+{
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    if (saved >= 0 && dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        close(saved);
+        return -1;
+    }
+    return saved;
+}
+
+void sc_prints_restore(int saved)
+{
+    if (saved < 0) return;
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
 }

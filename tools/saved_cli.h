@@ -53,6 +53,11 @@ bool sc_make_tensors(vf_context *ctx, const char *cmd, const sc_inputs *in, vf_t
 void *sc_read_tensor(vf_context *ctx, const char *cmd, vf_tensor *t, size_t *bytes);
 /* Element i of packed data of dtype dt as a double. */
 double sc_value(vf_dtype dt, const void *data, int64_t i);
+/* What the function prints (vf_print) while stdout is a report (show's
+   measuring calls, profile's): stdout goes to stderr until
+   sc_prints_restore(the returned descriptor). */
+int sc_prints_to_stderr(void);
+void sc_prints_restore(int saved);
 /* "f32[2,-1]" */
 const char *sc_spec_str(char *buf, size_t len, const vf_tensor_spec *s);
 
