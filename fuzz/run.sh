@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds the fuzzers with clang (libFuzzer + ASan + UBSan) and runs each for
 # SECONDS (default 30): the amber parsers on a corpus seeded from
-# tests/amber, and the saved-function loader (fuzz_saved.c, the whole
+# tests/amber, the CLI's .npy reader (fuzz_npy.c) on fuzz/seeds_npy, and the saved-function loader (fuzz_saved.c, the whole
 # library built instrumented in WORKDIR/saved-build) on seeds it writes
 # itself; the public-API fuzzer (fuzz_api.c, same instrumented build) on
 # the CPU backend and then on the default Vulkan device (lavapipe), each
@@ -11,7 +11,7 @@
 # default below (use-after-release is an error); VKFUSE_FUZZ_MISUSE=0
 # fuzzes valid use only.
 # Exit 77 (ctest: skipped) when clang cannot build fuzzers here.
-# usage: fuzz/run.sh [SECONDS] [WORKDIR] [WHICH]
+# usage: fuzz/run.sh [SECONDS] [WORKDIR] [WHICH]   (parsers: amber, vkscript and npy)
 set -u
 secs=${1:-30}
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,11 +31,14 @@ cmake -DHEADER=/usr/include/vulkan/vulkan_core.h -DOUT="$work/amber_features.inc
       -P "$src/cmake/amber_features.cmake" || exit 1
 flags="-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -iquote $src/tools/amber -iquote $work -iquote $src/src -I $src/include"
 status=0
-kinds="amber vkscript"
+kinds="amber vkscript npy"
 [ "$which" = saved ] || [ "$which" = api ] && kinds=""
 for kind in $kinds; do
     def=""; [ $kind = vkscript ] && def="-DFUZZ_VKSCRIPT"
-    if ! $cc $flags $def -o "$work/fuzz_$kind" "$src/fuzz/fuzz_parsers.c" $srcs -lm -lpthread 2>"$work/build_$kind.log"; then
+    target="$src/fuzz/fuzz_parsers.c $srcs"
+    # the CLI's .npy reader (tools/npy.c) needs nothing of the library
+    [ $kind = npy ] && target="$src/fuzz/fuzz_npy.c $src/tools/npy.c" && def="-iquote $src/tools"
+    if ! $cc $flags $def -o "$work/fuzz_$kind" $target -lm -lpthread 2>"$work/build_$kind.log"; then
         if grep -q "fuzzer" "$work/build_$kind.log" && ! $cc -fsanitize=fuzzer -x c /dev/null -o /dev/null 2>/dev/null; then
             echo "clang cannot link libFuzzer here: fuzzing skipped"; exit 77
         fi
@@ -45,6 +48,8 @@ for kind in $kinds; do
     mkdir -p "$corpus"
     if [ $kind = amber ]; then
         find "$src/tests/amber" -name '*.amber' -exec cp {} "$corpus/" \;
+    elif [ $kind = npy ]; then
+        cp "$src"/fuzz/seeds_npy/* "$corpus/"
     else
         find "$src/tests/amber" -name '*.vkscript' -exec cp {} "$corpus/" \;
     fi

@@ -10,7 +10,7 @@ fail=0
 bad() { echo "layers_test: FAIL: $*" >&2; fail=1; }
 
 # folder -> what it may include besides itself (prefixes; vkfuse.h, the
-# public header, everywhere). util < graph < plan < frontend; the backends
+# public header, everywhere; the frontend implements vkfuse_saved.h too). util < graph < plan < frontend; the backends
 # see util, the op table (graph/op.h), the user-kernel contract
 # (graph/ukernel.h), the user-elementwise-op contract (graph/uelem.h) and
 # the backend contract only.
@@ -18,7 +18,7 @@ declare -A allow=(
     [util]="vkfuse.h"
     [graph]="vkfuse.h util/"
     [plan]="vkfuse.h util/ graph/ backend.h"
-    [frontend]="vkfuse.h util/ graph/ plan/ backend.h"
+    [frontend]="vkfuse.h vkfuse_saved.h util/ graph/ plan/ backend.h"
     [dist]="vkfuse.h vkfuse_dist.h"
     [cpu]="vkfuse.h util/ graph/op.h graph/ukernel.h graph/uelem.h backend.h"
     [vulkan]="vkfuse.h util/ graph/op.h graph/ukernel.h graph/uelem.h backend.h"
