@@ -201,17 +201,6 @@ static double ratio(double a, double b) { return b != 0 ? a / b : NAN; }
 
 /* ---- printing -------------------------------------------------------------- */
 
-static void jstr(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') printf("\\%c", *c);
-        else if (*c < 0x20) printf("\\u%04x", *c);
-        else putchar(*c);
-    }
-    putchar('"');
-}
-
 static void jnum(double v)
 {
     if (isfinite(v)) printf("%.6g", v);
@@ -233,12 +222,12 @@ static void print_variant_json(const vstat *v)
     jnum(v->best_ns / 1e3);
     printf(",\"peak_bytes\":%lld,\"unplanned_bytes\":%lld,\"planned\":%s,\"timestamps\":%s,\"note\":",
            (long long)v->peak, (long long)v->unplanned, v->planned ? "true" : "false", v->timestamps ? "true" : "false");
-    jstr(v->note);
+    sc_jstr(v->note);
     printf(",\"kernel_list\":[");
     for (int i = 0; i < v->nk; i++) {
         const kstat *k = &v->k[i];
         printf("%s{\"name\":", i ? "," : "");
-        jstr(k->name);
+        sc_jstr(k->name);
         printf(",\"dispatches\":%d,\"barriers\":%d,\"gpu_us\":", k->dispatches, k->barriers);
         jnum(v->timestamps ? k->gpu_ns / 1e3 : NAN);
         printf(",\"bytes_read\":%lld,\"bytes_written\":%lld,\"nodes\":[", (long long)k->bytes_read,
@@ -247,7 +236,7 @@ static void print_variant_json(const vstat *v)
         printf("],\"ops\":[");
         for (int j = 0; j < k->n_nodes; j++) {
             if (j) putchar(',');
-            jstr(k->ops[j] ? k->ops[j] : "?");
+            sc_jstr(k->ops[j] ? k->ops[j] : "?");
         }
         printf("]}");
     }
@@ -297,18 +286,18 @@ static void print_json(const result *r, const char *device, const opts *o)
 {
     const vstat *f = &r->fu, *u = &r->un;
     printf("{\"workload\":");
-    jstr(r->sj.name);
+    sc_jstr(r->sj.name);
     printf(",\"summary\":");
-    jstr(r->sj.summary);
+    sc_jstr(r->sj.summary);
     if (r->sj.file) {
         printf(",\"file\":");
-        jstr(r->sj.file);
+        sc_jstr(r->sj.file);
     }
     printf(",\"cpu_skipped\":");
-    if (r->cpu_skipped[0]) jstr(r->cpu_skipped);
+    if (r->cpu_skipped[0]) sc_jstr(r->cpu_skipped);
     else printf("null");
     printf(",\"device\":");
-    jstr(device);
+    sc_jstr(device);
     printf(",\"iters\":%d,\"warmup\":%d,\"shrink\":%d,\"fused\":", o->iters, WARMUP, o->shrink);
     print_variant_json(f);
     printf(",\"unfused\":");

@@ -48,17 +48,6 @@ static void measure(vf_context *ctx, vf_function *fn, const vf_concrete_info *c,
     vf_scope_end(ctx);
 }
 
-static void jstr(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') printf("\\%c", *c);
-        else if (*c < 0x20) printf("\\u%04x", *c);
-        else putchar(*c);
-    }
-    putchar('"');
-}
-
 static void jspec(const vf_tensor_spec *s)
 {
     printf("{\"dtype\":\"%s\",\"shape\":[", vf_dtype_name(s->dtype));
@@ -70,11 +59,11 @@ static void print_json(const show_opts *o, uint32_t version, const char *device,
                        const percall *pc, vf_function *fn)
 {
     printf("{\"file\":");
-    jstr(o->file);
+    sc_jstr(o->file);
     printf(",\"format_version\":%u,\"name\":", version);
-    jstr(info->name);
+    sc_jstr(info->name);
     printf(",\"device\":");
-    jstr(device);
+    sc_jstr(device);
     printf(",\"n_inputs\":%d,\"n_outputs\":%d,\"input_signature\":", info->n_inputs, info->n_outputs);
     if (info->has_signature) {
         printf("[");
@@ -100,7 +89,7 @@ static void print_json(const show_opts *o, uint32_t version, const char *device,
         printf("],\"nodes\":%d,\"ops\":{", ci->n_nodes);
         for (int k = 0; k < ci->n_ops; k++) {
             printf("%s", k ? "," : "");
-            jstr(ci->ops[k].op);
+            sc_jstr(ci->ops[k].op);
             printf(":%d", ci->ops[k].count);
         }
         printf("},\"captures\":%d,\"variables\":%d,\"per_call\":", ci->n_captures, ci->n_variables);
@@ -111,7 +100,7 @@ static void print_json(const show_opts *o, uint32_t version, const char *device,
                    pc[c].dispatches, pc[c].barriers, pc[c].planned ? "true" : "false");
         } else {
             printf("{\"error\":");
-            jstr(pc[c].why);
+            sc_jstr(pc[c].why);
             printf("}");
         }
         printf("}");
@@ -130,7 +119,7 @@ static void print_json(const show_opts *o, uint32_t version, const char *device,
     for (int i = 0; i < info->n_user_ops; i++) {
         const vf_user_op_info *u = &info->user_ops[i];
         printf("%s{\"name\":", i ? "," : "");
-        jstr(u->name);
+        sc_jstr(u->name);
         printf(",\"kind\":\"%s\",\"in_this_process\":%s}", u->kernel ? "kernel" : "elementwise",
                u->have_c ? "true" : "false");
     }

@@ -241,3 +241,14 @@ void sc_prints_restore(int saved)
     dup2(saved, STDOUT_FILENO);
     close(saved);
 }
+
+void sc_jstr(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if (*c < 0x20) printf("\\u%04x", *c);
+        else putchar(*c);
+    }
+    putchar('"');
+}

@@ -58,6 +58,8 @@ double sc_value(vf_dtype dt, const void *data, int64_t i);
    sc_prints_restore(the returned descriptor). */
 int sc_prints_to_stderr(void);
 void sc_prints_restore(int saved);
+/* s as a JSON string on stdout (quotes, backslashes and control characters escaped). */
+void sc_jstr(const char *s);
 /* "f32[2,-1]" */
 const char *sc_spec_str(char *buf, size_t len, const vf_tensor_spec *s);
 
