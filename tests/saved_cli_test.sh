@@ -106,13 +106,15 @@ for be in cpu vulkan; do
         fail "run dtypes.vkf --backend $be exited $?"
     for k in 0 1 2 3; do same dt_$be/out$k.npy dt_ref$k.npy; done
 done
-# a train step, step by step: --save-variables writes the next step's file
-"$cli" run step.vkf --in sx.npy --in sy.npy --out s2 --backend cpu --save-variables step2.vkf > /dev/null 2>&1 ||
-    fail "run step.vkf --save-variables exited $?"
+# a train step, step by step: --save-variables writes the next step's file (here over the one run)
+cp step.vkf walk.vkf
+"$cli" run walk.vkf --in sx.npy --in sy.npy --out s2 --backend cpu --save-variables walk.vkf > /dev/null 2>&1 ||
+    fail "run walk.vkf --save-variables exited $?"
 for k in 0 1 2; do same s2/out$k.npy step2_ref$k.npy; done
 same s2/var0.npy step2_w.npy
-"$cli" run step2.vkf --in sx.npy --in sy.npy --out s3 --backend cpu > /dev/null 2>&1 || fail "run step2.vkf exited $?"
+"$cli" run walk.vkf --in sx.npy --in sy.npy --out s3 --backend cpu > /dev/null 2>&1 || fail "run walk.vkf again exited $?"
 for k in 0 1 2; do same s3/out$k.npy step3_ref$k.npy; done
+[ ! -e walk.vkf.tmp ] || fail "--save-variables left its temporary file"
 "$cli" run step.vkf --in sx.npy --in sy.npy --out s2vk --backend vulkan > /dev/null 2>&1 || fail "run step.vkf on vulkan exited $?"
 for k in 0 1 2; do same s2vk/out$k.npy step2_ref$k.npy 1e-4; done
 # a user elementwise op: Vulkan runs the saved GLSL; the CPU backend cannot
