@@ -10,7 +10,10 @@
  *   dtypes.vkf f16, i32, u32, bool inputs (dt_h/i/u/b.npy) -> h+h, i*i, u+u, !b
  *              (dt_ref0..3.npy)
  *   uelem.vkf  2 * softplus(x) through a user elementwise op 'softplus' (ue_x.npy,
- *              ue_ref0.npy): a loaded function has its GLSL but not its C function */
+ *              ue_ref0.npy): a loaded function has its GLSL but not its C function
+ *   kernel.vkf x^3 + 1 through the tests' user kernel 'cube' (ue_x.npy, k_ref0.npy):
+ *              a loaded function has its SPIR-V, not its C function */
+#include "kernels_common.h"
 #include "npy.h"
 #include "saved_common.h"
 #include "vkfuse_kernel.h"
@@ -179,6 +182,29 @@ static void make_uelem(vf_context *ctx)
     vf_elementwise_destroy(op);
 }
 
+static vf_status k_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor *y = NULL;
+    vf_status s = vf_kernel_call(user, 1, in, NULL, &y);
+    if (s != VF_OK) return s;
+    out[0] = vf_add(ctx, y, vf_fill(ctx, VF_F32, 0, NULL, 1.0));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static void make_kernel(vf_context *ctx)
+{
+    vf_kernel *k = vt_cube_kernel(ctx, false);
+    float xv[6] = {-2, -0.5f, 0, 0.25f, 1, 3};
+    vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){6}, xv), *out;
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "kernel", .body = k_body, .user = k,
+                                                                   .n_inputs = 1, .n_outputs = 1});
+    if (!fn || vf_function_call(fn, &x, &out) != VF_OK) die(ctx, "kernel");
+    save(fn, ctx, "kernel.vkf");
+    put_tensor(ctx, "k_ref0.npy", out);
+    vf_function_destroy(fn);
+    vf_kernel_destroy(k);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -192,6 +218,7 @@ int main(int argc, char **argv)
     make_step(ctx);
     make_dtypes(ctx);
     make_uelem(ctx);
+    make_kernel(ctx);
     vf_context_destroy(ctx);
     return 0;
 }

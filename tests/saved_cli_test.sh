@@ -124,6 +124,14 @@ expect 1 "cannot be checked" "$cli" run uelem.vkf --in ue_x.npy --out ue_vk --ba
 grep -q "wrote 1 output to ue_vk" out.txt || fail "run --check of an uncheckable function wrote no output"
 same ue_vk/out0.npy ue_ref0.npy 1e-5
 
+# a user kernel: the same, from its SPIR-V, at its traced size
+"$cli" saved show kernel.vkf --no-run > k.txt || fail "saved show kernel.vkf exited $?"
+grep -q "user kernel 'cube': not created in this process .* runs on Vulkan only and at its traced sizes" k.txt ||
+    fail "saved show: the user kernel not named"
+expect 1 "user kernel 'cube'" "$cli" run kernel.vkf --in ue_x.npy --out k_cpu --backend cpu
+"$cli" run kernel.vkf --in ue_x.npy --out k_vk --backend vulkan > /dev/null || fail "run kernel.vkf on vulkan exited $?"
+same k_vk/out0.npy k_ref0.npy 1e-5
+
 # ---- bad files: exit 3, the file named with what is wrong
 echo "not numpy" > text.npy
 expect 3 "--in text.npy (input 0): text.npy: not a .npy file" "$cli" run mlp.vkf --in text.npy --out bad --backend cpu
