@@ -24,7 +24,7 @@ typedef struct kstat {
     double gpu_ns;                /* summed over the timed calls */
     int64_t bytes_read, bytes_written;
     int nodes[64];
-    const char *ops[64];          /* static strings of the library */
+    char ops[64][48];             /* copies: a user op's name goes with its function */
 } kstat;
 
 typedef struct vstat {
@@ -76,7 +76,10 @@ static bool take_profile(vstat *v, const vf_function_profile *p, bool first)
             o->bytes_read = k->bytes_read;
             o->bytes_written = k->bytes_written;
             o->n_nodes = k->n_nodes < 64 ? k->n_nodes : 64;
-            for (int j = 0; j < o->n_nodes; j++) o->nodes[j] = k->nodes[j], o->ops[j] = k->node_ops[j];
+            for (int j = 0; j < o->n_nodes; j++) {
+                o->nodes[j] = k->nodes[j];
+                snprintf(o->ops[j], sizeof o->ops[j], "%s", k->node_ops[j] ? k->node_ops[j] : "?");
+            }
         }
         v->planned = p->planned;
         v->timestamps = p->timestamps;
@@ -236,7 +239,7 @@ static void print_variant_json(const vstat *v)
         printf("],\"ops\":[");
         for (int j = 0; j < k->n_nodes; j++) {
             if (j) putchar(',');
-            sc_jstr(k->ops[j] ? k->ops[j] : "?");
+            sc_jstr(k->ops[j]);
         }
         printf("]}");
     }
@@ -259,7 +262,7 @@ static void print_variant_text(const char *title, const vstat *v)
             size_t n = 0;
             for (int j = 0; j < k->n_nodes && n + 24 < sizeof nodes; j++)
                 n += (size_t)snprintf(nodes + n, sizeof nodes - n, "%s%%%d %s", j ? ", " : "", k->nodes[j],
-                                      k->ops[j] ? k->ops[j] : "?");
+                                      k->ops[j]);
             if (k->n_nodes == 0) snprintf(nodes, sizeof nodes, "(none)");
             printf("  %3d %-44.44s %5d %5d %10.1f %6.1f %9.2f %9.2f  %s\n", i, k->name, k->dispatches, k->barriers,
                    k->gpu_ns / 1e3, v->gpu_ns > 0 ? 100.0 * k->gpu_ns / v->gpu_ns : 0.0, (double)k->bytes_read / 1e6,
