@@ -2,7 +2,8 @@
  * parser and validator, src/frontend/saved_read.c).
  *
  * Every input is loaded into a CPU-backend context and, when it loads,
- * destroyed again, then loaded once more with its size field and checksum
+ * described (vf_function_info_get, what `vkfuse saved show` prints: its
+ * counts must agree) and destroyed again, then loaded once more with its size field and checksum
  * fixed up (else nearly every mutation stops at the checksum): a crash, a
  * leak, a hang or an oversized allocation (run.sh caps malloc) is a bug in
  * the loader. With VKFUSE_FUZZ_SEEDS=<dir>
@@ -14,6 +15,7 @@
  * ignored. */
 #include "frontend/saved.h"
 #include "vkfuse.h"
+#include "vkfuse_saved.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -127,7 +129,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static void load(const uint8_t *data, size_t size)
 {
     vf_function *fn = NULL;
-    if (vf_saved_load_mem(ctx, data, size, "fuzz", &fn) == VF_OK) vf_function_destroy(fn);
+    if (vf_saved_load_mem(ctx, data, size, "fuzz", &fn) == VF_OK) {
+        vf_function_info *info = vf_function_info_get(fn);
+        for (int c = 0; info && c < info->n_concrete; c++) {
+            int total = 0;
+            for (int k = 0; k < info->concrete[c].n_ops; k++) total += info->concrete[c].ops[k].count;
+            if (total != info->concrete[c].n_nodes || info->concrete[c].n_inputs != info->n_inputs) abort();
+        }
+        free(info);
+        vf_function_destroy(fn);
+    }
     vf_error_clear(ctx);
 }
 
