@@ -154,6 +154,10 @@ expect 3 "damaged.vkf" "$cli" saved show damaged.vkf --backend cpu
 expect 3 "--out mlp.vkf is not a directory" "$cli" run mlp.vkf --in x.npy --out mlp.vkf --backend cpu
 [ ! -e bad ] || fail "a failed run made its --out directory"
 
+expect 1 "(--device nosuchgpu, passed as VKFUSE_DEVICE): vf_context_create: VKFUSE_DEVICE='nosuchgpu' matches no Vulkan device" \
+    "$cli" run mlp.vkf --in x.npy --out bad --device nosuchgpu
+[ ! -e bad ] || fail "a failed run made its --out directory"
+
 # ---- bad arguments: exit 2
 expect 2 "--out DIR is needed" "$cli" run mlp.vkf --in x.npy
 expect 2 "unknown option '--frob'" "$cli" run mlp.vkf --frob

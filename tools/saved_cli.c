@@ -68,7 +68,8 @@ vf_context *sc_context(const char *cmd, const char *backend, const char *device,
     vf_status s = vf_context_create(&d, &ctx);
     for (int i = 0; i < 3; i++) restore_env(&e[i]);
     if (s != VF_OK) {
-        fprintf(stderr, "vkfuse %s: cannot create a %s context: %s\n", cmd, backend ? backend : "default",
+        fprintf(stderr, "vkfuse %s: cannot create a %s context%s%s%s: %s\n", cmd, backend ? backend : "default",
+                device ? " (--device " : "", device ? device : "", device ? ", passed as VKFUSE_DEVICE)" : "",
                 ctx ? vf_error_message(ctx) : vf_status_name(s));
         vf_context_destroy(ctx);
         return NULL;
