@@ -260,9 +260,8 @@ static bool entry_make(vf_cpu_dnnl *d, const conv_key *k, conv_entry *c)
        its GEMM-based one on our own layouts (docs/BENCHMARKS.md). */
     if (k->op == VF_OP_CONV2D_BACKPROP_FILTER && ((k->C / k->G) % 16 || (k->O / k->G) % 16))
         memcpy(any, user, sizeof any);
-    /* A bias (conv2d only) is added by the kernel as it stores each
-       output, instead of by a pass of its own over y: f32 acc + bias,
-       what that pass computes. */
+    /* A bias (conv2d only) is added by the kernel to its f32 sums,
+       instead of by a pass of its own over y afterwards. */
     const dnnl_memory_desc_t *bias = k->bias ? &user[3] : NULL;
     /* oneDNN counts dilation from 0 (dense), we from 1 */
     dnnl_dims_t st = {k->stride[0], k->stride[1]}, dl = {k->dilation[0] - 1, k->dilation[1] - 1};

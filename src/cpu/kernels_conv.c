@@ -8,7 +8,11 @@
  * product with the group's slice of the HWIO filter, read in place as a
  * [KH*KW*Cg, O] matrix with leading dim O, lands directly in the NHWC
  * output (leading dim O). So no filter or output is ever rearranged; the
- * only scratch is one image-group's unrolled matrix. */
+ * only scratch is one image-group's unrolled matrix.
+ *
+ * vf_cpu_conv_bias is conv2d with a per-channel bias added, for a plan's
+ * conv + bias group (cpu_fused.h): oneDNN's bias argument, else the add
+ * after the sgemm. */
 #include "cpu/cpu.h"
 #include "cpu/blas.h"
 #include "cpu/dnnl_conv.h"
