@@ -6,11 +6,14 @@
  * meaning. Values against the double reference (conv_common.h) and the
  * unfused plan (one kernel per op); groups that must not fold (the conv's
  * value read elsewhere, a bias that is not a vector) still run right.
- * And oneDNN's reordered filter: reused while the filter's values are the
- * same, made again after an assign (dnnl_conv.h). */
+ * The epilogue vf_cpu_epilogue_make builds for such groups (which inputs
+ * its pass reads). And oneDNN's reordered filter: reused while the
+ * filter's values are the same, made again after an assign
+ * (dnnl_conv.h). */
 #include "conv_common.h"
 #include "testutil.h"
 #include "cpu/cpu.h"
+#include "cpu/cpu_fused.h"
 #include "cpu/dnnl_conv.h"
 
 #include <math.h>
@@ -180,6 +183,66 @@ static void bias_folds_keep_nan(void **state)
     check_all(true);
 }
 
+/* ---- the epilogue the plan makes ------------------------------------------ */
+
+static vf_tref tref(int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
+{
+    vf_tref t = {.dtype = VF_F32, .rank = rank, .shape = {d0, d1, d2, d3}};
+    return t;
+}
+
+static vf_exec member_exec(vf_op op, int n_in, const vf_tref *a, const vf_tref *b, const vf_tref *out)
+{
+    vf_exec e = {.op = op, .n_in = n_in, .out = *out};
+    if (a) e.in[0] = *a;
+    if (b) e.in[1] = *b;
+    if (op == VF_OP_CONV2D) e.attrs.conv = (vf_conv_attrs){.stride = {2, 1}, .dilation = {1, 1}, .pad = {1, 1, 1, 1},
+                                                           .groups = 1};
+    return e;
+}
+
+/* vf_cpu_epilogue_make on a conv group made here: inputs x, w, b, r
+   (0-3), then the outputs. conv + b + relu (+ r): the add leaves the
+   pass and its bias is input 2; the pass reads neither x, w nor b (so
+   they cannot keep its dims apart), only r where it adds it. The conv's
+   value read again after the add: nothing folds, the pass reads b. */
+static void epilogue_folds_the_bias(void **state)
+{
+    (void)state;
+    vf_tref x = tref(4, 2, 7, 6, 3), w = tref(4, 3, 3, 3, O), b = tref(1, O, 0, 0, 0), y = tref(4, 2, 4, 6, O);
+    vf_tref tensors[6] = {x, w, b, y, y, y};
+    vf_exec ex[4] = {member_exec(VF_OP_CONV2D, 2, &x, &w, &y), member_exec(VF_OP_ADD, 2, &y, &b, &y),
+                     member_exec(VF_OP_RELU, 1, &y, NULL, &y), member_exec(VF_OP_ADD, 2, &y, &y, &y)};
+    struct {
+        int n_members, n_inputs, n_outputs;
+        vf_fused_member m[4];
+        int bias, pass_members;
+        uint64_t reads; /* of the group inputs */
+    } cs[] = {
+        /* relu(conv + b) */
+        {3, 3, 1, {{{0, 1}, -1}, {{VF_FUSED_MEMBER(0), 2}, -1}, {{VF_FUSED_MEMBER(1)}, 3}}, 2, 1, 0},
+        /* relu(conv + b) + r, and relu(...) an output too */
+        {4, 4, 2, {{{0, 1}, -1}, {{VF_FUSED_MEMBER(0), 2}, -1}, {{VF_FUSED_MEMBER(1)}, 4}, {{VF_FUSED_MEMBER(2), 3}, 5}},
+         2, 2, 1u << 3},
+        /* relu(conv + b) + conv: the conv's value read twice, no fold */
+        {4, 3, 1, {{{0, 1}, -1}, {{VF_FUSED_MEMBER(0), 2}, -1}, {{VF_FUSED_MEMBER(1)}, -1},
+                   {{VF_FUSED_MEMBER(2), VF_FUSED_MEMBER(0)}, 3}}, -1, 3, 1u << 2},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        vf_fused_group g = {.kind = VF_FUSED_CONV, .n_members = cs[i].n_members, .execs = ex, .members = cs[i].m,
+                            .center = 0, .n_inputs = cs[i].n_inputs, .n_outputs = cs[i].n_outputs,
+                            .tensors = tensors};
+        vf_cpu_epilogue ep;
+        if (!vf_cpu_epilogue_make(&g, &ep)) fail_msg("group %zu: no epilogue", i);
+        uint64_t inputs = ep.reads & ((1u << cs[i].n_inputs) - 1);
+        if (ep.bias != cs[i].bias || ep.group.n_members != cs[i].pass_members || inputs != cs[i].reads)
+            fail_msg("group %zu: bias input %d, %d members in the pass reading inputs %#llx; want %d, %d, %#llx", i,
+                     ep.bias, ep.group.n_members, (unsigned long long)inputs, cs[i].bias, cs[i].pass_members,
+                     (unsigned long long)cs[i].reads);
+        vf_cpu_epilogue_free(&ep);
+    }
+}
+
 /* ---- the reordered filter ------------------------------------------------ */
 
 /* relu(conv2d(x, w) + b) with w a variable the function reads (user) */
@@ -253,6 +316,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bias_folds_match_reference),
         cmocka_unit_test(bias_folds_keep_nan),
+        cmocka_unit_test(epilogue_folds_the_bias),
         cmocka_unit_test(filter_reused_until_assigned),
     };
     return VT_RUN_GROUP(tests);
