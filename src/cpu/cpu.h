@@ -205,6 +205,14 @@ vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_matmul(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_conv(vf_cpu *cpu, const vf_exec *e);     /* conv2d and its backprop ops: kernels_conv.c */
+/* conv2d exec e with an f32 vector of its O output channels added to every
+   output pixel: a plan's conv2d + bias group in one kernel (oneDNN adds it
+   inside its kernel, within the conv's own f32 rounding of the separate
+   add; im2col + sgemm: the sgemm's y, then exactly the separate add's
+   f32 y + b). For tests: how many such calls there have been in this
+   process. */
+vf_status vf_cpu_conv_bias(vf_cpu *cpu, const vf_exec *e, const vf_tref *bias);
+int64_t vf_cpu_conv_bias_folds(void);
 vf_status vf_cpu_pool(vf_cpu *cpu, const vf_exec *e);     /* pools and their gradients: kernels_pool.c */
 /* Strided byte copy: TRANSPOSE, and COPY / same-dtype CAST with broadcast. */
 vf_status vf_cpu_transpose(vf_cpu *cpu, const vf_exec *e);

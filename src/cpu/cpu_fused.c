@@ -371,11 +371,42 @@ void vf_cpu_epilogue_free(vf_cpu_epilogue *ep)
     memset(ep, 0, sizeof *ep);
 }
 
+/* The member of conv group g that adds a bias to the conv's value, the
+   center's only reader (its group input in *bias), or -1 (cpu_fused.h). */
+static int bias_member(const vf_fused_group *g, int *bias)
+{
+    int c = g->center, found = -1;
+    const vf_exec *ce = &g->execs[c];
+    if (g->kind != VF_FUSED_CONV || ce->op != VF_OP_CONV2D || ce->out.dtype != VF_F32 || ce->out.rank != 4 ||
+        g->members[c].out >= 0)
+        return -1;
+    for (int m = 0; m < g->n_members; m++) {
+        if (m == c) continue;
+        const vf_exec *e = &g->execs[m];
+        const vf_fused_member *mb = &g->members[m];
+        int reads = 0, k = 0;
+        for (int j = 0; j < e->n_in && j < 3; j++)
+            if (mb->in[j] == VF_FUSED_MEMBER(c)) reads++, k = j;
+        if (!reads) continue;
+        if (found >= 0 || reads != 1 || e->op != VF_OP_ADD || e->n_in != 2) return -1;
+        const vf_tref *b = &e->in[1 - k];
+        int src = mb->in[1 - k];
+        if (src < 0 || b->dtype != VF_F32 || e->out.dtype != VF_F32 || b->rank < 1 ||
+            b->shape[b->rank - 1] != ce->out.shape[3] || !same_shape(&e->out, 4, ce->out.shape))
+            return -1;
+        for (int d = 0; d < b->rank - 1; d++)
+            if (b->shape[d] != 1) return -1;
+        found = m, *bias = src;
+    }
+    return found;
+}
+
 bool vf_cpu_epilogue_make(const vf_fused_group *g, vf_cpu_epilogue *ep)
 {
     memset(ep, 0, sizeof *ep);
     int c = g->center, nm = g->n_members, ni = g->n_inputs;
     if ((g->kind != VF_FUSED_MATMUL && g->kind != VF_FUSED_CONV) || c < 0 || c >= nm || nm < 2) return false;
+    int bias = -1, add = bias_member(g, &bias);
     ep->execs = vf_calloc((size_t)nm, sizeof *ep->execs);
     ep->members = vf_calloc((size_t)nm, sizeof *ep->members);
     int *at = vf_calloc((size_t)nm, sizeof *at); /* old member -> new member */
@@ -385,15 +416,28 @@ bool vf_cpu_epilogue_make(const vf_fused_group *g, vf_cpu_epilogue *ep)
         if (m == c) continue;
         const vf_fused_member *mb = &g->members[m];
         vf_fused_member nb = {.out = mb->out >= ni ? mb->out + 1 : mb->out};
+        if (m == add && mb->out < 0) {
+            at[m] = -1; /* its value is the center's now */
+            continue;
+        }
         for (int k = 0; k < 3; k++) {
             int src = mb->in[k];
             if (src >= 0) nb.in[k] = src;              /* inputs keep their numbers */
             else if (-1 - src == c) nb.in[k] = ni;     /* the center's value: the new input */
+            else if (-1 - src < m && at[-1 - src] < 0) nb.in[k] = ni; /* the folded add's: the center's */
             else if (-1 - src < m) nb.in[k] = VF_FUSED_MEMBER(at[-1 - src]);
             else ok = false;
         }
         ep->execs[n] = g->execs[m];
+        if (m == add) { /* a group output: copied from the center's value */
+            ep->execs[n].op = VF_OP_COPY;
+            ep->execs[n].n_in = 1;
+            ep->execs[n].in[0] = g->execs[c].out;
+            nb.in[0] = ni, nb.in[1] = nb.in[2] = 0;
+        }
         ep->members[n] = nb;
+        for (int k = 0; k < ep->execs[n].n_in && k < 3; k++)
+            if (nb.in[k] >= 0 && nb.in[k] < 64) ep->reads |= 1ull << nb.in[k];
         at[m] = n++;
     }
     free(at);
@@ -401,6 +445,7 @@ bool vf_cpu_epilogue_make(const vf_fused_group *g, vf_cpu_epilogue *ep)
                                  .members = ep->members, .center = -1, .n_inputs = ni + 1,
                                  .n_outputs = g->n_outputs - (g->members[c].out >= 0 ? 1 : 0)};
     ep->center = c;
+    ep->bias = add >= 0 ? bias : -1;
     /* the epilogue's tensors exist only at run time; check its shape rules
        against the group's own tensors (the center's value: its exec's out) */
     vf_tref *t = ok ? vf_calloc((size_t)(ni + 1 + g->n_outputs), sizeof *t) : NULL;

@@ -29,12 +29,25 @@ vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g, void *scratch);
    center's value as group input n_inputs (the tensors after it shift by
    one). vf_cpu_epilogue_make: false when g has no such epilogue that
    vf_cpu_fused_run can run (then the group runs member by member). The
-   arrays are owned by ep (vf_cpu_epilogue_free). */
+   arrays are owned by ep (vf_cpu_epilogue_free).
+   A CONV group whose conv2d's value is read only by an add of an f32
+   vector of its output channels (a bias, a group input) folds that add
+   into the center: bias names the input, the center runs as
+   vf_cpu_conv_bias and its value is conv + bias; the add leaves the
+   epilogue (a copy when it was a group output). Small layers spent most
+   of their time in that add's pass: a bias broadcast along the last dim
+   cuts the pass into rows of O values (docs/BENCHMARKS.md). */
 typedef struct vf_cpu_epilogue {
     vf_fused_group group;       /* ELEMENTWISE; execs point into the plan's, tensors at run time */
     vf_exec *execs;
     vf_fused_member *members;
     int center;                 /* the center's member index in the original group */
+    int bias;                   /* the bias's group input, -1: none folded */
+    /* bit k: the epilogue reads group input k. The pass is given the
+       others (the center's operands, a folded bias) as scalars: their
+       shapes, unrelated to the output's, would keep it from merging dims
+       (a [32,12,12,8] output walked as 4608 rows of 8 instead of one). */
+    uint64_t reads;
 } vf_cpu_epilogue;
 
 bool vf_cpu_epilogue_make(const vf_fused_group *g, vf_cpu_epilogue *ep);

@@ -220,17 +220,26 @@ static vf_status resolve(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *bind
     return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: a tensor without a location", p->name);
 }
 
+static vf_status resolve_exec(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int x,
+                              vf_exec *e)
+{
+    *e = p->execs[x];
+    vf_status s = resolve(cpu, p, binds, n_binds, &p->execs[x].out, &p->loc[x][3], &e->out);
+    for (int j = 0; !s && j < e->n_in && j < 3; j++)
+        s = resolve(cpu, p, binds, n_binds, &p->execs[x].in[j], &p->loc[x][j], &e->in[j]);
+    return s;
+}
+
 static vf_status run_exec(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int x)
 {
-    vf_exec e = p->execs[x];
-    vf_status s = resolve(cpu, p, binds, n_binds, &p->execs[x].out, &p->loc[x][3], &e.out);
-    for (int j = 0; !s && j < e.n_in && j < 3; j++)
-        s = resolve(cpu, p, binds, n_binds, &p->execs[x].in[j], &p->loc[x][j], &e.in[j]);
+    vf_exec e;
+    vf_status s = resolve_exec(cpu, p, binds, n_binds, x, &e);
     return s ? s : vf_cpu_exec(cpu, &e);
 }
 
-/* A matmul or conv group: the center alone, then the other members as one
-   elementwise pass reading its value (cpu_fused.h). */
+/* A matmul or conv group: the center alone (a conv2d with its bias folded
+   in where it has one), then the other members as one elementwise pass
+   reading its value (cpu_fused.h). */
 static vf_status run_epilogue(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int gi)
 {
     const vf_plan_fused *f = &p->fused[gi];
@@ -239,12 +248,21 @@ static vf_status run_epilogue(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind 
     vf_tref t[VF_FUSED_MAX_TENSORS + 1];
     if (nt > VF_FUSED_MAX_TENSORS + 1)
         return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: a fused group of %d tensors", p->name, nt);
-    vf_status s = run_exec(cpu, p, binds, n_binds, cx);
+    vf_status s = VF_OK;
     for (int k = 0; !s && k < ni; k++) s = resolve(cpu, p, binds, n_binds, &f->group.tensors[k], &f->loc[k], &t[k]);
+    if (!s && ep->bias >= 0) { /* conv2d + bias in one kernel (cpu_fused.h) */
+        vf_exec e;
+        s = resolve_exec(cpu, p, binds, n_binds, cx, &e);
+        if (!s) s = vf_cpu_conv_bias(cpu, &e, &t[ep->bias]);
+    } else if (!s) {
+        s = run_exec(cpu, p, binds, n_binds, cx);
+    }
     if (!s) s = resolve(cpu, p, binds, n_binds, &p->execs[cx].out, &p->loc[cx][3], &t[ni]);
     for (int k = 0; !s && k < f->group.n_outputs; k++)
         s = resolve(cpu, p, binds, n_binds, &f->group.tensors[ni + k], &f->loc[ni + k], &t[ni + 1 + k]);
     if (s) return s;
+    for (int k = 0; k < ni; k++) /* not read by the pass: no say in its walk (cpu_fused.h) */
+        if (k >= 64 || !(ep->reads >> k & 1)) t[k].rank = 0;
     vf_fused_group grp = ep->group;
     grp.tensors = t;
     return vf_cpu_fused_run(cpu, &grp, p->scratch);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Atomic int64_t runs, made;
+static _Atomic int64_t runs, made, bias_runs, filter_reuses;
 
 #if VF_HAVE_DNNL
 #include <dlfcn.h>
@@ -112,6 +112,7 @@ __attribute__((constructor)) static void dnnl_load(void)
 typedef struct {
     int64_t op, N, H, W, C, KH, KW, O, OH, OW, G;
     int64_t stride[2], dilation[2], pad[4];
+    int64_t bias; /* conv2d only: 1 when the primitive adds a bias vector */
 } conv_key;
 
 /* Few shapes recur in a loop (a network's layers, three ops each): more
@@ -125,10 +126,16 @@ typedef struct {
 typedef struct {
     conv_key key;
     dnnl_primitive_t prim;
-    dnnl_memory_t mem[3];        /* the exec's in[0], in[1], out, in our layouts */
-    dnnl_memory_t inner[3];      /* NULL, or the operand in the primitive's layout */
-    dnnl_primitive_t reorder[3]; /* with inner: mem -> inner (inputs), inner -> mem (out) */
-    int arg[3];                  /* their oneDNN argument names; 0: not an argument */
+    dnnl_memory_t mem[4];        /* the exec's in[0], in[1], out and the bias, in our layouts */
+    dnnl_memory_t inner[4];      /* NULL, or the operand in the primitive's layout */
+    dnnl_primitive_t reorder[4]; /* with inner: mem -> inner (inputs), inner -> mem (out) */
+    int arg[4];                  /* their oneDNN argument names; 0: not an argument */
+    /* The bytes of in[1] (the filter) that inner[1] holds reordered, so
+       that an unchanged filter is not reordered again: compared by value,
+       not by buffer, so no write to the filter (an assign, an optimizer
+       step, a host write) can leave a stale copy in use. NULL: none. */
+    void *filter;
+    bool filter_valid;
     /* max pool's gradient: the forward pass first, for the argmax of each
        window (ws), its result thrown away (y) */
     dnnl_primitive_t pre;
@@ -162,7 +169,7 @@ vf_cpu_dnnl *vf_cpu_dnnl_create(void)
 
 static void entry_free(conv_entry *c)
 {
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (c->mem[i]) dn.mem_destroy(c->mem[i]);
         if (c->inner[i]) dn.mem_destroy(c->inner[i]);
         if (c->reorder[i]) dn.prim_destroy(c->reorder[i]);
@@ -171,6 +178,7 @@ static void entry_free(conv_entry *c)
     if (c->pre) dn.prim_destroy(c->pre);
     if (c->y) dn.mem_destroy(c->y);
     if (c->ws) dn.mem_destroy(c->ws);
+    free(c->filter);
     memset(c, 0, sizeof *c);
 }
 
@@ -185,7 +193,7 @@ void vf_cpu_dnnl_destroy(vf_cpu_dnnl *d)
 
 /* The key of exec e, or false when its refs are not a well-formed f32
    conv (the caller's own checks then report it) or have an empty dim. */
-static bool key_of(const vf_exec *e, conv_key *k)
+static bool key_of(const vf_exec *e, const vf_tref *bias, conv_key *k)
 {
     const vf_tref *x, *w, *y, *a = &e->in[0], *b = &e->in[1], *o = &e->out;
     if (e->n_in != 2 || a->rank != 4 || b->rank != 4 || o->rank != 4 || a->dtype != VF_F32 ||
@@ -205,6 +213,10 @@ static bool key_of(const vf_exec *e, conv_key *k)
     if (k->G < 1 || k->C % k->G || k->O % k->G || w->shape[2] * k->G != k->C || y->shape[0] != k->N ||
         y->shape[3] != k->O)
         return false;
+    if (bias) {
+        if (e->op != VF_OP_CONV2D || bias->dtype != VF_F32 || vf_cpu_numel(bias) != k->O) return false;
+        k->bias = 1;
+    }
     for (const int64_t *v = &k->N; v <= &k->G; v++)
         if (*v <= 0) return false; /* empty: the fallback writes the zeros */
     return true;
@@ -224,8 +236,8 @@ static bool reorder_make(vf_cpu_dnnl *d, const dnnl_memory_desc_t *a, const dnnl
    data yet; c is freed by the caller on failure). */
 static bool entry_make(vf_cpu_dnnl *d, const conv_key *k, conv_entry *c)
 {
-    dnnl_memory_desc_t user[3], any[3]; /* x, w, y */
-    dnnl_dims_t xd = {k->N, k->C, k->H, k->W}, yd = {k->N, k->O, k->OH, k->OW};
+    dnnl_memory_desc_t user[4], any[3]; /* x, w, y, the bias */
+    dnnl_dims_t xd = {k->N, k->C, k->H, k->W}, yd = {k->N, k->O, k->OH, k->OW}, bd = {k->O};
     /* HWIO with the groups' filters side by side along O is oneDNN's hwigo */
     dnnl_dims_t wd = {k->G, k->O / k->G, k->C / k->G, k->KH, k->KW};
     int wn = k->G > 1 ? 5 : 4;
@@ -233,6 +245,7 @@ static bool entry_make(vf_cpu_dnnl *d, const conv_key *k, conv_entry *c)
     if (dn.md_init_by_tag(&user[0], 4, xd, dnnl_f32, dnnl_nhwc) != dnnl_success ||
         dn.md_init_by_tag(&user[1], wn, wdims, dnnl_f32, k->G > 1 ? dnnl_hwigo : dnnl_hwio) != dnnl_success ||
         dn.md_init_by_tag(&user[2], 4, yd, dnnl_f32, dnnl_nhwc) != dnnl_success ||
+        dn.md_init_by_tag(&user[3], 1, bd, dnnl_f32, dnnl_x) != dnnl_success ||
         dn.md_init_by_tag(&any[0], 4, xd, dnnl_f32, dnnl_format_tag_any) != dnnl_success ||
         dn.md_init_by_tag(&any[1], wn, wdims, dnnl_f32, dnnl_format_tag_any) != dnnl_success ||
         dn.md_init_by_tag(&any[2], 4, yd, dnnl_f32, dnnl_format_tag_any) != dnnl_success)
@@ -247,20 +260,24 @@ static bool entry_make(vf_cpu_dnnl *d, const conv_key *k, conv_entry *c)
        its GEMM-based one on our own layouts (docs/BENCHMARKS.md). */
     if (k->op == VF_OP_CONV2D_BACKPROP_FILTER && ((k->C / k->G) % 16 || (k->O / k->G) % 16))
         memcpy(any, user, sizeof any);
+    /* A bias (conv2d only) is added by the kernel to its f32 sums,
+       instead of by a pass of its own over y afterwards. */
+    const dnnl_memory_desc_t *bias = k->bias ? &user[3] : NULL;
     /* oneDNN counts dilation from 0 (dense), we from 1 */
     dnnl_dims_t st = {k->stride[0], k->stride[1]}, dl = {k->dilation[0] - 1, k->dilation[1] - 1};
     dnnl_dims_t pl = {k->pad[0], k->pad[2]}, pr = {k->pad[1], k->pad[3]};
     dnnl_convolution_desc_t fwd, bwd;
-    if (dn.conv_fwd_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &any[0], &any[1], NULL, &any[2], st,
+    if (dn.conv_fwd_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &any[0], &any[1], bias, &any[2], st,
                          dl, pl, pr) != dnnl_success)
         return false;
     dnnl_primitive_desc_t fpd = NULL, pd = NULL;
     if (dn.pd_create(&fpd, &fwd, NULL, d->engine, NULL) != dnnl_success) return false;
     bool ok = true;
-    int which[3]; /* the exec's operands as indices of user: in[0], in[1], out */
+    int which[4] = {0, 0, 0, 3}; /* the exec's operands as indices of user: in[0], in[1], out, the bias */
     if (k->op == VF_OP_CONV2D) {
         pd = fpd, fpd = NULL;
         c->arg[0] = DNNL_ARG_SRC, c->arg[1] = DNNL_ARG_WEIGHTS, c->arg[2] = DNNL_ARG_DST;
+        c->arg[3] = bias ? DNNL_ARG_BIAS : 0;
         which[0] = 0, which[1] = 1, which[2] = 2;
     } else if (k->op == VF_OP_CONV2D_BACKPROP_INPUT) {
         ok = dn.conv_bwd_data_init(&bwd, dnnl_convolution_direct, &any[0], &any[1], &any[2], st, dl, pl, pr) ==
@@ -277,13 +294,14 @@ static bool entry_make(vf_cpu_dnnl *d, const conv_key *k, conv_entry *c)
     }
     if (fpd) dn.pd_destroy(fpd);
     if (!ok) return false;
-    for (int i = 0; i < 3 && ok; i++) {
+    for (int i = 0; i < 4 && ok; i++) {
+        if (!c->arg[i]) continue;
         const dnnl_memory_desc_t *want = dn.pd_query_md(pd, dnnl_query_exec_arg_md, c->arg[i]);
         const dnnl_memory_desc_t *ours = &user[which[i]];
         ok = want && dn.mem_create(&c->mem[i], ours, d->engine, DNNL_MEMORY_NONE) == dnnl_success;
         if (!ok || dn.md_equal(want, ours)) continue;
         ok = dn.mem_create(&c->inner[i], want, d->engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
-             (i < 2 ? reorder_make(d, ours, want, &c->reorder[i]) : reorder_make(d, want, ours, &c->reorder[i]));
+             (i != 2 ? reorder_make(d, ours, want, &c->reorder[i]) : reorder_make(d, want, ours, &c->reorder[i]));
     }
     ok = ok && dn.prim_create(&c->prim, pd) == dnnl_success;
     dn.pd_destroy(pd); /* the primitive keeps what it needs */
@@ -388,19 +406,45 @@ static conv_entry *entry_get(vf_cpu_dnnl *d, const conv_key *k)
     return lru;
 }
 
-/* Runs exec e with the cached primitive for k. */
-static bool run(vf_cpu_dnnl *d, const vf_exec *e, const conv_key *k)
+/* Reorders the filter (in[1] of conv2d and its input gradient) from
+   ref's memory into c->inner[1] unless it holds these very values already
+   (a frozen or inference filter; a training step's changed filter costs
+   a compare that stops at the first difference, and a copy). For small
+   layers the reorder primitive's run is a measurable part of the call
+   (docs/BENCHMARKS.md). */
+static bool filter_reorder(vf_cpu_dnnl *d, conv_entry *c, const vf_tref *ref)
+{
+    size_t n = (size_t)vf_cpu_numel(ref) * sizeof(float); /* fixed by the key */
+    const void *p = vf_cpu_ptr(ref);
+    if (c->filter_valid && !memcmp(c->filter, p, n)) {
+        atomic_fetch_add(&filter_reuses, 1);
+        return true;
+    }
+    c->filter_valid = false; /* until the reorder has run */
+    if (!reorder_run(d, c->reorder[1], c->mem[1], c->inner[1])) return false;
+    if (!c->filter) c->filter = vf_malloc(n); /* none: reordered every call */
+    if (c->filter) memcpy(c->filter, p, n);
+    c->filter_valid = c->filter != NULL;
+    return true;
+}
+
+/* Runs exec e (with bias vector b, or NULL) with the cached primitive for
+   k. */
+static bool run(vf_cpu_dnnl *d, const vf_exec *e, const vf_tref *b, const conv_key *k)
 {
     conv_entry *c = entry_get(d, k);
     if (!c) return false;
     c->used = ++d->tick;
-    const vf_tref *ref[3] = {&e->in[0], &e->in[1], &e->out};
+    const vf_tref *ref[4] = {&e->in[0], &e->in[1], &e->out, b};
+    bool wcache = e->op == VF_OP_CONV2D || e->op == VF_OP_CONV2D_BACKPROP_INPUT;
     dnnl_exec_arg_t args[4];
     int n = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (!c->arg[i]) continue;
         if (dn.mem_set_handle(c->mem[i], vf_cpu_ptr(ref[i])) != dnnl_success) return false;
-        if (i < 2 && c->reorder[i] && !reorder_run(d, c->reorder[i], c->mem[i], c->inner[i])) return false;
+        if (i != 2 && c->reorder[i] &&
+            !(i == 1 && wcache ? filter_reorder(d, c, ref[i]) : reorder_run(d, c->reorder[i], c->mem[i], c->inner[i])))
+            return false;
         args[n++] = (dnnl_exec_arg_t){c->arg[i], c->inner[i] ? c->inner[i] : c->mem[i]};
     }
     if (c->pre) {
@@ -415,19 +459,20 @@ static bool run(vf_cpu_dnnl *d, const vf_exec *e, const conv_key *k)
         dn.stream_wait(d->stream) != dnnl_success)
         return false; /* the fallback then overwrites whatever was written */
     atomic_fetch_add(&runs, 1);
+    if (b) atomic_fetch_add(&bias_runs, 1);
     return true;
 }
 
-bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e)
+bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e, const vf_tref *bias)
 {
     conv_key k;
-    return d && key_of(e, &k) && run(d, e, &k);
+    return d && key_of(e, bias, &k) && run(d, e, bias, &k);
 }
 
 bool vf_cpu_dnnl_pool(vf_cpu_dnnl *d, const vf_exec *e)
 {
     conv_key k;
-    return d && pool_key_of(e, &k) && run(d, e, &k);
+    return d && pool_key_of(e, &k) && run(d, e, NULL, &k);
 }
 
 const char *vf_cpu_dnnl_unavailable(void) { return dn.ok ? "" : dn.error; }
@@ -436,9 +481,9 @@ const char *vf_cpu_dnnl_unavailable(void) { return dn.ok ? "" : dn.error; }
 
 vf_cpu_dnnl *vf_cpu_dnnl_create(void) { return NULL; }
 void vf_cpu_dnnl_destroy(vf_cpu_dnnl *d) { (void)d; }
-bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e)
+bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e, const vf_tref *bias)
 {
-    (void)d, (void)e;
+    (void)d, (void)e, (void)bias;
     return false;
 }
 bool vf_cpu_dnnl_pool(vf_cpu_dnnl *d, const vf_exec *e)
@@ -452,3 +497,5 @@ const char *vf_cpu_dnnl_unavailable(void) { return "vkfuse was built without one
 
 int64_t vf_cpu_dnnl_runs(void) { return atomic_load(&runs); }
 int64_t vf_cpu_dnnl_made(void) { return atomic_load(&made); }
+int64_t vf_cpu_dnnl_bias_runs(void) { return atomic_load(&bias_runs); }
+int64_t vf_cpu_dnnl_filter_reuses(void) { return atomic_load(&filter_reuses); }

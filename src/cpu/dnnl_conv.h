@@ -18,8 +18,11 @@
  * Each backend keeps its own engine, stream and a small cache of
  * primitives keyed by op and geometry (24, least recently used replaced),
  * so a steady training loop creates its primitives once; each keeps its
- * filter's reordered copy (and a max pool gradient its forward's result
- * and argmax workspace) until it is replaced or the backend destroyed.
+ * filter's reordered copy with a copy of the filter's values it was made
+ * from, so that a filter whose values have not changed since the last call
+ * is not reordered again (compared by value: whatever wrote the filter, a
+ * change is seen), and a max pool gradient its forward's result and
+ * argmax workspace, until it is replaced or the backend destroyed.
  * That memory is outside vf_context_stats' device bytes. Results
  * are deterministic for a given thread count (OMP_NUM_THREADS, default
  * one per core).
@@ -37,19 +40,24 @@ vf_cpu_dnnl *vf_cpu_dnnl_create(void);
 void vf_cpu_dnnl_destroy(vf_cpu_dnnl *d);
 
 /* Runs conv exec e (conv2d, conv2d_backprop_input or
-   conv2d_backprop_filter, f32) on oneDNN. false: not done, nothing
+   conv2d_backprop_filter, f32) on oneDNN; bias: NULL, or (conv2d only) an
+   f32 vector of O values added to every output pixel as the kernel stores
+   it (a plan's conv + bias group, cpu_fused.h). false: not done, nothing
    recorded (oneDNN has no primitive for this geometry, or memory ran
    out); the caller computes it another way. */
-bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e);
+bool vf_cpu_dnnl_conv(vf_cpu_dnnl *d, const vf_exec *e, const vf_tref *bias);
 /* The same for the pools and their gradients (max_pool2d, avg_pool2d,
    f32, NHWC). */
 bool vf_cpu_dnnl_pool(vf_cpu_dnnl *d, const vf_exec *e);
 
 /* For tests: convolutions oneDNN has run in this process and primitives
-   made for them, over all backends, and why oneDNN is not in use (""
-   when it is available). */
+   made for them, those of them that added a bias, filters not reordered
+   again because their values had not changed, over all backends, and why
+   oneDNN is not in use ("" when it is available). */
 int64_t vf_cpu_dnnl_runs(void);
 int64_t vf_cpu_dnnl_made(void);
+int64_t vf_cpu_dnnl_bias_runs(void);
+int64_t vf_cpu_dnnl_filter_reuses(void);
 const char *vf_cpu_dnnl_unavailable(void);
 
 #endif

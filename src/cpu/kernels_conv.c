@@ -8,15 +8,22 @@
  * product with the group's slice of the HWIO filter, read in place as a
  * [KH*KW*Cg, O] matrix with leading dim O, lands directly in the NHWC
  * output (leading dim O). So no filter or output is ever rearranged; the
- * only scratch is one image-group's unrolled matrix. */
+ * only scratch is one image-group's unrolled matrix.
+ *
+ * vf_cpu_conv_bias is conv2d with a per-channel bias added, for a plan's
+ * conv + bias group (cpu_fused.h): oneDNN's bias argument, else the add
+ * after the sgemm. */
 #include "cpu/cpu.h"
 #include "cpu/blas.h"
 #include "cpu/dnnl_conv.h"
 #include "util/fault.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+static _Atomic int64_t bias_folds;
 
 /* Unroll image x (H, W, C channels, channels c0 .. c0+Cg-1) into col. */
 static void im2col(const float *x, int64_t H, int64_t W, int64_t C, int64_t c0, int64_t Cg, int64_t KH,
@@ -91,7 +98,7 @@ vf_status vf_cpu_conv(vf_cpu *cpu, const vf_exec *e)
         return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED,
                           "cpu backend: %s takes f32 NHWC input, HWIO filter and output whose shapes and "
                           "groups agree (cast to f32 first)", vf_op_get(e->op)->name);
-    if (vf_cpu_dnnl_conv(cpu->dnnl, e)) return VF_OK;
+    if (vf_cpu_dnnl_conv(cpu->dnnl, e, NULL)) return VF_OK;
     const vf_conv_attrs *a = &e->attrs.conv;
     const vf_cpu_blas *blas = vf_cpu_blas_get();
     if (!blas->ok)
@@ -137,3 +144,25 @@ vf_status vf_cpu_conv(vf_cpu *cpu, const vf_exec *e)
     free(col);
     return VF_OK;
 }
+
+vf_status vf_cpu_conv_bias(vf_cpu *cpu, const vf_exec *e, const vf_tref *bias)
+{
+    conv_dims d;
+    if (e->op != VF_OP_CONV2D || !conv_dims_of(e, &d) || bias->dtype != VF_F32 || vf_cpu_numel(bias) != d.O)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT,
+                          "cpu backend: a conv2d + bias takes an f32 bias of the conv's %lld output channels",
+                          (long long)(e->out.rank == 4 ? e->out.shape[3] : -1));
+    atomic_fetch_add(&bias_folds, 1);
+    if (vf_cpu_dnnl_conv(cpu->dnnl, e, bias)) return VF_OK;
+    vf_status s = vf_cpu_conv(cpu, e);
+    if (s) return s;
+    /* the separate add's own arithmetic: the f32 conv value + the bias */
+    float *y = vf_cpu_ptr(&e->out);
+    const float *b = vf_cpu_ptr(bias);
+    int64_t pixels = d.O ? vf_cpu_numel(&e->out) / d.O : 0;
+    for (int64_t p = 0; p < pixels; p++, y += d.O)
+        for (int64_t o = 0; o < d.O; o++) y[o] += b[o];
+    return VF_OK;
+}
+
+int64_t vf_cpu_conv_bias_folds(void) { return atomic_load(&bias_folds); }
