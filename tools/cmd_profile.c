@@ -410,7 +410,7 @@ static vf_context *make_context(vf_backend be, bool profile)
     vf_context_desc d = {.backend = be, .profile = profile};
     if (vf_context_create(&d, &ctx) != VF_OK) {
         fprintf(stderr, "vkfuse profile: cannot create a %s context: %s\n", be == VF_BACKEND_CPU ? "CPU" : "Vulkan",
-                ctx ? vf_error_message(ctx) : "out of memory");
+                vf_last_error());
         vf_context_destroy(ctx);
         return NULL;
     }

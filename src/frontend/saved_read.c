@@ -583,7 +583,7 @@ vf_status vf_saved_load_mem(vf_context *ctx, const void *data, size_t size, cons
     return VF_OK;
 }
 
-vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out)
+static vf_status function_load(vf_context *ctx, const char *path, vf_function **out)
 {
     VF_LOCKED(ctx);
     if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
@@ -619,5 +619,18 @@ vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out)
     vf_status s = ok ? vf_saved_load_mem(ctx, buf, (size_t)size, path, out)
                      : vf_fail(ctx, VF_ERROR_IO, "vf_function_load: reading '%s' failed", path);
     free(buf);
+    return s;
+}
+
+/* One convention for failed creates (vkfuse.h): *out NULL, the reason the
+   thread's last error as well as the context's. */
+vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out)
+{
+    VF_LOCKED(ctx);
+    vf_status s = function_load(ctx, path, out);
+    if (s != VF_OK) {
+        if (out) *out = NULL;
+        vf_create_failed(ctx, s, "vf_function_load");
+    }
     return s;
 }

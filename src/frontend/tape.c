@@ -174,7 +174,7 @@ static bool tape_alive(const vf_tape *tp, const char *op)
     return false;
 }
 
-vf_tape *vf_tape_begin(vf_context *ctx)
+static vf_tape *tape_begin(vf_context *ctx)
 {
     VF_LOCKED(ctx);
     if (!ctx) return NULL;
@@ -190,6 +190,15 @@ vf_tape *vf_tape_begin(vf_context *ctx)
     ctx->tapes = tp;
     vf_ctx_lock(ctx); /* held until vf_tape_end: the tape records this thread's ops only (lock.h) */
     return tp;
+}
+
+/* One convention for failed creates (vkfuse.h): the reason is the
+   thread's last error as well as the context's. */
+vf_tape *vf_tape_begin(vf_context *ctx)
+{
+    VF_LOCKED(ctx);
+    vf_tape *tp = tape_begin(ctx);
+    return tp ? tp : vf_create_failed(ctx, VF_OK, "vf_tape_begin");
 }
 
 static void unlink_tape(vf_tape *tp)
