@@ -5,10 +5,12 @@
  * messages for graphs from elsewhere. */
 #include "testutil.h"
 
+#include "cpu/cpu.h"
 #include "frontend/saved.h"
 #include "graph/passes.h"
 #include "util/dtype.h"
 #include "util/err.h"
+#include "vulkan/codegen/kernel.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +18,19 @@
 #include <string.h>
 
 /* ---- the rows ------------------------------------------------------------- */
+
+/* Each backend's dispatch is a table indexed by op: a new op appended to
+   the enum without an entry fails the build (their size checks); an entry
+   left out in the middle is NULL, which this finds. */
+static void test_every_op_has_kernels(void **state)
+{
+    (void)state;
+    for (int o = 0; o < VF_OP_COUNT; o++) {
+        if (!vf_cpu_op_has_kernel((vf_op)o)) fail_msg("op %s has no CPU kernel (cpu_backend.c)", vf_op_get((vf_op)o)->name);
+        if (!vf_codegen_op_has_generator((vf_op)o))
+            fail_msg("op %s has no GLSL generator (codegen.c)", vf_op_get((vf_op)o)->name);
+    }
+}
 
 static void test_rows(void **state)
 {
@@ -292,6 +307,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_every_op_has_kernels),
         cmocka_unit_test(test_cse_compares_read_fields),
         cmocka_unit_test(test_attrs_read),
         cmocka_unit_test(test_old_file_with_unread_fields),
