@@ -6,7 +6,9 @@
  * reference scalar semantics (used by the CPU backend), its GLSL
  * expression (used by codegen) and its gradient rule. Adding an elementwise
  * op means the enum entry (at the end: the numbers are stored), its row,
- * its entry point in src/frontend/ops_*.c and include/vkfuse.h,
+ * its entry in each backend's dispatch table (cpu_backend.c cpu_kernels,
+ * codegen.c generators: the build fails without it), its entry point in
+ * src/frontend/ops_*.c and include/vkfuse.h,
  * its rule in src/frontend/grad_rules.c, and tests.
  */
 #ifndef VF_GRAPH_OP_H
