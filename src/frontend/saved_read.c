@@ -175,11 +175,11 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
         for (int k = 0; k < VF_CONV_ATTR_FIELDS; k++) f[k] = (int32_t)U32("attrs.conv");
     }
     /* a user elementwise op: the node holds the one reference (saved_uelem.c) */
-    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE && !r->bad &&
+    if (n->kind == VF_NODE_OP && vf_op_holds_uelem(n->op) && !r->bad &&
         !(n->attrs.uelem = vf_saved_get_uelem(r, i, true)))
         return false;
     /* the same op created in the loading context: its C functions come back */
-    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE && !r->bad) {
+    if (n->kind == VF_NODE_OP && vf_op_holds_uelem(n->op) && !r->bad) {
         vf_uelem *live = vf_uelem_match_live(r->ctx, n->attrs.uelem);
         if (live) {
             vf_uelem_release(n->attrs.uelem);

@@ -74,7 +74,7 @@ static void push(vf_tape *tp, const vf_tape_entry *src)
     }
     for (int i = 0; i < d->n_in; i++) vf_tensor_retain(d->in[i]);
     vf_tensor_retain(d->out);
-    if (d->op == VF_OP_USER_ELEMENTWISE) vf_uelem_retain(d->attrs.uelem); /* its gradient needs it */
+    if (vf_op_holds_uelem(d->op)) vf_uelem_retain(d->attrs.uelem); /* its gradient needs it */
 }
 
 static void record_all(vf_context *ctx, const vf_tape_entry *en)
@@ -148,7 +148,7 @@ void vf_tapes_free_all(vf_context *ctx)
            owned by the tensors that vf_tensor_free_all frees next */
         for (int i = 0; i < tp->n; i++) {
             if (tp->e[i].cf) vf_tape_cf_release(tp->e[i].cf);
-            if (tp->e[i].op == VF_OP_USER_ELEMENTWISE) vf_uelem_release(tp->e[i].attrs.uelem);
+            if (vf_op_holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
         }
         free(tp->e);
     }
@@ -235,7 +235,7 @@ void vf_tape_end(vf_tape *tp)
         }
         for (int j = 0; j < tp->e[i].n_in; j++) vf_tensor_release(tp->e[i].in[j]);
         vf_tensor_release(tp->e[i].out);
-        if (tp->e[i].op == VF_OP_USER_ELEMENTWISE) vf_uelem_release(tp->e[i].attrs.uelem);
+        if (vf_op_holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
     }
     vf_context *ctx = tp->ctx;
     free(tp->e);
