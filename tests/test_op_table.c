@@ -70,7 +70,8 @@ static void test_rows(void **state)
         if (r->empty_in == VF_EMPTY_IN_FILL_VALUE || (r->flags & VF_OPF_LITERAL))
             assert_true(r->attrs & VF_ATTR_VALUE);
         if (r->flags & VF_OPF_LITERAL) assert_int_equal(r->kind, VF_KIND_SOURCE);
-        if (r->flags & (VF_OPF_WINDOW_READ | VF_OPF_VIEW)) assert_int_equal(r->kind, VF_KIND_MOVEMENT);
+        if (r->flags & (VF_OPF_WINDOW_READ | VF_OPF_VIEW | VF_OPF_PERMUTE)) assert_int_equal(r->kind, VF_KIND_MOVEMENT);
+        if (r->flags & VF_OPF_PERMUTE) assert_int_equal(r->arity, 1);
         if (r->flags & VF_OPF_NO_FOLD) assert_int_not_equal(r->index_in, 0);
         if (r->row == VF_ROW_CENTER_REDUCE) assert_true(r->kind == VF_KIND_REDUCTION && (r->attrs & VF_ATTR_AXES));
         if (r->row == VF_ROW_CENTER_AXIS) assert_true(r->kind == VF_KIND_ROW && (r->attrs & VF_ATTR_AXIS));
@@ -99,6 +100,7 @@ static void test_rows(void **state)
     assert_int_equal(no_fold, 2); /* gather, scatter_add */
     assert_int_equal(centers, 9); /* softmax, log_softmax, xent, sum, mean, max, min, prod, logsumexp */
     assert_int_equal(vf_op_get(VF_OP_NORM)->row, VF_ROW_CENTER_NONE);
+    assert_true(vf_op_get(VF_OP_TRANSPOSE)->flags & VF_OPF_PERMUTE);
     assert_int_equal(vf_op_get(VF_OP_MATMUL)->epilogue, VF_EPILOGUE_MATMUL);
     assert_int_equal(vf_op_get(VF_OP_CONV2D)->epilogue, VF_EPILOGUE_CONV);
     assert_int_equal(vf_op_get(VF_OP_CONV2D_BACKPROP_INPUT)->epilogue, VF_EPILOGUE_NONE);

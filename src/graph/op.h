@@ -170,6 +170,9 @@ enum {
     /* a plan may make its result a view of its inputs' memory instead of a
        kernel (plan/plan_view.c: slice, concat) */
     VF_OPF_VIEW = 1u << 3,
+    /* its result holds its input's elements in another order only
+       (transpose): of a fill, it is a fill (graph/passes_fills.c) */
+    VF_OPF_PERMUTE = 1u << 4,
 };
 
 /* Reference semantics of an elementwise op, one function per class of

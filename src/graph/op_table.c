@@ -298,7 +298,8 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
                       .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .epilogue = VF_EPILOGUE_MATMUL,
                       .attrs = VF_ATTR_TRANS, .grad = &vf_grad_matmul},
     [VF_OP_TRANSPOSE] = {.name = "transpose", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
-                         .result = VF_RESULT_SAME, .attrs = VF_ATTR_PERM, .grad = &vf_grad_transpose},
+                         .result = VF_RESULT_SAME, .flags = VF_OPF_PERMUTE, .attrs = VF_ATTR_PERM,
+                         .grad = &vf_grad_transpose},
     /* window ops: one kernel each (backend.h vf_window), elements moved as bits */
     [VF_OP_SLICE] = {.name = "slice", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
                      .result = VF_RESULT_SAME, .flags = VF_OPF_WINDOW_READ | VF_OPF_VIEW,
