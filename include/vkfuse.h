@@ -28,8 +28,8 @@
  *    with *out set to NULL, and frees everything it made. Why it failed is
  *    the calling thread's vf_last_status() and vf_last_error(), readable
  *    even when no context exists (also recorded in the context, when there
- *    is one). vkfuse_dist's vf_dist_create does the same with
- *    vf_dist_create_error().
+ *    is one). vkfuse_dist's vf_dist_create and vf_dist_local_create do
+ *    the same, their message in vf_dist_create_error().
  *
  *  - Memory the library returns to the caller (vf_function_graph_text,
  *    vf_trace_file_json) is given back with vf_free (free underneath, so
