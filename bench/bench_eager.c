@@ -95,7 +95,7 @@ int main(int argc, char **argv)
     vf_context *vk = NULL, *cpu = NULL;
     vf_context_desc dv = {.backend = VF_BACKEND_VULKAN}, dc = {.backend = VF_BACKEND_CPU};
     if (vf_context_create(&dv, &vk) != VF_OK || vf_context_create(&dc, &cpu) != VF_OK) {
-        fprintf(stderr, "bench: %s\n", vf_error_message(vk));
+        fprintf(stderr, "bench: %s\n", vf_last_error());
         return 1;
     }
     printf("vulkan device: %s\ncpu backend:   %s\nbest of %d calls each, synced per call\n\n", vf_device_name(vk),

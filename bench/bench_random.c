@@ -84,7 +84,7 @@ int main(int argc, char **argv)
     vf_context *ctx[2] = {NULL, NULL};
     vf_context_desc dv = {.backend = VF_BACKEND_VULKAN}, dc = {.backend = VF_BACKEND_CPU};
     if (vf_context_create(&dv, &ctx[0]) != VF_OK || vf_context_create(&dc, &ctx[1]) != VF_OK) {
-        fprintf(stderr, "bench_random: no context: %s\n", ctx[0] ? vf_error_message(ctx[0]) : "vulkan");
+        fprintf(stderr, "bench_random: no context: %s\n", vf_last_error());
         return 1;
     }
     vf_tensor *x[2];

@@ -82,7 +82,7 @@ int main(int argc, char **argv)
     vf_context *ctx = NULL;
     vf_context_desc d = {.backend = VF_BACKEND_VULKAN};
     if (vf_context_create(&d, &ctx) != VF_OK) {
-        fprintf(stderr, "bench_soak: %s\n", ctx ? vf_error_message(ctx) : "no context");
+        fprintf(stderr, "bench_soak: %s\n", vf_last_error());
         vf_context_destroy(ctx);
         return 1;
     }

@@ -474,7 +474,7 @@ static void steady(int reps, int64_t n8)
     vf_context *vk = NULL, *cpu = NULL;
     vf_context_desc dv = {.backend = VF_BACKEND_VULKAN}, dc = {.backend = VF_BACKEND_CPU};
     if (vf_context_create(&dv, &vk) != VF_OK || vf_context_create(&dc, &cpu) != VF_OK) {
-        fprintf(stderr, "bench_startup: could not create the contexts: %s\n", vf_error_message(vk));
+        fprintf(stderr, "bench_startup: could not create the contexts: %s\n", vf_last_error());
         vf_context_destroy(vk), vf_context_destroy(cpu);
         return;
     }

@@ -150,7 +150,7 @@ bool vb_contexts(const char *bench, vf_context **vk, vf_context **cpu)
     *vk = *cpu = NULL;
     if (vf_context_create(&dv, vk) == VF_OK && vf_context_create(&dc, cpu) == VF_OK) return true;
     fprintf(stderr, "%s: could not create the contexts: %s\n", bench,
-            *cpu ? vf_error_message(*cpu) : *vk ? vf_error_message(*vk) : "out of memory");
+            vf_last_error());
     vf_context_destroy(*vk);
     vf_context_destroy(*cpu);
     *vk = *cpu = NULL;

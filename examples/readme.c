@@ -6,8 +6,7 @@ int main(void)
 {
     vf_context *ctx;
     if (vf_context_create(NULL, &ctx) != VF_OK) {
-        fprintf(stderr, "vkfuse: %s\n", ctx ? vf_error_message(ctx) : "out of memory");
-        vf_context_destroy(ctx);
+        fprintf(stderr, "vkfuse: %s\n", vf_last_error());
         return 1;
     }
     int64_t xs[2] = {2, 3}, ws[2] = {3, 4};

@@ -498,7 +498,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     vf_context_desc d = {.backend = be && !strcmp(be, "vulkan") ? VF_BACKEND_VULKAN : VF_BACKEND_CPU,
                          .device_index = -1, .cache_dir = ""};
     if (vf_context_create(&d, &ctx) != VF_OK) {
-        fprintf(stderr, "fuzz_api: no context: %s\n", ctx ? vf_error_message(ctx) : "");
+        fprintf(stderr, "fuzz_api: no context: %s\n", vf_last_error());
         abort();
     }
     return 0;

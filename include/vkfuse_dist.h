@@ -51,7 +51,8 @@ typedef struct vf_dist vf_dist;
 /* An in-process group: n ranks, one context each, each used by its own
    thread; collectives go through shared memory, no MPI at all. Create it
    once, give it to the n vf_dist_create calls (desc.local, desc.local_rank),
-   destroy it after every member is destroyed. */
+   destroy it after every member is destroyed. NULL when n is not 1 ..
+   4096 or memory runs out, vf_dist_create_error() saying which. */
 typedef struct vf_dist_local vf_dist_local;
 VF_API vf_dist_local *vf_dist_local_create(int n);
 VF_API void vf_dist_local_destroy(vf_dist_local *g);

@@ -82,12 +82,12 @@ VF_API bool vf_context_profiling(vf_context *ctx);
    call's start plus the kernel's start_ns. Times are relative to the
    first call added. */
 typedef struct vf_trace_file vf_trace_file;
-/* NULL when out of host memory. */
+/* NULL when out of host memory (vf_last_error says so). */
 VF_API vf_trace_file *vf_trace_file_create(void);
 /* Copies p (a profiled call) onto a new track named `track` (NULL: "call N").
    VF_ERROR_INVALID_ARGUMENT when p was not profiled. */
 VF_API vf_status vf_trace_file_add(vf_trace_file *t, const char *track, const vf_function_profile *p);
-/* The JSON text (malloc'd, free it); NULL when out of host memory. */
+/* The JSON text (malloc'd: free it with vf_free); NULL when out of host memory. */
 VF_API char *vf_trace_file_json(const vf_trace_file *t);
 /* Writes the JSON to path: VF_ERROR_IO when it cannot (vf_trace_file_error says why). */
 VF_API vf_status vf_trace_file_write(vf_trace_file *t, const char *path);

@@ -58,7 +58,7 @@ typedef struct {
 } vf_function_info;
 
 /* What fn holds: one block (the arrays point into it) that the caller
-   frees with free() (vf_free once the library has it). NULL when fn is
+   frees with vf_free. NULL when fn is
    NULL, destroyed or without a context (the error recorded in its context
    where it has one), or when out of host memory (VF_ERROR_OUT_OF_MEMORY).
    Kernels and dispatches per call are vf_function_stats' after a call. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every public function (VF_API in include/vkfuse.h, vkfuse_kernel.h, vkfuse_profile.h and vkfuse_saved.h) that touches a
+# Every public function (VF_API in include/vkfuse.h, vkfuse_function.h, vkfuse_kernel.h, vkfuse_profile.h and vkfuse_saved.h) that touches a
 # context, its tensors, functions or tapes must take the context's lock
 # (VF_LOCKED, src/frontend/lock.h) as it starts: one context may be used
 # from several threads. This lists each VF_API function whose definition in
@@ -13,6 +13,10 @@ declare -A exempt=(
   [vf_context_create]="locks by hand: no other thread can know the context yet"
   [vf_context_destroy]="locks by hand: the context is freed before it returns"
   [vf_status_name]="no context"
+  [vf_last_status]="no context: the calling thread's own record"
+  [vf_last_error]="no context: the calling thread's own record"
+  [vf_free]="no context"
+  [vf_version]="no context"
   [vf_dtype_name]="no context"
   [vf_dtype_size]="no context"
   [vf_devices]="no context: its own Vulkan instance"
@@ -31,7 +35,7 @@ declare -A exempt=(
   [vf_saved_file_version]="no context: reads a file's header"
 )
 
-api=$(cat "$src/include/vkfuse.h" "$src/include/vkfuse_kernel.h" "$src/include/vkfuse_profile.h" "$src/include/vkfuse_saved.h" | grep -oE '^VF_API[^(]*\bvf_[a-z0-9_]+\(' | grep -oE 'vf_[a-z0-9_]+\($' | tr -d '(' | sort -u)
+api=$(cat "$src/include/vkfuse.h" "$src/include/vkfuse_function.h" "$src/include/vkfuse_kernel.h" "$src/include/vkfuse_profile.h" "$src/include/vkfuse_saved.h" | grep -oE '^VF_API[^(]*\bvf_[a-z0-9_]+\(' | grep -oE 'vf_[a-z0-9_]+\($' | tr -d '(' | sort -u)
 [ -n "$api" ] || { echo "api_lock_test: no VF_API functions found in $src/include/vkfuse.h"; exit 1; }
 
 # "<name> locked|unlocked" for every function defined in src/, including

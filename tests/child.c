@@ -53,7 +53,7 @@ vf_context *vt_child_context(vf_backend be)
     vf_context_desc d = {.backend = be, .validation = val && strcmp(val, "1") == 0};
     vf_context *ctx = NULL;
     if (vf_context_create(&d, &ctx) != VF_OK) {
-        fprintf(stderr, "could not create a context: %s\n", ctx ? vf_error_message(ctx) : "");
+        fprintf(stderr, "could not create a context: %s\n", vf_last_error());
         exit(3);
     }
     return ctx;

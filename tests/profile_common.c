@@ -12,7 +12,7 @@ vf_context *vt_profiling_context(vf_backend be)
     vf_context_desc d = {.backend = be, .validation = val && !strcmp(val, "1"), .profile = true};
     vf_context *ctx = NULL;
     if (vf_context_create(&d, &ctx) != VF_OK) {
-        fprintf(stderr, "%s\n", ctx ? vf_error_message(ctx) : "");
+        fprintf(stderr, "%s\n", vf_last_error());
         vf_context_destroy(ctx);
         fail_msg("could not create a profiling context on backend %d", (int)be);
     }

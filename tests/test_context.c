@@ -204,10 +204,9 @@ static void test_fallback(void **state)
 
     vf_context_desc d = {.backend = VF_BACKEND_VULKAN};
     assert_int_equal(vf_context_create(&d, &ctx), VF_ERROR_DEVICE);
-    assert_non_null(ctx);
-    assert_non_null(strstr(vf_error_message(ctx), "VF_BACKEND_VULKAN"));
+    assert_null(ctx); /* a failed create hands out nothing (vkfuse.h) */
+    assert_non_null(strstr(vf_last_error(), "VF_BACKEND_VULKAN"));
     assert_null(vf_fill(ctx, VF_F32, 1, s, 0));
-    vf_context_destroy(ctx);
     unsetenv("VK_ICD_FILENAMES");
     unsetenv("VK_DRIVER_FILES");
 }

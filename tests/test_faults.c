@@ -385,9 +385,9 @@ static void sweep_one(workload wl, vf_fault_site site, int64_t n)
        the run's own */
     const char *msg = r.ctx2 && vf_status_get(r.ctx2) ? vf_error_message(r.ctx2)
                       : r.ctx                          ? vf_error_message(r.ctx)
-                                                       : "(no context)";
-    /* vf_context_create's own allocation failing leaves no context to
-       carry a message: the status alone says it */
+                                                       : vf_last_error(); /* a failed vf_context_create */
+    /* vf_context_create's first allocation failing says only "out of host
+       memory": nothing existed yet to name the site */
     bool no_ctx_oom = !r.ctx && s == VF_ERROR_OUT_OF_MEMORY && site == VF_FAULT_malloc;
     if (s != VF_OK && !no_ctx_oom && !strstr(msg, site_word(site)))
         fail_msg("%s, VKFUSE_FAULT=%s: %s does not name the site: %s", wl_names[wl], spec, vf_status_name(s), msg);

@@ -5,10 +5,12 @@
  * messages for graphs from elsewhere. */
 #include "testutil.h"
 
+#include "cpu/cpu.h"
 #include "frontend/saved.h"
 #include "graph/passes.h"
 #include "util/dtype.h"
 #include "util/err.h"
+#include "vulkan/codegen/kernel.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +18,19 @@
 #include <string.h>
 
 /* ---- the rows ------------------------------------------------------------- */
+
+/* Each backend's dispatch is a table indexed by op: a new op appended to
+   the enum without an entry fails the build (their size checks); an entry
+   left out in the middle is NULL, which this finds. */
+static void test_every_op_has_kernels(void **state)
+{
+    (void)state;
+    for (int o = 0; o < VF_OP_COUNT; o++) {
+        if (!vf_cpu_op_has_kernel((vf_op)o)) fail_msg("op %s has no CPU kernel (cpu_backend.c)", vf_op_get((vf_op)o)->name);
+        if (!vf_codegen_op_has_generator((vf_op)o))
+            fail_msg("op %s has no GLSL generator (codegen.c)", vf_op_get((vf_op)o)->name);
+    }
+}
 
 static void test_rows(void **state)
 {
@@ -48,7 +63,48 @@ static void test_rows(void **state)
         if (r->kind == VF_KIND_REDUCTION) assert_int_not_equal(r->combine, VF_COMBINE_NONE);
         /* only float results carry gradients: a comparison or argmax has no rule */
         if (r->result == VF_RESULT_BOOL || r->result == VF_RESULT_I32) assert_null(r->grad);
+        /* the partitioner's, the passes' and the interpreter's facts agree
+           with the rest of the row */
+        if (r->empty_in != VF_EMPTY_IN_UNDEFINED) assert_int_equal(r->empty, VF_EMPTY_UNDEFINED);
+        if (r->empty_in == VF_EMPTY_IN_COPY_OTHER) assert_int_equal(r->arity, 2);
+        if (r->empty_in == VF_EMPTY_IN_FILL_VALUE || (r->flags & VF_OPF_LITERAL))
+            assert_true(r->attrs & VF_ATTR_VALUE);
+        if (r->flags & VF_OPF_LITERAL) assert_int_equal(r->kind, VF_KIND_SOURCE);
+        if (r->flags & (VF_OPF_WINDOW_READ | VF_OPF_VIEW | VF_OPF_PERMUTE)) assert_int_equal(r->kind, VF_KIND_MOVEMENT);
+        if (r->flags & VF_OPF_PERMUTE) assert_int_equal(r->arity, 1);
+        if (r->flags & VF_OPF_NO_FOLD) assert_int_not_equal(r->index_in, 0);
+        if (r->row == VF_ROW_CENTER_REDUCE) assert_true(r->kind == VF_KIND_REDUCTION && (r->attrs & VF_ATTR_AXES));
+        if (r->row == VF_ROW_CENTER_AXIS) assert_true(r->kind == VF_KIND_ROW && (r->attrs & VF_ATTR_AXIS));
+        if (r->row == VF_ROW_CENTER_LABELS) assert_true(r->kind == VF_KIND_ROW && r->index_in);
+        if (r->kind == VF_KIND_ROW) assert_int_not_equal(r->row, VF_ROW_CENTER_NONE);
+        if (r->epilogue == VF_EPILOGUE_MATMUL) assert_int_equal(r->kind, VF_KIND_MATMUL);
+        if (r->epilogue == VF_EPILOGUE_CONV) assert_int_equal(r->kind, VF_KIND_CONV);
     }
+    /* the facts that passes, the partitioner, the plan, the check and the
+       interpreter used to spell out by op (a switch or an if on the op)
+       are the rows' */
+    assert_true(vf_op_is_literal(VF_OP_FILL));
+    assert_false(vf_op_is_literal(VF_OP_IOTA));
+    assert_true(vf_op_holds_uelem(VF_OP_USER_ELEMENTWISE));
+    assert_false(vf_op_holds_uelem(VF_OP_USER_KERNEL));
+    int window = 0, view = 0, no_fold = 0, centers = 0;
+    for (int o = 0; o < VF_OP_COUNT; o++) {
+        const vf_op_info *r = vf_op_get((vf_op)o);
+        window += !!(r->flags & VF_OPF_WINDOW_READ);
+        view += !!(r->flags & VF_OPF_VIEW);
+        no_fold += !!(r->flags & VF_OPF_NO_FOLD);
+        centers += r->row != VF_ROW_CENTER_NONE;
+    }
+    assert_int_equal(window, 4); /* slice, pad, concat, slice_grad */
+    assert_int_equal(view, 2);   /* slice, concat */
+    assert_int_equal(no_fold, 2); /* gather, scatter_add */
+    assert_int_equal(centers, 9); /* softmax, log_softmax, xent, sum, mean, max, min, prod, logsumexp */
+    assert_int_equal(vf_op_get(VF_OP_NORM)->row, VF_ROW_CENTER_NONE);
+    assert_true(vf_op_get(VF_OP_TRANSPOSE)->flags & VF_OPF_PERMUTE);
+    assert_int_equal(vf_op_get(VF_OP_MATMUL)->epilogue, VF_EPILOGUE_MATMUL);
+    assert_int_equal(vf_op_get(VF_OP_CONV2D)->epilogue, VF_EPILOGUE_CONV);
+    assert_int_equal(vf_op_get(VF_OP_CONV2D_BACKPROP_INPUT)->epilogue, VF_EPILOGUE_NONE);
+    assert_int_equal(vf_op_get(VF_OP_SCATTER_ADD)->empty_in, VF_EMPTY_IN_COPY_FIRST);
     /* the facts layers used to spell out by op */
     assert_int_equal(vf_op_data_input(VF_OP_WHERE), 1);
     assert_true(vf_op_input_is_cond(VF_OP_WHERE, 0));
@@ -292,6 +348,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_every_op_has_kernels),
         cmocka_unit_test(test_cse_compares_read_fields),
         cmocka_unit_test(test_attrs_read),
         cmocka_unit_test(test_old_file_with_unread_fields),

@@ -99,7 +99,7 @@ static void traced_saved_loaded(void **state)
     assert_int_equal(info->n_user_ops, 2);
     assert_true(find_user(info, "cube")->kernel && find_user(info, "cube")->have_c);
     assert_true(!find_user(info, "halve")->kernel && find_user(info, "halve")->have_c);
-    free(info);
+    vf_free(info);
 
     char path[] = "/tmp/test_saved_info_XXXXXX";
     int fd = mkstemp(path);
@@ -121,7 +121,7 @@ static void traced_saved_loaded(void **state)
     assert_false(find_user(info, "cube")->have_c);
     assert_false(find_user(info, "halve")->have_c);
     assert_int_equal(count_of(&info->concrete[1], "halve"), 1);
-    free(info);
+    vf_free(info);
     vf_function_destroy(bare);
     vt_context_done(other);
 
@@ -131,7 +131,7 @@ static void traced_saved_loaded(void **state)
     info = vf_function_info_get(again);
     assert_true(find_user(info, "cube")->have_c);
     assert_true(find_user(info, "halve")->have_c);
-    free(info);
+    vf_free(info);
     vf_function_destroy(again);
     remove(path);
 
@@ -172,7 +172,7 @@ static void symbolic_dims_and_variables(void **state)
     assert_int_equal(c->n_variables, 1);
     assert_int_equal(count_of(c, "variable"), 1);
     assert_int_equal(info->n_user_ops, 0);
-    free(info);
+    vf_free(info);
     vf_function_destroy(fn);
     vt_context_done(ctx);
 }
@@ -186,7 +186,7 @@ static void misuse(void **state)
     vf_function_info *info = vf_function_info_get(fn); /* no concrete function yet: an empty answer */
     assert_non_null(info);
     assert_int_equal(info->n_concrete, 0);
-    free(info);
+    vf_free(info);
     vf_function_destroy(fn);
     assert_null(vf_function_info_get(fn));
     assert_int_equal(vf_status_get(ctx), VF_ERROR_INVALID_ARGUMENT);

@@ -57,7 +57,7 @@ vf_context *vt_context(vf_backend backend)
     vf_context *ctx = NULL;
     vf_status s = vf_context_create(&d, &ctx);
     if (s != VF_OK) {
-        fprintf(stderr, "vt_context: %s: %s\n", vf_status_name(s), ctx ? vf_error_message(ctx) : "");
+        fprintf(stderr, "vt_context: %s: %s\n", vf_status_name(s), vf_last_error());
         vf_context_destroy(ctx);
         fail_msg("could not create a context on backend %d", (int)backend);
     }

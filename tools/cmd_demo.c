@@ -38,7 +38,7 @@ int cmd_demo(int argc, char **argv)
     vf_context *dev = NULL, *cpu = NULL;
     vf_context_desc cd = {.backend = VF_BACKEND_CPU};
     if (vf_context_create(NULL, &dev) != VF_OK || vf_context_create(&cd, &cpu) != VF_OK) {
-        fprintf(stderr, "vkfuse demo: %s\n", vf_error_message(dev && vf_status_get(dev) ? dev : cpu));
+        fprintf(stderr, "vkfuse demo: %s\n", vf_last_error());
         vf_context_destroy(dev);
         vf_context_destroy(cpu);
         return 1;

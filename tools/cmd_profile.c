@@ -453,7 +453,7 @@ static vf_context *make_context(vf_backend be, bool profile)
     vf_context_desc d = {.backend = be, .profile = profile};
     if (vf_context_create(&d, &ctx) != VF_OK) {
         fprintf(stderr, "vkfuse profile: cannot create a %s context: %s\n", be == VF_BACKEND_CPU ? "CPU" : "Vulkan",
-                ctx ? vf_error_message(ctx) : "out of memory");
+                vf_last_error());
         vf_context_destroy(ctx);
         return NULL;
     }
@@ -492,7 +492,7 @@ static int saved_subject(vf_context *ctx, const char *file, const sc_inputs *in,
             snprintf(cpu_skip + n, skip_len - n, ", which this process has not created (their C functions are the "
                      "saving program's): Vulkan only");
     }
-    free(info);
+    vf_free(info);
     vf_function_destroy(fn);
     return rc;
 }

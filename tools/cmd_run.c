@@ -59,7 +59,7 @@ static int call_once(vf_context *ctx, const run_opts *o, const char *label, vf_f
         fprintf(stderr, "  run it with --backend vulkan\n");
         rc = SC_RUN_FAILED;
     }
-    free(info);
+    vf_free(info);
     if (rc != SC_OK) {
         vf_function_destroy(fn);
         return rc;
@@ -273,7 +273,7 @@ int cmd_run(int argc, char **argv)
             sc_missing_user_ops(info, stderr, "  ");
             uncheckable = true;
         }
-        free(info);
+        vf_free(info);
         vf_function_destroy(probe);
     }
     vf_context *ctx = rc == SC_OK ? sc_context("run", o.backend, o.device, false, false, check && !uncheckable) : NULL;

@@ -250,7 +250,7 @@ int cmd_saved(int argc, char **argv)
         else print_text(&o, version, vf_device_name(ctx), info, pc, fn);
     }
     free(pc);
-    free(info);
+    vf_free(info);
     vf_function_destroy(fn);
     vf_context_destroy(ctx);
     return rc;

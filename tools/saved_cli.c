@@ -70,7 +70,7 @@ vf_context *sc_context(const char *cmd, const char *backend, const char *device,
     if (s != VF_OK) {
         fprintf(stderr, "vkfuse %s: cannot create a %s context%s%s%s: %s\n", cmd, backend ? backend : "default",
                 device ? " (--device " : "", device ? device : "", device ? ", passed as VKFUSE_DEVICE)" : "",
-                ctx ? vf_error_message(ctx) : vf_status_name(s));
+                vf_last_error());
         vf_context_destroy(ctx);
         return NULL;
     }

@@ -190,6 +190,8 @@ vf_status vf_cpu_plan_profile(void *self, vf_plan *p, vf_plan_prof *out);
 /* ---- kernels --------------------------------------------------------------
    Each returns VF_OK or records the reason in cpu->err. */
 
+/* Whether op has an entry in the CPU backend's kernel table (cpu_backend.c). */
+bool vf_cpu_op_has_kernel(vf_op op);
 vf_status vf_cpu_elementwise(vf_cpu *cpu, const vf_exec *e);
 /* A plain f32 row (kernels_elementwise_fast.c): n elements of out (o) from
    the inputs a, b, c at the innermost strides st (st[0] out's, st[1..]

@@ -109,6 +109,71 @@ vf_status vf_cpu_ukernel(void *self, const vf_ukernel_exec *e)
     return VF_OK;
 }
 
+/* A planned user kernel call replayed by VKFUSE_CHECK: its C implementation. */
+static vf_status cpu_user_kernel(vf_cpu *cpu, const vf_exec *e)
+{
+    if (!e->ux) return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: op user_kernel has no kernel");
+    vf_ukernel_exec x = *e->ux;
+    vf_tref in[3] = {e->in[0], e->in[1], e->in[2]}, out = e->out;
+    x.in = in;
+    x.out = &out;
+    return vf_cpu_ukernel(cpu, &x);
+}
+
+typedef vf_status (*cpu_kernel_fn)(vf_cpu *cpu, const vf_exec *e);
+
+/* The CPU kernel of every op, indexed by op. The size check makes a new op
+   (appended to the enum, graph/op.h) that has no entry here fail the build;
+   test_op_table checks that no entry is NULL (vf_cpu_op_has_kernel). */
+static const cpu_kernel_fn cpu_kernels[] = {
+    [VF_OP_ADD] = vf_cpu_elementwise, [VF_OP_SUB] = vf_cpu_elementwise, [VF_OP_MUL] = vf_cpu_elementwise,
+    [VF_OP_DIV] = vf_cpu_elementwise, [VF_OP_POW] = vf_cpu_elementwise, [VF_OP_MAXIMUM] = vf_cpu_elementwise,
+    [VF_OP_MINIMUM] = vf_cpu_elementwise,
+    [VF_OP_GREATER] = vf_cpu_elementwise, [VF_OP_GREATER_EQUAL] = vf_cpu_elementwise,
+    [VF_OP_LESS] = vf_cpu_elementwise, [VF_OP_LESS_EQUAL] = vf_cpu_elementwise, [VF_OP_EQUAL] = vf_cpu_elementwise,
+    [VF_OP_NOT_EQUAL] = vf_cpu_elementwise,
+    [VF_OP_WHERE] = vf_cpu_elementwise,
+    [VF_OP_NEG] = vf_cpu_elementwise, [VF_OP_EXP] = vf_cpu_elementwise, [VF_OP_LOG] = vf_cpu_elementwise,
+    [VF_OP_SQRT] = vf_cpu_elementwise, [VF_OP_RSQRT] = vf_cpu_elementwise, [VF_OP_ABS] = vf_cpu_elementwise,
+    [VF_OP_TANH] = vf_cpu_elementwise, [VF_OP_SIGMOID] = vf_cpu_elementwise, [VF_OP_RELU] = vf_cpu_elementwise,
+    [VF_OP_GELU] = vf_cpu_elementwise, [VF_OP_SIN] = vf_cpu_elementwise, [VF_OP_COS] = vf_cpu_elementwise,
+    [VF_OP_CAST] = vf_cpu_elementwise, [VF_OP_COPY] = vf_cpu_elementwise,
+    [VF_OP_REDUCE_SUM] = vf_cpu_reduce, [VF_OP_REDUCE_MEAN] = vf_cpu_reduce, [VF_OP_REDUCE_MAX] = vf_cpu_reduce,
+    [VF_OP_REDUCE_MIN] = vf_cpu_reduce, [VF_OP_NORM] = vf_cpu_reduce,
+    [VF_OP_ARGMAX] = vf_cpu_argmax,
+    [VF_OP_SOFTMAX] = vf_cpu_softmax, [VF_OP_LOG_SOFTMAX] = vf_cpu_softmax,
+    [VF_OP_SPARSE_XENT] = vf_cpu_sparse_xent,
+    [VF_OP_MATMUL] = vf_cpu_matmul,
+    [VF_OP_TRANSPOSE] = vf_cpu_transpose,
+    [VF_OP_FILL] = vf_cpu_fill,
+    [VF_OP_RANDOM_NORMAL] = vf_cpu_random_normal,
+    [VF_OP_SQUARE] = vf_cpu_elementwise,
+    [VF_OP_SIGN] = vf_cpu_elementwise, [VF_OP_FLOOR] = vf_cpu_elementwise, [VF_OP_CEIL] = vf_cpu_elementwise,
+    [VF_OP_ROUND] = vf_cpu_elementwise, [VF_OP_MOD] = vf_cpu_elementwise,
+    [VF_OP_LOGICAL_AND] = vf_cpu_elementwise, [VF_OP_LOGICAL_OR] = vf_cpu_elementwise,
+    [VF_OP_LOGICAL_NOT] = vf_cpu_elementwise,
+    [VF_OP_ERF] = vf_cpu_elementwise, [VF_OP_LOG1P] = vf_cpu_elementwise, [VF_OP_EXPM1] = vf_cpu_elementwise,
+    [VF_OP_SOFTPLUS] = vf_cpu_elementwise, [VF_OP_LEAKY_RELU] = vf_cpu_elementwise,
+    [VF_OP_CLIP] = vf_cpu_elementwise, [VF_OP_STOP_GRADIENT] = vf_cpu_elementwise,
+    [VF_OP_REDUCE_PROD] = vf_cpu_reduce, [VF_OP_REDUCE_ANY] = vf_cpu_reduce, [VF_OP_REDUCE_ALL] = vf_cpu_reduce,
+    [VF_OP_LOGSUMEXP] = vf_cpu_reduce,
+    [VF_OP_SLICE] = vf_cpu_window, [VF_OP_PAD] = vf_cpu_window, [VF_OP_CONCAT] = vf_cpu_window,
+    [VF_OP_SLICE_GRAD] = vf_cpu_window,
+    [VF_OP_GATHER] = vf_cpu_index, [VF_OP_SCATTER_ADD] = vf_cpu_index, [VF_OP_IOTA] = vf_cpu_index,
+    [VF_OP_CUMSUM] = vf_cpu_index, [VF_OP_TOP_K] = vf_cpu_index, [VF_OP_TOP_K_INDICES] = vf_cpu_index,
+    [VF_OP_CONV2D] = vf_cpu_conv, [VF_OP_CONV2D_BACKPROP_INPUT] = vf_cpu_conv,
+    [VF_OP_CONV2D_BACKPROP_FILTER] = vf_cpu_conv,
+    [VF_OP_MAX_POOL2D] = vf_cpu_pool, [VF_OP_AVG_POOL2D] = vf_cpu_pool, [VF_OP_MAX_POOL2D_GRAD] = vf_cpu_pool,
+    [VF_OP_AVG_POOL2D_GRAD] = vf_cpu_pool,
+    [VF_OP_RNG_UNIFORM] = vf_cpu_rng, [VF_OP_RNG_NORMAL] = vf_cpu_rng, [VF_OP_RNG_ADVANCE] = vf_cpu_rng,
+    [VF_OP_USER_KERNEL] = cpu_user_kernel,
+    [VF_OP_USER_ELEMENTWISE] = vf_cpu_elementwise,
+};
+_Static_assert(sizeof cpu_kernels / sizeof cpu_kernels[0] == VF_OP_COUNT,
+               "every op needs a CPU kernel: add the new op's row to cpu_kernels");
+
+bool vf_cpu_op_has_kernel(vf_op op) { return (unsigned)op < VF_OP_COUNT && cpu_kernels[op]; }
+
 vf_status vf_cpu_exec(void *self, const vf_exec *e)
 {
     vf_cpu *cpu = self;
@@ -124,29 +189,9 @@ vf_status vf_cpu_exec(void *self, const vf_exec *e)
     for (int j = 0; j < e->n_in && s == VF_OK; j++) s = check_tref(cpu, info->name, names[j], &e->in[j]);
     if (s != VF_OK) return s;
     if (vf_cpu_numel(&e->out) == 0) return VF_OK;
-
-    switch (info->kind) {
-    case VF_KIND_ELEMENTWISE: return vf_cpu_elementwise(cpu, e);
-    case VF_KIND_REDUCTION: return e->op == VF_OP_ARGMAX ? vf_cpu_argmax(cpu, e) : vf_cpu_reduce(cpu, e);
-    case VF_KIND_ROW: return e->op == VF_OP_SPARSE_XENT ? vf_cpu_sparse_xent(cpu, e) : vf_cpu_softmax(cpu, e);
-    case VF_KIND_MATMUL: return vf_cpu_matmul(cpu, e);
-    case VF_KIND_MOVEMENT: return e->op == VF_OP_TRANSPOSE ? vf_cpu_transpose(cpu, e) : vf_cpu_window(cpu, e);
-    case VF_KIND_CONV: return e->op >= VF_OP_MAX_POOL2D ? vf_cpu_pool(cpu, e) : vf_cpu_conv(cpu, e);
-    case VF_KIND_SOURCE:
-        if (e->op == VF_OP_IOTA) return vf_cpu_index(cpu, e);
-        return e->op == VF_OP_RANDOM_NORMAL ? vf_cpu_random_normal(cpu, e) : vf_cpu_fill(cpu, e);
-    case VF_KIND_INDEX:
-        return e->op >= VF_OP_RNG_UNIFORM && e->op <= VF_OP_RNG_ADVANCE ? vf_cpu_rng(cpu, e) : vf_cpu_index(cpu, e);
-    case VF_KIND_USER: { /* a planned call replayed by VKFUSE_CHECK: the C implementation */
-        if (!e->ux) break;
-        vf_ukernel_exec x = *e->ux;
-        vf_tref in[3] = {e->in[0], e->in[1], e->in[2]}, out = e->out;
-        x.in = in;
-        x.out = &out;
-        return vf_cpu_ukernel(cpu, &x);
-    }
-    }
-    return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: op %s has no kernel", info->name);
+    if (!cpu_kernels[e->op])
+        return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED, "cpu backend: op %s has no kernel", info->name);
+    return cpu_kernels[e->op](cpu, e);
 }
 
 /* exec is synchronous: nothing is ever queued. */

@@ -16,6 +16,14 @@ static _Thread_local char create_err[sizeof ((vf_dist *)0)->err];
 
 const char *vf_dist_create_error(void) { return create_err; }
 
+void vf_dist_create_failed(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(create_err, sizeof create_err, fmt, ap);
+    va_end(ap);
+}
+
 vf_status vf_dist_fail(vf_dist *d, vf_status st, bool fatal, const char *fmt, ...)
 {
     int k = snprintf(d->err, sizeof d->err, "vf_dist rank %d: ", d->rank);

@@ -51,6 +51,9 @@ void vf_dist_local_tell(vf_dist *d, uint64_t done, const char *msg);
 void vf_dist_local_close(vf_dist *d);
 
 /* d->err = "vf_dist rank R: <fmt>", d->broken when fatal; returns st. */
+/* A create of vkfuse_dist failed (vf_dist_create, vf_dist_local_create):
+   the message vf_dist_create_error() gives this thread. */
+void vf_dist_create_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 vf_status vf_dist_fail(vf_dist *d, vf_status st, bool fatal, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -30,9 +30,10 @@ struct vf_dist_local {
 
 vf_dist_local *vf_dist_local_create(int n)
 {
-    if (n < 1 || n > 4096) return NULL;
+    if (n < 1 || n > 4096)
+        return vf_dist_create_failed("vf_dist_local_create: %d ranks; a local group has 1 .. 4096", n), NULL;
     vf_dist_local *g = calloc(1, sizeof *g);
-    if (!g) return NULL;
+    if (!g) return vf_dist_create_failed("vf_dist_local_create: out of host memory"), NULL;
     g->n = n;
     g->taken = calloc((size_t)n, sizeof *g->taken);
     g->post = calloc((size_t)n, sizeof *g->post);
@@ -52,6 +53,7 @@ vf_dist_local *vf_dist_local_create(int n)
     pthread_condattr_destroy(&ca);
     if (!ok) {
         free(g->taken), free(g->post), free(g->sig), free(g->left_after), free(g->gave_up), free(g->text), free(g);
+        vf_dist_create_failed("vf_dist_local_create: out of host memory");
         return NULL;
     }
     for (int r = 0; r < n; r++) g->left_after[r] = UINT64_MAX;

@@ -2,6 +2,7 @@
  * folding and VKFUSE_CHECK), the sticky error, environment knobs. */
 #include "frontend/frontend.h"
 #include "util/fault.h"
+#include "util/last_error.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,22 @@ vf_status vf_backend_failed(vf_context *ctx, vf_status status, const char *fmt, 
 static void pick_up_backend_errors(vf_context *ctx)
 {
     if (ctx->be_err.status != VF_OK) vf_backend_failed(ctx, VF_OK, "%s backend", ctx->be.iface ? ctx->be.iface->name : "?");
+}
+
+/* A create on ctx failed: its reason becomes the calling thread's last
+   error as well (vkfuse.h, "Failed creates"), readable without the
+   context. status: the one the create returns (VF_OK for a create that
+   returns NULL: the context's). Returns NULL, for `return vf_create_failed(...)`. */
+void *vf_create_failed(vf_context *ctx, vf_status status, const char *who)
+{
+    if (!ctx) {
+        vf_last_error_set(status ? status : VF_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL; pass a context vf_context_create made", who);
+        return NULL;
+    }
+    VF_LOCKED(ctx);
+    pick_up_backend_errors(ctx);
+    vf_last_error_take(status, &ctx->err, who);
+    return NULL;
 }
 
 static const char *const status_names[] = {
@@ -306,14 +323,16 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
 {
     static const vf_context_desc defaults = {0};
     const vf_context_desc *d = desc ? desc : &defaults;
-    if (!out) return VF_ERROR_INVALID_ARGUMENT;
+    if (!out) return vf_last_error_set(VF_ERROR_INVALID_ARGUMENT, "vf_context_create: out is NULL; pass the "
+                                       "address of a vf_context * to receive the context");
     *out = NULL;
+    static const char oom[] = "vf_context_create: out of host memory (malloc failed)";
     vf_context *ctx = vf_calloc(1, sizeof *ctx);
-    if (!ctx) return VF_ERROR_OUT_OF_MEMORY;
+    if (!ctx) return vf_last_error_set(VF_ERROR_OUT_OF_MEMORY, oom);
     ctx->scopes = vf_calloc(8, sizeof *ctx->scopes);
     if (!ctx->scopes) {
         free(ctx);
-        return VF_ERROR_OUT_OF_MEMORY;
+        return vf_last_error_set(VF_ERROR_OUT_OF_MEMORY, oom);
     }
     vf_ctx_lock_init(&ctx->lock);
     ctx->cap_scopes = 8;
@@ -324,7 +343,6 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     resolve_cache_dir(d, ctx->cache_dir, sizeof ctx->cache_dir);
     ctx->profile = d->profile || env_true("VKFUSE_PROFILE");
     read_options(&ctx->opt);
-    *out = ctx;
     vf_ctx_lock(ctx); /* no other thread knows ctx yet; the internal helpers check the lock is held */
     /* VKFUSE_FAULT / VKFUSE_FAULT_COUNT (util/fault.h), read once per process */
     vf_status s = vf_fault_setup(getenv("VKFUSE_FAULT"), getenv("VKFUSE_FAULT_COUNT"), &ctx->err);
@@ -334,7 +352,17 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     const char *dnnl = getenv("VKFUSE_CPU_DNNL");
     ctx->opt.cpu_dnnl_off = dnnl && strcmp(dnnl, "0") == 0;
     if (s == VF_OK) s = create_backend(ctx, d);
+    if (s != VF_OK) {
+        /* one convention for failed creates (vkfuse.h): nothing is handed
+           out, nothing kept; the reason outlives the context */
+        pick_up_backend_errors(ctx);
+        vf_last_error_take(s, &ctx->err, "vf_context_create");
+        vf_ctx_unlock(ctx);
+        vf_context_destroy(ctx);
+        return s;
+    }
     vf_ctx_unlock(ctx);
+    *out = ctx;
     return s;
 }
 
@@ -391,7 +419,7 @@ const char *vf_error_message(vf_context *ctx)
     /* a few, so that printf("%s %s", vf_error_message(a), vf_error_message(b)) works */
     static _Thread_local char copies[4][sizeof ctx->err.message];
     static _Thread_local unsigned next;
-    if (!ctx) return "vf_error_message: ctx is NULL";
+    if (!ctx) return vf_last_error(); /* after a failed vf_context_create (vkfuse.h) */
     VF_LOCKED(ctx);
     pick_up_backend_errors(ctx);
     char *copy = copies[next++ % 4];

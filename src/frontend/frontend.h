@@ -100,6 +100,10 @@ struct vf_context {
     } body;
 };
 
+/* A create on ctx failed (ctx may be NULL) with status (VF_OK: the
+   context's): records the reason as the calling thread's last error too
+   (vkfuse.h, "Failed creates"); NULL. */
+void *vf_create_failed(vf_context *ctx, vf_status status, const char *who);
 /* Records an error in ctx (first one wins) and returns status. */
 vf_status vf_fail(vf_context *ctx, vf_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
+static vf_function *function_create(vf_context *ctx, const vf_function_desc *d)
 {
     VF_LOCKED(ctx);
     if (!ctx) return NULL;
@@ -56,6 +56,15 @@ vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
     fn->next_fn = ctx->functions;
     ctx->functions = fn;
     return fn;
+}
+
+/* One convention for failed creates (vkfuse.h): the reason is the
+   thread's last error as well as the context's. */
+vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
+{
+    VF_LOCKED(ctx);
+    vf_function *fn = function_create(ctx, d);
+    return fn ? fn : vf_create_failed(ctx, VF_OK, "vf_function_create");
 }
 
 static void concrete_free(vf_context *ctx, concrete *c)
@@ -188,6 +197,18 @@ static vf_status profile_call(vf_function *fn, const concrete *c, uint64_t t0, v
     uint64_t wall = vf_profile_now_ns() - t0;
     return vf_fprofile_record(ctx, &fn->prof, c ? c->g : NULL, !fn->stats.eager && fn->stats.planned ? fn->last_plan : NULL,
                               fn->stats.eager, t0, wall, fn->stats.peak_bytes, fn->stats.calls);
+}
+
+vf_status vf_function_io_count(vf_function *fn, int *n_inputs, int *n_outputs)
+{
+    VF_LOCKED(fn ? fn->ctx : NULL);
+    if (n_inputs) *n_inputs = -1;
+    if (n_outputs) *n_outputs = -1;
+    vf_status s = vf_function_usable(fn, "vf_function_io_count");
+    if (s != VF_OK) return s;
+    if (n_inputs) *n_inputs = fn->n_in;
+    if (n_outputs) *n_outputs = fn->n_out;
+    return VF_OK;
 }
 
 char *vf_function_graph_text(vf_function *fn)

@@ -39,7 +39,7 @@ void vf_generator_slots_init(vf_context *ctx)
 }
 
 
-vf_generator *vf_generator_create(vf_context *ctx, uint64_t seed)
+static vf_generator *generator_create(vf_context *ctx, uint64_t seed)
 {
     VF_LOCKED(ctx);
     if (!ctx) return NULL;
@@ -67,6 +67,15 @@ vf_generator *vf_generator_create(vf_context *ctx, uint64_t seed)
         return NULL;
     }
     return g;
+}
+
+/* One convention for failed creates (vkfuse.h): the reason is the
+   thread's last error as well as the context's. */
+vf_generator *vf_generator_create(vf_context *ctx, uint64_t seed)
+{
+    VF_LOCKED(ctx);
+    vf_generator *g = generator_create(ctx, seed);
+    return g ? g : vf_create_failed(ctx, VF_OK, "vf_generator_create");
 }
 
 /* gen is a live generator of ctx; else an error naming op. */

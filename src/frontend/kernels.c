@@ -137,7 +137,7 @@ static bool make_spirv(vf_context *ctx, const vf_kernel_desc *d, vf_ukernel *k, 
     return check_push(ctx, k, info);
 }
 
-vf_kernel *vf_kernel_create(vf_context *ctx, const vf_kernel_desc *desc)
+static vf_kernel *kernel_create(vf_context *ctx, const vf_kernel_desc *desc)
 {
     if (!ctx) return NULL;
     VF_LOCKED(ctx);
@@ -186,6 +186,15 @@ vf_kernel *vf_kernel_create(vf_context *ctx, const vf_kernel_desc *desc)
     h->next = ctx->kernels;
     ctx->kernels = h;
     return h;
+}
+
+/* One convention for failed creates (vkfuse.h): the reason is the
+   thread's last error as well as the context's. */
+vf_kernel *vf_kernel_create(vf_context *ctx, const vf_kernel_desc *desc)
+{
+    VF_LOCKED(ctx);
+    vf_kernel *k = kernel_create(ctx, desc);
+    return k ? k : vf_create_failed(ctx, VF_OK, "vf_kernel_create");
 }
 
 void vf_kernel_destroy(vf_kernel *h)

@@ -6,6 +6,7 @@
  * host clocks are not calibrated against each other). */
 #include "vkfuse.h"
 #include "util/fault.h"
+#include "util/last_error.h"
 #include "util/sb.h"
 #include "util/grow.h"
 
@@ -46,7 +47,12 @@ static void jb_str(vf_sb *b, const char *s)
     vf_sb_add(b, "\"");
 }
 
-vf_trace_file *vf_trace_file_create(void) { return vf_calloc(1, sizeof(vf_trace_file)); }
+vf_trace_file *vf_trace_file_create(void)
+{
+    vf_trace_file *t = vf_calloc(1, sizeof(vf_trace_file));
+    if (!t) vf_last_error_set(VF_ERROR_OUT_OF_MEMORY, "vf_trace_file_create: out of host memory (malloc failed)");
+    return t;
+}
 
 void vf_trace_file_destroy(vf_trace_file *t)
 {

@@ -61,17 +61,24 @@ static vf_status fill(vf_run_state *rs, const vf_rval *out, double value)
 }
 
 /* What the eager entry points do with empty inputs, for sizes that only
-   become empty at run time (a symbolic dim of 0). */
-static vf_status empty_input(vf_run_state *rs, int id, const vf_node *n, const vf_rval *in, const vf_rval *out)
+   become empty at run time (a symbolic dim of 0): input j is empty, the
+   result is not. The rules are the row's (`empty`, `empty_in`). */
+static vf_status empty_input(vf_run_state *rs, int id, const vf_node *n, const vf_rval *in, int j,
+                             const vf_rval *out)
 {
-    if (vf_op_get(n->op)->empty != VF_EMPTY_UNDEFINED) return fill(rs, out, vf_op_empty_value(n->op));
-    if (n->op == VF_OP_SCATTER_ADD) { /* no updates: x itself */
-        vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[0].ref, .out = out->ref};
-        return exec(rs, &e);
-    }
-    if (n->op == VF_OP_GATHER)
+    const vf_op_info *info = vf_op_get(n->op);
+    if (info->empty != VF_EMPTY_UNDEFINED) return fill(rs, out, vf_op_empty_value(n->op));
+    vf_exec c = {.op = VF_OP_COPY, .n_in = 1, .out = out->ref};
+    switch (info->empty_in) {
+    case VF_EMPTY_IN_FILL_VALUE: return fill(rs, out, n->attrs.value);
+    case VF_EMPTY_IN_FILL_ZERO: return fill(rs, out, 0.0);
+    case VF_EMPTY_IN_COPY_OTHER: c.in[0] = in[1 - j].ref; return exec(rs, &c);
+    case VF_EMPTY_IN_COPY_FIRST: c.in[0] = in[0].ref; return exec(rs, &c);
+    case VF_EMPTY_IN_NO_INDEX:
         return node_fail(rs, id, n, VF_ERROR_INVALID_ARGUMENT, "gathers along an axis of size 0 at this call's "
                          "input sizes: every index is out of range");
+    case VF_EMPTY_IN_UNDEFINED: break;
+    }
     return node_fail(rs, id, n, VF_ERROR_SHAPE, "reduces an empty set at this call's input sizes; "
                      "max, min and argmax of nothing are undefined");
 }
@@ -94,16 +101,7 @@ static vf_status run_op(vf_run_state *rs, int id, const vf_node *n, const vf_rva
     vf_status s = new_value(rs, "vf_function_call", dt, &os, out);
     if (s != VF_OK || vf_shape_numel(&os) == 0) return s;
     for (int j = 0; j < n->n_in; j++)
-        if (numel_of(&in[j].ref) == 0) {
-            /* the window ops' own rules, as their entry points apply them */
-            if (n->op == VF_OP_PAD) return fill(rs, out, n->attrs.value);
-            if (n->op == VF_OP_SLICE_GRAD) return fill(rs, out, 0.0);   /* an empty slice: no gradient */
-            if (n->op == VF_OP_CONCAT) {
-                vf_exec c = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[1 - j].ref, .out = out->ref};
-                return exec(rs, &c);
-            }
-            return empty_input(rs, id, n, in, out);
-        }
+        if (numel_of(&in[j].ref) == 0) return empty_input(rs, id, n, in, j, out);
     vf_exec e = {.op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = out->ref};
     for (int j = 0; j < n->n_in; j++) e.in[j] = in[j].ref;
     return exec(rs, &e);

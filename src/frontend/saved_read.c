@@ -175,11 +175,11 @@ static bool get_node(vf_saved_rd *r, const gctx *gc, vf_graph *g, int i, int dep
         for (int k = 0; k < VF_CONV_ATTR_FIELDS; k++) f[k] = (int32_t)U32("attrs.conv");
     }
     /* a user elementwise op: the node holds the one reference (saved_uelem.c) */
-    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE && !r->bad &&
+    if (n->kind == VF_NODE_OP && vf_op_holds_uelem(n->op) && !r->bad &&
         !(n->attrs.uelem = vf_saved_get_uelem(r, i, true)))
         return false;
     /* the same op created in the loading context: its C functions come back */
-    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE && !r->bad) {
+    if (n->kind == VF_NODE_OP && vf_op_holds_uelem(n->op) && !r->bad) {
         vf_uelem *live = vf_uelem_match_live(r->ctx, n->attrs.uelem);
         if (live) {
             vf_uelem_release(n->attrs.uelem);
@@ -583,7 +583,7 @@ vf_status vf_saved_load_mem(vf_context *ctx, const void *data, size_t size, cons
     return VF_OK;
 }
 
-vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out)
+static vf_status function_load(vf_context *ctx, const char *path, vf_function **out)
 {
     VF_LOCKED(ctx);
     if (!ctx) return VF_ERROR_INVALID_ARGUMENT;
@@ -619,5 +619,18 @@ vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out)
     vf_status s = ok ? vf_saved_load_mem(ctx, buf, (size_t)size, path, out)
                      : vf_fail(ctx, VF_ERROR_IO, "vf_function_load: reading '%s' failed", path);
     free(buf);
+    return s;
+}
+
+/* One convention for failed creates (vkfuse.h): *out NULL, the reason the
+   thread's last error as well as the context's. */
+vf_status vf_function_load(vf_context *ctx, const char *path, vf_function **out)
+{
+    VF_LOCKED(ctx);
+    vf_status s = function_load(ctx, path, out);
+    if (s != VF_OK) {
+        if (out) *out = NULL;
+        vf_create_failed(ctx, s, "vf_function_load");
+    }
     return s;
 }

@@ -126,7 +126,7 @@ static void put_node(wbuf *w, const vf_node *n)
         const int32_t *f = &a.conv.stride[0]; /* its int32 fields in order */
         for (int k = 0; k < VF_CONV_ATTR_FIELDS; k++) put_u32(w, (uint32_t)f[k]);
     }
-    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE) put_uelem(w, n->attrs.uelem, true);
+    if (n->kind == VF_NODE_OP && vf_op_holds_uelem(n->op)) put_uelem(w, n->attrs.uelem, true);
     switch (n->kind) {
     case VF_NODE_RESHAPE:
         put_u8(w, (unsigned)n->target.rank);

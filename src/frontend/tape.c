@@ -74,7 +74,7 @@ static void push(vf_tape *tp, const vf_tape_entry *src)
     }
     for (int i = 0; i < d->n_in; i++) vf_tensor_retain(d->in[i]);
     vf_tensor_retain(d->out);
-    if (d->op == VF_OP_USER_ELEMENTWISE) vf_uelem_retain(d->attrs.uelem); /* its gradient needs it */
+    if (vf_op_holds_uelem(d->op)) vf_uelem_retain(d->attrs.uelem); /* its gradient needs it */
 }
 
 static void record_all(vf_context *ctx, const vf_tape_entry *en)
@@ -148,7 +148,7 @@ void vf_tapes_free_all(vf_context *ctx)
            owned by the tensors that vf_tensor_free_all frees next */
         for (int i = 0; i < tp->n; i++) {
             if (tp->e[i].cf) vf_tape_cf_release(tp->e[i].cf);
-            if (tp->e[i].op == VF_OP_USER_ELEMENTWISE) vf_uelem_release(tp->e[i].attrs.uelem);
+            if (vf_op_holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
         }
         free(tp->e);
     }
@@ -174,7 +174,7 @@ static bool tape_alive(const vf_tape *tp, const char *op)
     return false;
 }
 
-vf_tape *vf_tape_begin(vf_context *ctx)
+static vf_tape *tape_begin(vf_context *ctx)
 {
     VF_LOCKED(ctx);
     if (!ctx) return NULL;
@@ -190,6 +190,15 @@ vf_tape *vf_tape_begin(vf_context *ctx)
     ctx->tapes = tp;
     vf_ctx_lock(ctx); /* held until vf_tape_end: the tape records this thread's ops only (lock.h) */
     return tp;
+}
+
+/* One convention for failed creates (vkfuse.h): the reason is the
+   thread's last error as well as the context's. */
+vf_tape *vf_tape_begin(vf_context *ctx)
+{
+    VF_LOCKED(ctx);
+    vf_tape *tp = tape_begin(ctx);
+    return tp ? tp : vf_create_failed(ctx, VF_OK, "vf_tape_begin");
 }
 
 static void unlink_tape(vf_tape *tp)
@@ -226,7 +235,7 @@ void vf_tape_end(vf_tape *tp)
         }
         for (int j = 0; j < tp->e[i].n_in; j++) vf_tensor_release(tp->e[i].in[j]);
         vf_tensor_release(tp->e[i].out);
-        if (tp->e[i].op == VF_OP_USER_ELEMENTWISE) vf_uelem_release(tp->e[i].attrs.uelem);
+        if (vf_op_holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
     }
     vf_context *ctx = tp->ctx;
     free(tp->e);

@@ -534,3 +534,11 @@ int64_t vf_tensor_dim(const vf_tensor *t, int axis)
     }
     return t->shape[a];
 }
+
+int vf_tensor_shape(const vf_tensor *t, int64_t *shape, int max)
+{
+    VF_LOCKED(vf_tensor_context(t));
+    if (!ALIVE("vf_tensor_shape")) return -1;
+    for (int d = 0; shape && d < t->rank && d < max; d++) shape[d] = t->shape[d];
+    return t->rank;
+}

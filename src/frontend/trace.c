@@ -385,7 +385,7 @@ static int record(vf_context *ctx, const vf_exec *e, const char *op)
     vf_node *n = &vf_trace_graph(ctx)->nodes[id];
     n->op = e->op;
     n->attrs = e->attrs;
-    if (e->op == VF_OP_USER_ELEMENTWISE) vf_uelem_retain(n->attrs.uelem); /* the node's reference */
+    if (vf_op_holds_uelem(e->op)) vf_uelem_retain(n->attrs.uelem); /* the node's reference */
     if (vf_op_get(e->op)->kind == VF_KIND_SOURCE) n->attrs.dtype = e->out.dtype;
     vf_err err = {0};
     vf_dtype dt;

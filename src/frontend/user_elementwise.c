@@ -66,7 +66,7 @@ static bool check_desc(vf_context *ctx, const vf_elementwise_desc *d, const char
     return true;
 }
 
-vf_elementwise_op *vf_elementwise_create(vf_context *ctx, const vf_elementwise_desc *desc)
+static vf_elementwise_op *elementwise_create(vf_context *ctx, const vf_elementwise_desc *desc)
 {
     if (!ctx) return NULL;
     VF_LOCKED(ctx);
@@ -129,6 +129,15 @@ vf_elementwise_op *vf_elementwise_create(vf_context *ctx, const vf_elementwise_d
     h->next = ctx->uelems;
     ctx->uelems = h;
     return h;
+}
+
+/* One convention for failed creates (vkfuse.h): the reason is the
+   thread's last error as well as the context's. */
+vf_elementwise_op *vf_elementwise_create(vf_context *ctx, const vf_elementwise_desc *desc)
+{
+    VF_LOCKED(ctx);
+    vf_elementwise_op *op = elementwise_create(ctx, desc);
+    return op ? op : vf_create_failed(ctx, VF_OK, who_create);
 }
 
 void vf_elementwise_destroy(vf_elementwise_op *h)

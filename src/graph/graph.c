@@ -24,7 +24,7 @@ static void node_clear(vf_node *n)
     vf_graph_free(n->sub[0]);
     vf_graph_free(n->sub[1]);
     vf_ukernel_release(n->uk);
-    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE) vf_uelem_release(n->attrs.uelem);
+    if (n->kind == VF_NODE_OP && vf_op_holds_uelem(n->op)) vf_uelem_release(n->attrs.uelem);
 }
 
 void vf_ukernel_release(vf_ukernel *k)
@@ -94,7 +94,7 @@ bool vf_graph_has_effects(const vf_graph *g)
 bool vf_node_kept_fill(const vf_node *n)
 {
     int64_t numel = vf_shape_numel(&n->shape);
-    return n->kind == VF_NODE_OP && n->op == VF_OP_FILL && !n->shape.sym && numel > 0 && numel <= VF_FOLD_MAX_ELEMS;
+    return n->kind == VF_NODE_OP && vf_op_is_literal(n->op) && !n->shape.sym && numel > 0 && numel <= VF_FOLD_MAX_ELEMS;
 }
 
 int vf_graph_kernels(const vf_graph *g)
@@ -161,7 +161,7 @@ const char *vf_node_kind_name(vf_node_kind k)
 
 const char *vf_node_name(const vf_node *n)
 {
-    if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE && n->attrs.uelem)
+    if (n->kind == VF_NODE_OP && vf_op_holds_uelem(n->op) && n->attrs.uelem)
         return n->attrs.uelem->name; /* profiles and dumps show the user's name */
     if (n->kind == VF_NODE_OP) return vf_op_get(n->op)->name;
     if (n->kind == VF_NODE_CAPTURE && n->is_var) return "variable";

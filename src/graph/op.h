@@ -1,10 +1,14 @@
 /* The op table: one enum, one row per op. This is the single place an op
  * is defined — its name, arity, kind, the dtypes it takes and the roles of
- * its inputs, its value over an empty set, the attributes it reads, its
+ * its inputs, its value over an empty set (and with an empty input), how
+ * the partitioner groups it, what the passes and plans may do with it
+ * (flags), the attributes it reads, its
  * reference scalar semantics (used by the CPU backend), its GLSL
  * expression (used by codegen) and its gradient rule. Adding an elementwise
  * op means the enum entry (at the end: the numbers are stored), its row,
- * its entry point in src/frontend/ops_*.c and include/vkfuse.h,
+ * its entry in each backend's dispatch table (cpu_backend.c cpu_kernels,
+ * codegen.c generators: the build fails without it), its entry point in
+ * src/frontend/ops_*.c and include/vkfuse.h,
  * its rule in src/frontend/grad_rules.c, and tests.
  */
 #ifndef VF_GRAPH_OP_H
@@ -126,6 +130,51 @@ typedef enum { VF_COMBINE_NONE, VF_COMBINE_SUM, VF_COMBINE_MAX, VF_COMBINE_MIN, 
    result is empty whenever an input is) keep UNDEFINED. */
 typedef enum { VF_EMPTY_UNDEFINED, VF_EMPTY_ZERO, VF_EMPTY_NAN, VF_EMPTY_ONE, VF_EMPTY_NEG_INF } vf_empty;
 
+/* What the result is when an input is empty but the result is not, for
+   ops whose `empty` is UNDEFINED (the interpreter, for sizes that become
+   empty only at run time; the eager entry points apply the same rules). */
+typedef enum {
+    VF_EMPTY_IN_UNDEFINED,    /* an error: max, min, argmax of nothing */
+    VF_EMPTY_IN_FILL_VALUE,   /* every element is attrs.value (pad of an empty input) */
+    VF_EMPTY_IN_FILL_ZERO,    /* zeros (slice_grad of an empty slice: no gradient) */
+    VF_EMPTY_IN_COPY_OTHER,   /* the other input (concat with an empty side) */
+    VF_EMPTY_IN_COPY_FIRST,   /* in[0] unchanged (scatter_add with no updates) */
+    VF_EMPTY_IN_NO_INDEX,     /* an error: every index is out of range (gather along a 0 axis) */
+} vf_empty_in;
+
+/* How an op centers a row group of the partitioner (plan/partition.c):
+   its row input (the data input) is read along its last axis, and
+   elementwise producers and consumers over the same rows fuse with it. */
+typedef enum {
+    VF_ROW_CENTER_NONE,
+    VF_ROW_CENTER_AXIS,     /* along attrs.axis, when that is the last axis (softmax) */
+    VF_ROW_CENTER_REDUCE,   /* over the last axis only, with keepdims (sum, max, ...) */
+    VF_ROW_CENTER_LABELS,   /* always: the rows of the data input, one per label; the
+                               index inputs (labels) are read once per row (cross-entropy) */
+} vf_row_center;
+
+/* The group an op centers with an elementwise epilogue (plan/partition.c). */
+typedef enum { VF_EPILOGUE_NONE, VF_EPILOGUE_MATMUL, VF_EPILOGUE_CONV } vf_epilogue;
+
+/* Per-op facts of the passes and the plan, as bits of a row's `flags`. */
+enum {
+    /* every element is attrs.value (fill): a literal that joins any
+       elementwise group, and a constant for folding */
+    VF_OPF_LITERAL = 1u << 0,
+    /* reads its inputs at computed indices (the window ops: backend.h
+       vf_window): starts an elementwise group its consumers may join */
+    VF_OPF_WINDOW_READ = 1u << 1,
+    /* never folded on the host: out-of-range indices are the device's to
+       handle (an error on the CPU backend, zeros on Vulkan) */
+    VF_OPF_NO_FOLD = 1u << 2,
+    /* a plan may make its result a view of its inputs' memory instead of a
+       kernel (plan/plan_view.c: slice, concat) */
+    VF_OPF_VIEW = 1u << 3,
+    /* its result holds its input's elements in another order only
+       (transpose): of a fill, it is a fill (graph/passes_fills.c) */
+    VF_OPF_PERMUTE = 1u << 4,
+};
+
 /* Reference semantics of an elementwise op, one function per class of
    dtype. Float ops are computed in double and rounded to the storage type;
    integer ops take and return the values as int64 and the caller wraps the
@@ -167,6 +216,10 @@ typedef struct vf_op_info {
        that of the first of them (vf_op_data_input). */
     uint8_t cond_in, index_in;
     vf_empty empty;          /* the value over an empty set */
+    vf_empty_in empty_in;    /* the result when an input is empty (empty UNDEFINED only) */
+    vf_row_center row;       /* how it centers a row group */
+    vf_epilogue epilogue;    /* the epilogue group it centers */
+    uint32_t flags;          /* VF_OPF_* bits */
     uint32_t attrs;          /* VF_ATTR_* bits: the vf_attrs fields the op reads */
     const vf_grad_rule *grad; /* NULL: not differentiable */
 } vf_op_info;
@@ -217,6 +270,12 @@ enum {
     VF_ATTR_CONV = 1u << 8,  /* conv: the window geometry */
     VF_ATTR_UELEM = 1u << 9, /* uelem: the user elementwise op */
 };
+
+/* Whether op holds a user elementwise op in attrs.uelem (a node, exec
+   or tape entry of it holds a reference: graph/uelem.h). */
+static inline bool vf_op_holds_uelem(vf_op op) { return (vf_op_table[op].attrs & VF_ATTR_UELEM) != 0; }
+/* Whether every element of op's result is attrs.value (VF_OPF_LITERAL). */
+static inline bool vf_op_is_literal(vf_op op) { return (vf_op_table[op].flags & VF_OPF_LITERAL) != 0; }
 
 /* The geometry of a convolution or pooling op, resolved by the entry point: every
    field explicit and valid (SAME padding already turned into pads), so the

@@ -183,10 +183,13 @@ extern const vf_grad_rule vf_grad_uelem;
 #define CMP(op, nm, cf, ci, g) \
     [op] = {.name = nm, .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL, .result = VF_RESULT_BOOL, \
             .cpu_f = cf, .cpu_i = ci, .glsl_f = g, .glsl_i = g, .glsl_u = g}
-#define RED(op, nm, msk, comb, sq, mean, sqr, emp, gr) \
+#define RED(op, nm, msk, comb, sq, mean, sqr, emp, rc, gr) \
     [op] = {.name = nm, .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = msk, .result = VF_RESULT_SAME, \
             .combine = comb, .square_first = sq, .divide_by_count = mean, .sqrt_after = sqr, \
-            .empty = emp, .attrs = VF_ATTR_AXES, .grad = &vf_grad_##gr}
+            .empty = emp, .row = rc, .attrs = VF_ATTR_AXES, .grad = &vf_grad_##gr}
+/* RC: centers a row group over the last axis (plan/partition.c); NRC: does not */
+#define RC VF_ROW_CENTER_REDUCE
+#define NRC VF_ROW_CENTER_NONE
 
 const vf_op_info vf_op_table[VF_OP_COUNT] = {
     BIN(VF_OP_ADD, "add", NUM, VF_RESULT_SAME, f_add, i_add, "a + b", "a + b", NULL, add),
@@ -261,61 +264,69 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
                     .glsl_f = "a", .glsl_i = "a", .grad = &vf_grad_copy},
 
     /* the empty sum is 0, its mean 0/0; max and min of nothing are undefined */
-    RED(VF_OP_REDUCE_SUM, "reduce_sum", NUM, VF_COMBINE_SUM, false, false, false, VF_EMPTY_ZERO, sum),
-    RED(VF_OP_REDUCE_MEAN, "reduce_mean", FLT, VF_COMBINE_SUM, false, true, false, VF_EMPTY_NAN, mean),
-    RED(VF_OP_REDUCE_MAX, "reduce_max", NUM, VF_COMBINE_MAX, false, false, false, VF_EMPTY_UNDEFINED, maxred),
-    RED(VF_OP_REDUCE_MIN, "reduce_min", NUM, VF_COMBINE_MIN, false, false, false, VF_EMPTY_UNDEFINED, maxred),
-    RED(VF_OP_NORM, "norm", FLT, VF_COMBINE_SUM, true, false, true, VF_EMPTY_ZERO, norm),
+    RED(VF_OP_REDUCE_SUM, "reduce_sum", NUM, VF_COMBINE_SUM, false, false, false, VF_EMPTY_ZERO, RC, sum),
+    RED(VF_OP_REDUCE_MEAN, "reduce_mean", FLT, VF_COMBINE_SUM, false, true, false, VF_EMPTY_NAN, RC, mean),
+    RED(VF_OP_REDUCE_MAX, "reduce_max", NUM, VF_COMBINE_MAX, false, false, false, VF_EMPTY_UNDEFINED, RC, maxred),
+    RED(VF_OP_REDUCE_MIN, "reduce_min", NUM, VF_COMBINE_MIN, false, false, false, VF_EMPTY_UNDEFINED, RC, maxred),
+    RED(VF_OP_NORM, "norm", FLT, VF_COMBINE_SUM, true, false, true, VF_EMPTY_ZERO, NRC, norm),
     /* ---- issue 13's reductions (rows kept together): the empty product
        is 1, any of nothing false, all of nothing true, logsumexp -inf ---- */
-    RED(VF_OP_REDUCE_PROD, "reduce_prod", NUM, VF_COMBINE_PROD, false, false, false, VF_EMPTY_ONE, prod),
+    RED(VF_OP_REDUCE_PROD, "reduce_prod", NUM, VF_COMBINE_PROD, false, false, false, VF_EMPTY_ONE, RC, prod),
     [VF_OP_REDUCE_ANY] = {.name = "reduce_any", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = BOOL,
                           .result = VF_RESULT_SAME, .combine = VF_COMBINE_MAX, .empty = VF_EMPTY_ZERO,
                           .attrs = VF_ATTR_AXES},
     [VF_OP_REDUCE_ALL] = {.name = "reduce_all", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = BOOL,
                           .result = VF_RESULT_SAME, .combine = VF_COMBINE_MIN, .empty = VF_EMPTY_ONE,
                           .attrs = VF_ATTR_AXES},
-    RED(VF_OP_LOGSUMEXP, "logsumexp", FLT, VF_COMBINE_LSE, false, false, false, VF_EMPTY_NEG_INF, logsumexp),
+    RED(VF_OP_LOGSUMEXP, "logsumexp", FLT, VF_COMBINE_LSE, false, false, false, VF_EMPTY_NEG_INF, RC, logsumexp),
     [VF_OP_ARGMAX] = {.name = "argmax", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = NUM,
                       .result = VF_RESULT_I32, .combine = VF_COMBINE_MAX, .attrs = VF_ATTR_AXIS},
 
     [VF_OP_SOFTMAX] = {.name = "softmax", .arity = 1, .kind = VF_KIND_ROW, .accepts = FLT,
-                       .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_softmax},
+                       .result = VF_RESULT_SAME, .row = VF_ROW_CENTER_AXIS, .attrs = VF_ATTR_AXIS,
+                       .grad = &vf_grad_softmax},
     [VF_OP_LOG_SOFTMAX] = {.name = "log_softmax", .arity = 1, .kind = VF_KIND_ROW, .accepts = FLT,
-                           .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_log_softmax},
+                           .result = VF_RESULT_SAME, .row = VF_ROW_CENTER_AXIS, .attrs = VF_ATTR_AXIS,
+                           .grad = &vf_grad_log_softmax},
     /* no class can match a label: NaN */
     [VF_OP_SPARSE_XENT] = {.name = "sparse_softmax_cross_entropy", .arity = 2, .kind = VF_KIND_ROW,
                            .accepts = FLT, .result = VF_RESULT_SAME, .index_in = 1u << 0,
-                           .empty = VF_EMPTY_NAN, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_xent},
+                           .empty = VF_EMPTY_NAN, .row = VF_ROW_CENTER_LABELS, .attrs = VF_ATTR_AXIS,
+                           .grad = &vf_grad_xent},
     /* k = 0: sums of nothing */
     [VF_OP_MATMUL] = {.name = "matmul", .arity = 2, .kind = VF_KIND_MATMUL, .accepts = FLT,
-                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .attrs = VF_ATTR_TRANS,
-                      .grad = &vf_grad_matmul},
+                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .epilogue = VF_EPILOGUE_MATMUL,
+                      .attrs = VF_ATTR_TRANS, .grad = &vf_grad_matmul},
     [VF_OP_TRANSPOSE] = {.name = "transpose", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
-                         .result = VF_RESULT_SAME, .attrs = VF_ATTR_PERM, .grad = &vf_grad_transpose},
+                         .result = VF_RESULT_SAME, .flags = VF_OPF_PERMUTE, .attrs = VF_ATTR_PERM,
+                         .grad = &vf_grad_transpose},
     /* window ops: one kernel each (backend.h vf_window), elements moved as bits */
     [VF_OP_SLICE] = {.name = "slice", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
-                     .result = VF_RESULT_SAME, .attrs = VF_ATTR_WINDOW, .grad = &vf_grad_slice},
+                     .result = VF_RESULT_SAME, .flags = VF_OPF_WINDOW_READ | VF_OPF_VIEW,
+                     .attrs = VF_ATTR_WINDOW, .grad = &vf_grad_slice},
     [VF_OP_PAD] = {.name = "pad", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
-                   .result = VF_RESULT_SAME, .attrs = VF_ATTR_WINDOW | VF_ATTR_VALUE, .grad = &vf_grad_pad},
+                   .result = VF_RESULT_SAME, .empty_in = VF_EMPTY_IN_FILL_VALUE, .flags = VF_OPF_WINDOW_READ,
+                   .attrs = VF_ATTR_WINDOW | VF_ATTR_VALUE, .grad = &vf_grad_pad},
     [VF_OP_CONCAT] = {.name = "concat", .arity = 2, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
-                      .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_concat},
+                      .result = VF_RESULT_SAME, .empty_in = VF_EMPTY_IN_COPY_OTHER,
+                      .flags = VF_OPF_WINDOW_READ | VF_OPF_VIEW, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_concat},
     [VF_OP_SLICE_GRAD] = {.name = "slice_grad", .arity = 2, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
-                          .result = VF_RESULT_SAME, .attrs = VF_ATTR_WINDOW, .grad = &vf_grad_slice_grad},
+                          .result = VF_RESULT_SAME, .empty_in = VF_EMPTY_IN_FILL_ZERO, .flags = VF_OPF_WINDOW_READ,
+                          .attrs = VF_ATTR_WINDOW, .grad = &vf_grad_slice_grad},
     [VF_OP_FILL] = {.name = "fill", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = ALL,
-                    .result = VF_RESULT_ATTR, .attrs = VF_ATTR_VALUE},
+                    .result = VF_RESULT_ATTR, .flags = VF_OPF_LITERAL, .attrs = VF_ATTR_VALUE},
     [VF_OP_RANDOM_NORMAL] = {.name = "random_normal", .arity = 0, .kind = VF_KIND_SOURCE,
                              .accepts = FLT, .result = VF_RESULT_ATTR, .attrs = VF_ATTR_SEED},
 
     /* ---- indexing (issue 13) ---- */
     /* x[..., indices[j], ...] along attrs.axis; x of any dtype, moved as bits */
     [VF_OP_GATHER] = {.name = "gather", .arity = 2, .kind = VF_KIND_INDEX, .accepts = ALL,
-                      .result = VF_RESULT_SAME, .index_in = 1u << 1, .attrs = VF_ATTR_AXIS,
-                      .grad = &vf_grad_gather},
+                      .result = VF_RESULT_SAME, .index_in = 1u << 1, .empty_in = VF_EMPTY_IN_NO_INDEX,
+                      .flags = VF_OPF_NO_FOLD, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_gather},
     /* x with updates added at indices along attrs.axis (duplicates accumulate) */
     [VF_OP_SCATTER_ADD] = {.name = "scatter_add", .arity = 3, .kind = VF_KIND_INDEX, .accepts = NUM,
-                           .result = VF_RESULT_SAME, .index_in = 1u << 1, .attrs = VF_ATTR_AXIS,
-                           .grad = &vf_grad_scatter_add},
+                           .result = VF_RESULT_SAME, .index_in = 1u << 1, .empty_in = VF_EMPTY_IN_COPY_FIRST,
+                           .flags = VF_OPF_NO_FOLD, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_scatter_add},
     /* 0, 1, 2, ...: the values of vf_range (times delta plus start) and
        what vf_one_hot compares indices with */
     [VF_OP_IOTA] = {.name = "iota", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = NUM,
@@ -332,8 +343,8 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     /* ---- convolution and pooling (issue 13) ---- */
     /* f32 only: the CPU kernel is OpenBLAS sgemm; C/groups = 0 sums nothing */
     [VF_OP_CONV2D] = {.name = "conv2d", .arity = 2, .kind = VF_KIND_CONV, .accepts = VF_M(VF_F32),
-                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .attrs = VF_ATTR_CONV,
-                      .grad = &vf_grad_conv2d},
+                      .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .epilogue = VF_EPILOGUE_CONV,
+                      .attrs = VF_ATTR_CONV, .grad = &vf_grad_conv2d},
     [VF_OP_CONV2D_BACKPROP_INPUT] = {.name = "conv2d_backprop_input", .arity = 2, .kind = VF_KIND_CONV,
                                      .accepts = VF_M(VF_F32), .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO,
                                      .attrs = VF_ATTR_CONV, .grad = &vf_grad_conv2d_bpi},

@@ -55,13 +55,13 @@ int vf_optimize(vf_graph *g, const vf_evaluator *ev, const char *dump_dir, const
 bool vf_node_is_const(const vf_graph *g, int id)
 {
     const vf_node *n = &g->nodes[id];
-    return (n->kind == VF_NODE_CONST && n->data) || (n->kind == VF_NODE_OP && n->op == VF_OP_FILL);
+    return (n->kind == VF_NODE_CONST && n->data) || (n->kind == VF_NODE_OP && vf_op_is_literal(n->op));
 }
 
 bool vf_node_is_splat(const vf_graph *g, int id, double v)
 {
     const vf_node *n = &g->nodes[id];
-    if (n->kind == VF_NODE_OP && n->op == VF_OP_FILL) {
+    if (n->kind == VF_NODE_OP && vf_op_is_literal(n->op)) {
         /* the value as stored: a fill of 1.0000001 into f16 is 1 */
         unsigned char tmp[8];
         vf_store_f64(tmp, n->dtype, 0, n->attrs.value);

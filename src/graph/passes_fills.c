@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_fill(const vf_node *n) { return n->kind == VF_NODE_OP && n->op == VF_OP_FILL; }
+static bool is_fill(const vf_node *n) { return n->kind == VF_NODE_OP && vf_op_is_literal(n->op); }
 
 static void make_fill(vf_node *n, double value)
 {
@@ -74,7 +74,7 @@ int vf_pass_splat(vf_graph *g, vf_err *err)
             continue;
         }
         /* same elements, another shape: a fill of that shape */
-        bool moves = n->kind == VF_NODE_RESHAPE || (n->kind == VF_NODE_OP && n->op == VF_OP_TRANSPOSE);
+        bool moves = n->kind == VF_NODE_RESHAPE || (n->kind == VF_NODE_OP && (vf_op_get(n->op)->flags & VF_OPF_PERMUTE));
         if (moves && n->n_in == 1 && is_fill(&g->nodes[n->in[0]]) && !n->shape.sym) {
             make_fill(n, g->nodes[n->in[0]].attrs.value);
             changed++;

@@ -16,12 +16,11 @@ static bool foldable(const vf_graph *g, const vf_node *n, const vf_evaluator *ev
     if (numel <= 0 || numel > VF_FOLD_MAX_ELEMS) return false;
     if (n->kind == VF_NODE_RESHAPE) return g->nodes[n->in[0]].kind == VF_NODE_CONST;
     if (!ev || n->kind != VF_NODE_OP || vf_op_get(n->op)->kind == VF_KIND_SOURCE) return false;
-    /* out-of-range indices are the device's to handle (an error on the CPU
-       backend, zeros on Vulkan): folding on the host would decide for it */
-    if (n->op == VF_OP_GATHER || n->op == VF_OP_SCATTER_ADD) return false;
+    /* e.g. out-of-range indices are the device's to handle (op.h) */
+    if (vf_op_get(n->op)->flags & VF_OPF_NO_FOLD) return false;
     /* a user elementwise op folds through its C function; a loaded one has
        none (the evaluator would fail): it stays a kernel */
-    if (n->op == VF_OP_USER_ELEMENTWISE && (!n->attrs.uelem || !n->attrs.uelem->cpu)) return false;
+    if (vf_op_holds_uelem(n->op) && (!n->attrs.uelem || !n->attrs.uelem->cpu)) return false;
     for (int j = 0; j < n->n_in; j++) {
         const vf_node *x = &g->nodes[n->in[j]];
         if (!vf_node_is_const(g, n->in[j]) || vf_shape_numel(&x->shape) <= 0) return false;
@@ -64,7 +63,7 @@ int vf_pass_fold(vf_graph *g, const vf_evaluator *ev, vf_err *err)
                 return -1;
             }
         }
-        if (n->kind == VF_NODE_OP && n->op == VF_OP_USER_ELEMENTWISE) vf_uelem_release(n->attrs.uelem);
+        if (n->kind == VF_NODE_OP && vf_op_holds_uelem(n->op)) vf_uelem_release(n->attrs.uelem);
         n->kind = VF_NODE_CONST;
         n->n_in = 0;
         n->data = data;

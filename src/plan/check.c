@@ -246,13 +246,14 @@ static double red_len(const vf_exec *e)
     const vf_tref *a = &e->in[0];
     const vf_op_info *info = vf_op_get(e->op);
     double n = 1;
-    if (e->op == VF_OP_MATMUL) return (double)a->shape[e->attrs.trans_a ? a->rank - 2 : a->rank - 1];
+    if (info->kind == VF_KIND_MATMUL) return (double)a->shape[e->attrs.trans_a ? a->rank - 2 : a->rank - 1];
     if (info->kind == VF_KIND_ROW) {
         const vf_tref *r = &e->in[vf_op_data_input(e->op)]; /* the logits */
         return r->rank ? (double)r->shape[r->rank - 1] : 1;
     }
     if (info->kind != VF_KIND_REDUCTION) return 1;
-    uint32_t mask = e->op == VF_OP_ARGMAX ? 1u << e->attrs.axis : e->attrs.axes_mask;
+    /* along one axis (argmax: its row reads attrs.axis) or over attrs.axes_mask */
+    uint32_t mask = info->attrs & VF_ATTR_AXIS ? 1u << e->attrs.axis : e->attrs.axes_mask;
     for (int d = 0; d < a->rank; d++)
         if (mask >> d & 1u) n *= (double)a->shape[d];
     return n;
@@ -286,7 +287,7 @@ static bool perturb(const host_val *v, vf_dtype t, double len, uint64_t seed, ho
 /* The op's name in reports: a user elementwise op's own. */
 static const char *exec_name(const vf_exec *e)
 {
-    return e->op == VF_OP_USER_ELEMENTWISE && e->attrs.uelem ? e->attrs.uelem->name : vf_op_get(e->op)->name;
+    return vf_op_holds_uelem(e->op) && e->attrs.uelem ? e->attrs.uelem->name : vf_op_get(e->op)->name;
 }
 
 /* Runs exec x on the CPU backend with these inputs; out gets the result. */
@@ -434,7 +435,7 @@ vf_status vf_fcheck_after(vf_fcheck *c, const vf_plan_bind *binds)
         s = guard_ran(c, binds, x, &ran);
         if (s || !ran) continue;
         const vf_exec *e = &c->ex[x];
-        if (e->op == VF_OP_USER_KERNEL && e->ux && (e->ux->k->n_in > 3 || e->ux->k->n_out > 1)) {
+        if (vf_op_get(e->op)->kind == VF_KIND_USER && e->ux && (e->ux->k->n_in > 3 || e->ux->k->n_out > 1)) {
             s = replay_user_parts(c, binds, x, &x);
             continue;
         }

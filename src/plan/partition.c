@@ -46,17 +46,25 @@ bool vf_fusible_elementwise(const vf_node *n)
 {
     if (n->kind != VF_NODE_OP || (unsigned)n->op >= VF_OP_COUNT) return false;
     const vf_op_info *info = vf_op_get(n->op);
-    return info->kind == VF_KIND_ELEMENTWISE || n->op == VF_OP_FILL;
+    return info->kind == VF_KIND_ELEMENTWISE || (info->flags & VF_OPF_LITERAL);
 }
 
-/* Window ops (slice, pad, concat, slice_grad) read their inputs at computed indices:
-   in an elementwise group they start it (their inputs are group inputs,
-   in memory) and their consumers join; row and matmul groups have no such
-   read. */
-static bool window_reader(const vf_node *n)
+/* Whether n is an op whose row has `flag`. */
+static bool op_has(const vf_node *n, uint32_t flag)
 {
-    return n->kind == VF_NODE_OP &&
-           (n->op == VF_OP_SLICE || n->op == VF_OP_PAD || n->op == VF_OP_CONCAT || n->op == VF_OP_SLICE_GRAD);
+    return n->kind == VF_NODE_OP && (unsigned)n->op < VF_OP_COUNT && (vf_op_get(n->op)->flags & flag);
+}
+
+/* Window ops (their row's VF_OPF_WINDOW_READ) read their inputs at computed
+   indices: in an elementwise group they start it (their inputs are group
+   inputs, in memory) and their consumers join; row and matmul groups have
+   no such read. */
+static bool window_reader(const vf_node *n) { return op_has(n, VF_OPF_WINDOW_READ); }
+
+/* The epilogue group n centers (its row's), NONE for other nodes. */
+static vf_epilogue epilogue_of(const vf_node *n)
+{
+    return n->kind == VF_NODE_OP && (unsigned)n->op < VF_OP_COUNT ? vf_op_get(n->op)->epilogue : VF_EPILOGUE_NONE;
 }
 
 const char *vf_group_kind_name(vf_group_kind k)
@@ -128,9 +136,10 @@ static int new_group(pstate *s, vf_group_kind kind, int epoch, const vf_shape *s
     return id;
 }
 
-/* Row nodes ("centers"): softmax / log_softmax along the last axis,
-   sparse_xent, and sum / mean / max / min / prod / logsumexp over the last axis only with
-   keepdims, all of a float dtype. Returns the index of the row input or -1. */
+/* Row nodes ("centers", their row's `row`): softmax / log_softmax along the
+   last axis, sparse_xent, and sum / mean / max / min / prod / logsumexp over
+   the last axis only with keepdims, all of a float dtype. Returns the index
+   of the row input (the data input) or -1. */
 static int row_input(const vf_graph *g, const vf_node *n)
 {
     if (n->kind != VF_NODE_OP || n->n_in < 1) return -1;
@@ -138,12 +147,10 @@ static int row_input(const vf_graph *g, const vf_node *n)
     if (x >= n->n_in) return -1;
     const vf_node *in = &g->nodes[n->in[x]];
     if (in->shape.rank < 1 || !vf_dtype_is_float(in->dtype)) return -1;
-    switch (n->op) {
-    case VF_OP_SPARSE_XENT: return 1;
-    case VF_OP_SOFTMAX: case VF_OP_LOG_SOFTMAX: return n->attrs.axis == n->shape.rank - 1 ? 0 : -1;
-    case VF_OP_REDUCE_SUM: case VF_OP_REDUCE_MEAN: case VF_OP_REDUCE_MAX: case VF_OP_REDUCE_MIN:
-    case VF_OP_REDUCE_PROD: case VF_OP_LOGSUMEXP:
-        return n->attrs.keepdims && n->attrs.axes_mask == 1u << (in->shape.rank - 1) ? 0 : -1;
+    switch (vf_op_get(n->op)->row) {
+    case VF_ROW_CENTER_LABELS: return x;
+    case VF_ROW_CENTER_AXIS: return n->attrs.axis == n->shape.rank - 1 ? x : -1;
+    case VF_ROW_CENTER_REDUCE: return n->attrs.keepdims && n->attrs.axes_mask == 1u << (in->shape.rank - 1) ? x : -1;
     default: return -1;
     }
 }
@@ -198,7 +205,7 @@ static bool splat_for(pstate *s, int r, int n)
         int p = nd->in[k];
         const vf_node *f = &s->g->nodes[p];
         if (find(s, s->gid[p]) == r)
-            return f->kind == VF_NODE_OP && f->op == VF_OP_FILL && s->readers[p] == 1 && !s->is_out[p];
+            return op_has(f, VF_OPF_LITERAL) && s->readers[p] == 1 && !s->is_out[p];
     }
     return false;
 }
@@ -225,7 +232,7 @@ static bool row_inputs_ok(pstate *s, const int *cand, int nc, int n, const vf_sh
         for (int c = 0; c < nc && !member; c++) member = r == cand[c];
         if (!member) continue;
         const vf_node *nd = &g->nodes[v];
-        if (nd->kind == VF_NODE_OP && nd->op == VF_OP_FILL) continue;   /* a literal: no input, any shape */
+        if (op_has(nd, VF_OPF_LITERAL)) continue;   /* a literal: no input, any shape */
         vf_row_class where = row_center(g, nd) ? VF_ROW_WIDE : vf_row_classify_shape(&nd->shape, row);
         if (where == VF_ROW_NONE) return false;
         for (int k = 0; k < nd->n_in; k++) {
@@ -235,7 +242,8 @@ static bool row_inputs_ok(pstate *s, const int *cand, int nc, int n, const vf_sh
             for (int c = 0; c < nc && !pin; c++) pin = pr == cand[c];
             if (pin) continue;
             vf_row_class w = where;
-            if (nd->op == VF_OP_SPARSE_XENT) w = k == 0 ? VF_ROW_DROPPED : VF_ROW_WIDE;
+            if (nd->kind == VF_NODE_OP && vf_op_get(nd->op)->row == VF_ROW_CENTER_LABELS)
+                w = vf_op_input_is_index(nd->op, k) ? VF_ROW_DROPPED : VF_ROW_WIDE;
             uint32_t rs, cs;
             if (!vf_row_input_index_shape(&g->nodes[p].shape, row, w, &rs, &cs)) return false;
         }
@@ -266,7 +274,7 @@ static int choose(pstate *s, int n, int epoch)
             ok = vf_shape_equal(&w->shape, &nd->shape) && vf_fusible_elementwise(nd);
             /* a row op's prologue: elementwise producers of the row input */
             if (rx >= 0) ok = k == rx && vf_shape_equal(&w->shape, &g->nodes[p].shape);
-            if (nd->op == VF_OP_MATMUL) ok = false;   /* operands are read at many indices */
+            if (epilogue_of(nd) != VF_EPILOGUE_NONE) ok = false;   /* operands are read at many indices */
         } else if (w->kind == VF_GROUP_ROW_EPILOGUE) {
             /* elementwise members over the same rows, or another row op of a
                row-wide member */
@@ -379,8 +387,8 @@ vf_status vf_partition(const vf_graph *g, const vf_fusion_options *opt, vf_parti
         if (opt->enabled && !(opt->view && opt->view[v])) {
             bool ew = vf_fusible_elementwise(nd);
             bool row = !ew && opt->fuse_rows && row_center(g, nd);
-            bool mm = !ew && opt->fuse_matmul && nd->kind == VF_NODE_OP && nd->op == VF_OP_MATMUL;
-            bool cv = !ew && opt->fuse_conv && nd->kind == VF_NODE_OP && nd->op == VF_OP_CONV2D;
+            bool mm = !ew && opt->fuse_matmul && epilogue_of(nd) == VF_EPILOGUE_MATMUL;
+            bool cv = !ew && opt->fuse_conv && epilogue_of(nd) == VF_EPILOGUE_CONV;
             if (window_reader(nd)) { /* starts a group that its consumers may join */
                 grp = new_group(&s, VF_GROUP_ELEMENTWISE_DAG, epoch, &nd->shape);
                 s.w[grp].n_members = 0;

@@ -324,7 +324,7 @@ static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, con
                symbolic dim that is 0 this call): the interpreter's rules */
             for (int j = 0; j < n->n_in; j++)
                 if (vf_shape_numel(&sh[j]) == 0) return false;
-            if ((n->op == VF_OP_CONCAT || n->op == VF_OP_SLICE) && vf_pb_try_view(b, g, i, in, &os, v + i)) break;
+            if ((vf_op_get(n->op)->flags & VF_OPF_VIEW) && vf_pb_try_view(b, g, i, in, &os, v + i)) break;
             if (b->oom) return false;
             v[i] = vf_pb_inter_val(b, dt, &os);
             vf_exec e = {.op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = v[i].ref};

@@ -212,6 +212,9 @@ int main(int argc, char **argv)
 {
     N = argc > 1 ? atoi(argv[1]) : 2;
     if (N < 2 || N > 5) return fprintf(stderr, "usage: test_dist_local N (2 .. 5)\n"), 2;
+    /* a failed create says why, as vf_dist_create does (vkfuse.h's one convention) */
+    if (vf_dist_local_create(0) || !strstr(vf_dist_create_error(), "vf_dist_local_create: 0 ranks"))
+        return fprintf(stderr, "vf_dist_local_create(0): no reason given: \"%s\"\n", vf_dist_create_error()), 1;
     group = vf_dist_local_create(N), group2 = vf_dist_local_create(N), group3 = vf_dist_local_create(N);
     pthread_barrier_init(&made, NULL, (unsigned)N);
     vf_context *main_ctx;

@@ -38,6 +38,61 @@ int64_t cg_numel(const vf_tref *t)
     return n;
 }
 
+typedef vf_status (*codegen_fn)(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err);
+
+/* The GLSL generator of every op, indexed by op. The size check makes a new
+   op (appended to the enum, graph/op.h) that has no entry here fail the
+   build; test_op_table checks that no entry is NULL
+   (vf_codegen_op_has_generator). */
+static const codegen_fn generators[] = {
+    [VF_OP_ADD] = vf_codegen_single, [VF_OP_SUB] = vf_codegen_single, [VF_OP_MUL] = vf_codegen_single,
+    [VF_OP_DIV] = vf_codegen_single, [VF_OP_POW] = vf_codegen_single, [VF_OP_MAXIMUM] = vf_codegen_single,
+    [VF_OP_MINIMUM] = vf_codegen_single,
+    [VF_OP_GREATER] = vf_codegen_single, [VF_OP_GREATER_EQUAL] = vf_codegen_single,
+    [VF_OP_LESS] = vf_codegen_single, [VF_OP_LESS_EQUAL] = vf_codegen_single, [VF_OP_EQUAL] = vf_codegen_single,
+    [VF_OP_NOT_EQUAL] = vf_codegen_single,
+    [VF_OP_WHERE] = vf_codegen_single,
+    [VF_OP_NEG] = vf_codegen_single, [VF_OP_EXP] = vf_codegen_single, [VF_OP_LOG] = vf_codegen_single,
+    [VF_OP_SQRT] = vf_codegen_single, [VF_OP_RSQRT] = vf_codegen_single, [VF_OP_ABS] = vf_codegen_single,
+    [VF_OP_TANH] = vf_codegen_single, [VF_OP_SIGMOID] = vf_codegen_single, [VF_OP_RELU] = vf_codegen_single,
+    [VF_OP_GELU] = vf_codegen_single, [VF_OP_SIN] = vf_codegen_single, [VF_OP_COS] = vf_codegen_single,
+    [VF_OP_CAST] = vf_codegen_single, [VF_OP_COPY] = vf_codegen_single,
+    [VF_OP_REDUCE_SUM] = vf_codegen_reduce, [VF_OP_REDUCE_MEAN] = vf_codegen_reduce,
+    [VF_OP_REDUCE_MAX] = vf_codegen_reduce, [VF_OP_REDUCE_MIN] = vf_codegen_reduce, [VF_OP_NORM] = vf_codegen_reduce,
+    [VF_OP_ARGMAX] = vf_codegen_reduce,
+    [VF_OP_SOFTMAX] = vf_codegen_row, [VF_OP_LOG_SOFTMAX] = vf_codegen_row, [VF_OP_SPARSE_XENT] = vf_codegen_row,
+    [VF_OP_MATMUL] = vf_codegen_matmul,
+    [VF_OP_TRANSPOSE] = vf_codegen_transpose,
+    [VF_OP_FILL] = vf_codegen_single,
+    [VF_OP_RANDOM_NORMAL] = vf_codegen_random,
+    [VF_OP_SQUARE] = vf_codegen_single,
+    [VF_OP_SIGN] = vf_codegen_single, [VF_OP_FLOOR] = vf_codegen_single, [VF_OP_CEIL] = vf_codegen_single,
+    [VF_OP_ROUND] = vf_codegen_single, [VF_OP_MOD] = vf_codegen_single,
+    [VF_OP_LOGICAL_AND] = vf_codegen_single, [VF_OP_LOGICAL_OR] = vf_codegen_single,
+    [VF_OP_LOGICAL_NOT] = vf_codegen_single,
+    [VF_OP_ERF] = vf_codegen_single, [VF_OP_LOG1P] = vf_codegen_single, [VF_OP_EXPM1] = vf_codegen_single,
+    [VF_OP_SOFTPLUS] = vf_codegen_single, [VF_OP_LEAKY_RELU] = vf_codegen_single,
+    [VF_OP_CLIP] = vf_codegen_single, [VF_OP_STOP_GRADIENT] = vf_codegen_single,
+    [VF_OP_REDUCE_PROD] = vf_codegen_reduce, [VF_OP_REDUCE_ANY] = vf_codegen_reduce,
+    [VF_OP_REDUCE_ALL] = vf_codegen_reduce, [VF_OP_LOGSUMEXP] = vf_codegen_reduce,
+    [VF_OP_SLICE] = vf_codegen_window, [VF_OP_PAD] = vf_codegen_window, [VF_OP_CONCAT] = vf_codegen_window,
+    [VF_OP_SLICE_GRAD] = vf_codegen_window,
+    [VF_OP_GATHER] = vf_codegen_index, [VF_OP_SCATTER_ADD] = vf_codegen_index, [VF_OP_IOTA] = vf_codegen_index,
+    [VF_OP_CUMSUM] = vf_codegen_index, [VF_OP_TOP_K] = vf_codegen_index, [VF_OP_TOP_K_INDICES] = vf_codegen_index,
+    [VF_OP_CONV2D] = vf_codegen_conv2d, [VF_OP_CONV2D_BACKPROP_INPUT] = vf_codegen_conv2d,
+    [VF_OP_CONV2D_BACKPROP_FILTER] = vf_codegen_conv2d,
+    [VF_OP_MAX_POOL2D] = vf_codegen_pool, [VF_OP_AVG_POOL2D] = vf_codegen_pool,
+    [VF_OP_MAX_POOL2D_GRAD] = vf_codegen_pool, [VF_OP_AVG_POOL2D_GRAD] = vf_codegen_pool,
+    [VF_OP_RNG_UNIFORM] = vf_codegen_index, [VF_OP_RNG_NORMAL] = vf_codegen_index,
+    [VF_OP_RNG_ADVANCE] = vf_codegen_index,
+    [VF_OP_USER_KERNEL] = vf_codegen_user,
+    [VF_OP_USER_ELEMENTWISE] = vf_codegen_single,
+};
+_Static_assert(sizeof generators / sizeof generators[0] == VF_OP_COUNT,
+               "every op needs a GLSL generator: add the new op's row to generators");
+
+bool vf_codegen_op_has_generator(vf_op op) { return (unsigned)op < VF_OP_COUNT && generators[op]; }
+
 vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -48,30 +103,9 @@ vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_gen_k
         return vf_err_set(err, VF_ERROR_UNSUPPORTED,
                           "%s: output has %lld elements; kernels index with 32 bits (at most %u)",
                           info->name, (long long)cg_numel(&e->out), UINT32_MAX);
-    vf_status st;
-    switch (info->kind) {
-    case VF_KIND_ELEMENTWISE: st = vf_codegen_single(e, caps, out, err); break;
-    case VF_KIND_SOURCE:
-        if (e->op == VF_OP_IOTA) {
-            st = vf_codegen_index(e, caps, out, err);
-            break;
-        }
-        st = e->op == VF_OP_RANDOM_NORMAL ? vf_codegen_random(e, caps, out, err)
-                                          : vf_codegen_single(e, caps, out, err);
-        break;
-    case VF_KIND_MOVEMENT:
-        st = e->op == VF_OP_TRANSPOSE ? vf_codegen_transpose(e, caps, out, err) : vf_codegen_window(e, caps, out, err);
-        break;
-    case VF_KIND_REDUCTION: st = vf_codegen_reduce(e, caps, out, err); break;
-    case VF_KIND_ROW: st = vf_codegen_row(e, caps, out, err); break;
-    case VF_KIND_MATMUL: st = vf_codegen_matmul(e, caps, out, err); break;
-    case VF_KIND_INDEX: st = vf_codegen_index(e, caps, out, err); break;
-    case VF_KIND_CONV:
-        st = e->op >= VF_OP_MAX_POOL2D ? vf_codegen_pool(e, caps, out, err) : vf_codegen_conv2d(e, caps, out, err);
-        break;
-    case VF_KIND_USER: st = vf_codegen_user(e, caps, out, err); break;
-    default: st = vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL generator for this op kind", info->name);
-    }
+    if (!generators[e->op])
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED, "%s: no GLSL generator for this op", info->name);
+    vf_status st = generators[e->op](e, caps, out, err);
     if (st != VF_OK) vf_kernel_free(out);
     return st;
 }

@@ -105,6 +105,8 @@ typedef struct vf_gen_kernel {
 /* Generates the kernel for e (never an op with an empty input or output:
    the frontend handles those). Fails with VF_ERROR_UNSUPPORTED (e.g. f16
    on a device without 16-bit storage) and a message naming the op. */
+/* Whether op has an entry in codegen's table of generators (codegen.c). */
+bool vf_codegen_op_has_generator(vf_op op);
 vf_status vf_codegen_exec(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err);
 void vf_kernel_free(vf_gen_kernel *k);
 
