@@ -693,7 +693,7 @@ typedef struct {
     const char *name;       /* for messages, logs and dumps; NULL: "function" */
     vf_body body;
     void *user;             /* passed to body */
-    int n_inputs, n_outputs;
+    int n_inputs, n_outputs;  /* n_outputs -1: the first trace decides (see below) */
     const vf_tensor_spec *input_signature; /* n_inputs specs, copied; NULL:
                                one concrete function per concrete signature */
     bool unfused;           /* one kernel per op, no fusion: the baseline that
@@ -721,8 +721,22 @@ typedef struct {
     int64_t arena_bytes;    /* the last call's plan: its intermediates' shared arena */
 } vf_function_stats;
 
+/* With n_outputs -1 the output count is what the first trace returns, as
+   for tf.function (a binding does not know it before its body has run):
+   that trace's body gets room for VF_FUNCTION_MAX_OUTPUTS outputs and sets
+   the first n of them (the rest stay NULL); n is then the function's
+   n_outputs (vf_function_n_outputs) and later traces must set exactly n.
+   Until that first trace the caller's out needs VF_FUNCTION_MAX_OUTPUTS
+   entries, and the function can only be called to be traced (not while
+   another function traces, nor with bodies run eagerly). */
+#define VF_FUNCTION_MAX_OUTPUTS 64
 /* NULL with the error recorded in ctx when desc is invalid. */
 VF_API vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *desc);
+/* fn's input and output counts (a loaded function's are its file's);
+   vf_function_n_outputs is -1 before the first trace of a function
+   created with n_outputs -1. NULL fn: -1. */
+VF_API int vf_function_n_inputs(vf_function *fn);
+VF_API int vf_function_n_outputs(vf_function *fn);
 /* Runs the function: traces on a new signature (or checks the call against
    the input_signature: a mismatch fails with VF_ERROR_SHAPE / DTYPE and a
    message showing the signature and what was passed), then runs the
