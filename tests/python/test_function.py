@@ -1,0 +1,296 @@
+"""vkfuse.function over the library's vf_function: TF's tracing semantics
+(cache keys, retracing and its log, side effects at trace time only,
+vkfuse.print at every call, variables by reference, gradients, nesting,
+run_functions_eagerly, input_signature, concrete functions) and AutoGraph's
+control flow running in the graph. Runs on the default context's backend
+(VKFUSE_BACKEND=cpu or vulkan)."""
+import logging
+import os
+import sys
+import traceback
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import vkfuse as tf  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _graph_mode():
+    tf.config.run_functions_eagerly(False)
+    yield
+    tf.config.run_functions_eagerly(False)
+
+
+def line_of(f, text):
+    import inspect
+    src, first = inspect.getsourcelines(f)
+    return first + next(i for i, l in enumerate(src) if text in l)
+
+
+def test_traces_once_per_signature():
+    traces = []
+
+    @tf.function
+    def add(a, b):
+        traces.append(1)  # a Python side effect: at trace time only
+        return a + b
+
+    x = tf.constant([1.0, 2.0])
+    for _ in range(3):
+        np.testing.assert_array_equal(add(x, x).numpy(), [2.0, 4.0])
+    assert len(traces) == 1 and add.experimental_get_tracing_count() == 1
+    add(tf.constant([1.0, 2.0, 3.0]), tf.constant([1.0, 2.0, 3.0]))  # a new shape
+    add(tf.constant([1, 2]), tf.constant([3, 4]))  # a new dtype
+    assert add.experimental_get_tracing_count() == 3 and len(traces) == 3
+
+
+def test_python_values_key_the_cache(caplog):
+    @tf.function
+    def scale(x, factor, training=False):
+        return x * factor if training else x
+
+    x = tf.constant([1.0, 2.0])
+    with caplog.at_level(logging.INFO, logger="vkfuse"):
+        assert scale(x, 2.0, training=True).numpy().tolist() == [2.0, 4.0]
+        assert scale(x, 2.0, training=True).numpy().tolist() == [2.0, 4.0]
+        assert scale(x, 3.0, training=True).numpy().tolist() == [3.0, 6.0]
+        assert scale(x, 3.0).numpy().tolist() == [1.0, 2.0]
+    assert scale.experimental_get_tracing_count() == 3
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("argument 'factor' changed: 3.0, traced with 2.0" in m for m in msgs), msgs
+    assert any("argument 'training' changed: False, traced with True" in m for m in msgs), msgs
+
+
+def test_retrace_log_names_the_tensor_argument(caplog):
+    @tf.function
+    def f(x, y):
+        return x + tf.reduce_sum(y)
+
+    with caplog.at_level(logging.INFO, logger="vkfuse"):
+        f(tf.zeros([2]), tf.zeros([2]))
+        f(tf.zeros([2]), tf.zeros([3]))
+    assert any("argument 'y' dim 0: traced 2, got 3" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
+
+
+def test_warning_after_repeated_retracing(caplog):
+    @tf.function
+    def f(x):
+        return x + 1
+
+    with caplog.at_level(logging.WARNING, logger="vkfuse"):
+        for n in range(1, 7):
+            f(tf.zeros([n]))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "5 out of the last 5 calls" in warnings[0] and "input_signature" in warnings[0]
+
+
+def test_print_traces_once_vkfuse_print_every_call(capfd):
+    @tf.function
+    def noisy(x):
+        print("Python print: tracing")
+        tf.print("tf.print:", x)
+        return x + 1
+
+    x = tf.constant([1.0])
+    for _ in range(3):
+        x = noisy(x)
+    out = capfd.readouterr().out
+    assert out.count("Python print: tracing") == 1
+    assert out.count("tf.print: ") == 3 and "tf.print: [3]" in out, out
+
+
+def test_outside_list_appended_once():
+    external = []
+
+    @tf.function
+    def side_effect(x):
+        external.append(x)
+        return x
+
+    for _ in range(3):
+        side_effect(1)
+    assert external == [1]
+
+
+def test_variables_captured_by_reference():
+    w = tf.Variable([1.0, 2.0])
+
+    @tf.function
+    def step(dw, lr):
+        w.assign_sub(lr * dw)
+        return tf.reduce_sum(w)
+
+    dw = tf.constant([1.0, 1.0])
+    lr = tf.constant(0.5)
+    assert float(step(dw, lr)) == 2.0
+    assert float(step(dw, lr)) == 1.0
+    np.testing.assert_array_equal(w.numpy(), [0.0, 1.0])
+    w.assign([5.0, 5.0])  # an eager assign is seen by the next call
+    assert float(step(dw, lr)) == 9.0 and step.experimental_get_tracing_count() == 1
+
+
+def test_gradient_tape_inside_and_through_control_flow():
+    w = tf.Variable([2.0, -3.0])
+
+    @tf.function
+    def grad(x):
+        with tf.GradientTape() as tape:
+            y = w * x
+            if tf.reduce_sum(y) > 0:
+                loss = tf.reduce_sum(y * y)
+            else:
+                loss = tf.reduce_sum(y) * 2.0
+        return tape.gradient(loss, w)
+
+    x = tf.constant([1.0, 1.0])
+    np.testing.assert_allclose(grad(x).numpy(), [2.0, 2.0])         # sum(y) < 0: d(2*sum(w*x))/dw
+    np.testing.assert_allclose(grad(tf.constant([3.0, -2.0])).numpy(), [2 * 6.0 * 3.0, 2 * 6.0 * -2.0])
+    assert grad.experimental_get_tracing_count() == 1
+
+
+def test_while_loop_runs_in_the_graph():
+    @tf.function
+    def collatz(n):
+        steps = tf.constant(0)
+        while n > 1:
+            if n % 2 == 0:
+                n = n // 2
+            else:
+                n = 3 * n + 1
+            steps += 1
+        return steps
+
+    assert int(collatz(tf.constant(27))) == 111
+    assert int(collatz(tf.constant(6))) == 8
+    assert collatz.experimental_get_tracing_count() == 1
+    assert "while" in collatz.graph_text()
+
+
+def test_for_over_range_and_break():
+    @tf.function
+    def first_over(x, limit):
+        found = tf.constant(-1)
+        for i in tf.range(tf.shape(x)[0] if False else 6):
+            if tf.gather(x, i) > limit:
+                found = i
+                break
+        return found
+
+    x = tf.constant([1.0, 2.0, 9.0, 3.0, 8.0, 0.0])
+    assert int(first_over(x, tf.constant(5.0))) == 2
+    assert int(first_over(x, tf.constant(8.5))) == 2
+    assert int(first_over(x, tf.constant(10.0))) == -1
+    assert first_over.experimental_get_tracing_count() == 1
+
+
+def test_dynamic_predict_one_trace_both_ways():
+    @tf.function
+    def dynamic_predict(x):
+        if tf.reduce_mean(x) > 0:
+            return x * 2
+        else:
+            return x * 0.5
+
+    np.testing.assert_allclose(dynamic_predict(tf.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
+    np.testing.assert_allclose(dynamic_predict(tf.constant([-1.0, -2.0])).numpy(), [-0.5, -1.0])
+    assert dynamic_predict.experimental_get_tracing_count() == 1
+
+
+def test_nested_functions():
+    @tf.function
+    def inner(x):
+        return x * 3.0
+
+    @tf.function
+    def outer(x):
+        return inner(x) + inner(x + 1.0)
+
+    assert float(outer(tf.constant(1.0))) == 9.0
+    assert float(outer(tf.constant(2.0))) == 15.0
+    assert outer.experimental_get_tracing_count() == 1
+    assert inner.experimental_get_tracing_count() == 0  # traced into outer's graph
+
+
+def test_run_functions_eagerly():
+    seen = []
+
+    @tf.function
+    def f(x):
+        seen.append(float(x))  # reads a value: only possible eagerly
+        return x + 1
+
+    tf.config.run_functions_eagerly(True)
+    assert tf.config.functions_run_eagerly()
+    assert float(f(tf.constant(1.0))) == 2.0 and float(f(tf.constant(2.0))) == 3.0
+    assert seen == [1.0, 2.0] and f.experimental_get_tracing_count() == 0
+
+
+def test_input_signature_none_dims():
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None, 3], dtype=tf.float32)])
+    def row_sums(x):
+        return tf.reduce_sum(x, axis=1)
+
+    for n in (1, 4, 7):
+        got = row_sums(np.ones((n, 3), np.float32))
+        assert got.shape == (n,) and float(got[0]) == 3.0
+    assert row_sums.experimental_get_tracing_count() == 1
+    with pytest.raises(Exception, match="signature"):
+        row_sums(tf.ones([2, 4]))
+    assert repr(tf.TensorSpec(shape=[None, 784], dtype=tf.float32)) == \
+        "TensorSpec(shape=(None, 784), dtype=vkfuse.float32, name=None)"
+
+
+def test_concrete_function_and_graph_text():
+    @tf.function
+    def f(x):
+        return tf.nn.relu(x) * 2.0
+
+    cf = f.get_concrete_function(tf.TensorSpec([3], tf.float32))
+    assert f.experimental_get_tracing_count() == 1
+    np.testing.assert_array_equal(cf(tf.constant([-1.0, 0.5, 2.0])).numpy(), [0.0, 1.0, 4.0])
+    text = str(cf)
+    assert text.startswith("graph f") and "relu" in text
+    with pytest.raises(ValueError, match="expected TensorSpec"):
+        cf(tf.constant([1.0, 2.0]))
+
+
+def test_errors_point_at_the_users_line():
+    @tf.function
+    def bad(x):
+        y = x + 1.0
+        return tf.matmul(y, tf.ones([5, 5]))
+
+    with pytest.raises(Exception) as e:
+        bad(tf.ones([2, 3]))
+    frames = [f for f in traceback.extract_tb(e.tb) if f.filename == __file__]
+    assert frames[-1].lineno == line_of(bad, "return tf.matmul")
+
+
+def test_conversion_error_names_the_line():
+    @tf.function
+    def one_branch(x):
+        if x > 0:
+            y = x
+        return y
+
+    with pytest.raises(tf.autograph.ConversionError, match="%s:%d" % (__file__, line_of(one_branch, "if x > 0"))):
+        one_branch(tf.constant(1.0))
+    # the failed trace left the context usable
+    assert float(tf.constant(2.0) + 1.0) == 3.0
+
+
+def test_methods():
+    class Model:
+        def __init__(self):
+            self.w = tf.Variable(2.0)
+
+        @tf.function
+        def __call__(self, x):
+            return x * self.w
+
+    m = Model()
+    assert float(m(tf.constant(3.0))) == 6.0
+    assert float(m(tf.constant(4.0))) == 8.0
