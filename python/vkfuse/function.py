@@ -163,6 +163,7 @@ class _Entry:
         self.structure = None     # the outputs' structure (fixed by the first trace)
         self.n_out = None
         self.traced = False
+        self.lifted_traces = 0    # traces stopped to create a variable (not counted)
         self.cb = graph_control.Callback(ctx, self._body)
         self.cb.n_in = n_in
         desc = _fn_lib.FunctionDesc()
@@ -188,7 +189,12 @@ class _Entry:
         it = iter(tensors)
         args = _rebuild(args, it)
         kwargs = _rebuild(kwargs, it)
-        result = owner._traced_fn()(*args, **kwargs)
+        graph_control._var_scopes.append(graph_control._VarScope(owner.__name__, owner._variables,
+                                                                 not owner._traced_once))
+        try:
+            result = owner._traced_fn()(*args, **kwargs)
+        finally:
+            graph_control._var_scopes.pop()
         leaves = []
         structure = _flatten_out(result, leaves)
         if self.n_out is not None and len(leaves) != self.n_out:
@@ -205,9 +211,16 @@ class _Entry:
         ins = self.ins
         for i, t in enumerate(tensors):
             ins[i] = t._h
-        self.traced = False
-        st = L.vf_function_call(self.handle, ins, self.outs)
-        self.cb.check(st)
+        while True:
+            st = L.vf_function_call(self.handle, ins, self.outs)
+            try:
+                self.cb.check(st)
+                break
+            except graph_control.Lift as lift:
+                # a variable made on the first trace: create it eagerly and trace again
+                self.lifted_traces += 1
+                self.owner()._variables.append(lift.make())
+        self.owner()._traced_once = True
         if self.n_out is None:
             self.n_out = L.vf_function_n_outputs(self.handle)
         ctx = self.ctx
@@ -277,7 +290,8 @@ class Function:
         self._recent = collections.deque(maxlen=5)
         self._last_key = None
         self._warned = False
-        self._eager_traces = 0
+        self._variables = []      # variables its body created (lifted out of the first trace)
+        self._traced_once = False
 
     def __get__(self, instance, owner):
         """A method: one Function per instance, as TF binds them."""
@@ -403,7 +417,7 @@ class Function:
 
     # ---- introspection -------------------------------------------------------------------
     def experimental_get_tracing_count(self):
-        return sum(e.stats().traces for e in self._entries.values())
+        return sum(e.stats().traces - e.lifted_traces for e in self._entries.values())
 
     def get_concrete_function(self, *args, **kwargs):
         """The concrete function for these arguments (tensors or TensorSpecs),

@@ -197,3 +197,80 @@ def traced_print(eager_print):
     print_.__doc__ = eager_print.__doc__
     print_.__name__ = "print"
     return print_
+
+
+# ---- variables created inside a traced function ---------------------------------------
+# The library refuses vf_variable while tracing, so a variable the body
+# creates on the first trace is lifted out, as TF lifts its initializer: the
+# trace stops (_Lift), the variable is made eagerly from the recorded
+# initial value, and the trace runs again, where the body's Variable(...)
+# adopts it. A later trace that would create another is an error.
+
+class Lift(Exception):
+    """Stops a trace to create a variable outside it (not an error)."""
+
+    def __init__(self, make):
+        Exception.__init__(self, "variable lifted out of a trace")
+        self.make = make
+
+
+class _VarScope:
+    def __init__(self, name, lifted, may_create):
+        self.name = name
+        self.lifted = lifted          # the function's variables, in creation order
+        self.may_create = may_create  # False once a trace has completed
+        self.used = 0
+
+
+_var_scopes = []
+
+
+def _user_line():
+    import traceback
+    here = __file__.rsplit("/", 2)[0]
+    for f in reversed(traceback.extract_stack()[:-2]):
+        if not f.filename.startswith(here):
+            return "%s:%d" % (f.filename, f.lineno)
+    return "?"
+
+
+def variable_hook(var, initial_value, trainable, name, dtype):
+    """Called by Variable.__init__ first: True when var adopted a lifted variable."""
+    if not _var_scopes or not tracing():
+        return False
+    scope = _var_scopes[-1]
+    if not scope.may_create:
+        where = _user_line()
+        raise ValueError(
+            "%s: vkfuse.function '%s' creates a variable on a trace after its first one; a function may create "
+            "variables on its first call only (as tf.function). Create it once (e.g. 'if self.v is None:') or "
+            "outside the function." % (where, scope.name))
+    if scope.used < len(scope.lifted):
+        pre = scope.lifted[scope.used]
+        scope.used += 1
+        var._ctx = pre._ctx
+        var._h = L.vf_tensor_retain(pre._h)
+        var._name = pre._name
+        var._trainable = pre._trainable
+        return True
+    where = _user_line()
+    if isinstance(initial_value, Tensor) and not callable(initial_value):
+        try:
+            value = initial_value.numpy()
+        except Exception:
+            raise ValueError(
+                "%s: vkfuse.Variable in vkfuse.function '%s': its initial value is computed inside the traced "
+                "function, so it has no value yet. Give a Python or NumPy value, or a callable (lambda: "
+                "vkfuse.zeros([3])), or create the variable outside the function." % (where, scope.name)) from None
+    else:
+        value = initial_value
+
+    def make():
+        from .variables import Variable
+        return Variable(value, trainable=trainable, name=name, dtype=dtype)
+    raise Lift(make)
+
+
+from . import variables as _variables  # noqa: E402
+
+_variables.creation_hook = variable_hook

@@ -294,3 +294,32 @@ def test_methods():
     m = Model()
     assert float(m(tf.constant(3.0))) == 6.0
     assert float(m(tf.constant(4.0))) == 8.0
+
+
+def test_variable_created_on_first_trace_only():
+    class Counter:
+        def __init__(self):
+            self.v = None
+
+        @tf.function
+        def __call__(self, x):
+            if self.v is None:
+                self.v = tf.Variable(10.0)
+            self.v.assign_add(x)
+            return self.v.read_value()
+
+    c = Counter()
+    assert float(c(tf.constant(1.0))) == 11.0
+    assert float(c(tf.constant(2.0))) == 13.0
+    assert float(c.v.numpy()) == 13.0
+
+    @tf.function
+    def makes_one_each_trace(x):
+        v = tf.Variable(1.0)
+        return v + x
+
+    assert float(makes_one_each_trace(tf.constant(1.0))) == 2.0
+    assert makes_one_each_trace.experimental_get_tracing_count() == 1
+    with pytest.raises(ValueError, match="%s:%d: .*on a trace after its first one"
+                       % (__file__, line_of(makes_one_each_trace, "v = tf.Variable"))):
+        makes_one_each_trace(tf.constant([1.0, 2.0]))  # a new shape traces again
