@@ -35,3 +35,15 @@ newaxis = None
 def device_name() -> str:
     """The current context's device, as the library names it."""
     return context().device_name
+
+from . import nest, nn, random  # noqa: E402,F401
+from .tape import GradientTape  # noqa: E402,F401
+
+
+
+def print(*inputs: object, output_stream: object = None, sep: str = " ", end: str = "\n") -> None:  # noqa: A001
+    """tf.print: prints tensors' values (eagerly, at once)."""
+    import builtins
+    import numpy as np
+    parts = [np.array2string(np.asarray(x.numpy())) if isinstance(x, Tensor) else str(x) for x in inputs]
+    builtins.print(*parts, sep=sep, end=end)

@@ -130,3 +130,11 @@ def axis_arg(axis: Any) -> int:
 
 def dtype_vf(dtype: Any) -> int:
     return dtypes.as_dtype(dtype)._vf
+
+
+def lib_desc_conv() -> Any:
+    return _lib.Conv2dDesc()
+
+
+def lib_desc_pool() -> Any:
+    return _lib.Pool2dDesc()

@@ -222,10 +222,21 @@ def _rebuild(a: np.ndarray) -> Tensor:
 _new = object.__new__
 
 
+# > 0 inside GradientTape.stop_recording: results are wrapped in
+# stop_gradient so that no gradient flows through them (tape.py).
+stop_recording = 0
+
+
 def wrap(ctx: "_context.Context", h: Optional[int]) -> Tensor:
     """A Tensor owning handle h (an op's result), or the context's error raised."""
     if not h:
         ctx.raise_error()
+    if stop_recording:
+        g = _L.vf_stop_gradient(ctx._h, h)
+        _release(h)
+        if not g:
+            ctx.raise_error()
+        h = g
     t = _new(Tensor)
     t._h = h
     t._ctx = ctx
