@@ -47,3 +47,8 @@ def print(*inputs: object, output_stream: object = None, sep: str = " ", end: st
     import numpy as np
     parts = [np.array2string(np.asarray(x.numpy())) if isinstance(x, Tensor) else str(x) for x in inputs]
     builtins.print(*parts, sep=sep, end=end)
+
+# Traced functions and AutoGraph (docs/PYTHON_FUNCTION.md)
+from . import autograph, config, graph_control  # noqa: E402,F401
+from .function import TensorSpec, function  # noqa: E402,F401
+print = graph_control.traced_print(print)  # noqa: A001,E402

@@ -38,6 +38,8 @@ def scalar_like(v: Any, like: Tensor) -> Tensor:
         t = ctx._scalars.get(key)
         if t is None:
             t = from_numpy(ctx, _np_value(v, dtypes.BY_VF[vf]))
+            if L.vf_context_tracing(ctx._h):  # a traced function's constant dies with its trace
+                return t
             if len(ctx._scalars) >= _CACHE_MAX:
                 ctx._scalars.clear()
             ctx._scalars[key] = t

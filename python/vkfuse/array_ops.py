@@ -232,6 +232,9 @@ def copy_to(t: Any, context: "_context.Context") -> Tensor:
 # ---- NumPy-style indexing ----------------------------------------------------
 def getitem(x: Tensor, key: Any) -> Tensor:
     """x[key]: ints, slices (negative, steps), None (new axis) and ``...``."""
+    if isinstance(key, Tensor) and key.ndim == 0 and key.dtype.is_integer and L.vf_context_tracing(x._ctx.handle):
+        # an index computed in the graph (a converted loop's x[i]): a gather
+        return wrap(x._ctx, L.vf_gather(x._ctx.handle, x._h, key._h, 0))
     if not isinstance(key, tuple):
         key = (key,)
     dims = list(x.shape)

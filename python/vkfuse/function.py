@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import functools
+import gc
 import inspect
 import logging
 import os
@@ -25,6 +26,7 @@ import weakref
 import numpy as np
 
 from . import _context, _fn_lib, autograph, dtypes, graph_control
+from . import tensor as _tensor
 from .tensor import Tensor, TensorShape, constant, wrap
 
 L = _fn_lib.L
@@ -205,6 +207,11 @@ class _Entry:
             raise ValueError("vkfuse.function '%s' returns %d tensors; at most %d (stack them into fewer)"
                              % (owner.__name__, len(leaves), _fn_lib.MAX_OUTPUTS))
         self.structure = structure
+        del args, kwargs, result, tensors, it
+        # Tensors of this trace held only by reference cycles (closures of
+        # converted code) must be released before the trace ends: after it,
+        # their handles are gone.
+        gc.collect()
         return leaves
 
     def call(self, tensors):
@@ -212,7 +219,14 @@ class _Entry:
         for i, t in enumerate(tensors):
             ins[i] = t._h
         while True:
-            st = L.vf_function_call(self.handle, ins, self.outs)
+            outer = _tensor.deferred
+            if outer is None:
+                _tensor.deferred = []
+            try:
+                st = L.vf_function_call(self.handle, ins, self.outs)
+            finally:
+                if outer is None:
+                    _release_deferred(self.ctx)
             try:
                 self.cb.check(st)
                 break
@@ -236,6 +250,21 @@ class _Entry:
         h, self.handle = getattr(self, "handle", None), None
         if h and self.ctx._h is not None:
             L.vf_function_destroy(h)
+
+
+def _release_deferred(ctx):
+    """Releases what Python dropped during a trace. Symbolic tensors are
+    gone already (their trace scope freed them): releasing one again only
+    records an error, which is cleared unless one was there before."""
+    handles, _tensor.deferred = _tensor.deferred, None
+    if not handles:
+        return
+    h = ctx.handle
+    clean = L.vf_status_get(h) == 0
+    for t in handles:
+        L.vf_tensor_release(t)
+    if clean:
+        L.vf_error_clear(h)
 
 
 class ConcreteFunction:

@@ -76,8 +76,17 @@ class Callback:
                 self.pending = e
             return _fn_lib.VF_ERROR_INVALID_ARGUMENT
 
+    def done(self, status):
+        """check() for a one-shot callback, then drops fn: its closures may
+        hold the trace's tensors, which must go while the trace is open
+        (self.c and the bound method form a cycle that only the garbage
+        collector frees, after the trace)."""
+        self.fn = None
+        self.check(status)
+
     def check(self, status):
-        """Raises the pending Python exception, else the context's error."""
+        """Raises the pending Python exception, else the context's error.
+        """
         e, self.pending = self.pending, None
         if e is not None:
             try:
@@ -113,8 +122,8 @@ class Backend:
         f = Callback(ctx, lambda _: list(false_fn()), n)
         outs = _fn_lib.handles(n)
         st = L.vf_cond(ctx.handle, pred._h, t.c, f.c, 0, None, n, outs, None)
-        t.check(0)
-        f.check(st)
+        t.done(0)
+        f.done(st)
         return [wrap(ctx, outs[k]) for k in range(n)]
 
     def while_loop(self, cond_fn, body_fn, init):
@@ -134,8 +143,8 @@ class Backend:
         for i, t in enumerate(init):
             vars_[i] = t._h
         st = L.vf_while_loop(ctx.handle, c.c, b.c, n, vars_, 0, None)
-        c.check(0)
-        b.check(st)
+        c.done(0)
+        b.done(st)
         return [wrap(ctx, vars_[k]) for k in range(n)]
 
     def logical_not(self, x):

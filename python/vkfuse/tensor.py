@@ -23,6 +23,11 @@ _dim = _L.vf_tensor_dim
 _dtype = _L.vf_tensor_dtype
 _from_host = _L.vf_tensor_from_host
 _I64 = ctypes.c_int64
+# While a vkfuse.function traces, released handles are collected here and
+# released after the trace (function.py): the trace's scope frees its
+# symbolic tensors itself, and releasing them early inside a cond branch
+# that a tape records fails.
+deferred: Optional[List[int]] = None
 
 
 class TensorShape(tuple):
@@ -83,7 +88,10 @@ class Tensor:
             h = self._h
             if h and self._ctx._h is not None:
                 self._h = None
-                _release(h)
+                if deferred is not None:
+                    deferred.append(h)  # a vkfuse.function is tracing: released after it
+                else:
+                    _release(h)
         except AttributeError:
             pass
 

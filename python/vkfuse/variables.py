@@ -9,6 +9,7 @@ from ._core import L, tensor as _t
 from .tensor import Tensor, constant, wrap
 
 _ids = itertools.count()
+creation_hook = None  # graph_control's: variables created while a vkfuse.function traces
 
 
 class Variable(Tensor):
@@ -26,6 +27,8 @@ class Variable(Tensor):
                  synchronization: Any = None, aggregation: Any = None, shape: Any = None,
                  experimental_enable_variable_lifting: Any = None) -> None:
         self._h = None
+        if creation_hook is not None and creation_hook(self, initial_value, trainable, name, dtype):
+            return  # a variable lifted out of a vkfuse.function trace (graph_control.py)
         if initial_value is None:
             raise ValueError("vkfuse.Variable: initial_value must be given")
         if callable(initial_value):

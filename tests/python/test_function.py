@@ -174,7 +174,7 @@ def test_for_over_range_and_break():
     def first_over(x, limit):
         found = tf.constant(-1)
         for i in tf.range(tf.shape(x)[0] if False else 6):
-            if tf.gather(x, i) > limit:
+            if x[i] > limit:
                 found = i
                 break
         return found
