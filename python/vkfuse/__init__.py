@@ -49,6 +49,6 @@ def print(*inputs: object, output_stream: object = None, sep: str = " ", end: st
     builtins.print(*parts, sep=sep, end=end)
 
 # Traced functions and AutoGraph (docs/PYTHON_FUNCTION.md)
-from . import autograph, config, graph_control  # noqa: E402,F401
+from . import autograph, config, graph_control, saved_model  # noqa: E402,F401
 from .function import TensorSpec, function  # noqa: E402,F401
 print = graph_control.traced_print(print)  # noqa: A001,E402

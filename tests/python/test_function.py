@@ -323,3 +323,39 @@ def test_variable_created_on_first_trace_only():
     with pytest.raises(ValueError, match="%s:%d: .*on a trace after its first one"
                        % (__file__, line_of(makes_one_each_trace, "v = tf.Variable"))):
         makes_one_each_trace(tf.constant([1.0, 2.0]))  # a new shape traces again
+
+
+def test_saved_model_runs_in_a_new_process_without_the_source(tmp_path):
+    import subprocess
+    w = tf.Variable([[1.0, -1.0], [2.0, 0.5]])
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+    def predict(x):
+        y = tf.matmul(x, w)
+        if tf.reduce_mean(y) > 0:
+            return y * 2.0
+        else:
+            return y * 0.5
+
+    path = tmp_path / "predict.vkf"
+    tf.saved_model.save(predict, path)
+    x = np.array([[1.0, 2.0], [3.0, -4.0], [0.5, 0.5]], np.float32)
+    want = predict(x).numpy()
+    loaded = tf.saved_model.load(path)
+    np.testing.assert_allclose(loaded(x).numpy(), want)
+    np.testing.assert_allclose(loaded.variables[0].numpy(), w.numpy())
+    # a new process that has only the file (no Python source of predict)
+    code = ("import sys, numpy as np; sys.path.insert(0, %r); import vkfuse as tf; "
+            "f = tf.saved_model.load(sys.argv[1]); "
+            "print(np.round(f(np.array([[-1.0, -1.0]], np.float32)).numpy(), 3).tolist())"
+            % os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[[-1.5, 0.25]]"  # [-1, -1] @ w = [-3, 0.5]: mean < 0, so * 0.5
+
+    @tf.function
+    def untraced(x):
+        return x
+
+    with pytest.raises(ValueError, match="has not been traced yet"):
+        tf.saved_model.save(untraced, tmp_path / "u.vkf")
