@@ -53,6 +53,7 @@ _PROTOS = {
     "vf_while_loop": (c_int, [_P, BODY, BODY, c_int, POINTER(c_void_p), c_int, _P]),
     "vf_print": (c_int, [_P, c_char_p, _P]),
     "vf_tensor_retain": (_P, [_P]),
+    "vf_tensor_symbolic_dims": (ctypes.c_uint32, [_P]),
     "vf_gather": (_P, [_P, _P, _P, c_int]),
 }
 for _name, (_res, _args) in _PROTOS.items():

@@ -180,15 +180,33 @@ class Tensor:
         for i in range(n):
             yield self[i]
 
+    def _symbolic_text(self) -> Optional[str]:
+        """While a vkfuse.function traces: TF's text for a graph tensor
+        (None dims where the input_signature has them), else None."""
+        if deferred is None:
+            return None
+        from ._fn_lib import L as fl
+        if not fl.vf_context_tracing(self._ctx._h):
+            return None
+        sym = fl.vf_tensor_symbolic_dims(self._h)
+        shape = TensorShape(None if sym >> i & 1 else d for i, d in enumerate(self.shape))
+        return f'Tensor("symbolic", shape={shape}, dtype={self.dtype.name})'
+
     def __repr__(self) -> str:
         if self._ctx._h is None:
             return "<vkfuse.Tensor (its context was closed)>"
+        s = self._symbolic_text()
+        if s is not None:
+            return s
         v = np.array2string(np.asarray(self.numpy()), separator=", ") if self.ndim else repr(self.numpy().item())
         return f"<vkfuse.Tensor: shape={self.shape}, dtype={self.dtype.name}, numpy={v}>"
 
     def __str__(self) -> str:
         if self._ctx._h is None:
             return "<vkfuse.Tensor (its context was closed)>"
+        s = self._symbolic_text()
+        if s is not None:
+            return s
         return f"vkfuse.Tensor({np.asarray(self.numpy())}, shape={self.shape}, dtype={self.dtype.name})"
 
     # TF2 tensors compare elementwise and so are unhashable; .ref() keys a dict.

@@ -345,3 +345,12 @@ def test_do_not_convert_and_lambdas():
     assert autograph.convert(f) is f
     g = lambda x: x  # noqa: E731
     assert autograph.convert(g) is g
+
+
+def test_function_without_source_runs_as_written(caplog):
+    ns = {}
+    exec("def f(x):\n    if x > 0:\n        return 1\n    return 2\n", ns)
+    with caplog.at_level("WARNING", logger="vkfuse"):
+        g = autograph.convert(ns["f"])
+    assert g is ns["f"] and g(1) == 1
+    assert "could not convert f" in caplog.text

@@ -13,10 +13,11 @@ selects code at trace time). What cannot be converted raises
 ConversionError naming the file and line.
 """
 
-import functools
 import inspect
+import logging
 import weakref
 
+from .converter import NoSource as _NoSource
 from .converter import convert_function
 from .operators import ConversionError, Undefined, get_backend, set_backend, use_backend
 
@@ -49,7 +50,14 @@ def convert(f):
     func, self = _target(f)
     if getattr(func, "__ag_do_not_convert__", False) or func.__name__ == "<lambda>":
         return f
-    g = _converted(func)[0]
+    try:
+        g = _converted(func)[0]
+    except _NoSource as e:
+        # as TF: without the source, the function runs as written
+        logging.getLogger("vkfuse").warning("AutoGraph could not convert %s (%s); it runs as written, so its "
+                                            "Python control flow cannot depend on tensors", func.__qualname__, e)
+        func.__ag_do_not_convert__ = True
+        return f
     return g.__get__(self) if self is not None else g
 
 

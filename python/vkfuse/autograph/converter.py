@@ -448,14 +448,18 @@ class _Converter(ast.NodeTransformer):
 
 # ---- entry points -------------------------------------------------------------------
 
+class NoSource(ConversionError):
+    """The function's source cannot be read (made by exec, in a REPL)."""
+
+
 def _function_ast(f):
     try:
         src = inspect.getsource(f)
         filename = inspect.getsourcefile(f) or "<unknown>"
         first = f.__code__.co_firstlineno
     except (OSError, TypeError) as e:
-        raise ConversionError("cannot read the source of %r (%s): AutoGraph needs the function's source"
-                              % (f, e)) from None
+        raise NoSource("cannot read the source of %r (%s): AutoGraph needs the function's source"
+                       % (f, e)) from None
     tree = ast.parse(textwrap.dedent(src))
     fn = tree.body[0]
     if not isinstance(fn, ast.FunctionDef):
