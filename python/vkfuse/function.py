@@ -30,6 +30,7 @@ from . import tensor as _tensor
 from .tensor import Tensor, TensorShape, constant, wrap
 
 L = _fn_lib.L
+_call = L.vf_function_call
 logger = logging.getLogger("vkfuse")
 _run_eagerly = [False]
 _T = object()  # stands for a tensor leaf in a cache key
@@ -43,7 +44,10 @@ def run_functions_eagerly(run_eagerly):
 
 
 def functions_run_eagerly():
-    return _run_eagerly[0] or os.environ.get("VKFUSE_EAGER") == "1"
+    return _run_eagerly[0] or _ENV_EAGER
+
+
+_ENV_EAGER = os.environ.get("VKFUSE_EAGER") == "1"  # the C library's switch, read once as it does
 
 
 class TensorSpec:
@@ -215,18 +219,24 @@ class _Entry:
         return leaves
 
     def call(self, tensors):
+        """Runs the function (tracing on a new signature); sets self.traced."""
         ins = self.ins
         for i, t in enumerate(tensors):
             ins[i] = t._h
+        self.traced = False
         while True:
             outer = _tensor.deferred
             if outer is None:
                 _tensor.deferred = []
             try:
-                st = L.vf_function_call(self.handle, ins, self.outs)
+                st = _call(self.handle, ins, self.outs)
             finally:
                 if outer is None:
-                    _release_deferred(self.ctx)
+                    handles, _tensor.deferred = _tensor.deferred, None
+                    if handles:
+                        _release_deferred(self.ctx, handles)
+            if st == 0 and self.cb.pending is None:
+                break
             try:
                 self.cb.check(st)
                 break
@@ -234,11 +244,13 @@ class _Entry:
                 # a variable made on the first trace: create it eagerly and trace again
                 self.lifted_traces += 1
                 self.owner()._variables.append(lift.make())
-        self.owner()._traced_once = True
         if self.n_out is None:
+            self.owner()._traced_once = True
             self.n_out = L.vf_function_n_outputs(self.handle)
         ctx = self.ctx
         outs = self.outs
+        if self.structure is _T:
+            return wrap(ctx, outs[0])
         return _pack_out(self.structure, iter([wrap(ctx, outs[k]) for k in range(self.n_out)]))
 
     def stats(self):
@@ -252,13 +264,10 @@ class _Entry:
             L.vf_function_destroy(h)
 
 
-def _release_deferred(ctx):
+def _release_deferred(ctx, handles):
     """Releases what Python dropped during a trace. Symbolic tensors are
     gone already (their trace scope freed them): releasing one again only
     records an error, which is cleared unless one was there before."""
-    handles, _tensor.deferred = _tensor.deferred, None
-    if not handles:
-        return
     h = ctx.handle
     clean = L.vf_status_get(h) == 0
     for t in handles:
@@ -319,6 +328,7 @@ class Function:
         self._recent = collections.deque(maxlen=5)
         self._last_key = None
         self._warned = False
+        self._fast = {}           # (context, number of args) -> entry, for calls of tensors only
         self._variables = []      # variables its body created (lifted out of the first trace)
         self._traced_once = False
 
@@ -383,19 +393,30 @@ class Function:
         return leaves, names
 
     def __call__(self, *args, **kwargs):
-        if functions_run_eagerly():
+        if _run_eagerly[0] or _ENV_EAGER:
             return self.python_function(*args, **kwargs)
-        ctx = _context.context()
-        if L.vf_context_tracing(ctx.handle):
+        if _tensor.deferred is not None and graph_control.tracing():
             # called while another function traces: inlined, as TF traces
             # a nested function into the outer graph
             return self._traced_fn()(*args, **kwargs)
-        entry, leaves = self._entry_for(ctx, args, kwargs)
-        before = entry.stats().traces
+        ctx = _context.context()
+        # the common call: tensors only, positionally, a known entry
+        fast = None
+        if not kwargs and self.input_signature is None:
+            for a in args:
+                if not isinstance(a, Tensor):
+                    break
+            else:
+                fast = self._fast.get((ctx, len(args)))
+        if fast is not None:
+            entry, leaves = fast, args
+            self._prev_key, self._last_key = self._last_key, entry.key
+        else:
+            entry, leaves = self._entry_for(ctx, args, kwargs)
         if graph_control.prints_traced[0]:
             sys.stdout.flush()  # the graph's prints come from C's stdout: keep the order
         out = entry.call(leaves)
-        traced = entry.stats().traces != before
+        traced = entry.traced
         self._recent.append(traced)
         if traced:
             self._note_trace(entry)
@@ -413,6 +434,8 @@ class Function:
         if entry is None:
             entry = _Entry(self, ctx, key, (args, kwargs), names, len(leaves))
             self._entries[key] = entry
+            if self.input_signature is None and not kwargs and all(p is _T for p in key[1]):
+                self._fast[(ctx, len(args))] = entry
         self._last_key, self._prev_key = key, self._last_key
         return entry, leaves
 
