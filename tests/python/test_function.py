@@ -359,3 +359,29 @@ def test_saved_model_runs_in_a_new_process_without_the_source(tmp_path):
 
     with pytest.raises(ValueError, match="has not been traced yet"):
         tf.saved_model.save(untraced, tmp_path / "u.vkf")
+
+
+def test_for_over_a_tensor_and_gradient_through_a_while_loop():
+    @tf.function
+    def row_total(m):
+        acc = tf.zeros([2])
+        for row in m:
+            acc += row
+        return acc
+
+    m = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    np.testing.assert_array_equal(row_total(m).numpy(), [9.0, 12.0])
+    assert "while" in row_total.graph_text()
+
+    @tf.function
+    def grad_of_power(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = x
+            i = tf.constant(0)
+            while i < 3:
+                y = y * x
+                i += 1
+        return tape.gradient(y, x)
+
+    assert float(grad_of_power(tf.constant(2.0))) == 32.0  # d x^4 / dx = 4 x^3
