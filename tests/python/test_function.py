@@ -385,3 +385,34 @@ def test_for_over_a_tensor_and_gradient_through_a_while_loop():
         return tape.gradient(y, x)
 
     assert float(grad_of_power(tf.constant(2.0))) == 32.0  # d x^4 / dx = 4 x^3
+
+
+def test_return_structures_and_keyword_arguments():
+    w = tf.Variable([1.0, 2.0])
+
+    @tf.function
+    def nothing(x):
+        w.assign_add(x)
+
+    assert nothing(tf.constant([1.0, 1.0])) is None
+    np.testing.assert_array_equal(w.numpy(), [2.0, 3.0])
+
+    @tf.function
+    def mixed(x):
+        return x, 3, {"w": w}
+
+    a = tf.constant([5.0])
+    x, three, d = mixed(a)
+    assert x.numpy().tolist() == [5.0] and three == 3 and d["w"].numpy().tolist() == [2.0, 3.0]
+    w.assign([7.0, 7.0])
+    assert mixed(a)[2]["w"].numpy().tolist() == [7.0, 7.0]  # a captured variable: its value at the call
+
+    @tf.function
+    def kw(x, scale=2.0, *, bias=None):
+        return x * scale + (0.0 if bias is None else bias)
+
+    assert kw(a).numpy().tolist() == [10.0]
+    assert kw(a, scale=3.0).numpy().tolist() == [15.0]
+    assert kw(x=a, bias=tf.constant(1.0)).numpy().tolist() == [11.0]
+    assert kw(a, 2.0).numpy().tolist() == [10.0]  # the same values as the first call: no trace
+    assert kw.experimental_get_tracing_count() == 3
