@@ -130,7 +130,10 @@ int main(int argc, char **argv)
         double t = (vb_now() - t0) / n;
         if (r && t < best_step) best_step = t;
     }
-    printf("train_step  %8.1f steps/s (best of %d rounds of %d)\n", 1.0 / best_step, rounds, steps);
+    vf_function_stats fs = {0};
+    vf_function_stats_get(step, &fs);
+    printf("train_step  %8.1f steps/s (best of %d rounds of %d; %d kernels, %d traces)\n", 1.0 / best_step, rounds,
+           steps, fs.kernels, fs.traces);
     vb_summary("call_us", best_call * 1e6);
     vb_summary("steps_per_s", 1.0 / best_step);
     vb_summary_print("bench_pycall");

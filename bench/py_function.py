@@ -35,8 +35,8 @@ def c_round(build, args):
 
 def py_side(args):
     """A generator: each next() runs one round and yields its figures."""
+    import vkfuse as tf  # before NumPy: see docs/BENCHMARKS.md (OpenBLAS's kernel set)
     import numpy as np
-    import vkfuse as tf
 
     @tf.function
     def affine(x):
