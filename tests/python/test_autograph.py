@@ -354,3 +354,16 @@ def test_function_without_source_runs_as_written(caplog):
         g = autograph.convert(ns["f"])
     assert g is ns["f"] and g(1) == 1
     assert "could not convert f" in caplog.text
+
+
+def count_to(n):
+    total = 0
+    for i in tf.range_module.range(1, n, 2):
+        total = total + i
+    return total
+
+
+def test_range_with_a_tensor_bound(backend):
+    tf.range_module = type("m", (), {"range": staticmethod(lambda *a: list(range(*a)))})
+    assert run(count_to, 6) == 9 and backend.loops == 0  # Python bounds: the module's own range
+    assert int(run(count_to, tf.constant(6, np.int32)).v) == 9 and backend.loops == 1

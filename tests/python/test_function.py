@@ -416,3 +416,16 @@ def test_return_structures_and_keyword_arguments():
     assert kw(x=a, bias=tf.constant(1.0)).numpy().tolist() == [11.0]
     assert kw(a, 2.0).numpy().tolist() == [10.0]  # the same values as the first call: no trace
     assert kw.experimental_get_tracing_count() == 3
+
+
+def test_for_over_range_of_a_tensor_bound():
+    @tf.function
+    def triangle(n):
+        total = tf.constant(0)
+        for i in tf.range(n):
+            total += i
+        return total
+
+    assert int(triangle(tf.constant(5))) == 10
+    assert int(triangle(tf.constant(100))) == 4950
+    assert triangle.experimental_get_tracing_count() == 1  # one graph loop for every n

@@ -434,7 +434,12 @@ class _Converter(ast.NodeTransformer):
             e = self.fresh("extra_test")
             out.append(_def(e, names, [ast.Return(value=extra)]))
             test = _name(e)
-        call = _call(_ag("for_stmt"), [node.iter, test, _name(b), self._init(names, defined), _strs(names),
+        it = node.iter
+        if (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "range"
+                and not it.keywords):
+            # vkfuse.range(n): a graph loop over a counter when n is a tensor
+            it = ast.copy_location(_call(_ag("range_"), [it.func] + it.args), it)
+        call = _call(_ag("for_stmt"), [it, test, _name(b), self._init(names, defined), _strs(names),
                                        _strs([n for n in names if n in live])] + self._tail(node.lineno),
                      self._mutated(body, set(self._assigned(body))))
         out.append(ast.Assign(targets=[_tuple(names, ast.Store())], value=call) if names else ast.Expr(call))

@@ -322,12 +322,54 @@ def while_stmt(test, body, init, names, live, line, filename=None, mutated=None)
         vals = list(body(*vals))
 
 
+class TensorRange:
+    """range(start, limit, delta) with a tensor bound: for_stmt counts in a
+    graph loop instead of making the values (whose number is not known
+    while tracing)."""
+
+    def __init__(self, start, limit, delta):
+        self.start, self.limit, self.delta = start, limit, delta
+
+
+def range_(fn, *args):
+    """`for i in <module>.range(...)`: fn(*args) unless a bound is a tensor."""
+    if not any(_is_tensor(a) for a in args):
+        return fn(*args)
+    start, limit, delta = (0, args[0], 1) if len(args) == 1 else (tuple(args) + (1,))[:3]
+    if _is_tensor(delta) or delta == 0:
+        raise ConversionError("a range over a tensor bound needs a nonzero Python step, got %r" % (delta,))
+    return TensorRange(start, limit, delta)
+
+
+def _range_loop(r, extra_test, body, vals, names, live, line, filename, mutated):
+    start = r.start if _is_tensor(r.start) else _backend.convert(int(r.start))
+    vals = list(vals) + [start]
+    k = len(vals) - 1
+    names = tuple(names) + ("<range counter>",)
+
+    def test(*v):
+        more = v[k] < r.limit if r.delta > 0 else v[k] > r.limit
+        if extra_test is None:
+            return more
+        go = extra_test(*v[:k])
+        if not _is_tensor(go):
+            return more if go else _backend.convert(False)
+        return _backend.logical_and(more, go)
+
+    def step(*v):
+        return list(body(v[k], *v[:k])) + [v[k] + r.delta]
+
+    return _tensor_loop(test, step, vals, names, live, line, filename, "the for loop", mutated)[:k]
+
+
 def for_stmt(iterable, extra_test, body, init, names, live, line, filename=None, mutated=None):
     """`for x in iterable:` (body takes the element first). A tensor iterates
     over its dim 0 in one graph loop (`for i in vkfuse.range(n)` is this
     case); anything else is a Python loop. extra_test (a thunk over the
     variables, or None) stops it early: it carries break and return."""
     vals = list(init)
+    if isinstance(iterable, TensorRange):
+        return _range_loop(iterable, extra_test, body, vals, names, live, line, filename, mutated)
     if not _is_tensor(iterable):
         for elem in iterable:
             if extra_test is not None:
