@@ -429,3 +429,49 @@ def test_for_over_range_of_a_tensor_bound():
     assert int(triangle(tf.constant(5))) == 10
     assert int(triangle(tf.constant(100))) == 4950
     assert triangle.experimental_get_tracing_count() == 1  # one graph loop for every n
+
+
+C_SERVER = r"""
+#include <vkfuse.h>
+#include <stdio.h>
+/* serves a function saved from Python: loads it and runs it on [6, 7] */
+int main(int argc, char **argv)
+{
+    vf_context *ctx;
+    vf_function *fn;
+    if (argc < 2 || vf_context_create(NULL, &ctx) != VF_OK) return 1;
+    if (vf_function_load(ctx, argv[1], &fn) != VF_OK) return fprintf(stderr, "%s\n", vf_error_message(ctx)), 1;
+    vf_tensor *x = vf_tensor_from_host(ctx, VF_I32, 1, (int64_t[]){2}, (int32_t[]){6, 7}), *y = NULL;
+    int32_t v[2];
+    if (vf_function_call(fn, &x, &y) != VF_OK || vf_tensor_read(y, v, sizeof v) != VF_OK)
+        return fprintf(stderr, "%s\n", vf_error_message(ctx)), 1;
+    printf("%d %d %d %d\n", vf_function_n_inputs(fn), vf_function_n_outputs(fn), v[0], v[1]);
+    vf_function_destroy(fn);
+    vf_context_destroy(ctx);
+    return 0;
+}
+"""
+
+
+def test_saved_function_served_from_c(tmp_path):
+    import shutil
+    import subprocess
+    from vkfuse import _lib
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+    def next_collatz(x):
+        return tf.where(x % 2 == 0, x // 2, 3 * x + 1)
+
+    next_collatz(tf.constant([1]))
+    tf.saved_model.save(next_collatz, tmp_path / "f.vkf")
+    src = tmp_path / "serve.c"
+    src.write_text(C_SERVER)
+    lib = os.path.realpath(_lib.path)
+    include = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "a C compiler is needed (the build needs one too)"
+    subprocess.run([cc, "-std=c17", "-I", include, str(src), lib, "-o", str(tmp_path / "serve")], check=True)
+    out = subprocess.run([str(tmp_path / "serve"), str(tmp_path / "f.vkf")], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(lib)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "1", "3", "22"]
