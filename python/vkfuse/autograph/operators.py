@@ -341,23 +341,25 @@ def range_(fn, *args):
     return TensorRange(start, limit, delta)
 
 
-def _range_loop(r, extra_test, body, vals, names, live, line, filename, mutated):
-    start = r.start if _is_tensor(r.start) else _backend.convert(int(r.start))
+def _counted_loop(start, more, element, delta, extra_test, body, vals, names, live, line, filename, mutated):
+    """A for loop as one graph loop over a counter (the last loop variable)
+    from start: it goes on while more(counter) and extra_test allow, the
+    body gets element(counter)."""
     vals = list(vals) + [start]
     k = len(vals) - 1
-    names = tuple(names) + ("<range counter>",)
+    names = tuple(names) + ("<loop counter>",)
 
     def test(*v):
-        more = v[k] < r.limit if r.delta > 0 else v[k] > r.limit
+        go_on = more(v[k])
         if extra_test is None:
-            return more
+            return go_on
         go = extra_test(*v[:k])
         if not _is_tensor(go):
-            return more if go else _backend.convert(False)
-        return _backend.logical_and(more, go)
+            return go_on if go else _backend.convert(False)
+        return _backend.logical_and(go_on, go)
 
     def step(*v):
-        return list(body(v[k], *v[:k])) + [v[k] + r.delta]
+        return list(body(element(v[k]), *v[:k])) + [v[k] + delta]
 
     return _tensor_loop(test, step, vals, names, live, line, filename, "the for loop", mutated)[:k]
 
@@ -369,7 +371,11 @@ def for_stmt(iterable, extra_test, body, init, names, live, line, filename=None,
     variables, or None) stops it early: it carries break and return."""
     vals = list(init)
     if isinstance(iterable, TensorRange):
-        return _range_loop(iterable, extra_test, body, vals, names, live, line, filename, mutated)
+        r = iterable
+        start = r.start if _is_tensor(r.start) else _backend.convert(int(r.start))
+        more = (lambda i: i < r.limit) if r.delta > 0 else (lambda i: i > r.limit)
+        return _counted_loop(start, more, lambda i: i, r.delta, extra_test, body, vals, names, live, line,
+                             filename, mutated)
     if not _is_tensor(iterable):
         for elem in iterable:
             if extra_test is not None:
@@ -385,22 +391,5 @@ def for_stmt(iterable, extra_test, body, init, names, live, line, filename=None,
         return tuple(vals)
 
     n = _backend.length(iterable)
-    vals.append(_backend.convert(0))
-    k = len(vals) - 1
-    names = tuple(names) + ("<loop index>",)
-
-    def test(*v):
-        more = v[k] < n
-        if extra_test is None:
-            return more
-        go = extra_test(*v[:k])
-        if not _is_tensor(go):
-            return more if go else _backend.convert(False)
-        return _backend.logical_and(more, go)
-
-    def step(*v):
-        res = list(body(_backend.element(iterable, v[k]), *v[:k]))
-        return res + [v[k] + 1]
-
-    out = _tensor_loop(test, step, vals, names, live, line, filename, "the for loop", mutated)
-    return out[:k]
+    return _counted_loop(_backend.convert(0), lambda i: i < n, lambda i: _backend.element(iterable, i), 1,
+                         extra_test, body, vals, names, live, line, filename, mutated)
