@@ -51,4 +51,4 @@ def print(*inputs: object, output_stream: object = None, sep: str = " ", end: st
 # Traced functions and AutoGraph (docs/PYTHON_FUNCTION.md)
 from . import autograph, config, graph_control, saved_model  # noqa: E402,F401
 from .function import TensorSpec, function  # noqa: E402,F401
-print = graph_control.traced_print(print)  # noqa: A001,E402
+from .printing import print_ as print  # noqa: A001,E402  (TF's format, in the graph too)

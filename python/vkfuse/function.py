@@ -25,7 +25,7 @@ import weakref
 
 import numpy as np
 
-from . import _context, _fn_lib, autograph, dtypes, graph_control
+from . import _context, _fn_lib, autograph, dtypes, graph_control, printing
 from . import tensor as _tensor
 from .tensor import Tensor, TensorShape, constant, wrap
 
@@ -170,6 +170,7 @@ class _Entry:
         self.n_out = None
         self.traced = False
         self.lifted_traces = 0    # traces stopped to create a variable (not counted)
+        self.keep = []            # host callbacks its graphs call (vkfuse.print)
         self.cb = graph_control.Callback(ctx, self._body)
         self.cb.n_in = n_in
         desc = _fn_lib.FunctionDesc()
@@ -197,10 +198,14 @@ class _Entry:
         kwargs = _rebuild(kwargs, it)
         graph_control._var_scopes.append(graph_control._VarScope(owner.__name__, owner._variables,
                                                                  not owner._traced_once))
+        first_print = len(printing.made)
         try:
             result = owner._traced_fn()(*args, **kwargs)
         finally:
             graph_control._var_scopes.pop()
+            # the graph's print callbacks live as long as this function
+            self.keep.extend(printing.made[first_print:])
+            del printing.made[first_print:]
         leaves = []
         structure = _flatten_out(result, leaves)
         if self.n_out is not None and len(leaves) != self.n_out:
@@ -413,8 +418,6 @@ class Function:
             self._prev_key, self._last_key = self._last_key, entry.key
         else:
             entry, leaves = self._entry_for(ctx, args, kwargs)
-        if graph_control.prints_traced[0]:
-            sys.stdout.flush()  # the graph's prints come from C's stdout: keep the order
         out = entry.call(leaves)
         traced = entry.traced
         self._recent.append(traced)

@@ -170,44 +170,6 @@ class Backend:
 operators.set_backend(Backend())
 
 
-# ---- vkfuse.print inside traced functions -----------------------------------------
-
-prints_traced = [0]  # vf_print nodes recorded so far (a call that may print flushes Python's stdout first)
-
-
-def graph_print(*inputs, sep=" "):
-    """tf.print while tracing: each tensor becomes a vf_print node of the
-    graph, labelled with the text before it, so it prints at every call
-    (one line per tensor: "label: values"); text after the last tensor is
-    printed at trace time only (there is nothing in the graph to hold it)."""
-    ctx = _context.context()
-    label = []
-    for x in inputs:
-        if isinstance(x, Tensor):
-            text = sep.join(label).rstrip()
-            if text.endswith(":"):
-                text = text[:-1]
-            if L.vf_print(ctx.handle, text.encode(), x._h) != 0:
-                ctx.raise_error()
-            prints_traced[0] += 1
-            label = []
-        else:
-            label.append(str(x))
-    if label:
-        print(sep.join(label))
-
-
-def traced_print(eager_print):
-    """vkfuse.print: eager_print outside traced functions, graph_print in them."""
-    def print_(*inputs, output_stream=None, sep=" ", end="\n"):
-        if tracing():
-            return graph_print(*inputs, sep=sep)
-        return eager_print(*inputs, output_stream=output_stream, sep=sep, end=end)
-    print_.__doc__ = eager_print.__doc__
-    print_.__name__ = "print"
-    return print_
-
-
 # ---- variables created inside a traced function ---------------------------------------
 # The library refuses vf_variable while tracing, so a variable the body
 # creates on the first trace is lifted out, as TF lifts its initializer: the

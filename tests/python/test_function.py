@@ -97,9 +97,22 @@ def test_print_traces_once_vkfuse_print_every_call(capfd):
     x = tf.constant([1.0])
     for _ in range(3):
         x = noisy(x)
-    out = capfd.readouterr().out
-    assert out.count("Python print: tracing") == 1
-    assert out.count("tf.print: ") == 3 and "tf.print: [3]" in out, out
+    out = capfd.readouterr()
+    assert out.out.count("Python print: tracing") == 1
+    assert out.err == "tf.print: [1]\ntf.print: [2]\ntf.print: [3]\n", out.err  # TF prints to stderr
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+    def shows(m):
+        tf.print("m =", m, "rows:", tf.shape(m)[0] if False else m[0], output_stream=sys.stdout, summarize=1)
+        tf.print("no tensor here", output_stream=sys.stdout)
+        return m
+
+    shows(tf.constant([[0.5, 1.0], [2.0, 3.0], [4.0, -1e-8]]))
+    shows(tf.constant([[True * 1.0, 0.0]]))
+    assert capfd.readouterr().out == ("m = [[0.5 1]\n ...\n [4 -1e-08]] rows: [0.5 1]\nno tensor here\n"
+                                      "m = [[1 0]] rows: [1 0]\nno tensor here\n")
+    tf.print("eager", tf.constant([True, False]), output_stream=sys.stdout)
+    assert capfd.readouterr().out == "eager [1 0]\n"
 
 
 def test_outside_list_appended_once():

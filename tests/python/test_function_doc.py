@@ -27,8 +27,10 @@ def test_every_example_prints_what_the_document_says(tmp_path):
     script.append("print(%r, flush=True)" % (MARK % len(pairs)))
     prog = tmp_path / "python_function_doc.py"  # a file: AutoGraph reads the functions' source
     prog.write_text("\n".join(script) + "\n")
-    out = subprocess.run([sys.executable, "-u", str(prog)], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
+    # tf.print writes to stderr (as TF's): the document shows both streams
+    out = subprocess.run([sys.executable, "-u", str(prog)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout
     for i, (code, want) in enumerate(pairs):
         got = out.stdout.split(MARK % i + "\n", 1)[1].split(MARK % (i + 1), 1)[0]
         assert got.strip() == want.strip(), "example %d:\n%s\nprinted:\n%s\nthe document says:\n%s" % (
