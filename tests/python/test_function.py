@@ -488,3 +488,14 @@ def test_saved_function_served_from_c(tmp_path):
                          timeout=120, env=dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(lib)))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "1", "3", "22"]
+
+
+def test_a_function_that_prints_cannot_be_saved(tmp_path):
+    @tf.function
+    def f(x):
+        tf.print(x, output_stream=sys.stdout)
+        return x + 1
+
+    f(tf.constant(1.0))
+    with pytest.raises(tf.errors.UnimplementedError, match="host callback 'print'"):
+        tf.saved_model.save(f, tmp_path / "f.vkf")
