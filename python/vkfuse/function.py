@@ -112,8 +112,35 @@ def _flatten(value, path, leaves, names):
     return (type(value), value)
 
 
-def _rebuild(value, it):
+class _Slot:
+    """Where a tensor argument goes in a stored call template."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<tensor>"
+
+
+_SLOT = _Slot()
+
+
+def _strip(value):
+    """value with its tensor leaves replaced by _SLOT: a template that
+    keeps no tensor alive."""
+    if isinstance(value, (list, tuple)):
+        items = [_strip(v) for v in value]
+        if isinstance(value, tuple) and hasattr(value, "_fields"):
+            return type(value)(*items)
+        return type(value)(items)
+    if isinstance(value, dict):
+        return type(value)((k, _strip(v)) for k, v in value.items())
     if isinstance(value, (Tensor, np.ndarray)):
+        return _SLOT
+    return value
+
+
+def _rebuild(value, it):
+    if value is _SLOT:
         return next(it)
     if isinstance(value, (list, tuple)):
         items = [_rebuild(v, it) for v in value]
@@ -381,19 +408,16 @@ class Function:
         return tuple(parts), leaves, names
 
     def _signature_args(self, args, kwargs):
-        """With an input_signature, every argument is a tensor of its spec
-        (NumPy arrays and Python values are converted to its dtype)."""
-        flat_in = []
+        """With an input_signature, the arguments follow its structure:
+        each value at a TensorSpec is a tensor of that spec (NumPy arrays,
+        lists and Python numbers are converted to its dtype)."""
+        if kwargs or len(args) != len(self.input_signature):
+            raise TypeError("vkfuse.function '%s' has an input_signature of %d arguments; the call passed %d%s"
+                            % (self.__name__, len(self.input_signature), len(args),
+                               " and keyword-only ones" if kwargs else ""))
         leaves = []
-        for a in list(args) + [kwargs[k] for k in sorted(kwargs)]:
-            _flatten_values(a, flat_in)
-        if len(flat_in) != len(self._flat_signature):
-            raise TypeError("vkfuse.function '%s' has an input_signature of %d tensors; the call passed %d values"
-                            % (self.__name__, len(self._flat_signature), len(flat_in)))
-        for v, spec in zip(flat_in, self._flat_signature):
-            if not isinstance(v, Tensor):
-                v = constant(v, dtype=spec.dtype)
-            leaves.append(v)
+        for spec, a in zip(self.input_signature, args):
+            _match_spec(spec, a, leaves)
         names = [s.name or ("input %d" % i) for i, s in enumerate(self._flat_signature)]
         return leaves, names
 
@@ -435,7 +459,11 @@ class Function:
         key = (id(ctx), key)
         entry = self._entries.get(key)
         if entry is None:
-            entry = _Entry(self, ctx, key, (args, kwargs), names, len(leaves))
+            if self.input_signature is not None:
+                template = (tuple(_strip_spec(s, a) for s, a in zip(self.input_signature, args)), {})
+            else:
+                template = (_strip(tuple(args)), {k: _strip(v) for k, v in kwargs.items()})
+            entry = _Entry(self, ctx, key, template, names, len(leaves))
             self._entries[key] = entry
             if self.input_signature is None and not kwargs and all(p is _T for p in key[1]):
                 self._fast[(ctx, len(args))] = entry
@@ -520,12 +548,22 @@ def _flatten_spec(s, out):
         raise TypeError("vkfuse.function: input_signature holds TensorSpecs (in lists or tuples), got %r" % (s,))
 
 
-def _flatten_values(v, out):
-    if isinstance(v, (list, tuple)):
-        for x in v:
-            _flatten_values(x, out)
-    else:
-        out.append(v)
+def _match_spec(spec, value, out):
+    if isinstance(spec, TensorSpec):
+        out.append(value if isinstance(value, Tensor) else constant(value, dtype=spec.dtype))
+        return
+    if not isinstance(value, (list, tuple)) or len(value) != len(spec):
+        raise TypeError("vkfuse.function: an argument must have the structure of its input_signature entry %r, "
+                        "got %r" % (spec, value))
+    for s, v in zip(spec, value):
+        _match_spec(s, v, out)
+
+
+def _strip_spec(spec, value):
+    """The template of a signature argument: _SLOT at each TensorSpec."""
+    if isinstance(spec, TensorSpec):
+        return _SLOT
+    return type(value)(_strip_spec(s, v) for s, v in zip(spec, value))
 
 
 def _spec_value(s):

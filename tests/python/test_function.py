@@ -499,3 +499,25 @@ def test_a_function_that_prints_cannot_be_saved(tmp_path):
     f(tf.constant(1.0))
     with pytest.raises(tf.errors.UnimplementedError, match="host callback 'print'"):
         tf.saved_model.save(f, tmp_path / "f.vkf")
+
+
+def test_input_signature_takes_python_values_as_tensors_and_keeps_no_argument():
+    import weakref
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32), tf.TensorSpec([2], tf.float32)])
+    def scale(s, v):
+        return s * v
+
+    assert scale(2.0, [1.0, 2.0]).numpy().tolist() == [2.0, 4.0]
+    assert scale(3.0, np.array([1.0, 2.0], np.float32)).numpy().tolist() == [3.0, 6.0]
+    assert scale.experimental_get_tracing_count() == 1
+
+    @tf.function
+    def ident(x):
+        return x + 0.0
+
+    big = tf.ones([256, 256])
+    ident(big)
+    ref = weakref.ref(big)
+    del big
+    assert ref() is None  # the function keeps no reference to the arguments it was traced with
