@@ -180,6 +180,7 @@ def test_while_loop_runs_in_the_graph():
     assert int(collatz(tf.constant(6))) == 8
     assert collatz.experimental_get_tracing_count() == 1
     assert "while" in collatz.graph_text()
+    assert "ag__.while_stmt" in tf.autograph.to_code(collatz)  # a vkfuse.function: its Python function's code
 
 
 def test_for_over_range_and_break():

@@ -28,6 +28,7 @@ _cache = weakref.WeakKeyDictionary()
 
 
 def _target(f):
+    f = getattr(f, "python_function", f)  # a vkfuse.function: its Python function
     if inspect.ismethod(f):
         return f.__func__, f.__self__
     if not inspect.isfunction(f):
