@@ -367,3 +367,21 @@ def test_range_with_a_tensor_bound(backend):
     tf.range_module = type("m", (), {"range": staticmethod(lambda *a: list(range(*a)))})
     assert run(count_to, 6) == 9 and backend.loops == 0  # Python bounds: the module's own range
     assert int(run(count_to, tf.constant(6, np.int32)).v) == 9 and backend.loops == 1
+
+
+def clipped(x):
+    if x > 1.0:
+        x = x * 0.0 + 1.0
+    return x
+
+
+def uses_helper(x):
+    return clipped(x) * 2.0
+
+
+def test_functions_called_are_converted_too(backend):
+    assert float(run(uses_helper, tf.constant(5.0)).v) == 2.0
+    assert float(run(uses_helper, tf.constant(0.5)).v) == 1.0
+    assert backend.conds == 2
+    assert "ag__.converted(clipped)" in autograph.to_code(uses_helper)
+    assert run(lambda: len([1, 2])) == 2  # builtins are called as they are

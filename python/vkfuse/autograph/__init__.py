@@ -15,8 +15,12 @@ ConversionError naming the file and line.
 
 import inspect
 import logging
+import os
+import sys
+import types
 import weakref
 
+from . import operators
 from .converter import NoSource as _NoSource
 from .converter import convert_function
 from .operators import ConversionError, Undefined, get_backend, set_backend, use_backend
@@ -60,6 +64,32 @@ def convert(f):
         func.__ag_do_not_convert__ = True
         return f
     return g.__get__(self) if self is not None else g
+
+
+_LIBRARY_DIRS = tuple({os.path.dirname(os.path.dirname(os.path.abspath(__file__))), sys.prefix, sys.base_prefix,
+                       os.path.dirname(os.__file__)})
+
+
+def _user_function(f):
+    """The plain Python function behind f if it is user code (not the
+    library's, the standard library's or an installed package's), else None."""
+    func = f.__func__ if inspect.ismethod(f) else f
+    if not inspect.isfunction(func) or func.__name__ == "<lambda>" or getattr(func, "__ag_do_not_convert__", False):
+        return None
+    path = os.path.abspath(func.__code__.co_filename)
+    if path.startswith(_LIBRARY_DIRS) or "site-packages" in path or "dist-packages" in path or path.startswith("<"):
+        return None
+    return func
+
+
+def _convert_call(f):
+    if type(f) is types.FunctionType or type(f) is types.MethodType:
+        if _user_function(f) is not None:
+            return convert(f)
+    return f
+
+
+operators._converter[0] = _convert_call
 
 
 def to_code(f):

@@ -88,9 +88,12 @@ def mutated_containers(nodes, local):
     out = []
     for n in _walk_scope(nodes):
         name = None
-        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MUTATORS
-                and isinstance(n.func.value, ast.Name)):
-            name = n.func.value.id
+        func = n.func if isinstance(n, ast.Call) else None
+        if (isinstance(func, ast.Call) and isinstance(func.func, ast.Attribute) and func.func.attr == "converted"
+                and func.args):
+            func = func.args[0]  # ag__.converted(x.append)(...)
+        if (isinstance(func, ast.Attribute) and func.attr in _MUTATORS and isinstance(func.value, ast.Name)):
+            name = func.value.id
         elif (isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del))
               and isinstance(n.value, ast.Name)):
             name = n.value.id
@@ -367,6 +370,20 @@ class _Converter(ast.NodeTransformer):
                                 for n in names], ctx=ast.Load())
         return [ast.keyword(arg="mutated", value=pairs)]
 
+    def visit_Call(self, node):
+        """f(...) -> ag__.converted(f)(...): the user's own functions that the
+        converted one calls are converted too (when they run), as TF's
+        AutoGraph does; library and builtin functions are called as they are."""
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("super", "locals", "globals", "vars", "eval",
+                                                                "exec"):
+            return node  # they read the caller's frame
+        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id == "ag__":
+            return node
+        node.func = ast.copy_location(_call(_ag("converted"), [node.func]), node.func)
+        return node
+
     def visit_BoolOp(self, node):
         self.generic_visit(node)
         fn = _ag("and_" if isinstance(node.op, ast.And) else "or_")
@@ -421,6 +438,9 @@ class _Converter(ast.NodeTransformer):
     def visit_For(self, node):
         live, defined = node.ag_live, node.ag_defined
         extra = getattr(node, "ag_extra_test", None)
+        it = node.iter
+        rng = it.func if (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+                          and it.func.attr == "range" and not it.keywords) else None
         self.generic_visit(node)
         if extra is not None:
             node.ag_extra_test = extra = self.visit(extra)
@@ -435,10 +455,9 @@ class _Converter(ast.NodeTransformer):
             out.append(_def(e, names, [ast.Return(value=extra)]))
             test = _name(e)
         it = node.iter
-        if (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "range"
-                and not it.keywords):
+        if rng is not None:
             # vkfuse.range(n): a graph loop over a counter when n is a tensor
-            it = ast.copy_location(_call(_ag("range_"), [it.func] + it.args), it)
+            it = ast.copy_location(_call(_ag("range_"), [rng] + it.args), it)
         call = _call(_ag("for_stmt"), [it, test, _name(b), self._init(names, defined), _strs(names),
                                        _strs([n for n in names if n in live])] + self._tail(node.lineno),
                      self._mutated(body, set(self._assigned(body))))

@@ -108,6 +108,16 @@ def ld(getter, name):
         return Undefined(name)
 
 
+_converter = [None]  # set by the package: f -> f converted (or f)
+
+
+def converted(f):
+    """What a call in converted code calls: the user's Python functions and
+    methods converted (once each), anything else as it is."""
+    conv = _converter[0]
+    return conv(f) if conv is not None else f
+
+
 def retval(value):
     """A function's return value: None where no return statement ran."""
     return None if is_undefined(value) else value
