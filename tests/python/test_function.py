@@ -522,3 +522,24 @@ def test_input_signature_takes_python_values_as_tensors_and_keeps_no_argument():
     ref = weakref.ref(big)
     del big
     assert ref() is None  # the function keeps no reference to the arguments it was traced with
+
+
+def test_variable_initial_values_inside_the_body():
+    state = {}
+
+    @tf.function
+    def lazy(x):
+        if "v" not in state:
+            state["v"] = tf.Variable(lambda: tf.ones([2]) * 3.0)
+        return state["v"] * x
+
+    assert lazy(tf.constant(2.0)).numpy().tolist() == [6.0, 6.0]
+
+    @tf.function
+    def from_ops(x):
+        v = tf.Variable(tf.zeros([2]))
+        return v + x
+
+    with pytest.raises(ValueError, match="%s:%d: .*computed inside the traced function"
+                       % (__file__, line_of(from_ops, "v = tf.Variable"))):
+        from_ops(tf.constant(1.0))
