@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _context, _lib, dtypes, errors
+from . import tensor as _tensor_mod
 from .tensor import Tensor, constant, from_numpy, wrap, _np_value
 
 L = _lib.lib
@@ -38,7 +39,7 @@ def scalar_like(v: Any, like: Tensor) -> Tensor:
         t = ctx._scalars.get(key)
         if t is None:
             t = from_numpy(ctx, _np_value(v, dtypes.BY_VF[vf]))
-            if L.vf_context_tracing(ctx._h):  # a traced function's constant dies with its trace
+            if _tensor_mod.body_depth:  # made in a body the library calls: it dies with the body's scope
                 return t
             if len(ctx._scalars) >= _CACHE_MAX:
                 ctx._scalars.clear()

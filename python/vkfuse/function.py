@@ -265,8 +265,11 @@ class _Entry:
             finally:
                 if outer is None:
                     handles, _tensor.deferred = _tensor.deferred, None
+                    if graph_control.orphans:
+                        handles += graph_control.orphans
+                        graph_control.orphans.clear()
                     if handles:
-                        _release_deferred(self.ctx, handles)
+                        graph_control.release_dropped(self.ctx, handles)
             if st == 0 and self.cb.pending is None:
                 break
             try:
@@ -294,18 +297,6 @@ class _Entry:
         h, self.handle = getattr(self, "handle", None), None
         if h and self.ctx._h is not None:
             L.vf_function_destroy(h)
-
-
-def _release_deferred(ctx, handles):
-    """Releases what Python dropped during a trace. Symbolic tensors are
-    gone already (their trace scope freed them): releasing one again only
-    records an error, which is cleared unless one was there before."""
-    h = ctx.handle
-    clean = L.vf_status_get(h) == 0
-    for t in handles:
-        L.vf_tensor_release(t)
-    if clean:
-        L.vf_error_clear(h)
 
 
 class ConcreteFunction:

@@ -2,11 +2,10 @@
 plumbing every C body callback shares: Python callables as vf_body.
 
 Ownership inside a body: the inputs C passes belong to C, so they are
-wrapped as Borrowed tensors (never released by Python). An output must
-outlive the Python objects of the body, which die when it returns, so it
-gets a reference of its own (vf_tensor_retain); in a trace that is a
-symbolic tensor's small record, kept until the context goes, once per
-trace, never per call.
+wrapped as Borrowed tensors (never released by Python). Tensors the body
+makes belong to the body's scope; Python's releases of them wait until the
+library is done with the body (release_dropped), so an output's own handle
+stays valid after the body's Python objects are gone.
 
 Outside a trace (a converted function called as plain Python, eager
 tensors), cond and while_loop run in Python: the host knows the values.
@@ -37,10 +36,23 @@ def borrow(ctx, h):
     return t
 
 
-def out_handle(t):
-    if type(t) is Borrowed:
-        return t._h
-    return L.vf_tensor_retain(t._h)
+# Handles Python dropped while a body ran, for later: see release_dropped.
+orphans = []
+
+
+def release_dropped(ctx, handles):
+    """Releases handles Python dropped while the library ran a body. The
+    library frees what a body made when the body's scope (or the trace)
+    ends, and a tape recording in such a scope still reads its tensors
+    after the body returned, so Python's releases wait until the library
+    is done; a handle already freed then only records an error, cleared
+    here unless one was there before."""
+    h = ctx.handle
+    clean = L.vf_status_get(h) == 0
+    for t in handles:
+        L.vf_tensor_release(t)
+    if clean:
+        L.vf_error_clear(h)
 
 
 class BodyError(Exception):
@@ -61,6 +73,10 @@ class Callback:
         self.c = _fn_lib.BODY(self._call)
 
     def _call(self, ctx_h, ins, outs, user):
+        _tensor.body_depth += 1
+        outer = _tensor.deferred
+        if outer is None:  # the library runs the body outside any call of ours (a tape's gradient)
+            _tensor.deferred = []
         try:
             args = [borrow(self.ctx, ins[i]) for i in range(self.n_in)]
             res = self.fn(args)
@@ -69,12 +85,17 @@ class Callback:
             for k, t in enumerate(res):
                 if not isinstance(t, Tensor):
                     raise TypeError("a traced body returned %r where a tensor is needed" % (t,))
-                outs[k] = out_handle(t)
+                outs[k] = t._h  # alive until the library is done: Python's release waits (release_dropped)
             return 0
         except BaseException as e:  # noqa: B902 - carried out, re-raised by the caller
             if self.pending is None:
                 self.pending = e
             return _fn_lib.VF_ERROR_INVALID_ARGUMENT
+        finally:
+            _tensor.body_depth -= 1
+            if outer is None:
+                orphans.extend(_tensor.deferred)
+                _tensor.deferred = None
 
     def done(self, status):
         """check() for a one-shot callback, then drops fn: its closures may

@@ -28,6 +28,9 @@ _I64 = ctypes.c_int64
 # symbolic tensors itself, and releasing them early inside a cond branch
 # that a tape records fails.
 deferred: Optional[List[int]] = None
+# > 0 while Python code runs as a body the library calls (graph_control.py):
+# what it makes belongs to the body's scope, so it must not be cached
+body_depth = 0
 
 
 class TensorShape(tuple):

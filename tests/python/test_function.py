@@ -543,3 +543,25 @@ def test_variable_initial_values_inside_the_body():
     with pytest.raises(ValueError, match="%s:%d: .*computed inside the traced function"
                        % (__file__, line_of(from_ops, "v = tf.Variable"))):
         from_ops(tf.constant(1.0))
+
+
+def test_eager_tape_around_a_call():
+    w = tf.Variable([1.0, 2.0])
+
+    @tf.function
+    def model(x):
+        if tf.reduce_sum(x) > 0:
+            y = x * w
+        else:
+            y = x - w
+        return tf.reduce_sum(y * y)
+
+    x = tf.constant([3.0, 4.0])
+    for _ in range(3):  # the tape runs the body again for the gradient
+        with tf.GradientTape() as tape:
+            loss = model(x)
+        np.testing.assert_allclose(tape.gradient(loss, w).numpy(), [2 * 3.0 * 3.0, 2 * 8.0 * 4.0])
+    assert float(loss) == 9.0 + 64.0
+    ctx = tf.context()
+    from vkfuse._fn_lib import L
+    assert L.vf_status_get(ctx.handle) == 0  # no error left behind
