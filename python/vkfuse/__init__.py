@@ -47,3 +47,4 @@ def print(*inputs: object, output_stream: object = None, sep: str = " ", end: st
     import numpy as np
     parts = [np.array2string(np.asarray(x.numpy())) if isinstance(x, Tensor) else str(x) for x in inputs]
     builtins.print(*parts, sep=sep, end=end)
+from .devices import auto_backend, device, devices  # noqa: E402,F401
