@@ -48,3 +48,4 @@ def print(*inputs: object, output_stream: object = None, sep: str = " ", end: st
     parts = [np.array2string(np.asarray(x.numpy())) if isinstance(x, Tensor) else str(x) for x in inputs]
     builtins.print(*parts, sep=sep, end=end)
 from .devices import auto_backend, device, devices  # noqa: E402,F401
+from .user_ops import elementwise  # noqa: E402,F401
