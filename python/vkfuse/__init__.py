@@ -47,6 +47,8 @@ def print(*inputs: object, output_stream: object = None, sep: str = " ", end: st
     import numpy as np
     parts = [np.array2string(np.asarray(x.numpy())) if isinstance(x, Tensor) else str(x) for x in inputs]
     builtins.print(*parts, sep=sep, end=end)
+from .devices import auto_backend, device, devices  # noqa: E402,F401
+from .user_ops import elementwise  # noqa: E402,F401
 
 # Traced functions and AutoGraph (docs/PYTHON_FUNCTION.md)
 from . import autograph, config, graph_control, saved_model  # noqa: E402,F401

@@ -67,6 +67,8 @@ def unary(f: Any, x: Any) -> Tensor:
 
 
 def binary(f: Any, a: Any, b: Any, op: str = "op") -> Tensor:
+    # The path of every eager binary op and operator: kept short (see
+    # docs/PYTHON.md, "Speed").
     if isinstance(a, Tensor):
         ctx = a._ctx
         if not isinstance(b, Tensor):
@@ -80,7 +82,28 @@ def binary(f: Any, a: Any, b: Any, op: str = "op") -> Tensor:
         a = constant(a)
         ctx = a._ctx
         b = scalar_like(b, a)
-    return wrap(ctx, f(ctx.handle, a._h, b._h))
+    h = ctx._h
+    if h is None:
+        ctx.handle  # raises: the context was closed
+    return wrap(ctx, f(h, a._h, b._h))
+
+
+def binary_op(f: Any, op: str) -> Any:
+    """A two-tensor function over C function f, for operators (one frame less)."""
+    def run(a: Any, b: Any) -> Tensor:
+        if isinstance(a, Tensor) and isinstance(b, Tensor):
+            ctx = a._ctx
+            h = ctx._h
+            if b._ctx is ctx and h is not None:
+                return wrap(ctx, f(h, a._h, b._h))
+        return binary(f, a, b, op)
+    return run
+
+
+def binary_rop(f: Any, op: str) -> Any:
+    def run(a: Any, b: Any) -> Tensor:
+        return binary(f, b, a, op)
+    return run
 
 
 def same_context(op: str, *ts: Tensor) -> "_context.Context":

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import array_ops, math_ops as m
-from ._core import L, binary, unary
-from .tensor import Tensor
+from ._core import L, binary, binary_op, binary_rop, unary
+from .tensor import Tensor, wrap
 
 
 def _swap(f: Any) -> Any:
@@ -25,17 +25,22 @@ def _xor(a: Any, b: Any) -> Tensor:
     return binary(L.vf_not_equal, a, b, "logical_xor")
 
 
+def _neg(a: Tensor, _f: Any = L.vf_neg) -> Tensor:
+    ctx = a._ctx
+    return wrap(ctx, _f(ctx.handle, a._h))
+
+
 def _abs(a: Tensor) -> Tensor:
     return unary(L.vf_abs, a)
 
 
 _METHODS = {
-    "__add__": lambda a, b: binary(L.vf_add, a, b, "add"),
-    "__radd__": lambda a, b: binary(L.vf_add, b, a, "add"),
-    "__sub__": lambda a, b: binary(L.vf_sub, a, b, "subtract"),
-    "__rsub__": lambda a, b: binary(L.vf_sub, b, a, "subtract"),
-    "__mul__": lambda a, b: binary(L.vf_mul, a, b, "multiply"),
-    "__rmul__": lambda a, b: binary(L.vf_mul, b, a, "multiply"),
+    "__add__": binary_op(L.vf_add, "add"),
+    "__radd__": binary_rop(L.vf_add, "add"),
+    "__sub__": binary_op(L.vf_sub, "subtract"),
+    "__rsub__": binary_rop(L.vf_sub, "subtract"),
+    "__mul__": binary_op(L.vf_mul, "multiply"),
+    "__rmul__": binary_rop(L.vf_mul, "multiply"),
     "__truediv__": m.divide,
     "__rtruediv__": _swap(m.divide),
     "__floordiv__": m.floordiv,
@@ -46,7 +51,7 @@ _METHODS = {
     "__rpow__": _swap(m.pow),
     "__matmul__": m.matmul,
     "__rmatmul__": _swap(m.matmul),
-    "__neg__": lambda a: unary(L.vf_neg, a),
+    "__neg__": _neg,
     "__pos__": lambda a: a,
     "__abs__": _abs,
     "__invert__": lambda a: unary(L.vf_logical_not, a),
