@@ -20,7 +20,6 @@ import inspect
 import logging
 import os
 import re
-import sys
 import weakref
 
 import numpy as np

@@ -55,10 +55,6 @@ def release_dropped(ctx, handles):
         L.vf_error_clear(h)
 
 
-class BodyError(Exception):
-    """Carries a Python exception raised inside a C callback back out."""
-
-
 class Callback:
     """fn(list of input tensors) -> list of tensors, as a vf_body. A Python
     exception is kept (pending) and the body returns an error status; the
