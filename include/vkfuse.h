@@ -734,7 +734,8 @@ typedef struct {
 VF_API vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *desc);
 /* fn's input and output counts (a loaded function's are its file's);
    vf_function_n_outputs is -1 before the first trace of a function
-   created with n_outputs -1. NULL fn: -1. */
+   created with n_outputs -1. NULL, destroyed or orphaned (its context
+   gone) fn: -1 (with the error recorded where there is a context). */
 VF_API int vf_function_n_inputs(vf_function *fn);
 VF_API int vf_function_n_outputs(vf_function *fn);
 /* Runs the function: traces on a new signature (or checks the call against

@@ -426,6 +426,10 @@ static void function_use_after_destroy(vf_backend be)
     vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_stats_get", "destroyed", NULL);
     VT_CHECK(vf_function_variable_count(fn) == 0);
     vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_variable_count", "destroyed", NULL);
+    VT_CHECK(vf_function_n_inputs(fn) == -1);
+    vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_n_inputs", "destroyed", NULL);
+    VT_CHECK(vf_function_n_outputs(fn) == -1);
+    vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_n_outputs", "destroyed", NULL);
     VT_CHECK(vf_function_save(fn, "/nonexistent/never-written.vkf") == VF_ERROR_INVALID_ARGUMENT);
     vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save", "destroyed", NULL);
     vt_child_done(ctx);

@@ -505,13 +505,13 @@ const char *vf_function_name_get(const vf_function *fn) { return fn->name; }
 int vf_function_n_inputs(vf_function *fn)
 {
     VF_LOCKED(fn ? fn->ctx : NULL);
-    return fn ? fn->n_in : -1;
+    return vf_function_usable(fn, "vf_function_n_inputs") == VF_OK ? fn->n_in : -1;
 }
 
 int vf_function_n_outputs(vf_function *fn)
 {
     VF_LOCKED(fn ? fn->ctx : NULL);
-    return fn ? fn->n_out : -1;
+    return vf_function_usable(fn, "vf_function_n_outputs") == VF_OK ? fn->n_out : -1;
 }
 
 vf_context *vf_function_context(const vf_function *fn) { return fn->ctx; }
