@@ -565,3 +565,14 @@ def test_eager_tape_around_a_call():
     ctx = tf.context()
     from vkfuse._fn_lib import L
     assert L.vf_status_get(ctx.handle) == 0  # no error left behind
+
+
+def test_gradient_through_a_call_with_a_variable_argument():
+    @tf.function
+    def add(a, b):
+        return a + b
+
+    v = tf.Variable(1.0)
+    with tf.GradientTape() as tape:
+        result = add(v, 1.0)
+    assert float(tape.gradient(result, v)) == 1.0  # TF's example: the variable counted once
