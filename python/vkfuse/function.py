@@ -219,6 +219,8 @@ class _Entry:
         owner = self.owner()
         self.traced = True
         args, kwargs = self.template
+        named = {t._h: "%s:0" % n for t, n in zip(tensors, self.names)}
+        graph_control.input_names.update(named)
         it = iter(tensors)
         args = _rebuild(args, it)
         kwargs = _rebuild(kwargs, it)
@@ -229,6 +231,8 @@ class _Entry:
             result = owner._traced_fn()(*args, **kwargs)
         finally:
             graph_control._var_scopes.pop()
+            for h in named:
+                graph_control.input_names.pop(h, None)
             # the graph's print callbacks live as long as this function
             self.keep.extend(printing.made[first_print:])
             del printing.made[first_print:]
@@ -405,10 +409,10 @@ class Function:
             raise TypeError("vkfuse.function '%s' has an input_signature of %d arguments; the call passed %d%s"
                             % (self.__name__, len(self.input_signature), len(args),
                                " and keyword-only ones" if kwargs else ""))
-        leaves = []
-        for spec, a in zip(self.input_signature, args):
-            _match_spec(spec, a, leaves)
-        names = [s.name or ("input %d" % i) for i, s in enumerate(self._flat_signature)]
+        leaves, names = [], []
+        params = list(self._sig.parameters)
+        for i, (spec, a) in enumerate(zip(self.input_signature, args)):
+            _match_spec(spec, a, leaves, params[i] if i < len(params) else "args[%d]" % i, names)
         return leaves, names
 
     def __call__(self, *args, **kwargs):
@@ -538,15 +542,16 @@ def _flatten_spec(s, out):
         raise TypeError("vkfuse.function: input_signature holds TensorSpecs (in lists or tuples), got %r" % (s,))
 
 
-def _match_spec(spec, value, out):
+def _match_spec(spec, value, out, path, names):
     if isinstance(spec, TensorSpec):
         out.append(value if isinstance(value, Tensor) else constant(value, dtype=spec.dtype))
+        names.append(spec.name or path)
         return
     if not isinstance(value, (list, tuple)) or len(value) != len(spec):
         raise TypeError("vkfuse.function: an argument must have the structure of its input_signature entry %r, "
                         "got %r" % (spec, value))
-    for s, v in zip(spec, value):
-        _match_spec(s, v, out)
+    for i, (s, v) in enumerate(zip(spec, value)):
+        _match_spec(s, v, out, "%s[%d]" % (path, i), names)
 
 
 def _strip_spec(spec, value):

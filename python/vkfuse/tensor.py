@@ -193,7 +193,9 @@ class Tensor:
             return None
         sym = fl.vf_tensor_symbolic_dims(self._h)
         shape = TensorShape(None if sym >> i & 1 else d for i, d in enumerate(self.shape))
-        return f'Tensor("symbolic", shape={shape}, dtype={self.dtype.name})'
+        from .graph_control import input_names
+        name = input_names.get(self._h, "symbolic")
+        return f'Tensor("{name}", shape={shape}, dtype={self.dtype.name})'
 
     def __repr__(self) -> str:
         if self._ctx._h is None:
