@@ -49,3 +49,4 @@ def print(*inputs: object, output_stream: object = None, sep: str = " ", end: st
     builtins.print(*parts, sep=sep, end=end)
 from .devices import auto_backend, device, devices  # noqa: E402,F401
 from .user_ops import elementwise  # noqa: E402,F401
+from .kernels import kernel  # noqa: E402,F401
