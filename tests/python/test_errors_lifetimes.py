@@ -119,7 +119,7 @@ def test_eager_loop_holds_flat_memory():
             tape.gradient(z, w)
         return float(tf.reduce_sum(y))
 
-    run(300)
+    run(1500)  # on Vulkan: eager fusion compiles its kernels (RSS) in the first rounds
     tf.context().sync()
     gc.collect()
     b0, r0 = live_bytes(), rss_kib()
@@ -152,3 +152,4 @@ def test_threads_run_while_reading():
 def test_library_found():
     assert _lib.path and "vkfuse" in _lib.path
     assert tf.__version__
+
