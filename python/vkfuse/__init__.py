@@ -50,3 +50,7 @@ def print(*inputs: object, output_stream: object = None, sep: str = " ", end: st
 from .devices import auto_backend, device, devices  # noqa: E402,F401
 from .user_ops import elementwise  # noqa: E402,F401
 from .kernels import kernel  # noqa: E402,F401
+from . import linalg  # noqa: E402,F401
+from .linalg import einsum, eye, tensordot  # noqa: E402,F401
+from .math_ops import argsort, sort  # noqa: E402,F401
+from .array_ops import linspace  # noqa: E402,F401
