@@ -175,13 +175,15 @@ class Tensor:
     def __repr__(self) -> str:
         if self._ctx._h is None:
             return "<vkfuse.Tensor (its context was closed)>"
-        v = np.array2string(np.asarray(self.numpy()), separator=", ") if self.ndim else repr(self.numpy().item())
+        a = self.numpy()
+        v = np.array2string(a, separator=", ") if self.ndim else str(a)
         return f"<vkfuse.Tensor: shape={self.shape}, dtype={self.dtype.name}, numpy={v}>"
 
     def __str__(self) -> str:
         if self._ctx._h is None:
             return "<vkfuse.Tensor (its context was closed)>"
-        return f"vkfuse.Tensor({np.asarray(self.numpy())}, shape={self.shape}, dtype={self.dtype.name})"
+        a = self.numpy()
+        return f"vkfuse.Tensor({np.array2string(a) if self.ndim else str(a)}, shape={self.shape}, dtype={self.dtype.name})"
 
     # TF2 tensors compare elementwise and so are unhashable; .ref() keys a dict.
     __hash__ = None  # type: ignore[assignment]

@@ -365,3 +365,9 @@ def test_numpy_interop():
         hash(x)
     d = {x.ref(): 1}
     assert d[x.ref()] == 1
+
+
+def test_scalar_text_as_tf():
+    assert str(tf.exp(1.0)) == "vkfuse.Tensor(2.7182817, shape=(), dtype=float32)"
+    assert repr(tf.constant(5.0)) == "<vkfuse.Tensor: shape=(), dtype=float32, numpy=5.0>"
+    assert repr(tf.constant(True)) == "<vkfuse.Tensor: shape=(), dtype=bool, numpy=True>"
