@@ -63,7 +63,29 @@ def floordiv(x: Any, y: Any, name: Optional[str] = None) -> Tensor:
 
 
 def pow(x: Any, y: Any, name: Optional[str] = None) -> Tensor:  # noqa: A001 (TF's name)
+    """x ** y; integers (which the library's pow does not take) through float32, rounded back."""
+    r = _int_through_float(x, y)
+    if r is not None:
+        xf, yf, dt = r
+        return cast(round(binary(L.vf_pow, xf, yf, "pow")), dt)
     return binary(L.vf_pow, x, y, "pow")
+
+
+def _int_through_float(x: Any, y: Any) -> Any:
+    """(x, y as float32 tensors, the integer dtype) when the op's tensor operands are integers."""
+    tx = x if isinstance(x, Tensor) else None
+    ty = y if isinstance(y, Tensor) else None
+    t = tx if tx is not None else ty
+    if t is None:
+        t = _core.tensor(x)
+        tx = t
+    if not t.dtype.is_integer:
+        return None
+    if tx is None:
+        tx = _core.scalar_like(x, t)
+    if ty is None:
+        ty = _core.scalar_like(y, t)
+    return cast(tx, dtypes.float32), cast(ty, dtypes.float32), t.dtype
 
 
 def maximum(x: Any, y: Any, name: Optional[str] = None) -> Tensor:
@@ -338,6 +360,11 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     a = tensor(a)
     b = tensor(b, a._ctx)
     ctx = same_context("matmul", a, b)
+    if a.dtype.is_integer and b.dtype == a.dtype:
+        # Integer matmul (TF has it, the library's is float): exact while
+        # the sums stay within float32's 2^24.
+        fa, fb = cast(a, dtypes.float32), cast(b, dtypes.float32)
+        return cast(round(matmul(fa, fb, transpose_a, transpose_b, adjoint_a, adjoint_b)), a.dtype)
     return wrap(ctx, L.vf_matmul_ex(ctx.handle, a._h, b._h, bool(transpose_a or adjoint_a),
                                     bool(transpose_b or adjoint_b)))
 
