@@ -54,3 +54,4 @@ from . import linalg  # noqa: E402,F401
 from .linalg import einsum, eye, tensordot  # noqa: E402,F401
 from .math_ops import argsort, sort  # noqa: E402,F401
 from .array_ops import linspace  # noqa: E402,F401
+from . import distribute  # noqa: E402,F401
