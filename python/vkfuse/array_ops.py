@@ -280,6 +280,9 @@ def getitem(x: Tensor, key: Any) -> Tensor:
             if not (b in (None, 0) and e is None and s == 1):
                 trivial = False
         else:
+            if not _is_int(k):
+                raise TypeError(f"vkfuse: only integers, slices (`:`), ellipsis (`...`), vkfuse.newaxis "
+                                f"(`None`) and scalar integer tensors are valid indices, got {k!r}")
             i = int(k)
             if not -n <= i < n:
                 raise errors.invalid(f"vkfuse: index {i} is out of bounds for dim {d} of size {n} "

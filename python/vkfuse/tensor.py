@@ -76,6 +76,10 @@ class Tensor:
     # ndarray <op> Tensor gives a Tensor: NumPy defers to the higher priority.
     __array_priority__ = 100
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("vkfuse.Tensor cannot be made directly; use vkfuse.constant, "
+                        "vkfuse.convert_to_tensor or an op")
+
     def __del__(self, _release: Any = _release) -> None:
         # The context's handle is None once it was closed: then it freed
         # this tensor already. Default argument: still bound at shutdown.
