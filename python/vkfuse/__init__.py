@@ -58,3 +58,4 @@ from . import distribute  # noqa: E402,F401
 from .module import (Module, constant_initializer, executing_eagerly, get_static_value,  # noqa: E402,F401
                      glorot_uniform_initializer, initializers, name_scope, ones_initializer,
                      random_normal_initializer, random_uniform_initializer, zeros_initializer)
+from . import data  # noqa: E402,F401
