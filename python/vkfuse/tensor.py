@@ -144,7 +144,13 @@ class Tensor:
                 ctx.raise_error()
         return a[()] if r == 0 else a
 
-    def __array__(self, dtype: Any = None) -> np.ndarray:
+    def __format__(self, spec: str) -> str:
+        # f"{loss:.4f}" as with TF's eager tensors: a scalar formats as its value.
+        if not spec:
+            return str(self)
+        return format(self.numpy().item() if self.ndim == 0 else self.numpy(), spec)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = np.asarray(self.numpy())
         return a if dtype is None else a.astype(dtype, copy=False)
 

@@ -380,3 +380,9 @@ def test_integer_pow_and_matmul():
     m = rng.integers(-9, 10, (3, 4)).astype(np.int32)
     close(tf.matmul(m, m.T), m @ m.T)
     close(tf.constant(m) @ tf.constant(m.T), m @ m.T)
+
+
+def test_format_spec():
+    loss = tf.constant(0.123456)
+    assert f"{loss:.3f}" == "0.123" and f"{tf.constant(7):d}" == "7" and f"{tf.constant(7):>3}" == "  7"
+    assert f"{loss}" == str(loss)
