@@ -60,6 +60,14 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None,
     return wrap(ctx, L.vf_range(ctx.handle, dt._vf, float(vals[0]), float(vals[1]), float(vals[2])))
 
 
+def linspace(start: Any, stop: Any, num: int, name: Optional[str] = None, axis: int = 0) -> Tensor:
+    """tf.linspace: num evenly spaced values from start to stop inclusive (float32)."""
+    a = float(start.numpy() if isinstance(start, Tensor) else start)
+    b = float(stop.numpy() if isinstance(stop, Tensor) else stop)
+    n = int(num)
+    return constant(np.linspace(a, b, n, dtype=np.float64).astype(np.float32))
+
+
 def identity(input: Any, name: Optional[str] = None) -> Tensor:  # noqa: A002
     x = _t(input)
     return wrap(x._ctx, L.vf_reshape(x._ctx.handle, x._h, x.ndim, i64s(x.shape)))
@@ -275,6 +283,9 @@ def getitem(x: Tensor, key: Any) -> Tensor:
             if not (b in (None, 0) and e is None and s == 1):
                 trivial = False
         else:
+            if not _is_int(k):
+                raise TypeError(f"vkfuse: only integers, slices (`:`), ellipsis (`...`), vkfuse.newaxis "
+                                f"(`None`) and scalar integer tensors are valid indices, got {k!r}")
             i = int(k)
             if not -n <= i < n:
                 raise errors.invalid(f"vkfuse: index {i} is out of bounds for dim {d} of size {n} "

@@ -7,5 +7,7 @@ from .math_ops import (abs, add, add_n, argmax, argmin, ceil, cos, count_nonzero
                        reduce_all, reduce_any, reduce_logsumexp, reduce_max, reduce_mean,
                        reduce_min, reduce_prod, reduce_std, reduce_sum, reduce_variance, round,
                        rsqrt, sigmoid, sign, sin, softplus, sqrt, square, squared_difference,
-                       subtract, tan, tanh, top_k, truediv, truncatediv, l2_normalize)
+                       subtract, tan, tanh, top_k, truediv, truncatediv, l2_normalize,
+                       divide_no_nan, unsorted_segment_sum, segment_sum, unsorted_segment_mean,
+                       segment_mean)
 from .math_ops import sigmoid as _sigmoid  # noqa: F401

@@ -63,7 +63,29 @@ def floordiv(x: Any, y: Any, name: Optional[str] = None) -> Tensor:
 
 
 def pow(x: Any, y: Any, name: Optional[str] = None) -> Tensor:  # noqa: A001 (TF's name)
+    """x ** y; integers (which the library's pow does not take) through float32, rounded back."""
+    r = _int_through_float(x, y)
+    if r is not None:
+        xf, yf, dt = r
+        return cast(round(binary(L.vf_pow, xf, yf, "pow")), dt)
     return binary(L.vf_pow, x, y, "pow")
+
+
+def _int_through_float(x: Any, y: Any) -> Any:
+    """(x, y as float32 tensors, the integer dtype) when the op's tensor operands are integers."""
+    tx = x if isinstance(x, Tensor) else None
+    ty = y if isinstance(y, Tensor) else None
+    t = tx if tx is not None else ty
+    if t is None:
+        t = _core.tensor(x)
+        tx = t
+    if not t.dtype.is_integer:
+        return None
+    if tx is None:
+        tx = _core.scalar_like(x, t)
+    if ty is None:
+        ty = _core.scalar_like(y, t)
+    return cast(tx, dtypes.float32), cast(ty, dtypes.float32), t.dtype
 
 
 def maximum(x: Any, y: Any, name: Optional[str] = None) -> Tensor:
@@ -338,6 +360,11 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     a = tensor(a)
     b = tensor(b, a._ctx)
     ctx = same_context("matmul", a, b)
+    if a.dtype.is_integer and b.dtype == a.dtype:
+        # Integer matmul (TF has it, the library's is float): exact while
+        # the sums stay within float32's 2^24.
+        fa, fb = cast(a, dtypes.float32), cast(b, dtypes.float32)
+        return cast(round(matmul(fa, fb, transpose_a, transpose_b, adjoint_a, adjoint_b)), a.dtype)
     return wrap(ctx, L.vf_matmul_ex(ctx.handle, a._h, b._h, bool(transpose_a or adjoint_a),
                                     bool(transpose_b or adjoint_b)))
 
@@ -379,3 +406,77 @@ def clip_by_global_norm(t_list: Sequence[Any], clip_norm: Any, use_norm: Any = N
     gn = use_norm if use_norm is not None else global_norm(t_list)
     scale = divide(clip_norm, maximum(gn, clip_norm))
     return [None if t is None else multiply(t, scale) for t in t_list], gn
+
+
+def divide_no_nan(x: Any, y: Any, name: Optional[str] = None) -> Tensor:
+    """x / y, 0 where y is 0."""
+    yt = _core.tensor(y) if not isinstance(y, Tensor) else y
+    zero = equal(yt, 0)
+    safe = where(zero, _core.scalar_like(1, yt), yt)
+    q = divide(x, safe)
+    return where(zero, _core.scalar_like(0, q), q)
+
+
+def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: Any, name: Optional[str] = None) -> Tensor:
+    """Sums of data's rows (along segment_ids' dims) per segment id: scatter_add into zeros."""
+    d = _core.tensor(data)
+    ids = segment_ids if isinstance(segment_ids, Tensor) else _core.tensor(np.asarray(segment_ids, np.int32), d._ctx)
+    k = ids.ndim
+    if k != 1:
+        from .array_ops import reshape
+        d = reshape(d, [-1] + list(d.shape[k:]))
+        ids = reshape(ids, [-1])
+    n = int(num_segments.numpy() if isinstance(num_segments, Tensor) else num_segments)
+    from .array_ops import fill
+    z = fill([n] + list(d.shape[1:]), 0, dtype=d.dtype)
+    ctx = same_context("unsorted_segment_sum", z, ids, d)
+    return wrap(ctx, L.vf_scatter_add(ctx.handle, z._h, ids._h, d._h, 0))
+
+
+def segment_sum(data: Any, segment_ids: Any, name: Optional[str] = None) -> Tensor:
+    ids = np.asarray(segment_ids.numpy() if isinstance(segment_ids, Tensor) else segment_ids)
+    return unsorted_segment_sum(data, ids, int(ids.max()) + 1 if ids.size else 0)
+
+
+def unsorted_segment_mean(data: Any, segment_ids: Any, num_segments: Any, name: Optional[str] = None) -> Tensor:
+    d = _core.tensor(data)
+    s = unsorted_segment_sum(d, segment_ids, num_segments)
+    from .array_ops import ones, reshape
+    ids = np.asarray(segment_ids.numpy() if isinstance(segment_ids, Tensor) else segment_ids)
+    cnt = unsorted_segment_sum(ones(list(ids.shape), d.dtype), ids, num_segments)
+    cnt = reshape(maximum(cnt, 1), list(cnt.shape) + [1] * (s.ndim - 1))
+    return divide(s, cnt)
+
+
+def segment_mean(data: Any, segment_ids: Any, name: Optional[str] = None) -> Tensor:
+    ids = np.asarray(segment_ids.numpy() if isinstance(segment_ids, Tensor) else segment_ids)
+    return unsorted_segment_mean(data, ids, int(ids.max()) + 1 if ids.size else 0)
+
+
+def sort(values: Any, axis: int = -1, direction: str = "ASCENDING", name: Optional[str] = None) -> Tensor:
+    """tf.sort along axis (top_k of the whole axis; differentiable for floats)."""
+    return _sorted(values, axis, direction, False)
+
+
+def argsort(values: Any, axis: int = -1, direction: str = "ASCENDING", stable: bool = False,
+            name: Optional[str] = None) -> Tensor:
+    return _sorted(values, axis, direction, True)
+
+
+def _sorted(values: Any, axis: int, direction: str, indices: bool) -> Tensor:
+    from .array_ops import transpose
+    x = _core.tensor(values)
+    if direction not in ("ASCENDING", "DESCENDING"):
+        raise ValueError(f"vkfuse.sort: direction must be 'ASCENDING' or 'DESCENDING', got {direction!r}")
+    ax = int(axis) % max(x.ndim, 1)
+    perm = list(range(x.ndim))
+    perm[ax], perm[-1] = perm[-1], perm[ax]
+    xt = transpose(x, perm) if ax != x.ndim - 1 else x
+    asc = direction == "ASCENDING"
+    if asc and x.dtype.is_unsigned:
+        raise errors.UnimplementedError(None, None, "vkfuse.sort: ascending uint32 is not available",
+                                        "VF_ERROR_UNSUPPORTED")
+    key = negative(xt) if asc else xt
+    v, i = top_k(key, k=xt.shape[-1])
+    r = i if indices else (negative(v) if asc else v)
+    return transpose(r, perm) if ax != x.ndim - 1 else r

@@ -85,6 +85,9 @@ class GradientTape:
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
                  unconnected_gradients: Any = "none") -> Any:
         """d sum(target) / d source for each source, in sources' structure."""
+        if self._h is None and self._ctx is None:
+            raise RuntimeError("vkfuse.GradientTape.gradient: the tape never recorded; use it as "
+                               "`with vkfuse.GradientTape() as tape:` around the computation")
         if self._h is None:
             raise RuntimeError("vkfuse.GradientTape.gradient: a non-persistent tape can be used for "
                                "one gradient call only (and not after it was reset or its context "

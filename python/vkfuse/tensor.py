@@ -84,6 +84,10 @@ class Tensor:
     # ndarray <op> Tensor gives a Tensor: NumPy defers to the higher priority.
     __array_priority__ = 100
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("vkfuse.Tensor cannot be made directly; use vkfuse.constant, "
+                        "vkfuse.convert_to_tensor or an op")
+
     def __del__(self, _release: Any = _release) -> None:
         # The context's handle is None once it was closed: then it freed
         # this tensor already. Default argument: still bound at shutdown.
@@ -151,7 +155,13 @@ class Tensor:
                 ctx.raise_error()
         return a[()] if r == 0 else a
 
-    def __array__(self, dtype: Any = None) -> np.ndarray:
+    def __format__(self, spec: str) -> str:
+        # f"{loss:.4f}" as with TF's eager tensors: a scalar formats as its value.
+        if not spec:
+            return str(self)
+        return format(self.numpy().item() if self.ndim == 0 else self.numpy(), spec)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = np.asarray(self.numpy())
         return a if dtype is None else a.astype(dtype, copy=False)
 
@@ -203,7 +213,8 @@ class Tensor:
         s = self._symbolic_text()
         if s is not None:
             return s
-        v = np.array2string(np.asarray(self.numpy()), separator=", ") if self.ndim else repr(self.numpy().item())
+        a = self.numpy()
+        v = np.array2string(a, separator=", ") if self.ndim else str(a)
         return f"<vkfuse.Tensor: shape={self.shape}, dtype={self.dtype.name}, numpy={v}>"
 
     def __str__(self) -> str:
@@ -212,7 +223,8 @@ class Tensor:
         s = self._symbolic_text()
         if s is not None:
             return s
-        return f"vkfuse.Tensor({np.asarray(self.numpy())}, shape={self.shape}, dtype={self.dtype.name})"
+        a = self.numpy()
+        return f"vkfuse.Tensor({np.array2string(a) if self.ndim else str(a)}, shape={self.shape}, dtype={self.dtype.name})"
 
     # TF2 tensors compare elementwise and so are unhashable; .ref() keys a dict.
     __hash__ = None  # type: ignore[assignment]

@@ -365,3 +365,24 @@ def test_numpy_interop():
         hash(x)
     d = {x.ref(): 1}
     assert d[x.ref()] == 1
+
+
+def test_scalar_text_as_tf():
+    assert str(tf.constant(2.7182817)) == "vkfuse.Tensor(2.7182817, shape=(), dtype=float32)"
+    assert repr(tf.constant(5.0)) == "<vkfuse.Tensor: shape=(), dtype=float32, numpy=5.0>"
+    assert repr(tf.constant(True)) == "<vkfuse.Tensor: shape=(), dtype=bool, numpy=True>"
+
+
+def test_integer_pow_and_matmul():
+    close(tf.pow(tf.constant(I), 2), I ** 2)
+    close(tf.constant([2, 3]) ** 3, np.array([8, 27], np.int32))
+    close(2 ** tf.constant([1, 4]), np.array([2, 16], np.int32))
+    m = rng.integers(-9, 10, (3, 4)).astype(np.int32)
+    close(tf.matmul(m, m.T), m @ m.T)
+    close(tf.constant(m) @ tf.constant(m.T), m @ m.T)
+
+
+def test_format_spec():
+    loss = tf.constant(0.123456)
+    assert f"{loss:.3f}" == "0.123" and f"{tf.constant(7):d}" == "7" and f"{tf.constant(7):>3}" == "  7"
+    assert f"{loss}" == str(loss)
