@@ -51,7 +51,7 @@ typedef struct {
     const char *name;       /* for messages, logs and dumps; NULL: "function" */
     vf_body body;
     void *user;             /* passed to body */
-    int n_inputs, n_outputs;
+    int n_inputs, n_outputs;  /* n_outputs -1: the first trace decides (see below) */
     const vf_tensor_spec *input_signature; /* n_inputs specs, copied; NULL:
                                one concrete function per concrete signature */
     bool unfused;           /* one kernel per op, no fusion: the baseline that
@@ -79,6 +79,15 @@ typedef struct {
     int64_t arena_bytes;    /* the last call's plan: its intermediates' shared arena */
 } vf_function_stats;
 
+/* With n_outputs -1 the output count is what the first trace returns, as
+   for tf.function (a binding does not know it before its body has run):
+   that trace's body gets room for VF_FUNCTION_MAX_OUTPUTS outputs and sets
+   the first n of them (the rest stay NULL); n is then the function's
+   n_outputs (vf_function_io_count) and later traces must set exactly n.
+   Until that first trace the caller's out needs VF_FUNCTION_MAX_OUTPUTS
+   entries, and the function can only be called to be traced (not while
+   another function traces, nor with bodies run eagerly). */
+#define VF_FUNCTION_MAX_OUTPUTS 64
 /* NULL with the error recorded in ctx and as the thread's vf_last_error when
    desc is invalid. */
 VF_API vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *desc);
@@ -92,8 +101,10 @@ VF_API vf_status vf_function_call(vf_function *fn, vf_tensor *const *in, vf_tens
 VF_API vf_status vf_function_stats_get(vf_function *fn, vf_function_stats *out);
 /* How many tensors a call takes in in[] and gives in out[]: the desc's
    counts, or a loaded function's from its file (what a binding sizes its
-   arrays by). -1 in each and VF_ERROR_INVALID_ARGUMENT for a NULL or
-   destroyed function; either pointer may be NULL. */
+   arrays by); n_outputs is -1 before the first trace of a function
+   created with n_outputs -1. -1 in each and VF_ERROR_INVALID_ARGUMENT for
+   a NULL, destroyed or orphaned (its context gone) function; either
+   pointer may be NULL. */
 VF_API vf_status vf_function_io_count(vf_function *fn, int *n_inputs, int *n_outputs);
 /* Why the last retrace happened ("input 0 dim 0: traced 128, got 100"), "" if none. */
 VF_API const char *vf_function_retrace_reason(vf_function *fn);

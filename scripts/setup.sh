@@ -5,7 +5,8 @@ pkgs=(gcc g++ make cmake ninja-build pkg-config
       libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
       libshaderc-dev glslc glslang-dev spirv-tools
       libopenblas-dev libdnnl-dev libcmocka-dev clang libclang-rt-14-dev
-      libopenmpi-dev openmpi-bin)
+      libopenmpi-dev openmpi-bin
+      python3-numpy python3-pytest python3-mpi4py)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

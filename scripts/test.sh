@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test twice: a -Werror build with the Khronos
-# validation layer on (any validation message fails the test), then an
+# validation layer on (any validation message fails the test; the Python
+# package's pytest suite runs here, on the CPU backend and on lavapipe, as
+# ctest's python_* entries: python3 cannot load the sanitized library), then an
 # AddressSanitizer + UndefinedBehaviorSanitizer build; the thread tests
 # under ThreadSanitizer; then checks that the
 # optimised build (the README's first command) compiles warning-free and

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then compiles the README's
 # example against it twice — with pkg-config and with find_package — and
-# runs both. Usage: install_test.sh BUILD_DIR SOURCE_DIR [EXTRA_CFLAGS]
+# runs both; with PYTHON, imports the installed Python package from the
+# prefix's site directory, which must find the installed library by itself.
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR [EXTRA_CFLAGS] [PYTHON]
 set -euo pipefail
-build=$1 src=$2 extra=${3:-}
+build=$1 src=$2 extra=${3:-} py=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
@@ -36,4 +38,13 @@ CM
 cmake -S "$tmp/proj" -B "$tmp/proj/build" -G Ninja -DCMAKE_C_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/proj/build" >/dev/null
 VKFUSE_BACKEND=cpu "$tmp/proj/build/app"
+if [ -n "$py" ]; then
+    site=$(find "$tmp/prefix" -path '*-packages/vkfuse/__init__.py' -printf '%h\n' | head -1)
+    [ -n "$site" ] || { echo "install test: the Python package was not installed under $tmp/prefix"; exit 1; }
+    (cd "$tmp" && env -u VKFUSE_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$(dirname "$site")" PYTHONDONTWRITEBYTECODE=1 \
+        VKFUSE_BACKEND=cpu "$py" -c "import vkfuse as tf
+assert tf._lib.path.startswith('$tmp/prefix/'), 'loaded ' + tf._lib.path
+assert float(tf.reduce_sum(tf.ones([3]))) == 3.0")
+    echo "install test: the installed Python package found the installed library"
+fi
 echo "install test: pkg-config (shared, static) and find_package builds ran"

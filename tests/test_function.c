@@ -30,6 +30,68 @@ static vf_status affine(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, 
     return out[0] ? VF_OK : vf_status_get(ctx);
 }
 
+/* n_outputs -1: a binding's body (Python's vkfuse.function) says how many
+   outputs it has by setting them; later traces must set as many. */
+static int n_set;
+
+static vf_status sets_n(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    for (int k = 0; k < n_set; k++) out[k] = vf_add(ctx, in[0], vf_fill(ctx, VF_F32, 0, NULL, (double)k));
+    if (n_set == 2) out[3] = in[0]; /* a gap: output 2 NULL */
+    return VF_OK;
+}
+
+static void test_outputs_from_trace(void **state)
+{
+    (void)state;
+    vf_backend bs[2];
+    for (int b = 0, nb = vt_backends(bs); b < nb; b++) {
+        vf_context *ctx = vt_context(bs[b]);
+        vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "sets_n", .body = sets_n,
+                                                                     .n_inputs = 1, .n_outputs = -1});
+        assert_non_null(fn);
+        int n_in = 0, n_out = 0;
+        assert_int_equal(vf_function_io_count(fn, &n_in, &n_out), VF_OK);
+        assert_int_equal(n_in, 1);
+        assert_int_equal(n_out, -1);
+        vf_tensor *x = f32(ctx, 1, (int64_t[]){2}, (float[]){1, 2}), *y[VF_FUNCTION_MAX_OUTPUTS] = {NULL};
+        /* not traced yet: eagerly the count is unknown */
+        vf_run_functions_eagerly(ctx, true);
+        assert_int_equal(vf_function_call(fn, &x, y), VF_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(vf_error_message(ctx), "n_outputs -1"));
+        vf_error_clear(ctx);
+        vf_run_functions_eagerly(ctx, false);
+        n_set = 2; /* outputs 0, 1 and 3: refused, still undecided */
+        assert_int_equal(vf_function_call(fn, &x, y), VF_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(vf_error_message(ctx), "set output 3 but left output 2 NULL"));
+        vf_error_clear(ctx);
+        assert_int_equal(vf_function_io_count(fn, NULL, &n_out), VF_OK);
+        assert_int_equal(n_out, -1);
+        n_set = 3;
+        assert_int_equal(vf_function_call(fn, &x, y), VF_OK);
+        assert_int_equal(vf_function_io_count(fn, NULL, &n_out), VF_OK);
+        assert_int_equal(n_out, 3);
+        float *got = vt_read(y[2]);
+        vt_assert_close_f32(got, (float[]){3, 4}, 2, 0, 0, "output 2");
+        free(got);
+        assert_null(y[3]);
+        /* a retrace must set as many */
+        vf_tensor *x3 = f32(ctx, 1, (int64_t[]){3}, (float[]){1, 2, 3});
+        n_set = 1;
+        assert_int_equal(vf_function_call(fn, &x3, y), VF_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(vf_error_message(ctx), "left output 1 NULL"));
+        vf_error_clear(ctx);
+        assert_null(vf_function_create(ctx, &(vf_function_desc){.body = sets_n, .n_outputs = -2}));
+        assert_non_null(strstr(vf_error_message(ctx), "or -1 (decided by the first trace)"));
+        vf_error_clear(ctx);
+        assert_int_equal(vf_function_io_count(NULL, &n_in, &n_out), VF_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(n_out, -1);
+        vf_function_destroy(fn);
+        vf_context_destroy(ctx);
+    }
+}
+
 static void test_trace_counts(void **state)
 {
     (void)state;
@@ -609,6 +671,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trace_counts),     cmocka_unit_test(test_retrace_warning),
+        cmocka_unit_test(test_outputs_from_trace),
         cmocka_unit_test(test_signature),        cmocka_unit_test(test_symbolic_mismatch),
         cmocka_unit_test(test_every_op),         cmocka_unit_test(test_dynamic_predict),
         cmocka_unit_test(test_while_loop),       cmocka_unit_test(test_errors),

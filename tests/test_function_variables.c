@@ -287,10 +287,42 @@ static void traced_and_eager(void (*fn)(vf_context *ctx, bool eager))
         }
 }
 
+static vf_status times_plus(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user; /* v * x + v: d/dv = x + 1 */
+    out[0] = vf_reduce_sum(ctx, vf_add(ctx, vf_mul(ctx, in[0], in[1]), in[0]), 0, NULL, false);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* An eager tape around a call whose input is a variable (TF's
+   `with tape: add(v, 1.0)`): the variable is the call's input and, passed
+   by reference, also a capture of the concrete function; its gradient
+   counts once (it came out twice). */
+static void variable_input_gradient(vf_context *ctx, bool eager)
+{
+    (void)eager;
+    int64_t n = 2;
+    vf_tensor *v = vf_variable(ctx, f32(ctx, 1, &n, (float[]){1, 2})), *x = f32(ctx, 1, &n, (float[]){3, 5});
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "times_plus", .body = times_plus,
+                                                                 .n_inputs = 2, .n_outputs = 1});
+    for (int round = 0; round < 2; round++) { /* traces, then replays */
+        vf_tape *tp = vf_tape_begin(ctx);
+        vf_tensor *y = NULL, *g = NULL;
+        assert_int_equal(vf_function_call(fn, (vf_tensor *[]){v, x}, &y), VF_OK);
+        assert_int_equal(vf_tape_gradient(tp, y, 1, &v, &g), VF_OK);
+        vf_tape_end(tp);
+        float *got = vt_read(g);
+        vt_assert_close_f32(got, (float[]){4, 6}, 2, 0, 0, "d/dv");
+        free(got);
+    }
+    vf_function_destroy(fn);
+}
+
 static void test_variable_input(void **state)
 {
     (void)state;
     traced_and_eager(variable_input);
+    traced_and_eager(variable_input_gradient);
 }
 
 static void test_variable_input_train_step(void **state)

@@ -426,6 +426,9 @@ static void function_use_after_destroy(vf_backend be)
     vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_stats_get", "destroyed", NULL);
     VT_CHECK(vf_function_variable_count(fn) == 0);
     vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_variable_count", "destroyed", NULL);
+    int n_in = 0, n_out = 0;
+    VT_CHECK(vf_function_io_count(fn, &n_in, &n_out) == VF_ERROR_INVALID_ARGUMENT && n_in == -1 && n_out == -1);
+    vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_io_count", "destroyed", NULL);
     VT_CHECK(vf_function_save(fn, "/nonexistent/never-written.vkf") == VF_ERROR_INVALID_ARGUMENT);
     vt_child_expect(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_save", "destroyed", NULL);
     vt_child_done(ctx);

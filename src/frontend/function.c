@@ -18,9 +18,10 @@ static vf_function *function_create(vf_context *ctx, const vf_function_desc *d)
 {
     VF_LOCKED(ctx);
     if (!ctx) return NULL;
-    if (!d || !d->body || d->n_inputs < 0 || d->n_outputs < 0) {
-        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_create: desc needs a body and n_inputs, "
-                "n_outputs >= 0 (got %s)", !d ? "desc NULL" : !d->body ? "body NULL" : "a negative count");
+    if (!d || !d->body || d->n_inputs < 0 || d->n_outputs < -1 || d->n_outputs > VF_FUNCTION_MAX_OUTPUTS) {
+        vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_create: desc needs a body, n_inputs >= 0 and "
+                "n_outputs 0 .. %d or -1 (decided by the first trace) (got %s)", VF_FUNCTION_MAX_OUTPUTS,
+                !d ? "desc NULL" : !d->body ? "body NULL" : "a count out of range");
         return NULL;
     }
     const char *name = d->name ? d->name : "function";
@@ -243,8 +244,11 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
     c.n_var = c.var ? fn->n_in : 0;
     concrete *grown = vf_realloc(fn->cfs, sizeof *fn->cfs * (size_t)(fn->n_cf + 1));
     vf_tensor **ins = vf_calloc((size_t)fn->n_in + 1, sizeof *ins);
-    vf_tensor **outs = vf_calloc((size_t)fn->n_out + 1, sizeof *outs);
-    int *ids = vf_calloc((size_t)fn->n_out + 1, sizeof *ids);
+    /* n_out -1: the body gets room for the most outputs and its first
+       trace fixes the count (vf_function_desc.n_outputs) */
+    int n_out = fn->n_out < 0 ? VF_FUNCTION_MAX_OUTPUTS : fn->n_out;
+    vf_tensor **outs = vf_calloc((size_t)n_out + 1, sizeof *outs);
+    int *ids = vf_calloc((size_t)n_out + 1, sizeof *ids);
     if (grown) fn->cfs = grown;
     vf_status s = c.dt && c.shape && c.var && grown && ins && outs && ids ? VF_OK
                 : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory (malloc failed)");
@@ -274,6 +278,14 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
             if (b != VF_OK) s = ctx->err.status != VF_OK ? ctx->err.status
                               : vf_fail(ctx, b, "vf_function_call: the body of '%s' returned %s", fn->name, vf_status_name(b));
             else if (before == VF_OK && ctx->err.status != VF_OK) s = ctx->err.status;
+            if (s == VF_OK && fn->n_out < 0) {
+                n_out = 0;
+                while (n_out < VF_FUNCTION_MAX_OUTPUTS && outs[n_out]) n_out++;
+                for (int k = n_out; s == VF_OK && k < VF_FUNCTION_MAX_OUTPUTS; k++)
+                    if (outs[k]) s = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: the body of '%s' "
+                                             "set output %d but left output %d NULL: its outputs are the first "
+                                             "ones it sets, without gaps", fn->name, k, n_out);
+            }
         }
         /* A variable input is passed to the body by reference: a body that
            released it (misuse) dropped our reference, and twice the
@@ -287,14 +299,14 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
                                 "input %d, a variable passed by reference; a body must not release its inputs "
                                 "(they belong to the caller)", fn->name, i);
             }
-        for (int k = 0; s == VF_OK && k < fn->n_out; k++) {
+        for (int k = 0; s == VF_OK && k < n_out; k++) {
             if (!outs[k]) s = vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: the body of '%s' left output "
                                       "%d NULL", fn->name, k);
             else if (!vf_check_alive(ctx, "vf_function_call: body output", outs[k], -1)) s = ctx->err.status;
             else if ((ids[k] = vf_trace_value(ctx, outs[k], "vf_function_call")) < 0) s = ctx->err.status;
         }
         vf_graph *root = vf_trace_graph(ctx);
-        if (s == VF_OK && !vf_graph_set_outputs(root, fn->n_out, ids))
+        if (s == VF_OK && !vf_graph_set_outputs(root, n_out, ids))
             s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_function_call: out of host memory (malloc failed)");
         vf_scope_end(ctx);
         c.g = vf_trace_end(ctx, s == VF_OK, &c.caps, &c.n_caps);
@@ -315,6 +327,7 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
         concrete_free(ctx, &c);
         return NULL;
     }
+    fn->n_out = n_out;
     fn->cfs[fn->n_cf] = c;
     return &fn->cfs[fn->n_cf++];
 }
@@ -444,6 +457,10 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
         return vf_fail(ctx, VF_ERROR_TRACE, "vf_function_call: '%s' called while it is being traced: its body calls "
                        "it (directly or through other functions), so tracing would never end. A traced function "
                        "cannot recurse; repeat with a C loop in the body (unrolled) or with vf_while_loop", fn->name);
+    if (fn->n_out < 0 && (eager || ctx->trace))
+        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' was created with n_outputs -1 and has "
+                       "not been traced yet, so its output count is not known; call it once outside other traced "
+                       "bodies and with bodies not run eagerly (vf_run_functions_eagerly, VKFUSE_EAGER)", fn->name);
     if (fn->active >= VF_NEST_MAX)
         return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_function_call: '%s' is running eagerly %d calls deep inside "
                        "itself: a recursion without a base case? (at most %d)", fn->name, fn->active, VF_NEST_MAX);

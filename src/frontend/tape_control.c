@@ -123,15 +123,19 @@ static bool assigns(const vf_graph *g)
     return false;
 }
 
+static bool same_key(const vf_tref *a, const vf_tref *b)
+{
+    return a->buf == b->buf && a->offset == b->offset && a->dtype == b->dtype && a->rank == b->rank &&
+           memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank) == 0;
+}
+
 /* The tensor whose key is r, if one is alive (a capture a source may be). */
 static vf_tensor *live_with_key(vf_context *ctx, const vf_tref *r)
 {
     for (vf_tensor *t = ctx->live; t; t = t->next) {
         if (!t->st || t->sym_gen) continue;
         vf_tref k = vf_tensor_ref(t);
-        if (k.buf == r->buf && k.offset == r->offset && k.dtype == r->dtype && k.rank == r->rank &&
-            memcmp(k.shape, r->shape, sizeof(int64_t) * (size_t)r->rank) == 0)
-            return t;
+        if (same_key(&k, r)) return t;
     }
     return NULL;
 }
@@ -162,9 +166,13 @@ void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const ch
         cf->in[k] = vf_tensor_retain(in[k]);
         cf->in_key[k] = vf_tensor_ref(in[k]);
     }
-    /* captures a source may be: float tensors alive now (weights, variables) */
+    /* captures a source may be: float tensors alive now (weights, variables),
+       but not a variable input (passed by reference, the concrete function
+       captures it too): its gradient is the input's, counted once */
     for (int c = 0; c < n_caps; c++) {
         vf_tensor *t = vf_dtype_is_float(caps[c].ref.dtype) ? live_with_key(ctx, &caps[c].ref) : NULL;
+        for (int k = 0; t && k < n_in; k++)
+            if (same_key(&cf->in_key[k], &caps[c].ref)) t = NULL;
         if (!t) continue;
         cf->cc[cf->n_cc++] = c;
         cf->in[n_in + cf->n_cc - 1] = vf_tensor_retain(t);

@@ -1,0 +1,153 @@
+"""``vkfuse.random``: tf.random's normal / uniform / Generator / set_seed.
+
+Draws come from counter-based Philox generators on the device
+(``vf_generator``): the same seed gives the same numbers on every backend.
+Without a seed, ops draw from the context's global generator, seeded by
+``set_seed`` (else from the OS's randomness at first use).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from . import _context, dtypes, errors
+from ._core import L, i64s, shape_arg
+from .tensor import Tensor, wrap
+
+
+class Generator:
+    """tf.random.Generator: a random stream whose state lives on the device."""
+
+    def __init__(self, seed: int, ctx: Optional["_context.Context"] = None) -> None:
+        self._ctx = ctx if ctx is not None else _context.context()
+        self._h = L.vf_generator_create(self._ctx.handle, int(seed) & (2 ** 64 - 1))
+        if not self._h:
+            self._ctx.raise_error()
+
+    @classmethod
+    def from_seed(cls, seed: int, alg: Any = None, ctx: Optional["_context.Context"] = None) -> "Generator":
+        if isinstance(alg, _context.Context):
+            ctx, alg = alg, None
+        return cls(seed, ctx)
+
+    @classmethod
+    def from_non_deterministic_state(cls, alg: Any = None) -> "Generator":
+        return cls(int.from_bytes(os.urandom(8), "little"))
+
+    def _handle(self, ctx: "_context.Context") -> int:
+        if self._h is None or self._ctx._h is None:
+            raise errors.FailedPreconditionError(None, None, "vkfuse.random.Generator: its context was "
+                                                 "closed; make a new generator", "VF_ERROR_INVALID_ARGUMENT")
+        if ctx is not self._ctx:
+            raise errors.invalid("vkfuse.random.Generator: the generator belongs to another context")
+        return self._h
+
+    def __del__(self) -> None:
+        h, self._h = getattr(self, "_h", None), None
+        if h and self._ctx._h is not None:
+            L.vf_generator_destroy(h)
+
+    def _draw(self, cfn: Any, shape: Any, dtype: Any) -> Tensor:
+        s = shape_arg(shape, "random")
+        dt = dtypes.as_dtype(dtype)
+        if not dt.is_floating:
+            raise errors.invalid(f"vkfuse.random: draws are float32 or float16, not {dt.name}",
+                                 "VF_ERROR_DTYPE")
+        ctx = self._ctx
+        return wrap(ctx, cfn(ctx.handle, self._handle(ctx), dt._vf, len(s), i64s(s)))
+
+    def normal(self, shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = dtypes.float32,
+               name: Optional[str] = None) -> Tensor:
+        x = self._draw(L.vf_generator_normal, shape, dtype)
+        return _affine(x, stddev, mean)
+
+    def uniform(self, shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = dtypes.float32,
+                name: Optional[str] = None) -> Tensor:
+        dt = dtypes.as_dtype(dtype)
+        if dt.is_integer:
+            if maxval is None:
+                raise ValueError("vkfuse.random.uniform: an integer dtype needs maxval")
+            from .math_ops import cast, floor
+            u = self._draw(L.vf_generator_uniform, shape, dtypes.float32)
+            return cast(floor(_affine(u, float(maxval) - float(minval), float(minval))), dt)
+        u = self._draw(L.vf_generator_uniform, shape, dt)
+        hi = 1.0 if maxval is None else maxval
+        if isinstance(hi, (int, float)) and isinstance(minval, (int, float)):
+            return _affine(u, float(hi) - float(minval), float(minval))
+        from .math_ops import subtract
+        return _affine(u, subtract(hi, minval), minval)
+
+    def truncated_normal(self, shape: Any, mean: Any = 0.0, stddev: Any = 1.0,
+                         dtype: Any = dtypes.float32, name: Optional[str] = None) -> Tensor:
+        """Normals redrawn where |x| > 2 (a few rounds, then clipped to +-2)."""
+        from .math_ops import abs as _abs, clip_by_value, greater, reduce_any, where
+        x = self._draw(L.vf_generator_normal, shape, dtype)
+        for _ in range(8):
+            bad = greater(_abs(x), 2.0)
+            if not bool(reduce_any(bad)):
+                break
+            x = where(bad, self._draw(L.vf_generator_normal, shape, dtype), x)
+        return _affine(clip_by_value(x, -2.0, 2.0), stddev, mean)
+
+
+def _affine(x: Tensor, scale: Any, shift: Any) -> Tensor:
+    from .math_ops import add, multiply
+    if not (isinstance(scale, (int, float)) and scale == 1):
+        x = multiply(x, scale)
+    if not (isinstance(shift, (int, float)) and shift == 0):
+        x = add(x, shift)
+    return x
+
+
+_global_seed: Optional[int] = None
+
+
+def set_seed(seed: int) -> None:
+    """tf.random.set_seed: reseeds the global generator of every context made from now on and the
+    current one."""
+    global _global_seed
+    _global_seed = int(seed)
+    ctx = _context.context()
+    ctx._generator = Generator(_global_seed, ctx)
+
+
+def get_global_generator(ctx: Optional["_context.Context"] = None) -> Generator:
+    ctx = ctx if ctx is not None else _context.context()
+    g = ctx._generator
+    if g is None:
+        seed = _global_seed if _global_seed is not None else int.from_bytes(os.urandom(8), "little")
+        g = ctx._generator = Generator(seed, ctx)
+    return g
+
+
+def set_global_generator(generator: Generator) -> None:
+    generator._ctx._generator = generator
+
+
+def _gen(seed: Optional[int]) -> Generator:
+    return Generator(seed) if seed is not None else get_global_generator()
+
+
+def normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = dtypes.float32,
+           seed: Optional[int] = None, name: Optional[str] = None) -> Tensor:
+    return _gen(seed).normal(shape, mean, stddev, dtype)
+
+
+def uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = dtypes.float32,
+            seed: Optional[int] = None, name: Optional[str] = None) -> Tensor:
+    return _gen(seed).uniform(shape, minval, maxval, dtype)
+
+
+def truncated_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = dtypes.float32,
+                     seed: Optional[int] = None, name: Optional[str] = None) -> Tensor:
+    return _gen(seed).truncated_normal(shape, mean, stddev, dtype)
+
+
+def shuffle(value: Any, seed: Optional[int] = None, name: Optional[str] = None) -> Tensor:
+    """Shuffles along the first dim (a permutation drawn from the generator's uniforms)."""
+    from .array_ops import gather
+    from ._core import tensor
+    import numpy as np
+    x = tensor(value)
+    u = _gen(seed).uniform([x.shape[0]]).numpy()
+    return gather(x, np.argsort(u, kind="stable").astype(np.int32))

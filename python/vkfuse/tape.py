@@ -1,0 +1,133 @@
+"""tf.GradientTape over ``vf_tape``.
+
+The C tape records every op of its context from ``vf_tape_begin`` to
+``vf_tape_end`` and holds what it recorded. TF's tape stops recording at the
+end of its ``with`` block but its gradient is taken afterwards, so the C
+tape stays open until the gradient is taken (a non-persistent tape: its
+first ``gradient`` call) or the tape object is dropped (a persistent one):
+ops run between the block's end and then are recorded too, which changes
+no gradient of a target computed in the block. ``stop_recording`` marks the
+results made inside it with stop_gradient, so no gradient flows through
+them (as if they were not recorded). A source the target does not depend
+on gets zeros from the C tape; TF gives ``None`` (``unconnected_gradients``
+``'zero'`` is therefore what both give here).
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from typing import Any, Iterator, List, Optional
+
+from . import _context, errors, nest
+from . import tensor as _tensor
+from ._core import L
+from .tensor import Tensor, wrap
+
+
+class GradientTape:
+    """Records ops for gradients: ``with GradientTape() as tape: ...; tape.gradient(y, x)``."""
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
+        self._persistent = bool(persistent)
+        self._watch_vars = bool(watch_accessed_variables)
+        self._h: Optional[int] = None
+        self._ctx: Optional[_context.Context] = None
+        self._used = False
+        self._watched: List[Tensor] = []
+
+    def __enter__(self) -> "GradientTape":
+        if self._h is not None:
+            raise ValueError("vkfuse.GradientTape: this tape is already recording; use a new tape")
+        ctx = _context.context()
+        h = L.vf_tape_begin(ctx.handle)
+        if not h:
+            ctx.raise_error()
+        self._h, self._ctx, self._used = h, ctx, False
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc and exc[0] is not None:
+            self._end()
+
+    def _end(self) -> None:
+        h, self._h = self._h, None
+        if h is not None and self._ctx is not None and self._ctx._h is not None:
+            L.vf_tape_end(h)
+
+    def __del__(self) -> None:
+        try:
+            self._end()
+        except Exception:
+            pass
+
+    def watch(self, tensor: Any) -> None:
+        """Watches tensors (any nested structure): the C tape records every op, so this only checks them."""
+        for t in nest.flatten(tensor):
+            if not isinstance(t, Tensor):
+                raise ValueError(f"vkfuse.GradientTape.watch: {t!r} is not a tensor")
+            self._watched.append(t)
+
+    def watched_variables(self) -> tuple:
+        return tuple(self._watched)
+
+    def reset(self) -> None:
+        self._end()
+        self.__enter__()
+
+    @contextlib.contextmanager
+    def stop_recording(self) -> Iterator[None]:
+        _tensor.stop_recording += 1
+        try:
+            yield
+        finally:
+            _tensor.stop_recording -= 1
+
+    def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
+                 unconnected_gradients: Any = "none") -> Any:
+        """d sum(target) / d source for each source, in sources' structure."""
+        if self._h is None and self._ctx is None:
+            raise RuntimeError("vkfuse.GradientTape.gradient: the tape never recorded; use it as "
+                               "`with vkfuse.GradientTape() as tape:` around the computation")
+        if self._h is None:
+            raise RuntimeError("vkfuse.GradientTape.gradient: a non-persistent tape can be used for "
+                               "one gradient call only (and not after it was reset or its context "
+                               "closed); use GradientTape(persistent=True) for several")
+        ctx = self._ctx
+        assert ctx is not None
+        from .math_ops import add, multiply, reduce_sum
+        targets = nest.flatten(target)
+        ogs = nest.flatten(output_gradients) if output_gradients is not None else [None] * len(targets)
+        if len(ogs) != len(targets):
+            raise ValueError("vkfuse.GradientTape.gradient: output_gradients must match target's structure")
+        total: Optional[Tensor] = None
+        for t, og in zip(targets, ogs):
+            if not isinstance(t, Tensor):
+                raise ValueError(f"vkfuse.GradientTape.gradient: target {t!r} is not a tensor")
+            if og is not None:
+                t = reduce_sum(multiply(t, og))
+            elif len(targets) > 1:
+                t = reduce_sum(t)
+            total = t if total is None else add(total, t)
+        flat = nest.flatten(sources)
+        for s in flat:
+            if not isinstance(s, Tensor):
+                raise ValueError(f"vkfuse.GradientTape.gradient: source {s!r} is not a tensor or variable")
+            if s._ctx is not ctx:
+                raise errors.invalid("vkfuse.GradientTape.gradient: a source belongs to another context "
+                                     "than the tape's")
+        n = len(flat)
+        srcs = (ctypes.c_void_p * max(n, 1))(*[s.handle for s in flat])
+        out = (ctypes.c_void_p * max(n, 1))()
+        if total is None or total._ctx is not ctx:
+            raise errors.invalid("vkfuse.GradientTape.gradient: the target belongs to another context")
+        st = L.vf_tape_gradient(self._h, total.handle, n, srcs, out)
+        if not self._persistent:
+            self._end()
+        if st != 0:
+            ctx.raise_error()
+        grads = [wrap(ctx, out[i]) for i in range(n)]
+        return nest.pack_sequence_as(sources, grads)
+
+    def jacobian(self, target: Any, sources: Any, **kw: Any) -> Any:
+        raise errors.UnimplementedError(None, None, "vkfuse.GradientTape.jacobian is not available; "
+                                        "take gradient of each element", "VF_ERROR_UNSUPPORTED")
