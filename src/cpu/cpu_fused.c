@@ -15,9 +15,11 @@
  * function, vf_cpu_store_f64 / _i64). The f32 fast loops are limited to
  * ops where float arithmetic equals the double result rounded to float
  * (+ - * / sqrt: double rounding is innocuous for these; the others are
- * exact), which is what the eager kernels compute.
+ * exact), which is what the eager kernels compute; exp, tanh, sigmoid,
+ * gelu and rsqrt run the eager kernels' own rows (fast_math.h).
  */
 #include "cpu/cpu_fused.h"
+#include "cpu/fast_math.h"
 #include "graph/uelem.h"
 #include "util/dtype.h"
 #include "util/fault.h"
@@ -169,6 +171,14 @@ VF_CLONES static bool f32_fast(const vf_exec *e, const opnd *in, void *out, int6
     case VF_OP_SQRT:
         if (!f2f) return false;
         for (int64_t i = 0; i < m; i++) o[i] = sqrtf(a[i]);
+        return true;
+    case VF_OP_EXP:
+    case VF_OP_TANH:
+    case VF_OP_SIGMOID:
+    case VF_OP_GELU:
+    case VF_OP_RSQRT: /* the eager rows' own (kernels_elementwise_fast.c) */
+        if (!f2f) return false;
+        vf_cpu_fm_row(e->op, a, o, m);
         return true;
 #define CMP(OPR)                                                    \
     if (e->out.dtype != VF_BOOL) return false;                      \

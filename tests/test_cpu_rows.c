@@ -1,0 +1,218 @@
+/* The CPU backend's fast float rows (src/cpu/fast_math.c): exp, tanh,
+ * sigmoid, gelu and rsqrt on f32, against the test's own double
+ * references (libm) over the whole f32 range, specials included; and that
+ * eager ops and fused traced groups take them (the rows' run counter),
+ * with the same bits both ways. */
+#include "cpu/fast_math.h"
+#include "testutil.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const vf_op fm_ops[] = {VF_OP_EXP, VF_OP_TANH, VF_OP_SIGMOID, VF_OP_GELU, VF_OP_RSQRT};
+
+/* The references, written out here (not the op table's functions). */
+static double ref(vf_op op, double x)
+{
+    switch (op) {
+    case VF_OP_EXP: return exp(x);
+    case VF_OP_TANH: return tanh(x);
+    case VF_OP_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case VF_OP_GELU: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case VF_OP_RSQRT: return 1.0 / sqrt(x);
+    default: fail_msg("no reference for op %d", (int)op);
+    }
+    return 0;
+}
+
+/* f32 values in one order of the integers: the distance is in ulps, +0
+   and -0 one apart. */
+static int64_t ordered(float f)
+{
+    int32_t i;
+    memcpy(&i, &f, sizeof i);
+    return i < 0 ? -(int64_t)(i & 0x7fffffff) - 1 : (int64_t)i;
+}
+
+static float from_bits(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* got must be the reference rounded to f32, or one ulp from it; NaN
+   exactly where the reference is NaN. */
+static void expect_ulp(vf_op op, float x, float got)
+{
+    float want = (float)ref(op, x);
+    if (isnan(want) || isnan(got)) {
+        if (isnan(want) != isnan(got))
+            fail_msg("op %s x=%.9g: got %.9g want %.9g", vf_op_get(op)->name, x, got, want);
+        return;
+    }
+    int64_t d = ordered(got) - ordered(want);
+    if (d < -1 || d > 1)
+        fail_msg("op %s x=%.9g (bits %08x): got %.9g want %.9g (%lld ulps)", vf_op_get(op)->name, x,
+                 (unsigned)ordered(x), got, want, (long long)d);
+}
+
+/* Every 12289th bit pattern (both signs, every exponent: zeros, denormals,
+   normals, infinities, NaNs), the specials written out, and the edges of
+   each row's branches: within one ulp of the reference. Odd lengths and
+   offsets reach the vector loops' tails; a == o is allowed. */
+static void rows_within_an_ulp(void **state)
+{
+    (void)state;
+    static const float special[] = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-40f, -1e-40f, FLT_MIN, -FLT_MIN,
+                                    FLT_MAX, -FLT_MAX, INFINITY, -INFINITY, NAN, -NAN, 1e-30f, -1e-30f,
+                                    0.0625f, -0.0625f, 0.06249999f, 0.06250001f, 88.72283f, 88.72284f, 89.0f,
+                                    -87.33654f, -103.97208f, -104.0f, -745.2f, 710.0f, -5.5f, -6.3f, -9.0f,
+                                    -10.0f, -20.0f, 9.0f, 20.0f, 1.0f, -1.0f, 0.5f, 3.0f, 1e30f, -1e30f};
+    enum { STEP = 12289 };
+    size_t n = (size_t)(UINT64_C(1) << 32) / STEP + 1 + sizeof special / sizeof special[0];
+    float *x = malloc((n + 1) * sizeof *x), *o = malloc((n + 1) * sizeof *o);
+    assert_non_null(x);
+    assert_non_null(o);
+    size_t k = 1; /* x[0] unused: the rows start one element in */
+    for (uint64_t b = 0; b < (UINT64_C(1) << 32); b += STEP) x[k++] = from_bits((uint32_t)b);
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) x[k++] = special[i];
+    assert_int_equal(k, n + 1);
+    for (size_t j = 0; j < sizeof fm_ops / sizeof fm_ops[0]; j++) {
+        vf_op op = fm_ops[j];
+        /* in pieces of odd lengths, out of place */
+        for (size_t at = 1, len = 1; at <= n; at += len, len = len * 3 + 2) {
+            size_t m = at + len <= n + 1 ? len : n + 1 - at;
+            vf_cpu_fm_row(op, x + at, o + at, (int64_t)m);
+        }
+        for (size_t i = 1; i <= n; i++) expect_ulp(op, x[i], o[i]);
+        /* in place: the same bits */
+        float *y = malloc((n + 1) * sizeof *y);
+        assert_non_null(y);
+        memcpy(y, x, (n + 1) * sizeof *y);
+        vf_cpu_fm_row(op, y + 1, y + 1, (int64_t)n);
+        assert_memory_equal(y + 1, o + 1, n * sizeof *y);
+        free(y);
+    }
+    free(x);
+    free(o);
+}
+
+/* tanh and gelu where libm's result is known to the last bit: odd
+   symmetry, saturation and the small-argument series. */
+static void rows_spot_values(void **state)
+{
+    (void)state;
+    const float x[] = {0.0f, -0.0f, 1e-20f, -1e-20f, 30.0f, -30.0f, -INFINITY, INFINITY};
+    float t[8], g[8];
+    vf_cpu_fm_row(VF_OP_TANH, x, t, 8);
+    vf_cpu_fm_row(VF_OP_GELU, x, g, 8);
+    assert_true(t[0] == 0.0f && !signbit(t[0]));
+    assert_true(t[1] == 0.0f && signbit(t[1]));
+    assert_true(t[2] == 1e-20f && t[3] == -1e-20f);
+    assert_true(t[4] == 1.0f && t[5] == -1.0f && t[6] == -1.0f && t[7] == 1.0f);
+    assert_true(g[4] == 30.0f && g[5] == 0.0f && isnan(g[6]) && g[7] == INFINITY);
+}
+
+/* ---- the paths that take the rows ------------------------------------------------ */
+
+static vf_tensor *apply(vf_context *ctx, vf_op op, vf_tensor *x)
+{
+    switch (op) {
+    case VF_OP_EXP: return vf_exp(ctx, x);
+    case VF_OP_TANH: return vf_tanh(ctx, x);
+    case VF_OP_SIGMOID: return vf_sigmoid(ctx, x);
+    case VF_OP_GELU: return vf_gelu(ctx, x);
+    default: return vf_rsqrt(ctx, x);
+    }
+}
+
+/* Eager ops on the CPU backend, a tensor and a single element (its value
+   spread), run the rows: the counter moves, the values are the
+   reference's. */
+static void eager_ops_take_the_rows(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    enum { N = 1000 };
+    float h[N];
+    vt_fill_uniform(h, N, -6.0f, 6.0f, 7);
+    for (size_t j = 0; j < sizeof fm_ops / sizeof fm_ops[0]; j++) {
+        vf_scope_begin(ctx);
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 1, (int64_t[]){N}, h);
+        vf_tensor *x1 = vf_tensor_from_host(ctx, VF_F32, 0, NULL, h);
+        int64_t before = vf_cpu_fm_rows();
+        vf_tensor *y = apply(ctx, fm_ops[j], x), *y1 = apply(ctx, fm_ops[j], x1);
+        float *got = vt_read(y), *got1 = vt_read(y1);
+        if (vf_cpu_fm_rows() < before + 2)
+            fail_msg("eager %s on the CPU backend did not run fast_math.c's rows", vf_op_get(fm_ops[j])->name);
+        for (int i = 0; i < N; i++) expect_ulp(fm_ops[j], h[i], got[i]);
+        assert_memory_equal(got1, got, sizeof *got);
+        free(got);
+        free(got1);
+        vf_scope_end(ctx);
+    }
+    vt_context_done(ctx);
+}
+
+/* gelu(x * 2 + 1) * tanh(x) - sigmoid(x) * exp(x) + rsqrt(x * x + 1):
+   one fused elementwise group on the CPU backend. */
+static vf_status fused_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0];
+    vf_tensor *a = vf_mul(ctx, vf_gelu(ctx, vf_add(ctx, vf_mul(ctx, x, vt_scalar(ctx, 2.0)), vt_scalar(ctx, 1.0))),
+                          vf_tanh(ctx, x));
+    vf_tensor *b = vf_mul(ctx, vf_sigmoid(ctx, x), vf_exp(ctx, x));
+    out[0] = vf_add(ctx, vf_sub(ctx, a, b), vf_rsqrt(ctx, vf_add(ctx, vf_mul(ctx, x, x), vt_scalar(ctx, 1.0))));
+    return out[0] ? VF_OK : VF_ERROR_INVALID_ARGUMENT;
+}
+
+/* The fused pass (cpu_fused.c) takes the rows too, and its result is the
+   eager ops' bit for bit (shape 3 x 700: rows of the pass cut into chunks
+   with a tail). */
+static void fused_group_takes_the_rows(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    enum { R = 3, C = 700 };
+    float h[R * C];
+    vt_fill_uniform(h, R * C, -5.0f, 5.0f, 11);
+    vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){R, C}, h);
+    vf_tensor *eager = NULL;
+    assert_int_equal(fused_body(ctx, &x, &eager, NULL), VF_OK);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "fm", .body = fused_body, .n_inputs = 1,
+                                                                 .n_outputs = 1});
+    assert_non_null(fn);
+    vf_tensor *y = NULL;
+    assert_int_equal(vf_function_call(fn, &x, &y), VF_OK); /* traces */
+    int64_t before = vf_cpu_fm_rows();
+    assert_int_equal(vf_function_call(fn, &x, &y), VF_OK);
+    int64_t rows = vf_cpu_fm_rows() - before;
+    vf_function_stats st;
+    assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+    if (st.kernels != 1) fail_msg("the body ran as %d kernels, not one fused pass", st.kernels);
+    /* five ops, each over every chunk of 256 in each row of 700 */
+    if (rows < 5 * R * 3)
+        fail_msg("the fused pass ran %lld fast rows, want at least %d", (long long)rows, 5 * R * 3);
+    float *gt = vt_read(y), *ge = vt_read(eager);
+    vt_assert_same_f32(gt, ge, R * C, "fused vs eager");
+    free(gt);
+    free(ge);
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(rows_within_an_ulp),
+        cmocka_unit_test(rows_spot_values),
+        cmocka_unit_test(eager_ops_take_the_rows),
+        cmocka_unit_test(fused_group_takes_the_rows),
+    };
+    return vt_run_group("cpu_rows", tests, sizeof tests / sizeof tests[0]);
+}
