@@ -1,8 +1,11 @@
-/* The CPU backend's fast float rows (src/cpu/fast_math.c): exp, tanh,
- * sigmoid, gelu and rsqrt on f32, against the test's own double
- * references (libm) over the whole f32 range, specials included; and that
- * eager ops and fused traced groups take them (the rows' run counter),
- * with the same bits both ways. */
+/* The CPU backend's fast row paths. Its float rows (src/cpu/fast_math.c):
+ * exp, tanh, sigmoid, gelu and rsqrt on f32, against the test's own
+ * double references (libm) over the whole f32 range, specials included;
+ * that eager ops and fused traced groups take them (the rows' run
+ * counter), with the same bits both ways. The window ops' rows copied as
+ * runs (kernels_window.c): slice, pad and concat against references
+ * written here, the counter showing the path. */
+#include "cpu/cpu.h"
 #include "cpu/fast_math.h"
 #include "testutil.h"
 
@@ -206,6 +209,59 @@ static void fused_group_takes_the_rows(void **state)
     vt_context_done(ctx);
 }
 
+/* ---- window rows as runs --------------------------------------------------------- */
+
+static void expect_f32(vf_tensor *t, const float *want, int64_t n, const char *what)
+{
+    assert_int_equal(vf_tensor_numel(t), n);
+    float *got = vt_read(t);
+    vt_assert_same_f32(got, want, (size_t)n, what);
+    free(got);
+}
+
+/* x [5, 7] = 0..34, y [5, 3] = 100..114: pad (fill on both sides of the
+   last dim and above), concat on either axis, a column slice (runs), and a
+   step-2 slice (element by element) against loops written here. */
+static void window_rows_as_runs(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    float hx[35], hy[15], want[120];
+    for (int i = 0; i < 35; i++) hx[i] = (float)i;
+    for (int i = 0; i < 15; i++) hy[i] = (float)(100 + i);
+    vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){5, 7}, hx);
+    vf_tensor *y = vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){5, 3}, hy);
+    int64_t before = vf_cpu_window_runs();
+
+    vf_tensor *p = vf_pad(ctx, x, (int64_t[]){1, 2}, (int64_t[]){0, 3}, -1.0); /* [6, 12] */
+    for (int r = 0; r < 6; r++)
+        for (int c = 0; c < 12; c++)
+            want[r * 12 + c] = r >= 1 && c >= 2 && c < 9 ? hx[(r - 1) * 7 + c - 2] : -1.0f;
+    expect_f32(p, want, 72, "pad");
+
+    vf_tensor *c1 = vf_concat(ctx, 2, (vf_tensor *[]){x, y}, 1); /* [5, 10] */
+    for (int r = 0; r < 5; r++)
+        for (int c = 0; c < 10; c++) want[r * 10 + c] = c < 7 ? hx[r * 7 + c] : hy[r * 3 + c - 7];
+    expect_f32(c1, want, 50, "concat on the last axis");
+
+    vf_tensor *c0 = vf_concat(ctx, 2, (vf_tensor *[]){x, x}, 0); /* [10, 7] */
+    for (int i = 0; i < 70; i++) want[i] = hx[i % 35];
+    expect_f32(c0, want, 70, "concat on axis 0");
+
+    vf_tensor *s = vf_slice(ctx, x, (int64_t[]){1, 2}, (int64_t[]){4, 6}, NULL); /* [3, 4] */
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 4; c++) want[r * 4 + c] = hx[(r + 1) * 7 + c + 2];
+    expect_f32(s, want, 12, "column slice");
+    int64_t runs = vf_cpu_window_runs() - before;
+    if (runs < 4) fail_msg("%lld of the 4 unit-step window calls copied runs", (long long)runs);
+
+    vf_tensor *s2 = vf_slice(ctx, x, (int64_t[]){0, 0}, (int64_t[]){5, 7}, (int64_t[]){1, 2}); /* [5, 4] */
+    for (int r = 0; r < 5; r++)
+        for (int c = 0; c < 4; c++) want[r * 4 + c] = hx[r * 7 + 2 * c];
+    expect_f32(s2, want, 20, "step-2 slice");
+    vt_context_done(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +269,7 @@ int main(void)
         cmocka_unit_test(rows_spot_values),
         cmocka_unit_test(eager_ops_take_the_rows),
         cmocka_unit_test(fused_group_takes_the_rows),
+        cmocka_unit_test(window_rows_as_runs),
     };
     return vt_run_group("cpu_rows", tests, sizeof tests / sizeof tests[0]);
 }

@@ -210,6 +210,10 @@ vf_status vf_cpu_pool(vf_cpu *cpu, const vf_exec *e);     /* pools and their gra
 vf_status vf_cpu_transpose(vf_cpu *cpu, const vf_exec *e);
 /* slice, pad, concat (kernels_window.c) */
 vf_status vf_cpu_window(vf_cpu *cpu, const vf_exec *e);
+/* Window calls whose rows were copied as runs (unit steps along the last
+   dim: one memcpy per source's stretch of a row) since the process
+   started (tests). */
+int64_t vf_cpu_window_runs(void);
 vf_status vf_cpu_broadcast_copy(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_fill(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_random_normal(vf_cpu *cpu, const vf_exec *e);
