@@ -34,6 +34,7 @@ repository root:
   cmake --preset release && cmake --build --preset release -j2
   /usr/bin/python3 bench/peer/vs_torch.py            # 3 rounds, a few minutes
   /usr/bin/python3 bench/peer/vs_torch.py --smoke    # 1 short round: does it still run?
+  /usr/bin/python3 bench/peer/vs_torch.py --only transformer --rounds 5   # one workload
 Not a test: timings are the machine's and its load's (the load average is
 printed at the start and the end).
 """
@@ -365,10 +366,15 @@ class Table:
             print("failed (left out of their rounds): " + ", ".join(self.failed))
 
 
-def round_once(t, ours, torch, torch_first, cold_vulkan):
+WORKLOADS = ("MLP", "transformer", "conv", "chain", "matmul", "cold")
+
+
+def round_once(t, ours, torch, torch_first, cold_vulkan, only=WORKLOADS):
     def pair(name, ours_fn, torch_fn):
-        """Both sides of one workload, or None (the failure on stderr): one
-        workload failing leaves the others' figures."""
+        """Both sides of one workload, or None (the failure on stderr, or not
+        in only): one workload failing leaves the others' figures."""
+        if name not in only:
+            return None
         try:
             if torch_first:
                 b = torch_fn()
@@ -416,9 +422,16 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="one short round: checks that the script still runs")
     ap.add_argument("--no-cold-vulkan", action="store_true",
                     help="leave out the cold lavapipe process (it compiles every kernel: tens of seconds)")
+    ap.add_argument("--only", default=",".join(WORKLOADS),
+                    help="comma-separated workloads to run, of " + ", ".join(WORKLOADS) + " (default: all)")
     a = ap.parse_args()
-    for exe in ("bench/bench_train", "bench/bench_conv", "bench/bench_startup", "bench/bench_matmul",
-                "examples/example_transformer"):
+    only = a.only.split(",")
+    for w in only:
+        if w not in WORKLOADS:
+            sys.exit("vs_torch: --only: no workload %r (there are %s)" % (w, ", ".join(WORKLOADS)))
+    needs = {"MLP": "bench/bench_train", "transformer": "examples/example_transformer", "conv": "bench/bench_conv",
+             "chain": "bench/bench_startup", "matmul": "bench/bench_matmul", "cold": "bench/bench_startup"}
+    for exe in sorted({needs[w] for w in only}):
         if not os.access(os.path.join(a.build, exe), os.X_OK):
             sys.exit("vs_torch: no %s in %s: cmake --preset release && cmake --build --preset release" % (exe, a.build))
     rounds = 1 if a.smoke else max(1, a.rounds)
@@ -433,7 +446,7 @@ def main():
         t = Table()
         for r in range(rounds):
             print("round %d of %d (%s first) ..." % (r + 1, rounds, "torch" if r % 2 else "vkfuse"), file=sys.stderr)
-            round_once(t, ours, torch, r % 2 == 1, not a.no_cold_vulkan)
+            round_once(t, ours, torch, r % 2 == 1, not a.no_cold_vulkan, only)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     print("load average at end: %s\n" % loadavg())
