@@ -6,7 +6,9 @@
  * so kernels favour exactness (double accumulation, op-table scalar
  * functions) over speed; the fast paths (plain f32 loops for the ops whose
  * float result is the double one rounded) are bit-identical to the generic
- * ones, and the work split across threads never changes a result's bits
+ * ones, but for exp, tanh, sigmoid, gelu and softmax's exp, whose double
+ * polynomials (fast_math.h) may differ from libm by one f32 ulp, and the
+ * work split across threads never changes a result's bits
  * (each thread computes whole outputs; see cpu_threads.h). The exceptions
  * are sgemm's matmuls and the window ops (convolutions, pools) on oneDNN
  * (dnnl_conv.h): f32 sums, held to the tolerances of docs/TESTING.md
