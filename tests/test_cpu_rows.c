@@ -4,8 +4,13 @@
  * that eager ops and fused traced groups take them (the rows' run
  * counter), with the same bits both ways. The window ops' rows copied as
  * runs (kernels_window.c): slice, pad and concat against references
- * written here, the counter showing the path. */
+ * written here, the counter showing the path. Fused row groups run row by
+ * row in one pass (cpu_rows.c): a composed layer norm, softmax,
+ * log_softmax, last-axis reductions and their gradients traced, the same
+ * bits as the unfused plan and as eager, the pass counter showing the
+ * path; rows too long for one pass fall back to member by member. */
 #include "cpu/cpu.h"
+#include "cpu/cpu_fused.h"
 #include "cpu/fast_math.h"
 #include "testutil.h"
 
@@ -262,6 +267,105 @@ static void window_rows_as_runs(void **state)
     vt_context_done(ctx);
 }
 
+/* ---- row groups in one pass ------------------------------------------------------------ */
+
+static vf_tensor *layer_norm(vf_context *ctx, vf_tensor *x, vf_tensor *g, vf_tensor *b)
+{
+    vf_tensor *c = vf_sub(ctx, x, vf_reduce_mean(ctx, x, 1, (int[]){-1}, true));
+    vf_tensor *var = vf_reduce_mean(ctx, vf_square(ctx, c), 1, (int[]){-1}, true);
+    vf_tensor *n = vf_mul(ctx, c, vf_rsqrt(ctx, vf_add(ctx, var, vt_scalar(ctx, 1e-5))));
+    return vf_add(ctx, vf_mul(ctx, n, g), b);
+}
+
+/* in: x [B, T, C], g [C], b [C], w [B, T, C]. out: the layer norm, a
+   softmax and log_softmax mix, x minus its row max over its row min, and
+   the gradients of sum((ln + softmax) * w) by x and g. */
+static vf_status rows_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *x = in[0], *g = in[1], *b = in[2], *w = in[3];
+    vf_tape *tape = vf_tape_begin(ctx);
+    vf_tensor *ln = layer_norm(ctx, x, g, b);
+    vf_tensor *sm = vf_softmax(ctx, vf_mul(ctx, ln, vt_scalar(ctx, 3.0)), -1);
+    vf_tensor *loss = vt_sum(ctx, vf_mul(ctx, vf_add(ctx, ln, sm), w));
+    vf_tensor *grads[2] = {NULL, NULL};
+    vf_status s = vf_tape_gradient(tape, loss, 2, (vf_tensor *[]){x, g}, grads);
+    vf_tape_end(tape);
+    if (s != VF_OK) return s;
+    out[0] = ln;
+    out[1] = vf_add(ctx, sm, vf_log_softmax(ctx, x, -1));
+    out[2] = vf_div(ctx, vf_sub(ctx, x, vf_reduce_max(ctx, x, 1, (int[]){-1}, true)),
+                    vf_sub(ctx, vt_scalar(ctx, 1.0), vf_reduce_min(ctx, x, 1, (int[]){-1}, true)));
+    out[3] = grads[0];
+    out[4] = grads[1];
+    return VF_OK;
+}
+
+/* The body on x [4, 5, C] traced fused and unfused and run eagerly: the
+   same bits everywhere, and row passes ran when wanted (C <= 256: one
+   pass; C = 300: member by member). */
+static void check_rows(vf_context *ctx, int64_t C, bool want_pass)
+{
+    enum { B = 4, T = 5, NOUT = 5 };
+    float *hx = malloc((size_t)(B * T * C) * sizeof *hx), *hw = malloc((size_t)(B * T * C) * sizeof *hw);
+    float *hg = malloc((size_t)C * sizeof *hg), *hb = malloc((size_t)C * sizeof *hb);
+    assert_true(hx && hw && hg && hb);
+    vt_fill_uniform(hx, (size_t)(B * T * C), -3.0f, 3.0f, 21);
+    vt_fill_uniform(hw, (size_t)(B * T * C), -1.0f, 1.0f, 22);
+    vt_fill_uniform(hg, (size_t)C, 0.5f, 1.5f, 23);
+    vt_fill_uniform(hb, (size_t)C, -0.5f, 0.5f, 24);
+    vf_scope_begin(ctx);
+    vf_tensor *in[4] = {vf_tensor_from_host(ctx, VF_F32, 3, (int64_t[]){B, T, C}, hx),
+                        vf_tensor_from_host(ctx, VF_F32, 1, &C, hg), vf_tensor_from_host(ctx, VF_F32, 1, &C, hb),
+                        vf_tensor_from_host(ctx, VF_F32, 3, (int64_t[]){B, T, C}, hw)};
+    vf_tensor *eager[NOUT] = {0}, *fused[NOUT] = {0}, *unfused[NOUT] = {0};
+    assert_int_equal(rows_body(ctx, in, eager, NULL), VF_OK);
+    vf_function *ff = vf_function_create(ctx, &(vf_function_desc){.name = "rows", .body = rows_body, .n_inputs = 4,
+                                                                 .n_outputs = NOUT});
+    vf_function *fu = vf_function_create(ctx, &(vf_function_desc){.name = "rows_unfused", .body = rows_body,
+                                                                 .n_inputs = 4, .n_outputs = NOUT, .unfused = true});
+    assert_non_null(ff);
+    assert_non_null(fu);
+    assert_int_equal(vf_function_call(ff, in, fused), VF_OK); /* traces */
+    int64_t before = vf_cpu_rows_passes();
+    assert_int_equal(vf_function_call(ff, in, fused), VF_OK);
+    int64_t fused_passes = vf_cpu_rows_passes() - before;
+    before = vf_cpu_rows_passes();
+    assert_int_equal(vf_function_call(fu, in, unfused), VF_OK);
+    assert_int_equal(vf_cpu_rows_passes() - before, 0);
+    if (want_pass && fused_passes < 3)
+        fail_msg("C=%lld: %lld row groups ran in one pass, want the forward's and the gradient's (>= 3)",
+                 (long long)C, (long long)fused_passes);
+    if (!want_pass && fused_passes != 0)
+        fail_msg("C=%lld: rows too long ran %lld passes", (long long)C, (long long)fused_passes);
+    for (int k = 0; k < NOUT; k++) {
+        char what[64];
+        size_t n = (size_t)vf_tensor_numel(eager[k]);
+        float *ge = vt_read(eager[k]), *gf = vt_read(fused[k]), *gu = vt_read(unfused[k]);
+        snprintf(what, sizeof what, "C=%lld output %d: fused vs unfused", (long long)C, k);
+        vt_assert_same_f32(gf, gu, n, what);
+        snprintf(what, sizeof what, "C=%lld output %d: fused vs eager", (long long)C, k);
+        vt_assert_same_f32(gf, ge, n, what);
+        free(ge), free(gf), free(gu);
+    }
+    vf_function_destroy(ff);
+    vf_function_destroy(fu);
+    vf_scope_end(ctx);
+    free(hx), free(hw), free(hg), free(hb);
+}
+
+static void row_groups_in_one_pass(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    check_rows(ctx, 24, true);
+    check_rows(ctx, 7, true);   /* odd: no whole vector of a row; all 20 rows one block */
+    check_rows(ctx, 40, true);  /* blocks of 6 rows and a last one of 2 */
+    check_rows(ctx, 256, true); /* the longest row of one pass */
+    check_rows(ctx, 300, false);
+    vt_context_done(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +374,7 @@ int main(void)
         cmocka_unit_test(eager_ops_take_the_rows),
         cmocka_unit_test(fused_group_takes_the_rows),
         cmocka_unit_test(window_rows_as_runs),
+        cmocka_unit_test(row_groups_in_one_pass),
     };
     return vt_run_group("cpu_rows", tests, sizeof tests / sizeof tests[0]);
 }

@@ -210,6 +210,13 @@ vf_status vf_cpu_conv(vf_cpu *cpu, const vf_exec *e);     /* conv2d and its back
 vf_status vf_cpu_pool(vf_cpu *cpu, const vf_exec *e);     /* pools and their gradients: kernels_pool.c */
 /* Strided byte copy: TRANSPOSE, and COPY / same-dtype CAST with broadcast. */
 vf_status vf_cpu_transpose(vf_cpu *cpu, const vf_exec *e);
+/* One row of f32 as the kernels compute it along the last axis (the
+   fused row groups' one-pass evaluation, cpu_rows.c): x[i * stride] for i
+   < n. The sum / mean / max / min (op, a reduction row of the op table)
+   with vf_cpu_reduce's chunks and accumulators; softmax or log_softmax
+   into y (contiguous) through tmp (n doubles), as vf_cpu_softmax. */
+float vf_cpu_reduce_row_f32(vf_op op, const float *x, int64_t stride, int64_t n);
+void vf_cpu_softmax_row_f32(const float *x, int64_t stride, float *y, int64_t n, bool log_out, double *tmp);
 /* slice, pad, concat (kernels_window.c) */
 vf_status vf_cpu_window(vf_cpu *cpu, const vf_exec *e);
 /* Window calls whose rows were copied as runs (unit steps along the last

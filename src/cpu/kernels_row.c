@@ -41,6 +41,14 @@ static void softmax_block(double *b, int64_t n, int64_t c, bool log_out)
     }
 }
 
+void vf_cpu_softmax_row_f32(const float *x, int64_t stride, float *y, int64_t n, bool log_out, double *tmp)
+{
+    /* softmax_part's steps for a row along the last axis (one lane) */
+    vf_cpu_load_f64(x, VF_F32, 0, stride, n, tmp);
+    softmax_block(tmp, n, 1, log_out);
+    vf_cpu_store_f64(y, VF_F32, 0, n, tmp);
+}
+
 /* Softmax split across threads by blocks (an item: block l0 of outer row
    o); each part has its own block buffer. */
 typedef struct sm_job {
