@@ -24,14 +24,16 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline int64_t vf_fm_bits(double x)
+/* Bits as unsigned: the exponent arithmetic below wraps (a NaN's
+   garbage k included) instead of overflowing a signed type. */
+static inline uint64_t vf_fm_bits(double x)
 {
-    int64_t i;
+    uint64_t i;
     memcpy(&i, &x, sizeof i);
     return i;
 }
 
-static inline double vf_fm_double(int64_t i)
+static inline double vf_fm_double(uint64_t i)
 {
     double x;
     memcpy(&x, &i, sizeof x);
@@ -69,9 +71,9 @@ static inline double vf_fm_exp(double y)
        low bits of a double holding it plus shift (no 64-bit division or
        arithmetic shift: those have no AVX2 instruction) */
     double k1d = (kd * 0.5 + shift) - shift;
-    int64_t k1 = vf_fm_bits(k1d + shift) - vf_fm_bits(shift);
-    int64_t k2 = vf_fm_bits((kd - k1d) + shift) - vf_fm_bits(shift);
-    return p * vf_fm_double((k1 + 1023) << 52) * vf_fm_double((k2 + 1023) << 52);
+    uint64_t k1 = vf_fm_bits(k1d + shift) - vf_fm_bits(shift);
+    uint64_t k2 = vf_fm_bits((kd - k1d) + shift) - vf_fm_bits(shift);
+    return p * vf_fm_double((k1 + 1023u) << 52) * vf_fm_double((k2 + 1023u) << 52);
 }
 
 /* tanh x: below |x| = 1/16 its odd Taylor series to x^13 (no cancellation
