@@ -141,9 +141,24 @@ static bool same_place(const vf_tref *a, const vf_tref *b)
 static char *data_of(const vf_tref *t) { return (char *)t->buf->data + t->offset; }
 
 /* dst[i * cols + c] = element i * rs + c * cs of src, for kb rows (es-byte
-   elements): an operand spread to the block's row-wide layout. */
+   elements): an operand spread to the block's row-wide layout. The two
+   cases that occur (a row vector tiled, rs 0; a per-row value repeated
+   along its row, cs 0) as copies and fills of 4-byte values. */
 static void spread(void *dst, const char *src, size_t es, int64_t kb, int64_t cols, int64_t rs, int64_t cs)
 {
+    if (es == 4 && rs == 0 && cs == 1) {
+        for (int64_t i = 0; i < kb; i++) memcpy((char *)dst + (size_t)(i * cols) * 4, src, (size_t)cols * 4);
+        return;
+    }
+    if (es == 4 && cs == 0) {
+        uint32_t *d = dst;
+        for (int64_t i = 0; i < kb; i++) {
+            uint32_t v;
+            memcpy(&v, src + (size_t)(i * rs) * 4, 4);
+            for (int64_t c = 0; c < cols; c++) d[i * cols + c] = v;
+        }
+        return;
+    }
     for (int64_t i = 0; i < kb; i++)
         for (int64_t c = 0; c < cols; c++) {
             const char *from = src + (size_t)(i * rs + c * cs) * es;
