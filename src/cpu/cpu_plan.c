@@ -256,6 +256,8 @@ static vf_status run_epilogue(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind 
     return vf_cpu_fused_run(cpu, &grp, p->scratch);
 }
 
+/* A group's members one by one, the values between them in the spill
+   region. */
 static vf_status run_members(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int gi)
 {
     const vf_plan_fused *f = &p->fused[gi];
