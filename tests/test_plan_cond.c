@@ -128,7 +128,7 @@ enum {
     THEN_UNFUSED = THEN_CHAIN + 4 + 1,  /* + softmax, matmul, add, relu; copy */
     ELSE_UNFUSED = ELSE_CHAIN + 1 + 1,  /* + mul; copy */
     CPU_TOP = 3,                        /* the CPU backend's plan: mean, greater, mul */
-    CPU_THEN = THEN_CHAIN + 1 + 1 + 1,  /* the row group member by member, matmul + epilogue, copy */
+    CPU_THEN = 1 + 1 + 1,               /* the row group in one pass (cpu_rows.c), matmul + epilogue, copy */
     CPU_ELSE = 1 + 1,                   /* the chain and mul in one pass, copy */
 };
 
@@ -176,9 +176,9 @@ static void test_branch_fusion(void **state)
             fail_msg("call %d: %d kernels fused, %d unfused; want %d and %d", call, fs.kernels, us.kernels,
                      TOP_KERNELS + THEN_FUSED + ELSE_FUSED, TOP_UNFUSED + THEN_UNFUSED + ELSE_UNFUSED);
         /* The CPU backend's plan (docs/PROFILING.md): its kernels are the
-           execs and passes of both branches (the row group runs member by
-           member, the else chain is one pass, the matmul and its epilogue
-           one), as many dispatches; no submits or barriers. */
+           execs and passes of both branches (the row group and the else
+           chain are one pass each, the matmul and its epilogue one), as
+           many dispatches; no submits or barriers. */
         vf_function_stats cs;
         assert_int_equal(vf_function_stats_get(cfn, &cs), VF_OK);
         assert_true(cs.planned);

@@ -6,7 +6,9 @@
  * so kernels favour exactness (double accumulation, op-table scalar
  * functions) over speed; the fast paths (plain f32 loops for the ops whose
  * float result is the double one rounded) are bit-identical to the generic
- * ones, and the work split across threads never changes a result's bits
+ * ones, but for exp, tanh, sigmoid, gelu and softmax's exp, whose double
+ * polynomials (fast_math.h) may differ from libm by one f32 ulp, and the
+ * work split across threads never changes a result's bits
  * (each thread computes whole outputs; see cpu_threads.h). The exceptions
  * are sgemm's matmuls and the window ops (convolutions, pools) on oneDNN
  * (dnnl_conv.h): f32 sums, held to the tolerances of docs/TESTING.md
@@ -218,8 +220,19 @@ int64_t vf_cpu_conv_bias_folds(void);
 vf_status vf_cpu_pool(vf_cpu *cpu, const vf_exec *e);     /* pools and their gradients: kernels_pool.c */
 /* Strided byte copy: TRANSPOSE, and COPY / same-dtype CAST with broadcast. */
 vf_status vf_cpu_transpose(vf_cpu *cpu, const vf_exec *e);
+/* One row of f32 as the kernels compute it along the last axis (the
+   fused row groups' one-pass evaluation, cpu_rows.c): x[i * stride] for i
+   < n. The sum / mean / max / min (op, a reduction row of the op table)
+   with vf_cpu_reduce's chunks and accumulators; softmax or log_softmax
+   into y (contiguous) through tmp (n doubles), as vf_cpu_softmax. */
+float vf_cpu_reduce_row_f32(vf_op op, const float *x, int64_t stride, int64_t n);
+void vf_cpu_softmax_row_f32(const float *x, int64_t stride, float *y, int64_t n, bool log_out, double *tmp);
 /* slice, pad, concat (kernels_window.c) */
 vf_status vf_cpu_window(vf_cpu *cpu, const vf_exec *e);
+/* Window calls whose rows were copied as runs (unit steps along the last
+   dim: one memcpy per source's stretch of a row) since the process
+   started (tests). */
+int64_t vf_cpu_window_runs(void);
 vf_status vf_cpu_broadcast_copy(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_fill(vf_cpu *cpu, const vf_exec *e);
 vf_status vf_cpu_random_normal(vf_cpu *cpu, const vf_exec *e);

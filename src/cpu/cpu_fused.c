@@ -15,9 +15,11 @@
  * function, vf_cpu_store_f64 / _i64). The f32 fast loops are limited to
  * ops where float arithmetic equals the double result rounded to float
  * (+ - * / sqrt: double rounding is innocuous for these; the others are
- * exact), which is what the eager kernels compute.
+ * exact), which is what the eager kernels compute; exp, tanh, sigmoid,
+ * gelu and rsqrt run the eager kernels' own rows (fast_math.h).
  */
 #include "cpu/cpu_fused.h"
+#include "cpu/fast_math.h"
 #include "graph/uelem.h"
 #include "util/dtype.h"
 #include "util/fault.h"
@@ -26,15 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK 256
+#define CHUNK VF_CPU_FUSED_CHUNK
 
-/* One operand of a member over the chunk: element i at p + i * st (st 0:
-   one value broadcast). */
-typedef struct opnd {
-    const void *p;
-    int64_t st;
-    vf_dtype dt;
-} opnd;
+typedef vf_cpu_opnd opnd;
 
 /* ---- which groups -------------------------------------------------------- */
 
@@ -51,7 +47,7 @@ static bool is_splat(const vf_fused_group *g, int m)
     return g->execs[m].op == VF_OP_FILL && g->members[m].out < 0;
 }
 
-static bool op_known(const vf_exec *e)
+bool vf_cpu_fused_op_known(const vf_exec *e)
 {
     const vf_op_info *info = vf_op_get(e->op);
     if (e->op == VF_OP_FILL) return true;
@@ -73,7 +69,7 @@ bool vf_cpu_fused_supported(const vf_fused_group *g)
     for (int m = 0; m < g->n_members; m++) {
         const vf_exec *e = &g->execs[m];
         const vf_fused_member *mb = &g->members[m];
-        if (!op_known(e)) return false;
+        if (!vf_cpu_fused_op_known(e)) return false;
         if (is_splat(g, m)) continue;
         if (!same_shape(&e->out, o->rank, o->shape)) return false;
         for (int k = 0; k < e->n_in; k++) {
@@ -170,6 +166,14 @@ VF_CLONES static bool f32_fast(const vf_exec *e, const opnd *in, void *out, int6
         if (!f2f) return false;
         for (int64_t i = 0; i < m; i++) o[i] = sqrtf(a[i]);
         return true;
+    case VF_OP_EXP:
+    case VF_OP_TANH:
+    case VF_OP_SIGMOID:
+    case VF_OP_GELU:
+    case VF_OP_RSQRT: /* the eager rows' own (kernels_elementwise_fast.c) */
+        if (!f2f) return false;
+        vf_cpu_fm_row(e->op, a, o, m);
+        return true;
 #define CMP(OPR)                                                    \
     if (e->out.dtype != VF_BOOL) return false;                      \
     for (int64_t i = 0; i < m; i++) ob[i] = (uint8_t)(a[i] OPR b[i]); \
@@ -216,9 +220,11 @@ static void bit_copy(const opnd *a, vf_dtype dt, void *out, int64_t m)
     for (int64_t i = 0; i < m; i++) memcpy((char *)out + (size_t)i * es, (const char *)a->p + (size_t)(i * a->st) * es, es);
 }
 
-/* Member e over m elements into out (its dtype, contiguous). */
-static void eval(const vf_exec *e, const opnd *in, void *out, int64_t m, chunk_tmp *t)
+size_t vf_cpu_fused_tmp_bytes(void) { return sizeof(chunk_tmp); }
+
+void vf_cpu_fused_eval(const vf_exec *e, const opnd *in, void *out, int64_t m, void *tmp)
 {
+    chunk_tmp *t = tmp;
     if (e->op == VF_OP_FILL) {
         double v = e->attrs.value;
         for (int64_t i = 0; i < m; i++) t->fo[i] = v;
@@ -275,7 +281,7 @@ typedef struct walk {
     int64_t st[VF_FUSED_MAX_TENSORS][VF_MAX_RANK];
 } walk;
 
-static bool overlaps(const vf_tref *a, const vf_tref *b)
+bool vf_cpu_fused_overlaps(const vf_tref *a, const vf_tref *b)
 {
     if (!a->buf || a->buf != b->buf) return false;
     size_t na = (size_t)vf_cpu_numel(a) * vf_dtype_size(a->dtype), nb = (size_t)vf_cpu_numel(b) * vf_dtype_size(b->dtype);
@@ -301,7 +307,7 @@ vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g, void *scratch)
        copied out once the whole chunk is computed */
     bool in_place = false;
     for (int k = g->n_inputs; k < nt; k++)
-        for (int j = 0; j < g->n_inputs; j++) in_place |= overlaps(&T[k], &T[j]);
+        for (int j = 0; j < g->n_inputs; j++) in_place |= vf_cpu_fused_overlaps(&T[k], &T[j]);
     /* one typed temporary per member (4 bytes: the widest dtype) */
     (void)cpu;
     chunk_tmp *tmp = scratch; /* its layout: vf_cpu_fused_scratch_bytes */
@@ -311,7 +317,7 @@ vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g, void *scratch)
     /* splats: computed once, broadcast to every chunk */
     for (int m = 0; m < nm; m++)
         if (is_splat(g, m)) {
-            eval(&g->execs[m], NULL, vals + (size_t)m * CHUNK * 4, 1, tmp);
+            vf_cpu_fused_eval(&g->execs[m], NULL, vals + (size_t)m * CHUNK * 4, 1, tmp);
             val[m] = (opnd){vals + (size_t)m * CHUNK * 4, 0, g->execs[m].out.dtype};
         }
     int64_t inner = w.rank ? w.dim[w.rank - 1] : 1;
@@ -342,7 +348,7 @@ vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g, void *scratch)
                 if (mb->out >= 0 && !in_place)
                     dst = (char *)T[mb->out].buf->data + T[mb->out].offset +
                           (size_t)(off[mb->out] + s) * vf_dtype_size(T[mb->out].dtype);
-                eval(e, in, dst, n, tmp);
+                vf_cpu_fused_eval(e, in, dst, n, tmp);
                 val[m] = (opnd){dst, 1, e->out.dtype};
             }
             for (int m = 0; in_place && m < nm; m++) {

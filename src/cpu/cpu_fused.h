@@ -22,6 +22,46 @@ size_t vf_cpu_fused_scratch_bytes(int n_members);
    temporaries in scratch (vf_cpu_fused_scratch_bytes, 16-byte aligned). */
 vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g, void *scratch);
 
+/* ---- parts shared with the row groups' pass (cpu_rows.c) ---- */
+
+/* Elements a pass computes per member at a time. */
+#define VF_CPU_FUSED_CHUNK 256
+
+/* One operand of a member over a chunk: element i at p + i * st (st 0:
+   one value broadcast). */
+typedef struct vf_cpu_opnd {
+    const void *p;
+    int64_t st;
+    vf_dtype dt;
+} vf_cpu_opnd;
+
+/* Whether vf_cpu_fused_eval computes e (an elementwise op, or FILL). */
+bool vf_cpu_fused_op_known(const vf_exec *e);
+/* The bytes of vf_cpu_fused_eval's work arrays. */
+size_t vf_cpu_fused_tmp_bytes(void);
+/* Member e over m <= VF_CPU_FUSED_CHUNK elements into out (its dtype,
+   contiguous), as the eager kernel computes each element; tmp:
+   vf_cpu_fused_tmp_bytes. in: NULL for a FILL. */
+void vf_cpu_fused_eval(const vf_exec *e, const vf_cpu_opnd *in, void *out, int64_t m, void *tmp);
+/* Whether two resolved tensors share bytes. */
+bool vf_cpu_fused_overlaps(const vf_tref *a, const vf_tref *b);
+
+/* ROWS groups (cpu_rows.c): softmax / log_softmax along the last axis,
+   last-axis keepdims sum / mean / max / min and elementwise ops of the row
+   shape [..., C] or the per-row shape [..., 1], all f32 for the row ops,
+   evaluated row by row in one pass, each member's value for the row in
+   L1 (the eager kernels' bits). Whether vf_cpu_rows_run can run g:
+   C <= VF_CPU_FUSED_CHUNK and the row shape small enough that the member
+   kernels would not split it across threads (VF_CPU_GRAIN_FAST). */
+bool vf_cpu_rows_supported(const vf_fused_group *g);
+size_t vf_cpu_rows_scratch_bytes(int n_members);
+/* Runs g on its resolved tensors; false (nothing written) when an output
+   overlaps an input other than exactly (same bytes, same shape): then the
+   caller runs the members one by one. */
+bool vf_cpu_rows_run(const vf_fused_group *g, void *scratch);
+/* Row groups run in one pass since the process started (tests). */
+int64_t vf_cpu_rows_passes(void);
+
 /* MATMUL and CONV groups: the center (the matmul or conv2d) runs as its
    own kernel, then the epilogue, an elementwise group of the other
    members that reads the center's value as one more input. An epilogue

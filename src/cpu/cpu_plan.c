@@ -8,7 +8,8 @@
  * is a walk over the execs with each tensor's storage filled in from the
  * arena or the call's bindings. Fused groups run as one pass over
  * cache-sized blocks where cpu_fused.c can (elementwise groups: their
- * intermediates never written whole), else member by member, the values
+ * intermediates never written whole; row groups row by row, cpu_rows.c),
+ * else member by member, the values
  * between them in the arena's spill region (what the contract allows
  * when a backend cannot fuse a group). A user kernel's call in parts runs
  * its C implementation once on all its tensors. The branches of a traced
@@ -161,6 +162,9 @@ vf_status vf_cpu_plan_create(void *self, const vf_plan_desc *d, vf_plan **out)
         } else if (grp.kind == VF_FUSED_MATMUL || grp.kind == VF_FUSED_CONV) {
             p->block[i] = vf_cpu_epilogue_make(&grp, &p->ep[i]);
             spill = true; /* the center's value lives there */
+        } else if (grp.kind == VF_FUSED_ROWS) {
+            p->block[i] = vf_cpu_rows_supported(&grp);
+            spill = true; /* member by member when a run finds its outputs overlapping its inputs */
         } else {
             p->block[i] = vf_cpu_fused_supported(&grp);
             spill |= !p->block[i];
@@ -172,7 +176,9 @@ vf_status vf_cpu_plan_create(void *self, const vf_plan_desc *d, vf_plan **out)
             int nm = p->ep[i].execs ? p->ep[i].group.n_members : p->fused[i].n_execs;
             if (nm > most) most = nm;
         }
-    if (!s && most && !(p->scratch = vf_malloc(vf_cpu_fused_scratch_bytes(most)))) s = oom(cpu, d->name);
+    size_t scratch = most ? vf_cpu_fused_scratch_bytes(most) : 0;
+    if (most && vf_cpu_rows_scratch_bytes(most) > scratch) scratch = vf_cpu_rows_scratch_bytes(most);
+    if (!s && most && !(p->scratch = vf_malloc(scratch))) s = oom(cpu, d->name);
     p->arena_bytes = d->arena_bytes + (spill ? d->spill_bytes : 0);
     if (!s && p->arena_bytes) s = vf_cpu_iface()->alloc(cpu, p->arena_bytes, &p->arena);
     /* the kernels: an exec outside a group, or a group run as one pass, is
@@ -268,18 +274,25 @@ static vf_status run_epilogue(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind 
     return vf_cpu_fused_run(cpu, &grp, p->scratch);
 }
 
-/* A fused group: its tensors resolved, then one pass (cpu_fused.c), one
+/* A group's members one by one, the values between them in the spill
+   region. */
+static vf_status run_members(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int gi)
+{
+    const vf_plan_fused *f = &p->fused[gi];
+    vf_status s = VF_OK;
+    for (int x = f->first_exec; !s && x < f->first_exec + f->n_execs; x++) s = run_exec(cpu, p, binds, n_binds, x);
+    return s;
+}
+
+/* A fused group: its tensors resolved, then one pass (cpu_fused.c, row
+   groups cpu_rows.c), one
    call of a user kernel, or its members one by one. */
 static vf_status run_group(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int gi)
 {
     const vf_plan_fused *f = &p->fused[gi];
     int nt = f->group.n_inputs + f->group.n_outputs;
     if (p->ep[gi].execs) return run_epilogue(cpu, p, binds, n_binds, gi);
-    if (!p->block[gi]) {
-        vf_status s = VF_OK;
-        for (int x = f->first_exec; !s && x < f->first_exec + f->n_execs; x++) s = run_exec(cpu, p, binds, n_binds, x);
-        return s;
-    }
+    if (!p->block[gi]) return run_members(cpu, p, binds, n_binds, gi);
     vf_tref t[VF_FUSED_MAX_TENSORS];
     if (nt > VF_FUSED_MAX_TENSORS)
         return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "plan %s: a fused group of %d tensors", p->name, nt);
@@ -300,6 +313,8 @@ static vf_status run_group(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *bi
     vf_fused_group grp = f->group;
     grp.execs = p->execs + f->first_exec;
     grp.tensors = t;
+    if (grp.kind == VF_FUSED_ROWS)
+        return vf_cpu_rows_run(&grp, p->scratch) ? VF_OK : run_members(cpu, p, binds, n_binds, gi);
     return vf_cpu_fused_run(cpu, &grp, p->scratch);
 }
 

@@ -7,13 +7,17 @@
  *     and where only select or move values, with the reference's NaN and
  *     signed-zero rules written out below.
  * The loops have no calls and unit or zero strides, so the compiler
- * vectorises them (release builds). Other f32 ops of one or two inputs
- * (exp, tanh, pow, ...) call the reference function per element straight
+ * vectorises them (release builds). exp, tanh, sigmoid, gelu and rsqrt
+ * run fast_math.c's vector rows (the reference's formula in double with
+ * polynomial exp / tanh: within an ulp of libm's, see fast_math.h). Other
+ * f32 ops of one or two inputs (pow, log, ...) call the reference
+ * function per element straight
  * from float rows (row_ref1/row_ref2): the generic path's arithmetic
  * without its buffers. Other dtypes, three inputs and strided operands
  * take the generic converting path.
  */
 #include "cpu/cpu.h"
+#include "cpu/fast_math.h"
 
 #include <math.h>
 
@@ -111,6 +115,29 @@ static void row_where(void *o_, const void *a_, const void *b_, const void *c_, 
     }
 }
 
+/* exp, tanh, sigmoid, gelu, rsqrt (fast_math.h); a broadcast input: its
+   one value computed once and spread. */
+#define FM_ROW(name, OP)                                                                          \
+    static void name(void *o_, const void *a_, const void *b_, const void *c_, const int64_t *st, \
+                     int64_t n, vf_scalar_f f)                                                    \
+    {                                                                                             \
+        float *o = o_;                                                                            \
+        (void)b_, (void)c_, (void)f;                                                              \
+        if (st[1]) {                                                                              \
+            vf_cpu_fm_row(OP, a_, o, n);                                                          \
+            return;                                                                               \
+        }                                                                                         \
+        float r;                                                                                  \
+        vf_cpu_fm_row(OP, a_, &r, 1);                                                             \
+        for (int64_t i = 0; i < n; i++) o[i] = r;                                                 \
+    }
+
+FM_ROW(row_exp, VF_OP_EXP)
+FM_ROW(row_tanh, VF_OP_TANH)
+FM_ROW(row_sigmoid, VF_OP_SIGMOID)
+FM_ROW(row_gelu, VF_OP_GELU)
+FM_ROW(row_rsqrt, VF_OP_RSQRT)
+
 /* Any other f32 op of one or two inputs: the reference function itself
    on each element widened to double, rounded to float, as the generic path
    does, without its chunk buffers and dtype switches: the same bits. The
@@ -184,6 +211,11 @@ vf_cpu_fast_row vf_cpu_fast_row_for(const vf_exec *e, const int64_t *st)
     case VF_OP_SIGN: return row_sign;
     case VF_OP_FLOOR: return row_floor;
     case VF_OP_CEIL: return row_ceil;
+    case VF_OP_EXP: return row_exp;
+    case VF_OP_TANH: return row_tanh;
+    case VF_OP_SIGMOID: return row_sigmoid;
+    case VF_OP_GELU: return row_gelu;
+    case VF_OP_RSQRT: return row_rsqrt;
     default: return vf_op_get(e->op)->cpu_f ? row_ref1 : NULL;
     }
 }

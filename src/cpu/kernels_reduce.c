@@ -288,6 +288,31 @@ vf_status vf_cpu_reduce(vf_cpu *cpu, const vf_exec *e)
     return VF_OK;
 }
 
+float vf_cpu_reduce_row_f32(vf_op op, const float *x, int64_t stride, int64_t n)
+{
+    /* red_runs' steps for one output whose reduced dims merged into one
+       run: the same chunks, accumulator and finish, so the same bits */
+    const vf_op_info *info = vf_op_get(op);
+    red r = {.kind = info->combine == VF_COMBINE_MAX ? ACC_MAX
+                     : info->combine == VF_COMBINE_MIN ? ACC_MIN
+                     : info->square_first ? ACC_SUMSQ
+                                          : ACC_SUM,
+             .sqrt_after = info->sqrt_after, .count = info->divide_by_count ? (double)n : 0.0,
+             .in_t = VF_F32, .out_t = VF_F32};
+    double acc[2 * VF_CPU_CHUNK], buf[VF_CPU_CHUNK];
+    uint64_t iacc[VF_CPU_CHUNK];
+    float out;
+    r.out = &out;
+    init_acc(&r, 1, acc, iacc);
+    for (int64_t s = 0; s < n; s += VF_CPU_CHUNK) {
+        int64_t c = n - s < VF_CPU_CHUNK ? n - s : VF_CPU_CHUNK;
+        vf_cpu_load_f64(x, VF_F32, s * stride, stride, c, buf);
+        combine_run(r.kind, acc, buf, c);
+    }
+    finish(&r, 0, 1, acc, iacc);
+    return out;
+}
+
 /* ---- argmax ---------------------------------------------------------------- */
 
 /* x replaces the best so far when best is not NaN yet and x is NaN or

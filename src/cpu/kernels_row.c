@@ -1,6 +1,6 @@
 /* Row ops: softmax / log_softmax along any axis, and sparse softmax cross
  * entropy. All in double with the row maximum subtracted, so 1e30 logits
- * stay finite.
+ * stay finite; softmax's exp is fast_math.h's (no libm call per element).
  *
  * For softmax the tensor is viewed as [outer, n, inner] (n along the axis).
  * A block of `c` adjacent lanes of the inner dim (c = 1 when inner == 1) is
@@ -11,6 +11,7 @@
  */
 #include "cpu/cpu.h"
 #include "cpu/cpu_threads.h"
+#include "cpu/fast_math.h"
 #include "util/fault.h"
 
 #include <math.h>
@@ -29,15 +30,23 @@ static void softmax_block(double *b, int64_t n, int64_t c, bool log_out)
         }
         double s = 0;
         if (log_out) {
-            for (int64_t j = 0; j < n; j++) s += exp(b[j * c + l] - m);
+            for (int64_t j = 0; j < n; j++) s += vf_fm_exp(b[j * c + l] - m);
             double ls = log(s);
             for (int64_t j = 0; j < n; j++) b[j * c + l] = b[j * c + l] - m - ls;
         } else {
             /* keep the exponentials: one exp per element */
-            for (int64_t j = 0; j < n; j++) s += b[j * c + l] = exp(b[j * c + l] - m);
+            for (int64_t j = 0; j < n; j++) s += b[j * c + l] = vf_fm_exp(b[j * c + l] - m);
             for (int64_t j = 0; j < n; j++) b[j * c + l] /= s;
         }
     }
+}
+
+void vf_cpu_softmax_row_f32(const float *x, int64_t stride, float *y, int64_t n, bool log_out, double *tmp)
+{
+    /* softmax_part's steps for a row along the last axis (one lane) */
+    vf_cpu_load_f64(x, VF_F32, 0, stride, n, tmp);
+    softmax_block(tmp, n, 1, log_out);
+    vf_cpu_store_f64(y, VF_F32, 0, n, tmp);
 }
 
 /* Softmax split across threads by blocks (an item: block l0 of outer row
