@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds the fuzzers with clang (libFuzzer + ASan + UBSan) and runs each for
 # SECONDS (default 30): the amber parsers on a corpus seeded from
-# tests/amber, the CLI's .npy reader (fuzz_npy.c) on fuzz/seeds_npy, and the saved-function loader (fuzz_saved.c, the whole
+# tests/amber and fuzz/seeds_amber, the CLI's .npy reader (fuzz_npy.c) on fuzz/seeds_npy, and the saved-function loader (fuzz_saved.c, the whole
 # library built instrumented in WORKDIR/saved-build) on seeds it writes
 # itself; the public-API fuzzer (fuzz_api.c, same instrumented build) on
 # the CPU backend and then on the default Vulkan device (lavapipe), each
