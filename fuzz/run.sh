@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds the fuzzers with clang (libFuzzer + ASan + UBSan) and runs each for
 # SECONDS (default 30): the amber parsers on a corpus seeded from
-# tests/amber, the CLI's .npy reader (fuzz_npy.c) on fuzz/seeds_npy, and the saved-function loader (fuzz_saved.c, the whole
+# tests/amber and fuzz/seeds_amber, the CLI's .npy reader (fuzz_npy.c) on fuzz/seeds_npy, and the saved-function loader (fuzz_saved.c, the whole
 # library built instrumented in WORKDIR/saved-build) on seeds it writes
 # itself; the public-API fuzzer (fuzz_api.c, same instrumented build) on
 # the CPU backend and then on the default Vulkan device (lavapipe), each
@@ -10,11 +10,14 @@
 # release, escaped symbolic tensors) run with VKFUSE_FUZZ_MISUSE=1, the
 # default below (use-after-release is an error); VKFUSE_FUZZ_MISUSE=0
 # fuzzes valid use only.
-# Exit 77 (ctest: skipped) when clang cannot build fuzzers here.
+# Exit 77 (ctest: skipped) when clang cannot build fuzzers here; else 1 when
+# any fuzzer exits non-zero or leaves a crash-, leak-, timeout- or oom- file
+# (in WORKDIR/findings_NAME/, emptied at the start of NAME's run: run_one.sh).
 # usage: fuzz/run.sh [SECONDS] [WORKDIR] [WHICH]   (parsers: amber, vkscript and npy)
 set -u
 secs=${1:-30}
 src=$(cd "$(dirname "$0")/.." && pwd)
+. "$src/fuzz/run_one.sh"
 work=${2:-$(mktemp -d)}
 which=${3:-all}
 mkdir -p "$work"
@@ -48,6 +51,7 @@ for kind in $kinds; do
     mkdir -p "$corpus"
     if [ $kind = amber ]; then
         find "$src/tests/amber" -name '*.amber' -exec cp {} "$corpus/" \;
+        cp "$src"/fuzz/seeds_amber/* "$corpus/" # regressions: each a finding
     elif [ $kind = npy ]; then
         cp "$src"/fuzz/seeds_npy/* "$corpus/"
     else
@@ -55,9 +59,8 @@ for kind in $kinds; do
     fi
     echo "== fuzz_$kind for ${secs}s"
     # -rss_limit_mb / -malloc_limit_mb: an unbounded allocation is a finding.
-    (cd "$work" && "./fuzz_$kind" -max_total_time="$secs" -rss_limit_mb=1024 -malloc_limit_mb=256 \
-        -timeout=10 -max_len=65536 -print_final_stats=1 "$corpus" 2>&1 | tail -n 25) || status=1
-    ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null && status=1
+    fuzz_run $kind "$work" "./fuzz_$kind" -max_total_time="$secs" -rss_limit_mb=1024 -malloc_limit_mb=256 \
+        -timeout=10 -max_len=65536 -print_final_stats=1 "$corpus" || status=1
 done
 if [ "$which" != parsers ]; then
     bdir="$work/saved-build"
@@ -76,10 +79,9 @@ if [ "$which" = saved ] || [ "$which" = all ]; then
     corpus="$work/corpus_saved"
     mkdir -p "$corpus"
     echo "== fuzz_saved for ${secs}s"
-    (cd "$work" && VKFUSE_FUZZ_SEEDS="$corpus" "$bdir/fuzz/fuzz_saved" -max_total_time="$secs" -rss_limit_mb=2048 \
-        -malloc_limit_mb=256 -timeout=10 -max_len=65536 -print_final_stats=1 "$corpus" 2>&1 | tail -n 25) || status=1
-    ls "$corpus"/seed*.vkf >/dev/null 2>&1 || { echo "fuzz_saved wrote no seeds"; status=1; }
-    ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null && status=1
+    fuzz_run saved "$work" env VKFUSE_FUZZ_SEEDS="$corpus" "$bdir/fuzz/fuzz_saved" -max_total_time="$secs" \
+        -rss_limit_mb=2048 -malloc_limit_mb=256 -timeout=10 -max_len=65536 -print_final_stats=1 "$corpus" || status=1
+    compgen -G "$corpus/seed*.vkf" >/dev/null || { echo "fuzz_saved wrote no seeds"; status=1; }
 fi
 if [ "$which" = api ] || [ "$which" = all ]; then
     # -close_fd_mask=1: vf_print's output is not the fuzzer's.
@@ -88,10 +90,10 @@ if [ "$which" = api ] || [ "$which" = all ]; then
         mkdir -p "$corpus"
         cp "$src"/fuzz/seeds_api/* "$corpus/" 2>/dev/null
         echo "== fuzz_api ($backend) for ${secs}s"
-        (cd "$work" && VKFUSE_FUZZ_BACKEND=$backend VKFUSE_FUZZ_MISUSE=${VKFUSE_FUZZ_MISUSE:-1} LSAN_OPTIONS="suppressions=$src/tests/lsan.supp:print_suppressions=0" \
+        fuzz_run api_$backend "$work" env VKFUSE_FUZZ_BACKEND=$backend VKFUSE_FUZZ_MISUSE=${VKFUSE_FUZZ_MISUSE:-1} \
+            LSAN_OPTIONS="suppressions=$src/tests/lsan.supp:print_suppressions=0" \
             "$bdir/fuzz/fuzz_api" -max_total_time="$secs" -rss_limit_mb=4096 -malloc_limit_mb=512 -timeout=20 \
-            -max_len=4096 -close_fd_mask=1 -print_final_stats=1 "$corpus" 2>&1 | tail -n 25) || status=1
-        ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null && status=1
+            -max_len=4096 -close_fd_mask=1 -print_final_stats=1 "$corpus" || status=1
     done
 fi
 exit $status

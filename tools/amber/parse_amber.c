@@ -140,6 +140,10 @@ static am_status cmd_shader(ap_parser *p)
     TRY(ap_name(p, "a shader name", sh->name));
     for (int i = 0; i < s->n_shaders; i++)
         if (!strcmp(s->shader[i].name, sh->name)) return ap_err(p, &p->t, "shader '%s' already defined", sh->name);
+    /* Counted now, as a BUFFER is, so am_script_free frees a VIRTUAL_FILE's
+       copied source when a later word of the line fails (fuzz_amber found
+       that leak); a failed parse is never run. */
+    s->n_shaders++;
     TRY(ap_word(p, "a shader format"));
     if (!strcmp(p->t.text, "GLSL"))
         sh->kind = AM_SRC_GLSL;
@@ -162,6 +166,7 @@ static am_status cmd_shader(ap_parser *p)
         } else if (!strcmp(p->t.text, "FILE") || !strcmp(p->t.text, "VIRTUAL_FILE")) {
             bool virt = p->t.text[0] == 'V';
             TRY(ap_word(p, "a file path"));
+            if (from_file) return ap_err(p, &p->t, "a second shader file ('%s'): give FILE or VIRTUAL_FILE once", p->t.text);
             from_file = true;
             int k = -1;
             for (int i = 0; i < p->n_vf; i++)
@@ -187,7 +192,6 @@ static am_status cmd_shader(ap_parser *p)
         sh->source = am_lex_raw_until_end(&p->lx, "END", &sh->source_line, &eof);
         if (!sh->source) return am_fail_at(p->res, at.pos, eof ? "SHADER without END" : "out of host memory (malloc failed)");
     }
-    s->n_shaders++;
     return AM_PASS;
 }
 
