@@ -325,3 +325,21 @@ def boolean_mask(tensor: Any, mask: Any, axis: Optional[int] = None, name: str =
     flat = reshape(x, list(lead) + [-1] + list(x.shape[ax + m.ndim:]))
     idx = np.nonzero(m.reshape(-1))[0].astype(np.int32)
     return gather(flat, idx, axis=ax)
+
+
+def roll(input: Any, shift: Any, axis: Any, name: Optional[str] = None) -> Tensor:  # noqa: A002
+    """tf.roll: elements shifted along axis (several axes: shift and axis lists), wrapping around."""
+    x = _t(input)
+    shifts = shape_arg(shift, "roll")
+    axes = shape_arg(axis, "roll")
+    if len(shifts) != len(axes):
+        raise errors.invalid("vkfuse.roll: shift and axis must have the same length")
+    for s, a in zip(shifts, axes):
+        a %= x.ndim
+        n = x.shape[a]
+        k = s % n if n else 0
+        if k:
+            head = getitem(x, (slice(None),) * a + (slice(n - k, None),))
+            tail = getitem(x, (slice(None),) * a + (slice(None, n - k),))
+            x = concat([head, tail], a)
+    return x

@@ -151,3 +151,17 @@ def shuffle(value: Any, seed: Optional[int] = None, name: Optional[str] = None) 
     x = tensor(value)
     u = _gen(seed).uniform([x.shape[0]]).numpy()
     return gather(x, np.argsort(u, kind="stable").astype(np.int32))
+
+
+def categorical(logits: Any, num_samples: int, dtype: Any = None, seed: Optional[int] = None,
+                name: Optional[str] = None) -> Tensor:
+    """Samples class indices from [batch, classes] logits (Gumbel-max over the generator's uniforms)."""
+    from ._core import tensor
+    from .array_ops import expand_dims
+    from .math_ops import argmax, log, maximum, negative, subtract
+    lg = tensor(logits)
+    b, k = lg.shape
+    u = _gen(seed).uniform([b, int(num_samples), k])
+    gumbel = negative(log(negative(log(maximum(u, 1e-20)))))
+    return argmax(subtract(expand_dims(lg, 1), negative(gumbel)), axis=-1,
+                  output_type=dtypes.int32 if dtype is None else dtype)

@@ -386,3 +386,16 @@ def test_format_spec():
     loss = tf.constant(0.123456)
     assert f"{loss:.3f}" == "0.123" and f"{tf.constant(7):d}" == "7" and f"{tf.constant(7):>3}" == "  7"
     assert f"{loss}" == str(loss)
+
+
+def test_roll_embedding_categorical():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    close(tf.roll(x, shift=1, axis=1), np.roll(x, 1, 1))
+    close(tf.roll(x, shift=[-1, 2], axis=[0, 1]), np.roll(x, (-1, 2), (0, 1)))
+    close(tf.nn.embedding_lookup(x, [2, 0]), x[[2, 0]])
+    logits = np.log(np.array([[0.7, 0.2, 0.1], [0.0001, 0.0001, 0.9998]], np.float32))
+    s = tf.random.categorical(logits, 4000, seed=5).numpy()
+    assert s.shape == (2, 4000)
+    freq = np.bincount(s[0], minlength=3) / 4000
+    np.testing.assert_allclose(freq, [0.7, 0.2, 0.1], atol=0.04)
+    assert (s[1] == 2).mean() > 0.99
