@@ -59,3 +59,4 @@ from .module import (Module, constant_initializer, executing_eagerly, get_static
                      glorot_uniform_initializer, initializers, name_scope, ones_initializer,
                      random_normal_initializer, random_uniform_initializer, zeros_initializer)
 from . import data  # noqa: E402,F401
+from . import debugging  # noqa: E402,F401

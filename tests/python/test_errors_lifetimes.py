@@ -169,3 +169,17 @@ def test_python_level_misuse():
             bad()
     with pytest.raises((tf.errors.ResourceExhaustedError, tf.errors.UnimplementedError)):
         tf.zeros([1 << 40])  # no memory (CPU) / past the device's largest buffer (Vulkan)
+
+
+def test_debugging_checks():
+    tf.debugging.assert_equal(tf.constant([1, 2]), [1, 2])
+    tf.debugging.assert_near(tf.constant([1.0]), [1.0 + 1e-7])
+    tf.debugging.assert_less(tf.constant([1.0]), 2.0)
+    tf.debugging.assert_shapes([(tf.ones([2, 3]), ("n", 3)), (tf.ones([2]), ("n",))])
+    for bad in (lambda: tf.debugging.assert_equal(tf.constant([1, 2]), [1, 3]),
+                lambda: tf.debugging.assert_near([1.0], [1.1]),
+                lambda: tf.debugging.check_numerics(tf.constant([np.nan]), "nan here"),
+                lambda: tf.debugging.assert_shapes([(tf.ones([2, 3]), ("n", 3)), (tf.ones([3]), ("n",))]),
+                lambda: tf.debugging.assert_rank(tf.ones([2]), 2)):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            bad()
