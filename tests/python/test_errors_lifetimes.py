@@ -1,6 +1,8 @@
 """Errors are exceptions (never crashes), tensors go when Python drops them, memory stays flat."""
+import ctypes
 import gc
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -129,6 +131,50 @@ def test_eager_loop_holds_flat_memory():
     b1, r1 = live_bytes(), rss_kib()
     assert b1 <= b0, (b0, b1)
     assert r1 - r0 < 8 * 1024, (r0, r1)  # KiB: flat, not 3000 steps' worth of leaks
+
+
+def sleeping_c_call(lib, ctx, ms):
+    """One library call that takes ms milliseconds without using the CPU:
+    vf_host_map with libc's usleep as the host function. usleep takes its
+    first argument (the host function's `user`, a register on x86-64 and
+    aarch64) as microseconds and returns 0, which is VF_OK."""
+    libc = ctypes.CDLL(None)
+    f = lib.vf_host_map
+    f.restype = ctypes.c_void_p
+    f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
+    x = tf.ones([1])
+    h = f(ctx.handle, x.handle, ctypes.cast(libc.usleep, ctypes.c_void_p), ms * 1000, b"sleep")
+    assert h, tf.context().raise_error()
+    lib.vf_tensor_release(h)
+
+
+def test_gil_released_during_c_calls(lib=None):
+    # A Python thread counts while the main thread is inside one C call that
+    # sleeps 150 ms: it counts as fast as while the main thread sleeps in
+    # Python only if the call released the GIL (ctypes.CDLL does for every
+    # call; through a ctypes.PyDLL, which keeps it, it barely counts).
+    ctx = tf.Context(backend="cpu")
+    with ctx:
+        count, stop = [0], [False]
+
+        def spin():
+            while not stop[0]:
+                count[0] += 1
+
+        def rate(f):
+            c0, t0 = count[0], time.perf_counter()
+            f()
+            return (count[0] - c0) / (time.perf_counter() - t0)
+        t = threading.Thread(target=spin)
+        t.start()
+        try:
+            asleep = rate(lambda: time.sleep(0.15))
+            in_c = rate(lambda: sleeping_c_call(lib or _lib.lib, ctx, 150))
+        finally:
+            stop[0] = True
+            t.join()
+    ctx.close()
+    assert in_c > 0.5 * asleep, (in_c, asleep)
 
 
 def test_threads_run_while_reading():
