@@ -229,3 +229,27 @@ def test_debugging_checks():
                 lambda: tf.debugging.assert_rank(tf.ones([2]), 2)):
         with pytest.raises(tf.errors.InvalidArgumentError):
             bad()
+
+
+def os_threads():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_dropped_contexts_are_destroyed():
+    # A Vulkan context (lavapipe) starts driver threads; a context Python
+    # drops with its last tensor must be destroyed, or they pile up.
+    def use_one():
+        c = tf.Context(backend="vulkan")
+        with c:
+            return float(tf.reduce_sum(tf.ones([16]) * 2))
+    use_one()
+    gc.collect()
+    before = os_threads()
+    for _ in range(4):
+        assert use_one() == 32.0
+        gc.collect()
+    assert os_threads() <= before, (before, os_threads())
