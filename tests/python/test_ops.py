@@ -399,3 +399,21 @@ def test_roll_embedding_categorical():
     freq = np.bincount(s[0], minlength=3) / 4000
     np.testing.assert_allclose(freq, [0.7, 0.2, 0.1], atol=0.04)
     assert (s[1] == 2).mean() > 0.99
+
+
+def test_nd_indexing_meshgrid():
+    t = rng.standard_normal((3, 4, 2)).astype(np.float32)
+    idx = np.array([[0, 1], [2, 3], [0, 1]], np.int32)
+    close(tf.gather_nd(t, idx), t[idx[:, 0], idx[:, 1]])
+    close(tf.gather_nd(t, [[1, 2, 0]]), t[1, 2, 0][None])
+    ref = t.copy()
+    upd = rng.standard_normal((3, 2)).astype(np.float32)
+    np.add.at(ref, (idx[:, 0], idx[:, 1]), upd)
+    close(tf.tensor_scatter_nd_add(t, idx, upd), ref, 1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.gather_nd(t, [[3, 0]])
+    a, b = np.arange(3, dtype=np.float32), np.arange(4, dtype=np.float32)
+    for ind in ("xy", "ij"):
+        for got, want in zip(tf.meshgrid(a, b, indexing=ind), np.meshgrid(a, b, indexing=ind)):
+            close(got, want)
+    close(tf.math.reduce_euclidean_norm(A, axis=1), np.linalg.norm(A, axis=1), 1e-5)
