@@ -60,3 +60,5 @@ from .module import (Module, constant_initializer, executing_eagerly, get_static
                      random_normal_initializer, random_uniform_initializer, zeros_initializer)
 from . import data  # noqa: E402,F401
 from . import debugging  # noqa: E402,F401
+from . import optimizers  # noqa: E402,F401
+from .optimizers import keras  # noqa: E402,F401
