@@ -417,3 +417,13 @@ def test_nd_indexing_meshgrid():
         for got, want in zip(tf.meshgrid(a, b, indexing=ind), np.meshgrid(a, b, indexing=ind)):
             close(got, want)
     close(tf.math.reduce_euclidean_norm(A, axis=1), np.linalg.norm(A, axis=1), 1e-5)
+
+
+def test_stateless_random():
+    a = tf.random.stateless_normal([100], seed=[1, 2]).numpy()
+    np.testing.assert_array_equal(a, tf.random.stateless_normal([100], seed=[1, 2]).numpy())
+    assert not np.array_equal(a, tf.random.stateless_normal([100], seed=[2, 1]).numpy())
+    u = tf.random.stateless_uniform([100], seed=(3, 4), minval=-1.0, maxval=1.0).numpy()
+    assert u.min() >= -1 and u.max() < 1
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.random.stateless_normal([2], seed=[1])
