@@ -6,12 +6,16 @@
  * takes it about a second where the 4 x 4 block takes a tenth of that;
  * shaderc too takes ten times longer on it. So on CPU devices a plan is
  * built with every matmul kernel (alone or with its fused epilogue) in the
- * quick tier, the 4 x 4 block, and the tuned variant's shaders are
- * compiled by shaderc on a thread of the plan's own, one after the other.
- * At each later run that finds the next one compiled, it is swapped in (its
- * pipeline made, the plan's steps changed, the command buffer recorded
- * again; vf_context_stats.tier_swaps): the driver's compile of each tuned
- * kernel then lands in a run of its own instead of all in the first.
+ * quick tier, the 4 x 4 block, and the tuned variants are prepared on a
+ * thread of the plan's own, one after the other: shaderc's SPIR-V, the
+ * pipeline on the plan's device, and the driver's compile, which llvmpipe
+ * does at a pipeline's first dispatch on the queue that runs it: so the
+ * thread dispatches the variant once on a second device (tier_warm.h),
+ * and Mesa's disk cache carries the machine code to the plan's device.
+ * At each later run that finds the next one ready, it is swapped in (its
+ * pipeline adopted as made, the plan's steps changed, the command buffer
+ * recorded again; vf_context_stats.tier_swaps): no call makes a tuned
+ * pipeline or waits for a compile.
  * Both tiers run the same sums in the same order per element (a lane's
  * block only changes which elements it holds), so results do not change
  * across a swap.
@@ -312,7 +316,7 @@ void vf_vk_plan_tier_poll(vf_vk_runtime *rt, vf_plan *p)
                         tr->tuned.step[0].name);
         }
         tier_drop(p, t);
-        return; /* one per run: each tuned kernel's first dispatch compiles in a run of its own */
+        return; /* one per run: with Mesa's disk cache off each first dispatch compiles, in a run of its own */
     }
 }
 
