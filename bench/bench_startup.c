@@ -96,18 +96,19 @@ static vf_status seed_train_step(vf_context *ctx, vf_tensor *const *in, vf_tenso
 
 /* With --swaps: the calls after the first until every matmul kernel built
    in the quick tier has its tuned kernel (docs/RUNTIME.md, "Tiered
-   kernels"), and one more, at most 30; one line "later ..." on stdout:
-   how many, the slowest, and the last one (the steady state). */
+   kernels"), and one more, at most 80 (a busy machine may take that
+   long to compile them); one line "later ..." on stdout: how many, the
+   slowest, the last one (the steady state) and each call's ms. */
 static void later_calls(vf_context *ctx, vf_function *fn, vf_tensor **in)
 {
     int calls = 0;
     double slowest = 0, last = 0, total = 0;
-    char each[256] = ""; /* every call's ms, in order: where a compile lands */
+    char each[640] = ""; /* every call's ms, in order: where a compile lands */
     size_t used = 0;
     vf_context_stats c = {0};
     vf_context_stats_get(ctx, &c);
     bool tuned = c.tier_swaps >= c.tier_quick_kernels;
-    for (int i = 0; i < 30; i++) {
+    for (int i = 0; i < 80; i++) {
         bool steady = tuned; /* every tuned kernel was in before this call */
         vf_tensor *loss = NULL;
         float v;
@@ -195,7 +196,7 @@ typedef struct {
     int later;                   /* --swaps: calls until every tuned kernel was in */
     double later_slowest_ms, later_last_ms, later_total_ms;
     long long quick;
-    char later_each[256];        /* each later call's ms, comma-separated */
+    char later_each[640];        /* each later call's ms, comma-separated */
 } child_result;
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
@@ -247,13 +248,13 @@ static child_result spawn(char *const *argv, const char *dir, bool parse)
     }
     close(fd[1]);
     FILE *f = fdopen(fd[0], "r");
-    char line[512];
+    char line[1024];
     while (f && fgets(line, sizeof line, f))
         if (parse && sscanf(line, "result ctx_ms=%lf first_ms=%lf compiles=%lld compile_ms=%lf disk_hits=%lld kernels=%d",
                             &r.ctx_ms, &r.first_ms, &r.compiles, &r.compile_ms, &r.disk_hits, &r.kernels) == 6)
             r.ok = true;
         else if (parse)
-            sscanf(line, "later calls=%d slowest_ms=%lf last_ms=%lf total_ms=%lf quick=%lld swaps=%*d each_ms=%255s",
+            sscanf(line, "later calls=%d slowest_ms=%lf last_ms=%lf total_ms=%lf quick=%lld swaps=%*d each_ms=%639s",
                    &r.later, &r.later_slowest_ms, &r.later_last_ms, &r.later_total_ms, &r.quick, r.later_each);
     if (f) fclose(f);
     else close(fd[0]);

@@ -59,6 +59,7 @@ typedef struct plan_tiers {
     /* shared with the thread; first, away from the calling thread's fields */
     atomic_bool done;            /* the thread compiled every tuned shader it had */
     atomic_bool stop;            /* the plan is going: no further compile starts */
+    atomic_int polls;            /* runs that polled, up to 2: the second means the first is over */
     plan_tier *t;
     int n;
     void *compiler;              /* shaderc's, shared with the runtime (thread-safe) */

@@ -35,11 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#ifdef __linux__
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 bool vf_vk_plan_tiered(const vf_vk_runtime *rt)
 {
@@ -199,13 +194,6 @@ static void *compile_thread(void *arg)
     vf_plan *p = arg;
     plan_tiers *ts = &p->tiers;
     vf_vk_warm warm = {0};
-#ifdef __linux__
-    /* below the calls' threads: on a CPU device the compiles share the
-       cores with the calls, which should not wait for them. Linux's nice
-       is per thread, and the threads the driver starts for the second
-       device inherit it. */
-    if (ts->warm) (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
-#endif
     for (int t = 0; t < ts->n; t++) {
         plan_tier *tr = &ts->t[t];
         for (int i = 0; i < tr->tuned.n_steps; i++) {
@@ -213,6 +201,11 @@ static void *compile_thread(void *arg)
             vf_vk_shader_compile_raw(ts->compiler, ts->target_env_version, tr->tuned.step[i].glsl,
                                      tr->tuned.step[i].name, &tr->out[i]);
             if (tr->out[i].status != VF_OK || !tr->out[i].words || stopping(ts)) continue;
+            /* the driver's compiles wait for the first call's run: it
+               has quick kernels of its own to compile, on the same cores */
+            while (atomic_load_explicit(&ts->polls, memory_order_relaxed) < 2 && !stopping(ts))
+                nanosleep(&(struct timespec){0, 2000000}, NULL);
+            if (stopping(ts)) continue;
             int64_t t0 = vf_now_ns();
             tr->made[i] = make_pipeline(ts, tr, i);
             int64_t t1 = vf_now_ns();
@@ -280,9 +273,11 @@ void vf_vk_plan_tier_start(vf_vk_runtime *rt, vf_plan *p)
         if (p->steps[i].tier >= 0) ts->t[p->steps[i].tier].layout[p->steps[i].tier_step] = *p->steps[i].pipe->layout;
     atomic_store(&ts->done, false);
     atomic_store(&ts->stop, false);
+    atomic_store(&ts->polls, 0);
     if (pthread_create(&ts->thread, NULL, compile_thread, p) != 0) {
         ts->warm = false;
         ts->hold = NULL;
+        atomic_store(&ts->polls, 2);
         compile_thread(p); /* no thread: compiled here, swapped from the next run on */
         return;
     }
@@ -293,6 +288,8 @@ void vf_vk_plan_tier_poll(vf_vk_runtime *rt, vf_plan *p)
 {
     plan_tiers *ts = &p->tiers;
     if (!ts->n) return;
+    if (atomic_load_explicit(&ts->polls, memory_order_relaxed) < 2)
+        atomic_fetch_add_explicit(&ts->polls, 1, memory_order_relaxed); /* the first call's run is over */
     if (ts->thread_on && atomic_load_explicit(&ts->done, memory_order_acquire)) {
         pthread_join(ts->thread, NULL);
         ts->thread_on = false;
