@@ -117,7 +117,8 @@ static void later_calls(vf_context *ctx, vf_function *fn, vf_tensor **in)
         last = vb_now() - t0;
         slowest = last > slowest ? last : slowest;
         total += last;
-        if (used < sizeof each - 16) used += (size_t)snprintf(each + used, sizeof each - used, "%s%.0f", used ? "," : "", last * 1e3);
+        if (used < sizeof each - 16)
+            used += (size_t)snprintf(each + used, sizeof each - used, "%s%.0f", used ? "," : "", last * 1e3);
         vf_tensor_release(loss);
         calls++;
         vf_context_stats_get(ctx, &c);

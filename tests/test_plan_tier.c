@@ -19,7 +19,6 @@
 
 #include "frontend/frontend.h"
 #include "vulkan/runtime.h"
-#include "vulkan/tier_warm.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -257,9 +256,45 @@ static void test_calls_never_wait(void **state)
     assert_int_equal(rt->tier_made_ahead, 2);
     /* the driver's compile done on the second device (with Mesa's disk
        cache off there is nothing to carry it over, and none is done) */
-    assert_int_equal(rt->tier_warmed, vf_vk_warm_useful(&rt->dev) ? 2 : 0);
+    assert_int_equal(rt->tier_warmed, rt->driver_cache_off ? 0 : 2);
     run_close(&r);
     remove_dir(dir);
+}
+
+/* Mesa's disk cache off (its MESA_SHADER_CACHE_DISABLE, or the older
+   MESA_GLSL_CACHE_DISABLE, read as Mesa reads it): nothing would carry
+   the second device's compile over, so the runtime knows not to make one. */
+static void test_driver_cache_off(void **state)
+{
+    (void)state;
+    const struct { const char *name, *value; bool off; } cases[] = {
+        {"MESA_SHADER_CACHE_DISABLE", "true", true}, {"MESA_SHADER_CACHE_DISABLE", "1", true},
+        {"MESA_SHADER_CACHE_DISABLE", "YES", true},  {"MESA_SHADER_CACHE_DISABLE", "0", false},
+        {"MESA_SHADER_CACHE_DISABLE", "false", false}, {"MESA_GLSL_CACHE_DISABLE", "true", true},
+        {NULL, NULL, false},
+    };
+    const char *saved[2] = {getenv("MESA_SHADER_CACHE_DISABLE"), getenv("MESA_GLSL_CACHE_DISABLE")};
+    char keep[2][64] = {"", ""};
+    for (int i = 0; i < 2; i++)
+        if (saved[i]) snprintf(keep[i], sizeof keep[i], "%s", saved[i]);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        unsetenv("MESA_SHADER_CACHE_DISABLE");
+        unsetenv("MESA_GLSL_CACHE_DISABLE");
+        if (cases[c].name) setenv(cases[c].name, cases[c].value, 1);
+        vf_vk_options o = {0};
+        vf_vk_options_env(&o);
+        assert_int_equal(o.driver_cache_off, cases[c].off);
+        if (c == 0) { /* ... and a context's runtime takes it */
+            vf_context *ctx = NULL;
+            assert_int_equal(vf_context_create(&(vf_context_desc){.backend = VF_BACKEND_VULKAN}, &ctx), VF_OK);
+            assert_true(vf_vk_runtime_of(&ctx->be)->driver_cache_off);
+            vf_context_destroy(ctx);
+        }
+    }
+    unsetenv("MESA_SHADER_CACHE_DISABLE");
+    unsetenv("MESA_GLSL_CACHE_DISABLE");
+    if (saved[0]) setenv("MESA_SHADER_CACHE_DISABLE", keep[0], 1);
+    if (saved[1]) setenv("MESA_GLSL_CACHE_DISABLE", keep[1], 1);
 }
 
 /* VKFUSE_TIERED=0: the tuned kernels from the first call. */
@@ -295,6 +330,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_quick_then_tuned),
         cmocka_unit_test(test_destroy_while_compiling),
         cmocka_unit_test(test_calls_never_wait),
+        cmocka_unit_test(test_driver_cache_off),
         cmocka_unit_test(test_env_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -650,6 +650,7 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
     /* The quick tier needs the thread that compiles the tuned kernels, and
        only the CPU profile's matmul has a cheaper block to start with. */
     rt->tiered = !opt->tiered_off && rt->dev.caps.is_cpu && rt->shaders.compile_threads > 1;
+    rt->driver_cache_off = opt->driver_cache_off;
     if (!s) s = vf_vk_sched_init(&rt->sched, &rt->dev, &rt->mem, &sopt, err);
     if (!s) {
         rt->mem.wait_all = wait_all;

@@ -266,7 +266,7 @@ void vf_vk_plan_tier_start(vf_vk_runtime *rt, vf_plan *p)
     ts->target_env_version = rt->shaders.target_env_version;
     ts->dev = &rt->dev;
     ts->cache = rt->pipes.cache;
-    ts->warm = vf_vk_warm_useful(&rt->dev);
+    ts->warm = !rt->driver_cache_off; /* nothing would carry the driver's compile over */
     ts->hold = rt->dev.test.tier_hold;
     ts->log = rt->shaders.log_info;
     for (int i = 0; i < p->n_steps; i++) /* the layouts the tuned pipelines share, read by the thread */

@@ -53,6 +53,7 @@ typedef struct vf_vk_runtime {
     vf_eager_fuse ef;              /* queued eager elementwise ops and their fused kernels (eager_fuse.h) */
     int64_t execs;
     bool tiered;                   /* plans start their matmuls in the quick tier (plan_tier.c) */
+    bool driver_cache_off;         /* Mesa's disk cache is off: no warm-up on a second device (tier_warm.h) */
     int64_t tier_kernels, tier_swaps;
     int64_t tier_made_ahead;       /* tuned pipelines made on a tier thread and adopted (plan_tier.c) */
     int64_t tier_warmed;           /* ... of them dispatched once on its second device first */

@@ -5,24 +5,9 @@
  * calling thread, and a failure here is not the user's call's to report. */
 #include "vulkan/tier_warm.h"
 
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 enum { WARM_BUF_BYTES = 64 << 10 };
-
-static bool env_true(const char *name)
-{
-    const char *v = getenv(name);
-    return v && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes"));
-}
-
-bool vf_vk_warm_useful(const vf_vk_device *main)
-{
-    /* Mesa 22.3 reads MESA_SHADER_CACHE_DISABLE, and the deprecated
-       MESA_GLSL_CACHE_DISABLE */
-    return main->caps.is_cpu && !env_true("MESA_SHADER_CACHE_DISABLE") && !env_true("MESA_GLSL_CACHE_DISABLE");
-}
 
 static bool warm_open(vf_vk_warm *w, const vf_vk_device *main)
 {

@@ -8,8 +8,10 @@
  * features and extensions), where the compile blocks nobody; Mesa's disk
  * cache, shared by the devices of a process, then holds the machine code,
  * and the plan's device finds it there at the tuned kernel's first
- * dispatch. Everything here runs on the tier thread and reads the main
- * device only (its tables, physical device, memory types). */
+ * dispatch (so none is made where Mesa's disk cache is off:
+ * vf_vk_runtime.driver_cache_off). Everything here runs on the tier
+ * thread and reads the main device only (its tables, physical device,
+ * memory types). */
 #ifndef VF_VULKAN_TIER_WARM_H
 #define VF_VULKAN_TIER_WARM_H
 
@@ -37,11 +39,6 @@ typedef struct vf_vk_warm_kernel {
     uint32_t n_spec;
     const uint32_t *spec;
 } vf_vk_warm_kernel;
-
-/* Whether Mesa's disk cache is on: without it nothing carries the machine
-   code from one device to the other. Reads the environment: call it on
-   the calling thread (tests change the environment). */
-bool vf_vk_warm_useful(const vf_vk_device *main);
 
 /* w zeroed, then: opens the second device at the first call, makes k's
    pipeline there and dispatches it once (one workgroup, push constants
