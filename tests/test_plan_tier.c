@@ -193,6 +193,16 @@ static void test_quick_then_tuned(void **state)
     remove_dir(dir);
 }
 
+/* run_open on a fresh cache directory (dir), the tier thread held by the
+   test hook (*hold set) from the plan's first build on. */
+static void run_open_held(run *r, char *dir, atomic_int *hold)
+{
+    fresh_dir(dir);
+    atomic_store(hold, 1);
+    run_open(r, dir);
+    rt_of(r)->dev.test.tier_hold = hold;
+}
+
 /* A function destroyed right after its first calls, its tuned kernels
    still on the plan's thread (held there by the test hook after the first
    one's compile, pipeline and warm-up, so that the thread is surely still
@@ -203,12 +213,9 @@ static void test_destroy_while_compiling(void **state)
 {
     (void)state;
     char dir[64];
-    fresh_dir(dir);
     static atomic_int hold;
-    atomic_store(&hold, 1);
     run r;
-    run_open(&r, dir);
-    rt_of(&r)->dev.test.tier_hold = &hold;
+    run_open_held(&r, dir, &hold);
     call_check(&r, "first call", NULL);
     call_check(&r, "second call", NULL);
     vf_context_stats s = stats(&r);
@@ -226,12 +233,9 @@ static void test_calls_never_wait(void **state)
 {
     (void)state;
     char dir[64];
-    fresh_dir(dir);
     static atomic_int hold;
-    atomic_store(&hold, 1);
     run r;
-    run_open(&r, dir);
-    rt_of(&r)->dev.test.tier_hold = &hold;
+    run_open_held(&r, dir, &hold);
     call_check(&r, "first call (quick tier)", (float *[]){first_plain, first_epi});
     if (!cpu_device) {
         assert_int_equal(stats(&r).tier_quick_kernels, 0);
