@@ -64,7 +64,9 @@ typedef struct plan_tiers {
     int n;
     void *compiler;              /* shaderc's, shared with the runtime (thread-safe) */
     uint32_t target_env_version;
-    const vf_vk_device *dev;     /* read only by the thread: its tables, handles, caps */
+    const vf_vk_device *dev;     /* read only by the thread: its instance table, handles, caps */
+    vf_vk_device_table vkd;      /* the thread's copy of dev's table, and dev's device */
+    VkDevice device;
     VkPipelineCache cache;       /* the runtime's (internally synchronized) */
     bool warm;                   /* Mesa's disk cache is on: warm it on a second device */
     atomic_int *hold;            /* the test hook tier_hold (device.h), or NULL */

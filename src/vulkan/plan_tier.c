@@ -155,12 +155,12 @@ vf_status vf_vk_plan_tier_add(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc 
    tries again on the calling thread, which reports nothing either). */
 static VkPipeline make_pipeline(const plan_tiers *ts, const plan_tier *tr, int i)
 {
-    const vf_vk_device *d = ts->dev;
+    const vf_vk_device_table *vk = &ts->vkd;
     const vf_dispatch *st = &tr->tuned.step[i];
     VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                     .codeSize = tr->out[i].n_words * 4, .pCode = tr->out[i].words};
     VkShaderModule mod = VK_NULL_HANDLE;
-    if (st->n_spec > VF_KERNEL_MAX_SPEC || d->vkd.vkCreateShaderModule(d->device, &mci, NULL, &mod) != VK_SUCCESS)
+    if (st->n_spec > VF_KERNEL_MAX_SPEC || vk->vkCreateShaderModule(ts->device, &mci, NULL, &mod) != VK_SUCCESS)
         return VK_NULL_HANDLE;
     VkSpecializationMapEntry map[VF_KERNEL_MAX_SPEC];
     for (uint32_t k = 0; k < st->n_spec; k++) map[k] = (VkSpecializationMapEntry){k, 4 * k, 4};
@@ -174,9 +174,9 @@ static VkPipeline make_pipeline(const plan_tiers *ts, const plan_tier *tr, int i
     VkPipeline pipe = VK_NULL_HANDLE;
     /* the pipeline cache is internally synchronized (made without
        VK_PIPELINE_CACHE_CREATE_EXTERNALLY_SYNCHRONIZED_BIT) */
-    if (d->vkd.vkCreateComputePipelines(d->device, ts->cache, 1, &cci, NULL, &pipe) != VK_SUCCESS)
+    if (vk->vkCreateComputePipelines(ts->device, ts->cache, 1, &cci, NULL, &pipe) != VK_SUCCESS)
         pipe = VK_NULL_HANDLE;
-    d->vkd.vkDestroyShaderModule(d->device, mod, NULL);
+    vk->vkDestroyShaderModule(ts->device, mod, NULL);
     return pipe;
 }
 
@@ -265,6 +265,8 @@ void vf_vk_plan_tier_start(vf_vk_runtime *rt, vf_plan *p)
     ts->compiler = rt->shaders.compiler;
     ts->target_env_version = rt->shaders.target_env_version;
     ts->dev = &rt->dev;
+    ts->vkd = rt->dev.vkd; /* a lost device's table may be abandoned meanwhile (loader.h) */
+    ts->device = rt->dev.device;
     ts->cache = rt->pipes.cache;
     ts->warm = !rt->driver_cache_off; /* nothing would carry the driver's compile over */
     ts->hold = rt->dev.test.tier_hold;
