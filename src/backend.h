@@ -407,13 +407,16 @@ typedef struct vf_vk_options {
                                 or vf_context_desc.eager_fuse_off; false here: one kernel per op */
     bool tiered_off;         /* VKFUSE_TIERED=0: plans built with their tuned matmul kernels at
                                 once, no quick tier (vulkan/plan_tier.c) */
+    bool driver_cache_off;   /* MESA_SHADER_CACHE_DISABLE (or MESA_GLSL_CACHE_DISABLE) true: Mesa's
+                                disk cache is off, so a plan's tier thread makes no warm-up
+                                dispatch on its second device (vulkan/tier_warm.h) */
     const char *memory_cache;/* VKFUSE_MEMORY_CACHE: most bytes of freed device memory kept for
                                 reuse ("512M", "2G", "0": none); NULL or "": the device heap's size.
                                 Not a size: VF_ERROR_INVALID_ARGUMENT (memory.h) */
 } vf_vk_options;
 
 /* Sets o's loader, test_caps, test_limits, test_staging, dump_dir, log_info,
-   timeout_ms, compile_threads, tiered_off, memory_cache and memory_limit from the
+   timeout_ms, compile_threads, tiered_off, driver_cache_off, memory_cache and memory_limit from the
    environment (context.c; the pointers are the environment's). */
 void vf_vk_options_env(vf_vk_options *o);
 

@@ -117,6 +117,12 @@ void vf_vk_options_env(vf_vk_options *o)
     o->compile_threads = ct && end != ct && *end == '\0' && n >= 1 && n <= 64 ? (int)n : 0;
     const char *tiered = env_set("VKFUSE_TIERED");
     o->tiered_off = tiered && strcmp(tiered, "0") == 0;
+    /* Mesa's own switch (22.3 also reads the deprecated GLSL name), read
+       as Mesa reads it: 1, true or yes */
+    const char *mesa[2] = {getenv("MESA_SHADER_CACHE_DISABLE"), getenv("MESA_GLSL_CACHE_DISABLE")};
+    for (int i = 0; i < 2; i++)
+        if (mesa[i] && (!strcmp(mesa[i], "1") || !strcasecmp(mesa[i], "true") || !strcasecmp(mesa[i], "yes")))
+            o->driver_cache_off = true;
     o->memory_cache = env_set("VKFUSE_MEMORY_CACHE"); /* parsed (and refused) by the backend */
 }
 
