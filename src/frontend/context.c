@@ -1,6 +1,7 @@
 /* The context: backend choice (the device backend and the host backend of
  * folding and VKFUSE_CHECK), the sticky error, environment knobs. */
 #include "frontend/frontend.h"
+#include "util/env.h"
 #include "util/fault.h"
 
 #include <stdio.h>
@@ -34,37 +35,11 @@ static void pick_up_backend_errors(vf_context *ctx)
     if (ctx->be_err.status != VF_OK) vf_backend_failed(ctx, VF_OK, "%s backend", ctx->be.iface ? ctx->be.iface->name : "?");
 }
 
-static const char *const status_names[] = {
-    "VF_OK", "VF_ERROR_INVALID_ARGUMENT", "VF_ERROR_SHAPE", "VF_ERROR_DTYPE",
-    "VF_ERROR_OUT_OF_MEMORY", "VF_ERROR_DEVICE", "VF_ERROR_UNSUPPORTED", "VF_ERROR_COMPILE",
-    "VF_ERROR_TRACE", "VF_ERROR_IO", "VF_ERROR_FORMAT",
-};
-
-const char *vf_status_name(vf_status s)
-{
-    if ((unsigned)s < sizeof status_names / sizeof *status_names) return status_names[s];
-    return "VF_ERROR_UNKNOWN";
-}
-
 /* ---- the environment: every getenv of the library -------------------------- */
 
-static bool env_true(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "off") != 0;
-}
-
-static bool env_log_info(void)
-{
-    const char *v = getenv("VKFUSE_LOG");
-    return v && (strcasecmp(v, "info") == 0 || strcasecmp(v, "debug") == 0);
-}
-
-static const char *env_set(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : NULL;
-}
+static bool env_true(const char *name) { return vf_env_on(getenv(name)); }
+static bool env_log_info(void) { return vf_env_log_info(getenv("VKFUSE_LOG")); }
+static const char *env_set(const char *name) { return vf_env_value(getenv(name)); }
 
 /* The frontend's knobs (vf_options). */
 static void read_options(vf_options *o)
@@ -81,33 +56,11 @@ static void read_options(vf_options *o)
     snprintf(o->check_root, sizeof o->check_root, "%s", dump ? dump : tmp ? tmp : "/tmp");
 }
 
-void vf_vk_options_env(vf_vk_options *o)
-{
-    o->loader = getenv("VKFUSE_VULKAN_LOADER");
-    o->test_caps = getenv("VKFUSE_TEST_CAPS");
-    o->test_limits = getenv("VKFUSE_TEST_LIMITS");
-    o->test_staging = env_true("VKFUSE_TEST_STAGING");
-    const char *rb = env_set("VKFUSE_ROBUST");
-    o->no_robust = rb && strcmp(rb, "0") == 0;
-    o->dump_dir = env_set("VKFUSE_DUMP");
-    o->log_info = env_log_info();
-    o->timeout_ms = env_set("VKFUSE_TIMEOUT_MS");             /* parsed (and refused) by the backend */
-    o->memory_limit = env_set("VKFUSE_DEVICE_MEMORY_LIMIT"); /* the same */
-    char *end = NULL;
-    /* a count from 1 to 64; anything else: the default */
-    const char *ct = env_set("VKFUSE_COMPILE_THREADS");
-    long n = ct ? strtol(ct, &end, 10) : 0;
-    o->compile_threads = ct && end != ct && *end == '\0' && n >= 1 && n <= 64 ? (int)n : 0;
-    const char *tiered = env_set("VKFUSE_TIERED");
-    o->tiered_off = tiered && strcmp(tiered, "0") == 0;
-    o->memory_cache = env_set("VKFUSE_MEMORY_CACHE"); /* parsed (and refused) by the backend */
-}
-
 /* No context: the environment is read here, as a context would. */
 int vf_devices(vf_device_info *out, int max, char *errbuf, size_t errlen)
 {
     vf_vk_options o = {.device_index = -1, .device_env = getenv("VKFUSE_DEVICE")};
-    vf_vk_options_env(&o);
+    vf_vk_options_read(&o, getenv);
     return vf_vulkan_devices(&o, out, max, errbuf, errlen);
 }
 
@@ -156,7 +109,7 @@ static vf_status make_vulkan(vf_context *ctx, const vf_context_desc *d, bool gpu
         .profile = ctx->profile,
         .cache_dir = ctx->cache_dir,
     };
-    vf_vk_options_env(&opt);
+    vf_vk_options_read(&opt, getenv);
     opt.memory_limit_bytes = d->device_memory_limit;
     const char *ef = getenv("VKFUSE_EAGER_FUSE");
     opt.eager_fuse = !d->eager_fuse_off && !(ef && strcmp(ef, "0") == 0);
@@ -267,7 +220,7 @@ vf_backend vf_auto_backend(int *device, char *why, size_t whylen)
     }
     const char *named = env_set("VKFUSE_DEVICE");
     vf_vk_options o = {.device_index = -1, .device_env = named, .gpu_only = e == VF_BACKEND_AUTO && !named};
-    vf_vk_options_env(&o);
+    vf_vk_options_read(&o, getenv);
     vf_device_info *info = vf_calloc(VF_MAX_DEVICE_INFO, sizeof *info);
     if (!info) {
         snprintf(why, whylen, "out of host memory (malloc failed)");

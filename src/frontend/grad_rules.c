@@ -497,8 +497,7 @@ static bool g_reshape(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_
     return gin[0] != NULL;
 }
 
-/* The rule objects the op table's rows point at (src/graph/op_table.c
-   declares them: the graph layer names them without seeing this file). */
+/* The rule objects the autodiff stage's table (grad_table.c) points at. */
 #define RULE(name, fn) const vf_grad_rule vf_grad_##name = {fn};
 RULE(add, g_add) RULE(sub, g_sub) RULE(mul, g_mul) RULE(div, g_div) RULE(pow, g_pow) RULE(maxmin, g_maxmin)
 RULE(where, g_where) RULE(neg, g_neg) RULE(exp, g_exp) RULE(log, g_log) RULE(sqrt, g_sqrt) RULE(rsqrt, g_rsqrt)
@@ -517,11 +516,12 @@ RULE(slice, g_slice) RULE(pad, g_pad) RULE(concat, g_concat) RULE(slice_grad, g_
 vf_grad_fn vf_grad_fn_of(const vf_tape_entry *e)
 {
     if (e->op == VF_TAPE_RESHAPE) return g_reshape;
-    if (e->op < 0 || e->op >= VF_OP_COUNT || !vf_op_get((vf_op)e->op)->grad) return NULL;
+    const vf_grad_rule *rule = e->op < 0 || e->op >= VF_OP_COUNT ? NULL : vf_grad_rule_of((vf_op)e->op);
+    if (!rule) return NULL;
     /* only float values carry gradients */
     if (!vf_dtype_is_float(e->out->dtype)) return NULL;
     if (e->op == VF_OP_CAST && (!e->in[0] || !vf_dtype_is_float(e->in[0]->dtype))) return NULL;
     for (int i = 0; i < e->n_in; i++)
         if (!e->in[i]) return NULL;
-    return vf_op_get((vf_op)e->op)->grad->fn;
+    return rule->fn;
 }

@@ -90,10 +90,14 @@ typedef struct vf_tape_entry {
    Returns false with the error recorded in ctx. */
 typedef bool (*vf_grad_fn)(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin);
 
-/* What a row's `grad` points at (graph/op.h declares the type). */
-struct vf_grad_rule {
+/* A rule object (one per rule, `vf_grad_<rule>`, in the file of its rule). */
+typedef struct vf_grad_rule {
     vf_grad_fn fn;
-};
+} vf_grad_rule;
+
+/* The rule of op, from the autodiff stage's table (grad_table.c; the op
+   table below keeps no pointer up); NULL: not differentiable. */
+const vf_grad_rule *vf_grad_rule_of(vf_op op);
 
 /* The rule of an entry's op (its row's, or the reshape rule); NULL: not
    differentiable (no rule, a non-float value, an input no tensor holds). */

@@ -2,10 +2,12 @@
  * is defined — its name, arity, kind, the dtypes it takes and the roles of
  * its inputs, its value over an empty set, the attributes it reads, its
  * reference scalar semantics (used by the CPU backend), its GLSL
- * expression (used by codegen) and its gradient rule. Adding an elementwise
- * op means the enum entry (at the end: the numbers are stored), its row,
- * its entry point in src/frontend/ops_*.c and include/vkfuse.h,
- * its rule in src/frontend/grad_rules.c, and tests.
+ * expression (used by codegen). Its gradient rule is an op call, above this
+ * layer: the autodiff stage keeps the rules in a table of its own, indexed
+ * by op (src/frontend/grad_table.c). Adding an elementwise op means the
+ * enum entry (at the end: the numbers are stored), its row, its entry point
+ * in src/frontend/ops_*.c and include/vkfuse.h, its rule in
+ * src/frontend/grad_rules.c and its row in grad_table.c, and tests.
  */
 #ifndef VF_GRAPH_OP_H
 #define VF_GRAPH_OP_H
@@ -134,11 +136,6 @@ typedef enum { VF_EMPTY_UNDEFINED, VF_EMPTY_ZERO, VF_EMPTY_NAN, VF_EMPTY_ONE, VF
 typedef double (*vf_scalar_f)(double a, double b, double c);
 typedef int64_t (*vf_scalar_i)(int64_t a, int64_t b, int64_t c, bool is_unsigned);
 
-/* A gradient rule. Rules are op calls (so that they trace) and live above
-   the graph layer, in src/frontend/grad_rules.c, which defines the struct
-   and one `vf_grad_<rule>` object per rule; a row points at its rule. */
-typedef struct vf_grad_rule vf_grad_rule;
-
 typedef struct vf_op_info {
     const char *name;        /* "add": used in messages, dumps, kernel names */
     int arity;               /* tensor inputs */
@@ -168,7 +165,6 @@ typedef struct vf_op_info {
     uint8_t cond_in, index_in;
     vf_empty empty;          /* the value over an empty set */
     uint32_t attrs;          /* VF_ATTR_* bits: the vf_attrs fields the op reads */
-    const vf_grad_rule *grad; /* NULL: not differentiable */
 } vf_op_info;
 
 extern const vf_op_info vf_op_table[VF_OP_COUNT];
