@@ -7,9 +7,10 @@
 # object's own folder or in a folder of a lower rank; folders of one rank
 # (plan, cpu, vulkan) are independent and may not call each other.
 #
-# Usage: layers_symbols.sh OBJECT_DIR...   (the library's object folders,
-#                                           CMakeFiles/vkfuse_base_obj.dir and
-#                                           CMakeFiles/vkfuse_obj.dir)
+# Usage: layers_symbols.sh OBJECT...       (the library's objects, or folders
+#                                           holding them; ctest passes the
+#                                           objects of vkfuse_base_obj and
+#                                           vkfuse_obj by name)
 #        layers_symbols.sh --self-test CC  (the checker on a tiny fake tree:
 #                                           it must pass a downward call and
 #                                           fail an upward or sideways one)
@@ -28,59 +29,71 @@ ORDER=(
 )
 
 declare -A rank=()
+ORDER_TEXT=$(printf '%s < ' "${ORDER[@]}")
+ORDER_TEXT=${ORDER_TEXT% < }
 for i in "${!ORDER[@]}"; do
     for f in ${ORDER[$i]}; do rank[$f]=$i; done
 done
 
-# The layer of an object, from its path under the object folder.
+# The layer of an object, from its path, into FOLDER (no subshell: one
+# call per object).
 folder_of() {
     local p=$1
     case "$p" in
-    */src/backend*.o) echo contract ;;
-    */src/*/*) p=${p##*/src/}; echo "${p%%/*}" ;;
-    */generated/*) echo generated ;;
-    *) echo "?" ;;
+    */src/backend*.o) FOLDER=contract ;;
+    */src/*/*) p=${p##*/src/}; FOLDER=${p%%/*} ;;
+    */generated/*) FOLDER=generated ;;
+    *) FOLDER="?" ;;
     esac
 }
 
 # An object's name in messages: from its src/ on.
 short() { case "$1" in */src/*) echo "src/${1##*/src/}" ;; *) echo "${1##*/}" ;; esac; }
 
-check() { # OBJECT_DIR...
+check() { # OBJECT...
     local fail=0 objs=() o
     while IFS= read -r -d '' o; do objs+=("$o"); done < <(find "$@" -name '*.o' -print0 | sort -z)
     [ ${#objs[@]} -gt 0 ] || { echo "layers_symbols: FAIL: no objects under $* (build first)" >&2; return 1; }
     declare -A def=() layer=()
     for o in "${objs[@]}"; do
-        layer[$o]=$(folder_of "$o")
+        folder_of "$o"
+        layer[$o]=$FOLDER
         [[ -n "${rank[${layer[$o]}]+x}" ]] || {
             echo "layers_symbols: FAIL: $(short "$o"): folder '${layer[$o]}' is not in the order of $0" >&2
             fail=1
         }
     done
     [ $fail = 0 ] || return 1
-    # Global definitions (upper-case types other than U), per symbol its object.
-    local sym typ
-    for o in "${objs[@]}"; do
-        while read -r sym typ _; do
-            case "$typ" in U | w | v) ;; [A-Z]) def[$sym]=$o ;; esac
-        done < <(nm -P "$o" 2>/dev/null)
-    done
-    local n=0 from to
-    for o in "${objs[@]}"; do
-        from=${layer[$o]}
-        while read -r sym typ _; do
-            [ "$typ" = U ] || continue
-            [[ -n "${def[$sym]+x}" ]] || continue # libc, Vulkan, shaderc, ...
-            to=${layer[${def[$sym]}]}
-            n=$((n + 1))
-            [ "$to" = "$from" ] && continue
-            [ "${rank[$to]}" -lt "${rank[$from]}" ] && continue
-            echo "layers_symbols: FAIL: $(short "$o") ($from) calls $sym of $(short "${def[$sym]}") ($to):" \
-                 "$from may call only its own folder and folders below it (${ORDER[*]})" >&2
-            fail=1
-        done < <(nm -P "$o" 2>/dev/null)
-    done
+    # One nm over every object ("file: symbol type ..."), then in awk: the
+    # global definitions (upper-case types other than U) by symbol, and each
+    # undefined symbol that one of them defines checked against the order.
+    local ranks="" f
+    for o in "${objs[@]}"; do f=${layer[$o]}; ranks+="$o=$f=${rank[$f]}"$'\n'; done
+    local out
+    out=$(nm -A -P "${objs[@]}" 2>/dev/null | awk -v ranks="$ranks" -v order="$ORDER_TEXT" '
+        BEGIN {
+            n = split(ranks, r, "\n")
+            for (i = 1; i <= n; i++) if (r[i] != "") { split(r[i], p, "="); fol[p[1]] = p[2]; rk[p[1]] = p[3] }
+        }
+        { file = $1; sub(/:$/, "", file); sym = $2; typ = $3 }
+        typ == "U" { nu++; uf[nu] = file; us[nu] = sym; next }
+        typ ~ /^[A-TV-Z]$/ { def[sym] = file }
+        END {
+            calls = 0; bad = 0
+            for (i = 1; i <= nu; i++) {
+                s = us[i]; if (!(s in def)) continue
+                from = uf[i]; to = def[s]; calls++
+                if (fol[from] == fol[to] || rk[to] + 0 < rk[from] + 0) continue
+                printf "layers_symbols: FAIL: %s (%s) calls %s of %s (%s): %s may call only its own folder and folders below it (%s)\n", \
+                       from, fol[from], s, to, fol[to], fol[from], order
+                bad++
+            }
+            print "calls " calls
+            exit bad > 0
+        }') && fail=0 || fail=1
+    local n=${out##*calls }
+    out=${out%calls *}
+    [ -z "$out" ] || printf '%s\n' "$out" | sed -E 's#[^ ]*/src/#src/#g' >&2
     [ $fail = 0 ] || return 1
     echo "layers_symbols: ok (${#objs[@]} objects, $n calls between objects)"
 }
@@ -114,5 +127,8 @@ self_test() { # CC
 }
 
 if [ "${1:-}" = --self-test ]; then self_test "${2:-cc}"; exit; fi
-[ $# -ge 1 ] || { echo "usage: $0 OBJECT_DIR... | --self-test CC" >&2; exit 2; }
-check "$@"
+[ $# -ge 1 ] || { echo "usage: $0 OBJECT... | --self-test CC" >&2; exit 2; }
+# ctest hands each target's objects as one ;-separated list
+args=()
+for a in "$@"; do IFS=';' read -ra part <<<"$a"; args+=("${part[@]}"); done
+check "${args[@]}"
