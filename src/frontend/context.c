@@ -1,6 +1,7 @@
 /* The context: backend choice (the device backend and the host backend of
  * folding and VKFUSE_CHECK), the sticky error, environment knobs. */
 #include "frontend/frontend.h"
+#include "frontend/hooks.h"
 #include "util/env.h"
 #include "util/fault.h"
 
@@ -272,8 +273,10 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     ctx->cap_scopes = 8;
     ctx->n_scopes = 1; /* the root scope */
     vf_handles_init(&ctx->tensor_slots, VF_HANDLE_TENSOR, sizeof(vf_tensor));
-    vf_tape_slots_init(ctx);
-    vf_generator_slots_init(ctx);
+    /* the slots of tapes and generators get their size from their stage,
+       with the first one made (tape.c, generator.c) */
+    vf_handles_init(&ctx->tape_slots, VF_HANDLE_TAPE, 0);
+    vf_handles_init(&ctx->generator_slots, VF_HANDLE_GENERATOR, 0);
     resolve_cache_dir(d, ctx->cache_dir, sizeof ctx->cache_dir);
     ctx->profile = d->profile || env_true("VKFUSE_PROFILE");
     read_options(&ctx->opt);
@@ -291,6 +294,11 @@ vf_status vf_context_create(const vf_context_desc *desc, vf_context **out)
     return s;
 }
 
+void vf_context_on_destroy(vf_context *ctx, vf_on_destroy which, void (*fn)(vf_context *ctx))
+{
+    ctx->on_destroy[which] = fn;
+}
+
 /* Not VF_LOCKED: ctx is freed before the function returns. Another thread
    still using ctx is the caller's bug (as with free); this thread's own
    open scopes and tapes end here, with the lock holds they kept. */
@@ -299,13 +307,13 @@ void vf_context_destroy(vf_context *ctx)
     if (!ctx) return;
     vf_ctx_lock(ctx);
     if (ctx->be.iface) ctx->be.iface->sync(ctx->be.self);
-    /* Functions first: their plans and captures need the backend and the
-       tensors; they stay the user's, orphaned (vf_function_destroy frees
-       them later). Then tapes, tensors, the backend, the handle slabs. */
-    vf_functions_orphan_all(ctx);
-    vf_kernels_orphan_all(ctx);
-    vf_uelems_orphan_all(ctx);
-    vf_tapes_free_all(ctx);
+    /* What the stages registered, in the order of vf_on_destroy: functions
+       first (their plans and captures need the backend and the tensors;
+       they stay the user's, orphaned, and vf_function_destroy frees them
+       later), user kernels and elementwise ops, tapes. Then tensors, the
+       backend, the handle slabs. */
+    for (int i = 0; i < VF_ON_DESTROY_COUNT; i++)
+        if (ctx->on_destroy[i]) ctx->on_destroy[i](ctx);
     vf_tensor_free_all(ctx);
     for (int i = 0; i < ctx->cap_scopes; i++) free(ctx->scopes[i].items);
     free(ctx->scopes);
@@ -395,4 +403,10 @@ vf_status vf_context_stats_get(vf_context *ctx, vf_context_stats *out)
     memset(out, 0, sizeof *out);
     if (ctx->be.iface && ctx->be.iface->stats) ctx->be.iface->stats(ctx->be.self, out);
     return VF_OK;
+}
+
+bool vf_context_tracing(vf_context *ctx)
+{
+    VF_LOCKED(ctx);
+    return ctx && ctx->trace;
 }

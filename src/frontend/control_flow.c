@@ -106,12 +106,6 @@ vf_status vf_host_apply(vf_context *ctx, const vf_node *n, const vf_tref *in, co
     return s;
 }
 
-bool vf_context_tracing(vf_context *ctx)
-{
-    VF_LOCKED(ctx);
-    return ctx && ctx->trace;
-}
-
 uint32_t vf_tensor_symbolic_dims(vf_tensor *t)
 {
     VF_LOCKED(vf_tensor_context(t));
@@ -400,7 +394,7 @@ static vf_status cond_impl(vf_context *ctx, vf_tensor *pred, vf_body then_fn, vf
                 else {
                     pin[0] = pred;
                     copy_tensors(pin + 1, in, n_in);
-                    vf_tape_record_control(ctx, VF_NODE_COND, g0, g1, n_in + 1, pin, 0, n_out, out);
+                    vf_note_control(ctx, VF_NODE_COND, g0, g1, n_in + 1, pin, 0, n_out, out);
                     free(pin);
                 }
             }
@@ -516,7 +510,7 @@ vf_status vf_while_loop(vf_context *ctx, vf_body cond_fn, vf_body body_fn, int n
             s = add_control(ctx, op, VF_NODE_WHILE, total, ins, cg, bg, n_vars, split, max_iterations, vars);
             cg = bg = NULL;
             if (s == VF_OK && !init_t) s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", op);
-            if (s == VF_OK) vf_tape_record_control(ctx, VF_NODE_WHILE, g0, g1, n_vars, init_t, max_iterations, n_vars, vars);
+            if (s == VF_OK) vf_note_control(ctx, VF_NODE_WHILE, g0, g1, n_vars, init_t, max_iterations, n_vars, vars);
             free(init_t);
         }
     }

@@ -65,6 +65,17 @@ typedef struct vf_scope {
     int n, cap;
 } vf_scope;
 
+/* What vf_context_destroy runs for a stage's objects, in this order:
+   functions first (their plans and captures need the backend and the
+   tensors), then user kernels and user elementwise ops, then tapes; the
+   tensors, the backend and the handle slabs after them. */
+typedef enum {
+    VF_ON_DESTROY_FUNCTIONS,
+    VF_ON_DESTROY_KERNELS,
+    VF_ON_DESTROY_UELEMS,
+    VF_ON_DESTROY_TAPES,
+    VF_ON_DESTROY_COUNT
+} vf_on_destroy;
 struct vf_context {
     vf_err err;            /* the sticky first error the user sees */
     vf_err be_err;         /* where the backend reports; folded into err by vf_backend_failed */
@@ -80,6 +91,12 @@ struct vf_context {
     bool run_eagerly;      /* vf_run_functions_eagerly */
     bool profile;          /* desc.profile or VKFUSE_PROFILE=1: calls are timed (profile.c) */
     struct vf_tape *tapes; /* active gradient tapes, innermost first (tape.c) */
+    /* What the stages above registered (hooks.h): the tracer once a trace
+       began, the tapes' recording once a tape began, and what destroy runs
+       for each stage's objects. */
+    const struct vf_tracer *tracer;
+    const struct vf_tape_hooks *tapes_hooks;
+    void (*on_destroy[VF_ON_DESTROY_COUNT])(vf_context *ctx);
     int tape_mute;         /* > 0: ops are not recorded (a tape computing gradients, reshape internals) */
     vf_ctx_mutex lock;     /* taken by every public entry point (lock.h) */
     /* Lifetime (handles.h, function.c): tensors and tapes live in slots that
@@ -157,9 +174,6 @@ vf_tensor *vf_uelem_apply(vf_context *ctx, const struct vf_uelem *u, vf_tensor *
 struct vf_ukernel;
 struct vf_ukernel *vf_kernel_match_live(vf_context *ctx, const struct vf_ukernel *k);
 struct vf_uelem *vf_uelem_match_live(vf_context *ctx, const struct vf_uelem *u);
-void vf_tape_slots_init(vf_context *ctx);
-/* The generators' slots (generator.c). */
-void vf_generator_slots_init(vf_context *ctx);
 void vf_tapes_free_all(vf_context *ctx);
 
 /* Runs an op on the backend; releases out and returns NULL on failure. */
@@ -182,6 +196,9 @@ bool vf_infer_refs(vf_context *ctx, vf_op op, const vf_attrs *a, int n, const vf
 bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index);
 /* The indices half of vf_top_k alone (ops_index.c; top_k's gradient rule). */
 vf_tensor *vf_top_k_indices(vf_context *ctx, vf_tensor *x, int k);
+/* g reshaped (ops_shape.c) to shape; while tracing the first non-1 dim is left to be
+   inferred (-1), so that a symbolic batch dim stays symbolic. */
+vf_tensor *vf_ad_reshape(vf_context *ctx, vf_tensor *g, int rank, const int64_t *shape);
 /* Normalises a possibly negative axis for rank; false (error) if out of range. */
 bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out);
 

@@ -55,6 +55,7 @@ vf_function *vf_function_create(vf_context *ctx, const vf_function_desc *d)
     fn->unfused = d->unfused;
     fn->next_fn = ctx->functions;
     ctx->functions = fn;
+    vf_context_on_destroy(ctx, VF_ON_DESTROY_FUNCTIONS, vf_functions_orphan_all);
     return fn;
 }
 
@@ -469,7 +470,7 @@ static vf_status call(vf_function *fn, vf_tensor *const *in, vf_tensor **out)
         s = run_concrete(fn, &fn->cfs[hit], in, out);
         /* an eager tape does not see the plan's kernels: the call is one entry */
         if (s == VF_OK)
-            vf_tape_record_call(ctx, fn, fn->name, fn->body, fn->user, fn->cfs[hit].g, fn->n_in, in, fn->cfs[hit].caps,
+            vf_note_call(ctx, fn, fn->name, fn->body, fn->user, fn->cfs[hit].g, fn->n_in, in, fn->cfs[hit].caps,
                                 fn->cfs[hit].n_caps, fn->n_out, out);
     }
     if (ctx->be.iface->kernels_track) ctx->be.iface->kernels_track(ctx->be.self, prev);
@@ -529,6 +530,7 @@ vf_function *vf_function_new_loaded(vf_context *ctx, const char *name, int n_in,
     fn->last = -1;
     fn->next_fn = ctx->functions;
     ctx->functions = fn;
+    vf_context_on_destroy(ctx, VF_ON_DESTROY_FUNCTIONS, vf_functions_orphan_all);
     return fn;
 }
 

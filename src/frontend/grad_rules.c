@@ -39,21 +39,6 @@ vf_tensor *vf_ad_unbroadcast(vf_context *ctx, vf_tensor *g, vf_tensor *x)
     return g;
 }
 
-vf_tensor *vf_ad_reshape(vf_context *ctx, vf_tensor *g, int rank, const int64_t *shape)
-{
-    if (!g) return NULL;
-    int64_t s[VF_MAX_RANK];
-    bool inferred = !ctx->trace;
-    for (int i = 0; i < rank; i++) {
-        s[i] = shape[i];
-        if (!inferred && shape[i] != 1 && shape[i] != 0) {
-            s[i] = -1;
-            inferred = true;
-        }
-    }
-    return vf_reshape(ctx, g, rank, s);
-}
-
 static vf_tensor *scal(vf_context *ctx, vf_tensor *like, double v) { return vf_ad_scalar(ctx, like->dtype, v); }
 
 /* where(mask, v, 0) */

@@ -2,6 +2,7 @@
  * shape-and-dtype engine (graph/shape.c): the entry points normalise the
  * user's arguments and leave dtype and shape rules to the engine. */
 #include "frontend/frontend.h"
+#include "frontend/hooks.h"
 #include "frontend/tape.h"
 #include "util/dtype.h"
 
@@ -57,7 +58,7 @@ static vf_tensor *elementwise(vf_context *ctx, const char *api, vf_op op, vf_ten
     vf_tensor *out = vf_tensor_new(ctx, api, e.attrs.dtype, rank, shape);
     if (!out) return out;
     if (out->numel == 0) { /* nothing to compute; a tape still sees the value made */
-        vf_tape_record_constant(ctx, out);
+        vf_note_constant(ctx, out);
         return out;
     }
     return vf_run(ctx, &e, out);

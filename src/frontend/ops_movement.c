@@ -12,6 +12,7 @@
  * Concat of n parts is a balanced tree of binary concats (in[3] bounds an
  * exec's inputs): every element is copied about log2(n) times. */
 #include "frontend/frontend.h"
+#include "frontend/hooks.h"
 #include "frontend/tape.h"
 
 #include <stdio.h>
@@ -52,7 +53,7 @@ static vf_tensor *run_window(vf_context *ctx, const char *name, vf_exec *e)
     vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
     if (!out) return NULL;
     if (out->numel == 0) {
-        vf_tape_record_constant(ctx, out);
+        vf_note_constant(ctx, out);
         return out;
     }
     return vf_run(ctx, e, out);
@@ -121,7 +122,7 @@ vf_tensor *vf_slice(vf_context *ctx, vf_tensor *x, const int64_t *begin, const i
     if (numel > 0) {
         vf_tensor *v = slice_view(ctx, x, &e.attrs, rank, shape);
         if (v) {
-            vf_tape_record(ctx, VF_OP_SLICE, &e.attrs, 1, &x, v);
+            vf_note(ctx, VF_OP_SLICE, &e.attrs, 1, &x, v);
             return v;
         }
     }
@@ -175,7 +176,7 @@ vf_status vf_split(vf_context *ctx, vf_tensor *x, int n, const int64_t *sizes, i
        what varies, the parts after it are placed from the end (negative
        bounds), so that every call splits right. Equal parts or sizes
        without a -1 cannot follow it. */
-    bool sym = (vf_trace_sym_dims(ctx, x, name) >> ax) & 1u;
+    bool sym = (vf_sym_dims(ctx, x, name) >> ax) & 1u;
     int var = -1;
     for (int i = 0; sizes && i < n && var < 0; i++)
         if (sizes[i] == -1) var = i;
@@ -233,7 +234,7 @@ vf_tensor *vf_pad(vf_context *ctx, vf_tensor *x, const int64_t *before, const in
         int64_t shape[VF_MAX_RANK];
         if (!vf_infer_refs(ctx, VF_OP_PAD, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
         vf_tensor *out = vf_fill(ctx, dt, rank, shape, value);
-        if (out) vf_tape_record_constant(ctx, out);
+        if (out) vf_note_constant(ctx, out);
         return out;
     }
     return run_window(ctx, name, &e);
@@ -250,7 +251,7 @@ vf_tensor *vf_slice_grad(vf_context *ctx, vf_tensor *g, vf_tensor *x, const vf_a
     e.in[1] = vf_tensor_ref(x);
     if (g->numel == 0 && !ctx->trace) { /* an empty slice: nothing flows back */
         vf_tensor *out = vf_fill(ctx, g->dtype, x->rank, x->shape, 0.0);
-        if (out) vf_tape_record_constant(ctx, out);
+        if (out) vf_note_constant(ctx, out);
         return out;
     }
     return run_window(ctx, "vf_slice_grad", &e);
@@ -341,7 +342,7 @@ vf_tensor *vf_concat(vf_context *ctx, int n, vf_tensor *const *xs, int axis)
         shape[ax] = 0;
         for (int i = 0; i < n; i++) shape[ax] += xs[i]->shape[ax];
         vf_tensor *out = vf_tensor_new(ctx, name, xs[0]->dtype, r, shape);
-        if (out) vf_tape_record_constant(ctx, out);
+        if (out) vf_note_constant(ctx, out);
         return out;
     }
     if (m == 1) return vf_reshape(ctx, parts[0], r, parts[0]->shape);   /* a view (a copy of a variable) */
@@ -360,7 +361,7 @@ vf_tensor *vf_expand_dims(vf_context *ctx, vf_tensor *x, int axis)
         return NULL;
     }
     if (!vf_norm_axis(ctx, name, axis, x->rank + 1, &ax)) return NULL;
-    int sd = one_sym(ctx, name, vf_trace_sym_dims(ctx, x, name));
+    int sd = one_sym(ctx, name, vf_sym_dims(ctx, x, name));
     if (sd == -2) return NULL;
     int64_t s[VF_MAX_RANK];
     for (int d = 0, k = 0; d <= x->rank; d++) s[d] = d == ax ? 1 : x->shape[k++];
@@ -378,7 +379,7 @@ vf_tensor *vf_squeeze(vf_context *ctx, vf_tensor *x, int naxes, const int *axes)
                 axes ? "set" : "NULL", x->rank);
         return NULL;
     }
-    uint32_t sym = vf_trace_sym_dims(ctx, x, name), drop = 0;
+    uint32_t sym = vf_sym_dims(ctx, x, name), drop = 0;
     for (int i = 0; i < naxes; i++) {
         int ax;
         if (!vf_norm_axis(ctx, name, axes[i], x->rank, &ax)) return NULL;
@@ -478,7 +479,7 @@ vf_tensor *vf_tile(vf_context *ctx, vf_tensor *x, const int64_t *reps)
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: reps is NULL; give one count per dim", name);
         return NULL;
     }
-    uint32_t sym = vf_trace_sym_dims(ctx, x, name);
+    uint32_t sym = vf_sym_dims(ctx, x, name);
     int sd = one_sym(ctx, name, sym);
     if (sd == -2) return NULL;
     /* [.., n, ..] -> [.., 1, n, ..] for each tiled dim, broadcast to

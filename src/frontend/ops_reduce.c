@@ -2,6 +2,7 @@
  * log_softmax, sparse softmax cross-entropy). Empty inputs are handled
  * here so that backends never see them. */
 #include "frontend/frontend.h"
+#include "frontend/hooks.h"
 #include "frontend/tape.h"
 #include "util/dtype.h"
 
@@ -42,7 +43,7 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
     vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
     if (!out) return out;
     if (out->numel == 0) { /* nothing to compute; a tape still sees the value made */
-        vf_tape_record_constant(ctx, out);
+        vf_note_constant(ctx, out);
         return out;
     }
     if (x->numel == 0) { /* an empty set per output: the row's value over it */
@@ -58,7 +59,7 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
             vf_tensor_release(out);
             return NULL;
         }
-        vf_tape_record_constant(ctx, out); /* a constant: no input element reaches it */
+        vf_note_constant(ctx, out); /* a constant: no input element reaches it */
         return out;
     }
     /* nothing reduced (a scalar input): the value itself, or |x| for norm */

@@ -1,5 +1,6 @@
 /* Entry points of matmul, reshape and transpose. */
 #include "frontend/frontend.h"
+#include "frontend/hooks.h"
 #include "frontend/tape.h"
 #include "util/dtype.h"
 
@@ -52,7 +53,7 @@ vf_tensor *vf_matmul_ex(vf_context *ctx, vf_tensor *a, vf_tensor *b, bool ta, bo
     e.out.rank = full_rank;
     memcpy(e.out.shape, full, sizeof full);
     if (ctx->trace) {
-        out = vf_trace_exec(ctx, &e, out);
+        out = vf_tracer_of(ctx)->exec(ctx, &e, out);
     } else {
         vf_status s = ctx->be.iface->exec(ctx->be.self, &e);
         if (s != VF_OK) {
@@ -63,7 +64,7 @@ vf_tensor *vf_matmul_ex(vf_context *ctx, vf_tensor *a, vf_tensor *b, bool ta, bo
     }
     /* recorded here, not in vf_run: the exec's refs are the vector-expanded ones */
     vf_tensor *ab[2] = {a, b};
-    vf_tape_record(ctx, VF_OP_MATMUL, &e.attrs, 2, ab, out);
+    vf_note(ctx, VF_OP_MATMUL, &e.attrs, 2, ab, out);
     return out;
 }
 
@@ -122,13 +123,13 @@ vf_tensor *vf_reshape(vf_context *ctx, vf_tensor *x, int rank, const int64_t *sh
     /* The copy of a variable is recorded as a reshape, not as its COPY. */
     ctx->tape_mute++;
     vf_tensor *out;
-    if (ctx->trace) out = vf_trace_reshape(ctx, x, rank, shape, s); /* keeps the -1 */
+    if (ctx->trace) out = vf_tracer_of(ctx)->reshape(ctx, x, rank, shape, s); /* keeps the -1 */
     /* A variable's storage changes on assign; a view would see later values. */
     else if (x->is_variable) out = copy_as(ctx, x, rank, s);
     else out = vf_tensor_view(x, rank, s);
     ctx->tape_mute--;
     vf_attrs none = {0};
-    vf_tape_record(ctx, VF_TAPE_RESHAPE, &none, 1, &x, out);
+    vf_note(ctx, VF_TAPE_RESHAPE, &none, 1, &x, out);
     return out;
 }
 
@@ -165,4 +166,21 @@ vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm)
     if (!out || out->numel == 0) return out;
     if (identity) e.op = VF_OP_COPY; /* a variable's copy */
     return vf_run(ctx, &e, out);
+}
+
+/* Here with vf_reshape (not with the gradient rules that use it most), so
+   that the op entry points (vf_take's index column) need nothing above. */
+vf_tensor *vf_ad_reshape(vf_context *ctx, vf_tensor *g, int rank, const int64_t *shape)
+{
+    if (!g) return NULL;
+    int64_t s[VF_MAX_RANK];
+    bool inferred = !ctx->trace;
+    for (int i = 0; i < rank; i++) {
+        s[i] = shape[i];
+        if (!inferred && shape[i] != 1 && shape[i] != 0) {
+            s[i] = -1;
+            inferred = true;
+        }
+    }
+    return vf_reshape(ctx, g, rank, s);
 }

@@ -138,7 +138,6 @@ void vf_tape_record(vf_context *ctx, int op, const vf_attrs *attrs, int n_in, vf
 /* Tapes live in never-reused slots like tensors (handles.h): a tape per
    training step costs a state byte once ended, and a stale vf_tape * is an
    error. */
-void vf_tape_slots_init(vf_context *ctx) { vf_handles_init(&ctx->tape_slots, VF_HANDLE_TAPE, sizeof(vf_tape)); }
 
 /* The context ends: active tapes drop their entries (the tensors go next). */
 void vf_tapes_free_all(vf_context *ctx)
@@ -174,10 +173,22 @@ static bool tape_alive(const vf_tape *tp, const char *op)
     return false;
 }
 
+/* What the API layer calls to note ops on the tapes (hooks.h). */
+static const vf_tape_hooks tape_hooks = {
+    .record_exec = vf_tape_record_exec,
+    .record = vf_tape_record,
+    .record_constant = vf_tape_record_constant,
+    .record_kernel = vf_tape_record_kernel,
+    .record_control = vf_tape_record_control,
+    .record_call = vf_tape_record_call,
+};
+
 vf_tape *vf_tape_begin(vf_context *ctx)
 {
     VF_LOCKED(ctx);
     if (!ctx) return NULL;
+    /* the context made the slots without knowing a tape's size */
+    if (!ctx->tape_slots.slot_size) vf_handles_init(&ctx->tape_slots, VF_HANDLE_TAPE, sizeof(vf_tape));
     vf_tape *tp = vf_handle_alloc(&ctx->tape_slots, ctx);
     if (!tp) {
         vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_begin: out of host memory (malloc failed)");
@@ -188,6 +199,9 @@ vf_tape *vf_tape_begin(vf_context *ctx)
     tp->depth = cur_depth(ctx);
     tp->next = ctx->tapes;
     ctx->tapes = tp;
+    /* from now on the API layer notes ops on the tapes (hooks.h) */
+    ctx->tapes_hooks = &tape_hooks;
+    vf_context_on_destroy(ctx, VF_ON_DESTROY_TAPES, vf_tapes_free_all);
     vf_ctx_lock(ctx); /* held until vf_tape_end: the tape records this thread's ops only (lock.h) */
     return tp;
 }

@@ -16,11 +16,10 @@
 #define VF_TAPE_H
 
 #include "frontend/frontend.h"
+#include "frontend/hooks.h"
 #include "frontend/trace.h"
 #include "graph/graph.h"
 
-/* The pseudo-op of a reshape (not an op of the table: a view or a copy). */
-#define VF_TAPE_RESHAPE VF_OP_COUNT
 /* The pseudo-op of a traced vf_cond / vf_while_loop (entry.cf is set). */
 #define VF_TAPE_CONTROL (VF_OP_COUNT + 1)
 
@@ -131,10 +130,10 @@ void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const ch
                          const vf_graph *g, int n_in,
                          vf_tensor *const *in, const vf_capture *caps, int n_caps, int n_out, vf_tensor *const *out);
 /* Records a user kernel's call (eager or traced) as one entry with its
-   inputs and outputs (kernels.c); VF_OK or out of host memory. */
+   inputs and outputs (grad_kernel.c); VF_OK or out of host memory. */
 vf_status vf_tape_record_kernel(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const void *params,
                                 vf_tensor *const *out);
-/* Its gradient: the kernel's grad callback, checked (kernels.c). */
+/* Its gradient: the kernel's grad callback, checked (grad_kernel.c). */
 bool vf_grad_kernel(vf_context *ctx, const vf_tape_cf *cf, vf_tensor *const *gout, vf_tensor **gin);
 /* Appends en to every tape that records now (a control-flow entry's cf is
    shared: each tape takes a reference). */
@@ -183,8 +182,5 @@ vf_tensor *vf_ad_scalar(vf_context *ctx, vf_dtype dt, double v);
 vf_tensor *vf_ad_broadcast(vf_context *ctx, vf_tensor *v, vf_tensor *like);
 /* g reduced (summed) to x's shape: the gradient of a broadcast. */
 vf_tensor *vf_ad_unbroadcast(vf_context *ctx, vf_tensor *g, vf_tensor *x);
-/* g reshaped to shape; while tracing the first non-1 dim is left to be
-   inferred (-1), so that a symbolic batch dim stays symbolic. */
-vf_tensor *vf_ad_reshape(vf_context *ctx, vf_tensor *g, int rank, const int64_t *shape);
 
 #endif

@@ -1,5 +1,6 @@
 /* Tensors and their lifetime: scopes, references, storage, host I/O. */
 #include "frontend/frontend.h"
+#include "frontend/hooks.h"
 #include "util/fault.h"
 #include "frontend/tape.h"
 #include "util/dtype.h"
@@ -98,7 +99,7 @@ bool vf_check_alive(vf_context *ctx, const char *op, const vf_tensor *t, int ind
 bool vf_check_input(vf_context *ctx, const char *op, const vf_tensor *t, int index)
 {
     if (!vf_check_alive(ctx, op, t, index)) return false;
-    if (t->sym_gen && t->ctx == ctx) return vf_trace_check(ctx, t, op, index) == VF_OK;
+    if (t->sym_gen && t->ctx == ctx) return vf_tracer_of(ctx)->check(ctx, t, op, index) == VF_OK;
     if (t->ctx != ctx) {
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT,
                 "%s: input %d belongs to another vf_context; tensors cannot cross contexts "
@@ -346,7 +347,7 @@ vf_tensor *vf_tensor_view(vf_tensor *src, int rank, const int64_t *shape)
     if (!t) return NULL;
     if (src->ctx->trace) {
         t->sym_gen = src->ctx->trace_gen;
-        return vf_trace_view(src, t);
+        return vf_tracer_of(src->ctx)->view(src, t);
     }
     t->st = src->st;
     t->offset = src->offset;
@@ -358,7 +359,7 @@ vf_tref vf_tensor_ref(const vf_tensor *t)
 {
     vf_tref r = {.buf = t->st ? t->st->buf : NULL, .offset = t->offset, .dtype = t->dtype, .rank = t->rank};
     for (int i = 0; i < t->rank; i++) r.shape[i] = t->shape[i];
-    if (t->sym_gen) vf_trace_ref(t, &r);
+    if (t->sym_gen) vf_tracer_of(t->ctx)->ref(t, &r);
     return r;
 }
 
@@ -367,8 +368,8 @@ vf_tensor *vf_run(vf_context *ctx, vf_exec *e, vf_tensor *out)
     VF_ASSERT_LOCKED(ctx);
     e->out = vf_tensor_ref(out);
     if (ctx->trace) {
-        out = vf_trace_exec(ctx, e, out);
-        vf_tape_record_exec(ctx, e, out); /* gradient tapes (tape.c) */
+        out = vf_tracer_of(ctx)->exec(ctx, e, out);
+        vf_note_exec(ctx, e, out); /* gradient tapes (tape.c) */
         return out;
     }
     vf_status s = ctx->be.iface->exec(ctx->be.self, e);
@@ -377,7 +378,7 @@ vf_tensor *vf_run(vf_context *ctx, vf_exec *e, vf_tensor *out)
         vf_tensor_release(out);
         return NULL;
     }
-    vf_tape_record_exec(ctx, e, out);
+    vf_note_exec(ctx, e, out);
     return out;
 }
 
@@ -387,7 +388,7 @@ bool vf_fill_into(vf_context *ctx, vf_tensor *t, double value)
     if (t->numel == 0) return true;
     vf_exec e = {.op = VF_OP_FILL, .attrs.value = value, .out = vf_tensor_ref(t)};
     if (ctx->trace) { /* recorded as a fill node bound to t */
-        vf_tensor *r = vf_trace_exec(ctx, &e, vf_tensor_retain(t));
+        vf_tensor *r = vf_tracer_of(ctx)->exec(ctx, &e, vf_tensor_retain(t));
         vf_tensor_release(r);
         return r != NULL;
     }
@@ -419,7 +420,7 @@ vf_tensor *vf_tensor_from_host(vf_context *ctx, vf_dtype dtype, int rank, const 
     }
     if (norm) data = norm;
     if (t->sym_gen) {
-        t = vf_trace_const(t, data); /* a constant of the traced graph */
+        t = vf_tracer_of(t->ctx)->constant(t, data); /* a constant of the traced graph */
         free(norm);
         return t;
     }
@@ -467,7 +468,7 @@ vf_status vf_tensor_read(vf_tensor *t, void *dst, size_t bytes)
     VF_LOCKED(vf_tensor_context(t));
     if (!vf_check_alive(NULL, "vf_tensor_read", t, -1)) return vf_tensor_dead_status(t);
     vf_context *ctx = t->ctx;
-    if (t->sym_gen) return vf_trace_read_error(t);
+    if (t->sym_gen) return vf_tracer_of(t->ctx)->read_error(t);
     size_t need = (size_t)t->numel * vf_dtype_size(t->dtype);
     if (bytes < need || (need && !dst)) {
         char sh[VF_SHAPE_STR_LEN];

@@ -20,6 +20,9 @@ static vf_frame *top(vf_trace *tr) { return &tr->frames[tr->depth - 1]; }
 
 vf_graph *vf_trace_graph(vf_context *ctx) { return top(ctx->trace)->g; }
 
+/* What the API layer calls while a body is traced (hooks.h); defined below. */
+static const vf_tracer tracer;
+
 vf_trace *vf_trace_begin(vf_context *ctx, const char *name)
 {
     vf_trace *tr = vf_calloc(1, sizeof *tr);
@@ -33,6 +36,7 @@ vf_trace *vf_trace_begin(vf_context *ctx, const char *name)
     tr->gen = ++ctx->trace_gen;
     snprintf(tr->name, sizeof tr->name, "%s", name);
     ctx->trace = tr;
+    ctx->tracer = &tracer; /* before any symbolic tensor (hooks.h) */
     if (!vf_trace_push(ctx, root)) {
         ctx->trace = NULL;
         free(tr->graphs); /* grown before the frames' growth failed */
@@ -577,3 +581,15 @@ int vf_trace_kernel(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const 
     }
     return id;
 }
+
+static const vf_tracer tracer = {
+    .exec = vf_trace_exec,
+    .reshape = vf_trace_reshape,
+    .view = vf_trace_view,
+    .constant = vf_trace_const,
+    .ref = vf_trace_ref,
+    .check = vf_trace_check,
+    .read_error = vf_trace_read_error,
+    .sym_dims = vf_trace_sym_dims,
+    .kernel = vf_trace_kernel,
+};

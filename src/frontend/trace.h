@@ -12,6 +12,7 @@
 #define VF_FRONTEND_TRACE_H
 
 #include "frontend/frontend.h"
+#include "frontend/hooks.h"
 #include "graph/graph.h"
 
 typedef struct vf_capture {

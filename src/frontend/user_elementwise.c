@@ -6,6 +6,7 @@
  * eager (one generated kernel, or the C function on the CPU backend),
  * traced (a node that fuses) and taped (its gradient rule below). */
 #include "frontend/frontend.h"
+#include "frontend/hooks.h"
 #include "frontend/tape.h"
 #include "graph/uelem.h"
 #include "util/dtype.h"
@@ -128,6 +129,7 @@ vf_elementwise_op *vf_elementwise_create(vf_context *ctx, const vf_elementwise_d
     h->u = u;
     h->next = ctx->uelems;
     ctx->uelems = h;
+    vf_context_on_destroy(ctx, VF_ON_DESTROY_UELEMS, vf_uelems_orphan_all);
     return h;
 }
 
@@ -169,7 +171,7 @@ vf_tensor *vf_uelem_apply(vf_context *ctx, const vf_uelem *u, vf_tensor *const *
     vf_tensor *out = vf_tensor_new(ctx, "vf_elementwise_call", dt, rank, shape);
     if (!out) return NULL;
     if (out->numel == 0) { /* nothing to compute; a tape still sees the value made */
-        vf_tape_record_constant(ctx, out);
+        vf_note_constant(ctx, out);
         return out;
     }
     return vf_run(ctx, &e, out);
@@ -192,33 +194,6 @@ vf_tensor *vf_elementwise_call(vf_elementwise_op *h, int n, vf_tensor *const *in
     }
     return vf_uelem_apply(ctx, u, in);
 }
-
-/* ---- gradient ----------------------------------------------------------- */
-
-/* d x_i = unbroadcast(g * grad_i(x.., y)): the gradient's op is itself a
-   user elementwise op, so the backward fuses like the forward. */
-static bool g_uelem(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
-{
-    const vf_uelem *u = e->attrs.uelem;
-    bool any = false;
-    for (int i = 0; i < u->n_in; i++) any = any || u->grad[i];
-    if (!any)
-        return vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient: the gradient flows through user "
-                       "elementwise op '%s', which has no gradient (desc.grad_expr is NULL%s); give one, or keep the "
-                       "sources off its path", u->name, u->loaded ? ": a loaded function keeps only what was saved" : ""),
-               false;
-    vf_tensor *args[VF_ELEMENTWISE_MAX_INPUTS + 1];
-    for (int i = 0; i < u->n_in; i++) args[i] = e->in[i];
-    args[u->n_in] = e->out;
-    for (int i = 0; i < u->n_in; i++) {
-        if (!u->grad[i]) continue; /* no gradient flows to input i */
-        gin[i] = vf_ad_unbroadcast(ctx, vf_mul(ctx, g, vf_uelem_apply(ctx, u->grad[i], args)), e->in[i]);
-        if (!gin[i]) return false;
-    }
-    return true;
-}
-
-const vf_grad_rule vf_grad_uelem = {g_uelem};
 
 static bool same_text(const char *a, const char *b)
 {
