@@ -1,5 +1,5 @@
 /* libFuzzer target for the saved-function loader (vf_function_load's
- * parser and validator, src/frontend/saved_read.c).
+ * parser and validator, src/saved/saved_read.c).
  *
  * Every input is loaded into a CPU-backend context and, when it loads,
  * destroyed again, then loaded once more with its size field and checksum
@@ -12,7 +12,7 @@
  * with stand-in SPIR-V modules in their kernel sections (format version 2):
  * on the CPU backend the kernel section's structure is checked, then
  * ignored. */
-#include "frontend/saved.h"
+#include "saved/saved.h"
 #include "vkfuse.h"
 
 #include <stdint.h>

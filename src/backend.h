@@ -373,7 +373,7 @@ vf_status vf_cpu_backend_create_opts(vf_err *err, const vf_cpu_options *o, vf_ba
 vf_status vf_cpu_threads_parse(const char *v, int *out, vf_err *err);
 
 /* What the Vulkan backend takes from its creator. The library reads the
-   environment only when a context is created (frontend/context.c), and
+   environment only when a context is created (api/context.c), and
    hands the backend its part here; vf_vk_options_read fills the runtime's
    environment knobs for other creators (tests, tools). Strings are read
    while the backend is created; it copies what it keeps. */

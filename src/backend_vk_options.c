@@ -1,7 +1,7 @@
 /* The Vulkan runtime's environment knobs (vf_vk_options), parsed here in the
  * backend contract so that every creator of a Vulkan backend (the context,
  * the Amber runner, tests) reads them alike; the lookup is the caller's, so
- * the library's one getenv site stays src/frontend/context.c. */
+ * the library's one getenv site stays src/api/context.c. */
 #include "backend.h"
 #include "util/env.h"
 

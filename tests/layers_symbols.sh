@@ -18,14 +18,23 @@ set -u
 
 # The order, written once, lowest first; one line a rank, folders of a rank
 # separated by spaces. "contract" is the backend contract, src/backend*.c;
-# "generated" the embedded shader sources (data only). Tools and tests sit
-# above everything and link the library; they are not objects of it.
+# "generated" the embedded shader sources (data only). Then the API stages:
+# api (context, tensors, op entry points), kernels (user kernels and user
+# elementwise ops), function (tracing, functions, control flow), autodiff
+# (tapes and gradient rules), saved (the file format); an upper stage
+# reaches down by calls, a lower one up only through what the upper one
+# registered (src/api/hooks.h). Tools and tests sit above everything and
+# link the library; they are not objects of it.
 ORDER=(
     "generated util"
     "graph"
     "contract"
     "plan cpu vulkan"
-    "frontend"
+    "api"
+    "kernels"
+    "function"
+    "autodiff"
+    "saved"
 )
 
 declare -A rank=()

@@ -5,8 +5,8 @@
  * messages for graphs from elsewhere. */
 #include "testutil.h"
 
-#include "frontend/saved.h"
-#include "frontend/tape.h"
+#include "saved/saved.h"
+#include "autodiff/tape.h"
 #include "graph/passes.h"
 #include "util/dtype.h"
 #include "util/err.h"

@@ -4,8 +4,8 @@
 #define VF_FRONTEND_H
 
 #include "backend.h"
-#include "frontend/handles.h"
-#include "frontend/lock.h"
+#include "api/handles.h"
+#include "api/lock.h"
 #include "plan/host.h"
 #include "util/err.h"
 #include "vkfuse.h"
@@ -157,24 +157,6 @@ bool vf_check_alive(vf_context *ctx, const char *op, const vf_tensor *t, int ind
 vf_status vf_tensor_dead_status(const vf_tensor *t);
 
 void vf_tensor_free_all(vf_context *ctx);
-/* At vf_context_destroy: every function of ctx loses its graphs and plans
-   and its context (function.c); active tapes drop what they hold (tape.c). */
-void vf_functions_orphan_all(vf_context *ctx);
-void vf_kernels_orphan_all(vf_context *ctx);
-void vf_uelems_orphan_all(vf_context *ctx);
-/* User elementwise op u on in[u->n_in] (user_elementwise.c): the common
-   path of vf_elementwise_call and of gradients; NULL with the error
-   recorded (or an input's). */
-struct vf_uelem;
-vf_tensor *vf_uelem_apply(vf_context *ctx, const struct vf_uelem *u, vf_tensor *const *in);
-/* At vf_function_load: the live user kernel / elementwise op of ctx that a
-   loaded one is (same name and the same code: SPIR-V, or expression and
-   helpers; same arity, dtypes and layout), so the loaded function gets its
-   C callbacks back (docs/KERNELS.md, "Saving and loading"); NULL: none. */
-struct vf_ukernel;
-struct vf_ukernel *vf_kernel_match_live(vf_context *ctx, const struct vf_ukernel *k);
-struct vf_uelem *vf_uelem_match_live(vf_context *ctx, const struct vf_uelem *u);
-void vf_tapes_free_all(vf_context *ctx);
 
 /* Runs an op on the backend; releases out and returns NULL on failure. */
 vf_tensor *vf_run(vf_context *ctx, vf_exec *e, vf_tensor *out);
@@ -205,49 +187,5 @@ bool vf_norm_axis(vf_context *ctx, const char *op, int axis, int rank, int *out)
 /* g, the gradient of slice a of x, scattered into zeros of x's shape
    (SLICE_GRAD; ops_movement.c): exact for every size of a symbolic dim. */
 vf_tensor *vf_slice_grad(vf_context *ctx, vf_tensor *g, vf_tensor *x, const vf_attrs *a);
-/* Symbolic dims (bit d) of t while tracing, 0 for a concrete tensor (trace.c). */
-uint32_t vf_trace_sym_dims(vf_context *ctx, vf_tensor *t, const char *op);
-
-/* Tracing hooks (trace.c), called by the op entry points while ctx->trace
-   is set: they record graph nodes instead of running the op. */
-vf_tensor *vf_trace_exec(vf_context *ctx, const vf_exec *e, vf_tensor *out);
-vf_tensor *vf_trace_reshape(vf_context *ctx, vf_tensor *x, int rank, const int64_t *user,
-                            const int64_t *shape);
-vf_tensor *vf_trace_view(vf_tensor *src, vf_tensor *view);
-vf_tensor *vf_trace_const(vf_tensor *t, const void *data);
-vf_status vf_trace_assign(vf_context *ctx, const vf_exec *e, const char *op);
-vf_status vf_trace_print(vf_context *ctx, const char *label, vf_tensor *t);
-/* fn of vf_host_map on host data; its failure recorded in ctx with name. */
-vf_status vf_host_call(vf_context *ctx, const char *name, vf_host_fn fn, void *user, vf_dtype dt, int64_t n, void *data);
-/* HOST node n at run time: in's values through its callback into out (out
-   may be in), mapped in place where the backend allows, else through a
-   host copy. Failure recorded in ctx. */
-vf_status vf_host_apply(vf_context *ctx, const vf_node *n, const vf_tref *in, const vf_tref *out);
-/* vf_host_map while tracing: a HOST node on t's value; its symbolic result. */
-vf_tensor *vf_trace_host(vf_context *ctx, vf_tensor *t, vf_host_fn fn, void *user, const char *name);
-/* A user kernel's call: a KERNEL node on in[k->n_in] and a PROJ per output,
-   out[j] (symbolic tensors the caller made at the traced shapes) bound to
-   them. The node's id, -1 with the error recorded. */
-int vf_trace_kernel(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const void *params,
-                    const uint32_t groups[3], vf_tensor **out);
-/* One call of user kernel k on checked inputs (vf_kernel_call after its
-   argument checks; a gradient's replay of a KERNEL node): eager, traced
-   and taped as any op. out[k->n_out] receives tensors of the innermost scope. */
-vf_status vf_ukernel_call(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const void *params, vf_tensor **out);
-/* Resolves one call of k on inputs of these dtypes and shapes (kernels.c):
-   output shapes (callback or desc), workgroup counts, push constants
-   (x->push / push_size / groups; in / out / shapes left to the caller).
-   who names the caller in messages. */
-vf_status vf_ukernel_prepare(vf_context *ctx, const vf_ukernel *k, const vf_tref *in, const void *params,
-                             vf_tensor_spec *in_spec, vf_tensor_spec *out_spec, vf_kernel_shapes *shapes,
-                             vf_ukernel_exec *x, const char *who);
-/* Runs the resolved call x on the backend (in, out set), with the bounds
-   check of desc.check_bounds / VKFUSE_CHECK (kernel_guard.c); a failure
-   is recorded in ctx, prefixed with who. */
-vf_status vf_ukernel_launch(vf_context *ctx, const vf_ukernel_exec *x, const char *who);
-void vf_trace_ref(const vf_tensor *t, vf_tref *r);
-/* VF_OK unless t is a symbolic tensor of a trace that has ended. */
-vf_status vf_trace_check(vf_context *ctx, const vf_tensor *t, const char *op, int index);
-vf_status vf_trace_read_error(const vf_tensor *t);
 
 #endif

@@ -1,7 +1,7 @@
 /* The context: backend choice (the device backend and the host backend of
  * folding and VKFUSE_CHECK), the sticky error, environment knobs. */
-#include "frontend/frontend.h"
-#include "frontend/hooks.h"
+#include "api/api.h"
+#include "api/hooks.h"
 #include "util/env.h"
 #include "util/fault.h"
 

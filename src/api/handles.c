@@ -1,5 +1,5 @@
 /* Slabs of never-reused slots for tensors and tapes (handles.h). */
-#include "frontend/handles.h"
+#include "api/handles.h"
 #include "util/fault.h"
 #include "util/grow.h"
 

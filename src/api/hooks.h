@@ -18,7 +18,7 @@
 #ifndef VF_FRONTEND_HOOKS_H
 #define VF_FRONTEND_HOOKS_H
 
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "graph/graph.h"
 
 /* The pseudo-op of a reshape noted on the tapes (not an op of the table: a

@@ -1,7 +1,7 @@
 /* The context's recursive lock (lock.h): a plain mutex plus the owner and
  * depth, so that a thread can tell whether it holds the lock (the debug
  * assertions, the scope and tape holds) without asking pthreads. */
-#include "frontend/frontend.h"
+#include "api/api.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * descriptors are checked and resolved here into the op's explicit
  * geometry (vf_conv_attrs), so that the graph, the saved form and the
  * backends see one meaning (SAME padding becomes pads here). */
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "util/dtype.h"
 
 #include <stdint.h>

@@ -1,9 +1,8 @@
 /* Entry points of the elementwise ops, and the frontend's door to the
  * shape-and-dtype engine (graph/shape.c): the entry points normalise the
  * user's arguments and leave dtype and shape rules to the engine. */
-#include "frontend/frontend.h"
-#include "frontend/hooks.h"
-#include "frontend/tape.h"
+#include "api/api.h"
+#include "api/hooks.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

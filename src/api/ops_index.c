@@ -3,8 +3,8 @@
  * that they fuse with what uses them).
  * Argument checks and normalisation (negative axes), the empty cases the
  * backends never see, then one vf_exec (vf_run: eager, traced, taped). */
-#include "frontend/frontend.h"
-#include "frontend/tape.h"
+#include "api/api.h"
+#include "api/hooks.h"
 #include "util/dtype.h"
 
 #include <float.h>

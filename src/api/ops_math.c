@@ -6,7 +6,7 @@
  * be a FILL node, a kernel of its own since a scalar FILL does not join a
  * larger group, docs/FUSION.md), so the row stays a plain elementwise op
  * and its kernel does not depend on the numbers. */
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "util/dtype.h"
 
 #include <math.h>

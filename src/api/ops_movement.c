@@ -11,9 +11,8 @@
  * - expand_dims / squeeze: reshapes (views).
  * Concat of n parts is a balanced tree of binary concats (in[3] bounds an
  * exec's inputs): every element is copied about log2(n) times. */
-#include "frontend/frontend.h"
-#include "frontend/hooks.h"
-#include "frontend/tape.h"
+#include "api/api.h"
+#include "api/hooks.h"
 
 #include <stdio.h>
 #include <string.h>

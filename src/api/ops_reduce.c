@@ -1,9 +1,8 @@
 /* Entry points of reductions, argmax, norm and the row ops (softmax,
  * log_softmax, sparse softmax cross-entropy). Empty inputs are handled
  * here so that backends never see them. */
-#include "frontend/frontend.h"
-#include "frontend/hooks.h"
-#include "frontend/tape.h"
+#include "api/api.h"
+#include "api/hooks.h"
 #include "util/dtype.h"
 
 #include <math.h>

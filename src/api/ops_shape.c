@@ -1,7 +1,6 @@
 /* Entry points of matmul, reshape and transpose. */
-#include "frontend/frontend.h"
-#include "frontend/hooks.h"
-#include "frontend/tape.h"
+#include "api/api.h"
+#include "api/hooks.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * unfused and in group order fused, and groups keep dependency order).
  * The kernels of a traced vf_cond (its guard, its branches' ops) belong
  * to the COND node. */
-#include "frontend/profile.h"
+#include "api/profile.h"
 #include "util/fault.h"
 
 #include <stdio.h>

@@ -3,7 +3,7 @@
 #ifndef VF_FRONTEND_PROFILE_H
 #define VF_FRONTEND_PROFILE_H
 
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "graph/graph.h"
 #include "plan/plan.h"
 

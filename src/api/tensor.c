@@ -1,8 +1,7 @@
 /* Tensors and their lifetime: scopes, references, storage, host I/O. */
-#include "frontend/frontend.h"
-#include "frontend/hooks.h"
+#include "api/api.h"
+#include "api/hooks.h"
 #include "util/fault.h"
-#include "frontend/tape.h"
 #include "util/dtype.h"
 #include "util/grow.h"
 

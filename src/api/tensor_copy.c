@@ -1,6 +1,6 @@
 /* vf_tensor_copy_to: a tensor of one context copied into another (another
  * device, or another context on the same one), through the host. */
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "util/fault.h"
 
 #include <stdlib.h>

@@ -11,7 +11,7 @@
  * Each call keeps the forward's geometry; `size` carries the spatial size
  * a backprop op must produce (a strided forward drops rows, so dy alone
  * does not give it). */
-#include "frontend/tape.h"
+#include "autodiff/tape.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* Gradient rules of the indexing ops (issue 13), op calls like every rule
  * (grad_rules.c): they run eagerly and trace alike. Indices get no
  * gradient. */
-#include "frontend/tape.h"
+#include "autodiff/tape.h"
 
 #define IN(i) (e->in[i])
 

@@ -2,9 +2,10 @@
  * recorded on the tapes as one entry and its rule (the kernel's own grad
  * callback, checked), and the rule of a user elementwise op (its gradient
  * expressions, themselves user elementwise ops). The kernels stage below
- * hands its calls here through the tape hooks (frontend/hooks.h). */
-#include "frontend/frontend.h"
-#include "frontend/tape.h"
+ * hands its calls here through the tape hooks (api/hooks.h). */
+#include "api/api.h"
+#include "kernels/kernels.h"
+#include "autodiff/tape.h"
 #include "graph/uelem.h"
 #include "util/dtype.h"
 #include "util/fault.h"

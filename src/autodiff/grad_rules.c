@@ -6,7 +6,7 @@
  * may be symbolic (a batch dim of -1) are never baked into a fill or a
  * reshape when it can be avoided: broadcasts go through where(), and
  * reductions of broadcast dims through reduce_sum. */
-#include "frontend/tape.h"
+#include "autodiff/tape.h"
 #include "util/fault.h"
 #include "util/dtype.h"
 

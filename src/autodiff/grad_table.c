@@ -2,7 +2,7 @@
  * autodiff stage: the rules are op calls, above the graph layer, so the op
  * table (src/graph/op_table.c) keeps no pointer to them and src/graph/ links
  * without the frontend. */
-#include "frontend/tape.h"
+#include "autodiff/tape.h"
 
 /* grad_rules.c, grad_index.c, grad_conv.c and user_elementwise.c */
 extern const vf_grad_rule vf_grad_abs, vf_grad_add, vf_grad_avg_pool, vf_grad_avg_pool_grad, vf_grad_cast,

@@ -1,9 +1,9 @@
 /* vf_tape: recording ops and reverse-mode gradients (see tape.h and
  * docs/GRADIENTS.md). */
-#include "frontend/tape.h"
+#include "autodiff/tape.h"
 #include "graph/uelem.h"
 #include "util/fault.h"
-#include "frontend/trace.h"
+#include "function/trace.h"
 #include "util/dtype.h"
 #include "util/grow.h"
 

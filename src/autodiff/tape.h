@@ -7,7 +7,7 @@
  * tref (buffer, offset, dtype, shape; for symbolic tensors the graph value),
  * so a view that aliases a tensor with the same shape is the same value.
  * vf_tape_gradient walks the entries backwards and calls the rule of each
- * op (src/frontend/grad_rules.c); the rules are made of ordinary op calls, so
+ * op (src/autodiff/grad_rules.c); the rules are made of ordinary op calls, so
  * inside a traced body the backward pass is traced into the same graph,
  * and other active tapes record them (higher order). A traced vf_cond /
  * vf_while_loop, and a traced vf_function called eagerly, are one entry
@@ -15,9 +15,9 @@
 #ifndef VF_TAPE_H
 #define VF_TAPE_H
 
-#include "frontend/frontend.h"
-#include "frontend/hooks.h"
-#include "frontend/trace.h"
+#include "api/api.h"
+#include "api/hooks.h"
+#include "function/trace.h"
 #include "graph/graph.h"
 
 /* The pseudo-op of a traced vf_cond / vf_while_loop (entry.cf is set). */
@@ -153,28 +153,6 @@ void vf_tape_cf_release(vf_tape_cf *cf);
 vf_status vf_tape_vjp(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds, int n,
                       vf_tensor *const *sources, vf_tensor **grads);
 
-/* Replays graph g (a subgraph of the trace being recorded) as op calls:
-   traced into the graph being recorded now, and recorded by the tapes like
-   any op. params[i] stands for PARAM index i; a CAPTURE of trace capture
-   cc[k] reads cc_t[k] (others are captured again). outs[g->n_outputs]. A
-   node that cannot be replayed (an assign) fails naming it. */
-vf_status vf_replay_graph(vf_context *ctx, const vf_graph *g, vf_tensor *const *params, int n_cc, const int *cc,
-                          vf_tensor *const *cc_t, vf_tensor **outs);
-
-/* A loaded function's graph run as its body (it has no C body): every node
-   issued again through the frontend as vf_replay_graph does, so a call is
-   inlined into a trace and recorded by the tapes op by op, and its eager
-   call's gradient replays it on an inner tape. effects: assigns and prints
-   run (inlining); else an assign fails naming the node (a gradient). */
-typedef struct vf_replay_fn {
-    const char *name;           /* the function's, for messages */
-    const vf_graph *g;
-    const vf_capture *caps;     /* the concrete function's: CAPTURE k reads caps[k].t */
-    int n_caps;
-    bool effects;
-} vf_replay_fn;
-/* A vf_body whose user is a vf_replay_fn. */
-vf_status vf_replay_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user);
 
 /* Helpers for the rules (grad_rules.c). */
 vf_tensor *vf_ad_scalar(vf_context *ctx, vf_dtype dt, double v);
@@ -182,5 +160,9 @@ vf_tensor *vf_ad_scalar(vf_context *ctx, vf_dtype dt, double v);
 vf_tensor *vf_ad_broadcast(vf_context *ctx, vf_tensor *v, vf_tensor *like);
 /* g reduced (summed) to x's shape: the gradient of a broadcast. */
 vf_tensor *vf_ad_unbroadcast(vf_context *ctx, vf_tensor *g, vf_tensor *x);
+
+/* At vf_context_destroy (registered with the first tape, api/hooks.h):
+   active tapes drop what they hold. */
+void vf_tapes_free_all(vf_context *ctx);
 
 #endif

@@ -21,9 +21,9 @@
  * Both rules are ordinary op calls, so they are traced into the graph being
  * recorded (and optimised, fused, select-lowered like the forward), and
  * their own control flow is recorded on outer tapes: higher order works. */
-#include "frontend/function.h"
+#include "function/function.h"
 #include "util/fault.h"
-#include "frontend/tape.h"
+#include "autodiff/tape.h"
 #include "util/dtype.h"
 #include "util/grow.h"
 

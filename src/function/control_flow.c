@@ -1,9 +1,8 @@
 /* vf_cond, vf_while_loop and vf_print: eager (the host decides, values
  * print at once) or traced (branches and bodies become subgraphs of COND
  * and WHILE nodes; prints become PRINT nodes that run at every call). */
-#include "frontend/function.h"
+#include "function/function.h"
 #include "util/fault.h"
-#include "frontend/tape.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

@@ -1,10 +1,8 @@
 /* vf_function: its lifetime, the signature cache, tracing on a miss and
  * the call of a concrete function (signatures and retrace explanations:
  * function_sig.c). */
-#include "frontend/function_impl.h"
+#include "function/function_impl.h"
 #include "util/fault.h"
-#include "frontend/saved.h"
-#include "frontend/tape.h"
 #include "graph/passes.h"
 #include "util/dtype.h"
 

@@ -2,7 +2,7 @@
 #ifndef VF_FRONTEND_FUNCTION_H
 #define VF_FRONTEND_FUNCTION_H
 
-#include "frontend/trace.h"
+#include "function/trace.h"
 #include "plan/plan.h"
 
 /* A value while a graph runs: what a kernel reads (ref), the tensor that

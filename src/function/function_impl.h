@@ -4,8 +4,8 @@
 #ifndef VF_FRONTEND_FUNCTION_IMPL_H
 #define VF_FRONTEND_FUNCTION_IMPL_H
 
-#include "frontend/function.h"
-#include "frontend/profile.h"
+#include "function/function.h"
+#include "api/profile.h"
 #include "util/keyset.h"
 
 #define VF_RETRACE_WARN 5

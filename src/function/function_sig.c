@@ -1,6 +1,6 @@
 /* vf_function's signatures: the input_signature check, matching a call
  * against the concrete functions, and explaining a retrace (function_impl.h). */
-#include "frontend/function_impl.h"
+#include "function/function_impl.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

@@ -22,7 +22,8 @@
  * needs no size (a symbolic dim in a trace would make "+ numel" a value of
  * the call). A generator lives in a never-reused slot (handles.h): a
  * destroyed one is an error, not a crash. */
-#include "frontend/frontend.h"
+#include "api/api.h"
+#include "function/trace.h"
 #include "util/dtype.h"
 
 #include <math.h>

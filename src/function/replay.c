@@ -13,9 +13,9 @@
  * A loaded function's graph is its body the same way (vf_replay_body): its
  * eager call's gradient replays it on an inner tape, and a call inside a
  * traced body inlines it (then assigns and prints run too). */
-#include "frontend/tape.h"
 #include "util/fault.h"
-#include "frontend/trace.h"
+#include "kernels/kernels.h"
+#include "function/trace.h"
 #include "util/dtype.h"
 
 #include <stdlib.h>

@@ -4,7 +4,8 @@
  * inputs, so a graph traced with symbolic dims serves every size. On
  * Vulkan the kernels of one call are queued together and submitted when a
  * value is read; COND and WHILE read their predicate back to the host. */
-#include "frontend/function.h"
+#include "function/function.h"
+#include "kernels/kernels.h"
 #include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"

@@ -4,7 +4,7 @@
  * constants (made once per concrete function, run.c), the output tensors
  * each call makes in the innermost scope, and the context's backend,
  * error records and options. */
-#include "frontend/function.h"
+#include "function/function.h"
 #include "util/fault.h"
 
 #include <stdlib.h>

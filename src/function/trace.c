@@ -1,5 +1,5 @@
 /* Tracing: the hooks that turn op calls into graph nodes (see trace.h). */
-#include "frontend/trace.h"
+#include "function/trace.h"
 #include "graph/uelem.h"
 #include "util/fault.h"
 #include "util/dtype.h"

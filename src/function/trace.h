@@ -11,8 +11,8 @@
 #ifndef VF_FRONTEND_TRACE_H
 #define VF_FRONTEND_TRACE_H
 
-#include "frontend/frontend.h"
-#include "frontend/hooks.h"
+#include "api/api.h"
+#include "api/hooks.h"
 #include "graph/graph.h"
 
 typedef struct vf_capture {
@@ -71,5 +71,66 @@ void vf_trace_forget_variables(vf_context *ctx);
 
 /* The value's shape with sym bits, for params of subgraphs. */
 vf_shape vf_trace_shape_of(vf_context *ctx, int id);
+
+/* ---- the tracer's calls (trace.c, control_flow.c) ---- */
+
+/* Symbolic dims (bit d) of t while tracing, 0 for a concrete tensor (trace.c). */
+uint32_t vf_trace_sym_dims(vf_context *ctx, vf_tensor *t, const char *op);
+
+/* What the tracer hands the API layer (api/hooks.h vf_tracer), and the
+   function stage's own tracing calls. */
+vf_tensor *vf_trace_exec(vf_context *ctx, const vf_exec *e, vf_tensor *out);
+vf_tensor *vf_trace_reshape(vf_context *ctx, vf_tensor *x, int rank, const int64_t *user,
+                            const int64_t *shape);
+vf_tensor *vf_trace_view(vf_tensor *src, vf_tensor *view);
+vf_tensor *vf_trace_const(vf_tensor *t, const void *data);
+vf_status vf_trace_assign(vf_context *ctx, const vf_exec *e, const char *op);
+vf_status vf_trace_print(vf_context *ctx, const char *label, vf_tensor *t);
+/* fn of vf_host_map on host data; its failure recorded in ctx with name. */
+vf_status vf_host_call(vf_context *ctx, const char *name, vf_host_fn fn, void *user, vf_dtype dt, int64_t n, void *data);
+/* HOST node n at run time: in's values through its callback into out (out
+   may be in), mapped in place where the backend allows, else through a
+   host copy. Failure recorded in ctx. */
+vf_status vf_host_apply(vf_context *ctx, const vf_node *n, const vf_tref *in, const vf_tref *out);
+/* vf_host_map while tracing: a HOST node on t's value; its symbolic result. */
+vf_tensor *vf_trace_host(vf_context *ctx, vf_tensor *t, vf_host_fn fn, void *user, const char *name);
+/* A user kernel's call: a KERNEL node on in[k->n_in] and a PROJ per output,
+   out[j] (symbolic tensors the caller made at the traced shapes) bound to
+   them. The node's id, -1 with the error recorded. */
+int vf_trace_kernel(vf_context *ctx, vf_ukernel *k, vf_tensor *const *in, const void *params,
+                    const uint32_t groups[3], vf_tensor **out);
+void vf_trace_ref(const vf_tensor *t, vf_tref *r);
+/* VF_OK unless t is a symbolic tensor of a trace that has ended. */
+vf_status vf_trace_check(vf_context *ctx, const vf_tensor *t, const char *op, int index);
+vf_status vf_trace_read_error(const vf_tensor *t);
+
+/* At vf_context_destroy (registered with the first function, api/hooks.h):
+   every function of ctx loses its graphs and plans and its context. */
+void vf_functions_orphan_all(vf_context *ctx);
+
+/* ---- replay (replay.c) ---- */
+
+/* Replays graph g (a subgraph of the trace being recorded) as op calls:
+   traced into the graph being recorded now, and noted on the tapes like
+   any op. params[i] stands for PARAM index i; a CAPTURE of trace capture
+   cc[k] reads cc_t[k] (others are captured again). outs[g->n_outputs]. A
+   node that cannot be replayed (an assign) fails naming it. */
+vf_status vf_replay_graph(vf_context *ctx, const vf_graph *g, vf_tensor *const *params, int n_cc, const int *cc,
+                          vf_tensor *const *cc_t, vf_tensor **outs);
+
+/* A loaded function's graph run as its body (it has no C body): every node
+   issued again through the frontend as vf_replay_graph does, so a call is
+   inlined into a trace and recorded by the tapes op by op, and its eager
+   call's gradient replays it on an inner tape. effects: assigns and prints
+   run (inlining); else an assign fails naming the node (a gradient). */
+typedef struct vf_replay_fn {
+    const char *name;           /* the function's, for messages */
+    const vf_graph *g;
+    const vf_capture *caps;     /* the concrete function's: CAPTURE k reads caps[k].t */
+    int n_caps;
+    bool effects;
+} vf_replay_fn;
+/* A vf_body whose user is a vf_replay_fn. */
+vf_status vf_replay_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user);
 
 #endif

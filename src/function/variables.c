@@ -4,7 +4,8 @@
  * order), so an op that read a variable before an assign sees the old
  * value. Views never alias a variable (reshape/transpose copy), so an
  * assign changes only the variable itself. */
-#include "frontend/frontend.h"
+#include "api/api.h"
+#include "function/trace.h"
 #include "util/dtype.h"
 
 #include <stdio.h>

@@ -4,10 +4,10 @@
  * reference scalar semantics (used by the CPU backend), its GLSL
  * expression (used by codegen). Its gradient rule is an op call, above this
  * layer: the autodiff stage keeps the rules in a table of its own, indexed
- * by op (src/frontend/grad_table.c). Adding an elementwise op means the
+ * by op (src/autodiff/grad_table.c). Adding an elementwise op means the
  * enum entry (at the end: the numbers are stored), its row, its entry point
- * in src/frontend/ops_*.c and include/vkfuse.h, its rule in
- * src/frontend/grad_rules.c and its row in grad_table.c, and tests.
+ * in src/api/ops_*.c and include/vkfuse.h, its rule in
+ * src/autodiff/grad_rules.c and its row in grad_table.c, and tests.
  */
 #ifndef VF_GRAPH_OP_H
 #define VF_GRAPH_OP_H

@@ -1,7 +1,7 @@
 /* The shape-and-dtype engine: the one place an op's input dtypes, the
  * attributes it reads and its result's dtype and shape are checked and
  * derived, from its op-table row. Every caller uses it: the eager entry
- * points (src/frontend/ops_*.c, with concrete shapes, after normalising
+ * points (src/api/ops_*.c, with concrete shapes, after normalising
  * the user's arguments: negative axes, axis lists, matmul's vectors),
  * tracing (symbolic dims carried), the interpreter (each call's sizes),
  * plans, passes and the saved-file loader (untrusted graphs). The rules

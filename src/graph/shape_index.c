@@ -86,7 +86,7 @@ vf_status vf_infer_index(vf_op op, const vf_attrs *a, const vf_shape *in, vf_sha
     case VF_OP_RNG_NORMAL:
     case VF_OP_RNG_ADVANCE: {
         /* checked here for graphs from elsewhere (a saved file): the entry
-           points (frontend/generator.c) only make valid ones */
+           points (function/generator.c) only make valid ones */
         char s0[96];
         if (in[0].rank != 1 || in[0].dim[0] != 2 || in[0].sym)
             return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the generator state is %s but must be [2] (the draw "

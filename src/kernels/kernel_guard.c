@@ -9,7 +9,8 @@
  * and the first element written (docs/KERNELS.md). A stray write within
  * the tail hits nothing else; the check costs a buffer per output, an
  * upload, a copy and a wait per call, so it is a debugging aid. */
-#include "frontend/frontend.h"
+#include "api/api.h"
+#include "kernels/kernels.h"
 #include "util/dtype.h"
 #include "util/fault.h"
 

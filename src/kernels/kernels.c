@@ -4,9 +4,9 @@
  * workgroup counts, push constants) the same way eagerly, while tracing
  * and when a traced graph runs (run.c), then one backend ukernel call or
  * one graph node. */
-#include "frontend/frontend.h"
-#include "frontend/hooks.h"
-#include "frontend/tape.h"
+#include "api/api.h"
+#include "kernels/kernels.h"
+#include "api/hooks.h"
 #include "util/dtype.h"
 #include "util/hash.h"
 #include "util/fault.h"

@@ -5,9 +5,9 @@
  * calls put into VF_OP_USER_ELEMENTWISE execs like any elementwise op:
  * eager (one generated kernel, or the C function on the CPU backend),
  * traced (a node that fuses) and taped (its gradient rule below). */
-#include "frontend/frontend.h"
-#include "frontend/hooks.h"
-#include "frontend/tape.h"
+#include "api/api.h"
+#include "kernels/kernels.h"
+#include "api/hooks.h"
 #include "graph/uelem.h"
 #include "util/dtype.h"
 #include "util/fault.h"

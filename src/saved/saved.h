@@ -5,7 +5,7 @@
 #ifndef VF_FRONTEND_SAVED_H
 #define VF_FRONTEND_SAVED_H
 
-#include "frontend/trace.h"
+#include "function/trace.h"
 
 /* ---- accessors (function.c) ---- */
 const char *vf_function_name_get(const vf_function *fn);

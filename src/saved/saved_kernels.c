@@ -10,7 +10,7 @@
  * SPIR-V validator before caching it, so a module that is not valid SPIR-V
  * never reaches vkCreateShaderModule. The checksum of the whole file
  * (saved_read.c) has been verified before any of this. */
-#include "frontend/saved_rd.h"
+#include "saved/saved_rd.h"
 #include "util/fault.h"
 
 #include <stdlib.h>

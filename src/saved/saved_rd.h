@@ -6,7 +6,7 @@
 #ifndef VF_FRONTEND_SAVED_RD_H
 #define VF_FRONTEND_SAVED_RD_H
 
-#include "frontend/saved.h"
+#include "saved/saved.h"
 
 typedef struct vf_saved_rd {
     vf_context *ctx;

@@ -7,7 +7,8 @@
  * arities consistent, shapes re-inferred and equal to the saved ones);
  * the kernel section (version 2) is read by saved_kernels.c. Errors are
  * VF_ERROR_FORMAT with the byte offset and the field. */
-#include "frontend/saved_rd.h"
+#include "saved/saved_rd.h"
+#include "kernels/kernels.h"
 #include "util/fault.h"
 #include "graph/graph.h"
 #include "graph/uelem.h"

@@ -4,8 +4,8 @@
  * Vulkan backend only (the CPU backend fails naming it, docs/KERNELS.md).
  * The GLSL is checked as vf_elementwise_create checks it, so a crafted
  * file cannot paste code into a generated kernel. */
-#include "frontend/frontend.h"
-#include "frontend/saved_rd.h"
+#include "api/api.h"
+#include "saved/saved_rd.h"
 #include "graph/uelem.h"
 #include "util/dtype.h"
 #include "util/fault.h"

@@ -7,8 +7,9 @@
  * the same kernel (name, SPIR-V, layout): then the node runs that one, as
  * a custom op library registered before loading does in TensorFlow
  * (docs/KERNELS.md). */
-#include "frontend/frontend.h"
-#include "frontend/saved_rd.h"
+#include "api/api.h"
+#include "kernels/kernels.h"
+#include "saved/saved_rd.h"
 #include "graph/graph.h"
 #include "util/dtype.h"
 #include "util/hash.h"

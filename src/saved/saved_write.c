@@ -3,7 +3,7 @@
  * are variables) and the SPIR-V of the kernels its calls used into one
  * checksummed little-endian file (docs/FORMAT.md);
  * and the variables of a function (vf_function_variable). */
-#include "frontend/saved.h"
+#include "saved/saved.h"
 #include "graph/uelem.h"
 #include "util/fault.h"
 #include "util/dtype.h"

@@ -1,5 +1,5 @@
 /* What an environment variable's value means, for those that read the
- * environment (src/frontend/context.c, the one getenv site of the library,
+ * environment (src/api/context.c, the one getenv site of the library,
  * and the tools): the values are passed in, nothing here reads the
  * environment itself. */
 #ifndef VF_UTIL_ENV_H

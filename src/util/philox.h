@@ -11,7 +11,7 @@
  *     rad = sqrt(-2 ln u1), th = 2 pi u2
  *     element 2k = rad cos th, element 2k+1 = rad sin th   (computed in f32)
  *
- * Generators (vf_generator_*, frontend/generator.c) draw from the same
+ * Generators (vf_generator_*, function/generator.c) draw from the same
  * block function with their state in the upper counter words: draw number
  * d = d_hi:d_lo (the state, +1 per draw) and element block k give counter
  * (k_lo, k_hi, d_lo, d_hi), key (seed_lo, seed_hi). Every draw so owns its
