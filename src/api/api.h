@@ -174,6 +174,16 @@ vf_tensor *vf_window_op(vf_context *ctx, vf_op op, vf_tensor *a, vf_tensor *b, c
    recorded. Entry points call it after normalising their arguments. */
 bool vf_infer_refs(vf_context *ctx, vf_op op, const vf_attrs *a, int n, const vf_tref *in, vf_dtype *dt,
                    int *rank, int64_t *shape);
+/* The tail every entry point shares once its exec e is built (op, attrs,
+   inputs): the engine's result dtype and shape, the output tensor in the
+   innermost scope, the empty check. vf_op_output returns the tensor when
+   there is work to do; NULL when the caller returns *empty instead: NULL
+   (failed, the error recorded) or an empty result, nothing to compute
+   (note_empty: noted on the tapes as a constant, so that a target made
+   from it is recorded, off every source's path). vf_op_tail is the whole
+   tail: vf_op_output, then vf_run. */
+vf_tensor *vf_op_output(vf_context *ctx, const char *name, const vf_exec *e, bool note_empty, vf_tensor **empty);
+vf_tensor *vf_op_tail(vf_context *ctx, const char *name, vf_exec *e, bool note_empty);
 /* Checks t's dtype as input index of op (the engine's rule), with a message. */
 bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index);
 /* The indices half of vf_top_k alone (ops_index.c; top_k's gradient rule). */

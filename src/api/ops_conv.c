@@ -84,12 +84,8 @@ vf_tensor *vf_window_op(vf_context *ctx, vf_op op, vf_tensor *a, vf_tensor *b, c
     e.attrs.conv = *c;
     e.in[0] = vf_tensor_ref(a);
     if (n == 2) e.in[1] = vf_tensor_ref(b);
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, op, &e.attrs, n, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
-    if (!out || out->numel == 0) return out;
+    vf_tensor *empty, *out = vf_op_output(ctx, name, &e, false, &empty);
+    if (!out) return empty;
     if (a->numel == 0 || (n == 2 && b->numel == 0)) {
         /* no channel (conv2d, backprop_filter), no output channel
            (backprop_input) or no image (backprop_filter): the sums are of

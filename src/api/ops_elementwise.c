@@ -28,6 +28,26 @@ bool vf_infer_refs(vf_context *ctx, vf_op op, const vf_attrs *a, int n, const vf
     return true;
 }
 
+vf_tensor *vf_op_output(vf_context *ctx, const char *name, const vf_exec *e, bool note_empty, vf_tensor **empty)
+{
+    *empty = NULL;
+    vf_dtype dt;
+    int rank;
+    int64_t shape[VF_MAX_RANK];
+    if (!vf_infer_refs(ctx, e->op, &e->attrs, e->n_in, e->in, &dt, &rank, shape)) return NULL;
+    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
+    if (!out || out->numel > 0) return out;
+    if (note_empty) vf_note_constant(ctx, out); /* nothing to compute; a tape still sees the value made */
+    *empty = out;
+    return NULL;
+}
+
+vf_tensor *vf_op_tail(vf_context *ctx, const char *name, vf_exec *e, bool note_empty)
+{
+    vf_tensor *empty, *out = vf_op_output(ctx, name, e, note_empty, &empty);
+    return out ? vf_run(ctx, e, out) : empty;
+}
+
 bool vf_check_dtype(vf_context *ctx, vf_op op, const vf_tensor *t, int index)
 {
     vf_shape s = {.rank = t->rank};

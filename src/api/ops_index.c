@@ -35,12 +35,8 @@ vf_tensor *vf_gather(vf_context *ctx, vf_tensor *x, vf_tensor *indices, int axis
     vf_exec e = {.op = VF_OP_GATHER, .n_in = 2, .attrs.axis = a};
     e.in[0] = vf_tensor_ref(x);
     e.in[1] = vf_tensor_ref(indices);
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, VF_OP_GATHER, &e.attrs, 2, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
-    if (!out || out->numel == 0) return out;
+    vf_tensor *empty, *out = vf_op_output(ctx, name, &e, false, &empty);
+    if (!out) return empty;
     if (x->shape[a] == 0) { /* indices but nothing to index: each of them is out of range */
         char xs[VF_SHAPE_STR_LEN];
         vf_fail(ctx, VF_ERROR_INVALID_ARGUMENT, "%s: axis %d of x %s has size 0, so every index is out of range",
@@ -63,12 +59,8 @@ vf_tensor *vf_scatter_add(vf_context *ctx, vf_tensor *x, vf_tensor *indices, vf_
     e.in[0] = vf_tensor_ref(x);
     e.in[1] = vf_tensor_ref(indices);
     e.in[2] = vf_tensor_ref(updates);
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, VF_OP_SCATTER_ADD, &e.attrs, 3, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
-    if (!out || out->numel == 0) return out;
+    vf_tensor *empty, *out = vf_op_output(ctx, name, &e, false, &empty);
+    if (!out) return empty;
     if (updates->numel == 0) { /* nothing to add: x itself (its gradient the identity's) */
         vf_exec c = {.op = VF_OP_COPY, .n_in = 1};
         c.in[0] = vf_tensor_ref(x);
@@ -202,13 +194,7 @@ vf_tensor *vf_cumsum(vf_context *ctx, vf_tensor *x, int axis, bool exclusive, bo
     if (!vf_norm_axis(ctx, name, axis, x->rank, &a)) return NULL;
     vf_exec e = {.op = VF_OP_CUMSUM, .n_in = 1, .attrs.axis = a, .attrs.trans_a = exclusive, .attrs.trans_b = reverse};
     e.in[0] = vf_tensor_ref(x);
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, VF_OP_CUMSUM, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
-    if (!out || out->numel == 0) return out;
-    return vf_run(ctx, &e, out);
+    return vf_op_tail(ctx, name, &e, false);
 }
 
 /* One of top_k's two ops (values or indices) on x with k checked. */
@@ -216,13 +202,7 @@ static vf_tensor *top_k_op(vf_context *ctx, vf_op op, vf_tensor *x, int k)
 {
     vf_exec e = {.op = op, .n_in = 1, .attrs.value = k};
     e.in[0] = vf_tensor_ref(x);
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, op, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, "vf_top_k", dt, rank, shape);
-    if (!out || out->numel == 0) return out;
-    return vf_run(ctx, &e, out);
+    return vf_op_tail(ctx, "vf_top_k", &e, false);
 }
 
 static bool top_k_args(vf_context *ctx, vf_tensor *x)

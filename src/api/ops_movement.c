@@ -45,17 +45,7 @@ static vf_status failed(vf_context *ctx) { return ctx->err.status ? ctx->err.sta
 /* Runs window op e (attrs set, inputs in e->in) into a new tensor. */
 static vf_tensor *run_window(vf_context *ctx, const char *name, vf_exec *e)
 {
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, e->op, &e->attrs, e->n_in, e->in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
-    if (!out) return NULL;
-    if (out->numel == 0) {
-        vf_note_constant(ctx, out);
-        return out;
-    }
-    return vf_run(ctx, e, out);
+    return vf_op_tail(ctx, name, e, true);
 }
 
 /* ---- slice ---------------------------------------------------------------- */

@@ -35,16 +35,8 @@ static vf_tensor *reduce(vf_context *ctx, vf_op op, vf_tensor *x, int naxes, con
     }
     vf_exec e = {.op = op, .n_in = 1, .attrs.axes_mask = mask, .attrs.keepdims = keepdims};
     e.in[0] = vf_tensor_ref(x);
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, op, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
-    if (!out) return out;
-    if (out->numel == 0) { /* nothing to compute; a tape still sees the value made */
-        vf_note_constant(ctx, out);
-        return out;
-    }
+    vf_tensor *empty, *out = vf_op_output(ctx, name, &e, true, &empty);
+    if (!out) return empty;
     if (x->numel == 0) { /* an empty set per output: the row's value over it */
         if (info->empty == VF_EMPTY_UNDEFINED) {
             char sh[VF_SHAPE_STR_LEN];
@@ -97,12 +89,8 @@ vf_tensor *vf_argmax(vf_context *ctx, vf_tensor *x, int axis)
     if (!vf_norm_axis(ctx, "vf_argmax", axis, x->rank, &a)) return NULL;
     vf_exec e = {.op = VF_OP_ARGMAX, .n_in = 1, .attrs.axis = a, .attrs.axes_mask = 1u << a};
     e.in[0] = vf_tensor_ref(x);
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, VF_OP_ARGMAX, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, "vf_argmax", dt, rank, shape);
-    if (!out || out->numel == 0) return out;
+    vf_tensor *empty, *out = vf_op_output(ctx, "vf_argmax", &e, false, &empty);
+    if (!out) return empty;
     if (x->shape[a] == 0) { /* the row's empty value: undefined */
         vf_fail(ctx, VF_ERROR_SHAPE, "vf_argmax: axis %d has size 0; argmax of nothing is undefined", axis);
         vf_tensor_release(out);
@@ -124,13 +112,7 @@ static vf_tensor *row_op(vf_context *ctx, vf_op op, vf_tensor *x, int axis)
     if (!vf_norm_axis(ctx, name, axis, x->rank, &a)) return NULL;
     vf_exec e = {.op = op, .n_in = 1, .attrs.axis = a};
     e.in[0] = vf_tensor_ref(x);
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, op, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
-    if (!out || out->numel == 0) return out;
-    return vf_run(ctx, &e, out);
+    return vf_op_tail(ctx, name, &e, false);
 }
 
 vf_tensor *vf_softmax(vf_context *ctx, vf_tensor *x, int axis)
@@ -154,12 +136,8 @@ vf_tensor *vf_sparse_softmax_cross_entropy(vf_context *ctx, vf_tensor *labels, v
     vf_exec e = {.op = VF_OP_SPARSE_XENT, .n_in = 2, .attrs.axis = logits->rank ? logits->rank - 1 : 0};
     e.in[0] = vf_tensor_ref(labels);
     e.in[1] = vf_tensor_ref(logits);
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, VF_OP_SPARSE_XENT, &e.attrs, 2, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
-    if (!out || out->numel == 0) return out;
+    vf_tensor *empty, *out = vf_op_output(ctx, name, &e, false, &empty);
+    if (!out) return empty;
     if (logits->shape[logits->rank - 1] == 0) { /* no class can match any label: the row's empty value */
         if (!vf_fill_into(ctx, out, vf_op_empty_value(VF_OP_SPARSE_XENT))) {
             vf_tensor_release(out);

@@ -157,12 +157,8 @@ vf_tensor *vf_transpose(vf_context *ctx, vf_tensor *x, const int *perm)
     vf_exec e = {.op = VF_OP_TRANSPOSE, .n_in = 1};
     memcpy(e.attrs.perm, p, sizeof p);
     e.in[0] = vf_tensor_ref(x);
-    vf_dtype dt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, VF_OP_TRANSPOSE, &e.attrs, 1, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, dt, rank, shape);
-    if (!out || out->numel == 0) return out;
+    vf_tensor *empty, *out = vf_op_output(ctx, name, &e, false, &empty);
+    if (!out) return empty;
     if (identity) e.op = VF_OP_COPY; /* a variable's copy */
     return vf_run(ctx, &e, out);
 }

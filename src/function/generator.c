@@ -125,16 +125,14 @@ static vf_tensor *draw(vf_context *ctx, const char *name, vf_generator *g, vf_op
     vf_exec e = {.op = op, .n_in = 2, .attrs.seed = g->seed, .attrs.dtype = dt};
     e.in[0] = vf_tensor_ref(g->state);
     e.in[1] = vf_tensor_ref(like);
-    vf_dtype rdt;
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    if (!vf_infer_refs(ctx, op, &e.attrs, 2, e.in, &rdt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, name, rdt, rank, shape);
-    if (!out) return NULL;
-    if (out->numel > 0) {
+    vf_tensor *empty, *out = vf_op_output(ctx, name, &e, false, &empty);
+    if (!out && !empty) return NULL;
+    if (out) {
         /* vf_run records the draw as reading the state before the advance */
         out = vf_run(ctx, &e, out);
         if (!out) return NULL;
+    } else {
+        out = empty; /* nothing drawn; the state still advances */
     }
     if (!advance(ctx, g)) {
         vf_tensor_release(out);

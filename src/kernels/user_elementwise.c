@@ -164,17 +164,7 @@ vf_tensor *vf_uelem_apply(vf_context *ctx, const vf_uelem *u, vf_tensor *const *
         if (!vf_check_input(ctx, u->name, in[i], i)) return NULL;
         e.in[i] = vf_tensor_ref(in[i]);
     }
-    int rank;
-    int64_t shape[VF_MAX_RANK];
-    vf_dtype dt;
-    if (!vf_infer_refs(ctx, VF_OP_USER_ELEMENTWISE, &e.attrs, u->n_in, e.in, &dt, &rank, shape)) return NULL;
-    vf_tensor *out = vf_tensor_new(ctx, "vf_elementwise_call", dt, rank, shape);
-    if (!out) return NULL;
-    if (out->numel == 0) { /* nothing to compute; a tape still sees the value made */
-        vf_note_constant(ctx, out);
-        return out;
-    }
-    return vf_run(ctx, &e, out);
+    return vf_op_tail(ctx, "vf_elementwise_call", &e, true);
 }
 
 vf_tensor *vf_elementwise_call(vf_elementwise_op *h, int n, vf_tensor *const *in)
