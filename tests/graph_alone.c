@@ -5,6 +5,7 @@
  * names a status, the graph layer's API end to end. */
 #include "graph/graph.h"
 #include "graph/passes.h"
+#include "util/dims.h"
 #include "util/err.h"
 
 #include <setjmp.h>
@@ -74,8 +75,24 @@ static void graph_links_alone(void **state)
     assert_true(err.message[0] != '\0');
 }
 
+/* One formatter of dims for every layer (util/dims.c): messages, dumps and
+   signatures write shapes alike. */
+static void dims_as_text(void **state)
+{
+    (void)state;
+    char buf[64];
+    assert_string_equal(vf_dims_fmt(buf, sizeof buf, "", 3, (int64_t[]){2, 3, 4}, 0, NULL), "[2,3,4]");
+    assert_string_equal(vf_dims_fmt(buf, sizeof buf, "", 0, NULL, 0, NULL), "[]");
+    vf_shape s = {.rank = 2, .dim = {8, 5}, .sym = 1u};
+    assert_string_equal(vf_shape_fmt(buf, sizeof buf, VF_F32, &s), "f32[?,5]");
+    assert_string_equal(vf_dims_fmt(buf, sizeof buf, "i32", 2, s.dim, s.sym, "-1"), "i32[-1,5]");
+    /* cut to the buffer, always terminated */
+    char small[5];
+    assert_string_equal(vf_dims_fmt(small, sizeof small, "", 3, (int64_t[]){100, 200, 300}, 0, NULL), "[100");
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(graph_links_alone)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(graph_links_alone), cmocka_unit_test(dims_as_text)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,17 @@
 #include <stdio.h>
 #include <string.h>
 
+/* x usable as op's input 0, of rank 1 or more. */
+static bool rank1_input(vf_context *ctx, const char *name, vf_op op, vf_tensor *x)
+{
+    if (!vf_check_input(ctx, name, x, 0) || !vf_check_dtype(ctx, op, x, 0)) return false;
+    if (x->rank == 0) {
+        vf_fail(ctx, VF_ERROR_SHAPE, "%s: x is a scalar; it needs rank >= 1 (reshape it to [1])", name);
+        return false;
+    }
+    return true;
+}
+
 /* x and indices usable, the indices i32 or u32, the axis normalised. */
 static bool index_args(vf_context *ctx, const char *name, vf_op op, vf_tensor *x, vf_tensor *indices, int axis,
                        int *a)
@@ -185,11 +196,7 @@ vf_tensor *vf_cumsum(vf_context *ctx, vf_tensor *x, int axis, bool exclusive, bo
     VF_LOCKED(ctx);
     const char *name = "vf_cumsum";
     if (!ctx || !x) return NULL;
-    if (!vf_check_input(ctx, name, x, 0) || !vf_check_dtype(ctx, VF_OP_CUMSUM, x, 0)) return NULL;
-    if (x->rank == 0) {
-        vf_fail(ctx, VF_ERROR_SHAPE, "%s: x is a scalar; it needs rank >= 1 (reshape it to [1])", name);
-        return NULL;
-    }
+    if (!rank1_input(ctx, name, VF_OP_CUMSUM, x)) return NULL;
     int a;
     if (!vf_norm_axis(ctx, name, axis, x->rank, &a)) return NULL;
     vf_exec e = {.op = VF_OP_CUMSUM, .n_in = 1, .attrs.axis = a, .attrs.trans_a = exclusive, .attrs.trans_b = reverse};
@@ -207,13 +214,7 @@ static vf_tensor *top_k_op(vf_context *ctx, vf_op op, vf_tensor *x, int k)
 
 static bool top_k_args(vf_context *ctx, vf_tensor *x)
 {
-    const char *name = "vf_top_k";
-    if (!vf_check_input(ctx, name, x, 0) || !vf_check_dtype(ctx, VF_OP_TOP_K, x, 0)) return false;
-    if (x->rank == 0) {
-        vf_fail(ctx, VF_ERROR_SHAPE, "%s: x is a scalar; it needs rank >= 1 (reshape it to [1])", name);
-        return false;
-    }
-    return true;   /* k against the last dim: the shape engine's message */
+    return rank1_input(ctx, "vf_top_k", VF_OP_TOP_K, x); /* k against the last dim: the shape engine's message */
 }
 
 vf_tensor *vf_top_k(vf_context *ctx, vf_tensor *x, int k, vf_tensor **indices)

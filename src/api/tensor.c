@@ -1,5 +1,6 @@
 /* Tensors and their lifetime: scopes, references, storage, host I/O. */
 #include "api/api.h"
+#include "util/dims.h"
 #include "api/hooks.h"
 #include "util/fault.h"
 #include "util/dtype.h"
@@ -11,12 +12,7 @@
 
 const char *vf_shape_str(char *buf, size_t len, int rank, const int64_t *shape)
 {
-    size_t n = 0;
-    n += (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < rank && n < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "", (long long)shape[i]);
-    if (n < len) snprintf(buf + n, len - n, "]");
-    return buf;
+    return vf_dims_fmt(buf, len, "", rank, shape, 0, NULL);
 }
 
 bool vf_check_shape(vf_context *ctx, const char *op, int rank, const int64_t *shape, int64_t *numel)

@@ -1,6 +1,7 @@
 /* vf_function's signatures: the input_signature check, matching a call
  * against the concrete functions, and explaining a retrace (function_impl.h). */
 #include "function/function_impl.h"
+#include "util/dims.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -8,13 +9,7 @@
 
 static const char *spec_str(char *buf, size_t len, vf_dtype dt, const vf_shape *s)
 {
-    size_t n = (size_t)snprintf(buf, len, "%s[", vf_dtype_name(dt));
-    for (int i = 0; i < s->rank && n < len; i++) {
-        if ((s->sym >> i) & 1u) n += (size_t)snprintf(buf + n, len - n, "%s-1", i ? "," : "");
-        else n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "", (long long)s->dim[i]);
-    }
-    if (n < len) snprintf(buf + n, len - n, "]");
-    return buf;
+    return vf_dims_fmt(buf, len, vf_dtype_name(dt), s->rank, s->dim, s->sym, "-1");
 }
 
 vf_shape vf_fsig_shape(const vf_tensor_spec *sp)

@@ -3,18 +3,12 @@
  * attribute checks. Symbolic dims are carried as everywhere else: a dim
  * of the result is symbolic when the input dim it comes from is. */
 #include "graph/graph.h"
+#include "util/dims.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
 
-static const char *sh(char *buf, size_t len, const vf_shape *s)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < s->rank && n < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "", (long long)s->dim[i]);
-    if (n < len) snprintf(buf + n, len - n, "]");
-    return buf;
-}
+static const char *sh(char *buf, size_t len, const vf_shape *s) { return vf_dims_fmt(buf, len, "", s->rank, s->dim, 0, NULL); }
 
 static void put(vf_shape *out, const vf_shape *from, int d)
 {
