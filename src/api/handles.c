@@ -1,5 +1,6 @@
 /* Slabs of never-reused slots for tensors and tapes (handles.h). */
 #include "api/handles.h"
+#include "api/api.h"
 #include "util/fault.h"
 #include "util/grow.h"
 
@@ -268,4 +269,12 @@ const char *vf_death_name(vf_death d)
     case VF_DEATH_FORGOTTEN: return "vf_scope_end or vf_tensor_release (which one is no longer recorded)";
     default: return "the library (an op that failed)";
     }
+}
+
+void *vf_handle_new(vf_context *ctx, vf_handles *h, size_t object_size, const char *who)
+{
+    if (!h->slot_size) vf_handles_init(h, h->kind, object_size);
+    void *p = vf_handle_alloc(h, ctx);
+    if (!p) vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", who);
+    return p;
 }

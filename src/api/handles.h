@@ -62,6 +62,10 @@ typedef struct vf_handle_state {
 void vf_handles_init(vf_handles *h, vf_handle_kind kind, size_t object_size);
 /* A zeroed slot; NULL when out of memory (nothing recorded). */
 void *vf_handle_alloc(vf_handles *h, vf_context *ctx);
+/* The same for the stage that owns h's kind: slots the context made with
+   no size (it does not know a tape's or a generator's) get object_size
+   here; NULL with "who: out of host memory" recorded in ctx. */
+void *vf_handle_new(vf_context *ctx, vf_handles *h, size_t object_size, const char *who);
 /* Marks p dead; its memory must not be touched afterwards. */
 void vf_handle_kill(void *p, vf_death death, bool symbolic);
 /* Reads p's slot (never p itself): safe on dead handles of a live context;

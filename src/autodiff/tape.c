@@ -187,13 +187,8 @@ vf_tape *vf_tape_begin(vf_context *ctx)
 {
     VF_LOCKED(ctx);
     if (!ctx) return NULL;
-    /* the context made the slots without knowing a tape's size */
-    if (!ctx->tape_slots.slot_size) vf_handles_init(&ctx->tape_slots, VF_HANDLE_TAPE, sizeof(vf_tape));
-    vf_tape *tp = vf_handle_alloc(&ctx->tape_slots, ctx);
-    if (!tp) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_begin: out of host memory (malloc failed)");
-        return NULL;
-    }
+    vf_tape *tp = vf_handle_new(ctx, &ctx->tape_slots, sizeof(vf_tape), "vf_tape_begin");
+    if (!tp) return NULL;
     tp->ctx = ctx;
     tp->gen = cur_gen(ctx);
     tp->depth = cur_depth(ctx);

@@ -46,13 +46,8 @@ vf_generator *vf_generator_create(vf_context *ctx, uint64_t seed)
                 "like a variable)");
         return NULL;
     }
-    /* the context made the slots without knowing a generator's size */
-    if (!ctx->generator_slots.slot_size) vf_handles_init(&ctx->generator_slots, VF_HANDLE_GENERATOR, sizeof(vf_generator));
-    vf_generator *g = vf_handle_alloc(&ctx->generator_slots, ctx);
-    if (!g) {
-        vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_generator_create: out of host memory (malloc failed)");
-        return NULL;
-    }
+    vf_generator *g = vf_handle_new(ctx, &ctx->generator_slots, sizeof(vf_generator), "vf_generator_create");
+    if (!g) return NULL;
     g->ctx = ctx;
     g->seed = seed;
     const uint32_t zero[2] = {0, 0};
