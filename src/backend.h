@@ -11,6 +11,7 @@
 
 #include "graph/op.h"
 #include "graph/ukernel.h"
+#include "util/env.h"
 #include "util/err.h"
 #include "util/keyset.h"
 
@@ -372,8 +373,8 @@ vf_status vf_cpu_backend_create_opts(vf_err *err, const vf_cpu_options *o, vf_ba
 vf_status vf_cpu_threads_parse(const char *v, int *out, vf_err *err);
 
 /* What the Vulkan backend takes from its creator. The library reads the
-   environment only when a context is created (frontend/context.c), and
-   hands the backend its part here; vf_vk_options_env fills the runtime's
+   environment only when a context is created (api/context.c), and
+   hands the backend its part here; vf_vk_options_read fills the runtime's
    environment knobs for other creators (tests, tools). Strings are read
    while the backend is created; it copies what it keeps. */
 typedef struct vf_vk_options {
@@ -416,9 +417,10 @@ typedef struct vf_vk_options {
 } vf_vk_options;
 
 /* Sets o's loader, test_caps, test_limits, test_staging, dump_dir, log_info,
-   timeout_ms, compile_threads, tiered_off, driver_cache_off, memory_cache and memory_limit from the
-   environment (context.c; the pointers are the environment's). */
-void vf_vk_options_env(vf_vk_options *o);
+   timeout_ms, compile_threads, tiered_off, driver_cache_off, memory_cache and memory_limit from
+   the environment as get looks it up (getenv; the pointers are get's),
+   src/backend_vk_options.c. */
+void vf_vk_options_read(vf_vk_options *o, vf_env_get get);
 
 /* Fails with VF_ERROR_DEVICE (no loader, no device, device lost, ...) and a
    message; device_name receives the chosen device's name. */

@@ -17,7 +17,7 @@
  * with 8 rows the tuned block is 4 x 16, quick for llvmpipe to compile. */
 #include "testutil.h"
 
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "vulkan/runtime.h"
 
 #include <math.h>
@@ -286,7 +286,7 @@ static void test_driver_cache_off(void **state)
         unsetenv("MESA_GLSL_CACHE_DISABLE");
         if (cases[c].name) setenv(cases[c].name, cases[c].value, 1);
         vf_vk_options o = {0};
-        vf_vk_options_env(&o);
+        vf_vk_options_read(&o, getenv);
         assert_int_equal(o.driver_cache_off, cases[c].off);
         if (c == 0) { /* ... and a context's runtime takes it */
             vf_context *ctx = NULL;
