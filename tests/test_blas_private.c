@@ -38,19 +38,6 @@ static bool ours_matches_own(void)
     return true;
 }
 
-/* The kernel set vkfuse asks for on this CPU (blas.c's rule); NULL: none. */
-static const char *wanted(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-        return "SkylakeX";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-#endif
-    return NULL;
-}
-
 static bool under_sanitizer(void) { return dlsym(RTLD_DEFAULT, "__asan_init") || dlsym(RTLD_DEFAULT, "__tsan_init"); }
 
 static void test_kernel_set_despite_loaded_copy(void **state)
@@ -60,7 +47,7 @@ static void test_kernel_set_despite_loaded_copy(void **state)
     assert_true(bl->ok);
     char own_core[64];
     snprintf(own_core, sizeof own_core, "%s", openblas_get_corename());
-    const char *want = getenv("OPENBLAS_CORETYPE") ? NULL : wanted();
+    const char *want = getenv("OPENBLAS_CORETYPE") ? NULL : vf_cpu_blas_core_for_cpu();
     if (!want || strcasecmp(own_core, want) == 0) {
         /* the process's copy runs what we would ask for: it is used */
         assert_string_equal(bl->how, "shared with the process");

@@ -15,10 +15,9 @@ static vf_cpu_blas blas;
 /* The private copy's pool shutdown, run before each fork (see blas_load). */
 static void (*private_shutdown)(void);
 
-/* The kernel set to ask for, from the CPU's features (which the compiler's
-   runtime reads with the OS's support for the wider registers checked);
-   NULL: leave OpenBLAS's own choice. */
-static const char *coretype_for_cpu(void)
+/* From the CPU's features, which the compiler's runtime reads with the
+   OS's support for the wider registers checked. */
+const char *vf_cpu_blas_core_for_cpu(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
@@ -85,7 +84,7 @@ static void *load_private(char *why, size_t len)
    only moment the environment can be changed without racing a reader. */
 __attribute__((constructor)) static void blas_load(void)
 {
-    const char *want = getenv("OPENBLAS_CORETYPE") ? NULL : coretype_for_cpu();
+    const char *want = getenv("OPENBLAS_CORETYPE") ? NULL : vf_cpu_blas_core_for_cpu();
     /* Loaded already (a program linked with it, NumPy imported first)? A
        plain dlopen would return that one, initialised with its own choice. */
     void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);

@@ -44,6 +44,10 @@ typedef struct vf_cpu_blas {
     int (*get_num_threads)(void);       /* NULL when absent */
 } vf_cpu_blas;
 
+/* The kernel set vkfuse asks for on this CPU ("SkylakeX", "Haswell");
+   NULL: OpenBLAS's own choice. */
+const char *vf_cpu_blas_core_for_cpu(void);
+
 /* The library as the constructor left it (never NULL; check ok). */
 const vf_cpu_blas *vf_cpu_blas_get(void);
 
