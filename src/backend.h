@@ -367,6 +367,10 @@ typedef struct vf_cpu_options {
     bool dnnl_off;
 } vf_cpu_options;
 vf_status vf_cpu_backend_create_opts(vf_err *err, const vf_cpu_options *o, vf_backend_t *out);
+/* The OpenBLAS the CPU backend runs, for the device name: its kernel set
+   and which copy ("SkylakeX kernels, private copy: the process's own runs
+   Prescott"; cpu/blas.h), or why none was loaded. */
+void vf_cpu_blas_describe(char *out, size_t len);
 /* VKFUSE_THREADS: a whole number from 1 to VF_CPU_MAX_THREADS; NULL or "":
    0 (the default). Anything else: VF_ERROR_INVALID_ARGUMENT with a message. */
 #define VF_CPU_MAX_THREADS 256

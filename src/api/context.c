@@ -103,10 +103,13 @@ static vf_status make_cpu(vf_context *ctx, const char *why, bool no_gpu)
                                              &ctx->be);
     if (s != VF_OK) return s;
     ctx->kind = VF_BACKEND_CPU;
+    char blas[256]; /* which OpenBLAS kernels run, and whose copy (cpu/blas.h) */
+    vf_cpu_blas_describe(blas, sizeof blas);
     if (why && *why)
-        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS; %s%.440s)", no_gpu ? "" : "no Vulkan device: ", why);
+        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS; %s%.200s; %s)", no_gpu ? "" : "no Vulkan device: ",
+                 why, blas);
     else
-        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS)");
+        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU (OpenBLAS; %s)", blas);
     return VF_OK;
 }
 
