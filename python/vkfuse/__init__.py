@@ -53,7 +53,7 @@ from .kernels import kernel  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 from .linalg import einsum, eye, tensordot  # noqa: E402,F401
 from .math_ops import argsort, sort  # noqa: E402,F401
-from .array_ops import gather_nd, linspace, meshgrid, roll, tensor_scatter_nd_add  # noqa: E402,F401
+from .array_ops import gather_nd, linspace, meshgrid, roll, strided_slice, tensor_scatter_nd_add  # noqa: E402,F401
 from . import distribute  # noqa: E402,F401
 from .module import (Module, constant_initializer, executing_eagerly, get_static_value,  # noqa: E402,F401
                      glorot_uniform_initializer, initializers, name_scope, ones_initializer,

@@ -319,6 +319,37 @@ def _int_or_none(v: Any) -> Optional[int]:
     return None if v is None else int(v)
 
 
+def strided_slice(input_: Any, begin: Any, end: Any, strides: Any = None, begin_mask: int = 0,
+                  end_mask: int = 0, ellipsis_mask: int = 0, new_axis_mask: int = 0,
+                  shrink_axis_mask: int = 0, var: Any = None, name: Optional[str] = None) -> Tensor:
+    """tf.strided_slice: the index x[b0:e0:s0, ...] spelled as lists and bit
+    masks (bit i of a mask applies to entry i of begin). Built as the
+    equivalent Python index so both take one path; begin/end/strides must
+    be known when the op is made (lists, NumPy arrays or eager tensors)."""
+    x = input_ if isinstance(input_, Tensor) else constant(input_)
+
+    def host(v: Any) -> List[int]:
+        return [int(i) for i in np.asarray(v.numpy() if isinstance(v, Tensor) else v).reshape(-1)]
+
+    b, e = host(begin), host(end)
+    s = host(strides) if strides is not None else [1] * len(b)
+    if not len(b) == len(e) == len(s):
+        raise ValueError(f"vkfuse.strided_slice: begin, end and strides must have the same length, "
+                         f"got {len(b)}, {len(e)} and {len(s)}")
+    key: List[Any] = []
+    for i in builtins.range(len(b)):
+        bit = 1 << i
+        if ellipsis_mask & bit:
+            key.append(Ellipsis)
+        elif new_axis_mask & bit:
+            key.append(None)
+        elif shrink_axis_mask & bit:
+            key.append(b[i])
+        else:
+            key.append(slice(None if begin_mask & bit else b[i], None if end_mask & bit else e[i], s[i]))
+    return getitem(x, tuple(key))
+
+
 def boolean_mask(tensor: Any, mask: Any, axis: Optional[int] = None, name: str = "boolean_mask") -> Tensor:
     """tf.boolean_mask (eager: the mask is read to the host)."""
     x = _t(tensor)
