@@ -26,6 +26,7 @@ from .array_ops import (boolean_mask, broadcast_to, concat, copy_to, expand_dims
                         reverse, shape, size, split, squeeze, stack, tile, transpose, unstack,
                         zeros, zeros_like)
 from .variables import Variable  # noqa: F401
+from .tensor_array import TensorArray  # noqa: F401
 from . import math  # noqa: F401
 
 __version__ = _lib.version()

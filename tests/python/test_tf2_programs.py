@@ -477,21 +477,50 @@ def test_function_autograph_loops():
     assert loop_range.experimental_get_tracing_count() == 1
 
 
-def test_function_tensorarray():
-    @tf.function
-    def cumulative(x):
-        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
-        acc = tf.constant(0.0)
-        for i in tf.range(tf.shape(x)[0]):
-            acc = acc + x[i]
-            ta = ta.write(i, acc)
-        return ta.stack()
-
-    close(cumulative(tf.constant([1.0, 2.0, 3.0, 4.0])), [1.0, 3.0, 6.0, 10.0])
+def test_tensorarray():
+    ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    acc = tf.constant(0.0)
+    x = tf.constant([1.0, 2.0, 3.0, 4.0])
+    for i in tf.range(4):  # eager: a Python loop over tensors
+        acc = acc + x[i]
+        ta = ta.write(i, acc)
+    close(ta.stack(), [1.0, 3.0, 6.0, 10.0])
     ta = tf.TensorArray(tf.int32, size=3)
-    ta = ta.write(0, 5).write(1, 6).write(2, 7)
+    ta.write(0, 5).write(1, 6)  # eager arrays write in place, as TF's
+    ta.write(2, 7)
     assert ta.stack().numpy().tolist() == [5, 6, 7]
     assert ta.read(1).numpy() == 6 and ta.size().numpy() == 3
+    assert ta.gather([2, 0]).numpy().tolist() == [7, 5]
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        ta.write(3, 1)  # not dynamic_size
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        ta.write(0, tf.constant([1, 2]))  # another element shape
+    u = tf.TensorArray(tf.float32, size=2).unstack(tf.constant([[1.0, 2.0], [3.0, 4.0]]))
+    close(u.read(1), [3.0, 4.0])
+    close(u.concat(), [1.0, 2.0, 3.0, 4.0])
+    z = tf.TensorArray(tf.float32, size=2, element_shape=[2]).write(1, [1.0, 1.0])
+    close(z.stack(), [[0.0, 0.0], [1.0, 1.0]])  # unwritten elements are zeros
+
+    @tf.function
+    def squares(x):  # a Python loop, unrolled while tracing
+        ta = tf.TensorArray(tf.float32, size=3)
+        for i in range(3):
+            ta = ta.write(i, x[i] * x[i])
+        return ta.stack()
+
+    close(squares(tf.constant([1.0, 2.0, 3.0])), [1.0, 4.0, 9.0])
+    close(squares(tf.constant([2.0, 2.0, 2.0])), [4.0, 4.0, 4.0])
+
+    @tf.function
+    def cumulative(x):  # a graph loop: refused, saying what to do instead
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        for i in tf.range(tf.shape(x)[0]):
+            ta = ta.write(i, x[i])
+        return ta.stack()
+
+    with pytest.raises((TypeError, ValueError)) as e:
+        cumulative(tf.constant([1.0, 2.0]))
+    assert "TensorArray" in str(e.value) and "Python" in str(e.value)
 
 
 def test_function_early_return_and_cond():
