@@ -11,7 +11,8 @@ from . import _context, dtypes, errors
 from ._core import (L, axis_arg, i64s, ints, same_context, shape_arg)
 from ._core import tensor as _t
 from .math_ops import add, cast, multiply, subtract
-from .tensor import Tensor, TensorShape, constant, wrap
+from .tensor import Tensor, TensorShape, _new, constant, wrap
+from ._fn_lib import L as _fl
 
 _INT64_MAX = 2 ** 63 - 1
 
@@ -38,11 +39,28 @@ def ones(shape: Any, dtype: Any = dtypes.float32, name: Optional[str] = None) ->
 
 def zeros_like(input: Any, dtype: Any = None, name: Optional[str] = None) -> Tensor:  # noqa: A002
     x = _t(input)
+    if _symbolic(x):
+        return _like(x, False, dtype)
     return fill(x.shape, 0, dtype=dtype if dtype is not None else x.dtype)
+
+
+def _symbolic(x: Tensor) -> bool:
+    """x has a dim that varies between calls of the function being traced."""
+    return bool(L.vf_context_tracing(x._ctx.handle)) and bool(_fl.vf_tensor_symbolic_dims(x._h))
+
+
+def _like(x: Tensor, one: bool, dtype: Any) -> Tensor:
+    # a fill of x's static shape would fix the traced size: ops on x follow its varying dims
+    from .math_ops import equal, logical_and, logical_not, logical_or
+    same = equal(x, x)
+    flags = (logical_or if one else logical_and)(same, logical_not(same))
+    return cast(flags, dtype if dtype is not None else x.dtype)
 
 
 def ones_like(input: Any, dtype: Any = None, name: Optional[str] = None) -> Tensor:  # noqa: A002
     x = _t(input)
+    if _symbolic(x):
+        return _like(x, True, dtype)
     return fill(x.shape, 1, dtype=dtype if dtype is not None else x.dtype)
 
 
@@ -219,7 +237,48 @@ def reverse(tensor: Any, axis: Any, name: Optional[str] = None) -> Tensor:
 
 
 def shape(input: Any, out_type: Any = dtypes.int32, name: Optional[str] = None) -> Tensor:  # noqa: A002
-    return constant(np.asarray(_t(input).shape, np.int32), out_type)
+    """tf.shape. Eagerly a constant. While tracing, a dim that follows an
+    input_signature None dim (it varies between calls) is counted by ops in
+    the graph, so the value is right at every call; a shape with no such dim
+    is a constant whose value ops taking a shape (zeros, random.*, reshape)
+    read while tracing, as TF's static shapes."""
+    x = _t(input)
+    ctx = x._ctx
+    if not L.vf_context_tracing(ctx.handle):
+        return constant(np.asarray(x.shape, np.int32), out_type)
+    sym = _fl.vf_tensor_symbolic_dims(x._h)
+    if not sym:
+        return static_constant(np.asarray(x.shape, np.int32), out_type)
+    dims = [_dim_size(x, i) if sym >> i & 1 else constant(np.int32(d)) for i, d in enumerate(x.shape)]
+    return cast(stack(dims), out_type)
+
+
+def _dim_size(x: Tensor, i: int) -> Tensor:
+    """The size of x's dim i as a graph value: a 1-D cut of x along i (index 0
+    elsewhere), made all ones and summed."""
+    from .math_ops import equal, logical_not, logical_or, reduce_sum
+    y = getitem(x, tuple(slice(None) if j == i else 0 for j in builtins.range(x.ndim)))
+    same = equal(y, y)
+    return reduce_sum(cast(logical_or(same, logical_not(same)), dtypes.int32))
+
+
+class StaticTensor(Tensor):
+    """A constant made while tracing whose value Python keeps (tf.shape of a
+    traced tensor): ops that need a host value (a shape) read it here, since
+    the library's copy is symbolic until the function runs."""
+
+    __slots__ = ("_static",)
+
+    def numpy(self) -> Any:
+        return self._static.copy()
+
+
+def static_constant(value: Any, dtype: Any) -> Tensor:
+    t = constant(value, dtype)
+    st = _new(StaticTensor)
+    st._ctx, st._h = t._ctx, t._detach()
+    st._static = np.asarray(value).astype(st.dtype.as_numpy_dtype)
+    return st
 
 
 def size(input: Any, out_type: Any = dtypes.int32, name: Optional[str] = None) -> Tensor:  # noqa: A002
@@ -243,6 +302,9 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     if isinstance(key, Tensor) and key.ndim == 0 and key.dtype.is_integer and L.vf_context_tracing(x._ctx.handle):
         # an index computed in the graph (a converted loop's x[i]): a gather
         return wrap(x._ctx, L.vf_gather(x._ctx.handle, x._h, key._h, 0))
+    if isinstance(x, StaticTensor) and builtins.all(isinstance(k, (int, slice)) or k is None or k is Ellipsis
+                                                    for k in (key if isinstance(key, tuple) else (key,))):
+        return static_constant(x._static[key], x.dtype)  # tf.shape(x)[0] keeps its host value
     if not isinstance(key, tuple):
         key = (key,)
     dims = list(x.shape)

@@ -114,6 +114,8 @@ def test_shapes_and_reshape():
     assert tf.reshape(t, tf.shape(t)[:1].numpy().tolist() + [-1]).shape == (3, 10)
     with pytest.raises(tf.errors.InvalidArgumentError):
         tf.reshape(t, [7, -1])
+    assert tf.ones([2, 3]).shape == [2, 3] and tf.ones([2, 3]).shape != [3, 2]
+    assert t.shape[:-1] + [7] == [3, 2, 7] and (t.shape[:1] + [7]).as_list() == [3, 7]
     s = tf.zeros([3, 2, 4, 5]).shape
     assert s[0] == 3 and s[-1] == 5 and s.rank == 2 + 2 and s.num_elements() == 120
     assert tf.squeeze(tf.zeros([1, 3, 1])).shape == (3,)
@@ -229,6 +231,24 @@ def test_variable_semantics():
     assert float(v) == 1.5
     with pytest.raises((tf.errors.InvalidArgumentError, TypeError, ValueError)):
         tf.Variable(1).assign(2.5)
+    # sliced assignment, as TF's v[...].assign
+    m = tf.Variable([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    ref = m.numpy().copy()
+    m[0, 1].assign(9.0)
+    m[:, 2].assign([7.0, 8.0])
+    m[1].assign_add(1.0)
+    m[::-1, 0].assign_sub([1.0, 2.0])
+    ref[0, 1] = 9.0
+    ref[:, 2] = [7.0, 8.0]
+    ref[1] += 1.0
+    ref[::-1, 0] -= [1.0, 2.0]
+    np.testing.assert_array_equal(m.numpy(), ref)
+    assert m[0].numpy().tolist() == ref[0].tolist()
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        m[0].assign([1.0, 2.0])
+    k = tf.Variable([1, 2, 3])
+    k[1:].assign([5, 6])
+    assert k.numpy().tolist() == [1, 5, 6]
 
 
 # ---- "Introduction to gradients and automatic differentiation" ----
@@ -422,6 +442,26 @@ def test_function_input_signature():
         next_collatz(tf.constant([[1, 2], [3, 4]]))
     with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
         next_collatz(tf.constant([1.0, 2.0]))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+    def column_means(x):  # tf.shape follows the None dim at every call
+        n = tf.shape(x)[0]
+        return tf.reduce_sum(x, axis=0) / tf.cast(n, tf.float32), tf.shape(x), tf.zeros_like(x), tf.ones_like(x)
+
+    for rows in (3, 5):
+        xs = np.arange(rows * 2, dtype=np.float32).reshape(rows, 2)
+        mean, shp, z, o = column_means(tf.constant(xs))
+        close(mean, xs.mean(0))
+        assert shp.numpy().tolist() == [rows, 2] and z.shape == (rows, 2) and o.shape == (rows, 2)
+        assert float(tf.reduce_sum(o)) == rows * 2
+    assert column_means.experimental_get_tracing_count() == 1
+
+    @tf.function
+    def shaped(x):  # static shapes: ops that take a shape read tf.shape's value
+        return tf.reshape(x, [tf.shape(x)[0], -1]), tf.fill(tf.shape(x)[1:], 2.0), tf.zeros(tf.shape(x))
+
+    a, b, c = shaped(tf.ones([2, 3, 2]))
+    assert a.shape == (2, 6) and b.shape == (3, 2) and c.shape == (2, 3, 2)
 
 
 def test_function_print_vs_tf_print(capsys):
@@ -782,6 +822,28 @@ def test_random_seeds_shapes_statistics():
     assert sorted(sh.numpy().tolist()) == list(range(10))
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
         tf.random.uniform([3], minval=0, dtype=tf.int32)
+    su = tf.random.stateless_uniform([4000], seed=[3, 4], minval=2.0, maxval=4.0)
+    assert 2.0 <= float(tf.reduce_min(su)) and float(tf.reduce_max(su)) < 4.0
+    assert abs(float(tf.reduce_mean(su)) - 3.0) < 0.05 and abs(float(tf.math.reduce_variance(su)) - 1 / 3) < 0.03
+
+
+def test_random_inside_function():
+    @tf.function
+    def noisy(x):  # draws at every call, as TF's stateful random ops in a tf.function
+        return (x + tf.random.uniform(tf.shape(x)), x + tf.random.normal([3], seed=7),
+                tf.random.stateless_normal([3], seed=[1, 2]), tf.random.truncated_normal([3]),
+                tf.random.stateless_uniform([3], seed=[5, 6], maxval=10, dtype=tf.int32))
+
+    x = tf.zeros([3])
+    a, b = noisy(x), noisy(x)
+    assert a[0].shape == (3,) and a[4].dtype == tf.int32
+    assert not np.array_equal(a[0].numpy(), b[0].numpy())
+    assert not np.array_equal(a[1].numpy(), b[1].numpy())
+    np.testing.assert_array_equal(a[2].numpy(), b[2].numpy())  # stateless: the seed decides
+    np.testing.assert_array_equal(a[2].numpy(), tf.random.stateless_normal([3], seed=[1, 2]).numpy())
+    np.testing.assert_array_equal(a[4].numpy(), b[4].numpy())
+    assert float(tf.reduce_max(tf.abs(a[3]))) <= 2.0 and 0.0 <= float(tf.reduce_min(a[0])) < 1.0
+    assert noisy.experimental_get_tracing_count() == 1
 
 
 # ---- saving ----
