@@ -102,11 +102,13 @@ class RMSprop(Optimizer):
 
 
 class _Keras:
-    """``vkfuse.keras``: only ``optimizers`` (Keras layers and models are not available)."""
+    """``vkfuse.keras``: ``optimizers``, ``losses`` and ``metrics`` (Keras layers and models are not available)."""
 
     def __init__(self) -> None:
         import types
+        from . import losses
         self.optimizers = types.SimpleNamespace(SGD=SGD, Adam=Adam, RMSprop=RMSprop, Optimizer=Optimizer)
+        self.losses, self.metrics = losses.losses, losses.metrics
 
 
 keras = _Keras()

@@ -770,6 +770,50 @@ def test_custom_training_walkthrough_mlp_adam():
     assert float(acc) > 0.85
 
 
+def test_keras_losses_and_metrics_walkthrough():
+    # "Custom training: walkthrough": a loss object, Mean and accuracy metrics per epoch
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((30, 4)).astype(np.float32)
+    y = rng.integers(0, 3, 30).astype(np.int32)
+    logits = rng.standard_normal((30, 3)).astype(np.float32) * 2
+    lg = logits.astype(np.float64)
+    lse = np.log(np.exp(lg).sum(1))
+    ce = lse - lg[np.arange(30), y]
+    loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    close(loss_object(y_true=y, y_pred=logits), ce.mean(), 1e-5)
+    probs = np.exp(lg - lse[:, None])
+    close(tf.keras.losses.SparseCategoricalCrossentropy()(y, probs.astype(np.float32)), ce.mean(), 1e-5)
+    w = rng.uniform(size=30).astype(np.float32)
+    close(loss_object(y, logits, sample_weight=w), (ce * w).mean(), 1e-5)
+    onehot = np.eye(3, dtype=np.float32)[y]
+    close(tf.keras.losses.CategoricalCrossentropy(from_logits=True)(onehot, logits), ce.mean(), 1e-5)
+    close(tf.keras.losses.MeanSquaredError()(x, x * 2), (x ** 2).mean(), 1e-5)
+    z = (rng.uniform(size=(30, 3)) > 0.5).astype(np.float32)
+    bce = np.maximum(lg, 0) - lg * z + np.log1p(np.exp(-np.abs(lg)))
+    close(tf.keras.losses.BinaryCrossentropy(from_logits=True)(z, logits), bce.mean(), 1e-5)
+    close(tf.keras.losses.binary_crossentropy(z, 1 / (1 + np.exp(-logits))), bce.mean(1), 1e-4)
+    epoch_loss = tf.keras.metrics.Mean()
+    epoch_acc = tf.keras.metrics.SparseCategoricalAccuracy()
+    for i in range(0, 30, 10):
+        epoch_loss.update_state(loss_object(y[i:i + 10], logits[i:i + 10]))
+        epoch_acc.update_state(y[i:i + 10], logits[i:i + 10])
+    close(epoch_loss.result(), np.mean([ce[i:i + 10].mean() for i in range(0, 30, 10)]), 1e-5)
+    close(epoch_acc.result(), (logits.argmax(1) == y).mean(), 1e-6)
+    epoch_acc.reset_state()
+    assert float(epoch_acc.result()) == 0.0
+    m = tf.keras.metrics.Mean()
+
+    @tf.function
+    def track(v):  # metrics keep variables, so they update in a traced step too
+        m.update_state(v)
+
+    track(tf.constant([1.0, 2.0]))
+    track(tf.constant([6.0, 7.0]))
+    assert float(m.result()) == 4.0
+    acc2 = tf.keras.metrics.CategoricalAccuracy()
+    close(acc2(onehot, logits), (logits.argmax(1) == y).mean(), 1e-6)
+
+
 def test_traced_train_step_matches_eager():
     rng = np.random.default_rng(4)
     xs = rng.standard_normal((64, 3)).astype(np.float32)
