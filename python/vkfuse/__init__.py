@@ -54,7 +54,7 @@ from .kernels import kernel  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 from .linalg import einsum, eye, tensordot  # noqa: E402,F401
 from .math_ops import argsort, sort  # noqa: E402,F401
-from .array_ops import gather_nd, linspace, meshgrid, roll, strided_slice, tensor_scatter_nd_add  # noqa: E402,F401
+from .array_ops import gather_nd, linspace, meshgrid, roll, sequence_mask, strided_slice, tensor_scatter_nd_add  # noqa: E402,F401
 from . import distribute  # noqa: E402,F401
 from .module import (Module, constant_initializer, executing_eagerly, get_static_value,  # noqa: E402,F401
                      glorot_uniform_initializer, initializers, name_scope, ones_initializer,
@@ -67,4 +67,5 @@ from .optimizers import keras  # noqa: E402,F401
 # Traced functions and AutoGraph (docs/PYTHON_FUNCTION.md)
 from . import autograph, config, graph_control, saved_model  # noqa: E402,F401
 from .function import TensorSpec, function  # noqa: E402,F401
+from .control_flow import cond, foldl, foldr, map_fn, scan, while_loop  # noqa: E402,F401
 from .printing import print_ as print  # noqa: A001,E402  (TF's format, in the graph too)

@@ -495,3 +495,13 @@ def meshgrid(*args: Any, **kwargs: Any) -> List[Tensor]:
         shape[axis] = t.shape[0]
         out.append(broadcast_to(reshape(t, shape), sizes))
     return out
+
+
+def sequence_mask(lengths: Any, maxlen: Any = None, dtype: Any = dtypes.bool, name: Optional[str] = None) -> Tensor:
+    """mask[..., j] = j < lengths[...]; maxlen by default the largest length (read to the host)."""
+    from .math_ops import less, reduce_max
+    n = _t(lengths)
+    if maxlen is None:
+        maxlen = int(reduce_max(n).numpy()) if n.shape.num_elements() else 0
+    m = less(range(int(maxlen.numpy()) if isinstance(maxlen, Tensor) else int(maxlen)), expand_dims(n, -1))
+    return m if dtypes.as_dtype(dtype) == dtypes.bool else cast(m, dtype)

@@ -10,7 +10,9 @@ no gradient of a target computed in the block. ``stop_recording`` marks the
 results made inside it with stop_gradient, so no gradient flows through
 them (as if they were not recorded). A source the target does not depend
 on gets zeros from the C tape; TF gives ``None`` (``unconnected_gradients``
-``'zero'`` is therefore what both give here).
+``'zero'`` is therefore what both give here). Sources TF's tape would not
+watch (integer ones; variables not trainable, or with
+``watch_accessed_variables=False``, and not ``watch``ed) get ``None``, as TF.
 """
 from __future__ import annotations
 

@@ -648,6 +648,58 @@ def test_run_functions_eagerly_and_structures():
     assert out["sum"].numpy() == 5.0 and out["prod"].numpy() == 6.0
 
 
+def test_functional_control_flow():
+    # "Introduction to graphs": tf.cond / tf.while_loop, eagerly and traced
+    assert tf.cond(tf.constant(True), lambda: 1, lambda: 2) == 1
+    (i,) = tf.while_loop(lambda i: i < 3, lambda i: (i + 1,), [tf.constant(0)])
+    assert int(i) == 3
+    assert int(tf.while_loop(lambda i: i < 3, lambda i: i + 1, tf.constant(0))) == 3
+    n, s = tf.while_loop(lambda i, s: i < 5, lambda i, s: (i + 1, s + tf.cast(i, tf.float32)), (0, 0.0))
+    assert int(n) == 5 and float(s) == 10.0
+
+    @tf.function
+    def f(x):
+        y, d = tf.cond(tf.reduce_sum(x) > 0, lambda: (x * 2, {"n": tf.constant(1)}),
+                       lambda: (x - 1, {"n": 2}))
+        _, acc = tf.while_loop(lambda i, a: i < 4, lambda i, a: (i + 1, a * 2.0), [tf.constant(0), x])
+        (k,) = tf.while_loop(lambda i: True, lambda i: (i + 1,), [tf.constant(0)], maximum_iterations=7)
+        return y, d["n"], acc, k
+
+    y, d, acc, k = f(tf.constant([1.0, 2.0]))
+    close(y, [2.0, 4.0]); close(acc, [16.0, 32.0])
+    assert int(d) == 1 and int(k) == 7
+    y, d, acc, k = f(tf.constant([-1.0, -2.0]))
+    close(y, [-2.0, -3.0]); close(acc, [-16.0, -32.0])
+    assert int(d) == 2 and f.experimental_get_tracing_count() == 1
+    with pytest.raises(ValueError):
+        tf.function(lambda x: tf.cond(x > 0, lambda: (x, x), lambda: x))(tf.constant(1.0))
+    close(tf.map_fn(lambda v: v * v, tf.constant([1.0, 2.0, 3.0])), [1.0, 4.0, 9.0])
+    assert tf.map_fn(lambda t: t[0] + t[1], (tf.constant([1, 2]), tf.constant([10, 20]))).numpy().tolist() == [11, 22]
+    close(tf.scan(lambda a, v: a + v, tf.constant([1.0, 2.0, 3.0])), [1.0, 3.0, 6.0])
+    close(tf.scan(lambda a, v: a * v, tf.constant([1.0, 2.0, 3.0]), initializer=tf.constant(2.0)), [2.0, 4.0, 12.0])
+    assert int(tf.foldl(lambda a, v: a + v, tf.constant([1, 2, 3]))) == 6
+    assert int(tf.foldr(lambda a, v: a - v, tf.constant([1, 2, 3]), initializer=10)) == 4
+    close(tf.function(lambda x: tf.map_fn(tf.reduce_sum, x))(tf.ones([3, 2])), [2.0, 2.0, 2.0])
+
+
+def test_small_composites():
+    close(tf.math.xlogy(tf.constant([0.0, 2.0]), tf.constant([0.0, 3.0])), [0.0, 2 * np.log(3.0)])
+    close(tf.math.multiply_no_nan(tf.constant([np.inf, 2.0]), tf.constant([0.0, 3.0])), [0.0, 6.0])
+    close(tf.math.scalar_mul(2.0, tf.constant([1.0, 2.0])), [2.0, 4.0])
+    close(tf.math.softmax(tf.constant([1.0, 1.0])), [0.5, 0.5])
+    close(tf.math.log_softmax(tf.constant([1.0, 1.0])), np.log([0.5, 0.5]))
+    close(tf.nn.softsign(tf.constant([-3.0, 1.0])), [-0.75, 0.5])
+    close(tf.nn.compute_average_loss(tf.constant([1.0, 3.0])), 2.0)
+    close(tf.nn.compute_average_loss(tf.constant([1.0, 3.0]), global_batch_size=4), 1.0)
+    assert tf.nn.top_k(tf.constant([1.0, 3.0, 2.0]), 2).indices.numpy().tolist() == [1, 2]
+    assert tf.sequence_mask([1, 3], 4).numpy().tolist() == [[True, False, False, False], [True, True, True, False]]
+    assert tf.sequence_mask(tf.constant([2, 0]), dtype=tf.float32).numpy().tolist() == [[1.0, 1.0], [0.0, 0.0]]
+    ds = tf.data.Dataset.from_tensor_slices([1.0, 2.0]).map(lambda v: v * 2)  # a list is one tensor, as TF
+    assert [float(v) for v in ds] == [2.0, 4.0]
+    pairs = list(tf.data.Dataset.from_tensor_slices(([1, 2], [[1.0], [2.0]])))
+    assert int(pairs[1][0]) == 2 and pairs[1][1].shape == (1,)
+
+
 # ---- "Basic training loops" / "Custom training: walkthrough" ----
 
 class MyModel(tf.Module):
