@@ -479,6 +479,19 @@ def test_function_print_vs_tf_print(capsys):
     assert "graph side effect 2" in captured.err
     tf.print(tf.constant([[1, 2], [3, 4]]))
     assert capsys.readouterr().err.strip() == "[[1 2]\n [3 4]]"
+    tf.print("x:", tf.constant(1.5), tf.constant([True, False]), {"a": tf.constant(1), "b": [tf.constant([1.5, 2.0])]})
+    assert capsys.readouterr().err == "x: 1.5 [1 0] {'a': 1, 'b': [[1.5 2]]}\n"
+    tf.print(tf.range(100))
+    assert capsys.readouterr().err == "[0 1 2 ... 97 98 99]\n"
+
+    @tf.function
+    def h(x):
+        tf.print("h", {"x": x, "n": 2}, (x * 2,), sep="|")
+        return x
+
+    h(tf.constant([1, 2]))
+    h(tf.constant([3, 4]))
+    assert capsys.readouterr().err == "h|{'x': [1 2], 'n': 2}|([2 4],)\nh|{'x': [3 4], 'n': 2}|([6 8],)\n"
 
 
 def test_function_autograph_loops():
