@@ -905,6 +905,53 @@ def test_traced_train_step_matches_eager():
     assert train_step.experimental_get_tracing_count() == 1
 
 
+def test_traced_train_step_with_stateful_optimizers():
+    # the guides' @tf.function train_step with a Keras optimizer: its slots and
+    # step count are made on the first trace and updated at every call
+    x = tf.constant([[1.0, 2.0], [0.5, -1.0]])
+
+    def train(make_opt, traced):
+        w = tf.Variable([[1.0], [2.0]])
+        opt = make_opt()
+
+        def step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.matmul(x, w) ** 2)
+            opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+            return loss
+
+        if traced:
+            step = tf.function(step)
+        for _ in range(4):
+            step()
+        return w.numpy(), int(opt.iterations), step
+
+    for make_opt in (lambda: tf.keras.optimizers.Adam(0.1), lambda: tf.keras.optimizers.SGD(0.01, momentum=0.9),
+                     lambda: tf.keras.optimizers.RMSprop(0.01)):
+        eager_w, eager_n, _ = train(make_opt, False)
+        traced_w, traced_n, fn = train(make_opt, True)
+        close(traced_w, eager_w, 1e-5)
+        assert eager_n == traced_n == 4 and fn.experimental_get_tracing_count() == 1
+
+    class Lazy(tf.Module):  # two variables made on the first call, TF's 'if None' way
+        def __init__(self):
+            super().__init__()
+            self.a = self.b = None
+
+        @tf.function
+        def __call__(self, x):
+            if self.a is None:
+                self.a = tf.Variable(np.float32(2.0))
+            if self.b is None:
+                self.b = tf.Variable(np.float32(10.0))
+            self.a.assign_add(1.0)
+            return x * self.a + self.b
+
+    m = Lazy()
+    assert float(m(tf.constant(1.0))) == 13.0 and float(m(tf.constant(1.0))) == 14.0
+    assert float(m.a) == 4.0 and float(m.b) == 10.0
+
+
 # ---- tf.random ----
 
 def test_random_seeds_shapes_statistics():
