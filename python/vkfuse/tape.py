@@ -122,6 +122,9 @@ class GradientTape:
         if n and all(dead):  # TF's answer without the C tape (which refuses an integer target)
             if not self._persistent:
                 self._end()
+            if str(getattr(unconnected_gradients, "value", unconnected_gradients)).lower() == "zero":
+                from .array_ops import zeros_like
+                return nest.pack_sequence_as(sources, [zeros_like(s) for s in flat])
             return nest.pack_sequence_as(sources, [None] * n)
         srcs = (ctypes.c_void_p * max(n, 1))(*[s.handle for s in flat])
         out = (ctypes.c_void_p * max(n, 1))()
@@ -133,6 +136,9 @@ class GradientTape:
         if st != 0:
             ctx.raise_error()
         grads = [None if dead[i] else wrap(ctx, out[i]) for i in range(n)]
+        if str(getattr(unconnected_gradients, "value", unconnected_gradients)).lower() == "zero":
+            from .array_ops import zeros_like
+            grads = [zeros_like(s) if g is None else g for s, g in zip(flat, grads)]
         return nest.pack_sequence_as(sources, grads)
 
     def _unwatched(self, s: Tensor) -> bool:
@@ -198,3 +204,15 @@ class GradientTape:
             else:
                 out.append(reshape(stack(c, axis=0), inner + sshape))
         return nest.pack_sequence_as(sources, out)
+
+
+class UnconnectedGradients:
+    """tf.UnconnectedGradients: what gradient gives a source the target does not reach."""
+
+    class _Mode(str):
+        @property
+        def value(self) -> str:
+            return str(self)
+
+    NONE = _Mode("none")
+    ZERO = _Mode("zero")

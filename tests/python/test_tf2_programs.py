@@ -52,6 +52,19 @@ def test_tensor_basics_and_dtypes():
     assert tf.convert_to_tensor(np.arange(3, dtype=np.int32)).dtype == tf.int32
 
 
+def test_devices_listing():
+    # the first lines of many TF programs
+    cpus = tf.config.list_physical_devices("CPU")
+    gpus = tf.config.list_physical_devices("GPU")
+    assert [d.device_type for d in cpus] == ["CPU"] and cpus[0].name == "/physical_device:CPU:0"
+    assert len(gpus) == len(tf.devices()) and all(d.name.startswith("/physical_device:GPU:") for d in gpus)
+    assert tf.config.list_physical_devices() == cpus + gpus
+    with tf.device("/GPU:0" if gpus else "/CPU:0"):
+        a = tf.constant([1.0, 2.0]) * 2
+    assert (a + tf.ones([2])).numpy().tolist() == [3.0, 5.0]
+    assert tf.dtypes.cast(tf.constant([1.7]), tf.int32).numpy().tolist() == [1]
+
+
 def test_broadcasting():
     x = tf.constant([1, 2, 3])
     y = tf.constant(2)
@@ -294,6 +307,15 @@ def test_tape_watch_and_trainable():
         y = x0 ** 2 + x1 ** 3
     gx0, gx1 = tape.gradient(y, [x0, x1])
     assert gx0 is None and gx1.numpy() == 27.0
+    with tf.GradientTape() as tape:
+        y = x0 * x1
+    g0, g1 = tape.gradient(y, [x0, x1], unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    assert g0.numpy() == 3.0 and g1.numpy() == 0.0 and g1.dtype == tf.float32
+    xi = tf.constant([1, 2])
+    with tf.GradientTape() as tape:
+        tape.watch(xi)
+        yi = xi * 2
+    assert tape.gradient(yi, xi, unconnected_gradients="zero").numpy().tolist() == [0, 0]
     with tf.GradientTape() as tape:
         y = x0 * 2
     with pytest.raises(RuntimeError):
