@@ -974,6 +974,64 @@ def test_traced_train_step_with_stateful_optimizers():
     assert float(m.a) == 4.0 and float(m.b) == 10.0
 
 
+def test_walkthrough_traced_with_dataset_metrics_and_adam():
+    # the walkthrough's loop with its train_step traced: batches of 32 and a last
+    # one of 24 trace twice (as TF without an input_signature)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((120, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32) + (x[:, 1] > 0.5).astype(np.int32)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(120, seed=1).batch(32)
+
+    class Dense(tf.Module):
+        def __init__(self, i, o, act=None):
+            super().__init__()
+            self.w = tf.Variable(tf.random.normal([i, o], stddev=0.5, seed=1))
+            self.b = tf.Variable(tf.zeros([o]))
+            self.act = act
+
+        def __call__(self, v):
+            z = v @ self.w + self.b
+            return self.act(z) if self.act else z
+
+    class Net(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1 = Dense(4, 16, tf.nn.relu)
+            self.l2 = Dense(16, 3)
+
+        def __call__(self, v):
+            return self.l2(self.l1(v))
+
+    model = Net()
+    opt = tf.keras.optimizers.Adam(0.05)
+    loss_obj = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    train_loss = tf.keras.metrics.Mean()
+    train_acc = tf.keras.metrics.SparseCategoricalAccuracy()
+
+    @tf.function
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            logits = model(xb)
+            loss = loss_obj(yb, logits)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        train_loss.update_state(loss)
+        train_acc.update_state(yb, logits)
+        return loss
+
+    history = []
+    for _ in range(12):
+        train_loss.reset_state()
+        train_acc.reset_state()
+        for xb, yb in ds:
+            train_step(xb, yb)
+        history.append((float(train_loss.result()), float(train_acc.result())))
+    assert history[-1][0] < 0.3 * history[0][0] and history[-1][1] > 0.9
+    assert train_step.experimental_get_tracing_count() == 2 and int(opt.iterations) == 48
+    logits = model(x).numpy()
+    assert abs((logits.argmax(1) == y).mean() - history[-1][1]) < 0.1
+
+
 # ---- tf.random ----
 
 def test_random_seeds_shapes_statistics():
