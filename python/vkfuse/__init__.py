@@ -62,6 +62,7 @@ from .module import (Module, constant_initializer, executing_eagerly, get_static
 from . import data  # noqa: E402,F401
 from . import debugging  # noqa: E402,F401
 from . import optimizers  # noqa: E402,F401
+from . import checkpoint as train  # noqa: E402,F401
 from .optimizers import keras  # noqa: E402,F401
 
 # Traced functions and AutoGraph (docs/PYTHON_FUNCTION.md)

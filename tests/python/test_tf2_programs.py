@@ -1102,6 +1102,64 @@ def test_save_and_load(tmp_path):
     close(loaded(tf.constant([1.0, 2.0, 3.0])), [4.0, 7.0, 10.0])
 
 
+def test_checkpoints_of_modules_and_optimizers(tmp_path):
+    # "Introduction to modules": Checkpoint(model=...).write / restore into a new model
+    class Dense(tf.Module):
+        def __init__(self, i, o):
+            super().__init__()
+            self.w = tf.Variable(tf.random.normal([i, o]))
+            self.b = tf.Variable(tf.zeros([o]))
+
+        def __call__(self, x):
+            return tf.nn.relu(x @ self.w + self.b)
+
+    class Seq(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.dense_1 = Dense(3, 3)
+            self.layers = [Dense(3, 2)]
+
+        def __call__(self, x):
+            return self.layers[0](self.dense_1(x))
+
+    x = tf.constant([[2.0, 2.0, 2.0]])
+    model, opt = Seq(), tf.keras.optimizers.Adam(0.1)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(x) ** 2)
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
+    prefix = ckpt.write(str(tmp_path / "my_checkpoint"))
+    names = dict(tf.train.list_variables(prefix))
+    assert names["model/dense_1/w"] == [3, 3] and names["model/layers/0/b"] == [2]
+    assert "optimizer/iterations" in names and "optimizer/slots/model/dense_1/w/m" in names
+    fresh, fresh_opt = Seq(), tf.keras.optimizers.Adam(0.1)
+    status = tf.train.Checkpoint(model=fresh, optimizer=fresh_opt).restore(prefix)
+    status.assert_consumed()
+    close(fresh(x), model(x))
+    assert int(fresh_opt.iterations) == 1
+    close(fresh_opt._slot(fresh.dense_1.w, "v"), opt._slot(model.dense_1.w, "v"))
+    # numbered saves and the latest one, as TF's CheckpointManager
+    step = tf.Variable(1)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step, net=model), str(tmp_path / "ckpts"),
+                                         max_to_keep=2)
+    for _ in range(3):
+        step.assign_add(1)
+        manager.save()
+    assert manager.latest_checkpoint.endswith("ckpt-3") and len(manager.checkpoints) == 2
+    assert tf.train.latest_checkpoint(str(tmp_path / "ckpts")) == manager.latest_checkpoint
+    step.assign(0)
+    tf.train.Checkpoint(step=step, net=model).restore(manager.latest_checkpoint)
+    assert int(step) == 4
+    with pytest.raises(AssertionError):  # another structure: nothing matches
+        tf.train.Checkpoint(model=Dense(2, 2)).restore(prefix).assert_consumed()
+    wrong = Seq()
+    wrong.dense_1 = Dense(2, 3)
+    with pytest.raises(tf.errors.InvalidArgumentError):  # same path, other shape
+        tf.train.Checkpoint(model=wrong).restore(prefix)
+    with pytest.raises(tf.errors.NotFoundError):
+        tf.train.Checkpoint(model=model).restore(str(tmp_path / "nothing"))
+
+
 # ---- odds and ends TF programs use ----
 
 def test_misc_array_ops():
