@@ -73,7 +73,9 @@ def test_custom_layers_and_keras_optimizer():
 
     tf.random.set_seed(1)
     m = Sequential(name="the_model")
-    assert m.name == "the_model"
+    assert m.name == "the_model" and m.name_scope.name == "the_model/"
+    with tf.name_scope("block") as scope:
+        assert scope == "block/"
     assert len(m.trainable_variables) == 4 and len(m.submodules) == 2
     x = tf.constant([[2.0, 2.0, 2.0]])
     d1 = m.dense_1
