@@ -26,6 +26,7 @@ from .array_ops import (boolean_mask, broadcast_to, concat, copy_to, expand_dims
                         reverse, shape, size, split, squeeze, stack, tile, transpose, unstack,
                         zeros, zeros_like)
 from .variables import Variable  # noqa: F401
+from .tensor_array import TensorArray  # noqa: F401
 from . import math  # noqa: F401
 
 __version__ = _lib.version()
@@ -37,7 +38,7 @@ def device_name() -> str:
     return context().device_name
 
 from . import nest, nn, random  # noqa: E402,F401
-from .tape import GradientTape  # noqa: E402,F401
+from .tape import GradientTape, UnconnectedGradients  # noqa: E402,F401
 
 
 
@@ -53,7 +54,7 @@ from .kernels import kernel  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 from .linalg import einsum, eye, tensordot  # noqa: E402,F401
 from .math_ops import argsort, sort  # noqa: E402,F401
-from .array_ops import gather_nd, linspace, meshgrid, roll, tensor_scatter_nd_add  # noqa: E402,F401
+from .array_ops import gather_nd, linspace, meshgrid, roll, sequence_mask, strided_slice, tensor_scatter_nd_add  # noqa: E402,F401
 from . import distribute  # noqa: E402,F401
 from .module import (Module, constant_initializer, executing_eagerly, get_static_value,  # noqa: E402,F401
                      glorot_uniform_initializer, initializers, name_scope, ones_initializer,
@@ -61,9 +62,11 @@ from .module import (Module, constant_initializer, executing_eagerly, get_static
 from . import data  # noqa: E402,F401
 from . import debugging  # noqa: E402,F401
 from . import optimizers  # noqa: E402,F401
+from . import checkpoint as train  # noqa: E402,F401
 from .optimizers import keras  # noqa: E402,F401
 
 # Traced functions and AutoGraph (docs/PYTHON_FUNCTION.md)
 from . import autograph, config, graph_control, saved_model  # noqa: E402,F401
 from .function import TensorSpec, function  # noqa: E402,F401
+from .control_flow import cond, foldl, foldr, map_fn, scan, while_loop  # noqa: E402,F401
 from .printing import print_ as print  # noqa: A001,E402  (TF's format, in the graph too)

@@ -118,7 +118,7 @@ def same_context(op: str, *ts: Tensor) -> "_context.Context":
 def shape_arg(shape: Any, op: str) -> Tuple[int, ...]:
     """A shape given as a list, tuple, TensorShape, ndarray or 1-D tensor."""
     if isinstance(shape, Tensor):
-        shape = shape.numpy()
+        shape = shape.numpy()  # a StaticTensor (tf.shape while tracing) gives its host value
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:

@@ -11,7 +11,8 @@ from . import _context, dtypes, errors
 from ._core import (L, axis_arg, i64s, ints, same_context, shape_arg)
 from ._core import tensor as _t
 from .math_ops import add, cast, multiply, subtract
-from .tensor import Tensor, TensorShape, constant, wrap
+from .tensor import Tensor, TensorShape, _new, constant, wrap
+from ._fn_lib import L as _fl
 
 _INT64_MAX = 2 ** 63 - 1
 
@@ -38,11 +39,28 @@ def ones(shape: Any, dtype: Any = dtypes.float32, name: Optional[str] = None) ->
 
 def zeros_like(input: Any, dtype: Any = None, name: Optional[str] = None) -> Tensor:  # noqa: A002
     x = _t(input)
+    if _symbolic(x):
+        return _like(x, False, dtype)
     return fill(x.shape, 0, dtype=dtype if dtype is not None else x.dtype)
+
+
+def _symbolic(x: Tensor) -> bool:
+    """x has a dim that varies between calls of the function being traced."""
+    return bool(L.vf_context_tracing(x._ctx.handle)) and bool(_fl.vf_tensor_symbolic_dims(x._h))
+
+
+def _like(x: Tensor, one: bool, dtype: Any) -> Tensor:
+    # a fill of x's static shape would fix the traced size: ops on x follow its varying dims
+    from .math_ops import equal, logical_and, logical_not, logical_or
+    same = equal(x, x)
+    flags = (logical_or if one else logical_and)(same, logical_not(same))
+    return cast(flags, dtype if dtype is not None else x.dtype)
 
 
 def ones_like(input: Any, dtype: Any = None, name: Optional[str] = None) -> Tensor:  # noqa: A002
     x = _t(input)
+    if _symbolic(x):
+        return _like(x, True, dtype)
     return fill(x.shape, 1, dtype=dtype if dtype is not None else x.dtype)
 
 
@@ -219,7 +237,48 @@ def reverse(tensor: Any, axis: Any, name: Optional[str] = None) -> Tensor:
 
 
 def shape(input: Any, out_type: Any = dtypes.int32, name: Optional[str] = None) -> Tensor:  # noqa: A002
-    return constant(np.asarray(_t(input).shape, np.int32), out_type)
+    """tf.shape. Eagerly a constant. While tracing, a dim that follows an
+    input_signature None dim (it varies between calls) is counted by ops in
+    the graph, so the value is right at every call; a shape with no such dim
+    is a constant whose value ops taking a shape (zeros, random.*, reshape)
+    read while tracing, as TF's static shapes."""
+    x = _t(input)
+    ctx = x._ctx
+    if not L.vf_context_tracing(ctx.handle):
+        return constant(np.asarray(x.shape, np.int32), out_type)
+    sym = _fl.vf_tensor_symbolic_dims(x._h)
+    if not sym:
+        return static_constant(np.asarray(x.shape, np.int32), out_type)
+    dims = [_dim_size(x, i) if sym >> i & 1 else constant(np.int32(d)) for i, d in enumerate(x.shape)]
+    return cast(stack(dims), out_type)
+
+
+def _dim_size(x: Tensor, i: int) -> Tensor:
+    """The size of x's dim i as a graph value: a 1-D cut of x along i (index 0
+    elsewhere), made all ones and summed."""
+    from .math_ops import equal, logical_not, logical_or, reduce_sum
+    y = getitem(x, tuple(slice(None) if j == i else 0 for j in builtins.range(x.ndim)))
+    same = equal(y, y)
+    return reduce_sum(cast(logical_or(same, logical_not(same)), dtypes.int32))
+
+
+class StaticTensor(Tensor):
+    """A constant made while tracing whose value Python keeps (tf.shape of a
+    traced tensor): ops that need a host value (a shape) read it here, since
+    the library's copy is symbolic until the function runs."""
+
+    __slots__ = ("_static",)
+
+    def numpy(self) -> Any:
+        return self._static.copy()
+
+
+def static_constant(value: Any, dtype: Any) -> Tensor:
+    t = constant(value, dtype)
+    st = _new(StaticTensor)
+    st._ctx, st._h = t._ctx, t._detach()
+    st._static = np.asarray(value).astype(st.dtype.as_numpy_dtype)
+    return st
 
 
 def size(input: Any, out_type: Any = dtypes.int32, name: Optional[str] = None) -> Tensor:  # noqa: A002
@@ -243,6 +302,9 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     if isinstance(key, Tensor) and key.ndim == 0 and key.dtype.is_integer and L.vf_context_tracing(x._ctx.handle):
         # an index computed in the graph (a converted loop's x[i]): a gather
         return wrap(x._ctx, L.vf_gather(x._ctx.handle, x._h, key._h, 0))
+    if isinstance(x, StaticTensor) and builtins.all(isinstance(k, (int, slice)) or k is None or k is Ellipsis
+                                                    for k in (key if isinstance(key, tuple) else (key,))):
+        return static_constant(x._static[key], x.dtype)  # tf.shape(x)[0] keeps its host value
     if not isinstance(key, tuple):
         key = (key,)
     dims = list(x.shape)
@@ -317,6 +379,37 @@ def _is_int(k: Any) -> bool:
 
 def _int_or_none(v: Any) -> Optional[int]:
     return None if v is None else int(v)
+
+
+def strided_slice(input_: Any, begin: Any, end: Any, strides: Any = None, begin_mask: int = 0,
+                  end_mask: int = 0, ellipsis_mask: int = 0, new_axis_mask: int = 0,
+                  shrink_axis_mask: int = 0, var: Any = None, name: Optional[str] = None) -> Tensor:
+    """tf.strided_slice: the index x[b0:e0:s0, ...] spelled as lists and bit
+    masks (bit i of a mask applies to entry i of begin). Built as the
+    equivalent Python index so both take one path; begin/end/strides must
+    be known when the op is made (lists, NumPy arrays or eager tensors)."""
+    x = input_ if isinstance(input_, Tensor) else constant(input_)
+
+    def host(v: Any) -> List[int]:
+        return [int(i) for i in np.asarray(v.numpy() if isinstance(v, Tensor) else v).reshape(-1)]
+
+    b, e = host(begin), host(end)
+    s = host(strides) if strides is not None else [1] * len(b)
+    if not len(b) == len(e) == len(s):
+        raise ValueError(f"vkfuse.strided_slice: begin, end and strides must have the same length, "
+                         f"got {len(b)}, {len(e)} and {len(s)}")
+    key: List[Any] = []
+    for i in builtins.range(len(b)):
+        bit = 1 << i
+        if ellipsis_mask & bit:
+            key.append(Ellipsis)
+        elif new_axis_mask & bit:
+            key.append(None)
+        elif shrink_axis_mask & bit:
+            key.append(b[i])
+        else:
+            key.append(slice(None if begin_mask & bit else b[i], None if end_mask & bit else e[i], s[i]))
+    return getitem(x, tuple(key))
 
 
 def boolean_mask(tensor: Any, mask: Any, axis: Optional[int] = None, name: str = "boolean_mask") -> Tensor:
@@ -402,3 +495,13 @@ def meshgrid(*args: Any, **kwargs: Any) -> List[Tensor]:
         shape[axis] = t.shape[0]
         out.append(broadcast_to(reshape(t, shape), sizes))
     return out
+
+
+def sequence_mask(lengths: Any, maxlen: Any = None, dtype: Any = dtypes.bool, name: Optional[str] = None) -> Tensor:
+    """mask[..., j] = j < lengths[...]; maxlen by default the largest length (read to the host)."""
+    from .math_ops import less, reduce_max
+    n = _t(lengths)
+    if maxlen is None:
+        maxlen = int(reduce_max(n).numpy()) if n.shape.num_elements() else 0
+    m = less(range(int(maxlen.numpy()) if isinstance(maxlen, Tensor) else int(maxlen)), expand_dims(n, -1))
+    return m if dtypes.as_dtype(dtype) == dtypes.bool else cast(m, dtype)

@@ -41,6 +41,7 @@ class Dataset:
     # ---- sources -----------------------------------------------------------
     @staticmethod
     def from_tensor_slices(tensors: Any, name: Optional[str] = None) -> "Dataset":
+        tensors = _lists_as_arrays(tensors)
         flat = [_to_np(t) for t in nest.flatten(tensors)]
         n = flat[0].shape[0] if flat and flat[0].ndim else 0
         if any(a.ndim == 0 or a.shape[0] != n for a in flat):
@@ -163,3 +164,15 @@ def _stack(elems: List[Any]) -> Any:
     flat = [nest.flatten(e) for e in elems]
     cols = [constant(np.stack([_to_np(row[j]) for row in flat])) for j in range(len(flat[0]))]
     return nest.pack_sequence_as(elems[0], cols)
+
+
+def _lists_as_arrays(x: Any) -> Any:
+    """TF takes a Python list as one tensor (tuples and dicts are structure)."""
+    if isinstance(x, list):
+        return np.asarray(x)
+    if isinstance(x, dict):
+        return type(x)((k, _lists_as_arrays(v)) for k, v in x.items())
+    if isinstance(x, tuple):
+        items = [_lists_as_arrays(v) for v in x]
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+    return x

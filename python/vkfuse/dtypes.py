@@ -149,3 +149,7 @@ def as_dtype(type_value: Any) -> DType:
     raise TypeError(f"vkfuse: cannot convert {type_value!r} to a dtype; vkfuse has float32, float16, "
                     "int32, uint32 and bool (float64 and int64 are narrowed to float32 and int32)")
 
+
+def cast(x, dtype, name=None):  # noqa: ANN001,ANN201  (tf.dtypes.cast is tf.cast)
+    from .math_ops import cast as _cast
+    return _cast(x, dtype)

@@ -209,6 +209,10 @@ class _Entry:
             specs = (_fn_lib.TensorSpecC * max(n_in, 1))(*[s._c() for s in owner._flat_signature])
             self._sig = specs
             desc.input_signature = specs
+        # unseeded random ops in the body draw from the context's generator,
+        # which cannot be made while tracing: make it now
+        from . import random as _random
+        _random.get_global_generator(ctx)
         self.handle = L.vf_function_create(ctx.handle, ctypes.byref(desc))
         if not self.handle:
             ctx.raise_error()

@@ -12,6 +12,8 @@ tensors), cond and while_loop run in Python: the host knows the values.
 """
 from __future__ import annotations
 
+import weakref
+
 from . import _context, _fn_lib
 from . import tensor as _tensor
 from .autograph import operators
@@ -213,9 +215,11 @@ class _VarScope:
         self.lifted = lifted          # the function's variables, in creation order
         self.may_create = may_create  # False once a trace has completed
         self.used = 0
+        self.collected = False
 
 
 _var_scopes = []
+_claims = {}  # id(lifted variable) -> weakref to the Variable that adopted it
 
 
 def _user_line():
@@ -238,8 +242,22 @@ def variable_hook(var, initial_value, trainable, name, dtype):
             "%s: vkfuse.function '%s' creates a variable on a trace after its first one; a function may create "
             "variables on its first call only (as tf.function). Create it once (e.g. 'if self.v is None:') or "
             "outside the function." % (where, scope.name))
-    if scope.used < len(scope.lifted):
-        pre = scope.lifted[scope.used]
+    if not scope.collected:
+        # adopters made by a stopped trace attempt must be gone before they are counted below
+        scope.collected = True
+        if scope.lifted:
+            import gc
+            gc.collect()
+    for pre in scope.lifted:
+        # The first lifted variable no live Variable adopted: a body that
+        # keeps what it made ('if self.v is None: self.v = Variable(...)',
+        # an optimizer's slots) does not make it again on the next attempt,
+        # so adopting by position alone would give a later variable an
+        # earlier one's storage.
+        claim = _claims.get(id(pre))
+        if claim is not None and claim() is not None:
+            continue
+        _claims[id(pre)] = weakref.ref(var)
         scope.used += 1
         var._ctx = pre._ctx
         var._h = L.vf_tensor_retain(pre._h)

@@ -11,3 +11,14 @@ from .math_ops import (abs, add, add_n, argmax, argmin, ceil, cos, count_nonzero
                        divide_no_nan, unsorted_segment_sum, segment_sum, unsorted_segment_mean,
                        segment_mean, reduce_euclidean_norm)
 from .math_ops import sigmoid as _sigmoid  # noqa: F401
+from .math_ops import multiply_no_nan, scalar_mul, xlogy  # noqa: F401,E402
+
+
+def softmax(logits, axis=None, name=None):  # noqa: ANN001,ANN201  (tf.math.softmax is tf.nn.softmax)
+    from .nn import softmax as _softmax
+    return _softmax(logits, axis)
+
+
+def log_softmax(logits, axis=None, name=None):  # noqa: ANN001,ANN201
+    from .nn import log_softmax as _log_softmax
+    return _log_softmax(logits, axis)

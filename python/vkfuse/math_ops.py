@@ -485,3 +485,21 @@ def _sorted(values: Any, axis: int, direction: str, indices: bool) -> Tensor:
 def reduce_euclidean_norm(input_tensor: Any, axis: Any = None, keepdims: bool = False,
                           name: Optional[str] = None) -> Tensor:
     return sqrt(reduce_sum(square(input_tensor), axis, keepdims))
+
+
+def xlogy(x: Any, y: Any, name: Optional[str] = None) -> Tensor:
+    """x * log(y), 0 where x is 0 (also where y is 0 there)."""
+    x, y = tensor(x), tensor(y)
+    zero = equal(x, 0.0)
+    return where(zero, multiply(x, 0.0), multiply(x, log(where(zero, 1.0, y))))
+
+
+def multiply_no_nan(x: Any, y: Any, name: Optional[str] = None) -> Tensor:
+    """x * y, 0 where y is 0 (even where x is inf or NaN)."""
+    x, y = tensor(x), tensor(y)
+    zero = equal(y, 0.0)
+    return where(zero, multiply(y, 0.0), multiply(where(zero, 0.0, x), y))
+
+
+def scalar_mul(scalar: Any, x: Any, name: Optional[str] = None) -> Tensor:
+    return multiply(x, scalar)

@@ -2,7 +2,6 @@
 top-level helpers (name_scope, executing_eagerly, get_static_value)."""
 from __future__ import annotations
 
-import contextlib
 import re
 from typing import Any, Iterator, List, Optional, Tuple
 
@@ -79,10 +78,18 @@ class Module:
         return method
 
 
-@contextlib.contextmanager
-def name_scope(name: str) -> Iterator[str]:
-    """tf.name_scope: accepted (vkfuse names no ops)."""
-    yield name
+class name_scope:  # noqa: N801 (TF's name)
+    """tf.name_scope: accepted (vkfuse names no ops); ``with`` gives the
+    scope's name, "name/", and ``.name`` is it, as TF's."""
+
+    def __init__(self, name: str) -> None:
+        self.name = str(name).rstrip("/") + "/" if name else ""
+
+    def __enter__(self) -> str:
+        return self.name
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
 
 
 def executing_eagerly() -> bool:

@@ -230,3 +230,27 @@ def embedding_lookup(params: Any, ids: Any, max_norm: Any = None, name: Optional
     """The rows of params at ids (tf.gather along axis 0)."""
     from .array_ops import gather
     return gather(params, ids, axis=0)
+
+
+def softsign(features: Any, name: Optional[str] = None) -> Tensor:
+    """x / (1 + |x|)."""
+    from .math_ops import abs as _abs, divide
+    x = _t(features)
+    return divide(x, add(_abs(x), 1.0))
+
+
+def compute_average_loss(per_example_loss: Any, sample_weight: Any = None, global_batch_size: Any = None,
+                         name: Optional[str] = None) -> Tensor:
+    """The sum of the (weighted) per-example losses over the global batch size
+    (by default the number of examples, as on one replica)."""
+    from .math_ops import divide, reduce_sum
+    loss = _t(per_example_loss)
+    if sample_weight is not None:
+        loss = multiply(loss, cast(_t(sample_weight), loss.dtype))
+    n = global_batch_size if global_batch_size is not None else (loss.shape[0] if loss.ndim else 1)
+    return divide(reduce_sum(loss), float(n))
+
+
+def top_k(input: Any, k: int = 1, sorted: bool = True, name: Optional[str] = None) -> Any:  # noqa: A002
+    from .math_ops import top_k as _top_k
+    return _top_k(input, k, sorted)

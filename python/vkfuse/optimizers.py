@@ -15,28 +15,53 @@ from .variables import Variable
 class Optimizer:
     def __init__(self, learning_rate: Any = 0.001, name: Optional[str] = None, **kwargs: Any) -> None:
         self.learning_rate = learning_rate
-        self.iterations = 0
+        self._iterations: Optional[Variable] = None
         self._slots: Dict[int, Dict[str, Variable]] = {}
         self.name = name or type(self).__name__
 
-    def _lr(self) -> float:
+    # The step count and the slots are variables with host initial values,
+    # so that a traced train step (a vkfuse.function calling
+    # apply_gradients) can make them on its first trace and updates them at
+    # every call, as TF's optimizers do.
+    @property
+    def iterations(self) -> Variable:
+        if self._iterations is None:
+            self._iterations = Variable(0, trainable=False, name="iterations")
+        return self._iterations
+
+    @iterations.setter
+    def iterations(self, value: Any) -> None:
+        self.iterations.assign(value)
+
+    def _tracing(self) -> bool:
+        from ._core import L as _L
+        return bool(_L.vf_context_tracing(self.iterations._ctx.handle))
+
+    def _lr(self) -> Any:
+        """The learning rate: a number, or a callable of the step (given a
+        Python int eagerly, the step variable while tracing)."""
         lr = self.learning_rate
         if callable(lr):
-            lr = lr(self.iterations)
-        return float(lr.numpy() if isinstance(lr, Tensor) else lr)
+            lr = lr(self.iterations if self._tracing() else int(self.iterations))
+        if isinstance(lr, Tensor):
+            return lr if self._tracing() else float(lr.numpy())
+        return float(lr)
 
     def _slot(self, var: Variable, name: str) -> Variable:
         s = self._slots.setdefault(id(var), {})
         if name not in s:
-            from .array_ops import zeros_like
+            import numpy as np
             with var._ctx:
-                s[name] = Variable(zeros_like(var), trainable=False)
+                s[name] = Variable(np.zeros(tuple(var.shape), var.dtype.as_numpy_dtype), trainable=False)
         return s[name]
 
     def apply_gradients(self, grads_and_vars: Iterable[Tuple[Any, Variable]], name: Optional[str] = None,
                         **kwargs: Any) -> int:
         pairs = [(g, v) for g, v in grads_and_vars if g is not None]
-        self.iterations += 1
+        if self._iterations is None and pairs:
+            with pairs[0][1]._ctx:
+                self.iterations
+        self.iterations.assign_add(1)
         lr = self._lr()
         for g, v in pairs:
             self._update(v, g, lr)
@@ -82,10 +107,12 @@ class Adam(Optimizer):
 
     def _update(self, var: Variable, grad: Any, lr: float) -> None:
         m, v = self._slot(var, "m"), self._slot(var, "v")
-        t = self.iterations
+        from . import dtypes
+        from .math_ops import cast, pow as _pow
+        t = cast(self.iterations, dtypes.float32)  # the step when the update runs (traced too)
         m.assign(add(multiply(m, self.beta_1), multiply(grad, 1 - self.beta_1)))
         v.assign(add(multiply(v, self.beta_2), multiply(square(grad), 1 - self.beta_2)))
-        alpha = lr * (1 - self.beta_2 ** t) ** 0.5 / (1 - self.beta_1 ** t)
+        alpha = multiply(divide(sqrt(subtract(1.0, _pow(self.beta_2, t))), subtract(1.0, _pow(self.beta_1, t))), lr)
         var.assign_sub(divide(multiply(m, alpha), add(sqrt(v), self.epsilon)))
 
 
@@ -102,11 +129,13 @@ class RMSprop(Optimizer):
 
 
 class _Keras:
-    """``vkfuse.keras``: only ``optimizers`` (Keras layers and models are not available)."""
+    """``vkfuse.keras``: ``optimizers``, ``losses`` and ``metrics`` (Keras layers and models are not available)."""
 
     def __init__(self) -> None:
         import types
+        from . import losses
         self.optimizers = types.SimpleNamespace(SGD=SGD, Adam=Adam, RMSprop=RMSprop, Optimizer=Optimizer)
+        self.losses, self.metrics = losses.losses, losses.metrics
 
 
 keras = _Keras()

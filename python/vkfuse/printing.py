@@ -10,6 +10,7 @@ holding such a print cannot be saved (the saved format has no Python to
 call back); the save says so.
 
 Format, as TF's: elements with %g (6 significant digits), booleans as 1/0,
+lists, tuples and dicts as Python prints them with their tensors as values,
 rows of a matrix on lines of their own, and along each dim at most
 `summarize` (3) elements from each end with "..." between; the default
 stream is sys.stderr, as TF's.
@@ -72,16 +73,48 @@ def _write(stream, text):
         raise TypeError("vkfuse.print: output_stream must be a file-like object or a logging function")
 
 
+def _tensors(x, out):
+    """The tensors in x (a value, or lists, tuples and dicts of them), in the order _render meets them."""
+    if isinstance(x, Tensor):
+        out.append(x)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _tensors(v, out)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _tensors(v, out)
+    return out
+
+
+def _render(x, texts, top=True):
+    """x's text with each tensor's from the iterator texts: TF prints a
+    structure as Python would, its tensors as values ({'a': 1, 'b': [1 2]})."""
+    if isinstance(x, Tensor):
+        return next(texts)
+    if isinstance(x, dict):
+        return "{" + ", ".join("%r: %s" % (k, _render(v, texts, False)) for k, v in x.items()) + "}"
+    if isinstance(x, list):
+        return "[" + ", ".join(_render(v, texts, False) for v in x) + "]"
+    if isinstance(x, tuple):
+        return "(" + ", ".join(_render(v, texts, False) for v in x) + ("," if len(x) == 1 else "") + ")"
+    return str(x) if top else repr(x)
+
+
+def _line(inputs, texts, sep, end):
+    it = iter(texts)
+    return sep.join(_render(x, it) for x in inputs) + end
+
+
 def eager_print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3):
-    parts = [format_value(x.numpy(), summarize) if isinstance(x, Tensor) else str(x) for x in inputs]
-    _write(output_stream, sep.join(parts) + end)
+    texts = [format_value(t.numpy(), summarize) for t in _tensors(list(inputs), [])]
+    _write(output_stream, _line(inputs, texts, sep, end))
 
 
 def graph_print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3):
     ctx = _context.context()
-    line = [None if isinstance(x, Tensor) else str(x) for x in inputs]
-    slots = [i for i, x in enumerate(inputs) if isinstance(x, Tensor)]
-    carriers = [inputs[i] for i in slots] or [constant(0)]
+    tensors = _tensors(list(inputs), [])
+    texts = [None] * len(tensors)
+    carriers = tensors or [constant(0)]
     sym = [L.vf_tensor_symbolic_dims(t._h) for t in carriers]
     shapes = [list(t.shape) for t in carriers]
 
@@ -98,10 +131,10 @@ def graph_print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3):
                     shape[free[0]] = numel // rest if rest else 0
                 if len(free) <= 1:
                     a = a.reshape(shape)
-                if slots:
-                    line[slots[k]] = format_value(a, summarize)
+                if tensors:
+                    texts[k] = format_value(a, summarize)
                 if k == len(carriers) - 1:
-                    _write(output_stream, sep.join(line) + end)
+                    _write(output_stream, _line(inputs, texts, sep, end))
                 return 0
             except Exception as e:  # reported by the call as the callback's failure
                 text = ("vkfuse.print: %s" % e).encode()[:msg_len - 1]

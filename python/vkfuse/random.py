@@ -82,9 +82,12 @@ class Generator:
         """Normals redrawn where |x| > 2 (a few rounds, then clipped to +-2)."""
         from .math_ops import abs as _abs, clip_by_value, greater, reduce_any, where
         x = self._draw(L.vf_generator_normal, shape, dtype)
+        traced = _tracing(self._ctx)
         for _ in range(8):
             bad = greater(_abs(x), 2.0)
-            if not bool(reduce_any(bad)):
+            if traced and _ > 2:
+                break  # no host check in a graph: 3 rounds leave ~1e-6 of the draws clipped
+            if not traced and not bool(reduce_any(bad)):
                 break
             x = where(bad, self._draw(L.vf_generator_normal, shape, dtype), x)
         return _affine(clip_by_value(x, -2.0, 2.0), stddev, mean)
@@ -124,8 +127,19 @@ def set_global_generator(generator: Generator) -> None:
     generator._ctx._generator = generator
 
 
+def _tracing(ctx: "_context.Context") -> bool:
+    return bool(L.vf_context_tracing(ctx.handle))
+
+
 def _gen(seed: Optional[int]) -> Generator:
-    return Generator(seed) if seed is not None else get_global_generator()
+    """The generator an op draws from. An op seed makes a generator of its
+    own, eagerly; while a function is traced (where no generator can be
+    made) it draws from the context's generator, which a traced function
+    made beforehand: the draws then change at every call, as TF's seeded
+    ops in a tf.function do (with other numbers)."""
+    if seed is not None and not _tracing(_context.context()):
+        return Generator(seed)
+    return get_global_generator()
 
 
 def normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = dtypes.float32,
@@ -177,10 +191,31 @@ def _stateless_seed(seed: Any) -> int:
 
 def stateless_normal(shape: Any, seed: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = dtypes.float32,
                      name: Optional[str] = None, alg: Any = None) -> Tensor:
-    """The same numbers for the same seed pair at every call (not TF's numbers)."""
-    return Generator(_stateless_seed(seed)).normal(shape, mean, stddev, dtype)
+    """The same numbers for the same seed pair at every call, traced too (not TF's numbers)."""
+    return _affine(_stateless_normal(shape, seed, dtype), stddev, mean)
+
+
+def _stateless_normal(shape: Any, seed: Any, dtype: Any) -> Tensor:
+    # vf_random_normal: a host seed, no state, so it may run in a traced function
+    s = shape_arg(shape, "random")
+    dt = dtypes.as_dtype(dtype)
+    if not dt.is_floating:
+        raise errors.invalid(f"vkfuse.random: draws are float32 or float16, not {dt.name}", "VF_ERROR_DTYPE")
+    ctx = _context.context()
+    return wrap(ctx, L.vf_random_normal(ctx.handle, dt._vf, len(s), i64s(s), _stateless_seed(seed)))
 
 
 def stateless_uniform(shape: Any, seed: Any, minval: Any = 0, maxval: Any = None, dtype: Any = dtypes.float32,
                       name: Optional[str] = None, alg: Any = None) -> Tensor:
-    return Generator(_stateless_seed(seed)).uniform(shape, minval, maxval, dtype)
+    """Uniforms as the normal CDF of stateless normals (u = (1 + erf(z / sqrt 2)) / 2):
+    the same numbers for the same seed pair, traced too."""
+    from .math_ops import cast, erf, floor, minimum
+    dt = dtypes.as_dtype(dtype)
+    if dt.is_integer and maxval is None:
+        raise ValueError("vkfuse.random.stateless_uniform: an integer dtype needs maxval")
+    z = _stateless_normal(shape, seed, dtypes.float32)
+    u = minimum(_affine(erf(_affine(z, 0.7071067811865476, 0.0)), 0.5, 0.5), 1.0 - 2.0 ** -24)
+    if dt.is_integer:
+        return cast(floor(_affine(u, float(maxval) - float(minval), float(minval))), dt)
+    hi = 1.0 if maxval is None else maxval
+    return cast(_affine(u, float(hi) - float(minval), float(minval)), dt)

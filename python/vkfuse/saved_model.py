@@ -19,10 +19,13 @@ L = _fn_lib.L
 
 def save(obj, export_dir, signatures=None, options=None):
     """Writes obj's concrete functions to the file export_dir. obj is a
-    vkfuse.function that has been called (or has an input_signature, or
-    signatures= gives its concrete function); its calls with other shapes
+    vkfuse.function (or an object, such as a Module, whose __call__ is one)
+    that has been called (or has an input_signature, or signatures= gives
+    its concrete function); its calls with other shapes
     than the saved ones fail in the loaded copy unless the signature has
     None dims."""
+    if not isinstance(obj, Function) and isinstance(getattr(type(obj), "__call__", None), Function):
+        obj = obj.__call__  # a tf.Module whose __call__ is a vkfuse.function: save that, as TF serves it
     if signatures is not None and hasattr(signatures, "_entry"):
         entries = [signatures._entry]
     elif isinstance(obj, Function):

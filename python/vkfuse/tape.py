@@ -10,7 +10,9 @@ no gradient of a target computed in the block. ``stop_recording`` marks the
 results made inside it with stop_gradient, so no gradient flows through
 them (as if they were not recorded). A source the target does not depend
 on gets zeros from the C tape; TF gives ``None`` (``unconnected_gradients``
-``'zero'`` is therefore what both give here).
+``'zero'`` is therefore what both give here). Sources TF's tape would not
+watch (integer ones; variables not trainable, or with
+``watch_accessed_variables=False``, and not ``watch``ed) get ``None``, as TF.
 """
 from __future__ import annotations
 
@@ -116,6 +118,14 @@ class GradientTape:
                 raise errors.invalid("vkfuse.GradientTape.gradient: a source belongs to another context "
                                      "than the tape's")
         n = len(flat)
+        dead = [self._unwatched(s) for s in flat]
+        if n and all(dead):  # TF's answer without the C tape (which refuses an integer target)
+            if not self._persistent:
+                self._end()
+            if str(getattr(unconnected_gradients, "value", unconnected_gradients)).lower() == "zero":
+                from .array_ops import zeros_like
+                return nest.pack_sequence_as(sources, [zeros_like(s) for s in flat])
+            return nest.pack_sequence_as(sources, [None] * n)
         srcs = (ctypes.c_void_p * max(n, 1))(*[s.handle for s in flat])
         out = (ctypes.c_void_p * max(n, 1))()
         if total is None or total._ctx is not ctx:
@@ -125,9 +135,84 @@ class GradientTape:
             self._end()
         if st != 0:
             ctx.raise_error()
-        grads = [wrap(ctx, out[i]) for i in range(n)]
+        grads = [None if dead[i] else wrap(ctx, out[i]) for i in range(n)]
+        if str(getattr(unconnected_gradients, "value", unconnected_gradients)).lower() == "zero":
+            from .array_ops import zeros_like
+            grads = [zeros_like(s) if g is None else g for s, g in zip(flat, grads)]
         return nest.pack_sequence_as(sources, grads)
 
-    def jacobian(self, target: Any, sources: Any, **kw: Any) -> Any:
-        raise errors.UnimplementedError(None, None, "vkfuse.GradientTape.jacobian is not available; "
-                                        "take gradient of each element", "VF_ERROR_UNSUPPORTED")
+    def _unwatched(self, s: Tensor) -> bool:
+        """Sources TF's tape does not watch get None from it: non-float ones
+        (integers, bools: no gradient), and variables that were neither
+        watched automatically (trainable, watch_accessed_variables=True) nor
+        watched by hand. The C tape records them all; this keeps TF's answer."""
+        from .variables import Variable
+        if not s.dtype.is_floating:
+            return True
+        if isinstance(s, Variable) and not (s.trainable and self._watch_vars):
+            return not any(w is s for w in self._watched)
+        return False
+
+    def jacobian(self, target: Any, sources: Any, unconnected_gradients: Any = "none",
+                 parallel_iterations: Any = None, experimental_use_pfor: bool = True) -> Any:
+        """d target[i...] / d source[j...] for each source, shaped
+        target.shape + source.shape. One gradient per element of target
+        (TF vectorises them; vkfuse loops), so it suits small targets."""
+        return self._jacobian(target, sources, batch=False)
+
+    def batch_jacobian(self, target: Any, source: Any, unconnected_gradients: Any = "none",
+                       parallel_iterations: Any = None, experimental_use_pfor: bool = True) -> Any:
+        """d target[b, i...] / d source[b, j...], shaped [B] + target.shape[1:]
+        + source.shape[1:]: rows b are independent examples, so one gradient
+        per element of a target row gives every row at once."""
+        return self._jacobian(target, source, batch=True)
+
+    def _jacobian(self, target: Any, sources: Any, batch: bool) -> Any:
+        import numpy as np
+        from .array_ops import reshape, stack
+        if not isinstance(target, Tensor):
+            raise ValueError(f"vkfuse.GradientTape.jacobian: target {target!r} is not a tensor")
+        tshape = list(target.shape)
+        if batch and not tshape:
+            raise ValueError("vkfuse.GradientTape.batch_jacobian: the target needs a batch dimension "
+                             "(rank >= 1), got a scalar")
+        inner = tshape[1:] if batch else tshape
+        n = int(np.prod(inner)) if inner else 1
+        flat = nest.flatten(sources)
+        keep, self._persistent = self._persistent, True  # n gradient calls on the one tape
+        try:
+            cols: List[List[Any]] = [[] for _ in flat]
+            for i in range(n):
+                seed = np.zeros([n], np.float32)
+                seed[i] = 1.0
+                seed = np.broadcast_to(seed.reshape(inner), tshape).astype(target.dtype.as_numpy_dtype)
+                gs = self.gradient(target, flat, output_gradients=_tensor.constant(seed))
+                for c, g in zip(cols, gs):
+                    c.append(g)
+        finally:
+            self._persistent = keep
+        if not keep:
+            self._end()
+        out = []
+        for s, c in zip(flat, cols):
+            sshape = list(s.shape)
+            if any(g is None for g in c):
+                out.append(None)  # a source TF's tape does not watch, as gradient()
+            elif batch:
+                j = stack(c, axis=1)  # [B, n, source row...]
+                out.append(reshape(j, sshape[:1] + inner + sshape[1:]))
+            else:
+                out.append(reshape(stack(c, axis=0), inner + sshape))
+        return nest.pack_sequence_as(sources, out)
+
+
+class UnconnectedGradients:
+    """tf.UnconnectedGradients: what gradient gives a source the target does not reach."""
+
+    class _Mode(str):
+        @property
+        def value(self) -> str:
+            return str(self)
+
+    NONE = _Mode("none")
+    ZERO = _Mode("zero")

@@ -69,6 +69,27 @@ class TensorShape(tuple):
         r = tuple.__getitem__(self, key)
         return TensorShape(r) if isinstance(key, slice) else r
 
+    # TF's shapes compare equal to lists and concatenate with them
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, list):
+            other = tuple(other)
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: Any) -> bool:
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
+
+    __hash__ = tuple.__hash__
+
+    def __add__(self, other: Any) -> "TensorShape":
+        return TensorShape(tuple(self) + tuple(other))
+
+    def __radd__(self, other: Any) -> "TensorShape":
+        return TensorShape(tuple(other) + tuple(self))
+
+    def concatenate(self, other: Any) -> "TensorShape":
+        return self + other
+
     def __repr__(self) -> str:
         return f"TensorShape({list(self)})"
 

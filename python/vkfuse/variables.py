@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from . import _context, dtypes, errors
 from ._core import L, tensor as _t
-from .tensor import Tensor, constant, wrap
+from .tensor import Tensor, _new, constant, wrap
 
 _ids = itertools.count()
 creation_hook = None  # graph_control's: variables created while a vkfuse.function traces
@@ -80,6 +80,16 @@ class Variable(Tensor):
     def value(self) -> Tensor:
         return self.read_value()
 
+    def __getitem__(self, key: Any) -> "VariableSlice":
+        """v[key] is a tensor (its value now) with ``assign``, ``assign_add``
+        and ``assign_sub`` that change those elements of v, as TF's."""
+        from .array_ops import getitem
+        t = getitem(self, key)
+        sl = _new(VariableSlice)
+        sl._ctx, sl._h = t._ctx, t._detach()
+        sl._var, sl._key = self, key
+        return sl
+
     def __repr__(self) -> str:
         if self._ctx._h is None:
             return "<vkfuse.Variable (its context was closed)>"
@@ -89,6 +99,48 @@ class Variable(Tensor):
 
     __str__ = __repr__
     __hash__ = None  # type: ignore[assignment]  # as TF2's: use .ref() for dict keys
+
+
+class VariableSlice(Tensor):
+    """``v[key]``: the elements' value, and assigns that write them into v.
+    An assign writes the whole variable: v's other elements are kept with a
+    mask (where), so the written ones are exactly the new values."""
+
+    __slots__ = ("_var", "_key")
+
+    def _write(self, value: Any, what: str) -> Variable:
+        import numpy as np
+        from .array_ops import broadcast_to, reshape, tensor_scatter_nd_add, zeros_like
+        from .math_ops import where
+        var = self._var
+        shape = [int(d) for d in var.shape]
+        n = int(np.prod(shape)) if shape else 1
+        pos = np.arange(n, dtype=np.int32).reshape(shape)[self._key]  # the flat positions the key names
+        pos = np.asarray(pos, np.int32).reshape(-1, 1)
+        v = value if isinstance(value, Tensor) else _t(value, var._ctx, var.dtype)
+        try:
+            v = broadcast_to(v, list(self.shape))
+        except errors.InvalidArgumentError:
+            raise errors.invalid(f"vkfuse.Variable[...].{what}: the value has shape {v.shape}, the slice "
+                                 f"{self.shape} of the variable's {var.shape}", "VF_ERROR_SHAPE") from None
+        flat = reshape(var, [-1])
+        mask = np.zeros([n], np.bool_)
+        mask[pos[:, 0]] = True
+        new = where(mask, tensor_scatter_nd_add(zeros_like(flat), pos, reshape(v, [-1])), flat)
+        return var.assign(reshape(new, shape))
+
+    def assign(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+        return self._write(value, "assign")
+
+    def assign_add(self, delta: Any, use_locking: Any = None, name: Any = None,
+                   read_value: bool = True) -> Any:
+        from .math_ops import add
+        return self._write(add(self, delta), "assign_add")
+
+    def assign_sub(self, delta: Any, use_locking: Any = None, name: Any = None,
+                   read_value: bool = True) -> Any:
+        from .math_ops import subtract
+        return self._write(subtract(self, delta), "assign_sub")
 
 
 def _detach(self: Tensor) -> int:

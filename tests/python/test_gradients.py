@@ -147,7 +147,6 @@ def test_tape_errors():
     with tf.GradientTape() as tape:
         tape.watch(x)
         y = x * 2
-    with pytest.raises(tf.errors.InvalidArgumentError):
-        tape.gradient(y, x)  # integer sources have no gradient
+    assert tape.gradient(y, x) is None  # integer sources have no gradient: None, as TF
     with pytest.raises(ValueError):
         tf.GradientTape().watch(3)

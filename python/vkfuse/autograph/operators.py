@@ -298,7 +298,8 @@ def _tensor_loop(test, body, vals, names, live, line, filename, what, mutated):
                 raise ConversionError(
                     "%s: %s, whose condition is a tensor, changes '%s', a Python %s: it is traced once, "
                     "so only tensors (and Python numbers, made tensors) can change from one iteration to "
-                    "the next." % (_where(line, filename), what, names[i], type(v).__name__))
+                    "the next.%s" % (_where(line, filename), what, names[i], type(v).__name__,
+                                     getattr(v, "_graph_loop_hint", "")))
         out = []
         for i in carried:
             t = _as_tensor(res[i])
