@@ -234,9 +234,7 @@ class Tensor:
         s = self._symbolic_text()
         if s is not None:
             return s
-        a = self.numpy()
-        v = np.array2string(a, separator=", ") if self.ndim else str(a)
-        return f"<vkfuse.Tensor: shape={self.shape}, dtype={self.dtype.name}, numpy={v}>"
+        return f"<vkfuse.Tensor: shape={self.shape}, dtype={self.dtype.name}, numpy={self._numpy_text(True)}>"
 
     def __str__(self) -> str:
         if self._ctx._h is None:
@@ -244,8 +242,17 @@ class Tensor:
         s = self._symbolic_text()
         if s is not None:
             return s
+        return f"vkfuse.Tensor({self._numpy_text(False)}, shape={self.shape}, dtype={self.dtype.name})"
+
+    def _numpy_text(self, is_repr: bool) -> str:
+        """The value as TF writes it in repr and str: NumPy's repr (with
+        ``array(`` and the dtype) or str of the array, a scalar as NumPy
+        prints it, and a newline first when the text spans lines."""
         a = self.numpy()
-        return f"vkfuse.Tensor({np.array2string(a) if self.ndim else str(a)}, shape={self.shape}, dtype={self.dtype.name})"
+        if not self.ndim:
+            return str(a)
+        text = repr(a) if is_repr else str(a)
+        return "\n" + text if "\n" in text else text
 
     # TF2 tensors compare elementwise and so are unhashable; .ref() keys a dict.
     __hash__ = None  # type: ignore[assignment]

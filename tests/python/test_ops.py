@@ -427,3 +427,14 @@ def test_stateless_random():
     assert u.min() >= -1 and u.max() < 1
     with pytest.raises(tf.errors.InvalidArgumentError):
         tf.random.stateless_normal([2], seed=[1])
+
+
+def test_tensor_text_as_tf():
+    # TF writes NumPy's repr after numpy= and starts text that spans lines
+    # on a line of its own, in repr and in str alike
+    assert repr(tf.constant([1.0, 2.0])) == \
+        "<vkfuse.Tensor: shape=(2,), dtype=float32, numpy=array([1., 2.], dtype=float32)>"
+    assert repr(tf.constant([[1, 2], [3, 4]])) == \
+        "<vkfuse.Tensor: shape=(2, 2), dtype=int32, numpy=\narray([[1, 2],\n       [3, 4]], dtype=int32)>"
+    assert str(tf.constant([[1.0, 2.0], [3.0, 4.0]])) == \
+        "vkfuse.Tensor(\n[[1. 2.]\n [3. 4.]], shape=(2, 2), dtype=float32)"
