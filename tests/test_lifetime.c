@@ -341,6 +341,224 @@ static void test_root_scope_not_leaked(void **state)
     each_backend(root_scope_not_leaked);
 }
 
+/* ---- who holds a reference: the scope, the caller, the library ----------
+   A tensor's references: its scope's ownership (one, until the scope ends
+   or the caller releases a tensor it never retained), the caller's own
+   (each vf_tensor_retain, dropped by one vf_tensor_release) and the
+   library's (a tape that recorded it, a function that holds a variable),
+   which the library drops itself. Each case walks one order of releases,
+   scope ends and tape ends and must release every reference exactly once:
+   no "already released" error (a double release) and, once its scope is
+   gone, as many live tensors as before (no leak: the context would free a
+   leaked tensor at its end, out of LeakSanitizer's sight). The cases
+   differentiate s = sum(w * w) (gradient 2w = 3) after releasing the
+   product y early. */
+
+static int live_tensors(const vf_context *ctx)
+{
+    int n = 0;
+    for (const vf_tensor *t = ctx->live; t; t = t->next) n++;
+    return n;
+}
+
+static bool is_live(const vf_tensor *t) { return vf_handle_state_of(t, VF_HANDLE_TENSOR).what == VF_HANDLE_LIVE; }
+
+static vf_tensor *square(vf_context *ctx, vf_tensor *w) { return vf_mul(ctx, w, w); }
+
+/* d s / d w is 2w: 3 everywhere for w = 1.5 */
+static void grad_is_3(vf_tape *tp, vf_tensor *s, vf_tensor *w)
+{
+    vf_tensor *g = NULL;
+    assert_int_equal(vf_tape_gradient(tp, s, 1, &w, &g), VF_OK);
+    float v[3];
+    assert_int_equal(vf_tensor_read(g, v, sizeof v), VF_OK);
+    for (int i = 0; i < 3; i++) assert_true(v[i] == 3.0f);
+    vf_tensor_release(g);
+}
+
+/* the issue's order: released in the scope, the tape ends after the scope */
+static void rel_before_scope_end(vf_context *ctx, vf_tensor *w)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_scope_begin(ctx);
+    vf_tensor *y = square(ctx, w), *s = vt_sum(ctx, y);
+    vf_tensor_release(y);
+    assert_true(is_live(y)); /* the tape still holds it */
+    s = vf_keep(s);
+    vf_scope_end(ctx);
+    grad_is_3(tp, s, w);
+    vf_tape_end(tp);
+    assert_false(is_live(y));
+}
+
+/* the caller's own reference, dropped after the scope and after the tape */
+static void rel_after_scope_end(vf_context *ctx, vf_tensor *w)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_scope_begin(ctx);
+    vf_tensor *y = vf_tensor_retain(square(ctx, w)), *s = vf_keep(vt_sum(ctx, y));
+    vf_scope_end(ctx);
+    grad_is_3(tp, s, w);
+    vf_tape_end(tp);
+    assert_true(is_live(y)); /* the caller's reference */
+    assert_int_equal(vf_tensor_dim(y, 0), 3);
+    vf_tensor_release(y);
+    assert_false(is_live(y));
+}
+
+/* retain + release is the caller's pair; the second release ends the
+   scope's ownership, and the tape keeps the value for the gradient */
+static void retain_release(vf_context *ctx, vf_tensor *w)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_scope_begin(ctx);
+    vf_tensor *y = square(ctx, w);
+    vf_tensor_retain(y);
+    vf_tensor_release(y);
+    vf_tensor_release(y);
+    vf_tensor *s = vt_sum(ctx, y);
+    grad_is_3(tp, s, w);
+    vf_scope_end(ctx);
+    assert_true(is_live(y));
+    vf_tape_end(tp);
+    assert_false(is_live(y));
+}
+
+/* kept one level out of nested scopes, released in the middle one */
+static void nested_scopes(vf_context *ctx, vf_tensor *w)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_scope_begin(ctx);
+    vf_scope_begin(ctx);
+    vf_tensor *y = vf_keep(square(ctx, w)), *s = vf_keep(vt_sum(ctx, y));
+    vf_scope_end(ctx);
+    vf_tensor_release(y);
+    s = vf_keep(s);
+    vf_scope_end(ctx);
+    grad_is_3(tp, s, w);
+    vf_tape_end(tp);
+}
+
+/* a tape is persistent until it ends: gradients after the release, twice */
+static void persistent_tape(vf_context *ctx, vf_tensor *w)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_scope_begin(ctx);
+    vf_tensor *y = square(ctx, w), *s = vf_keep(vt_sum(ctx, y));
+    vf_tensor_release(y);
+    vf_scope_end(ctx);
+    grad_is_3(tp, s, w);
+    grad_is_3(tp, s, w);
+    vf_tape_end(tp);
+}
+
+/* two tapes hold y: the inner one ends first, then the outer one (whose
+   record of the inner gradient's ops holds more) */
+static void nested_tapes(vf_context *ctx, vf_tensor *w)
+{
+    vf_tape *outer = vf_tape_begin(ctx), *inner = vf_tape_begin(ctx);
+    vf_scope_begin(ctx);
+    vf_tensor *y = square(ctx, w), *s = vt_sum(ctx, y);
+    vf_tensor_release(y);
+    s = vf_keep(s);
+    vf_scope_end(ctx);
+    grad_is_3(inner, s, w);
+    vf_tape_end(inner);
+    assert_true(is_live(y));
+    grad_is_3(outer, s, w);
+    vf_tape_end(outer);
+    assert_false(is_live(y));
+}
+
+/* the tape ends inside the scope: y goes with the tape's references, the
+   rest with the scope */
+static void tape_ends_first(vf_context *ctx, vf_tensor *w)
+{
+    vf_scope_begin(ctx);
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *y = square(ctx, w), *s = vt_sum(ctx, y);
+    vf_tensor_release(y);
+    grad_is_3(tp, s, w);
+    vf_tape_end(tp);
+    assert_false(is_live(y));
+    assert_true(is_live(s));
+    vf_scope_end(ctx);
+    assert_false(is_live(s));
+}
+
+/* never released by the caller: the scope drops its ownership, the tape
+   its references, in either order */
+static void never_released(vf_context *ctx, vf_tensor *w)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_scope_begin(ctx);
+    vf_tensor *y = square(ctx, w), *s = vf_keep(vt_sum(ctx, y));
+    vf_scope_end(ctx);
+    assert_true(is_live(y));
+    grad_is_3(tp, s, w);
+    vf_tape_end(tp);
+    assert_false(is_live(y));
+}
+
+/* one release too many while only the tape holds y: refused (the tape's
+   references are not the caller's to drop), the tape still works */
+static void released_too_often(vf_context *ctx, vf_tensor *w)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_scope_begin(ctx);
+    vf_tensor *y = square(ctx, w), *s = vf_keep(vt_sum(ctx, y));
+    vf_tensor_release(y);
+    vf_tensor_release(y);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tensor_release", "tensor #", "released once too often",
+                    "vf_tensor_retain", NULL);
+    vf_scope_end(ctx);
+    assert_true(is_live(y));
+    grad_is_3(tp, s, w);
+    vf_tape_end(tp);
+    assert_false(is_live(y));
+}
+
+/* a traced function holds the variables it was called with: the caller's
+   release and the scope's end leave it its reference, and its end drops
+   it (a library reference that is no tape) */
+static void function_holds_variable(vf_context *ctx, vf_tensor *w)
+{
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "square", .body = square_body,
+        .n_inputs = 1, .n_outputs = 1});
+    vf_scope_begin(ctx);
+    vf_tensor *v = vf_variable(ctx, w), *y = NULL;
+    assert_int_equal(vf_function_call(fn, &v, &y), VF_OK);
+    vf_tensor_release(v);
+    vf_scope_end(ctx);
+    assert_true(is_live(v));
+    vf_function_destroy(fn);
+    assert_false(is_live(v));
+}
+
+static void references(vf_context *ctx)
+{
+    static void (*const cases[])(vf_context *, vf_tensor *) = {
+        rel_before_scope_end, rel_after_scope_end, retain_release, nested_scopes, persistent_tape,
+        nested_tapes, tape_ends_first, never_released, released_too_often, function_holds_variable,
+    };
+    vf_tensor *w = vf_fill(ctx, VF_F32, 1, (int64_t[]){3}, 1.5);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int before = live_tensors(ctx);
+        vf_scope_begin(ctx);
+        cases[i](ctx, w);
+        vf_scope_end(ctx);
+        if (vf_status_get(ctx) != VF_OK) fail_msg("case %zu: %s", i, vf_error_message(ctx));
+        assert_int_equal(live_tensors(ctx), before);
+    }
+    vf_tensor_release(w);
+}
+
+static void test_references(void **state)
+{
+    (void)state;
+    each_backend(references);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -351,6 +569,7 @@ int main(void)
         cmocka_unit_test(test_release_cost),
         cmocka_unit_test(test_open_tape_at_destroy),
         cmocka_unit_test(test_root_scope_not_leaked),
+        cmocka_unit_test(test_references),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,8 +72,8 @@ static void push(vf_tape *tp, const vf_tape_entry *src)
         d->cf->refs++;
         return;
     }
-    for (int i = 0; i < d->n_in; i++) vf_tensor_retain(d->in[i]);
-    vf_tensor_retain(d->out);
+    for (int i = 0; i < d->n_in; i++) vf_tensor_hold(d->in[i]);
+    vf_tensor_hold(d->out);
     if (vf_op_holds_uelem(d->op)) vf_uelem_retain(d->attrs.uelem); /* its gradient needs it */
 }
 
@@ -86,8 +86,8 @@ static void record_all(vf_context *ctx, const vf_tape_entry *en)
 void vf_tape_cf_release(vf_tape_cf *cf)
 {
     if (!cf || --cf->refs > 0) return;
-    for (int j = 0; j < cf->n_in; j++) vf_tensor_release(cf->in[j]);
-    for (int k = 0; k < cf->n_out; k++) vf_tensor_release(cf->out[k]);
+    for (int j = 0; j < cf->n_in; j++) vf_tensor_drop(cf->in[j]);
+    for (int k = 0; k < cf->n_out; k++) vf_tensor_drop(cf->out[k]);
     free(cf->in);
     free(cf->in_key);
     free(cf->out);
@@ -233,8 +233,8 @@ void vf_tape_end(vf_tape *tp)
             vf_tape_cf_release(tp->e[i].cf);
             continue;
         }
-        for (int j = 0; j < tp->e[i].n_in; j++) vf_tensor_release(tp->e[i].in[j]);
-        vf_tensor_release(tp->e[i].out);
+        for (int j = 0; j < tp->e[i].n_in; j++) vf_tensor_drop(tp->e[i].in[j]);
+        vf_tensor_drop(tp->e[i].out);
         if (vf_op_holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
     }
     vf_context *ctx = tp->ctx;
