@@ -535,11 +535,95 @@ static void function_holds_variable(vf_context *ctx, vf_tensor *w)
     assert_false(is_live(v));
 }
 
+/* a traced function's call on a tape is one record holding its inputs and
+   outputs: the output released early stays the record's until the tape ends */
+static void call_output_released(vf_context *ctx, vf_tensor *w)
+{
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "square", .body = square_body,
+        .n_inputs = 1, .n_outputs = 1});
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_scope_begin(ctx);
+    vf_tensor *y = NULL;
+    assert_int_equal(vf_function_call(fn, &w, &y), VF_OK);
+    vf_tensor *s = vt_sum(ctx, y);
+    vf_tensor_release(y);
+    s = vf_keep(s);
+    vf_scope_end(ctx);
+    assert_true(is_live(y));
+    grad_is_3(tp, s, w);
+    vf_tape_end(tp);
+    assert_false(is_live(y));
+    vf_function_destroy(fn);
+}
+
+static vf_status times_captured(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    out[0] = vf_mul(ctx, in[0], *(vf_tensor **)user);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* a tensor the body captured (not a variable: read when traced, used by
+   every call) is the function's too: released by the caller and out of
+   its scope, the second call still reads it */
+static void function_holds_capture(vf_context *ctx, vf_tensor *w)
+{
+    vf_tensor *c = NULL;
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "times_c", .body = times_captured,
+        .user = &c, .n_inputs = 1, .n_outputs = 1});
+    vf_scope_begin(ctx);
+    c = vf_fill(ctx, VF_F32, 1, (int64_t[]){3}, 2.0);
+    vf_tensor *y = NULL;
+    assert_int_equal(vf_function_call(fn, &w, &y), VF_OK);
+    vf_tensor_release(c);
+    vf_scope_end(ctx);
+    assert_true(is_live(c));
+    assert_int_equal(vf_function_call(fn, &w, &y), VF_OK);
+    float v[3];
+    assert_int_equal(vf_tensor_read(y, v, sizeof v), VF_OK);
+    assert_true(v[0] == 3.0f && v[2] == 3.0f);
+    vf_function_destroy(fn);
+    assert_false(is_live(c));
+}
+
+static vf_status loop_cond(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    out[0] = vf_less(ctx, vt_sum(ctx, in[0]), vt_scalar(ctx, 1e30));
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+static vf_status loop_square(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tensor **seen = user;
+    while (*seen) seen++;
+    *seen = out[0] = vf_mul(ctx, in[0], in[0]);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* an eager loop under a tape: each earlier iteration's value leaves the
+   caller's scope at once and lives as long as the tape (it stayed in the
+   scope until the scope ended before); d sum(w^8) / dw = 8 w^7 */
+static void loop_under_tape(vf_context *ctx, vf_tensor *w)
+{
+    vf_tensor *seen[4] = {0}, *x = w;
+    vf_tape *tp = vf_tape_begin(ctx);
+    assert_int_equal(vf_while_loop(ctx, loop_cond, loop_square, 1, &x, 3, seen), VF_OK);
+    assert_true(x == seen[2]);
+    vf_tensor *g = NULL, *s = vt_sum(ctx, x);
+    assert_int_equal(vf_tape_gradient(tp, s, 1, &w, &g), VF_OK);
+    assert_true(fabsf(vt_read1(vt_sum(ctx, g)) - 3 * 136.6875f) < 1e-3f);
+    vf_tape_end(tp);
+    assert_false(is_live(seen[0]));
+    assert_false(is_live(seen[1]));
+    assert_true(is_live(seen[2]));
+}
+
 static void references(vf_context *ctx)
 {
     static void (*const cases[])(vf_context *, vf_tensor *) = {
         rel_before_scope_end, rel_after_scope_end, retain_release, nested_scopes, persistent_tape,
         nested_tapes, tape_ends_first, never_released, released_too_often, function_holds_variable,
+        call_output_released, function_holds_capture, loop_under_tape,
     };
     vf_tensor *w = vf_fill(ctx, VF_F32, 1, (int64_t[]){3}, 1.5);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
