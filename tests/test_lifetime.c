@@ -672,13 +672,49 @@ static void loaded_variable_released(vf_context *ctx, vf_tensor *w)
     assert_false(is_live(v));
 }
 
+/* x * x + x, its product released in the branch (the Python binding
+   releases what Python drops at once) */
+static vf_status branch_release(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *t = vf_mul(ctx, in[0], in[0]);
+    out[0] = vf_add(ctx, t, in[0]);
+    vf_tensor_release(t);
+    return out[0] ? VF_OK : vf_status_get(ctx);
+}
+
+/* the gradient of a traced vf_cond taken in the body: d sum(x^2 + x) = 2x + 1 */
+static vf_status taped_cond_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *x = in[0], *y = NULL, *pred = vf_less(ctx, vt_sum(ctx, x), vt_scalar(ctx, 1e30));
+    vf_status s = vf_cond(ctx, pred, branch_release, branch_release, 1, &x, 1, &y, user);
+    if (s == VF_OK) s = vf_tape_gradient(tp, vt_sum(ctx, y), 1, &x, &out[0]);
+    vf_tape_end(tp);
+    return s;
+}
+
+/* the same early release in a branch of a traced vf_cond, a tape open in
+   the body: the branch's scope and the tape each drop their own reference */
+static void traced_branch_release(vf_context *ctx, vf_tensor *w)
+{
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "taped_cond", .body = taped_cond_body,
+        .n_inputs = 1, .n_outputs = 1});
+    vf_tensor *g = NULL;
+    if (vf_function_call(fn, &w, &g) != VF_OK) fail_msg("%s", vf_error_message(ctx));
+    float v[3];
+    assert_int_equal(vf_tensor_read(g, v, sizeof v), VF_OK);
+    assert_true(v[0] == 4.0f && v[2] == 4.0f);
+    vf_function_destroy(fn);
+}
+
 static void references(vf_context *ctx)
 {
     static void (*const cases[])(vf_context *, vf_tensor *) = {
         rel_before_scope_end, rel_after_scope_end, retain_release, nested_scopes, persistent_tape,
         nested_tapes, tape_ends_first, never_released, released_too_often, function_holds_variable,
         call_output_released, function_holds_capture, loop_under_tape, kernel_output_released,
-        loaded_variable_released,
+        loaded_variable_released, traced_branch_release,
     };
     vf_tensor *w = vf_fill(ctx, VF_F32, 1, (int64_t[]){3}, 1.5);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
