@@ -1,5 +1,6 @@
 /* Eager benchmarks: elementwise add over 16M f32, a chain of 20 such adds
  * in one scope (repeated, as a user's loop is), softmax over [2048,1024]
+ * (one synced call, and a chain of 10 in one scope)
  * and a 1024^3 f32 matmul, on Vulkan and on the CPU backend (OpenBLAS),
  * measured side by side in one run. Prints GB/s, GFLOP/s and the ratios.
  * Usage: bench_eager [--iters N] [--quick]   (not a test: nothing asserted) */
@@ -44,7 +45,8 @@ static double time_op(vf_context *ctx, op_fn fn, int rank, const int64_t *sa, co
     return best;
 }
 
-/* Best seconds per chain of `len` adds y = y + b over a and b, each chain
+/* Best seconds per chain of `len` ops y = fn(y, b) over a and b (adds, or
+   softmaxes of the last result), each chain
    in a scope of its own that ends (freeing its len results) before the
    next begins: the loop a user writes. The results are all alive until the
    scope ends, so each chain needs len fresh tensors of the size of a: what
@@ -52,19 +54,19 @@ static double time_op(vf_context *ctx, op_fn fn, int rank, const int64_t *sa, co
    warm-up chain first; each chain synced once, at its end. *allocs
    receives the device memory blocks allocated per timed chain
    (vf_context_stats.device_allocations): 0 when the cache serves them all. */
-static double time_chain(vf_context *ctx, int64_t n, int len, int iters, double *allocs)
+static double time_chain(vf_context *ctx, op_fn fn, int rank, const int64_t *shape, int len, int iters, double *allocs)
 {
     vf_context_stats st0 = {0}, st1 = {0};
     vf_scope_begin(ctx);
-    vf_tensor *a = vf_random_normal(ctx, VF_F32, 1, &n, 1);
-    vf_tensor *b = vf_random_normal(ctx, VF_F32, 1, &n, 2);
+    vf_tensor *a = vf_random_normal(ctx, VF_F32, rank, shape, 1);
+    vf_tensor *b = vf_random_normal(ctx, VF_F32, rank, shape, 2);
     vf_context_sync(ctx);
     double best = INFINITY;
     for (int i = 0; i <= iters; i++) {
         vf_scope_begin(ctx);
         double t0 = vb_now();
         vf_tensor *y = a;
-        for (int k = 0; k < len && y; k++) y = vf_add(ctx, y, b);
+        for (int k = 0; k < len && y; k++) y = fn(ctx, y, b);
         vf_context_sync(ctx);
         double t = vb_now() - t0;
         if (!y) {
@@ -109,8 +111,8 @@ int main(int argc, char **argv)
 
     enum { CHAIN = 20 };
     double av = 0, ac = 0;
-    tv = time_chain(vk, n16[0], CHAIN, iters, &av);
-    tc = time_chain(cpu, n16[0], CHAIN, iters, &ac);
+    tv = time_chain(vk, op_add, 1, n16, CHAIN, iters, &av);
+    tc = time_chain(cpu, op_add, 1, n16, CHAIN, iters, &ac);
     bytes = CHAIN * 3.0 * 4 * (double)n16[0];
     printf("%-26s %9.2f GB/s %9.2f GB/s %9.2fx\n", "20 adds 16M f32 in a scope", bytes / tv * 1e-9, bytes / tc * 1e-9,
            tc / tv);
@@ -121,6 +123,11 @@ int main(int argc, char **argv)
     tc = time_op(cpu, op_softmax, 2, sm, sm, iters);
     bytes = 2.0 * 4 * 2048 * 1024;
     printf("%-26s %9.2f GB/s %9.2f GB/s %9.2fx\n", "softmax [2048,1024]", bytes / tv * 1e-9, bytes / tc * 1e-9, tc / tv);
+    enum { SOFTMAXES = 10 };
+    tv = time_chain(vk, op_softmax, 2, sm, SOFTMAXES, iters, &av);
+    tc = time_chain(cpu, op_softmax, 2, sm, SOFTMAXES, iters, &ac);
+    printf("%-26s %9.2f GB/s %9.2f GB/s %9.2fx\n", "10 softmaxes in a scope", SOFTMAXES * bytes / tv * 1e-9,
+           SOFTMAXES * bytes / tc * 1e-9, tc / tv);
 
     int64_t mm[2] = {1024, 1024};
     tv = time_op(vk, op_matmul, 2, mm, mm, iters);

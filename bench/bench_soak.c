@@ -9,7 +9,7 @@
  *
  * Defaults: 20000 steps at batch 32, 1000000 eager ops, 10 lines each. */
 #include "common.h"
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "util/fault.h"
 #include "vulkan/runtime.h"
 

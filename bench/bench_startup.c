@@ -96,16 +96,19 @@ static vf_status seed_train_step(vf_context *ctx, vf_tensor *const *in, vf_tenso
 
 /* With --swaps: the calls after the first until every matmul kernel built
    in the quick tier has its tuned kernel (docs/RUNTIME.md, "Tiered
-   kernels"), and one more, at most 30; one line "later ..." on stdout:
-   how many, the slowest, and the last one (the steady state). */
+   kernels"), and one more, at most 80 (a busy machine may take that
+   long to compile them); one line "later ..." on stdout: how many, the
+   slowest, the last one (the steady state) and each call's ms. */
 static void later_calls(vf_context *ctx, vf_function *fn, vf_tensor **in)
 {
     int calls = 0;
     double slowest = 0, last = 0, total = 0;
+    char each[640] = ""; /* every call's ms, in order: where a compile lands */
+    size_t used = 0;
     vf_context_stats c = {0};
     vf_context_stats_get(ctx, &c);
     bool tuned = c.tier_swaps >= c.tier_quick_kernels;
-    for (int i = 0; i < 30; i++) {
+    for (int i = 0; i < 80; i++) {
         bool steady = tuned; /* every tuned kernel was in before this call */
         vf_tensor *loss = NULL;
         float v;
@@ -114,14 +117,16 @@ static void later_calls(vf_context *ctx, vf_function *fn, vf_tensor **in)
         last = vb_now() - t0;
         slowest = last > slowest ? last : slowest;
         total += last;
+        if (used < sizeof each - 16)
+            used += (size_t)snprintf(each + used, sizeof each - used, "%s%.0f", used ? "," : "", last * 1e3);
         vf_tensor_release(loss);
         calls++;
         vf_context_stats_get(ctx, &c);
         tuned = c.tier_swaps >= c.tier_quick_kernels;
         if (steady) break;
     }
-    printf("later calls=%d slowest_ms=%.3f last_ms=%.3f total_ms=%.3f quick=%lld swaps=%lld\n", calls, slowest * 1e3,
-           last * 1e3, total * 1e3, (long long)c.tier_quick_kernels, (long long)c.tier_swaps);
+    printf("later calls=%d slowest_ms=%.3f last_ms=%.3f total_ms=%.3f quick=%lld swaps=%lld each_ms=%s\n", calls,
+           slowest * 1e3, last * 1e3, total * 1e3, (long long)c.tier_quick_kernels, (long long)c.tier_swaps, each);
 }
 
 /* Child: makes the context, the model and the inputs, then times the first
@@ -192,6 +197,7 @@ typedef struct {
     int later;                   /* --swaps: calls until every tuned kernel was in */
     double later_slowest_ms, later_last_ms, later_total_ms;
     long long quick;
+    char later_each[640];        /* each later call's ms, comma-separated */
 } child_result;
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
@@ -243,14 +249,14 @@ static child_result spawn(char *const *argv, const char *dir, bool parse)
     }
     close(fd[1]);
     FILE *f = fdopen(fd[0], "r");
-    char line[512];
+    char line[1024];
     while (f && fgets(line, sizeof line, f))
         if (parse && sscanf(line, "result ctx_ms=%lf first_ms=%lf compiles=%lld compile_ms=%lf disk_hits=%lld kernels=%d",
                             &r.ctx_ms, &r.first_ms, &r.compiles, &r.compile_ms, &r.disk_hits, &r.kernels) == 6)
             r.ok = true;
         else if (parse)
-            sscanf(line, "later calls=%d slowest_ms=%lf last_ms=%lf total_ms=%lf quick=%lld", &r.later,
-                   &r.later_slowest_ms, &r.later_last_ms, &r.later_total_ms, &r.quick);
+            sscanf(line, "later calls=%d slowest_ms=%lf last_ms=%lf total_ms=%lf quick=%lld swaps=%*d each_ms=%639s",
+                   &r.later, &r.later_slowest_ms, &r.later_last_ms, &r.later_total_ms, &r.quick, r.later_each);
     if (f) fclose(f);
     else close(fd[0]);
     int st = 0;
@@ -303,9 +309,9 @@ static void print_program(int p, program_runs *pr)
         for (int i = 0; swaps && p != P_DEMO && i < pr->n; i++)
             if (pr->r[w][i].ok)
                 printf("%-22s %lld quick kernels; then %d call%s (until tuned, and one more): %.3f s, slowest %.3f s, "
-                       "last %.3f s\n", "", pr->r[w][i].quick, pr->r[w][i].later, pr->r[w][i].later == 1 ? "" : "s",
-                       pr->r[w][i].later_total_ms * 1e-3, pr->r[w][i].later_slowest_ms * 1e-3,
-                       pr->r[w][i].later_last_ms * 1e-3);
+                       "last %.3f s; each (ms): %s\n", "", pr->r[w][i].quick, pr->r[w][i].later,
+                       pr->r[w][i].later == 1 ? "" : "s", pr->r[w][i].later_total_ms * 1e-3,
+                       pr->r[w][i].later_slowest_ms * 1e-3, pr->r[w][i].later_last_ms * 1e-3, pr->r[w][i].later_each);
     }
 }
 

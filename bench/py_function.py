@@ -35,7 +35,7 @@ def c_round(build, args):
 
 def py_side(args):
     """A generator: each next() runs one round and yields its figures."""
-    import vkfuse as tf  # before NumPy: see docs/BENCHMARKS.md (OpenBLAS's kernel set)
+    import vkfuse as tf
     import numpy as np
 
     @tf.function

@@ -1,5 +1,5 @@
 /* libFuzzer target for the saved-function loader (vf_function_load's
- * parser and validator, src/frontend/saved_read.c).
+ * parser and validator, src/saved/saved_read.c).
  *
  * Every input is loaded into a CPU-backend context and, when it loads,
  * described (vf_function_info_get, what `vkfuse saved show` prints: its
@@ -13,7 +13,7 @@
  * with stand-in SPIR-V modules in their kernel sections (format version 2):
  * on the CPU backend the kernel section's structure is checked, then
  * ignored. */
-#include "frontend/saved.h"
+#include "saved/saved.h"
 #include "vkfuse.h"
 #include "vkfuse_saved.h"
 

@@ -213,9 +213,11 @@ typedef struct {
     /* Tiered matmul kernels (Vulkan, CPU devices such as lavapipe;
        docs/RUNTIME.md, "Tiered kernels"): a plan's matmul kernels start
        with a small register block that the driver compiles quickly, while
-       the tuned kernel is compiled on a thread; at a later call the tuned
-       kernel is swapped in (one per call). 0 on GPUs, on the CPU backend,
-       with VKFUSE_TIERED=0 and with VKFUSE_COMPILE_THREADS=1. */
+       the tuned kernel is compiled on a thread (the driver's compile too,
+       on a second device); at a later call that finds it ready it is
+       swapped in (one per call), no call waiting for it. 0 on GPUs, on
+       the CPU backend, with VKFUSE_TIERED=0 and with
+       VKFUSE_COMPILE_THREADS=1. */
     int64_t tier_quick_kernels;    /* kernels plans were built with in the quick tier */
     int64_t tier_swaps;            /* of those, the ones whose tuned kernel replaced them */
 } vf_context_stats;

@@ -11,6 +11,7 @@
 
 #include "graph/op.h"
 #include "graph/ukernel.h"
+#include "util/env.h"
 #include "util/err.h"
 #include "util/keyset.h"
 
@@ -366,14 +367,18 @@ typedef struct vf_cpu_options {
     bool dnnl_off;
 } vf_cpu_options;
 vf_status vf_cpu_backend_create_opts(vf_err *err, const vf_cpu_options *o, vf_backend_t *out);
+/* The OpenBLAS the CPU backend runs, for the device name: its kernel set
+   and which copy ("SkylakeX kernels, private copy: the process's own runs
+   Prescott"; cpu/blas.h), or why none was loaded. */
+void vf_cpu_blas_describe(char *out, size_t len);
 /* VKFUSE_THREADS: a whole number from 1 to VF_CPU_MAX_THREADS; NULL or "":
    0 (the default). Anything else: VF_ERROR_INVALID_ARGUMENT with a message. */
 #define VF_CPU_MAX_THREADS 256
 vf_status vf_cpu_threads_parse(const char *v, int *out, vf_err *err);
 
 /* What the Vulkan backend takes from its creator. The library reads the
-   environment only when a context is created (frontend/context.c), and
-   hands the backend its part here; vf_vk_options_env fills the runtime's
+   environment only when a context is created (api/context.c), and
+   hands the backend its part here; vf_vk_options_read fills the runtime's
    environment knobs for other creators (tests, tools). Strings are read
    while the backend is created; it copies what it keeps. */
 typedef struct vf_vk_options {
@@ -407,15 +412,19 @@ typedef struct vf_vk_options {
                                 or vf_context_desc.eager_fuse_off; false here: one kernel per op */
     bool tiered_off;         /* VKFUSE_TIERED=0: plans built with their tuned matmul kernels at
                                 once, no quick tier (vulkan/plan_tier.c) */
+    bool driver_cache_off;   /* MESA_SHADER_CACHE_DISABLE (or MESA_GLSL_CACHE_DISABLE) true: Mesa's
+                                disk cache is off, so a plan's tier thread makes no warm-up
+                                dispatch on its second device (vulkan/tier_warm.h) */
     const char *memory_cache;/* VKFUSE_MEMORY_CACHE: most bytes of freed device memory kept for
                                 reuse ("512M", "2G", "0": none); NULL or "": the device heap's size.
                                 Not a size: VF_ERROR_INVALID_ARGUMENT (memory.h) */
 } vf_vk_options;
 
 /* Sets o's loader, test_caps, test_limits, test_staging, dump_dir, log_info,
-   timeout_ms, compile_threads, tiered_off, memory_cache and memory_limit from the
-   environment (context.c; the pointers are the environment's). */
-void vf_vk_options_env(vf_vk_options *o);
+   timeout_ms, compile_threads, tiered_off, driver_cache_off, memory_cache and memory_limit from
+   the environment as get looks it up (getenv; the pointers are get's),
+   src/backend_vk_options.c. */
+void vf_vk_options_read(vf_vk_options *o, vf_env_get get);
 
 /* Fails with VF_ERROR_DEVICE (no loader, no device, device lost, ...) and a
    message; device_name receives the chosen device's name. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every public function (VF_API in include/vkfuse.h, vkfuse_function.h, vkfuse_kernel.h, vkfuse_profile.h and vkfuse_saved.h) that touches a
 # context, its tensors, functions or tapes must take the context's lock
-# (VF_LOCKED, src/frontend/lock.h) as it starts: one context may be used
+# (VF_LOCKED, src/api/lock.h) as it starts: one context may be used
 # from several threads. This lists each VF_API function whose definition in
 # src/ has no VF_LOCKED, unless it is below with the reason it needs none.
 # Usage: api_lock_test.sh <source dir>
@@ -70,13 +70,13 @@ for f in $api; do
   state=${state_of[$f]:-}
   if [ -n "${exempt[$f]:-}" ]; then
     if [ "$f" = vf_context_create ] || [ "$f" = vf_context_destroy ]; then
-      grep -q 'vf_ctx_lock(ctx)' "$src/src/frontend/context.c" || { echo "$f: no vf_ctx_lock in context.c"; bad=1; }
+      grep -q 'vf_ctx_lock(ctx)' "$src/src/api/context.c" || { echo "$f: no vf_ctx_lock in context.c"; bad=1; }
     fi
     continue
   fi
   case "$state" in
     locked) ;;
-    unlocked) echo "$f: no VF_LOCKED(...) in its definition: add it as the first statement (src/frontend/lock.h)"; bad=1 ;;
+    unlocked) echo "$f: no VF_LOCKED(...) in its definition: add it as the first statement (src/api/lock.h)"; bad=1 ;;
     *) echo "$f: declared VF_API but no definition found in $src/src"; bad=1 ;;
   esac
 done

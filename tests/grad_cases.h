@@ -1,6 +1,6 @@
 /* The gradient rule cases of tests/test_tape.c: one case per op and
  * broadcast pattern with a gradient rule (the grad field of its op-table row,
- * defined in src/frontend/grad_rules.c), each an op call and a double-precision host
+ * defined in src/autodiff/grad_rules.c), each an op call and a double-precision host
  * reference of the same function (gc_dt tensors), plus what every check
  * of them shares: the weighted objective sum_k w_k f(x)_k, the tape's
  * gradients of it, and seeded inputs away from the kinks of abs/relu. */

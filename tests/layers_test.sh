@@ -2,7 +2,7 @@
 # Layers look down only (docs/ARCHITECTURE.md, "Layers"): every #include "..."
 # of a file under src/ names a header of its own folder or of a folder the
 # table below allows; and the library reads the environment in one place
-# (src/frontend/context.c, when a context is created).
+# (src/api/context.c, when a context is created).
 # Usage: layers_test.sh SOURCE_DIR
 set -u
 src=$1/src
@@ -10,7 +10,9 @@ fail=0
 bad() { echo "layers_test: FAIL: $*" >&2; fail=1; }
 
 # folder -> what it may include besides itself (prefixes; vkfuse.h, the
-# public header, everywhere; the frontend implements vkfuse_saved.h too). util < graph < plan < frontend; the backends
+# public header, everywhere; the saved stage implements vkfuse_saved.h too). util < graph < plan < the API stages (api <
+# kernels < function < autodiff < saved; tests/layers_symbols.sh checks the
+# same order on calls); the backends
 # see util, the op table (graph/op.h), the user-kernel contract
 # (graph/ukernel.h), the user-elementwise-op contract (graph/uelem.h) and
 # the backend contract only.
@@ -18,7 +20,11 @@ declare -A allow=(
     [util]="vkfuse.h"
     [graph]="vkfuse.h util/"
     [plan]="vkfuse.h util/ graph/ backend.h"
-    [frontend]="vkfuse.h vkfuse_saved.h util/ graph/ plan/ backend.h"
+    [api]="vkfuse.h util/ graph/ plan/ backend.h"
+    [kernels]="vkfuse.h util/ graph/ plan/ backend.h api/"
+    [function]="vkfuse.h util/ graph/ plan/ backend.h api/ kernels/"
+    [autodiff]="vkfuse.h util/ graph/ plan/ backend.h api/ kernels/ function/"
+    [saved]="vkfuse.h vkfuse_saved.h util/ graph/ plan/ backend.h api/ kernels/ function/ autodiff/"
     [dist]="vkfuse.h vkfuse_dist.h"
     [cpu]="vkfuse.h util/ graph/op.h graph/ukernel.h graph/uelem.h backend.h"
     [vulkan]="vkfuse.h util/ graph/op.h graph/ukernel.h graph/uelem.h backend.h"
@@ -64,9 +70,9 @@ done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]+"([^"]+)".*/\1/
 # OPENBLAS_CORETYPE (src/cpu/blas.c) and OpenMP's OMP_WAIT_POLICY, which
 # oneDNN's OpenMP runtime reads (src/cpu/dnnl_conv.c).
 while IFS= read -r hit; do
-    bad "${hit#"$1"/}: getenv outside src/frontend/context.c (read the environment there, into vf_options or vf_vk_options)"
+    bad "${hit#"$1"/}: getenv outside src/api/context.c (read the environment there, into vf_options or vf_vk_options)"
 done < <(grep -rnoE '\b(secure_)?getenv[[:space:]]*\("?[A-Za-z_]*' "$src" --include='*.c' --include='*.h' |
-         grep -v "^$src/frontend/context.c:" | grep -vE "^$src/cpu/blas\.c:[0-9]+:getenv\(\"OPENBLAS_CORETYPE\$" |
+         grep -v "^$src/api/context.c:" | grep -vE "^$src/cpu/blas\.c:[0-9]+:getenv\(\"OPENBLAS_CORETYPE\$" |
          grep -vE "^$src/cpu/dnnl_conv\.c:[0-9]+:getenv\(\"OMP_WAIT_POLICY\$")
 
 [ $fail = 0 ] || exit 1

@@ -1,7 +1,7 @@
 /* The saved-function tests' train step and file byte helpers
  * (saved_common.h). */
 #include "saved_common.h"
-#include "frontend/saved.h"
+#include "saved/saved.h"
 
 static vf_status loud(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {

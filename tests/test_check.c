@@ -6,7 +6,7 @@
  * check with the CPU backend's results and no arena sharing. */
 #include "testutil.h"
 
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "vulkan/runtime.h"
 
 #include <math.h>

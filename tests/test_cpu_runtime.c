@@ -7,7 +7,7 @@
 #include "child.h"
 #include "cpu_test_common.h"
 
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "graph/op.h"
 #include "vkfuse.h"
 

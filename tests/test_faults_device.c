@@ -13,7 +13,7 @@
  * counts of vkDeviceWaitIdle (unbounded) and vkWaitForFences (bounded). */
 #include "faults_common.h"
 #include "testutil.h"
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "util/fault.h"
 #include "vulkan/runtime.h"
 

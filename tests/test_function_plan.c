@@ -8,7 +8,7 @@
 #include "testutil.h"
 #include "vk_test_common.h"
 
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "vulkan/runtime.h"
 
 #include <math.h>

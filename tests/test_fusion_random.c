@@ -17,7 +17,7 @@
  * (docs/TESTING.md). */
 #include "testutil.h"
 
-#include "frontend/function.h"
+#include "function/function.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -19,7 +19,7 @@
  * makes a context treat it as not: the eager case and every split-plan
  * case run again so and must give the same values. */
 #include "testutil.h"
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "vulkan/runtime.h"
 
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * first error with NULL propagation, messages that name op, shapes and
  * fix, and a context that stays usable after an error. Runs on both
  * backends; LeakSanitizer (the asan preset) checks that nothing leaks. */
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "kernels_common.h"
 #include "testutil.h"
 

@@ -6,13 +6,22 @@
  * host reference. VKFUSE_TIERED=0 builds the tuned kernels at once, and a
  * process that finds the tuned kernels' SPIR-V in the disk cache starts
  * with them, and a function destroyed while its tuned kernels compile
- * frees everything. Each case uses a disk cache directory of its own, so that the
+ * frees everything. No call waits for a tuned kernel's compile: with the
+ * tier thread held (the test hook tier_hold, as if its compiles never
+ * ended) calls go on in the quick tier, and once it is let go the tuned
+ * pipelines come made by the thread (none made on the calling thread) and
+ * already dispatched once on its second device, whose driver compile
+ * Mesa's disk cache carries over. Each case uses a disk cache directory of its own, so that the
  * suite's shared cache cannot make the first call warm. Sizes: 8 x 1024 x
  * 520 is just past the products that always get the smallest block, and
  * with 8 rows the tuned block is 4 x 16, quick for llvmpipe to compile. */
 #include "testutil.h"
 
+#include "api/api.h"
+#include "vulkan/runtime.h"
+
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +90,11 @@ static void run_close(run *r)
     for (int i = 0; i < 4; i++) vf_tensor_release(r->in[i]);
     vf_context_destroy(r->ctx);
 }
+
+static vf_vk_runtime *rt_of(const run *r) { return vf_vk_runtime_of(&r->ctx->be); }
+
+/* Pipelines made on the calling thread so far. */
+static int64_t made_here(const run *r) { return rt_of(r)->pipes.created - rt_of(r)->pipes.adopted; }
 
 static float first_plain[M * N], first_epi[M * N]; /* the quick tier's results */
 
@@ -179,23 +193,112 @@ static void test_quick_then_tuned(void **state)
     remove_dir(dir);
 }
 
-/* A function destroyed right after its first call, its tuned kernels
-   still compiling on the plan's thread: the plan stops the thread after
-   the compile under way and frees what it made (ASan / LSan builds check
+/* run_open on a fresh cache directory (dir), the tier thread held by the
+   test hook (*hold set) from the plan's first build on. */
+static void run_open_held(run *r, char *dir, atomic_int *hold)
+{
+    fresh_dir(dir);
+    atomic_store(hold, 1);
+    run_open(r, dir);
+    rt_of(r)->dev.test.tier_hold = hold;
+}
+
+/* A function destroyed right after its first calls, its tuned kernels
+   still on the plan's thread (held there by the test hook after the first
+   one's compile, pipeline and warm-up, so that the thread is surely still
+   at work): the plan stops the thread, which leaves the hold, and frees
+   what it made, the pipeline it made included (ASan / LSan builds check
    that nothing leaks or is touched after the free). */
 static void test_destroy_while_compiling(void **state)
 {
     (void)state;
     char dir[64];
-    fresh_dir(dir);
+    static atomic_int hold;
     run r;
-    run_open(&r, dir);
+    run_open_held(&r, dir, &hold);
     call_check(&r, "first call", NULL);
+    call_check(&r, "second call", NULL);
     vf_context_stats s = stats(&r);
     assert_int_equal(s.tier_quick_kernels, cpu_device ? 2 : 0);
     assert_int_equal(s.tier_swaps, 0);
     run_close(&r);
     remove_dir(dir);
+}
+
+/* The tier thread held: the calls run in the quick tier and never wait for
+   it (a call that waited would not return: ctest's timeout fails it); let
+   go, the swaps make no pipeline on the calling thread: the thread made
+   both, and compiled them on its second device first. */
+static void test_calls_never_wait(void **state)
+{
+    (void)state;
+    char dir[64];
+    static atomic_int hold;
+    run r;
+    run_open_held(&r, dir, &hold);
+    call_check(&r, "first call (quick tier)", (float *[]){first_plain, first_epi});
+    if (!cpu_device) {
+        assert_int_equal(stats(&r).tier_quick_kernels, 0);
+        run_close(&r);
+        remove_dir(dir);
+        return;
+    }
+    assert_int_equal(stats(&r).tier_quick_kernels, 2);
+    int64_t here = made_here(&r);
+    for (int i = 0; i < 3; i++) call_check(&r, "call while the thread is held", NULL);
+    assert_int_equal(stats(&r).tier_swaps, 0);
+    atomic_store(&hold, 0);
+    double t0 = vt_now();
+    while (stats(&r).tier_swaps < 2 && vt_now() - t0 < 60) call_check(&r, "call across the swap", NULL);
+    assert_int_equal(stats(&r).tier_swaps, 2);
+    static float tuned_plain[M * N], tuned_epi[M * N];
+    call_check(&r, "tuned tier", (float *[]){tuned_plain, tuned_epi});
+    vt_assert_close_f32(tuned_plain, first_plain, M * N, 1e-5, 1e-6, "tuned vs quick");
+    vt_assert_close_f32(tuned_epi, first_epi, M * N, 1e-5, 1e-6, "tuned vs quick, epilogue");
+    vf_vk_runtime *rt = rt_of(&r);
+    assert_int_equal(made_here(&r), here); /* no vkCreateComputePipelines on this thread since the first call */
+    assert_int_equal(rt->tier_made_ahead, 2);
+    /* the driver's compile done on the second device (with Mesa's disk
+       cache off there is nothing to carry it over, and none is done) */
+    assert_int_equal(rt->tier_warmed, rt->driver_cache_off ? 0 : 2);
+    run_close(&r);
+    remove_dir(dir);
+}
+
+/* Mesa's disk cache off (its MESA_SHADER_CACHE_DISABLE, or the older
+   MESA_GLSL_CACHE_DISABLE, read as Mesa reads it): nothing would carry
+   the second device's compile over, so the runtime knows not to make one. */
+static void test_driver_cache_off(void **state)
+{
+    (void)state;
+    const struct { const char *name, *value; bool off; } cases[] = {
+        {"MESA_SHADER_CACHE_DISABLE", "true", true}, {"MESA_SHADER_CACHE_DISABLE", "1", true},
+        {"MESA_SHADER_CACHE_DISABLE", "YES", true},  {"MESA_SHADER_CACHE_DISABLE", "0", false},
+        {"MESA_SHADER_CACHE_DISABLE", "false", false}, {"MESA_GLSL_CACHE_DISABLE", "true", true},
+        {NULL, NULL, false},
+    };
+    const char *saved[2] = {getenv("MESA_SHADER_CACHE_DISABLE"), getenv("MESA_GLSL_CACHE_DISABLE")};
+    char keep[2][64] = {"", ""};
+    for (int i = 0; i < 2; i++)
+        if (saved[i]) snprintf(keep[i], sizeof keep[i], "%s", saved[i]);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        unsetenv("MESA_SHADER_CACHE_DISABLE");
+        unsetenv("MESA_GLSL_CACHE_DISABLE");
+        if (cases[c].name) setenv(cases[c].name, cases[c].value, 1);
+        vf_vk_options o = {0};
+        vf_vk_options_read(&o, getenv);
+        assert_int_equal(o.driver_cache_off, cases[c].off);
+        if (c == 0) { /* ... and a context's runtime takes it */
+            vf_context *ctx = NULL;
+            assert_int_equal(vf_context_create(&(vf_context_desc){.backend = VF_BACKEND_VULKAN}, &ctx), VF_OK);
+            assert_true(vf_vk_runtime_of(&ctx->be)->driver_cache_off);
+            vf_context_destroy(ctx);
+        }
+    }
+    unsetenv("MESA_SHADER_CACHE_DISABLE");
+    unsetenv("MESA_GLSL_CACHE_DISABLE");
+    if (saved[0]) setenv("MESA_SHADER_CACHE_DISABLE", keep[0], 1);
+    if (saved[1]) setenv("MESA_GLSL_CACHE_DISABLE", keep[1], 1);
 }
 
 /* VKFUSE_TIERED=0: the tuned kernels from the first call. */
@@ -230,6 +333,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quick_then_tuned),
         cmocka_unit_test(test_destroy_while_compiling),
+        cmocka_unit_test(test_calls_never_wait),
+        cmocka_unit_test(test_driver_cache_off),
         cmocka_unit_test(test_env_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,7 +28,7 @@
  *   workgroups (eager and traced) and still give the reference.
  * - errors: rates, dtypes, NULL / destroyed / foreign generators, creation
  *   while tracing; empty draws advance the state. */
-#include "frontend/frontend.h"
+#include "api/api.h"
 #include "limits_common.h"
 #include "testutil.h"
 #include "util/dtype.h"

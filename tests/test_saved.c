@@ -8,7 +8,7 @@
  * whose true bytes are not 1. Damaged files: test_saved_damaged.c. */
 #include "testutil.h"
 #include "saved_common.h"
-#include "frontend/saved.h"
+#include "saved/saved.h"
 
 #include <dirent.h>
 #include <spawn.h>

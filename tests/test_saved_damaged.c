@@ -8,7 +8,7 @@
  * the train step of saved_common.c; round trips: test_saved.c. */
 #include "testutil.h"
 #include "saved_common.h"
-#include "frontend/saved.h"
+#include "saved/saved.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
  * sizes do). Values against double references, on both backends. User kernels in loaded functions:
  * test_kernels.c. */
 #include "testutil.h"
-#include "frontend/saved.h"
+#include "saved/saved.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -12,7 +12,7 @@
 #include "testutil.h"
 #include "vk_test_common.h"
 
-#include "frontend/frontend.h"
+#include "api/api.h"
 
 #include <fcntl.h>
 #include <math.h>

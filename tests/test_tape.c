@@ -1,5 +1,5 @@
 /* vf_tape: every op with a gradient rule (the grad field of its op-table row,
- * the rule in src/frontend/grad_rules.c) checked against central finite differences of a
+ * the rule in src/autodiff/grad_rules.c) checked against central finite differences of a
  * double-precision host reference of the same function; the forward value
  * checked against that reference too; Vulkan gradients against the CPU
  * backend's; unused sources; non-differentiable paths; a tape inside a

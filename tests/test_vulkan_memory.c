@@ -415,7 +415,7 @@ static void test_cache_env(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         setenv("VKFUSE_MEMORY_CACHE", bad[i], 1);
         vf_vk_options o = {.device_index = -1};
-        vf_vk_options_env(&o);
+        vf_vk_options_read(&o, getenv);
         rt_handle hb;
         memset(&hb, 0, sizeof hb);
         assert_int_equal(rt_try(&hb, &o, &x), VF_ERROR_INVALID_ARGUMENT);

@@ -2,6 +2,7 @@
 #include "vk_test_common.h"
 
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,7 +24,7 @@ vf_status rt_try(rt_handle *h, const vf_vk_options *o, const vf_vk_extra_options
 void rt_make(rt_handle *h, const char *cache_dir, const vf_vk_extra_options *x)
 {
     vf_vk_options o = {.device_index = -1, .validation = want_validation(), .cache_dir = cache_dir};
-    vf_vk_options_env(&o); /* VKFUSE_TEST_CAPS, VKFUSE_DUMP, ... as a context would */
+    vf_vk_options_read(&o, getenv); /* VKFUSE_TEST_CAPS, VKFUSE_DUMP, ... as a context would */
     vf_status s = rt_try(h, &o, x);
     if (s) fprintf(stderr, "backend: %s\n", h->err.message);
     assert_int_equal(s, VF_OK);

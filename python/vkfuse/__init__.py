@@ -53,12 +53,15 @@ from .kernels import kernel  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 from .linalg import einsum, eye, tensordot  # noqa: E402,F401
 from .math_ops import argsort, sort  # noqa: E402,F401
-from .array_ops import linspace  # noqa: E402,F401
+from .array_ops import gather_nd, linspace, meshgrid, roll, tensor_scatter_nd_add  # noqa: E402,F401
 from . import distribute  # noqa: E402,F401
 from .module import (Module, constant_initializer, executing_eagerly, get_static_value,  # noqa: E402,F401
                      glorot_uniform_initializer, initializers, name_scope, ones_initializer,
                      random_normal_initializer, random_uniform_initializer, zeros_initializer)
 from . import data  # noqa: E402,F401
+from . import debugging  # noqa: E402,F401
+from . import optimizers  # noqa: E402,F401
+from .optimizers import keras  # noqa: E402,F401
 
 # Traced functions and AutoGraph (docs/PYTHON_FUNCTION.md)
 from . import autograph, config, graph_control, saved_model  # noqa: E402,F401

@@ -117,6 +117,14 @@ class Context:
         if h is not None:
             _L.vf_context_destroy(h)
 
+    def __del__(self) -> None:
+        # Unreachable: no tensor, variable, tape or generator of it is left
+        # (they all hold the context), so destroying it frees only the device.
+        try:
+            self.close()
+        except Exception:
+            pass
+
     # ---- as a current device -------------------------------------------
     def __enter__(self) -> "Context":
         _stack().append(self)

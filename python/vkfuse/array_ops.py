@@ -328,3 +328,77 @@ def boolean_mask(tensor: Any, mask: Any, axis: Optional[int] = None, name: str =
     flat = reshape(x, list(lead) + [-1] + list(x.shape[ax + m.ndim:]))
     idx = np.nonzero(m.reshape(-1))[0].astype(np.int32)
     return gather(flat, idx, axis=ax)
+
+
+def roll(input: Any, shift: Any, axis: Any, name: Optional[str] = None) -> Tensor:  # noqa: A002
+    """tf.roll: elements shifted along axis (several axes: shift and axis lists), wrapping around."""
+    x = _t(input)
+    shifts = shape_arg(shift, "roll")
+    axes = shape_arg(axis, "roll")
+    if len(shifts) != len(axes):
+        raise errors.invalid("vkfuse.roll: shift and axis must have the same length")
+    for s, a in zip(shifts, axes):
+        a %= x.ndim
+        n = x.shape[a]
+        k = s % n if n else 0
+        if k:
+            head = getitem(x, (slice(None),) * a + (slice(n - k, None),))
+            tail = getitem(x, (slice(None),) * a + (slice(None, n - k),))
+            x = concat([head, tail], a)
+    return x
+
+
+def _linear_nd(x: Tensor, indices: Any, op: str) -> Any:
+    """(x with its first k dims flattened into one, indices [...] as i32 linear indices into it)."""
+    idx = np.asarray(indices.numpy() if isinstance(indices, Tensor) else indices, np.int64)
+    k = idx.shape[-1]
+    if k > x.ndim:
+        raise errors.invalid(f"vkfuse.{op}: indices' last dim {k} is more than the tensor's rank {x.ndim}",
+                             "VF_ERROR_SHAPE")
+    dims = np.asarray(x.shape[:k], np.int64)
+    if np.any(idx < 0) or np.any(idx >= dims):
+        raise errors.invalid(f"vkfuse.{op}: an index is out of range for dims {dims.tolist()}")
+    strides = np.cumprod(np.r_[dims[1:], 1][::-1])[::-1]
+    lin = (idx * strides).sum(-1).astype(np.int32)
+    flat = reshape(x, [-1] + list(x.shape[k:]))
+    return flat, lin
+
+
+def gather_nd(params: Any, indices: Any, batch_dims: int = 0, name: Optional[str] = None) -> Tensor:
+    """tf.gather_nd: slices of params at the index tuples of indices' last dim (indices read to the host)."""
+    if batch_dims:
+        raise errors.UnimplementedError(None, None, "vkfuse.gather_nd: batch_dims is not available",
+                                        "VF_ERROR_UNSUPPORTED")
+    x = _t(params)
+    flat, lin = _linear_nd(x, indices, "gather_nd")
+    return gather(flat, lin, axis=0)
+
+
+def tensor_scatter_nd_add(tensor: Any, indices: Any, updates: Any, name: Optional[str] = None) -> Tensor:
+    """tensor with updates added at the index tuples (duplicates accumulate)."""
+    x = _t(tensor)
+    flat, lin = _linear_nd(x, indices, "tensor_scatter_nd_add")
+    u = _t(updates, x._ctx)
+    u = reshape(u, [-1] + list(flat.shape[1:]))
+    i = _t(lin.reshape(-1), x._ctx)
+    ctx = same_context("tensor_scatter_nd_add", flat, i, u)
+    return reshape(wrap(ctx, L.vf_scatter_add(ctx.handle, flat._h, i._h, u._h, 0)), list(x.shape))
+
+
+def meshgrid(*args: Any, **kwargs: Any) -> List[Tensor]:
+    """tf.meshgrid (indexing 'xy' or 'ij')."""
+    indexing = kwargs.get("indexing", "xy")
+    ts = [reshape(_t(a), [-1]) for a in args]
+    n = len(ts)
+    sizes = [t.shape[0] for t in ts]
+    if indexing == "xy" and n >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for i, t in enumerate(ts):
+        shape = [1] * n
+        axis = i
+        if indexing == "xy" and n >= 2 and i < 2:
+            axis = 1 - i
+        shape[axis] = t.shape[0]
+        out.append(broadcast_to(reshape(t, shape), sizes))
+    return out

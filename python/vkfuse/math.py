@@ -9,5 +9,5 @@ from .math_ops import (abs, add, add_n, argmax, argmin, ceil, cos, count_nonzero
                        rsqrt, sigmoid, sign, sin, softplus, sqrt, square, squared_difference,
                        subtract, tan, tanh, top_k, truediv, truncatediv, l2_normalize,
                        divide_no_nan, unsorted_segment_sum, segment_sum, unsorted_segment_mean,
-                       segment_mean)
+                       segment_mean, reduce_euclidean_norm)
 from .math_ops import sigmoid as _sigmoid  # noqa: F401

@@ -480,3 +480,8 @@ def _sorted(values: Any, axis: int, direction: str, indices: bool) -> Tensor:
     v, i = top_k(key, k=xt.shape[-1])
     r = i if indices else (negative(v) if asc else v)
     return transpose(r, perm) if ax != x.ndim - 1 else r
+
+
+def reduce_euclidean_norm(input_tensor: Any, axis: Any = None, keepdims: bool = False,
+                          name: Optional[str] = None) -> Tensor:
+    return sqrt(reduce_sum(square(input_tensor), axis, keepdims))

@@ -224,3 +224,9 @@ def avg_pool2d(input: Any, ksize: Any, strides: Any, padding: Any, data_format: 
 
 max_pool = max_pool2d
 avg_pool = avg_pool2d
+
+
+def embedding_lookup(params: Any, ids: Any, max_norm: Any = None, name: Optional[str] = None) -> Tensor:
+    """The rows of params at ids (tf.gather along axis 0)."""
+    from .array_ops import gather
+    return gather(params, ids, axis=0)

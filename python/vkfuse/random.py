@@ -151,3 +151,36 @@ def shuffle(value: Any, seed: Optional[int] = None, name: Optional[str] = None) 
     x = tensor(value)
     u = _gen(seed).uniform([x.shape[0]]).numpy()
     return gather(x, np.argsort(u, kind="stable").astype(np.int32))
+
+
+def categorical(logits: Any, num_samples: int, dtype: Any = None, seed: Optional[int] = None,
+                name: Optional[str] = None) -> Tensor:
+    """Samples class indices from [batch, classes] logits (Gumbel-max over the generator's uniforms)."""
+    from ._core import tensor
+    from .array_ops import expand_dims
+    from .math_ops import argmax, log, maximum, negative, subtract
+    lg = tensor(logits)
+    b, k = lg.shape
+    u = _gen(seed).uniform([b, int(num_samples), k])
+    gumbel = negative(log(negative(log(maximum(u, 1e-20)))))
+    return argmax(subtract(expand_dims(lg, 1), negative(gumbel)), axis=-1,
+                  output_type=dtypes.int32 if dtype is None else dtype)
+
+
+def _stateless_seed(seed: Any) -> int:
+    import numpy as np
+    s = np.asarray(seed.numpy() if isinstance(seed, Tensor) else seed, np.int64).reshape(-1)
+    if s.size != 2:
+        raise errors.invalid("vkfuse.random.stateless_*: seed must be a pair of integers ([a, b])")
+    return (int(s[0]) & 0xFFFFFFFF) << 32 | (int(s[1]) & 0xFFFFFFFF)
+
+
+def stateless_normal(shape: Any, seed: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = dtypes.float32,
+                     name: Optional[str] = None, alg: Any = None) -> Tensor:
+    """The same numbers for the same seed pair at every call (not TF's numbers)."""
+    return Generator(_stateless_seed(seed)).normal(shape, mean, stddev, dtype)
+
+
+def stateless_uniform(shape: Any, seed: Any, minval: Any = 0, maxval: Any = None, dtype: Any = dtypes.float32,
+                      name: Optional[str] = None, alg: Any = None) -> Tensor:
+    return Generator(_stateless_seed(seed)).uniform(shape, minval, maxval, dtype)

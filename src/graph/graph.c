@@ -1,5 +1,6 @@
 /* Graph IR: construction, effects, replacement and removal of nodes. */
 #include "graph/graph.h"
+#include "util/dims.h"
 #include "graph/uelem.h"
 #include "util/fault.h"
 #include "util/dtype.h"
@@ -171,13 +172,7 @@ const char *vf_node_name(const vf_node *n)
 
 const char *vf_shape_fmt(char *buf, size_t len, vf_dtype dt, const vf_shape *s)
 {
-    size_t n = (size_t)snprintf(buf, len, "%s[", vf_dtype_name(dt));
-    for (int i = 0; i < s->rank && n < len; i++) {
-        if (s->sym & (1u << i)) n += (size_t)snprintf(buf + n, len - n, "%s?", i ? "," : "");
-        else n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "", (long long)s->dim[i]);
-    }
-    if (n < len) snprintf(buf + n, len - n, "]");
-    return buf;
+    return vf_dims_fmt(buf, len, vf_dtype_name(dt), s->rank, s->dim, s->sym, "?");
 }
 
 int64_t vf_shape_numel(const vf_shape *s)

@@ -104,7 +104,7 @@ bool vf_graph_set_outputs(vf_graph *g, int n, const int *ids);
 /* Constants of at most this many elements are values made once and kept
    by the concrete function (on the device, and in its saved form):
    folding's results (graph/passes_fold.c), small FILLs that are not
-   literals of a fused kernel (passes_fills.c, frontend/run.c). Larger
+   literals of a fused kernel (passes_fills.c, function/run.c). Larger
    ones are computed at run time. */
 #define VF_FOLD_MAX_ELEMS 4096
 

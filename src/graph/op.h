@@ -4,12 +4,14 @@
  * the partitioner groups it, what the passes and plans may do with it
  * (flags), the attributes it reads, its
  * reference scalar semantics (used by the CPU backend), its GLSL
- * expression (used by codegen) and its gradient rule. Adding an elementwise
- * op means the enum entry (at the end: the numbers are stored), its row,
- * its entry in each backend's dispatch table (cpu_backend.c cpu_kernels,
- * codegen.c generators: the build fails without it), its entry point in
- * src/frontend/ops_*.c and include/vkfuse.h,
- * its rule in src/frontend/grad_rules.c, and tests.
+ * expression (used by codegen). Its gradient rule is an op call, above this
+ * layer: the autodiff stage keeps the rules in a table of its own, indexed
+ * by op (src/autodiff/grad_table.c). Adding an elementwise op means the
+ * enum entry (at the end: the numbers are stored), its row, its entry in
+ * each backend's dispatch table (cpu_backend.c cpu_kernels, codegen.c
+ * generators: the build fails without it), its entry point in
+ * src/api/ops_*.c and include/vkfuse.h, its rule in
+ * src/autodiff/grad_rules.c and its row in grad_table.c, and tests.
  */
 #ifndef VF_GRAPH_OP_H
 #define VF_GRAPH_OP_H
@@ -183,11 +185,6 @@ enum {
 typedef double (*vf_scalar_f)(double a, double b, double c);
 typedef int64_t (*vf_scalar_i)(int64_t a, int64_t b, int64_t c, bool is_unsigned);
 
-/* A gradient rule. Rules are op calls (so that they trace) and live above
-   the graph layer, in src/frontend/grad_rules.c, which defines the struct
-   and one `vf_grad_<rule>` object per rule; a row points at its rule. */
-typedef struct vf_grad_rule vf_grad_rule;
-
 typedef struct vf_op_info {
     const char *name;        /* "add": used in messages, dumps, kernel names */
     int arity;               /* tensor inputs */
@@ -221,7 +218,6 @@ typedef struct vf_op_info {
     vf_epilogue epilogue;    /* the epilogue group it centers */
     uint32_t flags;          /* VF_OPF_* bits */
     uint32_t attrs;          /* VF_ATTR_* bits: the vf_attrs fields the op reads */
-    const vf_grad_rule *grad; /* NULL: not differentiable */
 } vf_op_info;
 
 extern const vf_op_info vf_op_table[VF_OP_COUNT];

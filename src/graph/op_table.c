@@ -146,26 +146,6 @@ PIN(USER_ELEMENTWISE, 82)
 _Static_assert(sizeof(vf_conv_attrs) == VF_CONV_ATTR_FIELDS * sizeof(int32_t), "vf_conv_attrs is saved field by field");
 #undef PIN
 
-/* ---- gradient rules (defined by src/frontend/grad_rules.c) ----------- */
-
-extern const vf_grad_rule vf_grad_add, vf_grad_sub, vf_grad_mul, vf_grad_div, vf_grad_pow, vf_grad_maxmin,
-    vf_grad_where, vf_grad_neg, vf_grad_exp, vf_grad_log, vf_grad_sqrt, vf_grad_rsqrt, vf_grad_abs,
-    vf_grad_tanh, vf_grad_sigmoid, vf_grad_relu, vf_grad_gelu, vf_grad_sin, vf_grad_cos, vf_grad_cast,
-    vf_grad_copy, vf_grad_sum, vf_grad_mean, vf_grad_maxred, vf_grad_norm, vf_grad_softmax,
-    vf_grad_log_softmax, vf_grad_xent, vf_grad_matmul, vf_grad_transpose, vf_grad_square;
-/* issue 13's math ops */
-extern const vf_grad_rule vf_grad_zero, vf_grad_mod, vf_grad_erf, vf_grad_log1p, vf_grad_expm1,
-    vf_grad_softplus, vf_grad_leaky_relu, vf_grad_clip, vf_grad_prod, vf_grad_logsumexp;
-/* movement ops */
-extern const vf_grad_rule vf_grad_slice, vf_grad_pad, vf_grad_concat, vf_grad_slice_grad;
-/* indexing (issue 13) */
-extern const vf_grad_rule vf_grad_gather, vf_grad_scatter_add, vf_grad_cumsum, vf_grad_top_k;
-/* convolution (src/frontend/grad_conv.c) */
-extern const vf_grad_rule vf_grad_conv2d, vf_grad_conv2d_bpi, vf_grad_conv2d_bpf, vf_grad_max_pool,
-    vf_grad_avg_pool, vf_grad_avg_pool_grad;
-/* user elementwise ops (src/frontend/user_elementwise.c) */
-extern const vf_grad_rule vf_grad_uelem;
-
 /* ---- the table ------------------------------------------------------- */
 
 #define NUM VF_MASK_NUM
@@ -174,32 +154,32 @@ extern const vf_grad_rule vf_grad_uelem;
 #define ALL VF_MASK_ALL
 #define SIGNED (VF_MASK_FLOAT | VF_M(VF_I32))
 
-#define BIN(op, nm, msk, res, cf, ci, gf, gi, gu, gr) \
+#define BIN(op, nm, msk, res, cf, ci, gf, gi, gu) \
     [op] = {.name = nm, .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = msk, .result = res, \
-            .cpu_f = cf, .cpu_i = ci, .glsl_f = gf, .glsl_i = gi, .glsl_u = gu, .grad = &vf_grad_##gr}
-#define UN(op, nm, msk, cf, ci, gf, gi, gu, gr) \
+            .cpu_f = cf, .cpu_i = ci, .glsl_f = gf, .glsl_i = gi, .glsl_u = gu}
+#define UN(op, nm, msk, cf, ci, gf, gi, gu) \
     [op] = {.name = nm, .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = msk, .result = VF_RESULT_SAME, \
-            .cpu_f = cf, .cpu_i = ci, .glsl_f = gf, .glsl_i = gi, .glsl_u = gu, .grad = &vf_grad_##gr}
+            .cpu_f = cf, .cpu_i = ci, .glsl_f = gf, .glsl_i = gi, .glsl_u = gu}
 #define CMP(op, nm, cf, ci, g) \
     [op] = {.name = nm, .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL, .result = VF_RESULT_BOOL, \
             .cpu_f = cf, .cpu_i = ci, .glsl_f = g, .glsl_i = g, .glsl_u = g}
-#define RED(op, nm, msk, comb, sq, mean, sqr, emp, rc, gr) \
+#define RED(op, nm, msk, comb, sq, mean, sqr, emp, rc) \
     [op] = {.name = nm, .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = msk, .result = VF_RESULT_SAME, \
             .combine = comb, .square_first = sq, .divide_by_count = mean, .sqrt_after = sqr, \
-            .empty = emp, .row = rc, .attrs = VF_ATTR_AXES, .grad = &vf_grad_##gr}
+            .empty = emp, .row = rc, .attrs = VF_ATTR_AXES}
 /* RC: centers a row group over the last axis (plan/partition.c); NRC: does not */
 #define RC VF_ROW_CENTER_REDUCE
 #define NRC VF_ROW_CENTER_NONE
 
 const vf_op_info vf_op_table[VF_OP_COUNT] = {
-    BIN(VF_OP_ADD, "add", NUM, VF_RESULT_SAME, f_add, i_add, "a + b", "a + b", NULL, add),
-    BIN(VF_OP_SUB, "sub", NUM, VF_RESULT_SAME, f_sub, i_sub, "a - b", "a - b", NULL, sub),
-    BIN(VF_OP_MUL, "mul", NUM, VF_RESULT_SAME, f_mul, i_mul, "a * b", "a * b", NULL, mul),
+    BIN(VF_OP_ADD, "add", NUM, VF_RESULT_SAME, f_add, i_add, "a + b", "a + b", NULL),
+    BIN(VF_OP_SUB, "sub", NUM, VF_RESULT_SAME, f_sub, i_sub, "a - b", "a - b", NULL),
+    BIN(VF_OP_MUL, "mul", NUM, VF_RESULT_SAME, f_mul, i_mul, "a * b", "a * b", NULL),
     BIN(VF_OP_DIV, "div", NUM, VF_RESULT_SAME, f_div, i_div, "a / b",
-        "(b == 0 ? 0 : (b == -1 ? -a : a / b))", "(b == 0u ? 0u : a / b)", div),
-    BIN(VF_OP_POW, "pow", FLT, VF_RESULT_SAME, f_pow, NULL, "vf_pow(a, b)", NULL, NULL, pow),
-    BIN(VF_OP_MAXIMUM, "maximum", NUM, VF_RESULT_SAME, f_max, i_max, "vf_max(a, b)", "max(a, b)", NULL, maxmin),
-    BIN(VF_OP_MINIMUM, "minimum", NUM, VF_RESULT_SAME, f_min, i_min, "vf_min(a, b)", "min(a, b)", NULL, maxmin),
+        "(b == 0 ? 0 : (b == -1 ? -a : a / b))", "(b == 0u ? 0u : a / b)"),
+    BIN(VF_OP_POW, "pow", FLT, VF_RESULT_SAME, f_pow, NULL, "vf_pow(a, b)", NULL, NULL),
+    BIN(VF_OP_MAXIMUM, "maximum", NUM, VF_RESULT_SAME, f_max, i_max, "vf_max(a, b)", "max(a, b)", NULL),
+    BIN(VF_OP_MINIMUM, "minimum", NUM, VF_RESULT_SAME, f_min, i_min, "vf_min(a, b)", "min(a, b)", NULL),
 
     CMP(VF_OP_GREATER, "greater", f_gt, i_gt, "a > b"),
     CMP(VF_OP_GREATER_EQUAL, "greater_equal", f_ge, i_ge, "a >= b"),
@@ -210,109 +190,102 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
 
     [VF_OP_WHERE] = {.name = "where", .arity = 3, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
                      .result = VF_RESULT_SAME, .cond_in = 1u << 0, .cpu_f = f_where, .cpu_i = i_where,
-                     .glsl_f = "(a ? b : c)", .glsl_i = "(a ? b : c)", .grad = &vf_grad_where},
+                     .glsl_f = "(a ? b : c)", .glsl_i = "(a ? b : c)"},
 
-    UN(VF_OP_NEG, "neg", SIGNED, f_neg, i_neg, "-a", "-a", NULL, neg),
-    UN(VF_OP_EXP, "exp", FLT, f_exp, NULL, "exp(a)", NULL, NULL, exp),
-    UN(VF_OP_LOG, "log", FLT, f_log, NULL, "vf_log(a)", NULL, NULL, log),
-    UN(VF_OP_SQRT, "sqrt", FLT, f_sqrt, NULL, "vf_sqrt(a)", NULL, NULL, sqrt),
-    UN(VF_OP_RSQRT, "rsqrt", FLT, f_rsqrt, NULL, "vf_rsqrt(a)", NULL, NULL, rsqrt),
-    UN(VF_OP_ABS, "abs", NUM, f_abs, i_abs, "abs(a)", "abs(a)", "a", abs),
-    UN(VF_OP_TANH, "tanh", FLT, f_tanh, NULL, "vf_tanh(a)", NULL, NULL, tanh),
-    UN(VF_OP_SIGMOID, "sigmoid", FLT, f_sigmoid, NULL, "(1.0 / (1.0 + exp(-a)))", NULL, NULL, sigmoid),
-    UN(VF_OP_RELU, "relu", NUM, f_relu, i_relu, "(a < 0.0 ? 0.0 : a)", "(a < 0 ? 0 : a)", "a", relu),
+    UN(VF_OP_NEG, "neg", SIGNED, f_neg, i_neg, "-a", "-a", NULL),
+    UN(VF_OP_EXP, "exp", FLT, f_exp, NULL, "exp(a)", NULL, NULL),
+    UN(VF_OP_LOG, "log", FLT, f_log, NULL, "vf_log(a)", NULL, NULL),
+    UN(VF_OP_SQRT, "sqrt", FLT, f_sqrt, NULL, "vf_sqrt(a)", NULL, NULL),
+    UN(VF_OP_RSQRT, "rsqrt", FLT, f_rsqrt, NULL, "vf_rsqrt(a)", NULL, NULL),
+    UN(VF_OP_ABS, "abs", NUM, f_abs, i_abs, "abs(a)", "abs(a)", "a"),
+    UN(VF_OP_TANH, "tanh", FLT, f_tanh, NULL, "vf_tanh(a)", NULL, NULL),
+    UN(VF_OP_SIGMOID, "sigmoid", FLT, f_sigmoid, NULL, "(1.0 / (1.0 + exp(-a)))", NULL, NULL),
+    UN(VF_OP_RELU, "relu", NUM, f_relu, i_relu, "(a < 0.0 ? 0.0 : a)", "(a < 0 ? 0 : a)", "a"),
     UN(VF_OP_GELU, "gelu", FLT, f_gelu, NULL,
-       "(0.5 * a * (1.0 + vf_tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))))", NULL, NULL, gelu),
-    UN(VF_OP_SIN, "sin", FLT, f_sin, NULL, "vf_sin(a)", NULL, NULL, sin),
-    UN(VF_OP_COS, "cos", FLT, f_cos, NULL, "vf_cos(a)", NULL, NULL, cos),
-    UN(VF_OP_SQUARE, "square", NUM, f_square, i_square, "(a * a)", "(a * a)", NULL, square),
+       "(0.5 * a * (1.0 + vf_tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))))", NULL, NULL),
+    UN(VF_OP_SIN, "sin", FLT, f_sin, NULL, "vf_sin(a)", NULL, NULL),
+    UN(VF_OP_COS, "cos", FLT, f_cos, NULL, "vf_cos(a)", NULL, NULL),
+    UN(VF_OP_SQUARE, "square", NUM, f_square, i_square, "(a * a)", "(a * a)", NULL),
     /* ---- issue 13's math ops (rows kept together) ---- */
     /* floor, ceil, round, sign: piecewise constant, a zero gradient (rule `zero`) */
     UN(VF_OP_SIGN, "sign", NUM, f_sign, i_sign, "(a > 0.0 ? 1.0 : (a < 0.0 ? -1.0 : a))",
-       "(a > 0 ? 1 : (a < 0 ? -1 : 0))", "(a > 0u ? 1u : 0u)", zero),
-    UN(VF_OP_FLOOR, "floor", FLT, f_floor, NULL, "vf_floor(a)", NULL, NULL, zero),
-    UN(VF_OP_CEIL, "ceil", FLT, f_ceil, NULL, "vf_ceil(a)", NULL, NULL, zero),
-    UN(VF_OP_ROUND, "round", FLT, f_round, NULL, "vf_round(a)", NULL, NULL, zero),
+       "(a > 0 ? 1 : (a < 0 ? -1 : 0))", "(a > 0u ? 1u : 0u)"),
+    UN(VF_OP_FLOOR, "floor", FLT, f_floor, NULL, "vf_floor(a)", NULL, NULL),
+    UN(VF_OP_CEIL, "ceil", FLT, f_ceil, NULL, "vf_ceil(a)", NULL, NULL),
+    UN(VF_OP_ROUND, "round", FLT, f_round, NULL, "vf_round(a)", NULL, NULL),
     BIN(VF_OP_MOD, "mod", NUM, VF_RESULT_SAME, f_mod, i_mod, "vf_mod(a, b)", "vf_imod(a, b)",
-        "(b == 0u ? 0u : a % b)", mod),
+        "(b == 0u ? 0u : a % b)"),
     [VF_OP_LOGICAL_AND] = {.name = "logical_and", .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = BOOL,
                            .result = VF_RESULT_BOOL, .cpu_i = i_logical_and, .glsl_i = "(a != 0u && b != 0u)"},
     [VF_OP_LOGICAL_OR] = {.name = "logical_or", .arity = 2, .kind = VF_KIND_ELEMENTWISE, .accepts = BOOL,
                           .result = VF_RESULT_BOOL, .cpu_i = i_logical_or, .glsl_i = "(a != 0u || b != 0u)"},
     [VF_OP_LOGICAL_NOT] = {.name = "logical_not", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = BOOL,
                            .result = VF_RESULT_BOOL, .cpu_i = i_logical_not, .glsl_i = "(a == 0u)"},
-    UN(VF_OP_ERF, "erf", FLT, f_erf, NULL, "vf_erf(a)", NULL, NULL, erf),
-    UN(VF_OP_LOG1P, "log1p", FLT, f_log1p, NULL, "vf_log1p(a)", NULL, NULL, log1p),
-    UN(VF_OP_EXPM1, "expm1", FLT, f_expm1, NULL, "vf_expm1(a)", NULL, NULL, expm1),
-    UN(VF_OP_SOFTPLUS, "softplus", FLT, f_softplus, NULL, "vf_softplus(a)", NULL, NULL, softplus),
+    UN(VF_OP_ERF, "erf", FLT, f_erf, NULL, "vf_erf(a)", NULL, NULL),
+    UN(VF_OP_LOG1P, "log1p", FLT, f_log1p, NULL, "vf_log1p(a)", NULL, NULL),
+    UN(VF_OP_EXPM1, "expm1", FLT, f_expm1, NULL, "vf_expm1(a)", NULL, NULL),
+    UN(VF_OP_SOFTPLUS, "softplus", FLT, f_softplus, NULL, "vf_softplus(a)", NULL, NULL),
     BIN(VF_OP_LEAKY_RELU, "leaky_relu", FLT, VF_RESULT_SAME, f_leaky_relu, NULL, "(a > 0.0 ? a : a * b)", NULL,
-        NULL, leaky_relu),
+        NULL),
     /* NaN fails both comparisons and passes through */
     [VF_OP_CLIP] = {.name = "clip", .arity = 3, .kind = VF_KIND_ELEMENTWISE, .accepts = NUM,
                     .result = VF_RESULT_SAME, .cpu_f = f_clip, .cpu_i = i_clip,
-                    .glsl_f = "(a < b ? b : (a > c ? c : a))", .glsl_i = "(a < b ? b : (a > c ? c : a))",
-                    .grad = &vf_grad_clip},
-    UN(VF_OP_STOP_GRADIENT, "stop_gradient", ALL, f_copy, i_copy, "a", "a", NULL, zero),
+                    .glsl_f = "(a < b ? b : (a > c ? c : a))", .glsl_i = "(a < b ? b : (a > c ? c : a))"},
+    UN(VF_OP_STOP_GRADIENT, "stop_gradient", ALL, f_copy, i_copy, "a", "a", NULL),
     /* cast and copy: the conversion is done by the store (see codegen) */
     [VF_OP_CAST] = {.name = "cast", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
                     .result = VF_RESULT_ATTR, .attrs = VF_ATTR_DTYPE, .cpu_f = f_copy, .cpu_i = i_copy,
-                    .glsl_f = "a", .glsl_i = "a",
-                    /* float -> float only; grad_rules.c refuses integer ends */
-                    .grad = &vf_grad_cast},
+                    .glsl_f = "a", .glsl_i = "a"},
     [VF_OP_COPY] = {.name = "copy", .arity = 1, .kind = VF_KIND_ELEMENTWISE, .accepts = ALL,
                     .result = VF_RESULT_SAME, .cpu_f = f_copy, .cpu_i = i_copy,
-                    .glsl_f = "a", .glsl_i = "a", .grad = &vf_grad_copy},
+                    .glsl_f = "a", .glsl_i = "a"},
 
     /* the empty sum is 0, its mean 0/0; max and min of nothing are undefined */
-    RED(VF_OP_REDUCE_SUM, "reduce_sum", NUM, VF_COMBINE_SUM, false, false, false, VF_EMPTY_ZERO, RC, sum),
-    RED(VF_OP_REDUCE_MEAN, "reduce_mean", FLT, VF_COMBINE_SUM, false, true, false, VF_EMPTY_NAN, RC, mean),
-    RED(VF_OP_REDUCE_MAX, "reduce_max", NUM, VF_COMBINE_MAX, false, false, false, VF_EMPTY_UNDEFINED, RC, maxred),
-    RED(VF_OP_REDUCE_MIN, "reduce_min", NUM, VF_COMBINE_MIN, false, false, false, VF_EMPTY_UNDEFINED, RC, maxred),
-    RED(VF_OP_NORM, "norm", FLT, VF_COMBINE_SUM, true, false, true, VF_EMPTY_ZERO, NRC, norm),
+    RED(VF_OP_REDUCE_SUM, "reduce_sum", NUM, VF_COMBINE_SUM, false, false, false, VF_EMPTY_ZERO, RC),
+    RED(VF_OP_REDUCE_MEAN, "reduce_mean", FLT, VF_COMBINE_SUM, false, true, false, VF_EMPTY_NAN, RC),
+    RED(VF_OP_REDUCE_MAX, "reduce_max", NUM, VF_COMBINE_MAX, false, false, false, VF_EMPTY_UNDEFINED, RC),
+    RED(VF_OP_REDUCE_MIN, "reduce_min", NUM, VF_COMBINE_MIN, false, false, false, VF_EMPTY_UNDEFINED, RC),
+    RED(VF_OP_NORM, "norm", FLT, VF_COMBINE_SUM, true, false, true, VF_EMPTY_ZERO, NRC),
     /* ---- issue 13's reductions (rows kept together): the empty product
        is 1, any of nothing false, all of nothing true, logsumexp -inf ---- */
-    RED(VF_OP_REDUCE_PROD, "reduce_prod", NUM, VF_COMBINE_PROD, false, false, false, VF_EMPTY_ONE, RC, prod),
+    RED(VF_OP_REDUCE_PROD, "reduce_prod", NUM, VF_COMBINE_PROD, false, false, false, VF_EMPTY_ONE, RC),
     [VF_OP_REDUCE_ANY] = {.name = "reduce_any", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = BOOL,
                           .result = VF_RESULT_SAME, .combine = VF_COMBINE_MAX, .empty = VF_EMPTY_ZERO,
                           .attrs = VF_ATTR_AXES},
     [VF_OP_REDUCE_ALL] = {.name = "reduce_all", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = BOOL,
                           .result = VF_RESULT_SAME, .combine = VF_COMBINE_MIN, .empty = VF_EMPTY_ONE,
                           .attrs = VF_ATTR_AXES},
-    RED(VF_OP_LOGSUMEXP, "logsumexp", FLT, VF_COMBINE_LSE, false, false, false, VF_EMPTY_NEG_INF, RC, logsumexp),
+    RED(VF_OP_LOGSUMEXP, "logsumexp", FLT, VF_COMBINE_LSE, false, false, false, VF_EMPTY_NEG_INF, RC),
     [VF_OP_ARGMAX] = {.name = "argmax", .arity = 1, .kind = VF_KIND_REDUCTION, .accepts = NUM,
                       .result = VF_RESULT_I32, .combine = VF_COMBINE_MAX, .attrs = VF_ATTR_AXIS},
 
     [VF_OP_SOFTMAX] = {.name = "softmax", .arity = 1, .kind = VF_KIND_ROW, .accepts = FLT,
-                       .result = VF_RESULT_SAME, .row = VF_ROW_CENTER_AXIS, .attrs = VF_ATTR_AXIS,
-                       .grad = &vf_grad_softmax},
+                       .result = VF_RESULT_SAME, .row = VF_ROW_CENTER_AXIS, .attrs = VF_ATTR_AXIS},
     [VF_OP_LOG_SOFTMAX] = {.name = "log_softmax", .arity = 1, .kind = VF_KIND_ROW, .accepts = FLT,
-                           .result = VF_RESULT_SAME, .row = VF_ROW_CENTER_AXIS, .attrs = VF_ATTR_AXIS,
-                           .grad = &vf_grad_log_softmax},
+                           .result = VF_RESULT_SAME, .row = VF_ROW_CENTER_AXIS, .attrs = VF_ATTR_AXIS},
     /* no class can match a label: NaN */
     [VF_OP_SPARSE_XENT] = {.name = "sparse_softmax_cross_entropy", .arity = 2, .kind = VF_KIND_ROW,
                            .accepts = FLT, .result = VF_RESULT_SAME, .index_in = 1u << 0,
-                           .empty = VF_EMPTY_NAN, .row = VF_ROW_CENTER_LABELS, .attrs = VF_ATTR_AXIS,
-                           .grad = &vf_grad_xent},
+                           .empty = VF_EMPTY_NAN, .row = VF_ROW_CENTER_LABELS, .attrs = VF_ATTR_AXIS},
     /* k = 0: sums of nothing */
     [VF_OP_MATMUL] = {.name = "matmul", .arity = 2, .kind = VF_KIND_MATMUL, .accepts = FLT,
                       .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .epilogue = VF_EPILOGUE_MATMUL,
-                      .attrs = VF_ATTR_TRANS, .grad = &vf_grad_matmul},
+                      .attrs = VF_ATTR_TRANS},
     [VF_OP_TRANSPOSE] = {.name = "transpose", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
-                         .result = VF_RESULT_SAME, .flags = VF_OPF_PERMUTE, .attrs = VF_ATTR_PERM,
-                         .grad = &vf_grad_transpose},
+                         .result = VF_RESULT_SAME, .flags = VF_OPF_PERMUTE, .attrs = VF_ATTR_PERM},
     /* window ops: one kernel each (backend.h vf_window), elements moved as bits */
     [VF_OP_SLICE] = {.name = "slice", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
                      .result = VF_RESULT_SAME, .flags = VF_OPF_WINDOW_READ | VF_OPF_VIEW,
-                     .attrs = VF_ATTR_WINDOW, .grad = &vf_grad_slice},
+                     .attrs = VF_ATTR_WINDOW},
     [VF_OP_PAD] = {.name = "pad", .arity = 1, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
                    .result = VF_RESULT_SAME, .empty_in = VF_EMPTY_IN_FILL_VALUE, .flags = VF_OPF_WINDOW_READ,
-                   .attrs = VF_ATTR_WINDOW | VF_ATTR_VALUE, .grad = &vf_grad_pad},
+                   .attrs = VF_ATTR_WINDOW | VF_ATTR_VALUE},
     [VF_OP_CONCAT] = {.name = "concat", .arity = 2, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
                       .result = VF_RESULT_SAME, .empty_in = VF_EMPTY_IN_COPY_OTHER,
-                      .flags = VF_OPF_WINDOW_READ | VF_OPF_VIEW, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_concat},
+                      .flags = VF_OPF_WINDOW_READ | VF_OPF_VIEW, .attrs = VF_ATTR_AXIS},
     [VF_OP_SLICE_GRAD] = {.name = "slice_grad", .arity = 2, .kind = VF_KIND_MOVEMENT, .accepts = ALL,
                           .result = VF_RESULT_SAME, .empty_in = VF_EMPTY_IN_FILL_ZERO, .flags = VF_OPF_WINDOW_READ,
-                          .attrs = VF_ATTR_WINDOW, .grad = &vf_grad_slice_grad},
+                          .attrs = VF_ATTR_WINDOW},
     [VF_OP_FILL] = {.name = "fill", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = ALL,
                     .result = VF_RESULT_ATTR, .flags = VF_OPF_LITERAL, .attrs = VF_ATTR_VALUE},
     [VF_OP_RANDOM_NORMAL] = {.name = "random_normal", .arity = 0, .kind = VF_KIND_SOURCE,
@@ -322,44 +295,44 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     /* x[..., indices[j], ...] along attrs.axis; x of any dtype, moved as bits */
     [VF_OP_GATHER] = {.name = "gather", .arity = 2, .kind = VF_KIND_INDEX, .accepts = ALL,
                       .result = VF_RESULT_SAME, .index_in = 1u << 1, .empty_in = VF_EMPTY_IN_NO_INDEX,
-                      .flags = VF_OPF_NO_FOLD, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_gather},
+                      .flags = VF_OPF_NO_FOLD, .attrs = VF_ATTR_AXIS},
     /* x with updates added at indices along attrs.axis (duplicates accumulate) */
     [VF_OP_SCATTER_ADD] = {.name = "scatter_add", .arity = 3, .kind = VF_KIND_INDEX, .accepts = NUM,
                            .result = VF_RESULT_SAME, .index_in = 1u << 1, .empty_in = VF_EMPTY_IN_COPY_FIRST,
-                           .flags = VF_OPF_NO_FOLD, .attrs = VF_ATTR_AXIS, .grad = &vf_grad_scatter_add},
+                           .flags = VF_OPF_NO_FOLD, .attrs = VF_ATTR_AXIS},
     /* 0, 1, 2, ...: the values of vf_range (times delta plus start) and
        what vf_one_hot compares indices with */
     [VF_OP_IOTA] = {.name = "iota", .arity = 0, .kind = VF_KIND_SOURCE, .accepts = NUM,
                     .result = VF_RESULT_ATTR},
     /* running sums along attrs.axis; trans_a = exclusive, trans_b = reverse */
     [VF_OP_CUMSUM] = {.name = "cumsum", .arity = 1, .kind = VF_KIND_INDEX, .accepts = NUM,
-                      .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS | VF_ATTR_TRANS, .grad = &vf_grad_cumsum},
+                      .result = VF_RESULT_SAME, .attrs = VF_ATTR_AXIS | VF_ATTR_TRANS},
     /* descending along the last axis, ties by lower index, NaN above everything;
        k = attrs.value (an integer, exact in a double) */
     [VF_OP_TOP_K] = {.name = "top_k", .arity = 1, .kind = VF_KIND_INDEX, .accepts = NUM,
-                     .result = VF_RESULT_SAME, .attrs = VF_ATTR_VALUE, .grad = &vf_grad_top_k},
+                     .result = VF_RESULT_SAME, .attrs = VF_ATTR_VALUE},
     [VF_OP_TOP_K_INDICES] = {.name = "top_k_indices", .arity = 1, .kind = VF_KIND_INDEX, .accepts = NUM,
                              .result = VF_RESULT_I32, .attrs = VF_ATTR_VALUE},
     /* ---- convolution and pooling (issue 13) ---- */
     /* f32 only: the CPU kernel is OpenBLAS sgemm; C/groups = 0 sums nothing */
     [VF_OP_CONV2D] = {.name = "conv2d", .arity = 2, .kind = VF_KIND_CONV, .accepts = VF_M(VF_F32),
                       .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO, .epilogue = VF_EPILOGUE_CONV,
-                      .attrs = VF_ATTR_CONV, .grad = &vf_grad_conv2d},
+                      .attrs = VF_ATTR_CONV},
     [VF_OP_CONV2D_BACKPROP_INPUT] = {.name = "conv2d_backprop_input", .arity = 2, .kind = VF_KIND_CONV,
                                      .accepts = VF_M(VF_F32), .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO,
-                                     .attrs = VF_ATTR_CONV, .grad = &vf_grad_conv2d_bpi},
+                                     .attrs = VF_ATTR_CONV},
     [VF_OP_CONV2D_BACKPROP_FILTER] = {.name = "conv2d_backprop_filter", .arity = 2, .kind = VF_KIND_CONV,
                                       .accepts = VF_M(VF_F32), .result = VF_RESULT_SAME, .empty = VF_EMPTY_ZERO,
-                                      .attrs = VF_ATTR_CONV, .grad = &vf_grad_conv2d_bpf},
-#define POOL(op, nm, ar, gr) \
+                                      .attrs = VF_ATTR_CONV},
+#define POOL(op, nm, ar) \
     [op] = {.name = nm, .arity = ar, .kind = VF_KIND_CONV, .accepts = VF_M(VF_F32), .result = VF_RESULT_SAME, \
-            .attrs = VF_ATTR_CONV, .grad = gr}
-    POOL(VF_OP_MAX_POOL2D, "max_pool2d", 1, &vf_grad_max_pool),
-    POOL(VF_OP_AVG_POOL2D, "avg_pool2d", 1, &vf_grad_avg_pool),
+            .attrs = VF_ATTR_CONV}
+    POOL(VF_OP_MAX_POOL2D, "max_pool2d", 1),
+    POOL(VF_OP_AVG_POOL2D, "avg_pool2d", 1),
     /* max_pool2d_grad is not differentiable further (its dy-gradient would
        be one more op, a gather at the argmax) */
-    POOL(VF_OP_MAX_POOL2D_GRAD, "max_pool2d_grad", 2, NULL),
-    POOL(VF_OP_AVG_POOL2D_GRAD, "avg_pool2d_grad", 2, &vf_grad_avg_pool_grad),
+    POOL(VF_OP_MAX_POOL2D_GRAD, "max_pool2d_grad", 2),
+    POOL(VF_OP_AVG_POOL2D_GRAD, "avg_pool2d_grad", 2),
 #undef POOL
 
     /* ---- generator draws (issue 13) ---- */
@@ -383,8 +356,7 @@ const vf_op_info vf_op_table[VF_OP_COUNT] = {
     /* a user elementwise op (graph/uelem.h): arity 3 is the most it takes;
        its own count, dtypes, expression and C function are attrs.uelem's */
     [VF_OP_USER_ELEMENTWISE] = {.name = "user_elementwise", .arity = 3, .kind = VF_KIND_ELEMENTWISE,
-                                .accepts = FLT, .result = VF_RESULT_SAME, .attrs = VF_ATTR_UELEM,
-                                .grad = &vf_grad_uelem},
+                                .accepts = FLT, .result = VF_RESULT_SAME, .attrs = VF_ATTR_UELEM},
 };
 
 /* ---- attributes ------------------------------------------------------ */

@@ -1,7 +1,7 @@
 /* The shape-and-dtype engine: the one place an op's input dtypes, the
  * attributes it reads and its result's dtype and shape are checked and
  * derived, from its op-table row. Every caller uses it: the eager entry
- * points (src/frontend/ops_*.c, with concrete shapes, after normalising
+ * points (src/api/ops_*.c, with concrete shapes, after normalising
  * the user's arguments: negative axes, axis lists, matmul's vectors),
  * tracing (symbolic dims carried), the interpreter (each call's sizes),
  * plans, passes and the saved-file loader (untrusted graphs). The rules
@@ -13,20 +13,14 @@
  * of 128 rows).
  */
 #include "graph/graph.h"
+#include "util/dims.h"
 #include "graph/uelem.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static const char *sh(char *buf, size_t len, const vf_shape *s)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < s->rank && n < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "", (long long)s->dim[i]);
-    if (n < len) snprintf(buf + n, len - n, "]");
-    return buf;
-}
+static const char *sh(char *buf, size_t len, const vf_shape *s) { return vf_dims_fmt(buf, len, "", s->rank, s->dim, 0, NULL); }
 
 bool vf_broadcast(int n, const vf_shape *const *in, vf_shape *out, int *bad_dim)
 {

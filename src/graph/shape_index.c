@@ -3,18 +3,12 @@
  * attribute checks. Symbolic dims are carried as everywhere else: a dim
  * of the result is symbolic when the input dim it comes from is. */
 #include "graph/graph.h"
+#include "util/dims.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
 
-static const char *sh(char *buf, size_t len, const vf_shape *s)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < s->rank && n < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "", (long long)s->dim[i]);
-    if (n < len) snprintf(buf + n, len - n, "]");
-    return buf;
-}
+static const char *sh(char *buf, size_t len, const vf_shape *s) { return vf_dims_fmt(buf, len, "", s->rank, s->dim, 0, NULL); }
 
 static void put(vf_shape *out, const vf_shape *from, int d)
 {
@@ -86,7 +80,7 @@ vf_status vf_infer_index(vf_op op, const vf_attrs *a, const vf_shape *in, vf_sha
     case VF_OP_RNG_NORMAL:
     case VF_OP_RNG_ADVANCE: {
         /* checked here for graphs from elsewhere (a saved file): the entry
-           points (frontend/generator.c) only make valid ones */
+           points (function/generator.c) only make valid ones */
         char s0[96];
         if (in[0].rank != 1 || in[0].dim[0] != 2 || in[0].sym)
             return vf_err_set(err, VF_ERROR_SHAPE, "vf_%s: the generator state is %s but must be [2] (the draw "

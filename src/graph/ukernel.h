@@ -2,7 +2,7 @@
  * knows of one. A graph node of kind VF_NODE_KERNEL points at its
  * vf_ukernel (reference-counted: the vf_kernel handle and every graph
  * that calls it hold one), backends run a vf_ukernel_exec. The frontend
- * (src/frontend/kernels.c) fills both; the SPIR-V is the kernel's own copy,
+ * (src/kernels/kernels.c) fills both; the SPIR-V is the kernel's own copy,
  * so a traced function keeps working after vf_kernel_destroy and a saved
  * one carries it (docs/KERNELS.md). */
 #ifndef VF_GRAPH_UKERNEL_H
@@ -34,7 +34,7 @@ typedef struct vf_ukernel {
     uint32_t param_bytes, workgroup_size, groups[3];
     uint32_t per_group;            /* invocations per workgroup along x (the default dispatch) */
     bool uninit, side_effect;
-    bool check_bounds;             /* desc.check_bounds: guard tails (frontend/kernel_guard.c); never planned */
+    bool check_bounds;             /* desc.check_bounds: guard tails (kernels/kernel_guard.c); never planned */
     /* Callbacks; NULL after a load (the C side cannot be saved) */
     vf_kernel_shape_fn output_shapes;
     vf_kernel_dispatch_fn dispatch;

@@ -5,7 +5,7 @@
  * per segment, the host callbacks between them.
  *
  * Planning knows graphs, ops and the backend contract, never tensors or
- * scopes: its caller (frontend/run_plan.c) hands it the storage of the
+ * scopes: its caller (function/run_plan.c) hands it the storage of the
  * params, captures and constants as trefs, and makes the output storage
  * (slots) of each call. */
 #ifndef VF_PLAN_PLAN_H

@@ -6,7 +6,7 @@
  * host step or the caller reads is an output of its segment, so it lives
  * in a slot of its own (made per call, never aliased); each segment's
  * arena holds only what lives and dies inside it. A host step reads its
- * input's slot where it is (mapped, frontend/run_plan.c) and writes its
+ * input's slot where it is (mapped, function/run_plan.c) and writes its
  * result into a slot of its own, or into the input's slot when nothing
  * else reads that value (in place: no copy at all). */
 #include "plan/plan_build.h"

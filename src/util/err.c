@@ -48,3 +48,16 @@ vf_status vf_err_backend(vf_err *e, vf_err *be, vf_status status, const char *fm
     va_end(ap);
     return status;
 }
+
+/* Here, the lowest layer, because every layer names statuses in its messages. */
+static const char *const status_names[] = {
+    "VF_OK", "VF_ERROR_INVALID_ARGUMENT", "VF_ERROR_SHAPE", "VF_ERROR_DTYPE",
+    "VF_ERROR_OUT_OF_MEMORY", "VF_ERROR_DEVICE", "VF_ERROR_UNSUPPORTED", "VF_ERROR_COMPILE",
+    "VF_ERROR_TRACE", "VF_ERROR_IO", "VF_ERROR_FORMAT",
+};
+
+const char *vf_status_name(vf_status s)
+{
+    if ((unsigned)s < sizeof status_names / sizeof *status_names) return status_names[s];
+    return "VF_ERROR_UNKNOWN";
+}

@@ -80,7 +80,7 @@ static inline bool vf_fault_armed(void)
 vf_fault_kind vf_fault_hit(vf_fault_site site);
 
 /* Takes the values of VKFUSE_FAULT and VKFUSE_FAULT_COUNT (read by
-   frontend/context.c, or a tool), once per process: later calls return the
+   api/context.c, or a tool), once per process: later calls return the
    first one's status and message. A malformed spec:
    VF_ERROR_INVALID_ARGUMENT saying what is wrong and the accepted form. */
 vf_status vf_fault_setup(const char *spec, const char *count, vf_err *err);

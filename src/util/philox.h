@@ -11,7 +11,7 @@
  *     rad = sqrt(-2 ln u1), th = 2 pi u2
  *     element 2k = rad cos th, element 2k+1 = rad sin th   (computed in f32)
  *
- * Generators (vf_generator_*, frontend/generator.c) draw from the same
+ * Generators (vf_generator_*, function/generator.c) draw from the same
  * block function with their state in the upper counter words: draw number
  * d = d_hi:d_lo (the state, +1 per draw) and element block k give counter
  * (k_lo, k_hi, d_lo, d_hi), key (seed_lo, seed_hi). Every draw so owns its
@@ -47,21 +47,6 @@ static inline void vf_philox4x32_10(const uint32_t ctr_in[4], const uint32_t key
     out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
-/* Elements 2k and 2k+1 of the stream for seed. */
-static inline void vf_normal_pair(uint64_t seed, uint64_t k, float out[2])
-{
-    uint32_t ctr[4] = {(uint32_t)k, (uint32_t)(k >> 32), 0, 0};
-    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-    uint32_t r[4];
-    vf_philox4x32_10(ctr, key, r);
-    float u1 = (float)((r[0] >> 8) + 1u) * (1.0f / 16777216.0f);
-    float u2 = (float)(r[1] >> 8) * (1.0f / 16777216.0f);
-    float rad = sqrtf(-2.0f * logf(u1));
-    float th = 6.28318530717958647692f * u2;
-    out[0] = rad * cosf(th);
-    out[1] = rad * sinf(th);
-}
-
 /* Block k of draw d (see above). */
 static inline void vf_philox_block(uint64_t seed, uint64_t d, uint64_t k, uint32_t r[4])
 {
@@ -79,6 +64,14 @@ static inline void vf_box_muller(const uint32_t r[4], float out[2])
     float th = 6.28318530717958647692f * u2;
     out[0] = rad * cosf(th);
     out[1] = rad * sinf(th);
+}
+
+/* Elements 2k and 2k+1 of the stream for seed (draw 0's block k). */
+static inline void vf_normal_pair(uint64_t seed, uint64_t k, float out[2])
+{
+    uint32_t r[4];
+    vf_philox_block(seed, 0, k, r);
+    vf_box_muller(r, out);
 }
 
 /* A uniform in [0, 1) from word w: 24 bits (f32) or 11 bits (f16). */

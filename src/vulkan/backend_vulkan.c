@@ -121,17 +121,23 @@ static vf_status vk_unmap(void *self, vf_buffer *buf, size_t offset, size_t byte
     return vf_vk_mem_flush(&rt->mem, buf, offset, bytes);
 }
 
-vf_status vf_vk_runtime_glsl_pipeline_spec(vf_vk_runtime *rt, const char *glsl, const char *name,
-                                           int n_bindings, uint32_t push_size, uint32_t n_spec,
-                                           const uint32_t *spec, const vf_vk_pipeline **out)
+/* made: VK_NULL_HANDLE, or the pipeline another thread made for it
+   (vf_vk_pipeline_adopt, which takes it over whatever happens). */
+static vf_status glsl_pipeline(vf_vk_runtime *rt, const char *glsl, const char *name, int n_bindings,
+                               uint32_t push_size, uint32_t n_spec, const uint32_t *spec, VkPipeline made,
+                               VkPipelineLayout made_layout, const vf_vk_pipeline **out)
 {
     *out = NULL;
+    vf_status s = VF_OK;
     if (n_spec > VF_KERNEL_MAX_SPEC || (n_spec && !spec))
-        return vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "kernel %s: %u specialisation constants (at most %d)",
-                          name ? name : "kernel", n_spec, VF_KERNEL_MAX_SPEC);
+        s = vf_err_set(rt->err, VF_ERROR_INVALID_ARGUMENT, "kernel %s: %u specialisation constants (at most %d)",
+                       name ? name : "kernel", n_spec, VF_KERNEL_MAX_SPEC);
     const vf_vk_spirv *spv = NULL;
-    vf_status s = vf_vk_shader_get(&rt->shaders, glsl, name, &spv);
-    if (s) return s;
+    if (!s) s = vf_vk_shader_get(&rt->shaders, glsl, name, &spv);
+    if (s) {
+        if (made) rt->dev.vkd.vkDestroyPipeline(rt->dev.device, made, NULL);
+        return s;
+    }
     VkSpecializationMapEntry map[VF_KERNEL_MAX_SPEC];
     for (uint32_t i = 0; i < n_spec; i++)
         map[i] = (VkSpecializationMapEntry){.constantID = i, .offset = 4 * i, .size = 4};
@@ -147,7 +153,15 @@ vf_status vf_vk_runtime_glsl_pipeline_spec(vf_vk_runtime *rt, const char *glsl, 
         .spec_data = n_spec ? spec : NULL,
         .spec_size = 4 * (size_t)n_spec,
     };
+    if (made) return vf_vk_pipeline_adopt(&rt->pipes, &pd, made, made_layout, out);
     return vf_vk_pipeline_get(&rt->pipes, &pd, out);
+}
+
+vf_status vf_vk_runtime_glsl_pipeline_spec(vf_vk_runtime *rt, const char *glsl, const char *name,
+                                           int n_bindings, uint32_t push_size, uint32_t n_spec,
+                                           const uint32_t *spec, const vf_vk_pipeline **out)
+{
+    return glsl_pipeline(rt, glsl, name, n_bindings, push_size, n_spec, spec, VK_NULL_HANDLE, VK_NULL_HANDLE, out);
 }
 
 vf_status vf_vk_runtime_glsl_pipeline(vf_vk_runtime *rt, const char *glsl, const char *name,
@@ -176,6 +190,13 @@ vf_status vf_vk_runtime_dispatch_pipeline(vf_vk_runtime *rt, const vf_dispatch *
     }
     return vf_vk_runtime_glsl_pipeline_spec(rt, d->glsl, d->name, d->n_bindings, d->push_size, d->n_spec, d->spec,
                                             out);
+}
+
+vf_status vf_vk_runtime_dispatch_adopt(vf_vk_runtime *rt, const vf_dispatch *d, VkPipeline made,
+                                       VkPipelineLayout made_layout, const vf_vk_pipeline **out)
+{
+    return glsl_pipeline(rt, d->glsl, d->name, d->n_bindings, d->push_size, d->n_spec, d->spec, made, made_layout,
+                         out);
 }
 
 static size_t tref_bytes(const vf_tref *t)
@@ -629,6 +650,7 @@ vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
     /* The quick tier needs the thread that compiles the tuned kernels, and
        only the CPU profile's matmul has a cheaper block to start with. */
     rt->tiered = !opt->tiered_off && rt->dev.caps.is_cpu && rt->shaders.compile_threads > 1;
+    rt->driver_cache_off = opt->driver_cache_off;
     if (!s) s = vf_vk_sched_init(&rt->sched, &rt->dev, &rt->mem, &sopt, err);
     if (!s) {
         rt->mem.wait_all = wait_all;

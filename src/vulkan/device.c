@@ -361,6 +361,11 @@ static vf_status create_logical(vf_vk_device *d, const vf_vk_phys *pi, const vf_
         .enabledExtensionCount = n_exts,
         .ppEnabledExtensionNames = exts,
     };
+    d->enabled = ef.features;
+    d->enabled11 = e11;
+    d->enabled12 = e12;
+    for (uint32_t i = 0; i < n_exts; i++) d->enabled_exts[i] = exts[i];
+    d->n_enabled_exts = n_exts;
     VkResult r = VF_VKI(d, vkCreateDevice, d->phys, &dci, NULL, &d->device);
     vf_vk_pin_loaded_libraries();
     if (r != VK_SUCCESS) {
@@ -424,6 +429,40 @@ vf_status vf_vk_device_create(vf_vk_device *d, const vf_vk_device_options *opt, 
         d->err = err;
     }
     return s;
+}
+
+vf_status vf_vk_device_twin(const vf_vk_device *d, VkDevice *dev, vf_vk_device_table *vkd, VkQueue *queue,
+                            vf_err *err)
+{
+    *dev = VK_NULL_HANDLE;
+    VkPhysicalDeviceVulkan12Features e12 = d->enabled12;
+    VkPhysicalDeviceVulkan11Features e11 = d->enabled11;
+    e12.pNext = NULL;
+    e11.pNext = &e12;
+    VkPhysicalDeviceFeatures2 ef = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &e11,
+                                    .features = d->enabled};
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = d->queue_family, .queueCount = 1, .pQueuePriorities = &prio};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &ef, .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci, .enabledExtensionCount = d->n_enabled_exts,
+                              .ppEnabledExtensionNames = d->enabled_exts};
+    /* no VF_VKI: fault injection counts the calling thread's calls */
+    VkResult r = d->vki.vkCreateDevice(d->phys, &dci, NULL, dev);
+    if (r != VK_SUCCESS) {
+        *dev = VK_NULL_HANDLE;
+        return vf_err_set(err, VF_ERROR_DEVICE, "vkCreateDevice (a second device on %s) failed: %s", d->name,
+                          vf_vk_result_name(r));
+    }
+    vf_status s = vf_vk_device_table_load(&d->vki, *dev, vkd, err);
+    if (s) { /* the main device loaded the same table: not expected */
+        PFN_vkDestroyDevice destroy = (PFN_vkDestroyDevice)d->vki.vkGetDeviceProcAddr(*dev, "vkDestroyDevice");
+        if (destroy) destroy(*dev, NULL);
+        *dev = VK_NULL_HANDLE;
+        return s;
+    }
+    vkd->vkGetDeviceQueue(*dev, d->queue_family, 0, queue);
+    return VF_OK;
 }
 
 void vf_vk_device_destroy(vf_vk_device *d)

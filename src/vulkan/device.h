@@ -9,6 +9,7 @@
 #include "vulkan/codegen/kernel.h"
 #include "vulkan/loader.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 typedef struct vf_vk_device_options {
@@ -40,6 +41,9 @@ typedef struct vf_vk_test_hooks {
                                 this; on a device without the extension (lavapipe 22.3) it
                                 stands in for it, the heap's usage then being this context's
                                 blocks (tests/test_faults_device.c) */
+    atomic_int *tier_hold;   /* non-NULL: while *tier_hold != 0, a plan's tier thread
+                                publishes no tuned kernel, as if its compile were still
+                                under way (tests/test_plan_tier.c) */
 } vf_vk_test_hooks;
 
 typedef struct vf_vk_device {
@@ -66,6 +70,12 @@ typedef struct vf_vk_device {
     int64_t validation_messages;      /* warnings + errors the layer reported */
     vf_err *err;                      /* where validation messages land */
     vf_vk_test_hooks test;
+    /* what vkCreateDevice was given, for vf_vk_device_twin */
+    VkPhysicalDeviceFeatures enabled;
+    VkPhysicalDeviceVulkan11Features enabled11;
+    VkPhysicalDeviceVulkan12Features enabled12;
+    const char *enabled_exts[3];
+    uint32_t n_enabled_exts;
     /* A call returned VK_ERROR_DEVICE_LOST (VF_VKD, loader.h) or a wait
        timed out: the device's objects are used again only to destroy
        them, and every entry of the runtime fails at once (vf_vk_lost). */
@@ -90,6 +100,14 @@ vf_status vf_vk_instance_create(vf_vk_device *d, bool validation, const char *lo
    on a hung one): the scheduler's bounded drain did that. An abandoned one
    keeps its device, instance and driver. */
 void vf_vk_device_destroy(vf_vk_device *d);
+/* A second logical device of d's physical device, made with exactly what
+   d was made with (features, extensions, one queue of the same family),
+   so that the driver compiles a shader for it as it would for d: a
+   plan's tier thread warms the driver's shader cache on it
+   (tier_warm.c). Safe on a thread other than d's (it reads d only). The
+   caller destroys it with vkd->vkDestroyDevice. */
+vf_status vf_vk_device_twin(const vf_vk_device *d, VkDevice *dev, vf_vk_device_table *vkd, VkQueue *queue,
+                            vf_err *err);
 
 /* VKFUSE_TEST_LIMITS (testing only; docs/TESTING.md): spec is
    "name=value,..." with max_groups (maxComputeWorkGroupCount, every

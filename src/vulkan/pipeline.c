@@ -172,8 +172,50 @@ static vf_status get_layout(vf_vk_pipelines *p, int n, const VkDescriptorType *t
     return VF_OK;
 }
 
-vf_status vf_vk_pipeline_get(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc,
-                             const vf_vk_pipeline **out)
+/* The pipeline map's key of desc, and the push range of its layout. */
+static uint64_t pipeline_key(const vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc, uint32_t *push_range)
+{
+    const char *entry = desc->entry ? desc->entry : "main";
+    uint32_t max_push = p->dev->props.limits.maxPushConstantsSize;
+    /* Every layout gets at least VF_PUSH_MAX bytes, so kernels with
+       different push sizes share layouts. */
+    uint32_t range = (desc->push_size + 3) & ~3u;
+    if (range < VF_PUSH_MAX) range = VF_PUSH_MAX < max_push ? VF_PUSH_MAX : max_push;
+    *push_range = range;
+    uint64_t key = desc->spirv_key ? desc->spirv_key
+                                   : vf_hash64(desc->spirv, desc->spirv_words * 4, 0x5350);
+    key = vf_hash64(entry, strlen(entry), key);
+    key = vf_hash_combine(key, ((uint64_t)range << 32) | (uint64_t)desc->n_bindings);
+    for (int i = 0; i < desc->n_bindings; i++)
+        key = vf_hash_combine(key, desc->types ? (uint64_t)desc->types[i] : 7u);
+    if (desc->n_spec) {
+        key = vf_hash64(desc->spec_map, desc->n_spec * sizeof *desc->spec_map, key);
+        key = vf_hash64(desc->spec_data, desc->spec_size, key);
+    }
+    return key;
+}
+
+/* pipe, made for key, into the map (the caller destroys it on failure). */
+static vf_status keep(vf_vk_pipelines *p, uint64_t key, VkPipeline pipe, const vf_vk_layout *layout,
+                      uint32_t push_size, const char *name, const vf_vk_pipeline **out)
+{
+    vf_vk_pipeline *pl = vf_calloc(1, sizeof *pl);
+    if (!pl || !vf_hmap_put(&p->pipelines, key, pl)) {
+        free(pl);
+        return vf_err_set(p->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
+    }
+    pl->pipeline = pipe;
+    pl->layout = layout;
+    pl->push_size = push_size;
+    snprintf(pl->name, sizeof pl->name, "%s", name);
+    p->created++;
+    *out = pl;
+    return VF_OK;
+}
+
+/* made: VK_NULL_HANDLE, or a pipeline made elsewhere with made_layout. */
+static vf_status get_or_adopt(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc, VkPipeline made,
+                              VkPipelineLayout made_layout, const vf_vk_pipeline **out)
 {
     *out = NULL;
     const char *name = desc->name && *desc->name ? desc->name : "kernel";
@@ -188,21 +230,8 @@ vf_status vf_vk_pipeline_get(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc
                           desc->push_size, max_push);
     if (!desc->spirv || desc->spirv_words == 0)
         return vf_err_set(p->err, VF_ERROR_INVALID_ARGUMENT, "kernel %s: no SPIR-V", name);
-    /* Every layout gets at least VF_PUSH_MAX bytes, so kernels with
-       different push sizes share layouts. */
-    uint32_t push_range = (desc->push_size + 3) & ~3u;
-    if (push_range < VF_PUSH_MAX) push_range = VF_PUSH_MAX < max_push ? VF_PUSH_MAX : max_push;
-
-    uint64_t key = desc->spirv_key ? desc->spirv_key
-                                   : vf_hash64(desc->spirv, desc->spirv_words * 4, 0x5350);
-    key = vf_hash64(entry, strlen(entry), key);
-    key = vf_hash_combine(key, ((uint64_t)push_range << 32) | (uint64_t)desc->n_bindings);
-    for (int i = 0; i < desc->n_bindings; i++)
-        key = vf_hash_combine(key, desc->types ? (uint64_t)desc->types[i] : 7u);
-    if (desc->n_spec) {
-        key = vf_hash64(desc->spec_map, desc->n_spec * sizeof *desc->spec_map, key);
-        key = vf_hash64(desc->spec_data, desc->spec_size, key);
-    }
+    uint32_t push_range = 0;
+    uint64_t key = pipeline_key(p, desc, &push_range);
     vf_vk_pipeline *hit = vf_hmap_get(&p->pipelines, key);
     if (hit) {
         *out = hit;
@@ -212,6 +241,11 @@ vf_status vf_vk_pipeline_get(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc
     const vf_vk_layout *layout = NULL;
     vf_status s = get_layout(p, desc->n_bindings, desc->types, push_range, &layout);
     if (s) return s;
+    if (made) { /* made on another thread with that layout (vf_vk_pipeline_adopt) */
+        if (made_layout != layout->layout)
+            return vf_err_set(p->err, VF_ERROR_INVALID_ARGUMENT, "kernel %s: made with another layout", name);
+        return keep(p, key, made, layout, desc->push_size, name, out);
+    }
     const vf_vk_device_table *vk = &p->dev->vkd;
     VkDevice d = p->dev->device;
     VkShaderModuleCreateInfo mci = {
@@ -256,17 +290,22 @@ vf_status vf_vk_pipeline_get(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc
         snprintf(what, sizeof what, "kernel %s: vkCreateComputePipelines", name);
         return vf_vk_check(p->err, r, what);
     }
-    vf_vk_pipeline *pl = vf_calloc(1, sizeof *pl);
-    if (!pl || !vf_hmap_put(&p->pipelines, key, pl)) {
-        free(pl);
-        vk->vkDestroyPipeline(d, pipe, NULL);
-        return vf_err_set(p->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
-    }
-    pl->pipeline = pipe;
-    pl->layout = layout;
-    pl->push_size = desc->push_size;
-    snprintf(pl->name, sizeof pl->name, "%s", name);
-    p->created++;
-    *out = pl;
-    return VF_OK;
+    s = keep(p, key, pipe, layout, desc->push_size, name, out);
+    if (s) vk->vkDestroyPipeline(d, pipe, NULL);
+    return s;
+}
+
+vf_status vf_vk_pipeline_get(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc,
+                             const vf_vk_pipeline **out)
+{
+    return get_or_adopt(p, desc, VK_NULL_HANDLE, VK_NULL_HANDLE, out);
+}
+
+vf_status vf_vk_pipeline_adopt(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc, VkPipeline made,
+                               VkPipelineLayout made_layout, const vf_vk_pipeline **out)
+{
+    vf_status s = get_or_adopt(p, desc, made, made_layout, out);
+    if (s || (*out)->pipeline != made) p->dev->vkd.vkDestroyPipeline(p->dev->device, made, NULL); /* not kept */
+    else p->adopted++;
+    return s;
 }

@@ -52,7 +52,8 @@ typedef struct vf_vk_pipelines {
     int cache_rejected;              /* a file was there but not valid */
     vf_hmap pipelines;               /* key -> vf_vk_pipeline* */
     vf_hmap layouts;                 /* key -> vf_vk_layout* */
-    int64_t created;
+    int64_t created;                 /* kept in the map, adopted ones included */
+    int64_t adopted;                 /* made on another thread (vf_vk_pipeline_adopt) */
     int64_t create_ns;               /* wall time in vkCreateComputePipelines */
     bool log_info;                   /* VKFUSE_LOG=info: one line per pipeline created */
 } vf_vk_pipelines;
@@ -65,5 +66,11 @@ vf_status vf_vk_pipeline_cache_save(vf_vk_pipelines *p);
 
 vf_status vf_vk_pipeline_get(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc,
                              const vf_vk_pipeline **out);
+/* The pipeline of desc where `made` (which another thread created for
+   desc with made_layout, the layout vf_vk_pipeline_get gives desc) is the
+   pipeline: kept in the map as if made here, or destroyed when desc has
+   one already or it cannot be kept. Takes ownership of made. */
+vf_status vf_vk_pipeline_adopt(vf_vk_pipelines *p, const vf_vk_pipeline_desc *desc, VkPipeline made,
+                               VkPipelineLayout made_layout, const vf_vk_pipeline **out);
 
 #endif

@@ -49,6 +49,9 @@ typedef struct plan_tier {
     vf_gen_kernel tuned;
     vf_vk_compiled out[VF_KERNEL_MAX_STEPS];  /* the background thread's compiles */
     bool compile[VF_KERNEL_MAX_STEPS];        /* not on hand at planning: the thread compiles it */
+    vf_vk_layout layout[VF_KERNEL_MAX_STEPS]; /* the quick kernel's, which the tuned one shares (a copy) */
+    VkPipeline made[VF_KERNEL_MAX_STEPS];     /* the thread's pipelines on the plan's device */
+    bool warmed[VF_KERNEL_MAX_STEPS];         /* ... dispatched once on its second device (tier_warm.h) */
     bool swapped, failed;                     /* the calling thread's */
 } plan_tier;
 
@@ -56,10 +59,18 @@ typedef struct plan_tiers {
     /* shared with the thread; first, away from the calling thread's fields */
     atomic_bool done;            /* the thread compiled every tuned shader it had */
     atomic_bool stop;            /* the plan is going: no further compile starts */
+    atomic_int polls;            /* runs that polled, up to 2: the second means the first is over */
     plan_tier *t;
     int n;
     void *compiler;              /* shaderc's, shared with the runtime (thread-safe) */
     uint32_t target_env_version;
+    const vf_vk_device *dev;     /* read only by the thread: its instance table, handles, caps */
+    vf_vk_device_table vkd;      /* the thread's copy of dev's table, and dev's device */
+    VkDevice device;
+    VkPipelineCache cache;       /* the runtime's (internally synchronized) */
+    bool warm;                   /* Mesa's disk cache is on: warm it on a second device */
+    atomic_int *hold;            /* the test hook tier_hold (device.h), or NULL */
+    bool log;                    /* VKFUSE_LOG=info: the thread logs each kernel's times */
     pthread_t thread;
     bool thread_on;              /* started and not joined */
 } plan_tiers;

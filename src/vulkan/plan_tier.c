@@ -6,12 +6,16 @@
  * takes it about a second where the 4 x 4 block takes a tenth of that;
  * shaderc too takes ten times longer on it. So on CPU devices a plan is
  * built with every matmul kernel (alone or with its fused epilogue) in the
- * quick tier, the 4 x 4 block, and the tuned variant's shaders are
- * compiled by shaderc on a thread of the plan's own, one after the other.
- * At each later run that finds the next one compiled, it is swapped in (its
- * pipeline made, the plan's steps changed, the command buffer recorded
- * again; vf_context_stats.tier_swaps): the driver's compile of each tuned
- * kernel then lands in a run of its own instead of all in the first.
+ * quick tier, the 4 x 4 block, and the tuned variants are prepared on a
+ * thread of the plan's own, one after the other: shaderc's SPIR-V, the
+ * pipeline on the plan's device, and the driver's compile, which llvmpipe
+ * does at a pipeline's first dispatch on the queue that runs it: so the
+ * thread dispatches the variant once on a second device (tier_warm.h),
+ * and Mesa's disk cache carries the machine code to the plan's device.
+ * At each later run that finds the next one ready, it is swapped in (its
+ * pipeline adopted as made, the plan's steps changed, the command buffer
+ * recorded again; vf_context_stats.tier_swaps): no call makes a tuned
+ * pipeline or waits for a compile.
  * Both tiers run the same sums in the same order per element (a lane's
  * block only changes which elements it holds), so results do not change
  * across a swap.
@@ -24,10 +28,13 @@
  * on GPUs (their tiled matmul has no cheaper variant). */
 #include "vulkan/plan_internal.h"
 #include "vulkan/codegen/codegen_fused.h"
+#include "vulkan/tier_warm.h"
+#include "util/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 bool vf_vk_plan_tiered(const vf_vk_runtime *rt)
 {
@@ -65,7 +72,9 @@ static bool same_shape(const vf_gen_kernel *q, const vf_gen_kernel *t)
 }
 
 /* Puts tier t's tuned kernel into the plan's steps; false (and nothing
-   changed) when a pipeline cannot be made. */
+   changed) when a pipeline cannot be made. The pipelines the thread made
+   are adopted as they are (no driver call here); a step it did not make
+   (its SPIR-V was on hand) gets its pipeline made here. */
 static bool swap_in(vf_vk_runtime *rt, vf_plan *p, int t)
 {
     plan_tier *tr = &p->tiers.t[t];
@@ -77,9 +86,17 @@ static bool swap_in(vf_vk_runtime *rt, vf_plan *p, int t)
             free(tr->out[i].words); /* out of memory: compiled again below */
             tr->out[i].words = NULL;
         }
-        if (vf_vk_runtime_dispatch_pipeline(rt, &tr->tuned.step[i], &pipe[i]) != VF_OK) {
+        VkPipeline made = tr->made[i];
+        tr->made[i] = VK_NULL_HANDLE; /* the runtime's now, kept or destroyed */
+        vf_status s = made ? vf_vk_runtime_dispatch_adopt(rt, &tr->tuned.step[i], made, tr->layout[i].layout, &pipe[i])
+                           : vf_vk_runtime_dispatch_pipeline(rt, &tr->tuned.step[i], &pipe[i]);
+        if (s != VF_OK) {
             if (!before) vf_err_clear(rt->err); /* the quick kernel stays, and works */
             return false;
+        }
+        if (made && pipe[i]->pipeline == made) {
+            rt->tier_made_ahead++;
+            rt->tier_warmed += tr->warmed[i];
         }
     }
     for (int i = 0; i < p->n_steps; i++) {
@@ -133,18 +150,81 @@ vf_status vf_vk_plan_tier_add(vf_vk_runtime *rt, vf_plan *p, const vf_plan_desc 
     return VF_OK;
 }
 
+/* On the thread: step i's pipeline on the plan's device, with the quick
+   kernel's layout; VK_NULL_HANDLE when it cannot be made (the swap then
+   tries again on the calling thread, which reports nothing either). */
+static VkPipeline make_pipeline(const plan_tiers *ts, const plan_tier *tr, int i)
+{
+    const vf_vk_device_table *vk = &ts->vkd;
+    const vf_dispatch *st = &tr->tuned.step[i];
+    VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                    .codeSize = tr->out[i].n_words * 4, .pCode = tr->out[i].words};
+    VkShaderModule mod = VK_NULL_HANDLE;
+    if (st->n_spec > VF_KERNEL_MAX_SPEC || vk->vkCreateShaderModule(ts->device, &mci, NULL, &mod) != VK_SUCCESS)
+        return VK_NULL_HANDLE;
+    VkSpecializationMapEntry map[VF_KERNEL_MAX_SPEC];
+    for (uint32_t k = 0; k < st->n_spec; k++) map[k] = (VkSpecializationMapEntry){k, 4 * k, 4};
+    VkSpecializationInfo spec = {.mapEntryCount = st->n_spec, .pMapEntries = map, .dataSize = 4 * (size_t)st->n_spec,
+                                 .pData = st->spec};
+    VkComputePipelineCreateInfo cci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = mod, .pName = "main", .pSpecializationInfo = st->n_spec ? &spec : NULL},
+        .layout = tr->layout[i].layout};
+    VkPipeline pipe = VK_NULL_HANDLE;
+    /* the pipeline cache is internally synchronized (made without
+       VK_PIPELINE_CACHE_CREATE_EXTERNALLY_SYNCHRONIZED_BIT) */
+    if (vk->vkCreateComputePipelines(ts->device, ts->cache, 1, &cci, NULL, &pipe) != VK_SUCCESS)
+        pipe = VK_NULL_HANDLE;
+    vk->vkDestroyShaderModule(ts->device, mod, NULL);
+    return pipe;
+}
+
+static bool stopping(const plan_tiers *ts)
+{
+    return atomic_load_explicit(&ts->stop, memory_order_relaxed);
+}
+
+/* Everything a tuned kernel needs before the calling thread can take it
+   without a compile of any kind: shaderc's SPIR-V, the pipeline on the
+   plan's device and, on the second device, the driver's machine code
+   (which Mesa's disk cache then hands to the plan's device). */
 static void *compile_thread(void *arg)
 {
     vf_plan *p = arg;
-    for (int t = 0; t < p->tiers.n; t++) {
-        plan_tier *tr = &p->tiers.t[t];
-        for (int i = 0; i < tr->tuned.n_steps; i++)
-            if (tr->compile[i] && !atomic_load_explicit(&p->tiers.stop, memory_order_relaxed))
-                vf_vk_shader_compile_raw(p->tiers.compiler, p->tiers.target_env_version, tr->tuned.step[i].glsl,
-                                         tr->tuned.step[i].name, &tr->out[i]);
+    plan_tiers *ts = &p->tiers;
+    vf_vk_warm warm = {0};
+    for (int t = 0; t < ts->n; t++) {
+        plan_tier *tr = &ts->t[t];
+        for (int i = 0; i < tr->tuned.n_steps; i++) {
+            if (!tr->compile[i] || stopping(ts)) continue;
+            vf_vk_shader_compile_raw(ts->compiler, ts->target_env_version, tr->tuned.step[i].glsl,
+                                     tr->tuned.step[i].name, &tr->out[i]);
+            if (tr->out[i].status != VF_OK || !tr->out[i].words || stopping(ts)) continue;
+            /* the driver's compiles wait for the first call's run: it
+               has quick kernels of its own to compile, on the same cores */
+            while (atomic_load_explicit(&ts->polls, memory_order_relaxed) < 2 && !stopping(ts))
+                nanosleep(&(struct timespec){0, 2000000}, NULL);
+            if (stopping(ts)) continue;
+            int64_t t0 = vf_now_ns();
+            tr->made[i] = make_pipeline(ts, tr, i);
+            int64_t t1 = vf_now_ns();
+            if (tr->made[i] && ts->warm && !stopping(ts))
+                tr->warmed[i] = vf_vk_warm_run(&warm, ts->dev, &(vf_vk_warm_kernel){
+                    .spirv = tr->out[i].words, .words = tr->out[i].n_words, .layout = &tr->layout[i],
+                    .n_spec = tr->tuned.step[i].n_spec, .spec = tr->tuned.step[i].spec});
+            if (ts->log)
+                fprintf(stderr, "vkfuse: tuned kernel %s: pipeline made in %.1f ms%s %.1f ms (tier thread)\n",
+                        tr->tuned.step[i].name, (double)(t1 - t0) / 1e6,
+                        tr->warmed[i] ? ", the driver's compile on the second device in" : ", no warm-up;",
+                        (double)(vf_now_ns() - t1) / 1e6);
+        }
+        while (ts->hold && atomic_load(ts->hold) && !stopping(ts)) /* the test hook: still compiling */
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
         atomic_store_explicit(&tr->ready, true, memory_order_release); /* swapped while the next compiles */
     }
-    atomic_store_explicit(&p->tiers.done, true, memory_order_release);
+    vf_vk_warm_close(&warm);
+    atomic_store_explicit(&ts->done, true, memory_order_release);
     return NULL;
 }
 
@@ -184,9 +264,22 @@ void vf_vk_plan_tier_start(vf_vk_runtime *rt, vf_plan *p)
     }
     ts->compiler = rt->shaders.compiler;
     ts->target_env_version = rt->shaders.target_env_version;
+    ts->dev = &rt->dev;
+    ts->vkd = rt->dev.vkd; /* a lost device's table may be abandoned meanwhile (loader.h) */
+    ts->device = rt->dev.device;
+    ts->cache = rt->pipes.cache;
+    ts->warm = !rt->driver_cache_off; /* nothing would carry the driver's compile over */
+    ts->hold = rt->dev.test.tier_hold;
+    ts->log = rt->shaders.log_info;
+    for (int i = 0; i < p->n_steps; i++) /* the layouts the tuned pipelines share, read by the thread */
+        if (p->steps[i].tier >= 0) ts->t[p->steps[i].tier].layout[p->steps[i].tier_step] = *p->steps[i].pipe->layout;
     atomic_store(&ts->done, false);
     atomic_store(&ts->stop, false);
+    atomic_store(&ts->polls, 0);
     if (pthread_create(&ts->thread, NULL, compile_thread, p) != 0) {
+        ts->warm = false;
+        ts->hold = NULL;
+        atomic_store(&ts->polls, 2);
         compile_thread(p); /* no thread: compiled here, swapped from the next run on */
         return;
     }
@@ -197,6 +290,8 @@ void vf_vk_plan_tier_poll(vf_vk_runtime *rt, vf_plan *p)
 {
     plan_tiers *ts = &p->tiers;
     if (!ts->n) return;
+    if (atomic_load_explicit(&ts->polls, memory_order_relaxed) < 2)
+        atomic_fetch_add_explicit(&ts->polls, 1, memory_order_relaxed); /* the first call's run is over */
     if (ts->thread_on && atomic_load_explicit(&ts->done, memory_order_acquire)) {
         pthread_join(ts->thread, NULL);
         ts->thread_on = false;
@@ -220,7 +315,7 @@ void vf_vk_plan_tier_poll(vf_vk_runtime *rt, vf_plan *p)
                         tr->tuned.step[0].name);
         }
         tier_drop(p, t);
-        return; /* one per run: each tuned kernel's first dispatch compiles in a run of its own */
+        return; /* one per run: with Mesa's disk cache off each first dispatch compiles, in a run of its own */
     }
 }
 
@@ -231,7 +326,10 @@ void vf_vk_plan_tier_free(vf_plan *p)
     if (ts->thread_on) pthread_join(ts->thread, NULL);
     ts->thread_on = false;
     for (int t = 0; t < ts->n; t++) {
-        for (int i = 0; i < VF_KERNEL_MAX_STEPS; i++) free(ts->t[t].out[i].words);
+        for (int i = 0; i < VF_KERNEL_MAX_STEPS; i++) {
+            free(ts->t[t].out[i].words);
+            if (ts->t[t].made[i]) ts->dev->vkd.vkDestroyPipeline(ts->dev->device, ts->t[t].made[i], NULL);
+        }
         vf_kernel_free(&ts->t[t].tuned);
     }
     free(ts->t);

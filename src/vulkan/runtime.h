@@ -53,7 +53,10 @@ typedef struct vf_vk_runtime {
     vf_eager_fuse ef;              /* queued eager elementwise ops and their fused kernels (eager_fuse.h) */
     int64_t execs;
     bool tiered;                   /* plans start their matmuls in the quick tier (plan_tier.c) */
+    bool driver_cache_off;         /* Mesa's disk cache is off: no warm-up on a second device (tier_warm.h) */
     int64_t tier_kernels, tier_swaps;
+    int64_t tier_made_ahead;       /* tuned pipelines made on a tier thread and adopted (plan_tier.c) */
+    int64_t tier_warmed;           /* ... of them dispatched once on its second device first */
 } vf_vk_runtime;
 
 vf_status vf_vk_backend_create_ex(vf_err *err, const vf_vk_options *opt,
@@ -78,6 +81,12 @@ vf_status vf_vk_runtime_glsl_pipeline_spec(vf_vk_runtime *rt, const char *glsl, 
    bindings and push size, its specialisation constants (spec[0], the
    workgroup size, checked against the device's limits first). */
 vf_status vf_vk_runtime_dispatch_pipeline(vf_vk_runtime *rt, const vf_dispatch *d, const vf_vk_pipeline **out);
+/* The same for a GLSL dispatch whose pipeline another thread made
+   (vkCreateComputePipelines on rt's device with made_layout, the layout
+   the pipeline gets here; a plan's tier thread): kept as if made here.
+   Takes over `made` (destroyed if not kept). */
+vf_status vf_vk_runtime_dispatch_adopt(vf_vk_runtime *rt, const vf_dispatch *d, VkPipeline made,
+                                       VkPipelineLayout made_layout, const vf_vk_pipeline **out);
 
 /* The backend's exec (one vf_exec, queued) and one user-kernel call
    (user_kernel.c), for code of the runtime that builds on them. */

@@ -1,6 +1,8 @@
 """Errors are exceptions (never crashes), tensors go when Python drops them, memory stays flat."""
+import ctypes
 import gc
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -131,6 +133,50 @@ def test_eager_loop_holds_flat_memory():
     assert r1 - r0 < 8 * 1024, (r0, r1)  # KiB: flat, not 3000 steps' worth of leaks
 
 
+def sleeping_c_call(lib, ctx, ms):
+    """One library call that takes ms milliseconds without using the CPU:
+    vf_host_map with libc's usleep as the host function. usleep takes its
+    first argument (the host function's `user`, a register on x86-64 and
+    aarch64) as microseconds and returns 0, which is VF_OK."""
+    libc = ctypes.CDLL(None)
+    f = lib.vf_host_map
+    f.restype = ctypes.c_void_p
+    f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
+    x = tf.ones([1])
+    h = f(ctx.handle, x.handle, ctypes.cast(libc.usleep, ctypes.c_void_p), ms * 1000, b"sleep")
+    assert h, tf.context().raise_error()
+    lib.vf_tensor_release(h)
+
+
+def test_gil_released_during_c_calls(lib=None):
+    # A Python thread counts while the main thread is inside one C call that
+    # sleeps 150 ms: it counts as fast as while the main thread sleeps in
+    # Python only if the call released the GIL (ctypes.CDLL does for every
+    # call; through a ctypes.PyDLL, which keeps it, it barely counts).
+    ctx = tf.Context(backend="cpu")
+    with ctx:
+        count, stop = [0], [False]
+
+        def spin():
+            while not stop[0]:
+                count[0] += 1
+
+        def rate(f):
+            c0, t0 = count[0], time.perf_counter()
+            f()
+            return (count[0] - c0) / (time.perf_counter() - t0)
+        t = threading.Thread(target=spin)
+        t.start()
+        try:
+            asleep = rate(lambda: time.sleep(0.15))
+            in_c = rate(lambda: sleeping_c_call(lib or _lib.lib, ctx, 150))
+        finally:
+            stop[0] = True
+            t.join()
+    ctx.close()
+    assert in_c > 0.5 * asleep, (in_c, asleep)
+
+
 def test_threads_run_while_reading():
     # ctypes releases the GIL during C calls: two threads computing at once both finish.
     out = []
@@ -169,3 +215,41 @@ def test_python_level_misuse():
             bad()
     with pytest.raises((tf.errors.ResourceExhaustedError, tf.errors.UnimplementedError)):
         tf.zeros([1 << 40])  # no memory (CPU) / past the device's largest buffer (Vulkan)
+
+
+def test_debugging_checks():
+    tf.debugging.assert_equal(tf.constant([1, 2]), [1, 2])
+    tf.debugging.assert_near(tf.constant([1.0]), [1.0 + 1e-7])
+    tf.debugging.assert_less(tf.constant([1.0]), 2.0)
+    tf.debugging.assert_shapes([(tf.ones([2, 3]), ("n", 3)), (tf.ones([2]), ("n",))])
+    for bad in (lambda: tf.debugging.assert_equal(tf.constant([1, 2]), [1, 3]),
+                lambda: tf.debugging.assert_near([1.0], [1.1]),
+                lambda: tf.debugging.check_numerics(tf.constant([np.nan]), "nan here"),
+                lambda: tf.debugging.assert_shapes([(tf.ones([2, 3]), ("n", 3)), (tf.ones([3]), ("n",))]),
+                lambda: tf.debugging.assert_rank(tf.ones([2]), 2)):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            bad()
+
+
+def os_threads():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_dropped_contexts_are_destroyed():
+    # A Vulkan context (lavapipe) starts driver threads; a context Python
+    # drops with its last tensor must be destroyed, or they pile up.
+    def use_one():
+        c = tf.Context(backend="vulkan")
+        with c:
+            return float(tf.reduce_sum(tf.ones([16]) * 2))
+    use_one()
+    gc.collect()
+    before = os_threads()
+    for _ in range(4):
+        assert use_one() == 32.0
+        gc.collect()
+    assert os_threads() <= before, (before, os_threads())

@@ -386,3 +386,44 @@ def test_format_spec():
     loss = tf.constant(0.123456)
     assert f"{loss:.3f}" == "0.123" and f"{tf.constant(7):d}" == "7" and f"{tf.constant(7):>3}" == "  7"
     assert f"{loss}" == str(loss)
+
+
+def test_roll_embedding_categorical():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    close(tf.roll(x, shift=1, axis=1), np.roll(x, 1, 1))
+    close(tf.roll(x, shift=[-1, 2], axis=[0, 1]), np.roll(x, (-1, 2), (0, 1)))
+    close(tf.nn.embedding_lookup(x, [2, 0]), x[[2, 0]])
+    logits = np.log(np.array([[0.7, 0.2, 0.1], [0.0001, 0.0001, 0.9998]], np.float32))
+    s = tf.random.categorical(logits, 4000, seed=5).numpy()
+    assert s.shape == (2, 4000)
+    freq = np.bincount(s[0], minlength=3) / 4000
+    np.testing.assert_allclose(freq, [0.7, 0.2, 0.1], atol=0.04)
+    assert (s[1] == 2).mean() > 0.99
+
+
+def test_nd_indexing_meshgrid():
+    t = rng.standard_normal((3, 4, 2)).astype(np.float32)
+    idx = np.array([[0, 1], [2, 3], [0, 1]], np.int32)
+    close(tf.gather_nd(t, idx), t[idx[:, 0], idx[:, 1]])
+    close(tf.gather_nd(t, [[1, 2, 0]]), t[1, 2, 0][None])
+    ref = t.copy()
+    upd = rng.standard_normal((3, 2)).astype(np.float32)
+    np.add.at(ref, (idx[:, 0], idx[:, 1]), upd)
+    close(tf.tensor_scatter_nd_add(t, idx, upd), ref, 1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.gather_nd(t, [[3, 0]])
+    a, b = np.arange(3, dtype=np.float32), np.arange(4, dtype=np.float32)
+    for ind in ("xy", "ij"):
+        for got, want in zip(tf.meshgrid(a, b, indexing=ind), np.meshgrid(a, b, indexing=ind)):
+            close(got, want)
+    close(tf.math.reduce_euclidean_norm(A, axis=1), np.linalg.norm(A, axis=1), 1e-5)
+
+
+def test_stateless_random():
+    a = tf.random.stateless_normal([100], seed=[1, 2]).numpy()
+    np.testing.assert_array_equal(a, tf.random.stateless_normal([100], seed=[1, 2]).numpy())
+    assert not np.array_equal(a, tf.random.stateless_normal([100], seed=[2, 1]).numpy())
+    u = tf.random.stateless_uniform([100], seed=(3, 4), minval=-1.0, maxval=1.0).numpy()
+    assert u.min() >= -1 and u.max() < 1
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.random.stateless_normal([2], seed=[1])

@@ -191,7 +191,7 @@ static am_status check_instance_exts(am_exec *x, const am_script *s, am_result *
 am_status am_exec_device(am_exec *x, const am_script *s, const am_exec_opts *o, am_result *res)
 {
     vf_vk_options env = {0};
-    vf_vk_options_env(&env); /* the loader and the test limits, as a context would */
+    vf_vk_options_read(&env, getenv); /* the loader and the test limits, as a context would */
     vf_vk_device_options vo = {.device_index = o->device_index, .device_env = o->device_env,
                                .validation = o->validation, .loader = env.loader, .test_caps = env.test_caps,
                                .test_limits = env.test_limits};
@@ -376,7 +376,7 @@ bool am_exec_preload(const am_exec_opts *o)
 {
     int threads = thread_count(); /* OpenBLAS's pool may already be there */
     vf_vk_options env = {0};
-    vf_vk_options_env(&env);
+    vf_vk_options_read(&env, getenv);
     vf_vk_device *d = vf_calloc(1, sizeof *d);
     if (!d) return false;
     vf_err e = {0};

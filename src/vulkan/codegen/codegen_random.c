@@ -11,6 +11,19 @@
 
 #define RN_LOCAL 256u   /* wanted; clamped to the device by cg_clamp_wg */
 
+/* philox.glsl into g's body; false (g aborted, err set) if it is missing. */
+static bool put_philox(vf_cg *g, vf_err *err)
+{
+    const char *philox = vf_shader_template("philox.glsl");
+    if (!philox) {
+        cg_abort(g);
+        vf_err_set(err, VF_ERROR_COMPILE, "codegen: embedded shader philox.glsl is missing");
+        return false;
+    }
+    vf_sb_puts(&g->body, philox);
+    return true;
+}
+
 /* RANDOM_NORMAL: invocation k writes elements 2k and 2k+1 (philox.glsl). */
 vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
@@ -32,12 +45,7 @@ vf_status vf_codegen_random(const vf_exec *e, const vf_device_caps *caps, vf_gen
     cg_push_u32(&g, "seed_lo", (uint32_t)e->attrs.seed);
     cg_push_u32(&g, "seed_hi", (uint32_t)(e->attrs.seed >> 32));
     cg_store_fn(&g, "st", "outv", e->out.dtype, VF_CT_FLOAT);
-    const char *philox = vf_shader_template("philox.glsl");
-    if (!philox) {
-        cg_abort(&g);
-        return vf_err_set(err, VF_ERROR_COMPILE, "codegen: embedded shader philox.glsl is missing");
-    }
-    vf_sb_puts(&g.body, philox);
+    if (!put_philox(&g, err)) return err->status;
     cg_workgroup(&g, cg_clamp_wg(caps, RN_LOCAL, false));
     vf_sb_puts(&g.body, "\nvoid main()\n{\n"
                        "    uint k = vf_group_id() * WG + gl_LocalInvocationID.x;\n"
@@ -102,12 +110,7 @@ vf_status vf_codegen_rng(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
     cg_push_u32(&g, "numel", (uint32_t)numel);
     cg_push_u32(&g, "seed_lo", (uint32_t)e->attrs.seed);
     cg_push_u32(&g, "seed_hi", (uint32_t)(e->attrs.seed >> 32));
-    const char *philox = vf_shader_template("philox.glsl");
-    if (!philox) {
-        cg_abort(&g);
-        return vf_err_set(err, VF_ERROR_COMPILE, "codegen: embedded shader philox.glsl is missing");
-    }
-    vf_sb_puts(&g.body, philox);
+    if (!put_philox(&g, err)) return err->status;
     cg_workgroup(&g, cg_clamp_wg(caps, RN_LOCAL, false));
     unsigned per = uni ? 4u : 2u;
     vf_sb_add(&g.body,

@@ -15,6 +15,25 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The last step, the user's SPIR-V with the call's push constants,
+   workgroup counts and workgroup size; the caller sets its bindings. */
+static vf_dispatch *user_step(vf_gen_kernel *out, const vf_ukernel_exec *x)
+{
+    const vf_ukernel *k = x->k;
+    vf_dispatch *d = &out->step[out->n_steps++];
+    memset(d, 0, sizeof *d);
+    d->spirv = k->spirv;
+    d->spirv_words = k->n_words;
+    d->spirv_key = k->key;
+    snprintf(d->name, sizeof d->name, "%s", k->name);
+    memcpy(d->push, x->push, x->push_size);
+    d->push_size = x->push_size;
+    memcpy(d->groups, x->groups, sizeof d->groups);
+    d->n_spec = 1;
+    d->spec[0] = k->workgroup_size;
+    return d;
+}
+
 vf_status vf_codegen_user(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *out, vf_err *err)
 {
     const vf_ukernel_exec *x = e->ux;
@@ -31,20 +50,10 @@ vf_status vf_codegen_user(const vf_exec *e, const vf_device_caps *caps, vf_gen_k
         for (int i = 0; i < out->n_steps; i++) snprintf(out->step[i].name, sizeof out->step[i].name, "%s", k->name);
     }
     if (out->n_steps >= VF_KERNEL_MAX_STEPS) return vf_err_set(err, VF_ERROR_UNSUPPORTED, "user_kernel: too many steps");
-    vf_dispatch *d = &out->step[out->n_steps++];
-    memset(d, 0, sizeof *d);
-    d->spirv = k->spirv;
-    d->spirv_words = k->n_words;
-    d->spirv_key = k->key;
-    snprintf(d->name, sizeof d->name, "%s", k->name);
+    vf_dispatch *d = user_step(out, x);
     d->n_bindings = e->n_in + 1;
     for (int i = 0; i < e->n_in; i++) d->binding[i] = VF_BIND_IN0 + i;
     d->binding[e->n_in] = VF_BIND_OUT;
-    memcpy(d->push, x->push, x->push_size);
-    d->push_size = x->push_size;
-    memcpy(d->groups, x->groups, sizeof d->groups);
-    d->n_spec = 1;
-    d->spec[0] = k->workgroup_size;
     return VF_OK;
 }
 
@@ -74,18 +83,8 @@ vf_status vf_codegen_user_group(const vf_fused_group *grp, const vf_device_caps 
                 if (d->binding[b] == VF_BIND_OUT) d->binding[b] = VF_BIND_GROUP + k->n_in + j;
         }
     }
-    vf_dispatch *d = &out->step[out->n_steps++];
-    memset(d, 0, sizeof *d);
-    d->spirv = k->spirv;
-    d->spirv_words = k->n_words;
-    d->spirv_key = k->key;
-    snprintf(d->name, sizeof d->name, "%s", k->name);
+    vf_dispatch *d = user_step(out, x);
     d->n_bindings = nt;
     for (int t = 0; t < nt; t++) d->binding[t] = VF_BIND_GROUP + t;
-    memcpy(d->push, x->push, x->push_size);
-    d->push_size = x->push_size;
-    memcpy(d->groups, x->groups, sizeof d->groups);
-    d->n_spec = 1;
-    d->spec[0] = k->workgroup_size;
     return VF_OK;
 }
