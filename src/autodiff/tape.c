@@ -59,6 +59,10 @@ static vf_tensor *resolve(vf_context *ctx, const vf_tref *r)
     return NULL;
 }
 
+/* Whether an entry holds a user elementwise op: the pseudo-ops
+   (VF_TAPE_RESHAPE, VF_TAPE_CONTROL) are past the op table's end. */
+static bool holds_uelem(int op) { return op >= 0 && op < VF_OP_COUNT && vf_op_holds_uelem((vf_op)op); }
+
 static void push(vf_tape *tp, const vf_tape_entry *src)
 {
     vf_context *ctx = tp->ctx;
@@ -74,7 +78,7 @@ static void push(vf_tape *tp, const vf_tape_entry *src)
     }
     for (int i = 0; i < d->n_in; i++) vf_tensor_hold(d->in[i]);
     vf_tensor_hold(d->out);
-    if (vf_op_holds_uelem(d->op)) vf_uelem_retain(d->attrs.uelem); /* its gradient needs it */
+    if (holds_uelem(d->op)) vf_uelem_retain(d->attrs.uelem); /* its gradient needs it */
 }
 
 static void record_all(vf_context *ctx, const vf_tape_entry *en)
@@ -147,7 +151,7 @@ void vf_tapes_free_all(vf_context *ctx)
            owned by the tensors that vf_tensor_free_all frees next */
         for (int i = 0; i < tp->n; i++) {
             if (tp->e[i].cf) vf_tape_cf_release(tp->e[i].cf);
-            if (vf_op_holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
+            if (holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
         }
         free(tp->e);
     }
@@ -244,7 +248,7 @@ void vf_tape_end(vf_tape *tp)
         }
         for (int j = 0; j < tp->e[i].n_in; j++) vf_tensor_drop(tp->e[i].in[j]);
         vf_tensor_drop(tp->e[i].out);
-        if (vf_op_holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
+        if (holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
     }
     vf_context *ctx = tp->ctx;
     free(tp->e);
