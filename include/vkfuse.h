@@ -271,7 +271,16 @@ VF_API void vf_scope_end(vf_context *ctx);             /* releases what the scop
 VF_API vf_tensor *vf_keep(vf_tensor *t);               /* move to the enclosing scope */
 VF_API vf_tensor *vf_tensor_retain(vf_tensor *t);      /* caller owns one reference */
 /* Drops one reference the caller owns; on a tensor the caller never
-   retained it ends the scope's ownership early (frees it if unused).
+   retained (or whose retains were all released) it ends the scope's
+   ownership early. A tensor has three kinds of owners: its scope (until
+   the scope ends, vf_keep moves it, or this early release), the caller
+   (one reference per vf_tensor_retain) and the library (a tape that
+   recorded it holds it until vf_tape_end, a function holds the variables
+   and tensors it captured until vf_function_destroy); it is freed when
+   the last one lets go, in any order. A release never takes the
+   library's reference: with neither a retain nor the scope's ownership
+   left, it is VF_ERROR_INVALID_ARGUMENT ("released once too often") and
+   changes nothing.
    Handles are never reused within a context: a tensor used after it was
    released (or after its scope ended), or released once too often, is
    VF_ERROR_INVALID_ARGUMENT naming it ("tensor #12 was released by

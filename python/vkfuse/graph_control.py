@@ -50,9 +50,8 @@ orphans = []
 def release_dropped(ctx, handles):
     """Releases handles Python dropped while the library ran a body. The
     library frees what a body made when the body's scope (or the trace)
-    ends, and a tape recording in such a scope still reads its tensors
-    after the body returned, so Python's releases wait until the library
-    is done; a handle already freed then only records an error, cleared
+    ends and reads the body's outputs after it returned, so Python's
+    releases wait until the library is done; a handle already freed then only records an error, cleared
     here unless one was there before."""
     h = ctx.handle
     clean = L.vf_status_get(h) == 0

@@ -25,8 +25,8 @@ _from_host = _L.vf_tensor_from_host
 _I64 = ctypes.c_int64
 # While a vkfuse.function traces, released handles are collected here and
 # released after the trace (function.py): the trace's scope frees its
-# symbolic tensors itself, and releasing them early inside a cond branch
-# that a tape records fails.
+# symbolic tensors itself, and the library reads a body's outputs after
+# the body returned (a tape holds what it recorded by itself).
 deferred: Optional[List[int]] = None
 # > 0 while Python code runs as a body the library calls (graph_control.py):
 # what it makes belongs to the body's scope, so it must not be cached

@@ -23,7 +23,8 @@ typedef struct vf_storage {
 
 struct vf_tensor {
     vf_context *ctx;
-    int refs;              /* all references, including the owning scope's */
+    int refs;              /* all references: the owning scope's, the caller's, the library's */
+    int held;              /* of those, the library's (tapes, functions: vf_tensor_hold) */
     int scope;             /* depth of the owning scope, -1: none */
     int slot;              /* index in that scope's list */
     vf_tensor *prev, *next;/* the context's list of live tensors */
@@ -147,6 +148,18 @@ vf_tensor *vf_tensor_new(vf_context *ctx, const char *op, vf_dtype dtype, int ra
 /* A view sharing t's storage with another shape (same numel). */
 vf_tensor *vf_tensor_view(vf_tensor *t, int rank, const int64_t *shape);
 vf_tref vf_tensor_ref(const vf_tensor *t);
+/* The library's own references (a tape's record, a function's variable or
+   capture, a run's values), apart from the caller's: vf_tensor_release
+   drops a reference the caller retained, else the scope's ownership, never
+   one of these, so a caller's early release cannot take a tape's reference
+   and leave its scope to drop one again. hold returns t (NULL for NULL);
+   drop frees t with its last reference. */
+vf_tensor *vf_tensor_hold(vf_tensor *t);
+void vf_tensor_drop(vf_tensor *t);
+/* Ends the scope's ownership of t (nothing when no scope owns it), whoever
+   else holds it: the library's release of a value it put in the caller's
+   scope and no longer needs, which the caller may have retained. */
+void vf_tensor_disown(vf_tensor *t);
 
 /* Checks that a shape is valid (rank, dims >= 0, size fits); op names the caller. */
 bool vf_check_shape(vf_context *ctx, const char *op, int rank, const int64_t *shape, int64_t *numel);

@@ -249,8 +249,46 @@ void vf_tensor_release(vf_tensor *t)
     VF_LOCKED(vf_tensor_context(t));
     if (!t || !vf_check_alive(NULL, "vf_tensor_release", t, -1)) return;
     if (body_input_release(t)) return;
-    if (t->scope >= 0 && t->refs == 1) /* the caller holds none: end the scope's ownership early */
+    /* Whose reference goes: the caller's own (vf_tensor_retain) first, then
+       the scope's ownership, ended early; never the library's (a tape's),
+       which it drops itself. Counting a tape's reference as the caller's
+       took it here and left the scope owning the tensor, so the scope's end
+       dropped one more and the tape's end found it freed. */
+    bool owned = t->scope >= 0;
+    if (t->refs - t->held - (owned ? 1 : 0) == 0) {
+        if (!owned) {
+            vf_fail(t->ctx, VF_ERROR_INVALID_ARGUMENT,
+                    "vf_tensor_release: tensor #%llu was released once too often: its scope no longer owns it "
+                    "and every reference taken with vf_tensor_retain was released (it lives on only while the "
+                    "library holds it: a gradient tape until vf_tape_end, a function that holds a variable); "
+                    "release a tensor once per vf_tensor_retain, plus once to end its scope's ownership early "
+                    "(the release is ignored)", (unsigned long long)vf_handle_state_of(t, VF_HANDLE_TENSOR).id);
+            return;
+        }
         scope_remove(t->ctx, t);
+    }
+    if (--t->refs == 0) tensor_destroy(t, VF_DEATH_RELEASE);
+}
+
+vf_tensor *vf_tensor_hold(vf_tensor *t)
+{
+    if (!t || !vf_check_alive(NULL, "vf_tensor_retain", t, -1)) return NULL;
+    t->refs++;
+    t->held++;
+    return t;
+}
+
+void vf_tensor_drop(vf_tensor *t)
+{
+    if (!t || !vf_check_alive(NULL, "vf_tensor_release", t, -1)) return;
+    t->held--;
+    if (--t->refs == 0) tensor_destroy(t, VF_DEATH_RELEASE);
+}
+
+void vf_tensor_disown(vf_tensor *t)
+{
+    if (!t || !vf_check_alive(NULL, "vf_tensor_release", t, -1) || t->scope < 0) return;
+    scope_remove(t->ctx, t);
     if (--t->refs == 0) tensor_destroy(t, VF_DEATH_RELEASE);
 }
 

@@ -37,12 +37,12 @@ vf_status vf_tape_record_kernel(vf_context *ctx, vf_ukernel *k, vf_tensor *const
     if (k->param_bytes) memcpy(cf->params, params, k->param_bytes);
     snprintf(cf->name, sizeof cf->name, "%s", k->name);
     for (int i = 0; i < k->n_in; i++) {
-        cf->in[i] = vf_tensor_retain(in[i]);
+        cf->in[i] = vf_tensor_hold(in[i]);
         cf->in_key[i] = vf_tensor_ref(in[i]);
     }
     cf->n_in = k->n_in;
     for (int j = 0; j < k->n_out; j++) {
-        cf->out[j] = vf_tensor_retain(out[j]);
+        cf->out[j] = vf_tensor_hold(out[j]);
         cf->out_key[j] = vf_tensor_ref(out[j]);
     }
     cf->n_out = k->n_out;

@@ -59,6 +59,10 @@ static vf_tensor *resolve(vf_context *ctx, const vf_tref *r)
     return NULL;
 }
 
+/* Whether an entry holds a user elementwise op: the pseudo-ops
+   (VF_TAPE_RESHAPE, VF_TAPE_CONTROL) are past the op table's end. */
+static bool holds_uelem(int op) { return op >= 0 && op < VF_OP_COUNT && vf_op_holds_uelem((vf_op)op); }
+
 static void push(vf_tape *tp, const vf_tape_entry *src)
 {
     vf_context *ctx = tp->ctx;
@@ -72,9 +76,9 @@ static void push(vf_tape *tp, const vf_tape_entry *src)
         d->cf->refs++;
         return;
     }
-    for (int i = 0; i < d->n_in; i++) vf_tensor_retain(d->in[i]);
-    vf_tensor_retain(d->out);
-    if (vf_op_holds_uelem(d->op)) vf_uelem_retain(d->attrs.uelem); /* its gradient needs it */
+    for (int i = 0; i < d->n_in; i++) vf_tensor_hold(d->in[i]);
+    vf_tensor_hold(d->out);
+    if (holds_uelem(d->op)) vf_uelem_retain(d->attrs.uelem); /* its gradient needs it */
 }
 
 static void record_all(vf_context *ctx, const vf_tape_entry *en)
@@ -86,8 +90,8 @@ static void record_all(vf_context *ctx, const vf_tape_entry *en)
 void vf_tape_cf_release(vf_tape_cf *cf)
 {
     if (!cf || --cf->refs > 0) return;
-    for (int j = 0; j < cf->n_in; j++) vf_tensor_release(cf->in[j]);
-    for (int k = 0; k < cf->n_out; k++) vf_tensor_release(cf->out[k]);
+    for (int j = 0; j < cf->n_in; j++) vf_tensor_drop(cf->in[j]);
+    for (int k = 0; k < cf->n_out; k++) vf_tensor_drop(cf->out[k]);
     free(cf->in);
     free(cf->in_key);
     free(cf->out);
@@ -147,7 +151,7 @@ void vf_tapes_free_all(vf_context *ctx)
            owned by the tensors that vf_tensor_free_all frees next */
         for (int i = 0; i < tp->n; i++) {
             if (tp->e[i].cf) vf_tape_cf_release(tp->e[i].cf);
-            if (vf_op_holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
+            if (holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
         }
         free(tp->e);
     }
@@ -242,9 +246,9 @@ void vf_tape_end(vf_tape *tp)
             vf_tape_cf_release(tp->e[i].cf);
             continue;
         }
-        for (int j = 0; j < tp->e[i].n_in; j++) vf_tensor_release(tp->e[i].in[j]);
-        vf_tensor_release(tp->e[i].out);
-        if (vf_op_holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
+        for (int j = 0; j < tp->e[i].n_in; j++) vf_tensor_drop(tp->e[i].in[j]);
+        vf_tensor_drop(tp->e[i].out);
+        if (holds_uelem(tp->e[i].op)) vf_uelem_release(tp->e[i].attrs.uelem);
     }
     vf_context *ctx = tp->ctx;
     free(tp->e);

@@ -81,7 +81,7 @@ void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *
     cf->out_key = vf_calloc((size_t)n_out + 1, sizeof *cf->out_key);
     if (!cf->in || !cf->in_key || !cf->out || !cf->out_key) goto oom;
     int j = 0;
-    for (int k = 0; k < n_in; k++) cf->in[j++] = vf_tensor_retain(in[k]);
+    for (int k = 0; k < n_in; k++) cf->in[j++] = vf_tensor_hold(in[k]);
     /* the subgraphs' outer captures: values of the graph being recorded or,
        lifted into it, of an enclosing one (keyed as the user's tensors are) */
     for (int s = 0; s < 2; s++) {
@@ -89,13 +89,13 @@ void vf_tape_record_control(vf_context *ctx, vf_node_kind kind, const vf_graph *
         for (int k = 0; k < g->n_outer; k++) {
             vf_tensor *t = vf_trace_tensor_origin(ctx, g->outer[k]);
             if (!t) goto fail;
-            cf->in[j++] = vf_tensor_retain(t);
+            cf->in[j++] = vf_tensor_hold(t);
         }
     }
     for (int k = 0; k < j; k++) cf->in_key[k] = vf_tensor_ref(cf->in[k]);
     for (int k = 0; k < cf->n_cc; k++) cf->in_key[j + k] = ctx->trace->caps[cf->cc[k]].ref;
     for (int k = 0; k < n_out; k++) {
-        cf->out[k] = vf_tensor_retain(out[k]);
+        cf->out[k] = vf_tensor_hold(out[k]);
         cf->out_key[k] = vf_tensor_ref(out[k]);
     }
     vf_tape_entry en = {.op = VF_TAPE_CONTROL, .cf = cf};
@@ -163,7 +163,7 @@ void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const ch
     cf->out_key = vf_calloc((size_t)n_out + 1, sizeof *cf->out_key);
     if (!cf->cc || !cf->in || !cf->in_key || !cf->out || !cf->out_key) goto oom;
     for (int k = 0; k < n_in; k++) {
-        cf->in[k] = vf_tensor_retain(in[k]);
+        cf->in[k] = vf_tensor_hold(in[k]);
         cf->in_key[k] = vf_tensor_ref(in[k]);
     }
     /* captures a source may be: float tensors alive now (weights, variables),
@@ -175,13 +175,13 @@ void vf_tape_record_call(vf_context *ctx, const struct vf_function *fn, const ch
             if (same_key(&cf->in_key[k], &caps[c].ref)) t = NULL;
         if (!t) continue;
         cf->cc[cf->n_cc++] = c;
-        cf->in[n_in + cf->n_cc - 1] = vf_tensor_retain(t);
+        cf->in[n_in + cf->n_cc - 1] = vf_tensor_hold(t);
         cf->in_key[n_in + cf->n_cc - 1] = caps[c].ref;
     }
     cf->n_in = n_in + cf->n_cc;
     cf->n_out = n_out;
     for (int k = 0; k < n_out; k++) {
-        cf->out[k] = vf_tensor_retain(out[k]);
+        cf->out[k] = vf_tensor_hold(out[k]);
         cf->out_key[k] = vf_tensor_ref(out[k]);
     }
     vf_tape_entry en = {.op = VF_TAPE_CONTROL, .cf = cf};

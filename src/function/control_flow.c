@@ -191,7 +191,7 @@ static vf_status close_scope(vf_context *ctx, int n, vf_tensor **out)
         for (int j = 0; j < k; j++) dup = dup || out[j] == out[k];
         if (out[k]->scope == depth && !dup) out[k] = vf_keep(out[k]);
         else outside[k] = true;
-        if (outside[k]) vf_tensor_retain(out[k]);
+        if (outside[k]) vf_tensor_hold(out[k]);
     }
     vf_scope_end(ctx);
     vf_status s = VF_OK;
@@ -199,7 +199,7 @@ static vf_status close_scope(vf_context *ctx, int n, vf_tensor **out)
         if (!outside[k]) continue;
         vf_tensor *t = out[k];
         out[k] = vf_reshape(ctx, t, t->rank, t->shape); /* a view, or a copy of a variable */
-        vf_tensor_release(t);
+        vf_tensor_drop(t);
         if (!out[k]) s = ctx->err.status;
     }
     free(outside);
@@ -440,12 +440,10 @@ static vf_status while_eager(vf_context *ctx, vf_body cond_fn, vf_body body_fn, 
                 if (next && next[k]) vf_tensor_release(next[k]);
                 continue;
             }
-            /* An earlier iteration's value, owned by the caller's scope: freed
-               now unless someone else (a gradient tape) holds it too. Then it
-               stays in the scope: vf_tensor_release would drop the scope's
-               reference while the scope still lists it (a double release at
-               scope end). */
-            if (mine[k] && vars[k]->refs == 1) vf_tensor_release(vars[k]);
+            /* An earlier iteration's value, owned by the caller's scope: the
+               scope lets go now, and it is freed unless a tape that recorded
+               it (or the body, by retaining it) still holds it. */
+            if (mine[k]) vf_tensor_disown(vars[k]);
             vars[k] = next[k];
             mine[k] = true;
         }

@@ -73,7 +73,7 @@ static void concrete_free(vf_context *ctx, concrete *c)
     vf_const_cache_free(&c->consts);
     vf_captures_free(c->caps, c->n_caps);
     vf_graph_free(c->g);
-    for (int i = 0; c->var && i < c->n_var; i++) vf_tensor_release(c->var[i]);
+    for (int i = 0; c->var && i < c->n_var; i++) vf_tensor_drop(c->var[i]);
     free(c->var);
     free(c->dt);
     free(c->shape);
@@ -255,7 +255,7 @@ static concrete *trace(vf_function *fn, vf_tensor *const *in)
         c.dt[i] = in[i]->dtype;
         c.shape[i] = fn->sig ? vf_fsig_shape(&fn->sig[i]) : (vf_shape){.rank = in[i]->rank};
         for (int k = 0; k < in[i]->rank; k++) c.shape[i].dim[k] = in[i]->shape[k];
-        if (in[i]->is_variable) c.var[i] = vf_tensor_retain(in[i]);
+        if (in[i]->is_variable) c.var[i] = vf_tensor_hold(in[i]);
     }
     if (s == VF_OK && !vf_trace_begin(ctx, fn->name)) s = ctx->err.status;
     bool tracing = s == VF_OK;

@@ -54,7 +54,7 @@ static vf_generator *generator_create(vf_context *ctx, uint64_t seed)
     vf_tensor *init = vf_tensor_from_host(ctx, VF_U32, 1, (int64_t[]){2}, zero);
     /* the scope the caller is in owns one reference until it ends; the
        generator holds its own */
-    g->state = vf_tensor_retain(vf_variable(ctx, init));
+    g->state = vf_tensor_hold(vf_variable(ctx, init));
     vf_tensor_release(init);
     if (!g->state) {
         vf_handle_kill(g, VF_DEATH_INTERNAL, false);
@@ -103,7 +103,7 @@ void vf_generator_destroy(vf_generator *gen)
     if (!ctx) return; /* NULL, or no generator: there is no context to tell */
     VF_LOCKED(ctx);
     if (!gen_ok(ctx, "vf_generator_destroy", gen)) return;
-    vf_tensor_release(gen->state);
+    vf_tensor_drop(gen->state);
     vf_handle_kill(gen, VF_DEATH_DESTROY, false);
 }
 

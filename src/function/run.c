@@ -195,7 +195,7 @@ static vf_status const_value(vf_run_state *rs, const vf_node *n, vf_rval *out)
     vf_scope_begin(rs->ctx);
     vf_tensor *t = n->kind == VF_NODE_CONST ? vf_tensor_from_host(rs->ctx, n->dtype, n->shape.rank, n->shape.dim, n->data)
                                             : vf_fill(rs->ctx, n->dtype, n->shape.rank, n->shape.dim, n->attrs.value);
-    vf_tensor_retain(t);
+    vf_tensor_hold(t);
     vf_scope_end(rs->ctx);
     if (!t) return rs->ctx->err.status;
     c->nodes[c->n] = n;
@@ -208,7 +208,7 @@ vf_status vf_run_const(vf_run_state *rs, const vf_node *n, vf_rval *out) { retur
 
 void vf_const_cache_free(vf_const_cache *c)
 {
-    for (int i = 0; i < c->n; i++) vf_tensor_release(c->tensors[i]);
+    for (int i = 0; i < c->n; i++) vf_tensor_drop(c->tensors[i]);
     free(c->nodes);
     free(c->tensors);
     *c = (vf_const_cache){0};
@@ -252,13 +252,13 @@ static bool hold(vf_run_state *rs, vf_tensor *t)
 {
     if (!t) return true;
     if (!vf_grow((void **)&rs->held, &rs->cap_held, rs->n_held + 1, sizeof *rs->held)) return false;
-    rs->held[rs->n_held++] = vf_tensor_retain(t);
+    rs->held[rs->n_held++] = vf_tensor_hold(t);
     return true;
 }
 
 void vf_run_state_finish(vf_run_state *rs)
 {
-    for (int i = 0; i < rs->n_held; i++) vf_tensor_release(rs->held[i]);
+    for (int i = 0; i < rs->n_held; i++) vf_tensor_drop(rs->held[i]);
     free(rs->held);
     rs->held = NULL;
     rs->n_held = rs->cap_held = 0;
@@ -298,7 +298,7 @@ static vf_status run_while(vf_run_state *rs, int id, const vf_node *n, const vf_
     /* the loop holds one reference per loop var (tuple = the current vars) */
     for (int k = 0; s == VF_OK && k < nv; k++) {
         tuple[k] = in[k];
-        if (tuple[k].t) vf_tensor_retain(tuple[k].t);
+        if (tuple[k].t) vf_tensor_hold(tuple[k].t);
     }
     for (int it = 0; s == VF_OK; it++) {
         if (n->max_iterations > 0 && it >= n->max_iterations) break;
@@ -328,18 +328,18 @@ static vf_status run_while(vf_run_state *rs, int id, const vf_node *n, const vf_
                 vf_shape sh = shape_of(&next[k].ref);
                 s = copy_value(rs, &next[k], &sh, &next[k]);
             }
-            if (s == VF_OK && next[k].t) vf_tensor_retain(next[k].t);
+            if (s == VF_OK && next[k].t) vf_tensor_hold(next[k].t);
             if (s == VF_OK) taken++;
         }
         if (s != VF_OK) { /* drop the references taken for the vars made so far */
             for (int k = 0; k < taken; k++)
-                if (next[k].t) vf_tensor_release(next[k].t);
+                if (next[k].t) vf_tensor_drop(next[k].t);
             vf_scope_end(ctx);
             break;
         }
         vf_scope_end(ctx); /* frees the body's intermediates; the new vars live on */
         for (int k = 0; k < nv; k++) {
-            if (tuple[k].t) vf_tensor_release(tuple[k].t);
+            if (tuple[k].t) vf_tensor_drop(tuple[k].t);
             tuple[k] = next[k];
         }
     }
@@ -348,7 +348,7 @@ static vf_status run_while(vf_run_state *rs, int id, const vf_node *n, const vf_
         if (tuple[k].t) {
             if (!hold(rs, tuple[k].t) && s == VF_OK)
                 s = vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_while_loop: out of host memory (malloc failed)");
-            vf_tensor_release(tuple[k].t);
+            vf_tensor_drop(tuple[k].t);
         }
     free(params);
     free(next);

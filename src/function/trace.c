@@ -51,7 +51,7 @@ vf_trace *vf_trace_begin(vf_context *ctx, const char *name)
 
 void vf_captures_free(vf_capture *caps, int n)
 {
-    for (int i = 0; caps && i < n; i++) vf_tensor_release(caps[i].t); /* NULL: its allocation failed */
+    for (int i = 0; caps && i < n; i++) vf_tensor_drop(caps[i].t); /* NULL: its allocation failed */
     free(caps);
 }
 
@@ -178,7 +178,7 @@ static int capture_index(vf_context *ctx, const vf_tref *r, const char *op)
         return -1;
     }
     if (!vf_grow((void **)&tr->caps, &tr->cap_caps, tr->n_caps + 1, sizeof *tr->caps)) return oom(ctx, op), -1;
-    tr->caps[tr->n_caps] = (vf_capture){.t = vf_tensor_retain(owner), .ref = *r, .is_var = owner->is_variable};
+    tr->caps[tr->n_caps] = (vf_capture){.t = vf_tensor_hold(owner), .ref = *r, .is_var = owner->is_variable};
     return tr->n_caps++;
 }
 

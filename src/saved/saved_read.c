@@ -345,7 +345,7 @@ typedef struct {
 
 static void tensors_free(tensors *ts)
 {
-    for (int i = 0; i < ts->n; i++) vf_tensor_release(ts->t[i]);
+    for (int i = 0; i < ts->n; i++) vf_tensor_drop(ts->t[i]);
     free(ts->t);
 }
 
@@ -372,7 +372,7 @@ static bool read_tensors(vf_saved_rd *r, tensors *ts)
         vf_scope_begin(ctx);
         vf_tensor *t = vf_tensor_from_host(ctx, dt, s.rank, s.dim, r->p + r->pos);
         if (t && var) t->is_variable = true; /* fresh storage of its own: as vf_variable makes, without its copy kernel */
-        if (t) ts->t[ts->n++] = vf_tensor_retain(t);
+        if (t) ts->t[ts->n++] = vf_tensor_hold(t);
         vf_scope_end(ctx);
         if (!t) return r->bad = true, false;
         r->pos += (size_t)bytes;
@@ -455,7 +455,7 @@ static bool read_concrete(vf_saved_rd *r, vf_function *fn, int n_in, const vf_te
             vf_saved_bad(r, "capture %u's shape does not hold the %lld elements of its tensor", k, (long long)vf_tensor_numel(t));
             goto fail;
         }
-        caps[k].t = vf_tensor_retain(t);
+        caps[k].t = vf_tensor_hold(t);
         caps[k].ref = vf_tensor_ref(t);
         caps[k].ref.rank = cs[k].rank;
         memcpy(caps[k].ref.shape, cs[k].dim, sizeof(int64_t) * (size_t)cs[k].rank);
