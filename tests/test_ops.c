@@ -368,7 +368,7 @@ static void test_softmax(void **state)
                  {3, {4, 33, 5}, 1}, {2, {17, 9}, 0},
                  /* lavapipe's register variant (rows of 4k floats up to 2048) and its edges */
                  {2, {7, 12}, -1}, {2, {5, 2048}, -1}, {2, {3, 2052}, -1}, {3, {2, 3, 4}, 2},
-                 /* its subgroups per row: 1 up to 512 floats, 2 up to 1024, 4 up to 2048 */
+                 /* RK (vec4 per lane) around 16, 32 and 64 */
                  {2, {3, 508}, -1}, {2, {3, 512}, -1}, {2, {3, 516}, -1}, {2, {3, 1020}, -1}, {2, {4, 1028}, -1},
                  {2, {3, 1540}, -1}, {2, {2, 2044}, -1}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
@@ -388,10 +388,10 @@ static void test_softmax(void **state)
         float want[4] = {0.5f, 0.5f, 0, 0};
         vt_assert_close_f32(got, want, 4, 1e-7, 0, "softmax of 1e30");
     }
-    /* special rows, through the register variant (rows of 8 on one
-       subgroup, 1024 and 2048 on two and four) as through the CPU backend:
-       all -inf, a NaN, some -inf, +inf, ordinary (the row of 8 stretched
-       over the length), and one spike in a lane of the second subgroup */
+    /* special rows, through the register variant (rows of 8, 1024 and
+       2048: RK 1, 32, 64) as through the CPU backend: all -inf, a NaN,
+       some -inf, +inf, ordinary (the row of 8 stretched over the length),
+       and one spike in one lane */
     float sp[5][8] = {{-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY},
                       {1, 2, NAN, 4, 5, 6, 7, 8},
                       {-INFINITY, 0, -INFINITY, 1, -INFINITY, 2, -INFINITY, 3},
@@ -409,7 +409,7 @@ static void test_softmax(void **state)
         for (int64_t r = 0; r < 5; r++)
             for (int64_t j = 0; j < L; j++) xs[r * L + j] = sp[r][j * 8 / L];
         for (int64_t j = 0; j < L; j++) xs[5 * L + j] = -3.0f;
-        xs[5 * L + L / 2 + 4 * 8 + 1] = 50.0f;   /* vec4 L/8 + 8: lane 8 of 16 or 32 */
+        xs[5 * L + L / 2 + 4 * 8 + 1] = 50.0f;
         for (int lg = 0; lg < 2; lg++) {
             for (int b = 0; b < 2; b++) {
                 vf_tensor *x = vf_tensor_from_host(cs[b], VF_F32, 2, sh, xs);

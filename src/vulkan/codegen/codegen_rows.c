@@ -28,8 +28,7 @@
  *
  * Combining: on lavapipe (caps->is_cpu) the workgroup is one subgroup (8
  * lanes) and every combine is one subgroup op, no barrier (each barrier is
- * a coroutine switch in llvmpipe), except for cached rows of more than
- * RG_CPU_CACHE values per lane, which take two or four subgroups; on GPUs 256 invocations combine with
+ * a coroutine switch in llvmpipe); on GPUs 256 invocations combine with
  * subgroup ops and shared memory between subgroups, or with a shared-memory
  * tree where subgroup arithmetic is missing. WG, SG and RG_CACHE are
  * specialisation constants (kernel.h): the GLSL is the same for every
@@ -72,10 +71,6 @@ typedef struct {
 } rg;
 
 #define RG_MAX_CACHES 3
-/* On CPU devices at most this many cached values per lane (a row of 1024
-   over 16 lanes): llvmpipe spills a cache of 128 floats per lane, as it
-   spills softmax's register rows of 32 vec4 (codegen_softmax.c). */
-#define RG_CPU_CACHE 64u
 
 /* The cached loops run RG_CACHE times (up to 128 on lavapipe); unrolled,
    the caches are registers, but the body is repeated RG_CACHE times and
@@ -533,11 +528,6 @@ vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *
     uint32_t wg = cg_clamp_wg(caps, caps->is_cpu && subgroup ? sg : 256, !subgroup);
     if (subgroup && wg < sg && cg_clamp_wg(caps, sg, false) == sg) wg = sg;
     uint32_t cache_len = caps->is_cpu ? 128u : 4u;
-    /* CPU devices: a row that fits the caches but would need more than
-       RG_CPU_CACHE values per lane takes two or four subgroups instead
-       (combined through shared memory): llvmpipe spills longer caches */
-    if (caps->is_cpu && subgroup && wg == sg && cols <= (uint64_t)sg * cache_len)
-        while (cols > (uint64_t)wg * RG_CPU_CACHE && cg_clamp_wg(caps, wg * 2, false) == wg * 2) wg *= 2;
     /* unrolled or not at the longest cache, so the GLSL stays the same
        for every row length (one pipeline per pattern) */
     bool unroll = rg_unroll(grp, cache_len);

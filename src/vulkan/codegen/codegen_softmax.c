@@ -5,9 +5,7 @@
  * the rows are contiguous and a workgroup owns a row: on lavapipe
  * (caps->is_cpu) the workgroup is exactly one subgroup (8 lanes), the
  * reductions are subgroup ops and there is no barrier — every barrier is a
- * coroutine switch in llvmpipe — except in the register variant for f32
- * rows, where rows longer than 16 vec4 per lane take two or four subgroups
- * (reg_mapping); on GPUs 256 invocations combine through
+ * coroutine switch in llvmpipe; on GPUs 256 invocations combine through
  * subgroup ops and shared memory. With inner > 1 a thread owns one
  * (outer, inner) column and neighbouring threads read neighbouring memory.
  * SPARSE_XENT: labels [...] (i32 / u32), logits [..., C]: rows are
@@ -17,44 +15,19 @@
 
 #include <stdio.h>
 
-/* At most this many vec4 per invocation of one subgroup in the register
-   variant (with 8 lanes: rows of up to 2048 floats). */
+/* At most this many vec4 per invocation in the register variant (with 8
+   lanes: rows of up to 2048 floats). */
 #define REG_MAX_VEC4 64u
-/* On CPU devices a row takes as many subgroups as keep its vec4 per lane at
-   most this: llvmpipe spills a register array of 32 vec4 per lane, and a
-   row of 16 per lane ran about 20 % faster per element than one of 32
-   (docs/BENCHMARKS.md, "Eager softmax on lavapipe"). */
-#define REG_CPU_RK 16u
-
-/* The register variant's mapping of a row of n4 vec4 onto lanes: *nsub
-   subgroups of sg lanes per row, *rk vec4 per lane. Rows of up to sg *
-   REG_MAX_VEC4 vec4 qualify; the subgroups double until rk <= REG_CPU_RK,
-   within the device's workgroup limits. Returns false when the row does
-   not qualify. */
-static bool reg_mapping(const vf_device_caps *caps, uint32_t sg, uint64_t n4, uint32_t *nsub, uint32_t *rk)
-{
-    if (n4 == 0 || n4 > (uint64_t)sg * REG_MAX_VEC4) return false;
-    uint32_t ns = 1;
-    while ((n4 + (uint64_t)sg * ns - 1) / ((uint64_t)sg * ns) > REG_CPU_RK &&
-           cg_clamp_wg(caps, sg * ns * 2, false) == sg * ns * 2)
-        ns *= 2;
-    *nsub = ns;
-    *rk = (uint32_t)((n4 + (uint64_t)sg * ns - 1) / ((uint64_t)sg * ns));
-    return true;
-}
 
 /* Softmax / log_softmax of contiguous f32 rows on a CPU device, the row in
-   registers: a workgroup of NSUB subgroups owns a row, each invocation
-   loads its RK vec4 of the row once (vec4 loads, no gathers), keeps them,
-   and writes once; one exp per element: the hand-written recipe of
-   docs/ARCHITECTURE.md, "Platform facts". With one subgroup (NSUB 1) the
-   reductions are subgroup ops and there is no barrier; with more, each
-   subgroup's max and sum meet in shared memory behind one barrier each
-   (a coroutine switch in llvmpipe, cheaper than spilling). RK and NSUB
-   are specialisation constants, so one SPIR-V serves every row length and
-   count that qualifies. */
-static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, uint32_t sg, uint32_t nsub,
-                         uint32_t rk, uint64_t rows, uint64_t len, vf_err *err)
+   registers: a workgroup is one subgroup, each invocation loads its rk
+   vec4 of the row once (vec4 loads, no gathers), keeps them, and writes
+   once; one exp per element: the hand-written recipe of
+   docs/ARCHITECTURE.md, "Platform facts". RK (the row
+   length over the lanes, in vec4) is a specialisation constant, so one
+   SPIR-V serves every row length and count that qualifies. */
+static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, uint32_t wg, uint32_t rk,
+                         uint64_t rows, uint64_t len, vf_err *err)
 {
     bool soft = e->op == VF_OP_SOFTMAX;
     k->n_steps = 1;
@@ -62,7 +35,7 @@ static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
     cg_begin(&g, e, caps, err, &k->step[0]);
     snprintf(g.d->name, sizeof g.d->name, "%s_f32_reg", vf_op_get(e->op)->name);
     snprintf(g.comment, sizeof g.comment,
-             "op %s: f32 rows, NSUB subgroups per row, RK vec4 per invocation kept in registers",
+             "op %s: f32 rows, a subgroup per row, RK vec4 per invocation kept in registers",
              vf_op_get(e->op)->name);
     cg_bind(&g, VF_BIND_IN0, VF_F32, "in0", true, true);
     cg_bind(&g, VF_BIND_OUT, VF_F32, "outv", false, true);
@@ -72,33 +45,13 @@ static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
         cg_abort(&g);
         return g.status;
     }
-    cg_workgroup(&g, sg * nsub);
+    cg_workgroup(&g, wg);
     g.ext |= CG_EXT_SUBGROUP;
     vf_sb *s = &g.body;
     cg_spec(&g, "RK", rk);
-    cg_spec(&g, "NSUB", nsub);
-    /* separate slots for the max and the sum: the sum's writes cannot race
-       the max's reads, so one barrier per reduction */
-    vf_sb_puts(s, "shared float vf_rmax[NSUB], vf_rsum[NSUB];   // unused (and dropped) when NSUB == 1\n"
-                  "float row_max(float v)\n{\n"
-                  "    v = subgroupMax(v);\n"
-                  "    if (NSUB == 1u) return v;\n"
-                  "    if (subgroupElect()) vf_rmax[gl_SubgroupID] = v;\n"
-                  "    barrier();\n"
-                  "    v = vf_rmax[0];\n"
-                  "    for (uint i = 1u; i < NSUB; i++) v = max(v, vf_rmax[i]);\n"
-                  "    return v;\n}\n"
-                  "float row_sum(float v)\n{\n"
-                  "    v = subgroupAdd(v);\n"
-                  "    if (NSUB == 1u) return v;\n"
-                  "    if (subgroupElect()) vf_rsum[gl_SubgroupID] = v;\n"
-                  "    barrier();\n"
-                  "    v = vf_rsum[0];\n"
-                  "    for (uint i = 1u; i < NSUB; i++) v += vf_rsum[i];\n"
-                  "    return v;\n}\n");
     vf_sb_puts(s, "void main()\n{\n"
                   "    uint row = vf_group_id();\n"
-                  "    if (row >= pc.n_rows) return;   // uniform over the workgroup\n"
+                  "    if (row >= pc.n_rows) return;   // uniform: the workgroup is one subgroup\n"
                   "    uint lid = gl_LocalInvocationID.x, n4 = pc.len / 4u, base = row * n4;\n"
                   "    vec4 r[RK];\n"
                   "    float m = -vf_inf();\n"
@@ -107,7 +60,7 @@ static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
                   "        r[q] = j < n4 ? in0[base + j] : vec4(-vf_inf());\n"
                   "        m = max(m, max(max(r[q].x, r[q].y), max(r[q].z, r[q].w)));\n"
                   "    }\n"
-                  "    m = row_max(m);\n"
+                  "    m = subgroupMax(m);\n"
                   "    float sum = 0.0;\n"
                   "    [[unroll]] for (uint q = 0u; q < RK; q++) {\n");
     if (soft)
@@ -117,7 +70,7 @@ static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
         vf_sb_puts(s, "        r[q] = r[q] - m;\n"
                       "        vec4 t = exp(r[q]);\n"
                       "        if (lid + q * WG < n4) sum += (t.x + t.y) + (t.z + t.w);\n");
-    vf_sb_puts(s, "    }\n    sum = row_sum(sum);\n");
+    vf_sb_puts(s, "    }\n    sum = subgroupAdd(sum);\n");
     vf_sb_puts(s, soft ? "    float inv = 1.0 / sum;\n" : "    float ls = log(sum);\n");
     vf_sb_add(s, "    [[unroll]] for (uint q = 0u; q < RK; q++) {\n"
                  "        uint j = lid + q * WG;\n"
@@ -177,10 +130,11 @@ vf_status vf_codegen_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
     wg = fit;
     bool reuse = e->op == VF_OP_SOFTMAX && e->out.dtype == VF_F32 && row;
     /* lavapipe, f32 rows of a multiple of 4 that fit: the row in registers */
-    uint32_t nsub, rk;
+    uint32_t rk = 0;
     if (!xent && inner == 1 && caps->is_cpu && subgroup && wg == sg && x->dtype == VF_F32 && e->out.dtype == VF_F32 &&
-        len % 4 == 0 && reg_mapping(caps, sg, len / 4, &nsub, &rk))
-        return reg_row(e, caps, k, sg, nsub, rk, outer, len, err);
+        len % 4 == 0 && len > 0 && len / 4 <= (uint64_t)wg * REG_MAX_VEC4)
+        rk = (uint32_t)((len / 4 + wg - 1) / wg);
+    if (rk) return reg_row(e, caps, k, wg, rk, outer, len, err);
 
     k->n_steps = 1;
     vf_cg g;
