@@ -403,6 +403,48 @@ static void test_row_ops(void **state)
         }
 }
 
+/* the register row kernel's mapping on a CPU device: one subgroup of 8
+   lanes per row (no barrier), RK = the row's vec4 over the 8 lanes, rows
+   up to 2048 floats; longer rows and GPUs take the row template. Two or
+   four subgroups per row (RK <= 16, barriers through shared memory) ran
+   slower on llvmpipe (docs/BENCHMARKS.md, "Eager softmax on lavapipe"). */
+static void test_row_reg_mapping(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t len;
+        uint32_t rk;   /* 0: not the register variant */
+    } cases[] = {{4, 1}, {512, 16}, {516, 17}, {1024, 32}, {1028, 33}, {2048, 64}, {2052, 0}, {1022, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int lg = 0; lg < 2; lg++) {
+            vf_exec e;
+            memset(&e, 0, sizeof e);
+            e.op = lg ? VF_OP_LOG_SOFTMAX : VF_OP_SOFTMAX;
+            e.n_in = 1;
+            e.attrs.axis = 1;
+            e.in[0] = e.out = tref(VF_F32, 2, (int64_t[]){2048, cases[i].len});
+            for (int c = 0; c < 2; c++) {
+                vf_gen_kernel k;
+                vf_err err = {0};
+                assert_int_equal(vf_codegen_exec(&e, c ? &caps_gpu : &caps_cpu, &k, &err), VF_OK);
+                check_kernel(&e, c ? &caps_gpu : &caps_cpu, &k);
+                compile_ok(&k.step[0]);
+                const vf_dispatch *d = &k.step[0];
+                bool reg = strstr(d->name, "_reg") != NULL;
+                if (c || !cases[i].rk) {
+                    assert_false(reg);
+                } else {
+                    assert_true(reg);
+                    assert_int_equal(d->n_spec, 2);   /* WG, RK */
+                    assert_int_equal(d->spec[0], 8);
+                    assert_int_equal(d->spec[1], cases[i].rk);
+                    assert_int_equal(d->groups[0] * d->groups[1] * d->groups[2], 2048);
+                }
+                vf_kernel_free(&k);
+            }
+        }
+}
+
 /* ---- matmul ------------------------------------------------------------------ */
 
 static void matmul_case(vf_dtype t, bool ta, bool tb, int ra, const int64_t *ba, int rb, const int64_t *bb,
@@ -623,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_two_step),
         cmocka_unit_test(test_row_ops),
+        cmocka_unit_test(test_row_reg_mapping),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_unsupported_storage),

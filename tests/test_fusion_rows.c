@@ -7,7 +7,7 @@
  * as on lavapipe, 256 invocations with subgroups and shared memory as on
  * GPUs, and a shared-memory tree without subgroup arithmetic) and equals
  * the CPU backend running the nodes one by one, on odd sizes (C = 1, 3,
- * 1000, 1027; rows 1 ..), rows of -inf, huge values, NaN and bad labels.
+ * 513, 1000, 1027; rows 1 ..), rows of -inf, huge values, NaN and bad labels.
  * The GLSL of a pattern does not depend on the sizes (one pipeline for
  * every batch).
  *
@@ -252,7 +252,7 @@ static void test_patterns_on_device(void **state)
     caps[1].is_cpu = false;
     caps[2].is_cpu = false;
     caps[2].subgroup_arithmetic = false;
-    static const int64_t cols[] = {1, 3, 1000, 1027};
+    static const int64_t cols[] = {1, 3, 513, 1000, 1027};
     static const int64_t rows[] = {1, 5, 37};
     rng = 977;
     int fused = 0, runs = 0;
@@ -445,6 +445,51 @@ static void test_heavy_rolled(void **state)
     }
 }
 
+/* Lanes per row on a CPU device: one subgroup of 8 at every row length
+   (no barrier); two or four subgroups for cached rows of more than 64
+   values per lane ran about twice as slow on llvmpipe (docs/BENCHMARKS.md,
+   "Eager softmax on lavapipe"). GPUs: 256. spec[] is WG, SG, RG_CACHE. */
+static void test_cpu_lanes_per_row(void **state)
+{
+    (void)state;
+    vf_device_caps gpu = caps_lavapipe;
+    gpu.is_cpu = false;
+    gpu.subgroup_size = 32;
+    static const struct {
+        int64_t cols;
+        uint32_t wg, cache, gpu_cache;
+    } cases[] = {{37, 8, 5, 1}, {512, 8, 64, 2}, {513, 8, 65, 3}, {1000, 8, 125, 4}, {1024, 8, 128, 4},
+                 {1027, 8, 128, 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int c = 0; c < 2; c++) {
+            vf_graph *g = build(P_SOFTMAX, 4, cases[i].cols);
+            vf_shape *shapes = malloc(sizeof *shapes * (size_t)g->n);
+            assert_non_null(shapes);
+            for (int v = 0; v < g->n; v++) shapes[v] = g->nodes[v].shape;
+            vf_partition_t p;
+            vf_err err = {0};
+            assert_int_equal(vf_partition(g, NULL, &p, &err), VF_OK);
+            vf_gen_kernel k;
+            assert_int_equal(vt_codegen_group(g, &p.groups[p.group_of[g->outputs[0]]], shapes,
+                                              c ? &gpu : &caps_lavapipe, &k, &err),
+                             VF_OK);
+            const vf_dispatch *d = &k.step[0];
+            assert_true(d->n_spec >= 3);
+            if (c) {
+                assert_int_equal(d->spec[0], 256);
+                assert_int_equal(d->spec[2], cases[i].gpu_cache);
+            } else {
+                assert_int_equal(d->spec[0], cases[i].wg);
+                assert_int_equal(d->spec[1], 8);
+                assert_int_equal(d->spec[2], cases[i].cache);
+            }
+            vf_kernel_free(&k);
+            vf_partition_free(&p);
+            free(shapes);
+            vf_graph_free(g);
+        }
+}
+
 static void test_traced_softmax(void **state)
 {
     (void)state;
@@ -556,6 +601,7 @@ int main(void)
         cmocka_unit_test(test_partition),
         cmocka_unit_test(test_glsl_size_independent),
         cmocka_unit_test(test_heavy_rolled),
+        cmocka_unit_test(test_cpu_lanes_per_row),
         cmocka_unit_test(test_patterns_on_device),
         cmocka_unit_test(test_traced_softmax),
         cmocka_unit_test(test_traced_layer_norm),

@@ -367,7 +367,10 @@ static void test_softmax(void **state)
     } cases[] = {{1, {1}, 0}, {2, {3, 10}, -1}, {2, {64, 1000}, 1}, {2, {2048, 1024}, -1},
                  {3, {4, 33, 5}, 1}, {2, {17, 9}, 0},
                  /* lavapipe's register variant (rows of 4k floats up to 2048) and its edges */
-                 {2, {7, 12}, -1}, {2, {5, 2048}, -1}, {2, {3, 2052}, -1}, {3, {2, 3, 4}, 2}};
+                 {2, {7, 12}, -1}, {2, {5, 2048}, -1}, {2, {3, 2052}, -1}, {3, {2, 3, 4}, 2},
+                 /* RK (vec4 per lane) around 16, 32 and 64 */
+                 {2, {3, 508}, -1}, {2, {3, 512}, -1}, {2, {3, 516}, -1}, {2, {3, 1020}, -1}, {2, {4, 1028}, -1},
+                 {2, {3, 1540}, -1}, {2, {2, 2044}, -1}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
         for (int lg = 0; lg < 2; lg++) {
             int arg[2] = {cases[k].axis, lg};
@@ -385,23 +388,40 @@ static void test_softmax(void **state)
         float want[4] = {0.5f, 0.5f, 0, 0};
         vt_assert_close_f32(got, want, 4, 1e-7, 0, "softmax of 1e30");
     }
-    /* special rows, through the register variant (rows of 8) as through
-       the CPU backend: all -inf, a NaN, some -inf, +inf, ordinary */
+    /* special rows, through the register variant (rows of 8, 1024 and
+       2048: RK 1, 32, 64) as through the CPU backend: all -inf, a NaN,
+       some -inf, +inf, ordinary (the row of 8 stretched over the length),
+       and one spike in one lane */
     float sp[5][8] = {{-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY},
                       {1, 2, NAN, 4, 5, 6, 7, 8},
                       {-INFINITY, 0, -INFINITY, 1, -INFINITY, 2, -INFINITY, 3},
                       {0, 1, 2, INFINITY, 4, 5, 6, 7},
                       {-3, -2, -1, 0, 1, 2, 3, 4}};
-    for (int lg = 0; lg < 2 && c->vk; lg++) {
-        float want[40], got[40];
-        int64_t sh[2] = {5, 8};
-        for (int b = 0; b < 2; b++) {
-            vf_tensor *x = vf_tensor_from_host(cs[b], VF_F32, 2, sh, sp);
-            vf_tensor *y = lg ? vf_log_softmax(cs[b], x, -1) : vf_softmax(cs[b], x, -1);
-            assert_int_equal(vf_tensor_read(y, b ? got : want, sizeof got), VF_OK);
+    static const int64_t lens[] = {8, 1024, 2048};
+    float *xs = malloc(6 * 2048 * sizeof *xs), *sw = malloc(6 * 2048 * sizeof *sw),
+          *sg = malloc(6 * 2048 * sizeof *sg);
+    assert_non_null(xs);
+    assert_non_null(sw);
+    assert_non_null(sg);
+    for (size_t li = 0; li < 3 && c->vk; li++) {
+        int64_t L = lens[li], sh[2] = {6, L};
+        size_t n = (size_t)(6 * L);
+        for (int64_t r = 0; r < 5; r++)
+            for (int64_t j = 0; j < L; j++) xs[r * L + j] = sp[r][j * 8 / L];
+        for (int64_t j = 0; j < L; j++) xs[5 * L + j] = -3.0f;
+        xs[5 * L + L / 2 + 4 * 8 + 1] = 50.0f;
+        for (int lg = 0; lg < 2; lg++) {
+            for (int b = 0; b < 2; b++) {
+                vf_tensor *x = vf_tensor_from_host(cs[b], VF_F32, 2, sh, xs);
+                vf_tensor *y = lg ? vf_log_softmax(cs[b], x, -1) : vf_softmax(cs[b], x, -1);
+                assert_int_equal(vf_tensor_read(y, b ? sg : sw, n * sizeof *sg), VF_OK);
+            }
+            vt_assert_close_f32(sg, sw, n, 1e-6, 1e-5, lg ? "log_softmax special rows" : "softmax special rows");
         }
-        vt_assert_close_f32(got, want, 40, 1e-6, 1e-5, lg ? "log_softmax special rows" : "softmax special rows");
     }
+    free(xs);
+    free(sw);
+    free(sg);
     /* cross-entropy: labels in range, plus one out of range -> NaN */
     inspec xin[2] = {{VF_I32, 1, {300}, D_INT}, {VF_F32, 2, {300, 10}, D_UNIFORM}};
     int32_t labels[300];
