@@ -34,6 +34,16 @@ int64_t vf_cpu_numel(const vf_tref *t)
 #define CV_TO_F16(x) vf_f32_to_f16((float)(x))
 #define CV_TO_U32(x) ((uint32_t)(uint64_t)(x))
 #define CV_TO_I32(x) ((int32_t)CV_TO_U32(x)) /* wraps, as the GPU's int cast */
+/* the cases both directions share: integers and bools read as they are,
+   floats and bools written from either source type */
+#define LOAD_INT_CASES                                                        \
+    LOAD_CASE(VF_I32, int32_t, CV_SAME)                                       \
+    LOAD_CASE(VF_U32, uint32_t, CV_SAME)                                      \
+    LOAD_CASE(VF_BOOL, uint8_t, CV_BOOL01)
+#define STORE_FLOAT_CASES                                                     \
+    STORE_CASE(VF_F32, float, CV_TO_F32)                                      \
+    STORE_CASE(VF_F16, uint16_t, CV_TO_F16)                                   \
+    STORE_CASE(VF_BOOL, uint8_t, CV_NONZERO)
 
 void vf_cpu_load_f64(const void *base, vf_dtype t, int64_t off, int64_t stride, int64_t n,
                      double *dst)
@@ -41,9 +51,7 @@ void vf_cpu_load_f64(const void *base, vf_dtype t, int64_t off, int64_t stride, 
     switch (t) {
     LOAD_CASE(VF_F32, float, CV_SAME)
     LOAD_CASE(VF_F16, uint16_t, vf_f16_to_f32)
-    LOAD_CASE(VF_I32, int32_t, CV_SAME)
-    LOAD_CASE(VF_U32, uint32_t, CV_SAME)
-    LOAD_CASE(VF_BOOL, uint8_t, CV_BOOL01)
+    LOAD_INT_CASES
     }
 }
 
@@ -51,9 +59,7 @@ void vf_cpu_load_i64(const void *base, vf_dtype t, int64_t off, int64_t stride, 
                      int64_t *dst)
 {
     switch (t) {
-    LOAD_CASE(VF_I32, int32_t, CV_SAME)
-    LOAD_CASE(VF_U32, uint32_t, CV_SAME)
-    LOAD_CASE(VF_BOOL, uint8_t, CV_BOOL01)
+    LOAD_INT_CASES
     case VF_F32:
     case VF_F16:
         /* Not used by the kernels (float sources take the f64 path); kept
@@ -72,9 +78,7 @@ void vf_cpu_load_i64(const void *base, vf_dtype t, int64_t off, int64_t stride, 
 void vf_cpu_store_f64(void *base, vf_dtype t, int64_t off, int64_t n, const double *src)
 {
     switch (t) {
-    STORE_CASE(VF_F32, float, CV_TO_F32)
-    STORE_CASE(VF_F16, uint16_t, CV_TO_F16)
-    STORE_CASE(VF_BOOL, uint8_t, CV_NONZERO)
+    STORE_FLOAT_CASES
     case VF_I32:
     case VF_U32:
         /* Saturation and NaN -> 0 live in vf_store_f64: one definition. */
@@ -88,12 +92,12 @@ void vf_cpu_store_i64(void *base, vf_dtype t, int64_t off, int64_t n, const int6
     switch (t) {
     STORE_CASE(VF_I32, int32_t, CV_TO_I32)
     STORE_CASE(VF_U32, uint32_t, CV_TO_U32)
-    STORE_CASE(VF_BOOL, uint8_t, CV_NONZERO)
-    STORE_CASE(VF_F32, float, CV_TO_F32)
-    STORE_CASE(VF_F16, uint16_t, CV_TO_F16)
+    STORE_FLOAT_CASES
     }
 }
 
+#undef LOAD_INT_CASES
+#undef STORE_FLOAT_CASES
 #undef LOAD_CASE
 #undef STORE_CASE
 
