@@ -240,9 +240,9 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
         b->br[b->cur_br].x1 = b->n_ex;
         for (int o = 0; ok && o < n->n_out; o++) {
             const pval *r = &sv[sg->outputs[o]];
-            vf_shape rs = vf_pb_shape_of(&r->ref);
+            vf_shape rs = vf_tref_shape(&r->ref);
             if (k == 0) tuple[o] = vf_pb_inter_val(b, r->ref.dtype, &rs);
-            vf_shape ts = vf_pb_shape_of(&tuple[o].ref);
+            vf_shape ts = vf_tref_shape(&tuple[o].ref);
             ok = !b->oom && r->ref.dtype == tuple[o].ref.dtype && vf_shape_equal(&rs, &ts) &&
                  vf_shape_numel(&rs) > 0 && add_copy(b, r, &tuple[o]);
         }
@@ -523,7 +523,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
             fp->slot_shape[it->slot] = it->shape;
         }
         fp->out_slot[k] = it->slot;
-        fp->out_view[k] = vf_pb_shape_of(&o->ref);
+        fp->out_view[k] = vf_tref_shape(&o->ref);
     }
     fusion fz = {0};
     vf_mem_interval *iv = vf_malloc(sizeof *iv * (size_t)(b->n_it + 1));
@@ -661,7 +661,7 @@ vf_status vf_pb_build(const vf_plan_env *env, const vf_graph *g, const vf_plan_v
     if (!v || !fp || !b.view || !vf_pb_mark_exported(&b, g) || !b.node_ex || !b.node_nex || !b.tuple || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
         s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", env->name);
     for (int i = 0; s == VF_OK && i < np; i++)
-        fp->pshape[i] = vf_pb_shape_of(i < g->n_params ? &params[i].ref : &seg->imports[i - g->n_params].ref);
+        fp->pshape[i] = vf_tref_shape(i < g->n_params ? &params[i].ref : &seg->imports[i - g->n_params].ref);
     bool ok = false;
     if (s == VF_OK && walk(&b, g, params, NULL, v, &s) && s == VF_OK) {
         fp->ucalls = b.ucalls; /* the plan's execs point into them */
@@ -684,7 +684,7 @@ vf_status vf_pb_build(const vf_plan_env *env, const vf_graph *g, const vf_plan_v
 bool vf_fplan_matches(const vf_fplan *fp, const vf_plan_value *params)
 {
     for (int i = 0; i < fp->n_params; i++) {
-        vf_shape s = vf_pb_shape_of(&params[i].ref);
+        vf_shape s = vf_tref_shape(&params[i].ref);
         if (!vf_shape_equal(&s, &fp->pshape[i])) return false;
     }
     return true;
