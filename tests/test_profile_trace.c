@@ -201,12 +201,17 @@ static void test_trace_json(void **state)
     vf_trace_file *t = vf_trace_file_create();
     assert_non_null(t);
     int kernels = 0;
+    double dispatches = 0, written = 0; /* the kernels' own figures, summed */
     for (int i = 0; i < 2; i++) {
         vt_prof_run_call(ctx, &r);
         vf_function_profile p;
         assert_int_equal(vf_function_profile_get(r.fn, &p), VF_OK);
         assert_int_equal(vf_trace_file_add(t, i ? "second \"call\"" : NULL, &p), VF_OK);
         kernels += p.n_kernels;
+        for (int j = 0; j < p.n_kernels; j++) {
+            dispatches += p.kernels[j].dispatches;
+            written += (double)p.kernels[j].bytes_written;
+        }
     }
     char *json = vf_trace_file_json(t);
     assert_non_null(json);
@@ -253,6 +258,8 @@ static void test_trace_json(void **state)
             const jval *a = jget(e, "args");
             assert_non_null(jget(a, "dispatches"));
             assert_non_null(jget(a, "bytes_read"));
+            dispatches -= jget(a, "dispatches")->num;
+            written -= jget(a, "bytes_written")->num;
             assert_non_null(strstr(jget_str(a, "nodes"), "%"));
             /* inside its call (calls come before their kernels) */
             assert_true(ts->num >= call_ts[k] - 1e-3 && ts->num + dur->num <= call_end[k] + 1e-3);
@@ -261,6 +268,7 @@ static void test_trace_json(void **state)
     assert_int_equal(names, 2);
     assert_int_equal(calls, 2);
     assert_int_equal(kern, kernels);
+    assert_true(dispatches == 0 && written == 0); /* each kernel's figures, as profiled */
     assert_true(call_ts[1] == 0.0); /* relative to the first call */
     assert_true(call_ts[2] >= call_end[1]);
     jfree(&root);

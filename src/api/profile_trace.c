@@ -16,11 +16,9 @@
 #include <string.h>
 
 typedef struct tkernel {
-    char name[64];
-    int dispatches, barriers;
-    uint64_t gpu_ns, start_ns;
-    int64_t bytes_read, bytes_written;
-    char *nodes;                /* "%3 mul, %4 add" */
+    vf_kernel_profile p;        /* name, nodes and node_ops point nowhere: */
+    char name[64];              /* ... the name kept here */
+    char *nodes;                /* ... and the nodes as text: "%3 mul, %4 add" */
 } tkernel;
 
 typedef struct ttrack {
@@ -94,13 +92,11 @@ vf_status vf_trace_file_add(vf_trace_file *t, const char *track, const vf_functi
     for (int j = 0; j < p->n_kernels; j++) {
         const vf_kernel_profile *k = &p->kernels[j];
         tkernel *o = &tr->k[j];
+        o->p = *k;
+        o->p.name = NULL;
+        o->p.nodes = NULL;
+        o->p.node_ops = NULL;
         snprintf(o->name, sizeof o->name, "%s", k->name ? k->name : "kernel");
-        o->dispatches = k->dispatches;
-        o->barriers = k->barriers;
-        o->gpu_ns = k->gpu_ns;
-        o->start_ns = k->start_ns;
-        o->bytes_read = k->bytes_read;
-        o->bytes_written = k->bytes_written;
         if (!(o->nodes = nodes_text(k))) {
             for (int i = 0; i < j; i++) free(tr->k[i].nodes);
             free(tr->k);
@@ -149,7 +145,7 @@ char *vf_trace_file_json(const vf_trace_file *t)
         /* The GPU part ends at the call's end. */
         uint64_t span = 0;
         for (int j = 0; j < p->n_kernels; j++)
-            if (tr->k[j].start_ns + tr->k[j].gpu_ns > span) span = tr->k[j].start_ns + tr->k[j].gpu_ns;
+            if (tr->k[j].p.start_ns + tr->k[j].p.gpu_ns > span) span = tr->k[j].p.start_ns + tr->k[j].p.gpu_ns;
         uint64_t shift = p->wall_ns > span ? p->wall_ns - span : 0;
         for (int j = 0; p->timestamps && j < p->n_kernels; j++) {
             const tkernel *k = &tr->k[j];
@@ -157,8 +153,8 @@ char *vf_trace_file_json(const vf_trace_file *t)
             jb_str(&b, k->name);
             vf_sb_add(&b, ",\"cat\":\"kernel\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{"
                    "\"dispatches\":%d,\"barriers\":%d,\"bytes_read\":%lld,\"bytes_written\":%lld,\"nodes\":",
-                   tid, us(p->start_ns - t0 + shift + k->start_ns), us(k->gpu_ns), k->dispatches, k->barriers,
-                   (long long)k->bytes_read, (long long)k->bytes_written);
+                   tid, us(p->start_ns - t0 + shift + k->p.start_ns), us(k->p.gpu_ns), k->p.dispatches, k->p.barriers,
+                   (long long)k->p.bytes_read, (long long)k->p.bytes_written);
             jb_str(&b, k->nodes);
             vf_sb_add(&b, "}}");
         }

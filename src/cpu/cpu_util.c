@@ -12,35 +12,46 @@ int64_t vf_cpu_numel(const vf_tref *t)
     return n;
 }
 
+/* Each dtype case of the conversions below is one tight loop, written once:
+   LOAD_CASE reads n elements of type T a stride apart into dst, STORE_CASE
+   writes n contiguous elements of type T from src; CONV converts one. */
+#define LOAD_CASE(DT, T, CONV)                                                \
+    case DT: {                                                                \
+        const T *p = (const T *)base + off;                                   \
+        for (int64_t i = 0; i < n; i++) dst[i] = CONV(p[i * stride]);         \
+        break;                                                                \
+    }
+#define STORE_CASE(DT, T, CONV)                                               \
+    case DT: {                                                                \
+        T *p = (T *)base + off;                                               \
+        for (int64_t i = 0; i < n; i++) p[i] = CONV(src[i]);                  \
+        break;                                                                \
+    }
+#define CV_SAME(x) (x)
+#define CV_BOOL01(x) ((x) ? 1 : 0)
+#define CV_NONZERO(x) ((x) != 0)
+#define CV_TO_F32(x) ((float)(x))
+#define CV_TO_F16(x) vf_f32_to_f16((float)(x))
+#define CV_TO_U32(x) ((uint32_t)(uint64_t)(x))
+#define CV_TO_I32(x) ((int32_t)CV_TO_U32(x)) /* wraps, as the GPU's int cast */
+/* the cases both directions share: integers and bools read as they are,
+   floats and bools written from either source type */
+#define LOAD_INT_CASES                                                        \
+    LOAD_CASE(VF_I32, int32_t, CV_SAME)                                       \
+    LOAD_CASE(VF_U32, uint32_t, CV_SAME)                                      \
+    LOAD_CASE(VF_BOOL, uint8_t, CV_BOOL01)
+#define STORE_FLOAT_CASES                                                     \
+    STORE_CASE(VF_F32, float, CV_TO_F32)                                      \
+    STORE_CASE(VF_F16, uint16_t, CV_TO_F16)                                   \
+    STORE_CASE(VF_BOOL, uint8_t, CV_NONZERO)
+
 void vf_cpu_load_f64(const void *base, vf_dtype t, int64_t off, int64_t stride, int64_t n,
                      double *dst)
 {
     switch (t) {
-    case VF_F32: {
-        const float *p = (const float *)base + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = p[i * stride];
-        break;
-    }
-    case VF_F16: {
-        const uint16_t *p = (const uint16_t *)base + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = vf_f16_to_f32(p[i * stride]);
-        break;
-    }
-    case VF_I32: {
-        const int32_t *p = (const int32_t *)base + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = p[i * stride];
-        break;
-    }
-    case VF_U32: {
-        const uint32_t *p = (const uint32_t *)base + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = p[i * stride];
-        break;
-    }
-    case VF_BOOL: {
-        const uint8_t *p = (const uint8_t *)base + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = p[i * stride] ? 1.0 : 0.0;
-        break;
-    }
+    LOAD_CASE(VF_F32, float, CV_SAME)
+    LOAD_CASE(VF_F16, uint16_t, vf_f16_to_f32)
+    LOAD_INT_CASES
     }
 }
 
@@ -48,21 +59,7 @@ void vf_cpu_load_i64(const void *base, vf_dtype t, int64_t off, int64_t stride, 
                      int64_t *dst)
 {
     switch (t) {
-    case VF_I32: {
-        const int32_t *p = (const int32_t *)base + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = p[i * stride];
-        break;
-    }
-    case VF_U32: {
-        const uint32_t *p = (const uint32_t *)base + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = p[i * stride];
-        break;
-    }
-    case VF_BOOL: {
-        const uint8_t *p = (const uint8_t *)base + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = p[i * stride] ? 1 : 0;
-        break;
-    }
+    LOAD_INT_CASES
     case VF_F32:
     case VF_F16:
         /* Not used by the kernels (float sources take the f64 path); kept
@@ -81,21 +78,7 @@ void vf_cpu_load_i64(const void *base, vf_dtype t, int64_t off, int64_t stride, 
 void vf_cpu_store_f64(void *base, vf_dtype t, int64_t off, int64_t n, const double *src)
 {
     switch (t) {
-    case VF_F32: {
-        float *p = (float *)base + off;
-        for (int64_t i = 0; i < n; i++) p[i] = (float)src[i];
-        break;
-    }
-    case VF_F16: {
-        uint16_t *p = (uint16_t *)base + off;
-        for (int64_t i = 0; i < n; i++) p[i] = vf_f32_to_f16((float)src[i]);
-        break;
-    }
-    case VF_BOOL: {
-        uint8_t *p = (uint8_t *)base + off;
-        for (int64_t i = 0; i < n; i++) p[i] = src[i] != 0.0;
-        break;
-    }
+    STORE_FLOAT_CASES
     case VF_I32:
     case VF_U32:
         /* Saturation and NaN -> 0 live in vf_store_f64: one definition. */
@@ -107,33 +90,16 @@ void vf_cpu_store_f64(void *base, vf_dtype t, int64_t off, int64_t n, const doub
 void vf_cpu_store_i64(void *base, vf_dtype t, int64_t off, int64_t n, const int64_t *src)
 {
     switch (t) {
-    case VF_I32: {
-        int32_t *p = (int32_t *)base + off;
-        for (int64_t i = 0; i < n; i++) p[i] = (int32_t)(uint32_t)(uint64_t)src[i];
-        break;
-    }
-    case VF_U32: {
-        uint32_t *p = (uint32_t *)base + off;
-        for (int64_t i = 0; i < n; i++) p[i] = (uint32_t)(uint64_t)src[i];
-        break;
-    }
-    case VF_BOOL: {
-        uint8_t *p = (uint8_t *)base + off;
-        for (int64_t i = 0; i < n; i++) p[i] = src[i] != 0;
-        break;
-    }
-    case VF_F32: {
-        float *p = (float *)base + off;
-        for (int64_t i = 0; i < n; i++) p[i] = (float)src[i];
-        break;
-    }
-    case VF_F16: {
-        uint16_t *p = (uint16_t *)base + off;
-        for (int64_t i = 0; i < n; i++) p[i] = vf_f32_to_f16((float)src[i]);
-        break;
-    }
+    STORE_CASE(VF_I32, int32_t, CV_TO_I32)
+    STORE_CASE(VF_U32, uint32_t, CV_TO_U32)
+    STORE_FLOAT_CASES
     }
 }
+
+#undef LOAD_INT_CASES
+#undef STORE_FLOAT_CASES
+#undef LOAD_CASE
+#undef STORE_CASE
 
 void vf_cpu_contig_strides(int rank, const int64_t *shape, int64_t *st)
 {

@@ -6,6 +6,7 @@
  * value is read; COND and WHILE read their predicate back to the host. */
 #include "function/function.h"
 #include "kernels/kernels.h"
+#include "plan/node_exec.h"
 #include "util/fault.h"
 #include "util/dtype.h"
 #include "util/grow.h"
@@ -14,20 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static vf_shape shape_of(const vf_tref *r)
-{
-    vf_shape s = {.rank = r->rank};
-    memcpy(s.dim, r->shape, sizeof s.dim);
-    return s;
-}
-
-static int64_t numel_of(const vf_tref *r)
-{
-    int64_t n = 1;
-    for (int i = 0; i < r->rank; i++) n *= r->shape[i];
-    return n;
-}
 
 static vf_status node_fail(vf_run_state *rs, int id, const vf_node *n, vf_status s, const char *msg)
 {
@@ -89,22 +76,17 @@ static vf_status const_value(vf_run_state *rs, const vf_node *n, vf_rval *out);
 static vf_status run_op(vf_run_state *rs, int id, const vf_node *n, const vf_rval *in, vf_rval *out)
 {
     if (vf_node_kept_fill(n)) return const_value(rs, n, out);
-    vf_dtype dts[3];
-    vf_shape sh[3];
-    for (int j = 0; j < n->n_in && j < 3; j++) {
-        dts[j] = in[j].ref.dtype;
-        sh[j] = shape_of(&in[j].ref);
-    }
+    vf_tref refs[3];
+    for (int j = 0; j < n->n_in && j < 3; j++) refs[j] = in[j].ref;
     vf_dtype dt;
     vf_shape os;
     vf_err err = {0};
-    if (vf_infer(n, dts, sh, &dt, &os, &err) != VF_OK) return node_fail(rs, id, n, err.status, err.message);
+    if (vf_node_infer_at(n, refs, &dt, &os, &err) != VF_OK) return node_fail(rs, id, n, err.status, err.message);
     vf_status s = new_value(rs, "vf_function_call", dt, &os, out);
     if (s != VF_OK || vf_shape_numel(&os) == 0) return s;
     for (int j = 0; j < n->n_in; j++)
-        if (numel_of(&in[j].ref) == 0) return empty_input(rs, id, n, in, j, out);
-    vf_exec e = {.op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = out->ref};
-    for (int j = 0; j < n->n_in; j++) e.in[j] = in[j].ref;
+        if (vf_tref_numel(&in[j].ref) == 0) return empty_input(rs, id, n, in, j, out);
+    vf_exec e = vf_node_op_exec(n, refs, &out->ref);
     return exec(rs, &e);
 }
 
@@ -118,7 +100,7 @@ static vf_status run_kernel(vf_run_state *rs, const vf_graph *g, int id, const v
     /* a loaded kernel has no callbacks: its output shapes and workgroup
        counts are those traced, right for the traced input sizes only */
     for (int i = 0; k->loaded && i < k->n_in; i++) {
-        vf_shape is = shape_of(&in[i].ref);
+        vf_shape is = vf_tref_shape(&in[i].ref);
         if (!vf_shape_equal(&is, &g->nodes[n->in[i]].shape)) {
             char a[VF_SHAPE_STR_LEN], b[VF_SHAPE_STR_LEN];
             return vf_fail(ctx, VF_ERROR_SHAPE, "vf_function '%s': node %%%d: loaded kernel '%s' input %d is %s; a "
@@ -131,7 +113,7 @@ static vf_status run_kernel(vf_run_state *rs, const vf_graph *g, int id, const v
     bool empty = false;
     for (int i = 0; i < k->n_in; i++) {
         refs[i] = in[i].ref;
-        empty = empty || numel_of(&refs[i]) == 0;
+        empty = empty || vf_tref_numel(&refs[i]) == 0;
     }
     vf_tensor_spec in_spec[VF_KERNEL_MAX_INPUTS], out_spec[VF_KERNEL_MAX_OUTPUTS];
     vf_kernel_shapes shapes;
@@ -144,12 +126,12 @@ static vf_status run_kernel(vf_run_state *rs, const vf_graph *g, int id, const v
         memcpy(sh.dim, out_spec[j].shape, sizeof(int64_t) * (size_t)sh.rank);
         s = new_value(rs, "vf_function_call", out_spec[j].dtype, &sh, &tuple[j]);
         outs[j] = tuple[j].ref;
-        empty = empty || numel_of(&outs[j]) == 0;
+        empty = empty || vf_tref_numel(&outs[j]) == 0;
     }
     if (s) return s;
     if (empty) { /* nothing to bind: zeros, as vf_kernel_call gives */
         for (int j = 0; !s && j < k->n_out; j++)
-            if (numel_of(&outs[j])) s = fill(rs, &tuple[j], 0.0);
+            if (vf_tref_numel(&outs[j])) s = fill(rs, &tuple[j], 0.0);
         return s;
     }
     x.in = refs;
@@ -165,9 +147,7 @@ static vf_status copy_value(vf_run_state *rs, const vf_rval *v, const vf_shape *
 {
     vf_status s = new_value(rs, "vf_function_call", v->ref.dtype, shape, out);
     if (s != VF_OK || vf_shape_numel(shape) == 0) return s;
-    vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = v->ref, .out = out->ref};
-    e.in[0].rank = shape->rank; /* same elements, read with the new shape */
-    memcpy(e.in[0].shape, shape->dim, sizeof e.in[0].shape);
+    vf_exec e = vf_node_copy_exec(&v->ref, shape, &out->ref);
     return exec(rs, &e);
 }
 
@@ -216,7 +196,7 @@ void vf_const_cache_free(vf_const_cache *c)
 
 static vf_status read_pred(vf_run_state *rs, int id, const vf_node *n, const vf_rval *v, bool *out)
 {
-    if (numel_of(&v->ref) != 1 || v->ref.dtype != VF_BOOL)
+    if (vf_tref_numel(&v->ref) != 1 || v->ref.dtype != VF_BOOL)
         return node_fail(rs, id, n, VF_ERROR_SHAPE, "the predicate must be one bool");
     uint8_t b = 0;
     vf_context *ctx = rs->ctx;
@@ -229,7 +209,7 @@ static vf_status read_pred(vf_run_state *rs, int id, const vf_node *n, const vf_
 static vf_status print_value(vf_run_state *rs, const char *label, const vf_rval *v)
 {
     vf_context *ctx = rs->ctx;
-    size_t bytes = (size_t)numel_of(&v->ref) * vf_dtype_size(v->ref.dtype);
+    size_t bytes = (size_t)vf_tref_numel(&v->ref) * vf_dtype_size(v->ref.dtype);
     void *data = vf_malloc(bytes ? bytes : 1);
     if (!data) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_print: out of host memory (malloc failed)");
     vf_status s = bytes ? ctx->be.iface->download(ctx->be.self, v->ref.buf, v->ref.offset, data, bytes) : VF_OK;
@@ -243,7 +223,7 @@ static vf_status print_value(vf_run_state *rs, const char *label, const vf_rval 
    kernels queued before it that write them) into a new value. */
 static vf_status host_value(vf_run_state *rs, const vf_node *n, const vf_rval *x, vf_rval *out)
 {
-    vf_shape sh = shape_of(&x->ref);
+    vf_shape sh = vf_tref_shape(&x->ref);
     vf_status s = new_value(rs, "vf_host_map", x->ref.dtype, &sh, out);
     return s == VF_OK ? vf_host_apply(rs->ctx, n, &x->ref, &out->ref) : s;
 }
@@ -315,7 +295,7 @@ static vf_status run_while(vf_run_state *rs, int id, const vf_node *n, const vf_
         s = vf_graph_run(rs, bg, params, next);
         int taken = 0;
         for (int k = 0; s == VF_OK && k < nv; k++) {
-            vf_shape a_sh = shape_of(&tuple[k].ref), b_sh = shape_of(&next[k].ref);
+            vf_shape a_sh = vf_tref_shape(&tuple[k].ref), b_sh = vf_tref_shape(&next[k].ref);
             if (!vf_shape_equal(&a_sh, &b_sh) || next[k].ref.dtype != tuple[k].ref.dtype) {
                 char a[VF_SHAPE_STR_LEN], b[VF_SHAPE_STR_LEN];
                 s = vf_fail(ctx, VF_ERROR_SHAPE, "vf_while_loop in '%s': loop var %d was %s %s and the body "
@@ -325,7 +305,7 @@ static vf_status run_while(vf_run_state *rs, int id, const vf_node *n, const vf_
                 break;
             }
             if (next[k].var) { /* a variable's value now, not its later ones */
-                vf_shape sh = shape_of(&next[k].ref);
+                vf_shape sh = vf_tref_shape(&next[k].ref);
                 s = copy_value(rs, &next[k], &sh, &next[k]);
             }
             if (s == VF_OK && next[k].t) vf_tensor_hold(next[k].t);
@@ -381,9 +361,9 @@ vf_status vf_graph_run(vf_run_state *rs, const vf_graph *g, const vf_rval *param
         case VF_NODE_OP: s = run_op(rs, i, n, args, &v[i]); break;
         case VF_NODE_RESHAPE: {
             vf_dtype dt;
-            vf_shape sh = shape_of(&args[0].ref), out;
+            vf_shape out;
             vf_err err = {0};
-            if (vf_infer(n, &args[0].ref.dtype, &sh, &dt, &out, &err) != VF_OK) {
+            if (vf_node_infer_at(n, &args[0].ref, &dt, &out, &err) != VF_OK) {
                 s = node_fail(rs, i, n, err.status, err.message);
                 break;
             }
@@ -392,22 +372,20 @@ vf_status vf_graph_run(vf_run_state *rs, const vf_graph *g, const vf_rval *param
                 break;
             }
             v[i] = args[0];
-            v[i].ref.rank = out.rank;
-            memcpy(v[i].ref.shape, out.dim, sizeof v[i].ref.shape);
+            vf_tref_reshape(&v[i].ref, &out);
             break;
         }
         case VF_NODE_ASSIGN: {
             const vf_capture *c = &rs->caps[n->index];
-            vf_shape vs = shape_of(&c->ref), val = shape_of(&args[0].ref);
+            vf_shape vs = vf_tref_shape(&c->ref);
             vf_dtype dt;
             vf_err err = {0};
-            if (vf_infer(n, &args[0].ref.dtype, &val, &dt, &vs, &err) != VF_OK) {
+            if (vf_node_infer_at(n, &args[0].ref, &dt, &vs, &err) != VF_OK) {
                 s = node_fail(rs, i, n, err.status, err.message);
                 break;
             }
             v[i] = (vf_rval){.ref = c->ref, .var = true};
-            bool self = args[0].ref.buf == c->ref.buf && args[0].ref.offset == c->ref.offset;
-            if (!self && numel_of(&c->ref) > 0) {
+            if (!vf_node_assign_is_self(&args[0].ref, &c->ref) && vf_tref_numel(&c->ref) > 0) {
                 vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = args[0].ref, .out = c->ref};
                 s = exec(rs, &e);
             }
@@ -451,7 +429,7 @@ vf_tensor *vf_rval_to_output(vf_run_state *rs, const vf_rval *v)
     if (t && !v->var && exact && t->scope == depth) return vf_keep(t);
     if (t && !v->var) return vf_keep(vf_tensor_view(t, v->ref.rank, v->ref.shape));
     vf_rval c;
-    vf_shape sh = shape_of(&v->ref);
+    vf_shape sh = vf_tref_shape(&v->ref);
     if (copy_value(rs, v, &sh, &c) != VF_OK) return NULL;
     return vf_keep(c.t);
 }

@@ -25,6 +25,7 @@
 #include "plan/plan.h"
 #include "util/fault.h"
 #include "plan/plan_build.h"
+#include "plan/node_exec.h"
 #include "plan/check.h"
 #include "plan/partition.h"
 #include "plan/memplan.h"
@@ -239,9 +240,9 @@ static bool walk_cond(builder *b, const vf_node *n, int id, pval *v, vf_status *
         b->br[b->cur_br].x1 = b->n_ex;
         for (int o = 0; ok && o < n->n_out; o++) {
             const pval *r = &sv[sg->outputs[o]];
-            vf_shape rs = vf_pb_shape_of(&r->ref);
+            vf_shape rs = vf_tref_shape(&r->ref);
             if (k == 0) tuple[o] = vf_pb_inter_val(b, r->ref.dtype, &rs);
-            vf_shape ts = vf_pb_shape_of(&tuple[o].ref);
+            vf_shape ts = vf_tref_shape(&tuple[o].ref);
             ok = !b->oom && r->ref.dtype == tuple[o].ref.dtype && vf_shape_equal(&rs, &ts) &&
                  vf_shape_numel(&rs) > 0 && add_copy(b, r, &tuple[o]);
         }
@@ -315,49 +316,46 @@ static bool walk(builder *b, const vf_graph *g, const vf_plan_value *params, con
         }
         case VF_NODE_OP: {
             if (n->n_in > 3) return false;
-            vf_dtype dts[3], dt;
-            vf_shape sh[3], os;
-            for (int j = 0; j < n->n_in; j++) dts[j] = in[j].ref.dtype, sh[j] = vf_pb_shape_of(&in[j].ref);
+            vf_tref refs[3];
+            for (int j = 0; j < n->n_in; j++) refs[j] = in[j].ref;
+            vf_dtype dt;
+            vf_shape os;
             vf_err err = {0};
-            if (vf_infer(n, dts, sh, &dt, &os, &err) != VF_OK || vf_shape_numel(&os) == 0) return false;
+            if (vf_node_infer_at(n, refs, &dt, &os, &err) != VF_OK || vf_shape_numel(&os) == 0) return false;
             /* an empty input of a non-empty result (a pad or concat of a
                symbolic dim that is 0 this call): the interpreter's rules */
             for (int j = 0; j < n->n_in; j++)
-                if (vf_shape_numel(&sh[j]) == 0) return false;
+                if (vf_tref_numel(&refs[j]) == 0) return false;
             if ((vf_op_get(n->op)->flags & VF_OPF_VIEW) && vf_pb_try_view(b, g, i, in, &os, v + i)) break;
             if (b->oom) return false;
             v[i] = vf_pb_inter_val(b, dt, &os);
-            vf_exec e = {.op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = v[i].ref};
-            for (int j = 0; j < n->n_in; j++) e.in[j] = in[j].ref;
+            vf_exec e = vf_node_op_exec(n, refs, &v[i].ref);
             if (b->oom || !vf_pb_add_exec(b, &e, in, &v[i])) return false;
             break;
         }
         case VF_NODE_RESHAPE: {
             vf_dtype dt;
-            vf_shape sh = vf_pb_shape_of(&in[0].ref), out;
+            vf_shape out;
             vf_err err = {0};
-            if (vf_infer(n, &in[0].ref.dtype, &sh, &dt, &out, &err) != VF_OK || vf_shape_numel(&out) == 0) return false;
+            if (vf_node_infer_at(n, &in[0].ref, &dt, &out, &err) != VF_OK || vf_shape_numel(&out) == 0) return false;
             if (in[0].var) { /* the variable's value now, not after later assigns */
                 v[i] = vf_pb_inter_val(b, in[0].ref.dtype, &out);
-                vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[0].ref, .out = v[i].ref};
-                e.in[0].rank = out.rank;
-                memcpy(e.in[0].shape, out.dim, sizeof e.in[0].shape);
+                vf_exec e = vf_node_copy_exec(&in[0].ref, &out, &v[i].ref);
                 if (b->oom || !vf_pb_add_exec(b, &e, in, &v[i])) return false;
                 break;
             }
             v[i] = in[0];
-            v[i].ref.rank = out.rank;
-            memcpy(v[i].ref.shape, out.dim, sizeof v[i].ref.shape);
+            vf_tref_reshape(&v[i].ref, &out);
             break;
         }
         case VF_NODE_ASSIGN: {
             const vf_plan_value *c = &env->caps[n->index];
-            vf_shape vs = vf_pb_shape_of(&c->ref), val = vf_pb_shape_of(&in[0].ref);
+            vf_shape vs = vf_tref_shape(&c->ref);
             vf_dtype dt;
             vf_err err = {0};
-            if (!c->ref.buf || vf_infer(n, &in[0].ref.dtype, &val, &dt, &vs, &err) != VF_OK) return false;
+            if (!c->ref.buf || vf_node_infer_at(n, &in[0].ref, &dt, &vs, &err) != VF_OK) return false;
             pval var = {.ref = c->ref, .loc = {VF_PLAN_FIXED, 0}, .inter = -1, .var = true};
-            bool self = in[0].loc.kind == VF_PLAN_FIXED && in[0].ref.buf == c->ref.buf && in[0].ref.offset == c->ref.offset;
+            bool self = in[0].loc.kind == VF_PLAN_FIXED && vf_node_assign_is_self(&in[0].ref, &c->ref);
             if (!self) {
                 vf_exec e = {.op = VF_OP_COPY, .n_in = 1, .in[0] = in[0].ref, .out = c->ref};
                 if (!vf_pb_add_exec(b, &e, in, &var)) return false;
@@ -525,7 +523,7 @@ static vf_status finish(builder *b, const vf_graph *g, const pval *v, vf_fplan *
             fp->slot_shape[it->slot] = it->shape;
         }
         fp->out_slot[k] = it->slot;
-        fp->out_view[k] = vf_pb_shape_of(&o->ref);
+        fp->out_view[k] = vf_tref_shape(&o->ref);
     }
     fusion fz = {0};
     vf_mem_interval *iv = vf_malloc(sizeof *iv * (size_t)(b->n_it + 1));
@@ -663,7 +661,7 @@ vf_status vf_pb_build(const vf_plan_env *env, const vf_graph *g, const vf_plan_v
     if (!v || !fp || !b.view || !vf_pb_mark_exported(&b, g) || !b.node_ex || !b.node_nex || !b.tuple || !fp->pshape || !fp->slot_dt || !fp->slot_shape || !fp->out_slot || !fp->out_view)
         s = vf_err_set(env->err, VF_ERROR_OUT_OF_MEMORY, "vf_function '%s': out of host memory (malloc failed)", env->name);
     for (int i = 0; s == VF_OK && i < np; i++)
-        fp->pshape[i] = vf_pb_shape_of(i < g->n_params ? &params[i].ref : &seg->imports[i - g->n_params].ref);
+        fp->pshape[i] = vf_tref_shape(i < g->n_params ? &params[i].ref : &seg->imports[i - g->n_params].ref);
     bool ok = false;
     if (s == VF_OK && walk(&b, g, params, NULL, v, &s) && s == VF_OK) {
         fp->ucalls = b.ucalls; /* the plan's execs point into them */
@@ -686,7 +684,7 @@ vf_status vf_pb_build(const vf_plan_env *env, const vf_graph *g, const vf_plan_v
 bool vf_fplan_matches(const vf_fplan *fp, const vf_plan_value *params)
 {
     for (int i = 0; i < fp->n_params; i++) {
-        vf_shape s = vf_pb_shape_of(&params[i].ref);
+        vf_shape s = vf_tref_shape(&params[i].ref);
         if (!vf_shape_equal(&s, &fp->pshape[i])) return false;
     }
     return true;

@@ -4,6 +4,7 @@
 #define VF_PLAN_PLAN_BUILD_H
 
 #include "plan/plan.h"
+#include "plan/node_exec.h"
 #include "plan/partition.h"
 #include "plan/check.h"
 #include "plan/segment.h"
@@ -188,27 +189,13 @@ typedef struct fusion {
     int n_bpart;
 } fusion;
 
-static inline vf_shape vf_pb_shape_of(const vf_tref *r)
-{
-    vf_shape s = {.rank = r->rank};
-    memcpy(s.dim, r->shape, sizeof s.dim);
-    return s;
-}
-
-static inline int64_t vf_pb_numel(const vf_tref *r)
-{
-    int64_t n = 1;
-    for (int d = 0; d < r->rank; d++) n *= r->shape[d];
-    return n;
-}
-
-static inline size_t vf_pb_bytes(const vf_tref *r) { return (size_t)vf_pb_numel(r) * vf_dtype_size(r->dtype); }
+static inline size_t vf_pb_bytes(const vf_tref *r) { return (size_t)vf_tref_numel(r) * vf_dtype_size(r->dtype); }
 
 /* Whether a and o have as many elements of one size (an elementwise
    kernel reads a at the index it writes o). */
 static inline bool vf_pb_same_elements(const vf_tref *a, const vf_tref *o)
 {
-    return vf_pb_numel(a) == vf_pb_numel(o) && vf_dtype_size(a->dtype) == vf_dtype_size(o->dtype);
+    return vf_tref_numel(a) == vf_tref_numel(o) && vf_dtype_size(a->dtype) == vf_dtype_size(o->dtype);
 }
 
 void vf_pb_fusion_free(fusion *f);

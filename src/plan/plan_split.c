@@ -122,7 +122,7 @@ vf_status vf_pb_build_split(const vf_plan_env *env, const vf_graph *g, const vf_
                      !sp->imp_slot || !sp->imp_view || !sp->hosts);
     }
     if (ok) sp->n_segs = S;
-    for (int i = 0; ok && i < g->n_params; i++) fp->pshape[i] = vf_pb_shape_of(&params[i].ref);
+    for (int i = 0; ok && i < g->n_params; i++) fp->pshape[i] = vf_tref_shape(&params[i].ref);
     for (int k = 0; ok && k < S * n; k++) imp[k] = -1;
     /* Who reads what across segments: imports, exports, host inputs. */
     for (int j = 0; ok && j < n; j++) {

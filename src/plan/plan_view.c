@@ -93,7 +93,7 @@ static bool concat_in_place(builder *b, const vf_graph *g, int i, const pval *in
             make_view(b, in[j].inter, r.inter, at[j]);
             continue;
         }
-        vf_shape s = vf_pb_shape_of(&in[j].ref);
+        vf_shape s = vf_tref_shape(&in[j].ref);
         pval c = vf_pb_inter_val(b, in[j].ref.dtype, &s);
         if (b->oom) return false;
         make_view(b, c.inter, r.inter, at[j]);

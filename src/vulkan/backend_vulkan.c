@@ -59,22 +59,32 @@ static vf_status check_range(vf_vk_runtime *rt, const vf_buffer *buf, size_t off
     return VF_OK;
 }
 
+/* What an upload or download (what) does before the host touches bytes of
+   buf: the device is not lost, the eager window is recorded, the range is
+   inside buf, and, where buf is mapped (*map), the work queued earlier that
+   uses it has finished (a batch not yet submitted is submitted), since the
+   host reads or writes it now. *map is NULL where buf is not host-visible:
+   the copy is then recorded into the batch, ordered by hazard tracking. */
+static vf_status host_access(vf_vk_runtime *rt, vf_buffer *buf, size_t offset, size_t bytes, const char *what,
+                             uint8_t **map)
+{
+    *map = NULL;
+    VF_LOST_GUARD(rt, what);
+    VF_EF_FLUSH(rt);
+    vf_status s = check_range(rt, buf, offset, bytes, what);
+    if (s || bytes == 0) return s;
+    *map = vf_vk_buffer_map(buf);
+    if (*map && buf->last_use > rt->sched.completed) return vf_vk_sched_wait(&rt->sched, buf->last_use);
+    return VF_OK;
+}
+
 static vf_status vk_upload(void *self, vf_buffer *buf, size_t offset, const void *src, size_t bytes)
 {
     vf_vk_runtime *rt = self;
-    VF_LOST_GUARD(rt, "upload");
-    VF_EF_FLUSH(rt);
-    vf_status s = check_range(rt, buf, offset, bytes, "upload");
+    uint8_t *map;
+    vf_status s = host_access(rt, buf, offset, bytes, "upload", &map);
     if (s || bytes == 0) return s;
-    uint8_t *map = vf_vk_buffer_map(buf);
-    if (!map) /* recorded into the batch: ordered by hazard tracking */
-        return vf_vk_sched_upload(&rt->sched, buf, offset, src, bytes);
-    /* Mapped: the host writes now, so work queued earlier that touches the
-       buffer must have finished (a batch not yet submitted is submitted). */
-    if (buf->last_use > rt->sched.completed) {
-        s = vf_vk_sched_wait(&rt->sched, buf->last_use);
-        if (s) return s;
-    }
+    if (!map) return vf_vk_sched_upload(&rt->sched, buf, offset, src, bytes);
     memcpy(map + offset, src, bytes);
     return vf_vk_mem_flush(&rt->mem, buf, offset, bytes);
 }
@@ -82,16 +92,10 @@ static vf_status vk_upload(void *self, vf_buffer *buf, size_t offset, const void
 static vf_status vk_download(void *self, vf_buffer *buf, size_t offset, void *dst, size_t bytes)
 {
     vf_vk_runtime *rt = self;
-    VF_LOST_GUARD(rt, "download");
-    VF_EF_FLUSH(rt);
-    vf_status s = check_range(rt, buf, offset, bytes, "download");
+    uint8_t *map;
+    vf_status s = host_access(rt, buf, offset, bytes, "download", &map);
     if (s || bytes == 0) return s;
-    uint8_t *map = vf_vk_buffer_map(buf);
     if (!map) return vf_vk_sched_download(&rt->sched, buf, offset, dst, bytes);
-    if (buf->last_use > rt->sched.completed) {
-        s = vf_vk_sched_wait(&rt->sched, buf->last_use);
-        if (s) return s;
-    }
     s = vf_vk_mem_invalidate(&rt->mem, buf, offset, bytes);
     if (!s) memcpy(dst, map + offset, bytes);
     /* Validation messages from the batch surface at the read. */

@@ -102,13 +102,7 @@ static vf_status cf_emit(vf_cg *g, void *user)
         snprintf(fn, sizeof fn, "ldx%d", t);
         cg_load_fn(g, fn, buf_name(st, t, nm), dt, cg_ctype_of(dt));
     }
-    for (int o = 0; o < grp->n_outputs; o++) {
-        char fn[32], nm[32];
-        snprintf(fn, sizeof fn, "sty%d", o);
-        snprintf(nm, sizeof nm, "y%d", o);
-        vf_dtype dt = grp->tensors[grp->n_inputs + o].dtype;
-        cg_store_fn(g, fn, nm, dt, cg_ctype_of(dt));
-    }
+    cg_group_stores(g, grp, "sty", "y");
     for (int m = 0; m < grp->n_members; m++) {
         if (m == st->center) continue;
         vf_status rc = cg_member_fn(s, grp, m, st->err);

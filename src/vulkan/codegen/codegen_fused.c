@@ -271,13 +271,8 @@ static vf_status elementwise_dag(const vf_fused_group *grp, const vf_device_caps
         cg_abort(&cg);
         return cg.status;
     }
-    for (int i = 0; i < n_in; i++) {
-        char fn[16], nm[16];
-        snprintf(fn, sizeof fn, "ld%d", i);
-        snprintf(nm, sizeof nm, "in%d", i);
-        vf_dtype dt = grp->tensors[i].dtype;
-        if (!vec4 || ((p.bcast[0] >> i) & 1)) cg_load_fn(&cg, fn, nm, dt, cg_ctype_of(dt));
-    }
+    /* vec4: only the broadcast (scalar) inputs are read one by one */
+    cg_group_loads(&cg, grp, vec4 ? ~(uint64_t)p.bcast[0] : 0);
     /* direct: a member that is stored and read by no other member skips
        the conversion to its dtype's compute type (f16: a second rounding
        in software); its store converts from what it holds */

@@ -91,6 +91,13 @@ uint32_t cg_fill_bits(const vf_exec *e);
    inexactly (Vulkan allows x * -0.0 -> -0.0 without float controls, and
    lavapipe does it), and one pipeline serves every value. */
 void cg_push_fills(vf_cg *g, const vf_fused_group *grp, bool *pushed);
+/* Declares load function ld<i> reading buffer in<i> for every input i of
+   the group whose bit in skip is clear (bit 63 stands for every i >= 63),
+   each in its dtype's compute type. */
+void cg_group_loads(vf_cg *g, const vf_fused_group *grp, uint64_t skip);
+/* Declares store function <fn><o> writing buffer <buf><o> for every output
+   o of the group, each from its dtype's compute type. */
+void cg_group_stores(vf_cg *g, const vf_fused_group *grp, const char *fn, const char *buf);
 /* Appends pushed fill m read as the compute type of dt. */
 void cg_fill_pushed(vf_sb *s, vf_dtype dt, int m);
 /* Appends `op_<m>(<inputs>)` of elementwise member m (not FILL): its

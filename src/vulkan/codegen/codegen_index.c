@@ -40,6 +40,29 @@ static vf_status too_big(const vf_exec *e, const vf_tref *t, const char *what, v
                       vf_op_get(e->op)->name, what, (long long)cg_numel(t), UINT32_MAX);
 }
 
+/* The loop both gather and iota run: IX_PER_THREAD elements an invocation,
+   a workgroup apart (coalesced). ix_loop_open sets the workgroup and opens
+   main() up to an element i in range; the caller appends the loop's body;
+   ix_loop_close closes it, sizes the grid for numel and finishes. */
+static void ix_loop_open(vf_cg *g, const vf_device_caps *caps)
+{
+    cg_workgroup(g, cg_clamp_wg(caps, IX_LOCAL, false));
+    vf_sb_add(&g->body,
+              "void main()\n{\n"
+              "    uint base = vf_group_id() * (WG * %uu) + gl_LocalInvocationID.x;\n"
+              "    [[unroll]] for (uint t = 0u; t < %uu; t++) {\n"
+              "        uint i = base + t * WG;\n"
+              "        if (i >= pc.numel) return;\n", IX_PER_THREAD, IX_PER_THREAD);
+}
+
+static vf_status ix_loop_close(vf_cg *g, uint64_t numel)
+{
+    vf_sb_puts(&g->body, "    }\n}\n");
+    uint32_t per_group = cg_wg(g) * IX_PER_THREAD;
+    cg_groups_linear(g, (numel + per_group - 1) / per_group);
+    return cg_finish(g, NULL);
+}
+
 static vf_status gen_gather(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)
 {
     const vf_tref *x = &e->in[0], *idx = &e->in[1];
@@ -64,22 +87,14 @@ static vf_status gen_gather(const vf_exec *e, const vf_device_caps *caps, vf_gen
     cg_push_u32(&g, "n", (uint32_t)s.n);
     cg_push_u32(&g, "inner", (uint32_t)s.inner);
     cg_push_u32(&g, "J", (uint32_t)s.J);
-    cg_workgroup(&g, cg_clamp_wg(caps, IX_LOCAL, false));
-    uint32_t per_group = cg_wg(&g) * IX_PER_THREAD;
+    ix_loop_open(&g, caps);
     /* uint(i32) of a negative index is >= 2^31 > n: one comparison checks both ends */
     vf_sb_add(&g.body,
-              "void main()\n{\n"
-              "    uint base = vf_group_id() * (WG * %uu) + gl_LocalInvocationID.x;\n"
-              "    [[unroll]] for (uint t = 0u; t < %uu; t++) {\n"
-              "        uint i = base + t * WG;\n"
-              "        if (i >= pc.numel) return;\n"
               "        uint c = i %% pc.inner, r = i / pc.inner;\n"
               "        uint j = r %% pc.J, o = r / pc.J;\n"
               "        uint k = uint(iv[j]);\n"
-              "        outv[i] = k < pc.n ? xv[(o * pc.n + k) * pc.inner + c] : %s;\n"
-              "    }\n}\n", IX_PER_THREAD, IX_PER_THREAD, zero);
-    cg_groups_linear(&g, (numel + per_group - 1) / per_group);
-    return cg_finish(&g, NULL);
+              "        outv[i] = k < pc.n ? xv[(o * pc.n + k) * pc.inner + c] : %s;\n", zero);
+    return ix_loop_close(&g, numel);
 }
 
 /* IOTA: element i is i, converted with the cast rules of the store */
@@ -96,18 +111,9 @@ static vf_status gen_iota(const vf_exec *e, const vf_device_caps *caps, vf_gen_k
     cg_store_fn(&g, "st_o", "outv", dt, VF_CT_UINT);
     uint64_t numel = (uint64_t)cg_numel(&e->out);
     cg_push_u32(&g, "numel", (uint32_t)numel);
-    cg_workgroup(&g, cg_clamp_wg(caps, IX_LOCAL, false));
-    uint32_t per_group = cg_wg(&g) * IX_PER_THREAD;
-    vf_sb_add(&g.body,
-              "void main()\n{\n"
-              "    uint base = vf_group_id() * (WG * %uu) + gl_LocalInvocationID.x;\n"
-              "    [[unroll]] for (uint t = 0u; t < %uu; t++) {\n"
-              "        uint i = base + t * WG;\n"
-              "        if (i >= pc.numel) return;\n"
-              "        st_o(i, i);\n"
-              "    }\n}\n", IX_PER_THREAD, IX_PER_THREAD);
-    cg_groups_linear(&g, (numel + per_group - 1) / per_group);
-    return cg_finish(&g, NULL);
+    ix_loop_open(&g, caps);
+    vf_sb_puts(&g.body, "        st_o(i, i);\n");
+    return ix_loop_close(&g, numel);
 }
 
 vf_status vf_codegen_index(const vf_exec *e, const vf_device_caps *caps, vf_gen_kernel *k, vf_err *err)

@@ -140,13 +140,7 @@ static vf_status emit_decls(vf_cg *cg, mf_state *st, const cg_mm_layout *l)
             cg_load_fn(cg, fn, t == st->a_in ? "A" : t == st->b_in ? "B" : nm, dt, ct);
         }
     }
-    for (int o = 0; o < grp->n_outputs; o++) {
-        char fn[32], nm[32];
-        snprintf(fn, sizeof fn, "sty%d", o);
-        snprintf(nm, sizeof nm, "y%d", o);
-        vf_dtype dt = grp->tensors[grp->n_inputs + o].dtype;
-        cg_store_fn(cg, fn, nm, dt, cg_ctype_of(dt));
-    }
+    cg_group_stores(cg, grp, "sty", "y");
     for (int m = 0; m < grp->n_members; m++) {
         if (m == st->center) continue;
         vf_status rc = cg_member_fn(s, grp, m, st->err);

@@ -161,6 +161,29 @@ void cg_push_fills(vf_cg *g, const vf_fused_group *grp, bool *pushed)
         }
 }
 
+void cg_group_loads(vf_cg *g, const vf_fused_group *grp, uint64_t skip)
+{
+    for (int i = 0; i < grp->n_inputs; i++) {
+        if ((skip >> (i < 63 ? i : 63)) & 1) continue;
+        char fn[16], nm[16];
+        snprintf(fn, sizeof fn, "ld%d", i);
+        snprintf(nm, sizeof nm, "in%d", i);
+        vf_dtype dt = grp->tensors[i].dtype;
+        cg_load_fn(g, fn, nm, dt, cg_ctype_of(dt));
+    }
+}
+
+void cg_group_stores(vf_cg *g, const vf_fused_group *grp, const char *fn, const char *buf)
+{
+    for (int o = 0; o < grp->n_outputs; o++) {
+        char f[32], nm[32];
+        snprintf(f, sizeof f, "%s%d", fn, o);
+        snprintf(nm, sizeof nm, "%s%d", buf, o);
+        vf_dtype dt = grp->tensors[grp->n_inputs + o].dtype;
+        cg_store_fn(g, f, nm, dt, cg_ctype_of(dt));
+    }
+}
+
 void cg_fill_pushed(vf_sb *s, vf_dtype dt, int m)
 {
     static const char *const from_bits[] = {

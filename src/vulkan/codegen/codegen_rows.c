@@ -569,20 +569,8 @@ vf_status vf_codegen_row_group(const vf_fused_group *grp, const vf_device_caps *
         cg_abort(&cg);
         return cg.status;
     }
-    for (int i = 0; i < n_in; i++) {
-        char fn[16], nm[16];
-        snprintf(fn, sizeof fn, "ld%d", i);
-        snprintf(nm, sizeof nm, "in%d", i);
-        vf_dtype dt = grp->tensors[i].dtype;
-        cg_load_fn(&cg, fn, nm, dt, cg_ctype_of(dt));
-    }
-    for (int o = 0; o < n_out; o++) {
-        char fn[16], nm[16];
-        snprintf(fn, sizeof fn, "st%d", o);
-        snprintf(nm, sizeof nm, "out%d", o);
-        vf_dtype dt = grp->tensors[n_in + o].dtype;
-        cg_store_fn(&cg, fn, nm, dt, cg_ctype_of(dt));
-    }
+    cg_group_loads(&cg, grp, 0);
+    cg_group_stores(&cg, grp, "st", "out");
     for (int m = 0; m < grp->n_members; m++) {
         if (!cg_member_op(grp->execs[m].op)) continue;
         st = cg_member_fn(&cg.decl, grp, m, err);
