@@ -37,7 +37,7 @@ def device_name() -> str:
     return context().device_name
 
 from . import nest, nn, random  # noqa: E402,F401
-from .tape import GradientTape  # noqa: E402,F401
+from .tape import GradientTape, UnconnectedGradients  # noqa: E402,F401
 
 
 

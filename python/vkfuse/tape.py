@@ -9,8 +9,9 @@ ops run between the block's end and then are recorded too, which changes
 no gradient of a target computed in the block. ``stop_recording`` marks the
 results made inside it with stop_gradient, so no gradient flows through
 them (as if they were not recorded). A source the target does not depend
-on gets zeros from the C tape; TF gives ``None`` (``unconnected_gradients``
-``'zero'`` is therefore what both give here).
+on (or only through stop_gradient) gets ``None``, as TF's default
+``unconnected_gradients=UnconnectedGradients.NONE``; ``'zero'`` gives zeros
+of its shape (the C tape's VF_TAPE_UNCONNECTED_NULL flag tells which).
 """
 from __future__ import annotations
 
@@ -22,6 +23,20 @@ from . import _context, errors, nest
 from . import tensor as _tensor
 from ._core import L
 from .tensor import Tensor, wrap
+
+
+class UnconnectedGradients:
+    """tf.UnconnectedGradients: what gradient() gives a source the target does not depend on."""
+    NONE = "none"
+    ZERO = "zero"
+
+
+def _unconnected_is_zero(u: Any) -> bool:
+    v = getattr(u, "value", u)  # an enum member from TF-style code
+    if isinstance(v, str) and v.lower() in ("none", "zero"):
+        return v.lower() == "zero"
+    raise ValueError(f"vkfuse.GradientTape.gradient: unconnected_gradients={u!r}; pass "
+                     "UnconnectedGradients.NONE ('none', the default) or UnconnectedGradients.ZERO ('zero')")
 
 
 class GradientTape:
@@ -94,6 +109,7 @@ class GradientTape:
                                "closed); use GradientTape(persistent=True) for several")
         ctx = self._ctx
         assert ctx is not None
+        zero = _unconnected_is_zero(unconnected_gradients)
         from .math_ops import add, multiply, reduce_sum
         targets = nest.flatten(target)
         ogs = nest.flatten(output_gradients) if output_gradients is not None else [None] * len(targets)
@@ -120,12 +136,12 @@ class GradientTape:
         out = (ctypes.c_void_p * max(n, 1))()
         if total is None or total._ctx is not ctx:
             raise errors.invalid("vkfuse.GradientTape.gradient: the target belongs to another context")
-        st = L.vf_tape_gradient(self._h, total.handle, n, srcs, out)
+        st = L.vf_tape_gradient_ex(self._h, total.handle, n, srcs, out, 0 if zero else 1)
         if not self._persistent:
             self._end()
         if st != 0:
             ctx.raise_error()
-        grads = [wrap(ctx, out[i]) for i in range(n)]
+        grads = [wrap(ctx, out[i]) if out[i] else None for i in range(n)]
         return nest.pack_sequence_as(sources, grads)
 
     def jacobian(self, target: Any, sources: Any, **kw: Any) -> Any:
