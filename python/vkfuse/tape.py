@@ -136,9 +136,26 @@ class GradientTape:
         out = (ctypes.c_void_p * max(n, 1))()
         if total is None or total._ctx is not ctx:
             raise errors.invalid("vkfuse.GradientTape.gradient: the target belongs to another context")
-        st = L.vf_tape_gradient_ex(self._h, total.handle, n, srcs, out, 0 if zero else 1)
+        outer = _tensor.deferred
+        if outer is None:  # a kernel's Python grad may run: its releases wait (kernels.py)
+            _tensor.deferred = []
+        try:
+            st = L.vf_tape_gradient_ex(self._h, total.handle, n, srcs, out, 0 if zero else 1)
+        finally:
+            if outer is None:
+                from . import graph_control
+                handles, _tensor.deferred = _tensor.deferred, None
+                handles += graph_control.orphans
+                graph_control.orphans.clear()
+                if handles:
+                    graph_control.release_dropped(ctx, handles)
         if not self._persistent:
             self._end()
+        from .kernels import take_pending
+        err = take_pending()
+        if err is not None:
+            L.vf_error_clear(ctx.handle)
+            raise err
         if st != 0:
             ctx.raise_error()
         grads = [wrap(ctx, out[i]) if out[i] else None for i in range(n)]
