@@ -578,3 +578,50 @@ def test_gradient_through_a_call_with_a_variable_argument():
     with tf.GradientTape() as tape:
         result = add(v, 1.0)
     assert float(tape.gradient(result, v)) == 1.0  # TF's example: the variable counted once
+
+
+def test_reduce_retracing_generalises_shapes(capsys, caplog):
+    @tf.function(reduce_retracing=True)
+    def f(x, y):
+        print("Tracing with", x, y)
+        return tf.reduce_sum(x * 2.0, axis=0) + y
+
+    with caplog.at_level(logging.INFO, logger="vkfuse"):
+        for n in (2, 3, 4, 5, 2):
+            np.testing.assert_array_equal(f(tf.ones([n, 3]), tf.ones([3])).numpy(), [2.0 * n + 1] * 3)
+    assert f.experimental_get_tracing_count() == 2  # exact, then (None, 3): TF's count
+    out = capsys.readouterr().out
+    assert "shape=(2, 3)" in out and "shape=(None, 3)" in out and out.count("Tracing") == 2
+    assert any("generalised" in r.getMessage() and "(None, 3)" in r.getMessage() for r in caplog.records)
+    f(tf.ones([4]), tf.ones([3]))  # a new rank is a new exact trace, not an error
+    assert f.experimental_get_tracing_count() == 3
+
+    @tf.function
+    def g(x):
+        return x * 2.0
+    for n in (2, 3, 4):
+        g(tf.ones([n]))
+    assert g.experimental_get_tracing_count() == 3  # without it: one trace per shape
+
+
+def test_concrete_function_with_none_dims_traces_symbolically(capsys):
+    @tf.function
+    def g(x, k):
+        print("Tracing with", x)
+        return x * k
+
+    cf = g.get_concrete_function(tf.TensorSpec([None, 2]), 3.0)
+    assert "shape=(None, 2)" in capsys.readouterr().out
+    assert cf.structured_input_signature[0].shape == (None, 2)
+    np.testing.assert_array_equal(cf(tf.ones([3, 2])).numpy(), np.full((3, 2), 3.0))
+    np.testing.assert_array_equal(g(tf.ones([5, 2]), 3.0).numpy(), np.full((5, 2), 3.0))  # reuses it
+    assert g.experimental_get_tracing_count() == 1
+    with pytest.raises(ValueError, match="expected TensorSpec"):
+        cf(tf.ones([3]))
+    g(tf.ones([4]), 3.0)  # does not fit: traced on its own
+    assert g.experimental_get_tracing_count() == 2
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def h(x):
+        return x + 1.0
+    assert h.get_concrete_function().structured_input_signature[0].shape == (None,)
