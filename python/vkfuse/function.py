@@ -256,6 +256,19 @@ class _Entry:
         gc.collect()
         return leaves
 
+    def _run_eagerly(self, scope, tensors):
+        """The Python body run eagerly on this call's tensors, under scope
+        (to compute a lifted variable's initial value)."""
+        owner = self.owner()
+        args, kwargs = self.template
+        it = iter(tensors)
+        args, kwargs = _rebuild(args, it), _rebuild(kwargs, it)
+        graph_control._var_scopes.append(scope)
+        try:
+            owner._traced_fn()(*args, **kwargs)
+        finally:
+            graph_control._var_scopes.pop()
+
     def call(self, tensors):
         """Runs the function (tracing on a new signature); sets self.traced."""
         ins = self.ins
@@ -284,7 +297,7 @@ class _Entry:
             except graph_control.Lift as lift:
                 # a variable made on the first trace: create it eagerly and trace again
                 self.lifted_traces += 1
-                self.owner()._variables.append(lift.make())
+                self.owner()._variables.append(lift.make(lambda scope: self._run_eagerly(scope, tensors)))
         if self.n_out is None:
             self.owner()._traced_once = True
             self.n_out = _fn_lib.io_count(self.handle)[1]

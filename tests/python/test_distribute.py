@@ -59,21 +59,3 @@ def test_errors():
         return True
     assert run_ranks(2, body) == [True, True]
 
-
-def test_allreduce_in_a_traced_step():
-    """comm.allreduce inside a vkfuse.function is the C library's traced node:
-    one trace, the mean gradient at every call, the update in the graph."""
-    def body(comm, i):
-        w = tf.Variable([1.0, 2.0])
-
-        @tf.function
-        def step(x):
-            with tf.GradientTape() as t:
-                loss = tf.reduce_sum(w * x)
-            g = comm.allreduce(t.gradient(loss, [w]))[0]
-            w.assign_sub(0.5 * g)
-            return g
-        gs = [step(tf.constant([float(i + 1), 2.0 * i])).numpy().tolist() for _ in range(2)]
-        return gs, w.numpy().tolist(), step.experimental_get_tracing_count()
-    for gs, w, traces in run_ranks(2, body):
-        assert gs == [[1.5, 1.0], [1.5, 1.0]] and w == [-0.5, 1.0] and traces == 1

@@ -537,14 +537,38 @@ def test_variable_initial_values_inside_the_body():
 
     assert lazy(tf.constant(2.0)).numpy().tolist() == [6.0, 6.0]
 
+    # an initial value computed by ops in the body, on the first trace only
+    # (TF lifts the initializer): made once, then updated by every call
+    made = []
+
+    class Counter(tf.Module):
+        def __init__(self):
+            self.v = None
+
+        @tf.function
+        def __call__(self, x):
+            if self.v is None:
+                base = tf.ones([2]) * 2.0
+                self.v = tf.Variable(tf.reduce_sum(base) + tf.zeros([2]))
+                made.append(1)
+            self.v.assign_add(x)
+            return self.v * 1.0
+
+    c = Counter()
+    assert c(tf.constant([1.0, 2.0])).numpy().tolist() == [5.0, 6.0]
+    assert c(tf.constant([1.0, 1.0])).numpy().tolist() == [6.0, 7.0]
+    assert c.v.numpy().tolist() == [6.0, 7.0] and len(c.variables) == 1 and made == [1]
+    assert c.__call__.experimental_get_tracing_count() == 1
+
     @tf.function
-    def from_ops(x):
-        v = tf.Variable(tf.zeros([2]))
+    def every_trace(x):
+        v = tf.Variable(tf.zeros([2]))  # no `if`: a second trace would make another
         return v + x
 
-    with pytest.raises(ValueError, match="%s:%d: .*computed inside the traced function"
-                       % (__file__, line_of(from_ops, "v = tf.Variable"))):
-        from_ops(tf.constant(1.0))
+    assert every_trace(tf.constant(1.0)).numpy().tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="%s:%d: .*on a trace after its first one"
+                       % (__file__, line_of(every_trace, "v = tf.Variable"))):
+        every_trace(tf.constant([1.0, 2.0, 3.0]))
 
 
 def test_eager_tape_around_a_call():
