@@ -222,6 +222,9 @@ class _Entry:
         owner = self.owner()
         self.traced = True
         args, kwargs = self.template
+        # a variable argument is the variable itself in the body: assignable
+        tensors = [graph_control.borrow_variable(self.ctx, t._h) if L.vf_tensor_is_variable(t._h) else t
+                   for t in tensors]
         named = {t._h: "%s:0" % n for t, n in zip(tensors, self.names)}
         graph_control.input_names.update(named)
         it = iter(tensors)

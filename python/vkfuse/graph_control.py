@@ -34,6 +34,21 @@ class Borrowed(Tensor):
 input_names = {}
 
 
+def borrow_variable(ctx, h):
+    """A variable C lent to a traced body (a variable passed as an argument
+    goes by reference): a Variable, so that the body can assign it."""
+    from .variables import Variable
+
+    class _BorrowedVariable(Variable):
+        __slots__ = ()
+
+        def __del__(self):
+            pass
+    t = _BorrowedVariable.__new__(_BorrowedVariable)
+    t._h, t._ctx, t._name, t._trainable = h, ctx, "Variable:0", True
+    return t
+
+
 def borrow(ctx, h):
     t = Borrowed.__new__(Borrowed)
     t._h = h

@@ -649,3 +649,19 @@ def test_concrete_function_with_none_dims_traces_symbolically(capsys):
     def h(x):
         return x + 1.0
     assert h.get_concrete_function().structured_input_signature[0].shape == (None,)
+
+
+def test_a_variable_argument_can_be_assigned_in_the_body():
+    @tf.function
+    def bump(v, x):
+        v.assign_add(x)
+        return v * 2.0
+
+    a, b = tf.Variable([1.0, 2.0]), tf.Variable([10.0, 20.0])
+    for _ in range(2):
+        bump(a, tf.constant([1.0, 1.0]))
+    assert a.numpy().tolist() == [3.0, 4.0]
+    assert bump(b, tf.constant([1.0, 1.0])).numpy().tolist() == [22.0, 42.0]
+    assert b.numpy().tolist() == [11.0, 21.0] and a.numpy().tolist() == [3.0, 4.0]
+    # by reference: a second variable is a second trace (TF: one, keyed by shape)
+    assert bump.experimental_get_tracing_count() == 2
