@@ -725,11 +725,19 @@ typedef struct vf_function vf_function;
    by the other active tapes (not by the tape computing it), so a tape
    inside a tape gives second-order gradients. A tape holds the tensors it
    recorded until vf_tape_end; end it before the context. See
-   docs/GRADIENTS.md for each op's rule. */
+   docs/GRADIENTS.md for each op's rule.
+   vf_tape_gradient_ex is vf_tape_gradient with flags: VF_TAPE_UNCONNECTED_NULL
+   sets grads[i] to NULL (not zeros) for a source the target does not depend
+   on (a path cut by stop_gradient counts as none), as TF's default
+   UnconnectedGradients.NONE; an empty source (no elements) still gets
+   zeros. Unknown flag bits fail with VF_ERROR_INVALID_ARGUMENT. */
 typedef struct vf_tape vf_tape;
+#define VF_TAPE_UNCONNECTED_NULL 1u
 VF_API vf_tape *vf_tape_begin(vf_context *ctx);
 VF_API vf_status vf_tape_gradient(vf_tape *tape, vf_tensor *target, int n, vf_tensor *const *sources,
                                   vf_tensor **grads);
+VF_API vf_status vf_tape_gradient_ex(vf_tape *tape, vf_tensor *target, int n, vf_tensor *const *sources,
+                                     vf_tensor **grads, unsigned flags);
 VF_API void vf_tape_end(vf_tape *tape);
 
 #ifdef __cplusplus

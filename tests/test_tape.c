@@ -243,6 +243,38 @@ static void test_unused_source_is_zeros(void **state)
     vt_context_done(ctx);
 }
 
+/* vf_tape_gradient_ex(VF_TAPE_UNCONNECTED_NULL): NULL for a source off the
+   target's path (also one cut by stop_gradient, and every source of a
+   target off all their paths), the gradient for the others; unknown flag
+   bits are an error that leaves the tape usable. */
+static void test_unconnected_null(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    vf_tensor *x = vf_fill(ctx, VF_F32, 1, (int64_t[]){3}, 2.0), *u = vf_fill(ctx, VF_F32, 2, (int64_t[]){2, 2}, 5.0);
+    vf_tensor *s = vf_fill(ctx, VF_F32, 1, (int64_t[]){3}, 1.0);
+    vf_tape *tp = vf_tape_begin(ctx);
+    vf_tensor *y = vf_reduce_sum(ctx, vf_add(ctx, vf_mul(ctx, x, x), vf_stop_gradient(ctx, vf_mul(ctx, s, s))), 0,
+                                 NULL, false);
+    vf_tensor *c = vf_reduce_sum(ctx, vf_mul(ctx, u, u), 0, NULL, false);
+    vf_tensor *g[3] = {0};
+    assert_int_equal(vf_tape_gradient_ex(tp, y, 3, (vf_tensor *[]){x, u, s}, g, 2u), VF_ERROR_INVALID_ARGUMENT);
+    vt_expect_error(ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient_ex", "flags", NULL);
+    assert_int_equal(vf_tape_gradient_ex(tp, y, 3, (vf_tensor *[]){x, u, s}, g, VF_TAPE_UNCONNECTED_NULL), VF_OK);
+    assert_non_null(g[0]);
+    assert_null(g[1]);
+    assert_null(g[2]);
+    float *gx = vt_read(g[0]), wx[3] = {4, 4, 4};
+    vt_assert_close_f32(gx, wx, 3, 1e-6, 1e-6, "dx");
+    free(gx);
+    /* a target that depends on none of the sources */
+    assert_int_equal(vf_tape_gradient_ex(tp, c, 2, (vf_tensor *[]){x, s}, g, VF_TAPE_UNCONNECTED_NULL), VF_OK);
+    assert_null(g[0]);
+    assert_null(g[1]);
+    vf_tape_end(tp);
+    vt_context_done(ctx);
+}
+
 static void test_not_differentiable(void **state)
 {
     (void)state;
@@ -333,6 +365,7 @@ int main(void)
         cmocka_unit_test(test_vulkan_matches_cpu),
         cmocka_unit_test(test_reduce_max_ties),
         cmocka_unit_test(test_unused_source_is_zeros),
+        cmocka_unit_test(test_unconnected_null),
         cmocka_unit_test(test_not_differentiable),
         cmocka_unit_test(test_traced_matches_eager),
     };

@@ -70,3 +70,4 @@ from . import autograph, config, graph_control, saved_model  # noqa: E402,F401
 from .function import TensorSpec, function  # noqa: E402,F401
 from .control_flow import cond, foldl, foldr, map_fn, scan, while_loop  # noqa: E402,F401
 from .printing import print_ as print  # noqa: A001,E402  (TF's format, in the graph too)
+from .profiling import profile  # noqa: E402,F401

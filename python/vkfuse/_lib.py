@@ -203,6 +203,7 @@ _PROTOS = {
     # tapes
     "vf_tape_begin": (_P, [_P]),
     "vf_tape_gradient": (c_int, [_P, _T, c_int, POINTER(c_void_p), POINTER(c_void_p)]),
+    "vf_tape_gradient_ex": (c_int, [_P, _T, c_int, POINTER(c_void_p), POINTER(c_void_p), ctypes.c_uint]),
     "vf_tape_end": (None, [_P]),
     "vf_print": (c_int, [_P, c_char_p, _T]),
 }

@@ -186,7 +186,7 @@ def _pack_out(structure, it):
 class _Entry:
     """One vf_function: the calls whose non-tensor arguments are equal."""
 
-    def __init__(self, owner, ctx, key, template, names, n_in):
+    def __init__(self, owner, ctx, key, template, names, n_in, specs=None):
         self.owner = weakref.ref(owner)
         self.ctx = ctx
         self.key = key
@@ -205,8 +205,11 @@ class _Entry:
         desc.n_inputs = n_in
         desc.n_outputs = -1
         self._sig = None
-        if owner.input_signature is not None:
-            specs = (_fn_lib.TensorSpecC * max(n_in, 1))(*[s._c() for s in owner._flat_signature])
+        # specs: the flat signature of a generalised trace (reduce_retracing,
+        # get_concrete_function with None dims), else the owner's
+        flat = specs if specs is not None else owner._flat_signature if owner.input_signature is not None else None
+        if flat is not None:
+            specs = (_fn_lib.TensorSpecC * max(n_in, 1))(*[s._c() for s in flat])
             self._sig = specs
             desc.input_signature = specs
         # unseeded random ops in the body draw from the context's generator,
@@ -223,6 +226,9 @@ class _Entry:
         owner = self.owner()
         self.traced = True
         args, kwargs = self.template
+        # a variable argument is the variable itself in the body: assignable
+        tensors = [graph_control.borrow_variable(self.ctx, t._h) if L.vf_tensor_is_variable(t._h) else t
+                   for t in tensors]
         named = {t._h: "%s:0" % n for t, n in zip(tensors, self.names)}
         graph_control.input_names.update(named)
         it = iter(tensors)
@@ -257,6 +263,19 @@ class _Entry:
         gc.collect()
         return leaves
 
+    def _run_eagerly(self, scope, tensors):
+        """The Python body run eagerly on this call's tensors, under scope
+        (to compute a lifted variable's initial value)."""
+        owner = self.owner()
+        args, kwargs = self.template
+        it = iter(tensors)
+        args, kwargs = _rebuild(args, it), _rebuild(kwargs, it)
+        graph_control._var_scopes.append(scope)
+        try:
+            owner._traced_fn()(*args, **kwargs)
+        finally:
+            graph_control._var_scopes.pop()
+
     def call(self, tensors):
         """Runs the function (tracing on a new signature); sets self.traced."""
         ins = self.ins
@@ -285,7 +304,7 @@ class _Entry:
             except graph_control.Lift as lift:
                 # a variable made on the first trace: create it eagerly and trace again
                 self.lifted_traces += 1
-                self.owner()._variables.append(lift.make())
+                self.owner()._variables.append(lift.make(lambda scope: self._run_eagerly(scope, tensors)))
         if self.n_out is None:
             self.owner()._traced_once = True
             self.n_out = _fn_lib.io_count(self.handle)[1]
@@ -313,7 +332,8 @@ class ConcreteFunction:
     def __init__(self, function, entry, tensors, names):
         self._function = function
         self._entry = entry
-        self.structured_input_signature = tuple(TensorSpec.from_tensor(t, n) for t, n in zip(tensors, names))
+        # tensors: the traced leaves, or the TensorSpecs (None dims) traced with
+        self.structured_input_signature = tuple(TensorSpec(t.shape, t.dtype, n) for t, n in zip(tensors, names))
 
     def __call__(self, *tensors):
         got = list(tensors)
@@ -361,6 +381,12 @@ class Function:
         self._fast = {}           # (context, number of args) -> entry, for calls of tensors only
         self._variables = []      # variables its body created (lifted out of the first trace)
         self._traced_once = False
+        # reduce_retracing: after a call whose shapes differ from the first
+        # trace's, trace once with the differing dims as None (TF's
+        # relaxation); experimental_relax_shapes is its old name
+        self._reduce = bool(reduce_retracing or unused.get("experimental_relax_shapes"))
+        self._first_shapes = {}   # Python key -> the leaves' (dtype, shape) at its first call
+        self._general = {}        # Python key -> flat TensorSpec tuples traced with None dims
 
     def __get__(self, instance, owner):
         """A method: one Function per instance, as TF binds them."""
@@ -372,7 +398,7 @@ class Function:
         except (KeyError, TypeError):
             pass
         f = Function(self.python_function.__get__(instance, owner), self.input_signature, self._autograph,
-                     self.__name__)
+                     self.__name__, reduce_retracing=self._reduce)
         try:
             cache[instance] = f
         except TypeError:
@@ -434,7 +460,7 @@ class Function:
                 if not isinstance(a, Tensor):
                     break
             else:
-                fast = self._fast.get((ctx, len(args)))
+                fast = None if self._reduce else self._fast.get((ctx, len(args)))
         if fast is not None:
             entry, leaves = fast, args
             self._prev_key, self._last_key = self._last_key, entry.key
@@ -447,7 +473,7 @@ class Function:
             self._note_trace(entry)
         return out
 
-    def _entry_for(self, ctx, args, kwargs):
+    def _entry_for(self, ctx, args, kwargs, specs=None):
         args, kwargs = self._canonical(args, kwargs)
         if self.input_signature is not None:
             leaves, names = self._signature_args(args, kwargs)
@@ -455,18 +481,47 @@ class Function:
         else:
             key, leaves, names = self._key(args, kwargs)
         key = (id(ctx), key)
+        if self.input_signature is None:
+            specs = self._relaxed(key, leaves, specs)
+            if specs is not None:
+                key = key + (("specs", specs),)
         entry = self._entries.get(key)
         if entry is None:
             if self.input_signature is not None:
                 template = (tuple(_strip_spec(s, a) for s, a in zip(self.input_signature, args)), {})
             else:
                 template = (_strip(tuple(args)), {k: _strip(v) for k, v in kwargs.items()})
-            entry = _Entry(self, ctx, key, template, names, len(leaves))
+            entry = _Entry(self, ctx, key, template, names, len(leaves), specs)
             self._entries[key] = entry
-            if self.input_signature is None and not kwargs and all(p is _T for p in key[1]):
+            if self.input_signature is None and specs is None and not kwargs and all(p is _T for p in key[1]):
                 self._fast[(ctx, len(args))] = entry
         self._last_key, self._prev_key = key, self._last_key
         return entry, leaves
+
+    def _relaxed(self, key, leaves, specs):
+        """The flat TensorSpecs (None dims) of a generalised trace that serves
+        these leaves, or None for an exact one. specs: asked for explicitly
+        (get_concrete_function's TensorSpecs with None dims)."""
+        shapes = tuple((t.dtype, tuple(t.shape)) for t in leaves)
+        general = self._general.setdefault(key, [])
+        if specs is not None:
+            specs = tuple(specs)
+            if specs not in general:
+                general.append(specs)
+            return specs
+        for g in general:
+            if all(s.dtype == dt and s.shape.is_compatible_with(sh) for s, (dt, sh) in zip(g, shapes)):
+                return g
+        if not self._reduce:
+            return None
+        first = self._first_shapes.setdefault(key, shapes)
+        if first == shapes or [(d, len(s)) for d, s in first] != [(d, len(s)) for d, s in shapes]:
+            return None  # the first trace's shapes, or a dtype or rank change: an exact trace
+        g = tuple(TensorSpec([a if a == b else None for a, b in zip(s0, s1)], dt)
+                  for (dt, s0), (_, s1) in zip(first, shapes))
+        self._first_shapes[key] = tuple((s.dtype, tuple(s.shape)) for s in g)
+        general.append(g)
+        return g
 
     def _note_trace(self, entry):
         n = self.experimental_get_tracing_count()
@@ -485,6 +540,9 @@ class Function:
         reason = (L.vf_function_retrace_reason(entry.handle) or b"").decode(errors="replace")
         if reason and entry.stats().traces > 1:
             return re.sub(r"input (\d+)", lambda m: "argument '%s'" % entry.names[int(m.group(1))], reason)
+        if len(entry.key) > 2:  # a generalised trace (reduce_retracing or get_concrete_function)
+            return "shapes generalised to None dims: " + ", ".join(
+                "'%s' %s" % (n, tuple(s.shape)) for n, s in zip(entry.names, entry.key[2][1]))
         prev = self._prev_key
         if prev is None or prev[0] != entry.key[0]:
             return "a new context (device)"
@@ -504,18 +562,28 @@ class Function:
         """The concrete function for these arguments (tensors or TensorSpecs),
         traced if needed (tracing runs the body on symbolic tensors)."""
         ctx = _context.context()
+        specs = None
         if not args and not kwargs and self.input_signature is not None:
             args = tuple(_spec_value(s) for s in self.input_signature)
         else:
+            # TensorSpecs with None dims and no input_signature: a trace with
+            # those dims symbolic, which later calls that fit reuse (as TF)
+            flat = []
+            _spec_leaves(args, flat)
+            _spec_leaves([kwargs[k] for k in sorted(kwargs)], flat)
+            if self.input_signature is None and any(d is None for s in flat if isinstance(s, TensorSpec)
+                                                    for d in s.shape):
+                specs = tuple(s if isinstance(s, TensorSpec) else TensorSpec(s.shape, s.dtype) for s in flat)
             args = tuple(_spec_value(a) for a in args)
             kwargs = {k: _spec_value(v) for k, v in kwargs.items()}
-        entry, leaves = self._entry_for(ctx, args, kwargs)
+        entry, leaves = self._entry_for(ctx, args, kwargs, specs)
         before = entry.stats().traces
         entry.call(leaves)
         if entry.stats().traces != before:
             self._note_trace(entry)
-        specs = leaves
-        return ConcreteFunction(self, entry, specs, entry.names)
+        if self.input_signature is not None:
+            specs = self._flat_signature
+        return ConcreteFunction(self, entry, specs if specs is not None else leaves, entry.names)
 
     def graph_text(self):
         """The optimised graph of the concrete function called last."""
@@ -565,6 +633,18 @@ def _strip_spec(spec, value):
     return type(value)(_strip_spec(s, v) for s, v in zip(spec, value))
 
 
+def _spec_leaves(value, out):
+    """The tensor-like leaves (TensorSpecs, tensors, arrays) of an argument, in _flatten's order."""
+    if isinstance(value, (TensorSpec, Tensor, np.ndarray)):
+        out.append(value if not isinstance(value, np.ndarray) else constant(value))
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _spec_leaves(v, out)
+    elif isinstance(value, dict):
+        for k in sorted(value):
+            _spec_leaves(value[k], out)
+
+
 def _spec_value(s):
     """A TensorSpec as a tensor of its dtype and shape (None dims: 1), to trace with."""
     if isinstance(s, TensorSpec):
@@ -581,5 +661,5 @@ def function(func=None, input_signature=None, autograph=True, jit_compile=None, 
     """tf.function: @vkfuse.function, or @vkfuse.function(input_signature=[...])."""
     def decorate(f):
         return Function(f, input_signature=input_signature, autograph=autograph, name=name,
-                        reduce_retracing=reduce_retracing, jit_compile=jit_compile)
+                        reduce_retracing=reduce_retracing or bool(experimental_relax_shapes), jit_compile=jit_compile)
     return decorate(func) if func is not None else decorate

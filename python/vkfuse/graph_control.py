@@ -36,6 +36,21 @@ class Borrowed(Tensor):
 input_names = {}
 
 
+def borrow_variable(ctx, h):
+    """A variable C lent to a traced body (a variable passed as an argument
+    goes by reference): a Variable, so that the body can assign it."""
+    from .variables import Variable
+
+    class _BorrowedVariable(Variable):
+        __slots__ = ()
+
+        def __del__(self):
+            pass
+    t = _BorrowedVariable.__new__(_BorrowedVariable)
+    t._h, t._ctx, t._name, t._trainable = h, ctx, "Variable:0", True
+    return t
+
+
 def borrow(ctx, h):
     t = Borrowed.__new__(Borrowed)
     t._h = h
@@ -201,10 +216,22 @@ operators.set_backend(Backend())
 # adopts it. A later trace that would create another is an error.
 
 class Lift(Exception):
-    """Stops a trace to create a variable outside it (not an error)."""
+    """Stops a trace to create a variable outside it (not an error).
+    make(run_eagerly) creates it; run_eagerly(scope) runs the body eagerly
+    with the call's arguments under that variable scope (for an initial
+    value computed by ops in the body: see _Captured)."""
 
     def __init__(self, make):
         Exception.__init__(self, "variable lifted out of a trace")
+        self.make = make
+
+
+class _Captured(Exception):
+    """Ends the eager run of a body at the variable being lifted, whose
+    initial value it now has: the rest of the body does not run there."""
+
+    def __init__(self, make):
+        Exception.__init__(self, "variable initial value captured")
         self.make = make
 
 
@@ -215,6 +242,7 @@ class _VarScope:
         self.may_create = may_create  # False once a trace has completed
         self.used = 0
         self.collected = False
+        self.capture = False          # an eager run computing a lifted variable's initial value
 
 
 _var_scopes = []
@@ -232,7 +260,7 @@ def _user_line():
 
 def variable_hook(var, initial_value, trainable, name, dtype):
     """Called by Variable.__init__ first: True when var adopted a lifted variable."""
-    if not _var_scopes or not tracing():
+    if not _var_scopes or not (tracing() or _var_scopes[-1].capture):
         return False
     scope = _var_scopes[-1]
     if not scope.may_create:
@@ -263,22 +291,34 @@ def variable_hook(var, initial_value, trainable, name, dtype):
         var._name = pre._name
         var._trainable = pre._trainable
         return True
-    where = _user_line()
-    if isinstance(initial_value, Tensor) and not callable(initial_value):
-        try:
-            value = initial_value.numpy()
-        except Exception:
+    def make_from(value):
+        def make(run_eagerly=None):
+            from .variables import Variable
+            return Variable(value, trainable=trainable, name=name, dtype=dtype)
+        return make
+
+    if scope.capture:  # the eager run reached the variable: its initial value is known now
+        raise _Captured(make_from(initial_value))
+    if isinstance(initial_value, Tensor) and not callable(initial_value) and tracing():
+        # Computed by ops in the body (tf.Variable(tf.zeros([3])) there): as
+        # TF lifts that initializer, the body runs eagerly with this call's
+        # arguments up to this variable, which takes the value computed there.
+        where = _user_line()
+
+        def lift_by_running(run_eagerly):
+            sc = _VarScope(scope.name, scope.lifted, True)
+            sc.capture = True
+            try:
+                run_eagerly(sc)
+            except _Captured as c:
+                return c.make()
             raise ValueError(
                 "%s: vkfuse.Variable in vkfuse.function '%s': its initial value is computed inside the traced "
-                "function, so it has no value yet. Give a Python or NumPy value, or a callable (lambda: "
-                "vkfuse.zeros([3])), or create the variable outside the function." % (where, scope.name)) from None
-    else:
-        value = initial_value
-
-    def make():
-        from .variables import Variable
-        return Variable(value, trainable=trainable, name=name, dtype=dtype)
-    raise Lift(make)
+                "function, and running the body eagerly did not create it again (it depends on values only the "
+                "trace has); give a Python or NumPy value or a callable, or create it outside the function"
+                % (where, scope.name))
+        raise Lift(lift_by_running)
+    raise Lift(make_from(initial_value))
 
 
 from . import variables as _variables  # noqa: E402

@@ -5,7 +5,10 @@ outputs as storage buffers of set 0, one push-constant block of the params
 then the element counts) runs on Vulkan; an optional NumPy function runs on
 the CPU backend. Outputs have fixed shapes, or shapes computed from the
 inputs' by a Python function. Parameters are packed with ``struct`` by a
-format (``params="ff"``: two floats).
+format (``params="ff"``: two floats). ``grad=`` makes the kernel
+differentiable: a Python function building the inputs' gradients from
+vkfuse ops, which the library calls while a tape computes gradients (eager
+or traced).
 """
 from __future__ import annotations
 
@@ -36,6 +39,22 @@ class _Shapes(ctypes.Structure):
 ShapeFn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Shapes), ctypes.c_void_p)
 CpuFn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Shapes), ctypes.POINTER(ctypes.c_void_p),
                          ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+# vf_status (*)(vf_context *, const vf_kernel_shapes *, vf_tensor *const *in, vf_tensor *const *out,
+#               vf_tensor *const *grad_out, vf_tensor **grad_in, void *user)
+GradFn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Shapes), ctypes.POINTER(ctypes.c_void_p),
+                          ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
+                          ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+# A Python exception a gradient callback raised, kept until the tape's
+# gradient call returns (the library only sees an error status): take_pending.
+_pending: List[BaseException] = []
+
+
+def take_pending() -> Optional[BaseException]:
+    """The first exception a kernel's grad raised since the last call (cleared)."""
+    e = _pending[0] if _pending else None
+    _pending.clear()
+    return e
 
 
 class _KernelDesc(ctypes.Structure):
@@ -44,7 +63,7 @@ class _KernelDesc(ctypes.Structure):
                 ("inputs", ctypes.c_int * _MAXIO), ("outputs", _Spec * _MAXIO), ("output_shapes", ShapeFn),
                 ("param_bytes", ctypes.c_uint32), ("workgroup_size", ctypes.c_uint32),
                 ("groups", ctypes.c_uint32 * 3), ("dispatch", ctypes.c_void_p), ("cpu", CpuFn),
-                ("grad", ctypes.c_void_p), ("user", ctypes.c_void_p), ("uninitialized_outputs", ctypes.c_bool),
+                ("grad", GradFn), ("user", ctypes.c_void_p), ("uninitialized_outputs", ctypes.c_bool),
                 ("side_effect", ctypes.c_bool), ("check_bounds", ctypes.c_bool)]
 
 
@@ -68,7 +87,8 @@ class Kernel:
 
     def __init__(self, glsl: str, inputs: Sequence[Any], outputs: Sequence[Any], name: str,
                  params: str, output_shapes: Optional[Callable[..., Any]], cpu: Optional[Callable[..., Any]],
-                 workgroup_size: int, groups: Optional[Sequence[int]], ctx: "_context.Context") -> None:
+                 workgroup_size: int, groups: Optional[Sequence[int]], ctx: "_context.Context",
+                 grad: Optional[Callable[..., Any]] = None) -> None:
         self.name = name
         self._ctx = ctx
         self._h = None
@@ -103,6 +123,8 @@ class Kernel:
             d.output_shapes = self._shape_cb(output_shapes)
         if cpu is not None:
             d.cpu = self._cpu_cb(cpu)
+        if grad is not None:
+            d.grad = self._grad_cb(grad)
         ctx.__dict__.setdefault("_callbacks", []).extend(self._cbs)
         h = _L.vf_kernel_create(ctx.handle, ctypes.byref(d))
         if not h:
@@ -161,6 +183,54 @@ class Kernel:
         self._cbs.append(cb)
         return cb
 
+    def _grad_cb(self, fn: Callable[..., Any]) -> Any:
+        from . import graph_control
+        from . import tensor as _tensor
+
+        def run(ctx_h: Any, sp: Any, ins: Any, outs: Any, gouts: Any, gins: Any, user: Any) -> int:
+            # The library lends in/out/grad_out (Borrowed: never released
+            # here) and takes grad_in from the gradient's scope; Python's
+            # releases of what fn made wait until the tape is done with
+            # them (graph_control.release_dropped, via GradientTape).
+            s = sp.contents
+            outer = _tensor.deferred
+            if outer is None:
+                _tensor.deferred = []
+            _tensor.body_depth += 1  # its scalars die with the gradient's scope: not cached
+            try:
+                b = graph_control.borrow
+                xs = [b(self._ctx, ins[i]) for i in range(s.n_inputs)]
+                ys = [b(self._ctx, outs[j]) for j in range(s.n_outputs)]
+                gs = [b(self._ctx, gouts[j]) if gouts[j] else None for j in range(s.n_outputs)]
+                res = fn(xs, ys, gs, *self._params(s))
+                if self._n_in == 1 and (res is None or isinstance(res, Tensor)):
+                    res = [res]
+                res = list(res)
+                if len(res) != s.n_inputs:
+                    raise ValueError(f"kernel '{self.name}': grad returned {len(res)} gradients for "
+                                     f"{s.n_inputs} inputs; return one per input (None: no gradient)")
+                for i, g in enumerate(res):
+                    if g is not None and not isinstance(g, Tensor):
+                        raise TypeError(f"kernel '{self.name}': grad returned {g!r} for input {i}; "
+                                        "return a vkfuse tensor made by ops, or None")
+                    # a reference of the library's own: the scope the tape runs
+                    # in drops one, Python's deferred release of g the other
+                    # (a tensor the library lent, returned as is, stays its own)
+                    lent = isinstance(g, graph_control.Borrowed)
+                    gins[i] = None if g is None else g._h if lent else _L.vf_tensor_retain(g._h)
+                return 0
+            except BaseException as e:  # noqa: BLE001 (re-raised by GradientTape.gradient)
+                _pending.append(e)
+                return 1
+            finally:
+                _tensor.body_depth -= 1
+                if outer is None:
+                    graph_control.orphans.extend(_tensor.deferred)
+                    _tensor.deferred = None
+        cb = GradFn(run)
+        self._cbs.append(cb)
+        return cb
+
     def __call__(self, *inputs: Any, params: Sequence[Any] = ()) -> Union[Tensor, List[Tensor]]:
         if self._h is None:
             raise errors.FailedPreconditionError(None, None, f"kernel '{self.name}' was destroyed",
@@ -192,9 +262,11 @@ class Kernel:
 def kernel(glsl: str, inputs: Sequence[Any] = (), outputs: Sequence[Any] = (dtypes.float32,),
            name: str = "user_kernel", params: str = "", output_shapes: Optional[Callable[..., Any]] = None,
            cpu: Optional[Callable[..., Any]] = None, workgroup_size: int = 0,
-           groups: Optional[Sequence[int]] = None) -> Kernel:
+           groups: Optional[Sequence[int]] = None, grad: Optional[Callable[..., Any]] = None) -> Kernel:
     """A user kernel. inputs: each input's dtype; outputs: (dtype, shape) each, or dtypes with
     output_shapes(*input_shapes, *params) -> shape(s); params: a struct format of the
-    push-constant parameters; cpu(*inputs, *params) -> output(s) in NumPy for the CPU backend."""
+    push-constant parameters; cpu(*inputs, *params) -> output(s) in NumPy for the CPU backend;
+    grad(inputs, outputs, grad_outputs, *params) -> each input's gradient (a tensor made by
+    vkfuse ops, or None; one tensor for one input), grad_outputs[j] None where none reaches."""
     return Kernel(glsl, inputs, outputs, name, params, output_shapes, cpu, workgroup_size, groups,
-                  _context.context())
+                  _context.context(), grad)

@@ -9,10 +9,12 @@ ops run between the block's end and then are recorded too, which changes
 no gradient of a target computed in the block. ``stop_recording`` marks the
 results made inside it with stop_gradient, so no gradient flows through
 them (as if they were not recorded). A source the target does not depend
-on gets zeros from the C tape; TF gives ``None`` (``unconnected_gradients``
-``'zero'`` is therefore what both give here). Sources TF's tape would not
-watch (integer ones; variables not trainable, or with
-``watch_accessed_variables=False``, and not ``watch``ed) get ``None``, as TF.
+on (or only through stop_gradient) gets ``None``, as TF's default
+``unconnected_gradients=UnconnectedGradients.NONE``; ``'zero'`` gives zeros
+of its shape (the C tape's VF_TAPE_UNCONNECTED_NULL flag tells which).
+Sources TF's tape would not watch (integer ones; variables not trainable,
+or with ``watch_accessed_variables=False``, and not ``watch``ed) are
+unconnected too, as in TF.
 """
 from __future__ import annotations
 
@@ -24,6 +26,20 @@ from . import _context, errors, nest
 from . import tensor as _tensor
 from ._core import L
 from .tensor import Tensor, wrap
+
+
+class UnconnectedGradients:
+    """tf.UnconnectedGradients: what gradient() gives a source the target does not depend on."""
+    NONE = "none"
+    ZERO = "zero"
+
+
+def _unconnected_is_zero(u: Any) -> bool:
+    v = getattr(u, "value", u)  # an enum member from TF-style code
+    if isinstance(v, str) and v.lower() in ("none", "zero"):
+        return v.lower() == "zero"
+    raise ValueError(f"vkfuse.GradientTape.gradient: unconnected_gradients={u!r}; pass "
+                     "UnconnectedGradients.NONE ('none', the default) or UnconnectedGradients.ZERO ('zero')")
 
 
 class GradientTape:
@@ -96,6 +112,7 @@ class GradientTape:
                                "closed); use GradientTape(persistent=True) for several")
         ctx = self._ctx
         assert ctx is not None
+        zero = _unconnected_is_zero(unconnected_gradients)
         from .math_ops import add, multiply, reduce_sum
         targets = nest.flatten(target)
         ogs = nest.flatten(output_gradients) if output_gradients is not None else [None] * len(targets)
@@ -122,7 +139,7 @@ class GradientTape:
         if n and all(dead):  # TF's answer without the C tape (which refuses an integer target)
             if not self._persistent:
                 self._end()
-            if str(getattr(unconnected_gradients, "value", unconnected_gradients)).lower() == "zero":
+            if zero:
                 from .array_ops import zeros_like
                 return nest.pack_sequence_as(sources, [zeros_like(s) for s in flat])
             return nest.pack_sequence_as(sources, [None] * n)
@@ -130,13 +147,30 @@ class GradientTape:
         out = (ctypes.c_void_p * max(n, 1))()
         if total is None or total._ctx is not ctx:
             raise errors.invalid("vkfuse.GradientTape.gradient: the target belongs to another context")
-        st = L.vf_tape_gradient(self._h, total.handle, n, srcs, out)
+        outer = _tensor.deferred
+        if outer is None:  # a kernel's Python grad may run: its releases wait (kernels.py)
+            _tensor.deferred = []
+        try:
+            st = L.vf_tape_gradient_ex(self._h, total.handle, n, srcs, out, 0 if zero else 1)
+        finally:
+            if outer is None:
+                from . import graph_control
+                handles, _tensor.deferred = _tensor.deferred, None
+                handles += graph_control.orphans
+                graph_control.orphans.clear()
+                if handles:
+                    graph_control.release_dropped(ctx, handles)
         if not self._persistent:
             self._end()
+        from .kernels import take_pending
+        err = take_pending()
+        if err is not None:
+            L.vf_error_clear(ctx.handle)
+            raise err
         if st != 0:
             ctx.raise_error()
-        grads = [None if dead[i] else wrap(ctx, out[i]) for i in range(n)]
-        if str(getattr(unconnected_gradients, "value", unconnected_gradients)).lower() == "zero":
+        grads = [None if dead[i] or not out[i] else wrap(ctx, out[i]) for i in range(n)]
+        if zero:
             from .array_ops import zeros_like
             grads = [zeros_like(s) if g is None else g for s, g in zip(flat, grads)]
         return nest.pack_sequence_as(sources, grads)
@@ -205,14 +239,3 @@ class GradientTape:
                 out.append(reshape(stack(c, axis=0), inner + sshape))
         return nest.pack_sequence_as(sources, out)
 
-
-class UnconnectedGradients:
-    """tf.UnconnectedGradients: what gradient gives a source the target does not reach."""
-
-    class _Mode(str):
-        @property
-        def value(self) -> str:
-            return str(self)
-
-    NONE = _Mode("none")
-    ZERO = _Mode("zero")

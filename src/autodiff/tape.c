@@ -329,7 +329,7 @@ static bool accumulate(vf_context *ctx, gmap *m, const vf_tref *k, vf_tensor *gi
    a target the tape did not record is an error (the public entry point);
    else it contributes nothing (a constant output of a replayed branch). */
 static vf_status run_gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds, bool strict,
-                              int n, vf_tensor *const *sources, vf_tensor **grads)
+                              bool null_unconnected, int n, vf_tensor *const *sources, vf_tensor **grads)
 {
     vf_context *ctx = tp->ctx;
     const char *name = "vf_tape_gradient";
@@ -427,7 +427,12 @@ static vf_status run_gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, v
     for (int i = 0; i < n; i++) {
         vf_tref k = vf_tensor_ref(sources[i]);
         vf_tensor *g = m.g[gmap_find(&m, &k)];
-        /* a source the targets do not depend on: zeros of its shape */
+        /* a source the targets do not depend on: zeros of its shape, or
+           NULL when asked (TF's UnconnectedGradients.NONE) */
+        if (!g && null_unconnected) {
+            grads[i] = NULL;
+            continue;
+        }
         if (!g) g = vf_ad_broadcast(ctx, vf_ad_scalar(ctx, sources[i]->dtype, 0.0), sources[i]);
         else if (g->dtype != sources[i]->dtype) g = vf_cast(ctx, g, sources[i]->dtype);
         if (!g) goto fail;
@@ -458,14 +463,14 @@ done:
    not an unrecorded target, just a constant). The rest go to
    run_gradient. */
 static vf_status empty_sources(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds,
-                               bool strict, int n, vf_tensor *const *sources, vf_tensor **out)
+                               bool strict, bool nul, int n, vf_tensor *const *sources, vf_tensor **out)
 {
     vf_context *ctx = tp->ctx;
     bool all_targets_empty = n_t > 0;
     for (int t = 0; t < n_t; t++) all_targets_empty = all_targets_empty && targets[t]->numel == 0;
     int ne = 0;
     for (int i = 0; i < n; i++) ne += sources[i]->numel != 0;
-    if (ne == n && !all_targets_empty) return run_gradient(tp, n_t, targets, seeds, strict, n, sources, out);
+    if (ne == n && !all_targets_empty) return run_gradient(tp, n_t, targets, seeds, strict, nul, n, sources, out);
     vf_tensor **src = vf_calloc((size_t)ne + 1, sizeof *src), **g = vf_calloc((size_t)ne + 1, sizeof *g);
     if (!src || !g) {
         free(src);
@@ -474,12 +479,13 @@ static vf_status empty_sources(vf_tape *tp, int n_t, vf_tensor *const *targets, 
     }
     for (int i = 0, k = 0; i < n; i++)
         if (sources[i]->numel != 0) src[k++] = sources[i];
-    vf_status st = ne > 0 && !all_targets_empty ? run_gradient(tp, n_t, targets, seeds, strict, ne, src, g) : VF_OK;
+    vf_status st = ne > 0 && !all_targets_empty ? run_gradient(tp, n_t, targets, seeds, strict, nul, ne, src, g) : VF_OK;
     for (int i = 0, k = 0; i < n && st == VF_OK; i++) {
         vf_tensor *si = sources[i];
-        out[i] = si->numel != 0 && !all_targets_empty ? g[k++] : vf_fill(ctx, si->dtype, si->rank, si->shape, 0.0);
+        bool from_g = si->numel != 0 && !all_targets_empty;
+        out[i] = from_g ? g[k++] : vf_fill(ctx, si->dtype, si->rank, si->shape, 0.0);
         if (si->numel != 0 && all_targets_empty) k++;
-        if (!out[i]) st = ctx->err.status;
+        if (!out[i] && !(from_g && nul)) st = ctx->err.status;
     }
     free(src);
     free(g);
@@ -487,7 +493,7 @@ static vf_status empty_sources(vf_tape *tp, int n_t, vf_tensor *const *targets, 
 }
 
 static vf_status gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds, bool strict,
-                          int n, vf_tensor *const *sources, vf_tensor **grads)
+                          bool nul, int n, vf_tensor *const *sources, vf_tensor **grads)
 {
     if (!tp) return VF_ERROR_INVALID_ARGUMENT;
     if (!tape_alive(tp, "vf_tape_gradient")) return VF_ERROR_INVALID_ARGUMENT;
@@ -530,11 +536,11 @@ static vf_status gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_te
     vf_scope_begin(ctx);
     vf_tensor *tmp[64];
     vf_tensor **out = n <= 64 ? tmp : vf_calloc((size_t)n, sizeof *out);
-    vf_status st = out ? empty_sources(tp, n_t, targets, seeds, strict, n, sources, out)
+    vf_status st = out ? empty_sources(tp, n_t, targets, seeds, strict, nul, n, sources, out)
                        : vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "%s: out of host memory (malloc failed)", name);
     for (int i = 0; i < n && st == VF_OK; i++) {
         /* a source itself (possible for an identity) must not be moved */
-        grads[i] = out[i]->scope == ctx->n_scopes - 1 ? vf_keep(out[i]) : out[i];
+        grads[i] = !out[i] ? NULL : out[i]->scope == ctx->n_scopes - 1 ? vf_keep(out[i]) : out[i];
     }
     vf_scope_end(ctx);
     if (out != tmp) free(out);
@@ -544,7 +550,8 @@ static vf_status gradient(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_te
     return st;
 }
 
-vf_status vf_tape_gradient(vf_tape *tp, vf_tensor *target, int n, vf_tensor *const *sources, vf_tensor **grads)
+vf_status vf_tape_gradient_ex(vf_tape *tp, vf_tensor *target, int n, vf_tensor *const *sources, vf_tensor **grads,
+                              unsigned flags)
 {
     VF_LOCKED(tape_context(tp));
     if (!tp) return VF_ERROR_INVALID_ARGUMENT;
@@ -552,11 +559,20 @@ vf_status vf_tape_gradient(vf_tape *tp, vf_tensor *target, int n, vf_tensor *con
     if (!target)
         return tp->ctx->err.status != VF_OK ? tp->ctx->err.status
                                             : vf_fail(tp->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient: target is NULL");
-    return gradient(tp, 1, &target, NULL, true, n, sources, grads);
+    if (flags & ~VF_TAPE_UNCONNECTED_NULL)
+        return vf_fail(tp->ctx, VF_ERROR_INVALID_ARGUMENT, "vf_tape_gradient_ex: flags 0x%x has unknown bits; pass 0 "
+                       "or VF_TAPE_UNCONNECTED_NULL", flags);
+    return gradient(tp, 1, &target, NULL, true, (flags & VF_TAPE_UNCONNECTED_NULL) != 0, n, sources, grads);
+}
+
+vf_status vf_tape_gradient(vf_tape *tp, vf_tensor *target, int n, vf_tensor *const *sources, vf_tensor **grads)
+{
+    VF_LOCKED(tape_context(tp));
+    return vf_tape_gradient_ex(tp, target, n, sources, grads, 0);
 }
 
 vf_status vf_tape_vjp(vf_tape *tp, int n_t, vf_tensor *const *targets, vf_tensor *const *seeds, int n,
                       vf_tensor *const *sources, vf_tensor **grads)
 {
-    return gradient(tp, n_t, targets, seeds, false, n, sources, grads);
+    return gradient(tp, n_t, targets, seeds, false, false, n, sources, grads);
 }

@@ -58,3 +58,4 @@ def test_errors():
         other.close()
         return True
     assert run_ranks(2, body) == [True, True]
+

@@ -537,14 +537,38 @@ def test_variable_initial_values_inside_the_body():
 
     assert lazy(tf.constant(2.0)).numpy().tolist() == [6.0, 6.0]
 
+    # an initial value computed by ops in the body, on the first trace only
+    # (TF lifts the initializer): made once, then updated by every call
+    made = []
+
+    class Counter(tf.Module):
+        def __init__(self):
+            self.v = None
+
+        @tf.function
+        def __call__(self, x):
+            if self.v is None:
+                base = tf.ones([2]) * 2.0
+                self.v = tf.Variable(tf.reduce_sum(base) + tf.zeros([2]))
+                made.append(1)
+            self.v.assign_add(x)
+            return self.v * 1.0
+
+    c = Counter()
+    assert c(tf.constant([1.0, 2.0])).numpy().tolist() == [5.0, 6.0]
+    assert c(tf.constant([1.0, 1.0])).numpy().tolist() == [6.0, 7.0]
+    assert c.v.numpy().tolist() == [6.0, 7.0] and len(c.variables) == 1 and made == [1]
+    assert c.__call__.experimental_get_tracing_count() == 1
+
     @tf.function
-    def from_ops(x):
-        v = tf.Variable(tf.zeros([2]))
+    def every_trace(x):
+        v = tf.Variable(tf.zeros([2]))  # no `if`: a second trace would make another
         return v + x
 
-    with pytest.raises(ValueError, match="%s:%d: .*computed inside the traced function"
-                       % (__file__, line_of(from_ops, "v = tf.Variable"))):
-        from_ops(tf.constant(1.0))
+    assert every_trace(tf.constant(1.0)).numpy().tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="%s:%d: .*on a trace after its first one"
+                       % (__file__, line_of(every_trace, "v = tf.Variable"))):
+        every_trace(tf.constant([1.0, 2.0, 3.0]))
 
 
 def test_eager_tape_around_a_call():
@@ -578,3 +602,66 @@ def test_gradient_through_a_call_with_a_variable_argument():
     with tf.GradientTape() as tape:
         result = add(v, 1.0)
     assert float(tape.gradient(result, v)) == 1.0  # TF's example: the variable counted once
+
+
+def test_reduce_retracing_generalises_shapes(capsys, caplog):
+    @tf.function(reduce_retracing=True)
+    def f(x, y):
+        print("Tracing with", x, y)
+        return tf.reduce_sum(x * 2.0, axis=0) + y
+
+    with caplog.at_level(logging.INFO, logger="vkfuse"):
+        for n in (2, 3, 4, 5, 2):
+            np.testing.assert_array_equal(f(tf.ones([n, 3]), tf.ones([3])).numpy(), [2.0 * n + 1] * 3)
+    assert f.experimental_get_tracing_count() == 2  # exact, then (None, 3): TF's count
+    out = capsys.readouterr().out
+    assert "shape=(2, 3)" in out and "shape=(None, 3)" in out and out.count("Tracing") == 2
+    assert any("generalised" in r.getMessage() and "(None, 3)" in r.getMessage() for r in caplog.records)
+    f(tf.ones([4]), tf.ones([3]))  # a new rank is a new exact trace, not an error
+    assert f.experimental_get_tracing_count() == 3
+
+    @tf.function
+    def g(x):
+        return x * 2.0
+    for n in (2, 3, 4):
+        g(tf.ones([n]))
+    assert g.experimental_get_tracing_count() == 3  # without it: one trace per shape
+
+
+def test_concrete_function_with_none_dims_traces_symbolically(capsys):
+    @tf.function
+    def g(x, k):
+        print("Tracing with", x)
+        return x * k
+
+    cf = g.get_concrete_function(tf.TensorSpec([None, 2]), 3.0)
+    assert "shape=(None, 2)" in capsys.readouterr().out
+    assert cf.structured_input_signature[0].shape == (None, 2)
+    np.testing.assert_array_equal(cf(tf.ones([3, 2])).numpy(), np.full((3, 2), 3.0))
+    np.testing.assert_array_equal(g(tf.ones([5, 2]), 3.0).numpy(), np.full((5, 2), 3.0))  # reuses it
+    assert g.experimental_get_tracing_count() == 1
+    with pytest.raises(ValueError, match="expected TensorSpec"):
+        cf(tf.ones([3]))
+    g(tf.ones([4]), 3.0)  # does not fit: traced on its own
+    assert g.experimental_get_tracing_count() == 2
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def h(x):
+        return x + 1.0
+    assert h.get_concrete_function().structured_input_signature[0].shape == (None,)
+
+
+def test_a_variable_argument_can_be_assigned_in_the_body():
+    @tf.function
+    def bump(v, x):
+        v.assign_add(x)
+        return v * 2.0
+
+    a, b = tf.Variable([1.0, 2.0]), tf.Variable([10.0, 20.0])
+    for _ in range(2):
+        bump(a, tf.constant([1.0, 1.0]))
+    assert a.numpy().tolist() == [3.0, 4.0]
+    assert bump(b, tf.constant([1.0, 1.0])).numpy().tolist() == [22.0, 42.0]
+    assert b.numpy().tolist() == [11.0, 21.0] and a.numpy().tolist() == [3.0, 4.0]
+    # by reference: a second variable is a second trace (TF: one, keyed by shape)
+    assert bump.experimental_get_tracing_count() == 2

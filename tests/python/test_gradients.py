@@ -133,13 +133,27 @@ def test_stop_recording_and_stop_gradient():
     assert float(tape.gradient(y, x)) == 3.0
 
 
-def test_unconnected_source_gets_zeros():
-    x, u = tf.Variable(1.0), tf.Variable([1.0, 2.0])
-    with tf.GradientTape() as tape:
-        y = x * 2
-    gx, gu = tape.gradient(y, [x, u])
+def test_unconnected_source_gets_none_or_zeros():
+    """TF's default UnconnectedGradients.NONE gives None; 'zero' gives zeros of the source's shape."""
+    x, u, s = tf.Variable(1.0), tf.Variable([1.0, 2.0]), tf.Variable(3.0)
+    with tf.GradientTape(persistent=True) as tape:
+        y = x * 2 + tf.stop_gradient(s * s)
+        c = tf.reduce_sum(u * u)
+    gx, gu, gs = tape.gradient(y, [x, u, s])
+    assert float(gx) == 2.0
+    assert gu is None and gs is None
+    assert tape.gradient(c, {"x": x, "s": s}) == {"x": None, "s": None}
+    gx, gu = tape.gradient(y, [x, u], unconnected_gradients=tf.UnconnectedGradients.ZERO)
     assert float(gx) == 2.0
     np.testing.assert_array_equal(gu.numpy(), [0.0, 0.0])
+    assert tape.gradient(y, u, unconnected_gradients="zero").shape == (2,)
+    with pytest.raises(ValueError, match="unconnected_gradients"):
+        tape.gradient(y, u, unconnected_gradients="zeros")
+    # an optimizer skips a None gradient, as TF's does
+    opt = tf.optimizers.SGD(0.5)
+    opt.apply_gradients(zip(tape.gradient(y, [x, u]), [x, u]))
+    assert float(x) == 0.0
+    np.testing.assert_array_equal(u.numpy(), [1.0, 2.0])
 
 
 def test_tape_errors():

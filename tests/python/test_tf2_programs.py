@@ -404,8 +404,6 @@ def test_gradient_through_control_flow_and_integers():
     assert g.gradient(yi, xi) is None  # TF: integer sources get no gradient
 
 
-@pytest.mark.xfail(strict=True, reason="None for sources the target does not depend on: "
-                   "another change (tape.gradient's unconnected sources) brings it")
 def test_unconnected_sources_get_none():
     x0 = tf.Variable(3.0)
     x2 = tf.Variable(2.0) + 1.0  # made before the tape: not watched
