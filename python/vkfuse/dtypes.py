@@ -80,6 +80,10 @@ class DType:
     def __repr__(self) -> str:
         return f"vkfuse.{self.name}"
 
+    def __str__(self) -> str:
+        # as TF prints a dtype: print(x.dtype) gives <dtype: 'float32'>
+        return f"<dtype: '{self.name}'>"
+
     def __eq__(self, other: object) -> bool:
         if other is None:
             return False

@@ -438,3 +438,8 @@ def test_tensor_text_as_tf():
         "<vkfuse.Tensor: shape=(2, 2), dtype=int32, numpy=\narray([[1, 2],\n       [3, 4]], dtype=int32)>"
     assert str(tf.constant([[1.0, 2.0], [3.0, 4.0]])) == \
         "vkfuse.Tensor(\n[[1. 2.]\n [3. 4.]], shape=(2, 2), dtype=float32)"
+
+
+def test_dtype_text_as_tf():
+    assert str(tf.float32) == "<dtype: 'float32'>" and str(tf.constant([1]).dtype) == "<dtype: 'int32'>"
+    assert repr(tf.float16) == "vkfuse.float16"
