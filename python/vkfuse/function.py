@@ -24,7 +24,7 @@ import weakref
 
 import numpy as np
 
-from . import _context, _fn_lib, autograph, dtypes, graph_control, printing
+from . import _context, _fn_lib, _var_args, autograph, dtypes, graph_control, printing
 from . import tensor as _tensor
 from .tensor import Tensor, TensorShape, constant, wrap
 
@@ -90,7 +90,14 @@ class TensorSpec:
 
 def _flatten(value, path, leaves, names):
     """The argument's structure with tensor leaves as _T (appended to
-    leaves, their names to names): hashable, so it can key the cache."""
+    leaves, their names to names): hashable, so it can key the cache. A
+    variable (passed by value, _var_args.py) is ("var", position of its
+    first occurrence): the key holds which arguments are the same variable."""
+    if _var_args.by_value(value):
+        first = next((k for k, t in enumerate(leaves) if t is value), len(leaves))
+        leaves.append(value)
+        names.append(path)
+        return ("var", first)
     if isinstance(value, Tensor):
         leaves.append(value)
         names.append(path)
@@ -186,8 +193,21 @@ def _pack_out(structure, it):
 class _Entry:
     """One vf_function: the calls whose non-tensor arguments are equal."""
 
-    def __init__(self, owner, ctx, key, template, names, n_in, specs=None):
+    def __init__(self, owner, ctx, key, template, names, n_in, specs=None, leaves=()):
         self.owner = weakref.ref(owner)
+        # variables passed by value (_var_args.py): their leaf positions, the
+        # first position of each distinct one, each position's distinct one,
+        # and (fixed by the first trace) the distinct ones the body assigns,
+        # whose final values are extra outputs
+        self.var_pos = tuple(i for i, t in enumerate(leaves) if _var_args.by_value(t))
+        self.var_first = tuple(i for i in self.var_pos if not any(leaves[k] is leaves[i] for k in range(i)))
+        self.var_of = {i: next(j for j, f in enumerate(self.var_first) if leaves[f] is leaves[i])
+                       for i in self.var_pos}
+        # the body can run again after the call (a tape's gradient traces it):
+        # the proxies are made from what the first call's variables were
+        self.var_meta = [(leaves[i]._ctx, leaves[i]._name, leaves[i]._trainable) for i in self.var_first]
+        self.assigned = None
+        self.call_vars = ()       # this call's distinct variables, while it runs
         self.ctx = ctx
         self.key = key
         self.template = template  # (args, kwargs) of the first call: rebuilt with the body's tensors
@@ -229,6 +249,9 @@ class _Entry:
         # a variable argument is the variable itself in the body: assignable
         tensors = [graph_control.borrow_variable(self.ctx, t._h) if L.vf_tensor_is_variable(t._h) else t
                    for t in tensors]
+        proxies = [_var_args.proxy(m, tensors[i]) for m, i in zip(self.var_meta, self.var_first)]
+        for i in self.var_pos:
+            tensors[i] = proxies[self.var_of[i]]
         named = {t._h: "%s:0" % n for t, n in zip(tensors, self.names)}
         graph_control.input_names.update(named)
         it = iter(tensors)
@@ -237,9 +260,11 @@ class _Entry:
         graph_control._var_scopes.append(graph_control._VarScope(owner.__name__, owner._variables,
                                                                  not owner._traced_once))
         first_print = len(printing.made)
+        _var_args.poison(self.call_vars)
         try:
             result = owner._traced_fn()(*args, **kwargs)
         finally:
+            _var_args.unpoison(self.call_vars)
             graph_control._var_scopes.pop()
             for h in named:
                 graph_control.input_names.pop(h, None)
@@ -248,6 +273,7 @@ class _Entry:
             del printing.made[first_print:]
         leaves = []
         structure = _flatten_out(result, leaves)
+        leaves += self._finals(proxies)
         if self.n_out is not None and len(leaves) != self.n_out:
             raise ValueError("vkfuse.function '%s': this trace returns %d tensors, an earlier trace %d: a function "
                              "must return the same structure for every signature" % (owner.__name__, len(leaves),
@@ -256,12 +282,25 @@ class _Entry:
             raise ValueError("vkfuse.function '%s' returns %d tensors; at most %d (stack them into fewer)"
                              % (owner.__name__, len(leaves), _fn_lib.MAX_OUTPUTS))
         self.structure = structure
-        del args, kwargs, result, tensors, it
+        del args, kwargs, result, tensors, it, proxies
         # Tensors of this trace held only by reference cycles (closures of
         # converted code) must be released before the trace ends: after it,
         # their handles are gone.
         gc.collect()
         return leaves
+
+    def _finals(self, proxies):
+        """The final values of the assigned proxies, as extra outputs: the
+        first trace fixes which (every concrete function of the entry
+        returns as many tensors)."""
+        done = [j for j, p in enumerate(proxies) if p.assigned]
+        if self.assigned is None:
+            self.assigned = done
+        elif any(j not in self.assigned for j in done):
+            raise ValueError("vkfuse.function '%s': this trace assigns the variable argument '%s', which an "
+                             "earlier trace did not; pass it by closure instead" %
+                             (self.owner().__name__, self.names[self.var_first[done[0]]]))
+        return [proxies[j]._cur for j in self.assigned]
 
     def _run_eagerly(self, scope, tensors):
         """The Python body run eagerly on this call's tensors, under scope
@@ -279,6 +318,11 @@ class _Entry:
     def call(self, tensors):
         """Runs the function (tracing on a new signature); sets self.traced."""
         ins = self.ins
+        if self.var_pos:
+            self.call_vars = [tensors[i] for i in self.var_first]
+            given, tensors = tensors, list(tensors)
+            for i in self.var_pos:
+                tensors[i] = tensors[i].read_value()  # the value now, as an input: recorded by a tape
         for i, t in enumerate(tensors):
             ins[i] = t._h
         self.traced = False
@@ -301,18 +345,28 @@ class _Entry:
             try:
                 self.cb.check(st)
                 break
+            except _var_args.Alias:
+                self.lifted_traces += 1  # a stopped trace: the Function traces again by reference
+                raise
             except graph_control.Lift as lift:
                 # a variable made on the first trace: create it eagerly and trace again
                 self.lifted_traces += 1
-                self.owner()._variables.append(lift.make(lambda scope: self._run_eagerly(scope, tensors)))
+                eager = given if self.var_pos else tensors  # the variables themselves
+                self.owner()._variables.append(lift.make(lambda scope: self._run_eagerly(scope, eager)))
         if self.n_out is None:
             self.owner()._traced_once = True
             self.n_out = _fn_lib.io_count(self.handle)[1]
         ctx = self.ctx
         outs = self.outs
+        n_user = self.n_out
+        if self.var_pos:
+            n_user -= len(self.assigned)
+            for k, j in enumerate(self.assigned):
+                self.call_vars[j].assign(wrap(ctx, outs[n_user + k]))
+            self.call_vars = ()
         if self.structure is _T:
             return wrap(ctx, outs[0])
-        return _pack_out(self.structure, iter([wrap(ctx, outs[k]) for k in range(self.n_out)]))
+        return _pack_out(self.structure, iter([wrap(ctx, outs[k]) for k in range(n_user)]))
 
     def stats(self):
         s = _fn_lib.FunctionStats()
@@ -387,6 +441,7 @@ class Function:
         self._reduce = bool(reduce_retracing or unused.get("experimental_relax_shapes"))
         self._first_shapes = {}   # Python key -> the leaves' (dtype, shape) at its first call
         self._general = {}        # Python key -> flat TensorSpec tuples traced with None dims
+        self._aliased = set()     # Python keys whose variable arguments go by reference (_var_args.py)
 
     def __get__(self, instance, owner):
         """A method: one Function per instance, as TF binds them."""
@@ -457,7 +512,7 @@ class Function:
         fast = None
         if not kwargs and self.input_signature is None:
             for a in args:
-                if not isinstance(a, Tensor):
+                if not isinstance(a, Tensor) or _var_args.by_value(a):
                     break
             else:
                 fast = None if self._reduce else self._fast.get((ctx, len(args)))
@@ -466,7 +521,11 @@ class Function:
             self._prev_key, self._last_key = self._last_key, entry.key
         else:
             entry, leaves = self._entry_for(ctx, args, kwargs)
-        out = entry.call(leaves)
+        try:
+            out = entry.call(leaves)
+        except _var_args.Alias:
+            entry, leaves = self._by_reference(entry, ctx, args, kwargs)
+            out = entry.call(leaves)
         traced = entry.traced
         self._recent.append(traced)
         if traced:
@@ -481,6 +540,9 @@ class Function:
         else:
             key, leaves, names = self._key(args, kwargs)
         key = (id(ctx), key)
+        by_value = self.input_signature is None
+        if key in self._aliased:
+            key, by_value = (key[0], ("by reference", key[1])), False
         if self.input_signature is None:
             specs = self._relaxed(key, leaves, specs)
             if specs is not None:
@@ -491,12 +553,20 @@ class Function:
                 template = (tuple(_strip_spec(s, a) for s, a in zip(self.input_signature, args)), {})
             else:
                 template = (_strip(tuple(args)), {k: _strip(v) for k, v in kwargs.items()})
-            entry = _Entry(self, ctx, key, template, names, len(leaves), specs)
+            entry = _Entry(self, ctx, key, template, names, len(leaves), specs, leaves if by_value else ())
             self._entries[key] = entry
             if self.input_signature is None and specs is None and not kwargs and all(p is _T for p in key[1]):
                 self._fast[(ctx, len(args))] = entry
         self._last_key, self._prev_key = key, self._last_key
         return entry, leaves
+
+    def _by_reference(self, entry, ctx, args, kwargs, specs=None):
+        """After a trace found a variable argument also used by closure: the
+        entry for passing this key's variables by reference."""
+        self._aliased.add(entry.key[:2])
+        logger.info("vkfuse.function '%s': a variable argument is also used by closure; its variable arguments "
+                    "go by reference (a trace per variable)", self.__name__)
+        return self._entry_for(ctx, args, kwargs, specs)
 
     def _relaxed(self, key, leaves, specs):
         """The flat TensorSpecs (None dims) of a generalised trace that serves
@@ -578,7 +648,12 @@ class Function:
             kwargs = {k: _spec_value(v) for k, v in kwargs.items()}
         entry, leaves = self._entry_for(ctx, args, kwargs, specs)
         before = entry.stats().traces
-        entry.call(leaves)
+        try:
+            entry.call(leaves)
+        except _var_args.Alias:
+            entry, leaves = self._by_reference(entry, ctx, args, kwargs, specs)
+            before = entry.stats().traces
+            entry.call(leaves)
         if entry.stats().traces != before:
             self._note_trace(entry)
         if self.input_signature is not None:
@@ -597,6 +672,8 @@ class Function:
 def _describe(part):
     if part is _T:
         return "a tensor"
+    if isinstance(part, tuple) and len(part) == 2 and part[0] == "var":
+        return "a variable (the same as argument %d)" % part[1]
     if isinstance(part, tuple) and len(part) == 2 and isinstance(part[0], type):
         if part[0] in (list, tuple, dict):
             return "a %s" % part[0].__name__

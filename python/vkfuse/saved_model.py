@@ -43,6 +43,11 @@ def save(obj, export_dir, signatures=None, options=None):
                          "(non-tensor) arguments; a saved file holds one function, whose inputs are tensors. "
                          "Save a function per value (or pass those values as tensors)" % (obj.__name__, len(entries)))
     e = entries[0]
+    if e.assigned:
+        raise ValueError("vkfuse.saved_model.save: '%s' assigns its variable argument '%s'; a saved function takes "
+                         "a variable argument as an input (its value), so the assign could not reach the caller's "
+                         "variable. Capture the variable by closure instead (then it is saved with the function) "
+                         "to save it" % (obj.__name__, e.names[e.var_first[e.assigned[0]]]))
     path = os.fspath(export_dir)
     if L.vf_function_save(e.handle, path.encode()) != 0:
         e.ctx.raise_error()
