@@ -27,6 +27,7 @@ import numpy as np
 from . import _context, _fn_lib, _var_args, autograph, dtypes, graph_control, printing
 from . import tensor as _tensor
 from .tensor import Tensor, TensorShape, constant, wrap
+from .variables import Variable as _Variable
 
 L = _fn_lib.L
 _call = L.vf_function_call
@@ -512,7 +513,7 @@ class Function:
         fast = None
         if not kwargs and self.input_signature is None:
             for a in args:
-                if not isinstance(a, Tensor) or _var_args.by_value(a):
+                if not isinstance(a, Tensor) or type(a) is _Variable:  # a variable: _entry_for
                     break
             else:
                 fast = None if self._reduce else self._fast.get((ctx, len(args)))
