@@ -317,13 +317,28 @@ class _Entry:
             graph_control._var_scopes.pop()
 
     def call(self, tensors):
-        """Runs the function (tracing on a new signature); sets self.traced."""
-        ins = self.ins
-        if self.var_pos:
-            self.call_vars = [tensors[i] for i in self.var_first]
-            given, tensors = tensors, list(tensors)
+        """Runs the function (tracing on a new signature); sets self.traced.
+        Variables passed by value: their values in, their final values
+        assigned to them after."""
+        if not self.var_pos:
+            return self._run(tensors, tensors)
+        self.call_vars = [tensors[i] for i in self.var_first]
+        try:
+            values = list(tensors)
             for i in self.var_pos:
-                tensors[i] = tensors[i].read_value()  # the value now, as an input: recorded by a tape
+                values[i] = tensors[i].read_value()  # the value now, as an input: recorded by a tape
+            out = self._run(values, tensors)
+            n_user = self.n_out - len(self.assigned)
+            for k, j in enumerate(self.assigned):
+                self.call_vars[j].assign(wrap(self.ctx, self.outs[n_user + k]))
+            return out
+        finally:
+            self.call_vars = ()
+
+    def _run(self, tensors, given):
+        """The C call on tensors (given: the call's own, variables included,
+        for a lifted variable's eager run); the user's outputs."""
+        ins = self.ins
         for i, t in enumerate(tensors):
             ins[i] = t._h
         self.traced = False
@@ -352,19 +367,13 @@ class _Entry:
             except graph_control.Lift as lift:
                 # a variable made on the first trace: create it eagerly and trace again
                 self.lifted_traces += 1
-                eager = given if self.var_pos else tensors  # the variables themselves
-                self.owner()._variables.append(lift.make(lambda scope: self._run_eagerly(scope, eager)))
+                self.owner()._variables.append(lift.make(lambda scope: self._run_eagerly(scope, given)))
         if self.n_out is None:
             self.owner()._traced_once = True
             self.n_out = _fn_lib.io_count(self.handle)[1]
         ctx = self.ctx
         outs = self.outs
-        n_user = self.n_out
-        if self.var_pos:
-            n_user -= len(self.assigned)
-            for k, j in enumerate(self.assigned):
-                self.call_vars[j].assign(wrap(ctx, outs[n_user + k]))
-            self.call_vars = ()
+        n_user = self.n_out - (len(self.assigned) if self.var_pos else 0)
         if self.structure is _T:
             return wrap(ctx, outs[0])
         return _pack_out(self.structure, iter([wrap(ctx, outs[k]) for k in range(n_user)]))

@@ -1,13 +1,16 @@
 """vkfuse.function over the library's vf_function: TF's tracing semantics
 (cache keys, retracing and its log, side effects at trace time only,
-vkfuse.print at every call, variables by reference, gradients, nesting,
-run_functions_eagerly, input_signature, concrete functions) and AutoGraph's
+vkfuse.print at every call, variables (captured by reference, arguments
+by value), gradients, nesting, run_functions_eagerly, input_signature,
+concrete functions) and AutoGraph's
 control flow running in the graph. Runs on the default context's backend
 (VKFUSE_BACKEND=cpu or vulkan)."""
+import gc
 import logging
 import os
 import sys
 import traceback
+import weakref
 
 import numpy as np
 import pytest
@@ -724,6 +727,22 @@ def test_gradient_through_a_variable_argument_matches_finite_differences():
         fd = [(ref(w0 + eps * e) - ref(w0 - eps * e)) / (2 * eps) for e in np.eye(3, dtype=np.float64)]
         np.testing.assert_allclose(g, fd, rtol=1e-3, atol=1e-4)
     assert loss.experimental_get_tracing_count() == 1
+
+
+def test_a_failed_call_keeps_no_variable_argument():
+    @tf.function
+    def bad(v):
+        v.assign(tf.ones([3]))
+        return v
+
+    v = tf.Variable([1.0, 2.0])
+    ref = weakref.ref(v)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"the value has shape \(3,\), the variable \(2,\)"):
+        bad(v)
+    assert v.numpy().tolist() == [1.0, 2.0]
+    del v
+    gc.collect()
+    assert ref() is None  # the function holds no variable of a call once it returned or failed
 
 
 def test_saving_a_function_with_a_variable_argument(tmp_path):
