@@ -17,6 +17,8 @@ from . import _context, _lib, dtypes, errors
 
 _L = _lib.lib
 _release = _L.vf_tensor_release
+_status_get = _L.vf_status_get
+_error_clear = _L.vf_error_clear
 _read = _L.vf_tensor_read
 _rank = _L.vf_tensor_rank
 _dim = _L.vf_tensor_dim
@@ -101,7 +103,7 @@ class TensorShape(tuple):
 class Tensor:
     """An immutable tensor of one context (``tf.Tensor``)."""
 
-    __slots__ = ("_h", "_ctx", "__weakref__")
+    __slots__ = ("_h", "_ctx", "_in_body", "__weakref__")
     # ndarray <op> Tensor gives a Tensor: NumPy defers to the higher priority.
     __array_priority__ = 100
 
@@ -118,6 +120,16 @@ class Tensor:
                 self._h = None
                 if deferred is not None:
                     deferred.append(h)  # a vkfuse.function is tracing: released after it
+                elif getattr(self, "_in_body", False):
+                    # Made in a body the library called and dropped after it
+                    # (kept alive by a traceback, say): the body's scope or
+                    # the trace may have freed it already, and releasing it
+                    # again must not leave that error on the context.
+                    ctx = self._ctx._h
+                    clean = _status_get(ctx) == 0
+                    _release(h)
+                    if clean:
+                        _error_clear(ctx)
                 else:
                     _release(h)
         except AttributeError:
@@ -311,6 +323,8 @@ def wrap(ctx: "_context.Context", h: Optional[int]) -> Tensor:
     t = _new(Tensor)
     t._h = h
     t._ctx = ctx
+    if body_depth:
+        t._in_body = True
     return t
 
 

@@ -253,3 +253,25 @@ def test_dropped_contexts_are_destroyed():
         assert use_one() == 32.0
         gc.collect()
     assert os_threads() <= before, (before, os_threads())
+
+
+def test_symbolic_tensor_dropped_after_a_failed_trace_leaves_no_error():
+    # a body that fails keeps its symbolic tensors alive in the exception's
+    # traceback; dropping them after the trace ended (its scope freed them)
+    # must not leave an error on the context for the next op to report
+    import gc
+
+    @tf.function
+    def fails(x):
+        y = x * 2.0  # noqa: F841  (kept by the traceback)
+        raise ValueError("boom")
+
+    try:
+        fails(tf.constant([1.0]))
+    except ValueError as e:
+        kept = e
+    del kept
+    gc.collect()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="vf_reshape"):
+        tf.reshape(tf.constant([1.0, 2.0, 3.0]), [2, 2])
+    assert float(tf.reduce_sum(tf.constant([1.0, 2.0]))) == 3.0
