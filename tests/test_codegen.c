@@ -407,14 +407,20 @@ static void test_row_ops(void **state)
    lanes per row (no barrier), RK = the row's vec4 over the 8 lanes, rows
    up to 2048 floats; longer rows and GPUs take the row template. Two or
    four subgroups per row (RK <= 16, barriers through shared memory) ran
-   slower on llvmpipe (docs/BENCHMARKS.md, "Eager softmax on lavapipe"). */
+   slower on llvmpipe (docs/BENCHMARKS.md, "Eager softmax on lavapipe").
+   A workgroup holds RPW = 8 such rows (64 invocations, each subgroup on
+   its own row): fewer when the rows would not make two workgroups. */
 static void test_row_reg_mapping(void **state)
 {
     (void)state;
     static const struct {
-        int64_t len;
+        int64_t rows, len;
         uint32_t rk;   /* 0: not the register variant */
-    } cases[] = {{4, 1}, {512, 16}, {516, 17}, {1024, 32}, {1028, 33}, {2048, 64}, {2052, 0}, {1022, 0}};
+        uint32_t rpw;
+    } cases[] = {{2048, 4, 1, 8},     {2048, 512, 16, 8}, {2048, 516, 17, 8}, {2048, 1024, 32, 8},
+                 {2048, 1028, 33, 8}, {2048, 2048, 64, 8}, {2048, 2052, 0, 0}, {2048, 1022, 0, 0},
+                 {2049, 1024, 32, 8}, {16, 1024, 32, 8},  {15, 64, 2, 4},     {3, 64, 2, 1},
+                 {1, 1024, 32, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int lg = 0; lg < 2; lg++) {
             vf_exec e;
@@ -422,7 +428,7 @@ static void test_row_reg_mapping(void **state)
             e.op = lg ? VF_OP_LOG_SOFTMAX : VF_OP_SOFTMAX;
             e.n_in = 1;
             e.attrs.axis = 1;
-            e.in[0] = e.out = tref(VF_F32, 2, (int64_t[]){2048, cases[i].len});
+            e.in[0] = e.out = tref(VF_F32, 2, (int64_t[]){cases[i].rows, cases[i].len});
             for (int c = 0; c < 2; c++) {
                 vf_gen_kernel k;
                 vf_err err = {0};
@@ -435,10 +441,12 @@ static void test_row_reg_mapping(void **state)
                     assert_false(reg);
                 } else {
                     assert_true(reg);
-                    assert_int_equal(d->n_spec, 2);   /* WG, RK */
-                    assert_int_equal(d->spec[0], 8);
+                    assert_int_equal(d->n_spec, 3);   /* WG, RK, RPW */
+                    assert_int_equal(d->spec[0], 8 * cases[i].rpw);
                     assert_int_equal(d->spec[1], cases[i].rk);
-                    assert_int_equal(d->groups[0] * d->groups[1] * d->groups[2], 2048);
+                    assert_int_equal(d->spec[2], cases[i].rpw);
+                    uint64_t groups = (uint64_t)d->groups[0] * d->groups[1] * d->groups[2];
+                    assert_int_equal(groups, (cases[i].rows + cases[i].rpw - 1) / cases[i].rpw);
                 }
                 vf_kernel_free(&k);
             }

@@ -370,7 +370,9 @@ static void test_softmax(void **state)
                  {2, {7, 12}, -1}, {2, {5, 2048}, -1}, {2, {3, 2052}, -1}, {3, {2, 3, 4}, 2},
                  /* RK (vec4 per lane) around 16, 32 and 64 */
                  {2, {3, 508}, -1}, {2, {3, 512}, -1}, {2, {3, 516}, -1}, {2, {3, 1020}, -1}, {2, {4, 1028}, -1},
-                 {2, {3, 1540}, -1}, {2, {2, 2044}, -1}};
+                 {2, {3, 1540}, -1}, {2, {2, 2044}, -1},
+                 /* 8 rows a workgroup, the last group part full (21 = 2 x 8 + 5) */
+                 {2, {21, 64}, -1}, {2, {37, 1024}, -1}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
         for (int lg = 0; lg < 2; lg++) {
             int arg[2] = {cases[k].axis, lg};

@@ -3,8 +3,10 @@
  *
  * The input is seen as [outer, len, inner] around the axis. With inner == 1
  * the rows are contiguous and a workgroup owns a row: on lavapipe
- * (caps->is_cpu) the workgroup is exactly one subgroup (8 lanes), the
- * reductions are subgroup ops and there is no barrier — every barrier is a
+ * (caps->is_cpu) a row is exactly one subgroup (8 lanes; the register
+ * variant puts up to 8 such rows in a workgroup to spread llvmpipe's
+ * per-workgroup cost), the reductions are subgroup ops and there is no
+ * barrier — every barrier is a
  * coroutine switch in llvmpipe; on GPUs 256 invocations combine through
  * subgroup ops and shared memory. With inner > 1 a thread owns one
  * (outer, inner) column and neighbouring threads read neighbouring memory.
@@ -19,9 +21,26 @@
    lanes: rows of up to 2048 floats). */
 #define REG_MAX_VEC4 64u
 
+/* Rows per workgroup of the register variant: up to this many subgroups,
+   each on its own row with no barrier between them. llvmpipe pays a fixed
+   cost per workgroup (about 80 ns); 8 rows a group measured 5-8 % less
+   time at [2048,1024] and 3.6x less at [65536,32] than one
+   (docs/BENCHMARKS.md). */
+#define REG_ROWS_PER_GROUP 8u
+
+/* Fewer rows a group when the rows would not make two workgroups (so both
+   of llvmpipe's threads on a 2-core machine get one), or when the device's
+   workgroup limit is smaller. */
+static uint32_t reg_rows_per_group(const vf_device_caps *caps, uint32_t wg, uint64_t rows)
+{
+    uint32_t rpw = REG_ROWS_PER_GROUP;
+    while (rpw > 1 && (rows < 2ull * rpw || cg_clamp_wg(caps, wg * rpw, false) != wg * rpw)) rpw /= 2;
+    return rpw;
+}
+
 /* Softmax / log_softmax of contiguous f32 rows on a CPU device, the row in
-   registers: a workgroup is one subgroup, each invocation loads its rk
-   vec4 of the row once (vec4 loads, no gathers), keeps them, and writes
+   registers: a row is one subgroup's (RPW rows, RPW subgroups, a
+   workgroup), each invocation loads its rk vec4 of the row once (vec4 loads, no gathers), keeps them, and writes
    once; one exp per element: the hand-written recipe of
    docs/ARCHITECTURE.md, "Platform facts". RK (the row
    length over the lanes, in vec4) is a specialisation constant, so one
@@ -35,7 +54,7 @@ static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
     cg_begin(&g, e, caps, err, &k->step[0]);
     snprintf(g.d->name, sizeof g.d->name, "%s_f32_reg", vf_op_get(e->op)->name);
     snprintf(g.comment, sizeof g.comment,
-             "op %s: f32 rows, a subgroup per row, RK vec4 per invocation kept in registers",
+             "op %s: f32 rows, a subgroup per row (RPW a workgroup), RK vec4 per invocation kept in registers",
              vf_op_get(e->op)->name);
     cg_bind(&g, VF_BIND_IN0, VF_F32, "in0", true, true);
     cg_bind(&g, VF_BIND_OUT, VF_F32, "outv", false, true);
@@ -45,38 +64,42 @@ static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
         cg_abort(&g);
         return g.status;
     }
-    cg_workgroup(&g, wg);
+    uint32_t rpw = reg_rows_per_group(caps, wg, rows);
+    cg_workgroup(&g, wg * rpw);
     g.ext |= CG_EXT_SUBGROUP;
     vf_sb *s = &g.body;
     cg_spec(&g, "RK", rk);
-    vf_sb_puts(s, "void main()\n{\n"
-                  "    uint row = vf_group_id();\n"
-                  "    if (row >= pc.n_rows) return;   // uniform: the workgroup is one subgroup\n"
-                  "    uint lid = gl_LocalInvocationID.x, n4 = pc.len / 4u, base = row * n4;\n"
+    cg_spec(&g, "RPW", rpw);
+    vf_sb_puts(s, "const uint LANES = WG / RPW;\n"
+                  "void main()\n{\n"
+                  "    uint row = vf_group_id() * RPW + gl_SubgroupID;\n"
+                  "    if (row >= pc.n_rows) return;   // uniform over the subgroup that owns the row\n"
+                  "    uint lid = gl_SubgroupInvocationID, n4 = pc.len / 4u, base = row * n4;\n"
                   "    vec4 r[RK];\n"
                   "    float m = -vf_inf();\n"
                   "    [[unroll]] for (uint q = 0u; q < RK; q++) {\n"
-                  "        uint j = lid + q * WG;\n"
+                  "        uint j = lid + q * LANES;\n"
                   "        r[q] = j < n4 ? in0[base + j] : vec4(-vf_inf());\n"
                   "        m = max(m, max(max(r[q].x, r[q].y), max(r[q].z, r[q].w)));\n"
                   "    }\n"
                   "    m = subgroupMax(m);\n"
-                  "    float sum = 0.0;\n"
-                  "    [[unroll]] for (uint q = 0u; q < RK; q++) {\n");
+                  "    float sum = 0.0;\n");
     if (soft)
-        vf_sb_puts(s, "        r[q] = exp(r[q] - m);\n"
-                      "        if (lid + q * WG < n4) sum += (r[q].x + r[q].y) + (r[q].z + r[q].w);\n");
+        vf_sb_puts(s, "    [[unroll]] for (uint q = 0u; q < RK; q++) {\n"
+                      "        r[q] = exp(r[q] - m);\n"
+                      "        if (lid + q * LANES < n4) sum += (r[q].x + r[q].y) + (r[q].z + r[q].w);\n");
     else
-        vf_sb_puts(s, "        r[q] = r[q] - m;\n"
+        vf_sb_puts(s, "    [[unroll]] for (uint q = 0u; q < RK; q++) {\n"
+                      "        r[q] = r[q] - m;\n"
                       "        vec4 t = exp(r[q]);\n"
-                      "        if (lid + q * WG < n4) sum += (t.x + t.y) + (t.z + t.w);\n");
+                      "        if (lid + q * LANES < n4) sum += (t.x + t.y) + (t.z + t.w);\n");
     vf_sb_puts(s, "    }\n    sum = subgroupAdd(sum);\n");
     vf_sb_puts(s, soft ? "    float inv = 1.0 / sum;\n" : "    float ls = log(sum);\n");
     vf_sb_add(s, "    [[unroll]] for (uint q = 0u; q < RK; q++) {\n"
-                 "        uint j = lid + q * WG;\n"
+                 "        uint j = lid + q * LANES;\n"
                  "        if (j < n4) outv[base + j] = %s;\n"
                  "    }\n}\n", soft ? "r[q] * inv" : "r[q] - ls");
-    cg_groups_linear(&g, rows);
+    cg_groups_linear(&g, (rows + rpw - 1) / rpw);
     return cg_finish(&g, NULL);
 }
 
