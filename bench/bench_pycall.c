@@ -49,12 +49,8 @@ static vf_status keep(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, vo
 static vf_status train_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     model *m = user;
-    vf_tape *tape = vf_tape_begin(ctx);
-    vf_tensor *logits = vf_add(ctx, vf_matmul(ctx, in[0], m->w), m->b);
-    vf_tensor *loss = vf_reduce_mean(ctx, vf_sparse_softmax_cross_entropy(ctx, in[1], logits), 0, NULL, false);
-    vf_tensor *g[2] = {NULL, NULL};
-    vf_status s = vf_tape_gradient(tape, loss, 2, (vf_tensor *[]){m->w, m->b}, g);
-    vf_tape_end(tape);
+    vf_tensor *loss = NULL, *g[2];
+    vf_status s = vb_softmax_regression_grads(ctx, in[0], in[1], m->w, m->b, &loss, g);
     if (s != VF_OK) return s;
     vf_tensor *norm = vf_norm(ctx, g[0]), *dw = NULL;
     s = vf_cond(ctx, vf_greater(ctx, norm, m->one), clip, keep, 2, (vf_tensor *[]){g[0], norm}, 1, &dw, m);

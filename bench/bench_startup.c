@@ -81,12 +81,8 @@ typedef struct {
 static vf_status seed_train_step(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     softmax_model *m = user;
-    vf_tape *tape = vf_tape_begin(ctx);
-    vf_tensor *logits = vf_add(ctx, vf_matmul(ctx, in[0], m->w), m->b);
-    vf_tensor *loss = vf_reduce_mean(ctx, vf_sparse_softmax_cross_entropy(ctx, in[1], logits), 0, NULL, false);
-    vf_tensor *g[2] = {NULL, NULL};
-    vf_status s = vf_tape_gradient(tape, loss, 2, (vf_tensor *[]){m->w, m->b}, g);
-    vf_tape_end(tape);
+    vf_tensor *loss = NULL, *g[2];
+    vf_status s = vb_softmax_regression_grads(ctx, in[0], in[1], m->w, m->b, &loss, g);
     if (s != VF_OK) return s;
     if ((s = vf_assign_sub(m->w, vf_mul(ctx, m->lr, g[0]))) != VF_OK) return s;
     if ((s = vf_assign_sub(m->b, vf_mul(ctx, m->lr, g[1]))) != VF_OK) return s;

@@ -156,3 +156,15 @@ bool vb_contexts(const char *bench, vf_context **vk, vf_context **cpu)
     *vk = *cpu = NULL;
     return false;
 }
+
+vf_status vb_softmax_regression_grads(vf_context *ctx, vf_tensor *x, vf_tensor *labels, vf_tensor *w,
+                                      vf_tensor *b, vf_tensor **loss, vf_tensor *g[2])
+{
+    vf_tape *tape = vf_tape_begin(ctx);
+    vf_tensor *logits = vf_add(ctx, vf_matmul(ctx, x, w), b);
+    *loss = vf_reduce_mean(ctx, vf_sparse_softmax_cross_entropy(ctx, labels, logits), 0, NULL, false);
+    g[0] = g[1] = NULL;
+    vf_status s = vf_tape_gradient(tape, *loss, 2, (vf_tensor *[]){w, b}, g);
+    vf_tape_end(tape);
+    return s;
+}

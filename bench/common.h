@@ -67,4 +67,10 @@ extern const vf_tensor_spec vb_mlp_signature[2];
    plus noise, the same for every call. false when out of memory. */
 bool vb_mlp_data(int64_t batch, float **x, int32_t **labels);
 
+/* The seed's softmax regression 784 -> 10: *loss = mean sparse softmax
+   cross-entropy of (x @ w + b) against labels, and g[0], g[1] its
+   gradients for w and b, under a tape of its own (eager or traced). */
+vf_status vb_softmax_regression_grads(vf_context *ctx, vf_tensor *x, vf_tensor *labels, vf_tensor *w,
+                                      vf_tensor *b, vf_tensor **loss, vf_tensor *g[2]);
+
 #endif
