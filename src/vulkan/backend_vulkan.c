@@ -128,8 +128,8 @@ static vf_status vk_unmap(void *self, vf_buffer *buf, size_t offset, size_t byte
 /* made: VK_NULL_HANDLE, or the pipeline another thread made for it
    (vf_vk_pipeline_adopt, which takes it over whatever happens). */
 static vf_status glsl_pipeline(vf_vk_runtime *rt, const char *glsl, const char *name, int n_bindings,
-                               uint32_t push_size, uint32_t n_spec, const uint32_t *spec, VkPipeline made,
-                               VkPipelineLayout made_layout, const vf_vk_pipeline **out)
+                               uint32_t texel, uint32_t push_size, uint32_t n_spec, const uint32_t *spec,
+                               VkPipeline made, VkPipelineLayout made_layout, const vf_vk_pipeline **out)
 {
     *out = NULL;
     vf_status s = VF_OK;
@@ -145,12 +145,16 @@ static vf_status glsl_pipeline(vf_vk_runtime *rt, const char *glsl, const char *
     VkSpecializationMapEntry map[VF_KERNEL_MAX_SPEC];
     for (uint32_t i = 0; i < n_spec; i++)
         map[i] = (VkSpecializationMapEntry){.constantID = i, .offset = 4 * i, .size = 4};
+    VkDescriptorType types[VF_VK_MAX_BINDINGS];
+    for (int i = 0; i < n_bindings && i < VF_VK_MAX_BINDINGS; i++)
+        types[i] = texel >> i & 1 ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     vf_vk_pipeline_desc pd = {
         .spirv = spv->words,
         .spirv_words = spv->n_words,
         .spirv_key = spv->key,
         .name = name,
         .n_bindings = n_bindings,
+        .types = texel ? types : NULL,
         .push_size = push_size,
         .n_spec = n_spec,
         .spec_map = n_spec ? map : NULL,
@@ -165,7 +169,8 @@ vf_status vf_vk_runtime_glsl_pipeline_spec(vf_vk_runtime *rt, const char *glsl, 
                                            int n_bindings, uint32_t push_size, uint32_t n_spec,
                                            const uint32_t *spec, const vf_vk_pipeline **out)
 {
-    return glsl_pipeline(rt, glsl, name, n_bindings, push_size, n_spec, spec, VK_NULL_HANDLE, VK_NULL_HANDLE, out);
+    return glsl_pipeline(rt, glsl, name, n_bindings, 0, push_size, n_spec, spec, VK_NULL_HANDLE, VK_NULL_HANDLE,
+                         out);
 }
 
 vf_status vf_vk_runtime_glsl_pipeline(vf_vk_runtime *rt, const char *glsl, const char *name,
@@ -192,15 +197,15 @@ vf_status vf_vk_runtime_dispatch_pipeline(vf_vk_runtime *rt, const vf_dispatch *
             .n_bindings = d->n_bindings, .push_size = d->push_size, .n_spec = d->n_spec, .spec_map = map,
             .spec_data = d->spec, .spec_size = 4 * d->n_spec}, out);
     }
-    return vf_vk_runtime_glsl_pipeline_spec(rt, d->glsl, d->name, d->n_bindings, d->push_size, d->n_spec, d->spec,
-                                            out);
+    return glsl_pipeline(rt, d->glsl, d->name, d->n_bindings, d->texel, d->push_size, d->n_spec, d->spec,
+                         VK_NULL_HANDLE, VK_NULL_HANDLE, out);
 }
 
 vf_status vf_vk_runtime_dispatch_adopt(vf_vk_runtime *rt, const vf_dispatch *d, VkPipeline made,
                                        VkPipelineLayout made_layout, const vf_vk_pipeline **out)
 {
-    return glsl_pipeline(rt, d->glsl, d->name, d->n_bindings, d->push_size, d->n_spec, d->spec, made, made_layout,
-                         out);
+    return glsl_pipeline(rt, d->glsl, d->name, d->n_bindings, d->texel, d->push_size, d->n_spec, d->spec, made,
+                         made_layout, out);
 }
 
 static size_t tref_bytes(const vf_tref *t)

@@ -241,6 +241,10 @@ static void fill_caps(vf_vk_device *d, const VkPhysicalDeviceSubgroupProperties 
     c->shader_int8 = f12->shaderInt8;
 }
 
+/* llvmpipe's storage-buffer loads are a loop over the lanes; its texel
+   fetches are vector gathers (vf_device_caps.texel_reads). */
+static bool driver_texel_reads(VkDriverId id) { return id == VK_DRIVER_ID_MESA_LLVMPIPE; }
+
 /* llvmpipe (lavapipe) counts the iterations of all loops of a shader
    invocation together and leaves every loop once 65535 are done
    (LP_MAX_TGSI_LOOP_ITERATIONS in Mesa's gallivm): no error, no message,
@@ -261,7 +265,9 @@ static uint32_t driver_loop_limit(VkDriverId id)
    executes (the subgroup size a kernel assumes is the one it gets).
    gpu-nosubgroup also drops subgroup arithmetic, as on GPUs without it
    (shared-memory trees; using fewer features is valid on any device).
-   Unset, empty or "device": the device's own profile. Read once, when the
+   cpu-notexel is the CPU profile with every input read through storage
+   buffers, as before llvmpipe's texel reads (texel_reads), so both are
+   checked on lavapipe. Unset, empty or "device": the device's own profile. Read once, when the
    device (the context) is created: v is the option's value. */
 static vf_status apply_test_caps(vf_device_caps *c, const char *v, vf_err *err)
 {
@@ -270,10 +276,11 @@ static vf_status apply_test_caps(vf_device_caps *c, const char *v, vf_err *err)
     else if (strcasecmp(v, "gpu-nosubgroup") == 0)
         c->is_cpu = c->subgroup_arithmetic = c->subgroup_shuffle = false;
     else if (strcasecmp(v, "cpu") == 0) c->is_cpu = true;
+    else if (strcasecmp(v, "cpu-notexel") == 0) c->is_cpu = true, c->texel_reads = false;
     else
         return vf_err_set(err, VF_ERROR_INVALID_ARGUMENT,
-                          "VKFUSE_TEST_CAPS=%s is not a codegen profile; use gpu, gpu-nosubgroup, cpu or device"
-                          " (or unset it)", v);
+                          "VKFUSE_TEST_CAPS=%s is not a codegen profile; use gpu, gpu-nosubgroup, cpu, cpu-notexel"
+                          " or device (or unset it)", v);
     return VF_OK;
 }
 
@@ -384,6 +391,7 @@ static vf_status create_logical(vf_vk_device *d, const vf_vk_phys *pi, const vf_
        it the loops just stop); then the test overrides: smaller limits
        (VKFUSE_TEST_LIMITS), then the codegen profile (VKFUSE_TEST_CAPS) */
     d->caps.max_loop_iterations = driver_loop_limit(drv.driverID);
+    d->caps.texel_reads = driver_texel_reads(drv.driverID);
     s = vf_vk_test_limits_apply(d, opt->test_limits, err);
     return s == VF_OK ? apply_test_caps(&d->caps, opt->test_caps, err) : s;
 }

@@ -54,6 +54,8 @@
     X(vkDestroyBuffer)                                                             \
     X(vkGetBufferMemoryRequirements)                                               \
     X(vkBindBufferMemory)                                                          \
+    X(vkCreateBufferView)                                                          \
+    X(vkDestroyBufferView)                                                         \
     X(vkCreateShaderModule)                                                        \
     X(vkDestroyShaderModule)                                                       \
     X(vkCreatePipelineCache)                                                       \

@@ -74,6 +74,7 @@ vf_status vf_vk_mem_init(vf_vk_mem *m, vf_vk_device *dev, const vf_vk_mem_option
     m->cache_cap = cap < 0 ? 0 : cap > 0 ? cap : heap ? (int64_t)heap : 4 * (int64_t)m->block_size;
     if (dev->memory_budget) budget_read(m, 0);
     m->usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
+               VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT | /* texel reads (vf_vk_texel_view) */
                VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
                VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT; /* guarded plan steps (plan.c) */
     return VF_OK;
@@ -619,4 +620,27 @@ void vf_vk_raw_destroy(vf_vk_device *dev, vf_vk_raw *r)
     if (r->buffer) vk->vkDestroyBuffer(dev->device, r->buffer, NULL);
     if (r->memory) vk->vkFreeMemory(dev->device, r->memory, NULL);
     memset(r, 0, sizeof *r);
+}
+
+vf_status vf_vk_texel_view(vf_vk_device *dev, VkBuffer buf, VkDeviceSize off, VkDeviceSize range, const char *what,
+                           VkBufferView *out, vf_err *err)
+{
+    *out = VK_NULL_HANDLE;
+    const VkPhysicalDeviceLimits *L = &dev->props.limits;
+    if (L->minTexelBufferOffsetAlignment && off % L->minTexelBufferOffsetAlignment)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "%s: offset %llu is not a multiple of the device's texel buffer offset alignment %llu",
+                          what, (unsigned long long)off, (unsigned long long)L->minTexelBufferOffsetAlignment);
+    if (range == 0 || range % 16 || range / 16 > L->maxTexelBufferElements)
+        return vf_err_set(err, VF_ERROR_UNSUPPORTED,
+                          "%s: a texel buffer of %llu bytes (whole 16-byte texels, at most %u of them here)", what,
+                          (unsigned long long)range, L->maxTexelBufferElements);
+    VkBufferViewCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+        .buffer = buf,
+        .format = VK_FORMAT_R32G32B32A32_SFLOAT,
+        .offset = off,
+        .range = range,
+    };
+    return vf_vk_check(err, VF_VKD(dev, vkCreateBufferView, dev->device, &ci, NULL, out), "vkCreateBufferView");
 }

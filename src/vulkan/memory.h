@@ -168,4 +168,13 @@ vf_status vf_vk_raw_create(vf_vk_device *dev, VkDeviceSize size, VkBufferUsageFl
                            vf_vk_raw *out, vf_err *err);
 void vf_vk_raw_destroy(vf_vk_device *dev, vf_vk_raw *r);
 
+/* A uniform texel buffer view (R32G32B32A32_SFLOAT: a vec4 per 16 bytes)
+   of range bytes of buf at off, for kernels that read an input through
+   texelFetch (vf_device_caps.texel_reads). Checks the device's texel
+   offset alignment and element limit first; `what` names the binding in
+   the message. The caller destroys it (vkDestroyBufferView) once the work
+   that uses it has completed. */
+vf_status vf_vk_texel_view(vf_vk_device *dev, VkBuffer buf, VkDeviceSize off, VkDeviceSize range, const char *what,
+                           VkBufferView *out, vf_err *err);
+
 #endif

@@ -268,12 +268,13 @@ static vf_status create_descriptors(vf_vk_runtime *rt, vf_plan *p)
     if (s || rt->dev.push_descriptors) return s;
     uint32_t n_desc = 0;
     for (int i = 0; i < p->n_steps; i++) n_desc += (uint32_t)p->steps[i].n_bindings;
-    VkDescriptorPoolSize size = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, n_desc ? n_desc : 1};
+    VkDescriptorPoolSize size[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, n_desc ? n_desc : 1},
+                                    {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, n_desc ? n_desc : 1}};
     VkDescriptorPoolCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
         .maxSets = (uint32_t)(p->n_steps ? p->n_steps : 1),
-        .poolSizeCount = 1,
-        .pPoolSizes = &size,
+        .poolSizeCount = 2,
+        .pPoolSizes = size,
     };
     s = vf_vk_check(rt->err, VF_VKD(&rt->dev, vkCreateDescriptorPool, rt->dev.device, &pci, NULL, &p->pool),
                     "vkCreateDescriptorPool");
@@ -467,6 +468,8 @@ void vf_vk_plan_destroy(vf_vk_runtime *rt, vf_plan *p)
     const vf_vk_device_table *vk = &rt->dev.vkd;
     if (p->cmd) vk->vkFreeCommandBuffers(rt->dev.device, rt->sched.cmd_pool, 1, &p->cmd);
     if (p->pool) vk->vkDestroyDescriptorPool(rt->dev.device, p->pool, NULL);
+    for (int i = 0; i < p->n_views; i++) vk->vkDestroyBufferView(rt->dev.device, p->views[i], NULL);
+    free(p->views);
     if (p->arena) vf_vk_mem_free(&rt->mem, p->arena, rt->sched.completed);
     if (p->table) vf_vk_mem_free(&rt->mem, p->table, rt->sched.completed);
     for (int i = 0; i < p->n_scratch; i++) vf_vk_mem_free(&rt->mem, p->scratch[i], rt->sched.completed);

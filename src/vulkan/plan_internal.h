@@ -96,6 +96,8 @@ struct vf_plan {
     bool valid;                  /* cmd holds a complete recording */
     VkCommandBuffer cmd;
     VkDescriptorPool pool;
+    VkBufferView *views;         /* the recording's texel views (texel reads), remade with it */
+    int n_views;
     uint64_t serial;             /* the batch of the last run */
     int barriers;
     vf_buffer *table;            /* guards: n_slots templates {x,y,z,when}, then n_slots indirect args */

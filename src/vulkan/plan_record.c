@@ -53,6 +53,21 @@ static vf_status resolve(vf_vk_runtime *rt, const vf_plan *p, const plan_binding
 }
 
 
+/* A texel view of the binding at info for this recording (kept in
+   p->views until the next recording or the plan's end). */
+static vf_status add_view(vf_vk_runtime *rt, vf_plan *p, const VkDescriptorBufferInfo *info, const char *kernel,
+                          int binding, VkBufferView *out)
+{
+    VkBufferView *nv = realloc(p->views, sizeof *nv * (size_t)(p->n_views + 1));
+    if (!nv) return vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
+    p->views = nv;
+    char what[96];
+    snprintf(what, sizeof what, "plan kernel %s binding %d", kernel, binding);
+    vf_status s = vf_vk_texel_view(&rt->dev, info->buffer, info->offset, info->range, what, out, rt->err);
+    if (!s) p->views[p->n_views++] = *out;
+    return s;
+}
+
 /* Batching barriers. A step's level (hazard.h) is one more than the
    highest level of the earlier steps it depends on (it reads or overwrites
    a range one of them wrote, overwrites a range one of them read, or is a
@@ -75,10 +90,14 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
     bool reorder = n <= VF_PLAN_REORDER_MAX_STEPS;
     vf_vk_hazards hz;
     vf_vk_hazards_init(&hz, vk, &rt->dev.test.drop_barriers);
+    /* the last recording's texel views: its run has completed (vf_vk_plan_run waited) */
+    for (int i = 0; i < p->n_views; i++) vk->vkDestroyBufferView(rt->dev.device, p->views[i], NULL);
+    p->n_views = 0;
     VkDescriptorBufferInfo *info = vf_malloc(sizeof *info * (size_t)(n * VF_KERNEL_MAX_BINDINGS + 1));
     int *level = vf_malloc(sizeof *level * (size_t)(n + 1)), *order = vf_malloc(sizeof *order * (size_t)(n + 1));
     VkDeviceSize *args = vf_calloc((size_t)n + 1, sizeof *args);
-    vf_status s = info && level && order && args ? VF_OK
+    VkBufferView *views = vf_calloc((size_t)(n * VF_KERNEL_MAX_BINDINGS + 1), sizeof *views);
+    vf_status s = info && level && order && args && views ? VF_OK
                 : vf_err_set(rt->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
     /* Where every binding points in this call, and each step's level. */
     int levels = 0;
@@ -90,6 +109,8 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
             vf_buffer *owner = NULL;
             VkDescriptorBufferInfo *in = &info[i * VF_KERNEL_MAX_BINDINGS + j];
             s = resolve(rt, p, &ps->b[j], binds, in, &owner);
+            if (!s && ps->pipe->layout->types[j] == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER)
+                s = add_view(rt, p, in, ps->pipe->name, j, &views[i * VF_KERNEL_MAX_BINDINGS + j]);
             if (s) break;
             if (ps->b[j].access)
                 mine[n_mine++] = (vf_vk_access){in->buffer, in->offset, in->offset + in->range, ps->b[j].access, 0};
@@ -119,7 +140,7 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     if (!s) s = vf_vk_check(rt->err, VF_VKD(&rt->dev, vkBeginCommandBuffer, cmd, &bi), "vkBeginCommandBuffer");
     if (s) {
-        free(info), free(level), free(order), free(args);
+        free(info), free(level), free(order), free(args), free(views);
         vf_vk_hazards_free(&hz);
         return s;
     }
@@ -134,15 +155,19 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
             vf_vk_hazard_due(&hz, cmd, VF_VK_BARRIER_INDIRECT, ps->barrier_before))
             p->prof.k[ps->kernel].barriers++;
         VkWriteDescriptorSet w[VF_KERNEL_MAX_BINDINGS];
-        for (int j = 0; j < ps->n_bindings; j++)
+        for (int j = 0; j < ps->n_bindings; j++) {
+            VkDescriptorType type = ps->pipe->layout->types[j];
+            bool texel = type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
             w[j] = (VkWriteDescriptorSet){
                 .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                 .dstSet = ps->set,
                 .dstBinding = (uint32_t)j,
                 .descriptorCount = 1,
-                .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                .pBufferInfo = &info[i * VF_KERNEL_MAX_BINDINGS + j],
+                .descriptorType = type,
+                .pBufferInfo = texel ? NULL : &info[i * VF_KERNEL_MAX_BINDINGS + j],
+                .pTexelBufferView = texel ? &views[i * VF_KERNEL_MAX_BINDINGS + j] : NULL,
             };
+        }
         vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->pipeline);
         if (ps->n_bindings && rt->dev.push_descriptors) {
             vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ps->pipe->layout->layout, 0,
@@ -166,7 +191,7 @@ static vf_status record(vf_vk_runtime *rt, vf_plan *p, const vf_plan_bind *binds
         else vk->vkCmdDispatch(cmd, ps->groups[0], ps->groups[1], ps->groups[2]);
         vf_vk_prof_stamp(rt, &p->prof, cmd, 2 * (uint32_t)i + 1);
     }
-    free(info), free(level), free(order), free(args);
+    free(info), free(level), free(order), free(args), free(views);
     vf_vk_hazard_barrier(&hz, cmd, VF_VK_BARRIER_INDIRECT | VF_VK_BARRIER_HOST); /* before later work and host reads */
     p->barriers = (int)hz.barriers;
     vf_vk_hazards_free(&hz);

@@ -29,14 +29,15 @@ static vf_status slot_init(vf_vk_sched *s, vf_vk_slot *sl)
     if (st) return st;
     if (!s->dev->push_descriptors) {
         /* Enough for every dispatch of a full batch at the most bindings. */
-        VkDescriptorPoolSize sizes[2] = {
+        VkDescriptorPoolSize sizes[3] = {
             {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, s->batch_dispatches * VF_VK_MAX_BINDINGS},
             {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, s->batch_dispatches * 4},
+            {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, s->batch_dispatches * 4},
         };
         VkDescriptorPoolCreateInfo pci = {
             .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
             .maxSets = s->batch_dispatches,
-            .poolSizeCount = 2,
+            .poolSizeCount = 3,
             .pPoolSizes = sizes,
         };
         st = vf_vk_check(s->err, VF_VKD(s->dev, vkCreateDescriptorPool, d, &pci, NULL, &sl->pool),
@@ -65,6 +66,8 @@ static void slot_destroy(vf_vk_sched *s, vf_vk_slot *sl)
     if (sl->fence) vk->vkDestroyFence(d, sl->fence, NULL);
     if (sl->pool) vk->vkDestroyDescriptorPool(d, sl->pool, NULL);
     if (sl->queries) vk->vkDestroyQueryPool(d, sl->queries, NULL);
+    for (uint32_t i = 0; i < sl->n_views; i++) vk->vkDestroyBufferView(d, sl->views[i], NULL);
+    free(sl->views);
     vf_vk_raw_destroy(s->dev, &sl->staging);
     free(sl->timed_names);
     memset(sl, 0, sizeof *sl);
@@ -188,6 +191,8 @@ uint64_t vf_vk_sched_open(vf_vk_sched *s)
     if (sl->pool && vf_vk_check(s->err, VF_VKD(s->dev, vkResetDescriptorPool, s->dev->device, sl->pool, 0),
                                 "vkResetDescriptorPool"))
         return 0;
+    for (uint32_t i = 0; i < sl->n_views; i++) vk->vkDestroyBufferView(s->dev->device, sl->views[i], NULL);
+    sl->n_views = 0;
     VkCommandBufferBeginInfo bi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
         .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
@@ -396,12 +401,14 @@ vf_status vf_vk_sched_dispatch(vf_vk_sched *s, const vf_vk_dispatch_info *d)
     VkCommandBuffer cmd = sl->cmd;
 
     VkDescriptorBufferInfo info[VF_VK_MAX_BINDINGS];
+    VkBufferView views[VF_VK_MAX_BINDINGS];
     VkWriteDescriptorSet w[VF_VK_MAX_BINDINGS];
     vf_vk_access acc[VF_VK_MAX_BINDINGS];
     for (int i = 0; i < d->n_bindings; i++) {
         const vf_vk_bind *b = &d->bindings[i];
         VkDescriptorType type = p->layout->types[i];
         bool uniform = type == VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER;
+        bool texel = type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
         VkBuffer buf;
         VkDeviceSize off, range = b->range;
         if (b->buf) {
@@ -420,6 +427,31 @@ vf_status vf_vk_sched_dispatch(vf_vk_sched *s, const vf_vk_dispatch_info *d)
             if (!buf || !range)
                 return vf_err_set(s->err, VF_ERROR_INVALID_ARGUMENT,
                                   "kernel %s binding %d: no buffer or no range", name, i);
+        }
+        if (texel) {
+            /* a view of the range for this batch: destroyed when the slot
+               is reused, its work done (vf_vk_sched_open) */
+            if (sl->n_views == sl->cap_views) {
+                uint32_t cap = sl->cap_views ? 2 * sl->cap_views : 16;
+                VkBufferView *nv = realloc(sl->views, sizeof *nv * cap);
+                if (!nv) return vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
+                sl->views = nv, sl->cap_views = cap;
+            }
+            char what[96];
+            snprintf(what, sizeof what, "kernel %s binding %d", name, i);
+            vf_status vst = vf_vk_texel_view(s->dev, buf, off, range, what, &views[i], s->err);
+            if (vst) return vst;
+            sl->views[sl->n_views++] = views[i];
+            w[i] = (VkWriteDescriptorSet){
+                .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                .dstSet = set,
+                .dstBinding = (uint32_t)i,
+                .descriptorCount = 1,
+                .descriptorType = type,
+                .pTexelBufferView = &views[i],
+            };
+            acc[i] = (vf_vk_access){buf, off, off + range, b->access ? b->access : VF_VK_READ, 0};
+            continue;
         }
         VkDeviceSize align = uniform ? L->minUniformBufferOffsetAlignment : L->minStorageBufferOffsetAlignment;
         VkDeviceSize max = uniform ? L->maxUniformBufferRange : L->maxStorageBufferRange;

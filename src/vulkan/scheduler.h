@@ -55,6 +55,8 @@ typedef struct vf_vk_slot {
     bool recording, in_flight;
     uint32_t n_dispatches, n_commands, n_timed;
     char (*timed_names)[64];
+    VkBufferView *views;         /* texel views its dispatches bound, destroyed when it is reused */
+    uint32_t n_views, cap_views;
     vf_vk_raw staging;           /* staging mode only */
     VkDeviceSize staging_used;
 } vf_vk_slot;

@@ -65,6 +65,8 @@ static bool record(vf_vk_warm *w, const vf_vk_layout *l, VkPipeline pipe, VkPipe
                    VkDescriptorSetLayout set_layout, VkDescriptorPool *pool)
 {
     const vf_vk_device_table *vk = &w->vkd;
+    for (int i = 0; i < l->n_bindings; i++) /* tiered kernels (matmuls) bind storage buffers only */
+        if (l->types[i] != VK_DESCRIPTOR_TYPE_STORAGE_BUFFER) return false;
     VkDescriptorBufferInfo bi = {.buffer = w->buf, .offset = 0, .range = VK_WHOLE_SIZE};
     VkWriteDescriptorSet wr[VF_VK_MAX_BINDINGS];
     VkDescriptorPoolSize sizes[VF_VK_MAX_BINDINGS];

@@ -194,6 +194,21 @@ vf_status cg_bind(vf_cg *g, int bind, int dtype, const char *name, bool readonly
     return VF_OK;
 }
 
+vf_status cg_bind_texel(vf_cg *g, int bind, const char *name)
+{
+    if (g->status) return g->status;
+    vf_dispatch *d = g->d;
+    if (!g->caps->texel_reads)
+        return g->status = vf_err_set(g->err, VF_ERROR_UNSUPPORTED, "codegen: the device has no texel reads");
+    if (d->n_bindings >= VF_KERNEL_MAX_BINDINGS)
+        return g->status = vf_err_set(g->err, VF_ERROR_UNSUPPORTED, "codegen: too many bindings");
+    int slot = d->n_bindings++;
+    d->binding[slot] = bind;
+    d->texel |= 1u << slot;
+    vf_sb_add(&g->decl, "layout(set = 0, binding = %d) uniform samplerBuffer %s;\n", slot, name);
+    return VF_OK;
+}
+
 static void push_field(vf_cg *g, const char *name, char type, const void *v)
 {
     if (g->status) return;

@@ -53,6 +53,10 @@ void cg_begin(vf_cg *g, const vf_exec *e, const vf_device_caps *caps, vf_err *er
    of dtype (vec4 / ivec4 / uvec4 when vec4 is set, 4-byte dtypes only);
    dtype < 0 declares the scratch buffer (uint). Checks device support. */
 vf_status cg_bind(vf_cg *g, int bind, int dtype, const char *name, bool readonly, bool vec4);
+/* A read-only f32 tensor as a uniform texel buffer `name` (samplerBuffer:
+   texelFetch(name, int(i)) is vec4 i of the tensor), where
+   caps->texel_reads; the dispatch's texel mask marks its slot. */
+vf_status cg_bind_texel(vf_cg *g, int bind, const char *name);
 void cg_push_u32(vf_cg *g, const char *name, uint32_t v);
 void cg_push_i32(vf_cg *g, const char *name, int32_t v);
 void cg_push_f32(vf_cg *g, const char *name, float v);

@@ -40,8 +40,9 @@ static uint32_t reg_rows_per_group(const vf_device_caps *caps, uint32_t wg, uint
 
 /* Softmax / log_softmax of contiguous f32 rows on a CPU device, the row in
    registers: a row is one subgroup's (RPW rows, RPW subgroups, a
-   workgroup), each invocation loads its rk vec4 of the row once (vec4 loads, no gathers), keeps them, and writes
-   once; one exp per element: the hand-written recipe of
+   workgroup), each invocation loads its rk vec4 of the row once (vec4
+   loads, through a texel buffer where the device reads those faster),
+   keeps them, and writes once; one exp per element: the hand-written recipe of
    docs/ARCHITECTURE.md, "Platform facts". RK (the row
    length over the lanes, in vec4) is a specialisation constant, so one
    SPIR-V serves every row length and count that qualifies. */
@@ -52,11 +53,15 @@ static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
     k->n_steps = 1;
     vf_cg g;
     cg_begin(&g, e, caps, err, &k->step[0]);
-    snprintf(g.d->name, sizeof g.d->name, "%s_f32_reg", vf_op_get(e->op)->name);
+    snprintf(g.d->name, sizeof g.d->name, "%s_f32_reg%s", vf_op_get(e->op)->name, caps->texel_reads ? "_tex" : "");
     snprintf(g.comment, sizeof g.comment,
              "op %s: f32 rows, a subgroup per row (RPW a workgroup), RK vec4 per invocation kept in registers",
              vf_op_get(e->op)->name);
-    cg_bind(&g, VF_BIND_IN0, VF_F32, "in0", true, true);
+    /* llvmpipe gathers a texel fetch but loops over the lanes for a
+       storage-buffer load (vf_device_caps.texel_reads) */
+    bool texel = caps->texel_reads;
+    if (texel) cg_bind_texel(&g, VF_BIND_IN0, "in0t");
+    else cg_bind(&g, VF_BIND_IN0, VF_F32, "in0", true, true);
     cg_bind(&g, VF_BIND_OUT, VF_F32, "outv", false, true);
     cg_push_u32(&g, "n_rows", (uint32_t)rows);
     cg_push_u32(&g, "len", (uint32_t)len);
@@ -70,6 +75,7 @@ static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
     vf_sb *s = &g.body;
     cg_spec(&g, "RK", rk);
     cg_spec(&g, "RPW", rpw);
+    vf_sb_puts(s, texel ? "#define LOAD(i) texelFetch(in0t, int(i))\n" : "#define LOAD(i) in0[i]\n");
     vf_sb_puts(s, "const uint LANES = WG / RPW;\n"
                   "void main()\n{\n"
                   "    uint row = vf_group_id() * RPW + gl_SubgroupID;\n"
@@ -79,7 +85,7 @@ static vf_status reg_row(const vf_exec *e, const vf_device_caps *caps, vf_gen_ke
                   "    float m = -vf_inf();\n"
                   "    [[unroll]] for (uint q = 0u; q < RK; q++) {\n"
                   "        uint j = lid + q * LANES;\n"
-                  "        r[q] = j < n4 ? in0[base + j] : vec4(-vf_inf());\n"
+                  "        r[q] = j < n4 ? LOAD(base + j) : vec4(-vf_inf());\n"
                   "        m = max(m, max(max(r[q].x, r[q].y), max(r[q].z, r[q].w)));\n"
                   "    }\n"
                   "    m = subgroupMax(m);\n"

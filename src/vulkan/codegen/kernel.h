@@ -11,7 +11,8 @@
  *
  * GLSL conventions every generated kernel follows:
  *   #version 450, set 0, bindings 0..n_bindings-1 are storage buffers in
- *   binding order, one push-constant block (at most VF_PUSH_MAX bytes),
+ *   binding order (or, where the dispatch's texel mask says so, uniform
+ *   texel buffers), one push-constant block (at most VF_PUSH_MAX bytes),
  *   entry point main, local size (WG, 1, 1) with WG a specialisation
  *   constant: `layout(local_size_x_id = 0) in;`, `const uint WG =
  *   gl_WorkGroupSize.x;`. Other sizes the code needs (the subgroup size it
@@ -70,6 +71,15 @@ typedef struct vf_device_caps {
        smallest register block, whose code llvmpipe compiles in a tenth of
        the time of the tuned one. */
     bool matmul_quick;
+    /* Read-only f32 inputs may be bound as uniform texel buffers
+       (R32G32B32A32_SFLOAT views, texelFetch) instead of storage buffers:
+       llvmpipe (lavapipe) compiles a storage-buffer load into a loop over
+       the lanes, one scalar load and bounds check per component, and a
+       texel fetch into a vector gather: a softmax over [2048, 1024] that
+       reads its row through a texel buffer takes two thirds of the time
+       (docs/BENCHMARKS.md). Set for llvmpipe only; other drivers load
+       storage buffers well. */
+    bool texel_reads;
 } vf_device_caps;
 
 /* A binding refers to a tensor of the vf_exec or to the scratch buffer. */
@@ -89,6 +99,10 @@ typedef struct vf_dispatch {
     char name[64];                   /* for logs and dumps: "add_f32_b01" */
     int n_bindings;
     int binding[VF_KERNEL_MAX_BINDINGS];   /* VF_BIND_* per binding slot */
+    /* bit i set: slot i is a uniform texel buffer (`uniform samplerBuffer`,
+       one vec4 texel of R32G32B32A32_SFLOAT per 16 bytes of the tensor)
+       instead of a storage buffer; only where caps->texel_reads */
+    uint32_t texel;
     uint8_t push[VF_PUSH_MAX];
     uint32_t push_size;
     uint32_t groups[3];              /* workgroup counts, each >= 1 */
