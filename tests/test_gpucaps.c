@@ -199,7 +199,7 @@ static void test_bad_value_is_an_error(void **state)
         assert_int_equal(vf_context_create(&d, &ctx), VF_ERROR_INVALID_ARGUMENT);
         assert_null(ctx); /* a failed create hands out nothing; vf_error_message(NULL) is why */
         assert_non_null(strstr(vf_error_message(ctx), "VKFUSE_TEST_CAPS=gpu-ish"));
-        assert_non_null(strstr(vf_error_message(ctx), "use gpu, gpu-nosubgroup, cpu or device"));
+        assert_non_null(strstr(vf_error_message(ctx), "use gpu, gpu-nosubgroup, cpu, cpu-notexel or device"));
         vf_context_destroy(ctx);
     }
     restore_caps_env(saved);
