@@ -1,5 +1,6 @@
 /* Vectorisable exp and tanh for the CPU backend's float rows (exp, tanh,
- * sigmoid, gelu, rsqrt: fast_math.c) and its softmax.
+ * sigmoid, gelu, rsqrt: fast_math.c) and its double softmax path
+ * (kernels_row.c), and a float exp for its f32 softmax rows.
  *
  * Why double: the op table's references evaluate these ops in double and
  * round once to f32, and the tests hold the CPU backend to that within an
@@ -11,7 +12,9 @@
  * libm call per element. The functions below are within a few 1e-16 of
  * libm's (relative), so the f32 results are libm's rounded, but for an
  * element whose double value lies within that distance of a rounding
- * boundary (then they differ by one ulp).
+ * boundary (then they differ by one ulp). The f32 softmax rows are held
+ * to a relative 1e-6 instead, so they take vf_fm_expf: float, twice the
+ * lanes, its argument's rounding error passed in.
  *
  * Inline: each caller's loop vectorises them for its own target.
  */
@@ -99,8 +102,8 @@ static inline float vf_fm_float(uint32_t i)
    part (9 bits, 355/512) is exact and so is y minus it (Sterbenz), the low
    part and lo added after; e^r by its Taylor series to r^7 (truncation
    below 6e-9 relative for |r| <= 0.35), times 2^k built as two factors so
-   that results down to the smallest subnormal round once. Within 2 ulps
-   of e^(y + lo) rounded to float (tests/test_cpu_softmax.c measures it).
+   that results down to the smallest subnormal round once. Within 1.2
+   ulps of e^(y + lo) (tests/test_cpu_softmax.c measures it).
    For y <= 88 (softmax's are <= 0; no upper clamp: GCC's vector code for
    the loops was five times slower with one); below -104, e^y rounds to 0
    and y is clamped there, lo dropped; a NaN passes through. */
