@@ -102,6 +102,11 @@ static _Atomic int64_t softmax_rows_run;
 
 int64_t vf_cpu_fm_softmax_rows(void) { return atomic_load_explicit(&softmax_rows_run, memory_order_relaxed); }
 
+void vf_cpu_fm_softmax_rows_add(int64_t rows)
+{
+    atomic_fetch_add_explicit(&softmax_rows_run, rows, memory_order_relaxed);
+}
+
 /* Float order as unsigned order (-NaN < -inf < ... < -0 < +0 < ... < +inf
    < +NaN): the sign bit set on positives, all bits flipped on negatives. */
 static inline uint32_t order_key(float v)
@@ -186,21 +191,24 @@ SM_CLONES static void row_log(const float *x, float *y, int64_t n, double m, dou
     for (int64_t i = 0; i < n; i++) y[i] = (float)(((double)x[i] - m) - ls);
 }
 
-void vf_cpu_fm_softmax_row(const float *x, float *y, int64_t n, bool log_out)
+void vf_cpu_fm_softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t n, bool log_out)
 {
-    float m = row_max(x, n);
-    if (log_out) {
-        row_log(x, y, n, m, log(row_exp_sum(x, NULL, n, m)));
-    } else {
-        row_scale(y, n, (float)(1.0 / row_exp_sum(x, y, n, m)));
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        float m = row_max(xr, n);
+        if (log_out) {
+            row_log(xr, yr, n, m, log(row_exp_sum(xr, NULL, n, m)));
+        } else {
+            row_scale(yr, n, (float)(1.0 / row_exp_sum(xr, yr, n, m)));
+        }
     }
-    atomic_fetch_add_explicit(&softmax_rows_run, 1, memory_order_relaxed);
+    vf_cpu_fm_softmax_rows_add(rows);
 }
 
 double vf_cpu_fm_xent_row(const float *x, int64_t n, int64_t label)
 {
     float m = row_max(x, n);
     double s = row_exp_sum(x, NULL, n, m);
-    atomic_fetch_add_explicit(&softmax_rows_run, 1, memory_order_relaxed);
     return log(s) - ((double)x[label] - m); /* m taken out of both terms */
 }

@@ -97,7 +97,7 @@ static inline float vf_fm_float(uint32_t i)
 /* e^(y + lo) in float, for softmax's rows (fast_math.c), whose outputs the
    tests hold to 1e-6 relative, not to an ulp of the double reference: lo
    carries the rounding error of an argument computed as y (softmax's
-   x - max, see vf_cpu_fm_softmax_row), so that a large |y| does not turn
+   x - max, see fast_math.c), so that a large |y| does not turn
    that error into |y| ulps. y = k ln2 + r: k's product with ln2's high
    part (9 bits, 355/512) is exact and so is y minus it (Sterbenz), the low
    part and lo added after; e^r by its Taylor series to r^7 (truncation
@@ -154,19 +154,24 @@ static inline double vf_fm_tanh(double x)
    rounded once). */
 void vf_cpu_fm_row(vf_op op, const float *a, float *o, int64_t n);
 
-/* Softmax (log_out: log_softmax) of a contiguous f32 row of n >= 1
-   elements into y (y == x allowed), in float with vf_fm_expf; see
-   fast_math.c for the steps and their error. */
-void vf_cpu_fm_softmax_row(const float *x, float *y, int64_t n, bool log_out);
+/* Softmax (log_out: log_softmax) of `rows` contiguous f32 rows of n >= 1
+   elements each into y (y == x allowed), in float with vf_fm_expf; see
+   fast_math.c for the steps and their error. Adds rows to the counter
+   below. */
+void vf_cpu_fm_softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t n, bool log_out);
 
 /* logsumexp(x) - x[label] of a contiguous f32 row (n >= 1, label in
-   [0, n)), the max taken out as in vf_cpu_fm_softmax_row: sparse softmax
-   cross entropy's loss, in double. */
+   [0, n)), the max taken out as in vf_cpu_fm_softmax_rows_f32: sparse
+   softmax cross entropy's loss, in double. The caller counts its rows
+   (vf_cpu_fm_softmax_rows_add, once per batch: an atomic per row costs
+   a tenth of a row of 10). */
 double vf_cpu_fm_xent_row(const float *x, int64_t n, int64_t label);
 
-/* Rows vf_cpu_fm_softmax_row and vf_cpu_fm_xent_row have run (relaxed:
-   tests read it to see that a path took them). */
+/* Rows that vf_cpu_fm_softmax_rows_f32 and cross entropy have run
+   (relaxed: tests read it to see that a path took them), and the adding
+   to it. */
 int64_t vf_cpu_fm_softmax_rows(void);
+void vf_cpu_fm_softmax_rows_add(int64_t rows);
 
 /* Rows vf_cpu_fm_row has run since the process started (relaxed: tests
    read it to see that a path took the fast rows). */

@@ -50,7 +50,7 @@ static void softmax_block(double *b, int64_t n, int64_t c, bool log_out)
 void vf_cpu_softmax_row_f32(const float *x, int64_t stride, float *y, int64_t n, bool log_out, double *tmp)
 {
     if (stride == 1) { /* softmax_part's fast rows */
-        vf_cpu_fm_softmax_row(x, y, n, log_out);
+        vf_cpu_fm_softmax_rows_f32(x, y, 1, n, log_out);
         return;
     }
     /* softmax_part's steps for a row along the last axis (one lane) */
@@ -78,7 +78,7 @@ static void softmax_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
     void *y = vf_cpu_ptr(out);
     int64_t n = j->n, inner = j->inner;
     if (j->fast) {
-        for (int64_t o = lo; o < hi; o++) vf_cpu_fm_softmax_row((const float *)x + o * n, (float *)y + o * n, n, j->log_out);
+        vf_cpu_fm_softmax_rows_f32((const float *)x + lo * n, (float *)y + lo * n, hi - lo, n, j->log_out);
         return;
     }
     double *b = j->b + (size_t)part * (size_t)(n * j->c);
@@ -154,12 +154,14 @@ static void xent_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
     void *y = vf_cpu_ptr(&j->e->out);
     int64_t classes = j->classes;
     double *b = j->fast ? NULL : j->b + (size_t)part * (size_t)(classes > 0 ? classes : 1);
+    int64_t fast_rows = 0;
     for (int64_t r = lo; r < hi; r++) {
         int64_t label;
         vf_cpu_load_i64(labels, lab->dtype, r, 0, 1, &label);
         double loss = NAN;
         if (label >= 0 && label < classes && j->fast) {
             loss = vf_cpu_fm_xent_row((const float *)x + r * classes, classes, label); /* f32 logits */
+            fast_rows++;
         } else if (label >= 0 && label < classes) {
             vf_cpu_load_f64(x, lg->dtype, r * classes, 1, classes, b);
             double m = -INFINITY;
@@ -172,6 +174,7 @@ static void xent_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
         }
         vf_cpu_store_f64(y, j->e->out.dtype, r, 1, &loss);
     }
+    if (fast_rows) vf_cpu_fm_softmax_rows_add(fast_rows);
 }
 
 vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e)
