@@ -1,7 +1,8 @@
 /* Eager benchmarks: elementwise add over 16M f32, a chain of 20 such adds
  * in one scope (repeated, as a user's loop is), softmax over [2048,1024]
- * (one synced call, and a chain of 10 in one scope)
- * and a 1024^3 f32 matmul, on Vulkan and on the CPU backend (OpenBLAS),
+ * (one synced call, and a chain of 10 in one scope), log_softmax over
+ * [2048,1024], softmax over [256,10] and [32,2,12,12] (microseconds per
+ * call) and a 1024^3 f32 matmul, on Vulkan and on the CPU backend (OpenBLAS),
  * measured side by side in one run. Prints GB/s, GFLOP/s and the ratios.
  * Usage: bench_eager [--iters N] [--quick]   (not a test: nothing asserted) */
 #include "common.h"
@@ -17,6 +18,7 @@ typedef vf_tensor *(*op_fn)(vf_context *, vf_tensor *, vf_tensor *);
 
 static vf_tensor *op_add(vf_context *c, vf_tensor *a, vf_tensor *b) { return vf_add(c, a, b); }
 static vf_tensor *op_softmax(vf_context *c, vf_tensor *a, vf_tensor *b) { (void)b; return vf_softmax(c, a, -1); }
+static vf_tensor *op_log_softmax(vf_context *c, vf_tensor *a, vf_tensor *b) { (void)b; return vf_log_softmax(c, a, -1); }
 static vf_tensor *op_matmul(vf_context *c, vf_tensor *a, vf_tensor *b) { return vf_matmul(c, a, b); }
 
 /* Best seconds per call over `iters` timed calls, after one warm-up call
@@ -128,6 +130,19 @@ int main(int argc, char **argv)
     tc = time_chain(cpu, op_softmax, 2, sm, SOFTMAXES, iters, &ac);
     printf("%-26s %9.2f GB/s %9.2f GB/s %9.2fx\n", "10 softmaxes in a scope", SOFTMAXES * bytes / tv * 1e-9,
            SOFTMAXES * bytes / tc * 1e-9, tc / tv);
+    tv = time_op(vk, op_log_softmax, 2, sm, sm, iters);
+    tc = time_op(cpu, op_log_softmax, 2, sm, sm, iters);
+    printf("%-26s %9.2f GB/s %9.2f GB/s %9.2fx\n", "log_softmax [2048,1024]", bytes / tv * 1e-9, bytes / tc * 1e-9,
+           tc / tv);
+    /* short rows, per synced call: an MLP's logits, a tiny transformer's
+       attention (examples/transformer.c: batch 32, 2 heads, 12 tokens) */
+    static const struct { const char *name; int rank; int64_t shape[4]; } small[] = {
+        {"softmax [256,10]", 2, {256, 10}}, {"softmax [32,2,12,12]", 4, {32, 2, 12, 12}}};
+    for (int k = 0; k < 2; k++) {
+        tv = time_op(vk, op_softmax, small[k].rank, small[k].shape, small[k].shape, 10 * iters);
+        tc = time_op(cpu, op_softmax, small[k].rank, small[k].shape, small[k].shape, 10 * iters);
+        printf("%-26s %9.1f us   %9.1f us   %9.2fx\n", small[k].name, tv * 1e6, tc * 1e6, tc / tv);
+    }
 
     int64_t mm[2] = {1024, 1024};
     tv = time_op(vk, op_matmul, 2, mm, mm, iters);

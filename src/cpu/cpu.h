@@ -7,9 +7,11 @@
  * functions) over speed; the fast paths (plain f32 loops for the ops whose
  * float result is the double one rounded) are bit-identical to the generic
  * ones, but for exp, tanh, sigmoid, gelu and softmax's exp, whose double
- * polynomials (fast_math.h) may differ from libm by one f32 ulp, and the
- * work split across threads never changes a result's bits
- * (each thread computes whole outputs; see cpu_threads.h). The exceptions
+ * polynomials (fast_math.h) may differ from libm by one f32 ulp, f32
+ * softmax / log_softmax / cross-entropy rows along the last axis, computed
+ * in float (fast_math.c: within 4.1e-7 relative of the double values), and
+ * the work split across threads never changes a result's bits (each
+ * thread computes whole outputs; see cpu_threads.h). The exceptions
  * are sgemm's matmuls and the window ops (convolutions, pools) on oneDNN
  * (dnnl_conv.h): f32 sums, held to the tolerances of docs/TESTING.md
  * against double references.
@@ -224,7 +226,8 @@ vf_status vf_cpu_transpose(vf_cpu *cpu, const vf_exec *e);
    fused row groups' one-pass evaluation, cpu_rows.c): x[i * stride] for i
    < n. The sum / mean / max / min (op, a reduction row of the op table)
    with vf_cpu_reduce's chunks and accumulators; softmax or log_softmax
-   into y (contiguous) through tmp (n doubles), as vf_cpu_softmax. */
+   into y (contiguous) as vf_cpu_softmax: fast_math.c's float row when
+   stride is 1, else in double through tmp (n doubles). */
 float vf_cpu_reduce_row_f32(vf_op op, const float *x, int64_t stride, int64_t n);
 void vf_cpu_softmax_row_f32(const float *x, int64_t stride, float *y, int64_t n, bool log_out, double *tmp);
 /* slice, pad, concat (kernels_window.c) */

@@ -1,5 +1,6 @@
 /* Vectorisable exp and tanh for the CPU backend's float rows (exp, tanh,
- * sigmoid, gelu, rsqrt: fast_math.c) and its softmax.
+ * sigmoid, gelu, rsqrt: fast_math.c) and its double softmax path
+ * (kernels_row.c), and a float exp for its f32 softmax rows.
  *
  * Why double: the op table's references evaluate these ops in double and
  * round once to f32, and the tests hold the CPU backend to that within an
@@ -11,7 +12,9 @@
  * libm call per element. The functions below are within a few 1e-16 of
  * libm's (relative), so the f32 results are libm's rounded, but for an
  * element whose double value lies within that distance of a rounding
- * boundary (then they differ by one ulp).
+ * boundary (then they differ by one ulp). The f32 softmax rows are held
+ * to a relative 1e-6 instead, so they take vf_fm_expf: float, twice the
+ * lanes, its argument's rounding error passed in.
  *
  * Inline: each caller's loop vectorises them for its own target.
  */
@@ -21,6 +24,7 @@
 #include "graph/op.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -76,6 +80,58 @@ static inline double vf_fm_exp(double y)
     return p * vf_fm_double((k1 + 1023u) << 52) * vf_fm_double((k2 + 1023u) << 52);
 }
 
+static inline uint32_t vf_fm_bits_f(float x)
+{
+    uint32_t i;
+    memcpy(&i, &x, sizeof i);
+    return i;
+}
+
+static inline float vf_fm_float(uint32_t i)
+{
+    float x;
+    memcpy(&x, &i, sizeof x);
+    return x;
+}
+
+/* e^(y + lo) in float, for softmax's rows (fast_math.c), whose outputs the
+   tests hold to 1e-6 relative, not to an ulp of the double reference: lo
+   carries the rounding error of an argument computed as y (softmax's
+   x - max, see fast_math.c), so that a large |y| does not turn
+   that error into |y| ulps. y = k ln2 + r: k's product with ln2's high
+   part (9 bits, 355/512) is exact and so is y minus it (Sterbenz), the low
+   part and lo added after; e^r by its Taylor series to r^7 (truncation
+   below 6e-9 relative for |r| <= 0.35), times 2^k built as two factors so
+   that results down to the smallest subnormal round once. Within 1.2
+   ulps of e^(y + lo) (tests/test_cpu_softmax.c measures it).
+   For y <= 88 (softmax's are <= 0; no upper clamp: GCC's vector code for
+   the loops was five times slower with one); below -104, e^y rounds to 0
+   and y is clamped there, lo dropped; a NaN passes through. */
+static inline float vf_fm_expf(float y, float lo)
+{
+    const float shift = 0x1.8p23f; /* adding it rounds to an integer, kept in the low bits */
+    lo = y < -104.0f ? 0.0f : lo;
+    y = y < -104.0f ? -104.0f : y;
+    float tk = y * 1.44269504f + shift;
+    float kd = tk - shift;                   /* k = round(y / ln2) */
+    float r = y - kd * 0.693359375f;         /* both steps exact */
+    r = (r - kd * -2.12194440e-4f) + lo;     /* ln2 - 355/512, then the argument's own error */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    /* 2^k as 2^k1 2^k2, each a normal float: k from tk's low bits, made
+       non-negative (k + 256, k >= -150) to halve it by a logical shift,
+       k1 = floor((k + 256) / 2) - 128 in [-75, 63], k2 = k - k1 */
+    uint32_t kb = vf_fm_bits_f(tk) - vf_fm_bits_f(shift) + 256u;
+    uint32_t h = kb >> 1;
+    return p * vf_fm_float((h - 1u) << 23) * vf_fm_float((kb - h + 127u - 128u) << 23);
+}
+
 /* tanh x: below |x| = 1/16 its odd Taylor series to x^13 (no cancellation
    near 0), else 1 - 2 / (e^2|x| + 1) (libm's form), the sign put back. */
 static inline double vf_fm_tanh(double x)
@@ -97,6 +153,25 @@ static inline double vf_fm_tanh(double x)
    op-table reference computes it (in double,
    rounded once). */
 void vf_cpu_fm_row(vf_op op, const float *a, float *o, int64_t n);
+
+/* Softmax (log_out: log_softmax) of `rows` contiguous f32 rows of n >= 1
+   elements each into y (y == x allowed), in float with vf_fm_expf; see
+   fast_math.c for the steps and their error. Adds rows to the counter
+   below. */
+void vf_cpu_fm_softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t n, bool log_out);
+
+/* logsumexp(x) - x[label] of a contiguous f32 row (n >= 1, label in
+   [0, n)), the max taken out as in vf_cpu_fm_softmax_rows_f32: sparse
+   softmax cross entropy's loss, in double. The caller counts its rows
+   (vf_cpu_fm_softmax_rows_add, once per batch: an atomic per row costs
+   a tenth of a row of 10). */
+double vf_cpu_fm_xent_row(const float *x, int64_t n, int64_t label);
+
+/* Rows that vf_cpu_fm_softmax_rows_f32 and cross entropy have run
+   (relaxed: tests read it to see that a path took them), and the adding
+   to it. */
+int64_t vf_cpu_fm_softmax_rows(void);
+void vf_cpu_fm_softmax_rows_add(int64_t rows);
 
 /* Rows vf_cpu_fm_row has run since the process started (relaxed: tests
    read it to see that a path took the fast rows). */

@@ -1,6 +1,9 @@
 /* Row ops: softmax / log_softmax along any axis, and sparse softmax cross
- * entropy. All in double with the row maximum subtracted, so 1e30 logits
- * stay finite; softmax's exp is fast_math.h's (no libm call per element).
+ * entropy, with the row maximum subtracted, so 1e30 logits stay finite.
+ * f32 rows along the last axis (the common case: logits, attention) run
+ * fast_math.c's float rows, vectorised; other dtypes and strided rows
+ * (inner > 1) are computed in double, softmax's exp fast_math.h's (no libm
+ * call per element).
  *
  * For softmax the tensor is viewed as [outer, n, inner] (n along the axis).
  * A block of `c` adjacent lanes of the inner dim (c = 1 when inner == 1) is
@@ -19,6 +22,9 @@
 
 /* Target doubles per block buffer: 512 KiB. */
 #define ROW_BLOCK_ELEMS 65536
+/* Elements per part for the float rows (about a nanosecond each): a part
+   is worth waking a worker. */
+#define FAST_ROW_GRAIN 8192
 
 static void softmax_block(double *b, int64_t n, int64_t c, bool log_out)
 {
@@ -43,6 +49,10 @@ static void softmax_block(double *b, int64_t n, int64_t c, bool log_out)
 
 void vf_cpu_softmax_row_f32(const float *x, int64_t stride, float *y, int64_t n, bool log_out, double *tmp)
 {
+    if (stride == 1) { /* softmax_part's fast rows */
+        vf_cpu_fm_softmax_rows_f32(x, y, 1, n, log_out);
+        return;
+    }
     /* softmax_part's steps for a row along the last axis (one lane) */
     vf_cpu_load_f64(x, VF_F32, 0, stride, n, tmp);
     softmax_block(tmp, n, 1, log_out);
@@ -55,7 +65,8 @@ typedef struct sm_job {
     const vf_exec *e;
     int64_t n, inner, c, blocks;
     bool log_out;
-    double *b;      /* parts buffers of n * c */
+    bool fast;      /* f32 rows along the last axis: fast_math.c's */
+    double *b;      /* parts buffers of n * c (unless fast) */
 } sm_job;
 
 static void softmax_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
@@ -66,6 +77,10 @@ static void softmax_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
     const void *x = vf_cpu_ptr(in);
     void *y = vf_cpu_ptr(out);
     int64_t n = j->n, inner = j->inner;
+    if (j->fast) {
+        vf_cpu_fm_softmax_rows_f32((const float *)x + lo * n, (float *)y + lo * n, hi - lo, n, j->log_out);
+        return;
+    }
     double *b = j->b + (size_t)part * (size_t)(n * j->c);
     for (int64_t it = lo; it < hi; it++) {
         int64_t o = it / j->blocks, l0 = it % j->blocks * j->c;
@@ -104,7 +119,12 @@ vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e)
     if (c < 1) c = 1;
     if (c > inner) c = inner;
     sm_job j = {.e = e, .n = n, .inner = inner, .c = c, .blocks = (inner + c - 1) / c,
-                .log_out = e->op == VF_OP_LOG_SOFTMAX};
+                .log_out = e->op == VF_OP_LOG_SOFTMAX,
+                .fast = inner == 1 && in->dtype == VF_F32 && e->out.dtype == VF_F32};
+    if (j.fast) {
+        vf_cpu_parallel(cpu->workers, outer, FAST_ROW_GRAIN / n > 1 ? FAST_ROW_GRAIN / n : 1, softmax_part, &j);
+        return VF_OK;
+    }
     int parts = vf_cpu_parts(cpu->workers, outer * j.blocks, vf_cpu_grain_items(n * c));
     j.b = vf_malloc((size_t)(n * c) * (size_t)parts * sizeof *j.b);
     if (!j.b)
@@ -121,7 +141,8 @@ vf_status vf_cpu_softmax(vf_cpu *cpu, const vf_exec *e)
 typedef struct xent_job {
     const vf_exec *e;
     int64_t classes;
-    double *b;      /* parts buffers of classes */
+    bool fast;      /* f32 logits: fast_math.c's rows */
+    double *b;      /* parts buffers of classes (unless fast) */
 } xent_job;
 
 static void xent_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
@@ -132,12 +153,16 @@ static void xent_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
     const void *labels = vf_cpu_ptr(lab), *x = vf_cpu_ptr(lg);
     void *y = vf_cpu_ptr(&j->e->out);
     int64_t classes = j->classes;
-    double *b = j->b + (size_t)part * (size_t)(classes > 0 ? classes : 1);
+    double *b = j->fast ? NULL : j->b + (size_t)part * (size_t)(classes > 0 ? classes : 1);
+    int64_t fast_rows = 0;
     for (int64_t r = lo; r < hi; r++) {
         int64_t label;
         vf_cpu_load_i64(labels, lab->dtype, r, 0, 1, &label);
         double loss = NAN;
-        if (label >= 0 && label < classes) {
+        if (label >= 0 && label < classes && j->fast) {
+            loss = vf_cpu_fm_xent_row((const float *)x + r * classes, classes, label); /* f32 logits */
+            fast_rows++;
+        } else if (label >= 0 && label < classes) {
             vf_cpu_load_f64(x, lg->dtype, r * classes, 1, classes, b);
             double m = -INFINITY;
             for (int64_t k = 0; k < classes; k++)
@@ -149,6 +174,7 @@ static void xent_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
         }
         vf_cpu_store_f64(y, j->e->out.dtype, r, 1, &loss);
     }
+    if (fast_rows) vf_cpu_fm_softmax_rows_add(fast_rows);
 }
 
 vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e)
@@ -161,7 +187,12 @@ vf_status vf_cpu_sparse_xent(vf_cpu *cpu, const vf_exec *e)
                           "float logits [L, C]");
     int64_t rows = vf_cpu_numel(lab), classes = lg->shape[lg->rank - 1];
     if (rows == 0) return VF_OK;
-    xent_job j = {.e = e, .classes = classes};
+    xent_job j = {.e = e, .classes = classes, .fast = lg->dtype == VF_F32};
+    if (j.fast) { /* no buffer */
+        int64_t grain = classes > 0 && FAST_ROW_GRAIN / classes > 1 ? FAST_ROW_GRAIN / classes : 1;
+        vf_cpu_parallel(cpu->workers, rows, grain, xent_part, &j);
+        return VF_OK;
+    }
     int64_t grain = vf_cpu_grain_items(classes);
     int parts = vf_cpu_parts(cpu->workers, rows, grain);
     j.b = vf_malloc((size_t)(classes > 0 ? classes : 1) * (size_t)parts * sizeof *j.b);
