@@ -161,6 +161,7 @@ class Ours:
         self.example = os.path.join(build, "examples", "example_transformer")
         self.env = ours_env(cache_dir)
         self.smoke = smoke
+        self.cold_parts = {}  # per variant: (first call s, second call s) of each cold round
 
     def mlp(self):
         it = ["--iters", "2", "--rounds", "1", "--warmup", "1"] if self.smoke else ["--iters", "12", "--rounds", "2", "--warmup", "2"]
@@ -223,11 +224,16 @@ class Ours:
                                                        "--calls", str(calls)], env)
                 finally:
                     shutil.rmtree(d, ignore_errors=True)
-                if calls == 2 and "calls n=2 " not in out:
-                    raise RuntimeError("bench_startup --child %s --calls 2 made no second call:\n%s"
-                                       % (child, out[-2000:]))
+                m = re.search(r"^result ctx_ms=[0-9.]+ first_ms=([0-9.]+)", out, re.M)
+                m2 = re.search(r"^calls n=2 last_ms=([0-9.]+)", out, re.M)
+                if not m or (calls == 2 and not m2):
+                    raise RuntimeError("bench_startup --child %s --calls %d: no %s line:\n%s"
+                                       % (child, calls, "result" if not m else "calls", out[-2000:]))
                 if calls == 1:
                     r[name]["first"] = first
+                    first_call = float(m.group(1)) * 1e-3
+                else:
+                    self.cold_parts.setdefault(name, []).append((first_call, float(m2.group(1)) * 1e-3))
                 r[name]["exit%d" % calls] = total
         return r
 
@@ -681,6 +687,10 @@ def main():
             c.close()
     print("load average at end: %s\n" % loadavg())
     t.print(rounds)
+    for v, parts in ours.cold_parts.items():
+        print("vkfuse %s, cold processes: the first call (trace, plan, compiles, run, loss read) %.3g s, the "
+              "second %.3g s (medians)" % (v, statistics.median(x[0] for x in parts),
+                                          statistics.median(x[1] for x in parts)))
     for c in configs:
         if c.cold_parts:
             print("%s, cold processes: import torch %.3g s, then model and first step %.3g s (medians)"
