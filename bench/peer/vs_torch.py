@@ -518,7 +518,7 @@ class Table:
         self.configs = configs
         self.rows = {}
         self.failed = []
-        self.checks = []  # lines: the chains' results against torch eager's
+        self.checks = {}  # chain label: the largest difference from torch eager's result, of every round
 
     def add(self, workload, unit, higher_better, variant, ours, torch):
         """torch: one figure per configuration, in self.configs' order"""
@@ -530,7 +530,7 @@ class Table:
             r["torch"][k].append(x)
             r["ratio"][k].append(ours / x if higher_better else x / ours)
 
-    def print(self, rounds):
+    def print(self, rounds, each_round=False):
         labels = [c.label for c in self.configs]
         print("| workload | vkfuse run | unit | vkfuse | " + " | ".join(labels) + " | " +
               " | ".join("vs " + lb for lb in labels) + " |")
@@ -542,8 +542,15 @@ class Table:
                   " | ".join("%.3gx" % med(x) for x in r["ratio"]) + " |")
         print("\n(medians of %d round%s; the \"vs\" columns are the medians of the per-round ratios, "
               "vkfuse's speed over torch's: above 1, vkfuse faster)" % (rounds, "" if rounds == 1 else "s"))
-        for line in self.checks:
-            print(line)
+        for label, (worst, tol) in self.checks.items():
+            print("%s: every result within %.2g of torch eager's (its sum, relative to the sum of its magnitudes; "
+                  "tolerance %.2g)" % (label, worst, tol))
+        if each_round:
+            print("\neach round, in order (vkfuse / %s):" % " / ".join(labels))
+            for (w, v), r in self.rows.items():
+                print("  %s, %s: %s" % (w, v, ", ".join(
+                    " / ".join("%.4g" % x for x in (o,) + tuple(tc[i] for tc in r["torch"]))
+                    for i, o in enumerate(r["ours"]))))
         if self.failed:
             print("failed (left out of their rounds): " + ", ".join(self.failed))
 
@@ -612,8 +619,7 @@ def round_once(t, ours, configs, torch_first, cold_vulkan, only=WORKLOADS):
             print("vs_torch: %s failed: %s" % (w, e), file=sys.stderr)
             t.failed.append(w)
             continue
-        t.checks.append("%s: every result within %.2g of torch eager's (its sum, relative to the sum of its "
-                        "magnitudes; tolerance %.2g)" % (label, worst, CHAIN_TOL[mix]))
+        t.checks[label] = (max(worst, t.checks.get(label, (0.0,))[0]), CHAIN_TOL[mix])
         for how in ("eager", "traced"):
             for v, x in p[0].items():
                 if v.endswith(how):
@@ -641,6 +647,7 @@ def main():
                     help="comma-separated workloads to run, of %s (default: all)" % ", ".join(WORKLOADS))
     ap.add_argument("--no-cold-vulkan", action="store_true",
                     help="leave out the cold lavapipe processes (each compiles the step's kernels: seconds)")
+    ap.add_argument("--each-round", action="store_true", help="print every round's figures under the table too")
     ap.add_argument("--torch-coretype", default="installed,SkylakeX",
                     help="comma-separated torch configurations: 'installed' (torch as installed) or an OpenBLAS "
                          "core name for OPENBLAS_CORETYPE (default: installed,SkylakeX)")
@@ -686,7 +693,7 @@ def main():
         for c in configs:
             c.close()
     print("load average at end: %s\n" % loadavg())
-    t.print(rounds)
+    t.print(rounds, a.each_round)
     for v, parts in ours.cold_parts.items():
         print("vkfuse %s, cold processes: the first call (trace, plan, compiles, run, loss read) %.3g s, the "
               "second %.3g s (medians)" % (v, statistics.median(x[0] for x in parts),
