@@ -56,6 +56,7 @@ repository root:
   /usr/bin/python3 bench/peer/vs_torch.py --smoke    # 1 short round: does it still run?
   /usr/bin/python3 bench/peer/vs_torch.py --only conv --build DIR   # one workload, another build
   /usr/bin/python3 bench/peer/vs_torch.py --torch-coretype installed  # torch as installed only
+  /usr/bin/python3 bench/peer/vs_torch.py --each-round   # and every round's figures, under the table
 Not a test: timings are the machine's and its load's (the load average is
 printed at the start and the end).
 """
