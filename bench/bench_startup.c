@@ -20,7 +20,9 @@
  *     for the figures of docs/BENCHMARKS.md).
  *   - eager µs per small op: a 256-op chain (add, mul, sub, neg in turn) on
  *     [64,64] f32, queued, one read at the end, on lavapipe and on the CPU
- *     backend; the same chain traced (fused), per op;
+ *     backend; the same chain traced (fused), per op; --chain-mix tanhexp
+ *     makes the chain's 4-cycle add, mul, tanh, exp instead (transcendental
+ *     ops: tanh keeps exp's argument in [-1,1], so nothing overflows);
  *   - an 8-op elementwise chain (bench_fusion's) whose scalar constants
  *     are made in the body with vf_fill, traced: kernels and dispatches per
  *     call (vf_function_stats) and time per call, against the same chain
@@ -34,11 +36,19 @@
  *     includes them.
  * Usage: bench_startup [--runs N] [--reps N] [--chain8-n N] [--cli PATH]
  *        [--driver-cache-off] [--no-cold] [--no-steady] [--swaps]
+ *        [--chain-mix arith|tanhexp]
  * (not a test: nothing asserted). For scripts (bench/peer/vs_torch.py):
  * the steady part ends with a line "summary bench_startup key=value ..."
- * (the chain's µs per op); `--child mlp|mlp_cpu|train_step` is one child
- * (its line "result ctx_ms=... first_ms=..."), mlp_cpu the MLP on the CPU
- * backend. */
+ * (the chain's µs per op, and the sum and the sum of magnitudes of its
+ * result, to check against another library's); `--child
+ * mlp|mlp_cpu|train_step [--calls N]` is one child (its line "result
+ * ctx_ms=... first_ms=...", written out as soon as the first call's loss
+ * is read back, so that a parent can time the process's start to its first
+ * result), mlp_cpu the MLP on the CPU backend; --calls N makes it call the
+ * step N times in all (a line "calls n=N last_ms=..."), then exit: a
+ * program that goes on after its first call, whose exit waits on what the
+ * first call started (on lavapipe, the tuned kernels compiled off the
+ * calls). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* nftw's FTW_PHYS, mkdtemp (CMake defines it too) */
 #endif
@@ -57,6 +67,9 @@
 
 #define CHAIN_OPS 256
 #define MAX_RUNS 64
+
+/* --chain-mix tanhexp: the 256-op chain's 4-cycle is add, mul, tanh, exp */
+static bool chain_tanhexp;
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -127,7 +140,7 @@ static void later_calls(vf_context *ctx, vf_function *fn, vf_tensor **in)
 
 /* Child: makes the context, the model and the inputs, then times the first
    call of the traced step; prints one line "result ..." on stdout. */
-static int child(const char *what, bool swaps)
+static int child(const char *what, bool swaps, int calls)
 {
     /* mlp_cpu: the MLP on the CPU backend (bench/peer/vs_torch.py's cold start) */
     bool on_cpu = !strcmp(what, "mlp_cpu"), mlp = on_cpu || !strcmp(what, "mlp");
@@ -174,6 +187,18 @@ static int child(const char *what, bool swaps)
                t_ctx * 1e3, t_first * 1e3, (long long)(c1.shader_compiles - c0.shader_compiles),
                c1.shader_compile_ms - c0.shader_compile_ms, (long long)(c1.shader_disk_hits - c0.shader_disk_hits),
                fs.kernels, v);
+    fflush(stdout); /* now: the parent may time the start to this line */
+    double t_last = 0;
+    for (int i = 1; i < calls && fn && s == VF_OK; i++) {
+        vf_tensor *l = NULL;
+        double t2 = vb_now();
+        s = vf_function_call(fn, in, &l);
+        if (s == VF_OK) s = vf_tensor_read(l, &v, sizeof v);
+        t_last = vb_now() - t2;
+        vf_tensor_release(l);
+        if (s != VF_OK) fprintf(stderr, "bench_startup %s: call %d: %s\n", what, i + 1, vf_error_message(ctx));
+        else if (i == calls - 1) printf("calls n=%d last_ms=%.3f loss=%.5f\n", calls, t_last * 1e3, v);
+    }
     if (fn && s == VF_OK && swaps) later_calls(ctx, fn, in);
     fflush(stdout);
     vf_function_destroy(fn);
@@ -360,7 +385,9 @@ static void cold_and_warm(int runs, const char *cli)
 
 /* ---- steady state: the 256-op chain and the 8-op chain -------------------- */
 
-/* in: x, a, c [64,64]; add, mul, sub, neg in turn: |h| stays bounded */
+/* in: x, a, c [64,64]; add, mul, sub, neg in turn: |h| stays bounded.
+   With --chain-mix tanhexp: add, mul, tanh, exp; exp's argument is a
+   tanh, so h stays in [1/e, e] after each cycle (x, a >= 0, c = 0.5). */
 static vf_status chain256(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
     (void)user;
@@ -369,8 +396,8 @@ static vf_status chain256(vf_context *ctx, vf_tensor *const *in, vf_tensor **out
         switch (i % 4) {
         case 0: h = vf_add(ctx, h, in[1]); break;
         case 1: h = vf_mul(ctx, h, in[2]); break;
-        case 2: h = vf_sub(ctx, h, in[1]); break;
-        default: h = vf_neg(ctx, h); break;
+        case 2: h = chain_tanhexp ? vf_tanh(ctx, h) : vf_sub(ctx, h, in[1]); break;
+        default: h = chain_tanhexp ? vf_exp(ctx, h) : vf_neg(ctx, h); break;
         }
     out[0] = h;
     return h ? VF_OK : vf_status_get(ctx);
@@ -382,7 +409,7 @@ static vf_status chain256(vf_context *ctx, vf_tensor *const *in, vf_tensor **out
    until the last op returned, before the read: the calling thread's part
    (on lavapipe the rest is the driver running the queued dispatches). */
 static bool time_chain(vf_context *ctx, bool traced, int reps, double *med, double *best, double *host,
-                       vf_function_stats *fs)
+                       vf_function_stats *fs, const char *sum_key)
 {
     static float hx[64 * 64], ha[64 * 64], hc[64 * 64], out[64 * 64];
     for (int i = 0; i < 64 * 64; i++) hx[i] = (float)(i % 17) * 0.1f, ha[i] = (float)(i % 5) * 0.2f, hc[i] = 0.5f;
@@ -414,6 +441,15 @@ static bool time_chain(vf_context *ctx, bool traced, int reps, double *med, doub
     *med = median(t, reps);
     *best = t[0];
     if (host) *host = median(th, reps);
+    /* the result, for a script to hold against another library's: its sum
+       and the sum of its magnitudes (the scale of the tolerance) */
+    double sum = 0, mag = 0;
+    for (int i = 0; i < 64 * 64; i++) sum += out[i], mag += fabs(out[i]);
+    char key[64];
+    snprintf(key, sizeof key, "%s_sum", sum_key);
+    vb_summary(key, sum);
+    snprintf(key, sizeof key, "%s_abssum", sum_key);
+    vb_summary(key, mag);
     return true;
 }
 
@@ -480,29 +516,30 @@ static void steady(int reps, int64_t n8)
         vf_context_destroy(vk), vf_context_destroy(cpu);
         return;
     }
-    printf("\n%d-op chain of small elementwise ops (add, mul, sub, neg) on [64,64] f32, queued, one read at the "
-           "end;\nmedian and best of %d chains after a warm-up, in µs per op\n", CHAIN_OPS, reps);
+    printf("\n%d-op chain of small elementwise ops (%s) on [64,64] f32, queued, one read at the "
+           "end;\nmedian and best of %d chains after a warm-up, in µs per op\n", CHAIN_OPS,
+           chain_tanhexp ? "add, mul, tanh, exp" : "add, mul, sub, neg", reps);
     printf("%-30s %9s %9s %8s %11s   %s\n", "run", "median", "best", "kernels", "dispatches", "target (median)");
     double med, best, host;
     vf_function_stats fs = {0};
     /* Vulkan first: OpenBLAS's spinning threads would slow lavapipe down */
-    if (time_chain(vk, false, reps, &med, &best, &host, NULL)) {
+    if (time_chain(vk, false, reps, &med, &best, &host, NULL, "chain_vk_eager")) {
         vb_summary("chain_vk_eager_us", med);
         printf("%-30s %9.2f %9.2f %8s %11s   <= 25\n", "vulkan (lavapipe) eager", med, best, "-", "-");
         printf("%-30s %9.2f %9s %8s %11s   -\n", "  of which host (ops queued)", host, "-", "-", "-");
     }
-    if (time_chain(vk, true, reps, &med, &best, NULL, &fs)) {
+    if (time_chain(vk, true, reps, &med, &best, NULL, &fs, "chain_vk_traced")) {
         vb_summary("chain_vk_traced_us", med);
         printf("%-30s %9.2f %9.2f %8d %11d   <= 3.5\n", "vulkan (lavapipe) traced", med, best, fs.kernels,
                fs.dispatches_per_call);
     }
     chain8_figures f[3] = {time_chain8(vk, n8, true, false, reps), time_chain8(vk, n8, false, false, reps),
                            time_chain8(vk, n8, true, true, reps)};
-    if (time_chain(cpu, false, reps, &med, &best, NULL, NULL)) {
+    if (time_chain(cpu, false, reps, &med, &best, NULL, NULL, "chain_cpu_eager")) {
         vb_summary("chain_cpu_eager_us", med);
         printf("%-30s %9.2f %9.2f %8s %11s   <= 6\n", "cpu eager", med, best, "-", "-");
     }
-    if (time_chain(cpu, true, reps, &med, &best, NULL, &fs)) {
+    if (time_chain(cpu, true, reps, &med, &best, NULL, &fs, "chain_cpu_traced")) {
         vb_summary("chain_cpu_traced_us", med);
         printf("%-30s %9.2f %9.2f %8d %11s   -\n", "cpu traced", med, best, fs.kernels, "-");
     }
@@ -543,9 +580,14 @@ int main(int argc, char **argv)
     int64_t n8 = 1 << 20;
     const char *cli = NULL;
     bool cold = true, st = true;
+    const char *child_name = NULL;
+    int calls = 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--child") && i + 1 < argc)
-            return child(argv[i + 1], i + 2 < argc && !strcmp(argv[i + 2], "--swaps"));
+        if (!strcmp(argv[i], "--child") && i + 1 < argc) child_name = argv[++i];
+        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--chain-mix") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "arith") || !strcmp(argv[i + 1], "tanhexp")))
+            chain_tanhexp = !strcmp(argv[++i], "tanhexp");
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--chain8-n") && i + 1 < argc) n8 = atoll(argv[++i]);
@@ -556,10 +598,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--swaps")) swaps = true;
         else {
             fprintf(stderr, "usage: bench_startup [--runs N] [--reps N] [--chain8-n N] [--cli PATH] "
-                            "[--driver-cache-off] [--no-cold] [--no-steady] [--swaps]\n");
+                            "[--driver-cache-off] [--no-cold] [--no-steady] [--swaps] [--chain-mix arith|tanhexp]\n"
+                            "       bench_startup --child mlp|mlp_cpu|train_step [--calls N] [--swaps]\n");
             return strcmp(argv[i], "--help") ? 2 : 0;
         }
     }
+    if (child_name) return child(child_name, swaps, calls < 1 ? 1 : calls);
     if (runs < 1) runs = 1;
     if (runs > MAX_RUNS) runs = MAX_RUNS;
     if (reps < 1) reps = 1;
