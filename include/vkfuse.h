@@ -285,7 +285,10 @@ VF_API vf_tensor *vf_tensor_retain(vf_tensor *t);      /* caller owns one refere
    released (or after its scope ended), or released once too often, is
    VF_ERROR_INVALID_ARGUMENT naming it ("tensor #12 was released by
    vf_scope_end"), never a crash; after vf_context_destroy its tensors must
-   not be used at all. */
+   not be used at all.
+   It never waits for the context's lock: while another thread holds it
+   (inside a call, a scope or a tape) the release is queued and done by
+   that thread as it lets go (docs/RUNTIME.md, "Threads"). */
 VF_API void vf_tensor_release(vf_tensor *t);
 
 /* rank 0 is a scalar (shape may be NULL). data is packed row-major.
