@@ -133,7 +133,8 @@ void vf_ctx_unlock(vf_context *ctx)
        not abort or release another thread's hold: it does nothing. */
     if (atomic_load_explicit(&l->owner, memory_order_relaxed) != me() || l->depth <= 0) return;
     /* The last hold: first the releases other threads queued meanwhile. */
-    if (l->depth == 1 && atomic_load(&l->queued)) vf_tensor_release_queued(ctx);
+    if (__builtin_expect(l->depth == 1 && atomic_load_explicit(&l->queued, memory_order_relaxed), 0))
+        vf_tensor_release_queued(ctx);
     if (--l->depth > 0) return;
     atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
     pthread_mutex_unlock(&l->mu);

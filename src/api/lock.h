@@ -39,17 +39,18 @@ typedef struct vf_ctx_mutex {
        folded into the context's sticky error by the next vf_ctx_lock. */
     pthread_mutex_t note_mu;
     atomic_bool noted;
-    int note_status;         /* a vf_status */
-    char note[512];
     /* Tensors vf_tensor_release was asked to release while another thread
        held the lock: it never waits (a thread releasing a tensor it got
        from another, or Python's garbage collector running on any thread,
        must not deadlock against the holder, which may be waiting for this
        thread in a collective). The holder releases them as it lets go of
-       the lock (vf_ctx_unlock). Under note_mu. */
+       the lock (vf_ctx_unlock). Under note_mu; `queued` sits by `noted`,
+       on the cache line every lock and unlock reads anyway. */
     atomic_bool queued;
     void **rel;
     int rel_n, rel_cap;
+    int note_status;         /* a vf_status */
+    char note[512];
 } vf_ctx_mutex;
 
 typedef struct vf_context vf_context;
