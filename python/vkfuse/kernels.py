@@ -256,7 +256,7 @@ class Kernel:
         h, self._h = getattr(self, "_h", None), None
         if h:
             from . import tensor as _tensor
-            if _tensor.here.collecting:  # see tensor.stray
+            if _tensor.here.collecting and self._ctx._h is not None:  # see tensor.stray
                 _tensor.stray(self._ctx, lambda: _L.vf_kernel_destroy(h))
             else:
                 _L.vf_kernel_destroy(h)

@@ -81,8 +81,10 @@ def mark(delta: int) -> None:
 
 
 _get_ident = threading.get_ident
-# (context, handle or callable) left to a thread of that context (stray).
-strays: List[Tuple[Any, Any]] = []
+# id(context) -> handles and callables left to a thread of that context
+# (stray); by id, so that it does not keep the context alive (Context.close
+# takes its entry).
+strays: Dict[int, List[Any]] = {}
 
 
 def stray(ctx: Any, what: Any) -> None:
@@ -95,26 +97,17 @@ def stray(ctx: Any, what: Any) -> None:
     runs (on whichever thread allocated), or a body's tensor dropped on
     another thread."""
     active.append(1)  # first: `active` never counts fewer than the strays
-    strays.append((ctx, what))
+    strays.setdefault(id(ctx), []).append(what)  # each of the two calls is atomic
 
 
 def take_strays(ctx: Any) -> Tuple[List[int], List[Any]]:
-    """ctx's strays, taken off the list: handles and calls. Those of closed
-    contexts go too (their context freed them)."""
-    if not strays:
+    """ctx's strays, taken off the table: handles and calls."""
+    got = strays.pop(id(ctx), None)
+    if not got:
         return [], []
-    got = strays[:]
-    del strays[:len(got)]  # appends made meanwhile stay (at the end)
-    handles: List[int] = []
-    calls: List[Any] = []
-    for c, w in got:
-        if c is ctx:
-            (calls if callable(w) else handles).append(w)
-        elif c._h is not None:
-            strays.append((c, w))  # another context's: its token stays
-            continue
+    for _ in got:
         active.pop()
-    return handles, calls
+    return [w for w in got if not callable(w)], [w for w in got if callable(w)]
 
 
 def release_handles(ctx: Any, handles: List[int]) -> None:
@@ -484,7 +477,7 @@ def _wrap_marked(ctx: "_context.Context", h: int) -> Tensor:
     """wrap when some thread is in a body or stop_recording, or strays wait:
     this one may be, or may release them (it uses ctx, outside its calls)."""
     s = here
-    if strays and ctx not in s.deferring and not s.collecting:
+    if strays and id(ctx) in strays and ctx not in s.deferring and not s.collecting:
         release_strays(ctx)
     if s.stop_recording:
         g = _L.vf_stop_gradient(ctx._h, h)
