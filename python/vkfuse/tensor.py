@@ -65,11 +65,11 @@ class _ThreadState(threading.local):
 
 here = _ThreadState()
 # One entry per thread state away from rest (a deferral open, a body
-# running, stop_recording, a collection in progress) and per stray: the
-# per-op paths (wrap, __del__) test this one global and look at `here` only
-# when it is not empty. A list: its append and pop are atomic under the GIL
-# without a lock (a lock is not reentrant, and the garbage collector, whose
-# callback marks, may start inside any code, mark's included).
+# running, stop_recording) and per stray: the per-op paths (wrap, __del__)
+# test this one global and look at `here` only when it is not empty. A
+# list: its append and pop are atomic under the GIL without a lock (a lock
+# is not reentrant, and the garbage collector, whose finalizers may stray,
+# can start inside any code, mark's included).
 active: List[int] = []
 
 
