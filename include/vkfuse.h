@@ -117,7 +117,8 @@ typedef struct {
 /* Threads: a context may be shared by threads; each call holds the
    context's lock. A scope or tape is its opening thread's: until it ends,
    other threads' calls on the context wait (never wait for such a thread
-   while holding one open); ending it on another thread is
+   while holding one open), but vf_tensor_release, which never waits
+   (queued for the holder); ending it on another thread is
    VF_ERROR_INVALID_ARGUMENT, at once. The sticky error is the context's, seen by
    every thread. Destroy a context when no other thread uses it. See the
    README, "Rules of the API". */
