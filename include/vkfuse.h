@@ -117,7 +117,8 @@ typedef struct {
 /* Threads: a context may be shared by threads; each call holds the
    context's lock. A scope or tape is its opening thread's: until it ends,
    other threads' calls on the context wait (never wait for such a thread
-   while holding one open); ending it on another thread is
+   while holding one open), but vf_tensor_release, which never waits
+   (queued for the holder); ending it on another thread is
    VF_ERROR_INVALID_ARGUMENT, at once. The sticky error is the context's, seen by
    every thread. Destroy a context when no other thread uses it. See the
    README, "Rules of the API". */
@@ -285,7 +286,10 @@ VF_API vf_tensor *vf_tensor_retain(vf_tensor *t);      /* caller owns one refere
    released (or after its scope ended), or released once too often, is
    VF_ERROR_INVALID_ARGUMENT naming it ("tensor #12 was released by
    vf_scope_end"), never a crash; after vf_context_destroy its tensors must
-   not be used at all. */
+   not be used at all.
+   It never waits for the context's lock: while another thread holds it
+   (inside a call, a scope or a tape) the release is queued and done by
+   that thread as it lets go (docs/RUNTIME.md, "Threads"). */
 VF_API void vf_tensor_release(vf_tensor *t);
 
 /* rank 0 is a scalar (shape may be NULL). data is packed row-major.

@@ -6,7 +6,8 @@
  * variable's increments must all land. The same work with a context per
  * thread (nothing may be shared between contexts), a scope that keeps the
  * other threads waiting until it ends (docs/RUNTIME.md, Threads), and
- * threads reading the sticky error while another sets and clears it.
+ * threads reading the sticky error while another sets and clears it, and
+ * a release by one thread while another holds the context (never waits).
  *
  * Without the context's lock this fails: wrong values or NULL results
  * (another thread's scope ends and frees a tensor, or a tape records the
@@ -377,6 +378,60 @@ static void scope_owned_by_thread(vf_backend backend)
 
 VT_PER_BACKEND(scope_owned_by_thread)
 
+/* ---- a release never waits for another thread's hold ------------------------- */
+
+/* B releases two tensors while A holds the context (an open scope) and waits
+   for B: a root-scope tensor, and one of A's scope, which A's scope end then
+   frees. Waiting for the lock there would deadlock (A waits for B: Python's
+   garbage collector releases on any thread, and a LocalGroup rank waits in
+   a collective for the others), so the release is queued and done by A as
+   it lets go of the lock; the tensor A's scope freed first is then the
+   usual "already released" error, as when the release waited. */
+typedef struct {
+    vf_tensor *root, *scoped;
+    atomic_int done;
+} release_job;
+
+static void *release_both(void *arg)
+{
+    release_job *j = arg;
+    vf_tensor_release(j->root);
+    vf_tensor_release(j->scoped);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+static void release_does_not_wait(vf_backend backend)
+{
+    vf_context *ctx = vt_context(backend);
+    int64_t sh[1] = {4};
+    release_job j = {.root = vf_fill(ctx, VF_F32, 1, sh, 2.0)};
+    atomic_init(&j.done, 0);
+    vf_scope_begin(ctx);
+    j.scoped = vf_fill(ctx, VF_F32, 1, sh, 3.0);
+    assert_non_null(j.root);
+    assert_non_null(j.scoped);
+    pthread_t b;
+    assert_int_equal(pthread_create(&b, NULL, release_both, &j), 0);
+    /* waits at most 5 s, so that the old behaviour fails instead of hanging */
+    for (int i = 0; i < 5000 && !atomic_load(&j.done); i++) nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    bool returned = atomic_load(&j.done);
+    float v[4];
+    assert_int_equal(vf_tensor_read(j.root, v, sizeof v), VF_OK); /* queued: alive while A holds the lock */
+    vf_scope_end(ctx);
+    pthread_join(b, NULL);
+    assert_true(returned);
+    assert_int_equal(vf_status_get(ctx), VF_ERROR_INVALID_ARGUMENT); /* the scoped one died first */
+    assert_non_null(strstr(vf_error_message(ctx), "already released by vf_scope_end"));
+    vf_error_clear(ctx);
+    assert_int_not_equal(vf_tensor_read(j.root, v, sizeof v), VF_OK); /* released once A let go */
+    assert_non_null(strstr(vf_error_message(ctx), "vf_tensor_release"));
+    vf_error_clear(ctx);
+    vt_context_done(ctx);
+}
+
+VT_PER_BACKEND(release_does_not_wait)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -384,6 +439,7 @@ int main(void)
         VT_PER_BACKEND_TESTS(context_per_thread),
         VT_PER_BACKEND_TESTS(scope_owned_by_thread),
         VT_PER_BACKEND_TESTS(error_across_threads),
+        VT_PER_BACKEND_TESTS(release_does_not_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import threading
+import time
 from typing import Any, Dict, List, Optional
 
 from . import _lib, errors
@@ -115,6 +116,14 @@ class Context:
             self._generator._h = None
             self._generator = None
         if h is not None:
+            # The garbage collector may be releasing a tensor of this context
+            # on another thread (it checked _h before it became None): let
+            # that collection end first. Its releases never wait for a lock.
+            from .tensor import collectors, _get_ident, take_strays
+            me = _get_ident()
+            while any(t != me for t in collectors):
+                time.sleep(0.0005)
+            take_strays(self)  # what was left to this context: destroy frees it
             _L.vf_context_destroy(h)
 
     def __del__(self) -> None:

@@ -39,7 +39,7 @@ def scalar_like(v: Any, like: Tensor) -> Tensor:
         t = ctx._scalars.get(key)
         if t is None:
             t = from_numpy(ctx, _np_value(v, dtypes.BY_VF[vf]))
-            if _tensor_mod.body_depth:  # made in a body the library calls: it dies with the body's scope
+            if _tensor_mod.active and _tensor_mod.here.body_depth:  # made in a body the library calls: it dies with the body's scope
                 return t
             if len(ctx._scalars) >= _CACHE_MAX:
                 ctx._scalars.clear()

@@ -24,7 +24,7 @@ import weakref
 
 import numpy as np
 
-from . import _context, _fn_lib, _var_args, autograph, dtypes, graph_control, printing
+from . import _context, _fn_lib, _var_args, autograph, dtypes, graph_control
 from . import tensor as _tensor
 from .tensor import Tensor, TensorShape, constant, wrap
 from .variables import Variable as _Variable
@@ -258,20 +258,21 @@ class _Entry:
         it = iter(tensors)
         args = _rebuild(args, it)
         kwargs = _rebuild(kwargs, it)
-        graph_control._var_scopes.append(graph_control._VarScope(owner.__name__, owner._variables,
+        graph_control._var_scopes().append(graph_control._VarScope(owner.__name__, owner._variables,
                                                                  not owner._traced_once))
-        first_print = len(printing.made)
+        prints = _tensor.here.prints
+        first_print = len(prints)
         _var_args.poison(self.call_vars)
         try:
             result = owner._traced_fn()(*args, **kwargs)
         finally:
             _var_args.unpoison(self.call_vars)
-            graph_control._var_scopes.pop()
+            graph_control._var_scopes().pop()
             for h in named:
                 graph_control.input_names.pop(h, None)
             # the graph's print callbacks live as long as this function
-            self.keep.extend(printing.made[first_print:])
-            del printing.made[first_print:]
+            self.keep.extend(prints[first_print:])
+            del prints[first_print:]
         leaves = []
         structure = _flatten_out(result, leaves)
         leaves += self._finals(proxies)
@@ -310,11 +311,11 @@ class _Entry:
         args, kwargs = self.template
         it = iter(tensors)
         args, kwargs = _rebuild(args, it), _rebuild(kwargs, it)
-        graph_control._var_scopes.append(scope)
+        graph_control._var_scopes().append(scope)
         try:
             owner._traced_fn()(*args, **kwargs)
         finally:
-            graph_control._var_scopes.pop()
+            graph_control._var_scopes().pop()
 
     def call(self, tensors):
         """Runs the function (tracing on a new signature); sets self.traced.
@@ -343,19 +344,12 @@ class _Entry:
             ins[i] = t._h
         self.traced = False
         while True:
-            outer = _tensor.deferred
-            if outer is None:
-                _tensor.deferred = []
+            opened = _tensor.defer_open(self.ctx)
             try:
                 st = _call(self.handle, ins, self.outs)
             finally:
-                if outer is None:
-                    handles, _tensor.deferred = _tensor.deferred, None
-                    if graph_control.orphans:
-                        handles += graph_control.orphans
-                        graph_control.orphans.clear()
-                    if handles:
-                        graph_control.release_dropped(self.ctx, handles)
+                if opened:
+                    graph_control.defer_end(self.ctx)
             if st == 0 and self.cb.pending is None:
                 break
             try:
@@ -386,7 +380,10 @@ class _Entry:
     def __del__(self):
         h, self.handle = getattr(self, "handle", None), None
         if h and self.ctx._h is not None:
-            L.vf_function_destroy(h)
+            if _tensor.here.collecting:  # see tensor.stray
+                _tensor.stray(self.ctx, lambda: L.vf_function_destroy(h))
+            else:
+                L.vf_function_destroy(h)
 
 
 class ConcreteFunction:
@@ -439,7 +436,9 @@ class Function:
                 _flatten_spec(s, flat)
             self._flat_signature = flat
         self._entries = {}
-        self._recent = collections.deque(maxlen=5)
+        # per context (id): whether each of its last 5 calls traced; threads
+        # calling one function on their own contexts retrace apart
+        self._recent = {}
         self._last_key = None
         self._warned = False
         self._fast = {}           # (context, number of args) -> entry, for calls of tensors only
@@ -513,7 +512,7 @@ class Function:
     def __call__(self, *args, **kwargs):
         if _run_eagerly[0] or _ENV_EAGER:
             return self.python_function(*args, **kwargs)
-        if _tensor.deferred is not None and graph_control.tracing():
+        if _tensor.here.deferring and graph_control.tracing():
             # called while another function traces: inlined, as TF traces
             # a nested function into the outer graph
             return self._traced_fn()(*args, **kwargs)
@@ -537,9 +536,12 @@ class Function:
             entry, leaves = self._by_reference(entry, ctx, args, kwargs)
             out = entry.call(leaves)
         traced = entry.traced
-        self._recent.append(traced)
+        recent = self._recent.get(id(ctx))
+        if recent is None:
+            recent = self._recent[id(ctx)] = collections.deque(maxlen=5)
+        recent.append(traced)
         if traced:
-            self._note_trace(entry)
+            self._note_trace(entry, recent)
         return out
 
     def _entry_for(self, ctx, args, kwargs, specs=None):
@@ -603,11 +605,14 @@ class Function:
         general.append(g)
         return g
 
-    def _note_trace(self, entry):
-        n = self.experimental_get_tracing_count()
+    def _note_trace(self, entry, recent):
+        # the traces of entry's context only: another context's entries may
+        # be in use by their threads (stats() would wait for that context,
+        # whose thread may be waiting for this one in a collective)
+        n = sum(e.stats().traces - e.lifted_traces for e in list(self._entries.values()) if e.ctx is entry.ctx)
         if n > 1:
             logger.info("vkfuse.function '%s' traced again (trace %d): %s", self.__name__, n, self._why(entry))
-        if len(self._recent) == 5 and all(self._recent) and not self._warned:
+        if len(recent) == 5 and all(recent) and not self._warned:
             self._warned = True
             logger.warning(
                 "5 out of the last 5 calls to vkfuse.function '%s' triggered retracing (last: %s). Tracing is "
@@ -636,7 +641,7 @@ class Function:
 
     # ---- introspection -------------------------------------------------------------------
     def experimental_get_tracing_count(self):
-        return sum(e.stats().traces - e.lifted_traces for e in self._entries.values())
+        return sum(e.stats().traces - e.lifted_traces for e in list(self._entries.values()))
 
     def get_concrete_function(self, *args, **kwargs):
         """The concrete function for these arguments (tensors or TensorSpecs),
@@ -665,7 +670,7 @@ class Function:
             before = entry.stats().traces
             entry.call(leaves)
         if entry.stats().traces != before:
-            self._note_trace(entry)
+            self._note_trace(entry, self._recent.get(id(ctx), ()))
         if self.input_signature is not None:
             specs = self._flat_signature
         return ConcreteFunction(self, entry, specs if specs is not None else leaves, entry.names)

@@ -58,22 +58,33 @@ def borrow(ctx, h):
     return t
 
 
-# Handles Python dropped while a body ran, for later: see release_dropped.
-orphans = []
-
-
 def release_dropped(ctx, handles):
     """Releases handles Python dropped while the library ran a body. The
     library frees what a body made when the body's scope (or the trace)
     ends and reads the body's outputs after it returned, so Python's
     releases wait until the library is done; a handle already freed then only records an error, cleared
     here unless one was there before."""
-    h = ctx.handle
-    clean = L.vf_status_get(h) == 0
-    for t in handles:
-        L.vf_tensor_release(t)
-    if clean:
-        L.vf_error_clear(h)
+    _tensor.release_handles(ctx, handles)
+
+
+def defer_end(ctx):
+    """Closes the deferral this thread opened around a C call on ctx
+    (tensor.defer_open) and releases what was dropped meanwhile, with what
+    bodies the library ran outside any call of ours dropped and ctx's
+    strays (tensor.stray)."""
+    handles = _tensor.defer_close(ctx)
+    orphans = _tensor.here.orphans
+    if orphans:
+        handles += [h for c, h in orphans if c is ctx]
+        orphans[:] = [(c, h) for c, h in orphans if c is not ctx]
+    more, calls = _tensor.take_strays(ctx)
+    handles += more
+    if ctx._h is None:
+        return
+    if handles:
+        release_dropped(ctx, handles)
+    for f in calls:
+        f()
 
 
 class Callback:
@@ -90,10 +101,9 @@ class Callback:
         self.c = _fn_lib.BODY(self._call)
 
     def _call(self, ctx_h, ins, outs, user):
-        _tensor.body_depth += 1
-        outer = _tensor.deferred
-        if outer is None:  # the library runs the body outside any call of ours (a tape's gradient)
-            _tensor.deferred = []
+        _tensor.body_enter()
+        # None open: the library runs the body outside any call of ours (a tape's gradient)
+        opened = _tensor.defer_open(self.ctx)
         try:
             args = [borrow(self.ctx, ins[i]) for i in range(self.n_in)]
             res = self.fn(args)
@@ -109,10 +119,9 @@ class Callback:
                 self.pending = e
             return _fn_lib.VF_ERROR_INVALID_ARGUMENT
         finally:
-            _tensor.body_depth -= 1
-            if outer is None:
-                orphans.extend(_tensor.deferred)
-                _tensor.deferred = None
+            _tensor.body_leave()
+            if opened:
+                _tensor.here.orphans.extend((self.ctx, h) for h in _tensor.defer_close(self.ctx))
 
     def done(self, status):
         """check() for a one-shot callback, then drops fn: its closures may
@@ -245,7 +254,11 @@ class _VarScope:
         self.capture = False          # an eager run computing a lifted variable's initial value
 
 
-_var_scopes = []
+def _var_scopes():
+    """The traces in progress on this thread, innermost last."""
+    return _tensor.here.var_scopes
+
+
 _claims = {}  # id(lifted variable) -> weakref to the Variable that adopted it
 
 
@@ -260,9 +273,10 @@ def _user_line():
 
 def variable_hook(var, initial_value, trainable, name, dtype):
     """Called by Variable.__init__ first: True when var adopted a lifted variable."""
-    if not _var_scopes or not (tracing() or _var_scopes[-1].capture):
+    scopes = _var_scopes()
+    if not scopes or not (tracing() or scopes[-1].capture):
         return False
-    scope = _var_scopes[-1]
+    scope = scopes[-1]
     if not scope.may_create:
         where = _user_line()
         raise ValueError(

@@ -47,13 +47,15 @@ GradFn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Shapes)
 
 # A Python exception a gradient callback raised, kept until the tape's
 # gradient call returns (the library only sees an error status): take_pending.
-_pending: List[BaseException] = []
+# Per thread (tensor.here.pending): the callback runs on the thread of that call.
 
 
 def take_pending() -> Optional[BaseException]:
-    """The first exception a kernel's grad raised since the last call (cleared)."""
-    e = _pending[0] if _pending else None
-    _pending.clear()
+    """The first exception a kernel's grad raised on this thread since the last call (cleared)."""
+    from . import tensor as _tensor
+    pending = _tensor.here.pending
+    e = pending[0] if pending else None
+    pending.clear()
     return e
 
 
@@ -193,10 +195,8 @@ class Kernel:
             # releases of what fn made wait until the tape is done with
             # them (graph_control.release_dropped, via GradientTape).
             s = sp.contents
-            outer = _tensor.deferred
-            if outer is None:
-                _tensor.deferred = []
-            _tensor.body_depth += 1  # its scalars die with the gradient's scope: not cached
+            opened = _tensor.defer_open(self._ctx)
+            _tensor.body_enter()  # its scalars die with the gradient's scope: not cached
             try:
                 b = graph_control.borrow
                 xs = [b(self._ctx, ins[i]) for i in range(s.n_inputs)]
@@ -220,13 +220,12 @@ class Kernel:
                     gins[i] = None if g is None else g._h if lent else _L.vf_tensor_retain(g._h)
                 return 0
             except BaseException as e:  # noqa: BLE001 (re-raised by GradientTape.gradient)
-                _pending.append(e)
+                _tensor.here.pending.append(e)
                 return 1
             finally:
-                _tensor.body_depth -= 1
-                if outer is None:
-                    graph_control.orphans.extend(_tensor.deferred)
-                    _tensor.deferred = None
+                _tensor.body_leave()
+                if opened:
+                    _tensor.here.orphans.extend((self._ctx, h) for h in _tensor.defer_close(self._ctx))
         cb = GradFn(run)
         self._cbs.append(cb)
         return cb
@@ -256,7 +255,11 @@ class Kernel:
     def __del__(self) -> None:
         h, self._h = getattr(self, "_h", None), None
         if h:
-            _L.vf_kernel_destroy(h)
+            from . import tensor as _tensor
+            if _tensor.here.collecting and self._ctx._h is not None:  # see tensor.stray
+                _tensor.stray(self._ctx, lambda: _L.vf_kernel_destroy(h))
+            else:
+                _L.vf_kernel_destroy(h)
 
 
 def kernel(glsl: str, inputs: Sequence[Any] = (), outputs: Sequence[Any] = (dtypes.float32,),

@@ -23,6 +23,7 @@ import sys
 import numpy as np
 
 from . import _context, _fn_lib
+from . import tensor as _tensor
 from .tensor import Tensor, constant, wrap
 
 L = _fn_lib.L
@@ -32,9 +33,9 @@ L.vf_host_map.restype = ctypes.c_void_p
 L.vf_host_map.argtypes = [ctypes.c_void_p, ctypes.c_void_p, HOST_FN, ctypes.c_void_p, ctypes.c_char_p]
 _NP = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint32, 4: np.uint8}
 
-# host callbacks of graph prints made during the current trace: the
-# function being traced keeps them alive for as long as its graphs live
-made = []
+# host callbacks of graph prints made during the current trace are kept in
+# the tracing thread's tensor.here.prints: the function being traced keeps
+# them alive for as long as its graphs live
 
 
 def _elem(v):
@@ -141,7 +142,7 @@ def graph_print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3):
                 ctypes.memmove(msg, text + b"\0", len(text) + 1)
                 return 1
         cb = HOST_FN(fn)
-        made.append(cb)
+        _tensor.here.prints.append(cb)
         h = L.vf_host_map(ctx.handle, t._h, cb, None, b"print")
         wrap(ctx, h)  # the node stays in the graph (an effect); its value is not needed
 

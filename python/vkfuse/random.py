@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from . import _context, dtypes, errors
 from ._core import L, i64s, shape_arg
+from . import tensor as _tensor
 from .tensor import Tensor, wrap
 
 
@@ -45,7 +46,10 @@ class Generator:
     def __del__(self) -> None:
         h, self._h = getattr(self, "_h", None), None
         if h and self._ctx._h is not None:
-            L.vf_generator_destroy(h)
+            if _tensor.here.collecting:  # see tensor.stray
+                _tensor.stray(self._ctx, lambda: L.vf_generator_destroy(h))
+            else:
+                L.vf_generator_destroy(h)
 
     def _draw(self, cfn: Any, shape: Any, dtype: Any) -> Tensor:
         s = shape_arg(shape, "random")

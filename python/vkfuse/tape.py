@@ -94,11 +94,13 @@ class GradientTape:
 
     @contextlib.contextmanager
     def stop_recording(self) -> Iterator[None]:
-        _tensor.stop_recording += 1
+        _tensor.here.stop_recording += 1  # this thread's ops only, as TF's tapes
+        _tensor.mark(1)
         try:
             yield
         finally:
-            _tensor.stop_recording -= 1
+            _tensor.here.stop_recording -= 1
+            _tensor.mark(-1)
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
                  unconnected_gradients: Any = "none") -> Any:
@@ -147,19 +149,13 @@ class GradientTape:
         out = (ctypes.c_void_p * max(n, 1))()
         if total is None or total._ctx is not ctx:
             raise errors.invalid("vkfuse.GradientTape.gradient: the target belongs to another context")
-        outer = _tensor.deferred
-        if outer is None:  # a kernel's Python grad may run: its releases wait (kernels.py)
-            _tensor.deferred = []
+        opened = _tensor.defer_open(ctx)  # a kernel's Python grad may run: its releases wait (kernels.py)
         try:
             st = L.vf_tape_gradient_ex(self._h, total.handle, n, srcs, out, 0 if zero else 1)
         finally:
-            if outer is None:
+            if opened:
                 from . import graph_control
-                handles, _tensor.deferred = _tensor.deferred, None
-                handles += graph_control.orphans
-                graph_control.orphans.clear()
-                if handles:
-                    graph_control.release_dropped(ctx, handles)
+                graph_control.defer_end(ctx)
         if not self._persistent:
             self._end()
         from .kernels import take_pending

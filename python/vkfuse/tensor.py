@@ -9,7 +9,9 @@ tensor whose context was closed releases nothing (the context freed it).
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+import gc
+import threading
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -25,14 +27,158 @@ _dim = _L.vf_tensor_dim
 _dtype = _L.vf_tensor_dtype
 _from_host = _L.vf_tensor_from_host
 _I64 = ctypes.c_int64
-# While a vkfuse.function traces, released handles are collected here and
-# released after the trace (function.py): the trace's scope frees its
-# symbolic tensors itself, and the library reads a body's outputs after
-# the body returned (a tape holds what it recorded by itself).
-deferred: Optional[List[int]] = None
-# > 0 while Python code runs as a body the library calls (graph_control.py):
-# what it makes belongs to the body's scope, so it must not be cached
-body_depth = 0
+
+
+class _ThreadState(threading.local):
+    """What the calling thread is inside of. Per thread, because threads run
+    their own calls at once (ranks of a LocalGroup, a function per thread):
+    a list or count shared between them mixed one thread's handles into
+    another's, which then released them on the wrong context (blocking on
+    its lock while that context's thread waited in an allreduce for this one:
+    a hang)."""
+
+    # > 0 while Python code runs as a body the library calls: what it makes
+    # belongs to the body's scope, so it must not be cached
+    body_depth = 0
+    # > 0 inside GradientTape.stop_recording: results are wrapped in
+    # vf_stop_gradient, so no gradient flows through them
+    stop_recording = 0
+    # the garbage collector runs on this thread (_gc_phase): what it frees
+    # may belong to any context; a call that may wait for that context's
+    # lock is left to the context's users (stray)
+    collecting = False
+
+    def __init__(self) -> None:
+        # While a C call on a context that may run Python bodies is in
+        # progress on this thread (a vkfuse.function's call or trace, a
+        # tape's gradient), the handles of that context released here are
+        # collected in deferring[context] and released after it
+        # (graph_control.defer_end): the trace's scope frees its symbolic
+        # tensors itself, and the library reads a body's outputs after the
+        # body returned.
+        self.deferring: Dict[Any, List[int]] = {}
+        self.orphans: List[Tuple[Any, int]] = []  # (context, handle) dropped by bodies run outside our calls
+        self.pending: List[BaseException] = []   # exceptions of kernels' grads (kernels.py)
+        self.var_scopes: List[Any] = []          # the traces in progress (graph_control.py)
+        self.prints: List[Any] = []              # print callbacks of the trace in progress (printing.py)
+
+
+here = _ThreadState()
+# One entry per thread state away from rest (a deferral open, a body
+# running, stop_recording) and per stray: the per-op paths (wrap, __del__)
+# test this one global and look at `here` only when it is not empty. A
+# list: its append and pop are atomic under the GIL without a lock (a lock
+# is not reentrant, and the garbage collector, whose finalizers may stray,
+# can start inside any code, mark's included).
+active: List[int] = []
+
+
+def mark(delta: int) -> None:
+    if delta > 0:
+        active.append(1)
+    else:
+        active.pop()
+
+
+_get_ident = threading.get_ident
+# id(context) -> handles and callables left to a thread of that context
+# (stray); by id, so that it does not keep the context alive (Context.close
+# takes its entry).
+strays: Dict[int, List[Any]] = {}
+
+
+def stray(ctx: Any, what: Any) -> None:
+    """Leaves the release of a tensor handle (or a call that frees another
+    object of ctx) to a thread using ctx, at its next op or at the end of
+    its function call or gradient (release_strays). For what is dropped
+    where a C call that may wait for ctx's lock (all but vf_tensor_release,
+    which never waits) could deadlock against ctx's thread waiting for this
+    one (a LocalGroup rank in an allreduce): while the garbage collector
+    runs (on whichever thread allocated), or a body's tensor dropped on
+    another thread."""
+    active.append(1)  # first: `active` never counts fewer than the strays
+    strays.setdefault(id(ctx), []).append(what)  # each of the two calls is atomic
+
+
+def take_strays(ctx: Any) -> Tuple[List[int], List[Any]]:
+    """ctx's strays, taken off the table: handles and calls."""
+    got = strays.pop(id(ctx), None)
+    if not got:
+        return [], []
+    for _ in got:
+        active.pop()
+    return [w for w in got if not callable(w)], [w for w in got if callable(w)]
+
+
+def release_handles(ctx: Any, handles: List[int]) -> None:
+    """Releases handles Python dropped while the library was not done with
+    them (a body's, a trace's): one it freed meanwhile only records an
+    error, cleared here unless one was there before."""
+    h = ctx.handle
+    clean = _status_get(h) == 0
+    for t in handles:
+        _release(t)
+    if clean:
+        _error_clear(h)
+
+
+def release_strays(ctx: Any) -> None:
+    """Releases ctx's strays; the caller uses ctx on this thread and is not
+    inside a call of it that runs bodies."""
+    handles, calls = take_strays(ctx)
+    if handles and ctx._h is not None:
+        release_handles(ctx, handles)
+    for f in calls:
+        f()
+
+
+# The threads collecting garbage now (their idents): Context.close waits for
+# the others' collections to end before it destroys the context, so that a
+# release the collector makes of one of its tensors is done first.
+collectors: List[int] = []
+
+
+def _gc_phase(phase: str, info: Any) -> None:
+    try:
+        if phase == "start":
+            here.collecting = True
+            collectors.append(_get_ident())
+        elif here.collecting:
+            here.collecting = False
+            collectors.remove(_get_ident())
+    except Exception:  # interpreter shutdown
+        pass
+
+
+gc.callbacks.append(_gc_phase)
+
+
+def defer_open(ctx: Any) -> bool:
+    """Opens this thread's release deferral for ctx unless one is open; True
+    when this call opened it (and must close it with defer_close)."""
+    d = here.deferring
+    if ctx in d:
+        return False
+    d[ctx] = []
+    mark(1)
+    return True
+
+
+def defer_close(ctx: Any) -> List[int]:
+    """Closes this thread's deferral for ctx: the handles dropped while it was open."""
+    handles = here.deferring.pop(ctx)
+    mark(-1)
+    return handles
+
+
+def body_enter() -> None:
+    here.body_depth += 1
+    mark(1)
+
+
+def body_leave() -> None:
+    here.body_depth -= 1
+    mark(-1)
 
 
 class TensorShape(tuple):
@@ -118,20 +264,30 @@ class Tensor:
             h = self._h
             if h and self._ctx._h is not None:
                 self._h = None
-                if deferred is not None:
-                    deferred.append(h)  # a vkfuse.function is tracing: released after it
-                elif getattr(self, "_in_body", False):
+                if active:
+                    d = here.deferring.get(self._ctx)
+                    if d is not None:
+                        d.append(h)  # this thread is in a traced call: released after it
+                        return
+                if getattr(self, "_in_body", 0):
                     # Made in a body the library called and dropped after it
                     # (kept alive by a traceback, say): the body's scope or
                     # the trace may have freed it already, and releasing it
                     # again must not leave that error on the context.
+                    if self._in_body != _get_ident() or here.collecting:
+                        # dropped on another thread, or by the garbage
+                        # collector (on any): the status calls below would
+                        # wait for the context's lock, which its thread may
+                        # hold while it waits for this one
+                        stray(self._ctx, h)
+                        return
                     ctx = self._ctx._h
                     clean = _status_get(ctx) == 0
                     _release(h)
                     if clean:
                         _error_clear(ctx)
                 else:
-                    _release(h)
+                    _release(h)  # never waits for another thread (vf_tensor_release)
         except AttributeError:
             pass
 
@@ -229,7 +385,7 @@ class Tensor:
     def _symbolic_text(self) -> Optional[str]:
         """While a vkfuse.function traces: TF's text for a graph tensor
         (None dims where the input_signature has them), else None."""
-        if deferred is None:
+        if self._ctx not in here.deferring:
             return None
         from ._fn_lib import L as fl
         if not fl.vf_context_tracing(self._ctx._h):
@@ -305,16 +461,25 @@ def _rebuild(a: np.ndarray) -> Tensor:
 _new = object.__new__
 
 
-# > 0 inside GradientTape.stop_recording: results are wrapped in
-# stop_gradient so that no gradient flows through them (tape.py).
-stop_recording = 0
-
-
 def wrap(ctx: "_context.Context", h: Optional[int]) -> Tensor:
     """A Tensor owning handle h (an op's result), or the context's error raised."""
     if not h:
         ctx.raise_error()
-    if stop_recording:
+    if active:
+        return _wrap_marked(ctx, h)
+    t = _new(Tensor)
+    t._h = h
+    t._ctx = ctx
+    return t
+
+
+def _wrap_marked(ctx: "_context.Context", h: int) -> Tensor:
+    """wrap when some thread is in a body or stop_recording, or strays wait:
+    this one may be, or may release them (it uses ctx, outside its calls)."""
+    s = here
+    if strays and id(ctx) in strays and ctx not in s.deferring and not s.collecting:
+        release_strays(ctx)
+    if s.stop_recording:
         g = _L.vf_stop_gradient(ctx._h, h)
         _release(h)
         if not g:
@@ -323,8 +488,8 @@ def wrap(ctx: "_context.Context", h: Optional[int]) -> Tensor:
     t = _new(Tensor)
     t._h = h
     t._ctx = ctx
-    if body_depth:
-        t._in_body = True
+    if s.body_depth:
+        t._in_body = _get_ident()  # the body's thread (__del__)
     return t
 
 

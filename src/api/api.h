@@ -156,6 +156,9 @@ vf_tref vf_tensor_ref(const vf_tensor *t);
    drop frees t with its last reference. */
 vf_tensor *vf_tensor_hold(vf_tensor *t);
 void vf_tensor_drop(vf_tensor *t);
+/* Releases what other threads queued while this one held ctx's lock
+   (lock.h: vf_tensor_release never waits); called with the lock held. */
+void vf_tensor_release_queued(vf_context *ctx);
 /* Ends the scope's ownership of t (nothing when no scope owns it), whoever
    else holds it: the library's release of a value it put in the caller's
    scope and no longer needs, which the caller may have retained. */

@@ -353,6 +353,8 @@ void vf_context_destroy(vf_context *ctx)
     vf_handles_free(&ctx->tensor_slots);
     vf_handles_free(&ctx->tape_slots);
     vf_handles_free(&ctx->generator_slots);
+    int n_queued; /* releases other threads queued: their tensors went above */
+    free(vf_ctx_take_releases(ctx, &n_queued));
     while (vf_ctx_lock_depth(ctx) > 0) vf_ctx_unlock(ctx);
     vf_ctx_lock_destroy(&ctx->lock);
     free(ctx);

@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* One byte per thread: its address identifies the thread while it runs. */
 static _Thread_local char thread_token;
@@ -18,10 +19,14 @@ void vf_ctx_lock_init(vf_ctx_mutex *l)
     l->depth = 0;
     pthread_mutex_init(&l->note_mu, NULL);
     atomic_init(&l->noted, false);
+    atomic_init(&l->queued, false);
+    l->rel = NULL;
+    l->rel_n = l->rel_cap = 0;
 }
 
 void vf_ctx_lock_destroy(vf_ctx_mutex *l)
 {
+    free(l->rel); /* the context freed every tensor: nothing left to release */
     pthread_mutex_destroy(&l->note_mu);
     pthread_mutex_destroy(&l->mu);
 }
@@ -83,6 +88,42 @@ void vf_ctx_fail_unlocked(vf_context *ctx, int status, const char *fmt, ...)
     if (vf_ctx_trylock(ctx)) vf_ctx_unlock(ctx);
 }
 
+bool vf_ctx_queue_release(vf_context *ctx, void *t)
+{
+    vf_ctx_mutex *l = &ctx->lock;
+    pthread_mutex_lock(&l->note_mu);
+    if (l->rel_n == l->rel_cap) {
+        int cap = l->rel_cap ? 2 * l->rel_cap : 16;
+        void **r = realloc(l->rel, (size_t)cap * sizeof *r);
+        if (!r) {
+            pthread_mutex_unlock(&l->note_mu);
+            return false;
+        }
+        l->rel = r, l->rel_cap = cap;
+    }
+    l->rel[l->rel_n++] = t;
+    atomic_store(&l->queued, true);
+    pthread_mutex_unlock(&l->note_mu);
+    /* The holder may have let go between our failed try and the queueing,
+       past its look at the queue: then take the lock now and release them
+       ourselves (vf_ctx_unlock); still held: the holder does. */
+    if (vf_ctx_trylock(ctx)) vf_ctx_unlock(ctx);
+    return true;
+}
+
+void **vf_ctx_take_releases(vf_context *ctx, int *n)
+{
+    vf_ctx_mutex *l = &ctx->lock;
+    pthread_mutex_lock(&l->note_mu);
+    void **r = l->rel;
+    *n = l->rel_n;
+    l->rel = NULL;
+    l->rel_n = l->rel_cap = 0;
+    atomic_store(&l->queued, false);
+    pthread_mutex_unlock(&l->note_mu);
+    return r;
+}
+
 void vf_ctx_unlock(vf_context *ctx)
 {
     if (!ctx) return;
@@ -91,6 +132,9 @@ void vf_ctx_unlock(vf_context *ctx)
        another thread than the one that began it, documented misuse) must
        not abort or release another thread's hold: it does nothing. */
     if (atomic_load_explicit(&l->owner, memory_order_relaxed) != me() || l->depth <= 0) return;
+    /* The last hold: first the releases other threads queued meanwhile. */
+    if (__builtin_expect(l->depth == 1 && atomic_load_explicit(&l->queued, memory_order_relaxed), 0))
+        vf_tensor_release_queued(ctx);
     if (--l->depth > 0) return;
     atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
     pthread_mutex_unlock(&l->mu);

@@ -39,6 +39,16 @@ typedef struct vf_ctx_mutex {
        folded into the context's sticky error by the next vf_ctx_lock. */
     pthread_mutex_t note_mu;
     atomic_bool noted;
+    /* Tensors vf_tensor_release was asked to release while another thread
+       held the lock: it never waits (a thread releasing a tensor it got
+       from another, or Python's garbage collector running on any thread,
+       must not deadlock against the holder, which may be waiting for this
+       thread in a collective). The holder releases them as it lets go of
+       the lock (vf_ctx_unlock). Under note_mu; `queued` sits by `noted`,
+       on the cache line every lock and unlock reads anyway. */
+    atomic_bool queued;
+    void **rel;
+    int rel_n, rel_cap;
     int note_status;         /* a vf_status */
     char note[512];
 } vf_ctx_mutex;
@@ -60,6 +70,13 @@ bool vf_ctx_trylock(vf_context *ctx);
    as with vf_fail): taken at once if the lock is free, else by the next
    thread that takes it, so every reader of the sticky error sees it. */
 void vf_ctx_fail_unlocked(vf_context *ctx, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Queues t for release by whichever thread holds ctx's lock, for a caller
+   that does not hold it and could not take it at once; false (nothing
+   queued) when out of host memory. */
+bool vf_ctx_queue_release(vf_context *ctx, void *t);
+/* The queued tensors, taken off the queue (the caller frees the array);
+   *n of them. */
+void **vf_ctx_take_releases(vf_context *ctx, int *n);
 
 static inline vf_context *vf_ctx_guard_take(vf_context *ctx)
 {

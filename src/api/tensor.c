@@ -244,9 +244,42 @@ static bool body_input_release(vf_tensor *t)
     return false;
 }
 
+static void release_locked(vf_tensor *t);
+
+/* A release never waits for another thread's hold of the context: it is
+   queued and done by the holder (lock.h), so that a thread dropping a
+   tensor of a context another thread is using (Python's garbage collector
+   runs wherever it runs) cannot deadlock against that thread waiting for
+   this one (a collective, a join). */
 void vf_tensor_release(vf_tensor *t)
 {
-    VF_LOCKED(vf_tensor_context(t));
+    vf_context *ctx = vf_tensor_context(t);
+    bool took = false;
+    if (ctx && !vf_ctx_locked_here(ctx)) {
+        if (vf_ctx_trylock(ctx)) took = true;
+        else if (vf_ctx_queue_release(ctx, t)) return;
+        /* else out of host memory for the queue: wait for the lock instead */
+    }
+    VF_LOCKED(ctx);
+    release_locked(t);
+    if (took) vf_ctx_unlock(ctx);
+}
+
+void vf_tensor_release_queued(vf_context *ctx)
+{
+    for (;;) {
+        int n;
+        void **q = vf_ctx_take_releases(ctx, &n);
+        if (!q) return;
+        /* As a release that waited for the lock: one whose tensor died
+           meanwhile (its scope ended) is the "already released" error. */
+        for (int i = 0; i < n; i++) release_locked(q[i]);
+        free(q);
+    }
+}
+
+static void release_locked(vf_tensor *t)
+{
     if (!t || !vf_check_alive(NULL, "vf_tensor_release", t, -1)) return;
     if (body_input_release(t)) return;
     /* Whose reference goes: the caller's own (vf_tensor_retain) first, then
