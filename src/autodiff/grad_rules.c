@@ -217,16 +217,52 @@ static bool g_norm(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_ten
 
 /* ---- row ops ------------------------------------------------------------- */
 
+/* The rule's value (its ops' below, to the bit) in one kernel of the
+   backend's row_grad (backend.h; the CPU backend's: one pass over the
+   rows instead of four kernels), where the ops would run at once on
+   concrete tensors: eager (not traced: a trace's group is fused by the
+   plan instead), no tape recording them (an outer tape differentiates
+   the ops again: higher order), f32 along the last axis. *dx NULL:
+   run the ops; false: failed, the error recorded. */
+static bool row_grad(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **dx)
+{
+    vf_tensor *y = OUT;
+    const vf_backend_iface *be = ctx->be.iface;
+    *dx = NULL;
+    if (ctx->trace || !be->row_grad || vf_tape_recording(ctx) || y->numel == 0 || g->dtype != VF_F32 ||
+        y->dtype != VF_F32 || g->rank != y->rank || e->attrs.axis != y->rank - 1)
+        return true;
+    for (int d = 0; d < y->rank; d++)
+        if (g->shape[d] != y->shape[d]) return true;
+    vf_tensor *t = vf_tensor_new(ctx, "vf_tape_gradient", VF_F32, y->rank, y->shape);
+    if (!t) return false;
+    vf_exec x = {.op = (vf_op)e->op, .n_in = 2, .attrs.axis = e->attrs.axis,
+                 .in = {vf_tensor_ref(g), vf_tensor_ref(y)}, .out = vf_tensor_ref(t)};
+    vf_status s = be->row_grad(ctx->be.self, &x);
+    if (s == VF_OK) {
+        *dx = t;
+        return true;
+    }
+    vf_tensor_release(t);
+    if (s == VF_ERROR_UNSUPPORTED) return true;
+    vf_backend_failed(ctx, s, "vf_tape_gradient: the %s gradient (%s backend)", vf_op_get(x.op)->name, be->name);
+    return false;
+}
+
+/* dx = y * (g - sum(g * y)) */
 static bool g_softmax(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
     int ax = e->attrs.axis;
+    if (!row_grad(ctx, e, g, &gin[0]) || gin[0]) return gin[0] != NULL;
     vf_tensor *gy = vf_mul(ctx, g, OUT);
     gin[0] = vf_mul(ctx, OUT, vf_sub(ctx, g, vf_reduce_sum(ctx, gy, 1, &ax, true)));
     return gin[0] != NULL;
 }
+/* dx = g - exp(y) * sum(g) */
 static bool g_log_softmax(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
     int ax = e->attrs.axis;
+    if (!row_grad(ctx, e, g, &gin[0]) || gin[0]) return gin[0] != NULL;
     gin[0] = vf_sub(ctx, g, vf_mul(ctx, vf_exp(ctx, OUT), vf_reduce_sum(ctx, g, 1, &ax, true)));
     return gin[0] != NULL;
 }
