@@ -14,7 +14,9 @@
  * pass's evaluation (cpu_fused.c: the eager kernels' arithmetic), a
  * reduction or softmax member the eager kernel's own row code
  * (vf_cpu_reduce_row_f32, vf_cpu_softmax_row_f32), each value kept in its
- * dtype as if stored.
+ * dtype as if stored. A softmax or log_softmax gradient's four members
+ * (vf_cpu_rows_grad_match) are one call of the gradient's rows
+ * (kernels_row_grad.c), which round as the four do.
  */
 #include "cpu/cpu_fused.h"
 #include "util/dtype.h"
