@@ -11,7 +11,8 @@
  * intermediates never written whole; row groups row by row, cpu_rows.c),
  * else member by member, the values
  * between them in the arena's spill region (what the contract allows
- * when a backend cannot fuse a group). A user kernel's call in parts runs
+ * when a backend cannot fuse a group); there a softmax gradient's four
+ * members run as its one kernel (kernels_row_grad.c, the same bits). A user kernel's call in parts runs
  * its C implementation once on all its tensors. The branches of a traced
  * vf_cond are guarded execs: the predicate's byte is read on the host.
  *
