@@ -4,7 +4,9 @@
  * (a vf_function of x, g computing op(x) and that gradient, next to one
  * computing op(x) alone, so the difference is the gradient's share), over
  * [2048,1024], [256,10] (an MLP's logits) and [32,2,12,12] (attention).
- * Best of --iters synced calls; microseconds per call.
+ * Sparse softmax cross entropy's gradient by the logits, eager, over
+ * [256,10] and [2048,1024]. Best of --iters synced calls; microseconds
+ * per call.
  * Usage: bench_rowgrad [--iters N] [--quick]   (not a test: nothing asserted) */
 #include "autodiff/tape.h"
 #include "common.h"
@@ -110,6 +112,42 @@ int main(int argc, char **argv)
             vb_summary(key, fg.sec * 1e6);
             vf_scope_end(ctx);
         }
+    }
+    /* sparse softmax cross entropy's gradient by the logits: the losses
+       [L] seeded with g [L] */
+    static const int64_t xs[2][2] = {{256, 10}, {2048, 1024}};
+    for (int c = 0; c < (quick ? 1 : 2); c++) {
+        vf_scope_begin(ctx);
+        int64_t L = xs[c][0];
+        int32_t *lab = malloc((size_t)L * sizeof *lab);
+        for (int64_t i = 0; i < L; i++) lab[i] = (int32_t)(i * 7 % xs[c][1]);
+        vf_tensor *labels = vf_tensor_from_host(ctx, VF_I32, 1, &L, lab);
+        free(lab);
+        vf_tensor *logits = vf_random_normal(ctx, VF_F32, 2, xs[c], 9), *g = vf_random_normal(ctx, VF_F32, 1, &L, 10);
+        vf_tape *tape = vf_tape_begin(ctx);
+        vf_tensor *loss = vf_sparse_softmax_cross_entropy(ctx, labels, logits);
+        double best = INFINITY;
+        int n_iters = c ? iters : iters * 10;
+        for (int i = 0; i <= n_iters; i++) {
+            vf_scope_begin(ctx);
+            vf_tensor *dx = NULL;
+            double t0 = vb_now();
+            vf_status st = vf_tape_vjp(tape, 1, &loss, &g, 1, &logits, &dx);
+            if (st == VF_OK) st = vf_context_sync(ctx);
+            double t = vb_now() - t0;
+            vf_scope_end(ctx);
+            if (st != VF_OK) {
+                fprintf(stderr, "bench_rowgrad: %s\n", vf_error_message(ctx));
+                return 1;
+            }
+            if (i && t < best) best = t;
+        }
+        vf_tape_end(tape);
+        printf("%-13s [%lld,%lld] %9.1f us\n", "xent", (long long)xs[c][0], (long long)xs[c][1], best * 1e6);
+        char key[64];
+        snprintf(key, sizeof key, "xent_%d_eager_us", c);
+        vb_summary(key, best * 1e6);
+        vf_scope_end(ctx);
     }
     vb_summary_print("rowgrad");
     vf_context_destroy(ctx);

@@ -6,9 +6,10 @@
  * written here; long rows (several reduction chunks, several exp blocks),
  * -inf in the forward's input (y = 0, log y = -inf), zero gradients. Traced
  * (fused and unfused plans) gives the same bits as eager, and so does a
- * plan whose row group is too big for the one-pass rows. While a second
- * tape records, the rule runs its ops (for higher order) and the kernel
- * is not taken. */
+ * plan whose row group is too big for the one-pass rows. Sparse softmax
+ * cross entropy's eager gradient likewise (labels out of range
+ * included). While a second tape records, the rule runs its ops (for
+ * higher order) and the kernel is not taken. */
 #include "autodiff/tape.h"
 #include "cpu/cpu.h"
 #include "testutil.h"
@@ -141,6 +142,77 @@ static void eager_kernel_has_the_ops_bits(void **state)
     vt_context_done(ctx);
 }
 
+/* The rule's ops for sparse cross entropy (grad_rules.c's g_xent):
+   g [L, 1] * (softmax(logits) - cast(labels [L, 1] == iota [C])). */
+static vf_tensor *xent_ops(vf_context *ctx, vf_tensor *g, vf_tensor *logits, vf_tensor *labels)
+{
+    int64_t L = logits->shape[0], C = logits->shape[1];
+    int32_t *iota = malloc((size_t)C * sizeof *iota);
+    assert_non_null(iota);
+    for (int64_t i = 0; i < C; i++) iota[i] = (int32_t)i;
+    vf_tensor *ids = vf_tensor_from_host(ctx, VF_I32, 1, &C, iota);
+    free(iota);
+    int64_t col[2] = {L, 1};
+    vf_tensor *onehot = vf_cast(ctx, vf_equal(ctx, vf_reshape(ctx, labels, 2, col), ids), VF_F32);
+    return vf_mul(ctx, vf_reshape(ctx, g, 2, col), vf_sub(ctx, vf_softmax(ctx, logits, -1), onehot));
+}
+
+/* Sparse cross entropy's gradient by the logits, eager: the kernel (its
+   counter), the ops' bits, the double reference g (softmax - onehot)
+   within the softmax rows' 4.1e-7 and two f32 roundings; labels out of
+   range (-1, C) give no onehot (the loss is NaN there). */
+static void eager_xent_kernel_has_the_ops_bits(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    static const int64_t sizes[][2] = {{256, 10}, {7, 1}, {5, 300}, {3, 5000}};
+    for (int k = 0; k < (int)(sizeof sizes / sizeof sizes[0]); k++) {
+        int64_t L = sizes[k][0], C = sizes[k][1], n = L * C;
+        float *hx = malloc((size_t)n * sizeof *hx), *hg = malloc((size_t)L * sizeof *hg);
+        int32_t *hl = malloc((size_t)L * sizeof *hl);
+        assert_true(hx && hg && hl);
+        vt_fill_uniform(hx, (size_t)n, -8.0f, 8.0f, 300 + (uint64_t)k);
+        vt_fill_uniform(hg, (size_t)L, -2.0f, 2.0f, 400 + (uint64_t)k);
+        for (int64_t i = 0; i < n; i++)
+            if (i % 37 == 36 && C > 1) hx[i] = -INFINITY;
+        for (int64_t r = 0; r < L; r++) hl[r] = r == 1 ? -1 : r == 2 ? (int32_t)C : (int32_t)((r * 7) % C);
+        if (L > 3) hg[3] = 0.0f;
+        vf_scope_begin(ctx);
+        vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, sizes[k], hx);
+        vf_tensor *g = vf_tensor_from_host(ctx, VF_F32, 1, &L, hg);
+        vf_tensor *labels = vf_tensor_from_host(ctx, VF_I32, 1, &L, hl);
+        vf_tape *tape = vf_tape_begin(ctx);
+        vf_tensor *loss = vf_sparse_softmax_cross_entropy(ctx, labels, x);
+        vf_tensor *dx = NULL;
+        int64_t before = vf_cpu_softmax_grad_rows();
+        assert_int_equal(vf_tape_vjp(tape, 1, &loss, &g, 1, &x, &dx), VF_OK);
+        int64_t ran = vf_cpu_softmax_grad_rows() - before;
+        vf_tape_end(tape);
+        char what[64];
+        snprintf(what, sizeof what, "xent [%lld, %lld]", (long long)L, (long long)C);
+        if (ran != L) fail_msg("%s: the kernel ran %lld rows, want %lld", what, (long long)ran, (long long)L);
+        float *got = vt_read(dx), *want = vt_read(xent_ops(ctx, g, x, labels));
+        vt_assert_same_f32(got, want, (size_t)n, what);
+        for (int64_t r = 0; r < L; r++) {
+            const float *xr = hx + r * C;
+            double m = -INFINITY, s = 0;
+            for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;
+            for (int64_t c = 0; c < C; c++) s += exp((double)xr[c] - m);
+            for (int64_t c = 0; c < C; c++) {
+                double p = exp((double)xr[c] - m) / s, oh = c == hl[r] ? 1.0 : 0.0;
+                double ref = hg[r] * (p - oh), tol = fabs((double)hg[r]) * (4.2e-7 * p + 2.4e-7 * fabs(p - oh)) + 1e-37;
+                if (!(fabs(got[r * C + c] - ref) <= tol))
+                    fail_msg("%s: row %lld col %lld: got %.9g, want %.17g", what, (long long)r, (long long)c,
+                             (double)got[r * C + c], ref);
+            }
+        }
+        free(got), free(want);
+        vf_scope_end(ctx);
+        free(hx), free(hg), free(hl);
+    }
+    vt_context_done(ctx);
+}
+
 /* in: x, g. out: the gradient of op at x with seed g. */
 static vf_status grad_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
 {
@@ -237,6 +309,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(eager_kernel_has_the_ops_bits),
+        cmocka_unit_test(eager_xent_kernel_has_the_ops_bits),
         cmocka_unit_test(traced_has_eager_bits),
         cmocka_unit_test(recording_tape_takes_the_ops),
     };

@@ -237,8 +237,9 @@ double vf_cpu_sum_run(const double *x, int64_t n);
    pass (kernels_row_grad.c): `rows` contiguous f32 rows of n of g (the
    output's gradient) and y (the output) into dx (dx may be g or y), the
    bits of the gradient rule's ops. vf_cpu_softmax_grad: the backend's
-   row_grad (backend.h), threaded by rows. vf_cpu_softmax_grad_rows: rows
-   computed so since the process started (tests). */
+   row_grad (backend.h; also sparse cross entropy's gradient), threaded by
+   rows. vf_cpu_softmax_grad_rows: rows computed so since the process
+   started (tests). */
 void vf_cpu_softmax_grad_rows_f32(const float *g, const float *y, float *dx, int64_t rows, int64_t n, bool log_out);
 vf_status vf_cpu_softmax_grad(vf_cpu *cpu, const vf_exec *e);
 int64_t vf_cpu_softmax_grad_rows(void);

@@ -198,7 +198,10 @@ static vf_status cpu_row_grad(void *self, const vf_exec *e)
 {
     vf_cpu *cpu = self;
     vf_status s = check_tref(cpu, "row_grad", "output", &e->out);
-    for (int j = 0; j < 2 && s == VF_OK; j++) s = check_tref(cpu, "row_grad", j ? "y" : "g", &e->in[j]);
+    static const char *const names[3] = {"g", "y", "labels"};
+    if (e->n_in < 2 || e->n_in > 3)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "cpu backend: row_grad with %d inputs", e->n_in);
+    for (int j = 0; j < e->n_in && s == VF_OK; j++) s = check_tref(cpu, "row_grad", names[j], &e->in[j]);
     return s == VF_OK ? vf_cpu_softmax_grad(cpu, e) : s;
 }
 

@@ -134,8 +134,72 @@ static void rg_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
     vf_cpu_softmax_grad_rows_f32(j->g + lo * j->n, j->y + lo * j->n, j->dx + lo * j->n, hi - lo, j->n, j->log_out);
 }
 
+/* ---- sparse softmax cross entropy ---------------------------------------- */
+
+/* d loss / d logits seeded with g per row: g * (softmax(x) - onehot(label))
+   (grad_rules.c's g_xent), rounded as its ops: the softmax op's float
+   rows, the subtract (x - 0 is x itself), the multiply. */
+typedef struct xg_job {
+    const float *g, *x;
+    const void *labels;
+    vf_dtype lt;
+    float *dx;
+    int64_t n;
+} xg_job;
+
+RG_CLONES static void scale_row(float *d, int64_t n, float by)
+{
+    for (int64_t i = 0; i < n; i++) d[i] = by * d[i];
+}
+
+static void xg_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
+{
+    (void)part, (void)parts;
+    const xg_job *j = arg;
+    int64_t n = j->n, per = n <= RG_BLOCK ? RG_BLOCK / n : 1;
+    for (int64_t r = lo; r < hi; r += per) {
+        int64_t kb = hi - r < per ? hi - r : per;
+        /* a block of rows' softmax at once (one count of the rows), then
+           each row while it is in L1 */
+        vf_cpu_fm_softmax_rows_f32(j->x + r * n, j->dx + r * n, kb, n, false);
+        int64_t lab[RG_BLOCK];
+        vf_cpu_load_i64(j->labels, j->lt, r, 1, kb, lab);
+        for (int64_t i = 0; i < kb; i++) {
+            float *d = j->dx + (r + i) * n, gr = j->g[r + i];
+            int64_t l = lab[i];
+            float at = l >= 0 && l < n ? d[l] - 1.0f : 0.0f;
+            scale_row(d, n, gr);
+            if (l >= 0 && l < n) d[l] = gr * at;
+        }
+    }
+    atomic_fetch_add_explicit(&grad_rows, hi - lo, memory_order_relaxed);
+}
+
+/* in[0] g [...], in[1] logits [..., C], in[2] labels [...] (i32 / u32) */
+static vf_status xent_grad(vf_cpu *cpu, const vf_exec *e)
+{
+    const vf_tref *g = &e->in[0], *x = &e->in[1], *lab = &e->in[2], *o = &e->out;
+    bool ok = e->n_in == 3 && x->rank >= 1 && g->dtype == VF_F32 && x->dtype == VF_F32 && o->dtype == VF_F32 &&
+              (lab->dtype == VF_I32 || lab->dtype == VF_U32) && o->rank == x->rank && g->rank == x->rank - 1 &&
+              lab->rank == x->rank - 1;
+    for (int d = 0; ok && d < x->rank; d++)
+        ok = o->shape[d] == x->shape[d] &&
+             (d == x->rank - 1 || (g->shape[d] == x->shape[d] && lab->shape[d] == x->shape[d]));
+    if (!ok)
+        return vf_err_set(cpu->err, VF_ERROR_UNSUPPORTED,
+                          "cpu backend: the fused cross entropy gradient wants f32 g [...], f32 logits [..., C] and "
+                          "i32 / u32 labels [...] (use the rule's ops otherwise)");
+    int64_t n = x->shape[x->rank - 1], total = vf_cpu_numel(o);
+    if (total == 0) return VF_OK;
+    xg_job j = {.g = vf_cpu_ptr(g), .x = vf_cpu_ptr(x), .labels = vf_cpu_ptr(lab), .lt = lab->dtype,
+                .dx = vf_cpu_ptr(o), .n = n};
+    vf_cpu_parallel(cpu->workers, total / n, RG_GRAIN / n > 1 ? RG_GRAIN / n : 1, xg_part, &j);
+    return VF_OK;
+}
+
 vf_status vf_cpu_softmax_grad(vf_cpu *cpu, const vf_exec *e)
 {
+    if (e->op == VF_OP_SPARSE_XENT) return xent_grad(cpu, e);
     const vf_tref *g = &e->in[0], *y = &e->in[1], *o = &e->out;
     bool ok = e->n_in == 2 && (e->op == VF_OP_SOFTMAX || e->op == VF_OP_LOG_SOFTMAX) && o->rank >= 1 &&
               e->attrs.axis == o->rank - 1 && g->dtype == VF_F32 && y->dtype == VF_F32 && o->dtype == VF_F32 &&
