@@ -230,9 +230,6 @@ vf_status vf_cpu_transpose(vf_cpu *cpu, const vf_exec *e);
    stride is 1, else in double through tmp (n doubles). */
 float vf_cpu_reduce_row_f32(vf_op op, const float *x, int64_t stride, int64_t n);
 void vf_cpu_softmax_row_f32(const float *x, int64_t stride, float *y, int64_t n, bool log_out, double *tmp);
-/* The sum of x[0..n) (n <= VF_CPU_CHUNK) as vf_cpu_reduce adds a chunk
-   of a run (kernels_reduce.c): its lanes and their order. */
-double vf_cpu_sum_run(const double *x, int64_t n);
 /* The softmax (log_out: log_softmax) gradient along the last axis in one
    pass (kernels_row_grad.c): `rows` contiguous f32 rows of n of g (the
    output's gradient) and y (the output) into dx (dx may be g or y), the

@@ -12,6 +12,7 @@
  * pass; s lives VF_CPU_CHUNK doubles after m in the accumulator array).
  */
 #include "cpu/cpu.h"
+#include "cpu/cpu_sum.h"
 #include "cpu/cpu_threads.h"
 #include "graph/op.h"
 
@@ -60,42 +61,13 @@ static void combine_lanes(acc_kind k, double *acc, const double *x, int64_t n)
     }
 }
 
-/* Sum of x[0..n) (squares when sq) in sixteen interleaved double partial
-   sums (element i into lane i % 16), folded at the end by halves (lane l
-   plus lane l + 8, then + 4, + 2, + 1): independent add chains that the
-   compiler keeps in vector registers, instead of one chain bound by the
-   add's latency. The order is fixed, so the result is too; each partial
-   sum has the error bound of a plain double sum of a sixteenth of the run.
-   vf_cpu_sum_run (the softmax gradient's row sums) is this sum. */
-#define SUM_LANES 16
-
-static double sum16(const double *x, int64_t n, bool sq)
-{
-    double s[SUM_LANES] = {0};
-    int64_t i = 0;
-    if (sq) {
-        for (; i + SUM_LANES <= n; i += SUM_LANES)
-            for (int l = 0; l < SUM_LANES; l++) s[l] += x[i + l] * x[i + l];
-        for (int l = 0; i + l < n; l++) s[l] += x[i + l] * x[i + l];
-    } else {
-        for (; i + SUM_LANES <= n; i += SUM_LANES)
-            for (int l = 0; l < SUM_LANES; l++) s[l] += x[i + l];
-        for (int l = 0; i + l < n; l++) s[l] += x[i + l];
-    }
-    for (int w = SUM_LANES / 2; w >= 1; w /= 2)
-        for (int l = 0; l < w; l++) s[l] += s[l + w];
-    return s[0];
-}
-
-double vf_cpu_sum_run(const double *x, int64_t n) { return sum16(x, n, false); }
-
 /* *acc op= x[0..n) (run) */
 static void combine_run(acc_kind k, double *acc, const double *x, int64_t n)
 {
     double a = *acc;
     switch (k) {
-    case ACC_SUM: a += sum16(x, n, false); break;
-    case ACC_SUMSQ: a += sum16(x, n, true); break;
+    case ACC_SUM: a += vf_cpu_sum4(x, n, false); break;
+    case ACC_SUMSQ: a += vf_cpu_sum4(x, n, true); break;
     case ACC_MAX:
         for (int64_t i = 0; i < n; i++)
             if (x[i] > a || isnan(x[i])) a = x[i];

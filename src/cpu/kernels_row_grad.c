@@ -12,7 +12,7 @@
  * the output) and written once, with the SAME roundings as those ops:
  * each product, difference and exp rounded to f32 as the eager kernels
  * store them, the sum accumulated in double in vf_cpu_reduce's order
- * (chunks of VF_CPU_CHUNK, vf_cpu_sum_run's lanes) and rounded to f32 as
+ * (chunks of VF_CPU_CHUNK, cpu_sum.h's four lanes) and rounded to f32 as
  * its output is. So the rule's result does not depend on the path that
  * computes it: the eager gradient (the backend's row_grad), a traced
  * plan's unfused nodes and a fused row group give the same bits.
@@ -21,6 +21,7 @@
  * is computed as on one thread.
  */
 #include "cpu/cpu.h"
+#include "cpu/cpu_sum.h"
 #include "cpu/cpu_threads.h"
 #include "cpu/fast_math.h"
 
@@ -47,8 +48,12 @@ int64_t vf_cpu_softmax_grad_rows(void) { return atomic_load_explicit(&grad_rows,
 
 /* sum(g * y) of a row as reduce_sum of the stored product: each product
    rounded to f32, then vf_cpu_reduce's chunks and lanes, the total
-   rounded to f32. y NULL: sum(g). */
-RG_CLONES static float row_sum(const float *g, const float *y, int64_t n)
+   rounded to f32. y NULL: sum(g). Inlined, as the two below, into the
+   clones that call them: each row without a call, compiled for the
+   clone's target (short rows are mostly call overhead otherwise). */
+#define RG_INLINE static inline __attribute__((always_inline))
+
+RG_INLINE float row_sum(const float *g, const float *y, int64_t n)
 {
     double buf[VF_CPU_CHUNK], acc = 0.0;
     for (int64_t s = 0; s < n; s += VF_CPU_CHUNK) {
@@ -61,13 +66,13 @@ RG_CLONES static float row_sum(const float *g, const float *y, int64_t n)
         } else {
             for (int64_t i = 0; i < c; i++) buf[i] = g[s + i];
         }
-        acc += vf_cpu_sum_run(buf, c);
+        acc += vf_cpu_sum4(buf, c, false);
     }
     return (float)acc;
 }
 
 /* dx = y * (g - s), the difference rounded as the subtract stores it */
-RG_CLONES static void softmax_out(const float *g, const float *y, float *dx, int64_t n, float s)
+RG_INLINE void softmax_out(const float *g, const float *y, float *dx, int64_t n, float s)
 {
     for (int64_t i = 0; i < n; i++) {
         float d = g[i] - s;
@@ -76,7 +81,7 @@ RG_CLONES static void softmax_out(const float *g, const float *y, float *dx, int
 }
 
 /* dx = g - e * s, e = exp(y) as the exp kernel gives it */
-RG_CLONES static void log_softmax_out(const float *g, const float *e, float *dx, int64_t n, float s)
+RG_INLINE void log_softmax_out(const float *g, const float *e, float *dx, int64_t n, float s)
 {
     for (int64_t i = 0; i < n; i++) {
         float p = e[i] * s;
@@ -84,36 +89,49 @@ RG_CLONES static void log_softmax_out(const float *g, const float *e, float *dx,
     }
 }
 
+RG_CLONES static void softmax_rows(const float *g, const float *y, float *dx, int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *gr = g + r * n, *yr = y + r * n;
+        softmax_out(gr, yr, dx + r * n, n, row_sum(gr, yr, n));
+    }
+}
+
+RG_CLONES static void sums_of_rows(const float *g, float *s, int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++) s[r] = row_sum(g + r * n, NULL, n);
+}
+
+RG_CLONES static void log_softmax_rows(const float *g, const float *e, float *dx, const float *s, int64_t rows,
+                                       int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++) log_softmax_out(g + r * n, e + r * n, dx + r * n, n, s[r]);
+}
+
 void vf_cpu_softmax_grad_rows_f32(const float *g, const float *y, float *dx, int64_t rows, int64_t n, bool log_out)
 {
     if (!log_out) {
-        for (int64_t r = 0; r < rows; r++) {
-            const float *gr = g + r * n, *yr = y + r * n;
-            softmax_out(gr, yr, dx + r * n, n, row_sum(gr, yr, n));
-        }
+        softmax_rows(g, y, dx, rows, n);
     } else {
         /* exp over a block of rows at once (one call of the exp kernel's
            row, which counts its calls), or over a chunk of a long row */
-        float e[RG_BLOCK];
+        float e[RG_BLOCK], s[RG_BLOCK];
         int64_t per = n <= RG_BLOCK ? RG_BLOCK / n : 1;
         for (int64_t r = 0; r < rows; r += per) {
             int64_t kb = rows - r < per ? rows - r : per;
-            float s[RG_BLOCK];
+            const float *gr = g + r * n, *yr = y + r * n;
+            float *dr = dx + r * n;
             /* every row's sum first: dx may be g itself */
-            for (int64_t i = 0; i < kb; i++) s[i] = row_sum(g + (r + i) * n, NULL, n);
-            for (int64_t i = 0; i < kb; i++) {
-                const float *gr = g + (r + i) * n, *yr = y + (r + i) * n;
-                float *dr = dx + (r + i) * n;
-                if (n > RG_BLOCK) {
-                    for (int64_t c0 = 0; c0 < n; c0 += RG_BLOCK) {
-                        int64_t c = n - c0 < RG_BLOCK ? n - c0 : RG_BLOCK;
-                        vf_cpu_fm_row(VF_OP_EXP, yr + c0, e, c);
-                        log_softmax_out(gr + c0, e, dr + c0, c, s[i]);
-                    }
-                    continue;
-                }
-                if (i == 0) vf_cpu_fm_row(VF_OP_EXP, yr, e, kb * n);
-                log_softmax_out(gr, e + i * n, dr, n, s[i]);
+            sums_of_rows(gr, s, kb, n);
+            if (n <= RG_BLOCK) {
+                vf_cpu_fm_row(VF_OP_EXP, yr, e, kb * n);
+                log_softmax_rows(gr, e, dr, s, kb, n);
+                continue;
+            }
+            for (int64_t c0 = 0; c0 < n; c0 += RG_BLOCK) {
+                int64_t c = n - c0 < RG_BLOCK ? n - c0 : RG_BLOCK;
+                vf_cpu_fm_row(VF_OP_EXP, yr + c0, e, c);
+                log_softmax_rows(gr + c0, e, dr + c0, s, 1, c);
             }
         }
     }
@@ -147,9 +165,15 @@ typedef struct xg_job {
     int64_t n;
 } xg_job;
 
-RG_CLONES static void scale_row(float *d, int64_t n, float by)
+/* rows of softmax values d times their row's g, less g at the label */
+RG_CLONES static void xent_rows(float *d, const int64_t *lab, const float *g, int64_t rows, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) d[i] = by * d[i];
+    for (int64_t r = 0; r < rows; r++, d += n) {
+        int64_t l = lab[r];
+        float gr = g[r], at = l >= 0 && l < n ? d[l] - 1.0f : 0.0f;
+        for (int64_t i = 0; i < n; i++) d[i] = gr * d[i];
+        if (l >= 0 && l < n) d[l] = gr * at;
+    }
 }
 
 static void xg_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
@@ -164,13 +188,7 @@ static void xg_part(void *arg, int part, int parts, int64_t lo, int64_t hi)
         vf_cpu_fm_softmax_rows_f32(j->x + r * n, j->dx + r * n, kb, n, false);
         int64_t lab[RG_BLOCK];
         vf_cpu_load_i64(j->labels, j->lt, r, 1, kb, lab);
-        for (int64_t i = 0; i < kb; i++) {
-            float *d = j->dx + (r + i) * n, gr = j->g[r + i];
-            int64_t l = lab[i];
-            float at = l >= 0 && l < n ? d[l] - 1.0f : 0.0f;
-            scale_row(d, n, gr);
-            if (l >= 0 && l < n) d[l] = gr * at;
-        }
+        xent_rows(j->dx + r * n, lab, j->g + r, kb, n);
     }
     atomic_fetch_add_explicit(&grad_rows, hi - lo, memory_order_relaxed);
 }
