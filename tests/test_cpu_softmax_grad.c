@@ -101,6 +101,19 @@ static void check_reference(const float *y, const float *g, const float *dx, int
     }
 }
 
+/* d y / d x seeded with g by the tape (which it ends), the kernel's row
+   counter moved by `rows`: the gradient took the kernel. */
+static vf_tensor *kernel_vjp(vf_tape *tape, vf_tensor *y, vf_tensor *g, vf_tensor *x, int64_t rows, const char *what)
+{
+    vf_tensor *dx = NULL;
+    int64_t before = vf_cpu_softmax_grad_rows();
+    assert_int_equal(vf_tape_vjp(tape, 1, &y, &g, 1, &x, &dx), VF_OK);
+    int64_t ran = vf_cpu_softmax_grad_rows() - before;
+    vf_tape_end(tape);
+    if (ran != rows) fail_msg("%s: the kernel ran %lld rows, want %lld", what, (long long)ran, (long long)rows);
+    return dx;
+}
+
 /* The eager gradient: the kernel ran (its counter moved by the rows), the
    rule's ops' bits, the reference's values. */
 static void eager_case(vf_context *ctx, const sg_shape *s, bool log, uint64_t seed)
@@ -117,12 +130,7 @@ static void eager_case(vf_context *ctx, const sg_shape *s, bool log, uint64_t se
     vf_tensor *g = vf_tensor_from_host(ctx, VF_F32, s->rank, s->dim, hg);
     vf_tape *tape = vf_tape_begin(ctx);
     vf_tensor *y = row_op(ctx, log, x);
-    vf_tensor *dx = NULL;
-    int64_t before = vf_cpu_softmax_grad_rows();
-    assert_int_equal(vf_tape_vjp(tape, 1, &y, &g, 1, &x, &dx), VF_OK);
-    int64_t ran = vf_cpu_softmax_grad_rows() - before;
-    vf_tape_end(tape);
-    if (ran != rows) fail_msg("%s: the row kernel ran %lld rows, want %lld", what, (long long)ran, (long long)rows);
+    vf_tensor *dx = kernel_vjp(tape, y, g, x, rows, what);
     vf_tensor *ops = rule_ops(ctx, log, g, y);
     assert_non_null(ops);
     float *got = vt_read(dx), *want = vt_read(ops), *hy = vt_read(y);
@@ -181,16 +189,11 @@ static void eager_xent_kernel_has_the_ops_bits(void **state)
         vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, sizes[k], hx);
         vf_tensor *g = vf_tensor_from_host(ctx, VF_F32, 1, &L, hg);
         vf_tensor *labels = vf_tensor_from_host(ctx, VF_I32, 1, &L, hl);
-        vf_tape *tape = vf_tape_begin(ctx);
-        vf_tensor *loss = vf_sparse_softmax_cross_entropy(ctx, labels, x);
-        vf_tensor *dx = NULL;
-        int64_t before = vf_cpu_softmax_grad_rows();
-        assert_int_equal(vf_tape_vjp(tape, 1, &loss, &g, 1, &x, &dx), VF_OK);
-        int64_t ran = vf_cpu_softmax_grad_rows() - before;
-        vf_tape_end(tape);
         char what[64];
         snprintf(what, sizeof what, "xent [%lld, %lld]", (long long)L, (long long)C);
-        if (ran != L) fail_msg("%s: the kernel ran %lld rows, want %lld", what, (long long)ran, (long long)L);
+        vf_tape *tape = vf_tape_begin(ctx);
+        vf_tensor *loss = vf_sparse_softmax_cross_entropy(ctx, labels, x);
+        vf_tensor *dx = kernel_vjp(tape, loss, g, x, L, what);
         float *got = vt_read(dx), *want = vt_read(xent_ops(ctx, g, x, labels));
         vt_assert_same_f32(got, want, (size_t)n, what);
         for (int64_t r = 0; r < L; r++) {
