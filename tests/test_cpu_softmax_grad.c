@@ -279,6 +279,72 @@ static void traced_has_eager_bits(void **state)
     vt_context_done(ctx);
 }
 
+/* An SGD step on a variable by the gradient: w -= 0.5 * dx, dx the
+   softmax (user: log_softmax) gradient at x with seed g; the group holds
+   the gradient's ops and the update after them, and its output is the
+   variable it reads. */
+typedef struct sgd_case {
+    bool log;
+    vf_tensor *w;
+} sgd_case;
+
+static vf_status sgd_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    sgd_case *c = user;
+    vf_tape *tape = vf_tape_begin(ctx);
+    vf_tensor *y = row_op(ctx, c->log, in[0]), *dx = NULL;
+    vf_status s = vf_tape_vjp(tape, 1, &y, &in[1], 1, &in[0], &dx);
+    vf_tape_end(tape);
+    if (s != VF_OK) return s;
+    s = vf_assign_sub(c->w, vf_mul(ctx, dx, vt_scalar(ctx, 0.5)));
+    out[0] = vf_reduce_sum(ctx, c->w, 1, (int[]){-1}, true);
+    return s;
+}
+
+/* Two traced steps (fused) against two eager ones: the same bits in the
+   variable, the kernel taken in the plan. */
+static void traced_update_has_eager_bits(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    static const int64_t sizes[][2] = {{64, 10}, {2048, 64}, {8, 700}};
+    for (int k = 0; k < 3; k++)
+        for (int lg = 0; lg < 2; lg++) {
+            int64_t n = sizes[k][0] * sizes[k][1];
+            float *hx = malloc((size_t)n * sizeof *hx), *hg = malloc((size_t)n * sizeof *hg);
+            float *hw = malloc((size_t)n * sizeof *hw);
+            assert_true(hx && hg && hw);
+            sg_shape sh = {2, {sizes[k][0], sizes[k][1]}};
+            make_inputs(&sh, hx, hg, 500 + (uint64_t)k);
+            vt_fill_uniform(hw, (size_t)n, -1.0f, 1.0f, 600 + (uint64_t)k);
+            vf_scope_begin(ctx);
+            vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, sizes[k], hx),
+                                vf_tensor_from_host(ctx, VF_F32, 2, sizes[k], hg)};
+            sgd_case eager = {lg, vf_variable(ctx, vf_tensor_from_host(ctx, VF_F32, 2, sizes[k], hw))};
+            sgd_case traced = {lg, vf_variable(ctx, vf_tensor_from_host(ctx, VF_F32, 2, sizes[k], hw))};
+            vf_function_desc d = {.name = "sgd", .body = sgd_body, .user = &traced, .n_inputs = 2, .n_outputs = 1};
+            vf_function *fn = vf_function_create(ctx, &d);
+            assert_non_null(fn);
+            int64_t before = vf_cpu_softmax_grad_rows();
+            for (int step = 0; step < 2; step++) {
+                vf_tensor *oe = NULL, *ot = NULL;
+                assert_int_equal(sgd_body(ctx, in, &oe, &eager), VF_OK);
+                assert_int_equal(vf_function_call(fn, in, &ot), VF_OK);
+            }
+            assert_int_equal(vf_cpu_softmax_grad_rows() - before, 4 * sizes[k][0]); /* 2 eager, 2 traced */
+            float *we = vt_read(eager.w), *wt = vt_read(traced.w);
+            char what[64];
+            snprintf(what, sizeof what, "%s sgd [%lld, %lld]", lg ? "log_softmax" : "softmax", (long long)sizes[k][0],
+                     (long long)sizes[k][1]);
+            vt_assert_same_f32(wt, we, (size_t)n, what);
+            free(we), free(wt);
+            vf_function_destroy(fn);
+            vf_scope_end(ctx);
+            free(hx), free(hg), free(hw);
+        }
+    vt_context_done(ctx);
+}
+
 /* Under a second recording tape the rule's ops run (they are recorded
    there, so the gradient can be differentiated again): the kernel's
    counter does not move, and the second-order gradient of
@@ -314,6 +380,7 @@ int main(void)
         cmocka_unit_test(eager_kernel_has_the_ops_bits),
         cmocka_unit_test(eager_xent_kernel_has_the_ops_bits),
         cmocka_unit_test(traced_has_eager_bits),
+        cmocka_unit_test(traced_update_has_eager_bits),
         cmocka_unit_test(recording_tape_takes_the_ops),
     };
     return vt_run_group("cpu_softmax_grad", tests, sizeof tests / sizeof tests[0]);
