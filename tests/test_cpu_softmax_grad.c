@@ -345,6 +345,56 @@ static void traced_update_has_eager_bits(void **state)
     vt_context_done(ctx);
 }
 
+/* in: x. out: d sum(2 op(x)) / dx: g is 2 everywhere, a fill in the plan
+   (of ones the simplify pass would take the products away). */
+static vf_status seed_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    const bool *log = user;
+    vf_tape *tape = vf_tape_begin(ctx);
+    vf_tensor *y = vf_mul(ctx, row_op(ctx, *log, in[0]), vt_scalar(ctx, 2.0));
+    vf_status s = vf_tape_gradient(tape, y, 1, &in[0], &out[0]);
+    vf_tape_end(tape);
+    return s;
+}
+
+/* The gradient with g a constant, traced fused against eager: the same
+   bits. The plan makes the constant a fill per reader (passes_fills.c),
+   one value in a row group, so the rule's ops there read two fills and
+   are not the gradient's pattern; cpu_rows.c would not hand a fill to
+   the kernel either way. */
+static void traced_fill_seed_has_eager_bits(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    static const int64_t sizes[][2] = {{64, 10}, {2048, 64}};
+    for (int k = 0; k < 2; k++)
+        for (int lg = 0; lg < 2; lg++) {
+            bool log = lg;
+            int64_t n = sizes[k][0] * sizes[k][1];
+            float *hx = malloc((size_t)n * sizeof *hx), *hg = malloc((size_t)n * sizeof *hg);
+            assert_true(hx && hg);
+            sg_shape sh = {2, {sizes[k][0], sizes[k][1]}};
+            make_inputs(&sh, hx, hg, 700 + (uint64_t)k);
+            vf_scope_begin(ctx);
+            vf_tensor *x = vf_tensor_from_host(ctx, VF_F32, 2, sizes[k], hx), *eager = NULL, *traced = NULL;
+            assert_int_equal(seed_body(ctx, &x, &eager, &log), VF_OK);
+            vf_function_desc d = {.name = "seed", .body = seed_body, .user = &log, .n_inputs = 1, .n_outputs = 1};
+            vf_function *fn = vf_function_create(ctx, &d);
+            assert_non_null(fn);
+            assert_int_equal(vf_function_call(fn, &x, &traced), VF_OK);
+            float *ge = vt_read(eager), *gt = vt_read(traced);
+            char what[64];
+            snprintf(what, sizeof what, "%s seed ones [%lld, %lld]", log ? "log_softmax" : "softmax",
+                     (long long)sizes[k][0], (long long)sizes[k][1]);
+            vt_assert_same_f32(gt, ge, (size_t)n, what);
+            free(ge), free(gt);
+            vf_function_destroy(fn);
+            vf_scope_end(ctx);
+            free(hx), free(hg);
+        }
+    vt_context_done(ctx);
+}
+
 /* Under a second recording tape the rule's ops run (they are recorded
    there, so the gradient can be differentiated again): the kernel's
    counter does not move, and the second-order gradient of
@@ -381,6 +431,7 @@ int main(void)
         cmocka_unit_test(eager_xent_kernel_has_the_ops_bits),
         cmocka_unit_test(traced_has_eager_bits),
         cmocka_unit_test(traced_update_has_eager_bits),
+        cmocka_unit_test(traced_fill_seed_has_eager_bits),
         cmocka_unit_test(recording_tape_takes_the_ops),
     };
     return vt_run_group("cpu_softmax_grad", tests, sizeof tests / sizeof tests[0]);

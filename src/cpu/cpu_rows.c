@@ -332,6 +332,9 @@ bool vf_cpu_rows_run(const vf_fused_group *g, void *scratch)
     for (int m = 0; m < nm; m++) {
         vf_cpu_row_grad *rg = &grads[m];
         if (!vf_cpu_rows_grad_match(g, m, rg) || role[rg->m[0]] || role[rg->m[1]] || role[rg->m[2]]) continue;
+        /* g or y a fill: here one value, not a block of rows (plans give
+           each reader its own fill, so the four ops never share one now) */
+        if ((rg->g_src < 0 && is_splat(g, -1 - rg->g_src)) || (rg->y_src < 0 && is_splat(g, -1 - rg->y_src))) continue;
         role[m] = ROLE_GRAD;
         for (int k = 0; k < 3; k++) role[rg->m[k]] = ROLE_SKIP;
     }
