@@ -311,6 +311,16 @@ typedef struct vf_backend_iface {
        be NULL. */
     vf_status (*map)(void *self, vf_buffer *buf, size_t offset, size_t bytes, void **out);
     vf_status (*unmap)(void *self, vf_buffer *buf, size_t offset, size_t bytes);
+    /* The gradient of a row op in one kernel, for the eager gradient rules
+       (may be NULL: the rule's ops run instead). e->op is VF_OP_SOFTMAX or
+       VF_OP_LOG_SOFTMAX along e->attrs.axis, in[0] the output's gradient
+       g, in[1] the op's output y, out the input's gradient; or
+       VF_OP_SPARSE_XENT, in[0] g (the losses' shape), in[1] the logits,
+       in[2] the labels, out the logits' gradient. The same values, to the
+       bit, as the rule's ops (docs/GRADIENTS.md).
+       VF_ERROR_UNSUPPORTED (nothing written): a case it does not take;
+       queued like exec. */
+    vf_status (*row_grad)(void *self, const vf_exec *e);
 } vf_backend_iface;
 
 typedef struct vf_backend {

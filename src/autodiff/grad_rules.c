@@ -217,16 +217,71 @@ static bool g_norm(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_ten
 
 /* ---- row ops ------------------------------------------------------------- */
 
+/* The rule's value (its ops' below, to the bit) in one kernel of the
+   backend's row_grad (backend.h; the CPU backend's: one pass over the
+   rows instead of four to seven kernels), where the ops would run at once
+   on concrete tensors: eager (not traced: a trace's group is fused by the
+   plan instead), no tape recording them (an outer tape differentiates
+   the ops again: higher order), f32, along the last axis. x: the exec
+   (op, axis, in[0] g, in[1] y or the logits, in[2] the labels) with
+   shape `like` for the output. *dx NULL: run the ops; false: failed, the
+   error recorded. */
+static bool row_grad(vf_context *ctx, vf_exec *x, int n_in, vf_tensor *const *in, const vf_tensor *like,
+                     vf_tensor **dx)
+{
+    const vf_backend_iface *be = ctx->be.iface;
+    *dx = NULL;
+    if (ctx->trace || !be->row_grad || vf_tape_recording(ctx) || like->numel == 0 || like->dtype != VF_F32)
+        return true;
+    for (int k = 0; k < n_in; k++)
+        if (!in[k]) return true;
+    vf_tensor *t = vf_tensor_new(ctx, "vf_tape_gradient", VF_F32, like->rank, like->shape);
+    if (!t) return false;
+    x->n_in = n_in;
+    for (int k = 0; k < n_in; k++) x->in[k] = vf_tensor_ref(in[k]);
+    x->out = vf_tensor_ref(t);
+    vf_status s = be->row_grad(ctx->be.self, x);
+    if (s == VF_OK) {
+        *dx = t;
+        return true;
+    }
+    vf_tensor_release(t);
+    if (s == VF_ERROR_UNSUPPORTED) return true;
+    vf_backend_failed(ctx, s, "vf_tape_gradient: the %s gradient (%s backend)", vf_op_get(x->op)->name, be->name);
+    return false;
+}
+
+static bool same_shape(const vf_tensor *a, const vf_tensor *b)
+{
+    if (a->rank != b->rank) return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+/* softmax / log_softmax: g and y f32 of one shape, the last axis */
+static bool softmax_row_grad(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **dx)
+{
+    *dx = NULL;
+    if (g->dtype != VF_F32 || !same_shape(g, OUT) || e->attrs.axis != OUT->rank - 1) return true;
+    vf_exec x = {.op = (vf_op)e->op, .attrs.axis = e->attrs.axis};
+    return row_grad(ctx, &x, 2, (vf_tensor *[]){g, OUT}, OUT, dx);
+}
+
+/* dx = y * (g - sum(g * y)) */
 static bool g_softmax(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
     int ax = e->attrs.axis;
+    if (!softmax_row_grad(ctx, e, g, &gin[0]) || gin[0]) return gin[0] != NULL;
     vf_tensor *gy = vf_mul(ctx, g, OUT);
     gin[0] = vf_mul(ctx, OUT, vf_sub(ctx, g, vf_reduce_sum(ctx, gy, 1, &ax, true)));
     return gin[0] != NULL;
 }
+/* dx = g - exp(y) * sum(g) */
 static bool g_log_softmax(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_tensor **gin)
 {
     int ax = e->attrs.axis;
+    if (!softmax_row_grad(ctx, e, g, &gin[0]) || gin[0]) return gin[0] != NULL;
     gin[0] = vf_sub(ctx, g, vf_mul(ctx, vf_exp(ctx, OUT), vf_reduce_sum(ctx, g, 1, &ax, true)));
     return gin[0] != NULL;
 }
@@ -236,6 +291,11 @@ static bool g_xent(vf_context *ctx, const vf_tape_entry *e, vf_tensor *g, vf_ten
     vf_tensor *labels = IN(0), *logits = IN(1);
     int r = logits->rank;
     int64_t classes = logits->shape[r - 1];
+    if (g->dtype == VF_F32 && same_shape(g, labels)) { /* in one kernel: see row_grad */
+        vf_exec x = {.op = VF_OP_SPARSE_XENT, .attrs.axis = r - 1};
+        if (!row_grad(ctx, &x, 3, (vf_tensor *[]){g, logits, labels}, logits, &gin[1]) || gin[1])
+            return gin[1] != NULL;
+    }
     int32_t *iota = vf_malloc((size_t)classes * sizeof *iota);
     if (!iota) return vf_fail(ctx, VF_ERROR_OUT_OF_MEMORY, "vf_tape_gradient: out of host memory (malloc failed)"), false;
     for (int64_t i = 0; i < classes; i++) iota[i] = (int32_t)i;

@@ -230,6 +230,16 @@ vf_status vf_cpu_transpose(vf_cpu *cpu, const vf_exec *e);
    stride is 1, else in double through tmp (n doubles). */
 float vf_cpu_reduce_row_f32(vf_op op, const float *x, int64_t stride, int64_t n);
 void vf_cpu_softmax_row_f32(const float *x, int64_t stride, float *y, int64_t n, bool log_out, double *tmp);
+/* The softmax (log_out: log_softmax) gradient along the last axis in one
+   pass (kernels_row_grad.c): `rows` contiguous f32 rows of n of g (the
+   output's gradient) and y (the output) into dx (dx may be g or y), the
+   bits of the gradient rule's ops. vf_cpu_softmax_grad: the backend's
+   row_grad (backend.h; also sparse cross entropy's gradient), threaded by
+   rows. vf_cpu_softmax_grad_rows: rows computed so since the process
+   started (tests). */
+void vf_cpu_softmax_grad_rows_f32(const float *g, const float *y, float *dx, int64_t rows, int64_t n, bool log_out);
+vf_status vf_cpu_softmax_grad(vf_cpu *cpu, const vf_exec *e);
+int64_t vf_cpu_softmax_grad_rows(void);
 /* slice, pad, concat (kernels_window.c) */
 vf_status vf_cpu_window(vf_cpu *cpu, const vf_exec *e);
 /* Window calls whose rows were copied as runs (unit steps along the last

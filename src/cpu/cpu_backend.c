@@ -194,6 +194,17 @@ vf_status vf_cpu_exec(void *self, const vf_exec *e)
     return cpu_kernels[e->op](cpu, e);
 }
 
+static vf_status cpu_row_grad(void *self, const vf_exec *e)
+{
+    vf_cpu *cpu = self;
+    vf_status s = check_tref(cpu, "row_grad", "output", &e->out);
+    static const char *const names[3] = {"g", "y", "labels"};
+    if (e->n_in < 2 || e->n_in > 3)
+        return vf_err_set(cpu->err, VF_ERROR_INVALID_ARGUMENT, "cpu backend: row_grad with %d inputs", e->n_in);
+    for (int j = 0; j < e->n_in && s == VF_OK; j++) s = check_tref(cpu, "row_grad", names[j], &e->in[j]);
+    return s == VF_OK ? vf_cpu_softmax_grad(cpu, e) : s;
+}
+
 /* exec is synchronous: nothing is ever queued. */
 static vf_status cpu_sync(void *self)
 {
@@ -244,6 +255,7 @@ static const vf_backend_iface cpu_iface = {
     .plan_destroy = vf_cpu_plan_destroy,
     .plan_info = vf_cpu_plan_info,
     .plan_profile = vf_cpu_plan_profile,
+    .row_grad = cpu_row_grad,
 };
 
 const vf_backend_iface *vf_cpu_iface(void) { return &cpu_iface; }

@@ -61,6 +61,24 @@ size_t vf_cpu_rows_scratch_bytes(int n_members);
 bool vf_cpu_rows_run(const vf_fused_group *g, void *scratch);
 /* Row groups run in one pass since the process started (tests). */
 int64_t vf_cpu_rows_passes(void);
+/* The softmax / log_softmax gradient rule's four ops in a row group
+   (docs/GRADIENTS.md; grad_rules.c's g_softmax and g_log_softmax), ending
+   at member m[3]: softmax y * (g - sum(g * y)) as MUL, REDUCE_SUM, SUB,
+   MUL; log_softmax g - exp(y) * sum(g) as REDUCE_SUM and EXP, MUL, SUB.
+   The other three members' values are read by the next of the four only
+   and are no group output, every tensor f32, g and y of the row shape and
+   the sum along the last axis: m[3]'s value is then
+   vf_cpu_softmax_grad_rows_f32's (kernels_row_grad.c, the same bits) and
+   m[0..2] need not run. g is operand g_in of member g_at (its source
+   g_src, vf_fused_member.in's form), y likewise. vf_cpu_rows_grad_match:
+   whether member d of g ends such a gradient. */
+typedef struct vf_cpu_row_grad {
+    vf_op op; /* VF_OP_SOFTMAX or VF_OP_LOG_SOFTMAX: whose gradient */
+    int m[4];
+    int g_at, g_in, g_src;
+    int y_at, y_in, y_src;
+} vf_cpu_row_grad;
+bool vf_cpu_rows_grad_match(const vf_fused_group *g, int d, vf_cpu_row_grad *out);
 
 /* MATMUL and CONV groups: the center (the matmul or conv2d) runs as its
    own kernel, then the epilogue, an elementwise group of the other

@@ -11,7 +11,8 @@
  * intermediates never written whole; row groups row by row, cpu_rows.c),
  * else member by member, the values
  * between them in the arena's spill region (what the contract allows
- * when a backend cannot fuse a group). A user kernel's call in parts runs
+ * when a backend cannot fuse a group); there a softmax gradient's four
+ * members run as its one kernel (kernels_row_grad.c, the same bits). A user kernel's call in parts runs
  * its C implementation once on all its tensors. The branches of a traced
  * vf_cond are guarded execs: the predicate's byte is read on the host.
  *
@@ -34,6 +35,9 @@ struct vf_plan {
     vf_exec *execs;
     vf_plan_loc (*loc)[4];
     int *group_at;                /* per exec: the fused group starting there, else -1 */
+    int n_grads;                  /* softmax gradients in groups run member by member (cpu_fused.h) */
+    vf_cpu_row_grad *grads;       /* their members, as indices of the plan's execs */
+    int *grad_at;                 /* per exec: the gradient it is one of the ops of, else -1; NULL: none */
     int n_fused;
     vf_plan_fused *fused;         /* members, tensors and loc copied */
     bool *block;                  /* per group: run as a whole (one pass, an epilogue or a user kernel) */
@@ -81,6 +85,8 @@ void vf_cpu_plan_destroy(void *self, vf_plan *p)
     free(p->execs);
     free(p->loc);
     free(p->group_at);
+    free(p->grads);
+    free(p->grad_at);
     free(p->fused);
     free(p->block);
     free(p->ep);
@@ -90,6 +96,42 @@ void vf_cpu_plan_destroy(void *self, vf_plan *p)
     free(p->prof);
     free(p->prof_of);
     free(p);
+}
+
+/* The softmax gradients' ops in ROWS groups run member by member (too
+   big for one pass): each one kernel, kernels_row_grad.c's, at its last
+   op, instead of four (cpu_fused.h). All four under the same guard. */
+static vf_status find_grads(vf_cpu *cpu, vf_plan *p)
+{
+    for (int i = 0; i < p->n_fused; i++) {
+        vf_fused_group grp = p->fused[i].group;
+        if (grp.kind != VF_FUSED_ROWS || p->block[i]) continue;
+        grp.execs = p->execs + p->fused[i].first_exec;
+        for (int m = 0; m < grp.n_members; m++) {
+            vf_cpu_row_grad rg;
+            if (!vf_cpu_rows_grad_match(&grp, m, &rg)) continue;
+            int first = p->fused[i].first_exec;
+            bool ok = true;
+            for (int k = 0; k < 4; k++) {
+                int x = first + rg.m[k];
+                ok = ok && (!p->grad_at || p->grad_at[x] < 0) &&
+                     (!p->guards || (p->guards[x].pred == p->guards[first + m].pred &&
+                                     p->guards[x].when == p->guards[first + m].when));
+            }
+            if (!ok) continue;
+            if (!p->grad_at) {
+                if (!(p->grad_at = vf_malloc((size_t)p->n_execs * sizeof *p->grad_at))) return oom(cpu, p->name);
+                for (int x = 0; x < p->n_execs; x++) p->grad_at[x] = -1;
+            }
+            vf_cpu_row_grad *more = vf_realloc(p->grads, (size_t)(p->n_grads + 1) * sizeof *more);
+            if (!more) return oom(cpu, p->name);
+            p->grads = more;
+            rg.g_at += first, rg.y_at += first;
+            for (int k = 0; k < 4; k++) p->grad_at[rg.m[k] += first] = p->n_grads;
+            p->grads[p->n_grads++] = rg;
+        }
+    }
+    return VF_OK;
 }
 
 static vf_status copy_fused(vf_cpu *cpu, vf_plan *p, const vf_plan_desc *d)
@@ -170,6 +212,7 @@ vf_status vf_cpu_plan_create(void *self, const vf_plan_desc *d, vf_plan **out)
             spill |= !p->block[i];
         }
     }
+    if (!s) s = find_grads(cpu, p);
     int most = 0; /* members of the largest pass */
     for (int i = 0; i < p->n_fused; i++)
         if (p->block[i] && p->fused[i].group.kind != VF_FUSED_USER) {
@@ -241,6 +284,41 @@ static vf_status run_exec(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *bin
     vf_exec e;
     vf_status s = resolve_exec(cpu, p, binds, n_binds, x, &e);
     return s ? s : vf_cpu_exec(cpu, &e);
+}
+
+/* Exec x of a group run member by member: the last of a softmax
+   gradient's ops runs the gradient's kernel, the three before it nothing
+   (only it reads their values). Where that would read g or y after they
+   are overwritten (the output partly over either, or another member
+   between the four writing over either: the ops read them earlier), each
+   op runs as its kernel. The check depends only on the run's storage, so
+   all four ops decide alike. */
+static vf_status run_member(vf_cpu *cpu, const vf_plan *p, const vf_plan_bind *binds, int n_binds, int x)
+{
+    int i = p->grad_at ? p->grad_at[x] : -1;
+    if (i < 0) return run_exec(cpu, p, binds, n_binds, x);
+    const vf_cpu_row_grad *rg = &p->grads[i];
+    int d = rg->m[3];
+    vf_exec e = {.op = rg->op, .n_in = 2, .attrs.axis = p->execs[d].out.rank - 1};
+    vf_status s = resolve(cpu, p, binds, n_binds, &p->execs[rg->g_at].in[rg->g_in], &p->loc[rg->g_at][rg->g_in],
+                          &e.in[0]);
+    if (!s)
+        s = resolve(cpu, p, binds, n_binds, &p->execs[rg->y_at].in[rg->y_in], &p->loc[rg->y_at][rg->y_in], &e.in[1]);
+    if (!s) s = resolve(cpu, p, binds, n_binds, &p->execs[d].out, &p->loc[d][3], &e.out);
+    if (s) return s;
+    bool clash = false;
+    for (int k = 0; k < 2; k++)
+        clash |= vf_cpu_fused_overlaps(&e.out, &e.in[k]) &&
+                 !(e.out.buf == e.in[k].buf && e.out.offset == e.in[k].offset);
+    int lo = rg->m[0] < rg->m[1] ? rg->m[0] : rg->m[1];
+    for (int y = lo + 1; y < d && !clash; y++) {
+        if (p->grad_at[y] == i) continue;
+        vf_tref o;
+        if ((s = resolve(cpu, p, binds, n_binds, &p->execs[y].out, &p->loc[y][3], &o))) return s;
+        clash = vf_cpu_fused_overlaps(&o, &e.in[0]) || vf_cpu_fused_overlaps(&o, &e.in[1]);
+    }
+    if (clash) return run_exec(cpu, p, binds, n_binds, x);
+    return x == d ? vf_cpu_softmax_grad(cpu, &e) : VF_OK;
 }
 
 /* A matmul or conv group: the center alone (a conv2d with its bias folded
@@ -367,7 +445,7 @@ vf_status vf_cpu_plan_run(void *self, vf_plan *p, const vf_plan_bind *binds, int
         bool run = true;
         s = guard_open(cpu, p, binds, n_binds, x, &run);
         int64_t start = vf_now_ns();
-        if (!s && run) s = whole ? run_group(cpu, p, binds, n_binds, g) : run_exec(cpu, p, binds, n_binds, x);
+        if (!s && run) s = whole ? run_group(cpu, p, binds, n_binds, g) : run_member(cpu, p, binds, n_binds, x);
         int64_t end = vf_now_ns();
         if (k < p->kernels) {
             vf_plan_kernel_prof *kp = &p->prof[k];

@@ -14,7 +14,9 @@
  * pass's evaluation (cpu_fused.c: the eager kernels' arithmetic), a
  * reduction or softmax member the eager kernel's own row code
  * (vf_cpu_reduce_row_f32, vf_cpu_softmax_row_f32), each value kept in its
- * dtype as if stored.
+ * dtype as if stored. A softmax or log_softmax gradient's four members
+ * (vf_cpu_rows_grad_match) are one call of the gradient's rows
+ * (kernels_row_grad.c), which round as the four do.
  */
 #include "cpu/cpu_fused.h"
 #include "util/dtype.h"
@@ -23,6 +25,11 @@
 #include <string.h>
 
 #define ROW_MAX VF_CPU_FUSED_CHUNK
+
+/* What a member is in a pass: an op computed as its kernel would, the
+   last of a softmax gradient's ops (computed by the gradient's rows), or
+   one of the three before it (not computed: only the gradient read it). */
+enum { ROLE_OP, ROLE_GRAD, ROLE_SKIP };
 
 static _Atomic int64_t passes;
 
@@ -105,6 +112,92 @@ static bool member_ok(const vf_fused_group *g, int m, const vf_tref *row, vf_row
     return true;
 }
 
+/* ---- the softmax gradient's ops (cpu_fused.h) ---------------------------- */
+
+static bool f32_like(const vf_tref *t, const vf_tref *like)
+{
+    if (t->dtype != VF_F32 || t->rank != like->rank) return false;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] != like->shape[d]) return false;
+    return true;
+}
+
+/* sum along the last axis, dims kept, f32 */
+static bool is_row_sum(const vf_exec *e)
+{
+    int r = e->in[0].rank;
+    return e->op == VF_OP_REDUCE_SUM && e->n_in == 1 && r >= 1 && e->attrs.axes_mask == 1u << (r - 1) &&
+           e->out.rank == r && e->in[0].dtype == VF_F32 && e->out.dtype == VF_F32;
+}
+
+/* Member src's index (a member's value), else -1 (a group input). */
+static int member_of(int src) { return src < 0 ? -1 - src : -1; }
+
+/* Member j (before `before`), of op `op`, read once in the whole group
+   and no group output: an intermediate only the next op reads. */
+static bool inner(const vf_fused_group *g, int j, int before, vf_op op)
+{
+    if (j < 0 || j >= before || g->execs[j].op != op || g->members[j].out >= 0) return false;
+    int reads = 0;
+    for (int k = j + 1; k < g->n_members; k++)
+        for (int i = 0; i < g->execs[k].n_in && i < 3; i++) reads += g->members[k].in[i] == VF_FUSED_MEMBER(j);
+    return reads == 1;
+}
+
+/* softmax: d = y * c, c = g - b, b = sum(a), a = g * y (either order of
+   each product) */
+static bool match_softmax(const vf_fused_group *g, int d, vf_cpu_row_grad *rg)
+{
+    const vf_exec *ed = &g->execs[d];
+    for (int k = 0; k < 2; k++) {
+        int c = member_of(g->members[d].in[k]), ysrc = g->members[d].in[1 - k];
+        if (!inner(g, c, d, VF_OP_SUB)) continue;
+        int b = member_of(g->members[c].in[1]), gsrc = g->members[c].in[0];
+        if (!inner(g, b, c, VF_OP_REDUCE_SUM) || !is_row_sum(&g->execs[b]) || !f32_like(&g->execs[c].in[0], &ed->out))
+            continue;
+        int a = member_of(g->members[b].in[0]);
+        if (!inner(g, a, b, VF_OP_MUL) || !f32_like(&g->execs[a].out, &ed->out)) continue;
+        const vf_fused_member *ma = &g->members[a];
+        int gk = ma->in[0] == gsrc && ma->in[1] == ysrc ? 0 : ma->in[1] == gsrc && ma->in[0] == ysrc ? 1 : -1;
+        if (gk < 0 || !f32_like(&g->execs[a].in[0], &ed->out) || !f32_like(&g->execs[a].in[1], &ed->out)) continue;
+        *rg = (vf_cpu_row_grad){.op = VF_OP_SOFTMAX, .m = {a, b, c, d}, .g_at = c, .g_in = 0, .g_src = gsrc,
+                                .y_at = d, .y_in = 1 - k, .y_src = ysrc};
+        return true;
+    }
+    return false;
+}
+
+/* log_softmax: d = g - c, c = e * b (either order), e = exp(y),
+   b = sum(g) */
+static bool match_log_softmax(const vf_fused_group *g, int d, vf_cpu_row_grad *rg)
+{
+    const vf_exec *ed = &g->execs[d];
+    int c = member_of(g->members[d].in[1]), gsrc = g->members[d].in[0];
+    if (!inner(g, c, d, VF_OP_MUL)) return false;
+    for (int k = 0; k < 2; k++) {
+        int e = member_of(g->members[c].in[k]), b = member_of(g->members[c].in[1 - k]);
+        if (!inner(g, e, c, VF_OP_EXP) || !inner(g, b, c, VF_OP_REDUCE_SUM) || !is_row_sum(&g->execs[b]) ||
+            g->members[b].in[0] != gsrc || !f32_like(&g->execs[e].in[0], &ed->out) ||
+            !f32_like(&g->execs[e].out, &ed->out) || !f32_like(&g->execs[b].in[0], &ed->out))
+            continue;
+        *rg = (vf_cpu_row_grad){.op = VF_OP_LOG_SOFTMAX, .m = {b, e, c, d}, .g_at = d, .g_in = 0, .g_src = gsrc,
+                                .y_at = e, .y_in = 0, .y_src = g->members[e].in[0]};
+        return true;
+    }
+    return false;
+}
+
+bool vf_cpu_rows_grad_match(const vf_fused_group *g, int d, vf_cpu_row_grad *out)
+{
+    if (d < 0 || d >= g->n_members) return false;
+    const vf_exec *ed = &g->execs[d];
+    if (ed->n_in != 2 || !f32_like(&ed->in[0], &ed->out) || !f32_like(&ed->in[1], &ed->out) || ed->out.rank < 1)
+        return false;
+    if (ed->op == VF_OP_MUL) return match_softmax(g, d, out);
+    if (ed->op == VF_OP_SUB) return match_log_softmax(g, d, out);
+    return false;
+}
+
 bool vf_cpu_rows_supported(const vf_fused_group *g)
 {
     const vf_tref *row = row_of(g);
@@ -123,11 +216,13 @@ bool vf_cpu_rows_supported(const vf_fused_group *g)
 
 /* Its layout: eval's work arrays, softmax's doubles, three operands
    spread to a block (4 bytes an element: the widest dtype), per member a
-   block buffer, its operand and class. */
+   block buffer, its operand, its softmax gradient (when it ends one), its
+   class and role. */
 size_t vf_cpu_rows_scratch_bytes(int n_members)
 {
     return vf_cpu_fused_tmp_bytes() + ROW_MAX * sizeof(double) + 3 * ROW_MAX * 4 +
-           (size_t)n_members * (ROW_MAX * 4 + sizeof(vf_cpu_opnd) + sizeof(vf_row_class));
+           (size_t)n_members *
+               (ROW_MAX * 4 + sizeof(vf_cpu_opnd) + sizeof(vf_cpu_row_grad) + sizeof(vf_row_class) + 1);
 }
 
 static bool same_place(const vf_tref *a, const vf_tref *b)
@@ -228,7 +323,21 @@ bool vf_cpu_rows_run(const vf_fused_group *g, void *scratch)
     uint8_t *vals = spreads + 3 * ROW_MAX * 4;
     rows_run x = {.g = g, .cols = cols};
     x.val = (vf_cpu_opnd *)(vals + (size_t)nm * ROW_MAX * 4);
-    x.cls = (vf_row_class *)(x.val + nm);
+    vf_cpu_row_grad *grads = (vf_cpu_row_grad *)(x.val + nm);
+    x.cls = (vf_row_class *)(grads + nm);
+    uint8_t *role = (uint8_t *)(x.cls + nm);
+    /* the softmax gradients' ops: the last one's value in one call of the
+       gradient's rows, the three before it skipped */
+    memset(role, ROLE_OP, (size_t)nm);
+    for (int m = 0; m < nm; m++) {
+        vf_cpu_row_grad *rg = &grads[m];
+        if (!vf_cpu_rows_grad_match(g, m, rg) || role[rg->m[0]] || role[rg->m[1]] || role[rg->m[2]]) continue;
+        /* g or y a fill: here one value, not a block of rows (plans give
+           each reader its own fill, so the four ops never share one now) */
+        if ((rg->g_src < 0 && is_splat(g, -1 - rg->g_src)) || (rg->y_src < 0 && is_splat(g, -1 - rg->y_src))) continue;
+        role[m] = ROLE_GRAD;
+        for (int k = 0; k < 3; k++) role[rg->m[k]] = ROLE_SKIP;
+    }
     for (int m = 0; m < nm; m++) {
         member_ok(g, m, row, &x.cls[m]); /* checked at plan creation: sets the class */
         x.val[m] = (vf_cpu_opnd){vals + (size_t)m * ROW_MAX * 4, 1, g->execs[m].out.dtype};
@@ -248,7 +357,7 @@ bool vf_cpu_rows_run(const vf_fused_group *g, void *scratch)
     for (int64_t r = 0; r < rows; r += per) {
         int64_t kb = rows - r < per ? rows - r : per;
         for (int m = 0; m < nm; m++) {
-            if (is_splat(g, m)) continue;
+            if (is_splat(g, m) || role[m] == ROLE_SKIP) continue;
             const vf_exec *e = &g->execs[m];
             const vf_fused_member *mb = &g->members[m];
             bool wide = x.cls[m] == VF_ROW_WIDE;
@@ -256,7 +365,13 @@ bool vf_cpu_rows_run(const vf_fused_group *g, void *scratch)
             void *dst = vals + (size_t)m * ROW_MAX * 4;
             if (mb->out >= 0 && !in_place)
                 dst = data_of(&T[mb->out]) + (size_t)(r * (wide ? cols : 1)) * vf_dtype_size(e->out.dtype);
-            if (is_reduction(e->op) || is_softmax(e->op)) {
+            if (role[m] == ROLE_GRAD) {
+                /* g and y of the row shape: contiguous rows of the block */
+                const vf_cpu_row_grad *rg = &grads[m];
+                vf_cpu_opnd gv = operand(&x, rg->g_src, true, r, kb, spreads);
+                vf_cpu_opnd yv = operand(&x, rg->y_src, true, r, kb, spreads + ROW_MAX * 4);
+                vf_cpu_softmax_grad_rows_f32(gv.p, yv.p, dst, kb, cols, rg->op == VF_OP_LOG_SOFTMAX);
+            } else if (is_reduction(e->op) || is_softmax(e->op)) {
                 /* row by row, the eager kernels' own row code */
                 for (int64_t i = 0; i < kb; i++) {
                     vf_cpu_opnd a = operand(&x, mb->in[0], true, r + i, 1, spreads);

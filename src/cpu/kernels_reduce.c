@@ -12,6 +12,7 @@
  * pass; s lives VF_CPU_CHUNK doubles after m in the accumulator array).
  */
 #include "cpu/cpu.h"
+#include "cpu/cpu_sum.h"
 #include "cpu/cpu_threads.h"
 #include "graph/op.h"
 
@@ -60,27 +61,13 @@ static void combine_lanes(acc_kind k, double *acc, const double *x, int64_t n)
     }
 }
 
-/* Sum of x[0..n) (squares when sq) in four interleaved double partial
-   sums added at the end: four independent add chains instead of one. The
-   order is fixed, so the result is too; each partial sum has the error
-   bound of a plain double sum of a quarter of the run. */
-static double sum4(const double *x, int64_t n, bool sq)
-{
-    double s[4] = {0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int l = 0; l < 4; l++) s[l] += sq ? x[i + l] * x[i + l] : x[i + l];
-    for (; i < n; i++) s[0] += sq ? x[i] * x[i] : x[i];
-    return (s[0] + s[1]) + (s[2] + s[3]);
-}
-
 /* *acc op= x[0..n) (run) */
 static void combine_run(acc_kind k, double *acc, const double *x, int64_t n)
 {
     double a = *acc;
     switch (k) {
-    case ACC_SUM: a += sum4(x, n, false); break;
-    case ACC_SUMSQ: a += sum4(x, n, true); break;
+    case ACC_SUM: a += vf_cpu_sum4(x, n, false); break;
+    case ACC_SUMSQ: a += vf_cpu_sum4(x, n, true); break;
     case ACC_MAX:
         for (int64_t i = 0; i < n; i++)
             if (x[i] > a || isnan(x[i])) a = x[i];
