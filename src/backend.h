@@ -311,6 +311,10 @@ typedef struct vf_backend_iface {
        be NULL. */
     vf_status (*map)(void *self, vf_buffer *buf, size_t offset, size_t bytes, void **out);
     vf_status (*unmap)(void *self, vf_buffer *buf, size_t offset, size_t bytes);
+    /* The most members a plan's fused group may have on this backend (the
+       partition's max_nodes); 0: the partition's default, 64, which the
+       Vulkan code generator's member tables hold. */
+    int fused_max_nodes;
 } vf_backend_iface;
 
 typedef struct vf_backend {

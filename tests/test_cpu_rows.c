@@ -296,6 +296,56 @@ static void fused_group_takes_the_rows(void **state)
     vt_context_done(ctx);
 }
 
+/* 256 ops (add, mul, tanh, exp in turn; a scalar made in the body, the
+   chain's first value read again at the end, a second output midway):
+   one pass on the CPU backend, past the Vulkan code generator's 64
+   members (cpu_fused.h), its values sharing a few chunk temporaries. */
+static vf_status long_chain(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    vf_tensor *h = vf_add(ctx, in[0], vt_scalar(ctx, 0.25)), *first = h;
+    for (int i = 0; i < 256; i++) {
+        switch (i % 4) {
+        case 0: h = vf_add(ctx, h, in[1]); break;
+        case 1: h = vf_mul(ctx, h, vt_scalar(ctx, 0.5)); break;
+        case 2: h = vf_tanh(ctx, h); break;
+        default: h = vf_exp(ctx, h); break;
+        }
+        if (i == 101) out[1] = h;
+    }
+    out[0] = vf_sub(ctx, h, first);
+    return out[0] && out[1] ? VF_OK : VF_ERROR_INVALID_ARGUMENT;
+}
+
+static void long_chain_one_pass(void **state)
+{
+    (void)state;
+    vf_context *ctx = vt_context(VF_BACKEND_CPU);
+    enum { R = 5, C = 300 };
+    float h[R * C], a[R * C];
+    vt_fill_uniform(h, R * C, -2.0f, 2.0f, 21);
+    vt_fill_uniform(a, R * C, 0.0f, 1.0f, 22);
+    vf_tensor *in[2] = {vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){R, C}, h),
+                        vf_tensor_from_host(ctx, VF_F32, 2, (int64_t[]){R, C}, a)};
+    vf_tensor *eager[2] = {NULL, NULL}, *y[2] = {NULL, NULL};
+    assert_int_equal(long_chain(ctx, in, eager, NULL), VF_OK);
+    vf_function *fn = vf_function_create(ctx, &(vf_function_desc){.name = "long", .body = long_chain,
+                                                                   .n_inputs = 2, .n_outputs = 2});
+    assert_non_null(fn);
+    assert_int_equal(vf_function_call(fn, in, y), VF_OK);
+    vf_function_stats st;
+    assert_int_equal(vf_function_stats_get(fn, &st), VF_OK);
+    if (st.kernels != 1) fail_msg("the 258-op chain ran as %d kernels, not one fused pass", st.kernels);
+    for (int k = 0; k < 2; k++) {
+        float *gt = vt_read(y[k]), *ge = vt_read(eager[k]);
+        vt_assert_same_f32(gt, ge, R * C, k ? "midway output, fused vs eager" : "fused vs eager");
+        free(gt);
+        free(ge);
+    }
+    vf_function_destroy(fn);
+    vt_context_done(ctx);
+}
+
 /* ---- window rows as runs --------------------------------------------------------- */
 
 static void expect_f32(vf_tensor *t, const float *want, int64_t n, const char *what)
@@ -457,6 +507,7 @@ int main(void)
         cmocka_unit_test(rows_are_the_float_formulas),
         cmocka_unit_test(eager_ops_take_the_rows),
         cmocka_unit_test(fused_group_takes_the_rows),
+        cmocka_unit_test(long_chain_one_pass),
         cmocka_unit_test(window_rows_as_runs),
         cmocka_unit_test(row_groups_in_one_pass),
     };
