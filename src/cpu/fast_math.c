@@ -25,7 +25,7 @@
  *            2^-53 / (1 + tanh u) relative; the tests compare with
  *            x / (1 + exp(-2u)) in double): 0.66 ulps;
  *   log      x = 2^k (1 + f), fdlibm's float polynomial in s = f / (2 + f)
- *            and the sum with k ln2 in double (row_ln): 0.57 ulps;
+ *            and the sum with k ln2 in double (row_ln): 0.58 ulps;
  *   rsqrt    IEEE sqrt and divide in double, libm's bits exactly.
  * The loops have no calls or branches, so they vectorise, compiled for
  * the wider vector units too (the best picked at load). Built with
