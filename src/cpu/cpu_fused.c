@@ -16,7 +16,8 @@
  * ops where float arithmetic equals the double result rounded to float
  * (+ - * / sqrt: double rounding is innocuous for these; the others are
  * exact), which is what the eager kernels compute; exp, tanh, sigmoid,
- * gelu, log and rsqrt run the eager kernels' own rows (fast_math.h).
+ * gelu, log, softplus and rsqrt run the eager kernels' own rows
+ * (fast_math.h).
  */
 #include "cpu/cpu_fused.h"
 #include "cpu/fast_math.h"
@@ -171,7 +172,8 @@ VF_CLONES static bool f32_fast(const vf_exec *e, const opnd *in, void *out, int6
     case VF_OP_SIGMOID:
     case VF_OP_GELU:
     case VF_OP_RSQRT:
-    case VF_OP_LOG: /* the eager rows' own (kernels_elementwise_fast.c) */
+    case VF_OP_LOG:
+    case VF_OP_SOFTPLUS: /* the eager rows' own (kernels_elementwise_fast.c) */
         if (!f2f) return false;
         vf_cpu_fm_row(e->op, a, o, m);
         return true;

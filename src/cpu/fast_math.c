@@ -1,4 +1,5 @@
-/* f32 rows of exp, tanh, sigmoid, gelu, log and rsqrt (fast_math.h). The
+/* f32 rows of exp, tanh, sigmoid, gelu, log, softplus and rsqrt
+ * (fast_math.h). The
  * transcendental ones are evaluated mostly in float, the steps whose
  * rounding would show in double; the bounds below are of the error
  * against the exact value, in f32 ulps of it, the largest seen over every
@@ -26,6 +27,8 @@
  *            x / (1 + exp(-2u)) in double): 0.66 ulps;
  *   log      x = 2^k (1 + f), fdlibm's float polynomial in s = f / (2 + f)
  *            and the sum with k ln2 in double (row_ln): 0.58 ulps;
+ *   softplus max(x, 0) + log(1 + e), e = vf_fm_exp_wide(-|x|), the log
+ *            as log's, on a double argument (row_softplus): SOFTPLUS_ULPS;
  *   rsqrt    IEEE sqrt and divide in double, libm's bits exactly.
  * The loops have no calls or branches, so they vectorise, compiled for
  * the wider vector units too (the best picked at load). Built with
@@ -134,12 +137,22 @@ FM_CLONES static void row_gelu(const float *a, float *o, int64_t n)
     }
 }
 
-/* log x = k ln2 + log(1 + f), x = 2^k (1 + f) with 1 + f in
-   [sqrt(1/2), sqrt(2)) (f exact), log(1 + f) = f - (f^2/2 - s (f^2/2 + R))
-   with s = f / (2 + f) and R(s^2) fdlibm's float minimax polynomial for
-   logf: s and R in float, the sum (where their errors are scaled down by
-   |s (f^2/2 + R)| <= 0.05 |log(1 + f)|) and k ln2 in double. Subnormal x
-   scaled by 2^25 first; log 0 = -inf, log inf = inf, x < 0 or NaN: NaN. */
+/* k ln2 + log(1 + d) for d in [sqrt(1/2) - 1, sqrt(2) - 1]:
+   log(1 + d) = d - (d^2/2 - s (d^2/2 + R)) with s = d / (2 + d) and R(s^2)
+   fdlibm's float minimax polynomial for logf; s (from d rounded to float,
+   f) and R in float, the sum (where their errors are scaled down by
+   |s (d^2/2 + R)| <= 0.05 |log(1 + d)|) and k ln2 in double. */
+static inline double ln_core(double d, float f, double k)
+{
+    float s = f / (2.0f + f), z = s * s, w = z * z;
+    float r = z * (0.66666662693f + w * 0.28498786688f) + w * (0.40000972152f + w * 0.24279078841f);
+    double hf = 0.5 * d * d;
+    return k * 0.6931471805599453 + (d - (hf - (double)s * (hf + (double)r)));
+}
+
+/* log x: x = 2^k (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)) (f exact),
+   then ln_core. Subnormal x scaled by 2^25 first; log 0 = -inf,
+   log inf = inf, x < 0 or NaN: NaN. */
 FM_CLONES static void row_ln(const float *a, float *o, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
@@ -151,15 +164,28 @@ FM_CLONES static void row_ln(const float *a, float *o, int64_t n)
         uint32_t ix = vf_fm_bits_f(xs) + (0x3f800000u - 0x3f3504f3u);
         int32_t k = (int32_t)((ix >> 23) - 127u - (tiny ? 25u : 0u));
         float f = vf_fm_float((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
-        float s = f / (2.0f + f), z = s * s, w = z * z;
-        float r = z * (0.66666662693f + w * 0.28498786688f) + w * (0.40000972152f + w * 0.24279078841f);
-        double d = f, hf = 0.5 * d * d;
-        float y = (float)((double)k * 0.6931471805599453 + (d - (hf - (double)s * (hf + (double)r))));
+        float y = (float)ln_core(f, f, k);
         y = x == 0.0f ? -INFINITY : y;
         y = x == INFINITY ? INFINITY : y;
         /* NaN as libm makes it: an input NaN quieted, else the invalid
            operation's default NaN */
         o[i] = x != x ? x + x : x < 0.0f ? (x - x) / (x - x) : y;
+    }
+}
+
+/* softplus x = max(x, 0) + log(1 + e), e = e^-|x| in (0, 1] by
+   vf_fm_exp_wide (a double: for x << 0 the result is about e itself);
+   log(1 + e) by ln_core on d = e (e < sqrt(2) - 1) or on d = (e - 1) / 2,
+   k = 1 (1 + e = 2 (1 + d)); the sum in double. No cancellation: both
+   terms are >= 0. */
+FM_CLONES static void row_softplus(const float *a, float *o, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i];
+        double e = vf_fm_exp_wide(-fabsf(x));
+        bool hi = e > 0.41421356237309503;
+        double d = hi ? (e - 1.0) * 0.5 : e;
+        o[i] = (float)((x > 0.0f ? (double)x : 0.0) + ln_core(d, (float)d, hi ? 1.0 : 0.0));
     }
 }
 
@@ -177,6 +203,7 @@ void vf_cpu_fm_row(vf_op op, const float *a, float *o, int64_t n)
     case VF_OP_GELU: row_gelu(a, o, n); break;
     case VF_OP_RSQRT: row_rsqrt(a, o, n); break;
     case VF_OP_LOG: row_ln(a, o, n); break;
+    case VF_OP_SOFTPLUS: row_softplus(a, o, n); break;
     default: return;
     }
     atomic_fetch_add_explicit(&rows_run, 1, memory_order_relaxed);

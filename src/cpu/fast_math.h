@@ -1,5 +1,5 @@
 /* Vectorisable exp for the CPU backend's float rows (exp, tanh, sigmoid,
- * gelu; log and rsqrt too: fast_math.c), its double softmax path (kernels_row.c) and
+ * gelu, softplus; log and rsqrt too: fast_math.c), its double softmax path (kernels_row.c) and
  * its f32 softmax rows.
  *
  * The op table's references evaluate these ops in double and round once
@@ -173,7 +173,8 @@ static inline double vf_fm_exp_wide(double y)
 }
 
 /* o[i] = op(a[i]) for n contiguous f32 elements (a == o allowed), op one
-   of VF_OP_EXP, _TANH, _SIGMOID, _GELU, _LOG, _RSQRT (others: nothing), within
+   of VF_OP_EXP, _TANH, _SIGMOID, _GELU, _LOG, _SOFTPLUS, _RSQRT (others:
+   nothing), within
    the bounds fast_math.c states of the exact value (the op table's
    double reference rounded once, or an ulp from it). */
 void vf_cpu_fm_row(vf_op op, const float *a, float *o, int64_t n);
