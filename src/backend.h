@@ -321,6 +321,10 @@ typedef struct vf_backend_iface {
        VF_ERROR_UNSUPPORTED (nothing written): a case it does not take;
        queued like exec. */
     vf_status (*row_grad)(void *self, const vf_exec *e);
+    /* The most members a plan's fused group may have on this backend (the
+       partition's max_nodes); 0: the partition's default, 64, which the
+       Vulkan code generator's member tables hold. */
+    int fused_max_nodes;
 } vf_backend_iface;
 
 typedef struct vf_backend {

@@ -4,6 +4,7 @@
  * bad offset from a planner bug becomes an error, not a wild write). */
 #include "cpu/cpu.h"
 #include "cpu/blas.h"
+#include "cpu/cpu_fused.h"
 #include "cpu/cpu_threads.h"
 #include "cpu/dnnl_conv.h"
 #include "util/fault.h"
@@ -256,6 +257,7 @@ static const vf_backend_iface cpu_iface = {
     .plan_info = vf_cpu_plan_info,
     .plan_profile = vf_cpu_plan_profile,
     .row_grad = cpu_row_grad,
+    .fused_max_nodes = VF_CPU_FUSED_MAX_MEMBERS,
 };
 
 const vf_backend_iface *vf_cpu_iface(void) { return &cpu_iface; }

@@ -16,7 +16,8 @@
  * ops where float arithmetic equals the double result rounded to float
  * (+ - * / sqrt: double rounding is innocuous for these; the others are
  * exact), which is what the eager kernels compute; exp, tanh, sigmoid,
- * gelu and rsqrt run the eager kernels' own rows (fast_math.h).
+ * gelu, log, softplus and rsqrt run the eager kernels' own rows
+ * (fast_math.h).
  */
 #include "cpu/cpu_fused.h"
 #include "cpu/fast_math.h"
@@ -170,7 +171,9 @@ VF_CLONES static bool f32_fast(const vf_exec *e, const opnd *in, void *out, int6
     case VF_OP_TANH:
     case VF_OP_SIGMOID:
     case VF_OP_GELU:
-    case VF_OP_RSQRT: /* the eager rows' own (kernels_elementwise_fast.c) */
+    case VF_OP_RSQRT:
+    case VF_OP_LOG:
+    case VF_OP_SOFTPLUS: /* the eager rows' own (kernels_elementwise_fast.c) */
         if (!f2f) return false;
         vf_cpu_fm_row(e->op, a, o, m);
         return true;
@@ -290,7 +293,39 @@ bool vf_cpu_fused_overlaps(const vf_tref *a, const vf_tref *b)
 
 size_t vf_cpu_fused_scratch_bytes(int n_members)
 {
-    return sizeof(chunk_tmp) + (size_t)n_members * (CHUNK * 4 + sizeof(opnd));
+    return sizeof(chunk_tmp) + (size_t)n_members * (CHUNK * 4 + sizeof(opnd) + 3 * sizeof(int));
+}
+
+/* The chunk temporary (slot) of each member: a member's value is needed
+   until its last reader, so slots are reused as values die, and a chain
+   of any length runs in two (its chunks stay in L1 however many members
+   the group has). Splats keep theirs (computed once per run, before any
+   chunk: they are given theirs first), and so do
+   the values copied out at the end of each chunk (in place); a member's
+   slot is never one of its inputs' (the eval loops may read after they
+   write). slot[m] -1: none (the value is written to its output). last,
+   stack: nm ints of scratch each. */
+static void assign_slots(const vf_fused_group *g, bool in_place, int *slot, int *last, int *stack)
+{
+    int nm = g->n_members, top = 0, fresh = 0;
+    for (int m = 0; m < nm; m++) last[m] = is_splat(g, m) || (in_place && g->members[m].out >= 0) ? nm : m;
+    for (int m = 0; m < nm; m++)
+        for (int k = 0; k < g->execs[m].n_in && k < 3; k++) {
+            int src = g->members[m].in[k];
+            if (src < 0 && last[-1 - src] < m) last[-1 - src] = m;
+        }
+    for (int m = 0; m < nm; m++) /* splats first: written before any chunk, they hold their slot throughout */
+        slot[m] = is_splat(g, m) ? fresh++ : -1;
+    for (int m = 0; m < nm; m++) {
+        if (!is_splat(g, m) && (g->members[m].out < 0 || in_place)) slot[m] = top ? stack[--top] : fresh++;
+        /* then the slots of the values that die here (each once: an input
+           read twice is released at its first sight only) */
+        for (int k = 0; k < g->execs[m].n_in && k < 3; k++) {
+            int j = g->members[m].in[k] < 0 ? -1 - g->members[m].in[k] : -1;
+            if (j >= 0 && last[j] == m && slot[j] >= 0) stack[top++] = slot[j], last[j] = -1;
+        }
+        if (last[m] == m && slot[m] >= 0) stack[top++] = slot[m]; /* read by no one */
+    }
 }
 
 vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g, void *scratch)
@@ -308,17 +343,20 @@ vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g, void *scratch)
     bool in_place = false;
     for (int k = g->n_inputs; k < nt; k++)
         for (int j = 0; j < g->n_inputs; j++) in_place |= vf_cpu_fused_overlaps(&T[k], &T[j]);
-    /* one typed temporary per member (4 bytes: the widest dtype) */
+    /* typed chunk temporaries (4 bytes: the widest dtype), shared as
+       values die (assign_slots) */
     (void)cpu;
     chunk_tmp *tmp = scratch; /* its layout: vf_cpu_fused_scratch_bytes */
     uint8_t *vals = (uint8_t *)(tmp + 1);
     opnd *val = (opnd *)(vals + (size_t)nm * CHUNK * 4);
+    int *slot = (int *)(val + nm), *last = slot + nm;
     memset(val, 0, (size_t)nm * sizeof *val);
+    assign_slots(g, in_place, slot, last, last + nm);
     /* splats: computed once, broadcast to every chunk */
     for (int m = 0; m < nm; m++)
         if (is_splat(g, m)) {
-            vf_cpu_fused_eval(&g->execs[m], NULL, vals + (size_t)m * CHUNK * 4, 1, tmp);
-            val[m] = (opnd){vals + (size_t)m * CHUNK * 4, 0, g->execs[m].out.dtype};
+            vf_cpu_fused_eval(&g->execs[m], NULL, vals + (size_t)slot[m] * CHUNK * 4, 1, tmp);
+            val[m] = (opnd){vals + (size_t)slot[m] * CHUNK * 4, 0, g->execs[m].out.dtype};
         }
     int64_t inner = w.rank ? w.dim[w.rank - 1] : 1;
     int outer = w.rank ? w.rank - 1 : 0;
@@ -344,7 +382,7 @@ vf_status vf_cpu_fused_run(vf_cpu *cpu, const vf_fused_group *g, void *scratch)
                                        st, T[src].dtype};
                     }
                 }
-                void *dst = vals + (size_t)m * CHUNK * 4;
+                void *dst = vals + (size_t)(slot[m] >= 0 ? slot[m] : 0) * CHUNK * 4;
                 if (mb->out >= 0 && !in_place)
                     dst = (char *)T[mb->out].buf->data + T[mb->out].offset +
                           (size_t)(off[mb->out] + s) * vf_dtype_size(T[mb->out].dtype);

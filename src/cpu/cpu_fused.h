@@ -10,6 +10,15 @@
 /* The most tensors (inputs + outputs) a group run in one pass may have. */
 #define VF_FUSED_MAX_TENSORS 32
 
+/* The most members of a fused group on this backend (the partition's
+   limit, vf_backend_iface.fused_max_nodes). The Vulkan code generator
+   stops at 64; a pass here has no table of that size, and its values
+   share a few chunk temporaries (cpu_fused.c), so a 256-op elementwise
+   chain is one pass rather than four groups writing their values to
+   memory. 1024 bounds the scratch a plan allocates (about 1 KiB per
+   member). */
+#define VF_CPU_FUSED_MAX_MEMBERS 1024
+
 /* Whether vf_cpu_fused_run can run g (group.execs set; tensors may be
    unresolved): an ELEMENTWISE group whose members all have the group's
    output shape (or are FILL splats) and whose ops this file knows. */

@@ -1,10 +1,39 @@
-/* f32 rows of exp, tanh, sigmoid, gelu and rsqrt (fast_math.h): each
- * element widened to double, the op-table reference's formula evaluated
- * with fast_math.h's polynomial exp / tanh (rsqrt: IEEE sqrt and divide,
- * libm's bits exactly), rounded once. The loops have no calls or branches,
- * so they vectorise, compiled for the wider vector units too (the best
- * picked at load). Built with -fno-math-errno (CMakeLists.txt): sqrt may
- * then be the vector instruction; the library never reads errno.
+/* f32 rows of exp, tanh, sigmoid, gelu, log, softplus and rsqrt
+ * (fast_math.h). The
+ * transcendental ones are evaluated mostly in float, the steps whose
+ * rounding would show in double; the bounds below are of the error
+ * against the exact value, in f32 ulps of it, the largest seen over every
+ * f32 input (tests/test_cpu_rows.c checks them on every 12289th bit
+ * pattern and the specials, and that each result is the op table's double
+ * reference rounded once, or an ulp from it):
+ *   exp      vf_fm_expf(x) (x clamped above at 89: inf past FLT_MAX):
+ *            float throughout, 1.22 ulps;
+ *   tanh     |x| < 0.625: its odd Taylor series to x^21 in float (no
+ *            cancellation near 0, terms below 2^-28 relative); above,
+ *            (1 - e) / (1 + e) with e = vf_fm_expf(-2|x|) in float and
+ *            the quotient in double (a float quotient adds a rounding in
+ *            each of its three steps: 1.5 ulps), the sign put back:
+ *            0.89 ulps;
+ *   sigmoid  e = vf_fm_exp_wide(-|x|), 1 / (1 + e) for x >= 0 and
+ *            e / (1 + e) below, in double: for x << 0 the result is e
+ *            itself, so e may not carry a float rounding: 0.62 ulps;
+ *   gelu     0.5 x (1 + tanh u) = x / (1 + e^-2u), u = c (x + k x^3) in
+ *            double as the reference computes it (e^-2u carries 2|u|
+ *            times u's relative error); e = vf_fm_exp_wide(-2|u|) and
+ *            x / (1 + e) or x e / (1 + e) in double. This form does not
+ *            cancel where the reference's 1 + tanh u does (x < -5.5:
+ *            there the double reference itself is off by up to
+ *            2^-53 / (1 + tanh u) relative; the tests compare with
+ *            x / (1 + exp(-2u)) in double): 0.66 ulps;
+ *   log      x = 2^k (1 + f), fdlibm's float polynomial in s = f / (2 + f)
+ *            and the sum with k ln2 in double (row_ln): 0.58 ulps;
+ *   softplus max(x, 0) + log(1 + e), e = vf_fm_exp_wide(-|x|), the log
+ *            as log's, on a double argument (row_softplus): 0.64 ulps;
+ *   rsqrt    IEEE sqrt and divide in double, libm's bits exactly.
+ * The loops have no calls or branches, so they vectorise, compiled for
+ * the wider vector units too (the best picked at load). Built with
+ * -fno-math-errno (CMakeLists.txt): sqrt may then be the vector
+ * instruction; the library never reads errno.
  *
  * And softmax / log_softmax / cross-entropy rows of f32 (contiguous), in
  * float where the op table's references are double, since their tests hold
@@ -49,30 +78,114 @@ static _Atomic int64_t rows_run;
 
 int64_t vf_cpu_fm_rows(void) { return atomic_load_explicit(&rows_run, memory_order_relaxed); }
 
-/* The constants and evaluation order of op_table.c's references. */
+/* The constants of op_table.c's gelu reference. */
 #define GELU_C 0.7978845608028654
 #define GELU_K 0.044715
 
 FM_CLONES static void row_exp(const float *a, float *o, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) o[i] = (float)vf_fm_exp(a[i]);
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i];
+        o[i] = vf_fm_expf(x > 89.0f ? 89.0f : x, 0.0f);
+    }
+}
+
+/* tanh |x| for |x| < 0.625: x - x^3 / 3 + 2 x^5 / 15 - ..., the
+   coefficients rounded from their exact fractions. */
+static inline float tanh_series(float a)
+{
+    float a2 = a * a;
+    float s = (float)(18888466084.0 / 194896477400625.0);
+    s = s * a2 - (float)(443861162.0 / 1856156927625.0);
+    s = s * a2 + (float)(6404582.0 / 10854718875.0);
+    s = s * a2 - (float)(929569.0 / 638512875.0);
+    s = s * a2 + (float)(21844.0 / 6081075.0);
+    s = s * a2 - (float)(1382.0 / 155925.0);
+    s = s * a2 + (float)(62.0 / 2835.0);
+    s = s * a2 - (float)(17.0 / 315.0);
+    s = s * a2 + (float)(2.0 / 15.0);
+    s = s * a2 - (float)(1.0 / 3.0);
+    return a + a * a2 * s;
 }
 
 FM_CLONES static void row_tanh(const float *a, float *o, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) o[i] = (float)vf_fm_tanh(a[i]);
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i], m = fabsf(x);
+        double e = vf_fm_expf(-2.0f * m, 0.0f); /* -inf clamped: 0 */
+        float big = (float)((1.0 - e) / (1.0 + e));
+        o[i] = copysignf(m < 0.625f ? tanh_series(m) : big, x);
+    }
 }
 
 FM_CLONES static void row_sigmoid(const float *a, float *o, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) o[i] = (float)(1.0 / (1.0 + vf_fm_exp(-(double)a[i])));
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i];
+        double e = vf_fm_exp_wide(-fabsf(x));
+        o[i] = (float)((x < 0.0f ? e : 1.0) / (1.0 + e));
+    }
 }
 
 FM_CLONES static void row_gelu(const float *a, float *o, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
         const double x = a[i];
-        o[i] = (float)(0.5 * x * (1.0 + vf_fm_tanh(GELU_C * (x + GELU_K * x * x * x))));
+        double u = GELU_C * (x + GELU_K * x * x * x);
+        double e = vf_fm_exp_wide(-2.0 * fabs(u));
+        o[i] = (float)(x * ((u < 0.0 ? e : 1.0) / (1.0 + e)));
+    }
+}
+
+/* k ln2 + log(1 + d) for d in [sqrt(1/2) - 1, sqrt(2) - 1]:
+   log(1 + d) = d - (d^2/2 - s (d^2/2 + R)) with s = d / (2 + d) and R(s^2)
+   fdlibm's float minimax polynomial for logf; s (from d rounded to float,
+   f) and R in float, the sum (where their errors are scaled down by
+   |s (d^2/2 + R)| <= 0.05 |log(1 + d)|) and k ln2 in double. */
+static inline double ln_core(double d, float f, double k)
+{
+    float s = f / (2.0f + f), z = s * s, w = z * z;
+    float r = z * (0.66666662693f + w * 0.28498786688f) + w * (0.40000972152f + w * 0.24279078841f);
+    double hf = 0.5 * d * d;
+    return k * 0.6931471805599453 + (d - (hf - (double)s * (hf + (double)r)));
+}
+
+/* log x: x = 2^k (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)) (f exact),
+   then ln_core. Subnormal x scaled by 2^25 first; log 0 = -inf,
+   log inf = inf, x < 0 or NaN: NaN. */
+FM_CLONES static void row_ln(const float *a, float *o, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i];
+        bool tiny = x < 0x1p-126f;
+        float xs = tiny ? x * 0x1p25f : x;
+        /* the exponent of xs / sqrt(1/2), and the mantissa put back in
+           [sqrt(1/2), sqrt(2)) (unsigned: garbage for x <= 0 wraps) */
+        uint32_t ix = vf_fm_bits_f(xs) + (0x3f800000u - 0x3f3504f3u);
+        int32_t k = (int32_t)((ix >> 23) - 127u - (tiny ? 25u : 0u));
+        float f = vf_fm_float((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+        float y = (float)ln_core(f, f, k);
+        y = x == 0.0f ? -INFINITY : y;
+        y = x == INFINITY ? INFINITY : y;
+        /* NaN as libm makes it: an input NaN quieted, else the invalid
+           operation's default NaN */
+        o[i] = x != x ? x + x : x < 0.0f ? (x - x) / (x - x) : y;
+    }
+}
+
+/* softplus x = max(x, 0) + log(1 + e), e = e^-|x| in (0, 1] by
+   vf_fm_exp_wide (a double: for x << 0 the result is about e itself);
+   log(1 + e) by ln_core on d = e (e < sqrt(2) - 1) or on d = (e - 1) / 2,
+   k = 1 (1 + e = 2 (1 + d)); the sum in double. No cancellation: both
+   terms are >= 0. */
+FM_CLONES static void row_softplus(const float *a, float *o, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i];
+        double e = vf_fm_exp_wide(-fabsf(x));
+        bool hi = e > 0.41421356237309503;
+        double d = hi ? (e - 1.0) * 0.5 : e;
+        o[i] = (float)((x > 0.0f ? (double)x : 0.0) + ln_core(d, (float)d, hi ? 1.0 : 0.0));
     }
 }
 
@@ -89,6 +202,8 @@ void vf_cpu_fm_row(vf_op op, const float *a, float *o, int64_t n)
     case VF_OP_SIGMOID: row_sigmoid(a, o, n); break;
     case VF_OP_GELU: row_gelu(a, o, n); break;
     case VF_OP_RSQRT: row_rsqrt(a, o, n); break;
+    case VF_OP_LOG: row_ln(a, o, n); break;
+    case VF_OP_SOFTPLUS: row_softplus(a, o, n); break;
     default: return;
     }
     atomic_fetch_add_explicit(&rows_run, 1, memory_order_relaxed);

@@ -1,22 +1,25 @@
-/* Vectorisable exp and tanh for the CPU backend's float rows (exp, tanh,
- * sigmoid, gelu, rsqrt: fast_math.c) and its double softmax path
- * (kernels_row.c), and a float exp for its f32 softmax rows.
+/* Vectorisable exp for the CPU backend's float rows (exp, tanh, sigmoid,
+ * gelu, softplus; log and rsqrt too: fast_math.c), its double softmax path (kernels_row.c) and
+ * its f32 softmax rows.
  *
- * Why double: the op table's references evaluate these ops in double and
- * round once to f32, and the tests hold the CPU backend to that within an
- * ulp. A float evaluation cannot: gelu's 1 + tanh(u) cancels for negative
- * u, and exp(y) of a rounded f32 argument y carries |y| times the
- * argument's relative error (up to 88 ulps near the ends of the f32
- * range). So the arithmetic stays in double, but as branch-free
- * polynomials that the compiler turns into vector code, instead of one
- * libm call per element. The functions below are within a few 1e-16 of
- * libm's (relative), so the f32 results are libm's rounded, but for an
- * element whose double value lies within that distance of a rounding
- * boundary (then they differ by one ulp). The f32 softmax rows are held
- * to a relative 1e-6 instead, so they take vf_fm_expf: float, twice the
- * lanes, its argument's rounding error passed in.
- *
- * Inline: each caller's loop vectorises them for its own target.
+ * The op table's references evaluate these ops in double and round once
+ * to f32; the tests hold the f32 rows to within one ulp of that rounded
+ * value, and to a stated bound in ulps of the exact value (fast_math.c
+ * lists them). A plain float evaluation cannot meet them everywhere:
+ * gelu's 1 + tanh(u) cancels for negative u, exp(y) of a rounded f32
+ * argument y carries |y| times the argument's relative error (up to 88
+ * ulps near the ends of the f32 range), and each float step of a
+ * composite formula (1 / (1 + e), (1 - e) / (1 + e)) adds up to half an
+ * ulp. So the polynomial, where the time goes, is float (twice the lanes
+ * of double), and the steps whose rounding would show stay in double:
+ *   - vf_fm_expf: e^(y + lo) in float, for exp itself (within 1.2 ulps)
+ *     and the softmax rows (lo: the argument's rounding error);
+ *   - vf_fm_exp_wide: e^y as a double within 0.3 f32 ulps (reduction and
+ *     the last two polynomial steps in double), for sigmoid and gelu,
+ *     whose results carry e's error unscaled;
+ *   - vf_fm_exp: e^y in double to 2e-16, for the double softmax path.
+ * Branch-free, no calls: each caller's loop vectorises them for its own
+ * target (inline).
  */
 #ifndef VF_CPU_FAST_MATH_H
 #define VF_CPU_FAST_MATH_H
@@ -94,6 +97,18 @@ static inline float vf_fm_float(uint32_t i)
     return x;
 }
 
+/* (e^r - 1 - r) / r^2 by its Taylor series to r^5 (the series of e^r to
+   r^7): the head of vf_fm_expf's polynomial, shared with vf_fm_exp_wide. */
+static inline float vf_fm_expf_q(float r)
+{
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    return p * r + 0.5f;
+}
+
 /* e^(y + lo) in float, for softmax's rows (fast_math.c), whose outputs the
    tests hold to 1e-6 relative, not to an ulp of the double reference: lo
    carries the rounding error of an argument computed as y (softmax's
@@ -116,12 +131,7 @@ static inline float vf_fm_expf(float y, float lo)
     float kd = tk - shift;                   /* k = round(y / ln2) */
     float r = y - kd * 0.693359375f;         /* both steps exact */
     r = (r - kd * -2.12194440e-4f) + lo;     /* ln2 - 355/512, then the argument's own error */
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
+    float p = vf_fm_expf_q(r);
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     /* 2^k as 2^k1 2^k2, each a normal float: k from tk's low bits, made
@@ -132,26 +142,41 @@ static inline float vf_fm_expf(float y, float lo)
     return p * vf_fm_float((h - 1u) << 23) * vf_fm_float((kb - h + 127u - 128u) << 23);
 }
 
-/* tanh x: below |x| = 1/16 its odd Taylor series to x^13 (no cancellation
-   near 0), else 1 - 2 / (e^2|x| + 1) (libm's form), the sign put back. */
-static inline double vf_fm_tanh(double x)
+/* e^y as a double, for f32 results that carry its error unscaled
+   (sigmoid's e / (1 + e) for y << 0, gelu's x e / (1 + e)): within 0.3
+   f32 ulps (2^-24 * 0.3 relative; tests/test_cpu_rows.c measures the
+   rows built on it). As vf_fm_expf, y = k ln2 + r and vf_fm_expf_q's
+   float polynomial, but r is reduced in double (from y itself: a double
+   argument such as gelu's -2|u| brings no rounding error of its own) and
+   the polynomial's last steps, 1 + r + r^2 q, are double, as is 2^k, so
+   that no step rounds to f32 and a result far below FLT_MIN keeps its
+   bits. k comes from y rounded to float (only its integer matters). y is
+   clamped to [-150, 89]; below -150 the result is 0 (every f32 result
+   built on it is then 0, and gelu(-inf) = -inf * 0 is NaN, as its
+   reference); a NaN passes through. */
+static inline double vf_fm_exp_wide(double y)
 {
-    double a = fabs(x), a2 = a * a;
-    double s = -21844.0 / 6081075.0;
-    s = s * a2 + 1382.0 / 155925.0;
-    s = s * a2 - 62.0 / 2835.0;
-    s = s * a2 + 17.0 / 315.0;
-    s = s * a2 - 2.0 / 15.0;
-    s = s * a2 + 1.0 / 3.0;
-    s = a - a * a2 * s;
-    double b = 1.0 - 2.0 / (vf_fm_exp(2.0 * a) + 1.0);
-    return copysign(a < 0.0625 ? s : b, x);
+    const float shift = 0x1.8p23f;
+    double yc = y < -150.0 ? -150.0 : y;
+    yc = yc > 89.0 ? 89.0 : yc;
+    float tk = (float)yc * 1.44269504f + shift;
+    float kd = tk - shift;
+    /* ln2 as 355/512 (kd * it exact) and the rest, in double */
+    double r = (yc - (double)kd * 0.693359375) - (double)kd * -2.12194440054690583e-4;
+    double q = vf_fm_expf_q((float)r);
+    double p = 1.0 + (r + r * r * q);
+    /* 2^k in a double's exponent bits, k from tk's low bits (unsigned:
+       a NaN's garbage k wraps instead of overflowing) */
+    uint64_t k = (uint64_t)(int64_t)(int32_t)(vf_fm_bits_f(tk) - vf_fm_bits_f(shift));
+    double e = p * vf_fm_double((k + 1023u) << 52);
+    return y < -150.0 ? 0.0 : e;
 }
 
 /* o[i] = op(a[i]) for n contiguous f32 elements (a == o allowed), op one
-   of VF_OP_EXP, _TANH, _SIGMOID, _GELU, _RSQRT (others: nothing), as its
-   op-table reference computes it (in double,
-   rounded once). */
+   of VF_OP_EXP, _TANH, _SIGMOID, _GELU, _LOG, _SOFTPLUS, _RSQRT (others:
+   nothing), within
+   the bounds fast_math.c states of the exact value (the op table's
+   double reference rounded once, or an ulp from it). */
 void vf_cpu_fm_row(vf_op op, const float *a, float *o, int64_t n);
 
 /* Softmax (log_out: log_softmax) of `rows` contiguous f32 rows of n >= 1

@@ -9,7 +9,8 @@
  *
  * Fast paths (kernels_elementwise_fast.c): plain f32 loops for the ops
  * whose float result is bit for bit the reference's, and fast_math.c's
- * vector rows for exp, tanh, sigmoid, gelu and rsqrt (within an f32 ulp).
+ * vector rows for exp, tanh, sigmoid, gelu, log, softplus and rsqrt
+ * (within an f32 ulp of the reference).
  *
  * Large tensors are split across the backend's threads (cpu_threads.h) as
  * ranges of elements in output order: each element is computed as on one

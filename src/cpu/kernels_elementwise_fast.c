@@ -7,10 +7,11 @@
  *     and where only select or move values, with the reference's NaN and
  *     signed-zero rules written out below.
  * The loops have no calls and unit or zero strides, so the compiler
- * vectorises them (release builds). exp, tanh, sigmoid, gelu and rsqrt
- * run fast_math.c's vector rows (the reference's formula in double with
- * polynomial exp / tanh: within an ulp of libm's, see fast_math.h). Other
- * f32 ops of one or two inputs (pow, log, ...) call the reference
+ * vectorises them (release builds). exp, tanh, sigmoid, gelu, log,
+ * softplus and rsqrt run fast_math.c's vector rows (float polynomials, the steps whose
+ * rounding would show in double: within an ulp of the reference, see
+ * fast_math.c for each bound). Other
+ * f32 ops of one or two inputs (pow, sin, ...) call the reference
  * function per element straight
  * from float rows (row_ref1/row_ref2): the generic path's arithmetic
  * without its buffers. Other dtypes, three inputs and strided operands
@@ -115,8 +116,8 @@ static void row_where(void *o_, const void *a_, const void *b_, const void *c_, 
     }
 }
 
-/* exp, tanh, sigmoid, gelu, rsqrt (fast_math.h); a broadcast input: its
-   one value computed once and spread. */
+/* exp, tanh, sigmoid, gelu, log, softplus, rsqrt (fast_math.h); a broadcast
+   input: its one value computed once and spread. */
 #define FM_ROW(name, OP)                                                                          \
     static void name(void *o_, const void *a_, const void *b_, const void *c_, const int64_t *st, \
                      int64_t n, vf_scalar_f f)                                                    \
@@ -137,6 +138,8 @@ FM_ROW(row_tanh, VF_OP_TANH)
 FM_ROW(row_sigmoid, VF_OP_SIGMOID)
 FM_ROW(row_gelu, VF_OP_GELU)
 FM_ROW(row_rsqrt, VF_OP_RSQRT)
+FM_ROW(row_log, VF_OP_LOG)
+FM_ROW(row_softplus, VF_OP_SOFTPLUS)
 
 /* Any other f32 op of one or two inputs: the reference function itself
    on each element widened to double, rounded to float, as the generic path
@@ -216,6 +219,8 @@ vf_cpu_fast_row vf_cpu_fast_row_for(const vf_exec *e, const int64_t *st)
     case VF_OP_SIGMOID: return row_sigmoid;
     case VF_OP_GELU: return row_gelu;
     case VF_OP_RSQRT: return row_rsqrt;
+    case VF_OP_LOG: return row_log;
+    case VF_OP_SOFTPLUS: return row_softplus;
     default: return vf_op_get(e->op)->cpu_f ? row_ref1 : NULL;
     }
 }

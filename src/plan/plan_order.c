@@ -209,6 +209,7 @@ bool vf_pb_fusion(builder *b, const vf_graph *g, const pval *v, fusion *f, int *
     vf_fusion_options opt;
     vf_fusion_options_default(&opt);
     if (b->env->unfused) opt.enabled = false;
+    if (b->env->be && b->env->be->iface->fused_max_nodes > 0) opt.max_nodes = b->env->be->iface->fused_max_nodes;
     opt.view = b->view;
     vf_err err = {0};
     if (opt.enabled) {
