@@ -15,23 +15,9 @@
 
 #include "vkfuse.h"
 
-#define CHAIN_OPS 256
+#define CHAIN_OPS VB_CHAIN_OPS
 #define MAX_REPS 400
 
-static vf_status chain(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    vf_tensor *h = in[0];
-    for (int i = 0; i < CHAIN_OPS; i++)
-        switch (i % 4) {
-        case 0: h = vf_add(ctx, h, in[1]); break;
-        case 1: h = vf_mul(ctx, h, in[2]); break;
-        case 2: h = vf_tanh(ctx, h); break;
-        default: h = vf_exp(ctx, h); break;
-        }
-    out[0] = h;
-    return h ? VF_OK : vf_status_get(ctx);
-}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -116,8 +102,8 @@ int main(int argc, char **argv)
     }
     double em = 0, eb = 0, tm = 0, tb = 0, m[4] = {0}, b[4];
     int kernels = 0;
-    bool ok = timed(cpu, chain, 3, 64, 64, CHAIN_OPS, false, reps, &em, &eb, NULL) &&
-              timed(cpu, chain, 3, 64, 64, CHAIN_OPS, true, reps, &tm, &tb, &kernels);
+    bool ok = timed(cpu, vb_chain_tanhexp, 3, 64, 64, CHAIN_OPS, false, reps, &em, &eb, NULL) &&
+              timed(cpu, vb_chain_tanhexp, 3, 64, 64, CHAIN_OPS, true, reps, &tm, &tb, &kernels);
     ok = ok && timed(cpu, one_tanh, 1, 64, 64, 1, false, reps * 20, &m[0], &b[0], NULL) &&
          timed(cpu, one_exp, 1, 64, 64, 1, false, reps * 20, &m[1], &b[1], NULL) &&
          timed(cpu, one_tanh, 1, 2048, 1024, 1, false, reps, &m[2], &b[2], NULL) &&

@@ -65,7 +65,7 @@
 
 #include "vkfuse.h"
 
-#define CHAIN_OPS 256
+#define CHAIN_OPS VB_CHAIN_OPS
 #define MAX_RUNS 64
 
 /* --chain-mix tanhexp: the 256-op chain's 4-cycle is add, mul, tanh, exp */
@@ -385,23 +385,9 @@ static void cold_and_warm(int runs, const char *cli)
 
 /* ---- steady state: the 256-op chain and the 8-op chain -------------------- */
 
-/* in: x, a, c [64,64]; add, mul, sub, neg in turn: |h| stays bounded.
-   With --chain-mix tanhexp: add, mul, tanh, exp; exp's argument is a
-   tanh, so h stays in [1/e, e] after each cycle (x, a >= 0, c = 0.5). */
-static vf_status chain256(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
-{
-    (void)user;
-    vf_tensor *h = in[0];
-    for (int i = 0; i < CHAIN_OPS; i++)
-        switch (i % 4) {
-        case 0: h = vf_add(ctx, h, in[1]); break;
-        case 1: h = vf_mul(ctx, h, in[2]); break;
-        case 2: h = chain_tanhexp ? vf_tanh(ctx, h) : vf_sub(ctx, h, in[1]); break;
-        default: h = chain_tanhexp ? vf_exp(ctx, h) : vf_neg(ctx, h); break;
-        }
-    out[0] = h;
-    return h ? VF_OK : vf_status_get(ctx);
-}
+/* The chain: bench/common.h's vb_chain_arith, or with --chain-mix
+   tanhexp vb_chain_tanhexp. */
+static vf_body chain256(void) { return chain_tanhexp ? vb_chain_tanhexp : vb_chain_arith; }
 
 /* Median and best µs per op of the chain, eager (fn NULL: the body called
    op by op) or traced, over reps runs after one warm-up; each run ends
@@ -417,7 +403,7 @@ static bool time_chain(vf_context *ctx, bool traced, int reps, double *med, doub
     vf_scope_begin(ctx);
     vf_tensor *in[3] = {vf_tensor_from_host(ctx, VF_F32, 2, shape, hx), vf_tensor_from_host(ctx, VF_F32, 2, shape, ha),
                         vf_tensor_from_host(ctx, VF_F32, 2, shape, hc)};
-    vf_function *fn = traced ? vf_function_create(ctx, &(vf_function_desc){.name = "chain256", .body = chain256,
+    vf_function *fn = traced ? vf_function_create(ctx, &(vf_function_desc){.name = "chain256", .body = chain256(),
                                                                             .n_inputs = 3, .n_outputs = 1})
                              : NULL;
     double t[MAX_RUNS * 4], th[MAX_RUNS * 4];
@@ -427,7 +413,7 @@ static bool time_chain(vf_context *ctx, bool traced, int reps, double *med, doub
         vf_scope_begin(ctx);
         vf_tensor *y = NULL;
         double t0 = vb_now();
-        s = fn ? vf_function_call(fn, in, &y) : chain256(ctx, in, &y, NULL);
+        s = fn ? vf_function_call(fn, in, &y) : chain256()(ctx, in, &y, NULL);
         double t1 = vb_now();
         if (s == VF_OK) s = vf_tensor_read(y, out, sizeof out);
         if (i) t[i - 1] = (vb_now() - t0) * 1e6 / CHAIN_OPS, th[i - 1] = (t1 - t0) * 1e6 / CHAIN_OPS;

@@ -168,3 +168,29 @@ vf_status vb_softmax_regression_grads(vf_context *ctx, vf_tensor *x, vf_tensor *
     vf_tape_end(tape);
     return s;
 }
+
+static vf_status chain(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, bool tanhexp)
+{
+    vf_tensor *h = in[0];
+    for (int i = 0; i < VB_CHAIN_OPS; i++)
+        switch (i % 4) {
+        case 0: h = vf_add(ctx, h, in[1]); break;
+        case 1: h = vf_mul(ctx, h, in[2]); break;
+        case 2: h = tanhexp ? vf_tanh(ctx, h) : vf_sub(ctx, h, in[1]); break;
+        default: h = tanhexp ? vf_exp(ctx, h) : vf_neg(ctx, h); break;
+        }
+    out[0] = h;
+    return h ? VF_OK : vf_status_get(ctx);
+}
+
+vf_status vb_chain_arith(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    return chain(ctx, in, out, false);
+}
+
+vf_status vb_chain_tanhexp(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user)
+{
+    (void)user;
+    return chain(ctx, in, out, true);
+}

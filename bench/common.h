@@ -73,4 +73,12 @@ bool vb_mlp_data(int64_t batch, float **x, int32_t **labels);
 vf_status vb_softmax_regression_grads(vf_context *ctx, vf_tensor *x, vf_tensor *labels, vf_tensor *w,
                                       vf_tensor *b, vf_tensor **loss, vf_tensor *g[2]);
 
+/* The peer benchmark's 256-op elementwise chain (vf_body; user unused) on
+   in = x, a, c: add a, mul c, then sub a, neg (arith: |h| stays bounded)
+   or tanh, exp (tanhexp: exp's argument is a tanh, so h stays in
+   [1/e, e] after each cycle for x, a >= 0 and c = 0.5), in turn. */
+#define VB_CHAIN_OPS 256
+vf_status vb_chain_arith(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user);
+vf_status vb_chain_tanhexp(vf_context *ctx, vf_tensor *const *in, vf_tensor **out, void *user);
+
 #endif

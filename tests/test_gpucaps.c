@@ -23,31 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Sets VKFUSE_TEST_CAPS (NULL: unsets it); returns the previous value. */
-static char *set_caps_env(const char *v)
-{
-    const char *old = getenv("VKFUSE_TEST_CAPS");
-    char *saved = old ? strdup(old) : NULL;
-    if (v) setenv("VKFUSE_TEST_CAPS", v, 1);
-    else unsetenv("VKFUSE_TEST_CAPS");
-    return saved;
-}
-
-static void restore_caps_env(char *saved)
-{
-    if (saved) setenv("VKFUSE_TEST_CAPS", saved, 1);
-    else unsetenv("VKFUSE_TEST_CAPS");
-    free(saved);
-}
-
 static vf_device_caps caps_under(const char *profile)
 {
-    char *saved = set_caps_env(profile);
+    char *saved = vt_set_caps_env(profile);
     rt_handle h;
     rt_make(&h, NULL, NULL);
     vf_device_caps c = h.rt->dev.caps;
     rt_done(&h);
-    restore_caps_env(saved);
+    vt_restore_caps_env(saved);
     return c;
 }
 
@@ -143,13 +126,13 @@ static void run(vf_context *ctx, run_result *r)
 
 static void run_under(const char *profile, vf_backend backend, run_result *r)
 {
-    char *saved = set_caps_env(profile);
+    char *saved = vt_set_caps_env(profile);
     setenv("VKFUSE_PROFILE", "1", 1);
     vf_context *ctx = vt_context(backend);
     unsetenv("VKFUSE_PROFILE");
     run(ctx, r);
     vt_context_done(ctx);
-    restore_caps_env(saved);
+    vt_restore_caps_env(saved);
 }
 
 static void test_profiles_run_other_kernels(void **state)
@@ -191,7 +174,7 @@ static void test_bad_value_is_an_error(void **state)
 {
     (void)state;
     if (!vt_have_vulkan()) skip();
-    char *saved = set_caps_env("gpu-ish");
+    char *saved = vt_set_caps_env("gpu-ish");
     const vf_backend backends[2] = {VF_BACKEND_VULKAN, VF_BACKEND_AUTO};
     for (int i = 0; i < 2; i++) {
         vf_context *ctx = NULL;
@@ -202,7 +185,7 @@ static void test_bad_value_is_an_error(void **state)
         assert_non_null(strstr(vf_error_message(ctx), "use gpu, gpu-nosubgroup, cpu, cpu-notexel or device"));
         vf_context_destroy(ctx);
     }
-    restore_caps_env(saved);
+    vt_restore_caps_env(saved);
 }
 
 int main(void)

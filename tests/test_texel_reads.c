@@ -24,22 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *set_caps_env(const char *v)
-{
-    const char *old = getenv("VKFUSE_TEST_CAPS");
-    char *saved = old ? strdup(old) : NULL;
-    if (v) setenv("VKFUSE_TEST_CAPS", v, 1);
-    else unsetenv("VKFUSE_TEST_CAPS");
-    return saved;
-}
-
-static void restore_caps_env(char *saved)
-{
-    if (saved) setenv("VKFUSE_TEST_CAPS", saved, 1);
-    else unsetenv("VKFUSE_TEST_CAPS");
-    free(saved);
-}
-
 /* The device's own caps, and the CPU profile without texel reads. */
 static void test_caps(void **state)
 {
@@ -51,12 +35,12 @@ static void test_caps(void **state)
     bool lavapipe = strstr(h.name, "llvmpipe") != NULL;
     rt_done(&h);
     assert_int_equal(dev.texel_reads, lavapipe);
-    char *saved = set_caps_env("cpu-notexel");
+    char *saved = vt_set_caps_env("cpu-notexel");
     rt_make(&h, NULL, NULL);
     assert_true(h.rt->dev.caps.is_cpu);
     assert_false(h.rt->dev.caps.texel_reads);
     rt_done(&h);
-    restore_caps_env(saved);
+    vt_restore_caps_env(saved);
 }
 
 /* ---- codegen ------------------------------------------------------------------ */
@@ -137,11 +121,11 @@ static vf_status traced_body(vf_context *ctx, vf_tensor *const *in, vf_tensor **
    arrays per shape; the traced function's kernel names in *kernels. */
 static float **run_all(const char *profile, char *kernels, size_t kernels_len)
 {
-    char *saved = set_caps_env(profile);
+    char *saved = vt_set_caps_env(profile);
     setenv("VKFUSE_PROFILE", "1", 1);
     vf_context *ctx = vt_context(VF_BACKEND_VULKAN);
     unsetenv("VKFUSE_PROFILE");
-    restore_caps_env(saved);
+    vt_restore_caps_env(saved);
     float **res = calloc(4 * N_SHAPES, sizeof *res);
     assert_non_null(res);
     kernels[0] = '\0';

@@ -138,3 +138,19 @@ void pin_vulkan_libraries(void)
     for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
         dlopen(libs[i], RTLD_NOW | RTLD_NODELETE); /* absent ones are fine */
 }
+
+char *vt_set_caps_env(const char *v)
+{
+    const char *old = getenv("VKFUSE_TEST_CAPS");
+    char *saved = old ? strdup(old) : NULL;
+    if (v) setenv("VKFUSE_TEST_CAPS", v, 1);
+    else unsetenv("VKFUSE_TEST_CAPS");
+    return saved;
+}
+
+void vt_restore_caps_env(char *saved)
+{
+    if (saved) setenv("VKFUSE_TEST_CAPS", saved, 1);
+    else unsetenv("VKFUSE_TEST_CAPS");
+    free(saved);
+}

@@ -57,6 +57,12 @@ const vf_vk_pipeline *axpy_pipeline(rt_handle *h);
 /* Runs axpy over n elements and checks the result; returns after freeing. */
 void run_axpy_check(rt_handle *h, uint32_t n);
 
+/* Sets VKFUSE_TEST_CAPS (the codegen profile of contexts made next; NULL
+   unsets it) and returns its previous value, which vt_restore_caps_env
+   puts back (and frees). */
+char *vt_set_caps_env(const char *v);
+void vt_restore_caps_env(char *saved);
+
 /* Runs this test binary again with argv[1..2] = arg1, arg2 and envp;
    returns its exit status. */
 int spawn_self(const char *arg1, const char *arg2, char **envp);

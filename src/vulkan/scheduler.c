@@ -368,6 +368,25 @@ static vf_status alloc_set(vf_vk_sched *s, const vf_vk_pipeline *p, VkDescriptor
     return vf_vk_check(s->err, r, "vkAllocateDescriptorSets");
 }
 
+/* A texel view of [off, off + range) of buf for the open batch (slot
+   sl): kept in the slot and destroyed when it is reused, its work done
+   (vf_vk_sched_open). */
+static vf_status slot_view(vf_vk_sched *s, vf_vk_slot *sl, VkBuffer buf, VkDeviceSize off, VkDeviceSize range,
+                           const char *kernel, int binding, VkBufferView *out)
+{
+    if (sl->n_views == sl->cap_views) {
+        uint32_t cap = sl->cap_views ? 2 * sl->cap_views : 16;
+        VkBufferView *nv = realloc(sl->views, sizeof *nv * cap);
+        if (!nv) return vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
+        sl->views = nv, sl->cap_views = cap;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "kernel %s binding %d", kernel, binding);
+    vf_status st = vf_vk_texel_view(s->dev, buf, off, range, what, out, s->err);
+    if (!st) sl->views[sl->n_views++] = *out;
+    return st;
+}
+
 vf_status vf_vk_sched_dispatch(vf_vk_sched *s, const vf_vk_dispatch_info *d)
 {
     const vf_vk_pipeline *p = d->pipe;
@@ -429,52 +448,34 @@ vf_status vf_vk_sched_dispatch(vf_vk_sched *s, const vf_vk_dispatch_info *d)
                                   "kernel %s binding %d: no buffer or no range", name, i);
         }
         if (texel) {
-            /* a view of the range for this batch: destroyed when the slot
-               is reused, its work done (vf_vk_sched_open) */
-            if (sl->n_views == sl->cap_views) {
-                uint32_t cap = sl->cap_views ? 2 * sl->cap_views : 16;
-                VkBufferView *nv = realloc(sl->views, sizeof *nv * cap);
-                if (!nv) return vf_err_set(s->err, VF_ERROR_OUT_OF_MEMORY, "out of host memory (malloc failed)");
-                sl->views = nv, sl->cap_views = cap;
-            }
-            char what[96];
-            snprintf(what, sizeof what, "kernel %s binding %d", name, i);
-            vf_status vst = vf_vk_texel_view(s->dev, buf, off, range, what, &views[i], s->err);
+            vf_status vst = slot_view(s, sl, buf, off, range, name, i, &views[i]);
             if (vst) return vst;
-            sl->views[sl->n_views++] = views[i];
-            w[i] = (VkWriteDescriptorSet){
-                .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                .dstSet = set,
-                .dstBinding = (uint32_t)i,
-                .descriptorCount = 1,
-                .descriptorType = type,
-                .pTexelBufferView = &views[i],
-            };
-            acc[i] = (vf_vk_access){buf, off, off + range, b->access ? b->access : VF_VK_READ, 0};
-            continue;
+        } else {
+            VkDeviceSize align = uniform ? L->minUniformBufferOffsetAlignment : L->minStorageBufferOffsetAlignment;
+            VkDeviceSize max = uniform ? L->maxUniformBufferRange : L->maxStorageBufferRange;
+            if (align && off % align)
+                return vf_err_set(s->err, VF_ERROR_UNSUPPORTED,
+                                  "kernel %s binding %d: offset %llu is not a multiple of the device's"
+                                  " %s offset alignment %llu", name, i, (unsigned long long)off,
+                                  uniform ? "uniform" : "storage", (unsigned long long)align);
+            if (range > max)
+                return vf_err_set(s->err, VF_ERROR_UNSUPPORTED,
+                                  "kernel %s binding %d: %llu bytes exceed the device's max %s range %llu",
+                                  name, i, (unsigned long long)range, uniform ? "uniform" : "storage",
+                                  (unsigned long long)max);
+            info[i] = (VkDescriptorBufferInfo){buf, off, range};
         }
-        VkDeviceSize align = uniform ? L->minUniformBufferOffsetAlignment : L->minStorageBufferOffsetAlignment;
-        VkDeviceSize max = uniform ? L->maxUniformBufferRange : L->maxStorageBufferRange;
-        if (align && off % align)
-            return vf_err_set(s->err, VF_ERROR_UNSUPPORTED,
-                              "kernel %s binding %d: offset %llu is not a multiple of the device's"
-                              " %s offset alignment %llu", name, i, (unsigned long long)off,
-                              uniform ? "uniform" : "storage", (unsigned long long)align);
-        if (range > max)
-            return vf_err_set(s->err, VF_ERROR_UNSUPPORTED,
-                              "kernel %s binding %d: %llu bytes exceed the device's max %s range %llu",
-                              name, i, (unsigned long long)range, uniform ? "uniform" : "storage",
-                              (unsigned long long)max);
-        info[i] = (VkDescriptorBufferInfo){buf, off, range};
         w[i] = (VkWriteDescriptorSet){
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
             .dstSet = set,
             .dstBinding = (uint32_t)i,
             .descriptorCount = 1,
             .descriptorType = type,
-            .pBufferInfo = &info[i],
+            .pBufferInfo = texel ? NULL : &info[i],
+            .pTexelBufferView = texel ? &views[i] : NULL,
         };
-        acc[i] = (vf_vk_access){buf, off, off + range, b->access ? b->access : (VF_VK_READ | VF_VK_WRITE), 0};
+        unsigned dflt = texel ? VF_VK_READ : VF_VK_READ | VF_VK_WRITE; /* a texel binding is read-only */
+        acc[i] = (vf_vk_access){buf, off, off + range, b->access ? b->access : dflt, 0};
     }
     vf_status st = track(s, cmd, acc, d->n_bindings, d->barrier_before);
     if (st) return st;
